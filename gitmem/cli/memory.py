@@ -1,0 +1,363 @@
+"""Core commands: init, add, fact add, list, show, search, edit, supersede, retract, log, doctor, status."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import click
+
+from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory
+from . import author_options, emit_json, json_option, main, pass_store
+
+
+def _short(oid: Optional[str]) -> str:
+    return oid[:10] if oid else "-"
+
+
+def memory_line(m: Memory) -> str:
+    flag = "" if m.status == "active" else f" [{m.status}]"
+    extra = f"  (because: {m.reason})" if m.type == "rejection" and m.reason else ""
+    return f"{m.id}  {m.type:<10} {m.summary}{extra}{flag}"
+
+
+def write_json(store, w) -> Dict[str, Any]:
+    return {"id": w.memory.id, "commit": w.commit, "ref": store.ref, "redacted": w.redacted,
+            "memory": w.memory.to_dict()}
+
+
+def report_write(store, w, verb: str, as_json: bool) -> None:
+    if as_json:
+        emit_json(write_json(store, w))
+        return
+    click.echo(f"{verb} {w.memory.type} {w.memory.id} on {store.ref} (commit {_short(w.commit)})")
+    if w.redacted:
+        click.echo(f"gitmem: redacted {w.redacted} secret(s) before storing", err=True)
+
+
+def _add(store, type_: str, text: str, title, because, tags, paths, who, source, as_json, **extra) -> None:
+    w = store.add(type_, text, title=title, reason=because, tags=tags, paths=paths,
+                  author=who, source=source, **extra)
+    report_write(store, w, "Added", as_json)
+
+
+def write_options(f):
+    for option in reversed([
+        click.option("--title", help="A one-line title (default: the text's first line)."),
+        click.option("--because", "because", metavar="REASON",
+                     help="Why: required for a rejection (why it was turned down), optional otherwise."),
+        click.option("--tag", "tags", multiple=True, help="A tag (repeatable)."),
+        click.option("--path", "paths", multiple=True, help="A repository path it concerns (repeatable)."),
+    ]):
+        f = option(f)
+    return f
+
+
+@main.command()
+@json_option
+@pass_store
+def init(store, as_json: bool) -> None:
+    """Check the repository and say where this branch's memory lives.
+
+    Nothing is written until the first memory is added.
+
+    Example: gitmem init
+    """
+    branch, tip = store.read_from()
+    data = {"repository": store.repo.workdir or store.repo.path, "branch": store.branch, "ref": store.ref,
+            "tip": store.own_tip(), "inherits": branch if branch != store.branch else None,
+            "inherited_tip": tip if branch != store.branch else None}
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(f"gitmem is ready in {data['repository']}")
+    click.echo(f"memory of branch {store.branch!r} is stored on {store.ref}")
+    if data["inherits"]:
+        click.echo(f"until its first write it reads the memory of {branch!r} ({_short(tip)})")
+    click.echo('add one with: gitmem add decision "..." --because "..."')
+
+
+@main.command()
+@click.argument("type_", metavar="TYPE", type=click.Choice(TYPES))
+@click.argument("text")
+@write_options
+@click.option("--next", "next_", metavar="STEP", help="For a checkpoint: what comes next.")
+@author_options
+@json_option
+@pass_store
+def add(store, type_: str, text: str, title, because, tags, paths, next_, who, source, as_json) -> None:
+    """Add a memory of TYPE.
+
+    \b
+    Types: decision, rejection (needs --because), convention, fact, action,
+    file (needs --path; tied to the file's current blob), checkpoint, note.
+
+    Example: gitmem add rejection "Use Redis for the job queue" --because "ops won't run another stateful service"
+    """
+    _add(store, type_, text, title, because, tags, paths, who, source, as_json, next=next_)
+
+
+@main.group()
+def fact() -> None:
+    """Shorthand for facts: `gitmem fact add TEXT`."""
+
+
+@fact.command("add")
+@click.argument("text")
+@write_options
+@author_options
+@json_option
+@pass_store
+def fact_add(store, text: str, title, because, tags, paths, who, source, as_json) -> None:
+    """Add a fact (same as `gitmem add fact TEXT`).
+
+    Example: gitmem fact add "Refunds are idempotent on payment_intent id" --tag payments
+    """
+    _add(store, "fact", text, title, because, tags, paths, who, source, as_json)
+
+
+def filter_options(f):
+    for option in reversed([
+        click.option("--type", "type_", type=click.Choice(TYPES), help="Only this type."),
+        click.option("--tag", help="Only memories with this tag."),
+        click.option("--path", help="Only memories about this path (or a directory around it)."),
+        click.option("--kind", "author_kind", type=click.Choice(AUTHOR_KINDS), help="Only agent or human writes."),
+        click.option("--source", help="Only from this tool (cli, hook, mcp:cursor, ...)."),
+        click.option("--status", type=click.Choice(STATUSES + ("any",)), default="active", show_default=True),
+    ]):
+        f = option(f)
+    return f
+
+
+@main.command("list")
+@filter_options
+@json_option
+@pass_store
+def list_(store, type_, tag, path, author_kind, source, status, as_json) -> None:
+    """List memories of the branch, oldest first.
+
+    JSON: {"branch", "ref", "tip", "memories": [memory, ...]}.
+
+    Example: gitmem list --type rejection --path src/payments
+    """
+    found = store.list(type=type_, tag=tag, path=path, author_kind=author_kind, source=source,
+                       status=None if status == "any" else status)
+    for problem in store.problems:
+        click.echo(f"gitmem: warning: skipped {problem.where}: {problem.message}", err=True)
+    if as_json:
+        emit_json({"branch": store.branch, "ref": store.ref, "tip": store.tip(),
+                   "memories": [m.to_dict() for m in found]})
+        return
+    for m in found:
+        click.echo(memory_line(m))
+    if not found:
+        click.echo("no memories match", err=True)
+
+
+@main.command()
+@click.argument("memory_id", metavar="ID")
+@json_option
+@pass_store
+def show(store, memory_id: str, as_json: bool) -> None:
+    """Show one memory as stored (YAML). ID may be a unique prefix.
+
+    Example: gitmem show 0mabcd
+    """
+    from ..model import dump_yaml
+
+    m = store.get(memory_id)
+    if as_json:
+        emit_json(m.to_dict())
+    else:
+        click.echo(dump_yaml(m).decode("utf-8"), nl=False)
+
+
+@main.command()
+@click.argument("query")
+@click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 1000))
+@filter_options
+@json_option
+@pass_store
+def search(store, query: str, limit: int, type_, tag, path, author_kind, source, status, as_json) -> None:
+    """Ranked text search over the branch's memory.
+
+    Example: gitmem search "job queue redis"
+    """
+    from ..search import rank
+
+    pool = store.list(type=type_, tag=tag, path=path, author_kind=author_kind, source=source,
+                      status=None if status == "any" else status)
+    hits = rank(pool, query, limit=limit)
+    if as_json:
+        emit_json({"query": query, "ref": store.ref,
+                   "hits": [{"score": round(h.score, 4), "memory": h.memory.to_dict()} for h in hits]})
+        return
+    for h in hits:
+        click.echo(f"{h.score:6.2f}  {memory_line(h.memory)}")
+    if not hits:
+        click.echo("no matches", err=True)
+
+
+_EDITABLE = ("text", "title", "reason", "tags", "paths", "next")
+
+
+@main.command()
+@click.argument("memory_id", metavar="ID")
+@click.option("--text", help="New text.")
+@click.option("--title", help="New title.")
+@click.option("--because", "reason", metavar="REASON", help="New reason.")
+@click.option("--tag", "tags", multiple=True, help="Replace the tags (repeatable).")
+@click.option("--path", "paths", multiple=True, help="Replace the paths (repeatable).")
+@click.option("--next", "next_", metavar="STEP", help="New next step (checkpoints).")
+@author_options
+@json_option
+@pass_store
+def edit(store, memory_id, text, title, reason, tags, paths, next_, who, source, as_json) -> None:
+    """Edit a memory in place (one commit). With no field options, opens $EDITOR.
+
+    Example: gitmem edit 0mabcd --text "Use advisory locks, not SELECT ... FOR UPDATE"
+    """
+    changes: Dict[str, Any] = {k: v for k, v in
+                               (("text", text), ("title", title), ("reason", reason), ("next", next_))
+                               if v is not None}
+    if tags:
+        changes["tags"] = tags
+    if paths:
+        changes["paths"] = paths
+    if not changes:
+        changes = _edit_in_editor(store.get(memory_id))
+    w = store.edit(memory_id, author=who, source=source, **changes)
+    report_write(store, w, "Edited", as_json)
+
+
+def _edit_in_editor(m: Memory) -> Dict[str, Any]:
+    import yaml
+
+    current = {k: v for k, v in m.to_dict().items() if k in _EDITABLE}
+    header = f"# Editing {m.type} {m.id}. Fields: {', '.join(_EDITABLE)}. Save and quit to commit.\n"
+    edited = click.edit(header + yaml.safe_dump(current, sort_keys=False, allow_unicode=True))
+    if edited is None:
+        raise click.ClickException("edit aborted: nothing saved")
+    try:
+        data = yaml.safe_load(edited) or {}
+    except yaml.YAMLError as e:
+        raise click.ClickException(f"not valid YAML: {str(e).splitlines()[0]}")
+    if not isinstance(data, dict) or set(data) - set(_EDITABLE):
+        raise click.ClickException(f"only these fields can be edited: {', '.join(_EDITABLE)}")
+    return {k: v for k, v in data.items() if current.get(k) != v}
+
+
+@main.command()
+@click.argument("memory_id", metavar="ID")
+@click.argument("text")
+@click.option("--title", help="Title of the new memory (default: keep the old one).")
+@click.option("--because", "reason", metavar="REASON", help="Reason of the new memory.")
+@author_options
+@json_option
+@pass_store
+def supersede(store, memory_id, text, title, reason, who, source, as_json) -> None:
+    """Replace a memory with a new one (the old one is kept, marked superseded).
+
+    Example: gitmem supersede 0mabcd "Queue jobs in Postgres with SKIP LOCKED"
+    """
+    w = store.supersede(memory_id, text, title=title, reason=reason, author=who, source=source)
+    report_write(store, w, f"Superseded {memory_id} with", as_json)
+
+
+@main.command()
+@click.argument("memory_id", metavar="ID")
+@click.option("--because", "reason", metavar="REASON", help="Why it no longer holds (kept in the commit).")
+@author_options
+@json_option
+@pass_store
+def retract(store, memory_id, reason, who, source, as_json) -> None:
+    """Retract a memory: it leaves lists and context but stays in history.
+
+    Example: gitmem retract 0mabcd --because "we moved off Heroku"
+    """
+    w = store.retract(memory_id, reason=reason, author=who, source=source)
+    report_write(store, w, "Retracted", as_json)
+
+
+@main.command()
+@click.option("--limit", "-n", type=click.IntRange(1), help="At most N entries.")
+@click.option("--id", "memory_id", metavar="ID", help="Only the history of this memory.")
+@click.option("--kind", "author_kind", type=click.Choice(AUTHOR_KINDS), help="Only agent or human writes.")
+@click.option("--source", help="Only writes from this tool.")
+@click.option("--author", help="Only writes whose author name or email contains this.")
+@json_option
+@pass_store
+def log(store, limit, memory_id, author_kind, source, author, as_json) -> None:
+    """The audit trail: who wrote what, when, from which tool (newest first).
+
+    JSON: {"ref", "entries": [{"commit", "time", "author": {name, email, kind}, "source", "op",
+    "memory_ids", "type", "summary", "parents"}]}.
+
+    Example: gitmem log --kind agent -n 20
+    """
+    changes = store.history(memory_id) if memory_id else store.log()
+    selected: List[Any] = []
+    for c in changes:
+        if author_kind and c.author.kind != author_kind:
+            continue
+        if source and c.source != source:
+            continue
+        if author and author.lower() not in f"{c.author.name} {c.author.email}".lower():
+            continue
+        selected.append(c)
+        if limit and len(selected) >= limit:
+            break
+    if as_json:
+        emit_json({"ref": store.ref, "entries": [c.to_dict() for c in selected]})
+        return
+    for c in selected:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(c.time))
+        click.echo(f"{c.commit[:10]} {when} {c.author.kind:<5} {c.author.name:<16} {c.source:<12} {c.summary}")
+
+
+@main.command()
+@json_option
+@pass_store
+def doctor(store, as_json: bool) -> None:
+    """Validate the memory ref, its history and every blob; report, never crash.
+
+    Exit code 1 when an error is found.
+
+    Example: gitmem doctor
+    """
+    problems = store.doctor()
+    errors = [p for p in problems if p.level == "error"]
+    if as_json:
+        emit_json({"ref": store.ref, "ok": not errors, "problems": [p.to_dict() for p in problems]})
+    else:
+        for p in problems:
+            click.echo(f"{p.level}: {p.where}: {p.message}")
+        click.echo(f"{store.ref}: {'ok' if not errors else f'{len(errors)} error(s)'}")
+    if errors:
+        raise SystemExit(1)
+
+
+@main.command()
+@json_option
+@pass_store
+def status(store, as_json: bool) -> None:
+    """Where memory is read from and written to, and what it holds.
+
+    Example: gitmem status
+    """
+    branch, tip = store.read_from()
+    counts: Dict[str, int] = {}
+    for m in store.memories().values():
+        if m.status == "active":
+            counts[m.type] = counts.get(m.type, 0) + 1
+    data = {"branch": store.branch, "ref": store.ref, "own_tip": store.own_tip(), "reads": branch,
+            "tip": tip, "counts": counts, "notice": store.notice}
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(f"branch {store.branch}: memory {store.ref} at {_short(store.own_tip())}")
+    if branch and branch != store.branch:
+        click.echo(f"  no memory of its own yet: reading {branch!r} at {_short(tip)}")
+    click.echo("  " + (", ".join(f"{n} {t}" for t, n in sorted(counts.items())) or "no memories"))
+
+

@@ -1,0 +1,107 @@
+"""One exception tree for the whole library.
+
+Interfaces (CLI, MCP, web) catch :class:`GitmemError` in one place and show its
+message; anything else escaping the library is a bug and keeps its traceback.
+A raw ``pygit2.GitError`` never leaves the library.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+
+class GitmemError(Exception):
+    """Base class: the message is one line, meant for the user."""
+
+
+class NotARepository(GitmemError):
+    def __init__(self, path: str):
+        self.path = path
+        super().__init__(f"not a git repository (or any parent): {path}")
+
+
+class InvalidMemory(GitmemError):
+    """A memory (or an input meant to become one) breaks the schema."""
+
+    def __init__(self, field: str, problem: str, choices: Optional[Sequence[str]] = None):
+        self.field = field
+        self.problem = problem
+        self.choices = tuple(choices or ())
+        message = f"invalid {field}: {problem}"
+        if self.choices:
+            message += f" (valid: {', '.join(self.choices)})"
+        super().__init__(message)
+
+
+class NotFound(GitmemError):
+    def __init__(self, memory_id: str, ref: str):
+        self.memory_id = memory_id
+        self.ref = ref
+        super().__init__(f"no memory {memory_id!r} on {ref}")
+
+
+class AmbiguousId(GitmemError):
+    def __init__(self, prefix: str, matches: Sequence[str]):
+        self.prefix = prefix
+        self.matches = tuple(matches)
+        super().__init__(
+            f"id prefix {prefix!r} is ambiguous: {', '.join(self.matches[:5])}"
+            + (" ..." if len(self.matches) > 5 else "")
+        )
+
+
+class ConcurrentUpdate(GitmemError):
+    """The ref moved between reading its tip and moving it (compare-and-swap lost)."""
+
+    def __init__(self, ref: str, expected: Optional[str], actual: Optional[str]):
+        self.ref = ref
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"{ref} moved during the write (expected {expected or 'no ref'}, found {actual or 'no ref'})"
+        )
+
+
+class RefLocked(GitmemError):
+    """Another process holds (or a dead one left) the ref's lock file."""
+
+    def __init__(self, ref: str, lock_path: str):
+        self.ref = ref
+        self.lock_path = lock_path
+        super().__init__(
+            f"{ref} is locked by {lock_path}; if no gitmem or git process is running, "
+            "run `gitmem doctor --fix` to remove a stale lock"
+        )
+
+
+class StorageError(GitmemError):
+    """git could not write objects or refs (disk full, read-only repository, corruption)."""
+
+
+class BranchError(GitmemError):
+    """The branch name or HEAD state does not allow the operation."""
+
+
+class SecretFound(GitmemError):
+    """Memory about to leave the machine contains something that looks like a secret."""
+
+    def __init__(self, findings: Sequence[tuple]):
+        self.findings = tuple(findings)
+        where = ", ".join(f"{m} ({rule})" for m, rule in self.findings[:5])
+        super().__init__(f"refusing: {len(self.findings)} possible secret(s) in memory: {where}")
+
+
+class RemoteError(GitmemError):
+    """A fetch or push failed (unreachable remote, rejected update)."""
+
+
+class BackendError(GitmemError):
+    """The Messages API backend (real or emulated) failed or refused the request."""
+
+
+class UnknownModel(GitmemError):
+    """A model id or alias that the price table (and so the emulator) does not know."""
+
+
+class PriceTableError(GitmemError):
+    """A price-table override file is unreadable or malformed."""

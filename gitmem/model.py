@@ -1,0 +1,342 @@
+"""The memory model: plain dataclasses, validation in one place, YAML in and out.
+
+Pure: no git, no I/O. Everything that becomes a stored memory passes through
+:func:`validate`, so the store, the merge, the MCP server and the web UI all
+agree on what a valid memory is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, fields, replace
+from datetime import datetime, timezone
+from typing import Any, Dict, Iterable, Optional, Tuple
+
+import yaml
+
+from .errors import InvalidMemory
+
+SCHEMA_VERSION = 1
+
+TYPES = ("decision", "rejection", "convention", "fact", "action", "file", "checkpoint", "note")
+STATUSES = ("active", "superseded", "retracted")
+AUTHOR_KINDS = ("agent", "human")
+
+#: Memories are notes for a prompt, not documents: 16 KiB keeps one memory
+#: well inside any context budget and keeps blobs small for fast loads.
+MAX_TEXT_BYTES = 16 * 1024
+MAX_TITLE_CHARS = 200
+MAX_BLOB_BYTES = 64 * 1024
+MAX_PATH_CHARS = 1024
+MAX_ITEMS = 64
+
+# Crockford base32, lowercase: sorts like the time it encodes, no ambiguous letters.
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+ID_LENGTH = 16
+ID_RE = re.compile(r"^[0-9a-hjkmnp-tv-z]{16}$")
+ID_PREFIX_RE = re.compile(r"^[0-9a-hjkmnp-tv-z]{4,16}$")
+_TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]{0,63}$")
+_SOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@/:+ -]{0,79}$")
+_OID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+_ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
+
+
+def new_id(now_ms: Optional[int] = None) -> str:
+    """A 16-char id: 10 chars of millisecond time, then 6 random chars (30 bits).
+
+    Sorting ids sorts memories by creation time; the random tail keeps ids
+    written in the same millisecond on different clones apart.
+    """
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    head = "".join(_ALPHABET[(ms >> (5 * i)) & 31] for i in reversed(range(10)))
+    rnd = int.from_bytes(os.urandom(4), "big")
+    tail = "".join(_ALPHABET[(rnd >> (5 * i)) & 31] for i in range(6))
+    return head + tail
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Author:
+    name: str
+    email: str = ""
+    kind: str = "human"
+
+    def to_dict(self) -> Dict[str, str]:
+        return {"name": self.name, "email": self.email, "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One memory, exactly as stored (one YAML blob).
+
+    ``reason`` is why a rejection was turned down (required for rejections) or
+    why a decision was taken. ``blob`` ties a ``file`` memory to the blob id of
+    the file it summarises; ``commit`` and ``next`` are where a checkpoint
+    stands and what comes next; ``commits`` are code commits linked by hooks.
+    """
+
+    id: str
+    type: str
+    text: str
+    author: Author
+    source: str
+    created: str
+    title: Optional[str] = None
+    reason: Optional[str] = None
+    tags: Tuple[str, ...] = ()
+    paths: Tuple[str, ...] = ()
+    status: str = "active"
+    supersedes: Optional[str] = None
+    superseded_by: Optional[str] = None
+    blob: Optional[str] = None
+    commit: Optional[str] = None
+    next: Optional[str] = None
+    commits: Tuple[str, ...] = ()
+    updated: Optional[str] = None
+    schema: int = SCHEMA_VERSION
+
+    @property
+    def summary(self) -> str:
+        """A one-line label for logs and lists."""
+        line = (self.title or self.text).strip().splitlines()[0] if (self.title or self.text).strip() else ""
+        return line if len(line) <= 72 else line[:69] + "..."
+
+    def evolve(self, **changes: Any) -> "Memory":
+        return replace(self, **changes)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Stable key order; empty optional fields are left out."""
+        out: Dict[str, Any] = {}
+        for name in _KEY_ORDER:
+            value = getattr(self, name)
+            if name == "author":
+                out[name] = value.to_dict()
+            elif isinstance(value, tuple):
+                if value:
+                    out[name] = list(value)
+            elif value is not None:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Memory":
+        """Build and validate a memory from parsed YAML or JSON."""
+        if not isinstance(data, dict):
+            raise InvalidMemory("document", f"expected a mapping, got {type(data).__name__}")
+        unknown = set(data) - set(_KEY_ORDER)
+        if unknown:
+            raise InvalidMemory("document", f"unknown field(s): {', '.join(sorted(map(str, unknown)))}", _KEY_ORDER)
+        author = data.get("author")
+        if not isinstance(author, dict):
+            raise InvalidMemory("author", "expected a mapping with name, email, kind")
+        kwargs: Dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            if f.name == "author":
+                value = Author(
+                    name=_expect_str("author.name", author.get("name")),
+                    email=_expect_str("author.email", author.get("email", "")),
+                    kind=_expect_str("author.kind", author.get("kind", "human")),
+                )
+            elif f.name in _TUPLE_FIELDS:
+                if not isinstance(value, list):
+                    raise InvalidMemory(f.name, "expected a list of strings")
+                value = tuple(_expect_str(f.name, v) for v in value)
+            elif f.name == "schema":
+                if not isinstance(value, int) or isinstance(value, bool):
+                    raise InvalidMemory("schema", "expected an integer")
+            elif value is not None:
+                value = _expect_str(f.name, value)
+            kwargs[f.name] = value
+        for required in ("id", "type", "text", "source", "created"):
+            if required not in kwargs:
+                raise InvalidMemory(required, "missing")
+        memory = cls(**kwargs)
+        validate(memory)
+        return memory
+
+
+_KEY_ORDER = (
+    "schema", "id", "type", "status", "title", "text", "reason", "tags", "paths",
+    "supersedes", "superseded_by", "blob", "commit", "next", "commits",
+    "author", "source", "created", "updated",
+)
+_TUPLE_FIELDS = ("tags", "paths", "commits")
+
+
+def _expect_str(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidMemory(name, f"expected text, got {type(value).__name__}")
+    return value
+
+
+def check_text(name: str, value: str, limit: int = MAX_TEXT_BYTES) -> None:
+    """Text must be valid UTF-8 (no lone surrogates), not blank, and under the cap."""
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidMemory(name, "not valid UTF-8") from None
+    if "\x00" in value:
+        raise InvalidMemory(name, "contains a NUL byte")
+    if not value.strip():
+        raise InvalidMemory(name, "must not be empty")
+    if size > limit:
+        raise InvalidMemory(name, f"{size} bytes is over the {limit}-byte limit")
+
+
+def check_path(path: str) -> str:
+    """Paths are repository-relative, POSIX, normalised, and never climb out."""
+    if not path or len(path) > MAX_PATH_CHARS or "\x00" in path or "\n" in path:
+        raise InvalidMemory("paths", f"{path[:80]!r} is not a usable path")
+    p = path.replace("\\", "/")
+    if p.startswith("/") or re.match(r"^[A-Za-z]:", p):
+        raise InvalidMemory("paths", f"{path!r} must be relative to the repository root")
+    parts = [x for x in p.split("/") if x not in ("", ".")]
+    if not parts or ".." in parts:
+        raise InvalidMemory("paths", f"{path!r} must stay inside the repository")
+    return "/".join(parts)
+
+
+def validate(m: Memory) -> None:
+    """Raise :class:`InvalidMemory` naming the first problem found."""
+    if m.schema != SCHEMA_VERSION:
+        raise InvalidMemory("schema", f"version {m.schema} is not supported by this gitmem", [str(SCHEMA_VERSION)])
+    if not isinstance(m.id, str) or not ID_RE.match(m.id):
+        raise InvalidMemory("id", f"{str(m.id)[:40]!r} is not a gitmem id (16 chars of 0-9 a-z without i l o u)")
+    if m.type not in TYPES:
+        raise InvalidMemory("type", f"unknown type {m.type!r}", TYPES)
+    if m.status not in STATUSES:
+        raise InvalidMemory("status", f"unknown status {m.status!r}", STATUSES)
+    check_text("text", m.text)
+    if m.title is not None:
+        check_text("title", m.title, MAX_TITLE_CHARS * 4)
+        if "\n" in m.title or len(m.title) > MAX_TITLE_CHARS:
+            raise InvalidMemory("title", f"must be one line of at most {MAX_TITLE_CHARS} characters")
+    if m.reason is not None:
+        check_text("reason", m.reason)
+    if m.type == "rejection" and not (m.reason and m.reason.strip()):
+        raise InvalidMemory("reason", "a rejection needs the reason it was turned down (--because)")
+    for name, values in (("tags", m.tags), ("paths", m.paths), ("commits", m.commits)):
+        if len(values) > MAX_ITEMS * (16 if name == "commits" else 1):
+            raise InvalidMemory(name, f"at most {MAX_ITEMS} items")
+    for tag in m.tags:
+        if not _TAG_RE.match(tag):
+            raise InvalidMemory("tags", f"{tag[:40]!r}: use letters, digits and _ . : / + - (max 64)")
+    for path in m.paths:
+        if check_path(path) != path:
+            raise InvalidMemory("paths", f"{path!r} is not normalised")
+    if m.type == "file" and not m.paths:
+        raise InvalidMemory("paths", "a file memory needs the path it summarises")
+    for name in ("supersedes", "superseded_by"):
+        value = getattr(m, name)
+        if value is not None and not ID_RE.match(value):
+            raise InvalidMemory(name, f"{value[:40]!r} is not a gitmem id")
+    for name in ("blob", "commit"):
+        value = getattr(m, name)
+        if value is not None and not _OID_RE.match(value):
+            raise InvalidMemory(name, f"{value[:80]!r} is not a git object id")
+    for c in m.commits:
+        if not _OID_RE.match(c):
+            raise InvalidMemory("commits", f"{c[:80]!r} is not a git commit id")
+    if m.next is not None:
+        check_text("next", m.next)
+    if not isinstance(m.author, Author):
+        raise InvalidMemory("author", "expected an Author")
+    if m.author.kind not in AUTHOR_KINDS:
+        raise InvalidMemory("author.kind", f"unknown kind {m.author.kind!r}", AUTHOR_KINDS)
+    check_text("author.name", m.author.name, 256)
+    if any(c in m.author.name + m.author.email for c in "<>\n"):
+        raise InvalidMemory("author", "name and email must not contain <, > or newlines")
+    if not _SOURCE_RE.match(m.source or ""):
+        raise InvalidMemory("source", f"{(m.source or '')[:40]!r}: one short word such as cli, hook, ci, mcp:cursor")
+    for name in ("created", "updated"):
+        value = getattr(m, name)
+        if value is not None and not _ISO_RE.match(value):
+            raise InvalidMemory(name, f"{value[:40]!r} is not a UTC ISO 8601 time like 2026-01-31T12:00:00Z")
+
+
+# --- YAML ------------------------------------------------------------------
+
+_SafeDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Dumper(_SafeDumper):  # type: ignore[misc, valid-type]
+    """Safe dumper that writes multi-line text as readable literal blocks."""
+
+
+def _str_representer(dumper: Any, value: str) -> Any:
+    style = "|" if "\n" in value and not any(c in value for c in "\r\t") and value == value.rstrip(" ") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def dump_yaml(m: Memory) -> bytes:
+    return yaml.dump(
+        m.to_dict(), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+        allow_unicode=True, width=100,
+    ).encode("utf-8")
+
+
+def load_yaml(data: bytes) -> Memory:
+    """Parse one stored blob, safely: size-capped, UTF-8 checked, safe loader."""
+    if len(data) > MAX_BLOB_BYTES:
+        raise InvalidMemory("document", f"{len(data)} bytes is over the {MAX_BLOB_BYTES}-byte limit")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidMemory("document", f"not valid UTF-8 at byte {e.start}") from None
+    try:
+        parsed = yaml.load(text, Loader=_SafeLoader)
+    except yaml.YAMLError as e:
+        raise InvalidMemory("document", f"not valid YAML: {str(e).splitlines()[0]}") from None
+    return Memory.from_dict(parsed)
+
+
+def memory_path(m_or_type: Any, memory_id: Optional[str] = None) -> str:
+    """Where a memory lives in the tree: ``<type>/<last two id chars>/<id>.yaml``.
+
+    Fanning out on the random tail (not the time-ordered head) spreads
+    memories written close together over 1024 buckets, so one write rewrites
+    one small bucket tree, one type tree and the root, even at 100,000.
+    """
+    if memory_id is None:
+        m_or_type, memory_id = m_or_type.type, m_or_type.id
+    return f"{m_or_type}/{memory_id[-2:]}/{memory_id}.yaml"
+
+
+def matches(m: Memory, *, type: Optional[str] = None, tag: Optional[str] = None,
+            path: Optional[str] = None, author_kind: Optional[str] = None,
+            source: Optional[str] = None, status: Optional[str] = "active") -> bool:
+    """The list filters, shared by every interface. ``path`` matches a memory's
+    path exactly or as a directory prefix in either direction."""
+    if type is not None and m.type != type:
+        return False
+    if status is not None and m.status != status:
+        return False
+    if tag is not None and tag not in m.tags:
+        return False
+    if author_kind is not None and m.author.kind != author_kind:
+        return False
+    if source is not None and m.source != source and not m.source.startswith(source + ":"):
+        return False
+    if path is not None:
+        p = path.strip("/")
+        if not any(q == p or q.startswith(p + "/") or p.startswith(q + "/") for q in m.paths):
+            return False
+    return True
+
+
+def check_choice(name: str, value: Optional[str], choices: Iterable[str]) -> None:
+    choices = tuple(choices)
+    if value is not None and value not in choices:
+        raise InvalidMemory(name, f"unknown {name} {value!r}", choices)

@@ -1,0 +1,82 @@
+"""Hermetic fixtures: no real home, no global or system git config, no network.
+
+Scrubbed at import (before pygit2 reads any config), as dulwich's and
+pygit2's own suites do.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+for _key in list(os.environ):
+    if _key.startswith(("GIT_", "GITMEM_")) or _key in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
+        del os.environ[_key]
+_HOME = tempfile.mkdtemp(prefix="gitmem-test-home-")
+os.environ["HOME"] = _HOME
+os.environ["XDG_CONFIG_HOME"] = os.path.join(_HOME, ".config")
+os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+os.environ["GIT_CONFIG_GLOBAL"] = os.path.join(_HOME, ".gitconfig")
+os.environ["GIT_AUTHOR_NAME"] = os.environ["GIT_COMMITTER_NAME"] = "Test Human"
+os.environ["GIT_AUTHOR_EMAIL"] = os.environ["GIT_COMMITTER_EMAIL"] = "human@example.com"
+
+import pygit2  # noqa: E402
+import pytest  # noqa: E402
+
+for _level in (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG, pygit2.enums.ConfigLevel.SYSTEM):
+    pygit2.settings.search_path[_level] = _HOME
+
+ROOT = Path(__file__).resolve().parent.parent
+GITMEM = [sys.executable, "-m", "gitmem"]
+
+
+def git(cwd, *args, check=True, env=None, input=None) -> str:
+    """Run the real git executable; returns stdout."""
+    result = subprocess.run(["git", *args], cwd=str(cwd), capture_output=True, text=True,
+                            env={**os.environ, **(env or {})}, input=input)
+    if check and result.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {result.stderr}")
+    return result.stdout
+
+
+def gitmem(cwd, *args, check=True, env=None, input=None) -> subprocess.CompletedProcess:
+    """Run the gitmem CLI as a real subprocess."""
+    result = subprocess.run([*GITMEM, *args], cwd=str(cwd), capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, input=input)
+    if check and result.returncode != 0:
+        raise AssertionError(f"gitmem {' '.join(args)} exited {result.returncode}: {result.stderr}")
+    return result
+
+
+def make_repo(path: Path, commit: bool = True, branch: str = "main") -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", branch)
+    git(path, "config", "user.name", "Test Human")
+    git(path, "config", "user.email", "human@example.com")
+    if commit:
+        (path / "README.md").write_text("# sample\n")
+        git(path, "add", "README.md")
+        git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    """A real repository with one commit on main."""
+    return make_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def empty_repo(tmp_path) -> Path:
+    """A real repository with no commits yet."""
+    return make_repo(tmp_path / "empty", commit=False)
+
+
+@pytest.fixture
+def store(repo):
+    from gitmem import Store
+
+    return Store.open(str(repo))

@@ -1,0 +1,96 @@
+"""The memory model: validation names the problem, YAML round-trips safely."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from gitmem.errors import InvalidMemory
+from gitmem.model import (
+    ID_RE, MAX_TEXT_BYTES, TYPES, Author, Memory, check_path, dump_yaml, load_yaml, memory_path, new_id, validate,
+)
+
+
+def mem(**kw) -> Memory:
+    base = dict(id=new_id(), type="decision", text="Use pygit2", author=Author("A", "a@x", "human"),
+                source="cli", created="2026-12-02T10:00:00Z")
+    base.update(kw)
+    return Memory(**base)
+
+
+def test_ids_are_short_unique_and_sort_by_time():
+    ids = [new_id(now_ms=1_700_000_000_000 + i) for i in range(200)]
+    assert all(ID_RE.match(i) for i in ids)
+    assert ids == sorted(ids)
+    assert len(set(new_id(now_ms=5) for _ in range(1000))) == 1000
+
+
+@pytest.mark.parametrize("type_", TYPES)
+def test_every_type_round_trips_through_yaml(type_):
+    extra = {"reason": "too slow"} if type_ == "rejection" else {}
+    if type_ == "file":
+        extra["paths"] = ("src/app.py",)
+    m = mem(type=type_, text="line one\nline two", tags=("a", "b"), **extra)
+    data = dump_yaml(m)
+    assert load_yaml(data) == m
+    parsed = yaml.safe_load(data)
+    assert list(parsed)[:3] == ["schema", "id", "type"]
+    assert parsed["author"] == {"name": "A", "email": "a@x", "kind": "human"}
+    assert "text: |" in data.decode()  # multi-line text is a readable block
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"type": "idea"}, "type"),
+    ({"text": "   "}, "text"),
+    ({"text": "x" * (MAX_TEXT_BYTES + 1)}, "text"),
+    ({"text": "bad \udcff utf-8"}, "text"),
+    ({"type": "rejection"}, "reason"),
+    ({"status": "deleted"}, "status"),
+    ({"paths": ("../etc/passwd",)}, "paths"),
+    ({"paths": ("/abs",)}, "paths"),
+    ({"tags": ("has space",)}, "tags"),
+    ({"author": Author("A", "a@x", "robot")}, "author.kind"),
+    ({"id": "../../x"}, "id"),
+    ({"source": "bad\nsource"}, "source"),
+    ({"type": "file"}, "paths"),
+])
+def test_invalid_memories_name_the_problem(change, field):
+    with pytest.raises(InvalidMemory) as err:
+        validate(mem(**change))
+    assert err.value.field == field
+
+
+def test_unknown_type_error_lists_the_valid_choices():
+    with pytest.raises(InvalidMemory, match="valid: decision, rejection"):
+        validate(mem(type="idea"))
+
+
+@pytest.mark.parametrize("blob, problem", [
+    (b"\xff\xfe", "UTF-8"),
+    (b"a: [unclosed", "YAML"),
+    (b"!!python/object:os.system {}", "YAML"),
+    (b"- a list\n", "mapping"),
+    (b"x" * 70000, "limit"),
+])
+def test_load_rejects_hostile_or_broken_blobs(blob, problem):
+    with pytest.raises(InvalidMemory, match=problem):
+        load_yaml(blob)
+
+
+def test_load_rejects_wrong_field_types():
+    good = yaml.safe_load(dump_yaml(mem()))
+    good["tags"] = "not-a-list"
+    with pytest.raises(InvalidMemory, match="tags"):
+        Memory.from_dict(good)
+
+
+def test_paths_are_normalised_and_kept_inside():
+    assert check_path("./src//app.py") == "src/app.py"
+    for bad in ("..", "a/../../b", "/etc", "C:/x", "a\x00b", ""):
+        with pytest.raises(InvalidMemory):
+            check_path(bad)
+
+
+def test_layout_fans_out_on_the_random_tail():
+    m = mem()
+    assert memory_path(m) == f"decision/{m.id[-2:]}/{m.id}.yaml"
