@@ -1,0 +1,305 @@
+"""Find and redact secrets before a memory is stored or pushed.
+
+One rule table after gitleaks: each :class:`Rule` has a gitleaks-style id, a regex, lowercase
+keywords that must appear in the text before the regex is even tried (the cheap pre-filter that
+keeps scanning ordinary text fast), an optional Shannon-entropy floor and validator for the secret
+part, and the true/false samples the tests check it against. It is plain ``re`` with no
+third-party dependency because detect-secrets is heavy and slow to import, and this runs on every
+``gitmem add``, often inside a git hook.
+
+Only the secret part of a match is replaced by ``[REDACTED:<rule-id>]``: ``password=`` and the
+scheme, user and host of a URL stay readable, a private key goes as a whole block. A placeholder
+is never reported again, so :func:`redact` is idempotent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Pattern, Tuple
+
+__all__ = ["Finding", "Rule", "RULES", "PLACEHOLDER", "scan", "redact", "shannon_entropy"]
+
+PLACEHOLDER = "[REDACTED:{rule}]"
+_PLACEHOLDER_RE = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One secret: the rule that matched and its ``[start, end)`` offsets in the scanned text.
+
+    It carries no copy of the secret, so findings are safe to log and show.
+    """
+
+    rule: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One kind of secret.
+
+    The regex's group named ``secret`` (or the whole match) is what gets replaced. ``keywords``
+    are lowercase and every match contains one of them: a text containing none skips the regex.
+    """
+
+    id: str
+    description: str
+    regex: Pattern[str]
+    keywords: Tuple[str, ...]
+    entropy: Optional[float] = None
+    validate: Optional[Callable[[str], bool]] = None
+    true_samples: Tuple[str, ...] = ()
+    false_samples: Tuple[str, ...] = ()
+
+
+def shannon_entropy(value: str) -> float:
+    """Bits per character of ``value``: random tokens score high, words and repeats low."""
+    if not value:
+        return 0.0
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_B64 = _ALNUM + "+/"
+
+
+def _fake(prefix: str, length: int, alphabet: str = _ALNUM, seed: str = "") -> str:
+    """A pattern-valid, obviously fake secret built at import time.
+
+    ``prefix`` plus ``length`` deterministic random-looking characters from ``alphabet``, starting
+    with ``FAKE`` when the alphabet allows. Built, not written out, so that secret scanners (GitHub
+    push protection included) never see a whole token in this repository's source.
+    """
+    stream = hashlib.sha256(f"{prefix}|{length}|{alphabet}|{seed}".encode()).digest()
+    while len(stream) < length:
+        stream += hashlib.sha256(stream).digest()
+    body = "".join(alphabet[b % len(alphabet)] for b in stream[:length])
+    marker = "FAKE" if all(c in alphabet for c in "FAKE") else ""
+    return prefix + (marker + body)[:length]
+
+
+_TEMPLATE_RE = re.compile(
+    r"\$\{?[\w.]+\}?|\{\{?[^{}]*\}\}?|<[^<>]*>|%\(\w+\)s|\*+|x{3,}|\.{3,}", re.IGNORECASE)
+_NAME_RE = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
+_SEPARATORS = set("-_./:")
+
+
+def _not_template(value: str) -> bool:
+    """False for ``${VAR}``, ``$VAR``, ``{{ var }}``, ``<your-key>``, ``%(pw)s``, ``****``."""
+    return _TEMPLATE_RE.fullmatch(value) is None
+
+
+def _plausible_secret(value: str) -> bool:
+    """Whether a value assigned to a secret-ish name looks like a secret rather than code or prose.
+
+    Rejected: templates, URLs and paths, plain numbers, digit-free names (``self.token``,
+    ``TokenProvider``), and values using a single character class (``username/password``).
+    """
+    if not _not_template(value) or "://" in value or value.startswith(("/", "~/", "./", "../")):
+        return False
+    has_digit = any(c.isdigit() for c in value)
+    if value.isdigit() or (not has_digit and _NAME_RE.fullmatch(value)):
+        return False
+    classes = (any(c.islower() for c in value) + any(c.isupper() for c in value) + has_digit
+               + any(not c.isalnum() and c not in _SEPARATORS for c in value))
+    return classes >= 2
+
+
+def _rule(id: str, description: str, pattern: str, keywords: Tuple[str, ...], *,
+          flags: int = 0, **options) -> Rule:
+    return Rule(id, description, re.compile(pattern, flags), keywords, **options)
+
+
+_PEM_LABEL = r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
+_PEM_END = r"-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
+_NL = r"(?:\s|\\[nr])"  # a real line break or one escaped inside a JSON/YAML string
+
+
+def _pem(label: str, lines: int, end: bool = True, newline: str = "\n") -> str:
+    body = newline.join(_fake("", 64, _B64, seed=f"{label}{i}") for i in range(lines))
+    text = "-----BEGIN " + label + "PRIVATE KEY-----" + newline + body
+    return text + newline + "-----END " + label + "PRIVATE KEY-----" if end else text
+
+
+def _jwt() -> str:
+    return ("eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiJmYWtlLXVzZXIifQ."
+            + _fake("", 43, _ALNUM + "-_"))
+
+
+# Order is priority: when two rules report the same span, the earlier (more specific) names it.
+RULES: Tuple[Rule, ...] = (
+    _rule("private-key", "PEM/OpenSSH/PGP private key block (or its truncated start)",
+          _PEM_LABEL + r"(?:[A-Za-z0-9+/=\s\\:,.-]{16,}?" + _PEM_END
+          + r"|" + _NL + r"*[A-Za-z0-9+/=]{16,}(?:" + _NL + r"+[A-Za-z0-9+/=]{16,})*)",
+          ("private key",),
+          true_samples=(_pem("RSA ", 4), _pem("", 3, newline="\\n"), _pem("OPENSSH ", 2),
+                        _pem("EC ", 3, end=False)),
+          false_samples=("the key file starts with `-----BEGIN PRIVATE KEY-----`",
+                         "-----BEGIN PUBLIC KEY-----\n" + _fake("", 64, _B64) + "\n-----END PUBLIC KEY-----",
+                         "-----BEGIN CERTIFICATE-----\n" + _fake("", 64, _B64) + "\n-----END CERTIFICATE-----")),
+    _rule("anthropic-api-key", "Anthropic API, admin or OAuth key",
+          r"\bsk-ant-(?:api|admin|oat|ort)\d\d-[A-Za-z0-9_-]{20,}", ("sk-ant-",),
+          true_samples=(_fake("sk-ant-" + "api03-", 93, _ALNUM + "-_") + "AA",
+                        "ANTHROPIC_API_KEY=" + _fake("sk-ant-" + "admin01-", 93, _ALNUM + "-_") + "AA"),
+          false_samples=("set ANTHROPIC_API_KEY to your key (sk-ant-...)", "sk-ant-api03-short")),
+    _rule("openai-api-key", "OpenAI project, service-account, admin or legacy key",
+          r"\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"
+          r"|[A-Za-z0-9_-]{0,80}T3BlbkFJ[A-Za-z0-9_-]{16,}|[A-Za-z0-9]{48}\b)", ("sk-",),
+          true_samples=(_fake("sk-" + "proj-", 74, _ALNUM + "-_") + "T3BlbkFJ" + _fake("", 74, _ALNUM + "-_"),
+                        _fake("sk-", 20) + "T3BlbkFJ" + _fake("", 20, seed="legacy"),
+                        "OPENAI_API_KEY=" + _fake("sk-", 48)),
+          false_samples=("task-force meeting, disk-usage at 80%", "sk-" + "abc123", "use sk-proj-...")),
+    _rule("github-pat", "GitHub personal access token (classic)",
+          r"\bghp_[A-Za-z0-9]{30,}\b", ("ghp_",),
+          true_samples=(_fake("ghp_", 36), "https://" + _fake("ghp_", 36, seed="url") + "@github.com/o/r.git"),
+          false_samples=("ghp_ tokens are classic PATs", "ghp_" + "short123")),
+    _rule("github-oauth", "GitHub OAuth access token", r"\bgho_[A-Za-z0-9]{30,}\b", ("gho_",),
+          true_samples=(_fake("gho_", 36),), false_samples=("gho_" + "notlongenough",)),
+    _rule("github-app-token", "GitHub App user-to-server or server-to-server token",
+          r"\bgh[us]_[A-Za-z0-9]{30,}\b", ("ghu_", "ghs_"),
+          true_samples=(_fake("ghu_", 36), "x-access-token:" + _fake("ghs_", 36)),
+          false_samples=("ghs_" + "tooshort",)),
+    _rule("github-refresh-token", "GitHub refresh token", r"\bghr_[A-Za-z0-9]{30,}\b", ("ghr_",),
+          true_samples=(_fake("ghr_", 76),), false_samples=("ghr_" + "x1",)),
+    _rule("github-fine-grained-pat", "GitHub fine-grained personal access token",
+          r"\bgithub_pat_[A-Za-z0-9_]{22,}\b", ("github_pat_",),
+          true_samples=(_fake("github_" + "pat_", 22) + "_" + _fake("", 59),),
+          false_samples=("github_pat_ is the fine-grained prefix", "github_pat_" + "short")),
+    _rule("gitlab-pat", "GitLab personal access token",
+          r"\bglpat-[A-Za-z0-9_-]{20,}(?:\.[0-9a-z]{2}\.[0-9a-z]{9})?", ("glpat-",),
+          true_samples=(_fake("glpat-", 20, _ALNUM + "-_"),
+                        _fake("glpat-", 27, _ALNUM + "-_") + ".01." + _fake("", 9, "abcdefghijklmnopqrstuvwxyz0123456789")),
+          false_samples=("glpat-" + "short",)),
+    _rule("slack-token", "Slack bot, user, app-level, config or refresh token",
+          r"\b(?:xoxe\.)?xox[abeoprs]-(?:\d+-)+[A-Za-z0-9-]{8,}", ("xox",),
+          true_samples=("xoxb-" + _fake("", 12, "0123456789") + "-" + _fake("", 13, "0123456789") + "-" + _fake("", 24),
+                        "xoxe.xoxp-1-" + _fake("", 160, seed="rotating")),
+          false_samples=("xoxb-your-bot-token", "xoxo, gossip girl")),
+    _rule("slack-webhook-url", "Slack incoming-webhook or workflow URL (the path is the secret)",
+          r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9+/]{30,})",
+          ("hooks.slack.com",),
+          true_samples=("https://hooks.slack.com/" + "services/T" + _fake("", 8) + "/B" + _fake("", 10) + "/" + _fake("", 24),),
+          false_samples=("post to https://hooks.slack.com/services/ with the team's URL",)),
+    _rule("aws-access-token", "AWS access key id",
+          r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b", ("a3t", "akia", "asia", "abia", "acca"),
+          true_samples=(_fake("AK" + "IA", 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"),
+                        "aws_access_key_id = " + _fake("AS" + "IA", 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")),
+          false_samples=("Asia-Pacific region", "AKIA prefixes mark long-term keys")),
+    _rule("aws-secret-key", "AWS secret access key (only next to an aws...secret name)",
+          r"aws[\w \t.-]{0,20}?secret[\w \t.-]{0,20}?[\"']?[ \t]*(?:=|:=|=>|:)[ \t]*[\"']?"
+          r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])", ("aws",), flags=re.IGNORECASE, entropy=3.0,
+          true_samples=("aws_secret_access_key = " + _fake("", 40, _B64),
+                        'AWS_SECRET_ACCESS_KEY="' + _fake("", 40, _B64, seed="2") + '"',
+                        "AWS Secret Access Key: " + _fake("", 40, _B64, seed="3")),
+          false_samples=("aws_secret_access_key = " + "A" * 40, _fake("", 40, _B64) + " is a base64 blob")),
+    _rule("stripe-access-token", "Stripe secret or restricted key",
+          r"\b[rs]k_(?:live|test|prod)_[A-Za-z0-9]{10,}", ("sk_", "rk_"),
+          true_samples=(_fake("sk_" + "live_", 24), _fake("rk_" + "test_", 24)),
+          false_samples=("task_live_reload = True", "sk_live_ keys are secret")),
+    _rule("google-api-key", "Google (GCP, Firebase, Gemini) API key",
+          r"\bAIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])", ("aiza",),
+          true_samples=(_fake("AI" + "za", 35, _ALNUM + "-_"), "key=" + _fake("AI" + "za", 35, _ALNUM + "-_", seed="q")),
+          false_samples=("AIza" + "Short",)),
+    _rule("huggingface-access-token", "Hugging Face access token", r"\bhf_[A-Za-z]{34}\b", ("hf_",),
+          true_samples=(_fake("hf_", 34, _ALNUM[:52]),),
+          false_samples=("hf_hub_download(repo_id, filename)",)),
+    _rule("npm-access-token", "npm access token", r"\bnpm_[A-Za-z0-9]{36}\b", ("npm_",),
+          true_samples=(_fake("npm_", 36),), false_samples=("npm_config_cache=/tmp/npm",)),
+    _rule("pypi-upload-token", "PyPI upload token", r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",
+          ("pypi-ageichlwas5vcmc",),
+          true_samples=("pypi-" + "AgEIcHlwaS5vcmc" + _fake("", 70, _ALNUM + "-_"),),
+          false_samples=("pypi-AgEIcHlwaS5vcmc" + "short",)),
+    _rule("jwt", "JSON Web Token", r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
+          ("eyj",),
+          true_samples=(_jwt(), "Cookie: session=" + _jwt()),
+          false_samples=("eyJ is what base64 of '{\"' starts with",)),
+    _rule("password-in-url", "Password in a URL's userinfo (only the password is replaced)",
+          r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@'\"`<>]+:(?P<secret>[^\s/?#@'\"`<>]+)@(?=[\w\[])",
+          ("://",), validate=_not_template,
+          true_samples=("postgres://app:" + _fake("", 16) + "@db.internal:5432/app",
+                        "git clone https://bot:" + _fake("", 20, seed="b") + "@git.example.com/o/r.git"),
+          false_samples=("https://example.com/path?q=1", "ssh://git@github.com:22/o/r.git",
+                         "http://localhost:8080/api", "postgres://user:${DB_PASSWORD}@db/app",
+                         "https://user:<password>@host/", "git@github.com:o/r.git")),
+    _rule("generic-api-key", "High-entropy value assigned to a password/secret/token/key/auth name",
+          r"(?<![\w.-])[\w.-]{0,60}?"
+          r"(?:passw(?:or)?d|pwd|passphrase|secret|token|api[_.-]?key|access[_.-]?key|private[_.-]?key"
+          r"|auth(?:orization)?|credentials?)"
+          r"(?:[_.-]?(?:key|token|secret|value|header|str|string|b64|base64|hash|s))*"
+          r"[\"']?[ \t]*(?:={1,3}|:=|=>|:)[ \t]*(?P<q>[\"'`])?(?:(?:bearer|basic|token)[ \t]+)?"
+          r"(?P<secret>(?:(?(q)[^\s\"'`]|[^\s\"'`;,&()\[\]{}<>\\])){8,200})"
+          r"(?(q)(?P=q)|(?=[\s\"'`;,&)\]}>]|\\[nrt]|$))",
+          ("pass", "pwd", "secret", "token", "key", "auth", "credential"), flags=re.IGNORECASE,
+          entropy=3.0, validate=_plausible_secret,
+          true_samples=("DB_PASSWORD=Sup3r" + _fake("", 10, seed="pw") + "!",
+                        '"api_key": "' + _fake("", 32, seed="json") + '"',
+                        "Authorization: Bearer " + _fake("", 40, seed="bearer"),
+                        "curl 'https://api.example.com/v1/items?access_token=" + _fake("", 24, seed="qs") + "&page=2'",
+                        "client_secret: " + _fake("", 32, "0123456789abcdef"),
+                        "export MY_SERVICE_TOKEN=" + _fake("", 28, seed="env")),
+          false_samples=('password = os.environ["DB_PASSWORD"]', "token = get_token()", "api_key: str",
+                         "api_key: Optional[str] = None", "token = self.token_provider",
+                         "tokenizer = AutoTokenizer.from_pretrained(name)", "tokenizer: tiktoken-cl100k",
+                         "max_tokens=4096", "prompt_tokens: 1234567890", "auth: username/password",
+                         "password: changeme", 'secret = "${{ secrets.DEPLOY_KEY }}"',
+                         "token_url = https://oauth2.example.com/token", "secret_file: /etc/app/secret2.pem",
+                         'api_key = "<your-api-key>"', "password = PasswordField()",
+                         "the token: it expires after 10 minutes")),
+)
+
+
+def scan(text: str) -> List[Finding]:
+    """Every secret in ``text``, sorted by offset and non-overlapping.
+
+    Overlapping matches (a token inside ``password=...``) merge into one finding covering both,
+    named by the one that starts first (or comes first in :data:`RULES`), so no secret byte
+    survives :func:`redact`. Anything overlapping an existing placeholder is ignored.
+    """
+    lowered = text.lower()
+    hits: List[Tuple[int, int, int]] = []  # (start, rule index, end)
+    for index, rule in enumerate(RULES):
+        if not any(k in lowered for k in rule.keywords):
+            continue
+        group = "secret" if "secret" in rule.regex.groupindex else 0
+        for match in rule.regex.finditer(text):
+            start, end = match.span(group)
+            value = text[start:end]
+            if rule.entropy is not None and shannon_entropy(value) < rule.entropy:
+                continue
+            if rule.validate is not None and not rule.validate(value):
+                continue
+            hits.append((start, index, end))
+    if "[redacted:" in lowered:
+        placeholders = [m.span() for m in _PLACEHOLDER_RE.finditer(text)]
+        hits = [h for h in hits if not any(h[0] < p_end and p_start < h[2] for p_start, p_end in placeholders)]
+    merged: List[List[int]] = []
+    for start, index, end in sorted(hits):
+        if merged and start < merged[-1][2]:
+            merged[-1][2] = max(merged[-1][2], end)
+        else:
+            merged.append([start, index, end])
+    return [Finding(RULES[index].id, start, end) for start, index, end in merged]
+
+
+def redact(text: str) -> Tuple[str, List[Finding]]:
+    """``text`` with every secret replaced by ``[REDACTED:<rule-id>]``, and the findings.
+
+    Finding offsets refer to the original ``text``; everything outside them is kept byte for byte.
+    """
+    findings = scan(text)
+    if not findings:
+        return text, findings
+    parts: List[str] = []
+    position = 0
+    for finding in findings:
+        parts.append(text[position:finding.start])
+        parts.append(PLACEHOLDER.format(rule=finding.rule))
+        position = finding.end
+    parts.append(text[position:])
+    return "".join(parts), findings
