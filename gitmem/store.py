@@ -597,7 +597,7 @@ def _redacted(**values: Optional[str]) -> Tuple[Dict[str, Optional[str]], int]:
 
 
 def _signature(author: Author) -> pygit2.Signature:
-    return pygit2.Signature(author.name, author.email or "")
+    return pygit2.Signature(author.name, author.email or "unknown@localhost")  # git needs an email
 
 
 def _message(op: str, m: Memory, author: Author, source: str, redacted: int, note: Optional[str]) -> str:

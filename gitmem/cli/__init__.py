@@ -92,7 +92,9 @@ _AUTHOR_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*(?:<(?P<email>[^<>]*)>)?\s*$")
 
 
 def author_options(f: Callable) -> Callable:
-    """--author/--agent/--source for every write; default author is git's user.name/email."""
+    """--author/--agent/--source for every write; default author is git's user.name/email.
+
+    Goes below ``@pass_store``, which supplies the store the default author comes from."""
 
     @click.option("--author", metavar='"NAME <EMAIL>"', help="Who is writing (default: git user.name/email).")
     @click.option("--agent", "kind", flag_value="agent", help="The writer is an AI agent.")
@@ -106,8 +108,7 @@ def author_options(f: Callable) -> Callable:
         from ..model import Author
         from ..store import _default_author
 
-        store = kwargs.get("store") or (args[0] if args else None)
-        base = _default_author(store.repo) if store is not None else Author("unknown")
+        base = _default_author(args[0].repo)  # pass_store sits above: args[0] is the store
         name, email = base.name, base.email
         if author:
             m = _AUTHOR_RE.match(author)

@@ -82,9 +82,9 @@ def init(store, as_json: bool) -> None:
 @click.argument("text")
 @write_options
 @click.option("--next", "next_", metavar="STEP", help="For a checkpoint: what comes next.")
+@pass_store
 @author_options
 @json_option
-@pass_store
 def add(store, type_: str, text: str, title, because, tags, paths, next_, who, source, as_json) -> None:
     """Add a memory of TYPE.
 
@@ -105,9 +105,9 @@ def fact() -> None:
 @fact.command("add")
 @click.argument("text")
 @write_options
+@pass_store
 @author_options
 @json_option
-@pass_store
 def fact_add(store, text: str, title, because, tags, paths, who, source, as_json) -> None:
     """Add a fact (same as `gitmem add fact TEXT`).
 
@@ -209,9 +209,9 @@ _EDITABLE = ("text", "title", "reason", "tags", "paths", "next")
 @click.option("--tag", "tags", multiple=True, help="Replace the tags (repeatable).")
 @click.option("--path", "paths", multiple=True, help="Replace the paths (repeatable).")
 @click.option("--next", "next_", metavar="STEP", help="New next step (checkpoints).")
+@pass_store
 @author_options
 @json_option
-@pass_store
 def edit(store, memory_id, text, title, reason, tags, paths, next_, who, source, as_json) -> None:
     """Edit a memory in place (one commit). With no field options, opens $EDITOR.
 
@@ -252,9 +252,9 @@ def _edit_in_editor(m: Memory) -> Dict[str, Any]:
 @click.argument("text")
 @click.option("--title", help="Title of the new memory (default: keep the old one).")
 @click.option("--because", "reason", metavar="REASON", help="Reason of the new memory.")
+@pass_store
 @author_options
 @json_option
-@pass_store
 def supersede(store, memory_id, text, title, reason, who, source, as_json) -> None:
     """Replace a memory with a new one (the old one is kept, marked superseded).
 
@@ -267,9 +267,9 @@ def supersede(store, memory_id, text, title, reason, who, source, as_json) -> No
 @main.command()
 @click.argument("memory_id", metavar="ID")
 @click.option("--because", "reason", metavar="REASON", help="Why it no longer holds (kept in the commit).")
+@pass_store
 @author_options
 @json_option
-@pass_store
 def retract(store, memory_id, reason, who, source, as_json) -> None:
     """Retract a memory: it leaves lists and context but stays in history.
 

@@ -1,0 +1,126 @@
+"""The CLI, through click's runner and as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from conftest import git, gitmem
+from gitmem.cli import main
+from gitmem.model import TYPES
+
+
+@pytest.fixture
+def run(repo):
+    runner = CliRunner()
+
+    def invoke(*args, input=None):
+        return runner.invoke(main, ["-C", str(repo), *args], input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def test_add_list_show_round_trip_every_type_as_json(run, repo):
+    ids = {}
+    for type_ in TYPES:
+        extra = ["--because", "too slow"] if type_ == "rejection" else []
+        extra += ["--path", "README.md"] if type_ == "file" else []
+        result = run("add", type_, f"about {type_}", "--tag", "t1", *extra, "--json")
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.output)
+        assert data["ref"] == "refs/memory/main" and data["memory"]["type"] == type_
+        ids[type_] = data["id"]
+    listed = json.loads(run("list", "--json").output)
+    assert sorted(m["type"] for m in listed["memories"]) == sorted(TYPES)
+    shown = yaml.safe_load(run("show", ids["rejection"]).output)
+    assert shown["reason"] == "too slow"
+    assert json.loads(run("list", "--type", "file", "--json").output)["memories"][0]["blob"]
+
+
+def test_fact_add_and_filters(run):
+    run("fact", "add", "Refunds are idempotent", "--tag", "payments")
+    run("add", "decision", "Use Stripe", "--agent", "--source", "ci")
+    assert [m["text"] for m in json.loads(run("list", "--kind", "agent", "--json").output)["memories"]] == ["Use Stripe"]
+    assert [m["text"] for m in json.loads(run("list", "--tag", "payments", "--json").output)["memories"]] == [
+        "Refunds are idempotent"]
+    assert json.loads(run("list", "--source", "ci", "--json").output)["memories"][0]["author"]["kind"] == "agent"
+
+
+def test_edit_supersede_retract_and_log(run, repo):
+    mid = json.loads(run("add", "decision", "Use MySQL", "--json").output)["id"]
+    assert run("edit", mid, "--text", "Use Postgres").exit_code == 0
+    new = json.loads(run("supersede", mid, "Use Postgres 16", "--json").output)["id"]
+    assert run("retract", new, "--because", "we use sqlite now").exit_code == 0
+    entries = json.loads(run("log", "--json").output)["entries"]
+    assert [e["op"] for e in entries] == ["retract", "supersede", "edit", "add"]
+    assert entries[0]["author"] == {"name": "Test Human", "email": "human@example.com", "kind": "human"}
+    assert [e["op"] for e in json.loads(run("log", "--id", mid, "--json").output)["entries"]] == [
+        "supersede", "edit", "add"]
+    assert json.loads(run("list", "--json").output)["memories"] == []
+    assert len(json.loads(run("list", "--status", "any", "--json").output)["memories"]) == 2
+
+
+def test_search_ranks_the_relevant_memory_first(run):
+    run("add", "rejection", "Use Redis for the job queue", "--because", "no new stateful services")
+    run("add", "fact", "The CI runs on GitHub Actions")
+    hits = json.loads(run("search", "redis queue", "--json").output)["hits"]
+    assert hits[0]["memory"]["text"] == "Use Redis for the job queue"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["add", "decision", ""], "invalid text: must not be empty"),
+    (["add", "rejection", "Use Redis"], "needs the reason"),
+    (["add", "fact", "x", "--path", "../../etc/passwd"], "inside the repository"),
+    (["show", "0000000000000000"], "no memory"),
+    (["--branch", "a..b", "list"], "invalid branch name"),
+])
+def test_user_errors_are_one_line_exit_1_and_write_nothing(run, repo, args, message):
+    result = run(*args)
+    assert result.exit_code == 1
+    assert message in result.output
+    assert result.output.strip().count("\n") == 0 and "Traceback" not in result.output
+    assert git(repo, "for-each-ref", "refs/memory") == ""
+
+
+def test_usage_errors_exit_2_and_list_choices(run):
+    result = run("add", "idea", "x")
+    assert result.exit_code == 2 and "decision" in result.output
+
+
+def test_not_a_repository_is_a_clear_error(tmp_path):
+    result = gitmem(tmp_path, "list", check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().startswith("Error: not a git repository")
+    assert "Traceback" not in result.stderr
+
+
+def test_subprocess_round_trip_and_redaction_message(repo):
+    token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
+    out = gitmem(repo, "add", "fact", f"deploy token {token}")
+    assert "redacted 1 secret" in out.stderr
+    assert token not in git(repo, "log", "-p", "refs/memory/main")
+    listed = gitmem(repo, "list").stdout
+    assert "[REDACTED:github-pat]" in listed
+
+
+def test_every_command_has_help_with_an_example():
+    import click
+
+    def walk(cmd, path):
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                yield from walk(sub, path + [name])
+        else:
+            yield path, cmd
+
+    missing = [" ".join(p) for p, cmd in walk(main, []) if "Example:" not in (cmd.help or "")]
+    assert missing == []
+
+
+def test_doctor_reports_ok_and_exit_codes(run):
+    run("fact", "add", "x")
+    result = run("doctor", "--json")
+    assert result.exit_code == 0 and json.loads(result.output)["ok"] is True

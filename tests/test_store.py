@@ -1,0 +1,199 @@
+"""The store against real repositories: one commit per write, CAS, layout, history."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import git, make_repo
+from gitmem import Author, GitmemError, InvalidMemory, NotARepository, NotFound, Store
+from gitmem.model import TYPES, Memory
+
+AGENT = Author("claude", "agent@example.com", "agent")
+
+
+def test_add_then_get_round_trips_every_type(store):
+    for type_ in TYPES:
+        kw = {"reason": "it was slow"} if type_ == "rejection" else {}
+        paths = ["README.md"] if type_ == "file" else []
+        w = store.add(type_, f"a {type_}", paths=paths, **kw)
+        assert store.get(w.memory.id) == w.memory
+    assert sorted(m.type for m in store.list()) == sorted(TYPES)
+
+
+def test_each_write_is_one_commit_with_author_and_trailers(store, repo):
+    w1 = store.add("decision", "Use Postgres", reason="team knows it", author=AGENT, source="mcp:claude-code")
+    store.edit(w1.memory.id, text="Use Postgres 16")
+    store.retract(w1.memory.id, reason="moved to sqlite")
+    lines = git(repo, "log", "--format=%an|%ae|%cn|%s", "refs/memory/main").splitlines()
+    assert len(lines) == 3
+    assert lines[-1] == "claude|agent@example.com|gitmem|add decision: Use Postgres"
+    assert lines[0].startswith("Test Human|human@example.com|gitmem|retract decision")
+    body = git(repo, "log", "-1", "--format=%B", w1.commit)
+    assert f"Memory-Id: {w1.memory.id}" in body
+    assert "Memory-Source: mcp:claude-code" in body and "Author-Kind: agent" in body
+    assert git(repo, "log", "--format=%H", "--author=claude", "refs/memory/main").split() == [w1.commit]
+    assert len(git(repo, "log", "--format=%H", "--grep=Memory-Op: edit", "refs/memory/main").split()) == 1
+
+
+def test_blobs_are_browsable_and_parse_with_safe_load(store, repo):
+    w = store.add("convention", "Tests use real git repos", tags=["testing"])
+    assert set(git(repo, "show", "refs/memory/main:").split()[2:]) == {"convention/"}
+    blob = git(repo, "show", f"refs/memory/main:convention/{w.memory.id[-2:]}/{w.memory.id}.yaml")
+    data = yaml.safe_load(blob)
+    assert data["type"] == "convention" and data["tags"] == ["testing"] and data["schema"] == 1
+    assert Memory.from_dict(data) == w.memory
+
+
+def test_writes_never_touch_worktree_index_or_code_refs(store, repo):
+    (repo / "wip.txt").write_text("uncommitted")
+    git(repo, "add", "wip.txt")
+    before = (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD"), git(repo, "for-each-ref", "refs/heads"))
+    store.add("fact", "The API is versioned")
+    assert (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD"),
+            git(repo, "for-each-ref", "refs/heads")) == before
+
+
+def test_supersede_is_one_commit_linking_both(store, repo):
+    old = store.add("decision", "Deploy on Fridays").memory
+    new = store.supersede(old.id, "Never deploy on Fridays").memory
+    assert new.supersedes == old.id
+    assert store.get(old.id).status == "superseded" and store.get(old.id).superseded_by == new.id
+    assert [m.id for m in store.list()] == [new.id]
+    assert len(git(repo, "rev-list", "refs/memory/main").split()) == 2
+
+
+def test_history_lists_every_commit_that_touched_a_memory(store):
+    m = store.add("fact", "v1").memory
+    store.add("fact", "unrelated")
+    store.edit(m.id, text="v2")
+    ops = [c.op for c in store.history(m.id)]
+    assert ops == ["edit", "add"]
+
+
+def test_id_prefix_resolution(store):
+    m = store.add("fact", "x").memory
+    assert store.get(m.id[:8]).id == m.id
+    with pytest.raises(NotFound):
+        store.get("zzzzzzzz")
+
+
+def test_reflog_records_each_ref_move(store, repo):
+    store.add("fact", "one")
+    store.add("fact", "two")
+    assert len(git(repo, "reflog", "refs/memory/main").splitlines()) == 2
+
+
+def test_lost_race_is_retried_on_the_new_tip(store, repo):
+    """A second writer moving the ref between read and CAS does not lose either write."""
+    other = Store.open(str(repo))
+    original = store.commit_tree
+    fired = []
+
+    def racing(*args, **kwargs):
+        if not fired:
+            fired.append(other.add("fact", "sneaked in").memory)
+        return original(*args, **kwargs)
+
+    store.commit_tree = racing
+    mine = store.add("fact", "mine").memory
+    texts = {m.text for m in Store.open(str(repo)).list()}
+    assert texts == {"sneaked in", "mine"}
+    assert len(git(repo, "rev-list", "refs/memory/main").split()) == 2
+    assert Store.open(str(repo)).get(mine.id).text == "mine"
+
+
+def test_invalid_input_leaves_the_ref_unchanged(store, repo):
+    store.add("fact", "keep me")
+    tip = store.own_tip()
+    for bad in (dict(type_="idea", text="x"), dict(type_="rejection", text="no reason"),
+                dict(type_="fact", text=""), dict(type_="fact", text="x", paths=["../../etc"])):
+        with pytest.raises(InvalidMemory):
+            store.add(bad.pop("type_"), **bad)
+    assert store.own_tip() == tip
+
+
+def test_secrets_are_redacted_before_storing(store, repo):
+    key = "sk-ant-api03-" + "Zq7xY2" * 15 + "AA"
+    w = store.add("fact", f"the staging key is {key}")
+    assert w.redacted == 1
+    assert key not in git(repo, "log", "-p", "refs/memory/main")
+    assert "[REDACTED:" in store.get(w.memory.id).text
+
+
+def test_works_in_a_repo_with_no_commits(empty_repo):
+    s = Store.open(str(empty_repo))
+    assert s.branch == "main"
+    s.add("fact", "first memory before the first commit")
+    assert [m.text for m in s.list()] == ["first memory before the first commit"]
+    assert git(empty_repo, "rev-parse", "--verify", "-q", "HEAD", check=False) == ""
+
+
+def test_works_in_a_linked_worktree(repo, tmp_path):
+    git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "wt"))
+    Store.open(str(tmp_path / "wt")).add("fact", "from the worktree")
+    assert Store.open(str(repo), branch="side").list()[0].text == "from the worktree"
+    assert git(repo, "reflog", "refs/memory/side").strip()
+
+
+def test_detached_head_says_what_it_does(repo):
+    git(repo, "checkout", "-q", "--detach")
+    s = Store.open(str(repo))
+    assert s.branch == "main" and "detached" in s.notice
+
+
+def test_branch_without_memory_reads_the_default_branch_and_creates_no_ref(repo):
+    Store.open(str(repo)).add("decision", "main's decision")
+    git(repo, "checkout", "-q", "-b", "feature/x")
+    s = Store.open(str(repo))
+    assert [m.text for m in s.list()] == ["main's decision"]
+    assert "refs/memory/feature/x" not in git(repo, "for-each-ref", "refs/memory")
+    s.add("fact", "feature fact")
+    assert len(s.list()) == 2
+    assert len(Store.open(str(repo), branch="main").list()) == 1
+
+
+def test_not_a_repository(tmp_path):
+    with pytest.raises(NotARepository):
+        Store.open(str(tmp_path))
+
+
+def test_bad_branch_names_are_refused(repo):
+    for bad in ("../x", "a..b", "x.lock", "", "a\x00b", "-rf"):
+        with pytest.raises(GitmemError):
+            Store.open(str(repo), branch=bad)
+    Store.open(str(repo), branch="feature/ünïcode").add("fact", "ok")
+    assert "refs/memory/feature/ünïcode" in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory")
+
+
+def plant(store, path, data: bytes) -> None:
+    """Write a blob around validation, as a careless hand edit with plain git would."""
+    tip = store.own_tip()
+    store.move_ref(tip, store.commit_tree({path: data}, "hand edit", AGENT, base=tip), "hand edit")
+
+
+def test_hand_corrupted_blob_is_reported_not_fatal(store, repo):
+    good = store.add("fact", "good").memory
+    plant(store, "fact/00/0000000000000000.yaml", b"::: not yaml [")
+    s = Store.open(str(repo))
+    assert [m.id for m in s.list()] == [good.id]
+    assert any("0000000000000000.yaml" in p.where for p in s.problems)
+    assert any(p.level == "error" for p in s.doctor())
+    assert "0000000000000000" in git(repo, "ls-tree", "-r", "refs/memory/main")
+
+
+def test_one_write_rewrites_only_a_few_small_trees(store, repo):
+    for i in range(30):
+        store.add("fact", f"fact {i}")
+    def objects():
+        return {line.split()[0] for line in git(repo, "rev-list", "--objects", "refs/memory/main").splitlines()}
+
+    before = objects()
+    store.add("fact", "one more")
+    after = objects()
+    new_objects = after - before
+    # commit + root tree + type tree + bucket tree + blob
+    assert len(new_objects) == 5
