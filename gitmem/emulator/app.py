@@ -1,0 +1,309 @@
+"""The emulator's one request handler, and the two ways to reach it: an ASGI app and an httpx2 transport.
+
+:meth:`Emulator.handle` maps (method, path, headers, body) to a response; :meth:`Emulator.asgi`
+serves it over HTTP (``gitmem emulator serve``, via uvicorn) and :meth:`Emulator.transport` hands
+it to the SDK in-process (``httpx2.Client(transport=...)`` as ``http_client``). Same handler, same
+cache, same clock, whichever path a request takes.
+
+Endpoints: ``POST /v1/messages`` (JSON, or SSE when ``"stream": true``), ``POST
+/v1/messages/count_tokens``, ``GET /v1/models``, ``GET /v1/models/{id}``. Admin endpoints under
+``/_emulator/`` (not part of the API): ``GET state`` (clock and live cache entries), ``POST clock``
+``{"advance": seconds}`` (virtual clock only), ``POST reset`` (empty the cache), ``POST fail``
+``{"status": 529, "count": 1}`` (the next N message requests fail with that status).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+from urllib.parse import parse_qs
+
+from ..pricing import DEFAULT_TABLE, ModelPrice, PriceTable, Usage
+from ..tokens import count_tokens, truncate_to_tokens
+from .cache import PromptCache
+from .clock import RealClock
+from .reply import answer
+from .validate import MAX_REQUEST_BYTES, ApiError, invalid, parse_json, parse_request
+
+BACKEND_HEADER = "x-gitmem-backend"
+_MESSAGES = "/v1/messages"
+_COUNT = "/v1/messages/count_tokens"
+_MODELS = "/v1/models"
+_ROUTES = {_MESSAGES: "POST", _COUNT: "POST", _MODELS: "GET"}
+_FAILURE_MESSAGES = {429: "Number of request tokens has exceeded your rate limit.", 500: "Internal server error",
+                     529: "Overloaded"}
+
+
+@dataclass
+class HttpResponse:
+    status: int
+    headers: List[Tuple[str, str]]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Emulator:
+    """A local Messages API: validation, prompt caching with TTLs, deterministic retrieval replies.
+
+    ``clock`` is a :class:`RealClock` unless given (pass a :class:`VirtualClock` to move time in
+    tests and the demo). One emulator is one cache, like one API organization.
+    """
+
+    clock: Any = field(default_factory=RealClock)
+    table: PriceTable = DEFAULT_TABLE
+    cache: PromptCache = field(default_factory=PromptCache)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._failures: List[int] = []
+
+    # -- the one handler ------------------------------------------------------------------
+
+    def _next_id(self, prefix: str, salt: bytes) -> str:
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        return prefix + hashlib.sha256(b"%d|" % seq + salt).hexdigest()[:24]
+
+    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes = b"", query: str = "") -> HttpResponse:
+        """Serve one HTTP request. ``headers`` keys must be lower-case."""
+        request_id = self._next_id("req_", body)
+        try:
+            status, payload, stream = self._route(method.upper(), path.rstrip("/") or "/", headers, body, query)
+        except ApiError as error:
+            status, stream = error.status, False
+            payload = {"type": "error", "error": {"type": error.error_type, "message": error.message},
+                       "request_id": request_id}
+        response_headers = [("request-id", request_id), (BACKEND_HEADER, "emulator")]
+        if stream:
+            response_headers.append(("content-type", "text/event-stream; charset=utf-8"))
+            return HttpResponse(status, response_headers, _sse(payload))
+        response_headers.append(("content-type", "application/json"))
+        return HttpResponse(status, response_headers, json.dumps(payload, ensure_ascii=False).encode("utf-8"))
+
+    def _route(self, method: str, path: str, headers: Mapping[str, str], body: bytes, query: str):
+        if path.startswith("/_emulator/"):
+            return self._admin(method, path[len("/_emulator/"):], body)
+        model_path = path.startswith(_MODELS + "/")
+        expected = "GET" if model_path else _ROUTES.get(path)
+        if expected is None:
+            raise ApiError(404, "Not Found")
+        if method != expected:
+            raise ApiError(405, f"Method Not Allowed: use {expected} {path}")
+        if not headers.get("x-api-key") and not headers.get("authorization"):
+            raise ApiError(401, "x-api-key header is required")
+        if not headers.get("anthropic-version"):
+            raise invalid("anthropic-version: header is required")
+        if model_path:
+            return 200, self._model(path[len(_MODELS) + 1:]), False
+        if path == _MODELS:
+            return 200, self._models(parse_qs(query)), False
+        data = parse_json(body)
+        if path == _COUNT:
+            return 200, {"input_tokens": parse_request(data, self.table, for_count=True).input_tokens}, False
+        with self._lock:
+            failure = self._failures.pop(0) if self._failures else None
+        if failure is not None:
+            raise ApiError(failure, _FAILURE_MESSAGES.get(failure, "Injected failure"))
+        return 200, self._message(data, body), bool(data.get("stream"))
+
+    # -- POST /v1/messages ----------------------------------------------------------------
+
+    def _message(self, data: Mapping[str, Any], raw: bytes) -> dict:
+        parsed = parse_request(data, self.table)
+        outcome = self.cache.apply(
+            parsed.keys,
+            [block.tokens for block in parsed.blocks],
+            parsed.breakpoints,
+            parsed.model.min_cacheable_tokens,
+            self.clock.now(),
+        )
+        text = answer(data)
+        stop_reason, stop_sequence = "end_turn", None
+        cuts = [(text.find(s), s) for s in data.get("stop_sequences") or [] if s and s in text]
+        if cuts:
+            at, stop_sequence = min(cuts)
+            text, stop_reason = text[:at], "stop_sequence"
+        limited = truncate_to_tokens(text, data["max_tokens"])
+        if limited != text:
+            stop_reason, stop_sequence = "max_tokens", None
+        usage = Usage(
+            input_tokens=outcome.input_tokens,
+            output_tokens=count_tokens(limited),
+            cache_creation_input_tokens=outcome.cache_creation_input_tokens,
+            cache_read_input_tokens=outcome.cache_read_input_tokens,
+            ephemeral_5m_input_tokens=outcome.ephemeral_5m_input_tokens,
+            ephemeral_1h_input_tokens=outcome.ephemeral_1h_input_tokens,
+        )
+        return {
+            "id": self._next_id("msg_", raw),
+            "type": "message",
+            "role": "assistant",
+            "model": parsed.model.id,
+            "content": [{"type": "text", "text": limited}],
+            "stop_reason": stop_reason,
+            "stop_sequence": stop_sequence,
+            "usage": {**usage.to_api(), "service_tier": "standard"},
+        }
+
+    # -- GET /v1/models -------------------------------------------------------------------
+
+    def _model(self, model_id: str) -> dict:
+        row = self.table.find(model_id)
+        if row is None:
+            raise ApiError(404, f"model: {model_id}")
+        return _model_info(row)
+
+    def _models(self, params: Mapping[str, List[str]]) -> dict:
+        rows = list(self.table.models)
+        try:
+            limit = int(params.get("limit", ["20"])[0])
+        except ValueError:
+            raise invalid("limit: Input should be a valid integer") from None
+        if not 1 <= limit <= 1000:
+            raise invalid("limit: Input should be between 1 and 1000")
+        ids = [row.id for row in rows]
+        after, before = params.get("after_id", [None])[0], params.get("before_id", [None])[0]
+        for name, value in (("after_id", after), ("before_id", before)):
+            if value is not None and value not in ids:
+                raise invalid(f"{name}: no model {value!r}")
+        if before is not None:
+            end = ids.index(before)
+            page = rows[max(0, end - limit):end]
+            has_more = end - limit > 0
+        else:
+            start = ids.index(after) + 1 if after is not None else 0
+            page = rows[start:start + limit]
+            has_more = start + limit < len(rows)
+        return {
+            "data": [_model_info(row) for row in page],
+            "has_more": has_more,
+            "first_id": page[0].id if page else None,
+            "last_id": page[-1].id if page else None,
+        }
+
+    # -- admin ----------------------------------------------------------------------------
+
+    def state(self) -> dict:
+        """The clock and the live cache entries: what a break did to the cache."""
+        now = self.clock.now()
+        return {
+            "clock": "virtual" if getattr(self.clock, "virtual", False) else "real",
+            "now": now,
+            "entries": [entry.to_dict(now) for entry in self.cache.entries(now)],
+        }
+
+    def _admin(self, method: str, action: str, body: bytes):
+        if action == "state" and method == "GET":
+            return 200, self.state(), False
+        if method != "POST" or action not in ("clock", "reset", "fail"):
+            raise ApiError(404, f"no emulator admin endpoint {method} /_emulator/{action}")
+        data = parse_json(body or b"{}")
+        if action == "reset":
+            self.cache.clear()
+        elif action == "clock":
+            if not getattr(self.clock, "virtual", False):
+                raise invalid("the emulator runs on the real clock; start it with --virtual-clock to move time")
+            seconds = data.get("advance")
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+                raise invalid("advance: expected a non-negative number of seconds")
+            self.clock.advance(seconds)
+        else:
+            status, count = data.get("status", 529), data.get("count", 1)
+            if status not in _FAILURE_MESSAGES or not isinstance(count, int) or count < 0:
+                raise invalid(f"fail: status must be one of {sorted(_FAILURE_MESSAGES)} and count a whole number")
+            with self._lock:
+                self._failures = [status] * count
+        return 200, self.state(), False
+
+    # -- the two ways in ------------------------------------------------------------------
+
+    def transport(self):
+        """An ``httpx2`` transport calling :meth:`handle` in-process (no sockets)."""
+        from .transport import EmulatorTransport
+
+        return EmulatorTransport(self)
+
+    def asgi(self):
+        """An ASGI application serving :meth:`handle`, for uvicorn or any ASGI server."""
+        return _AsgiApp(self)
+
+
+def _model_info(row: ModelPrice) -> dict:
+    date = row.id.rsplit("-", 1)[-1]
+    created = (
+        datetime.strptime(date, "%Y%m%d").replace(tzinfo=timezone.utc)
+        if date.isdigit() and len(date) == 8 else datetime(1970, 1, 1, tzinfo=timezone.utc)
+    )
+    return {
+        "type": "model",
+        "id": row.id,
+        "display_name": row.display_name,
+        "created_at": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "lifecycle": row.lifecycle,
+        "max_input_tokens": row.context_window,
+        "max_tokens": row.max_output_tokens,
+    }
+
+
+def _sse(message: Mapping[str, Any]) -> bytes:
+    """A complete reply as the API's server-sent event sequence (sent at once, not incrementally)."""
+    usage = dict(message["usage"])
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
+             "usage": {**usage, "output_tokens": 0}}
+    events: List[Tuple[str, Any]] = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "text", "text": ""}}),
+        ("ping", {"type": "ping"}),
+    ]
+    for line in message["content"][0]["text"].splitlines(keepends=True):
+        events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                               "delta": {"type": "text_delta", "text": line}}))
+    events += [
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta",
+                           "delta": {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]},
+                           "usage": usage}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return "".join(f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n" for name, data in events).encode("utf-8")
+
+
+class _AsgiApp:
+    def __init__(self, emulator: Emulator):
+        self.emulator = emulator
+
+    async def __call__(self, scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size <= MAX_REQUEST_BYTES + 1:
+                chunks.append(chunk)
+            more = message.get("more_body", False)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        response = self.emulator.handle(scope["method"], scope["path"], headers, b"".join(chunks),
+                                        scope.get("query_string", b"").decode("latin-1"))
+        await send({"type": "http.response.start", "status": response.status,
+                    "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]})
+        await send({"type": "http.response.body", "body": response.body})

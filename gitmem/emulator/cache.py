@@ -1,0 +1,202 @@
+"""Prompt-cache logic of the emulator, pure: keys, lookback, TTLs, and the usage arithmetic.
+
+Rules, from https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked
+2026-12-02):
+
+- An entry is keyed on the exact prefix up to and including a block marked with ``cache_control``:
+  model, then tools, system and messages in that order. Keys are cumulative, so a change anywhere
+  before a breakpoint gives a different key ("Cache prefixes are created in the following order:
+  tools, system, then messages").
+- From each breakpoint the service also checks earlier block boundaries for a hit, up to 20 blocks
+  back ("checks for cache hits at all previous content block boundaries (up to approximately 20
+  blocks before your explicit breakpoint)"); the longest hit wins.
+- ``{"type": "ephemeral"}`` lives 5 minutes, ``{"type": "ephemeral", "ttl": "1h"}`` one hour; each
+  hit refreshes the entry at no cost ("The cache is refreshed for no additional cost each time the
+  cached content is used").
+- A prefix shorter than the model's minimum cacheable length is processed without caching, even
+  when marked: the request succeeds with ``cache_creation_input_tokens`` 0.
+- With mixed TTLs ("Mixing different TTLs"): A = tokens up to the highest cache hit, B = tokens up
+  to the last 1h breakpoint after A, C = tokens up to the last breakpoint; read = A, 1h write =
+  B - A, 5m write = C - B, and ``input_tokens`` = total - max(A, C).
+
+Callers pass time in (``now``) so this module never reads a clock. Which entries exist is what the
+emulator "remembers"; entries written at breakpoints only, as on the real service.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Sequence, Tuple
+
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+LOOKBACK_BLOCKS = 20
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    """A ``cache_control`` marker: the prefix ends after block ``index`` (0-based)."""
+
+    index: int
+    ttl: str = "5m"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A live cache entry: the prefix hash, its length in tokens, and when it expires."""
+
+    key: str
+    tokens: int
+    ttl: str
+    written_at: float
+    expires_at: float
+    hits: int = 0
+
+    def to_dict(self, now: float) -> dict:
+        return {
+            "key": self.key,
+            "tokens": self.tokens,
+            "ttl": self.ttl,
+            "written_at": self.written_at,
+            "expires_at": self.expires_at,
+            "expires_in": max(0.0, self.expires_at - now),
+            "hits": self.hits,
+        }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one request met the cache: the usage numbers and which block boundaries were touched."""
+
+    input_tokens: int
+    cache_read_input_tokens: int
+    ephemeral_5m_input_tokens: int
+    ephemeral_1h_input_tokens: int
+    hit_index: Optional[int]
+    written: Tuple[int, ...]
+    below_minimum: Tuple[int, ...]
+
+    @property
+    def cache_creation_input_tokens(self) -> int:
+        return self.ephemeral_5m_input_tokens + self.ephemeral_1h_input_tokens
+
+
+def prefix_keys(seed: str, canonical_blocks: Sequence[str]) -> List[str]:
+    """Cumulative hashes: key ``i`` covers ``seed`` and blocks ``0..i``, nothing else."""
+    digest = hashlib.sha256(seed.encode("utf-8")).hexdigest()
+    keys = []
+    for canonical in canonical_blocks:
+        digest = hashlib.sha256((digest + "\x00" + canonical).encode("utf-8")).hexdigest()
+        keys.append(digest)
+    return keys
+
+
+def cumulative(tokens: Sequence[int]) -> List[int]:
+    total, out = 0, []
+    for n in tokens:
+        total += n
+        out.append(total)
+    return out
+
+
+class PromptCache:
+    """The entries of one emulator (one "organization"), safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._entries: Dict[str, Entry] = {}
+        self._lock = threading.Lock()
+
+    def _live(self, key: str, now: float) -> Optional[Entry]:
+        entry = self._entries.get(key)
+        if entry is not None and now >= entry.expires_at:
+            del self._entries[key]
+            return None
+        return entry
+
+    def entries(self, now: float) -> List[Entry]:
+        """Live entries, oldest write first."""
+        with self._lock:
+            for key in [k for k, e in self._entries.items() if now >= e.expires_at]:
+                del self._entries[key]
+            return sorted(self._entries.values(), key=lambda e: (e.written_at, e.tokens))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def find_hit(self, keys: Sequence[str], breakpoints: Sequence[Breakpoint], now: float) -> Optional[int]:
+        """The highest block index, at or up to 20 blocks before some breakpoint, with a live entry."""
+        hit: Optional[int] = None
+        for bp in breakpoints:
+            for index in range(bp.index, max(-1, bp.index - LOOKBACK_BLOCKS - 1), -1):
+                if hit is not None and index <= hit:
+                    break
+                if self._live(keys[index], now) is not None:
+                    hit = index
+                    break
+        return hit
+
+    def apply(
+        self,
+        keys: Sequence[str],
+        tokens: Sequence[int],
+        breakpoints: Sequence[Breakpoint],
+        min_tokens: int,
+        now: float,
+    ) -> Outcome:
+        """Serve one request: find the hit, refresh it, write entries after it, return the usage.
+
+        ``keys`` and ``tokens`` are per block (see :func:`prefix_keys`); ``breakpoints`` are
+        validated already (at most 4, sorted, no 1h after 5m).
+        """
+        upto = cumulative(tokens)
+        total = upto[-1] if upto else 0
+        with self._lock:
+            hit = self.find_hit(keys, breakpoints, now)
+            read = upto[hit] if hit is not None else 0
+            if hit is not None:
+                self._refresh(keys, hit, breakpoints, now)
+            after = [bp for bp in breakpoints if hit is None or bp.index > hit]
+            cacheable = [bp for bp in after if upto[bp.index] >= min_tokens]
+            below = tuple(bp.index for bp in after if upto[bp.index] < min_tokens)
+            end = read
+            write_1h = write_5m = 0
+            if cacheable:
+                one_hour = [bp for bp in cacheable if bp.ttl == "1h"]
+                b = upto[one_hour[-1].index] if one_hour else read
+                end = upto[cacheable[-1].index]
+                write_1h, write_5m = b - read, end - b
+                for bp in cacheable:
+                    self._entries[keys[bp.index]] = Entry(
+                        key=keys[bp.index],
+                        tokens=upto[bp.index],
+                        ttl=bp.ttl,
+                        written_at=now,
+                        expires_at=now + TTL_SECONDS[bp.ttl],
+                    )
+        return Outcome(
+            input_tokens=total - end,
+            cache_read_input_tokens=read,
+            ephemeral_5m_input_tokens=write_5m,
+            ephemeral_1h_input_tokens=write_1h,
+            hit_index=hit,
+            written=tuple(bp.index for bp in cacheable),
+            below_minimum=below,
+        )
+
+    def _refresh(self, keys: Sequence[str], hit: int, breakpoints: Sequence[Breakpoint], now: float) -> None:
+        """Restart the TTL of the hit entry and of every live entry this request's prefix reused.
+
+        A hit entry asked for again with a longer TTL keeps the longer one (a 5m entry marked 1h by
+        this request becomes a 1h entry); entries are never shortened by a refresh.
+        """
+        marked = {bp.index: bp.ttl for bp in breakpoints if bp.index <= hit}
+        for index in set(marked) | {hit}:
+            entry = self._live(keys[index], now)
+            if entry is None:
+                continue
+            ttl = max(entry.ttl, marked.get(index, entry.ttl), key=TTL_SECONDS.__getitem__)
+            self._entries[keys[index]] = replace(
+                entry, ttl=ttl, expires_at=now + TTL_SECONDS[ttl], hits=entry.hits + (index == hit)
+            )

@@ -1,0 +1,37 @@
+"""Clocks for the emulator's cache TTLs: real by default, virtual when tests or the demo move time."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class RealClock:
+    """Seconds from a monotonic clock: TTLs survive wall-clock jumps, as a server's would."""
+
+    virtual = False
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
+class VirtualClock:
+    """A clock that only moves when told to: ``advance(330)`` is a 5.5-minute break, instantly."""
+
+    virtual = True
+
+    def __init__(self, start: float = 0.0):
+        self._now = float(start)
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> float:
+        """Move time forward by ``seconds`` (never backwards) and return the new time."""
+        if seconds < 0:
+            raise ValueError("a virtual clock only moves forward")
+        with self._lock:
+            self._now += float(seconds)
+            return self._now

@@ -1,0 +1,249 @@
+"""Request validation for the emulator, with the API's error types and (where known) its messages.
+
+Error shape (https://platform.claude.com/docs/en/api/errors): HTTP status plus
+``{"type": "error", "error": {"type": ..., "message": ...}, "request_id": ...}``. Messages quoted
+from the API where it is known verbatim: the breakpoint limit ("A maximum of 4 blocks with
+`cache_control` may be provided. Found 5.") and the TTL order ("a ttl='1h' cache_control block must
+not come after a ttl='5m' cache_control block. Note that blocks are processed in the following
+order: `tools`, `system`, `messages`."); the others follow the API's ``field.path: problem`` style.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, List, Mapping, Optional, Tuple
+
+from ..pricing import ModelPrice, PriceTable
+from ..tokens import PromptBlock, prompt_blocks
+from .cache import Breakpoint, prefix_keys
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+MAX_BREAKPOINTS = 4
+# The Messages API's request size limit (https://platform.claude.com/docs/en/api/overview).
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+
+_CONTENT_TYPES = {
+    "text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking",
+    "search_result", "server_tool_use", "web_search_tool_result",
+}
+_UNCACHEABLE = {"thinking", "redacted_thinking"}
+
+
+class ApiError(Exception):
+    """An error response: HTTP ``status``, the API's error ``type``, a one-line ``message``."""
+
+    def __init__(self, status: int, message: str, error_type: Optional[str] = None):
+        self.status = status
+        self.error_type = error_type or ERROR_TYPES.get(status, "api_error")
+        self.message = message
+        super().__init__(f"{status} {self.error_type}: {message}")
+
+
+def invalid(message: str) -> ApiError:
+    return ApiError(400, message)
+
+
+@dataclass(frozen=True)
+class ParsedRequest:
+    """A validated body, flattened for the cache: blocks, their prefix keys, the breakpoints."""
+
+    body: Mapping[str, Any]
+    model: ModelPrice
+    blocks: Tuple[PromptBlock, ...]
+    keys: Tuple[str, ...]
+    breakpoints: Tuple[Breakpoint, ...]
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(block.tokens for block in self.blocks)
+
+
+def parse_json(raw: bytes) -> Mapping[str, Any]:
+    if len(raw) > MAX_REQUEST_BYTES:
+        raise ApiError(413, "Request exceeds the maximum allowed number of bytes.")
+    try:
+        body = json.loads(raw.decode("utf-8") or "null")
+    except (UnicodeDecodeError, ValueError):
+        raise invalid("There was an error parsing the body of your request: it is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise invalid("The request body must be a JSON object.")
+    return body
+
+
+def _check_cache_control(value: Any, field: str) -> str:
+    """The TTL of a valid marker; ``field`` is its path, e.g. ``system.1.cache_control``."""
+    if not isinstance(value, Mapping):
+        raise invalid(f"{field}: Input should be an object")
+    if value.get("type") != "ephemeral":
+        raise invalid(f"{field}.type: Input should be 'ephemeral'")
+    ttl = value.get("ttl", "5m")
+    if ttl not in ("5m", "1h"):
+        raise invalid(f"{field}.ttl: Input should be '5m' or '1h'")
+    extra = sorted(set(value) - {"type", "ttl"})
+    if extra:
+        raise invalid(f"{field}.{extra[0]}: Extra inputs are not permitted")
+    return ttl
+
+
+def _check_text_block(block: Any, path: str) -> None:
+    if not isinstance(block, Mapping) or block.get("type") != "text":
+        raise invalid(f"{path}.type: Input should be 'text'")
+    if not isinstance(block.get("text"), str):
+        raise invalid(f"{path}.text: Field required")
+    if not block["text"]:
+        raise invalid(f"{path}.text: text content blocks must be non-empty")
+
+
+def _check_messages(messages: Any) -> None:
+    if not isinstance(messages, list):
+        raise invalid("messages: Input should be a valid list")
+    if not messages:
+        raise invalid("messages: at least one message is required")
+    for m, message in enumerate(messages):
+        path = f"messages.{m}"
+        if not isinstance(message, Mapping):
+            raise invalid(f"{path}: Input should be an object")
+        if message.get("role") not in ("user", "assistant"):
+            raise invalid(f"{path}.role: Input should be 'user' or 'assistant'")
+        content = message.get("content")
+        last_assistant = m == len(messages) - 1 and message["role"] == "assistant"
+        if isinstance(content, str):
+            if not content and not last_assistant:
+                raise invalid(f"{path}: all messages must have non-empty content except for the optional final assistant message")
+            continue
+        if not isinstance(content, list):
+            raise invalid(f"{path}.content: Input should be a valid string or list of content blocks")
+        if not content and not last_assistant:
+            raise invalid(f"{path}: all messages must have non-empty content except for the optional final assistant message")
+        for i, block in enumerate(content):
+            bpath = f"{path}.content.{i}"
+            if not isinstance(block, Mapping) or "type" not in block:
+                raise invalid(f"{bpath}.type: Field required")
+            if block["type"] not in _CONTENT_TYPES:
+                raise invalid(f"{bpath}.type: Input tag {block['type']!r} does not match any of the expected content block types")
+            if block["type"] == "text":
+                _check_text_block(block, bpath)
+
+
+def _check_scalars(body: Mapping[str, Any], model: ModelPrice, for_count: bool) -> None:
+    if not for_count:
+        max_tokens = body.get("max_tokens")
+        if max_tokens is None:
+            raise invalid("max_tokens: Field required")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+            raise invalid("max_tokens: Input should be a valid integer")
+        if max_tokens < 1:
+            raise invalid("max_tokens: Input should be greater than or equal to 1")
+        if max_tokens > model.max_output_tokens:
+            raise invalid(
+                f"max_tokens: {max_tokens} > {model.max_output_tokens}, which is the maximum allowed "
+                f"number of output tokens for {model.id}"
+            )
+        temperature = body.get("temperature")
+        if temperature is not None and (not isinstance(temperature, (int, float)) or not 0 <= temperature <= 1):
+            raise invalid("temperature: Input should be a number between 0 and 1")
+        stops = body.get("stop_sequences")
+        if stops is not None and (not isinstance(stops, list) or not all(isinstance(s, str) for s in stops)):
+            raise invalid("stop_sequences: Input should be a valid list of strings")
+    system = body.get("system")
+    if system is not None and not isinstance(system, str):
+        if not isinstance(system, list):
+            raise invalid("system: Input should be a valid string or list of text blocks")
+        for i, block in enumerate(system):
+            _check_text_block(block, f"system.{i}")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise invalid("tools: Input should be a valid list")
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
+                raise invalid(f"tools.{i}.name: Field required")
+
+
+def _breakpoints(body: Mapping[str, Any], blocks: List[PromptBlock]) -> Tuple[Breakpoint, ...]:
+    marked: List[Tuple[int, str, str]] = []
+    for index, block in enumerate(blocks):
+        if "cache_control" not in block.block or block.block.get("cache_control") is None:
+            continue
+        if block.block.get("type") in _UNCACHEABLE:
+            raise invalid(f"{block.path}.cache_control: {block.block['type']} blocks cannot be marked with cache_control")
+        field = f"{block.path}.cache_control"
+        marked.append((index, _check_cache_control(block.block["cache_control"], field), field))
+    automatic = body.get("cache_control")
+    if automatic is not None:
+        # Automatic caching: the top-level marker applies to the last cacheable block.
+        ttl = _check_cache_control(automatic, "cache_control")
+        cacheable = [i for i, b in enumerate(blocks) if b.block.get("type") not in _UNCACHEABLE]
+        if cacheable and not any(i == cacheable[-1] for i, _, _ in marked):
+            marked.append((cacheable[-1], ttl, "cache_control"))
+            marked.sort()
+    if len(marked) > MAX_BREAKPOINTS:
+        raise invalid(f"A maximum of {MAX_BREAKPOINTS} blocks with `cache_control` may be provided. Found {len(marked)}.")
+    seen_5m = False
+    for _, ttl, field in marked:
+        if ttl == "1h" and seen_5m:
+            raise invalid(
+                f"{field}.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' "
+                "cache_control block. Note that blocks are processed in the following order: "
+                "`tools`, `system`, `messages`."
+            )
+        seen_5m = seen_5m or ttl == "5m"
+    return tuple(Breakpoint(index, ttl) for index, ttl, _ in marked)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock]) -> List[str]:
+    """What each block contributes to the cumulative cache key.
+
+    The ``cache_control`` marker itself is not part of the key (moving a breakpoint must still hit
+    an earlier prefix, which is what lookback is for). ``tool_choice`` and ``thinking`` are mixed
+    into the first message block: the caching docs list changes to them as invalidating the
+    message blocks only ("What invalidates the cache").
+    """
+    material = []
+    first_message = True
+    for block in blocks:
+        text = _canonical({k: v for k, v in block.block.items() if k != "cache_control"})
+        if block.section == "messages" and first_message:
+            first_message = False
+            text = _canonical({"tool_choice": body.get("tool_choice"), "thinking": body.get("thinking")}) + text
+        material.append(f"{block.section}:{text}")
+    return material
+
+
+def parse_request(body: Mapping[str, Any], table: PriceTable, for_count: bool = False) -> ParsedRequest:
+    """Validate a ``/v1/messages`` (or ``count_tokens``) body; raise :class:`ApiError` if invalid."""
+    model_id = body.get("model")
+    if model_id is None:
+        raise invalid("model: Field required")
+    if not isinstance(model_id, str):
+        raise invalid("model: Input should be a valid string")
+    if "messages" not in body:
+        raise invalid("messages: Field required")
+    _check_messages(body["messages"])
+    model = table.find(model_id)
+    if model is None:
+        raise ApiError(404, f"model: {model_id}")
+    _check_scalars(body, model, for_count)
+    blocks = prompt_blocks(body)
+    breakpoints = _breakpoints(body, blocks)
+    total = sum(block.tokens for block in blocks)
+    if total > model.context_window:
+        raise invalid(f"prompt is too long: {total} tokens > {model.context_window} maximum")
+    keys = prefix_keys(f"model:{model.id}", cache_key_material(body, blocks))
+    return ParsedRequest(body=body, model=model, blocks=tuple(blocks), keys=tuple(keys), breakpoints=breakpoints)
