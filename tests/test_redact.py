@@ -1,0 +1,223 @@
+"""Secret scanning: every rule catches its samples, ordinary text and code pass untouched.
+
+Fake secrets are built at runtime (``_token``) so no whole token appears in this file.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import random
+import string
+import uuid
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from gitmem.redact import PLACEHOLDER, RULES, Finding, redact, scan, shannon_entropy
+
+ALL_KEYWORDS = sorted({k for rule in RULES for k in rule.keywords})
+
+
+def _token(prefix: str, length: int, alphabet: str = string.ascii_letters + string.digits, seed: int = 0) -> str:
+    rng = random.Random(f"{prefix}{length}{seed}")
+    return prefix + "".join(rng.choice(alphabet) for _ in range(length))
+
+
+def _rule_samples(kind: str):
+    return [pytest.param(rule.id, sample, id=f"{rule.id}-{i}")
+            for rule in RULES for i, sample in enumerate(getattr(rule, kind))]
+
+
+# ---- the rule table -------------------------------------------------------------------------
+
+def test_rule_ids_are_unique_gitleaks_style_names():
+    ids = [rule.id for rule in RULES]
+    assert len(ids) == len(set(ids))
+    assert all(i == i.lower() and " " not in i for i in ids)
+
+
+def test_every_rule_has_true_and_false_samples_and_lowercase_keywords():
+    for rule in RULES:
+        assert rule.true_samples and rule.false_samples, rule.id
+        assert rule.keywords and all(k == k.lower() for k in rule.keywords), rule.id
+
+
+@pytest.mark.parametrize("rule_id,sample", _rule_samples("true_samples"))
+def test_rule_catches_its_true_sample(rule_id, sample):
+    redacted, findings = redact(sample)
+    assert rule_id in {f.rule for f in findings}
+    assert PLACEHOLDER.format(rule=rule_id) in redacted
+    assert scan(redacted) == []
+
+
+@pytest.mark.parametrize("rule_id,sample", _rule_samples("false_samples"))
+def test_rule_false_sample_is_left_alone(rule_id, sample):
+    assert redact(sample) == (sample, [])
+
+
+@pytest.mark.parametrize("rule_id,sample", _rule_samples("true_samples"))
+def test_every_match_contains_a_keyword_so_the_prefilter_never_hides_one(rule_id, sample):
+    rule = next(r for r in RULES if r.id == rule_id)
+    matches = list(rule.regex.finditer(sample))
+    assert matches
+    for match in matches:
+        assert any(k in match.group(0).lower() for k in rule.keywords)
+
+
+# ---- things that are not secrets ------------------------------------------------------------
+
+ORDINARY = [
+    hashlib.sha1(b"a commit").hexdigest(),
+    "fixed in " + hashlib.sha1(b"another").hexdigest() + " on main",
+    "sha256:" + hashlib.sha256(b"a layer").hexdigest(),
+    str(uuid.uuid5(uuid.NAMESPACE_URL, "https://example.com/memory")),
+    "request id " + str(uuid.uuid5(uuid.NAMESPACE_DNS, "example.com")),
+    'DATA = "' + base64.b64encode(b"just some ordinary text that someone encoded in a test").decode() + '"',
+    'password = os.environ["X"]',
+    "token = get_token()",
+    "api_key: str",
+    "def login(username: str, password: str) -> Session:",
+    "if not token: raise AuthError('missing token')",
+    "https://docs.example.com/auth/tokens?page=2#section",
+    "https://user@example.com/repo.git",
+    "The tokenizer splits text into tokens; the tokenizer's vocab has 100k entries.",
+    "Use the auth middleware; secrets live in Vault, never in the repo.",
+    "Rotate the API key monthly (see docs/keys.md).",
+    "keyboard shortcuts: ctrl-k opens the palette",
+    "for key, value in sorted(mapping.items()):\n    print(key, value)",
+    "passwords must be at least 12 characters",
+    "export GITHUB_TOKEN=$GITHUB_TOKEN",
+    "token: ${{ secrets.GITHUB_TOKEN }}",
+    "secret_key = settings.SECRET_KEY",
+    "Bearer tokens go in the Authorization header.",
+]
+PLACEHOLDERS = [PLACEHOLDER.format(rule=rule.id) for rule in RULES]
+
+
+@pytest.mark.parametrize("text", ORDINARY)
+def test_ordinary_text_and_code_are_not_secrets(text):
+    assert scan(text) == []
+
+
+@pytest.mark.parametrize("text", PLACEHOLDERS + [f"password = {p}" for p in PLACEHOLDERS]
+                         + [f'"api_key": "{p}"' for p in PLACEHOLDERS]
+                         + [f"https://user:{p}@host/" for p in PLACEHOLDERS])
+def test_a_placeholder_is_never_flagged(text):
+    assert scan(text) == []
+
+
+# ---- what redaction replaces ----------------------------------------------------------------
+
+def test_password_in_url_keeps_scheme_user_and_host():
+    password = _token("", 18)
+    out, findings = redact(f"DATABASE_URL=postgres://app:{password}@db.example.com:5432/prod")
+    assert out == "DATABASE_URL=postgres://app:[REDACTED:password-in-url]@db.example.com:5432/prod"
+    assert [f.rule for f in findings] == ["password-in-url"]
+
+
+def test_generic_assignment_keeps_the_name_and_quotes():
+    value = _token("", 24, seed=1)
+    assert redact(f"DB_PASSWORD = '{value}'  # prod")[0] == "DB_PASSWORD = '[REDACTED:generic-api-key]'  # prod"
+    assert redact(f"password: {value}\nuser: app")[0] == "password: [REDACTED:generic-api-key]\nuser: app"
+
+
+def test_private_key_goes_as_a_whole_block():
+    body = "\n".join(_token("", 64, string.ascii_letters + string.digits + "+/", seed=i) for i in range(5))
+    block = "-----BEGIN " + "RSA PRIVATE KEY-----\n" + body + "\n-----END RSA PRIVATE KEY-----"
+    out, findings = redact(f"key.pem:\n{block}\n(done)")
+    assert out == "key.pem:\n[REDACTED:private-key]\n(done)"
+    assert findings == [Finding("private-key", len("key.pem:\n"), len("key.pem:\n") + len(block))]
+
+
+def test_offsets_point_at_the_secret_in_the_original_text():
+    token = _token("gh" + "p_", 36)
+    text = f"İstanbul café notes — the deploy bot uses {token} for pushes"
+    [finding] = scan(text)
+    assert text[finding.start:finding.end] == token
+    assert finding.rule == "github-pat"
+
+
+def test_multiple_secrets_all_go_and_the_text_around_them_is_byte_identical():
+    secrets = [
+        _token("gh" + "p_", 36, seed=2),
+        _token("AK" + "IA", 16, string.ascii_uppercase + "234567"),
+        _token("sk-ant-" + "api03-", 93, string.ascii_letters + string.digits + "-_") + "AA",
+        _token("xoxb-", 12, string.digits) + "-" + _token("", 24),
+    ]
+    pieces = ["Setup notes:\n  1. gh uses ", "\n  2. aws key id ", " (rotated)\n  3. claude: ", "\n  4. slack ", "\n"]
+    text = pieces[0] + "".join(s + p for s, p in zip(secrets, pieces[1:]))
+    out, findings = redact(text)
+    assert [text[f.start:f.end] for f in findings] == secrets
+    expected = pieces[0] + "".join(PLACEHOLDER.format(rule=f.rule) + p for f, p in zip(findings, pieces[1:]))
+    assert out == expected
+    assert [f.rule for f in findings] == ["github-pat", "aws-access-token", "anthropic-api-key", "slack-token"]
+
+
+def test_a_token_inside_an_assignment_is_one_finding_named_by_the_specific_rule():
+    token = _token("gh" + "p_", 36, seed=3)
+    out, findings = redact(f'GITHUB_TOKEN="{token}"')
+    assert out == 'GITHUB_TOKEN="[REDACTED:github-pat]"'
+    assert len(findings) == 1
+
+
+def test_overlapping_matches_merge_so_no_secret_byte_survives():
+    inner = _token("AI" + "za", 35, string.ascii_letters + string.digits + "-_")
+    text = f"api_key = Xy9!{inner}"
+    out, findings = redact(text)
+    assert out == "api_key = [REDACTED:generic-api-key]"
+    assert findings == [Finding("generic-api-key", len("api_key = "), len(text))]
+
+
+def test_low_entropy_and_digit_free_names_are_not_generic_secrets():
+    assert scan("password = aaaaaaaaaaaa") == []
+    assert scan("token = TokenProvider") == []
+    assert scan("token = x7K2" + "q9Lm") != []
+
+
+def test_shannon_entropy_measures_randomness():
+    assert shannon_entropy("") == 0.0
+    assert shannon_entropy("aaaa") == 0.0
+    assert shannon_entropy("abcd") == pytest.approx(2.0)
+    assert shannon_entropy(_token("", 64)) > shannon_entropy("the tokenizer splits words")
+
+
+def test_redaction_is_idempotent_on_every_sample():
+    for rule in RULES:
+        for sample in rule.true_samples + rule.false_samples:
+            once = redact(sample)[0]
+            assert redact(once) == (once, [])
+
+
+# ---- properties -----------------------------------------------------------------------------
+
+printable = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF), max_size=400)
+
+
+@given(printable)
+@settings(max_examples=300)
+def test_text_without_any_keyword_is_returned_unchanged(text):
+    assume(not any(k in text.lower() for k in ALL_KEYWORDS))
+    assert redact(text) == (text, [])
+
+
+SAMPLES = [s for rule in RULES for s in rule.true_samples + rule.false_samples] + ORDINARY + PLACEHOLDERS
+pieces = st.one_of(st.sampled_from(SAMPLES), printable, st.sampled_from([" ", "\n", "=", ": ", '"', "'", "@"]))
+
+
+@given(st.lists(pieces, max_size=8).map("".join))
+@settings(max_examples=300, deadline=None)
+def test_redaction_is_idempotent_and_findings_are_sorted_disjoint_spans(text):
+    out, findings = redact(text)
+    assert all(0 <= f.start < f.end <= len(text) for f in findings)
+    assert all(a.end <= b.start for a, b in zip(findings, findings[1:]))
+    assert redact(out) == (out, [])
+
+
+@given(st.lists(pieces, max_size=8).map("".join))
+@settings(max_examples=300, deadline=None)
+def test_every_regex_match_contains_one_of_its_keywords(text):
+    for rule in RULES:
+        for match in rule.regex.finditer(text):
+            assert any(k in match.group(0).lower() for k in rule.keywords), rule.id
