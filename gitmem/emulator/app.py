@@ -163,7 +163,8 @@ class Emulator:
         return _model_info(row)
 
     def _models(self, params: Mapping[str, List[str]]) -> dict:
-        rows = list(self.table.models)
+        # Newest release first, as the API lists them.
+        rows = sorted(self.table.models, key=lambda row: _model_info(row)["created_at"], reverse=True)
         try:
             limit = int(params.get("limit", ["20"])[0])
         except ValueError:

@@ -1,0 +1,143 @@
+"""Backend selection at the network edge: the real Anthropic API or the local emulator, one SDK path.
+
+Every request goes through the official ``anthropic`` SDK (``client.messages.create(**body)``),
+whichever backend serves it. The in-process emulator is reached through the SDK's ``http_client``
+argument: anthropic 2.x uses the ``httpx2`` package, so ``http_client=httpx2.Client(transport=...)``
+(see ``anthropic/_client.py``); ``base_url`` must not end in ``/v1`` because the SDK appends
+``/v1/messages`` itself. The SDK sends the key as ``Authorization: Bearer <key>`` (2.x) or
+``X-Api-Key`` (older versions); the emulator accepts either.
+
+Every :class:`Reply` names the backend that produced it, from the response itself: the emulator
+marks its responses with an ``x-gitmem-backend: emulator`` header, so a ``ANTHROPIC_BASE_URL``
+pointing at ``gitmem emulator serve`` is reported as the emulator, and anything else as the API.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional
+
+from .errors import BackendError
+from .pricing import Usage
+
+__all__ = ["Backend", "Reply", "open_backend", "EMULATOR", "ANTHROPIC_API", "EMULATOR_BASE_URL"]
+
+EMULATOR = "emulator"
+ANTHROPIC_API = "anthropic-api"
+# A placeholder host: in-process requests never leave the process.
+EMULATOR_BASE_URL = "http://gitmem-emulator.invalid"
+_EMULATOR_KEY = "gitmem-emulator"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One Messages API reply: the JSON message, its usage, and who answered."""
+
+    message: Dict[str, Any]
+    usage: Usage
+    backend: str
+    request_id: Optional[str] = None
+
+    @property
+    def text(self) -> str:
+        return "".join(block.get("text", "") for block in self.message.get("content", []) if block.get("type") == "text")
+
+    @property
+    def model(self) -> str:
+        return self.message.get("model", "")
+
+    def to_dict(self) -> dict:
+        return {
+            "backend": self.backend,
+            "request_id": self.request_id,
+            "model": self.model,
+            "text": self.text,
+            "stop_reason": self.message.get("stop_reason"),
+            "usage": self.usage.to_dict(),
+            "message": self.message,
+        }
+
+
+@dataclass
+class Backend:
+    """An SDK client plus the backend's name; ``emulator`` is set when it runs in-process."""
+
+    client: Any
+    name: str
+    emulator: Any = None
+    base_url: Optional[str] = field(default=None)
+
+    def send(self, body: Mapping[str, Any]) -> Reply:
+        """Send a Messages API body (non-streaming); SDK errors become :class:`BackendError`."""
+        raw = self._call(lambda: self.client.messages.with_raw_response.create(**dict(body)))
+        message = raw.parse()
+        data = message.model_dump(mode="json", exclude_none=False)
+        backend = EMULATOR if raw.headers.get("x-gitmem-backend") == EMULATOR else ANTHROPIC_API
+        return Reply(message=data, usage=Usage.from_api(message.usage), backend=backend,
+                     request_id=raw.headers.get("request-id"))
+
+    def count_tokens(self, body: Mapping[str, Any]) -> int:
+        """``POST /v1/messages/count_tokens`` for the body's model, tools, system and messages."""
+        fields = {k: v for k, v in body.items() if k in ("model", "messages", "system", "tools", "tool_choice", "thinking")}
+        return self._call(lambda: self.client.messages.count_tokens(**fields)).input_tokens
+
+    def _call(self, request: Any) -> Any:
+        import anthropic
+
+        try:
+            return request()
+        except anthropic.APIStatusError as exc:
+            raise _status_error(exc) from None
+        except anthropic.APIConnectionError as exc:
+            where = self.base_url or "the Anthropic API"
+            raise BackendError(f"cannot reach {where}: {exc}") from None
+        except (TypeError, ValueError) as exc:  # the SDK's own argument checks
+            raise BackendError(f"the request was not sent: {str(exc).splitlines()[0]}") from None
+
+
+def _status_error(exc: Any) -> BackendError:
+    body = exc.body if isinstance(exc.body, Mapping) else {}
+    error = body.get("error") if isinstance(body.get("error"), Mapping) else {}
+    error_type = error.get("type", "api_error")
+    message = error.get("message") or str(exc)
+    request_id = exc.response.headers.get("request-id") if exc.response is not None else None
+    err = BackendError(f"{exc.status_code} {error_type}: {message}" + (f" (request-id {request_id})" if request_id else ""))
+    err.status = exc.status_code
+    err.error_type = error_type
+    err.request_id = request_id
+    return err
+
+
+def open_backend(backend: str = "auto", clock: Any = None, emulator: Any = None) -> Backend:
+    """The client to send with.
+
+    - ``"anthropic"``: the real API (``ANTHROPIC_API_KEY`` or ``ANTHROPIC_AUTH_TOKEN``;
+      ``ANTHROPIC_BASE_URL`` honoured, e.g. a proxy or ``gitmem emulator serve``).
+    - ``"emulator"``: the in-process emulator (``clock`` or an existing ``emulator`` optional;
+      ``ANTHROPIC_BASE_URL`` is ignored).
+    - ``"auto"``: the API when ``ANTHROPIC_API_KEY`` is set or ``ANTHROPIC_BASE_URL`` points
+      somewhere, else the in-process emulator.
+    """
+    if backend not in ("auto", "emulator", "anthropic"):
+        raise BackendError(f"unknown backend {backend!r} (valid: auto, emulator, anthropic)")
+    base_url = os.environ.get("ANTHROPIC_BASE_URL") or None
+    has_key = bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
+    if backend == "auto":
+        backend = "anthropic" if has_key or base_url else "emulator"
+    import anthropic
+
+    if backend == "emulator":
+        import httpx2
+
+        from .emulator import Emulator, RealClock
+
+        emulator = emulator or Emulator(clock=clock or RealClock())
+        client = anthropic.Anthropic(api_key=_EMULATOR_KEY, base_url=EMULATOR_BASE_URL,
+                                     http_client=httpx2.Client(transport=emulator.transport()))
+        return Backend(client=client, name=EMULATOR, emulator=emulator)
+    if not has_key and not base_url:
+        raise BackendError("backend 'anthropic' needs ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment")
+    # A base URL without a key is a local server (the emulator, a proxy): any key will do there.
+    client = anthropic.Anthropic(api_key=None if has_key else _EMULATOR_KEY, base_url=base_url)
+    return Backend(client=client, name=ANTHROPIC_API, base_url=base_url)
