@@ -119,11 +119,14 @@ def _rule(id: str, description: str, pattern: str, keywords: Tuple[str, ...], *,
 _PEM_LABEL = r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = r"-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
 _NL = r"(?:\s|\\[nr])"  # a real line break or one escaped inside a JSON/YAML string
+# Base64 and PEM header characters, never "-----": the lazy scan for END stops at the next BEGIN,
+# so many unterminated headers cost linear, not quadratic, time.
+_PEM_BODY = r"(?:[A-Za-z0-9+/=\s\\:,.]|-(?!----))"
 
 
-def _pem(label: str, lines: int, end: bool = True, newline: str = "\n") -> str:
+def _pem(label: str, lines: int, end: bool = True, newline: str = "\n", headers: str = "") -> str:
     body = newline.join(_fake("", 64, _B64, seed=f"{label}{i}") for i in range(lines))
-    text = "-----BEGIN " + label + "PRIVATE KEY-----" + newline + body
+    text = "-----BEGIN " + label + "PRIVATE KEY-----" + newline + headers + body
     return text + newline + "-----END " + label + "PRIVATE KEY-----" if end else text
 
 
@@ -135,11 +138,13 @@ def _jwt() -> str:
 # Order is priority: when two rules report the same span, the earlier (more specific) names it.
 RULES: Tuple[Rule, ...] = (
     _rule("private-key", "PEM/OpenSSH/PGP private key block (or its truncated start)",
-          _PEM_LABEL + r"(?:[A-Za-z0-9+/=\s\\:,.-]{16,}?" + _PEM_END
+          _PEM_LABEL + r"(?:" + _PEM_BODY + r"{16,}?" + _PEM_END
           + r"|" + _NL + r"*[A-Za-z0-9+/=]{16,}(?:" + _NL + r"+[A-Za-z0-9+/=]{16,})*)",
           ("private key",),
           true_samples=(_pem("RSA ", 4), _pem("", 3, newline="\\n"), _pem("OPENSSH ", 2),
-                        _pem("EC ", 3, end=False)),
+                        _pem("EC ", 3, end=False),
+                        _pem("RSA ", 3, headers="Proc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,"
+                             + _fake("", 32, "0123456789ABCDEF") + "\n\n")),
           false_samples=("the key file starts with `-----BEGIN PRIVATE KEY-----`",
                          "-----BEGIN PUBLIC KEY-----\n" + _fake("", 64, _B64) + "\n-----END PUBLIC KEY-----",
                          "-----BEGIN CERTIFICATE-----\n" + _fake("", 64, _B64) + "\n-----END CERTIFICATE-----")),

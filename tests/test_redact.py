@@ -131,6 +131,12 @@ def test_private_key_goes_as_a_whole_block():
     assert findings == [Finding("private-key", len("key.pem:\n"), len("key.pem:\n") + len(block))]
 
 
+@pytest.mark.parametrize("sample", next(r for r in RULES if r.id == "private-key").true_samples)
+def test_every_private_key_form_is_replaced_entirely(sample):
+    # PEM, OpenSSH, encrypted-PEM headers, JSON-escaped newlines, and a key truncated before END
+    assert redact(sample)[0] == "[REDACTED:private-key]"
+
+
 def test_offsets_point_at_the_secret_in_the_original_text():
     token = _token("gh" + "p_", 36)
     text = f"İstanbul café notes — the deploy bot uses {token} for pushes"
