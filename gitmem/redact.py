@@ -85,26 +85,37 @@ def _fake(prefix: str, length: int, alphabet: str = _ALNUM, seed: str = "") -> s
 
 
 _TEMPLATE_RE = re.compile(
-    r"\$\{?[\w.]+\}?|\{\{?[^{}]*\}\}?|<[^<>]*>|%\(\w+\)s|\*+|x{3,}|\.{3,}", re.IGNORECASE)
+    r"(?:\$\{?[\w.]+\}?|\{\{?[^{}]*\}\}?|<[^<>]*>|%\(\w+\)s|\*+|x{3,}|\.{3,}|[-_:@/])+", re.IGNORECASE)
 _NAME_RE = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
+_NAMING_WORD_RE = re.compile(r"key|token|secret|passw|auth|credential", re.IGNORECASE)
 _SEPARATORS = set("-_./:")
+# What documentation writes where a URL's password goes.
+_EXAMPLE_PASSWORDS = frozenset({"pass", "password", "passwd", "pwd", "pw", "secret", "changeme"})
 
 
 def _not_template(value: str) -> bool:
-    """False for ``${VAR}``, ``$VAR``, ``{{ var }}``, ``<your-key>``, ``%(pw)s``, ``****``."""
+    """False for ``${VAR}``, ``$VAR``, ``{{ var }}``, ``<user>:<password>``, ``%(pw)s``, ``****``."""
     return _TEMPLATE_RE.fullmatch(value) is None
+
+
+def _url_password(value: str) -> bool:
+    """A URL password unless it is a template or the word documentation uses (``user:pass@``)."""
+    return _not_template(value) and value.lower() not in _EXAMPLE_PASSWORDS
 
 
 def _plausible_secret(value: str) -> bool:
     """Whether a value assigned to a secret-ish name looks like a secret rather than code or prose.
 
-    Rejected: templates, URLs and paths, plain numbers, digit-free names (``self.token``,
-    ``TokenProvider``), and values using a single character class (``username/password``).
+    Rejected: templates, URLs and paths, plain numbers, names of things rather than secrets
+    (digit-free ``self.token``, dotted ``rust.hpke.X25519Key``, secret-naming ``Ed25519PrivateKey``),
+    and values using a single character class (``username/password``).
     """
     if not _not_template(value) or "://" in value or value.startswith(("/", "~/", "./", "../")):
         return False
     has_digit = any(c.isdigit() for c in value)
-    if value.isdigit() or (not has_digit and _NAME_RE.fullmatch(value)):
+    if value.isdigit():
+        return False
+    if _NAME_RE.fullmatch(value) and (not has_digit or "." in value or _NAMING_WORD_RE.search(value)):
         return False
     classes = (any(c.islower() for c in value) + any(c.isupper() for c in value) + has_digit
                + any(not c.isalnum() and c not in _SEPARATORS for c in value))
@@ -226,18 +237,19 @@ RULES: Tuple[Rule, ...] = (
           false_samples=("eyJ is what base64 of '{\"' starts with",)),
     _rule("password-in-url", "Password in a URL's userinfo (only the password is replaced)",
           r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@'\"`<>]+:(?P<secret>[^\s/?#@'\"`<>]+)@(?=[\w\[])",
-          ("://",), validate=_not_template,
+          ("://",), validate=_url_password,
           true_samples=("postgres://app:" + _fake("", 16) + "@db.internal:5432/app",
                         "git clone https://bot:" + _fake("", 20, seed="b") + "@git.example.com/o/r.git"),
           false_samples=("https://example.com/path?q=1", "ssh://git@github.com:22/o/r.git",
                          "http://localhost:8080/api", "postgres://user:${DB_PASSWORD}@db/app",
-                         "https://user:<password>@host/", "git@github.com:o/r.git")),
+                         "https://user:<password>@host/", "git@github.com:o/r.git",
+                         "e.g. `https://user:pass@host:port/path?query#fragment`")),
     _rule("generic-api-key", "High-entropy value assigned to a password/secret/token/key/auth name",
           r"(?<![\w.-])[\w.-]{0,60}?"
           r"(?:passw(?:or)?d|pwd|passphrase|secret|token|api[_.-]?key|access[_.-]?key|private[_.-]?key"
           r"|auth(?:orization)?|credentials?)"
           r"(?:[_.-]?(?:key|token|secret|value|header|str|string|b64|base64|hash|s))*"
-          r"[\"']?[ \t]*(?:={1,3}|:=|=>|:)[ \t]*(?P<q>[\"'`])?(?:(?:bearer|basic|token)[ \t]+)?"
+          r"[\"']?[ \t]*(?:=(?!=)|:=|=>|:)[ \t]*(?P<q>[\"'`])?(?:(?:bearer|basic|token)[ \t]+)?"
           r"(?P<secret>(?:(?(q)[^\s\"'`]|[^\s\"'`;,&()\[\]{}<>\\])){8,200})"
           r"(?(q)(?P=q)|(?=[\s\"'`;,&)\]}>]|\\[nrt]|$))",
           ("pass", "pwd", "secret", "token", "key", "auth", "credential"), flags=re.IGNORECASE,
@@ -255,7 +267,10 @@ RULES: Tuple[Rule, ...] = (
                          "password: changeme", 'secret = "${{ secrets.DEPLOY_KEY }}"',
                          "token_url = https://oauth2.example.com/token", "secret_file: /etc/app/secret2.pem",
                          'api_key = "<your-api-key>"', "password = PasswordField()",
-                         "the token: it expires after 10 minutes")),
+                         "the token: it expires after 10 minutes", "if token == Comment.Special:",
+                         "private_key: Ed25519PrivateKey | Ed448PrivateKey",
+                         "X25519PrivateKey = rust_openssl.hpke.X25519PrivateKey",
+                         '{"Proxy-Authorization": "Basic <username>:<password>"}')),
 )
 
 
