@@ -1,0 +1,355 @@
+"""The emulator against the documented prompt-caching and error cases.
+
+Requests go through ``Emulator.handle`` (the one handler both the ASGI app and the SDK transport
+use), with a virtual clock so TTLs are exercised in virtual time. Expected token numbers come from
+the shared counter (``gitmem.tokens``), per block, so each test checks the cache arithmetic.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gitmem.emulator import Emulator, VirtualClock
+from gitmem.emulator.reply import BANNER
+from gitmem.tokens import count_request_tokens, prompt_blocks
+
+HEADERS = {"x-api-key": "test-key", "anthropic-version": "2023-06-01"}
+HAIKU = "claude-haiku-4-5"  # minimum cacheable prefix 4096 tokens
+SONNET = "claude-sonnet-4-5"  # minimum 1024
+
+
+def guide(n_sections: int = 120) -> str:
+    parts = []
+    for i in range(n_sections):
+        parts.append(
+            f"## Section {i}\n\nPayment service rule {i}: every webhook handler must be idempotent, "
+            f"retries back off exponentially up to {i + 3} attempts, and ledger writes happen in one "
+            "transaction with the outbox row so a crash never loses an event.\n"
+        )
+    return "# Repository guide\n\n" + "\n".join(parts)
+
+
+GUIDE = guide()
+MEMORY = (
+    '<memory id="0mabcdefghjk1234" type="decision">Refunds go through the ledger service, '
+    "never straight to the payment provider.</memory>\n"
+    '<memory id="0mzyxwvutsrq9876" type="rejection">do not propose storing card numbers: '
+    "rejected because PCI scope.</memory>"
+)
+
+
+def body(question="How do refunds reach the payment provider?", guide_ttl="5m", memory_ttl=None,
+         model=HAIKU, guide_text=GUIDE, max_tokens=300, **extra):
+    def marker(ttl):
+        if ttl is None:
+            return {}
+        control = {"type": "ephemeral"}
+        if ttl == "1h":
+            control["ttl"] = "1h"
+        return {"cache_control": control}
+
+    return {
+        "model": model,
+        "max_tokens": max_tokens,
+        "system": [
+            {"type": "text", "text": guide_text, **marker(guide_ttl)},
+            {"type": "text", "text": MEMORY, **marker(memory_ttl)},
+        ],
+        "messages": [{"role": "user", "content": question}],
+        **extra,
+    }
+
+
+def tokens_through(req, index):
+    return sum(block.tokens for block in prompt_blocks(req)[: index + 1])
+
+
+def send(emulator, req, path="/v1/messages", headers=HEADERS, method="POST"):
+    return emulator.handle(method, path, headers, json.dumps(req).encode())
+
+
+def usage(emulator, req):
+    response = send(emulator, req)
+    assert response.status == 200, response.body
+    return response.json()["usage"]
+
+
+@pytest.fixture
+def clock():
+    return VirtualClock()
+
+
+@pytest.fixture
+def emu(clock):
+    return Emulator(clock=clock)
+
+
+def test_a_marked_prefix_is_written_then_read_within_the_ttl(emu, clock):
+    req = body()
+    guide_tokens = tokens_through(req, 0)
+    first = usage(emu, req)
+    assert first["cache_creation_input_tokens"] == guide_tokens
+    assert first["cache_creation"] == {"ephemeral_5m_input_tokens": guide_tokens, "ephemeral_1h_input_tokens": 0}
+    assert first["cache_read_input_tokens"] == 0
+    clock.advance(299)
+    second = usage(emu, req)
+    assert second["cache_read_input_tokens"] == guide_tokens
+    assert second["cache_creation_input_tokens"] == 0
+    assert second["input_tokens"] == first["input_tokens"] == count_request_tokens(req) - guide_tokens
+
+
+def test_a_5_minute_entry_expires_after_5_minutes_of_virtual_time(emu, clock):
+    req = body()
+    usage(emu, req)
+    clock.advance(300)
+    again = usage(emu, req)
+    assert again["cache_read_input_tokens"] == 0
+    assert again["cache_creation_input_tokens"] == tokens_through(req, 0)
+
+
+def test_a_1_hour_entry_survives_a_break_and_expires_after_an_hour(emu, clock):
+    req = body(guide_ttl="1h")
+    guide_tokens = tokens_through(req, 0)
+    assert usage(emu, req)["cache_creation"]["ephemeral_1h_input_tokens"] == guide_tokens
+    clock.advance(330)  # the 5.5-minute break
+    assert usage(emu, req)["cache_read_input_tokens"] == guide_tokens
+    clock.advance(3599)  # the hit above restarted the hour
+    assert usage(emu, req)["cache_read_input_tokens"] == guide_tokens
+    clock.advance(3600)
+    expired = usage(emu, req)
+    assert expired["cache_read_input_tokens"] == 0
+    assert expired["cache_creation"]["ephemeral_1h_input_tokens"] == guide_tokens
+
+
+def test_each_hit_refreshes_the_ttl(emu, clock):
+    req = body()
+    usage(emu, req)
+    for _ in range(4):  # 16 minutes in all, never 5 without a hit
+        clock.advance(240)
+        assert usage(emu, req)["cache_read_input_tokens"] == tokens_through(req, 0)
+
+
+def test_a_keepalive_ping_keeps_the_prefix_through_a_break(emu, clock):
+    req = body()
+    usage(emu, req)
+    clock.advance(240)
+    usage(emu, body(question="ping", max_tokens=1))  # same cached prefix, different tail
+    clock.advance(90)  # 5.5 minutes after the write, 1.5 after the ping
+    assert usage(emu, req)["cache_read_input_tokens"] == tokens_through(req, 0)
+
+
+def test_a_prefix_below_the_model_minimum_succeeds_uncached(emu):
+    short = body(guide_text=guide(24))
+    prefix = tokens_through(short, 0)
+    assert 1024 <= prefix < 4096
+    for _ in range(2):
+        got = usage(emu, short)
+        assert got["cache_creation_input_tokens"] == 0
+        assert got["cache_read_input_tokens"] == 0
+        assert got["input_tokens"] == count_request_tokens(short)
+    # The same prefix is long enough for Sonnet 4.5 (minimum 1024).
+    assert usage(emu, {**short, "model": SONNET})["cache_creation_input_tokens"] == prefix
+
+
+def test_mixed_ttls_split_the_write_and_the_read_as_documented(emu, clock):
+    req = body(guide_ttl="1h", memory_ttl="5m")
+    a = tokens_through(req, 0)  # guide, 1h
+    b = tokens_through(req, 1)  # guide + memory, 5m
+    total = count_request_tokens(req)
+    first = usage(emu, req)
+    assert first["cache_creation"] == {"ephemeral_1h_input_tokens": a, "ephemeral_5m_input_tokens": b - a}
+    assert first["input_tokens"] == total - b
+    clock.advance(330)  # the 5m entry is gone, the 1h one is not
+    after_break = usage(emu, req)
+    assert after_break["cache_read_input_tokens"] == a
+    assert after_break["cache_creation"] == {"ephemeral_1h_input_tokens": 0, "ephemeral_5m_input_tokens": b - a}
+    clock.advance(60)
+    warm = usage(emu, req)
+    assert warm["cache_read_input_tokens"] == b
+    assert warm["cache_creation_input_tokens"] == 0
+
+
+def test_usage_fields_sum_to_the_request_tokens(emu, clock):
+    req = body(guide_ttl="1h", memory_ttl="5m")
+    counted = send(emu, req, "/v1/messages/count_tokens").json()["input_tokens"]
+    assert counted == count_request_tokens(req)
+    for step in (0, 120, 400, 4000):
+        clock.advance(step)
+        u = usage(emu, req)
+        assert u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] + u["input_tokens"] == counted
+        assert u["cache_creation_input_tokens"] == (
+            u["cache_creation"]["ephemeral_5m_input_tokens"] + u["cache_creation"]["ephemeral_1h_input_tokens"]
+        )
+
+
+def conversation(n_messages, marked):
+    """A growing chat (user, assistant, user, ...): a shorter one is a prefix of a longer one.
+
+    Block 0 is the system prompt, block ``m + 1`` is message ``m``; the breakpoint goes on message
+    ``marked``.
+    """
+    messages = []
+    for m in range(n_messages):
+        role, text = ("user", f"Question {m // 2} about refunds?") if m % 2 == 0 else ("assistant", f"Answer {m // 2}: the ledger.")
+        messages.append({"role": role, "content": [{"type": "text", "text": text}]})
+    messages[marked]["content"][0]["cache_control"] = {"type": "ephemeral"}
+    return {"model": SONNET, "max_tokens": 100, "system": GUIDE, "messages": messages}
+
+
+def test_lookback_finds_an_earlier_entry_up_to_20_blocks_before_the_breakpoint(emu):
+    first = conversation(7, marked=6)  # blocks: system + 7 messages, marker on the last
+    usage(emu, first)
+    hit_tokens = tokens_through(first, 7)
+    later = conversation(27, marked=26)  # same start, marker moved 20 blocks further on
+    got = usage(emu, later)
+    assert got["cache_read_input_tokens"] == hit_tokens
+    assert got["cache_creation_input_tokens"] == tokens_through(later, 27) - hit_tokens
+
+
+def test_lookback_does_not_reach_further_than_20_blocks(emu):
+    usage(emu, conversation(7, marked=6))
+    far = conversation(28, marked=27)  # 21 blocks after the old entry
+    got = usage(emu, far)
+    assert got["cache_read_input_tokens"] == 0
+    assert got["cache_creation_input_tokens"] == tokens_through(far, 28)
+
+
+def test_any_change_before_the_breakpoint_misses_and_a_change_after_it_does_not(emu):
+    usage(emu, body())
+    assert usage(emu, body(question="Something else entirely?"))["cache_read_input_tokens"] > 0
+    assert usage(emu, body(guide_text=GUIDE + "\nOne more rule.\n"))["cache_read_input_tokens"] == 0
+    assert usage(emu, {**body(), "model": "claude-opus-4-5"})["cache_read_input_tokens"] == 0
+
+
+def error_of(response):
+    data = response.json()
+    assert data["type"] == "error"
+    assert response.status in (400, 401, 404, 405, 413, 529)
+    assert dict(response.headers)["request-id"].startswith("req_")
+    return data["error"]
+
+
+def test_a_fifth_breakpoint_is_rejected_with_the_api_error(emu):
+    req = conversation(5, marked=0)
+    for i in (1, 2, 3, 4):
+        req["messages"][i]["content"][0]["cache_control"] = {"type": "ephemeral"}
+    response = send(emu, req)
+    assert response.status == 400
+    assert error_of(response) == {
+        "type": "invalid_request_error",
+        "message": "A maximum of 4 blocks with `cache_control` may be provided. Found 5.",
+    }
+
+
+def test_a_1_hour_breakpoint_after_a_5_minute_one_is_rejected(emu):
+    response = send(emu, body(guide_ttl="5m", memory_ttl="1h"))
+    assert response.status == 400
+    error = error_of(response)
+    assert error["type"] == "invalid_request_error"
+    assert error["message"].startswith(
+        "system.1.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block."
+    )
+
+
+def test_top_level_cache_control_marks_the_last_block(emu):
+    req = body(guide_ttl=None, cache_control={"type": "ephemeral"})
+    assert usage(emu, req)["cache_creation_input_tokens"] == count_request_tokens(req)
+
+
+@pytest.mark.parametrize(
+    "change, status, error_type, message",
+    [
+        ({"model": "claude-nonexistent"}, 404, "not_found_error", "model: claude-nonexistent"),
+        ({"max_tokens": None}, 400, "invalid_request_error", "max_tokens: Field required"),
+        ({"max_tokens": 10**6}, 400, "invalid_request_error", "max_tokens: 1000000 > 64000"),
+        ({"messages": []}, 400, "invalid_request_error", "messages: at least one message is required"),
+        ({"messages": [{"role": "robot", "content": "hi"}]}, 400, "invalid_request_error", "messages.0.role"),
+        ({"system": [{"type": "text", "text": ""}]}, 400, "invalid_request_error", "system.0.text"),
+        ({"system": [{"type": "text", "text": "x", "cache_control": {"type": "persistent"}}]}, 400,
+         "invalid_request_error", "system.0.cache_control.type"),
+    ],
+)
+def test_invalid_requests_get_the_api_error_shape(emu, change, status, error_type, message):
+    req = {**body(), **change}
+    req = {k: v for k, v in req.items() if v is not None}
+    response = send(emu, req)
+    assert response.status == status
+    error = error_of(response)
+    assert error["type"] == error_type
+    assert error["message"].startswith(message)
+
+
+def test_transport_level_errors(emu):
+    assert error_of(emu.handle("POST", "/v1/messages", {"anthropic-version": "2023-06-01"}, b"{}"))["type"] == "authentication_error"
+    assert error_of(emu.handle("POST", "/v1/messages", HEADERS, b"{not json"))["type"] == "invalid_request_error"
+    assert emu.handle("GET", "/v1/messages", HEADERS).status == 405
+    assert emu.handle("GET", "/v1/files", HEADERS).status == 404
+    too_big = emu.handle("POST", "/v1/messages", HEADERS, b" " * (32 * 1024 * 1024 + 1))
+    assert too_big.status == 413 and error_of(too_big)["type"] == "request_too_large"
+
+
+def test_the_reply_cites_matching_memory_and_says_it_is_the_emulator(emu):
+    reply = send(emu, body()).json()
+    text = reply["content"][0]["text"]
+    assert text.splitlines()[0] == BANNER
+    assert "[0mabcdefghjk1234]" in text
+    assert "[0mzyxwvutsrq9876]" not in text  # card numbers are not what was asked
+    assert reply["id"].startswith("msg_") and reply["type"] == "message" and reply["role"] == "assistant"
+    assert reply["stop_reason"] == "end_turn" and reply["stop_sequence"] is None
+    assert reply["model"] == "claude-haiku-4-5-20251001"
+
+
+def test_the_reply_falls_back_to_guide_sections(emu):
+    text = send(emu, body(question="What about the outbox row and a crash?")).json()["content"][0]["text"]
+    assert "from the guide" in text and "outbox" in text
+
+
+def test_replies_are_deterministic(clock):
+    first, second = Emulator(clock=VirtualClock()), Emulator(clock=VirtualClock())
+    assert send(first, body()).json() == send(second, body()).json()
+
+
+def test_max_tokens_truncates_the_reply(emu):
+    reply = send(emu, body(max_tokens=1)).json()
+    assert reply["stop_reason"] == "max_tokens"
+    assert reply["usage"]["output_tokens"] == 1
+
+
+def test_stop_sequences_end_the_reply(emu):
+    reply = send(emu, body(stop_sequences=["From the team"])).json()
+    assert reply["stop_reason"] == "stop_sequence" and reply["stop_sequence"] == "From the team"
+    assert "From the team" not in reply["content"][0]["text"]
+
+
+def test_models_endpoint_lists_and_resolves_aliases(emu):
+    listed = emu.handle("GET", "/v1/models", HEADERS, query="limit=2").json()
+    assert len(listed["data"]) == 2 and listed["has_more"] is True
+    assert listed["first_id"] == listed["data"][0]["id"] and listed["last_id"] == listed["data"][1]["id"]
+    rest = emu.handle("GET", "/v1/models", HEADERS, query=f"limit=100&after_id={listed['last_id']}").json()
+    assert rest["has_more"] is False and listed["last_id"] not in [m["id"] for m in rest["data"]]
+    one = emu.handle("GET", "/v1/models/claude-haiku-4-5", HEADERS).json()
+    assert one["id"] == "claude-haiku-4-5-20251001" and one["type"] == "model"
+    assert emu.handle("GET", "/v1/models/claude-nope", HEADERS).status == 404
+
+
+def test_admin_clock_moves_only_a_virtual_clock(emu, clock):
+    state = emu.handle("POST", "/_emulator/clock", {}, b'{"advance": 90}').json()
+    assert state["clock"] == "virtual" and state["now"] == 90
+    real = Emulator()
+    assert real.handle("POST", "/_emulator/clock", {}, b'{"advance": 90}').status == 400
+
+
+def test_admin_state_shows_which_entries_survive(emu, clock):
+    usage(emu, body(guide_ttl="1h", memory_ttl="5m"))
+    assert sorted(e["ttl"] for e in emu.state()["entries"]) == ["1h", "5m"]
+    clock.advance(330)
+    assert [e["ttl"] for e in emu.state()["entries"]] == ["1h"]
+
+
+def test_injected_failures_return_overloaded(emu):
+    emu.handle("POST", "/_emulator/fail", {}, b'{"status": 529, "count": 1}')
+    response = send(emu, body())
+    assert response.status == 529 and error_of(response)["type"] == "overloaded_error"
+    assert send(emu, body()).status == 200

@@ -1,0 +1,100 @@
+"""Price table, usage parsing, and cost() against hand-computed values."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitmem.errors import PriceTableError, UnknownModel
+from gitmem.pricing import CHECKED, DEFAULT_TABLE, PRICES_SOURCE, Usage, cost, load_price_table
+
+
+def test_the_shipped_table_names_its_source_and_date():
+    assert DEFAULT_TABLE.source == PRICES_SOURCE == "https://platform.claude.com/docs/en/about-claude/pricing"
+    assert DEFAULT_TABLE.checked == CHECKED
+
+
+def test_haiku_4_5_prices_and_minimum_match_the_docs():
+    row = DEFAULT_TABLE.get("claude-haiku-4-5")
+    assert (row.input, row.cache_write_5m, row.cache_write_1h, row.cache_read, row.output) == (1, 1.25, 2, 0.1, 5)
+    assert row.min_cacheable_tokens == 4096
+    assert DEFAULT_TABLE.get("claude-sonnet-4-5").min_cacheable_tokens == 1024
+    assert DEFAULT_TABLE.get("claude-3-5-haiku-20241022").min_cacheable_tokens == 2048
+
+
+def test_cache_prices_follow_the_documented_multipliers():
+    for row in DEFAULT_TABLE.models:
+        if row.id == "claude-3-haiku-20240307":  # published rounded: $0.30 and $0.03
+            continue
+        assert row.cache_write_5m == pytest.approx(row.input * 1.25)
+        assert row.cache_write_1h == pytest.approx(row.input * 2)
+        assert row.cache_read == pytest.approx(row.input * 0.1)
+
+
+def test_cost_of_a_guide_write_then_a_read_on_haiku_4_5():
+    # Write 12,100 tokens at $1.25/MTok, 40 input at $1, 200 output at $5.
+    write = Usage(input_tokens=40, output_tokens=200, cache_creation_input_tokens=12_100,
+                  ephemeral_5m_input_tokens=12_100)
+    c = cost(write, "claude-haiku-4-5")
+    assert c.cache_write_5m == pytest.approx(0.015125)
+    assert c.input == pytest.approx(0.00004)
+    assert c.output == pytest.approx(0.001)
+    assert c.total == pytest.approx(0.016165)
+    read = Usage(input_tokens=40, output_tokens=200, cache_read_input_tokens=12_100)
+    assert cost(read, "claude-haiku-4-5").total == pytest.approx(0.00121 + 0.00004 + 0.001)
+
+
+def test_1h_writes_are_priced_at_twice_base_input():
+    c = cost(Usage(cache_creation_input_tokens=1_000_000, ephemeral_1h_input_tokens=1_000_000), "claude-opus-4-5")
+    assert c.cache_write_1h == pytest.approx(10.0) and c.cache_write_5m == 0
+
+
+def test_usage_from_api_dict_and_sdk_object():
+    data = {"input_tokens": 5, "output_tokens": 7, "cache_creation_input_tokens": 30, "cache_read_input_tokens": 11,
+            "cache_creation": {"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 20}}
+    usage = Usage.from_api(data)
+    assert usage.total_input_tokens == 46 and usage.ephemeral_1h_input_tokens == 20
+    assert usage.to_api() == data
+    from anthropic.types import Usage as SdkUsage
+
+    assert Usage.from_api(SdkUsage.model_validate(data)) == usage
+
+
+def test_usage_without_a_breakdown_counts_writes_as_5_minute_writes():
+    usage = Usage.from_api({"input_tokens": 1, "output_tokens": 1, "cache_creation_input_tokens": 100})
+    assert usage.ephemeral_5m_input_tokens == 100
+    assert (usage + usage).cache_creation_input_tokens == 200
+
+
+def test_unknown_models_are_an_error():
+    with pytest.raises(UnknownModel, match="claude-nope"):
+        cost(Usage(), "claude-nope")
+
+
+def test_an_override_file_changes_prices_and_adds_models(tmp_path):
+    path = tmp_path / "prices.yaml"
+    path.write_text(
+        "source: https://example.com/negotiated\n"
+        "models:\n"
+        "  claude-haiku-4-5: {input: 0.5}\n"
+        "  proxy-model: {input: 2, cache_write_5m: 2.5, cache_write_1h: 4, cache_read: 0.2, output: 8,"
+        " min_cacheable_tokens: 1024}\n"
+    )
+    table = load_price_table(str(path))
+    assert table.source == "https://example.com/negotiated"
+    assert table.get("claude-haiku-4-5-20251001").input == 0.5
+    assert table.get("claude-haiku-4-5-20251001").output == 5  # untouched fields stay
+    assert cost(Usage(output_tokens=1_000_000), "proxy-model", table).total == pytest.approx(8)
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("models: {claude-haiku-4-5: {input: -1}}", "non-negative"),
+    ("models: {new-model: {input: 1}}", "needs"),
+    ("models: {claude-haiku-4-5: {price: 1}}", "unknown field"),
+    ("!!python/object:os.system {}", "not valid YAML"),
+    ("[1, 2]", "mapping"),
+])
+def test_bad_override_files_are_reported(tmp_path, text, problem):
+    path = tmp_path / "prices.yaml"
+    path.write_text(text)
+    with pytest.raises(PriceTableError, match=problem):
+        load_price_table(str(path))
