@@ -455,7 +455,7 @@ class Store:
             ref.set_target(new, reflog)
         except (pygit2.AlreadyExistsError, KeyError):
             raise ConcurrentUpdate(self.ref, expected, self._ref_target()) from None
-        except pygit2.GitError as e:
+        except (pygit2.GitError, OSError) as e:  # libgit2 reports lock failures as OSError
             text = str(e)
             if "does not match" in text or "exists" in text:
                 raise ConcurrentUpdate(self.ref, expected, self._ref_target()) from None
