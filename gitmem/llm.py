@@ -14,14 +14,19 @@ pointing at ``gitmem emulator serve`` is reported as the emulator, and anything 
 
 from __future__ import annotations
 
+import copy
 import os
+import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import BackendError
 from .pricing import Usage
 
-__all__ = ["Backend", "Reply", "open_backend", "EMULATOR", "ANTHROPIC_API", "EMULATOR_BASE_URL"]
+__all__ = [
+    "Backend", "Reply", "Step", "open_backend", "place_cache_control", "keepalive_body", "schedule",
+    "run_schedule", "EMULATOR", "ANTHROPIC_API", "EMULATOR_BASE_URL",
+]
 
 EMULATOR = "emulator"
 ANTHROPIC_API = "anthropic-api"
@@ -76,6 +81,30 @@ class Backend:
         backend = EMULATOR if raw.headers.get("x-gitmem-backend") == EMULATOR else ANTHROPIC_API
         return Reply(message=data, usage=Usage.from_api(message.usage), backend=backend,
                      request_id=raw.headers.get("request-id"))
+
+    @property
+    def virtual_time(self) -> bool:
+        """True when :meth:`wait` moves a virtual clock instead of sleeping."""
+        return self.emulator is not None and getattr(self.emulator.clock, "virtual", False)
+
+    def wait(self, seconds: float, on_tick: Optional[Callable[[float], None]] = None) -> None:
+        """Let ``seconds`` pass: advance the in-process emulator's virtual clock, or really sleep.
+
+        ``on_tick(remaining)`` is called about once a second while sleeping (for a countdown).
+        """
+        if seconds <= 0:
+            return
+        if self.virtual_time:
+            self.emulator.clock.advance(seconds)
+            return
+        end = time.monotonic() + seconds
+        while True:
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return
+            if on_tick is not None:
+                on_tick(remaining)
+            time.sleep(min(1.0, remaining))
 
     def count_tokens(self, body: Mapping[str, Any]) -> int:
         """``POST /v1/messages/count_tokens`` for the body's model, tools, system and messages."""
@@ -141,3 +170,76 @@ def open_backend(backend: str = "auto", clock: Any = None, emulator: Any = None)
     # A base URL without a key is a local server (the emulator, a proxy): any key will do there.
     client = anthropic.Anthropic(api_key=None if has_key else _EMULATOR_KEY, base_url=base_url)
     return Backend(client=client, name=ANTHROPIC_API, base_url=base_url)
+
+
+def place_cache_control(body: Mapping[str, Any], boundary: Optional[int] = None, ttl: Optional[str] = None) -> dict:
+    """A copy of ``body`` with its ``cache_control`` markers set as asked.
+
+    ``ttl`` ``"none"`` removes every marker. ``boundary`` N (1-based, counted over the prefix
+    blocks tools -> system -> messages, see :func:`gitmem.tokens.prompt_blocks`) puts one marker
+    after the N-th block, replacing the body's own markers; without ``boundary``, a ``ttl`` of
+    ``"5m"``/``"1h"`` is applied to the markers the body already has. String ``system`` and message
+    contents become one text block, so they can carry a marker.
+    """
+    from .tokens import prompt_blocks
+
+    if ttl not in (None, "none", "5m", "1h"):
+        raise BackendError(f"invalid ttl {ttl!r} (valid: none, 5m, 1h)")
+    out = copy.deepcopy(dict(body))
+    if isinstance(out.get("system"), str):
+        out["system"] = [{"type": "text", "text": out["system"]}]
+    for message in out.get("messages") or []:
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            message["content"] = [{"type": "text", "text": message["content"]}]
+    blocks = [b.block for b in prompt_blocks(out)]  # the same dicts as in ``out``, in prefix order
+    marker = {"type": "ephemeral", **({"ttl": "1h"} if ttl == "1h" else {})}
+    if ttl == "none" or boundary is not None:
+        out.pop("cache_control", None)
+        for block in blocks:
+            if isinstance(block, dict):
+                block.pop("cache_control", None)
+    if boundary is not None and ttl != "none":
+        if not 1 <= boundary <= len(blocks):
+            raise BackendError(f"--boundary {boundary} is outside the body's {len(blocks)} prefix blocks")
+        blocks[boundary - 1]["cache_control"] = marker
+    elif ttl in ("5m", "1h"):
+        for block in blocks:
+            if isinstance(block, dict) and block.get("cache_control") is not None:
+                block["cache_control"] = dict(marker)
+    return out
+
+
+def keepalive_body(body: Mapping[str, Any]) -> dict:
+    """A 1-token request with the same prefix: hits (and so refreshes) every cached entry of ``body``."""
+    return {**copy.deepcopy(dict(body)), "max_tokens": 1}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One request of a schedule: sent ``at`` seconds after the first."""
+
+    at: float
+    label: str
+    body: Mapping[str, Any]
+
+
+def schedule(body: Mapping[str, Any], ping_at: Sequence[float] = (), repeat_at: Sequence[float] = ()) -> List[Step]:
+    """The body at 0 s, keep-alive pings at ``ping_at``, the body again at ``repeat_at``, by time."""
+    steps = [Step(0.0, "request", body)]
+    steps += [Step(float(t), "ping", keepalive_body(body)) for t in ping_at]
+    steps += [Step(float(t), "repeat", body) for t in repeat_at]
+    if any(step.at < 0 for step in steps):
+        raise BackendError("schedule times must be >= 0 seconds")
+    return sorted(steps, key=lambda step: (step.at, step.label != "request"))
+
+
+def run_schedule(backend: Backend, steps: Sequence[Step],
+                 on_tick: Optional[Callable[[float], None]] = None) -> List[Tuple[Step, Reply]]:
+    """Send each step at its time (virtual time on the in-process emulator, else real waiting)."""
+    done: List[Tuple[Step, Reply]] = []
+    now = 0.0
+    for step in steps:
+        backend.wait(step.at - now, on_tick)
+        now = max(now, step.at)
+        done.append((step, backend.send(step.body)))
+    return done

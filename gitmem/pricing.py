@@ -21,6 +21,7 @@ Sources, checked on :data:`CHECKED`:
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -36,6 +37,7 @@ __all__ = [
     "Cost",
     "DEFAULT_TABLE",
     "load_price_table",
+    "configured_price_table",
     "cost",
 ]
 
@@ -227,6 +229,19 @@ def load_price_table(path: Optional[str] = None, base: PriceTable = DEFAULT_TABL
         checked=str(data.get("checked", base.checked)),
         caching_source=base.caching_source,
     )
+
+
+def configured_price_table(store: Any = None) -> PriceTable:
+    """The table in effect: ``$GITMEM_PRICES``, else ``git config gitmem.prices`` of ``store``'s
+    repository (a relative path is taken from the worktree root), else the shipped table."""
+    path = os.environ.get("GITMEM_PRICES") or None
+    if path is None and store is not None:
+        from .store import config_get
+
+        path = config_get(store.repo, "gitmem.prices") or None
+        if path and not os.path.isabs(path):
+            path = os.path.join(store.repo.workdir or store.repo.path, path)
+    return load_price_table(path)
 
 
 def _get(obj: Any, name: str) -> Any:
