@@ -14,6 +14,7 @@ is never reported again, so :func:`redact` is idempotent.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 import re
@@ -188,7 +189,7 @@ RULES: Tuple[Rule, ...] = (
           true_samples=(_fake("github_" + "pat_", 22) + "_" + _fake("", 59),),
           false_samples=("github_pat_ is the fine-grained prefix", "github_pat_" + "short")),
     _rule("gitlab-pat", "GitLab personal access token",
-          r"\bglpat-[A-Za-z0-9_-]{20,}(?:\.[0-9a-z]{2}\.[0-9a-z]{9})?", ("glpat-",),
+          r"\bglpat-[A-Za-z0-9_-]{20,}(?:\.[0-9a-z]{2}\.[0-9a-z]{9})?(?![A-Za-z0-9_-])", ("glpat-",),
           true_samples=(_fake("glpat-", 20, _ALNUM + "-_"),
                         _fake("glpat-", 27, _ALNUM + "-_") + ".01." + _fake("", 9, "abcdefghijklmnopqrstuvwxyz0123456789")),
           false_samples=("glpat-" + "short",)),
@@ -274,15 +275,13 @@ RULES: Tuple[Rule, ...] = (
 )
 
 
-def scan(text: str) -> List[Finding]:
-    """Every secret in ``text``, sorted by offset and non-overlapping.
+_Hit = Tuple[int, int, int]  # (start, index in RULES, end): sorts by offset, then priority
 
-    Overlapping matches (a token inside ``password=...``) merge into one finding covering both,
-    named by the one that starts first (or comes first in :data:`RULES`), so no secret byte
-    survives :func:`redact`. Anything overlapping an existing placeholder is ignored.
-    """
+
+def _hits(text: str) -> List[_Hit]:
+    """Every rule's accepted matches in ``text``, merged, skipping existing placeholders."""
     lowered = text.lower()
-    hits: List[Tuple[int, int, int]] = []  # (start, rule index, end)
+    hits: List[_Hit] = []
     for index, rule in enumerate(RULES):
         if not any(k in lowered for k in rule.keywords):
             continue
@@ -296,15 +295,70 @@ def scan(text: str) -> List[Finding]:
                 continue
             hits.append((start, index, end))
     if "[redacted:" in lowered:
-        placeholders = [m.span() for m in _PLACEHOLDER_RE.finditer(text)]
-        hits = [h for h in hits if not any(h[0] < p_end and p_start < h[2] for p_start, p_end in placeholders)]
+        spans = [m.span() for m in _PLACEHOLDER_RE.finditer(text)]
+        ends = [end for _, end in spans]
+        hits = [h for h in hits if not _overlaps(spans, ends, h[0], h[2])]
+    return _merge(hits)
+
+
+def _overlaps(spans: List[Tuple[int, int]], ends: List[int], start: int, end: int) -> bool:
+    """Whether ``[start, end)`` overlaps one of the sorted, disjoint ``spans`` (``ends`` their ends)."""
+    i = bisect.bisect_right(ends, start)  # the first span ending after ``start``
+    return i < len(spans) and spans[i][0] < end
+
+
+def _merge(hits: List[_Hit]) -> List[_Hit]:
     merged: List[List[int]] = []
     for start, index, end in sorted(hits):
         if merged and start < merged[-1][2]:
             merged[-1][2] = max(merged[-1][2], end)
         else:
             merged.append([start, index, end])
-    return [Finding(RULES[index].id, start, end) for start, index, end in merged]
+    return [(start, index, end) for start, index, end in merged]
+
+
+def _replace(text: str, hits: List[_Hit]) -> str:
+    parts: List[str] = []
+    position = 0
+    for start, index, end in hits:
+        parts.append(text[position:start])
+        parts.append(PLACEHOLDER.format(rule=RULES[index].id))
+        position = end
+    parts.append(text[position:])
+    return "".join(parts)
+
+
+def _to_original(hits: List[_Hit], position: int) -> int:
+    """Map an offset in ``_replace(text, hits)`` that lies outside every placeholder back to ``text``."""
+    shift = 0
+    for start, index, end in hits:
+        if position <= start + shift:  # at or before where this placeholder begins
+            break
+        shift += len(PLACEHOLDER.format(rule=RULES[index].id)) - (end - start)
+    return position - shift
+
+
+def scan(text: str) -> List[Finding]:
+    """Every secret in ``text``, sorted by offset and non-overlapping.
+
+    Overlapping matches (a token inside ``password=...``) merge into one finding covering both,
+    named by the one that starts first (or comes first in :data:`RULES`), so no secret byte
+    survives :func:`redact`. Anything overlapping an existing placeholder is ignored. A match that
+    only becomes valid once its neighbour is replaced (a lookahead that saw the neighbour) is found
+    by scanning the redacted text again until nothing new appears, so redaction is idempotent.
+    """
+    return [Finding(RULES[index].id, start, end) for start, index, end in _fixpoint_hits(text)]
+
+
+def _fixpoint_hits(text: str) -> List[_Hit]:
+    # Terminates: new hits lie outside every placeholder, so each round covers more of ``text``.
+    hits = _hits(text)
+    while hits:
+        extra = _hits(_replace(text, hits))
+        if not extra:
+            break
+        hits = _merge(hits + [(_to_original(hits, s), i, _to_original(hits, e)) for s, i, e in extra])
+    return hits
 
 
 def redact(text: str) -> Tuple[str, List[Finding]]:
@@ -312,14 +366,5 @@ def redact(text: str) -> Tuple[str, List[Finding]]:
 
     Finding offsets refer to the original ``text``; everything outside them is kept byte for byte.
     """
-    findings = scan(text)
-    if not findings:
-        return text, findings
-    parts: List[str] = []
-    position = 0
-    for finding in findings:
-        parts.append(text[position:finding.start])
-        parts.append(PLACEHOLDER.format(rule=finding.rule))
-        position = finding.end
-    parts.append(text[position:])
-    return "".join(parts), findings
+    hits = _fixpoint_hits(text)
+    return _replace(text, hits), [Finding(RULES[index].id, start, end) for start, index, end in hits]

@@ -176,6 +176,21 @@ def test_overlapping_matches_merge_so_no_secret_byte_survives():
     assert findings == [Finding("generic-api-key", len("api_key = "), len(text))]
 
 
+def test_a_key_hidden_by_its_glued_neighbour_is_found_once_the_neighbour_is_redacted():
+    # A Google key must not run on into [\w-]; glued to a PEM block's dashes it only shows up once
+    # the block is replaced, so scan() keeps scanning until the redacted text is clean.
+    def pem(seed):
+        body = "\n".join(_token("", 64, string.ascii_letters + string.digits + "+/", seed=seed + i) for i in range(3))
+        return "-----BEGIN " + "PRIVATE KEY-----\n" + body + "\n-----END PRIVATE KEY-----"
+
+    first, key, second = pem(10), _token("AI" + "za", 35, string.ascii_letters + string.digits + "-_"), pem(20)
+    text = first + "\n" + key + second
+    out, findings = redact(text)
+    assert out == "[REDACTED:private-key]\n[REDACTED:google-api-key][REDACTED:private-key]"
+    assert [(f.rule, text[f.start:f.end]) for f in findings] == [
+        ("private-key", first), ("google-api-key", key), ("private-key", second)]
+
+
 def test_low_entropy_and_digit_free_names_are_not_generic_secrets():
     assert scan("password = aaaaaaaaaaaa") == []
     assert scan("token = TokenProvider") == []
