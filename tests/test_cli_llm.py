@@ -1,0 +1,159 @@
+"""`gitmem models`, `gitmem messages` and `gitmem emulator serve`, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import GITMEM, ROOT, git, gitmem
+from gitmem.cli import main
+
+GUIDE = "# Guide\n\n" + "\n".join(
+    f"## Rule {i}\nLedger writes for payment {i} are idempotent and retried with backoff." for i in range(400)
+)
+BODY = {
+    "model": "claude-haiku-4-5",
+    "max_tokens": 200,
+    "system": [
+        {"type": "text", "text": GUIDE},
+        {"type": "text", "text": '<memory id="0mabcdefghjk1234" type="decision">Refunds go through the ledger.</memory>'},
+    ],
+    "messages": [{"role": "user", "content": "How do refunds work?"}],
+}
+
+
+@pytest.fixture
+def run(repo):
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(main, ["-C", str(repo), *args], catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def body_file(tmp_path):
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(BODY))
+    return str(path)
+
+
+def test_models_prints_the_price_table_with_its_source_and_date(run):
+    text = run("models").output
+    assert "claude-haiku-4-5-20251001" in text
+    assert "https://platform.claude.com/docs/en/about-claude/pricing (checked 20" in text
+    data = json.loads(run("models", "--json").output)
+    haiku = next(m for m in data["models"] if m["id"] == "claude-haiku-4-5-20251001")
+    assert (haiku["input"], haiku["cache_write_5m"], haiku["cache_write_1h"], haiku["cache_read"], haiku["output"]) == (
+        1, 1.25, 2, 0.1, 5)
+    assert haiku["min_cacheable_tokens"] == 4096
+
+
+def test_models_honours_a_price_file_named_in_git_config(run, repo):
+    (repo / "prices.yaml").write_text("source: https://example.com/ours\nmodels:\n  claude-haiku-4-5: {input: 0.8}\n")
+    git(repo, "config", "gitmem.prices", "prices.yaml")
+    data = json.loads(run("models", "--json").output)
+    assert data["source"] == "https://example.com/ours"
+    assert next(m for m in data["models"] if m["id"] == "claude-haiku-4-5-20251001")["input"] == 0.8
+
+
+def _requests(run, *args):
+    result = run("messages", *args, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["backend"] == "emulator"
+    return data["requests"]
+
+
+def test_messages_shows_the_5_minute_ttl_rewriting_after_a_break(run, body_file):
+    first, after = _requests(run, "--body", body_file, "--boundary", "1", "--ttl", "5m", "--repeat-at", "330")
+    guide = first["usage"]["cache_creation"]["ephemeral_5m_input_tokens"]
+    assert guide > 4096 and first["usage"]["cache_read_input_tokens"] == 0
+    assert after["usage"]["cache_creation"]["ephemeral_5m_input_tokens"] == guide
+    assert after["cost"]["cache_write_5m"] == pytest.approx(guide * 1.25 / 1e6)
+    assert "[0mabcdefghjk1234]" in after["text"]
+
+
+def test_messages_with_1h_ttl_or_a_keepalive_reads_after_the_break(run, body_file):
+    _, after = _requests(run, "--body", body_file, "--boundary", "1", "--ttl", "1h", "--repeat-at", "330")
+    assert after["usage"]["cache_read_input_tokens"] > 4096
+    first, ping, after = _requests(run, "--body", body_file, "--boundary", "1", "--ttl", "5m",
+                                   "--ping-at", "240", "--repeat-at", "330")
+    assert ping["label"] == "ping" and ping["usage"]["output_tokens"] == 1
+    assert after["usage"]["cache_read_input_tokens"] == first["usage"]["cache_creation_input_tokens"]
+
+
+def test_messages_without_cache_control_pays_full_input(run, body_file):
+    (only,) = _requests(run, "--body", body_file, "--ttl", "none")
+    assert only["usage"]["cache_creation_input_tokens"] == only["usage"]["cache_read_input_tokens"] == 0
+    assert only["cost"]["input"] == pytest.approx(only["usage"]["input_tokens"] / 1e6)
+
+
+def test_messages_prints_every_usage_field_and_the_backend(run, body_file):
+    text = run("messages", "--body", body_file, "--boundary", "1").output
+    for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+                 "cache_creation.ephemeral_5m_input_tokens", "cache_creation.ephemeral_1h_input_tokens", "cost: $"):
+        assert name in text
+    assert "backend: emulator" in text
+
+
+def test_messages_reports_api_errors_in_one_line(run, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**BODY, "model": "claude-nope"}))
+    result = run("messages", "--body", str(bad))
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: 404 not_found_error: model: claude-nope")
+    bad.write_text("{")
+    assert "is not valid JSON" in run("messages", "--body", str(bad)).output
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def served(tmp_path):
+    """`gitmem emulator serve --virtual-clock` as a real process on a free port."""
+    import httpx2
+
+    port = _free_port()
+    proc = subprocess.Popen([*GITMEM, "emulator", "serve", "--port", str(port), "--virtual-clock"],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            httpx2.get(f"{url}/_emulator/state")
+            break
+        except httpx2.TransportError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail(f"emulator did not start: {proc.stderr.read()}")
+    yield url
+    proc.send_signal(signal.SIGINT)
+    proc.wait(10)
+
+
+def test_serve_shares_one_cache_between_processes_via_anthropic_base_url(served, repo, body_file):
+    import httpx2
+
+    env = {"ANTHROPIC_BASE_URL": served}
+    first = json.loads(gitmem(repo, "messages", "--body", body_file, "--boundary", "1", "--json", env=env).stdout)
+    assert first["backend"] == "emulator"
+    second = json.loads(gitmem(repo, "messages", "--body", body_file, "--boundary", "1", "--json", env=env).stdout)
+    written = first["requests"][0]["usage"]["cache_creation_input_tokens"]
+    assert written > 4096 and second["requests"][0]["usage"]["cache_read_input_tokens"] == written
+    assert httpx2.post(f"{served}/_emulator/clock", json={"advance": 330}).json()["now"] == 330
+    third = json.loads(gitmem(repo, "messages", "--body", body_file, "--boundary", "1", "--json", env=env).stdout)
+    assert third["requests"][0]["usage"]["cache_creation_input_tokens"] == written
