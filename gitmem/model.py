@@ -303,15 +303,15 @@ def load_yaml(data: bytes) -> Memory:
 
 
 def memory_path(m_or_type: Any, memory_id: Optional[str] = None) -> str:
-    """Where a memory lives in the tree: ``<type>/<last two id chars>/<id>.yaml``.
+    """Where a memory lives in the tree: ``<type>/<id[-2]>/<id[-1]>/<id>.yaml``.
 
-    Fanning out on the random tail (not the time-ordered head) spreads
-    memories written close together over 1024 buckets, so one write rewrites
-    one small bucket tree, one type tree and the root, even at 100,000.
+    The fan-out uses the random tail (not the time-ordered head), so memories
+    written close together spread over 32 x 32 buckets; one write then rewrites
+    a bucket, two 32-entry trees and the root, even at 100,000 memories.
     """
     if memory_id is None:
         m_or_type, memory_id = m_or_type.type, m_or_type.id
-    return f"{m_or_type}/{memory_id[-2:]}/{memory_id}.yaml"
+    return f"{m_or_type}/{memory_id[-2]}/{memory_id[-1]}/{memory_id}.yaml"
 
 
 def matches(m: Memory, *, type: Optional[str] = None, tag: Optional[str] = None,

@@ -197,13 +197,12 @@ class Snapshot:
         for type_tree in self.tree:
             if type_tree.name not in model.TYPES or type_tree.type_str != "tree":
                 continue
-            for bucket in type_tree.peel(pygit2.Tree):
-                if bucket.type_str != "tree":
-                    continue
-                prefix = f"{type_tree.name}/{bucket.name}/"
-                for blob in bucket.peel(pygit2.Tree):
-                    if blob.name.endswith(".yaml"):
-                        yield prefix + blob.name, str(blob.id)
+            for outer in _subtrees(type_tree):
+                for inner in _subtrees(outer):
+                    prefix = f"{type_tree.name}/{outer.name}/{inner.name}/"
+                    for blob in inner.peel(pygit2.Tree):
+                        if blob.name.endswith(".yaml") and blob.type_str == "blob":
+                            yield prefix + blob.name, str(blob.id)
 
     def ids(self) -> List[str]:
         return sorted(p.rsplit("/", 1)[1][:-5] for p, _ in self.entries())
@@ -631,6 +630,10 @@ def change_from_commit(commit: pygit2.Commit) -> Change:
         summary=message.splitlines()[0] if message else "",
         parents=tuple(str(p) for p in commit.parent_ids),
     )
+
+
+def _subtrees(tree: pygit2.Object) -> Iterator[pygit2.Object]:
+    return (entry for entry in tree.peel(pygit2.Tree) if entry.type_str == "tree")
 
 
 def _blob_at(tree: pygit2.Tree, path: str) -> Optional[str]:

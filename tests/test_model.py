@@ -93,4 +93,4 @@ def test_paths_are_normalised_and_kept_inside():
 
 def test_layout_fans_out_on_the_random_tail():
     m = mem()
-    assert memory_path(m) == f"decision/{m.id[-2:]}/{m.id}.yaml"
+    assert memory_path(m) == f"decision/{m.id[-2]}/{m.id[-1]}/{m.id}.yaml"

@@ -42,7 +42,7 @@ def test_each_write_is_one_commit_with_author_and_trailers(store, repo):
 def test_blobs_are_browsable_and_parse_with_safe_load(store, repo):
     w = store.add("convention", "Tests use real git repos", tags=["testing"])
     assert set(git(repo, "show", "refs/memory/main:").split()[2:]) == {"convention/"}
-    blob = git(repo, "show", f"refs/memory/main:convention/{w.memory.id[-2:]}/{w.memory.id}.yaml")
+    blob = git(repo, "show", f"refs/memory/main:convention/{w.memory.id[-2]}/{w.memory.id[-1]}/{w.memory.id}.yaml")
     data = yaml.safe_load(blob)
     assert data["type"] == "convention" and data["tags"] == ["testing"] and data["schema"] == 1
     assert Memory.from_dict(data) == w.memory
@@ -177,7 +177,7 @@ def plant(store, path, data: bytes) -> None:
 
 def test_hand_corrupted_blob_is_reported_not_fatal(store, repo):
     good = store.add("fact", "good").memory
-    plant(store, "fact/00/0000000000000000.yaml", b"::: not yaml [")
+    plant(store, "fact/0/0/0000000000000000.yaml", b"::: not yaml [")
     s = Store.open(str(repo))
     assert [m.id for m in s.list()] == [good.id]
     assert any("0000000000000000.yaml" in p.where for p in s.problems)
@@ -195,5 +195,5 @@ def test_one_write_rewrites_only_a_few_small_trees(store, repo):
     store.add("fact", "one more")
     after = objects()
     new_objects = after - before
-    # commit + root tree + type tree + bucket tree + blob
-    assert len(new_objects) == 5
+    # commit + root tree + type tree + two bucket trees + blob
+    assert len(new_objects) == 6

@@ -1,0 +1,58 @@
+"""Shared benchmark helpers: sample repositories, seeded stores, timing."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from typing import Callable, Dict, List
+
+from gitmem import Author, Store
+from gitmem.model import Memory, dump_yaml, memory_path, new_id, utc_now
+
+AUTHOR = Author("bench", "bench@example.com", "agent")
+TYPES = ("decision", "fact", "convention", "note")
+
+
+def sample_repo(name: str) -> str:
+    path = tempfile.mkdtemp(prefix=f"gitmem-bench-{name}-")
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "init", "-q", "-b", "main", path], check=True, env=env)
+    subprocess.run(["git", "-C", path, "config", "user.name", "bench"], check=True)
+    subprocess.run(["git", "-C", path, "config", "user.email", "bench@example.com"], check=True)
+    return path
+
+
+def seeded_store(n: int, name: str = "seed") -> Store:
+    """A store holding ``n`` memories, seeded in one commit (seeding is not what is measured)."""
+    store = Store.open(sample_repo(f"{name}-{n}"))
+    updates: Dict[str, bytes] = {}
+    base_ms = 1_760_000_000_000
+    for i in range(n):
+        m = Memory(id=new_id(base_ms + i), type=TYPES[i % len(TYPES)], author=AUTHOR, source="bench",
+                   created=utc_now(), text=f"Memory {i}: the service {i % 97} uses queue {i % 13} for retries",
+                   tags=(f"t{i % 7}",), paths=(f"src/mod{i % 50}.py",))
+        updates[memory_path(m)] = dump_yaml(m)
+    if updates:
+        commit = store.commit_tree(updates, "seed", AUTHOR, base=None)
+        store.move_ref(None, commit, "bench seed")
+    return store
+
+
+def median_time(fn: Callable[[], object], repeat: int) -> float:
+    samples: List[float] = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def cat_file_batch(repo_path: str, blob_ids: List[str]) -> float:
+    """Seconds for `git cat-file --batch` to print every blob (process start included)."""
+    t0 = time.perf_counter()
+    subprocess.run(["git", "-C", repo_path, "cat-file", "--batch"], input="\n".join(blob_ids).encode() + b"\n",
+                   stdout=subprocess.PIPE, check=True)
+    return time.perf_counter() - t0
