@@ -1,26 +1,24 @@
 """Prompt-cache logic of the emulator, pure: keys, lookback, TTLs, and the usage arithmetic.
 
-Rules, from https://platform.claude.com/docs/en/build-with-claude/prompt-caching (checked
-2026-12-02):
+Rules, from https://platform.claude.com/docs/en/build-with-claude/prompt-caching (paraphrased;
+re-checked 2026-12-02 where the search corpus had the page, otherwise as the issue's "Facts to build
+on" record them):
 
 - An entry is keyed on the exact prefix up to and including a block marked with ``cache_control``:
   model, then tools, system and messages in that order. Keys are cumulative, so a change anywhere
-  before a breakpoint gives a different key ("Cache prefixes are created in the following order:
-  tools, system, then messages").
-- From each breakpoint the service also checks earlier block boundaries for a hit, up to 20 blocks
-  back ("checks for cache hits at all previous content block boundaries (up to approximately 20
-  blocks before your explicit breakpoint)"); the longest hit wins.
-- ``{"type": "ephemeral"}`` lives 5 minutes, ``{"type": "ephemeral", "ttl": "1h"}`` one hour; each
-  hit refreshes the entry at no cost ("The cache is refreshed for no additional cost each time the
-  cached content is used").
+  before a breakpoint gives a different key.
+- From each breakpoint the service also checks earlier block boundaries for a hit, up to about 20
+  blocks back; the longest hit wins. Here: the breakpoint's own boundary and the 20 before it.
+- ``{"type": "ephemeral"}`` lives 5 minutes, ``{"type": "ephemeral", "ttl": "1h"}`` one hour; a hit
+  refreshes the entry at no extra cost (the pricing page's column is "Cache hits & refreshes").
 - A prefix shorter than the model's minimum cacheable length is processed without caching, even
   when marked: the request succeeds with ``cache_creation_input_tokens`` 0.
-- With mixed TTLs ("Mixing different TTLs"): A = tokens up to the highest cache hit, B = tokens up
-  to the last 1h breakpoint after A, C = tokens up to the last breakpoint; read = A, 1h write =
-  B - A, 5m write = C - B, and ``input_tokens`` = total - max(A, C).
+- With mixed TTLs: A = tokens up to the highest cache hit (0 if none), B = tokens up to the last 1h
+  breakpoint after A (A if none), C = tokens up to the last breakpoint; read = A, 1h write = B - A,
+  5m write = C - B, and ``input_tokens`` = total - max(A, C).
 
-Callers pass time in (``now``) so this module never reads a clock. Which entries exist is what the
-emulator "remembers"; entries written at breakpoints only, as on the real service.
+Callers pass time in (``now``) so this module never reads a clock. Entries are written at
+breakpoints only, as on the real service.
 """
 
 from __future__ import annotations
