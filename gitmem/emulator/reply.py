@@ -13,7 +13,8 @@ import html
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from functools import lru_cache
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 BANNER = "(gitmem emulator: answer retrieved from the prompt, no model was called)"
 MAX_MEMORIES = 3
@@ -42,6 +43,12 @@ class Item:
     id: Optional[str] = None
     type: Optional[str] = None
     title: Optional[str] = None
+
+
+@lru_cache(maxsize=4096)
+def _bag(text: str) -> frozenset:
+    """The distinct terms of a text; cached because the guide repeats in every request."""
+    return frozenset(_terms(text))
 
 
 def _terms(text: str) -> List[str]:
@@ -75,7 +82,9 @@ def question_of(body: Mapping[str, Any]) -> str:
     return ""
 
 
-def _sections(text: str) -> List[Item]:
+@lru_cache(maxsize=64)
+def _sections(text: str) -> Tuple[Item, ...]:
+    """Markdown sections of a system text (cached: the guide repeats in every request)."""
     starts = [m.start() for m in _HEADING.finditer(text)]
     if not starts or starts[0] != 0:
         starts.insert(0, 0)
@@ -89,7 +98,7 @@ def _sections(text: str) -> List[Item]:
             items.append(Item("section", rest.strip() or first, title=first.lstrip("#").strip()))
         else:
             items.append(Item("section", chunk))
-    return items
+    return tuple(items)
 
 
 def items_of(body: Mapping[str, Any]) -> List[Item]:
@@ -115,7 +124,7 @@ def _rank(items: Sequence[Item], question: str) -> List[Item]:
     wanted = set(_terms(question))
     if not wanted or not items:
         return []
-    bags = [set(_terms(item.text + " " + (item.title or "") + " " + (item.type or ""))) for item in items]
+    bags = [_bag(item.text) | _bag(item.title or "") | _bag(item.type or "") for item in items]
     df: Dict[str, int] = {t: sum(1 for bag in bags if t in bag) for t in wanted}
     n = len(items)
     scored = []
