@@ -15,6 +15,7 @@ pointing at ``gitmem emulator serve`` is reported as the emulator, and anything 
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 import time
 from dataclasses import dataclass, field
@@ -74,8 +75,16 @@ class Backend:
     base_url: Optional[str] = field(default=None)
 
     def send(self, body: Mapping[str, Any]) -> Reply:
-        """Send a Messages API body (non-streaming); SDK errors become :class:`BackendError`."""
-        raw = self._call(lambda: self.client.messages.with_raw_response.create(**dict(body)))
+        """Send a raw Messages API body, non-streaming (``stream`` is ignored).
+
+        SDK and API errors become :class:`BackendError`.
+        """
+        create = self.client.messages.with_raw_response.create
+        known = set(inspect.signature(create).parameters) - {"extra_headers", "extra_query", "extra_body", "timeout"}
+        params = {k: v for k, v in body.items() if k in known and k != "stream"}
+        # Fields this SDK version has no argument for (e.g. temperature) still reach the API.
+        extra = {k: v for k, v in body.items() if k not in known}
+        raw = self._call(lambda: create(**params, **({"extra_body": extra} if extra else {})))
         message = raw.parse()
         data = message.model_dump(mode="json", exclude_none=False)
         backend = EMULATOR if raw.headers.get("x-gitmem-backend") == EMULATOR else ANTHROPIC_API

@@ -124,3 +124,10 @@ def test_the_sdk_talks_to_the_emulator_over_http_via_anthropic_base_url(http_emu
     moved = httpx2.post(f"{url}/_emulator/clock", json={"advance": 301}).json()
     assert moved["now"] == emulator.clock.now() == 301
     assert backend.send(BODY).usage.cache_read_input_tokens == 0
+
+
+def test_body_fields_the_sdk_has_no_argument_for_still_reach_the_api(backend):
+    # temperature is not a create() argument in every SDK version: it travels in extra_body.
+    with pytest.raises(BackendError, match="temperature"):
+        backend.send({**BODY, "temperature": 3})
+    assert backend.send({**BODY, "temperature": 0.5, "stream": True}).backend == EMULATOR
