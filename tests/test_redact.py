@@ -242,3 +242,10 @@ def test_every_regex_match_contains_one_of_its_keywords(text):
     for rule in RULES:
         for match in rule.regex.finditer(text):
             assert any(k in match.group(0).lower() for k in rule.keywords), rule.id
+
+
+def test_docs_list_every_rule():
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "redact.md").read_text()
+    assert [rule.id for rule in RULES if f"| `{rule.id}` |" not in docs] == []
