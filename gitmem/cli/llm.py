@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 import click
 
@@ -62,7 +62,7 @@ def models(as_json: bool) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths))))
-    click.echo(f"\nUSD per million tokens; min cache = minimum cacheable prefix in tokens.")
+    click.echo("\nUSD per million tokens; min cache = minimum cacheable prefix in tokens.")
     click.echo(f"prices: {table.source} (checked {table.checked})")
     click.echo(f"caching rules: {table.caching_source}")
 

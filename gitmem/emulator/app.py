@@ -19,7 +19,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 from urllib.parse import parse_qs
 
 from ..pricing import DEFAULT_TABLE, ModelPrice, PriceTable, Usage
