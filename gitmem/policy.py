@@ -1,0 +1,220 @@
+"""Prompt-cache TTL policies and what a workload costs under each: pure arithmetic over a price table.
+
+Policies:
+
+- ``none``: no ``cache_control``; every request pays the whole prompt at the base input price.
+- ``5m``: ``{"type": "ephemeral"}``; the first request writes the prefix (1.25x base input), later
+  ones read it (0.1x) while it lives; an idle gap of 5 minutes or more expires it.
+- ``1h``: ``{"type": "ephemeral", "ttl": "1h"}``; the write costs 2x base input, the entry lives
+  an hour.
+- ``keepalive``: the 5-minute TTL plus a 1-token request with the same prefix every
+  :attr:`KeepAlive.ping_after` seconds of idleness (a read refreshes the entry at no extra cost), and
+  no more pings once the idle time passes :attr:`KeepAlive.idle_limit`.
+- ``auto``: whichever of the four is cheapest for the *expected* break, computed here.
+
+Cache rules follow https://platform.claude.com/docs/en/build-with-claude/prompt-caching ("each hit
+refreshes the entry at no cost", 5-minute and 1-hour lifetimes, minimum cacheable length); prices are
+:mod:`gitmem.pricing`'s. The simulation is the same arithmetic the emulator applies to one cached
+prefix, so its 5.5-minute row can be checked against a measured run (``gitmem demo``).
+
+A workload is the prefix (guide + memory, cached as one part) plus, per request, the tokens after it
+(the question) and the output; session 1, then a break, then session 2, requests ``gap_seconds``
+apart within a session. The break is measured from the last request of session 1 to the first of
+session 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .errors import GitmemError
+from .pricing import DEFAULT_TABLE, Cost, PriceTable, Usage, cost
+
+__all__ = [
+    "POLICIES", "FIXED", "TTL_SECONDS", "DEFAULT_BREAKS", "Request", "Workload", "KeepAlive",
+    "Estimate", "Row", "simulate", "choose", "break_table", "policy_ttl",
+]
+
+FIXED = ("none", "5m", "1h", "keepalive")
+POLICIES = FIXED + ("auto",)
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+PHASES = ("session1", "break", "session2")
+#: Break lengths in minutes that ``gitmem bill`` tabulates (the issue's list).
+DEFAULT_BREAKS = (0, 2, 4, 5.5, 10, 30, 59, 61, 120)
+
+
+def policy_ttl(policy: str) -> str:
+    """The ``cache_control`` TTL a policy sends: ``none``, ``5m`` or ``1h``."""
+    if policy not in FIXED:
+        raise GitmemError(f"unknown policy {policy!r} (valid: {', '.join(POLICIES)})")
+    return {"none": "none", "1h": "1h"}.get(policy, "5m")
+
+
+@dataclass(frozen=True)
+class Request:
+    """Tokens after the cached prefix (question, tail) and output tokens of one request."""
+
+    uncached_input: int
+    output: int
+
+
+@dataclass(frozen=True)
+class KeepAlive:
+    """Ping after ``ping_after`` idle seconds (must be under the 5-minute TTL to keep it alive),
+    and stop once idle for ``idle_limit`` seconds."""
+
+    ping_after: float = 240.0
+    idle_limit: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Workload:
+    prefix_tokens: int
+    session1: Tuple[Request, ...]
+    session2: Tuple[Request, ...]
+    gap_seconds: float = 30.0
+    #: A keep-alive ping: the same prefix with ``max_tokens: 1``; default: the last question again.
+    ping: Optional[Request] = None
+
+    @property
+    def ping_request(self) -> Request:
+        if self.ping is not None:
+            return self.ping
+        last = (self.session1 or self.session2 or (Request(0, 1),))[-1]
+        return Request(last.uncached_input, 1)
+
+    def to_dict(self) -> dict:
+        return {"prefix_tokens": self.prefix_tokens, "gap_seconds": self.gap_seconds,
+                "session1": [[r.uncached_input, r.output] for r in self.session1],
+                "session2": [[r.uncached_input, r.output] for r in self.session2],
+                "ping": [self.ping_request.uncached_input, self.ping_request.output]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Workload":
+        return cls(prefix_tokens=int(data["prefix_tokens"]), gap_seconds=float(data.get("gap_seconds", 30.0)),
+                   session1=tuple(Request(int(a), int(b)) for a, b in data["session1"]),
+                   session2=tuple(Request(int(a), int(b)) for a, b in data["session2"]),
+                   ping=Request(*map(int, data["ping"])) if data.get("ping") else None)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A policy's cost for one break length, per phase; ``chosen`` is what ``auto`` picked."""
+
+    policy: str
+    break_seconds: float
+    usage: Dict[str, Usage]
+    costs: Dict[str, Cost]
+    pings: int
+    writes: int
+    chosen: str
+
+    @property
+    def total(self) -> float:
+        return sum(c.total for c in self.costs.values())
+
+    def to_dict(self) -> dict:
+        return {"policy": self.policy, "chosen": self.chosen, "break_seconds": self.break_seconds,
+                "pings": self.pings, "prefix_writes": self.writes, "total": self.total,
+                "phases": {p: {"usage": self.usage[p].to_dict(), "cost": self.costs[p].total} for p in PHASES}}
+
+
+def _timeline(w: Workload, break_seconds: float) -> List[Tuple[float, str, Request]]:
+    events, t = [], 0.0
+    for i, r in enumerate(w.session1):
+        events.append((t, "session1", r))
+        t += w.gap_seconds if i < len(w.session1) - 1 else 0.0
+    t += break_seconds if w.session1 else 0.0
+    for r in w.session2:
+        events.append((t, "session2", r))
+        t += w.gap_seconds
+    return events
+
+
+def simulate(w: Workload, policy: str, break_seconds: float, model: str = "claude-haiku-4-5",
+             table: PriceTable = DEFAULT_TABLE, keepalive: KeepAlive = KeepAlive(),
+             expected_break: Optional[float] = None) -> Estimate:
+    """Cost of ``w`` under ``policy`` when the break lasts ``break_seconds``.
+
+    ``auto`` picks with :func:`choose` for ``expected_break`` (default: the actual break).
+    """
+    if break_seconds < 0:
+        raise GitmemError("a break cannot be negative")
+    chosen = policy
+    if policy == "auto":
+        chosen = choose(w, break_seconds if expected_break is None else expected_break, model, table, keepalive)
+    ttl = policy_ttl(chosen)
+    row = table.get(model)
+    cacheable = ttl != "none" and w.prefix_tokens >= row.min_cacheable_tokens
+    life = TTL_SECONDS.get(ttl, 0.0)
+    usage = {p: Usage() for p in PHASES}
+    expires, pings, writes = float("-inf"), 0, 0
+
+    def send(at: float, phase: str, r: Request) -> None:
+        nonlocal expires, writes
+        u = Usage(input_tokens=r.uncached_input, output_tokens=r.output)
+        if not cacheable:
+            u = Usage(input_tokens=r.uncached_input + w.prefix_tokens, output_tokens=r.output)
+        elif at < expires:
+            u = Usage(input_tokens=r.uncached_input, output_tokens=r.output, cache_read_input_tokens=w.prefix_tokens)
+        else:
+            writes += 1
+            u = Usage(input_tokens=r.uncached_input, output_tokens=r.output,
+                      cache_creation_input_tokens=w.prefix_tokens,
+                      ephemeral_5m_input_tokens=w.prefix_tokens if ttl == "5m" else 0,
+                      ephemeral_1h_input_tokens=w.prefix_tokens if ttl == "1h" else 0)
+        if cacheable:
+            expires = at + life
+        usage[phase] = usage[phase] + u
+
+    last: Optional[Tuple[float, str]] = None
+    for at, phase, r in _timeline(w, break_seconds):
+        if chosen == "keepalive" and last is not None:
+            # Pings in the idle time before this request; those between the sessions are the break's.
+            where = "break" if (last[1], phase) == ("session1", "session2") else phase
+            k = 1
+            while last[0] + k * keepalive.ping_after < at and k * keepalive.ping_after <= keepalive.idle_limit:
+                send(last[0] + k * keepalive.ping_after, where, w.ping_request)
+                pings += 1
+                k += 1
+        send(at, phase, r)
+        last = (at, phase)
+    costs = {p: cost(usage[p], model, table) for p in PHASES}
+    return Estimate(policy, break_seconds, usage, costs, pings, writes, chosen)
+
+
+def choose(w: Workload, expected_break: float, model: str = "claude-haiku-4-5",
+           table: PriceTable = DEFAULT_TABLE, keepalive: KeepAlive = KeepAlive()) -> str:
+    """The cheapest fixed policy for the expected break (ties: the first of none, 5m, 1h, keepalive)."""
+    totals = [(simulate(w, p, expected_break, model, table, keepalive).total, i, p) for i, p in enumerate(FIXED)]
+    return min(totals)[2]
+
+
+@dataclass(frozen=True)
+class Row:
+    break_minutes: float
+    totals: Dict[str, float]
+    uncached: float
+    cheapest: str
+    auto_chose: str
+
+    def ratio(self, policy: str) -> float:
+        return self.totals[policy] / self.uncached if self.uncached else 0.0
+
+    def to_dict(self) -> dict:
+        return {"break_minutes": self.break_minutes, "totals": self.totals, "cheapest": self.cheapest,
+                "auto_chose": self.auto_chose,
+                "ratio_to_uncached": {p: round(self.ratio(p), 4) for p in self.totals}}
+
+
+def break_table(w: Workload, breaks_minutes: Sequence[float] = DEFAULT_BREAKS, model: str = "claude-haiku-4-5",
+                table: PriceTable = DEFAULT_TABLE, keepalive: KeepAlive = KeepAlive()) -> List[Row]:
+    """Every policy's total for each break length; ``cheapest`` among the fixed policies."""
+    rows = []
+    for minutes in breaks_minutes:
+        estimates = {p: simulate(w, p, minutes * 60.0, model, table, keepalive) for p in POLICIES}
+        totals = {p: e.total for p, e in estimates.items()}
+        cheapest = min(FIXED, key=lambda p: (totals[p], FIXED.index(p)))
+        rows.append(Row(minutes, totals, totals["none"], cheapest, estimates["auto"].chosen))
+    return rows
