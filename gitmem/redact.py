@@ -20,7 +20,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Pattern, Tuple
+from typing import Callable, List, Optional, Tuple
 
 __all__ = ["Finding", "Rule", "RULES", "PLACEHOLDER", "scan", "redact", "shannon_entropy"]
 
@@ -50,7 +50,7 @@ class Rule:
 
     id: str
     description: str
-    regex: Pattern[str]
+    regex: re.Pattern[str]
     keywords: Tuple[str, ...]
     entropy: Optional[float] = None
     validate: Optional[Callable[[str], bool]] = None
