@@ -1,0 +1,331 @@
+"""Merging memory: a pure record-level three-way merge, and the git edge that
+turns it into fast-forwards and real merge commits on ``refs/memory/<branch>``.
+
+The record merge works on whole memories by id, field by field, against the
+memory merge base: memories added on either side are kept; a change on one side
+wins over no change on the other (so a retraction or supersession wins over an
+untouched copy); lists (tags, paths, commits) merge as sets; ``status`` keeps
+the furthest state (active < retracted < superseded) and ``updated`` the latest.
+When both sides set the same field to different values nothing is dropped:
+the memory takes the newer side's value for now and a :class:`Conflict` holding
+base, ours and theirs is stored at ``conflicts/<id>.yaml`` in the memory tree,
+so it travels with pushes until ``gitmem resolve`` removes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import pygit2
+import yaml
+
+from . import model
+from .errors import GitmemError, InvalidMemory, NotFound
+from .model import Author, Memory
+
+CONFLICTS_DIR = "conflicts"
+_LIST_FIELDS = ("tags", "paths", "commits")
+_STATUS_RANK = {"active": 0, "retracted": 1, "superseded": 2}
+_FIELDS = tuple(f.name for f in fields(Memory) if f.name != "id")
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One memory both sides changed incompatibly: ``fields`` names what clashed."""
+
+    id: str
+    fields: Tuple[str, ...]
+    base: Optional[Memory]
+    ours: Memory
+    theirs: Memory
+
+    def swapped(self) -> "Conflict":
+        return Conflict(self.id, self.fields, self.base, self.theirs, self.ours)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"id": self.id, "type": self.ours.type, "fields": list(self.fields),
+                "base": self.base.to_dict() if self.base else None,
+                "ours": self.ours.to_dict(), "theirs": self.theirs.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Conflict":
+        if not isinstance(data, dict) or not all(k in data for k in ("id", "fields", "ours", "theirs")):
+            raise InvalidMemory("conflict", "expected id, fields, base, ours, theirs")
+        base = Memory.from_dict(data["base"]) if data.get("base") else None
+        return cls(str(data["id"]), tuple(str(f) for f in data["fields"]), base,
+                   Memory.from_dict(data["ours"]), Memory.from_dict(data["theirs"]))
+
+
+@dataclass(frozen=True)
+class RecordMerge:
+    merged: Dict[str, Memory]
+    conflicts: List[Conflict] = field(default_factory=list)
+
+
+def merge_records(base: Mapping[str, Memory], ours: Mapping[str, Memory],
+                  theirs: Mapping[str, Memory]) -> RecordMerge:
+    """Three-way merge of memories by id. Never drops a memory either side has;
+    symmetric up to swapping ours and theirs; ``merge(b, x, x) == x``."""
+    merged: Dict[str, Memory] = {}
+    conflicts: List[Conflict] = []
+    for memory_id in sorted(set(ours) | set(theirs)):
+        o, t, b = ours.get(memory_id), theirs.get(memory_id), base.get(memory_id)
+        if o is None or t is None:  # added on one side, or deleted on one: keep what exists
+            merged[memory_id] = o if o is not None else t  # type: ignore[assignment]
+            continue
+        if o == t or t == b:
+            merged[memory_id] = o
+            continue
+        if o == b:
+            merged[memory_id] = t
+            continue
+        memory, clashed = _merge_fields(b, o, t)
+        merged[memory_id] = memory
+        if clashed:
+            conflicts.append(Conflict(memory_id, clashed, b, o, t))
+    return RecordMerge(merged, conflicts)
+
+
+def _newer(o: Memory, t: Memory) -> Memory:
+    """The side whose values stand in for a conflict until it is resolved (order-free)."""
+    key = lambda m: (m.updated or m.created, model.dump_yaml(m))  # noqa: E731
+    return o if key(o) >= key(t) else t
+
+
+def _merge_fields(b: Optional[Memory], o: Memory, t: Memory) -> Tuple[Memory, Tuple[str, ...]]:
+    newer = _newer(o, t)
+    values: Dict[str, Any] = {}
+    clashed: List[str] = []
+    for name in _FIELDS:
+        ov, tv = getattr(o, name), getattr(t, name)
+        bv = getattr(b, name) if b is not None else None
+        if ov == tv or tv == bv:
+            values[name] = ov
+        elif ov == bv:
+            values[name] = tv
+        elif name in _LIST_FIELDS:
+            values[name] = _merge_sets(bv or (), ov, tv)
+        elif name == "status":
+            values[name] = max(ov, tv, key=lambda s: (_STATUS_RANK.get(s, 0), s))
+        elif name == "updated":
+            values[name] = max(ov or "", tv or "") or None
+        else:
+            values[name] = getattr(newer, name)
+            clashed.append(name)
+    return Memory(id=o.id, **values), tuple(clashed)
+
+
+def _merge_sets(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str]) -> Tuple[str, ...]:
+    """Keep what both kept, add what either added: base order, then additions sorted."""
+    kept = [x for x in base if x in ours and x in theirs]
+    added = sorted((set(ours) | set(theirs)) - set(base))
+    return tuple(kept + added)
+
+
+# --- the git edge ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """``kind`` is "up-to-date", "fast-forward" or "merge"; ``commit`` the new tip."""
+
+    kind: str
+    commit: Optional[str]
+    added: List[str] = field(default_factory=list)
+    changed: List[str] = field(default_factory=list)
+    conflicts: List[Conflict] = field(default_factory=list)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"kind": self.kind, "commit": self.commit, "added": list(self.added),
+                "changed": list(self.changed), "conflicts": [c.to_dict() for c in self.conflicts]}
+
+
+def conflict_path(memory_id: str) -> str:
+    return f"{CONFLICTS_DIR}/{memory_id}.yaml"
+
+
+def dump_conflict(c: Conflict) -> bytes:
+    return yaml.safe_dump(c.to_dict(), sort_keys=False, allow_unicode=True, width=100).encode("utf-8")
+
+
+def _entries(store, commit: Optional[str]) -> Dict[str, Tuple[str, str]]:
+    """id -> (path, blob id) for every memory blob at ``commit``."""
+    if not commit:
+        return {}
+    return {p.rsplit("/", 1)[1][:-5]: (p, b) for p, b in store.snapshot(commit).entries()}
+
+
+def _conflict_blobs(store, commit: Optional[str]) -> Dict[str, str]:
+    """conflicts/<id>.yaml path -> blob id at ``commit``."""
+    tree = store.snapshot(commit).tree if commit else None
+    if tree is None or CONFLICTS_DIR not in tree:
+        return {}
+    folder = tree[CONFLICTS_DIR]
+    if folder.type_str != "tree":
+        return {}
+    return {f"{CONFLICTS_DIR}/{e.name}": str(e.id) for e in folder.peel(pygit2.Tree)
+            if e.name.endswith(".yaml") and e.type_str == "blob"}
+
+
+def _load(store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dict[str, Memory]:
+    out: Dict[str, Memory] = {}
+    for i in ids:
+        if i in entries:
+            path, blob = entries[i]
+            try:
+                out[i] = store._parse(blob, path)
+            except InvalidMemory:
+                continue  # an invalid blob on one side: the other side's version stands
+    return out
+
+
+def merge_into(store, theirs: str, *, author: Optional[Author] = None, source: str = "merge",
+               message: Optional[str] = None) -> MergeResult:
+    """Merge the memory commit ``theirs`` into ``store.ref``.
+
+    Fast-forwards when ``store.ref`` (or the memory it inherits) is an ancestor
+    of ``theirs``; otherwise writes a merge commit with parents [our tip, theirs].
+    Merging something already merged returns "up-to-date" and writes nothing.
+    Runs under ``store.retrying`` so a concurrent write is re-merged, not lost.
+    """
+    from .store import _default_author
+
+    repo = store.repo
+    try:
+        theirs = str(repo.revparse_single(theirs).peel(pygit2.Commit).id)
+    except (KeyError, ValueError, pygit2.GitError):
+        raise NotFound(theirs, store.ref) from None
+    author = author or _default_author(repo)
+
+    def attempt() -> MergeResult:
+        expected = store.own_tip()
+        ours = expected or store.read_from()[1]
+        if ours == theirs:
+            return MergeResult("up-to-date", ours)
+        if ours is None:
+            store.move_ref(None, theirs, f"gitmem merge: fast-forward to {theirs[:12]}")
+            return MergeResult("fast-forward", theirs, added=sorted(_entries(store, theirs)))
+        base_oid = repo.merge_base(ours, theirs)
+        base = str(base_oid) if base_oid else None
+        if base == theirs:
+            return MergeResult("up-to-date", ours)
+        e_base, e_ours, e_theirs = _entries(store, base), _entries(store, ours), _entries(store, theirs)
+        if base == ours:
+            store.move_ref(expected, theirs, f"gitmem merge: fast-forward to {theirs[:12]}")
+            added = sorted(set(e_theirs) - set(e_ours))
+            changed = sorted(i for i in e_ours if i in e_theirs and e_theirs[i][1] != e_ours[i][1])
+            return MergeResult("fast-forward", theirs, added, changed)
+        touched = sorted(i for i in set(e_ours) | set(e_theirs)
+                         if not (e_ours.get(i) == e_theirs.get(i) or e_theirs.get(i) == e_base.get(i)))
+        result = merge_records(_load(store, e_base, touched), _load(store, e_ours, touched),
+                               _load(store, e_theirs, touched))
+        updates: Dict[str, Optional[bytes]] = {}
+        added, changed = [], []
+        for i, m in result.merged.items():
+            data = model.dump_yaml(m)
+            path = model.memory_path(m)
+            old = e_ours.get(i)
+            if old is not None and old[0] != path:
+                updates[old[0]] = None
+            if old is None:
+                added.append(i)
+            elif str(pygit2.hash(data)) == old[1] and old[0] == path:
+                continue
+            else:
+                changed.append(i)
+            updates[path] = data
+        updates.update(_merge_conflict_files(store, base, ours, theirs, result.conflicts))
+        text = _merge_message(message, store.branch, theirs, added, changed, result.conflicts, author, source)
+        commit = store.commit_tree(updates, text, author, base=ours, extra_parents=[theirs])
+        store.move_ref(expected, commit, f"gitmem merge: {theirs[:12]}")
+        return MergeResult("merge", commit, added, changed, list(result.conflicts))
+
+    return store.retrying(attempt)
+
+
+def _merge_conflict_files(store, base, ours, theirs, new: Sequence[Conflict]) -> Dict[str, Optional[bytes]]:
+    """Three-way merge of conflicts/ by blob: a resolution (deletion) on one side
+    wins over no change on the other; a conflict this merge found wins over both."""
+    b, o, t = (_conflict_blobs(store, c) for c in (base, ours, theirs))
+    updates: Dict[str, Optional[bytes]] = {}
+    for path in set(o) | set(t):
+        ov, tv, bv = o.get(path), t.get(path), b.get(path)
+        if ov == tv or tv == bv:
+            continue
+        if ov == bv or ov is None:
+            chosen = tv
+        elif tv is None:
+            continue
+        else:
+            chosen = max(ov, tv)
+        updates[path] = store.repo[chosen].data if chosen else None
+    for c in new:
+        updates[conflict_path(c.id)] = dump_conflict(c)
+    return updates
+
+
+def _merge_message(message, branch, theirs, added, changed, conflicts, author, source) -> str:
+    subject = message or f"merge {theirs[:12]} into {branch}"
+    summary = f"{len(added)} added, {len(changed)} changed, {len(conflicts)} conflict(s)"
+    trailers = [f"Memory-Id: {i}" for i in (list(added) + list(changed))[:200]]
+    trailers += [f"Memory-Op: merge", f"Memory-Source: {source}", f"Author-Kind: {author.kind}",
+                 f"Merged-From: {theirs}"]
+    trailers += [f"Conflict: {c.id}" for c in conflicts]
+    return f"{subject}\n\n{summary}\n\n" + "\n".join(trailers) + "\n"
+
+
+# --- conflicts ---------------------------------------------------------------
+
+
+def list_conflicts(store, at: Optional[str] = None) -> List[Conflict]:
+    """Unresolved conflicts stored in the memory tree, oldest id first."""
+    out = []
+    for path, blob in sorted(_conflict_blobs(store, at or store.tip()).items()):
+        try:
+            out.append(Conflict.from_dict(yaml.safe_load(store.repo[blob].data)))
+        except (InvalidMemory, yaml.YAMLError):
+            continue
+    return out
+
+
+def resolve(store, memory_id: str, *, take: Optional[str] = None, values: Optional[Dict[str, Any]] = None,
+            author: Optional[Author] = None, source: str = "cli"):
+    """Settle a conflict in one commit: ``take`` "ours" or "theirs" for the clashing
+    fields, or give ``values`` (field -> value, e.g. edited text). Other fields keep
+    their merged values. Returns the store's :class:`Write`."""
+    from .store import _default_author, _redacted
+
+    if (take is None) == (values is None) or take not in (None, "ours", "theirs"):
+        raise GitmemError("resolve needs exactly one of: ours, theirs, or edited values")
+    author = author or _default_author(store.repo)
+    counted = {"redacted": 0}
+
+    def build(snap):
+        found = [c for c in list_conflicts(store, snap.commit) if c.id.startswith(memory_id)]
+        if len(found) != 1:
+            raise GitmemError(f"no unresolved conflict for {memory_id!r}" if not found
+                              else f"{memory_id!r} matches {len(found)} conflicts")
+        c = found[0]
+        path, current = snap.find(c.id)
+        if values is not None:
+            texts, counted["redacted"] = _redacted(**{k: v for k, v in values.items() if isinstance(v, str)})
+            chosen = {**values, **texts}
+        else:
+            side = c.ours if take == "ours" else c.theirs
+            chosen = {f: getattr(side, f) for f in c.fields}
+        new = current.evolve(**chosen, updated=model.utc_now())
+        model.validate(new)
+        return {path: model.dump_yaml(new), conflict_path(c.id): None}, new
+
+    result: Dict[str, Any] = {}
+
+    def capture(snap):
+        updates, memory = build(snap)
+        result["m"] = memory
+        return updates, memory
+
+    from .store import Write
+
+    commit = store._commit(capture, op="resolve", author=author, source=source)
+    return Write(result["m"], commit, counted["redacted"])
