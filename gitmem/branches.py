@@ -1,15 +1,25 @@
-"""Which memory a code branch reads when it has none of its own yet.
+"""Memory branches: which memory a code branch reads, fork points, listing,
+diffs for review, pruning, and finding code branches that have been merged.
 
 A branch's parent is recorded (by the post-checkout hook or on first use) in
-the repository's config as ``gitmem.branch.<name>.parent``; without a record,
-the default branch is the parent.
+the repository's config as ``gitmem.branch.<name>.parent``, with the commit it
+was created at as ``gitmem.branch.<name>.forkPoint``; without a record, the
+default branch is the parent. Memory fetched from a remote lives on
+``refs/memory-remotes/<remote>/<branch>`` (see gitmem.remote).
 """
 
 from __future__ import annotations
 
-from typing import List
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pygit2
+
+from .errors import BranchError, GitmemError
+
+REMOTE_PREFIX = "refs/memory-remotes/"
+_MOVING_RE = re.compile(r"^checkout: moving from (\S+) to (\S+)$")
 
 
 def parent_chain(repo: pygit2.Repository, branch: str) -> List[str]:
@@ -30,3 +40,352 @@ def parent_chain(repo: pygit2.Repository, branch: str) -> List[str]:
     if default not in seen:
         chain.append(default)
     return chain
+
+
+# --- fork points ---------------------------------------------------------------
+
+
+def fork_point(repo: pygit2.Repository, branch: str) -> Tuple[Optional[str], Optional[str]]:
+    """(recorded parent branch, commit the branch was created at), each None if unrecorded."""
+    from .store import config_get
+
+    return (config_get(repo, f"gitmem.branch.{branch}.parent"),
+            config_get(repo, f"gitmem.branch.{branch}.forkPoint"))
+
+
+def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = None,
+                commit: Optional[str] = None) -> Optional[str]:
+    """Record where ``branch`` was created from, once (an existing record is kept).
+
+    ``parent`` defaults to the branch HEAD's reflog says we came from, else the
+    default branch. Returns the parent recorded now, or None when nothing changed
+    (already recorded, the default branch itself, or it already has memory)."""
+    from .store import check_branch_name, default_branch, memory_ref
+
+    check_branch_name(branch)
+    if fork_point(repo, branch)[0] or branch == default_branch(repo) or memory_ref(branch) in repo.references:
+        return None
+    parent = parent or _checked_out_from(repo, branch) or default_branch(repo)
+    if parent == branch:
+        return None
+    check_branch_name(parent)
+    try:
+        repo.config[f"gitmem.branch.{branch}.parent"] = parent
+        if commit:
+            repo.config[f"gitmem.branch.{branch}.forkPoint"] = commit
+    except (pygit2.GitError, OSError) as e:
+        raise GitmemError(f"could not record the fork point of {branch!r}: {e}") from None
+    return parent
+
+
+def _checked_out_from(repo: pygit2.Repository, branch: str) -> Optional[str]:
+    """The branch the newest ``checkout: moving from X to <branch>`` names, if X is a branch."""
+    try:
+        entries = repo.references["HEAD"].log()
+        for n, entry in enumerate(entries):
+            if n > 20:
+                break
+            m = _MOVING_RE.match(entry.message or "")
+            if m and m.group(2) == branch:
+                source = m.group(1)
+                return source if f"refs/heads/{source}" in repo.references else None
+    except (KeyError, pygit2.GitError, OSError):
+        return None
+    return None
+
+
+# --- listing -------------------------------------------------------------------
+
+
+def _branch_names(repo: pygit2.Repository, prefix: str) -> Iterator[Tuple[str, str]]:
+    for name in repo.references:
+        if name.startswith(prefix):
+            yield name[len(prefix):], name
+
+
+def _target(repo: pygit2.Repository, ref: str) -> Optional[str]:
+    try:
+        return str(repo.references[ref].resolve().target)
+    except (KeyError, pygit2.GitError):
+        return None
+
+
+def code_tips(repo: pygit2.Repository, branch: str) -> List[str]:
+    """Commits the code branch points at: local first, then remote-tracking copies."""
+    tips = [_target(repo, f"refs/heads/{branch}")]
+    for remote in repo.remotes.names():
+        tips.append(_target(repo, f"refs/remotes/{remote}/{branch}"))
+    return list(dict.fromkeys(t for t in tips if t))
+
+
+def memory_tips(repo: pygit2.Repository, branch: str, *, remotes: bool = True) -> List[Tuple[str, str]]:
+    """(ref, tip) of the branch's memory: ``refs/memory/<b>``, then fetched copies."""
+    from .store import memory_ref
+
+    refs = [memory_ref(branch)]
+    if remotes:
+        refs += [f"{REMOTE_PREFIX}{r}/{branch}" for r in repo.remotes.names()]
+    return [(ref, tip) for ref, tip in ((ref, _target(repo, ref)) for ref in refs) if tip]
+
+
+def reachable(repo: pygit2.Repository, commit: str, tip: Optional[str]) -> bool:
+    """True when ``commit`` is ``tip`` or one of its ancestors."""
+    if not tip:
+        return False
+    try:
+        return commit == tip or repo.descendant_of(tip, commit)
+    except (pygit2.GitError, KeyError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class BranchInfo:
+    """One memory branch, as ``gitmem branch`` lists it."""
+
+    name: str
+    ref: str
+    tip: str
+    parent: Optional[str]
+    memories: int
+    code: str  # "exists" or "deleted"
+    merged: bool  # its code is reachable from the parent's (or default) code branch
+    conflicts: int = 0
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, "ref": self.ref, "tip": self.tip, "parent": self.parent,
+                "memories": self.memories, "code": self.code, "merged": self.merged,
+                "conflicts": self.conflicts}
+
+
+def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
+    from .merge import _conflict_blobs
+    from .store import REF_PREFIX, Store, default_branch
+
+    default = default_branch(repo)
+    out = []
+    for name, ref in sorted(_branch_names(repo, REF_PREFIX)):
+        store = Store(repo, name)
+        tip = store.own_tip()
+        if not tip:
+            continue
+        parent = None if name == default else parent_chain(repo, name)[0]
+        tips = code_tips(repo, name)
+        into = code_tips(repo, parent or default)
+        merged = bool(parent and tips and into and reachable(repo, tips[0], into[0])
+                      and tips[0] != fork_point(repo, name)[1])
+        out.append(BranchInfo(name, ref, tip, parent, sum(1 for _ in store.snapshot(tip).entries()),
+                              "exists" if f"refs/heads/{name}" in repo.references else "deleted",
+                              merged, len(_conflict_blobs(store, tip))))
+    return out
+
+
+# --- prune ---------------------------------------------------------------------
+
+
+def prune(repo: pygit2.Repository, *, dry_run: bool = True) -> List[BranchInfo]:
+    """Memory branches whose code branch is gone (locally and on every remote).
+
+    With ``dry_run`` (the default) nothing is deleted: callers list first. The
+    deleted tips stay reachable through the reflog-free object store until gc;
+    the caller prints them so ``git update-ref`` can bring one back."""
+    from .store import default_branch
+
+    default = default_branch(repo)
+    gone = [b for b in list_branches(repo) if b.name != default and not code_tips(repo, b.name)]
+    if not dry_run:
+        for b in gone:
+            try:
+                ref = repo.references[b.ref]
+                if str(ref.target) != b.tip:
+                    raise BranchError(f"{b.ref} moved while pruning; run prune again")
+                ref.delete()
+            except (KeyError, pygit2.GitError) as e:
+                raise BranchError(f"could not delete {b.ref}: {e}") from None
+    return gone
+
+
+# --- finding merged branches ------------------------------------------------------
+
+
+def merged_by(repo: pygit2.Repository, branch: str, head: str, before: Optional[str]) -> List[str]:
+    """Code branches (other than ``branch``'s own local one) that a merge moving
+    ``branch`` from ``before`` to ``head`` brought in: tips reachable from
+    ``head`` but not from ``before``. Used by the post-merge hook."""
+    names = set(_all_code_branch_names(repo)) | {n for n, _ in _branch_names(repo, _memory_prefix())}
+    out = []
+    for name in sorted(names):
+        for tip in code_tips(repo, name):
+            if name == branch and tip == _target(repo, f"refs/heads/{branch}"):
+                continue
+            if reachable(repo, tip, head) and not reachable(repo, tip, before):
+                out.append(name)
+                break
+    return out
+
+
+def merged_elsewhere(repo: pygit2.Repository, branch: str, head: str) -> List[str]:
+    """Code branches whose tip ``head`` already contains although no local merge
+    ran (a pull request merged on the server, seen after ``git pull``). A branch
+    that has no commit of its own past its recorded fork point is not counted,
+    nor are the branches ``branch`` itself was forked from."""
+    skip = set(parent_chain(repo, branch)) | {branch}
+    out = []
+    for name in sorted({n for n, _ in _branch_names(repo, _memory_prefix())} | _remote_memory_names(repo)):
+        if name in skip:
+            continue
+        fork = fork_point(repo, name)[1]
+        if any(reachable(repo, tip, head) and tip != fork for tip in code_tips(repo, name)):
+            out.append(name)
+    return out
+
+
+def _memory_prefix() -> str:
+    from .store import REF_PREFIX
+
+    return REF_PREFIX
+
+
+def _remote_memory_names(repo: pygit2.Repository) -> set:
+    names = set()
+    for remote in repo.remotes.names():
+        names |= {n for n, _ in _branch_names(repo, f"{REMOTE_PREFIX}{remote}/")}
+    return names
+
+
+def _all_code_branch_names(repo: pygit2.Repository) -> Iterator[str]:
+    yield from (n for n, _ in _branch_names(repo, "refs/heads/"))
+    for remote in repo.remotes.names():
+        yield from (n for n, _ in _branch_names(repo, f"refs/remotes/{remote}/") if n != "HEAD")
+
+
+@dataclass
+class SyncResult:
+    """What sync (or the post-merge hook) merged: branch -> merge kind per memory ref."""
+
+    merged: List[Dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"merged": self.merged}
+
+
+def merge_branches(store, names: Sequence[str], *, author=None, source: str = "merge") -> SyncResult:
+    """Merge the memory of each named branch (local ref and fetched copies) into ``store``."""
+    from .merge import merge_into
+
+    result = SyncResult()
+    for name in names:
+        for ref, tip in memory_tips(store.repo, name):
+            if ref == store.ref:
+                continue
+            r = merge_into(store, tip, author=author, source=source,
+                           message=f"merge memory of {name} into {store.branch}")
+            result.merged.append({"branch": name, "ref": ref, **r.to_dict()})
+    return result
+
+
+def sync(store, *, author=None, source: str = "sync") -> SyncResult:
+    """Merge the memory of every code branch the current code already contains."""
+    head = _target(store.repo, f"refs/heads/{store.branch}")
+    if not head:
+        return SyncResult()
+    return merge_branches(store, merged_elsewhere(store.repo, store.branch, head), author=author, source=source)
+
+
+# --- diff ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryDiff:
+    """Memory changes from ``base`` (the merge base of the two sides) to ``to``."""
+
+    left: str
+    right: str
+    base: Optional[str]
+    to: Optional[str]
+    added: List[Any]
+    changed: List[Tuple[Any, Any, Tuple[str, ...]]]
+    removed: List[Any]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"from": self.left, "to": self.right, "base": self.base, "tip": self.to,
+                "added": [m.to_dict() for m in self.added],
+                "changed": [{"id": new.id, "fields": list(f), "before": old.to_dict(), "after": new.to_dict()}
+                            for old, new, f in self.changed],
+                "removed": [m.to_dict() for m in self.removed]}
+
+
+def resolve_side(store, name: str) -> Optional[str]:
+    """A branch name (its memory, own or inherited) or any commit-ish, as a memory commit."""
+    from .store import Store, check_branch_name
+
+    try:
+        check_branch_name(name)
+        branch_store = Store(store.repo, name)
+        tip = branch_store.tip()
+        if tip:
+            return tip
+    except BranchError:
+        pass
+    try:
+        return str(store.repo.revparse_single(name).peel(pygit2.Commit).id)
+    except (KeyError, ValueError, pygit2.GitError):
+        raise BranchError(f"{name!r} is neither a branch with memory nor a commit") from None
+
+
+def diff(store, left: str, right: str) -> MemoryDiff:
+    """What ``right`` changed since it diverged from ``left`` (like ``git diff A...B``)."""
+    from .merge import _entries, _load
+
+    a, b = resolve_side(store, left), resolve_side(store, right)
+    base = None
+    if a and b:
+        found = store.repo.merge_base(a, b)
+        base = str(found) if found else None
+    e_base, e_to = _entries(store, base), _entries(store, b)
+    touched = sorted(i for i in set(e_base) | set(e_to) if e_base.get(i) != e_to.get(i))
+    before, after = _load(store, e_base, touched), _load(store, e_to, touched)
+    added = [after[i] for i in touched if i in after and i not in before]
+    removed = [before[i] for i in touched if i in before and i not in after]
+    changed = []
+    for i in touched:
+        if i in before and i in after:
+            fields_ = tuple(k for k, v in after[i].to_dict().items() if before[i].to_dict().get(k) != v and k != "updated")
+            fields_ += tuple(k for k in before[i].to_dict() if k not in after[i].to_dict())
+            changed.append((before[i], after[i], fields_))
+    return MemoryDiff(left, right, base, b, added, changed, removed)
+
+
+def _value(v: Any) -> str:
+    text = ", ".join(v) if isinstance(v, (list, tuple)) else str(v)
+    text = text.replace("\n", " ")
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _label(m: Any) -> str:
+    why = f" (because: {m.reason})" if m.type == "rejection" and m.reason else ""
+    return f"{m.type} {m.id}: {m.summary}{why}"
+
+
+def render_diff(d: MemoryDiff, markdown: bool = False) -> str:
+    """A review of the memory change, as plain text or Markdown for a pull request."""
+    lines: List[str] = []
+    count = f"{len(d.added)} added, {len(d.changed)} changed, {len(d.removed)} removed"
+    if markdown:
+        lines.append(f"### Memory changes `{d.left}..{d.right}` ({count})")
+        for title, items in (("Added", [_label(m) for m in d.added]),
+                             ("Changed", [_change(o, n, f, True) for o, n, f in d.changed]),
+                             ("Removed", [_label(m) for m in d.removed])):
+            if items:
+                lines += ["", f"**{title}**", ""] + [f"- {x}" for x in items]
+        return "\n".join(lines) + "\n"
+    lines.append(f"memory {d.left}..{d.right} (base {(d.base or 'none')[:10]}): {count}")
+    lines += [f"+ {_label(m)}" for m in d.added]
+    lines += [f"~ {_change(o, n, f, False)}" for o, n, f in d.changed]
+    lines += [f"- {_label(m)}" for m in d.removed]
+    return "\n".join(lines) + "\n"
+
+
+def _change(old: Any, new: Any, fields_: Sequence[str], markdown: bool) -> str:
+    q = "`" if markdown else '"'
+    parts = [f"{f}: {q}{_value(getattr(old, f))}{q} -> {q}{_value(getattr(new, f))}{q}" for f in fields_]
+    return f"{_label(new)} ({'; '.join(parts) or 'metadata'})"
