@@ -1,0 +1,296 @@
+"""The bill: a recorded run turned into costs per policy and phase, the break-length table, plots.
+
+A *run* is one JSON document (written by ``gitmem demo``; shape below) holding every request's
+``usage`` exactly as the backend returned it. Every number of a bill is computed from those usage
+fields and the price table the run names (:func:`gitmem.pricing.cost`); the break-length table is
+:func:`gitmem.policy.break_table` over the workload the run measured.
+
+Run shape (``version`` 1)::
+
+    {"version": 1, "kind": "cache-ttl", "created", "backend", "model", "prices": {"source", "checked"},
+     "runs": N, "break_seconds", "guide_tokens", "memory_commit", "workload": {...}, "keepalive": {...},
+     "requests": [{"policy", "run", "phase": "session1"|"break"|"session2", "label", "at", "question",
+                   "usage": {...}, "cites": [id, ...], "request_id", "backend"}]}
+
+Runs live in the repository's ``.git/gitmem/runs/`` (``<UTC time>.<n>-<kind>.json``), the newest is
+what ``gitmem bill`` and the web UI's cost page show. Single requests (``gitmem ask``) are appended to
+``.git/gitmem/requests.jsonl`` with the memory commit they were built from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from .errors import GitmemError
+from .policy import FIXED, PHASES, KeepAlive, Row, Workload, break_table
+from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
+
+__all__ = [
+    "PolicyBill", "Bill", "make_bill", "runs_dir", "record_run", "latest_run", "load_run", "record_request",
+    "render_text", "render_plot", "render_svg", "RUN_VERSION",
+]
+
+RUN_VERSION = 1
+POLICY_LABELS = {"none": "uncached", "5m": "5-minute TTL", "1h": "1-hour TTL", "keepalive": "5m + keep-alive",
+                 "auto": "auto"}
+
+
+@dataclass(frozen=True)
+class PolicyBill:
+    """One policy's cost per run (mean over the runs), split by phase, and what the break did."""
+
+    policy: str
+    runs: int
+    phases: Dict[str, float]
+    usage: Dict[str, Usage]
+    ratio: float
+    after_break: Dict[str, int]
+
+    @property
+    def total(self) -> float:
+        return sum(self.phases.values())
+
+    def to_dict(self) -> dict:
+        return {"policy": self.policy, "runs": self.runs, "cost_per_run": {**self.phases, "total": self.total},
+                "usage_per_run": {p: u.to_dict() for p, u in self.usage.items()},
+                "ratio_to_uncached": round(self.ratio, 4), "guide_after_break": self.after_break}
+
+
+@dataclass(frozen=True)
+class Bill:
+    backend: str
+    model: str
+    source: str
+    checked: str
+    break_seconds: float
+    policies: List[PolicyBill]
+    table: List[Row]
+    workload: Workload
+
+    def policy(self, name: str) -> PolicyBill:
+        return next(p for p in self.policies if p.policy == name)
+
+    def to_dict(self) -> dict:
+        return {"backend": self.backend, "model": self.model, "prices": {"source": self.source, "checked": self.checked},
+                "break_seconds": self.break_seconds, "policies": [p.to_dict() for p in self.policies],
+                "break_table": [r.to_dict() for r in self.table], "workload": self.workload.to_dict()}
+
+
+def _uncached(u: Usage) -> Usage:
+    return Usage(input_tokens=u.total_input_tokens, output_tokens=u.output_tokens)
+
+
+def _after_break(first: Usage, guide_tokens: int) -> str:
+    if first.cache_read_input_tokens >= guide_tokens > 0:
+        return "read"
+    if first.cache_creation_input_tokens >= guide_tokens > 0:
+        return "re-written"
+    return "uncached"
+
+
+def make_bill(run: Mapping[str, Any], table: PriceTable = DEFAULT_TABLE) -> Bill:
+    """Price a recorded run. The ratio is to the run's own uncached policy when it has one, else to
+    the same requests priced without caching (pings excluded: an uncached agent sends none)."""
+    if run.get("version") != RUN_VERSION or not isinstance(run.get("requests"), list):
+        raise GitmemError("not a gitmem run record (expected version 1 with requests)")
+    model = run["model"]
+    guide_tokens = int(run.get("guide_tokens") or 0)
+    by_policy: Dict[str, List[Mapping[str, Any]]] = {}
+    for r in run["requests"]:
+        by_policy.setdefault(r["policy"], []).append(r)
+    order = [p for p in FIXED if p in by_policy] + sorted(set(by_policy) - set(FIXED))
+
+    def mean_cost(requests: Sequence[Mapping[str, Any]], runs: int, uncached: bool = False) -> float:
+        total = Usage()
+        for r in requests:
+            u = Usage.from_api(r["usage"])
+            total = total + (_uncached(u) if uncached else u)
+        return cost(total, model, table).total / runs
+
+    baseline: Optional[float] = None
+    if "none" in by_policy:
+        reqs = by_policy["none"]
+        baseline = mean_cost(reqs, len({r["run"] for r in reqs}))
+    bills = []
+    for name in order:
+        reqs = by_policy[name]
+        runs = len({r["run"] for r in reqs})
+        phases, usage = {}, {}
+        for phase in PHASES:
+            mine = [r for r in reqs if r["phase"] == phase]
+            phases[phase] = mean_cost(mine, runs)
+            total = Usage()
+            for r in mine:
+                total = total + Usage.from_api(r["usage"])
+            usage[phase] = total
+        base = baseline if baseline is not None else mean_cost([r for r in reqs if r["phase"] != "break"], runs, True)
+        after: Dict[str, int] = {}
+        for n in sorted({r["run"] for r in reqs}):
+            s2 = [r for r in reqs if r["run"] == n and r["phase"] == "session2"]
+            if s2:
+                state = _after_break(Usage.from_api(min(s2, key=lambda r: r["at"])["usage"]), guide_tokens)
+                after[state] = after.get(state, 0) + 1
+        bills.append(PolicyBill(name, runs, phases, usage, sum(phases.values()) / base if base else 0.0, after))
+    workload = Workload.from_dict(run["workload"])
+    keep = KeepAlive(**run.get("keepalive", {}))
+    return Bill(backend=run["backend"], model=model, source=run.get("prices", {}).get("source", table.source),
+                checked=run.get("prices", {}).get("checked", table.checked),
+                break_seconds=float(run.get("break_seconds", 0)), policies=bills,
+                table=break_table(workload, model=model, table=table, keepalive=keep), workload=workload)
+
+
+# --- storage -------------------------------------------------------------------
+
+
+def runs_dir(store: Any) -> str:
+    from .store import common_dir
+
+    return os.path.join(common_dir(store.repo), "gitmem", "runs")
+
+
+def record_run(store: Any, run: Mapping[str, Any]) -> str:
+    """Write ``run`` to the repository's runs directory; returns the file's path."""
+    folder = runs_dir(store)
+    os.makedirs(folder, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    n = 1  # names sort by time, then by this counter
+    while any(name.startswith(f"{stamp}.{n:03d}-") for name in os.listdir(folder)):
+        n += 1
+    path = os.path.join(folder, f"{stamp}.{n:03d}-{run.get('kind', 'run')}.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(run, f, indent=1, ensure_ascii=False)
+    return path
+
+
+def latest_run(store: Any) -> Optional[str]:
+    folder = runs_dir(store)
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+    except OSError:
+        return None
+    return os.path.join(folder, names[-1]) if names else None
+
+
+def load_run(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise GitmemError(f"cannot read run {path}: {e.strerror or e}") from None
+    except ValueError:
+        raise GitmemError(f"run {path} is not valid JSON") from None
+
+
+def record_request(store: Any, entry: Mapping[str, Any]) -> str:
+    """Append one sent request (backend, model, memory commit, usage, cost) to requests.jsonl."""
+    from .store import common_dir
+
+    path = os.path.join(common_dir(store.repo), "gitmem", "requests.jsonl")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(dict(entry), ensure_ascii=False, sort_keys=True) + "\n")
+    return path
+
+
+# --- rendering -----------------------------------------------------------------
+
+
+def _usd(x: float) -> str:
+    return f"${x:.4f}"
+
+
+def _minutes(m: float) -> str:
+    return f"{m:g} min"
+
+
+def render_text(bill: Bill) -> str:
+    """The bill and the break-length table as aligned text."""
+    lines = [f"Bill ({bill.backend}, {bill.model}; prices: {bill.source}, checked {bill.checked})",
+             f"break: {_minutes(bill.break_seconds / 60)}; cost per run, mean of {bill.policies[0].runs} run(s)", ""]
+    lines.append(f"{'policy':<17}{'session 1':>11}{'break':>10}{'session 2':>11}{'total':>11}{'vs uncached':>13}"
+                 f"  guide after the break")
+    for p in bill.policies:
+        after = ", ".join(f"{state} {n}/{p.runs}" for state, n in sorted(p.after_break.items())) or "-"
+        lines.append(f"{POLICY_LABELS.get(p.policy, p.policy):<17}{_usd(p.phases['session1']):>11}"
+                     f"{_usd(p.phases['break']):>10}{_usd(p.phases['session2']):>11}{_usd(p.total):>11}"
+                     f"{p.ratio:>13.2f}  {after}")
+    lines += ["", "Computed for other break lengths (same workload, same prices; * = cheapest):"]
+    header = f"{'break':>9}" + "".join(f"{POLICY_LABELS[p]:>18}" for p in FIXED) + f"{'auto picks':>13}"
+    lines.append(header)
+    for row in bill.table:
+        cells = []
+        for p in FIXED:
+            mark = "*" if p == row.cheapest else " "
+            cells.append(f"{_usd(row.totals[p])} {row.ratio(p):.2f}{mark}".rjust(18))
+        lines.append(f"{_minutes(row.break_minutes):>9}" + "".join(cells) + f"{row.auto_chose:>13}")
+    return "\n".join(lines)
+
+
+_MARKS = {"none": "u", "5m": "5", "1h": "h", "keepalive": "k"}
+
+
+def render_plot(bill: Bill, height: int = 12) -> str:
+    """A terminal chart: cost relative to uncached (y) per break length (x), one letter per policy."""
+    rows = bill.table
+    top = max(max(r.ratio(p) for p in FIXED) for r in rows)
+    top = max(1.0, top)
+    width = 8
+    grid = [[" "] * (len(rows) * width) for _ in range(height + 1)]
+    for x, row in enumerate(rows):
+        for p in FIXED:
+            y = round(row.ratio(p) / top * height)
+            col = x * width + 3 + FIXED.index(p) % 2
+            cell = grid[height - y][col]
+            grid[height - y][col if cell == " " else col + 2] = _MARKS[p]
+    out = [f"cost / uncached   ({', '.join(f'{m}={POLICY_LABELS[p]}' for p, m in _MARKS.items())})"]
+    for i, line in enumerate(grid):
+        value = top * (height - i) / height
+        out.append(f"{value:5.2f} |" + "".join(line).rstrip())
+    out.append("      +" + "-" * (len(rows) * width))
+    out.append("       " + "".join(f"{r.break_minutes:g}".center(width) for r in rows) + "  break (min)")
+    return "\n".join(out)
+
+
+_COLOURS = {"none": "#888888", "5m": "#d62728", "1h": "#1f77b4", "keepalive": "#2ca02c"}
+
+
+def render_svg(bill: Bill) -> str:
+    """The break-length table as an SVG line chart (ratio to uncached per policy)."""
+    from html import escape
+
+    w, h, left, right, top, bottom = 720, 400, 60, 170, 40, 50
+    rows = bill.table
+    ymax = max(1.0, max(max(r.ratio(p) for p in FIXED) for r in rows)) * 1.05
+    xs = [left + i * (w - left - right) / max(1, len(rows) - 1) for i in range(len(rows))]
+
+    def y(v: float) -> float:
+        return top + (1 - v / ymax) * (h - top - bottom)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+             f'font-family="sans-serif" font-size="12">',
+             f'<rect width="{w}" height="{h}" fill="white"/>',
+             f'<text x="{left}" y="22" font-size="14">{escape(f"Cost relative to uncached by break length ({bill.model}, {bill.backend})")}</text>']
+    for i in range(6):
+        v = ymax * i / 5
+        parts.append(f'<line x1="{left}" x2="{w - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>')
+        parts.append(f'<text x="{left - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.2f}</text>')
+    for x, r in zip(xs, rows):
+        parts.append(f'<text x="{x:.1f}" y="{h - bottom + 18}" text-anchor="middle">{r.break_minutes:g}</text>')
+    parts.append(f'<text x="{(left + w - right) / 2:.1f}" y="{h - 12}" text-anchor="middle">break (minutes)</text>')
+    for n, p in enumerate(FIXED):
+        points = " ".join(f"{x:.1f},{y(r.ratio(p)):.1f}" for x, r in zip(xs, rows))
+        parts.append(f'<polyline fill="none" stroke="{_COLOURS[p]}" stroke-width="2" points="{points}"/>')
+        for x, r in zip(xs, rows):
+            if r.cheapest == p:
+                parts.append(f'<circle cx="{x:.1f}" cy="{y(r.ratio(p)):.1f}" r="4" fill="{_COLOURS[p]}"/>')
+        ly = top + 20 + n * 20
+        parts.append(f'<line x1="{w - right + 15}" x2="{w - right + 40}" y1="{ly}" y2="{ly}" '
+                     f'stroke="{_COLOURS[p]}" stroke-width="2"/>')
+        parts.append(f'<text x="{w - right + 46}" y="{ly + 4}">{escape(POLICY_LABELS[p])}</text>')
+    parts.append(f'<text x="{w - right + 15}" y="{top + 110}">● cheapest</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"

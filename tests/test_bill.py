@@ -1,0 +1,117 @@
+"""The bill from a recorded run: hand-computed costs per policy and phase, ratios, table, plots.
+
+The run below is the workload of test_policy.py (10,000-token prefix, 2 requests per session, 100
+tokens after the prefix, 200 output tokens, Claude Haiku 4.5), written as the usage a backend returns.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from gitmem.bill import latest_run, load_run, make_bill, record_request, record_run, render_plot, render_svg, render_text
+from gitmem.errors import GitmemError
+
+MICRO = 1e-6
+
+
+def usage(inp, out, read=0, w5=0, w1=0):
+    return {"input_tokens": inp, "output_tokens": out, "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": w5 + w1,
+            "cache_creation": {"ephemeral_5m_input_tokens": w5, "ephemeral_1h_input_tokens": w1}}
+
+
+UNCACHED = usage(10_100, 200)
+WRITE5, WRITE1, READ, PING = usage(100, 200, w5=10_000), usage(100, 200, w1=10_000), usage(100, 200, read=10_000), usage(100, 1, read=10_000)
+SHAPES = {
+    "none": [("session1", UNCACHED)] * 2 + [("session2", UNCACHED)] * 2,
+    "5m": [("session1", WRITE5), ("session1", READ), ("session2", WRITE5), ("session2", READ)],
+    "1h": [("session1", WRITE1), ("session1", READ), ("session2", READ), ("session2", READ)],
+    "keepalive": [("session1", WRITE5), ("session1", READ), ("break", PING), ("session2", READ), ("session2", READ)],
+}
+
+
+def make_run(policies=SHAPES, runs=2):
+    requests = []
+    for policy, shape in policies.items():
+        for run in range(1, runs + 1):
+            for at, (phase, u) in enumerate(shape):
+                requests.append({"policy": policy, "run": run, "phase": phase, "label": f"r{at}", "at": at * 60.0,
+                                 "usage": u, "cites": [], "backend": "emulator"})
+    return {"version": 1, "kind": "cache-ttl", "backend": "emulator", "model": "claude-haiku-4-5",
+            "prices": {"source": "https://platform.claude.com/docs/en/about-claude/pricing", "checked": "2026-12-02"},
+            "break_seconds": 330, "guide_tokens": 9_000, "runs": runs, "keepalive": {"ping_after": 240, "idle_limit": 3600},
+            "workload": {"prefix_tokens": 10_000, "gap_seconds": 60, "session1": [[100, 200]] * 2,
+                         "session2": [[100, 200]] * 2, "ping": [100, 1]},
+            "requests": requests}
+
+
+def test_each_policy_is_billed_per_phase_with_its_ratio_to_uncached():
+    bill = make_bill(make_run())
+    expected = {"none": (22_200, 0, 22_200), "5m": (15_700, 0, 15_700), "1h": (23_200, 0, 4_200),
+                "keepalive": (15_700, 1_105, 4_200)}
+    for policy, (s1, brk, s2) in expected.items():
+        p = bill.policy(policy)
+        assert p.runs == 2
+        assert p.phases["session1"] / MICRO == pytest.approx(s1)
+        assert p.phases["break"] / MICRO == pytest.approx(brk)
+        assert p.phases["session2"] / MICRO == pytest.approx(s2)
+        assert p.ratio == pytest.approx((s1 + brk + s2) / 44_400)
+
+
+def test_the_bill_says_which_cache_survived_the_break():
+    bill = make_bill(make_run())
+    assert bill.policy("5m").after_break == {"re-written": 2}
+    assert bill.policy("1h").after_break == {"read": 2}
+    assert bill.policy("keepalive").after_break == {"read": 2}
+    assert bill.policy("none").after_break == {"uncached": 2}
+
+
+def test_the_measured_bill_matches_the_computed_row_for_the_same_break():
+    bill = make_bill(make_run())
+    row = next(r for r in bill.table if r.break_minutes == 5.5)
+    for p in bill.policies:
+        assert row.totals[p.policy] == pytest.approx(p.total)
+
+
+def test_without_an_uncached_policy_the_ratio_prices_the_same_requests_uncached():
+    bill = make_bill(make_run({"5m": SHAPES["5m"], "keepalive": SHAPES["keepalive"]}))
+    assert bill.policy("5m").ratio == pytest.approx(31_400 / 44_400)
+    assert bill.policy("keepalive").ratio == pytest.approx(21_005 / 44_400)  # the ping is not in the baseline
+
+
+def test_text_plot_and_svg_name_backend_prices_and_mark_the_cheapest():
+    bill = make_bill(make_run())
+    text = render_text(bill)
+    assert "emulator" in text and "platform.claude.com/docs/en/about-claude/pricing" in text
+    assert "re-written 2/2" in text
+    row = [line for line in text.splitlines() if line.strip().startswith("5.5 min")][0]
+    assert row.count("*") == 1 and "0.47*" in row
+    plot = render_plot(bill)
+    assert "break (min)" in plot and all(mark in plot for mark in "u5hk")
+    svg = ET.fromstring(render_svg(bill))
+    assert len(svg.findall("{http://www.w3.org/2000/svg}polyline")) == 4
+    assert len(svg.findall("{http://www.w3.org/2000/svg}circle")) == len(bill.table)
+
+
+def test_runs_are_recorded_in_the_repository_and_the_latest_is_found(store):
+    assert latest_run(store) is None
+    first = record_run(store, make_run())
+    second = record_run(store, make_run(runs=1))
+    assert first != second and latest_run(store) == second
+    assert ".git/gitmem/runs/" in second and load_run(second)["runs"] == 1
+    path = record_request(store, {"backend": "emulator", "memory_commit": "abc"})
+    record_request(store, {"backend": "emulator", "memory_commit": "def"})
+    with open(path) as f:
+        assert [json.loads(line)["memory_commit"] for line in f] == ["abc", "def"]
+
+
+def test_a_file_that_is_not_a_run_is_refused(tmp_path):
+    with pytest.raises(GitmemError, match="not a gitmem run"):
+        make_bill({"version": 9})
+    bad = tmp_path / "x.json"
+    bad.write_text("{")
+    with pytest.raises(GitmemError, match="not valid JSON"):
+        load_run(str(bad))
