@@ -1,0 +1,629 @@
+"""Sharing memory through the git remotes a team already has: fetch, push, pull.
+
+Transport: the network step is delegated to the user's ``git`` executable
+(``git fetch`` / ``git push --porcelain`` / ``git ls-remote`` with explicit
+refspecs), so ssh keys and ``~/.ssh/config``, credential helpers, https tokens,
+proxies and ``insteadOf`` rewrites work exactly as they do for code. libgit2's
+own transport would need all of that re-implemented. Everything else (which
+commits and blobs go out, merging, moving refs) stays in pygit2. When stdin is
+not a terminal (hooks, agents, CI) ``GIT_TERMINAL_PROMPT=0`` makes git fail
+instead of waiting for a password nobody will type.
+
+Layout: local memory is ``refs/memory/<branch>``; what a fetch brings lives on
+``refs/memory-remotes/<remote>/<branch>`` and never overwrites local memory.
+A push sends ``refs/memory/<b>:refs/memory/<b>`` without force; when the
+remote moved on it fetches, merges with :func:`gitmem.merge.merge_into` and
+pushes again, a bounded number of times, until it lands or a merge conflict
+needs a person. Before anything leaves, every blob and commit message not yet
+on the remote is scanned for secrets (a memory planted with plain git skips
+the write-time redaction), and the push is refused if one matches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+import pygit2
+
+from .branches import REMOTE_PREFIX
+from .errors import GitmemError, RemoteError, SecretFound
+from .model import Author
+from .store import REF_PREFIX, Store, check_branch_name, common_dir, config_get, memory_ref
+
+MAX_PUSH_ATTEMPTS = 8
+
+__all__ = [
+    "REMOTE_PREFIX", "BranchPush", "FetchResult", "PullResult", "SetupChange", "Divergence", "RemoteBranch",
+    "default_remote", "tracking_ref", "local_branches", "remote_branches", "fetch", "pull", "push",
+    "outgoing_secrets", "setup", "divergence", "missing_here",
+]
+
+
+# --- plain data ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BranchPush:
+    """What a push did for one memory branch.
+
+    ``status``: "pushed" (the remote moved to ``commit``), "up-to-date",
+    "no-memory" (nothing to push), "conflict" (a merge with the remote's memory
+    left conflicts for a person; nothing pushed), "rejected" (the remote
+    refused; ``message`` says why). ``merges`` counts merges made on the way."""
+
+    branch: str
+    status: str
+    commit: Optional[str] = None
+    merges: int = 0
+    attempts: int = 0
+    conflicts: Tuple[str, ...] = ()
+    message: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {**asdict(self), "conflicts": list(self.conflicts)}
+
+
+@dataclass(frozen=True)
+class RemoteBranch:
+    """One memory branch of a remote: the fetched tip moved from ``old`` to ``new``."""
+
+    branch: str
+    ref: str
+    old: Optional[str]
+    new: Optional[str]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    remote: str
+    branches: List[RemoteBranch] = field(default_factory=list)
+
+    @property
+    def changed(self) -> List[RemoteBranch]:
+        return [b for b in self.branches if b.old != b.new]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"remote": self.remote, "branches": [b.to_dict() for b in self.branches]}
+
+
+@dataclass(frozen=True)
+class PullResult:
+    """``merged``: one entry per branch: {"branch", "kind", "commit", "added", "changed", "conflicts"};
+    ``kind`` is "new" (local memory created at the remote's tip), or a MergeResult kind."""
+
+    fetch: FetchResult
+    merged: List[Dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"remote": self.fetch.remote, "fetched": self.fetch.to_dict()["branches"], "merged": self.merged}
+
+
+@dataclass(frozen=True)
+class SetupChange:
+    """One git config value ``action`` ("added", "removed", "kept") by ``gitmem remote setup``."""
+
+    key: str
+    value: str
+    action: str
+    why: str = ""
+
+    def to_dict(self) -> Dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Local memory of ``branch`` against the last fetched copy on ``remote``."""
+
+    branch: str
+    remote: str
+    local: Optional[str]
+    fetched: Optional[str]
+    ahead: int
+    behind: int
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+# --- names -------------------------------------------------------------------------
+
+
+def tracking_ref(remote: str, branch: str) -> str:
+    return f"{REMOTE_PREFIX}{remote}/{branch}"
+
+
+def _check_remote(repo: pygit2.Repository, remote: str) -> str:
+    names = list(repo.remotes.names())
+    if remote not in names:
+        known = f" (remotes: {', '.join(names)})" if names else " (this repository has no remotes)"
+        raise RemoteError(f"no remote named {remote!r}{known}; add one with `git remote add`")
+    if not pygit2.reference_is_valid_name(tracking_ref(remote, "x")):
+        raise RemoteError(f"remote name {remote!r} cannot be used in a ref name")
+    return remote
+
+
+def default_remote(repo: pygit2.Repository, branch: Optional[str] = None) -> str:
+    """The code branch's upstream remote, else ``origin``, else the only remote."""
+    names = list(repo.remotes.names())
+    configured = config_get(repo, f"branch.{branch}.remote") if branch else None
+    if configured and configured in names:
+        return configured
+    if "origin" in names:
+        return "origin"
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise RemoteError("this repository has no remotes; add one with `git remote add origin URL`")
+    raise RemoteError(f"several remotes ({', '.join(names)}): name the one to use")
+
+
+def _resolve_remote(repo: pygit2.Repository, remote: Optional[str], branch: Optional[str]) -> str:
+    return _check_remote(repo, remote) if remote else default_remote(repo, branch)
+
+
+def _refs_under(repo: pygit2.Repository, prefix: str) -> Dict[str, str]:
+    out = {}
+    for name in repo.references:
+        if name.startswith(prefix):
+            try:
+                out[name[len(prefix):]] = str(repo.references[name].resolve().target)
+            except (KeyError, pygit2.GitError):
+                continue
+    return out
+
+
+def local_branches(repo: pygit2.Repository) -> Dict[str, str]:
+    """branch -> tip of every local memory ref."""
+    return _refs_under(repo, REF_PREFIX)
+
+
+def remote_branches(repo: pygit2.Repository, remote: str) -> Dict[str, str]:
+    """branch -> tip of every fetched memory ref of ``remote`` (no network)."""
+    return _refs_under(repo, f"{REMOTE_PREFIX}{remote}/")
+
+
+# --- running git -------------------------------------------------------------------
+
+
+def _git(repo: pygit2.Repository, args: Sequence[str], *, interactive: Optional[bool] = None,
+         what: str) -> subprocess.CompletedProcess:
+    """Run the user's git on this repository; a missing git or a failure to start is a RemoteError."""
+    if interactive is None:
+        interactive = sys.stdin is not None and sys.stdin.isatty()
+    env = dict(os.environ)
+    if not interactive:
+        env["GIT_TERMINAL_PROMPT"] = "0"
+    try:
+        return subprocess.run(["git", f"--git-dir={repo.path}", *args], capture_output=True, text=True,
+                              env=env, stdin=None if interactive else subprocess.DEVNULL)
+    except OSError as e:
+        raise RemoteError(f"could not run git to {what}: {e}") from None
+
+
+def _failure(result: subprocess.CompletedProcess) -> str:
+    """git's own one-line reason (its last fatal/error line), for the user."""
+    lines = [line.strip() for line in (result.stderr or "").splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.lower().startswith(("fatal:", "error:")):
+            return line.split(":", 1)[1].strip()
+    return lines[-1] if lines else f"git exited with {result.returncode}"
+
+
+def ls_remote(repo: pygit2.Repository, remote: str, *, interactive: Optional[bool] = None) -> Dict[str, str]:
+    """branch -> tip of every memory ref on the remote itself (asks the network)."""
+    _check_remote(repo, remote)
+    result = _git(repo, ["ls-remote", "--refs", remote, REF_PREFIX + "*"], interactive=interactive,
+                  what=f"list {remote}")
+    if result.returncode != 0:
+        raise RemoteError(f"could not reach {remote}: {_failure(result)}")
+    out = {}
+    for line in result.stdout.splitlines():
+        oid, _, ref = line.partition("\t")
+        if ref.startswith(REF_PREFIX):
+            out[ref[len(REF_PREFIX):]] = oid
+    return out
+
+
+# --- fetch -------------------------------------------------------------------------
+
+
+def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optional[Sequence[str]] = None, *,
+          interactive: Optional[bool] = None) -> FetchResult:
+    """Fetch the remote's memory refs into ``refs/memory-remotes/<remote>/``.
+
+    Local memory is never touched. Without ``branches`` every memory branch is
+    fetched and fetched copies of branches deleted on the remote are pruned."""
+    remote = _resolve_remote(repo, remote, None)
+    names = [check_branch_name(b) for b in branches] if branches else None
+    before = remote_branches(repo, remote)
+    if names is None:
+        specs = [f"+{REF_PREFIX}*:{REMOTE_PREFIX}{remote}/*"]
+    else:
+        specs = [f"+{memory_ref(b)}:{tracking_ref(remote, b)}" for b in names]
+    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--recurse-submodules=no"]
+    if names is None:
+        args.append("--prune")
+    result = _git(repo, args + [remote, *specs], interactive=interactive, what=f"fetch from {remote}")
+    if result.returncode != 0:
+        missing = "couldn't find remote ref" in (result.stderr or "")
+        if names is None or not missing:
+            raise RemoteError(f"could not fetch memory from {remote}: {_failure(result)}")
+        return _fetch_each(repo, remote, names, before, interactive)  # some named branch is not there
+    after = remote_branches(repo, remote)
+    shown = names if names is not None else sorted(set(before) | set(after))
+    return FetchResult(remote, [RemoteBranch(b, tracking_ref(remote, b), before.get(b), after.get(b))
+                                for b in shown])
+
+
+def _fetch_each(repo, remote: str, names: Sequence[str], before: Dict[str, str],
+                interactive: Optional[bool]) -> FetchResult:
+    """Fetch named branches one by one, so one the remote lacks does not fail the rest."""
+    on_remote = ls_remote(repo, remote, interactive=interactive)
+    present = [b for b in names if b in on_remote]
+    if present:
+        fetch(repo, remote, present, interactive=interactive)
+    after = remote_branches(repo, remote)
+    return FetchResult(remote, [RemoteBranch(b, tracking_ref(remote, b), before.get(b),
+                                             after.get(b) if b in on_remote else before.get(b))
+                                for b in names])
+
+
+# --- pull --------------------------------------------------------------------------
+
+
+def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence[str]] = None, *,
+         author: Optional[Author] = None, source: str = "pull",
+         interactive: Optional[bool] = None) -> PullResult:
+    """Fetch, then merge each fetched memory branch into the local one of the same name.
+
+    A branch with no local memory yet is created at the remote's tip ("new");
+    otherwise :func:`gitmem.merge.merge_into` fast-forwards or writes a merge
+    commit (conflicts are stored for ``gitmem conflicts``). ``branches``
+    limits both steps."""
+    from .merge import merge_into
+
+    repo = store.repo
+    remote = _resolve_remote(repo, remote, store.branch)
+    fetched = fetch(repo, remote, branches, interactive=interactive)
+    merged: List[Dict[str, Any]] = []
+    for b in fetched.branches:
+        if not b.new:
+            continue
+        target = store if b.branch == store.branch else Store(repo, b.branch)
+        if target.own_tip() is None and _create(target, b.new, remote):
+            merged.append({"branch": b.branch, "kind": "new", "commit": b.new, "added": [], "changed": [],
+                           "conflicts": []})
+            continue
+        r = merge_into(target, b.new, author=author, source=source,
+                       message=f"merge memory of {b.branch} from {remote}")
+        merged.append({"branch": b.branch, **r.to_dict(), "conflicts": [c.id for c in r.conflicts]})
+    return PullResult(fetched, merged)
+
+
+def _create(store: Store, tip: str, remote: str) -> bool:
+    """Start local memory at the remote's tip; False when a concurrent write created it first."""
+    from .errors import ConcurrentUpdate
+
+    try:
+        store.move_ref(None, tip, f"gitmem pull: from {remote}")
+        return True
+    except ConcurrentUpdate:
+        return False
+
+
+# --- the secret scan -----------------------------------------------------------------
+
+
+def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterable[str] = ()) -> List[Tuple[str, str]]:
+    """(where, rule) for every secret in blobs and commit messages reachable from
+    ``tips`` but not from ``known`` (what the remote already has).
+
+    Trees and blobs the remote already has are skipped, so the cost is the new
+    objects plus one walk of the known tips' trees."""
+    from .redact import scan
+
+    known = [k for k in dict.fromkeys(known) if k]
+    seen: Set[str] = set()
+    for k in known:
+        try:
+            _mark(repo, repo[k].peel(pygit2.Tree), seen)
+        except (KeyError, ValueError, pygit2.GitError):
+            continue
+    found: List[Tuple[str, str]] = []
+    walker = None
+    for tip in dict.fromkeys(tips):
+        if walker is None:
+            walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL)
+        else:
+            walker.push(tip)
+    if walker is None:
+        return found
+    for k in known:
+        try:
+            walker.hide(k)
+        except (KeyError, ValueError, pygit2.GitError):
+            continue
+    for commit in walker:
+        short = str(commit.id)[:10]
+        found += [(f"message of commit {short}", f.rule) for f in scan(commit.message)]
+        stack: List[Tuple[str, pygit2.Tree]] = [("", commit.tree)]
+        while stack:
+            prefix, tree = stack.pop()
+            if str(tree.id) in seen:
+                continue
+            seen.add(str(tree.id))
+            for entry in tree:
+                oid = str(entry.id)
+                if entry.type_str == "tree":
+                    stack.append((f"{prefix}{entry.name}/", repo[entry.id].peel(pygit2.Tree)))
+                elif entry.type_str == "blob" and oid not in seen:
+                    seen.add(oid)
+                    text = repo[entry.id].data.decode("utf-8", "replace")
+                    found += [(f"{prefix}{entry.name} (commit {short})", f.rule) for f in scan(text)]
+    return found
+
+
+def _mark(repo: pygit2.Repository, tree: pygit2.Tree, seen: Set[str]) -> None:
+    stack = [tree]
+    while stack:
+        t = stack.pop()
+        if str(t.id) in seen:
+            continue
+        seen.add(str(t.id))
+        for entry in t:
+            if entry.type_str == "tree":
+                stack.append(repo[entry.id].peel(pygit2.Tree))
+            else:
+                seen.add(str(entry.id))
+
+
+def _refuse_secrets(repo: pygit2.Repository, remote: str, tips: Dict[str, str]) -> None:
+    found = outgoing_secrets(repo, tips.values(), remote_branches(repo, remote).values())
+    if found:
+        raise SecretFound(found)
+
+
+# --- push --------------------------------------------------------------------------
+
+_PORCELAIN_RE = re.compile(r"^(?P<flag>[ +\-*!=])\t(?P<src>[^:]*):(?P<dst>\S+)\t(?P<summary>.*)$")
+_RETRY_REASONS = ("fetch first", "non-fast-forward", "stale info")
+
+
+def _push_once(repo: pygit2.Repository, remote: str, tips: Dict[str, str],
+               interactive: Optional[bool]) -> Dict[str, Tuple[str, str]]:
+    """One `git push --porcelain` of exactly these commits: branch -> (flag, summary).
+
+    The commit ids, not the ref names, are pushed, so a write landing locally
+    meanwhile is never sent unscanned. --no-verify: the pre-push hook is what
+    calls us, and the scan already ran."""
+    specs = [f"{tip}:{memory_ref(b)}" for b, tip in sorted(tips.items())]
+    result = _git(repo, ["push", "--porcelain", "--no-verify", "--recurse-submodules=no", remote, *specs],
+                  interactive=interactive, what=f"push to {remote}")
+    out: Dict[str, Tuple[str, str]] = {}
+    for line in result.stdout.splitlines():
+        m = _PORCELAIN_RE.match(line)
+        if m and m.group("dst").startswith(REF_PREFIX):
+            out[m.group("dst")[len(REF_PREFIX):]] = (m.group("flag"), m.group("summary"))
+    if result.returncode != 0 and not out:
+        raise RemoteError(f"could not push memory to {remote}: {_failure(result)}")
+    return out
+
+
+def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence[str]] = None, *,
+         author: Optional[Author] = None, source: str = "push", max_attempts: int = MAX_PUSH_ATTEMPTS,
+         interactive: Optional[bool] = None) -> List[BranchPush]:
+    """Push local memory (``branches``, default the store's branch) to the same refs on ``remote``.
+
+    Never forces. A branch the remote moved on is fetched, merged and pushed
+    again, up to ``max_attempts`` times; a merge that leaves conflicts stops
+    that branch ("conflict") so a person can resolve before it goes out.
+    Raises SecretFound before anything is sent when outgoing memory holds a
+    secret, RemoteError when the remote cannot be reached; local memory is
+    unchanged in both cases. Returns one :class:`BranchPush` per branch."""
+    from .merge import merge_into
+
+    repo = store.repo
+    remote = _resolve_remote(repo, remote, store.branch)
+    names = list(dict.fromkeys(check_branch_name(b) for b in (branches or [store.branch])))
+    stores = {b: (store if b == store.branch else Store(repo, b)) for b in names}
+    done: Dict[str, BranchPush] = {}
+    merges = {b: 0 for b in names}
+    pending = []
+    for b in names:
+        if stores[b].own_tip() is None:
+            done[b] = BranchPush(b, "no-memory", message="no memory of its own to push")
+        else:
+            pending.append(b)
+    attempt = 0
+    while pending:
+        attempt += 1
+        tips = {b: stores[b].own_tip() for b in pending}
+        _refuse_secrets(repo, remote, tips)  # type: ignore[arg-type]
+        outcome = _push_once(repo, remote, tips, interactive)  # type: ignore[arg-type]
+        retry = []
+        for b in pending:
+            flag, summary = outcome.get(b, ("!", "[no status] (git reported nothing for this ref)"))
+            if flag in " *=+":
+                _set_tracking(repo, remote, b, tips[b])  # type: ignore[arg-type]
+                status = "up-to-date" if flag == "=" else "pushed"
+                done[b] = BranchPush(b, status, tips[b], merges[b], attempt)
+            elif any(reason in summary for reason in _RETRY_REASONS) and attempt < max_attempts:
+                retry.append(b)
+            else:
+                if any(reason in summary for reason in _RETRY_REASONS):
+                    summary += f"; the remote kept moving for {attempt} attempts, run `gitmem push` again"
+                done[b] = BranchPush(b, "rejected", tips[b], merges[b], attempt, message=summary)
+        if retry:
+            fetched = fetch(repo, remote, retry, interactive=interactive)
+            for r in fetched.branches:
+                if not r.new:  # the remote lost the branch meanwhile: just push again
+                    continue
+                result = merge_into(stores[r.branch], r.new, author=author, source=source,
+                                    message=f"merge memory of {r.branch} from {remote}")
+                merges[r.branch] += result.kind == "merge"
+                if result.conflicts:
+                    done[r.branch] = BranchPush(
+                        r.branch, "conflict", result.commit, merges[r.branch], attempt,
+                        tuple(c.id for c in result.conflicts),
+                        "merging the remote's memory left conflicts: see `gitmem conflicts`, resolve, "
+                        "then push again")
+                    retry.remove(r.branch)
+            time.sleep(random.uniform(0.01, 0.05) * attempt)  # two pushers retrying in lockstep would collide
+        pending = retry
+    return [done[b] for b in names]
+
+
+def _set_tracking(repo: pygit2.Repository, remote: str, branch: str, tip: str) -> None:
+    """Record what the remote now has, as git does for remote-tracking branches on push."""
+    try:
+        repo.references.create(tracking_ref(remote, branch), tip, force=True)
+    except (pygit2.GitError, OSError):
+        pass  # only a cache of the remote's state; the next fetch rewrites it
+
+
+# --- refspec setup -----------------------------------------------------------------
+
+
+def _setup_values(remote: str) -> List[Tuple[str, str, str]]:
+    return [
+        (f"remote.{remote}.fetch", f"+{REF_PREFIX}*:{REMOTE_PREFIX}{remote}/*",
+         "plain `git fetch` also fetches memory (into refs/memory-remotes/, never over local memory)"),
+        (f"remote.{remote}.push", f"{REF_PREFIX}*:{REF_PREFIX}*",
+         "plain `git push` also pushes memory (never forced)"),
+    ]
+
+
+def _record_path(repo: pygit2.Repository, remote: str) -> str:
+    return os.path.join(common_dir(repo), "gitmem", "remote-setup", f"{remote}.json")
+
+
+def _values(repo: pygit2.Repository, key: str) -> List[str]:
+    return list(repo.config.get_multivar(key)) if key in repo.config else []
+
+
+def setup(repo: pygit2.Repository, remote: Optional[str] = None, *, undo: bool = False) -> List[SetupChange]:
+    """Add (or with ``undo`` remove) the refspecs that make plain git carry memory.
+
+    As soon as a remote has any ``push`` refspec, git ignores ``push.default``;
+    so when there was none, ``HEAD`` is added too, keeping `git push` pushing
+    the current branch. What was added is recorded under .git/gitmem/ so undo
+    removes exactly that and the config file ends as it was."""
+    remote = _resolve_remote(repo, remote, None)
+    path = _record_path(repo, remote)
+    changes: List[SetupChange] = []
+    if undo:
+        try:
+            with open(path, encoding="utf-8") as f:
+                added = [tuple(x) for x in json.load(f)]
+        except (OSError, ValueError):
+            added = [(k, v) for k, v, _ in _setup_values(remote)]
+        for key, value in reversed(added):
+            if value in _values(repo, key):
+                _config_delete(repo, key, value)
+                changes.append(SetupChange(key, value, "removed"))
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return list(reversed(changes))
+    wanted = _setup_values(remote)
+    push_key = f"remote.{remote}.push"
+    if not _values(repo, push_key):
+        wanted.insert(1, (push_key, "HEAD",
+                          "git ignores push.default once a push refspec exists: keeps `git push` "
+                          "pushing the current branch"))
+    try:
+        with open(path, encoding="utf-8") as f:
+            recorded = [tuple(x) for x in json.load(f)]
+    except (OSError, ValueError):
+        recorded = []
+    for key, value, why in wanted:
+        if value in _values(repo, key):
+            changes.append(SetupChange(key, value, "kept", "already set"))
+            continue
+        _config_add(repo, key, value)
+        recorded.append((key, value))
+        changes.append(SetupChange(key, value, "added", why))
+    if recorded:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(recorded, f)
+    return changes
+
+
+def _config_add(repo: pygit2.Repository, key: str, value: str) -> None:
+    result = _git(repo, ["config", "--local", "--add", key, value], interactive=False, what="edit git config")
+    if result.returncode != 0:
+        raise GitmemError(f"could not set {key}: {_failure(result)}")
+
+
+def _config_delete(repo: pygit2.Repository, key: str, value: str) -> None:
+    pattern = "^" + re.escape(value) + "$"
+    result = _git(repo, ["config", "--local", "--unset", key, pattern], interactive=False,
+                  what="edit git config")
+    if result.returncode != 0:
+        raise GitmemError(f"could not remove {key}: {_failure(result)}")
+
+
+# --- status and doctor -------------------------------------------------------------
+
+
+def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None) -> List[Divergence]:
+    """Ahead/behind of each local memory branch against each remote's fetched copy
+    (no network: as of the last fetch or push)."""
+    local = local_branches(repo)
+    out = []
+    for remote in repo.remotes.names():
+        theirs = remote_branches(repo, remote)
+        for b in sorted(set(branches) if branches is not None else set(local) | set(theirs)):
+            mine, fetched = local.get(b), theirs.get(b)
+            if not mine and not fetched:
+                continue
+            if mine and fetched:
+                ahead, behind = repo.ahead_behind(mine, fetched)
+            else:
+                ahead = _count(repo, mine) if mine else 0
+                behind = _count(repo, fetched) if fetched else 0
+            out.append(Divergence(b, remote, mine, fetched, ahead, behind))
+    return out
+
+
+def _count(repo: pygit2.Repository, tip: str) -> int:
+    return sum(1 for _ in repo.walk(tip))
+
+
+def missing_here(repo: pygit2.Repository, remotes: Optional[Sequence[str]] = None, *,
+                 interactive: Optional[bool] = False) -> Tuple[List[Dict[str, Any]], List[str]]:
+    """Memory on a remote that local memory does not contain (asks each remote).
+
+    Returns (missing, unreachable): missing entries are {"remote", "branch",
+    "tip", "fetched"} where ``fetched`` says the commit is here but not merged;
+    unreachable holds one line per remote that could not be asked."""
+    local = local_branches(repo)
+    missing: List[Dict[str, Any]] = []
+    unreachable: List[str] = []
+    for remote in (remotes if remotes is not None else list(repo.remotes.names())):
+        try:
+            there = ls_remote(repo, remote, interactive=interactive)
+        except RemoteError as e:
+            unreachable.append(str(e))
+            continue
+        for b, tip in sorted(there.items()):
+            mine = local.get(b)
+            present = tip in repo
+            if mine == tip or (present and mine and repo.descendant_of(mine, tip)):
+                continue
+            missing.append({"remote": remote, "branch": b, "tip": tip, "fetched": present})
+    return missing, unreachable
