@@ -1,0 +1,301 @@
+"""Checkpoints and resume, and the links between code commits and memories.
+
+A long autonomous run writes ``checkpoint`` memories ("what is done / what is
+next") tied to HEAD; the post-commit hook links each code commit to the
+memories written since the previous one and advances the branch's latest
+checkpoint to it. After a crash, :func:`resume` rebuilds where the run stood
+from git alone: the checkpoint, the commits since it, the memories since it,
+the decisions and rejections about the files the branch touched, and the next
+step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import pygit2
+
+from . import model
+from .errors import GitmemError
+from .model import Author, Memory
+
+_LINKABLE_OPS = ("add", "edit", "supersede", "resolve")
+_MAX_WALK = 200
+
+
+def checkpoint(store, text: str, *, next: Optional[str] = None, author: Optional[Author] = None,
+               source: str = "cli", tags: Sequence[str] = (), paths: Sequence[str] = ()):
+    """Write a checkpoint memory tied to HEAD. Without ``next``, the part of
+    ``text`` after " / " is taken as the next step ("done X / next Y")."""
+    if next is None and " / " in text:
+        next = re.sub(r"^next\s*:\s*", "", text.split(" / ", 1)[1].strip(), flags=re.I) or None
+    return store.add("checkpoint", text, next=next, author=author, source=source, tags=tags, paths=paths)
+
+
+def latest_checkpoint(store, at: Optional[str] = None) -> Optional[Tuple[str, Memory]]:
+    """(path, memory) of the newest active checkpoint; walks only the checkpoint folder."""
+    snap = store.snapshot(at)
+    if snap.tree is None or "checkpoint" not in snap.tree:
+        return None
+    found: List[Tuple[str, str]] = []
+    for outer in snap.tree["checkpoint"].peel(pygit2.Tree):
+        if outer.type_str != "tree":
+            continue
+        for inner in outer.peel(pygit2.Tree):
+            if inner.type_str != "tree":
+                continue
+            for blob in inner.peel(pygit2.Tree):
+                if blob.name.endswith(".yaml"):
+                    found.append((f"checkpoint/{outer.name}/{inner.name}/{blob.name}", str(blob.id)))
+    for path, blob in sorted(found, key=lambda e: e[0].rsplit("/", 1)[1], reverse=True):
+        try:
+            m = store._parse(blob, path)
+        except model.InvalidMemory:
+            continue
+        if m.status == "active":
+            return path, m
+    return None
+
+
+# --- links written by hooks -------------------------------------------------------
+
+
+def unlinked_since_last_commit(store, previous_code_commit_time: Optional[int]) -> List[str]:
+    """Ids of memories written on this branch's own ref since the last link
+    (or since the previous code commit, when nothing was linked yet)."""
+    tip = store.own_tip()
+    if not tip:
+        return []
+    from .store import change_from_commit
+
+    from .branches import parent_chain
+    from .store import memory_ref
+
+    ids: List[str] = []
+    walker = store.repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
+    for parent in parent_chain(store.repo, store.branch):  # inherited memory is not this branch's work
+        inherited = store._ref_target(memory_ref(parent))
+        if inherited:
+            walker.hide(inherited)
+    for n, commit in enumerate(walker):
+        change = change_from_commit(commit)
+        if n >= _MAX_WALK or change.op in ("link", "merge", "rewrite"):
+            break
+        if previous_code_commit_time is not None and commit.commit_time < previous_code_commit_time:
+            break
+        if change.op in _LINKABLE_OPS:
+            ids.extend(i for i in change.memory_ids[:1] if i not in ids)
+    return ids
+
+
+@dataclass(frozen=True)
+class Link:
+    commit: Optional[str]  # the memory commit written, None when there was nothing to link
+    code_commit: str
+    memory_ids: List[str] = field(default_factory=list)
+    checkpoint: Optional[str] = None
+
+
+def link_commit(store, code_commit: str, *, author: Optional[Author] = None, source: str = "hook") -> Link:
+    """Add ``code_commit`` to the ``commits`` of the memories written since the
+    previous commit, and move the latest checkpoint's ``commit`` to it, in ONE
+    memory commit. Nothing is written on a branch without memory of its own."""
+    from .store import _default_author
+
+    repo = store.repo
+    code = repo[code_commit].peel(pygit2.Commit)
+    previous = code.parents[0].commit_time if code.parents else None
+    author = author or _default_author(repo)
+
+    def attempt() -> Link:
+        expected = store.own_tip()
+        if not expected:
+            return Link(None, code_commit)
+        snap = store.snapshot(expected)
+        updates: Dict[str, Optional[bytes]] = {}
+        linked: List[str] = []
+        for memory_id in unlinked_since_last_commit(store, previous):
+            try:
+                path, m = snap.find(memory_id)
+            except GitmemError:
+                continue
+            if code_commit not in m.commits:
+                updates[path] = model.dump_yaml(m.evolve(commits=m.commits + (code_commit,)))
+                linked.append(m.id)
+        cp = latest_checkpoint(store, expected)
+        advanced = None
+        if cp is not None and cp[1].commit != code_commit and _on_line(repo, cp[1].commit, code_commit):
+            path, m = cp
+            current = model.load_yaml(updates[path]) if path in updates else m
+            updates[path] = model.dump_yaml(current.evolve(commit=code_commit, updated=model.utc_now()))
+            advanced = m.id
+        if not updates:
+            return Link(None, code_commit)
+        ids = linked + ([advanced] if advanced and advanced not in linked else [])
+        message = (f"link {code_commit[:10]}: {len(linked)} memor{'y' if len(linked) == 1 else 'ies'}"
+                   + (", checkpoint advanced" if advanced else "") + "\n\n"
+                   + "".join(f"Memory-Id: {i}\n" for i in ids)
+                   + f"Memory-Op: link\nMemory-Source: {source}\nAuthor-Kind: {author.kind}\n"
+                   + f"Code-Commit: {code_commit}\n")
+        commit = store.commit_tree(updates, message, author, base=expected)
+        store.move_ref(expected, commit, f"gitmem link: {code_commit[:12]}")
+        return Link(commit, code_commit, linked, advanced)
+
+    return store.retrying(attempt)
+
+
+def _on_line(repo: pygit2.Repository, old: Optional[str], new: str) -> bool:
+    """The checkpoint follows the branch forward (or was tied to no commit yet)."""
+    if not old:
+        return True
+    try:
+        return repo.descendant_of(new, old)
+    except (pygit2.GitError, KeyError, ValueError):
+        return False
+
+
+def rewrite_commits(store, mapping: Mapping[str, str], *, author: Optional[Author] = None,
+                    source: str = "hook") -> Optional[str]:
+    """After a rebase or amend, replace rewritten commit ids in ``commit`` and
+    ``commits`` of every memory, in one memory commit. Returns it, or None."""
+    from .store import _default_author
+
+    author = author or _default_author(store.repo)
+    if not mapping:
+        return None
+
+    def attempt() -> Optional[str]:
+        expected = store.own_tip()
+        if not expected:
+            return None
+        updates: Dict[str, bytes] = {}
+        snap = store.snapshot(expected)
+        memories = snap.memories()
+        for path, _ in snap.entries():
+            m = memories.get(path.rsplit("/", 1)[1][:-5])
+            if m is None:
+                continue
+            commits = tuple(dict.fromkeys(mapping.get(c, c) for c in m.commits))
+            commit = mapping.get(m.commit, m.commit) if m.commit else None
+            if commits != m.commits or commit != m.commit:
+                updates[path] = model.dump_yaml(m.evolve(commits=commits, commit=commit))
+        if not updates:
+            return None
+        ids = sorted(p.rsplit("/", 1)[1][:-5] for p in updates)
+        message = (f"rewrite: {len(ids)} memories follow rewritten commits\n\n"
+                   + "".join(f"Memory-Id: {i}\n" for i in ids)
+                   + f"Memory-Op: rewrite\nMemory-Source: {source}\nAuthor-Kind: {author.kind}\n")
+        commit = store.commit_tree(updates, message, author, base=expected)
+        store.move_ref(expected, commit, "gitmem rewrite")
+        return commit
+
+    return store.retrying(attempt)
+
+
+# --- resume ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a run on this branch stands, rebuilt from git alone."""
+
+    branch: str
+    head: Optional[str]
+    checkpoint: Optional[Memory]
+    commits_since: List[Tuple[str, str]]
+    memories_since: List[Memory]
+    changed_files: List[str]
+    relevant: List[Memory]
+    next: Optional[str]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"branch": self.branch, "head": self.head,
+                "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None,
+                "commits_since": [{"commit": c, "subject": s} for c, s in self.commits_since],
+                "memories_since": [m.to_dict() for m in self.memories_since],
+                "changed_files": list(self.changed_files),
+                "relevant": [m.to_dict() for m in self.relevant], "next": self.next}
+
+
+def resume(store, *, limit: int = 50) -> Resume:
+    repo = store.repo
+    head = store._head_commit()
+    cp = latest_checkpoint(store)
+    point = cp[1] if cp else None
+    commits: List[Tuple[str, str]] = []
+    if head:
+        walker = repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
+        if point and point.commit and point.commit in repo:
+            walker.hide(point.commit)
+        for commit in walker:
+            commits.append((str(commit.id), commit.message.splitlines()[0] if commit.message else ""))
+            if len(commits) >= limit:
+                break
+    everything = store.memories()
+    since = [m for i, m in sorted(everything.items())
+             if m.type != "checkpoint" and (point is None or i > point.id)][-limit:]
+    files = _changed_files(store, head, point)
+    relevant = [m for _, m in sorted(everything.items())
+                if m.type in ("decision", "rejection") and m.status == "active"
+                and any(model.matches(m, path=f) for f in files)]
+    return Resume(store.branch, head, point, commits, since, files, relevant, point.next if point else None)
+
+
+def _changed_files(store, head: Optional[str], point: Optional[Memory]) -> List[str]:
+    """Files the branch changed: since it left the default branch (or, on the
+    default branch, since the checkpoint), plus uncommitted changes."""
+    from .branches import code_tips
+    from .store import default_branch
+
+    repo = store.repo
+    files: List[str] = []
+    if head:
+        base = None
+        default = default_branch(repo)
+        if store.branch != default:
+            tips = code_tips(repo, default)
+            found = repo.merge_base(head, tips[0]) if tips else None
+            base = str(found) if found else None
+        if (base is None or base == head) and point and point.commit and point.commit in repo:
+            base = point.commit
+        if base and base != head:
+            for delta in repo.diff(repo[base], repo[head]).deltas:
+                files.extend([delta.old_file.path, delta.new_file.path])
+    try:
+        flags = pygit2.enums.FileStatus
+        for path, status in repo.status().items():
+            if status & flags.IGNORED or status == flags.CURRENT:
+                continue
+            files.append(path)
+    except (pygit2.GitError, AttributeError):
+        pass
+    return sorted(set(files))
+
+
+def render_resume(r: Resume, prompt: bool = False) -> str:
+    """For a person (default) or as prompt text for an agent picking the run up."""
+    cp = r.checkpoint
+    lines: List[str] = []
+    if prompt:
+        lines.append(f"You are resuming work on branch {r.branch!r} (HEAD {(r.head or 'none')[:10]}).")
+        lines.append(f"Last checkpoint: {cp.text.strip()}" if cp else "There is no checkpoint yet.")
+        if cp and cp.commit:
+            lines.append(f"It stands at commit {cp.commit[:10]}.")
+    else:
+        lines.append(f"branch {r.branch}, HEAD {(r.head or '-')[:10]}")
+        lines.append(f"checkpoint {cp.id} at {(cp.commit or '-')[:10]} ({cp.created}): {cp.text.strip()}"
+                     if cp else "no checkpoint on this branch yet")
+    head = "Commits since the checkpoint" if cp else "Recent commits"
+    lines += ["", f"{head} ({len(r.commits_since)}):" if r.commits_since else f"{head}: none"]
+    lines += [f"  {c[:10]} {s}" for c, s in r.commits_since]
+    if r.memories_since:
+        lines += ["", "Memories written since:"] + [f"  {m.id} {m.type}: {m.summary}" for m in r.memories_since]
+    if r.relevant:
+        lines += ["", "Decisions and rejections about the files this branch changed:"]
+        for m in r.relevant:
+            why = f" (because: {m.reason})" if m.reason else ""
+            lines.append(f"  {m.type} {m.id}: {m.summary}{why} [{', '.join(m.paths)}]")
+    lines += ["", f"Next step: {r.next}" if r.next else "Next step: not recorded (see the checkpoint text)"]
+    return "\n".join(lines) + "\n"

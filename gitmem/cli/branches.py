@@ -1,0 +1,357 @@
+"""Branch commands: branch, diff, prune, merge, sync, conflicts, resolve,
+hooks install/uninstall/status, hook, checkpoint, resume."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+import click
+
+from . import author_options, emit_json, json_option, main, pass_store
+
+
+def _short(oid: Optional[str]) -> str:
+    return oid[:10] if oid else "-"
+
+
+@main.command()
+@json_option
+@pass_store
+def branch(store, as_json: bool) -> None:
+    """List memory branches: parent, tip, memory count, whether the code branch
+    still exists and whether it is merged into its parent.
+
+    JSON: {"current", "branches": [{"name", "ref", "tip", "parent", "memories", "code", "merged", "conflicts"}]}.
+
+    Example: gitmem branch
+    """
+    from ..branches import list_branches
+
+    found = list_branches(store.repo)
+    if as_json:
+        emit_json({"current": store.branch, "branches": [b.to_dict() for b in found]})
+        return
+    for b in found:
+        mark = "*" if b.name == store.branch else " "
+        notes = [f"from {b.parent}"] if b.parent else []
+        notes += ["code deleted"] if b.code == "deleted" else []
+        notes += ["merged"] if b.merged else []
+        notes += [f"{b.conflicts} conflict(s)"] if b.conflicts else []
+        click.echo(f"{mark} {b.name:<24} {_short(b.tip)} {b.memories:>5} memories  {', '.join(notes)}")
+    if not found:
+        click.echo("no memory branches yet", err=True)
+
+
+@main.command()
+@click.argument("range_", metavar="[A..B]", required=False)
+@click.option("--markdown", is_flag=True, help="Markdown, to paste into a pull request.")
+@json_option
+@pass_store
+def diff(store, range_: Optional[str], markdown: bool, as_json: bool) -> None:
+    """Memory changes B made since it diverged from A (like `git diff A...B`).
+
+    A and B are branches (their memory) or memory commits. Without a range:
+    the current branch against the branch it was forked from. A single name B
+    means <current>..B.
+
+    JSON: {"from", "to", "base", "tip", "added": [memory], "changed": [{"id", "fields", "before", "after"}],
+    "removed": [memory]}.
+
+    Example: gitmem diff main..feature/queue --markdown
+    """
+    from ..branches import diff as memory_diff, parent_chain, render_diff
+
+    if not range_:
+        left, right = parent_chain(store.repo, store.branch)[0], store.branch
+    elif ".." in range_:
+        left, _, right = range_.replace("...", "..").partition("..")
+        left, right = left or store.branch, right or store.branch
+    else:
+        left, right = store.branch, range_
+    d = memory_diff(store, left, right)
+    if as_json:
+        emit_json(d.to_dict())
+    else:
+        click.echo(render_diff(d, markdown=markdown), nl=False)
+
+
+@main.command()
+@click.option("--yes", is_flag=True, help="Really delete (default: only list what would go).")
+@json_option
+@pass_store
+def prune(store, yes: bool, as_json: bool) -> None:
+    """Drop the memory of code branches that no longer exist (here or on a remote).
+
+    Lists what it would drop first; pass --yes to delete. Each line names the
+    tip, so `git update-ref refs/memory/NAME TIP` brings one back until gc.
+
+    JSON: {"deleted": bool, "branches": [branch]}.
+
+    Example: gitmem prune --yes
+    """
+    from ..branches import prune as prune_branches
+
+    gone = prune_branches(store.repo, dry_run=not yes)
+    if as_json:
+        emit_json({"deleted": yes, "branches": [b.to_dict() for b in gone]})
+        return
+    verb = "deleted" if yes else "would delete"
+    for b in gone:
+        state = "merged" if b.merged else "NOT merged"
+        click.echo(f"{verb} {b.ref} at {b.tip} ({b.memories} memories, {state})")
+    if not gone:
+        click.echo("nothing to prune")
+    elif not yes:
+        click.echo("run `gitmem prune --yes` to delete them", err=True)
+
+
+def _report_merges(merged: List[Dict[str, Any]], as_json: bool, extra: Optional[Dict[str, Any]] = None) -> None:
+    if as_json:
+        emit_json({**(extra or {}), "merged": merged})
+        return
+    for m in merged:
+        line = (f"{m['branch']}: {m['kind']}" if m["kind"] == "up-to-date" else
+                f"{m['branch']}: {m['kind']} at {_short(m['commit'])} "
+                f"({len(m['added'])} added, {len(m['changed'])} changed)")
+        click.echo(line)
+        for c in m["conflicts"]:
+            click.echo(f"  conflict {c['id']} ({', '.join(c['fields'])}): run `gitmem resolve {c['id']} --ours|--theirs|--edit`")
+    if not merged:
+        click.echo("nothing to merge")
+
+
+@main.command()
+@click.argument("source_", metavar="BRANCH|COMMIT")
+@pass_store
+@author_options
+@json_option
+def merge(store, source_: str, who, source, as_json: bool) -> None:
+    """Merge the memory of BRANCH (or a memory commit) into this branch's memory.
+
+    For merges git does not show as merges (squash, rebase) or when hooks are
+    not installed. Merging the same thing twice changes nothing.
+
+    JSON: {"merged": [{"branch", "ref", "kind", "commit", "added", "changed", "conflicts"}]}.
+
+    Example: gitmem merge feature/queue
+    """
+    from ..branches import memory_tips, merge_branches
+    from ..errors import BranchError
+    from ..merge import merge_into
+    from ..store import check_branch_name
+
+    try:
+        tips = memory_tips(store.repo, check_branch_name(source_))
+    except BranchError:  # not a branch name: a commit
+        tips = []
+    if tips:
+        merged = merge_branches(store, [source_], author=who, source=source).merged
+    else:
+        r = merge_into(store, source_, author=who, source=source)
+        merged = [{"branch": source_, "ref": None, **r.to_dict()}]
+    _report_merges(merged, as_json)
+
+
+@main.command()
+@pass_store
+@author_options
+@json_option
+def sync(store, who, source, as_json: bool) -> None:
+    """Merge the memory of code branches this branch's code already contains
+    (for example a pull request merged on the server, seen after `git pull`).
+
+    Example: git pull && gitmem sync
+    """
+    from ..branches import sync as sync_branches
+
+    _report_merges(sync_branches(store, author=who, source="sync").merged, as_json)
+
+
+@main.command()
+@json_option
+@pass_store
+def conflicts(store, as_json: bool) -> None:
+    """List memory conflicts left by merges (both versions are kept until resolved).
+
+    JSON: {"ref", "conflicts": [{"id", "type", "fields", "base", "ours", "theirs"}]}.
+
+    Example: gitmem conflicts
+    """
+    from ..merge import list_conflicts
+
+    found = list_conflicts(store)
+    if as_json:
+        emit_json({"ref": store.ref, "conflicts": [c.to_dict() for c in found]})
+        return
+    for c in found:
+        click.echo(f"{c.id}  {c.ours.type}: {', '.join(c.fields)} differ")
+        for f in c.fields:
+            click.echo(f"    ours:   {getattr(c.ours, f)!r}")
+            click.echo(f"    theirs: {getattr(c.theirs, f)!r}")
+    if not found:
+        click.echo("no conflicts")
+
+
+@main.command()
+@click.argument("memory_id", metavar="ID")
+@click.option("--ours", "take", flag_value="ours", help="Keep this branch's values.")
+@click.option("--theirs", "take", flag_value="theirs", help="Take the merged-in values.")
+@click.option("--edit", "edit_", is_flag=True, help="Write the values yourself in $EDITOR.")
+@pass_store
+@author_options
+@json_option
+def resolve(store, memory_id: str, take: Optional[str], edit_: bool, who, source, as_json: bool) -> None:
+    """Resolve a memory conflict: keep ours, take theirs, or edit (one commit).
+
+    Example: gitmem resolve 0mabcd --theirs
+    """
+    from ..merge import list_conflicts, resolve as resolve_conflict
+    from .memory import report_write
+
+    if bool(take) == edit_:
+        raise click.UsageError("give exactly one of --ours, --theirs, --edit")
+    values = None
+    if edit_:
+        values = _edit_conflict([c for c in list_conflicts(store) if c.id.startswith(memory_id)])
+    w = resolve_conflict(store, memory_id, take=take, values=values, author=who, source=source)
+    report_write(store, w, "Resolved", as_json)
+
+
+def _edit_conflict(found) -> Dict[str, Any]:
+    import yaml
+
+    if len(found) != 1:
+        raise click.ClickException("no single unresolved conflict matches that id")
+    c = found[0]
+    theirs = yaml.safe_dump({f: _plain(getattr(c.theirs, f)) for f in c.fields}, sort_keys=False)
+    header = f"# Conflict on {c.id}. Theirs was:\n" + "".join(f"#   {line}\n" for line in theirs.splitlines())
+    ours = yaml.safe_dump({f: _plain(getattr(c.ours, f)) for f in c.fields}, sort_keys=False, allow_unicode=True)
+    edited = click.edit(header + "# Edit our values below; save and quit to resolve.\n" + ours)
+    if edited is None:
+        raise click.ClickException("edit aborted: nothing saved")
+    try:
+        data = yaml.safe_load(edited) or {}
+    except yaml.YAMLError as e:
+        raise click.ClickException(f"not valid YAML: {str(e).splitlines()[0]}")
+    if not isinstance(data, dict) or set(data) - set(c.fields):
+        raise click.ClickException(f"only these fields can be edited: {', '.join(c.fields)}")
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+@main.group()
+def hooks() -> None:
+    """Install, remove and inspect gitmem's git hooks."""
+
+
+def _report_hooks(states, as_json: bool, folder: str) -> None:
+    if as_json:
+        emit_json({"hooks_dir": folder, "hooks": [s.to_dict() for s in states]})
+        return
+    for s in states:
+        click.echo(f"{s.name:<14} {s.state}{' (chains the previous hook)' if s.chained else ''}")
+    click.echo(f"in {folder}")
+
+
+@hooks.command("install")
+@json_option
+@pass_store
+def hooks_install(store, as_json: bool) -> None:
+    """Install the hooks (honours core.hooksPath and linked worktrees); an
+    existing hook is kept and still runs first.
+
+    JSON: {"hooks_dir", "hooks": [{"name", "path", "state", "chained"}]}.
+
+    Example: gitmem hooks install
+    """
+    from ..hooks import hooks_dir, install
+
+    _report_hooks(install(store.repo), as_json, hooks_dir(store.repo))
+
+
+@hooks.command("uninstall")
+@json_option
+@pass_store
+def hooks_uninstall(store, as_json: bool) -> None:
+    """Remove gitmem's hooks and restore what was there, byte for byte.
+
+    Example: gitmem hooks uninstall
+    """
+    from ..hooks import hooks_dir, uninstall
+
+    _report_hooks(uninstall(store.repo), as_json, hooks_dir(store.repo))
+
+
+@hooks.command("status")
+@json_option
+@pass_store
+def hooks_status(store, as_json: bool) -> None:
+    """Show which hooks are installed, absent, or someone else's.
+
+    Example: gitmem hooks status
+    """
+    from ..hooks import hooks_dir, status as hook_status
+
+    _report_hooks(hook_status(store.repo), as_json, hooks_dir(store.repo))
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("name")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def hook(ctx: click.Context, name: str, args) -> None:
+    """Run hook NAME as git would (the hook scripts and pre-commit call this).
+    Always exits 0: a memory problem never blocks git.
+
+    Example: gitmem hook post-commit
+    """
+    from ..hooks import main as run_hook
+
+    settings = ctx.find_root().obj
+    raise SystemExit(run_hook([name, *args], cwd=settings.path if settings else "."))
+
+
+@main.command("checkpoint")
+@click.argument("text")
+@click.option("--next", "next_", metavar="STEP", help='What comes next (default: the part after " / ").')
+@pass_store
+@author_options
+@json_option
+def checkpoint_cmd(store, text: str, next_: Optional[str], who, source, as_json: bool) -> None:
+    """Record where a run stands, tied to HEAD, so a crash resumes from here.
+
+    Example: gitmem checkpoint "parser done / next: wire it into the CLI"
+    """
+    from ..checkpoint import checkpoint
+    from .memory import report_write
+
+    w = checkpoint(store, text, next=next_, author=who, source=source)
+    report_write(store, w, "Checkpoint", as_json)
+
+
+@main.command()
+@click.option("--prompt", is_flag=True, help="Print it as prompt text for an agent.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000),
+              help="At most this many commits and memories.")
+@json_option
+@pass_store
+def resume(store, prompt: bool, limit: int, as_json: bool) -> None:
+    """Where the run on this branch stands: the latest checkpoint, commits and
+    memories since, decisions and rejections about the files the branch
+    changed, and the next step.
+
+    JSON: {"branch", "head", "checkpoint", "commits_since": [{"commit", "subject"}], "memories_since",
+    "changed_files", "relevant", "next"}.
+
+    Example: gitmem resume --prompt
+    """
+    from ..checkpoint import render_resume, resume as build
+
+    r = build(store, limit=limit)
+    if as_json:
+        emit_json(r.to_dict())
+    else:
+        click.echo(render_resume(r, prompt=prompt), nl=False)

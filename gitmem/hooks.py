@@ -1,0 +1,301 @@
+"""Git hooks: installing the tiny hook scripts, and what each hook does.
+
+The scripts (see :func:`script`, also shipped in the top-level ``hooks/``
+folder) run the user's chained hook first, then call :func:`main` here through
+the python that installed them (or ``gitmem`` on PATH). This module imports
+only the store and what a hook needs, never click or the LLM/web stacks, so a
+hook adds little to ``git commit``. A hook never blocks or breaks git: any
+failure becomes a warning on stderr and exit status 0; a chained user hook's
+exit status is kept, so a failing user pre-push hook still stops the push.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence
+
+import pygit2
+
+from .errors import GitmemError
+
+HOOKS = ("post-commit", "post-checkout", "post-merge", "post-rewrite", "pre-push")
+MARKER = "gitmem-hook v1"
+CHAINED_SUFFIX = ".gitmem-chained"
+_STDIN_HOOKS = ("post-rewrite", "pre-push")
+PRE_PUSH_MODES = ("off", "warn", "push")
+_ZERO = "0" * 40
+
+_TEMPLATE = """#!/bin/sh
+# {marker}: {hook} (written by `gitmem hooks install`; `gitmem hooks uninstall` restores what was here)
+# Runs the hook that was here before (saved as $0{suffix}), then gitmem.
+# gitmem never blocks git: on failure it warns and exits 0.
+hook={hook}
+py="${{GITMEM_PYTHON:-{python}}}"
+chained="$0{suffix}"
+status=0
+{read_stdin}if [ -x "$chained" ]; then
+    {feed}"$chained" "$@"; status=$?
+fi
+[ "$hook" = pre-push ] && [ "$status" -ne 0 ] && exit "$status"
+[ "${{GITMEM_HOOKS:-1}}" = 0 ] && exit "$status"
+if [ -n "$py" ] && [ -x "$py" ]; then
+    {feed}"$py" -c 'import sys; from gitmem.hooks import main; sys.exit(main(sys.argv[1:]))' "$hook" "$@" \\
+        || echo "gitmem: $hook hook failed; git is not affected" >&2
+elif command -v gitmem >/dev/null 2>&1; then
+    {feed}gitmem hook "$hook" "$@" || echo "gitmem: $hook hook failed; git is not affected" >&2
+else
+    echo "gitmem: not found (set GITMEM_PYTHON or reinstall with gitmem hooks install); $hook skipped" >&2
+fi
+exit "$status"
+"""
+
+
+def script(hook: str, python: Optional[str] = None) -> str:
+    """The hook program for ``hook``; ``python`` is the interpreter that has gitmem
+    (None: find ``gitmem`` on PATH, as the copies in the repository's hooks/ do)."""
+    if hook not in HOOKS:
+        raise GitmemError(f"unknown hook {hook!r} (gitmem has: {', '.join(HOOKS)})")
+    if python and any(c in python for c in '"$`\\\n'):
+        raise GitmemError(f"cannot write {python!r} into a shell script; set GITMEM_PYTHON instead")
+    takes_stdin = hook in _STDIN_HOOKS
+    return _TEMPLATE.format(
+        marker=MARKER, hook=hook, suffix=CHAINED_SUFFIX, python=python or "",
+        read_stdin='input=$(cat; echo x); input=${input%x}\n' if takes_stdin else "",
+        feed="printf '%s' \"$input\" | " if takes_stdin else "",
+    )
+
+
+def hooks_dir(repo: pygit2.Repository) -> str:
+    """Where git runs hooks from: ``core.hooksPath`` (relative to the worktree
+    root), else the common git dir's hooks/ (shared by linked worktrees)."""
+    from .store import common_dir, config_get
+
+    configured = config_get(repo, "core.hooksPath")
+    if configured:
+        path = os.path.expanduser(configured)
+        if not os.path.isabs(path):
+            path = os.path.join(repo.workdir or repo.path, path)
+        return os.path.normpath(path)
+    return os.path.join(common_dir(repo), "hooks")
+
+
+@dataclass(frozen=True)
+class HookState:
+    """``state``: "installed" (ours), "absent", or "other" (a hook gitmem did not write)."""
+
+    name: str
+    path: str
+    state: str
+    chained: bool
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"name": self.name, "path": self.path, "state": self.state, "chained": self.chained}
+
+
+def _is_ours(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return MARKER.encode() in f.read(300)
+    except OSError:
+        return False
+
+
+def status(repo: pygit2.Repository) -> List[HookState]:
+    folder = hooks_dir(repo)
+    out = []
+    for name in HOOKS:
+        path = os.path.join(folder, name)
+        state = "absent" if not os.path.lexists(path) else ("installed" if _is_ours(path) else "other")
+        out.append(HookState(name, path, state, os.path.lexists(path + CHAINED_SUFFIX)))
+    return out
+
+
+def install(repo: pygit2.Repository, *, python: Optional[str] = None,
+            names: Sequence[str] = HOOKS) -> List[HookState]:
+    """Write the hooks, moving any existing hook aside to ``<hook>.gitmem-chained``
+    (it keeps running first). Re-installing only refreshes gitmem's scripts."""
+    folder = hooks_dir(repo)
+    python = python or sys.executable
+    try:
+        os.makedirs(folder, exist_ok=True)
+        for name in names:
+            path = os.path.join(folder, name)
+            if os.path.lexists(path) and not _is_ours(path):
+                if os.path.lexists(path + CHAINED_SUFFIX):
+                    raise GitmemError(f"{path}{CHAINED_SUFFIX} already exists; move it away and install again")
+                os.rename(path, path + CHAINED_SUFFIX)
+            tmp = f"{path}.gitmem-tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(script(name, python))
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, path)
+    except OSError as e:
+        raise GitmemError(f"could not install hooks in {folder}: {e}") from None
+    return status(repo)
+
+
+def uninstall(repo: pygit2.Repository) -> List[HookState]:
+    """Remove gitmem's hooks and put back what was there before, byte for byte."""
+    folder = hooks_dir(repo)
+    try:
+        for name in HOOKS:
+            path = os.path.join(folder, name)
+            if os.path.lexists(path) and _is_ours(path):
+                os.unlink(path)
+                if os.path.lexists(path + CHAINED_SUFFIX):
+                    os.rename(path + CHAINED_SUFFIX, path)
+    except OSError as e:
+        raise GitmemError(f"could not uninstall hooks in {folder}: {e}") from None
+    return status(repo)
+
+
+# --- what the hooks do -----------------------------------------------------------
+
+
+def main(argv: Sequence[str], stdin: Optional[str] = None, cwd: str = ".") -> int:
+    """Entry of the hook scripts: run hook ``argv[0]``; always exit 0."""
+    if not argv:
+        print("gitmem: hook name missing", file=sys.stderr)
+        return 0
+    name, args = argv[0], list(argv[1:])
+    try:
+        if stdin is None:
+            stdin = sys.stdin.read() if name in _STDIN_HOOKS and not sys.stdin.isatty() else ""
+        for line in run(name, args, stdin, cwd):
+            print(f"gitmem: {line}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - a hook must never break git
+        print(f"gitmem: warning: {name} hook skipped: {e}", file=sys.stderr)
+    return 0
+
+
+def run(name: str, args: Sequence[str], stdin: str = "", cwd: str = ".") -> List[str]:
+    """Do the work of one hook; returns the messages to show. May raise."""
+    handler = _HANDLERS.get(name)
+    if handler is None:
+        raise GitmemError(f"unknown hook {name!r}")
+    from .store import Store
+
+    store = Store.open(cwd)
+    if store.notice and name != "pre-push":  # detached HEAD (rebase in progress, bisect): nothing to do
+        return []
+    return handler(store, list(args), stdin)
+
+
+def _post_commit(store, args: List[str], stdin: str) -> List[str]:
+    from .branches import record_fork
+    from .checkpoint import link_commit
+
+    head = store._head_commit()
+    if not head:
+        return []
+    record_fork(store.repo, store.branch)  # first use of a branch created without the hook
+    link = link_commit(store, head, source="hook")
+    out = []
+    if link.memory_ids:
+        out.append(f"linked {head[:10]} to {len(link.memory_ids)} memor{'y' if len(link.memory_ids) == 1 else 'ies'}")
+    return out
+
+
+def _post_checkout(store, args: List[str], stdin: str) -> List[str]:
+    from .branches import record_fork
+
+    if len(args) < 3 or args[2] != "1" or args[0] == _ZERO:
+        return []  # a file checkout, or the initial checkout of a clone
+    try:
+        log = list(store.repo.references[f"refs/heads/{store.branch}"].log())
+    except (KeyError, pygit2.GitError, OSError):
+        return []
+    if len(log) != 1:  # not a branch created just now
+        return []
+    parent = record_fork(store.repo, store.branch, commit=args[1])
+    return [f"branch {store.branch!r} reads the memory of {parent!r} until its first write"] if parent else []
+
+
+def _post_merge(store, args: List[str], stdin: str) -> List[str]:
+    from .branches import merge_branches, merged_by
+
+    repo = store.repo
+    head = store._head_commit()
+    if not head:
+        return []
+    commit = repo[head]
+    if len(commit.parents) > 1:
+        before: Optional[str] = str(commit.parent_ids[0])
+    else:
+        try:
+            before = str(repo.revparse_single("ORIG_HEAD").id)
+        except (KeyError, pygit2.GitError):
+            before = None
+    names = merged_by(repo, store.branch, head, before)
+    out = [_describe(m) for m in merge_branches(store, names, source="hook").merged]
+    if args and args[0] == "1":
+        out.append("squash merge: git does not say which branch it was; run `gitmem merge BRANCH`")
+    return [line for line in out if line]
+
+
+def _describe(m: Dict[str, Any]) -> str:
+    if m["kind"] == "up-to-date":
+        return ""
+    text = f"merged memory of {m['branch']} ({m['kind']}: {len(m['added'])} added, {len(m['changed'])} changed)"
+    if m["conflicts"]:
+        text += f"; {len(m['conflicts'])} conflict(s): see `gitmem conflicts`"
+    return text
+
+
+def _post_rewrite(store, args: List[str], stdin: str) -> List[str]:
+    from .checkpoint import rewrite_commits
+
+    mapping = {}
+    for line in stdin.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            mapping[parts[0]] = parts[1]
+    commit = rewrite_commits(store, mapping, source="hook")
+    return [f"memory follows {len(mapping)} rewritten commit(s)"] if commit else []
+
+
+def _pre_push(store, args: List[str], stdin: str) -> List[str]:
+    from .branches import REMOTE_PREFIX, reachable
+    from .store import config_get, memory_ref
+
+    if os.environ.get("GITMEM_HOOK") == "pre-push":
+        return []  # the memory push gitmem itself runs from here
+    mode = (config_get(store.repo, "gitmem.prePush") or "warn").lower()
+    if mode not in PRE_PUSH_MODES:
+        return [f"gitmem.prePush={mode!r} is not one of {', '.join(PRE_PUSH_MODES)}; treating it as warn"]
+    if mode == "off" or not args:
+        return []
+    remote = args[0]
+    branches = []
+    for line in stdin.splitlines():
+        parts = line.split()
+        if len(parts) >= 1 and parts[0].startswith("refs/heads/"):
+            name = parts[0][len("refs/heads/"):]
+            local = store._ref_target(memory_ref(name))
+            pushed = store._ref_target(f"{REMOTE_PREFIX}{remote}/{name}")
+            if local and not reachable(store.repo, local, pushed):
+                branches.append(name)
+    if not branches:
+        return []
+    if mode == "warn":
+        return [f"memory of {', '.join(branches)} is not on {remote}: run `gitmem push {remote}` "
+                "(or `git config gitmem.prePush push` to push it with the code)"]
+    try:
+        from . import remote as remote_module
+    except ImportError:
+        return ["this gitmem cannot push memory yet; memory stays local"]
+    os.environ["GITMEM_HOOK"] = "pre-push"
+    try:
+        outcome = remote_module.push(store, remote, branches=branches)
+    finally:
+        os.environ.pop("GITMEM_HOOK", None)
+    return [f"pushed memory of {', '.join(branches)} to {remote}: {outcome}"]
+
+
+_HANDLERS = {
+    "post-commit": _post_commit, "post-checkout": _post_checkout, "post-merge": _post_merge,
+    "post-rewrite": _post_rewrite, "pre-push": _pre_push,
+}
