@@ -1,0 +1,165 @@
+"""Sharing commands: push, fetch, pull, remote setup (thin layer over gitmem.remote)."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import click
+
+from . import author_options, emit_json, json_option, main, open_store, pass_store
+
+
+def _short(oid: Optional[str]) -> str:
+    return oid[:10] if oid else "-"
+
+
+def _branches(store, branch: Tuple[str, ...], all_: bool) -> Optional[Sequence[str]]:
+    from ..remote import local_branches
+
+    if all_:
+        return sorted(local_branches(store.repo))
+    return list(branch) or None
+
+
+@main.command()
+@click.argument("remote", required=False)
+@click.option("--branch", "branch", multiple=True, metavar="B", help="Push the memory of branch B (repeatable).")
+@click.option("--all", "all_", is_flag=True, help="Push every local memory branch.")
+@pass_store
+@author_options
+@json_option
+def push(store, remote, branch, all_, who, source, as_json) -> None:
+    """Push memory to REMOTE (default: the branch's upstream remote, else origin).
+
+    Sends refs/memory/<branch> to the same ref on the remote, never forced.
+    If teammates pushed meanwhile, their memory is fetched and merged and the
+    push is tried again; a merge conflict stops it for you to resolve
+    (`gitmem conflicts`). Memory that looks like it holds a secret is refused.
+
+    JSON: {"remote", "branches": [{"branch", "status", "commit", "merges", "attempts",
+    "conflicts", "message"}]}; status is pushed, up-to-date, no-memory, conflict or rejected.
+    Exit code 1 unless every branch is pushed or up to date.
+
+    Example: gitmem push origin --all
+    """
+    from ..errors import RemoteError, SecretFound
+    from ..remote import default_remote, push as push_memory
+
+    remote = remote or default_remote(store.repo, store.branch)
+    try:
+        results = push_memory(store, remote, _branches(store, branch, all_), author=who, source=source)
+    except SecretFound:
+        click.echo("gitmem: nothing was pushed. The commits named above are only local: retract or edit the "
+                   "memory, and if the secret is in an earlier commit, move the ref back past it with "
+                   "`git update-ref` (see docs/remotes.md)", err=True)
+        raise
+    failed = [r for r in results if r.status in ("conflict", "rejected")]
+    if as_json:
+        emit_json({"remote": remote, "branches": [r.to_dict() for r in results]})
+        if failed:
+            raise SystemExit(1)
+        return
+    for r in results:
+        merged = f", after merging {r.merges} time(s)" if r.merges else ""
+        click.echo(f"{r.branch}: {r.status} {_short(r.commit)}{merged}" + (f" ({r.message})" if r.message else ""))
+    if failed:
+        raise RemoteError(f"{len(failed)} memory branch(es) not pushed to {remote}: "
+                          + "; ".join(f"{r.branch}: {r.message}" for r in failed))
+
+
+@main.command()
+@click.argument("remote", required=False)
+@click.option("--branch", "branch", multiple=True, metavar="B", help="Only the memory of branch B (repeatable).")
+@json_option
+@click.pass_context
+def fetch(ctx, remote, branch, as_json) -> None:
+    """Fetch REMOTE's memory into refs/memory-remotes/<remote>/ (local memory is untouched).
+
+    JSON: {"remote", "branches": [{"branch", "ref", "old", "new"}]}.
+
+    Example: gitmem fetch origin
+    """
+    from ..remote import fetch as fetch_memory
+
+    store = open_store(ctx)
+    result = fetch_memory(store.repo, remote, list(branch) or None)
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    for b in result.branches:
+        change = "new" if not b.old else ("deleted" if not b.new else
+                                         ("up to date" if b.old == b.new else f"{_short(b.old)}..{_short(b.new)}"))
+        click.echo(f"{b.ref}: {change} {_short(b.new)}")
+    if not result.branches:
+        click.echo(f"{result.remote} has no memory yet", err=True)
+
+
+@main.command()
+@click.argument("remote", required=False)
+@click.option("--branch", "branch", multiple=True, metavar="B", help="Only the memory of branch B (repeatable).")
+@pass_store
+@author_options
+@json_option
+def pull(store, remote, branch, who, source, as_json) -> None:
+    """Fetch REMOTE's memory and merge each branch into the local one.
+
+    Fast-forwards where possible, otherwise writes a merge commit; clashing
+    edits of one memory are kept for `gitmem conflicts`. A branch with no local
+    memory yet starts at the remote's tip. On a fresh clone this is how the
+    team's memory arrives.
+
+    JSON: {"remote", "fetched": [{"branch", "ref", "old", "new"}], "merged": [{"branch", "kind",
+    "commit", "added", "changed", "conflicts"}]}; kind is new, up-to-date, fast-forward or merge.
+
+    Example: gitmem pull
+    """
+    from ..remote import pull as pull_memory
+
+    result = pull_memory(store, remote, list(branch) or None, author=who, source=source)
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    for m in result.merged:
+        counts = f" ({len(m['added'])} added, {len(m['changed'])} changed)" if m["kind"] != "up-to-date" else ""
+        click.echo(f"{m['branch']}: {m['kind']} {_short(m['commit'])}{counts}")
+        if m["conflicts"]:
+            click.echo(f"  {len(m['conflicts'])} conflict(s): see `gitmem conflicts`", err=True)
+    if not result.merged:
+        click.echo(f"{result.fetch.remote} has no memory yet", err=True)
+
+
+@main.group("remote")
+def remote_group() -> None:
+    """Configure how plain git commands share memory with a remote."""
+
+
+@remote_group.command("setup")
+@click.argument("remote", required=False)
+@click.option("--undo", is_flag=True, help="Remove what an earlier setup added.")
+@json_option
+@click.pass_context
+def remote_setup(ctx, remote, undo, as_json) -> None:
+    """Make plain `git fetch` / `git push` carry memory, and say exactly what changed.
+
+    Adds to REMOTE (default origin) a fetch refspec into refs/memory-remotes/
+    and a push refspec for refs/memory/*; and, when the remote had no push
+    refspec, `HEAD`, because git ignores push.default once one exists.
+    `--undo` removes exactly those values.
+
+    JSON: {"remote", "changes": [{"key", "value", "action", "why"}]}; action is added, kept or removed.
+
+    Example: gitmem remote setup origin
+    """
+    from ..remote import default_remote, setup
+
+    store = open_store(ctx)
+    remote = remote or default_remote(store.repo, store.branch)
+    changes = setup(store.repo, remote, undo=undo)
+    if as_json:
+        emit_json({"remote": remote, "changes": [c.to_dict() for c in changes]})
+        return
+    for c in changes:
+        verb = {"added": "git config --add", "removed": "git config --unset", "kept": "unchanged:"}[c.action]
+        click.echo(f"{verb} {c.key} {c.value!r}" + (f"  # {c.why}" if c.why else ""))
+    if not changes:
+        click.echo("nothing to change", err=True)
