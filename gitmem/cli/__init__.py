@@ -124,4 +124,6 @@ def author_options(f: Callable) -> Callable:
 # Each area registers its commands on `main` when imported; keep one line per area.
 from . import memory  # noqa: E402,F401
 from . import llm  # noqa: E402,F401
+from . import context  # noqa: E402,F401
 from . import branches  # noqa: E402,F401
+from . import remote  # noqa: E402,F401
