@@ -164,11 +164,28 @@ def main(argv: Sequence[str], stdin: Optional[str] = None, cwd: str = ".") -> in
     try:
         if stdin is None:
             stdin = sys.stdin.read() if name in _STDIN_HOOKS and not sys.stdin.isatty() else ""
+        if not args and any(k.startswith("PRE_COMMIT_") for k in os.environ):
+            args, stdin = _from_pre_commit(name, stdin)
         for line in run(name, args, stdin, cwd):
             print(f"gitmem: {line}", file=sys.stderr)
     except Exception as e:  # noqa: BLE001 - a hook must never break git
         print(f"gitmem: warning: {name} hook skipped: {e}", file=sys.stderr)
     return 0
+
+
+def _from_pre_commit(name: str, stdin: str):
+    """The pre-commit framework passes git's hook arguments as PRE_COMMIT_* variables."""
+    env = os.environ.get
+    if name == "post-checkout":
+        return [env("PRE_COMMIT_FROM_REF", ""), env("PRE_COMMIT_TO_REF", ""), env("PRE_COMMIT_CHECKOUT_TYPE", "")], stdin
+    if name == "post-merge":
+        return [env("PRE_COMMIT_IS_SQUASH_MERGE", "0")], stdin
+    if name == "post-rewrite":
+        return [env("PRE_COMMIT_REWRITE_COMMAND", "")], stdin
+    if name == "pre-push" and env("PRE_COMMIT_REMOTE_NAME"):
+        line = f"{env('PRE_COMMIT_LOCAL_BRANCH', '')} {env('PRE_COMMIT_TO_REF', '')} - -\n"
+        return [env("PRE_COMMIT_REMOTE_NAME", ""), env("PRE_COMMIT_REMOTE_URL", "")], stdin or line
+    return [], stdin
 
 
 def run(name: str, args: Sequence[str], stdin: str = "", cwd: str = ".") -> List[str]:

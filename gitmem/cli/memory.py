@@ -179,24 +179,21 @@ def show(store, memory_id: str, as_json: bool) -> None:
 @json_option
 @pass_store
 def search(store, query: str, limit: int, type_, tag, path, author_kind, source, status, as_json) -> None:
-    """Ranked search over the branch's memory (the ranking MCP recall uses):
-    words, then files in play (--path), then recency. Stale file memories are marked.
-
-    JSON: {"query", "ref", "hits": [{"score", "match", "stale"?, "memory"}]}.
+    """Ranked text search over the branch's memory.
 
     Example: gitmem search "job queue redis"
     """
-    from ..search import current_blobs, rank
+    from ..search import rank
 
-    pool = store.list(type=type_, tag=tag, author_kind=author_kind, source=source,
+    pool = store.list(type=type_, tag=tag, path=path, author_kind=author_kind, source=source,
                       status=None if status == "any" else status)
-    hits = rank(pool, query, limit=limit, paths=[path] if path else (), include_inactive=status != "active",
-                blobs=current_blobs(store, pool))
+    hits = rank(pool, query, limit=limit)
     if as_json:
-        emit_json({"query": query, "ref": store.ref, "hits": [h.to_dict() for h in hits]})
+        emit_json({"query": query, "ref": store.ref,
+                   "hits": [{"score": round(h.score, 4), "memory": h.memory.to_dict()} for h in hits]})
         return
     for h in hits:
-        click.echo(f"{h.score:6.2f}  {memory_line(h.memory)}{'  [stale: file changed]' if h.stale else ''}")
+        click.echo(f"{h.score:6.2f}  {memory_line(h.memory)}")
     if not hits:
         click.echo("no matches", err=True)
 
@@ -355,6 +352,9 @@ def status(store, as_json: bool) -> None:
             counts[m.type] = counts.get(m.type, 0) + 1
     data = {"branch": store.branch, "ref": store.ref, "own_tip": store.own_tip(), "reads": branch,
             "tip": tip, "counts": counts, "notice": store.notice}
+    from ..merge import list_conflicts
+
+    data["conflicts"] = [c.id for c in list_conflicts(store)]
     if as_json:
         emit_json(data)
         return
@@ -362,5 +362,7 @@ def status(store, as_json: bool) -> None:
     if branch and branch != store.branch:
         click.echo(f"  no memory of its own yet: reading {branch!r} at {_short(tip)}")
     click.echo("  " + (", ".join(f"{n} {t}" for t, n in sorted(counts.items())) or "no memories"))
+    if data["conflicts"]:
+        click.echo(f"  {len(data['conflicts'])} unresolved memory conflict(s): see `gitmem conflicts`")
 
 

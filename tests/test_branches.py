@@ -1,0 +1,199 @@
+"""Memory follows code branches: end to end with the hooks installed and the real git."""
+
+from __future__ import annotations
+
+import json
+
+import pygit2
+
+from gitmem import Store
+from gitmem.branches import diff, fork_point, list_branches, parent_chain, prune, render_diff
+
+from conftest import git, gitmem, make_repo
+
+
+def tip(repo, branch):
+    return Store.open(str(repo), branch).own_tip()
+
+
+def parents(repo, commit):
+    return [str(p) for p in pygit2.Repository(str(repo))[commit].parent_ids]
+
+
+def with_hooks(path):
+    gitmem(path, "hooks", "install")
+    return path
+
+
+def add(path, *args):
+    return json.loads(gitmem(path, "add", *args, "--json").stdout)
+
+
+def ids(path, branch):
+    return set(Store.open(str(path), branch).memories())
+
+
+def commit_file(path, name, text="x\n", message=None):
+    (path / name).write_text(text)
+    git(path, "add", name)
+    git(path, "commit", "-q", "-m", message or f"add {name}")
+
+
+def test_feature_memory_stays_off_main_until_the_code_merges(repo):
+    with_hooks(repo)
+    base = add(repo, "fact", "on main before the branch")["id"]
+    git(repo, "checkout", "-q", "-b", "feature")
+    assert fork_point(pygit2.Repository(str(repo)), "feature")[0] == "main"
+    assert ids(repo, "feature") == {base}  # reads inherit main, no ref yet
+    assert "refs/memory/feature" not in pygit2.Repository(str(repo)).references
+    main_tip = tip(repo, "main")
+    speculative = add(repo, "decision", "Queue jobs in Postgres", "--path", "jobs.py")["id"]
+    commit_file(repo, "jobs.py")
+    assert tip(repo, "main") == main_tip and speculative not in ids(repo, "main")
+
+    git(repo, "checkout", "-q", "main")
+    add(repo, "fact", "main moved on")
+    before = tip(repo, "main")
+    git(repo, "merge", "-q", "--no-ff", "--no-edit", "feature")
+    assert speculative in ids(repo, "main")
+    assert parents(repo, tip(repo, "main")) == [before, tip(repo, "feature")]
+
+
+def test_a_fast_forward_code_merge_fast_forwards_memory(repo):
+    with_hooks(repo)
+    git(repo, "checkout", "-q", "-b", "feature")
+    add(repo, "fact", "feature fact")
+    commit_file(repo, "f.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "feature")
+    assert tip(repo, "main") == tip(repo, "feature")
+
+
+def clones(tmp_path):
+    """A bare remote, clone `a` (hooks, fetches memory) and clone `b`."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    a = make_repo(tmp_path / "a")
+    git(a, "remote", "add", "origin", str(remote))
+    git(a, "push", "-q", "-u", "origin", "main")
+    b = tmp_path / "b"
+    git(tmp_path, "clone", "-q", str(remote), str(b))
+    for clone in (a, b):
+        git(clone, "config", "user.name", "Test Human")
+        git(clone, "config", "user.email", "human@example.com")
+        git(clone, "config", "--add", "remote.origin.fetch", "+refs/memory/*:refs/memory-remotes/origin/*")
+    return remote, a, b
+
+
+def push_feature(b):
+    git(b, "checkout", "-q", "-b", "feature")
+    fid = add(b, "decision", "Retry webhooks with backoff", "--path", "hooks.py")["id"]
+    commit_file(b, "hooks.py")
+    git(b, "push", "-q", "origin", "feature", "refs/memory/feature:refs/memory/feature")
+    return fid
+
+
+def test_git_pull_from_another_clone_merges_its_memory(tmp_path):
+    _, a, b = clones(tmp_path)
+    with_hooks(a)
+    fid = push_feature(b)
+    add(a, "fact", "written on a")
+    ours = tip(a, "main")
+    git(a, "fetch", "-q", "origin")
+    git(a, "pull", "-q", "--no-rebase", "--no-edit", "origin", "feature")
+    assert fid in ids(a, "main")
+    assert parents(a, tip(a, "main")) == [ours, tip(b, "feature")]
+
+
+def test_gitmem_merge_after_a_squash_merge(repo):
+    with_hooks(repo)
+    git(repo, "checkout", "-q", "-b", "feature")
+    fid = add(repo, "fact", "feature fact")["id"]
+    commit_file(repo, "f.txt")
+    git(repo, "checkout", "-q", "main")
+    add(repo, "fact", "main fact")
+    git(repo, "merge", "-q", "--squash", "feature")
+    git(repo, "commit", "-q", "-m", "squashed feature")
+    assert fid not in ids(repo, "main")  # git does not say what a squash merged
+    before = tip(repo, "main")
+    out = json.loads(gitmem(repo, "merge", "feature", "--json").stdout)
+    assert out["merged"][0]["kind"] == "merge" and fid in out["merged"][0]["added"]
+    assert parents(repo, tip(repo, "main")) == [before, tip(repo, "feature")]
+    again = json.loads(gitmem(repo, "merge", "feature", "--json").stdout)
+    assert again["merged"][0]["kind"] == "up-to-date" and tip(repo, "main") != before
+
+
+def test_gitmem_sync_after_a_merge_made_elsewhere(tmp_path):
+    remote, a, b = clones(tmp_path)
+    fid = push_feature(b)
+    server = tmp_path / "server"  # stands in for a pull request merged on the server
+    git(tmp_path, "clone", "-q", str(remote), str(server))
+    git(server, "merge", "-q", "--no-ff", "--no-edit", "origin/feature")
+    git(server, "push", "-q", "origin", "main")
+    add(a, "fact", "written on a")
+    ours = tip(a, "main")
+    git(a, "pull", "-q", "--no-rebase", "--no-edit")  # no hooks in a: nothing merges memory
+    assert fid not in ids(a, "main")
+    out = json.loads(gitmem(a, "sync", "--json").stdout)
+    assert [m["branch"] for m in out["merged"]] == ["feature"]
+    assert fid in ids(a, "main")
+    assert parents(a, tip(a, "main")) == [ours, tip(b, "feature")]
+    assert json.loads(gitmem(a, "sync", "--json").stdout)["merged"][0]["kind"] == "up-to-date"
+
+
+def test_a_conflict_from_a_git_merge_is_listed_shown_in_status_and_resolved(repo):
+    with_hooks(repo)
+    mid = add(repo, "convention", "Use tabs")["id"]
+    git(repo, "checkout", "-q", "-b", "feature")
+    gitmem(repo, "edit", mid, "--text", "Use 4 spaces")
+    commit_file(repo, "f.txt")
+    git(repo, "checkout", "-q", "main")
+    gitmem(repo, "edit", mid, "--text", "Use 2 spaces")
+    git(repo, "merge", "-q", "--no-ff", "--no-edit", "feature")
+    listed = json.loads(gitmem(repo, "conflicts", "--json").stdout)["conflicts"]
+    assert [(c["id"], c["fields"], c["ours"]["text"], c["theirs"]["text"]) for c in listed] == [
+        (mid, ["text"], "Use 2 spaces", "Use 4 spaces")]
+    assert json.loads(gitmem(repo, "status", "--json").stdout)["conflicts"] == [mid]
+    gitmem(repo, "resolve", mid, "--ours")
+    assert json.loads(gitmem(repo, "conflicts", "--json").stdout)["conflicts"] == []
+    assert Store.open(str(repo)).get(mid).text == "Use 2 spaces"
+
+
+def test_a_branch_created_without_hooks_reads_its_parent_and_forks_on_first_write(repo):
+    git(repo, "branch", "feature")
+    main = Store.open(str(repo), "main")
+    w = main.add("fact", "main fact")
+    feature = Store.open(str(repo), "feature")
+    assert feature.read_from() == ("main", w.commit) and feature.own_tip() is None
+    feature.add("fact", "feature fact")
+    assert main.own_tip() == w.commit
+    assert parent_chain(feature.repo, "feature") == ["main"]
+
+
+def test_branch_list_diff_and_prune(repo):
+    main = Store.open(str(repo), "main")
+    main.add("fact", "main fact")
+    git(repo, "branch", "feature")
+    git(repo, "branch", "spike")
+    feature = Store.open(str(repo), "feature")
+    added = feature.add("rejection", "Use Redis", reason="one more service to run").memory
+    Store.open(str(repo), "spike").add("note", "try something")
+    listed = {b.name: b for b in list_branches(main.repo)}
+    assert listed["feature"].parent == "main" and listed["feature"].memories == 2
+    assert listed["feature"].code == "exists"
+
+    d = diff(main, "main", "feature")
+    assert [m.id for m in d.added] == [added.id] and not d.changed
+    assert "Use Redis (because: one more service to run)" in render_diff(d)
+    assert render_diff(d, markdown=True).startswith("### Memory changes `main..feature`")
+    out = json.loads(gitmem(repo, "diff", "main..feature", "--json").stdout)
+    assert [m["id"] for m in out["added"]] == [added.id]
+
+    git(repo, "branch", "-D", "spike")
+    assert [b.name for b in prune(main.repo)] == ["spike"]  # lists first, deletes nothing
+    assert "refs/memory/spike" in main.repo.references
+    listing = gitmem(repo, "prune").stdout
+    assert "would delete refs/memory/spike" in listing
+    gitmem(repo, "prune", "--yes")
+    assert "refs/memory/spike" not in pygit2.Repository(str(repo)).references
+    assert "refs/memory/feature" in pygit2.Repository(str(repo)).references
