@@ -179,21 +179,24 @@ def show(store, memory_id: str, as_json: bool) -> None:
 @json_option
 @pass_store
 def search(store, query: str, limit: int, type_, tag, path, author_kind, source, status, as_json) -> None:
-    """Ranked text search over the branch's memory.
+    """Ranked search over the branch's memory (the ranking MCP recall uses):
+    words, then files in play (--path), then recency. Stale file memories are marked.
+
+    JSON: {"query", "ref", "hits": [{"score", "match", "stale"?, "memory"}]}.
 
     Example: gitmem search "job queue redis"
     """
-    from ..search import rank
+    from ..search import current_blobs, rank
 
-    pool = store.list(type=type_, tag=tag, path=path, author_kind=author_kind, source=source,
+    pool = store.list(type=type_, tag=tag, author_kind=author_kind, source=source,
                       status=None if status == "any" else status)
-    hits = rank(pool, query, limit=limit)
+    hits = rank(pool, query, limit=limit, paths=[path] if path else (), include_inactive=status != "active",
+                blobs=current_blobs(store, pool))
     if as_json:
-        emit_json({"query": query, "ref": store.ref,
-                   "hits": [{"score": round(h.score, 4), "memory": h.memory.to_dict()} for h in hits]})
+        emit_json({"query": query, "ref": store.ref, "hits": [h.to_dict() for h in hits]})
         return
     for h in hits:
-        click.echo(f"{h.score:6.2f}  {memory_line(h.memory)}")
+        click.echo(f"{h.score:6.2f}  {memory_line(h.memory)}{'  [stale: file changed]' if h.stale else ''}")
     if not hits:
         click.echo("no matches", err=True)
 
