@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import gitmem
+from conftest import git, gitmem
 from gitmem.context import build, note_sent, read_guide, set_anchor, set_guide
 from gitmem.emulator import VirtualClock
 from gitmem.emulator.reply import items_of
@@ -161,3 +161,24 @@ def test_guide_set_is_recorded_in_git_config_and_validated(guided, repo):
 def test_an_empty_repository_builds_a_body_with_only_the_preamble(empty_repo):
     ctx = build(Store.open(str(empty_repo)), query="hello")
     assert ctx.memory_commit is None and len(ctx.body["system"]) == 1
+
+
+def test_cli_guide_set_context_and_ask_record_what_the_agent_knew(guided, repo):
+    (repo / "docs").mkdir()
+    (repo / "docs" / "guide.md").write_text(GUIDE)
+    assert "docs/guide.md" in gitmem(repo, "guide", "set", "docs/guide.md").stdout
+    ctx = json.loads(gitmem(repo, "context", "--query", "refunds", "--ttl", "1h", "--json").stdout)
+    assert ctx["guide"] == "docs/guide.md" and ctx["memory_commit"] == guided.tip()
+    assert [p["cache_control"] for p in ctx["parts"]] == ["1h", "1h", None]
+    text = gitmem(repo, "context", "--query", "refunds").stdout
+    assert "# memory: " in text and "<question>refunds</question>" in text
+
+    asked = gitmem(repo, "ask", "How do refunds work?").stdout
+    assert "backend: emulator" in asked and f"memory commit {guided.tip()}" in asked
+    assert "cache_creation_input_tokens" in asked and "cost: $" in asked and "[" in asked
+    data = json.loads(gitmem(repo, "ask", "How do refunds work?", "--json").stdout)
+    assert data["backend"] == "emulator" and data["memory_commit"] == guided.tip()
+    assert data["usage"]["cache_read_input_tokens"] == 0  # each `ask` is a new process: a new emulator
+    lines = (repo / ".git" / "gitmem" / "requests.jsonl").read_text().splitlines()
+    assert [json.loads(line)["memory_commit"] for line in lines] == [guided.tip()] * 2
+    assert git(repo, "config", "gitmem.branch.main.contextAnchor").strip() == guided.tip()

@@ -1,0 +1,315 @@
+"""Context, guide, ask, bill and demo commands.
+
+The SDK, the emulator and the demo are imported inside the commands, so `gitmem add` stays quick.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional, Tuple
+
+import click
+
+from . import emit_json, json_option, main, pass_store
+
+_TTL = click.Choice(["none", "5m", "1h"])
+
+
+def _usage_line(u: dict) -> str:
+    c = u["cache_creation"]
+    return (f"input_tokens {u['input_tokens']}  output_tokens {u['output_tokens']}  "
+            f"cache_creation_input_tokens {u['cache_creation_input_tokens']} "
+            f"(5m {c['ephemeral_5m_input_tokens']}, 1h {c['ephemeral_1h_input_tokens']})  "
+            f"cache_read_input_tokens {u['cache_read_input_tokens']}")
+
+
+@main.command("context")
+@click.option("--query", "-q", help="The question the context is for (ranks an over-budget tail).")
+@click.option("--path", "paths", multiple=True, help="A file in play (repeatable): its memories are preferred.")
+@click.option("--ttl", type=_TTL, default="5m", show_default=True, help="cache_control TTL of the breakpoints.")
+@click.option("--model", default="claude-haiku-4-5", show_default=True, help="Model (its cache minimum applies).")
+@click.option("--budget", type=click.IntRange(0), default=50_000, show_default=True, help="Memory token budget.")
+@click.option("--advance", is_flag=True, help="First move the cache anchor to the memory tip.")
+@json_option
+@pass_store
+def context_(store, query, paths, ttl, model, budget, advance, as_json) -> None:
+    """Print the Messages API body an agent sends: guide, team memory, question.
+
+    Blocks: the guide (breakpoint), the memory as of the cache anchor (breakpoint), memory added
+    since the anchor (breakpoint), the question. The same memory tip gives byte-identical blocks.
+
+    JSON: {"model", "ttl", "memory_commit", "anchor_commit", "guide", "cached_tokens",
+    "tail_tokens", "total_tokens", "parts": [{"name", "tokens", "prefix_tokens",
+    "cache_control", "memory_ids"}], "dropped", "warnings", "body"}.
+
+    Example: gitmem context --query "how do refunds work?" --ttl 1h --json
+    """
+    from ..context import build, set_anchor
+    from ..pricing import configured_price_table
+
+    if advance:
+        set_anchor(store)
+    ctx = build(store, query=query, paths=paths, ttl=ttl, model=model, budget=budget,
+                table=configured_price_table(store))
+    for warning in ctx.warnings:
+        click.echo(f"gitmem: warning: {warning}", err=True)
+    if as_json:
+        emit_json(ctx.to_dict())
+        return
+    click.echo(f"# memory commit {ctx.memory_commit or '-'} (cache anchor {ctx.anchor_commit or '-'}), "
+               f"guide {ctx.guide_path or '-'}, model {ctx.model}")
+    for part in ctx.parts:
+        mark = f"cache_control {part.ttl}" if part.ttl else "not cached"
+        ids = f", {len(part.memory_ids)} memories" if part.memory_ids else ""
+        click.echo(f"# {part.name}: {part.tokens} tokens (prefix {part.prefix_tokens}), {mark}{ids}")
+    for block in ctx.body["system"]:
+        click.echo(block["text"])
+        click.echo("")
+    click.echo(ctx.body["messages"][0]["content"][0]["text"])
+
+
+@main.group()
+def guide() -> None:
+    """The repository guide every request carries (git config gitmem.guide)."""
+
+
+@guide.command("set")
+@click.argument("path")
+@json_option
+@pass_store
+def guide_set(store, path: str, as_json: bool) -> None:
+    """Use PATH (a file in the repository, e.g. AGENTS.md or docs/agents.md) as the guide.
+
+    Example: gitmem guide set AGENTS.md
+    """
+    from ..context import read_guide, set_guide
+    from ..tokens import count_tokens
+
+    rel = set_guide(store, path)
+    tokens = count_tokens(read_guide(store)[1])
+    if as_json:
+        emit_json({"guide": rel, "tokens": tokens})
+    else:
+        click.echo(f"guide: {rel} ({tokens} tokens), recorded in git config gitmem.guide")
+
+
+@guide.command("show")
+@json_option
+@pass_store
+def guide_show(store, as_json: bool) -> None:
+    """Show which guide is used and its size.
+
+    Example: gitmem guide show
+    """
+    from ..context import read_guide
+    from ..tokens import count_tokens
+
+    path, text = read_guide(store)
+    if as_json:
+        emit_json({"guide": path, "tokens": count_tokens(text)})
+    else:
+        click.echo(f"guide: {path} ({count_tokens(text)} tokens)" if path else
+                   "no guide (set one with: gitmem guide set AGENTS.md)")
+
+
+@main.command()
+@click.argument("question")
+@click.option("--path", "paths", multiple=True, help="A file in play (repeatable).")
+@click.option("--ttl", type=_TTL, default="5m", show_default=True, help="cache_control TTL.")
+@click.option("--model", default="claude-haiku-4-5", show_default=True)
+@click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True)
+@click.option("--backend", type=click.Choice(["auto", "emulator", "anthropic"]), default="auto", show_default=True,
+              help="auto: the API with ANTHROPIC_API_KEY set, else the in-process emulator.")
+@json_option
+@pass_store
+def ask(store, question, paths, ttl, model, max_tokens, backend, as_json) -> None:
+    """Ask one question with the team's memory and the guide; print answer, usage, cost.
+
+    The request is recorded in .git/gitmem/requests.jsonl with the memory commit it was built
+    from, so you can later see exactly what the agent knew.
+
+    JSON: {"backend", "model", "memory_commit", "request_id", "answer", "usage": {...},
+    "cost": {..., "total"}, "prices": {"source", "checked"}, "warnings"}.
+
+    Example: gitmem ask "Can a refund be retried after a timeout?"
+    """
+    from ..bill import record_request
+    from ..context import build, note_sent
+    from ..llm import open_backend
+    from ..pricing import configured_price_table, cost
+
+    table = configured_price_table(store)
+    ctx = build(store, query=question, paths=paths, ttl=ttl, model=model, max_tokens=max_tokens, table=table)
+    reply = open_backend(backend).send(ctx.body)
+    note_sent(store, ctx)
+    price = cost(reply.usage, reply.model or ctx.model, table)
+    data = {"backend": reply.backend, "model": reply.model, "memory_commit": ctx.memory_commit,
+            "request_id": reply.request_id, "question": question, "answer": reply.text,
+            "usage": reply.usage.to_api(), "cost": price.to_dict(),
+            "prices": {"source": table.source, "checked": table.checked}, "warnings": list(ctx.warnings)}
+    record_request(store, {**{k: v for k, v in data.items() if k != "answer"}, "command": "ask",
+                           "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    if as_json:
+        emit_json(data)
+        return
+    for warning in ctx.warnings:
+        click.echo(f"gitmem: warning: {warning}", err=True)
+    click.echo(reply.text)
+    click.echo("")
+    click.echo(f"backend: {reply.backend}, model {reply.model}, request-id {reply.request_id}, "
+               f"memory commit {ctx.memory_commit or '-'}")
+    click.echo(_usage_line(data["usage"]))
+    click.echo(f"cost: ${price.total:.6f} (prices: {table.source}, checked {table.checked})")
+
+
+@main.command()
+@click.option("--run", "run_path", metavar="FILE", help="A recorded run (default: the newest in .git/gitmem/runs/).")
+@click.option("--svg", "svg_path", metavar="OUT", help="Also write the break-length chart as SVG to OUT.")
+@click.option("--plot/--no-plot", default=True, show_default=True, help="Print the terminal chart.")
+@json_option
+def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, as_json: bool) -> None:
+    """The bill of a recorded run: session 1 / break / session 2 per policy, the ratio to
+    uncached, and a computed table for other break lengths with the cheapest marked.
+
+    JSON: {"backend", "model", "prices", "break_seconds", "policies": [{"policy", "runs",
+    "cost_per_run": {"session1", "break", "session2", "total"}, "usage_per_run",
+    "ratio_to_uncached", "guide_after_break"}], "break_table": [{"break_minutes", "totals",
+    "cheapest", "auto_chose", "ratio_to_uncached"}], "workload", "run"}.
+
+    Example: gitmem demo && gitmem bill --svg bill.svg
+    """
+    from ..bill import latest_run, load_run, make_bill, render_plot, render_svg, render_text
+    from ..errors import GitmemError
+    from ..pricing import configured_price_table
+    from . import open_store
+
+    store = None
+    if run_path is None:
+        store = open_store()
+        run_path = latest_run(store)
+        if run_path is None:
+            raise GitmemError("no recorded run in this repository yet: run `gitmem demo` first, or pass --run FILE")
+    result = make_bill(load_run(run_path), configured_price_table(store))
+    if svg_path:
+        with open(svg_path, "w", encoding="utf-8") as f:
+            f.write(render_svg(result))
+    if as_json:
+        emit_json({**result.to_dict(), "run": run_path})
+        return
+    click.echo(f"run: {run_path}")
+    click.echo(render_text(result))
+    if plot:
+        click.echo("")
+        click.echo(render_plot(result))
+    if svg_path:
+        click.echo(f"chart written to {svg_path}")
+
+
+def _demo_options(f):
+    for option in reversed([
+        click.option("--runs", type=click.IntRange(1, 50), default=6, show_default=True, help="Runs per policy."),
+        click.option("--break-minutes", type=click.FloatRange(0, 180), default=5.5, show_default=True,
+                     help="Length of the break between the sessions."),
+        click.option("--real-time", is_flag=True, help="Wait for the break for real, with a countdown."),
+        click.option("--backend", type=click.Choice(["emulator", "anthropic"]), default="emulator", show_default=True,
+                     help="anthropic: the real API (needs ANTHROPIC_API_KEY and --real-time; costs money)."),
+        click.option("--keep", metavar="DIR", help="Build the sample repository in DIR and keep it."),
+        click.option("--svg", "svg_path", metavar="OUT", help="Write the break-length chart as SVG to OUT."),
+        json_option,
+    ]):
+        f = option(f)
+    return f
+
+
+@main.group(invoke_without_command=True)
+@_demo_options
+@click.pass_context
+def demo(ctx: click.Context, **options) -> None:
+    """Demos; without a subcommand, runs `gitmem demo cache-ttl`.
+
+    Example: gitmem demo
+    """
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(cache_ttl, **options)
+
+
+@demo.command("cache-ttl")
+@_demo_options
+def cache_ttl(runs: int, break_minutes: float, real_time: bool, backend: str, keep: Optional[str],
+              svg_path: Optional[str], as_json: bool) -> None:
+    """Prompt-cache TTLs on a payments team's agent: 12,100-token guide, earlier decisions,
+    session 1, a 5.5-minute break, session 2; uncached, 5m, 1h and 5m + keep-alive; 6 runs.
+
+    Prints every reply's usage (run 1 in full), which cache survived the break, the bill, the
+    ratios and a table for other break lengths. The run is recorded in the current repository
+    (if any) for `gitmem bill`. Virtual time on the emulator: takes seconds.
+
+    JSON: {"backend", "clock", "model", "context", "checks", "bill", "recorded", "run"}.
+
+    Example: gitmem demo cache-ttl --runs 6 --break-minutes 5.5
+    """
+    from ..bill import POLICY_LABELS, record_run, render_plot, render_svg, render_text
+    from ..demo import run_demo
+    from ..errors import NotARepository
+    from . import open_store
+
+    say = (lambda line: None) if as_json else click.echo
+    if not as_json:
+        clock = "real time" if real_time else "virtual clock"
+        say(f"gitmem demo cache-ttl - backend: {backend} ({clock}), model claude-haiku-4-5, {runs} runs")
+        say("Building the sample repository (the team's earlier decisions, through the real CLI):")
+
+    def tick(remaining: float) -> None:
+        click.echo(f"\rbreak: {remaining:5.0f}s left ", err=True, nl=False)
+
+    result = run_demo(runs=runs, break_minutes=break_minutes, real_time=real_time, backend=backend, keep=keep,
+                      log=lambda line: say("  " + line), on_tick=None if as_json else tick)
+    if real_time and not as_json:
+        click.echo("", err=True)
+    recorded = None
+    try:
+        recorded = record_run(open_store(), result.run)
+    except NotARepository:
+        pass
+    if svg_path:
+        with open(svg_path, "w", encoding="utf-8") as f:
+            f.write(render_svg(result.bill))
+    if as_json:
+        emit_json({"backend": result.run["backend"], "clock": result.run["clock"], "model": result.run["model"],
+                   "context": result.context, "checks": result.checks, "bill": result.bill.to_dict(),
+                   "recorded": recorded, "run": result.run})
+        return
+    c = result.context
+    say(f"\nContext (memory commit {c['memory_commit'][:10]}): guide {c['guide']} {c['guide_file_tokens']} tokens "
+        f"({c['guide_tokens']} with the preamble), {c['memories']} memories {c['memory_tokens']} tokens; "
+        "a breakpoint after each part")
+    say(f"\nRun 1, every reply (backend {result.run['backend']}):")
+    for r in result.run["requests"]:
+        if r["run"] != 1:
+            continue
+        u = r["usage"]
+        write = u["cache_creation_input_tokens"]
+        say(f"  {POLICY_LABELS[r['policy']]:<16} {r['label']:<6} t={r['at']:>5.0f}s  in {u['input_tokens']:>5}  "
+            f"write {write:>6} (5m {u['cache_creation']['ephemeral_5m_input_tokens']}, "
+            f"1h {u['cache_creation']['ephemeral_1h_input_tokens']})  read {u['cache_read_input_tokens']:>6}  "
+            f"out {u['output_tokens']:>4}  cites {','.join(r['cites']) or '-'}")
+    example = next(r for r in result.run["requests"] if r["run"] == 1 and r["policy"] == "5m" and r["label"] == "s2.q1")
+    say(f"\nExample answer after the break (5m, run 1): {example['question']}")
+    for line in example["answer"].splitlines():
+        say("  | " + line)
+    say("\nAfter the break:")
+    for policy, states in result.checks["guide_after_break"].items():
+        state = ", ".join(f"{k} {v}/{runs}" for k, v in sorted(states.items()))
+        say(f"  {POLICY_LABELS[policy]:<16} guide {state}; session-2 answers citing decisions from before "
+            f"the break: {result.checks['session2_answers_citing_pre_break_decisions'][policy]}")
+    order = " < ".join(POLICY_LABELS[p] for p in result.checks["cost_order_cheapest_first"])
+    say(f"  cost order: {order}")
+    say("")
+    say(render_text(result.bill))
+    say("")
+    say(render_plot(result.bill))
+    say("\nPublished for this workload: 0.42 (5m), 0.37 (1h), 0.29 (keep-alive); see docs/demo.md.")
+    say(f"Recorded: {recorded} (show again with `gitmem bill`)" if recorded else
+        "Not recorded: not inside a git repository (run it in one to keep the run for `gitmem bill`).")
+    if svg_path:
+        say(f"Chart written to {svg_path}")
