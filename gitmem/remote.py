@@ -212,13 +212,20 @@ def _git(repo: pygit2.Repository, args: Sequence[str], *, interactive: Optional[
         raise RemoteError(f"could not run git to {what}: {e}") from None
 
 
+_GENERIC = ("could not read from remote repository", "please make sure you have", "and the repository exists")
+
+
 def _failure(result: subprocess.CompletedProcess) -> str:
-    """git's own one-line reason (its last fatal/error line), for the user."""
+    """git's own reason, in one line: its first specific fatal/error line (ssh's
+    complaint or "does not appear to be a git repository"), not the generic
+    "Could not read from remote repository" that follows it."""
     lines = [line.strip() for line in (result.stderr or "").splitlines() if line.strip()]
-    for line in reversed(lines):
+    specific = [line for line in lines if not any(g in line.lower() for g in _GENERIC)]
+    for line in specific:
         if line.lower().startswith(("fatal:", "error:")):
             return line.split(":", 1)[1].strip()
-    return lines[-1] if lines else f"git exited with {result.returncode}"
+    chosen = specific[0] if specific else (lines[0] if lines else f"git exited with {result.returncode}")
+    return chosen.split(":", 1)[1].strip() if chosen.lower().startswith(("fatal:", "error:")) else chosen
 
 
 def ls_remote(repo: pygit2.Repository, remote: str, *, interactive: Optional[bool] = None) -> Dict[str, str]:
@@ -398,7 +405,9 @@ def _refuse_secrets(repo: pygit2.Repository, remote: str, tips: Dict[str, str]) 
 # --- push --------------------------------------------------------------------------
 
 _PORCELAIN_RE = re.compile(r"^(?P<flag>[ +\-*!=])\t(?P<src>[^:]*):(?P<dst>\S+)\t(?P<summary>.*)$")
-_RETRY_REASONS = ("fetch first", "non-fast-forward", "stale info")
+# Moved meanwhile (fetch, merge, push again), or lost a race for the ref lock on the server.
+_RETRY_REASONS = ("fetch first", "non-fast-forward", "stale info", "failed to update ref", "cannot lock ref",
+                  "failed to lock", "incorrect old value")
 
 
 def _push_once(repo: pygit2.Repository, remote: str, tips: Dict[str, str],
