@@ -31,7 +31,7 @@ from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
 
 __all__ = [
     "PolicyBill", "Bill", "make_bill", "runs_dir", "record_run", "latest_run", "load_run", "record_request",
-    "render_text", "render_plot", "render_svg", "RUN_VERSION",
+    "latest_request", "render_text", "render_plot", "render_svg", "RUN_VERSION",
 ]
 
 RUN_VERSION = 1
@@ -194,6 +194,24 @@ def record_request(store: Any, entry: Mapping[str, Any]) -> str:
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(dict(entry), ensure_ascii=False, sort_keys=True) + "\n")
     return path
+
+
+def latest_request(store: Any) -> Optional[dict]:
+    """The last request ``record_request`` appended (the last ``gitmem ask``), or None."""
+    from .store import common_dir
+
+    path = os.path.join(common_dir(store.repo), "gitmem", "requests.jsonl")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line in f if line.strip()]
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a crash: the one before it is the last whole request
+    return None
 
 
 # --- rendering -----------------------------------------------------------------

@@ -1,0 +1,393 @@
+"""The local web UI: a Starlette app over the library, bound to 127.0.0.1.
+
+Pages (GET, read-only): ``/memory`` (one branch's memory, filters, search),
+``/memory/<id>`` (YAML, history with diffs, linked code commits), ``/audit``
+(every write across branches, paged), ``/branches`` (each branch against its
+parent, conflicts), ``/cost`` (the last recorded run's bill and chart).
+Writes (POST, form-encoded, CSRF token required): ``/add``, ``/retract``,
+``/resolve``; each is recorded with the person's git identity and source
+``web-ui``, then redirects back (post/redirect/get).
+
+Security: the server only listens on 127.0.0.1; every request whose Host (or
+Origin, when sent) is not a loopback name is refused, which defeats DNS
+rebinding; every write needs the per-process CSRF token embedded in the
+forms; all output goes through the escaping helpers of :mod:`.html`, and a
+strict Content-Security-Policy forbids scripts altogether.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import os
+import secrets
+from typing import Any, Callable, Dict, List, Mapping, Optional
+from urllib.parse import parse_qs, urlsplit
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..errors import GitmemError, NotFound
+from ..model import ID_RE, Author
+from . import pages
+from .html import url
+
+SOURCE = "web-ui"
+DEFAULT_PORT = 8737
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+MAX_FORM_BYTES = 256 * 1024
+PAGE_SIZE = 50
+HEADERS = [
+    (b"content-security-policy", b"default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+                                 b"frame-ancestors 'none'; base-uri 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+]
+_STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+
+
+def _host_name(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def refusal(host: Optional[str], origin: Optional[str]) -> Optional[str]:
+    """Why a request must be refused (foreign Host or Origin), or None when it is local."""
+    if not host or _host_name(host) not in LOOPBACK:
+        return f"refused: Host {host or '(none)'!r} is not this machine's loopback address"
+    if origin is not None:
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or (parts.hostname or "") not in LOOPBACK:
+            return f"refused: Origin {origin!r} is not this machine's loopback address"
+    return None
+
+
+class LocalOnly:
+    """ASGI middleware: refuse foreign Host/Origin (DNS rebinding), add security headers."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Dict[str, Any], receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        problem = refusal(headers.get("host"), headers.get("origin"))
+        if problem:
+            await PlainTextResponse(problem + "\n", status_code=403)(scope, receive, send)
+            return
+
+        async def with_headers(message: Dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + HEADERS
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Starlette:
+    """The web UI for the repository at ``repo_path`` (opened now, so a wrong path fails fast).
+
+    ``csrf_token`` defaults to a fresh random token per app (per server process)."""
+    from ..store import Store
+
+    root = Store.open(repo_path)  # raises NotARepository
+    repo_label = root.repo.workdir or root.repo.path
+    token = csrf_token or secrets.token_urlsafe(32)
+
+    def open_store(branch: Optional[str]) -> Any:
+        return Store.open(repo_path, branch or None)
+
+    def person(store: Any) -> Author:
+        from ..store import _default_author
+
+        found = _default_author(store.repo)
+        return Author(found.name, found.email, "human")  # a person clicked the button
+
+    def html(body: str, status: int = 200) -> HTMLResponse:
+        return HTMLResponse(body, status_code=status)
+
+    def failure(e: Exception) -> HTMLResponse:
+        status = 404 if isinstance(e, NotFound) else 400
+        return html(pages.error_page(repo=repo_label, status=status, message=str(e)), status)
+
+    def page(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        """A GET page: library errors become an escaped error page, not a traceback."""
+
+        @functools.wraps(fn)
+        def wrapper(request: Request) -> Any:
+            try:
+                return fn(request)
+            except GitmemError as e:
+                return failure(e)
+
+        return wrapper
+
+    def done(params: Mapping[str, str]) -> Optional[str]:
+        """The flash line after a redirect; only well-formed ids are echoed back."""
+        for key, verb in (("added", "Added"), ("retracted", "Retracted"), ("resolved", "Resolved the conflict in")):
+            value = params.get(key, "")
+            if ID_RE.match(value):
+                return f"{verb} {value}."
+        return None
+
+    def branch_names(store: Any) -> List[str]:
+        from ..audit import memory_branches
+
+        names = {b for b, _ in memory_branches(store.repo)}
+        names |= {r[len("refs/heads/"):] for r in store.repo.references if r.startswith("refs/heads/")}
+        names.add(store.branch)
+        return sorted(names)
+
+    # --- memory ------------------------------------------------------------------
+
+    def memory_view(params: Mapping[str, str], *, form: Optional[Mapping[str, str]] = None,
+                    error: Optional[str] = None, status: int = 200) -> HTMLResponse:
+        from ..search import current_blobs, is_stale, rank
+
+        store = open_store(params.get("branch"))
+        read_from, tip = store.read_from()
+        keys = ("q", "type", "tag", "path", "author_kind", "source", "status")
+        filters = {k: params.get(k, "").strip() for k in keys}
+        wanted = filters["status"] or "active"
+        memories = store.list(type=filters["type"] or None, tag=filters["tag"] or None,
+                              path=filters["path"] or None, author_kind=filters["author_kind"] or None,
+                              source=filters["source"] or None, status=None if wanted == "all" else wanted)
+        blobs = current_blobs(store, memories)
+        items: List[Any]
+        if filters["q"]:
+            items = rank(memories, filters["q"], limit=100, include_inactive=wanted != "active", blobs=blobs)
+        else:
+            items = list(reversed(memories))  # ids sort by creation time: newest first
+        body = pages.memory_page(
+            repo=repo_label, branch=store.branch, branches=branch_names(store), read_from=read_from, tip=tip,
+            filters=filters, items=items, searched=bool(filters["q"]),
+            stale_ids={m.id for m in memories if is_stale(m, blobs)}, csrf=token, who=person(store),
+            form=form or {}, flash=done(params), error=error, problems=store.problems)
+        return html(body, status)
+
+    @page
+    def memory(request: Request) -> Response:
+        return memory_view(request.query_params)
+
+    @page
+    def one_memory(request: Request) -> Response:
+        from ..audit import code_commits, versions
+        from ..model import dump_yaml
+        from ..search import current_blobs, is_stale
+
+        store = open_store(request.query_params.get("branch"))
+        m = store.get(request.path_params["id"])
+        linked = list(m.commits) + ([m.commit] if m.commit else [])
+        body = pages.one_memory_page(
+            repo=repo_label, branch=store.branch, m=m, yaml_text=dump_yaml(m).decode("utf-8"),
+            versions=versions(store, m.id), commits=code_commits(store.repo, linked),
+            stale=is_stale(m, current_blobs(store, [m])), csrf=token, who=person(store),
+            flash=done(request.query_params))
+        return html(body)
+
+    # --- audit -------------------------------------------------------------------
+
+    @page
+    def audit(request: Request) -> Response:
+        import calendar
+        import time
+
+        from ..audit import memory_branches, trail
+        from ..model import check_choice
+
+        q = request.query_params
+        filters = {k: q.get(k, "").strip() for k in ("branch", "kind", "source", "since", "until")}
+        check_choice("author kind", filters["kind"] or None, ("agent", "human"))
+
+        def day(value: str, end: bool) -> Optional[int]:
+            if not value:
+                return None
+            try:
+                start = calendar.timegm(time.strptime(value, "%Y-%m-%d"))
+            except ValueError:
+                raise GitmemError(f"{value!r} is not a date like 2026-01-31") from None
+            return start + 86399 if end else start
+
+        try:
+            number = max(1, int(q.get("page", "1")))
+        except ValueError:
+            number = 1
+        result = trail(root.repo, offset=(number - 1) * PAGE_SIZE, limit=PAGE_SIZE,
+                       branches=[filters["branch"]] if filters["branch"] else None,
+                       author_kind=filters["kind"] or None, source=filters["source"] or None,
+                       since=day(filters["since"], False), until=day(filters["until"], True))
+        names = [b for b, _ in memory_branches(root.repo)]
+        return html(pages.audit_page(repo=repo_label, page=result, filters=filters, branches=names, number=number))
+
+    # --- branches ----------------------------------------------------------------
+
+    def branches_view(params: Mapping[str, str], error: Optional[str] = None, status: int = 200) -> HTMLResponse:
+        from ..branches import diff, list_branches
+        from ..merge import list_conflicts
+        from ..store import Store, default_branch
+
+        rows = []
+        for info in list_branches(root.repo):
+            store = Store(root.repo, info.name)
+            row: Dict[str, Any] = {"info": info}
+            if info.parent:
+                row["diff"] = diff(store, info.parent, info.name)
+            if info.conflicts:
+                row["conflicts"] = list_conflicts(store)
+            rows.append(row)
+        body = pages.branches_page(repo=repo_label, rows=rows, default=default_branch(root.repo), csrf=token,
+                                   who=person(root), flash=done(params), error=error)
+        return html(body, status)
+
+    @page
+    def branches(request: Request) -> Response:
+        return branches_view(request.query_params)
+
+    # --- cost --------------------------------------------------------------------
+
+    @page
+    def cost(request: Request) -> Response:
+        from ..bill import POLICY_LABELS, latest_request, latest_run, load_run, make_bill, render_svg
+        from ..pricing import configured_price_table
+
+        path = latest_run(root)
+        run = bill = svg = None
+        error = None
+        if path:
+            run = load_run(path)
+            try:
+                bill = make_bill(run, configured_price_table(root))
+                svg = render_svg(bill)
+            except (GitmemError, KeyError, TypeError, ValueError) as e:
+                error = f"the last run ({os.path.basename(path)}) cannot be billed: {e}"
+        body = pages.cost_page(repo=repo_label, bill=bill, run_path=path, run=run, svg=svg,
+                               request=latest_request(root), labels=POLICY_LABELS, error=error)
+        return html(body)
+
+    # --- writes ------------------------------------------------------------------
+
+    async def read_form(request: Request) -> Dict[str, str]:
+        """The urlencoded form, after checking its CSRF token (constant-time)."""
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            raise _Refused(413, f"form is over {MAX_FORM_BYTES} bytes")
+        try:
+            parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+        except UnicodeDecodeError:
+            raise _Refused(400, "form is not UTF-8") from None
+        form = {k: v[0] for k, v in parsed.items()}
+        if not hmac.compare_digest(form.get("csrf", "").encode(), token.encode()):
+            raise _Refused(403, "missing or wrong CSRF token: reload the page and submit again")
+        return form
+
+    def action(fn: Callable[[Dict[str, str]], Any]) -> Callable[[Request], Any]:
+        @functools.wraps(fn)
+        async def endpoint(request: Request) -> Response:
+            try:
+                form = await read_form(request)
+            except _Refused as e:
+                return PlainTextResponse(str(e) + "\n", status_code=e.status)
+            return await run_in_threadpool(fn, form)
+
+        return endpoint
+
+    def split(value: str) -> List[str]:
+        return [p for p in value.replace(",", " ").split() if p]
+
+    @action
+    def add(form: Dict[str, str]) -> Response:
+        branch = form.get("branch", "")
+        try:
+            store = open_store(branch)
+            w = store.add(form.get("type", ""), form.get("text", ""), title=form.get("title", "").strip() or None,
+                          reason=form.get("reason", "").strip() or None, tags=split(form.get("tags", "")),
+                          paths=split(form.get("paths", "")), author=person(store), source=SOURCE)
+        except GitmemError as e:
+            try:
+                return memory_view({"branch": branch}, form=form, error=f"Not added: {e}", status=400)
+            except GitmemError:
+                return failure(e)
+        return RedirectResponse(url("/memory", branch=store.branch, added=w.memory.id), status_code=303)
+
+    @action
+    def retract(form: Dict[str, str]) -> Response:
+        try:
+            store = open_store(form.get("branch"))
+            w = store.retract(form.get("id", ""), reason=form.get("reason", "").strip() or None,
+                              author=person(store), source=SOURCE)
+        except GitmemError as e:
+            return failure(e)
+        return RedirectResponse(url(f"/memory/{w.memory.id}", branch=store.branch, retracted=w.memory.id),
+                                status_code=303)
+
+    @action
+    def resolve(form: Dict[str, str]) -> Response:
+        from ..merge import resolve as resolve_conflict
+
+        try:
+            store = open_store(form.get("branch"))
+            take = form.get("take", "")
+            if take not in ("ours", "theirs"):
+                raise GitmemError("choose which side to keep: ours or theirs")
+            w = resolve_conflict(store, form.get("id", ""), take=take, author=person(store), source=SOURCE)
+        except GitmemError as e:
+            try:
+                return branches_view({}, error=f"Not resolved: {e}", status=400)
+            except GitmemError:
+                return failure(e)
+        return RedirectResponse(url("/branches", resolved=w.memory.id), status_code=303)
+
+    def home(request: Request) -> Response:
+        return RedirectResponse("/memory", status_code=307)
+
+    app = Starlette(routes=[
+        Route("/", home),
+        Route("/memory", memory),
+        Route("/memory/{id}", one_memory),
+        Route("/audit", audit),
+        Route("/branches", branches),
+        Route("/cost", cost),
+        Route("/add", add, methods=["POST"]),
+        Route("/retract", retract, methods=["POST"]),
+        Route("/resolve", resolve, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=_STATIC), name="static"),
+    ], middleware=[Middleware(LocalOnly)])
+    app.state.csrf_token = token
+    app.state.repo_path = repo_path
+    return app
+
+
+def serve(repo_path: str = ".", port: int = DEFAULT_PORT, open_browser: bool = False,
+          echo: Callable[[str], None] = print) -> None:
+    """Serve the UI on 127.0.0.1:``port`` until interrupted (the host is not configurable on purpose)."""
+    import threading
+    import webbrowser
+
+    import uvicorn
+
+    app = create_app(repo_path)
+    address = f"http://127.0.0.1:{port}/"
+    echo(f"gitmem ui: serving {os.path.abspath(repo_path)} on {address} (Ctrl-C stops)")
+    if open_browser:
+        threading.Timer(0.8, webbrowser.open, [address]).start()
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+__all__ = ["create_app", "serve", "refusal", "SOURCE", "DEFAULT_PORT"]

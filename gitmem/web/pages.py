@@ -1,0 +1,363 @@
+"""The pages of the web UI, rendered from plain data with escaping (see :mod:`gitmem.web.html`).
+
+Each function takes what the route gathered from the library and returns HTML;
+nothing here reads git or the store.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Optional, Sequence
+
+from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory
+from .html import Safe, esc, h, join, options, url
+
+NAV = (("memory", "/memory", "Memory"), ("audit", "/audit", "Audit trail"),
+       ("branches", "/branches", "Branches"), ("cost", "/cost", "Cost"))
+
+
+def when(seconds: Optional[float]) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds)) if seconds else "-"
+
+
+def short(oid: Optional[str]) -> str:
+    return oid[:10] if oid else "-"
+
+
+def layout(title: str, active: str, body: Safe, *, repo: str, branch: Optional[str] = None,
+           flash: Optional[str] = None, error: Optional[str] = None) -> Safe:
+    nav = join(h('<a href="{}"{}>{}</a>', url(href, branch=branch if key == "memory" else None),
+                 Safe(' class="active" aria-current="page"' if key == active else ""), label)
+               for key, href, label in NAV)
+    notes = join([h('<p class="flash" role="status">{}</p>', flash) if flash else "",
+                  h('<p class="error" role="alert">{}</p>', error) if error else ""])
+    return h("""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title} - gitmem</title><link rel="stylesheet" href="/static/style.css"></head>
+<body><header><span class="brand">gitmem</span><nav>{nav}</nav><span class="repo">{repo}</span></header>
+<main><h1>{title}</h1>{notes}{body}</main></body></html>
+""", title=title, nav=nav, repo=repo, notes=notes, body=body)
+
+
+def csrf_field(token: str) -> Safe:
+    return h('<input type="hidden" name="csrf" value="{}">', token)
+
+
+def author_line(name: str, email: str, kind: str) -> Safe:
+    return h('<span class="who">{}{}</span> <span class="kind kind-{}">{}</span>',
+             name, f" <{email}>" if email else "", kind, kind)
+
+
+# --- memory ----------------------------------------------------------------------
+
+
+def memory_card(m: Memory, branch: str, *, stale: bool, score: Optional[float] = None) -> Safe:
+    flags = []
+    if m.status != "active":
+        flags.append(h('<span class="badge status">{}</span>', m.status))
+    if stale:
+        flags.append(Safe('<span class="badge stale" title="the file changed since this summary was written">'
+                          'stale: file changed</span>'))
+    if score is not None:
+        flags.append(h('<span class="score">score {:.2f}</span>', score))
+    reason = ""
+    if m.reason:
+        label = "Rejected because" if m.type == "rejection" else "Because"
+        reason = h('<p class="reason reason-{}"><strong>{}:</strong> {}</p>', m.type, label, m.reason)
+    meta = [h('<a href="{}"><code>{}</code></a>', url(f"/memory/{m.id}", branch=branch), m.id),
+            author_line(m.author.name, m.author.email, m.author.kind),
+            h('<span class="source">via {}</span>', m.source), h("<time>{}</time>", m.created)]
+    tags = join(h('<a class="tag" href="{}">#{}</a>', url("/memory", branch=branch, tag=t), t) for t in m.tags)
+    paths = join(h('<a class="path" href="{}"><code>{}</code></a>', url("/memory", branch=branch, path=p), p)
+                 for p in m.paths)
+    return h("""<article class="memory type-{type}{dim}" data-id="{id}">
+<div class="head"><span class="badge type">{type}</span> <a class="title" href="{href}">{summary}</a> {flags}</div>
+{reason}<div class="text">{text}</div><div class="meta">{meta} {tags} {paths}</div></article>
+""", type=m.type, dim=" inactive" if m.status != "active" else "", id=m.id, href=url(f"/memory/{m.id}", branch=branch),
+             summary=m.summary, flags=join(flags, " "), reason=reason, text=m.text, meta=join(meta, " · "),
+             tags=tags, paths=paths)
+
+
+def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: Optional[str], tip: Optional[str],
+                filters: Mapping[str, str], items: Sequence[Any], searched: bool, stale_ids: set,
+                csrf: str, who: Any, form: Mapping[str, str], flash: Optional[str] = None,
+                error: Optional[str] = None, problems: Sequence[Any] = ()) -> Safe:
+    f = filters
+    switcher = h("""<form class="switcher" method="get" action="/memory">
+<label>Branch <select name="branch">{opts}</select></label> <button type="submit">Switch</button></form>""",
+                 opts=options(branches, branch))
+    if tip is None:
+        where = h('<p class="note">No memory on <code>{}</code> yet: the first memory added here starts it.</p>',
+                  branch)
+    elif read_from != branch:
+        where = h('<p class="note">Branch <code>{}</code> has no memory of its own yet: showing what it inherits '
+                  'from <code>{}</code> (tip <code>{}</code>). The first write forks it.</p>', branch, read_from,
+                  short(tip))
+    else:
+        where = h('<p class="note">Memory of <code>{}</code> on <code>refs/memory/{}</code>, tip <code>{}</code>.'
+                  '</p>', branch, branch, short(tip))
+    filter_form = h("""<form class="filters" method="get" action="/memory">
+<input type="hidden" name="branch" value="{branch}">
+<label>Search <input type="search" name="q" value="{q}" placeholder="words, as gitmem search ranks them"></label>
+<label>Type <select name="type">{types}</select></label>
+<label>Tag <input name="tag" value="{tag}" size="10"></label>
+<label>Path <input name="path" value="{path}" size="14"></label>
+<label>Author <select name="author_kind">{kinds}</select></label>
+<label>Source <input name="source" value="{source}" size="8" placeholder="cli, mcp..."></label>
+<label>Status <select name="status">{statuses}</select></label>
+<button type="submit">Filter</button> <a href="{clear}">clear</a></form>""",
+                    branch=branch, q=f.get("q", ""), types=options(TYPES, f.get("type"), "any"), tag=f.get("tag", ""),
+                    path=f.get("path", ""), kinds=options(AUTHOR_KINDS, f.get("author_kind"), "any"),
+                    source=f.get("source", ""),
+                    statuses=options([("active", "active"), ("all", "all")] + [(s, s) for s in STATUSES[1:]],
+                                     f.get("status") or "active"),
+                    clear=url("/memory", branch=branch))
+    if searched:
+        cards = [memory_card(hit.memory, branch, stale=hit.stale, score=hit.score) for hit in items]
+        count = h('<p class="count">{} best match(es) for <q>{}</q>, ranked as <code>gitmem search</code> does.</p>',
+                  len(items), f.get("q", ""))
+    else:
+        cards = [memory_card(m, branch, stale=m.id in stale_ids) for m in items]
+        count = h('<p class="count">{} memor{}.</p>', len(items), "y" if len(items) == 1 else "ies")
+    listing = join(cards) if cards else Safe('<p class="empty">Nothing matches.</p>')
+    broken = join(h('<li><code>{}</code>: {}</li>', p.where, p.message) for p in problems)
+    broken = h('<div class="error"><p>Skipped invalid memory blobs:</p><ul>{}</ul></div>', broken) if problems else ""
+    body = h("""<div class="toolbar">{switcher}</div>{where}{filters}{count}{broken}
+<section class="memories">{listing}</section>{add}""", switcher=switcher, where=where, filters=filter_form,
+             count=count, broken=broken, listing=listing, add=add_form(branch, csrf, who, form))
+    return layout("Memory", "memory", body, repo=repo, branch=branch, flash=flash, error=error)
+
+
+def add_form(branch: str, csrf: str, who: Any, form: Mapping[str, str]) -> Safe:
+    return h("""<section class="add"><h2>Add a memory</h2>
+<form method="post" action="/add" id="add-form">{csrf}<input type="hidden" name="branch" value="{branch}">
+<div class="row"><label>Type <select name="type" required>{types}</select></label>
+<label class="wide">Title <input name="title" value="{title}" maxlength="200" placeholder="optional one line"></label></div>
+<label>Text <textarea name="text" rows="3" required>{text}</textarea></label>
+<label>Reason <input name="reason" value="{reason}" placeholder="required for a rejection: why it was turned down"></label>
+<div class="row"><label>Tags <input name="tags" value="{tags}" placeholder="comma or space separated"></label>
+<label>Paths <input name="paths" value="{paths}" placeholder="src/app.py, docs/"></label></div>
+<p class="hint">Recorded as {who} with source <code>web-ui</code> on <code>refs/memory/{branch}</code>.</p>
+<button type="submit">Add memory</button></form></section>""",
+             csrf=csrf_field(csrf), branch=branch, types=options(TYPES, form.get("type") or "decision"),
+             title=form.get("title", ""), text=form.get("text", ""), reason=form.get("reason", ""),
+             tags=form.get("tags", ""), paths=form.get("paths", ""), who=author_line(who.name, who.email, "human"))
+
+
+def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versions: Sequence[Any],
+                    commits: Sequence[Any], stale: bool, csrf: str, who: Any, flash: Optional[str] = None,
+                    error: Optional[str] = None) -> Safe:
+    history = []
+    for v in versions:
+        c = v.change
+        history.append(h("""<li><div class="meta"><strong>{op}</strong> {who} via <span class="source">{source}</span>
+<time>{when}</time> commit <code>{commit}</code></div><div class="summary">{summary}</div>
+<pre class="diff">{diff}</pre></li>""", op=c.op, who=author_line(c.author.name, c.author.email, c.author.kind),
+                         source=c.source, when=when(c.time), commit=short(c.commit), summary=c.summary,
+                         diff=_diff_lines(v.diff())))
+    linked = []
+    for cc in commits:
+        if cc.found:
+            linked.append(h("<li><code>{}</code> {} <span class=\"who\">{}</span> <time>{}</time></li>",
+                            short(cc.id), cc.summary, cc.author, when(cc.time)))
+        else:
+            linked.append(h('<li><code>{}</code> <em>not in this repository</em></li>', short(cc.id)))
+    links = []
+    for label, other in (("Supersedes", m.supersedes), ("Superseded by", m.superseded_by)):
+        if other:
+            links.append(h('<p>{}: <a href="{}"><code>{}</code></a></p>', label, url(f"/memory/{other}", branch=branch),
+                           other))
+    retract = ""
+    if m.status == "active":
+        retract = h("""<form method="post" action="/retract" class="retract">{csrf}
+<input type="hidden" name="branch" value="{branch}"><input type="hidden" name="id" value="{id}">
+<label>Reason <input name="reason" placeholder="why it no longer holds"></label>
+<button type="submit" class="danger">Retract</button> <span class="hint">as {who}, source web-ui</span></form>""",
+                    csrf=csrf_field(csrf), branch=branch, id=m.id, who=author_line(who.name, who.email, "human"))
+    body = h("""<p><a href="{back}">&larr; memory of {branch}</a></p>{card}{links}{retract}
+<section><h2>YAML</h2><pre class="yaml">{yaml}</pre></section>
+<section><h2>Linked code commits</h2>{linked}</section>
+<section><h2>History</h2><ol class="history">{history}</ol></section>""",
+             back=url("/memory", branch=branch), branch=branch, card=memory_card(m, branch, stale=stale),
+             links=join(links), retract=retract, yaml=yaml_text,
+             linked=h("<ul>{}</ul>", join(linked)) if linked else Safe('<p class="empty">None.</p>'),
+             history=join(history))
+    return layout(f"{m.type} {m.id}", "memory", body, repo=repo, branch=branch, flash=flash, error=error)
+
+
+def _diff_lines(diff: str) -> Safe:
+    out = []
+    for line in diff.splitlines():
+        cls = "add" if line.startswith("+") and not line.startswith("+++") else \
+            "del" if line.startswith("-") and not line.startswith("---") else "ctx"
+        out.append(h('<span class="{}">{}</span>', cls, line))
+    return join(out, "\n")
+
+
+# --- audit -------------------------------------------------------------------------
+
+
+def audit_page(*, repo: str, page: Any, filters: Mapping[str, str], branches: Sequence[str], number: int) -> Safe:
+    f = filters
+    form = h("""<form class="filters" method="get" action="/audit">
+<label>Branch <select name="branch">{branches}</select></label>
+<label>Author <select name="kind">{kinds}</select></label>
+<label>Source <input name="source" value="{source}" size="8" placeholder="cli, mcp, hook..."></label>
+<label>From <input type="date" name="since" value="{since}"></label>
+<label>To <input type="date" name="until" value="{until}"></label>
+<button type="submit">Filter</button> <a href="/audit">clear</a></form>""",
+             branches=options(branches, f.get("branch"), "all branches"), kinds=options(AUTHOR_KINDS, f.get("kind"), "any"),
+             source=f.get("source", ""), since=f.get("since", ""), until=f.get("until", ""))
+    rows = []
+    for e in page.entries:
+        c = e.change
+        home = e.branches[0]
+        ids = join((h('<a href="{}"><code>{}</code></a>', url(f"/memory/{i}", branch=home), i)
+                    for i in c.memory_ids[:5]), " ")
+        more = h(" +{}", len(c.memory_ids) - 5) if len(c.memory_ids) > 5 else ""
+        rows.append(h("""<tr><td><time>{when}</time></td><td>{branches}</td><td>{who}</td><td>{source}</td>
+<td>{op}</td><td>{summary}</td><td>{ids}{more}</td><td><code>{commit}</code></td></tr>""",
+                      when=when(c.time), branches=join(e.branches, ", "),
+                      who=author_line(c.author.name, c.author.email, c.author.kind), source=c.source, op=c.op,
+                      summary=c.summary, ids=ids, more=more, commit=short(c.commit)))
+    nav = []
+    params = {k: v for k, v in f.items() if v}
+    if number > 1:
+        nav.append(h('<a rel="prev" href="{}">&larr; newer</a>', url("/audit", **params, page=number - 1)))
+    nav.append(h("<span>page {}</span>", number))
+    if page.more:
+        nav.append(h('<a rel="next" href="{}">older &rarr;</a>', url("/audit", **params, page=number + 1)))
+    table = h("""<table class="audit"><thead><tr><th>When</th><th>Branches</th><th>Who</th><th>Source</th><th>Op</th>
+<th>Summary</th><th>Memories</th><th>Commit</th></tr></thead><tbody>{}</tbody></table>""", join(rows)) \
+        if rows else Safe('<p class="empty">No writes match.</p>')
+    body = h('<p class="note">Every write on every memory branch, newest first ({} per page).</p>{form}{table}'
+             '<p class="pager">{nav}</p>', page.limit, form=form, table=table, nav=join(nav, " "))
+    return layout("Audit trail", "audit", body, repo=repo)
+
+
+# --- branches ----------------------------------------------------------------------
+
+
+def branches_page(*, repo: str, rows: Sequence[Mapping[str, Any]], default: str, csrf: str, who: Any,
+                  flash: Optional[str] = None, error: Optional[str] = None) -> Safe:
+    sections = []
+    for r in rows:
+        b = r["info"]
+        head = h("""<h2 id="branch-{name}"><a href="{href}">{name}</a></h2><p class="meta">
+<code>{ref}</code> tip <code>{tip}</code> · {count} memories · code branch {code}{merged}{parent}</p>""",
+                 name=b.name, href=url("/memory", branch=b.name), ref=b.ref, tip=short(b.tip), count=b.memories,
+                 code=b.code, merged=" · merged into its parent" if b.merged else "",
+                 parent=h(" · parent <code>{}</code>", b.parent) if b.parent else " · default branch")
+        parts = [head]
+        d = r.get("diff")
+        if d is not None:
+            if d.added or d.changed or d.removed:
+                items = [h('<li class="added">+ {} <a href="{}"><code>{}</code></a> {}{}</li>', m.type,
+                           url(f"/memory/{m.id}", branch=b.name), m.id, m.summary, _because(m)) for m in d.added]
+                items += [h('<li class="changed">~ {} <a href="{}"><code>{}</code></a> {} (<em>{}</em>)</li>',
+                            new.type, url(f"/memory/{new.id}", branch=b.name), new.id, new.summary,
+                            ", ".join(fields) or "metadata") for old, new, fields in d.changed]
+                items += [h('<li class="removed">- {} <code>{}</code> {}</li>', m.type, m.id, m.summary)
+                          for m in d.removed]
+                parts.append(h("<p>What <code>{}</code> knows that <code>{}</code> does not yet "
+                               "({} added, {} changed, {} removed):</p><ul class=\"diff-list\">{}</ul>",
+                               b.name, b.parent, len(d.added), len(d.changed), len(d.removed), join(items)))
+            else:
+                parts.append(h('<p class="empty">Nothing that <code>{}</code> does not already know.</p>', b.parent))
+        for c in r.get("conflicts", ()):
+            parts.append(conflict_box(b.name, c, csrf, who))
+        sections.append(h('<section class="branch">{}</section>', join(parts)))
+    body = h('<p class="note">Each memory branch against its parent (default branch <code>{}</code>); conflicts '
+             'from merges wait here for a person.</p>{}', default,
+             join(sections) if sections else Safe('<p class="empty">No memory branches yet.</p>'))
+    return layout("Branches", "branches", body, repo=repo, flash=flash, error=error)
+
+
+def _because(m: Memory) -> Safe:
+    return h(' <span class="reason-inline">(because: {})</span>', m.reason) if m.type == "rejection" and m.reason \
+        else Safe("")
+
+
+def conflict_box(branch: str, c: Any, csrf: str, who: Any) -> Safe:
+    rows = []
+    for name in c.fields:
+        rows.append(h("<tr><th>{}</th><td>{}</td><td>{}</td><td>{}</td></tr>", name,
+                      _field(c.base, name), _field(c.ours, name), _field(c.theirs, name)))
+    buttons = join(h("""<form method="post" action="/resolve" class="inline">{csrf}
+<input type="hidden" name="branch" value="{branch}"><input type="hidden" name="id" value="{id}">
+<input type="hidden" name="take" value="{take}"><button type="submit">Keep {label}</button></form>""",
+                     csrf=csrf_field(csrf), branch=branch, id=c.id, take=take, label=label)
+                   for take, label in (("ours", "ours"), ("theirs", "theirs")))
+    return h("""<div class="conflict" id="conflict-{id}"><h3>Conflict in {type} <a href="{href}"><code>{id}</code></a></h3>
+<table><thead><tr><th>Field</th><th>Base</th><th>Ours</th><th>Theirs</th></tr></thead><tbody>{rows}</tbody></table>
+<p>{buttons} <span class="hint">as {who}, source web-ui</span></p></div>""",
+             id=c.id, type=c.ours.type, href=url(f"/memory/{c.id}", branch=branch), rows=join(rows), buttons=buttons,
+             who=author_line(who.name, who.email, "human"))
+
+
+def _field(m: Optional[Memory], name: str) -> str:
+    if m is None:
+        return "-"
+    v = getattr(m, name)
+    return ", ".join(v) if isinstance(v, tuple) else ("-" if v is None else str(v))
+
+
+# --- cost --------------------------------------------------------------------------
+
+
+def cost_page(*, repo: str, bill: Any, run_path: Optional[str], run: Optional[Mapping[str, Any]],
+              svg: Optional[str], request: Optional[Mapping[str, Any]], labels: Mapping[str, str],
+              error: Optional[str] = None) -> Safe:
+    parts = []
+    if bill is None:
+        parts.append(Safe('<p class="empty">No demo run is recorded in this repository yet: run '
+                          '<code>gitmem demo cache-ttl</code> here, then reload.</p>'))
+    else:
+        rows = []
+        for p in bill.policies:
+            after = ", ".join(f"{state} {n}/{p.runs}" for state, n in sorted(p.after_break.items())) or "-"
+            rows.append(h("<tr><th>{}</th><td>${:.4f}</td><td>${:.4f}</td><td>${:.4f}</td><td>${:.4f}</td>"
+                          "<td>{:.2f}</td><td>{}</td></tr>", labels.get(p.policy, p.policy), p.phases["session1"],
+                          p.phases["break"], p.phases["session2"], p.total, p.ratio, after))
+        table_rows = []
+        for row in bill.table:
+            cells = join(h('<td class="{}">${:.4f} ({:.2f})</td>', "cheapest" if row.cheapest == p else "",
+                           row.totals[p], row.ratio(p)) for p in _fixed())
+            table_rows.append(h("<tr><th>{:g} min</th>{}<td>{}</td></tr>", row.break_minutes, cells, row.auto_chose))
+        parts.append(h("""<section><h2>Last demo run</h2>
+<p class="meta">Backend <strong>{backend}</strong>, model <code>{model}</code>, {runs} run(s), break {brk:g} min,
+recorded {created} (<code>{path}</code>). Prices: {source}, checked {checked}.</p>
+<table class="bill"><thead><tr><th>Policy</th><th>Session 1</th><th>Break</th><th>Session 2</th><th>Total per run</th>
+<th>vs uncached</th><th>Guide after the break</th></tr></thead><tbody>{rows}</tbody></table></section>
+<section><h2>Break length</h2><p class="note">The same workload priced for other break lengths: cost relative to
+uncached, one line per TTL policy (a dot marks the cheapest).</p><figure class="chart">{svg}</figure>
+<table class="breaks"><thead><tr><th>Break</th>{heads}<th>auto picks</th></tr></thead><tbody>{table}</tbody></table>
+</section>""", backend=bill.backend, model=bill.model, runs=bill.policies[0].runs if bill.policies else 0,
+                       brk=bill.break_seconds / 60, created=(run or {}).get("created", "-"), path=run_path or "-",
+                       source=bill.source, checked=bill.checked, rows=join(rows), svg=Safe(svg or ""),
+                       heads=join(h("<th>{}</th>", labels.get(p, p)) for p in _fixed()), table=join(table_rows)))
+    if request:
+        u = request.get("usage", {})
+        parts.append(h("""<section><h2>Last <code>gitmem ask</code></h2><p class="meta">{time}, backend
+<strong>{backend}</strong>, model <code>{model}</code>, memory commit <code>{commit}</code></p>
+<p class="question">{question}</p><table class="bill"><tbody>
+<tr><th>Input</th><td>{inp}</td></tr><tr><th>Cache write</th><td>{write}</td></tr>
+<tr><th>Cache read</th><td>{read}</td></tr><tr><th>Output</th><td>{out}</td></tr>
+<tr><th>Cost</th><td>${total:.6f}</td></tr></tbody></table></section>""",
+                       time=request.get("time", "-"), backend=request.get("backend", "-"),
+                       model=request.get("model", "-"), commit=short(request.get("memory_commit")),
+                       question=request.get("question", ""), inp=u.get("input_tokens", 0),
+                       write=u.get("cache_creation_input_tokens", 0), read=u.get("cache_read_input_tokens", 0),
+                       out=u.get("output_tokens", 0), total=float((request.get("cost") or {}).get("total", 0.0))))
+    return layout("Cost", "cost", join(parts), repo=repo, error=error)
+
+
+def _fixed() -> Sequence[str]:
+    from ..policy import FIXED
+
+    return FIXED
+
+
+def error_page(*, repo: str, status: int, message: str) -> Safe:
+    return layout("Error" if status != 404 else "Not found", "", h('<p class="error">{}</p>', message), repo=repo)
