@@ -129,7 +129,9 @@ def link_commit(store, code_commit: str, *, author: Optional[Author] = None, sou
         if cp is not None and cp[1].commit != code_commit and _on_line(repo, cp[1].commit, code_commit):
             path, m = cp
             current = model.load_yaml(updates[path]) if path in updates else m
-            updates[path] = model.dump_yaml(current.evolve(commit=code_commit, updated=model.utc_now()))
+            commits = current.commits if code_commit in current.commits else current.commits + (code_commit,)
+            updates[path] = model.dump_yaml(current.evolve(commit=code_commit, commits=commits,
+                                                           updated=model.utc_now()))
             advanced = m.id
         if not updates:
             return Link(None, code_commit)
@@ -151,7 +153,7 @@ def _on_line(repo: pygit2.Repository, old: Optional[str], new: str) -> bool:
     if not old:
         return True
     try:
-        return repo.descendant_of(new, old)
+        return new == old or repo.descendant_of(new, old)
     except (pygit2.GitError, KeyError, ValueError):
         return False
 
@@ -226,43 +228,50 @@ def resume(store, *, limit: int = 50) -> Resume:
     point = cp[1] if cp else None
     commits: List[Tuple[str, str]] = []
     if head:
+        # commits the hooks linked to the checkpoint after it was written, then any
+        # made without hooks after the commit it stands at
         walker = repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
         if point and point.commit and point.commit in repo:
             walker.hide(point.commit)
-        for commit in walker:
-            commits.append((str(commit.id), commit.message.splitlines()[0] if commit.message else ""))
-            if len(commits) >= limit:
-                break
+        later = [c for c in walker][:limit]
+        linked = [repo[c] for c in (point.commits if point else ()) if c in repo and _on_line(repo, c, head)]
+        for commit in later + linked[::-1]:
+            entry = (str(commit.id), commit.message.splitlines()[0] if commit.message else "")
+            if entry not in commits:
+                commits.append(entry)
+        commits = commits[:limit]
     everything = store.memories()
     since = [m for i, m in sorted(everything.items())
              if m.type != "checkpoint" and (point is None or i > point.id)][-limit:]
-    files = _changed_files(store, head, point)
+    files = _changed_files(store, head, [c for c, _ in commits])
     relevant = [m for _, m in sorted(everything.items())
                 if m.type in ("decision", "rejection") and m.status == "active"
                 and any(model.matches(m, path=f) for f in files)]
     return Resume(store.branch, head, point, commits, since, files, relevant, point.next if point else None)
 
 
-def _changed_files(store, head: Optional[str], point: Optional[Memory]) -> List[str]:
-    """Files the branch changed: since it left the default branch (or, on the
-    default branch, since the checkpoint), plus uncommitted changes."""
+def _changed_files(store, head: Optional[str], since: Sequence[str]) -> List[str]:
+    """Files the branch changed: since it left the default branch (on the default
+    branch: in the commits since the checkpoint), plus uncommitted changes."""
     from .branches import code_tips
     from .store import default_branch
 
     repo = store.repo
+    pairs: List[Tuple[Any, Any]] = []
+    if head and store.branch != default_branch(repo):
+        tips = code_tips(repo, default_branch(repo))
+        found = repo.merge_base(head, tips[0]) if tips else None
+        if found and str(found) != head:
+            pairs.append((repo[found], repo[head]))
+    else:
+        for c in since:
+            commit = repo[c]
+            pairs.append((commit.parents[0] if commit.parents else None, commit))
     files: List[str] = []
-    if head:
-        base = None
-        default = default_branch(repo)
-        if store.branch != default:
-            tips = code_tips(repo, default)
-            found = repo.merge_base(head, tips[0]) if tips else None
-            base = str(found) if found else None
-        if (base is None or base == head) and point and point.commit and point.commit in repo:
-            base = point.commit
-        if base and base != head:
-            for delta in repo.diff(repo[base], repo[head]).deltas:
-                files.extend([delta.old_file.path, delta.new_file.path])
+    for old, new in pairs:
+        changes = repo.diff(old, new) if old is not None else new.tree.diff_to_tree(swap=True)
+        for delta in changes.deltas:
+            files.extend([delta.old_file.path, delta.new_file.path])
     try:
         flags = pygit2.enums.FileStatus
         for path, status in repo.status().items():

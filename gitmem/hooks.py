@@ -30,7 +30,8 @@ _ZERO = "0" * 40
 
 _TEMPLATE = """#!/bin/sh
 # {marker}: {hook} (written by `gitmem hooks install`; `gitmem hooks uninstall` restores what was here)
-# Runs the hook that was here before (saved as $0{suffix}), then gitmem.
+# Runs the hook that was here before (saved as $0{suffix}), then gitmem
+# (`del sys.path[0]`: a file in the worktree named like a stdlib module must not shadow it).
 # gitmem never blocks git: on failure it warns and exits 0.
 hook={hook}
 py="${{GITMEM_PYTHON:-{python}}}"
@@ -42,7 +43,8 @@ fi
 [ "$hook" = pre-push ] && [ "$status" -ne 0 ] && exit "$status"
 [ "${{GITMEM_HOOKS:-1}}" = 0 ] && exit "$status"
 if [ -n "$py" ] && [ -x "$py" ]; then
-    {feed}"$py" -c 'import sys; from gitmem.hooks import main; sys.exit(main(sys.argv[1:]))' "$hook" "$@" \\
+    {feed}"$py" -c 'import sys; del sys.path[0]; from gitmem.hooks import main; sys.exit(main(sys.argv[1:]))' \\
+        "$hook" "$@" \\
         || echo "gitmem: $hook hook failed; git is not affected" >&2
 elif command -v gitmem >/dev/null 2>&1; then
     {feed}gitmem hook "$hook" "$@" || echo "gitmem: $hook hook failed; git is not affected" >&2

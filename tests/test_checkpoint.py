@@ -1,0 +1,69 @@
+"""Checkpoints and resume: a run that is killed picks up from its last commit."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+
+from gitmem import Store
+from gitmem.checkpoint import checkpoint, render_resume, resume
+
+from conftest import ROOT, git, gitmem
+
+RUN = textwrap.dedent("""
+    import os, signal, subprocess, sys
+    sys.path.insert(0, {root!r})
+    from gitmem import Store
+    from gitmem.checkpoint import checkpoint
+
+    for step in range(1, 10):
+        with open(f"step{{step}}.py", "w") as f:
+            f.write(f"# step {{step}}\\n")
+        subprocess.run(["git", "add", "."], check=True)
+        subprocess.run(["git", "commit", "-q", "-m", f"step {{step}}"], check=True)
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGKILL)  # crash after committing, before the checkpoint
+        checkpoint(Store.open("."), f"step {{step}} done / next: step {{step + 1}}")
+""")
+
+
+def test_a_killed_run_resumes_from_its_last_commit_and_next_step(repo):
+    gitmem(repo, "hooks", "install")
+    Store.open(str(repo)).add("decision", "Steps are plain files", reason="simple to review",
+                              paths=["step3.py"])
+    run = subprocess.run([sys.executable, "-c", RUN.format(root=str(ROOT))], cwd=repo)
+    assert run.returncode == -signal.SIGKILL
+    last = git(repo, "rev-parse", "HEAD").strip()
+
+    out = json.loads(gitmem(repo, "resume", "--json").stdout)
+    assert out["checkpoint"]["text"] == "step 2 done / next: step 3"
+    assert out["checkpoint"]["commit"] == last  # the post-commit hook advanced it
+    assert out["next"] == "step 3"
+    assert [c["subject"] for c in out["commits_since"]] == ["step 3"]
+    assert [m["text"] for m in out["relevant"]] == ["Steps are plain files"]
+
+    prompt = gitmem(repo, "resume", "--prompt").stdout
+    assert last[:10] in prompt and "Next step: step 3" in prompt
+
+
+def test_resume_without_hooks_lists_the_commits_after_the_checkpoint(repo):
+    store = Store.open(str(repo))
+    checkpoint(store, "parser written", next="wire the parser into the CLI")
+    (repo / "cli.py").write_text("x\n")
+    git(repo, "add", "cli.py")
+    git(repo, "commit", "-q", "-m", "wire parser")
+    note = store.add("fact", "the CLI reads stdin").memory
+    r = resume(Store.open(str(repo)))
+    assert [s for _, s in r.commits_since] == ["wire parser"]
+    assert [m.id for m in r.memories_since] == [note.id]
+    assert r.next == "wire the parser into the CLI"
+    assert "Next step: wire the parser into the CLI" in render_resume(r)
+
+
+def test_resume_on_a_branch_with_no_checkpoint_says_so(repo):
+    r = resume(Store.open(str(repo)))
+    assert r.checkpoint is None and r.next is None
+    assert "no checkpoint on this branch yet" in render_resume(r)

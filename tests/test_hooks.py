@@ -1,0 +1,177 @@
+"""Hooks: installed into real repositories and driven by the real git executable."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from gitmem import Store
+from gitmem.hooks import CHAINED_SUFFIX, HOOKS, script
+
+from conftest import ROOT, git, gitmem, make_repo
+
+USER_HOOK = b"#!/bin/sh\n# the user's own hook\necho ran >> \"$(git rev-parse --git-dir)/user-hook.log\"\nexit 0\n"
+
+
+def write_hook(folder: Path, name: str, body: bytes, mode: int = 0o755) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_bytes(body)
+    path.chmod(mode)
+    return path
+
+
+def commit(repo: Path, name: str, message: str = None) -> subprocess.CompletedProcess:
+    (repo / name).write_text(name + "\n")
+    git(repo, "add", name)
+    return subprocess.run(["git", "commit", "-q", "-m", message or f"add {name}"], cwd=repo,
+                          capture_output=True, text=True)
+
+
+def head(repo: Path) -> str:
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_the_repository_hooks_folder_holds_the_same_scripts_gitmem_installs():
+    for name in HOOKS:
+        path = ROOT / "hooks" / name
+        assert path.read_text() == script(name), f"regenerate hooks/{name} from gitmem.hooks.script"
+        assert os.access(path, os.X_OK)
+
+
+def test_post_commit_links_the_commit_and_the_memories_written_since(repo):
+    gitmem(repo, "hooks", "install")
+    first = Store.open(str(repo)).add("decision", "Use SKIP LOCKED", paths=["queue.py"]).memory
+    second = Store.open(str(repo)).add("fact", "Jobs are idempotent").memory
+    assert commit(repo, "queue.py").returncode == 0
+    sha = head(repo)
+    store = Store.open(str(repo))
+    assert store.get(first.id).commits == (sha,) and store.get(second.id).commits == (sha,)
+    link = store.log(limit=1)[0]
+    assert link.op == "link" and set(link.memory_ids) == {first.id, second.id}
+    assert sha in store.repo[link.commit].message
+    assert commit(repo, "other.py").returncode == 0  # nothing new written: nothing linked again
+    assert Store.open(str(repo)).get(first.id).commits == (sha,)
+
+
+def test_an_existing_hook_is_chained_and_uninstall_restores_it_byte_for_byte(repo):
+    hooks = repo / ".git" / "hooks"
+    original = write_hook(hooks, "post-commit", USER_HOOK, 0o750)
+    before = (original.read_bytes(), stat.S_IMODE(original.stat().st_mode))
+    gitmem(repo, "hooks", "install")
+    assert (hooks / ("post-commit" + CHAINED_SUFFIX)).read_bytes() == USER_HOOK
+    states = {h["name"]: h for h in json.loads(gitmem(repo, "hooks", "status", "--json").stdout)["hooks"]}
+    assert states["post-commit"] == {**states["post-commit"], "state": "installed", "chained": True}
+
+    m = Store.open(str(repo)).add("fact", "linked by the hook").memory
+    assert commit(repo, "a.txt").returncode == 0
+    assert (repo / ".git" / "user-hook.log").read_text() == "ran\n"  # the user's hook still runs
+    assert Store.open(str(repo)).get(m.id).commits == (head(repo),)  # and so does gitmem
+
+    gitmem(repo, "hooks", "uninstall")
+    assert (original.read_bytes(), stat.S_IMODE(original.stat().st_mode)) == before
+    assert not (hooks / ("post-commit" + CHAINED_SUFFIX)).exists()
+    assert not (hooks / "post-merge").exists()
+
+
+def test_a_failing_chained_pre_push_hook_still_stops_the_push(tmp_path, repo):
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    hooks = repo / ".git" / "hooks"
+    write_hook(hooks, "pre-push", b"#!/bin/sh\ncat >/dev/null\necho 'user says no' >&2\nexit 1\n")
+    gitmem(repo, "hooks", "install")
+    refused = subprocess.run(["git", "push", "-q", "origin", "main"], cwd=repo, capture_output=True, text=True)
+    assert refused.returncode != 0 and "user says no" in refused.stderr
+    write_hook(hooks, "pre-push" + CHAINED_SUFFIX, b"#!/bin/sh\ncat >/dev/null\nexit 0\n")
+    git(repo, "push", "-q", "origin", "main")
+
+
+def test_pre_push_reminds_about_unpushed_memory_unless_turned_off(tmp_path, repo):
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    gitmem(repo, "hooks", "install")
+    Store.open(str(repo)).add("fact", "not pushed yet")
+    pushed = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
+    assert pushed.returncode == 0 and "memory of main is not on origin" in pushed.stderr
+    git(repo, "config", "gitmem.prePush", "off")
+    commit(repo, "b.txt")
+    quiet = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
+    assert quiet.returncode == 0 and "gitmem" not in quiet.stderr
+
+
+def test_core_hooks_path_is_honoured(repo):
+    git(repo, "config", "core.hooksPath", ".githooks")
+    out = json.loads(gitmem(repo, "hooks", "install", "--json").stdout)
+    assert Path(out["hooks_dir"]) == (repo / ".githooks").resolve()
+    assert (repo / ".githooks" / "post-commit").exists() and not (repo / ".git" / "hooks" / "post-commit").exists()
+    m = Store.open(str(repo)).add("fact", "seen through core.hooksPath").memory
+    commit(repo, "a.txt")
+    assert Store.open(str(repo)).get(m.id).commits == (head(repo),)
+
+
+def test_hooks_installed_from_a_linked_worktree_serve_every_worktree(tmp_path, repo):
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "topic", str(wt))
+    out = json.loads(gitmem(wt, "hooks", "install", "--json").stdout)
+    assert Path(out["hooks_dir"]) == (repo / ".git" / "hooks").resolve()
+    m = Store.open(str(wt)).add("decision", "Written in the worktree", reason="isolated").memory
+    commit(wt, "w.txt")
+    store = Store.open(str(wt))
+    assert store.branch == "topic" and store.get(m.id).commits == (head(wt),)
+    assert m.id not in Store.open(str(repo), "main").memories()
+
+
+def test_a_failing_hook_warns_and_never_fails_the_commit(repo):
+    gitmem(repo, "hooks", "install")
+    blob = git(repo, "hash-object", "-w", "README.md").strip()
+    git(repo, "update-ref", "refs/memory/main", blob)  # memory ref pointing at a blob: every read fails
+    done = commit(repo, "a.txt")
+    assert done.returncode == 0 and "gitmem: warning: post-commit hook skipped" in done.stderr
+    assert git(repo, "log", "-1", "--format=%s").strip() == "add a.txt"
+
+
+def test_a_hook_whose_python_is_gone_still_lets_git_work(repo):
+    gitmem(repo, "hooks", "install")
+    env = {"GITMEM_PYTHON": "/nonexistent/python", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "x"], cwd=repo, capture_output=True,
+                          text=True, env={**os.environ, **env})
+    assert done.returncode == 0 and "gitmem" in done.stderr
+
+
+def test_post_rewrite_moves_links_to_the_rewritten_commits(repo):
+    gitmem(repo, "hooks", "install")
+    m = Store.open(str(repo)).add("fact", "linked, then amended").memory
+    commit(repo, "a.txt")
+    old = head(repo)
+    git(repo, "commit", "-q", "--amend", "-m", "add a.txt (amended)")
+    new = head(repo)
+    assert new != old and Store.open(str(repo)).get(m.id).commits == (new,)
+
+
+def test_post_checkout_records_the_fork_point_of_a_new_branch(repo):
+    gitmem(repo, "hooks", "install")
+    git(repo, "checkout", "-q", "-b", "one")
+    git(repo, "checkout", "-q", "-b", "two")
+    config = pygit2.Repository(str(repo)).config
+    assert config["gitmem.branch.one.parent"] == "main" and config["gitmem.branch.two.parent"] == "one"
+    assert config["gitmem.branch.two.forkPoint"] == head(repo)
+    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "one")  # switching back records nothing new
+    assert config["gitmem.branch.one.parent"] == "main"
+
+
+@pytest.mark.parametrize("name", HOOKS)
+def test_every_hook_exits_zero_outside_its_normal_input(repo, name):
+    gitmem(repo, "hooks", "install")
+    path = repo / ".git" / "hooks" / name
+    done = subprocess.run([str(path), "garbage", "args", "here"], cwd=repo, input="not a valid line\n",
+                          capture_output=True, text=True)
+    assert done.returncode == 0
