@@ -65,10 +65,11 @@ class ConcurrentUpdate(GitmemError):
 class RefLocked(GitmemError):
     """Another process holds (or a dead one left) the ref's lock file."""
 
-    def __init__(self, ref: str, lock_path: str):
+    def __init__(self, ref: str, lock_path: str, detail: Optional[str] = None):
         self.ref = ref
         self.lock_path = lock_path
         super().__init__(
+            f"{ref} is locked by {lock_path}: {detail}" if detail else
             f"{ref} is locked by {lock_path}; if no gitmem or git process is running, "
             "run `gitmem doctor --fix` to remove a stale lock"
         )

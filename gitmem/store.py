@@ -29,6 +29,9 @@ REF_PREFIX = "refs/memory/"
 COMMITTER = ("gitmem", "gitmem@localhost")
 _TRAILER_RE = re.compile(r"^([A-Za-z-]+): (.*)$")
 _MAX_ATTEMPTS = 400
+#: A ref update holds its lock for milliseconds: writers wait this long for a lock,
+#: and a lock this old that no process holds open was left by a dead process.
+STALE_LOCK_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,10 @@ class Snapshot:
     def __init__(self, store: "Store", commit: Optional[str]):
         self.store = store
         self.commit = commit
-        self.tree: Optional[pygit2.Tree] = store.repo[commit].peel(pygit2.Tree) if commit else None
+        try:
+            self.tree: Optional[pygit2.Tree] = store.repo[commit].peel(pygit2.Tree) if commit else None
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            raise _damaged(store.ref, commit, e) from None
 
     def _entry(self, path: str) -> Optional[pygit2.Object]:
         if self.tree is None:
@@ -194,15 +200,18 @@ class Snapshot:
         """(path, blob id) of every memory blob, in tree order."""
         if self.tree is None:
             return
-        for type_tree in self.tree:
-            if type_tree.name not in model.TYPES or type_tree.type_str != "tree":
-                continue
-            for outer in _subtrees(type_tree):
-                for inner in _subtrees(outer):
-                    prefix = f"{type_tree.name}/{outer.name}/{inner.name}/"
-                    for blob in inner.peel(pygit2.Tree):
-                        if blob.name.endswith(".yaml") and blob.type_str == "blob":
-                            yield prefix + blob.name, str(blob.id)
+        try:
+            for type_tree in self.tree:
+                if type_tree.name not in model.TYPES or type_tree.type_str != "tree":
+                    continue
+                for outer in _subtrees(type_tree):
+                    for inner in _subtrees(outer):
+                        prefix = f"{type_tree.name}/{outer.name}/{inner.name}/"
+                        for blob in inner.peel(pygit2.Tree):
+                            if blob.name.endswith(".yaml") and blob.type_str == "blob":
+                                yield prefix + blob.name, str(blob.id)
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            raise _damaged(self.store.ref, self.commit, e) from None
 
     def ids(self) -> List[str]:
         return sorted(p.rsplit("/", 1)[1][:-5] for p, _ in self.entries())
@@ -298,6 +307,8 @@ class Store:
             return cached
         try:
             memory = model.load_yaml(self.repo[blob_id].data)
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            raise _damaged(self.ref, key, e) from None
         except InvalidMemory as e:
             raise InvalidMemory(f"{path}: {e.field}", e.problem, e.choices) from None
         if model.memory_path(memory) != path:
@@ -472,8 +483,9 @@ class Store:
                 lock_since = None
             except _Locked as e:
                 lock_since = lock_since or time.monotonic()
-                if time.monotonic() - lock_since > 5.0:
-                    raise RefLocked(self.ref, e.lock_path) from None
+                if time.monotonic() - lock_since > STALE_LOCK_SECONDS:
+                    lock = self.lock()
+                    raise RefLocked(self.ref, e.lock_path, lock.describe() if lock else None) from None
             time.sleep(random.uniform(0.001, 0.004) * min(n + 1, 10))
         raise ConcurrentUpdate(self.ref, None, self._ref_target())
 
@@ -542,12 +554,14 @@ class Store:
         return None
 
     def doctor(self) -> List[Problem]:
-        """Validate the ref, the commit chain and every blob; report, never raise."""
+        """Validate the ref, the commit chain and every blob; report, never raise.
+
+        A damaged history (a missing or corrupt object) comes with the last
+        intact tip from the reflog, which :meth:`recover` moves the ref back to."""
         problems: List[Problem] = []
-        lock = os.path.join(common_dir(self.repo), *self.ref.split("/")) + ".lock"
-        if os.path.exists(lock):
-            age = time.time() - os.path.getmtime(lock)
-            problems.append(Problem("warning", lock, f"lock file present for {age:.0f}s"))
+        lock = self.lock()
+        if lock is not None:
+            problems.append(Problem("warning", lock.path, lock.describe()))
         tip = self.own_tip()
         if tip is None:
             branch, inherited = self.read_from()
@@ -556,19 +570,222 @@ class Store:
             tip = inherited
         if tip is None:
             return problems
-        try:
-            count = 0
-            for commit in self.repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL):
-                commit.tree  # noqa: B018 - touching the tree checks the object exists
-                count += 1
-            self.memories(tip)
-            problems.extend(self.problems)
-        except (pygit2.GitError, KeyError, ValueError) as e:
-            problems.append(Problem("error", self.ref, f"history is damaged: {e}"))
+        damage = self.damage(tip)
+        if damage:
+            good = self.last_good_tip() if tip == self.own_tip() else None
+            offer = (f"; last intact tip in the reflog is {good[:10]}: run `gitmem doctor --recover` to move "
+                     "the ref back to it (intact later memories are kept)" if good else
+                     "; no intact earlier tip in the reflog")
+            problems.append(Problem("error", self.ref, f"history is damaged: {damage}{offer}"))
+            return problems
+        self.memories(tip)
+        problems.extend(self.problems)
         return problems
+
+    # --- repair ------------------------------------------------------------
+
+    def lock(self) -> Optional["LockFile"]:
+        """The ref's lock file, if one exists, with its age and the processes holding it open."""
+        path = os.path.join(common_dir(self.repo), *self.ref.split("/")) + ".lock"
+        try:
+            age = time.time() - os.path.getmtime(path)
+        except OSError:
+            return None
+        return LockFile(path, age, _holders(path))
+
+    def clear_stale_lock(self) -> "LockFile":
+        """Remove the ref's lock file, only when no live process holds it and it is old.
+
+        libgit2 and git lock files carry no pid, so ownership is judged by two
+        signs: no process has the file open (Linux /proc; a writer keeps it open
+        until it renames it into place) and it is older than
+        :data:`STALE_LOCK_SECONDS` (a ref update holds its lock for milliseconds).
+        """
+        lock = self.lock()
+        if lock is None:
+            raise GitmemError(f"{self.ref} is not locked")
+        if not lock.stale:
+            raise RefLocked(self.ref, lock.path, lock.describe())
+        try:
+            os.unlink(lock.path)
+        except FileNotFoundError:
+            pass  # its owner finished meanwhile
+        except OSError as e:
+            raise StorageError(f"could not remove {lock.path}: {e.strerror}") from None
+        return lock
+
+    def damage(self, tip: Optional[str] = None) -> Optional[str]:
+        """The first missing or corrupt object reachable from ``tip`` (default: own tip), or None.
+
+        Reads every commit, tree and blob once (shared subtrees are skipped), so
+        a corrupt blob in an old commit is found too, not only the tip's."""
+        tip = tip or self.own_tip()
+        if tip is None:
+            return None
+        seen: set = set()
+        try:
+            stack: List[Any] = [pygit2.Oid(hex=tip)]
+            while stack:
+                oid = stack.pop()
+                if oid in seen:
+                    continue
+                seen.add(oid)
+                obj = self.repo[oid]
+                if obj.type == pygit2.enums.ObjectType.COMMIT:
+                    stack.extend(obj.parent_ids)
+                    stack.append(obj.tree_id)
+                elif obj.type == pygit2.enums.ObjectType.TREE:
+                    stack.extend(entry.id for entry in obj)
+                elif obj.type == pygit2.enums.ObjectType.BLOB:
+                    obj.data  # noqa: B018 - reading the content checks it
+        except KeyError:
+            return f"object {oid} is missing"
+        except (pygit2.GitError, ValueError, OSError) as e:
+            return f"object {oid} is unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        return None
+
+    def last_good_tip(self) -> Optional[str]:
+        """The newest tip in the ref's reflog whose whole history is intact."""
+        current = self.own_tip()
+        try:
+            entries = [str(e.oid_new) for e in self.repo.references[self.ref].log()]
+        except (KeyError, pygit2.GitError, OSError):
+            return None
+        for oid in dict.fromkeys(entries):
+            if oid != current and not set(oid) <= {"0"} and self.damage(oid) is None:
+                return oid
+        return None
+
+    def recover(self, author: Optional[Author] = None, source: str = "doctor") -> "Recovery":
+        """Move a damaged ref back to its last intact tip, re-adding every memory of the
+        damaged tip that can still be read (one commit). Names what could not be saved."""
+        tip = self.own_tip()
+        damage = self.damage(tip)
+        if tip is None or damage is None:
+            raise GitmemError(f"nothing to recover: the history of {self.ref} is intact")
+        good = self.last_good_tip()
+        if good is None:
+            raise StorageError(f"{self.ref} is damaged ({damage}) and its reflog has no intact earlier tip")
+        readable, lost = _salvage(self.repo, tip)
+        good_tree = self.repo[good].peel(pygit2.Tree)
+        updates: Dict[str, Optional[bytes]] = {}
+        for path, data in readable.items():
+            if _blob_at(good_tree, path) == str(pygit2.hash(data)):
+                continue
+            try:
+                self._parse_bytes(data, path)
+            except InvalidMemory:
+                lost.append(path)
+                continue
+            updates[path] = data
+        new = good
+        if updates:
+            who = author or _default_author(self.repo)
+            message = (f"recover: {len(updates)} memories kept from damaged tip {tip[:10]}\n\n{damage}\n\n"
+                       f"Memory-Op: recover\nMemory-Source: {source}\nAuthor-Kind: {who.kind}\n")
+            new = self.commit_tree(updates, message, who, base=good)
+        self.move_ref(tip, new, f"gitmem doctor --recover: back to {good[:10]}")
+        return Recovery(damaged=tip, good=good, tip=new, kept=tuple(sorted(updates)), lost=tuple(sorted(lost)))
+
+    def _parse_bytes(self, data: bytes, path: str) -> Memory:
+        memory = model.load_yaml(data)
+        if model.memory_path(memory) != path:
+            raise InvalidMemory(path, "stored under the wrong path")
+        return memory
+
+
+@dataclass(frozen=True)
+class LockFile:
+    """A ref lock file on disk: its age and the pids that have it open (Linux only)."""
+
+    path: str
+    age: float
+    holders: Tuple[int, ...]
+
+    @property
+    def stale(self) -> bool:
+        return not self.holders and self.age >= STALE_LOCK_SECONDS
+
+    def describe(self) -> str:
+        if self.holders:
+            return f"lock file held open by pid {', '.join(map(str, self.holders))} ({self.age:.0f}s old)"
+        if not self.stale:
+            return f"lock file is {self.age:.0f}s old: a write may be in progress (stale after {STALE_LOCK_SECONDS:.0f}s)"
+        return f"stale lock file ({self.age:.0f}s old, no process holds it): `gitmem doctor --fix` removes it"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"path": self.path, "age": round(self.age, 1), "holders": list(self.holders), "stale": self.stale}
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What :meth:`Store.recover` did: the damaged tip, the intact tip it went back to,
+    the new tip, the memory paths re-added from the damaged tip and those lost."""
+
+    damaged: str
+    good: str
+    tip: str
+    kept: Tuple[str, ...]
+    lost: Tuple[str, ...]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"damaged": self.damaged, "good": self.good, "tip": self.tip,
+                "kept": list(self.kept), "lost": list(self.lost)}
+
+
+def _holders(path: str) -> Tuple[int, ...]:
+    """Pids with ``path`` open, from /proc (empty where /proc is not available)."""
+    pids = []
+    target = os.path.realpath(path)
+    try:
+        procs = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return ()
+    for pid in procs:
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            for fd in os.listdir(fd_dir):
+                if os.readlink(f"{fd_dir}/{fd}") == target:
+                    pids.append(int(pid))
+                    break
+        except OSError:
+            continue
+    return tuple(pids)
+
+
+def _salvage(repo: pygit2.Repository, tip: str) -> Tuple[Dict[str, bytes], List[str]]:
+    """Every readable blob of ``tip``'s tree by path, and the paths that cannot be read."""
+    readable: Dict[str, bytes] = {}
+    lost: List[str] = []
+    try:
+        stack: List[Tuple[str, Any]] = [("", repo[tip].peel(pygit2.Tree).id)]
+    except (KeyError, pygit2.GitError, ValueError):
+        return readable, ["/"]
+    while stack:
+        prefix, oid = stack.pop()
+        try:
+            tree = repo[oid].peel(pygit2.Tree)
+            entries = [(e.name, e.id, e.type_str) for e in tree]
+        except (KeyError, pygit2.GitError, ValueError):
+            lost.append(prefix or "/")
+            continue
+        for name, child, kind in entries:
+            if kind == "tree":
+                stack.append((prefix + name + "/", child))
+                continue
+            try:
+                readable[prefix + name] = repo[child].data
+            except (KeyError, pygit2.GitError, ValueError):
+                lost.append(prefix + name)
+    return readable, lost
 
 
 # --- module helpers ----------------------------------------------------------
+
+
+def _damaged(ref: str, oid: Optional[str], e: Exception) -> StorageError:
+    detail = "missing" if isinstance(e, KeyError) else f"unreadable ({str(e).splitlines()[0] if str(e) else e!r})"
+    return StorageError(f"{ref} is damaged: object {oid} is {detail}; run `gitmem doctor`")
 
 
 class _Locked(GitmemError):

@@ -319,20 +319,44 @@ def log(store, limit, memory_id, author_kind, source, author, as_json) -> None:
 
 
 @main.command()
+@click.option("--fix", is_flag=True,
+              help="Remove the ref's lock file if it is stale (no process holds it, older than 5 s).")
+@click.option("--recover", is_flag=True,
+              help="If objects are missing or corrupt, move the ref back to the last intact tip in its "
+                   "reflog, re-adding every memory that can still be read.")
 @json_option
 @pass_store
-def doctor(store, as_json: bool) -> None:
+def doctor(store, fix: bool, recover: bool, as_json: bool) -> None:
     """Validate the memory ref, its history and every blob; report, never crash.
 
-    Exit code 1 when an error is found.
+    Reads every object reachable from the ref. Nothing is changed without
+    --fix or --recover. Exit code 1 when an error remains.
 
-    Example: gitmem doctor
+    JSON: {"ref", "ok", "problems": [{"level", "where", "message"}],
+    "fixed": lock or null, "recovered": {"damaged", "good", "tip", "kept", "lost"} or null}.
+
+    Example: gitmem doctor --fix
     """
+    fixed = recovered = None
+    if fix and store.lock() is not None:
+        fixed = store.clear_stale_lock()
+    if recover:
+        recovered = store.recover()
     problems = store.doctor()
     errors = [p for p in problems if p.level == "error"]
     if as_json:
-        emit_json({"ref": store.ref, "ok": not errors, "problems": [p.to_dict() for p in problems]})
+        emit_json({"ref": store.ref, "ok": not errors, "problems": [p.to_dict() for p in problems],
+                   "fixed": fixed.to_dict() if fixed else None,
+                   "recovered": recovered.to_dict() if recovered else None})
     else:
+        if fixed:
+            click.echo(f"removed stale lock {fixed.path} ({fixed.age:.0f}s old)")
+        if recovered:
+            click.echo(f"moved {store.ref} back from damaged {_short(recovered.damaged)} to intact "
+                       f"{_short(recovered.good)}; kept {len(recovered.kept)} later memories"
+                       f" (now {_short(recovered.tip)})")
+            for path in recovered.lost:
+                click.echo(f"lost (unreadable): {path}")
         for p in problems:
             click.echo(f"{p.level}: {p.where}: {p.message}")
         click.echo(f"{store.ref}: {'ok' if not errors else f'{len(errors)} error(s)'}")
