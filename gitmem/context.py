@@ -183,8 +183,39 @@ def _block(text: str, ttl: Optional[str]) -> dict:
     return block
 
 
-def _memory_block(title: str, elements: Sequence[str]) -> str:
-    return f"<team-memory part=\"{title}\">\n" + "\n".join(elements) + "\n</team-memory>"
+_RENDERED: Dict[Tuple[Memory, bool], Tuple[str, int]] = {}
+
+
+def _rendered(m: Memory, withdrawn: bool = False) -> Tuple[str, int]:
+    """(element, its tokens + 1 for the newline after it), memoised: memories are immutable values."""
+    key = (m, withdrawn)
+    hit = _RENDERED.get(key)
+    if hit is None:
+        if len(_RENDERED) > 200_000:
+            _RENDERED.clear()
+        text = render_memory(m, withdrawn)
+        hit = _RENDERED[key] = (text, count_tokens(text) + 1)
+    return hit
+
+
+def _memory_block(title: str, elements: Sequence[Tuple[str, int]]) -> Tuple[str, int]:
+    """The block's text and tokens. Elements start with ``<`` and end with ``>``, so the counter's
+    pieces never span two of them and the block's count is the sum of its pieces' counts."""
+    header, footer = f"<team-memory part=\"{title}\">\n", "</team-memory>"
+    text = header + "".join(e + "\n" for e, _ in elements) + footer
+    return text, count_tokens(header) + sum(n for _, n in elements) + count_tokens(footer)
+
+
+def _fill(memories: Sequence[Memory], room: int) -> Tuple[List[Memory], int]:
+    """The leading memories that fit in ``room`` tokens, and their tokens (counts only what it needs)."""
+    kept, used = [], 0
+    for m in memories:
+        n = _rendered(m)[1]
+        if used + n > room:
+            break
+        kept.append(m)
+        used += n
+    return kept, used
 
 
 def _question_text(query: Optional[str], paths: Sequence[str]) -> str:
@@ -289,8 +320,7 @@ def _memories_at(store: Any, commit: Optional[str], warnings: List[str]) -> Opti
 # --- building ------------------------------------------------------------------
 
 
-def _choose_tail(candidates: Sequence[Memory], room: int, query: Optional[str], paths: Sequence[str],
-                 cost: Dict[str, int]) -> List[Memory]:
+def _choose_tail(candidates: Sequence[Memory], room: int, query: Optional[str], paths: Sequence[str]) -> List[Memory]:
     """The most relevant candidates that fit in ``room`` tokens: path matches, then BM25, then newest."""
     from .search import rank
 
@@ -298,11 +328,16 @@ def _choose_tail(candidates: Sequence[Memory], room: int, query: Optional[str], 
                                                    limit=len(candidates))}
     on_path = {m.id for m in candidates if any(matches(m, path=p, status=None) for p in paths)}
     ordered = sorted(candidates, key=lambda m: (m.id not in on_path, -scores.get(m.id, 0.0), [-ord(c) for c in m.id]))
-    chosen, used = [], 0
+    chosen, used, misses = [], 0, 0
     for m in ordered:
-        if used + cost[m.id] <= room:
+        n = _rendered(m)[1]
+        if used + n <= room:
             chosen.append(m)
-            used += cost[m.id]
+            used += n
+        else:
+            misses += 1
+            if misses > 50:  # the budget is full: stop counting the long tail of low-ranked memories
+                break
     return sorted(chosen, key=lambda m: m.id)
 
 
@@ -322,7 +357,7 @@ def build(store: Any, *, guide: Optional[str] = None, query: Optional[str] = Non
     tip = store.tip()
     anchor = anchor or anchor_of(store) or tip
     now = store.memories(tip) if tip else {}
-    then = _memories_at(store, anchor, warnings)
+    then = now if anchor == tip else _memories_at(store, anchor, warnings)
     if then is None:
         anchor, then = tip, now
     for problem in store.problems:
@@ -332,45 +367,35 @@ def build(store: Any, *, guide: Optional[str] = None, query: Optional[str] = Non
     changed = [m for i, m in sorted(now.items()) if then.get(i) != m]
     fresh = [m for m in changed if m.status == "active"]
     withdrawn = [m for m in changed if m.status != "active" and _was_active(then.get(m.id))]
-    rendered = {m.id: render_memory(m) for m in cached + fresh}
-    cost = {i: count_tokens(text) + 1 for i, text in rendered.items()}
-
     dropped: List[str] = []
-    room = budget if budget is not None else None
-    if room is not None and sum(cost[m.id] for m in cached) > room:
-        kept, used = [], 0
-        for m in cached:
-            if used + cost[m.id] > room:
-                break
-            kept.append(m)
-            used += cost[m.id]
-        overflow = cached[len(kept):]
-        cached, fresh = kept, sorted(fresh + [m for m in overflow if m.id not in {f.id for f in fresh}],
-                                     key=lambda m: m.id)
     relevance_tail = False
-    if room is not None:
-        left = room - sum(cost[m.id] for m in cached)
-        if sum(cost[m.id] for m in fresh) > left:
-            chosen = _choose_tail(fresh, max(0, left), query, paths, cost)
+    if budget is not None:
+        kept, used = _fill(cached, budget)
+        if len(kept) < len(cached):  # the cached part alone is over budget: the rest competes for the tail
+            known = {m.id for m in fresh}
+            fresh = sorted(fresh + [m for m in cached[len(kept):] if m.id not in known], key=lambda m: m.id)
+            cached = kept
+        left = budget - used
+        if len(_fill(fresh, left)[0]) < len(fresh):
+            chosen = _choose_tail(fresh, max(0, left), query, paths)
             dropped = [m.id for m in fresh if m not in chosen]
             fresh, relevance_tail = chosen, True
             warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(fresh)} most "
                             f"relevant of {len(fresh) + len(dropped)} newer memories")
 
     guide_file, guide_text = read_guide(store, guide)
-    pieces: List[Tuple[str, str, Tuple[str, ...]]] = []
+    pieces: List[Tuple[str, str, int, Tuple[str, ...]]] = []
     head = PREAMBLE + ("\n\n" + guide_text.strip() if guide_text.strip() else "")
-    pieces.append(("guide", head, ()))
+    pieces.append(("guide", head, count_tokens(head), ()))
     if cached:
-        pieces.append(("memory", _memory_block("earlier", [rendered[m.id] for m in cached]),
+        pieces.append(("memory", *_memory_block("earlier", [_rendered(m) for m in cached]),
                        tuple(m.id for m in cached)))
     if fresh or withdrawn:
-        elements = [rendered[m.id] for m in fresh] + [render_memory(m, withdrawn=True) for m in withdrawn]
-        pieces.append(("tail", _memory_block("recent", elements), tuple(m.id for m in fresh + withdrawn)))
+        elements = [_rendered(m) for m in fresh] + [_rendered(m, withdrawn=True) for m in withdrawn]
+        pieces.append(("tail", *_memory_block("recent", elements), tuple(m.id for m in fresh + withdrawn)))
 
     blocks, parts, total = [], [], 0
-    for name, text, ids in pieces:
-        tokens = count_tokens(text)
+    for name, text, tokens, ids in pieces:
         total += tokens
         mark: Optional[str] = None
         if ttl != "none" and not (name == "tail" and relevance_tail):
