@@ -1,17 +1,16 @@
 """The audit trail across every memory branch: each write once, newest first, paged.
 
-One lazy time-ordered walk per memory branch, merged, so a page costs about
-``offset + limit`` commits per branch however long the history is (and a
-``since`` bound stops the walk early); a commit reachable from several
-branches (history shared before a fork, or merged) is listed once, naming
-every branch that holds it.
+One lazy walk from every memory branch tip at once, so a page costs about
+``offset + limit`` commits however long the history is (and a ``since`` bound
+stops the walk early); a commit reachable from several branches (history
+shared before a fork, or merged) is listed once, naming every branch that
+holds it.
 """
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pygit2
 
@@ -49,12 +48,6 @@ def memory_branches(repo: pygit2.Repository) -> List[Tuple[str, str]]:
     return out
 
 
-def _walk(repo: pygit2.Repository, branch: str, tip: str) -> Iterator[Tuple[int, str, str, pygit2.Commit]]:
-    # Newest commit time first; the key (-time, oid) is monotonic per walk, so heapq.merge can interleave.
-    for commit in repo.walk(tip, pygit2.enums.SortMode.TIME):
-        yield -commit.commit_time, str(commit.id), branch, commit
-
-
 def trail(repo: pygit2.Repository, *, offset: int = 0, limit: int = 50, branches: Optional[Sequence[str]] = None,
           author_kind: Optional[str] = None, source: Optional[str] = None, since: Optional[int] = None,
           until: Optional[int] = None) -> Page:
@@ -65,45 +58,40 @@ def trail(repo: pygit2.Repository, *, offset: int = 0, limit: int = 50, branches
     ``until`` are Unix times, inclusive, compared with the commit time.
     """
     tips = [(b, t) for b, t in memory_branches(repo) if branches is None or b in branches]
-    merged = heapq.merge(*(_walk(repo, b, t) for b, t in tips))
+    if not tips:
+        return Page([], offset, limit, False)
+    at_tip: Dict[str, List[str]] = {}
+    for b, t in tips:
+        at_tip.setdefault(t, []).append(b)
+    # One walk over all tips; topological order visits children before parents, so each
+    # commit's branches (the tips that reach it) are complete when it is visited.
+    walker = repo.walk(tips[0][1], pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
+    for _, t in tips[1:]:
+        walker.push(t)
+    reached: Dict[str, set] = {}
     entries: List[Entry] = []
     skipped = 0
-    current: Optional[Tuple[str, pygit2.Commit, List[str]]] = None
-    seen: set = set()  # clock skew can make a walk out of order, so equal oids are not always adjacent
-
-    def accept(oid: str, commit: pygit2.Commit, names: List[str]) -> bool:
-        """Filter one finished group; returns True when the page is full (plus one to know of more)."""
-        nonlocal skipped
+    for commit in walker:
+        oid = str(commit.id)
+        names = reached.pop(oid, set()) | set(at_tip.get(oid, ()))
+        for parent in commit.parent_ids:
+            reached.setdefault(str(parent), set()).update(names)
+        if since is not None and commit.commit_time < since:
+            break
         if until is not None and commit.commit_time > until:
-            return False
+            continue
         change = change_from_commit(commit)
         if author_kind is not None and change.author.kind != author_kind:
-            return False
+            continue
         if source is not None and change.source != source and not change.source.startswith(source + ":"):
-            return False
+            continue
         if skipped < offset:
             skipped += 1
-            return False
-        entries.append(Entry(change, tuple(sorted(set(names)))))
-        return len(entries) > limit
-
-    for key, oid, branch, commit in merged:
-        if since is not None and -key < since:
-            break
-        if current is not None and current[0] == oid:
-            current[2].append(branch)
             continue
-        if oid in seen:
-            continue
-        seen.add(oid)
-        if current is not None and accept(*current):
-            current = None
+        entries.append(Entry(change, tuple(sorted(names))))
+        if len(entries) > limit:  # one more than a page: there is a next page
             break
-        current = (oid, commit, [branch])
-    if current is not None and len(entries) <= limit:
-        accept(*current)
-    more = len(entries) > limit
-    return Page(entries[:limit], offset, limit, more)
+    return Page(entries[:limit], offset, limit, len(entries) > limit)
 
 
 # --- one memory ----------------------------------------------------------------

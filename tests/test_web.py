@@ -1,0 +1,397 @@
+"""The web UI through the ASGI test client: every page and action, the DNS-rebinding and CSRF
+defences, and escaping. The repositories are real; writes are checked with the real `git log`."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("starlette")
+from starlette.testclient import TestClient  # noqa: E402
+
+from conftest import ROOT, git, gitmem, make_repo  # noqa: E402
+from gitmem import Store  # noqa: E402
+from gitmem.model import Author  # noqa: E402
+from gitmem.web import create_app  # noqa: E402
+
+LOCAL = "http://127.0.0.1:8737"
+AGENT = Author("Claude", "agent@example.com", "agent")
+
+
+def client(path, base_url=LOCAL) -> TestClient:
+    return TestClient(create_app(str(path)), base_url=base_url, follow_redirects=False)
+
+
+def csrf(page_html: str) -> str:
+    """The token exactly as a browser gets it: from the hidden field of a form on the page."""
+    return re.search(r'name="csrf" value="([^"]+)"', page_html).group(1)
+
+
+def ids_on(page_html: str):
+    return re.findall(r'<article class="memory[^"]*" data-id="([0-9a-z]{16})"', page_html)
+
+
+def memory_log(repo, ref="refs/memory/main", n=1) -> str:
+    return git(repo, "log", f"-{n}", "--format=%an <%ae>%n%B", ref)
+
+
+@pytest.fixture
+def web(repo):
+    return client(repo)
+
+
+# --- the memory page ---------------------------------------------------------------------
+
+
+def test_memory_page_lists_memories_with_the_rejection_reason_prominent(repo, store, web):
+    store.add("decision", "Use pygit2 for git access", reason="no subprocess per write")
+    store.add("rejection", "Cache memory in Redis", reason="one more service to run for a local tool")
+    page = web.get("/memory")
+    assert page.status_code == 200
+    assert "Use pygit2 for git access" in page.text
+    assert re.search(r'class="reason reason-rejection"><strong>Rejected because:</strong> '
+                     r'one more service to run for a local tool', page.text)
+
+
+def test_a_memory_with_script_renders_as_text_everywhere(repo, store, web):
+    evil = '<script>alert("x")</script>'
+    w = store.add("rejection", f"text {evil}", title=f"title {evil}", reason=f"reason {evil}", paths=["a<b>.py"])
+    pages = [web.get("/memory"), web.get("/memory", params={"q": evil}), web.get(f"/memory/{w.memory.id}"),
+             web.get("/audit"), web.get("/branches"), web.get("/memory", params={"tag": evil})]
+    for page in pages:
+        assert "<script" not in page.text.lower(), page.url
+    assert "text &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in pages[0].text
+    assert "&lt;script&gt;" in pages[2].text  # the YAML too
+    assert "Content-Security-Policy" in pages[0].headers or "content-security-policy" in pages[0].headers
+    assert "script-src" not in pages[0].headers["content-security-policy"]  # default-src 'none': no scripts at all
+
+
+def test_filters_by_type_tag_path_author_kind_and_source(repo, store, web):
+    a = store.add("decision", "Retry refunds with backoff", tags=["payments"], paths=["src/refunds.py"],
+                  source="cli").memory
+    b = store.add("fact", "The ledger is append-only", author=AGENT, source="mcp:cursor").memory
+    c = store.add("convention", "Money is integer cents", tags=["payments"], paths=["src/money/"], source="hook").memory
+    cases = {
+        (("type", "fact"),): {b.id},
+        (("tag", "payments"),): {a.id, c.id},
+        (("path", "src/money/cents.py"),): {c.id},
+        (("author_kind", "agent"),): {b.id},
+        (("author_kind", "human"),): {a.id, c.id},
+        (("source", "mcp"),): {b.id},
+        (("tag", "payments"), ("source", "hook")): {c.id},
+    }
+    for params, expected in cases.items():
+        assert set(ids_on(web.get("/memory", params=dict(params)).text)) == expected, params
+
+
+def test_status_filter_shows_retracted_memories_only_when_asked(repo, store, web):
+    kept = store.add("fact", "Kept").memory
+    gone = store.add("fact", "Gone").memory
+    store.retract(gone.id, reason="wrong")
+    assert ids_on(web.get("/memory").text) == [kept.id]
+    assert set(ids_on(web.get("/memory", params={"status": "all"}).text)) == {kept.id, gone.id}
+    assert ids_on(web.get("/memory", params={"status": "retracted"}).text) == [gone.id]
+
+
+def test_search_ranks_like_the_cli(repo, store, web):
+    for text in ("Refunds retry with exponential backoff", "Webhooks are signed with HMAC",
+                 "Refunds over 1000 EUR need a second approval", "Retry webhooks at most five times"):
+        store.add("fact", text)
+    shown = ids_on(web.get("/memory", params={"q": "refund retry"}).text)
+    cli = json.loads(gitmem(repo, "search", "refund retry", "--json").stdout)
+    assert len(shown) >= 2 and shown == [h["memory"]["id"] for h in cli["hits"]]
+
+
+def test_stale_file_memory_is_marked(repo, store, web):
+    (repo / "app.py").write_text("print('v1')\n")
+    fresh = store.add("file", "Entry point, prints the version", paths=["README.md"]).memory
+    stale = store.add("file", "Prints v1", paths=["app.py"]).memory
+    (repo / "app.py").write_text("print('v2')\n")
+    page = web.get("/memory").text
+    cards = dict(re.findall(r'data-id="([0-9a-z]{16})">(.*?)</article>', page, re.S))
+    assert "stale: file changed" in cards[stale.id]
+    assert "stale" not in cards[fresh.id]
+
+
+def test_branch_switcher_shows_a_feature_branch_inheriting_then_its_own_memory(repo, store, web):
+    store.add("decision", "Main knows this")
+    git(repo, "branch", "feature")
+    page = web.get("/memory", params={"branch": "feature"}).text
+    assert "has no memory of its own yet" in page and "Main knows this" in page
+    assert re.search(r'<option value="feature" selected>feature</option>', page)
+    Store.open(str(repo), "feature").add("fact", "Only the feature knows this")
+    assert "Only the feature knows this" in web.get("/memory", params={"branch": "feature"}).text
+    assert "Only the feature knows this" not in web.get("/memory", params={"branch": "main"}).text
+
+
+def test_bad_filters_and_unknown_ids_are_errors_not_tracebacks(repo, store, web):
+    store.add("fact", "Something")
+    assert web.get("/memory", params={"type": "bogus"}).status_code == 400
+    assert "unknown type" in web.get("/memory", params={"type": "bogus"}).text
+    assert web.get("/memory/zzzzzzzzzzzzzzzz").status_code == 404
+    assert web.get("/memory", params={"branch": "../../etc"}).status_code == 400
+
+
+# --- one memory --------------------------------------------------------------------------
+
+
+def test_one_memory_shows_yaml_history_with_diffs_and_linked_code_commits(repo, store, web):
+    head = git(repo, "rev-parse", "HEAD").strip()
+    w = store.add("decision", "Use SQLite for the index", commits=[head], source="cli")
+    store.edit(w.memory.id, text="Use SQLite with WAL for the index", author=AGENT, source="mcp:claude")
+    page = web.get(f"/memory/{w.memory.id}").text
+    assert "schema: 1" in page and f"id: {w.memory.id}" in page  # the YAML
+    history = page.split("<h2>History</h2>")[1]
+    assert history.index("edit") < history.index("add")  # newest first
+    assert "via <span class=\"source\">mcp:claude</span>" in history and "Claude" in history
+    assert '<span class="del">-text: Use SQLite for the index</span>' in history
+    assert '<span class="add">+text: Use SQLite with WAL for the index</span>' in history
+    linked = page.split("<h2>Linked code commits</h2>")[1].split("</section>")[0]
+    assert head[:10] in linked and "initial" in linked
+
+
+# --- write actions -----------------------------------------------------------------------
+
+
+def test_add_through_the_form_is_committed_with_the_person_and_source_web_ui(repo, web):
+    form = web.get("/memory").text
+    r = web.post("/add", data={"csrf": csrf(form), "branch": "main", "type": "rejection", "text": "Use MongoDB",
+                               "reason": "we need transactions", "tags": "db, storage", "paths": "src/db.py"})
+    assert r.status_code == 303
+    added = re.search(r"added=([0-9a-z]{16})", r.headers["location"]).group(1)
+    page = web.get(r.headers["location"]).text
+    assert f"Added {added}." in page and ids_on(page) == [added]
+    log = memory_log(repo)
+    assert log.startswith("Test Human <human@example.com>\nadd rejection: Use MongoDB")
+    assert "Memory-Source: web-ui" in log and "Author-Kind: human" in log and f"Memory-Id: {added}" in log
+    m = Store.open(str(repo)).get(added)
+    assert (m.reason, m.tags, m.paths, m.source) == ("we need transactions", ("db", "storage"), ("src/db.py",), "web-ui")
+
+
+def test_an_invalid_add_shows_why_and_keeps_what_was_typed(repo, web):
+    form = web.get("/memory").text
+    r = web.post("/add", data={"csrf": csrf(form), "branch": "main", "type": "rejection", "text": "Use <Mongo>"})
+    assert r.status_code == 400
+    assert "Not added:" in r.text and "needs the reason" in r.text
+    assert "Use &lt;Mongo&gt;</textarea>" in r.text
+    assert git(repo, "for-each-ref", "refs/memory/") == ""
+
+
+def test_add_on_a_branch_without_memory_forks_it(repo, store, web):
+    store.add("fact", "From main")
+    git(repo, "branch", "feature")
+    token = csrf(web.get("/memory").text)
+    r = web.post("/add", data={"csrf": token, "branch": "feature", "type": "fact", "text": "From the feature"})
+    assert r.status_code == 303 and "branch=feature" in r.headers["location"]
+    assert "add fact: From the feature" in memory_log(repo, "refs/memory/feature")
+    assert "From the feature" not in memory_log(repo, "refs/memory/main")
+
+
+def test_retract_through_the_form(repo, store, web):
+    w = store.add("fact", "The API is v1")
+    page = web.get(f"/memory/{w.memory.id}").text
+    r = web.post("/retract", data={"csrf": csrf(page), "branch": "main", "id": w.memory.id, "reason": "v2 shipped"})
+    assert r.status_code == 303
+    assert "Retracted" in web.get(r.headers["location"]).text
+    log = memory_log(repo)
+    assert log.startswith("Test Human <human@example.com>\nretract fact: The API is v1")
+    assert "v2 shipped" in log and "Memory-Source: web-ui" in log
+    assert Store.open(str(repo)).get(w.memory.id).status == "retracted"
+    again = web.post("/retract", data={"csrf": csrf(page), "branch": "main", "id": w.memory.id})
+    assert again.status_code == 400 and "already retracted" in again.text
+
+
+# --- branches and conflicts ----------------------------------------------------------------
+
+
+@pytest.fixture
+def conflicted(repo, store):
+    """main and feature both edited one memory's text; feature is merged into main: one conflict."""
+    from gitmem.merge import merge_into
+
+    shared = store.add("decision", "Timeouts are 30 seconds").memory
+    git(repo, "branch", "feature")
+    feature = Store.open(str(repo), "feature")
+    feature.edit(shared.id, text="Timeouts are 10 seconds")
+    store.edit(shared.id, text="Timeouts are 60 seconds")
+    result = merge_into(store, feature.own_tip())
+    assert [c.id for c in result.conflicts] == [shared.id]
+    return shared.id
+
+
+def test_branches_page_shows_what_the_feature_knows_and_the_conflict(repo, store, web, conflicted):
+    assert "Nothing that <code>main</code> does not already know" in web.get("/branches").text  # just merged
+    Store.open(str(repo), "feature").add("rejection", "Retry forever", reason="it hides outages")
+    page = web.get("/branches").text
+    feature = page.split('id="branch-feature"')[1]
+    assert "What <code>feature</code> knows that <code>main</code> does not yet" in feature
+    assert "Retry forever" in feature and "(because: it hides outages)" in feature
+    box = page.split(f'id="conflict-{conflicted}"')[1]
+    assert "Timeouts are 60 seconds" in box and "Timeouts are 10 seconds" in box and "Timeouts are 30 seconds" in box
+    assert 'name="take" value="ours"' in box and 'name="take" value="theirs"' in box
+
+
+def test_resolve_keeps_the_chosen_side_and_clears_the_conflict(repo, store, web, conflicted):
+    page = web.get("/branches").text
+    r = web.post("/resolve", data={"csrf": csrf(page), "branch": "main", "id": conflicted, "take": "theirs"})
+    assert r.status_code == 303
+    after = web.get(r.headers["location"]).text
+    assert f"Resolved the conflict in {conflicted}." in after and f'id="conflict-{conflicted}"' not in after
+    assert Store.open(str(repo)).get(conflicted).text == "Timeouts are 10 seconds"
+    log = memory_log(repo)
+    assert log.startswith("Test Human <human@example.com>\nresolve decision:") and "Memory-Source: web-ui" in log
+    again = web.post("/resolve", data={"csrf": csrf(page), "branch": "main", "id": conflicted, "take": "theirs"})
+    assert again.status_code == 400 and "no unresolved conflict" in again.text
+
+
+# --- audit trail -----------------------------------------------------------------------------
+
+
+def test_audit_trail_lists_every_branch_newest_first_filtered_and_paged(repo, store, web):
+    from gitmem.web.app import PAGE_SIZE
+
+    for i in range(PAGE_SIZE + 5):
+        store.add("fact", f"main fact {i}", author=AGENT if i % 2 else None, source="mcp:claude" if i % 2 else "cli")
+    git(repo, "branch", "feature")
+    Store.open(str(repo), "feature").add("fact", "feature fact", source="hook")
+    first = web.get("/audit").text
+    rows = re.findall(r"<tr><td><time>.*?</tr>", first, re.S)
+    assert len(rows) == PAGE_SIZE
+    assert "feature fact" in rows[0] and "<td>feature</td>" in rows[0]  # newest first, on its branch
+    assert "<td>feature, main</td>" in rows[1]  # history shared by both branches, listed once
+    assert 'rel="next"' in first and 'rel="prev"' not in first
+    second = web.get("/audit", params={"page": 2}).text
+    rest = re.findall(r"<tr><td><time>.*?</tr>", second, re.S)
+    assert len(rest) == PAGE_SIZE + 6 - PAGE_SIZE and 'rel="next"' not in second and "main fact 0" in rest[-1]
+    agents = re.findall(r"<tr><td><time>.*?</tr>", web.get("/audit", params={"kind": "agent"}).text, re.S)
+    assert len(agents) == (PAGE_SIZE + 5) // 2 and all("kind-agent" in r for r in agents)
+    hooks = re.findall(r"<tr><td><time>.*?</tr>", web.get("/audit", params={"source": "hook"}).text, re.S)
+    assert len(hooks) == 1 and "feature fact" in hooks[0]
+    assert "No writes match" in web.get("/audit", params={"until": "2000-01-01"}).text
+    assert web.get("/audit", params={"since": "yesterday"}).status_code == 400
+
+
+# --- cost --------------------------------------------------------------------------------
+
+
+def test_cost_page_says_what_is_missing_before_any_run(repo, web):
+    page = web.get("/cost").text
+    assert "No demo run is recorded in this repository yet" in page and "gitmem demo cache-ttl" in page
+    assert "<svg" not in page
+
+
+@pytest.fixture(scope="module")
+def demo_run():
+    from gitmem.demo import run_demo
+
+    return run_demo(runs=1).run
+
+
+def test_cost_page_shows_the_last_run_bill_and_the_chart_one_line_per_policy(repo, store, web, demo_run):
+    from gitmem.bill import POLICY_LABELS, make_bill, record_run
+    from gitmem.policy import FIXED
+
+    record_run(store, demo_run)
+    page = web.get("/cost").text
+    bill = make_bill(demo_run)
+    assert f"Backend <strong>{bill.backend}</strong>" in page
+    for p in bill.policies:
+        assert f"<tr><th>{POLICY_LABELS[p.policy]}</th><td>${p.phases['session1']:.4f}</td>" in page
+    svg = page.split("<svg", 1)[1].split("</svg>", 1)[0]
+    assert svg.count("<polyline") == len(FIXED)
+    assert len(re.findall(r"<tr><th>[\d.]+ min</th>", page)) == len(bill.table)
+
+
+def test_cost_page_shows_the_last_ask(repo, store, web):
+    from gitmem.bill import record_request
+
+    record_request(store, {"command": "ask", "backend": "emulator", "model": "claude-haiku-4-5", "question": "Why <b>?",
+                           "usage": {"input_tokens": 12, "output_tokens": 3}, "cost": {"total": 0.000027},
+                           "time": "2026-12-02T10:00:00Z", "memory_commit": None})
+    page = web.get("/cost").text
+    assert "Last <code>gitmem ask</code>" in page and "Why &lt;b&gt;?" in page and "$0.000027" in page
+
+
+# --- security ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("base", ["http://evil.example:8737", "http://127.0.0.1.evil.example", "http://10.0.0.5"])
+def test_foreign_host_is_refused_for_pages_and_writes(repo, base):
+    c = client(repo, base)
+    assert c.get("/memory").status_code == 403
+    assert "is not this machine's loopback address" in c.get("/memory").text
+    token = client(repo).app.state.csrf_token  # even with a valid token
+    assert c.post("/add", data={"csrf": token, "type": "fact", "text": "x"}).status_code == 403
+    assert git(repo, "for-each-ref", "refs/memory/") == ""
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://127.0.0.1.evil.example:8737"])
+def test_foreign_origin_is_refused(repo, web, origin):
+    token = csrf(web.get("/memory").text)
+    r = web.post("/add", data={"csrf": token, "type": "fact", "text": "x"}, headers={"Origin": origin})
+    assert r.status_code == 403 and "Origin" in r.text
+    assert git(repo, "for-each-ref", "refs/memory/") == ""
+
+
+@pytest.mark.parametrize("base", ["http://localhost:8737", "http://[::1]:8737", "http://127.0.0.1"])
+def test_loopback_names_and_a_same_origin_post_are_accepted(repo, base):
+    c = client(repo, base)
+    token = csrf(c.get("/memory").text)
+    r = c.post("/add", data={"csrf": token, "type": "fact", "text": "local"}, headers={"Origin": base})
+    assert r.status_code == 303
+
+
+@pytest.mark.parametrize("action,extra", [("/add", {"type": "fact", "text": "x"}),
+                                          ("/retract", {"id": "0000000000000000"}),
+                                          ("/resolve", {"id": "0000000000000000", "take": "ours"})])
+@pytest.mark.parametrize("token", [None, "", "wrong"])
+def test_every_write_needs_the_csrf_token(repo, web, action, extra, token):
+    data = {"branch": "main", **extra}
+    if token is not None:
+        data["csrf"] = token
+    r = web.post(action, data=data)
+    assert r.status_code == 403 and "CSRF token" in r.text
+    assert git(repo, "for-each-ref", "refs/memory/") == ""
+
+
+def test_every_write_form_carries_the_token(repo, store, web, conflicted):
+    token = web.app.state.csrf_token
+    pages = [web.get("/memory").text, web.get(f"/memory/{conflicted}").text, web.get("/branches").text]
+    forms = [f for page in pages for f in re.findall(r'<form method="post".*?</form>', page, re.S)]
+    assert len(forms) >= 4  # add, retract, keep ours, keep theirs
+    assert all(f'name="csrf" value="{token}"' in f for f in forms)
+
+
+def test_each_server_has_its_own_token(repo):
+    assert client(repo).app.state.csrf_token != client(repo).app.state.csrf_token
+
+
+def test_flash_messages_echo_only_well_formed_ids(repo, web):
+    assert "Added" not in web.get("/memory", params={"added": "<b>pwned</b>"}).text
+
+
+# --- entry points ----------------------------------------------------------------------------
+
+
+def test_cli_help_and_import_stay_light():
+    out = subprocess.run([sys.executable, "-c", "import sys, gitmem.cli; print('starlette' in sys.modules)"],
+                         capture_output=True, text=True, cwd=str(ROOT), check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_ui_help_teaches(tmp_path):
+    out = gitmem(tmp_path, "ui", "--help").stdout
+    assert "127.0.0.1" in out and "Example: gitmem ui" in out and "--port" in out
+
+
+def test_entry_points_refuse_a_directory_that_is_not_a_repository(tmp_path):
+    for args in (["-m", "gitmem.web", str(tmp_path), "--port", "1"], ["-m", "gitmem", "-C", str(tmp_path), "ui"]):
+        out = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=str(tmp_path),
+                             env={"PYTHONPATH": str(ROOT), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+        assert out.returncode == 1 and "Error:" in out.stderr, args
+        assert "not a git repository" in out.stderr.lower() or "repository" in out.stderr.lower()
+
