@@ -636,3 +636,17 @@ def missing_here(repo: pygit2.Repository, remotes: Optional[Sequence[str]] = Non
                 continue
             missing.append({"remote": remote, "branch": b, "tip": tip, "fetched": present})
     return missing, unreachable
+
+
+def doctor_problems(repo: pygit2.Repository) -> List[Any]:
+    """`gitmem doctor`'s remote checks, as warnings: memory on a remote but not here,
+    and remotes that could not be asked."""
+    from .store import Problem
+
+    missing, unreachable = missing_here(repo)
+    out = [Problem("warning", f"{m['remote']}:{memory_ref(m['branch'])}",
+                   f"memory on the remote but not here ({m['tip'][:10]}"
+                   + (", fetched, not merged" if m["fetched"] else "") + "): run `gitmem pull`")
+           for m in missing]
+    return out + [Problem("warning", "remote", f"{line} (cannot check for memory missing here)")
+                  for line in unreachable]

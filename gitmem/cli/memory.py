@@ -54,19 +54,30 @@ def write_options(f):
 
 
 @main.command()
+@click.option("--fetch", "fetch_", is_flag=True, help="Fetch and merge the remote's memory now (first use of a clone).")
 @json_option
 @pass_store
-def init(store, as_json: bool) -> None:
+def init(store, fetch_: bool, as_json: bool) -> None:
     """Check the repository and say where this branch's memory lives.
 
-    Nothing is written until the first memory is added.
+    Nothing is written until the first memory is added. On a clone whose remote
+    has memory this clone lacks, says so; --fetch pulls it (as `gitmem pull`).
 
-    Example: gitmem init
+    JSON: {"repository", "branch", "ref", "tip", "inherits", "inherited_tip",
+    "pulled": pull JSON or null, "remote_missing": [{"remote", "branch", "tip", "fetched"}]}.
+
+    Example: gitmem init --fetch
     """
+    from ..remote import missing_here, pull
+
+    has_remotes = bool(list(store.repo.remotes.names()))
+    pulled = pull(store, source="init").to_dict() if fetch_ and has_remotes else None
+    missing = missing_here(store.repo)[0] if has_remotes else []
     branch, tip = store.read_from()
     data = {"repository": store.repo.workdir or store.repo.path, "branch": store.branch, "ref": store.ref,
             "tip": store.own_tip(), "inherits": branch if branch != store.branch else None,
-            "inherited_tip": tip if branch != store.branch else None}
+            "inherited_tip": tip if branch != store.branch else None,
+            "pulled": pulled, "remote_missing": missing}
     if as_json:
         emit_json(data)
         return
@@ -74,6 +85,12 @@ def init(store, as_json: bool) -> None:
     click.echo(f"memory of branch {store.branch!r} is stored on {store.ref}")
     if data["inherits"]:
         click.echo(f"until its first write it reads the memory of {branch!r} ({_short(tip)})")
+    for m in (pulled or {}).get("merged", []):
+        click.echo(f"pulled memory of {m['branch']} from {pulled['remote']}: {m['kind']} {_short(m['commit'])}")
+    for remote in dict.fromkeys(m["remote"] for m in missing):
+        names = ", ".join(m["branch"] for m in missing if m["remote"] == remote)
+        click.echo(f"{remote} has memory this clone lacks ({names}): get it with `gitmem pull {remote}`"
+                   " (or `gitmem init --fetch`)")
     click.echo('add one with: gitmem add decision "..." --because "..."')
 
 
@@ -342,7 +359,9 @@ def doctor(store, fix: bool, recover: bool, as_json: bool) -> None:
         fixed = store.clear_stale_lock()
     if recover:
         recovered = store.recover()
-    problems = store.doctor()
+    from ..remote import doctor_problems
+
+    problems = store.doctor() + doctor_problems(store.repo)
     errors = [p for p in problems if p.level == "error"]
     if as_json:
         emit_json({"ref": store.ref, "ok": not errors, "problems": [p.to_dict() for p in problems],
@@ -382,6 +401,9 @@ def status(store, as_json: bool) -> None:
     from ..merge import list_conflicts
 
     data["conflicts"] = [c.id for c in list_conflicts(store)]
+    from ..remote import divergence
+
+    data["remotes"] = [d.to_dict() for d in divergence(store.repo)]
     if as_json:
         emit_json(data)
         return
@@ -391,5 +413,8 @@ def status(store, as_json: bool) -> None:
     click.echo("  " + (", ".join(f"{n} {t}" for t, n in sorted(counts.items())) or "no memories"))
     if data["conflicts"]:
         click.echo(f"  {len(data['conflicts'])} unresolved memory conflict(s): see `gitmem conflicts`")
+    for d in data["remotes"]:
+        click.echo(f"  memory {d['branch']} vs {d['remote']}: {d['ahead']} ahead, {d['behind']} behind"
+                   " (as of the last fetch or push)")
 
 

@@ -1,0 +1,339 @@
+"""Sharing memory through a real bare remote and real clones, driving the real git executable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import GITMEM, ROOT, git, gitmem, make_repo
+from gitmem import Store
+from gitmem import remote as remote_mod
+from gitmem.errors import RemoteError, SecretFound
+from gitmem.redact import RULES
+
+
+@pytest.fixture
+def origin(tmp_path) -> Path:
+    """A bare repository holding one code commit on main, as a team's server would."""
+    seed = make_repo(tmp_path / "seed")
+    bare = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
+    git(seed, "push", "-q", str(bare), "main")
+    return bare
+
+
+def clone(origin: Path, path: Path, name: str) -> Path:
+    git(path.parent, "clone", "-q", str(origin), path.name)
+    git(path, "config", "user.name", name)
+    git(path, "config", "user.email", f"{name.lower()}@example.com")
+    return path
+
+
+@pytest.fixture
+def alice(origin, tmp_path) -> Path:
+    return clone(origin, tmp_path / "alice", "Alice")
+
+
+@pytest.fixture
+def bob(origin, tmp_path) -> Path:
+    return clone(origin, tmp_path / "bob", "Bob")
+
+
+def remote_tip(origin: Path, branch: str = "main"):
+    out = git(origin, "for-each-ref", "--format=%(objectname)", f"refs/memory/{branch}")
+    return out.strip() or None
+
+
+def texts(path: Path) -> set:
+    return {m.text for m in Store.open(str(path)).memories().values()}
+
+
+def test_writes_on_both_clones_end_as_the_union_with_merge_commits(alice, bob, origin):
+    gitmem(alice, "add", "decision", "Queue jobs in Postgres", "--because", "no new service")
+    gitmem(bob, "add", "fact", "Refunds are idempotent")
+    gitmem(alice, "push")
+
+    pulled = json.loads(gitmem(bob, "pull", "--json").stdout)
+    assert [m["kind"] for m in pulled["merged"]] == ["merge"]
+    merge = Store.open(str(bob)).repo[pulled["merged"][0]["commit"]]
+    assert len(merge.parents) == 2
+    assert str(merge.parents[1].id) == remote_tip(origin)  # the remote's side is the second parent
+
+    gitmem(bob, "push")
+    assert json.loads(gitmem(alice, "pull", "--json").stdout)["merged"][0]["kind"] == "fast-forward"
+    union = {"Queue jobs in Postgres", "Refunds are idempotent"}
+    assert texts(alice) == texts(bob) == union
+    assert Store.open(str(alice)).own_tip() == Store.open(str(bob)).own_tip() == remote_tip(origin)
+
+
+def test_fetch_puts_the_remotes_memory_beside_local_memory_never_over_it(alice, bob):
+    gitmem(alice, "add", "fact", "from alice")
+    gitmem(alice, "push")
+    gitmem(bob, "add", "fact", "from bob")
+    local_before = Store.open(str(bob)).own_tip()
+
+    fetched = json.loads(gitmem(bob, "fetch", "--json").stdout)
+
+    bob_store = Store.open(str(bob))
+    assert bob_store.own_tip() == local_before
+    assert texts(bob) == {"from bob"}
+    assert fetched["branches"] == [{"branch": "main", "ref": "refs/memory-remotes/origin/main", "old": None,
+                                    "new": Store.open(str(alice)).own_tip()}]
+    assert bob_store.repo.references["refs/memory-remotes/origin/main"].target == \
+        Store.open(str(alice)).repo.references["refs/memory/main"].target
+
+
+def test_push_after_a_teammate_pushed_fetches_merges_and_lands_without_force(alice, bob, origin):
+    gitmem(alice, "add", "fact", "alice's")
+    gitmem(alice, "push")
+    alice_tip = remote_tip(origin)
+    gitmem(bob, "add", "fact", "bob's")
+
+    [result] = json.loads(gitmem(bob, "push", "--json").stdout)["branches"]
+
+    assert result["status"] == "pushed" and result["merges"] == 1 and result["attempts"] == 2
+    assert remote_tip(origin) == result["commit"]
+    git(origin, "merge-base", "--is-ancestor", alice_tip, result["commit"])  # nothing was overwritten
+    assert texts(bob) == {"alice's", "bob's"}
+
+
+_PUSHER = """
+import sys
+from gitmem import Store
+from gitmem.remote import push
+path, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store = Store.open(path)
+for i in range(n):
+    store.add("fact", f"{name} fact {i}")
+    [r] = push(store, "origin")
+    assert r.status == "pushed", r
+print("ok")
+"""
+
+
+def test_concurrent_pushes_from_two_clones_both_land_and_nothing_is_lost(alice, bob, origin, tmp_path):
+    carol = clone(origin, tmp_path / "carol", "Carol")
+    n = 6
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", _PUSHER, str(p), name, str(n)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for p, name in ((alice, "alice"), (bob, "bob"))]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+
+    gitmem(carol, "pull")
+    expected = {f"{who} fact {i}" for who in ("alice", "bob") for i in range(n)}
+    assert texts(carol) == expected
+    assert Store.open(str(carol)).own_tip() == remote_tip(origin)
+
+
+def test_a_conflicting_edit_stops_the_push_and_reaches_gitmem_conflicts(alice, bob, origin):
+    memory_id = json.loads(gitmem(alice, "add", "convention", "Tabs", "--json").stdout)["id"]
+    gitmem(alice, "push")
+    gitmem(bob, "pull")
+    gitmem(alice, "edit", memory_id, "--text", "Four spaces")
+    gitmem(alice, "push")
+    agreed = remote_tip(origin)
+    gitmem(bob, "edit", memory_id, "--text", "Two spaces")
+
+    pushed = gitmem(bob, "push", check=False)
+
+    assert pushed.returncode == 1
+    assert "conflict" in pushed.stderr and "gitmem conflicts" in pushed.stderr
+    assert remote_tip(origin) == agreed  # a conflicted merge does not go out on its own
+    found = json.loads(gitmem(bob, "conflicts", "--json").stdout)["conflicts"]
+    assert [c["id"] for c in found] == [memory_id]
+    assert {found[0]["ours"]["text"], found[0]["theirs"]["text"]} == {"Four spaces", "Two spaces"}
+
+    gitmem(bob, "resolve", memory_id, "--theirs")
+    gitmem(bob, "push")
+    gitmem(alice, "pull")
+    assert Store.open(str(alice)).get(memory_id).text == Store.open(str(bob)).get(memory_id).text
+
+
+def test_a_fresh_clone_sees_the_teams_memory_after_gitmem_pull(alice, origin, tmp_path):
+    gitmem(alice, "add", "rejection", "Redis for the job queue", "--because", "ops won't run it")
+    gitmem(alice, "push")
+    newcomer = clone(origin, tmp_path / "newcomer", "Newcomer")
+    assert gitmem(newcomer, "list", "--json").stdout and texts(newcomer) == set()
+
+    init = gitmem(newcomer, "init")
+    assert "origin has memory this clone lacks" in init.stdout and "gitmem pull" in init.stdout
+
+    gitmem(newcomer, "pull")
+    listed = gitmem(newcomer, "list").stdout
+    assert "Redis for the job queue" in listed and "because: ops won't run it" in listed
+
+
+def test_init_fetch_does_the_first_fetch(alice, origin, tmp_path):
+    gitmem(alice, "add", "fact", "the team knows this")
+    gitmem(alice, "push")
+    newcomer = clone(origin, tmp_path / "newcomer", "Newcomer")
+    gitmem(newcomer, "init", "--fetch")
+    assert texts(newcomer) == {"the team knows this"}
+
+
+def test_pull_starts_local_memory_for_a_branch_only_the_remote_has(alice, bob):
+    gitmem(alice, "--branch", "feature", "add", "fact", "feature detail")
+    gitmem(alice, "add", "fact", "main detail")
+    assert gitmem(alice, "push", "--all").returncode == 0
+
+    merged = json.loads(gitmem(bob, "pull", "--json").stdout)["merged"]
+
+    assert {m["branch"]: m["kind"] for m in merged} == {"feature": "new", "main": "new"}
+    assert {m.text for m in Store.open(str(bob), "feature").memories().values()} >= {"feature detail"}
+
+
+def test_remote_setup_makes_plain_git_carry_memory_and_undo_restores_the_config(alice, bob, origin):
+    config = Path(alice, ".git", "config")
+    before = config.read_bytes()
+    setup = json.loads(gitmem(alice, "remote", "setup", "--json").stdout)
+    assert {(c["key"], c["value"], c["action"]) for c in setup["changes"]} == {
+        ("remote.origin.fetch", "+refs/memory/*:refs/memory-remotes/origin/*", "added"),
+        ("remote.origin.push", "HEAD", "added"),
+        ("remote.origin.push", "refs/memory/*:refs/memory/*", "added"),
+    }
+    again = json.loads(gitmem(alice, "remote", "setup", "--json").stdout)["changes"]
+    assert {c["action"] for c in again} == {"kept"}
+
+    gitmem(alice, "add", "fact", "travels with plain git")
+    (alice / "code.txt").write_text("code\n")
+    git(alice, "add", "code.txt")
+    git(alice, "commit", "-q", "-m", "code")
+    git(alice, "push", "-q")  # no refspec on the command line
+    assert remote_tip(origin) == Store.open(str(alice)).own_tip()
+    assert git(origin, "rev-parse", "main").strip() == git(alice, "rev-parse", "HEAD").strip()
+
+    gitmem(bob, "remote", "setup")
+    git(bob, "fetch", "-q")
+    assert git(bob, "rev-parse", "refs/memory-remotes/origin/main").strip() == remote_tip(origin)
+
+    undone = json.loads(gitmem(alice, "remote", "setup", "--undo", "--json").stdout)["changes"]
+    assert len(undone) == 3 and {c["action"] for c in undone} == {"removed"}
+    assert config.read_bytes() == before
+
+
+def test_remote_setup_keeps_an_existing_push_refspec_and_undo_leaves_it(alice):
+    git(alice, "config", "--add", "remote.origin.push", "refs/heads/main:refs/heads/main")
+    config = Path(alice, ".git", "config")
+    before = config.read_bytes()
+    changes = remote_mod.setup(Store.open(str(alice)).repo, "origin")
+    assert "HEAD" not in [c.value for c in changes]
+    remote_mod.setup(Store.open(str(alice)).repo, "origin", undo=True)
+    assert config.read_bytes() == before
+
+
+def _plant(repo_path: Path, path: str, content: str, message: str = "hand edit") -> str:
+    """Commit a blob onto refs/memory/main with plain git plumbing, bypassing gitmem's redaction."""
+    index = str(repo_path / ".git" / "plant-index")
+    env = {"GIT_INDEX_FILE": index}
+    tip = git(repo_path, "rev-parse", "refs/memory/main").strip()
+    git(repo_path, "read-tree", tip, env=env)
+    blob = git(repo_path, "hash-object", "-w", "--stdin", input=content).strip()
+    git(repo_path, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+    tree = git(repo_path, "write-tree", env=env).strip()
+    commit = git(repo_path, "commit-tree", tree, "-p", tip, "-m", message).strip()
+    git(repo_path, "update-ref", "refs/memory/main", commit, tip)
+    os.unlink(index)
+    return commit
+
+
+def _github_token() -> str:
+    return next(r for r in RULES if r.id == "github-pat").true_samples[0]
+
+
+def test_a_secret_planted_with_plain_git_is_caught_at_push(alice, origin):
+    gitmem(alice, "add", "fact", "clean")
+    gitmem(alice, "push")
+    pushed_before = remote_tip(origin)
+    token = _github_token()
+    _plant(alice, "note/zz/planted.yaml", f"text: deploy with {token}\n")
+    gitmem(alice, "add", "fact", "a later, clean write")  # the secret stays in history
+
+    result = gitmem(alice, "push", check=False)
+
+    assert result.returncode == 1
+    assert "secret" in result.stderr and "note/zz/planted.yaml" in result.stderr and "github-pat" in result.stderr
+    assert token not in result.stderr + result.stdout
+    assert remote_tip(origin) == pushed_before
+
+
+def test_the_secret_scan_looks_only_at_what_the_remote_lacks(alice):
+    token = _github_token()
+    gitmem(alice, "add", "fact", "first")
+    repo = Store.open(str(alice)).repo
+    planted = _plant(alice, "note/zz/planted.yaml", f"token: {token}\n")
+    clean = Store.open(str(alice)).add("fact", "second").commit
+
+    assert [rule for _, rule in remote_mod.outgoing_secrets(repo, [clean])] == ["github-pat"]
+    assert remote_mod.outgoing_secrets(repo, [clean], known=[planted]) == []
+    with pytest.raises(SecretFound):
+        remote_mod.push(Store.open(str(alice)), "origin")
+
+
+def test_an_unreachable_remote_gives_a_clear_error_and_leaves_memory_alone(alice, tmp_path):
+    gitmem(alice, "add", "fact", "stays here")
+    git(alice, "remote", "set-url", "origin", str(tmp_path / "gone.git"))
+    tip = Store.open(str(alice)).own_tip()
+
+    for command in (["push"], ["fetch"], ["pull"]):
+        result = gitmem(alice, *command, check=False)
+        assert result.returncode == 1, command
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith("Error: could not") and "origin" in line and "gone.git" in line
+    assert Store.open(str(alice)).own_tip() == tip
+    assert "refs/memory-remotes/origin/main" not in Store.open(str(alice)).repo.references
+
+
+def test_a_remote_that_rejects_the_push_gives_a_clear_error(alice, origin):
+    hook = origin / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'memory is frozen' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    gitmem(alice, "add", "fact", "not accepted")
+    tip = Store.open(str(alice)).own_tip()
+
+    result = gitmem(alice, "push", check=False)
+
+    assert result.returncode == 1
+    assert "main: rejected" in result.stdout
+    assert result.stderr.startswith("Error:") and "hook declined" in result.stderr
+    assert Store.open(str(alice)).own_tip() == tip and remote_tip(origin) is None
+
+
+def test_a_named_remote_must_exist(alice):
+    with pytest.raises(RemoteError, match="no remote named 'upstream'"):
+        remote_mod.fetch(Store.open(str(alice)).repo, "upstream")
+
+
+def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
+    gitmem(alice, "add", "fact", "one")
+    gitmem(alice, "push")
+    gitmem(bob, "pull")
+    gitmem(alice, "add", "fact", "two")
+    gitmem(alice, "push")
+    gitmem(bob, "add", "fact", "three")
+    gitmem(bob, "add", "fact", "four")
+    gitmem(bob, "fetch")
+
+    status = json.loads(gitmem(bob, "status", "--json").stdout)
+
+    assert status["remotes"] == [{"branch": "main", "remote": "origin", "ahead": 2, "behind": 1,
+                                  "local": Store.open(str(bob)).own_tip(),
+                                  "fetched": Store.open(str(alice)).own_tip()}]
+    assert "origin: 2 ahead, 1 behind" in gitmem(bob, "status").stdout
+
+
+def test_doctor_reports_memory_on_the_remote_but_not_here(alice, bob):
+    gitmem(alice, "add", "fact", "only on the remote")
+    gitmem(alice, "push")
+
+    report = gitmem(bob, "doctor", check=False)
+    assert "memory on the remote but not here" in report.stdout and "origin" in report.stdout
+
+    gitmem(bob, "pull")
+    assert "memory on the remote but not here" not in gitmem(bob, "doctor", check=False).stdout
