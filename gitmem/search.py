@@ -152,7 +152,7 @@ TYPE_BOOST = {"rejection": 1.6, "decision": 1.3}
 PROPOSAL_TYPES = ("rejection", "decision")
 STALE_FACTOR = 0.8
 #: A proposal must share this much (see :attr:`Hit.match`) with a rejection to count as "already rejected".
-PROPOSAL_MATCH_FLOOR = 0.3
+PROPOSAL_MATCH_FLOOR = 0.35
 
 
 def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths: Sequence[str] = (),
@@ -180,7 +180,9 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
             norm = k1 * (1 - b + b * index.lengths[i] / index.avg)
             scores[i] = scores.get(i, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
             matched[i] = matched.get(i, 0.0) + idf
-    query_mass = sum(index.idf(t) for t in terms)
+    # Words no memory uses say nothing about which memory matches (and would make every
+    # match look weak in a small store), so only known words count towards the query's weight.
+    query_mass = sum(index.idf(t) for t in terms if t in index.postings)
     if wanted:
         # A memory that only shares a path scores at most half the weakest lexical match.
         floor = min(scores.values()) if scores else 1.0
@@ -207,6 +209,13 @@ def check_proposal(memories: Iterable[Memory], proposal: str, *, paths: Sequence
     rejections = [m for m in memories if m.type == "rejection"]
     hits = rank(rejections, proposal, limit=limit, paths=paths, now=now)
     return [h for h in hits if h.match >= PROPOSAL_MATCH_FLOOR]
+
+
+def rejection_summary(h: Hit) -> Dict[str, Any]:
+    """What an agent needs to know about a matching rejection (the MCP and CLI shape)."""
+    m = h.memory
+    return {"id": m.id, "proposal": m.text, "reason": m.reason, "author": m.author.name,
+            "kind": m.author.kind, "source": m.source, "when": m.created, "match": round(h.match, 2)}
 
 
 def path_overlap(mine: Sequence[str], wanted: Sequence[str]) -> float:

@@ -127,4 +127,5 @@ from . import llm  # noqa: E402,F401
 from . import context  # noqa: E402,F401
 from . import branches  # noqa: E402,F401
 from . import remote  # noqa: E402,F401
+from . import mcp  # noqa: E402,F401
 from . import ui  # noqa: E402,F401

@@ -1,0 +1,309 @@
+"""The MCP server: gitmem's memory as tools and resources for any MCP client.
+
+Built on the official ``mcp`` SDK (2.x, ``MCPServer``), imported only here, so
+nothing else pays for it. Thin: every tool parses its arguments, calls the
+library (store, search, context, checkpoint) and returns plain JSON.
+
+- The repository is re-opened on every call (cheap: the parsed-blob cache is
+  per process), so the server follows ``git switch`` while it runs.
+- Writes are authored by the agent (kind ``agent``) with source
+  ``mcp:<client name>/<version>`` taken from the initialize handshake, so the
+  audit trail says which tool wrote what.
+- Tool descriptions and schemas are kept short on purpose: clients send them
+  with every request. :func:`tool_schema_tokens` counts them.
+- Errors from the library become MCP tool errors (``isError``) carrying the
+  one-line message; nothing is written when arguments are invalid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Dict, List, Optional, get_type_hints
+
+from .errors import GitmemError
+from .model import Author
+
+INSTRUCTIONS = (
+    "gitmem is this repository's memory. Before proposing an approach, call check_proposal; "
+    "call recall or context before your first step; remember decisions, facts and conventions; "
+    "reject ideas you turn down, with the reason."
+)
+_SOURCE_CHARS = re.compile(r"[^A-Za-z0-9_.@/:+-]+")
+
+# Short descriptions: every word here is paid for on every request.
+DESCRIPTIONS = {
+    "remember": "Store a memory: decision, convention, fact, action, note, or file (needs paths). Returns its id.",
+    "recall": "Search memory, best first. Paths (or the current diff) boost memories about those files.",
+    "get": "One memory by id (or unique prefix).",
+    "history": "Commits that changed a memory: who, when, from which tool.",
+    "reject": "Record a rejected proposal and why, so no agent proposes it again.",
+    "check_proposal": "Earlier rejections matching a proposal, with reason, author and time. Empty: none.",
+    "context": "The repository's memory as context for your first step.",
+    "checkpoint": "Save where the work stands and the next step.",
+    "resume": "Where the work on this branch stands: last checkpoint, commits and memories since, next step.",
+}
+
+
+def source_for(client: Optional[Any]) -> str:
+    """``mcp:<name>/<version>`` from the client's Implementation info (``mcp`` when unknown)."""
+    name = _SOURCE_CHARS.sub("-", getattr(client, "name", "") or "").strip("-")[:40]
+    version = _SOURCE_CHARS.sub("-", getattr(client, "version", "") or "").strip("-")[:20]
+    if not name:
+        return "mcp"
+    return f"mcp:{name}/{version}" if version else f"mcp:{name}"
+
+
+def _client(ctx: Any) -> Optional[Any]:
+    try:
+        params = ctx.session.client_params
+    except (AttributeError, ValueError):
+        return None
+    return params.client_info if params is not None else None
+
+
+def _compact(schema: Any) -> Any:
+    """Drop pydantic's titles and collapse ``anyOf [X, null]`` to X: same meaning, fewer tokens."""
+    if isinstance(schema, dict):
+        out = {k: ({name: _compact(sub) for name, sub in v.items()} if k == "properties" else _compact(v))
+               for k, v in schema.items() if k != "title" and not (k == "default" and v is None)}
+        options = out.get("anyOf")
+        if isinstance(options, list):
+            real = [o for o in options if o != {"type": "null"}]
+            if len(real) == 1 and len(real) < len(options):
+                del out["anyOf"]
+                out.update(real[0])
+        return out
+    if isinstance(schema, list):
+        return [_compact(v) for v in schema]
+    return schema
+
+
+class Gitmem:
+    """The tools' implementation over one repository (no MCP types: testable directly)."""
+
+    def __init__(self, path: str = ".", branch: Optional[str] = None):
+        self.path = path
+        self.branch = branch
+
+    def store(self):
+        from .store import Store
+
+        return Store.open(self.path, self.branch)
+
+    def author(self, store: Any, source: str) -> Author:
+        from .store import config_get
+
+        name = os.environ.get("GITMEM_AUTHOR_NAME") or source.split(":", 1)[-1].split("/", 1)[0] or "agent"
+        email = os.environ.get("GITMEM_AUTHOR_EMAIL") or config_get(store.repo, "user.email") or ""
+        return Author(name=name, email=email, kind="agent")
+
+    def _write(self, source: str, type_: str, text: str, **fields: Any) -> Dict[str, Any]:
+        store = self.store()
+        w = store.add(type_, text, author=self.author(store, source), source=source, **fields)
+        return {"id": w.memory.id, "commit": w.commit, "ref": store.ref, "redacted": w.redacted}
+
+    def remember(self, source: str, type: str, text: str, title: Optional[str] = None,
+                 tags: Optional[List[str]] = None, paths: Optional[List[str]] = None,
+                 reason: Optional[str] = None) -> Dict[str, Any]:
+        if type in ("rejection", "checkpoint"):
+            raise GitmemError(f"use the {'reject' if type == 'rejection' else 'checkpoint'} tool for a {type}")
+        return self._write(source, type, text, title=title, reason=reason, tags=tags or (), paths=paths or ())
+
+    def reject(self, source: str, proposal: str, reason: str, paths: Optional[List[str]] = None) -> Dict[str, Any]:
+        return self._write(source, "rejection", proposal, reason=reason, paths=paths or ())
+
+    def recall(self, query: str = "", type: Optional[str] = None, paths: Optional[List[str]] = None,
+               limit: int = 10) -> Dict[str, Any]:
+        from .model import TYPES, check_choice
+        from .search import recall
+
+        check_choice("type", type, TYPES)
+        store = self.store()
+        hits = recall(store, query, type=type, paths=paths, limit=max(1, min(limit, 50)))
+        out = {"ref": store.ref, "memories": [_hit(h) for h in hits]}
+        if any(h.stale for h in hits):
+            out["note"] = "stale: the file changed since that file memory was written; re-read it"
+        return out
+
+    def check_proposal(self, proposal: str, paths: Optional[List[str]] = None) -> Dict[str, Any]:
+        from .search import check_proposal, rejection_summary
+
+        hits = check_proposal(self.store().memories().values(), proposal, paths=paths or ())
+        return {"rejections": [rejection_summary(h) for h in hits]}
+
+    def get(self, id: str) -> Dict[str, Any]:
+        return self.store().get(id).to_dict()
+
+    def history(self, id: str) -> Dict[str, Any]:
+        return {"changes": [c.to_dict() for c in self.store().history(id)]}
+
+    def context(self, query: Optional[str] = None) -> Dict[str, Any]:
+        from .context import build
+
+        ctx = build(self.store(), query=query)
+        text = "\n\n".join(b["text"] for b in ctx.body["system"] if b.get("type") == "text")
+        return {"memory_commit": ctx.memory_commit, "tokens": ctx.total_tokens, "context": text,
+                "warnings": list(ctx.warnings)}
+
+    def checkpoint(self, source: str, text: str, next: Optional[str] = None) -> Dict[str, Any]:
+        from .checkpoint import checkpoint
+
+        store = self.store()
+        w = checkpoint(store, text, next=next, author=self.author(store, source), source=source)
+        return {"id": w.memory.id, "commit": w.commit, "ref": store.ref}
+
+    def resume(self) -> Dict[str, Any]:
+        from .checkpoint import resume
+
+        return resume(self.store()).to_dict()
+
+    def memory_list(self) -> str:
+        store = self.store()
+        return json.dumps({"ref": store.ref, "memories": [
+            {"id": m.id, "type": m.type, "summary": m.summary} for m in store.list()]}, ensure_ascii=False)
+
+    def memory_yaml(self, id: str) -> str:
+        from .model import dump_yaml
+
+        return dump_yaml(self.store().get(id)).decode("utf-8")
+
+
+def _hit(h: Any) -> Dict[str, Any]:
+    m = h.memory
+    out = {"id": m.id, "type": m.type, "text": m.text, "score": round(h.score, 3)}
+    for key in ("title", "reason", "next"):
+        if getattr(m, key):
+            out[key] = getattr(m, key)
+    if m.paths:
+        out["paths"] = list(m.paths)
+    if h.stale:
+        out["stale"] = True
+    return out
+
+
+def build_server(path: str = ".", branch: Optional[str] = None):
+    """An ``MCPServer`` with gitmem's tools and resources, serving the repository at ``path``."""
+    from typing import Annotated, Literal
+
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import Field
+
+    from . import __version__
+    from .model import TYPES
+
+    impl = Gitmem(path, branch)
+    names = {"Annotated": Annotated, "Context": Context, "Field": Field}
+
+    class Server(MCPServer):
+        async def list_tools(self):  # type: ignore[override]
+            tools = await super().list_tools()
+            for tool in tools:
+                tool.input_schema = _compact(tool.input_schema)
+                tool.output_schema = None  # results are self-describing JSON; no schema to pay for
+            return tools
+
+    server = Server("gitmem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def call(fn, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        try:
+            return fn(*args, **{k: v for k, v in kwargs.items() if v is not None})
+        except GitmemError as e:
+            raise ToolError(str(e)) from None
+
+    Kind = Literal["decision", "convention", "fact", "action", "note", "file"]
+    Type = Literal[TYPES]  # type: ignore[valid-type]
+    Paths = Annotated[Optional[List[str]], Field(description="repo-relative file paths")]
+    MemoryId = Annotated[str, Field(description="memory id or unique prefix")]
+    names.update(Paths=Paths, MemoryId=MemoryId, Kind=Kind, Type=Type)
+
+    def tool(fn):
+        # Results are annotated with the builtin ``dict[str, Any]``, which the SDK returns as
+        # structured content as is (``typing.Dict`` would be wrapped in {"result": ...}).
+        # Annotations are strings (postponed evaluation) naming the local types above:
+        # resolve them here, where those names are visible, before the SDK reads them.
+        fn.__annotations__ = get_type_hints(fn, localns={**globals(), **names}, include_extras=True)
+        server.add_tool(fn, description=DESCRIPTIONS[fn.__name__])
+        return fn
+
+    @tool
+    def remember(type: Kind, text: str, ctx: Context, title: Optional[str] = None,
+                 tags: Optional[List[str]] = None, paths: Paths = None,
+                 reason: Annotated[Optional[str], Field(description="why")] = None) -> dict[str, Any]:
+        return call(impl.remember, source_for(_client(ctx)), type, text, title=title, tags=tags, paths=paths,
+                    reason=reason)
+
+    @tool
+    def recall(query: str, type: Optional[Type] = None, paths: Paths = None, limit: int = 10) -> dict[str, Any]:
+        return call(impl.recall, query, type=type, paths=paths, limit=limit)
+
+    @tool
+    def get(id: MemoryId) -> dict[str, Any]:
+        return call(impl.get, id)
+
+    @tool
+    def history(id: MemoryId) -> dict[str, Any]:
+        return call(impl.history, id)
+
+    @tool
+    def reject(proposal: str, reason: str, ctx: Context, paths: Paths = None) -> dict[str, Any]:
+        return call(impl.reject, source_for(_client(ctx)), proposal, reason, paths=paths)
+
+    @tool
+    def check_proposal(proposal: str, paths: Paths = None) -> dict[str, Any]:
+        return call(impl.check_proposal, proposal, paths=paths)
+
+    @tool
+    def context(query: Optional[str] = None) -> dict[str, Any]:
+        return call(impl.context, query=query)
+
+    @tool
+    def checkpoint(text: str, ctx: Context, next: Optional[str] = None) -> dict[str, Any]:
+        return call(impl.checkpoint, source_for(_client(ctx)), text, next=next)
+
+    @tool
+    def resume() -> dict[str, Any]:
+        return call(impl.resume)
+
+    @server.resource("gitmem://memories", name="memories", description="Active memories of this branch",
+                     mime_type="application/json")
+    def memories() -> str:
+        return impl.memory_list()
+
+    @server.resource("gitmem://memory/{id}", name="memory", description="One memory (YAML)",
+                     mime_type="application/yaml")
+    def memory(id: str) -> str:
+        try:
+            return impl.memory_yaml(id)
+        except GitmemError as e:
+            from mcp.server.mcpserver.exceptions import ResourceError
+
+            raise ResourceError(str(e)) from None
+
+    return server
+
+
+def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, port: int = 8765) -> None:
+    """Run until the client disconnects: stdio by default, or streamable HTTP on 127.0.0.1."""
+    from .store import open_repository
+
+    open_repository(path)  # fail fast, before the client waits on a handshake
+    server = build_server(path, branch)
+    if http:
+        server.run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        server.run("stdio")
+
+
+def tool_schema_tokens(server: Any = None) -> int:
+    """Tokens an agent pays per request for gitmem's tool names, descriptions and schemas."""
+    import anyio
+
+    from .tokens import count_tokens
+
+    server = server or build_server()
+    tools = anyio.run(server.list_tools)
+    return sum(count_tokens(t.name + (t.description or "") + json.dumps(t.input_schema, separators=(",", ":")))
+               for t in tools)

@@ -1,0 +1,145 @@
+"""The MCP server, driven as a real subprocess (`gitmem mcp`) by the official SDK's stdio client."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+
+from conftest import ROOT, git
+
+mcp = pytest.importorskip("mcp")
+
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from mcp.types import Implementation  # noqa: E402
+
+
+@asynccontextmanager
+async def session(repo, name="claude-code", version="2.1.0"):
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "gitmem", "mcp"], cwd=str(repo),
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    with open(os.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write, client_info=Implementation(name=name, version=version)) as s:
+                await s.initialize()
+                yield s
+
+
+async def call(s, tool, **arguments):
+    result = await s.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    return result, (result.structured_content if result.structured_content is not None
+                    else json.loads(result.content[0].text))
+
+
+def run(fn):
+    return anyio.run(fn)
+
+
+def test_lists_its_tools_with_short_schemas(repo):
+    from gitmem.tokens import count_tokens
+
+    async def main():
+        async with session(repo) as s:
+            return (await s.list_tools()).tools, (await s.list_resources()).resources, \
+                (await s.list_resource_templates()).resource_templates
+
+    tools, resources, templates = run(main)
+    by_name = {t.name: t for t in tools}
+    assert set(by_name) == {"remember", "recall", "get", "history", "reject", "check_proposal", "context",
+                            "checkpoint", "resume"}
+    assert by_name["reject"].input_schema["required"] == ["proposal", "reason"]
+    assert by_name["remember"].input_schema["properties"]["type"]["enum"][0] == "decision"
+    assert "paths" in by_name["check_proposal"].input_schema["properties"]
+    total = sum(count_tokens(t.name + (t.description or "") + json.dumps(t.input_schema, separators=(",", ":")))
+                for t in tools)
+    print(f"\nMCP tool names, descriptions and schemas: {total} tokens (limit 1500)")
+    assert total < 1500
+    assert [r.uri for r in resources] == ["gitmem://memories"]
+    assert [t.uri_template for t in templates] == ["gitmem://memory/{id}"]
+
+
+def test_remember_recall_reject_check_proposal_and_audit_trail(repo):
+    async def main():
+        async with session(repo, "claude-code", "2.1.0") as s:
+            _, added = await call(s, "remember", type="decision", text="Queue jobs in Postgres with SKIP LOCKED",
+                                  reason="enqueue in the same transaction", paths=["src/jobs/queue.py"])
+            _, recalled = await call(s, "recall", query="how are background jobs queued")
+            _, rejected = await call(s, "reject", proposal="Use Redis with RQ for the job queue",
+                                     reason="ops will not run another stateful service")
+            _, found = await call(s, "check_proposal",
+                                  proposal="Let's move the background workers onto a Redis queue")
+            _, nothing = await call(s, "check_proposal", proposal="Add a dark mode toggle to settings")
+            _, got = await call(s, "get", id=added["id"][:12])
+            _, history = await call(s, "history", id=rejected["id"])
+            listing = await s.read_resource("gitmem://memories")
+            one = await s.read_resource(f"gitmem://memory/{added['id']}")
+            return added, recalled, rejected, found, nothing, got, history, listing, one
+
+    added, recalled, rejected, found, nothing, got, history, listing, one = run(main)
+    assert recalled["memories"][0]["id"] == added["id"]
+    assert [r["id"] for r in found["rejections"]] == [rejected["id"]]
+    match = found["rejections"][0]
+    assert match["reason"] == "ops will not run another stateful service"
+    assert match["author"] == "claude-code" and match["when"].endswith("Z")
+    assert nothing == {"rejections": []}
+    assert got["text"] == "Queue jobs in Postgres with SKIP LOCKED"
+    assert got["author"]["kind"] == "agent" and got["source"] == "mcp:claude-code/2.1.0"
+    assert history["changes"][0]["source"] == "mcp:claude-code/2.1.0"
+    assert [m["id"] for m in json.loads(listing.contents[0].text)["memories"]] == [added["id"], rejected["id"]]
+    assert "SKIP LOCKED" in one.contents[0].text
+    # the audit trail, read with plain git, names the client
+    log = git(repo, "log", "--format=%an|%(trailers:key=Memory-Source,valueonly)", "refs/memory/main")
+    assert [line for line in log.splitlines() if line] == ["claude-code|mcp:claude-code/2.1.0"] * 2
+
+
+def test_a_malformed_call_is_an_mcp_error_and_writes_nothing(repo):
+    async def main():
+        async with session(repo) as s:
+            missing = await s.call_tool("reject", {"proposal": "Use Redis"})
+            bad_type = await s.call_tool("remember", {"type": "gossip", "text": "x"})
+            bad_path = await s.call_tool("remember", {"type": "fact", "text": "x", "paths": ["../outside"]})
+            unknown = await s.call_tool("forget_everything", {})
+            _, still = await call(s, "recall", query="redis")
+            return missing, bad_type, bad_path, unknown, still
+
+    missing, bad_type, bad_path, unknown, still = run(main)
+    for result in (missing, bad_type, bad_path, unknown):
+        assert result.is_error
+    assert "reason" in missing.content[0].text
+    assert "must stay inside the repository" in bad_path.content[0].text
+    assert still == {"ref": "refs/memory/main", "memories": []}
+    assert git(repo, "for-each-ref", "refs/memory/").strip() == ""
+
+
+def test_follows_branch_switches_while_running(repo):
+    async def main():
+        async with session(repo, "cursor", "0.50") as s:
+            await call(s, "remember", type="fact", text="Main uses port 8000")
+            git(repo, "switch", "-q", "-c", "feature")
+            _, on_feature = await call(s, "remember", type="fact", text="Feature flag lives in flags.py")
+            return on_feature
+
+    on_feature = run(main)
+    assert on_feature["ref"] == "refs/memory/feature"
+    assert "mcp:cursor/0.50" in git(repo, "log", "-1", "--format=%B", "refs/memory/feature")
+
+
+def test_context_checkpoint_and_resume(repo):
+    async def main():
+        async with session(repo) as s:
+            await call(s, "remember", type="convention", text="Money is integer cents")
+            _, ctx = await call(s, "context", query="how do we store prices")
+            _, cp = await call(s, "checkpoint", text="refund webhook parsed", next="write the ledger entry")
+            _, where = await call(s, "resume")
+            return ctx, cp, where
+
+    ctx, cp, where = run(main)
+    assert "Money is integer cents" in ctx["context"] and ctx["memory_commit"]
+    assert where["checkpoint"]["id"] == cp["id"] and where["next"] == "write the ledger entry"
