@@ -337,3 +337,9 @@ def test_doctor_reports_memory_on_the_remote_but_not_here(alice, bob):
 
     gitmem(bob, "pull")
     assert "memory on the remote but not here" not in gitmem(bob, "doctor", check=False).stdout
+
+
+def test_doctor_offline_does_not_ask_the_remote(alice, bob):
+    gitmem(alice, "add", "fact", "only on the remote")
+    gitmem(alice, "push")
+    assert "memory on the remote but not here" not in gitmem(bob, "doctor", "--offline", check=False).stdout

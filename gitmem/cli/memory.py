@@ -341,13 +341,15 @@ def log(store, limit, memory_id, author_kind, source, author, as_json) -> None:
 @click.option("--recover", is_flag=True,
               help="If objects are missing or corrupt, move the ref back to the last intact tip in its "
                    "reflog, re-adding every memory that can still be read.")
+@click.option("--offline", is_flag=True, help="Do not ask the remotes for memory missing here.")
 @json_option
 @pass_store
-def doctor(store, fix: bool, recover: bool, as_json: bool) -> None:
+def doctor(store, fix: bool, recover: bool, offline: bool, as_json: bool) -> None:
     """Validate the memory ref, its history and every blob; report, never crash.
 
     Reads every object reachable from the ref. Nothing is changed without
-    --fix or --recover. Exit code 1 when an error remains.
+    --fix or --recover. Asks each git remote (unless --offline) for memory
+    this clone lacks. Exit code 1 when an error remains.
 
     JSON: {"ref", "ok", "problems": [{"level", "where", "message"}],
     "fixed": lock or null, "recovered": {"damaged", "good", "tip", "kept", "lost"} or null}.
@@ -361,7 +363,7 @@ def doctor(store, fix: bool, recover: bool, as_json: bool) -> None:
         recovered = store.recover()
     from ..remote import doctor_problems
 
-    problems = store.doctor() + doctor_problems(store.repo)
+    problems = store.doctor() + ([] if offline else doctor_problems(store.repo))
     errors = [p for p in problems if p.level == "error"]
     if as_json:
         emit_json({"ref": store.ref, "ok": not errors, "problems": [p.to_dict() for p in problems],
