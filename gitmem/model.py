@@ -156,7 +156,7 @@ class Memory:
                 value = _expect_str(f.name, value)
             kwargs[f.name] = value
         for required in ("id", "type", "text", "source", "created"):
-            if required not in kwargs:
+            if kwargs.get(required) is None:  # `text: null` in a hand edit is as missing as no key
                 raise InvalidMemory(required, "missing")
         memory = cls(**kwargs)
         validate(memory)
