@@ -1,0 +1,153 @@
+"""The web UI in a real headless Chromium, against the real server process (`python -m gitmem.web`).
+
+Needs Debian's ``chromium`` and the ``playwright`` Python package (its own browser download is
+never used: we launch the system binary). Skipped with the reason when either is missing.
+Screenshots of every page go to test-artifacts/web/ for a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, git
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+SHOTS = ROOT / "test-artifacts" / "web"
+
+
+def _playwright():
+    if CHROMIUM is None:
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium; .ci/run does it)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright Python package is not installed (pip install playwright)")
+    return sync_playwright
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(repo, store):
+    """The real server on a free 127.0.0.1 port, over a repository with memory and a recorded demo run."""
+    from gitmem.bill import record_run
+    from gitmem.demo import run_demo
+
+    store.add("decision", "Use pygit2 for git access", reason="no subprocess per write", tags=["git"])
+    store.add("rejection", "Cache memory in Redis", reason="one more service to run for a local tool")
+    store.add("fact", "A memory with <script>alert(1)</script> in it renders as text")
+    record_run(store, run_demo(runs=1).run)
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "gitmem.web", str(repo), "--port", str(port)],
+                            cwd=str(repo), env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"server did not start: {proc.communicate()[0]}")
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture
+def page(server):
+    sync_playwright = _playwright()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            tab = browser.new_page(viewport={"width": 1200, "height": 900})
+            dialogs = []
+            tab.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            yield tab
+            assert dialogs == [], "a script ran in the page"
+        finally:
+            browser.close()
+
+
+def test_add_a_memory_in_the_browser_and_find_it_in_the_list_in_git_and_on_every_page(repo, server, page):
+    page.goto(server + "/memory")
+    assert page.locator("h1").inner_text() == "Memory"
+    assert page.locator(".reason-rejection").first.inner_text().startswith("Rejected because:")
+    assert "<script>alert(1)</script>" in page.locator(".memory .text").all_inner_texts()[0]
+    page.screenshot(path=str(SHOTS / "memory.png"), full_page=True)
+
+    form = page.locator("#add-form")
+    form.locator("select[name=type]").select_option("rejection")
+    form.locator("textarea[name=text]").fill("Store memory in a SQL database")
+    form.locator("input[name=reason]").fill("git already is the database, and it travels with the code")
+    form.locator("input[name=tags]").fill("storage, from-browser")
+    with page.expect_navigation():
+        form.locator("button[type=submit]").click()
+    assert page.locator(".flash").inner_text().startswith("Added ")
+    first = page.locator("article.memory").first
+    assert "Store memory in a SQL database" in first.inner_text()
+    assert "git already is the database" in first.locator(".reason-rejection").inner_text()
+    page.screenshot(path=str(SHOTS / "memory-added.png"), full_page=True)
+
+    log = git(repo, "log", "-1", "--format=%an <%ae>%n%B", "refs/memory/main")
+    assert log.startswith("Test Human <human@example.com>\nadd rejection: Store memory in a SQL database")
+    assert "Memory-Source: web-ui" in log
+
+    with page.expect_navigation():
+        first.locator("a.title").click()
+    assert "History" in page.locator("main").inner_text()
+    assert "type: rejection" in page.locator("pre.yaml").inner_text()
+    page.screenshot(path=str(SHOTS / "one-memory.png"), full_page=True)
+
+    page.goto(server + "/audit")
+    assert "Store memory in a SQL database" in page.locator("table.audit tbody tr").first.inner_text()
+    page.screenshot(path=str(SHOTS / "audit.png"), full_page=True)
+
+    page.goto(server + "/branches")
+    assert "refs/memory/main" in page.locator("main").inner_text()
+    page.screenshot(path=str(SHOTS / "branches.png"), full_page=True)
+
+    page.goto(server + "/cost")
+    chart = page.locator("figure.chart svg")
+    assert chart.count() == 1 and chart.bounding_box()["width"] > 300
+    assert chart.locator("polyline").count() == 4  # one line per policy
+    assert "Last demo run" in page.locator("main").inner_text()
+    page.screenshot(path=str(SHOTS / "cost.png"), full_page=True)
+
+
+def test_a_form_on_another_site_cannot_write(repo, server, page):
+    """A page on a foreign origin posting to the UI (cross-site request forgery): the browser sends
+    that page's Origin and the form has no token, so the server refuses it and nothing is written."""
+    before = git(repo, "rev-parse", "refs/memory/main").strip()
+    evil = (f'<form method="post" action="{server}/add"><input name="type" value="fact">'
+            '<input name="text" value="planted"><input name="csrf" value="guessed">'
+            '<button id="go" type="submit">win a prize</button></form>')
+    page.route("http://evil.example/**", lambda route: route.fulfill(status=200, content_type="text/html", body=evil))
+    page.goto("http://evil.example/")
+    with page.expect_response(server + "/add") as response:
+        page.click("#go")
+    assert response.value.status == 403
+    assert "Origin 'http://evil.example' is not this machine's loopback address" in page.locator("body").inner_text()
+    assert git(repo, "rev-parse", "refs/memory/main").strip() == before
+    page.screenshot(path=str(SHOTS / "refused.png"))
