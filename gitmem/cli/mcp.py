@@ -59,3 +59,77 @@ def check(store, proposal: str, paths: Sequence[str], as_json: bool) -> None:
             click.echo("no earlier rejection matches", err=True)
     if hits:
         raise SystemExit(1)
+
+
+@main.command("export")
+@click.option("--format", "fmt", required=True, type=click.Choice(["agents-md", "claude-md", "cursor-rules",
+                                                                   "windsurf-rules"]),
+              help="agents-md: AGENTS.md, claude-md: CLAUDE.md, cursor-rules: .cursor/rules/gitmem.mdc, "
+                   "windsurf-rules: .windsurfrules.")
+@click.option("--write", is_flag=True, help="Update the file (default: print what it would contain).")
+@click.option("--on-commit", is_flag=True, help="Also refresh this file after every commit (post-commit hook).")
+@json_option
+@pass_store
+def export_(store, fmt: str, write: bool, on_commit: bool, as_json: bool) -> None:
+    """Render memory into a marked, generated section of a tool's rules file.
+
+    Only the text between the gitmem markers is replaced; the rest of the file
+    stays as you wrote it, and running it twice changes nothing.
+
+    JSON: {"format", "path", "changed", "written", "on_commit": [format, ...]}.
+
+    Example: gitmem export --format agents-md --write
+    """
+    from ..export import enable_on_commit, export, on_commit_formats
+
+    result = export(store, fmt, write=write)
+    formats = enable_on_commit(store, fmt) if on_commit else on_commit_formats(store)
+    if as_json:
+        emit_json({**result.to_dict(), "written": write and result.changed, "on_commit": list(formats)})
+        return
+    if not write:
+        click.echo(result.text, nl=False)
+        return
+    click.echo(f"{'updated' if result.changed else 'unchanged'}: {result.path}")
+    if on_commit:
+        click.echo(f"refreshed after every commit: {', '.join(formats)}")
+
+
+@main.command()
+@click.argument("tool", type=click.Choice(["claude-code", "cursor", "windsurf", "ci"]))
+@click.option("--write", is_flag=True, help="Write or merge the config file (default: print it).")
+@click.option("--command", "command", default="gitmem", show_default=True,
+              help="How the tool should start gitmem (e.g. an absolute path or `uvx gitmem`).")
+@json_option
+@pass_store
+def setup(store, tool: str, write: bool, command: str, as_json: bool) -> None:
+    """Print or write the configuration TOOL reads to start `gitmem mcp`.
+
+    \b
+    claude-code  .mcp.json (project scope; same as `claude mcp add --scope project`)
+    cursor       .cursor/mcp.json (project scope)
+    windsurf     ~/.codeium/windsurf/mcp_config.json (user scope, with --repo)
+    ci           .github/workflows/gitmem-agent.yml: fetch memory, run an agent, push memory
+    Other servers and keys in an existing file are kept.
+
+    JSON: {"tool", "path", "changed", "commands", "content", "notes", "written"}.
+
+    Example: gitmem setup claude-code --write
+    """
+    from ..setup import apply, plan
+
+    result = plan(store, tool, command=command)
+    if write:
+        apply(result)
+    if as_json:
+        emit_json({**result.to_dict(), "written": write and result.changed})
+        return
+    if write:
+        click.echo(f"{'wrote' if result.changed else 'unchanged'}: {result.path}")
+    else:
+        click.echo(f"# {result.path}")
+        click.echo(result.content, nl=False)
+    for line in result.commands:
+        click.echo(f"# or: {line}")
+    if result.notes:
+        click.echo(f"# note: {result.notes}", err=True)

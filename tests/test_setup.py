@@ -1,0 +1,61 @@
+"""Tool setup: the config each tool reads, merged into what is there, idempotent."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conftest import gitmem
+from gitmem.errors import GitmemError
+from gitmem.setup import apply, plan
+
+
+def test_claude_code_gets_a_project_mcp_json(repo, store):
+    s = apply(plan(store, "claude-code"))
+    data = json.loads((repo / ".mcp.json").read_text())
+    assert data == {"mcpServers": {"gitmem": {"type": "stdio", "command": "gitmem", "args": ["mcp"]}}}
+    assert s.commands == ["claude mcp add --scope project gitmem -- gitmem mcp"]
+    assert not plan(store, "claude-code").changed
+
+
+def test_cursor_config_keeps_other_servers_and_keys(repo, store):
+    (repo / ".cursor").mkdir()
+    (repo / ".cursor" / "mcp.json").write_text(json.dumps(
+        {"mcpServers": {"github": {"command": "npx", "args": ["-y", "gh-mcp"]}}, "other": 1}))
+    apply(plan(store, "cursor"))
+    data = json.loads((repo / ".cursor" / "mcp.json").read_text())
+    assert data["other"] == 1 and data["mcpServers"]["github"]["command"] == "npx"
+    assert data["mcpServers"]["gitmem"] == {"command": "gitmem", "args": ["mcp"]}
+
+
+def test_windsurf_user_config_names_the_repository(repo, store, tmp_path):
+    s = apply(plan(store, "windsurf", home=str(tmp_path / "home")))
+    assert s.path == str(tmp_path / "home" / ".codeium" / "windsurf" / "mcp_config.json")
+    entry = json.loads(open(s.path).read())["mcpServers"]["gitmem"]
+    assert entry["args"] == ["mcp", "--repo", str(repo.resolve())]
+
+
+def test_ci_workflow_fetches_runs_an_agent_and_pushes_memory(repo, store):
+    s = apply(plan(store, "ci"))
+    workflow = yaml.safe_load((repo / ".github" / "workflows" / "gitmem-agent.yml").read_text())
+    steps = [step.get("run", "") for step in workflow["jobs"]["agent"]["steps"]]
+    assert any("gitmem pull origin" in r for r in steps)
+    assert any("--mcp-config .mcp.json" in r for r in steps)
+    assert steps[-1] == "gitmem push origin --branch main"
+    assert s.changed and not plan(store, "ci").changed  # an existing workflow is left alone
+
+
+def test_broken_json_is_refused_not_overwritten(repo, store):
+    (repo / ".mcp.json").write_text("{not json")
+    with pytest.raises(GitmemError, match="not valid JSON"):
+        plan(store, "claude-code")
+    assert (repo / ".mcp.json").read_text() == "{not json"
+
+
+def test_cli_prints_by_default_and_writes_with_write(repo):
+    printed = gitmem(repo, "setup", "cursor").stdout
+    assert '"gitmem"' in printed and not (repo / ".cursor").exists()
+    out = json.loads(gitmem(repo, "setup", "claude-code", "--write", "--json").stdout)
+    assert out["written"] and (repo / ".mcp.json").exists()
