@@ -49,9 +49,10 @@ def push(store, remote, branch, all_, who, source, as_json) -> None:
     try:
         results = push_memory(store, remote, _branches(store, branch, all_), author=who, source=source)
     except SecretFound:
-        click.echo("gitmem: nothing was pushed. The commits named above are only local: retract or edit the "
-                   "memory, and if the secret is in an earlier commit, move the ref back past it with "
-                   "`git update-ref` (see docs/remotes.md)", err=True)
+        click.echo("gitmem: nothing was pushed. Those commits are only local and stay in history even if the "
+                   "memory is retracted: move the memory ref back past them (e.g. `git update-ref "
+                   f"{store.ref} refs/memory-remotes/{remote}/{store.branch}`) and re-add what came after "
+                   "(see docs/remotes.md)", err=True)
         raise
     failed = [r for r in results if r.status in ("conflict", "rejected")]
     if as_json:
