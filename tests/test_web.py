@@ -128,6 +128,16 @@ def test_branch_switcher_shows_a_feature_branch_inheriting_then_its_own_memory(r
     assert "Only the feature knows this" not in web.get("/memory", params={"branch": "main"}).text
 
 
+def test_a_long_memory_list_shows_the_newest_and_says_how_to_find_the_rest(repo, store, web):
+    from gitmem.web.app import LIST_LIMIT
+
+    written = [store.add("fact", f"fact number {i}").memory.id for i in range(LIST_LIMIT + 3)]
+    page = web.get("/memory").text
+    assert ids_on(page) == written[::-1][:LIST_LIMIT]
+    assert f"The newest {LIST_LIMIT} of {LIST_LIMIT + 3} memories" in page
+    assert ids_on(web.get("/memory", params={"q": "number 1"}).text)  # search still reaches all of them
+
+
 def test_bad_filters_and_unknown_ids_are_errors_not_tracebacks(repo, store, web):
     store.add("fact", "Something")
     assert web.get("/memory", params={"type": "bogus"}).status_code == 400

@@ -42,6 +42,9 @@ DEFAULT_PORT = 8737
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_FORM_BYTES = 256 * 1024
 PAGE_SIZE = 50
+#: The memory page shows the newest this many; filters and search narrow the rest (a page of
+#: 10,000 cards helps nobody and takes seconds to render).
+LIST_LIMIT = 200
 HEADERS = [
     (b"content-security-policy", b"default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
                                  b"frame-ancestors 'none'; base-uri 'none'"),
@@ -174,10 +177,10 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         if filters["q"]:
             items = rank(memories, filters["q"], limit=100, include_inactive=wanted != "active", blobs=blobs)
         else:
-            items = list(reversed(memories))  # ids sort by creation time: newest first
+            items = list(reversed(memories))[:LIST_LIMIT]  # ids sort by creation time: newest first
         body = pages.memory_page(
             repo=repo_label, branch=store.branch, branches=branch_names(store), read_from=read_from, tip=tip,
-            filters=filters, items=items, searched=bool(filters["q"]),
+            filters=filters, items=items, total=len(memories), searched=bool(filters["q"]),
             stale_ids={m.id for m in memories if is_stale(m, blobs)}, csrf=token, who=person(store),
             form=form or {}, flash=done(params), error=error, problems=store.problems)
         return html(body, status)

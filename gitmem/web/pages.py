@@ -73,14 +73,16 @@ def memory_card(m: Memory, branch: str, *, stale: bool, score: Optional[float] =
                  for p in m.paths)
     return h("""<article class="memory type-{type}{dim}" data-id="{id}">
 <div class="head"><span class="badge type">{type}</span> <a class="title" href="{href}">{summary}</a> {flags}</div>
-{reason}<div class="text">{text}</div><div class="meta">{meta} {tags} {paths}</div></article>
+{reason}{text}<div class="meta">{meta} {tags} {paths}</div></article>
 """, type=m.type, dim=" inactive" if m.status != "active" else "", id=m.id, href=url(f"/memory/{m.id}", branch=branch),
-             summary=m.summary, flags=join(flags, " "), reason=reason, text=m.text, meta=join(meta, " · "),
+             summary=m.summary, flags=join(flags, " "), reason=reason,
+             text="" if m.title is None and m.text.strip() == m.summary else h('<div class="text">{}</div>', m.text),
+             meta=join(meta, " · "),
              tags=tags, paths=paths)
 
 
 def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: Optional[str], tip: Optional[str],
-                filters: Mapping[str, str], items: Sequence[Any], searched: bool, stale_ids: set,
+                filters: Mapping[str, str], items: Sequence[Any], total: int, searched: bool, stale_ids: set,
                 csrf: str, who: Any, form: Mapping[str, str], flash: Optional[str] = None,
                 error: Optional[str] = None, problems: Sequence[Any] = ()) -> Safe:
     f = filters
@@ -119,7 +121,10 @@ def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: O
                   len(items), f.get("q", ""))
     else:
         cards = [memory_card(m, branch, stale=m.id in stale_ids) for m in items]
-        count = h('<p class="count">{} memor{}.</p>', len(items), "y" if len(items) == 1 else "ies")
+        count = h('<p class="count">{} memor{}.</p>', total, "y" if total == 1 else "ies")
+        if total > len(items):
+            count = h('<p class="count">The newest {} of {} memories: filter or search to find the others.</p>',
+                      len(items), total)
     listing = join(cards) if cards else Safe('<p class="empty">Nothing matches.</p>')
     broken = join(h('<li><code>{}</code>: {}</li>', p.where, p.message) for p in problems)
     broken = h('<div class="error"><p>Skipped invalid memory blobs:</p><ul>{}</ul></div>', broken) if problems else ""
