@@ -259,7 +259,7 @@ def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optio
         specs = [f"+{REF_PREFIX}*:{REMOTE_PREFIX}{remote}/*"]
     else:
         specs = [f"+{memory_ref(b)}:{tracking_ref(remote, b)}" for b in names]
-    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--recurse-submodules=no"]
+    args = ["fetch", "--quiet", "--no-tags", "--recurse-submodules=no"]  # only options git 2.8 knows
     if names is None:
         args.append("--prune")
     result = _git(repo, args + [remote, *specs], interactive=interactive, what=f"fetch from {remote}")
