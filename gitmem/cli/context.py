@@ -70,7 +70,10 @@ def context_(store, query, paths, ttl, model, budget, advance, as_json) -> None:
 
 @main.group()
 def guide() -> None:
-    """The repository guide every request carries (git config gitmem.guide)."""
+    """The repository guide every request carries (git config gitmem.guide).
+
+    Example: gitmem guide set AGENTS.md
+    """
 
 
 @guide.command("set")
