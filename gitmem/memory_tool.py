@@ -1,0 +1,301 @@
+"""The client side of Anthropic's memory tool (``memory_20250818``), backed by the store.
+
+Claude calls ``view``, ``create``, ``str_replace``, ``insert``, ``delete`` and
+``rename`` on files under ``/memories``; the application executes them. Here
+each file is one memory on the branch's memory ref, so what Claude writes
+natively lands as typed, redacted, audited commits:
+
+- the file's path is the memory's title, and the memory carries the tag
+  ``memory-tool``;
+- the first directory names the type: ``/memories/decisions/...`` is a
+  decision, likewise conventions, facts, actions, notes, and rejections (whose
+  text must hold a ``because:`` or ``reason:`` line); anything else is a note;
+- edits are edits of the memory, ``delete`` retracts (history keeps it),
+  ``rename`` changes the title (or, across types, retracts and re-adds);
+- paths outside ``/memories`` (``..``, ``/memories2``, backslashes, NUL) are
+  refused before the store is touched.
+
+Results and error texts follow the SDK's reference file-system backend, so
+Claude sees the same answers it was trained on.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional, Tuple
+
+from .errors import GitmemError
+from .model import MAX_TITLE_CHARS, Author, Memory
+
+ROOT = "/memories"
+TAG = "memory-tool"
+_DIR_TYPES = {
+    "decision": "decision", "decisions": "decision", "convention": "convention", "conventions": "convention",
+    "fact": "fact", "facts": "fact", "action": "action", "actions": "action", "note": "note", "notes": "note",
+    "rejection": "rejection", "rejections": "rejection", "rejected": "rejection",
+}
+_REASON = re.compile(r"^\s*(?:because|reason)\s*:\s*(.+)$", re.I | re.M)
+_NUMBER_WIDTH = 6
+
+
+class MemoryToolError(GitmemError):
+    """A command the memory tool refuses; the message goes back to Claude as the tool result error."""
+
+
+def check_path(path: Any) -> str:
+    """The normalised ``/memories[/...]`` path, or :class:`MemoryToolError` for anything that could escape."""
+    if not isinstance(path, str) or not path:
+        raise MemoryToolError("Path must be a non-empty string starting with /memories")
+    if "\x00" in path or "\\" in path or "\n" in path:
+        raise MemoryToolError(f"Path {path!r} contains characters that are not allowed")
+    if path != ROOT and not path.startswith(ROOT + "/"):
+        raise MemoryToolError(f"Path must start with /memories, got: {path}")
+    parts = [p for p in path[len(ROOT):].split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        raise MemoryToolError(f"Path {path} would escape /memories directory")
+    out = "/".join([ROOT] + parts)
+    if len(out) > MAX_TITLE_CHARS:
+        raise MemoryToolError(f"Path {path[:60]}... is longer than {MAX_TITLE_CHARS} characters")
+    return out
+
+
+def type_for(path: str) -> str:
+    parts = path[len(ROOT) + 1:].split("/")
+    return _DIR_TYPES.get(parts[0].lower(), "note") if len(parts) > 1 else "note"
+
+
+def _reason(type_: str, text: str, path: str) -> Optional[str]:
+    if type_ != "rejection":
+        return None
+    m = _REASON.search(text)
+    if not m:
+        raise MemoryToolError(f"{path} is a rejection: add a line 'because: <why it was turned down>'")
+    return m.group(1).strip()
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "K", "M"):
+        if n < 1024 or unit == "M":
+            return f"{n}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n}M"
+
+
+def _numbered(lines: List[str], start: int = 1) -> str:
+    return "\n".join(f"{str(i + start).rjust(_NUMBER_WIDTH)}\t{line}" for i, line in enumerate(lines))
+
+
+class MemoryTool:
+    """Executes memory-tool commands against the memory of the repository at ``path``.
+
+    The store is re-opened per command, so it follows branch switches.
+
+    Example::
+
+        tool = MemoryTool(".")
+        tool.execute({"command": "create", "path": "/memories/facts/ports.md", "file_text": "API on 8000"})
+    """
+
+    def __init__(self, path: str = ".", branch: Optional[str] = None, *, source: str = "memory-tool",
+                 author: Optional[Author] = None):
+        self.path = path
+        self.branch = branch
+        self.source = source
+        self._author = author
+
+    def store(self):
+        from .store import Store
+
+        return Store.open(self.path, self.branch)
+
+    def author(self, store: Any) -> Author:
+        if self._author is not None:
+            return self._author
+        from .store import _default_author
+
+        base = _default_author(store.repo)
+        return Author(base.name, base.email, "agent")
+
+    # --- reading the /memories view of the store ---------------------------------
+
+    def files(self, store: Any) -> Dict[str, Memory]:
+        """Active memory-tool memories by file path."""
+        return {m.title: m for m in store.list(tag=TAG) if m.title}
+
+    def _file(self, store: Any, path: str) -> Memory:
+        m = self.files(store).get(path)
+        if m is None:
+            raise MemoryToolError(f"The path {path} does not exist. Please provide a valid path.")
+        return m
+
+    def _is_dir(self, files: Dict[str, Memory], path: str) -> bool:
+        return path == ROOT or any(p.startswith(path + "/") for p in files)
+
+    # --- commands --------------------------------------------------------------
+
+    def execute(self, command: Dict[str, Any]) -> str:
+        """Run one tool_use input; returns the text for the tool_result."""
+        if not isinstance(command, dict):
+            raise MemoryToolError("expected a command object")
+        name = command.get("command")
+        handler = {"view": self.view, "create": self.create, "str_replace": self.str_replace,
+                   "insert": self.insert, "delete": self.delete, "rename": self.rename}.get(name)  # type: ignore
+        if handler is None:
+            raise MemoryToolError(f"Unknown command: {name}")
+        args = {k: v for k, v in command.items() if k != "command"}
+        try:
+            return handler(**args)
+        except TypeError as e:
+            raise MemoryToolError(f"invalid arguments for {name}: {e}") from None
+
+    def view(self, path: str, view_range: Optional[List[int]] = None) -> str:
+        path = check_path(path)
+        store = self.store()
+        files = self.files(store)
+        if path in files:
+            lines = files[path].text.split("\n")
+            start = 1
+            if view_range and len(view_range) == 2:
+                first = max(1, int(view_range[0]))
+                last = len(lines) if int(view_range[1]) == -1 else int(view_range[1])
+                lines, start = lines[first - 1:last], first
+            return f"Here's the content of {path} with line numbers:\n" + _numbered(lines, start)
+        if not self._is_dir(files, path):
+            raise MemoryToolError(f"The path {path} does not exist. Please provide a valid path.")
+        entries: Dict[str, int] = {}
+        for p, m in files.items():
+            if not p.startswith(path + "/"):
+                continue
+            rest = p[len(path) + 1:].split("/")
+            for depth in range(1, min(len(rest), 2) + 1):
+                name = "/".join(rest[:depth]) + ("/" if depth < len(rest) else "")
+                entries[name] = entries.get(name, 0) + (len(m.text.encode("utf-8")) if depth == len(rest) else 0)
+        header = f"Here're the files and directories up to 2 levels deep in {path}, excluding hidden items:"
+        lines = [f"{_size(sum(len(m.text.encode('utf-8')) for p, m in files.items() if p.startswith(path + '/')))}"
+                 f"\t{path}"] + [f"{_size(size)}\t{path}/{name}" for name, size in sorted(entries.items())]
+        return header + "\n" + "\n".join(lines)
+
+    def create(self, path: str, file_text: str) -> str:
+        path = check_path(path)
+        if path == ROOT:
+            raise MemoryToolError("Cannot create a file at /memories itself")
+        store = self.store()
+        files = self.files(store)
+        if path in files:
+            raise MemoryToolError(f"File {path} already exists")
+        if self._is_dir(files, path):
+            raise MemoryToolError(f"The path {path} is a directory")
+        type_ = type_for(path)
+        store.add(type_, file_text, title=path, reason=_reason(type_, file_text, path), tags=(TAG,),
+                  author=self.author(store), source=self.source)
+        return f"File created successfully at: {path}"
+
+    def _rewrite(self, store: Any, m: Memory, text: str) -> None:
+        store.edit(m.id, text=text, reason=_reason(m.type, text, m.title or ""), author=self.author(store),
+                   source=self.source)
+
+    def str_replace(self, path: str, old_str: str, new_str: str) -> str:
+        path = check_path(path)
+        store = self.store()
+        m = self._file(store, path)
+        count = m.text.count(old_str) if old_str else 0
+        if count == 0:
+            raise MemoryToolError(
+                f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}.")
+        if count > 1:
+            raise MemoryToolError(
+                f"No replacement was performed. Multiple occurrences of old_str `{old_str}` in {path}. "
+                "Please ensure it is unique")
+        line = m.text[:m.text.find(old_str)].count("\n")
+        text = m.text.replace(old_str, new_str)
+        self._rewrite(store, m, text)
+        lines = text.split("\n")
+        lo, hi = max(0, line - 2), min(len(lines), line + 3)
+        return ("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
+                + _numbered(lines[lo:hi], lo + 1))
+
+    def insert(self, path: str, insert_line: int, insert_text: str) -> str:
+        path = check_path(path)
+        store = self.store()
+        m = self._file(store, path)
+        lines = m.text.split("\n")
+        if not isinstance(insert_line, int) or insert_line < 0 or insert_line > len(lines):
+            raise MemoryToolError(f"Invalid `insert_line` parameter: {insert_line}. "
+                                  f"It should be within the range [0, {len(lines)}].")
+        lines.insert(insert_line, insert_text.rstrip("\n"))
+        self._rewrite(store, m, "\n".join(lines))
+        return f"The file {path} has been edited."
+
+    def delete(self, path: str) -> str:
+        path = check_path(path)
+        if path == ROOT:
+            raise MemoryToolError("Cannot delete the /memories directory itself")
+        store = self.store()
+        files = self.files(store)
+        doomed = [m for p, m in sorted(files.items()) if p == path or p.startswith(path + "/")]
+        if not doomed:
+            raise MemoryToolError(f"The path {path} does not exist")
+        for m in doomed:
+            store.retract(m.id, reason=f"deleted {m.title} through the memory tool", author=self.author(store),
+                          source=self.source)
+        return f"Successfully deleted {path}"
+
+    def rename(self, old_path: str, new_path: str) -> str:
+        old_path, new_path = check_path(old_path), check_path(new_path)
+        if ROOT in (old_path, new_path):
+            raise MemoryToolError("Cannot rename the /memories directory itself")
+        store = self.store()
+        files = self.files(store)
+        if new_path in files or self._is_dir(files, new_path):
+            raise MemoryToolError(f"The destination {new_path} already exists")
+        moves: List[Tuple[Memory, str]] = [
+            (m, new_path + p[len(old_path):]) for p, m in sorted(files.items())
+            if p == old_path or p.startswith(old_path + "/")]
+        if not moves:
+            raise MemoryToolError(f"The path {old_path} does not exist")
+        who = self.author(store)
+        for m, target in moves:
+            type_ = type_for(target)
+            if type_ == m.type:
+                store.edit(m.id, title=target, author=who, source=self.source)
+            else:  # a memory's type is fixed: the renamed file is a new memory of the new type
+                store.add(type_, m.text, title=target, reason=_reason(type_, m.text, target), tags=m.tags,
+                          paths=m.paths, author=who, source=self.source)
+                store.retract(m.id, reason=f"moved to {target} through the memory tool", author=who,
+                              source=self.source)
+        return f"Successfully renamed {old_path} to {new_path}"
+
+
+def sdk_tool(tool: Optional[MemoryTool] = None):
+    """The memory tool as the anthropic SDK's ``BetaAbstractMemoryTool``, for ``client.beta.messages.run_tools``."""
+    from anthropic.lib.tools import BetaAbstractMemoryTool
+    from anthropic.lib.tools._beta_functions import ToolError
+
+    backend = tool or MemoryTool()
+
+    def run(command: Any) -> str:
+        try:
+            return backend.execute(command.to_dict() if hasattr(command, "to_dict") else dict(command))
+        except GitmemError as e:
+            raise ToolError(str(e)) from None
+
+    class GitmemMemoryTool(BetaAbstractMemoryTool):
+        def view(self, command):  # type: ignore[override]
+            return run(command)
+
+        def create(self, command):  # type: ignore[override]
+            return run(command)
+
+        def str_replace(self, command):  # type: ignore[override]
+            return run(command)
+
+        def insert(self, command):  # type: ignore[override]
+            return run(command)
+
+        def delete(self, command):  # type: ignore[override]
+            return run(command)
+
+        def rename(self, command):  # type: ignore[override]
+            return run(command)
+
+    return GitmemMemoryTool()

@@ -1,0 +1,151 @@
+"""Anthropic's memory tool (memory_20250818) backed by the store: every command, and traversal refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import git
+from gitmem.memory_tool import MemoryTool, MemoryToolError, check_path
+
+
+@pytest.fixture
+def tool(repo):
+    return MemoryTool(str(repo), source="memory-tool:claude")
+
+
+def memories(store_path, **filters):
+    from gitmem import Store
+
+    return Store.open(store_path).list(**filters)
+
+
+def test_create_lands_as_a_typed_audited_commit(repo, tool):
+    out = tool.execute({"command": "create", "path": "/memories/decisions/queue.md",
+                        "file_text": "Queue jobs in Postgres with SKIP LOCKED"})
+    assert out == "File created successfully at: /memories/decisions/queue.md"
+    [m] = memories(str(repo), tag="memory-tool")
+    assert (m.type, m.title, m.author.kind, m.source) == (
+        "decision", "/memories/decisions/queue.md", "agent", "memory-tool:claude")
+    trailers = git(repo, "log", "-1", "--format=%B", "refs/memory/main")
+    assert "Memory-Op: add" in trailers and "Memory-Source: memory-tool:claude" in trailers
+
+
+def test_files_outside_a_type_directory_are_notes_and_rejections_need_a_reason(repo, tool):
+    tool.execute({"command": "create", "path": "/memories/progress.md", "file_text": "halfway"})
+    with pytest.raises(MemoryToolError, match="because"):
+        tool.execute({"command": "create", "path": "/memories/rejections/redis.md", "file_text": "Use Redis"})
+    tool.execute({"command": "create", "path": "/memories/rejections/redis.md",
+                  "file_text": "Use Redis for the queue\nbecause: ops won't run it"})
+    kinds = {m.title: (m.type, m.reason) for m in memories(str(repo))}
+    assert kinds == {"/memories/progress.md": ("note", None),
+                     "/memories/rejections/redis.md": ("rejection", "ops won't run it")}
+
+
+def test_create_refuses_an_existing_file(tool):
+    tool.execute({"command": "create", "path": "/memories/a.md", "file_text": "one"})
+    with pytest.raises(MemoryToolError, match="already exists"):
+        tool.execute({"command": "create", "path": "/memories/a.md", "file_text": "two"})
+
+
+def test_view_lists_directories_and_numbers_file_lines(tool):
+    tool.execute({"command": "create", "path": "/memories/facts/ports.md", "file_text": "api 8000\nweb 5173"})
+    tool.execute({"command": "create", "path": "/memories/todo.md", "file_text": "x"})
+    listing = tool.execute({"command": "view", "path": "/memories"})
+    assert listing.splitlines()[0].startswith("Here're the files and directories up to 2 levels deep in /memories")
+    assert [line.split("\t")[1] for line in listing.splitlines()[1:]] == [
+        "/memories", "/memories/facts/", "/memories/facts/ports.md", "/memories/todo.md"]
+    text = tool.execute({"command": "view", "path": "/memories/facts/ports.md"})
+    assert text.splitlines()[1:] == ["     1\tapi 8000", "     2\tweb 5173"]
+    ranged = tool.execute({"command": "view", "path": "/memories/facts/ports.md", "view_range": [2, -1]})
+    assert ranged.splitlines()[1:] == ["     2\tweb 5173"]
+    with pytest.raises(MemoryToolError, match="does not exist"):
+        tool.execute({"command": "view", "path": "/memories/nope.md"})
+
+
+def test_str_replace_edits_the_memory_in_place(repo, tool):
+    tool.execute({"command": "create", "path": "/memories/facts/ports.md", "file_text": "api 8000\nweb 5173"})
+    out = tool.execute({"command": "str_replace", "path": "/memories/facts/ports.md",
+                        "old_str": "8000", "new_str": "8080"})
+    assert "     1\tapi 8080" in out
+    [m] = memories(str(repo))
+    assert m.text == "api 8080\nweb 5173" and m.updated
+    assert "Memory-Op: edit" in git(repo, "log", "-1", "--format=%B", "refs/memory/main")
+    with pytest.raises(MemoryToolError, match="did not appear verbatim"):
+        tool.execute({"command": "str_replace", "path": "/memories/facts/ports.md", "old_str": "9",
+                      "new_str": "1"})
+    tool.execute({"command": "str_replace", "path": "/memories/facts/ports.md", "old_str": "api", "new_str": "x x"})
+    with pytest.raises(MemoryToolError, match="Multiple occurrences"):
+        tool.execute({"command": "str_replace", "path": "/memories/facts/ports.md", "old_str": "x",
+                      "new_str": "y"})
+
+
+def test_insert_adds_a_line_at_the_given_position(repo, tool):
+    tool.execute({"command": "create", "path": "/memories/list.md", "file_text": "a\nc"})
+    assert tool.execute({"command": "insert", "path": "/memories/list.md", "insert_line": 1,
+                         "insert_text": "b\n"}) == "The file /memories/list.md has been edited."
+    assert memories(str(repo))[0].text == "a\nb\nc"
+    with pytest.raises(MemoryToolError, match="Invalid `insert_line`"):
+        tool.execute({"command": "insert", "path": "/memories/list.md", "insert_line": 9, "insert_text": "z"})
+
+
+def test_delete_retracts_files_and_directories_but_history_keeps_them(repo, tool):
+    tool.execute({"command": "create", "path": "/memories/facts/a.md", "file_text": "a"})
+    tool.execute({"command": "create", "path": "/memories/facts/b.md", "file_text": "b"})
+    tool.execute({"command": "create", "path": "/memories/keep.md", "file_text": "k"})
+    assert tool.execute({"command": "delete", "path": "/memories/facts"}) == "Successfully deleted /memories/facts"
+    assert [m.title for m in memories(str(repo))] == ["/memories/keep.md"]
+    assert len(memories(str(repo), status="retracted")) == 2
+    with pytest.raises(MemoryToolError, match="does not exist"):
+        tool.execute({"command": "delete", "path": "/memories/facts/a.md"})
+    with pytest.raises(MemoryToolError, match="directory itself"):
+        tool.execute({"command": "delete", "path": "/memories"})
+
+
+def test_rename_moves_a_file_and_changes_its_type_across_directories(repo, tool):
+    tool.execute({"command": "create", "path": "/memories/draft.md", "file_text": "Money is integer cents"})
+    tool.execute({"command": "rename", "old_path": "/memories/draft.md", "new_path": "/memories/old.md"})
+    [m] = memories(str(repo))
+    assert (m.title, m.type) == ("/memories/old.md", "note")
+    out = tool.execute({"command": "rename", "old_path": "/memories/old.md",
+                        "new_path": "/memories/conventions/money.md"})
+    assert out == "Successfully renamed /memories/old.md to /memories/conventions/money.md"
+    [m] = memories(str(repo))
+    assert (m.title, m.type, m.text) == ("/memories/conventions/money.md", "convention", "Money is integer cents")
+    tool.execute({"command": "create", "path": "/memories/x.md", "file_text": "x"})
+    with pytest.raises(MemoryToolError, match="already exists"):
+        tool.execute({"command": "rename", "old_path": "/memories/x.md", "new_path": "/memories/conventions/money.md"})
+
+
+@pytest.mark.parametrize("path", [
+    "/memories/../etc/passwd", "/memories/a/../../b", "../memories/x", "/etc/passwd", "/memories2/x",
+    "/memoriesx", "memories/x", "/memories/a\\..\\b", "/memories/\x00", "/memories/./x/..", "",
+])
+def test_paths_outside_memories_are_refused_and_nothing_is_written(repo, tool, path):
+    for command in ({"command": "create", "path": path, "file_text": "x"},
+                    {"command": "view", "path": path},
+                    {"command": "delete", "path": path},
+                    {"command": "rename", "old_path": "/memories/a.md", "new_path": path}):
+        with pytest.raises(MemoryToolError):
+            tool.execute(command)
+    assert git(repo, "for-each-ref", "refs/memory/").strip() == ""
+
+
+def test_paths_are_normalised():
+    assert check_path("/memories//a//b.md") == "/memories/a/b.md"
+    assert check_path("/memories/") == "/memories"
+
+
+def test_secrets_are_redacted_before_they_are_stored(repo, tool):
+    tool.execute({"command": "create", "path": "/memories/facts/key.md",
+                  "file_text": "the key is ghp_" + "a" * 36})
+    assert "ghp_" not in memories(str(repo))[0].text
+
+
+def test_the_sdk_tool_runs_commands_through_the_store(repo, tool):
+    pytest.importorskip("anthropic")
+    from gitmem.memory_tool import sdk_tool
+
+    sdk = sdk_tool(tool)
+    assert sdk.to_dict() == {"type": "memory_20250818", "name": "memory"}
+    assert sdk.call({"command": "create", "path": "/memories/n.md", "file_text": "hi"}).startswith("File created")
+    assert memories(str(repo))[0].title == "/memories/n.md"
