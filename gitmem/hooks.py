@@ -215,6 +215,9 @@ def _post_commit(store, args: List[str], stdin: str) -> List[str]:
     out = []
     if link.memory_ids:
         out.append(f"linked {head[:10]} to {len(link.memory_ids)} memor{'y' if len(link.memory_ids) == 1 else 'ies'}")
+    from .export import refresh  # opt-in with `gitmem export --write --on-commit`
+
+    out.extend(f"refreshed {e.path}" for e in refresh(store) if e.changed)
     return out
 
 

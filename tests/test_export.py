@@ -93,3 +93,14 @@ def test_cli_prints_without_write_and_reports_json(repo, remembered):
     first = json.loads(gitmem(repo, "export", "--format", "agents-md", "--write", "--json").stdout)
     second = json.loads(gitmem(repo, "export", "--format", "agents-md", "--write", "--json").stdout)
     assert (first["written"], second["written"]) == (True, False) and first["path"] == "AGENTS.md"
+
+
+def test_the_post_commit_hook_refreshes_formats_chosen_with_on_commit(repo, remembered):
+    from conftest import git
+    from gitmem.hooks import run
+
+    gitmem(repo, "export", "--format", "agents-md", "--write", "--on-commit")
+    remembered.add("fact", "The API listens on port 8000")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "work")
+    assert "refreshed AGENTS.md" in run("post-commit", [], cwd=str(repo))
+    assert "port 8000" in (repo / "AGENTS.md").read_text()
