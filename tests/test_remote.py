@@ -344,3 +344,16 @@ def test_doctor_offline_does_not_ask_the_remote(alice, bob):
     gitmem(alice, "add", "fact", "only on the remote")
     gitmem(alice, "push")
     assert "memory on the remote but not here" not in gitmem(bob, "doctor", "--offline", check=False).stdout
+
+
+def test_the_pre_push_hook_in_push_mode_sends_the_branchs_memory_with_the_code(alice, origin):
+    gitmem(alice, "hooks", "install")
+    git(alice, "config", "gitmem.prePush", "push")
+    gitmem(alice, "add", "fact", "goes out with the code")
+    (alice / "code.txt").write_text("code\n")
+    git(alice, "add", "code.txt")
+    git(alice, "commit", "-q", "-m", "code")
+
+    git(alice, "push", "-q", "origin", "main")
+
+    assert remote_tip(origin) == Store.open(str(alice)).own_tip()
