@@ -149,3 +149,14 @@ def test_the_sdk_tool_runs_commands_through_the_store(repo, tool):
     assert sdk.to_dict() == {"type": "memory_20250818", "name": "memory"}
     assert sdk.call({"command": "create", "path": "/memories/n.md", "file_text": "hi"}).startswith("File created")
     assert memories(str(repo))[0].title == "/memories/n.md"
+
+
+def test_cli_runs_one_command_and_refuses_traversal(repo):
+    from conftest import gitmem
+
+    created = gitmem(repo, "memory-tool", '{"command": "create", "path": "/memories/a.md", "file_text": "hi"}')
+    assert created.stdout.strip() == "File created successfully at: /memories/a.md"
+    viewed = gitmem(repo, "memory-tool", input='{"command": "view", "path": "/memories/a.md"}')
+    assert viewed.stdout.splitlines()[1] == "     1\thi"
+    refused = gitmem(repo, "memory-tool", '{"command": "view", "path": "/memories/../x"}', check=False)
+    assert refused.returncode == 1 and "would escape /memories" in refused.stderr

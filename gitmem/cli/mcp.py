@@ -133,3 +133,30 @@ def setup(store, tool: str, write: bool, command: str, as_json: bool) -> None:
         click.echo(f"# or: {line}")
     if result.notes:
         click.echo(f"# note: {result.notes}", err=True)
+
+
+@main.command("memory-tool")
+@click.argument("command_json", required=False, metavar="JSON")
+@click.option("--source", default="memory-tool", show_default=True, help="Source recorded on writes.")
+@click.pass_context
+def memory_tool(ctx: click.Context, command_json: Optional[str], source: str) -> None:
+    """Execute one Anthropic memory-tool command (memory_20250818) against this branch's memory.
+
+    JSON is the tool_use input Claude sent (or read from stdin); the result text
+    is printed for the tool_result. A refused command exits 1 with its message,
+    which is what Claude should get back as an error result.
+
+    Example: gitmem memory-tool '{"command": "view", "path": "/memories"}'
+    """
+    import json
+
+    from ..errors import GitmemError
+    from ..memory_tool import MemoryTool
+
+    settings: Settings = ctx.find_object(Settings) or Settings()
+    raw = command_json if command_json is not None else click.get_text_stream("stdin").read()
+    try:
+        command = json.loads(raw)
+    except ValueError as e:
+        raise GitmemError(f"not a JSON command: {e}") from None
+    click.echo(MemoryTool(settings.path, settings.branch, source=source).execute(command))
