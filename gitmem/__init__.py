@@ -3,22 +3,38 @@
 The public API: open a :class:`Store` on a repository and add, get, list,
 edit, supersede and retract typed memories; every write is one commit on
 ``refs/memory/<branch>``.
+
+Names are imported on first use (module ``__getattr__``), so ``gitmem
+--version`` and hooks do not pay for pygit2 and PyYAML before they need them.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
-from .errors import (
-    AmbiguousId, BackendError, BranchError, ConcurrentUpdate, GitmemError, InvalidMemory,
-    NotARepository, NotFound, RefLocked, RemoteError, SecretFound, StorageError,
-)
-from .model import AUTHOR_KINDS, STATUSES, TYPES, Author, Memory
-from .store import Change, Problem, Store, Write
+_EXPORTS = {
+    "Store": "store", "Write": "store", "Change": "store", "Problem": "store",
+    "Memory": "model", "Author": "model", "TYPES": "model", "STATUSES": "model", "AUTHOR_KINDS": "model",
+    "GitmemError": "errors", "NotARepository": "errors", "InvalidMemory": "errors", "NotFound": "errors",
+    "AmbiguousId": "errors", "ConcurrentUpdate": "errors", "RefLocked": "errors", "StorageError": "errors",
+    "BranchError": "errors", "SecretFound": "errors", "RemoteError": "errors", "BackendError": "errors",
+}
 
-__all__ = [
-    "__version__", "Store", "Write", "Change", "Problem", "Memory", "Author",
-    "TYPES", "STATUSES", "AUTHOR_KINDS",
-    "GitmemError", "NotARepository", "InvalidMemory", "NotFound", "AmbiguousId", "ConcurrentUpdate",
-    "RefLocked", "StorageError", "BranchError", "SecretFound", "RemoteError", "BackendError",
-]
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gitmem' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -26,6 +26,7 @@ import math
 import re
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -52,6 +53,7 @@ _ALIASES = {
 _SUFFIXES = (("ies", "y"), ("ied", "y"), ("ying", "y"), ("ing", ""), ("ation", ""), ("ate", ""), ("ion", ""), ("ed", ""))
 
 
+@lru_cache(maxsize=65536)  # a store's vocabulary is small; indexing 10,000 memories stems ~200,000 words
 def stem(word: str) -> str:
     """A deliberately small stemmer: plural, -ing/-ed/-ion and a final -e go."""
     word = _ALIASES.get(word, word)
