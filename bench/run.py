@@ -1,0 +1,131 @@
+"""Run every benchmark in bench/ in one process and print one table of side-by-side ratios.
+
+Each benchmark measures gitmem against a baseline in the same run (interleaved
+where it matters), so the ratios hold across machines even when the absolute
+times do not. The full results (every figure each benchmark returns) and the
+machine they ran on go to bench/results.json.
+
+Run: python bench/run.py [--only store,cli] [--quick] [--out bench/results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+
+Row = Tuple[str, float, str, Optional[float]]  # (figure, value, baseline, target: value <= target)
+
+
+def _store(r) -> List[Row]:
+    (small, _), (large, _) = r["write_ms"].items()
+    return [(f"write at {large} / at {small}", r["write_growth_ratio"], "time per write", 1.5),
+            (f"load {large} (cached) / cat-file", r["load_ratio_cached_vs_cat_file"], "git cat-file --batch", 3.0),
+            (f"load {large} (cold) / cat-file", r["load_ratio_cold_vs_cat_file"], "git cat-file --batch", None)]
+
+
+def _scale(r) -> List[Row]:
+    return [(f"write at {int(n):,} / at 100", ratio, "time per write", 1.5 if n == "10000" else None)
+            for n, ratio in r["growth_ratio"].items() if n != "100"]
+
+
+def _context(r) -> List[Row]:
+    n = r["large"]["memories"]
+    return [(f"context build {n} / {r['small']['memories']} (new process)", r["growth_ratio_cached"], "build time",
+             None),
+            (f"context build {n} / cat-file (new process)", r["ratio_to_cat_file_cached"], "git cat-file --batch",
+             None),
+            (f"context build {n} / cat-file (warm)", r["ratio_to_cat_file_warm"], "git cat-file --batch", None)]
+
+
+def _search(r) -> List[Row]:
+    n = r["memories"]
+    return [(f"precision@5 at {n} / alone", r["precision_ratio"], "labelled queries, ~200 memories", None),
+            (f"proposal recall at {n}", r["at_size"]["proposal_recall"], "labelled proposals (fraction found)", None),
+            (f"one query (warm) / load all, {n}", r["query_ratio_to_load"], "loading the memories", None),
+            (f"gitmem search / cat-file, {n}", r["cli_ratio_to_cat_file"], "git cat-file --batch", None)]
+
+
+def _cli(r) -> List[Row]:
+    return [("gitmem --version / import click", r["version_ratio_to_click"], "python -c 'import click'", 2.0),
+            ("gitmem --help / import click", r["help_ratio_to_click"], "python -c 'import click'", None)]
+
+
+def _hooks(r) -> List[Row]:
+    return [("git commit with hooks / without", r["ratio"], "plain git commit", None),
+            ("ms the hooks add to git commit (median)", r["added_ms"], "plain git commit", 100.0),
+            ("git commit, foreground hooks / without", r["foreground_ratio"], "plain git commit", None)]
+
+
+def _remote(r) -> List[Row]:
+    n = r["memories"]
+    return [(f"push {n} / git push", r["push_ratio"], "git push of the same ref", None),
+            (f"pull {n} / git fetch", r["pull_ratio"], "git fetch of the same ref", None),
+            ("push one more / git push", r["push_one_ratio"], "git push of the same ref", None),
+            ("pull one more / git fetch", r["pull_one_ratio"], "git fetch of the same ref", None)]
+
+
+#: name -> (module in bench/, call with (module, quick), rows from its result)
+BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], List[Row]]]] = {
+    "store": ("store", lambda m, q: m.run((100, 2_000 if q else 10_000)), _store),
+    "scale": ("scale", lambda m, q: m.run((100, 1_000, 10_000) if q else m.SIZES, 20 if q else 60), _scale),
+    "context": ("context", lambda m, q: m.run((100, 2_000 if q else 10_000)), _context),
+    "search": ("search", lambda m, q: m.run(2_000 if q else 10_000), _search),
+    "cli": ("cli", lambda m, q: m.run(5 if q else 15), _cli),
+    "hooks": ("hooks", lambda m, q: m.run(10 if q else 40), _hooks),
+    "remote": ("remote", lambda m, q: m.run(2_000 if q else 10_000, 1 if q else 3), _remote),
+}
+
+
+def machine() -> Dict[str, Any]:
+    git = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
+    return {"nproc": os.cpu_count(), "uname": " ".join(platform.uname()), "python": sys.version.split()[0],
+            "git": git}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(BENCHMARKS)}")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run, not the figures)")
+    parser.add_argument("--out", default=os.path.join(HERE, "results.json"))
+    args = parser.parse_args()
+    names = args.only.split(",") if args.only else list(BENCHMARKS)
+    unknown = set(names) - set(BENCHMARKS)
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    results: Dict[str, Any] = {"machine": machine(), "quick": args.quick, "benchmarks": {}, "table": []}
+    for name in names:
+        module_name, call, rows = BENCHMARKS[name]
+        print(f"running {name} ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        result = call(importlib.import_module(module_name), args.quick)
+        results["benchmarks"][name] = {"seconds": round(time.perf_counter() - t0, 1), "result": result}
+        for figure, value, baseline, target in rows(result):
+            results["table"].append({"benchmark": name, "figure": figure, "value": round(value, 3),
+                                     "baseline": baseline, "target": target,
+                                     "meets_target": None if target is None else value <= target})
+    width = max(len(r["figure"]) for r in results["table"])
+    print(f"{'benchmark':<9} {'figure':<{width}} {'value':>7}  {'target':>7}  baseline")
+    for r in results["table"]:
+        target = "" if r["target"] is None else f"<= {r['target']:g}"
+        mark = {True: " ok", False: " MISS", None: ""}[r["meets_target"]]
+        print(f"{r['benchmark']:<9} {r['figure']:<{width}} {r['value']:>7.2f}  {target:>7}{mark:5} {r['baseline']}")
+    m = results["machine"]
+    print(f"\n{m['nproc']} CPUs, {m['uname']}, Python {m['python']}, {m['git']}")
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=2)
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
