@@ -42,6 +42,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _conflict(repo, store):
+    """A feature branch that learned something, and a merge into main that left one conflict."""
+    from gitmem import Store
+    from gitmem.merge import merge_into
+    from gitmem.model import Author
+
+    shared = store.add("convention", "Timeouts are 30 seconds").memory
+    git(repo, "branch", "feature")
+    feature = Store.open(str(repo), "feature")
+    feature.edit(shared.id, text="Timeouts are 10 seconds", author=Author("Claude", "a@example.com", "agent"))
+    store.edit(shared.id, text="Timeouts are 60 seconds")
+    assert merge_into(store, feature.own_tip()).conflicts
+    feature.add("rejection", "Retry payouts forever", reason="it hides outages from on-call")
+
+
 @pytest.fixture
 def server(repo, store):
     """The real server on a free 127.0.0.1 port, over a repository with memory and a recorded demo run."""
@@ -51,6 +66,7 @@ def server(repo, store):
     store.add("decision", "Use pygit2 for git access", reason="no subprocess per write", tags=["git"])
     store.add("rejection", "Cache memory in Redis", reason="one more service to run for a local tool")
     store.add("fact", "A memory with <script>alert(1)</script> in it renders as text")
+    _conflict(repo, store)
     record_run(store, run_demo(runs=1).run)
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "gitmem.web", str(repo), "--port", str(port)],
@@ -94,7 +110,7 @@ def test_add_a_memory_in_the_browser_and_find_it_in_the_list_in_git_and_on_every
     page.goto(server + "/memory")
     assert page.locator("h1").inner_text() == "Memory"
     assert page.locator(".reason-rejection").first.inner_text().startswith("Rejected because:")
-    assert "A memory with <script>alert(1)</script> in it" in page.locator(".memory .title").first.inner_text()
+    assert any("A memory with <script>alert(1)</script> in it" in t for t in page.locator(".memory .title").all_inner_texts())
     page.screenshot(path=str(SHOTS / "memory.png"), full_page=True)
 
     form = page.locator("#add-form")
@@ -125,8 +141,16 @@ def test_add_a_memory_in_the_browser_and_find_it_in_the_list_in_git_and_on_every
     page.screenshot(path=str(SHOTS / "audit.png"), full_page=True)
 
     page.goto(server + "/branches")
-    assert "refs/memory/main" in page.locator("main").inner_text()
+    assert "Retry payouts forever" in page.locator("section.branch:has(#branch-feature) ul.diff-list").inner_text()
+    box = page.locator(".conflict")
+    assert "Timeouts are 10 seconds" in box.inner_text() and "Timeouts are 60 seconds" in box.inner_text()
     page.screenshot(path=str(SHOTS / "branches.png"), full_page=True)
+    with page.expect_navigation():
+        box.locator("button", has_text="Keep theirs").click()
+    assert page.locator(".flash").inner_text().startswith("Resolved the conflict in ")
+    assert page.locator(".conflict").count() == 0
+    assert "Memory-Source: web-ui" in git(repo, "log", "-1", "--format=%B", "refs/memory/main")
+    page.screenshot(path=str(SHOTS / "branches-resolved.png"), full_page=True)
 
     page.goto(server + "/cost")
     chart = page.locator("figure.chart svg")

@@ -252,7 +252,7 @@ def branches_page(*, repo: str, rows: Sequence[Mapping[str, Any]], default: str,
         head = h("""<h2 id="branch-{name}"><a href="{href}">{name}</a></h2><p class="meta">
 <code>{ref}</code> tip <code>{tip}</code> · {count} memories · code branch {code}{merged}{parent}</p>""",
                  name=b.name, href=url("/memory", branch=b.name), ref=b.ref, tip=short(b.tip), count=b.memories,
-                 code=b.code, merged=" · merged into its parent" if b.merged else "",
+                 code=b.code, merged=" · its code is merged into the parent" if b.merged else "",
                  parent=h(" · parent <code>{}</code>", b.parent) if b.parent else " · default branch")
         parts = [head]
         d = r.get("diff")
