@@ -263,7 +263,7 @@ def cache_ttl(runs: int, break_minutes: float, real_time: bool, backend: str, ke
         say("Building the sample repository (the team's earlier decisions, through the real CLI):")
 
     def tick(remaining: float) -> None:
-        click.echo(f"\rbreak: {remaining:5.0f}s left ", err=True, nl=False)
+        click.echo(f"\rwaiting (real time): {remaining:5.0f}s ", err=True, nl=False)
 
     result = run_demo(runs=runs, break_minutes=break_minutes, real_time=real_time, backend=backend, keep=keep,
                       log=lambda line: say("  " + line), on_tick=None if as_json else tick)
