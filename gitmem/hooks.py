@@ -25,13 +25,15 @@ HOOKS = ("post-commit", "post-checkout", "post-merge", "post-rewrite", "pre-push
 MARKER = "gitmem-hook v1"
 CHAINED_SUFFIX = ".gitmem-chained"
 _STDIN_HOOKS = ("post-rewrite", "pre-push")
+#: Run detached so `git commit` does not wait for python and pygit2 to start
+#: (``gitmem.hookMode=foreground`` or GITMEM_HOOK_MODE=foreground to wait).
+BACKGROUND_HOOKS = ("post-commit",)
 PRE_PUSH_MODES = ("off", "warn", "push")
 _ZERO = "0" * 40
 
 _TEMPLATE = """#!/bin/sh
 # {marker}: {hook} (written by `gitmem hooks install`; `gitmem hooks uninstall` restores what was here)
-# Runs the hook that was here before (saved as $0{suffix}), then gitmem
-# (`del sys.path[0]`: a file in the worktree named like a stdlib module must not shadow it).
+# Runs the hook that was here before (saved as $0{suffix}), then gitmem.
 # gitmem never blocks git: on failure it warns and exits 0.
 hook={hook}
 py="${{GITMEM_PYTHON:-{python}}}"
@@ -42,17 +44,27 @@ status=0
 fi
 [ "$hook" = pre-push ] && [ "$status" -ne 0 ] && exit "$status"
 [ "${{GITMEM_HOOKS:-1}}" = 0 ] && exit "$status"
-if [ -n "$py" ] && [ -x "$py" ]; then
-    {feed}"$py" -c 'import sys; del sys.path[0]; from gitmem.hooks import main; sys.exit(main(sys.argv[1:]))' \\
-        "$hook" "$@" \\
-        || echo "gitmem: $hook hook failed; git is not affected" >&2
-elif command -v gitmem >/dev/null 2>&1; then
-    {feed}gitmem hook "$hook" "$@" || echo "gitmem: $hook hook failed; git is not affected" >&2
-else
-    echo "gitmem: not found (set GITMEM_PYTHON or reinstall with gitmem hooks install); $hook skipped" >&2
-fi
+run() {{  # `del sys.path[0]`: a worktree file named like a stdlib module must not shadow it
+    if [ -n "$py" ] && [ -x "$py" ]; then
+        "$py" -c 'import sys; del sys.path[0]; from gitmem.hooks import main; sys.exit(main(sys.argv[1:]))' "$hook" "$@"
+    elif command -v gitmem >/dev/null 2>&1; then
+        gitmem hook "$hook" "$@"
+    else
+        echo "gitmem: not found (set GITMEM_PYTHON or run gitmem hooks install again); $hook skipped" >&2
+    fi
+}}
+{dispatch}
 exit "$status"
 """
+
+_FOREGROUND = '{feed}run "$@" || echo "gitmem: $hook hook failed; git is not affected" >&2'
+_BACKGROUND = """if [ "${{GITMEM_HOOK_MODE:-$(git config gitmem.hookMode)}}" = foreground ]; then
+    {foreground}
+else  # background (default): git returns at once; messages go to gitmem/hooks.log
+    set -- $(git rev-parse HEAD --symbolic-full-name HEAD --git-common-dir 2>/dev/null)  # as of this commit
+    log="$3/gitmem/hooks.log"
+    mkdir -p "${{log%/*}}" && (run "$1" "$2" </dev/null >>"$log" 2>&1 &)
+fi"""
 
 
 def script(hook: str, python: Optional[str] = None) -> str:
@@ -62,11 +74,12 @@ def script(hook: str, python: Optional[str] = None) -> str:
         raise GitmemError(f"unknown hook {hook!r} (gitmem has: {', '.join(HOOKS)})")
     if python and any(c in python for c in '"$`\\\n'):
         raise GitmemError(f"cannot write {python!r} into a shell script; set GITMEM_PYTHON instead")
-    takes_stdin = hook in _STDIN_HOOKS
+    feed = "printf '%s' \"$input\" | " if hook in _STDIN_HOOKS else ""
+    foreground = _FOREGROUND.format(feed=feed)
     return _TEMPLATE.format(
-        marker=MARKER, hook=hook, suffix=CHAINED_SUFFIX, python=python or "",
-        read_stdin='input=$(cat; echo x); input=${input%x}\n' if takes_stdin else "",
-        feed="printf '%s' \"$input\" | " if takes_stdin else "",
+        marker=MARKER, hook=hook, suffix=CHAINED_SUFFIX, python=python or "", feed=feed,
+        read_stdin='input=$(cat; echo x); input=${input%x}\n' if feed else "",
+        dispatch=_BACKGROUND.format(foreground=foreground) if hook in BACKGROUND_HOOKS else foreground,
     )
 
 
@@ -197,7 +210,12 @@ def run(name: str, args: Sequence[str], stdin: str = "", cwd: str = ".") -> List
         raise GitmemError(f"unknown hook {name!r}")
     from .store import Store
 
-    store = Store.open(cwd)
+    branch = None
+    if name == "post-commit" and len(args) >= 2:  # run in the background: HEAD may have moved since
+        if not args[1].startswith("refs/heads/"):
+            return []  # the commit was made on a detached HEAD
+        branch = args[1][len("refs/heads/"):]
+    store = Store.open(cwd, branch)
     if store.notice and name != "pre-push":  # detached HEAD (rebase in progress, bisect): nothing to do
         return []
     return handler(store, list(args), stdin)
@@ -207,7 +225,7 @@ def _post_commit(store, args: List[str], stdin: str) -> List[str]:
     from .branches import record_fork
     from .checkpoint import link_commit
 
-    head = store._head_commit()
+    head = args[0] if args else store._head_commit()
     if not head:
         return []
     record_fork(store.repo, store.branch)  # first use of a branch created without the hook

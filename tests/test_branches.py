@@ -21,6 +21,7 @@ def parents(repo, commit):
 
 
 def with_hooks(path):
+    git(path, "config", "gitmem.hookMode", "foreground")  # post-commit waits, so tests can look right after
     gitmem(path, "hooks", "install")
     return path
 

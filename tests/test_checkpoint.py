@@ -31,6 +31,7 @@ RUN = textwrap.dedent("""
 
 
 def test_a_killed_run_resumes_from_its_last_commit_and_next_step(repo):
+    git(repo, "config", "gitmem.hookMode", "foreground")
     gitmem(repo, "hooks", "install")
     Store.open(str(repo)).add("decision", "Steps are plain files", reason="simple to review",
                               paths=["step3.py"])

@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pygit2
@@ -34,6 +35,12 @@ def commit(repo: Path, name: str, message: str = None) -> subprocess.CompletedPr
                           capture_output=True, text=True)
 
 
+def install(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    """Install the hooks; post-commit waits for gitmem (foreground) so tests can look right after."""
+    git(repo, "config", "gitmem.hookMode", "foreground")
+    return gitmem(repo, "hooks", "install", *args)
+
+
 def head(repo: Path) -> str:
     return git(repo, "rev-parse", "HEAD").strip()
 
@@ -46,7 +53,7 @@ def test_the_repository_hooks_folder_holds_the_same_scripts_gitmem_installs():
 
 
 def test_post_commit_links_the_commit_and_the_memories_written_since(repo):
-    gitmem(repo, "hooks", "install")
+    install(repo)
     first = Store.open(str(repo)).add("decision", "Use SKIP LOCKED", paths=["queue.py"]).memory
     second = Store.open(str(repo)).add("fact", "Jobs are idempotent").memory
     assert commit(repo, "queue.py").returncode == 0
@@ -64,7 +71,7 @@ def test_an_existing_hook_is_chained_and_uninstall_restores_it_byte_for_byte(rep
     hooks = repo / ".git" / "hooks"
     original = write_hook(hooks, "post-commit", USER_HOOK, 0o750)
     before = (original.read_bytes(), stat.S_IMODE(original.stat().st_mode))
-    gitmem(repo, "hooks", "install")
+    install(repo)
     assert (hooks / ("post-commit" + CHAINED_SUFFIX)).read_bytes() == USER_HOOK
     states = {h["name"]: h for h in json.loads(gitmem(repo, "hooks", "status", "--json").stdout)["hooks"]}
     assert states["post-commit"] == {**states["post-commit"], "state": "installed", "chained": True}
@@ -86,7 +93,7 @@ def test_a_failing_chained_pre_push_hook_still_stops_the_push(tmp_path, repo):
     git(repo, "remote", "add", "origin", str(remote))
     hooks = repo / ".git" / "hooks"
     write_hook(hooks, "pre-push", b"#!/bin/sh\ncat >/dev/null\necho 'user says no' >&2\nexit 1\n")
-    gitmem(repo, "hooks", "install")
+    install(repo)
     refused = subprocess.run(["git", "push", "-q", "origin", "main"], cwd=repo, capture_output=True, text=True)
     assert refused.returncode != 0 and "user says no" in refused.stderr
     write_hook(hooks, "pre-push" + CHAINED_SUFFIX, b"#!/bin/sh\ncat >/dev/null\nexit 0\n")
@@ -97,7 +104,7 @@ def test_pre_push_reminds_about_unpushed_memory_unless_turned_off(tmp_path, repo
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(remote))
     git(repo, "remote", "add", "origin", str(remote))
-    gitmem(repo, "hooks", "install")
+    install(repo)
     Store.open(str(repo)).add("fact", "not pushed yet")
     pushed = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
     assert pushed.returncode == 0 and "memory of main is not on origin" in pushed.stderr
@@ -109,7 +116,7 @@ def test_pre_push_reminds_about_unpushed_memory_unless_turned_off(tmp_path, repo
 
 def test_core_hooks_path_is_honoured(repo):
     git(repo, "config", "core.hooksPath", ".githooks")
-    out = json.loads(gitmem(repo, "hooks", "install", "--json").stdout)
+    out = json.loads(install(repo, "--json").stdout)
     assert Path(out["hooks_dir"]) == (repo / ".githooks").resolve()
     assert (repo / ".githooks" / "post-commit").exists() and not (repo / ".git" / "hooks" / "post-commit").exists()
     m = Store.open(str(repo)).add("fact", "seen through core.hooksPath").memory
@@ -120,7 +127,7 @@ def test_core_hooks_path_is_honoured(repo):
 def test_hooks_installed_from_a_linked_worktree_serve_every_worktree(tmp_path, repo):
     wt = tmp_path / "wt"
     git(repo, "worktree", "add", "-q", "-b", "topic", str(wt))
-    out = json.loads(gitmem(wt, "hooks", "install", "--json").stdout)
+    out = json.loads(install(wt, "--json").stdout)
     assert Path(out["hooks_dir"]) == (repo / ".git" / "hooks").resolve()
     m = Store.open(str(wt)).add("decision", "Written in the worktree", reason="isolated").memory
     commit(wt, "w.txt")
@@ -130,7 +137,7 @@ def test_hooks_installed_from_a_linked_worktree_serve_every_worktree(tmp_path, r
 
 
 def test_a_failing_hook_warns_and_never_fails_the_commit(repo):
-    gitmem(repo, "hooks", "install")
+    install(repo)
     blob = git(repo, "hash-object", "-w", "README.md").strip()
     git(repo, "update-ref", "refs/memory/main", blob)  # memory ref pointing at a blob: every read fails
     done = commit(repo, "a.txt")
@@ -139,7 +146,7 @@ def test_a_failing_hook_warns_and_never_fails_the_commit(repo):
 
 
 def test_a_hook_whose_python_is_gone_still_lets_git_work(repo):
-    gitmem(repo, "hooks", "install")
+    install(repo)
     env = {"GITMEM_PYTHON": "/nonexistent/python", "PATH": "/usr/bin:/bin"}
     done = subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "x"], cwd=repo, capture_output=True,
                           text=True, env={**os.environ, **env})
@@ -147,7 +154,7 @@ def test_a_hook_whose_python_is_gone_still_lets_git_work(repo):
 
 
 def test_post_rewrite_moves_links_to_the_rewritten_commits(repo):
-    gitmem(repo, "hooks", "install")
+    install(repo)
     m = Store.open(str(repo)).add("fact", "linked, then amended").memory
     commit(repo, "a.txt")
     old = head(repo)
@@ -157,7 +164,7 @@ def test_post_rewrite_moves_links_to_the_rewritten_commits(repo):
 
 
 def test_post_checkout_records_the_fork_point_of_a_new_branch(repo):
-    gitmem(repo, "hooks", "install")
+    install(repo)
     git(repo, "checkout", "-q", "-b", "one")
     git(repo, "checkout", "-q", "-b", "two")
     config = pygit2.Repository(str(repo)).config
@@ -170,8 +177,20 @@ def test_post_checkout_records_the_fork_point_of_a_new_branch(repo):
 
 @pytest.mark.parametrize("name", HOOKS)
 def test_every_hook_exits_zero_outside_its_normal_input(repo, name):
-    gitmem(repo, "hooks", "install")
+    install(repo)
     path = repo / ".git" / "hooks" / name
     done = subprocess.run([str(path), "garbage", "args", "here"], cwd=repo, input="not a valid line\n",
                           capture_output=True, text=True)
     assert done.returncode == 0
+
+
+def test_post_commit_runs_in_the_background_by_default_and_still_links(repo):
+    gitmem(repo, "hooks", "install")
+    m = Store.open(str(repo)).add("fact", "linked after git returned").memory
+    assert commit(repo, "a.txt").returncode == 0
+    sha = head(repo)
+    deadline = time.monotonic() + 60  # a bound for a slow machine, not a speed assertion
+    while Store.open(str(repo)).get(m.id).commits != (sha,) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert Store.open(str(repo)).get(m.id).commits == (sha,)
+    assert "linked" in (repo / ".git" / "gitmem" / "hooks.log").read_text()
