@@ -8,14 +8,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import GITMEM, ROOT, git, gitmem, make_repo
+from conftest import GITMEM, ROOT, git, gitmem
 from gitmem import GitmemError, Store
 from gitmem.errors import BranchError, InvalidMemory, NotFound
 from gitmem.model import Author, Memory, dump_yaml, load_yaml, memory_path, new_id, utc_now
@@ -273,3 +272,44 @@ def test_prompt_injection_text_is_stored_verbatim_and_rendered_only_as_quoted_da
     assert len(re.findall(r"<memory ", system)) == len(ids)
     assert "<system>" not in system and "</memories><system>" not in system
     assert question.count("<question>") == 1 and "rm -rf" not in question
+
+
+# --- the network --------------------------------------------------------------------------------
+
+
+def _listening(port: int):
+    """Local addresses with a socket listening on ``port`` (from /proc/net/tcp and tcp6)."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                found.append(address)
+    return found
+
+
+def test_the_web_ui_listens_on_the_loopback_address_only(repo):
+    import socket
+    import time
+
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("needs Linux /proc/net/tcp to see listening sockets")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([*GITMEM, "ui", "--port", str(port)], cwd=str(repo), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        for _ in range(100):
+            if _listening(port) or server.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert _listening(port) == ["0100007F"], _listening(port)  # 127.0.0.1, nothing else, no IPv6 any
+    finally:
+        server.terminate()
+        server.communicate(timeout=10)
