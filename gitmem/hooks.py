@@ -329,10 +329,11 @@ def _pre_push(store, args: List[str], stdin: str) -> List[str]:
         return ["this gitmem cannot push memory yet; memory stays local"]
     os.environ["GITMEM_HOOK"] = "pre-push"
     try:
-        outcome = remote_module.push(store, remote, branches=branches)
+        outcome = remote_module.push(store, remote, branches=branches, source="hook", interactive=False)
     finally:
         os.environ.pop("GITMEM_HOOK", None)
-    return [f"pushed memory of {', '.join(branches)} to {remote}: {outcome}"]
+    return [f"memory to {remote}: " + ", ".join(f"{b.branch} {b.status}{f' ({b.message})' if b.message else ''}"
+                                                for b in outcome)]
 
 
 _HANDLERS = {

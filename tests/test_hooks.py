@@ -114,6 +114,19 @@ def test_pre_push_reminds_about_unpushed_memory_unless_turned_off(tmp_path, repo
     assert quiet.returncode == 0 and "gitmem" not in quiet.stderr
 
 
+def test_pre_push_can_push_memory_with_the_code(tmp_path, repo):
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    install(repo)
+    git(repo, "config", "gitmem.prePush", "push")
+    tip = Store.open(str(repo)).add("fact", "travels with the code").commit
+    pushed = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
+    assert pushed.returncode == 0 and "main pushed" in pushed.stderr
+    assert git(remote, "rev-parse", "refs/memory/main").strip() == tip
+    assert git(remote, "rev-parse", "refs/heads/main").strip() == head(repo)
+
+
 def test_core_hooks_path_is_honoured(repo):
     git(repo, "config", "core.hooksPath", ".githooks")
     out = json.loads(install(repo, "--json").stdout)
