@@ -207,3 +207,34 @@ def test_post_commit_runs_in_the_background_by_default_and_still_links(repo):
         time.sleep(0.1)
     assert Store.open(str(repo)).get(m.id).commits == (sha,)
     assert "linked" in (repo / ".git" / "gitmem" / "hooks.log").read_text()
+
+
+def test_post_rewrite_after_a_rebase_maps_recorded_commits(repo):
+    install(repo)
+    git(repo, "checkout", "-q", "-b", "topic")
+    m = Store.open(str(repo)).add("fact", "linked, then rebased").memory
+    commit(repo, "t.txt")
+    old = head(repo)
+    git(repo, "checkout", "-q", "main")
+    commit(repo, "m.txt")
+    git(repo, "checkout", "-q", "topic")
+    git(repo, "rebase", "-q", "main")
+    new = head(repo)
+    assert new != old and Store.open(str(repo), "topic").get(m.id).commits == (new,)
+
+
+def test_the_pre_commit_framework_route_reads_git_arguments_from_its_variables(repo):
+    git(repo, "branch", "made-by-pre-commit")
+    git(repo, "symbolic-ref", "HEAD", "refs/heads/made-by-pre-commit")
+    sha = head(repo)
+    env = {"PRE_COMMIT_FROM_REF": sha, "PRE_COMMIT_TO_REF": sha, "PRE_COMMIT_CHECKOUT_TYPE": "1"}
+    assert gitmem(repo, "hook", "post-checkout", env=env).returncode == 0
+    assert pygit2.Repository(str(repo)).config["gitmem.branch.made-by-pre-commit.parent"] == "main"
+
+
+def test_pre_commit_hooks_yaml_offers_every_hook_at_its_own_stage():
+    import yaml
+
+    entries = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert [(e["id"], e["stages"], e["entry"]) for e in entries] == [
+        (f"gitmem-{name}", [name], f"gitmem hook {name}") for name in HOOKS]
