@@ -320,8 +320,8 @@ def resolve_side(store, name: str) -> Optional[str]:
 
     try:
         check_branch_name(name)
-        branch_store = Store(store.repo, name)
-        tip = branch_store.tip()
+        known = code_tips(store.repo, name) or memory_tips(store.repo, name)
+        tip = Store(store.repo, name).tip() if known else None  # a branch: its memory, own or inherited
         if tip:
             return tip
     except BranchError:

@@ -12,7 +12,6 @@ exit status is kept, so a failing user pre-push hook still stops the push.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence

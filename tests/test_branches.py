@@ -198,3 +198,11 @@ def test_branch_list_diff_and_prune(repo):
     gitmem(repo, "prune", "--yes")
     assert "refs/memory/spike" not in pygit2.Repository(str(repo)).references
     assert "refs/memory/feature" in pygit2.Repository(str(repo)).references
+
+
+def test_diff_names_an_unknown_side_instead_of_showing_nothing(repo):
+    Store.open(str(repo), "main").add("fact", "main fact")
+    failed = gitmem(repo, "diff", "main..no-such-branch", check=False)
+    assert failed.returncode == 1 and "neither a branch with memory nor a commit" in failed.stderr
+    on_default = gitmem(repo, "diff", check=False)
+    assert on_default.returncode == 2 and "give a range" in on_default.stderr

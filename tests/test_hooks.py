@@ -15,7 +15,7 @@ import pytest
 from gitmem import Store
 from gitmem.hooks import CHAINED_SUFFIX, HOOKS, script
 
-from conftest import ROOT, git, gitmem, make_repo
+from conftest import ROOT, git, gitmem
 
 USER_HOOK = b"#!/bin/sh\n# the user's own hook\necho ran >> \"$(git rev-parse --git-dir)/user-hook.log\"\nexit 0\n"
 

@@ -62,7 +62,10 @@ def diff(store, range_: Optional[str], markdown: bool, as_json: bool) -> None:
     from ..branches import diff as memory_diff, parent_chain, render_diff
 
     if not range_:
-        left, right = parent_chain(store.repo, store.branch)[0], store.branch
+        chain = parent_chain(store.repo, store.branch)
+        if not chain:
+            raise click.UsageError(f"{store.branch!r} has no parent branch: give a range such as main..BRANCH")
+        left, right = chain[0], store.branch
     elif ".." in range_:
         left, _, right = range_.replace("...", "..").partition("..")
         left, right = left or store.branch, right or store.branch
