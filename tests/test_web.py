@@ -138,6 +138,15 @@ def test_a_long_memory_list_shows_the_newest_and_says_how_to_find_the_rest(repo,
     assert ids_on(web.get("/memory", params={"q": "number 1"}).text)  # search still reaches all of them
 
 
+def test_every_page_works_in_a_repository_without_commits_or_memory(empty_repo):
+    web = client(empty_repo)
+    assert "No memory on <code>main</code> yet" in web.get("/memory").text
+    assert "No writes match" in web.get("/audit").text
+    assert "No memory branches yet" in web.get("/branches").text
+    assert web.get("/cost").status_code == 200
+    assert web.get("/").headers["location"] == "/memory"
+
+
 def test_bad_filters_and_unknown_ids_are_errors_not_tracebacks(repo, store, web):
     store.add("fact", "Something")
     assert web.get("/memory", params={"type": "bogus"}).status_code == 400

@@ -10,6 +10,7 @@ import time
 from typing import Any, Mapping, Optional, Sequence
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory
+from ..policy import FIXED
 from .html import Safe, esc, h, join, options, url
 
 NAV = (("memory", "/memory", "Memory"), ("audit", "/audit", "Audit trail"),
@@ -328,7 +329,7 @@ def cost_page(*, repo: str, bill: Any, run_path: Optional[str], run: Optional[Ma
         table_rows = []
         for row in bill.table:
             cells = join(h('<td class="{}">${:.4f} ({:.2f})</td>', "cheapest" if row.cheapest == p else "",
-                           row.totals[p], row.ratio(p)) for p in _fixed())
+                           row.totals[p], row.ratio(p)) for p in FIXED)
             table_rows.append(h("<tr><th>{:g} min</th>{}<td>{}</td></tr>", row.break_minutes, cells, row.auto_chose))
         parts.append(h("""<section><h2>Last demo run</h2>
 <p class="meta">Backend <strong>{backend}</strong>, model <code>{model}</code>, {runs} run(s), break {brk:g} min,
@@ -341,7 +342,7 @@ uncached, one line per TTL policy (a dot marks the cheapest).</p><figure class="
 </section>""", backend=bill.backend, model=bill.model, runs=bill.policies[0].runs if bill.policies else 0,
                        brk=bill.break_seconds / 60, created=(run or {}).get("created", "-"), path=run_path or "-",
                        source=bill.source, checked=bill.checked, rows=join(rows), svg=Safe(svg or ""),
-                       heads=join(h("<th>{}</th>", labels.get(p, p)) for p in _fixed()), table=join(table_rows)))
+                       heads=join(h("<th>{}</th>", labels.get(p, p)) for p in FIXED), table=join(table_rows)))
     if request:
         u = request.get("usage", {})
         parts.append(h("""<section><h2>Last <code>gitmem ask</code></h2><p class="meta">{time}, backend
@@ -356,12 +357,6 @@ uncached, one line per TTL policy (a dot marks the cheapest).</p><figure class="
                        write=u.get("cache_creation_input_tokens", 0), read=u.get("cache_read_input_tokens", 0),
                        out=u.get("output_tokens", 0), total=float((request.get("cost") or {}).get("total", 0.0))))
     return layout("Cost", "cost", join(parts), repo=repo, error=error)
-
-
-def _fixed() -> Sequence[str]:
-    from ..policy import FIXED
-
-    return FIXED
 
 
 def error_page(*, repo: str, status: int, message: str) -> Safe:
