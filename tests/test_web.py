@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("starlette")
 from starlette.testclient import TestClient  # noqa: E402
 
-from conftest import ROOT, git, gitmem, make_repo  # noqa: E402
+from conftest import ROOT, git, gitmem  # noqa: E402
 from gitmem import Store  # noqa: E402
 from gitmem.model import Author  # noqa: E402
 from gitmem.web import create_app  # noqa: E402

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory
 from ..policy import FIXED
-from .html import Safe, esc, h, join, options, url
+from .html import Safe, h, join, options, url
 
 NAV = (("memory", "/memory", "Memory"), ("audit", "/audit", "Audit trail"),
        ("branches", "/branches", "Branches"), ("cost", "/cost", "Cost"))
