@@ -247,7 +247,11 @@ def _plain(value: Any) -> Any:
 
 @main.group()
 def hooks() -> None:
-    """Install, remove and inspect gitmem's git hooks."""
+    """Install, remove and inspect gitmem's git hooks (post-commit, post-checkout,
+    post-merge, post-rewrite, pre-push). See docs/branches.md.
+
+    Example: gitmem hooks install
+    """
 
 
 def _report_hooks(states, as_json: bool, folder: str) -> None:
