@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import pygit2
 
-from .errors import GitmemError
+from .errors import GitmemError, SecretFound
 
 HOOKS = ("post-commit", "post-checkout", "post-merge", "post-rewrite", "pre-push")
 MARKER = "gitmem-hook v1"
@@ -28,6 +28,8 @@ _STDIN_HOOKS = ("post-rewrite", "pre-push")
 #: (``gitmem.hookMode=foreground`` or GITMEM_HOOK_MODE=foreground to wait).
 BACKGROUND_HOOKS = ("post-commit",)
 PRE_PUSH_MODES = ("off", "warn", "push")
+#: The exit status of :func:`main` that stops a push (all else exits 0).
+REFUSED = 3
 _ZERO = "0" * 40
 
 _TEMPLATE = """#!/bin/sh
@@ -56,7 +58,9 @@ run() {{  # `del sys.path[0]`: a worktree file named like a stdlib module must n
 exit "$status"
 """
 
-_FOREGROUND = '{feed}run "$@" || echo "gitmem: $hook hook failed; git is not affected" >&2'
+_FOREGROUND = """{feed}run "$@"; rc=$?
+    [ "$rc" -eq {refused} ] && exit 1  # pre-push only: memory being pushed holds a secret
+    [ "$rc" -ne 0 ] && echo "gitmem: $hook hook failed; git is not affected" >&2"""
 _BACKGROUND = """if [ "${{GITMEM_HOOK_MODE:-$(git config gitmem.hookMode)}}" = foreground ]; then
     {foreground}
 else  # background (default): git returns at once; messages go to gitmem/hooks.log
@@ -74,7 +78,7 @@ def script(hook: str, python: Optional[str] = None) -> str:
     if python and any(c in python for c in '"$`\\\n'):
         raise GitmemError(f"cannot write {python!r} into a shell script; set GITMEM_PYTHON instead")
     feed = "printf '%s' \"$input\" | " if hook in _STDIN_HOOKS else ""
-    foreground = _FOREGROUND.format(feed=feed)
+    foreground = _FOREGROUND.format(feed=feed, refused=REFUSED)
     return _TEMPLATE.format(
         marker=MARKER, hook=hook, suffix=CHAINED_SUFFIX, python=python or "", feed=feed,
         read_stdin='input=$(cat; echo x); input=${input%x}\n' if feed else "",
@@ -170,7 +174,8 @@ def uninstall(repo: pygit2.Repository) -> List[HookState]:
 
 
 def main(argv: Sequence[str], stdin: Optional[str] = None, cwd: str = ".") -> int:
-    """Entry of the hook scripts: run hook ``argv[0]``; always exit 0."""
+    """Entry of the hook scripts: run hook ``argv[0]``; exit 0, except that a
+    plain `git push` of memory holding a secret is refused (:data:`REFUSED`)."""
     if not argv:
         print("gitmem: hook name missing", file=sys.stderr)
         return 0
@@ -182,6 +187,9 @@ def main(argv: Sequence[str], stdin: Optional[str] = None, cwd: str = ".") -> in
             args, stdin = _from_pre_commit(name, stdin)
         for line in run(name, args, stdin, cwd):
             print(f"gitmem: {line}", file=sys.stderr)
+    except SecretFound as e:  # the one refusal: memory pushed by plain git with a secret in it
+        print(f"gitmem: {e}; push refused (see docs/remotes.md to remove it)", file=sys.stderr)
+        return REFUSED
     except Exception as e:  # noqa: BLE001 - a hook must never break git
         print(f"gitmem: warning: {name} hook skipped: {e}", file=sys.stderr)
     return 0
@@ -301,7 +309,8 @@ def _pre_push(store, args: List[str], stdin: str) -> List[str]:
     from .store import config_get, memory_ref
 
     if os.environ.get("GITMEM_HOOK") == "pre-push":
-        return []  # the memory push gitmem itself runs from here
+        return []  # the memory push gitmem itself runs from here (it scanned already)
+    _refuse_memory_secrets(store, stdin)
     mode = (config_get(store.repo, "gitmem.prePush") or "warn").lower()
     if mode not in PRE_PUSH_MODES:
         return [f"gitmem.prePush={mode!r} is not one of {', '.join(PRE_PUSH_MODES)}; treating it as warn"]
@@ -333,6 +342,24 @@ def _pre_push(store, args: List[str], stdin: str) -> List[str]:
         os.environ.pop("GITMEM_HOOK", None)
     return [f"memory to {remote}: " + ", ".join(f"{b.branch} {b.status}{f' ({b.message})' if b.message else ''}"
                                                 for b in outcome)]
+
+
+def _refuse_memory_secrets(store, stdin: str) -> None:
+    """`git push` carrying refs/memory/* (after `gitmem remote setup`) gets the
+    same outgoing secret scan as `gitmem push`."""
+    tips, known = [], []
+    for line in stdin.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0].startswith("refs/memory/") and parts[1] != _ZERO:
+            tips.append(parts[1])
+            if parts[3] != _ZERO and parts[3] in store.repo:
+                known.append(parts[3])
+    if tips:
+        from .remote import outgoing_secrets
+
+        found = outgoing_secrets(store.repo, tips, known)
+        if found:
+            raise SecretFound(found)
 
 
 _HANDLERS = {

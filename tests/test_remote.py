@@ -264,6 +264,22 @@ def test_a_secret_planted_with_plain_git_is_caught_at_push(alice, origin):
     assert remote_tip(origin) == pushed_before
 
 
+def test_plain_git_push_of_memory_with_a_planted_secret_is_refused_by_the_hook(alice, origin):
+    gitmem(alice, "remote", "setup")
+    gitmem(alice, "hooks", "install")
+    gitmem(alice, "add", "fact", "clean")
+    git(alice, "push", "-q")
+    assert remote_tip(origin) is not None
+    pushed_before = remote_tip(origin)
+    _plant(alice, "note/zz/planted.yaml", f"text: deploy with {_github_token()}\n")
+
+    result = subprocess.run(["git", "push"], cwd=alice, capture_output=True, text=True)
+
+    assert result.returncode != 0
+    assert "github-pat" in result.stderr and "push refused" in result.stderr
+    assert remote_tip(origin) == pushed_before
+
+
 def test_the_secret_scan_looks_only_at_what_the_remote_lacks(alice):
     token = _github_token()
     gitmem(alice, "add", "fact", "first")

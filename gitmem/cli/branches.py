@@ -311,7 +311,8 @@ def hooks_status(store, as_json: bool) -> None:
 @click.pass_context
 def hook(ctx: click.Context, name: str, args) -> None:
     """Run hook NAME as git would (the hook scripts and pre-commit call this).
-    Always exits 0: a memory problem never blocks git.
+    Exits 0: a memory problem never blocks git. The one exception: pre-push
+    exits 3 (refused) when memory being pushed holds a secret.
 
     Example: gitmem hook post-commit
     """
