@@ -14,6 +14,7 @@ import random
 import re
 import time
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import pygit2
@@ -319,7 +320,15 @@ class Store:
     def _load_all(self, snap: Snapshot) -> Dict[str, Memory]:
         out: Dict[str, Memory] = {}
         self.problems = []
+        tree = str(snap.tree.id) if snap.tree is not None else None
+        listed = self._cache.tree(tree)
+        if listed is not None:  # a tree known to be clean: skip walking its ~4,000 subtrees
+            for memory in listed:
+                out[memory.id] = memory
+            return out
+        blobs: List[str] = []
         for path, blob_id in snap.entries():
+            blobs.append(blob_id)
             try:
                 memory = self._parse(blob_id, path)
             except InvalidMemory as e:
@@ -328,6 +337,8 @@ class Store:
             if memory.id in out:
                 self.problems.append(Problem("error", path, f"duplicate id {memory.id}"))
             out[memory.id] = memory
+        if tree is not None and not self.problems:
+            self._cache.put_tree(tree, blobs)
         self._cache.flush()
         return out
 
@@ -455,10 +466,9 @@ class Store:
     def move_ref(self, expected: Optional[str], new: str, reflog: str) -> None:
         """Compare-and-swap ``self.ref`` from ``expected`` (None: must not exist) to ``new``."""
         _ensure_reflog(self.repo, self.ref)
+        if expected is None:
+            return self._create_ref(new, reflog)
         try:
-            if expected is None:
-                self.repo.create_reference_direct(self.ref, new, False, message=reflog)
-                return
             ref = self.repo.lookup_reference(self.ref)
             if str(ref.target) != expected:
                 raise ConcurrentUpdate(self.ref, expected, str(ref.target))
@@ -472,6 +482,29 @@ class Store:
             if "lock" in text:
                 raise _Locked(self.ref, text) from None
             raise StorageError(f"could not move {self.ref}: {text}") from None
+
+    def _create_ref(self, new: str, reflog: str) -> None:
+        """Create ``self.ref`` at ``new`` only if it does not exist, checked under the ref's lock.
+
+        libgit2 checks a non-forced create's "must not exist" *before* taking the
+        lock (refdb_fs_backend__write), so two first writes on a branch could both
+        succeed and the first would be lost (seen under load in the 8x50 test).
+        `git update-ref REF NEW ""` checks under the lock; this runs once per branch."""
+        import subprocess
+
+        try:
+            result = subprocess.run(["git", f"--git-dir={self.repo.path}", "update-ref", "-m", reflog,
+                                     self.ref, new, ""], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        except OSError as e:
+            raise StorageError(f"could not run git to create {self.ref}: {e}") from None
+        if result.returncode == 0:
+            return
+        text = (result.stderr.strip().splitlines() or ["git update-ref failed"])[0].replace("fatal: ", "")
+        if "already exists" in text:
+            raise ConcurrentUpdate(self.ref, None, self._ref_target())
+        if ".lock" in text:
+            raise _Locked(self.ref, text)
+        raise StorageError(f"could not create {self.ref}: {text}")
 
     def retrying(self, attempt: Callable[[], Any]) -> Any:
         """Run ``attempt`` until it does not lose a compare-and-swap race (jittered backoff)."""
@@ -902,17 +935,21 @@ def _ensure_reflog(repo: pygit2.Repository, ref: str) -> None:
 
 
 class _BlobCache:
-    """Parsed memories by blob id, kept across calls in this process and on disk.
+    """Parsed memories by blob id, and the blob ids of clean trees by tree id, kept
+    across calls in this process and on disk.
 
-    Keyed by content (the blob id), so it can never be stale; it is a derived
-    index, rebuilt on demand, never the source of truth.
+    Keyed by content (blob and tree ids), so it can never be stale; it is a derived
+    index, rebuilt on demand, never the source of truth. Rows are lists in field
+    order (compact, quick to decode); only trees whose every blob parsed are listed.
     """
 
-    VERSION = 1
+    VERSION = 2
+    TREES = 8  # recent snapshots listed: a write makes a new tree, the old ones age out
 
     def __init__(self, path: Optional[str]):
         self.path = path
         self.items: Dict[str, Memory] = {}
+        self.trees: Dict[str, List[str]] = {}
         self.dirty = 0
         self.loaded = False
 
@@ -920,17 +957,24 @@ class _BlobCache:
         self.loaded = True
         if not self.path or not os.path.exists(self.path):
             return
+        import gc
         import json
 
+        collecting = gc.isenabled()
+        gc.disable()  # ~100,000 new objects, no cycles: collections would only re-scan them (2x slower)
         try:
             with open(self.path, encoding="utf-8") as f:
                 data = json.load(f)
             if data.get("version") != self.VERSION:
                 return
-            for key, d in data["blobs"].items():
-                self.items[key] = _memory_from_trusted(d)
+            for key, row in data["blobs"].items():
+                self.items[key] = _memory_from_row(row)
+            self.trees = {k: list(v) for k, v in data["trees"].items()}
         except (OSError, ValueError, KeyError, TypeError):
-            self.items = {}
+            self.items, self.trees = {}, {}
+        finally:
+            if collecting:
+                gc.enable()
 
     def get(self, key: str) -> Optional[Memory]:
         if not self.loaded:
@@ -941,8 +985,28 @@ class _BlobCache:
         self.items[key] = memory
         self.dirty += 1
 
+    def tree(self, key: Optional[str]) -> Optional[List[Memory]]:
+        """The memories of a listed clean tree, or None (then walk the tree)."""
+        if key is None:
+            return None
+        if not self.loaded:
+            self._load()
+        blobs = self.trees.get(key)
+        if blobs is None:
+            return None
+        found = [self.items.get(b) for b in blobs]
+        return None if any(m is None for m in found) else found  # type: ignore[return-value]
+
+    def put_tree(self, key: str, blobs: List[str]) -> None:
+        if key in self.trees:
+            return
+        self.trees[key] = blobs
+        for old in list(self.trees)[:-self.TREES]:
+            del self.trees[old]
+        self.dirty += 1
+
     def flush(self) -> None:
-        """Persist after a full load found new blobs (cheap to skip: it is only a cache)."""
+        """Persist after a full load found new blobs or trees (cheap to skip: it is only a cache)."""
         if not self.dirty or not self.path:
             return
         import json
@@ -951,9 +1015,8 @@ class _BlobCache:
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"version": self.VERSION,
-                           "blobs": {k: m.to_dict() for k, m in self.items.items()}}, f,
-                          separators=(",", ":"))
+                json.dump({"version": self.VERSION, "blobs": {k: _memory_row(m) for k, m in self.items.items()},
+                           "trees": self.trees}, f, separators=(",", ":"))
             os.replace(tmp, self.path)
             self.dirty = 0
         except OSError:
@@ -963,14 +1026,26 @@ class _BlobCache:
                 pass
 
 
-def _memory_from_trusted(d: Dict[str, Any]) -> Memory:
+_FIELDS = tuple(f.name for f in dataclass_fields(Memory))
+_AUTHOR_AT = _FIELDS.index("author")
+_TUPLES_AT = tuple(_FIELDS.index(name) for name in ("tags", "paths", "commits"))
+
+
+def _memory_row(m: Memory) -> List[Any]:
+    row: List[Any] = [getattr(m, name) for name in _FIELDS]
+    row[_AUTHOR_AT] = [m.author.name, m.author.email, m.author.kind]
+    return row
+
+
+def _memory_from_row(row: List[Any]) -> Memory:
     """Rebuild a memory the cache stored after validating it (skips re-validation)."""
-    kwargs = dict(d)
-    kwargs["author"] = Author(**d["author"])
-    for key in ("tags", "paths", "commits"):
-        if key in kwargs:
-            kwargs[key] = tuple(kwargs[key])
-    return Memory(**kwargs)
+    if len(row) != len(_FIELDS):
+        raise ValueError("cache row of another shape")
+    values = list(row)
+    values[_AUTHOR_AT] = Author(*values[_AUTHOR_AT])
+    for i in _TUPLES_AT:
+        values[i] = tuple(values[i])
+    return Memory(*values)
 
 
 _CACHES: Dict[str, _BlobCache] = {}

@@ -117,6 +117,36 @@ def test_a_writer_killed_during_adds_edits_supersedes_and_retracts_loses_nothing
         assert stored[memory_id].text == text
 
 
+FIRST_WRITER = """
+import os, sys, time
+from gitmem import Store
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.001)
+for b in range(int(sys.argv[3])):
+    w = Store.open(sys.argv[1], branch=f"race{b}").add("fact", f"first write {sys.argv[4]}", source="test")
+    print(f"race{b}", w.memory.id, flush=True)
+"""
+
+
+def test_first_writes_racing_to_create_a_branch_memory_ref_all_land(repo, tmp_path):
+    """libgit2 checks a non-forced ref create before taking the lock; the store must not rely on it."""
+    go = tmp_path / "go"
+    procs = [run_py(FIRST_WRITER, str(repo), str(go), "12", str(n)) for n in range(8)]
+    time.sleep(1.0)  # let every process import and wait at the line
+    go.touch()
+    reported = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        reported += [line.split() for line in out.splitlines()]
+    assert len(reported) == 8 * 12
+    for b in range(12):
+        stored = Store.open(str(repo), branch=f"race{b}").memories()
+        assert {i for branch, i in reported if branch == f"race{b}"} == set(stored)
+        assert len(git(repo, "rev-list", f"refs/memory/race{b}").split()) == 8
+    git(repo, "fsck", "--strict", "--no-dangling")
+
+
 MERGER = """
 import sys
 from gitmem import Store
