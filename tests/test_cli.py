@@ -124,3 +124,11 @@ def test_doctor_reports_ok_and_exit_codes(run):
     run("fact", "add", "x")
     result = run("doctor", "--json")
     assert result.exit_code == 0 and json.loads(result.output)["ok"] is True
+
+
+def test_edit_without_options_opens_the_editor_and_commits_what_was_saved(repo):
+    mid = json.loads(gitmem(repo, "add", "fact", "Payouts run at 01:00", "--json").stdout)["id"]
+    gitmem(repo, "edit", mid, env={"EDITOR": "sed -i s/01:00/02:00/"})
+    assert json.loads(gitmem(repo, "show", mid, "--json").stdout)["text"] == "Payouts run at 02:00"
+    refused = gitmem(repo, "edit", mid, check=False, env={"EDITOR": "sed -i s/^text:/type:/"})
+    assert refused.returncode == 1 and "only these fields can be edited" in refused.stderr

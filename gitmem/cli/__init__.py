@@ -88,6 +88,23 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False))
 
 
+def edit_in_editor(header: str, values: dict, allowed) -> dict:
+    """Open $EDITOR on ``values`` as YAML under a comment ``header``; return the
+    parsed mapping, refusing keys outside ``allowed``."""
+    import yaml
+
+    edited = click.edit(header + yaml.safe_dump(values, sort_keys=False, allow_unicode=True))
+    if edited is None:
+        raise click.ClickException("edit aborted: nothing saved")
+    try:
+        data = yaml.safe_load(edited) or {}
+    except yaml.YAMLError as e:
+        raise click.ClickException(f"not valid YAML: {str(e).splitlines()[0]}")
+    if not isinstance(data, dict) or set(data) - set(allowed):
+        raise click.ClickException(f"only these fields can be edited: {', '.join(allowed)}")
+    return data
+
+
 _AUTHOR_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*(?:<(?P<email>[^<>]*)>)?\s*$")
 
 

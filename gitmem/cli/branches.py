@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 
 import click
 
-from . import author_options, emit_json, json_option, main, pass_store
+from . import author_options, edit_in_editor, emit_json, json_option, main, pass_store
 
 
 def _short(oid: Optional[str]) -> str:
@@ -228,16 +228,8 @@ def _edit_conflict(found) -> Dict[str, Any]:
     c = found[0]
     theirs = yaml.safe_dump({f: _plain(getattr(c.theirs, f)) for f in c.fields}, sort_keys=False)
     header = f"# Conflict on {c.id}. Theirs was:\n" + "".join(f"#   {line}\n" for line in theirs.splitlines())
-    ours = yaml.safe_dump({f: _plain(getattr(c.ours, f)) for f in c.fields}, sort_keys=False, allow_unicode=True)
-    edited = click.edit(header + "# Edit our values below; save and quit to resolve.\n" + ours)
-    if edited is None:
-        raise click.ClickException("edit aborted: nothing saved")
-    try:
-        data = yaml.safe_load(edited) or {}
-    except yaml.YAMLError as e:
-        raise click.ClickException(f"not valid YAML: {str(e).splitlines()[0]}")
-    if not isinstance(data, dict) or set(data) - set(c.fields):
-        raise click.ClickException(f"only these fields can be edited: {', '.join(c.fields)}")
+    ours = {f: _plain(getattr(c.ours, f)) for f in c.fields}
+    data = edit_in_editor(header + "# Edit our values below; save and quit to resolve.\n", ours, c.fields)
     return {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
 
 

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import click
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory
-from . import author_options, emit_json, json_option, main, pass_store
+from . import author_options, edit_in_editor, emit_json, json_option, main, pass_store
 
 
 def _short(oid: Optional[str]) -> str:
@@ -251,19 +251,9 @@ def edit(store, memory_id, text, title, reason, tags, paths, next_, who, source,
 
 
 def _edit_in_editor(m: Memory) -> Dict[str, Any]:
-    import yaml
-
     current = {k: v for k, v in m.to_dict().items() if k in _EDITABLE}
     header = f"# Editing {m.type} {m.id}. Fields: {', '.join(_EDITABLE)}. Save and quit to commit.\n"
-    edited = click.edit(header + yaml.safe_dump(current, sort_keys=False, allow_unicode=True))
-    if edited is None:
-        raise click.ClickException("edit aborted: nothing saved")
-    try:
-        data = yaml.safe_load(edited) or {}
-    except yaml.YAMLError as e:
-        raise click.ClickException(f"not valid YAML: {str(e).splitlines()[0]}")
-    if not isinstance(data, dict) or set(data) - set(_EDITABLE):
-        raise click.ClickException(f"only these fields can be edited: {', '.join(_EDITABLE)}")
+    data = edit_in_editor(header, current, _EDITABLE)
     return {k: v for k, v in data.items() if current.get(k) != v}
 
 
