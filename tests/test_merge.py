@@ -205,3 +205,15 @@ def test_resolve_without_a_conflict_is_a_clear_error(repo):
 
     with pytest.raises(GitmemError, match="no unresolved conflict"):
         resolve(main, shared.id, take="ours")
+
+
+def test_a_fast_forward_reports_the_memories_it_added_and_changed(store):
+    kept = store.add("fact", "kept")
+    edited = store.add("fact", "will be retracted")
+    side = Store(store.repo, "side")
+    side.retrying(lambda: side.move_ref(None, store.own_tip(), "fork"))
+    new = side.add("fact", "new on side")
+    side.retract(edited.memory.id, reason="wrong")
+    r = merge_into(store, side.own_tip())
+    assert (r.kind, r.added, r.changed) == ("fast-forward", [new.memory.id], [edited.memory.id])
+    assert kept.memory.id in store.memories()
