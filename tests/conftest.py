@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 
 for _key in list(os.environ):
+    if _key == "GITMEM_LOAD_SECONDS":  # a test setting (tests/test_load.py), not gitmem configuration
+        continue
     if _key.startswith(("GIT_", "GITMEM_")) or _key in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
         del os.environ[_key]
 _HOME = tempfile.mkdtemp(prefix="gitmem-test-home-")
