@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -56,3 +58,18 @@ def cat_file_batch(repo_path: str, blob_ids: List[str]) -> float:
     subprocess.run(["git", "-C", repo_path, "cat-file", "--batch"], input="\n".join(blob_ids).encode() + b"\n",
                    stdout=subprocess.PIPE, check=True)
     return time.perf_counter() - t0
+
+
+def sizes_main(doc: str, run: Callable[[tuple], dict], show: Callable[[tuple, dict], None],
+               default: str = "100,10000") -> None:
+    """The command line of a benchmark measured at several sizes: --sizes, --json."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--sizes", default=default)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    sizes = tuple(int(x) for x in args.sizes.split(","))
+    result = run(sizes)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        show(sizes, result)

@@ -9,8 +9,6 @@ nothing in memory); "warm" is a second build in the same process.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
@@ -18,7 +16,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import cat_file_batch, median_time, seeded_store  # noqa: E402
+from common import cat_file_batch, median_time, seeded_store, sizes_main  # noqa: E402
 
 from gitmem import store as store_module  # noqa: E402
 from gitmem import context as context_module  # noqa: E402
@@ -70,24 +68,17 @@ def run(sizes=(100, 10_000)) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100,10000")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = run(tuple(int(x) for x in args.sizes.split(",")))
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return
+def show(sizes: tuple, result: dict) -> None:
     for key in ("small", "large"):
         r = result[key]
         print(f"{r['memories']:>6} memories: build {r['build_cached_ms']:8.1f} ms new process "
               f"({r['build_cached_budget_ms']:.1f} ms with the 50,000-token budget), {r['build_warm_ms']:8.1f} ms warm; "
               f"cat-file --batch {r['cat_file_batch_ms']:6.1f} ms; body {r['body_tokens']} tokens")
-    print(f"10,000 / 100: {result['growth_ratio_cached']:.1f}x (new process), {result['growth_ratio_warm']:.1f}x (warm)")
+    print(f"{result['large']['memories']:,} / {result['small']['memories']:,}: "
+          f"{result['growth_ratio_cached']:.1f}x (new process), {result['growth_ratio_warm']:.1f}x (warm)")
     print(f"build / cat-file --batch at {result['large']['memories']}: {result['ratio_to_cat_file_cached']:.2f} (new process), "
           f"{result['ratio_to_cat_file_warm']:.2f} (warm)")
 
 
 if __name__ == "__main__":
-    main()
+    sizes_main(__doc__, run, show)

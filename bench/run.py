@@ -75,6 +75,12 @@ def _remote(r) -> List[Row]:
             ("pull one more / git fetch", r["pull_one_ratio"], "git fetch of the same ref", None)]
 
 
+def _web(r) -> List[Row]:
+    small, large = r["ms"]["audit_first"]
+    return [(f"web audit first page, {large} / {small} writes", r["audit_first_page_ratio"], "audit page at fewer writes",
+             r["targets"]["audit_first_page_ratio"])]
+
+
 #: name -> (module in bench/, call with (module, quick), rows from its result)
 BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], List[Row]]]] = {
     "store": ("store", lambda m, q: m.run((100, 2_000 if q else 10_000)), _store),
@@ -84,6 +90,7 @@ BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], L
     "cli": ("cli", lambda m, q: m.run(5 if q else 15), _cli),
     "hooks": ("hooks", lambda m, q: m.run(10 if q else 40), _hooks),
     "remote": ("remote", lambda m, q: m.run(2_000 if q else 10_000, 1 if q else 3), _remote),
+    "web": ("web", lambda m, q: m.run((100, 2_000 if q else 10_000)), _web),
 }
 
 

@@ -6,8 +6,6 @@ Targets (issue 3): write at 10,000 / write at 100 <= 1.5; load 10,000 / cat-file
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -16,7 +14,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import cat_file_batch, median_time, seeded_store  # noqa: E402
+from common import cat_file_batch, median_time, seeded_store, sizes_main  # noqa: E402
 
 from gitmem import store as store_module  # noqa: E402
 
@@ -68,15 +66,7 @@ def run(sizes=(100, 10_000)) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100,10000")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = run(tuple(int(x) for x in args.sizes.split(",")))
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return
+def show(sizes: tuple, result: dict) -> None:
     (small, ws), (large, wl) = result["write_ms"].items()
     print(f"write at {small:>6}: {ws:7.2f} ms   at {large}: {wl:7.2f} ms   ratio {result['write_growth_ratio']:.2f}"
           f" (target <= 1.5)")
@@ -87,4 +77,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sizes_main(__doc__, run, show)

@@ -10,15 +10,13 @@ branches across forks and merges. The memory page is listed for reference: it lo
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import AUTHOR, TYPES, median_time, sample_repo  # noqa: E402
+from common import AUTHOR, TYPES, median_time, sample_repo, sizes_main  # noqa: E402
 
 from gitmem import Author, Store  # noqa: E402
 from gitmem.model import Memory, dump_yaml, memory_path, new_id, utc_now  # noqa: E402
@@ -66,16 +64,8 @@ def run(sizes=(100, 10_000)) -> dict:
             "targets": {"audit_first_page_ratio": 4.0}}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100,10000")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    result = run(tuple(int(x) for x in args.sizes.split(",")))
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return
-    small, large = args.sizes.split(",")
+def show(sizes: tuple, result: dict) -> None:
+    small, large = (str(n) for n in sizes)
     print(f"{'page':<16}{small + ' writes':>14}{large + ' writes':>16}")
     for name, t in result["ms"].items():
         print(f"{name:<16}{t[small]:>12.1f}ms{t[large]:>14.1f}ms")
@@ -84,4 +74,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sizes_main(__doc__, run, show)

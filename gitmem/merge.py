@@ -282,7 +282,7 @@ def _merge_message(message, branch, theirs, added, changed, conflicts, author, s
     subject = message or f"merge {theirs[:12]} into {branch}"
     summary = f"{len(added)} added, {len(changed)} changed, {len(conflicts)} conflict(s)"
     trailers = [f"Memory-Id: {i}" for i in (list(added) + list(changed))[:200]]
-    trailers += [f"Memory-Op: merge", f"Memory-Source: {source}", f"Author-Kind: {author.kind}",
+    trailers += ["Memory-Op: merge", f"Memory-Source: {source}", f"Author-Kind: {author.kind}",
                  f"Merged-From: {theirs}"]
     trailers += [f"Conflict: {c.id}" for c in conflicts]
     return f"{subject}\n\n{summary}\n\n" + "\n".join(trailers) + "\n"

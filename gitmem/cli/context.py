@@ -6,7 +6,7 @@ The SDK, the emulator and the demo are imported inside the commands, so `gitmem 
 from __future__ import annotations
 
 import time
-from typing import Optional, Tuple
+from typing import Optional
 
 import click
 
