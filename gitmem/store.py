@@ -265,8 +265,9 @@ class Store:
 
     def read_from(self) -> Tuple[Optional[str], Optional[str]]:
         """(branch whose memory is read, its tip): this branch's, else the nearest parent's."""
-        if self.own_tip():
-            return self.branch, self.own_tip()
+        own = self.own_tip()
+        if own:
+            return self.branch, own
         from .branches import parent_chain  # late import: branches builds on the store
 
         for parent in parent_chain(self.repo, self.branch):
@@ -527,7 +528,7 @@ class Store:
                 memories: Sequence[Memory] = (), note: Optional[str] = None) -> str:
         def attempt() -> str:
             expected = self.own_tip()
-            base = expected or self.read_from()[1]
+            base = expected or self.read_from()[1]  # a branch's first write forks from its parent
             updates, memory = build(Snapshot(self, base))
             subject = memory or memories[0]
             message = _message(op, subject, author, source, redacted, note)
