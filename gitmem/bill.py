@@ -197,7 +197,7 @@ def record_request(store: Any, entry: Mapping[str, Any]) -> str:
 
 
 def latest_request(store: Any) -> Optional[dict]:
-    """The last request ``record_request`` appended (the last ``gitmem ask``), or None."""
+    """The last request ``record_request`` appended (by ``gitmem ask`` or ``messages``), or None."""
     from .store import common_dir
 
     path = os.path.join(common_dir(store.repo), "gitmem", "requests.jsonl")

@@ -157,3 +157,13 @@ def test_serve_shares_one_cache_between_processes_via_anthropic_base_url(served,
     assert httpx2.post(f"{served}/_emulator/clock", json={"advance": 330}).json()["now"] == 330
     third = json.loads(gitmem(repo, "messages", "--body", body_file, "--boundary", "1", "--json", env=env).stdout)
     assert third["requests"][0]["usage"]["cache_creation_input_tokens"] == written
+
+
+def test_messages_records_each_request_with_the_memory_commit_it_saw(run, repo, body_file):
+    tip = json.loads(run("fact", "add", "Refunds go through the ledger", "--json").output)["commit"]
+    data = json.loads(run("messages", "--body", body_file, "--boundary", "1", "--json").output)
+    assert data["memory_commit"] == tip
+    log = (repo / ".git" / "gitmem" / "requests.jsonl").read_text().splitlines()
+    entry = json.loads(log[-1])
+    assert entry["command"] == "messages" and entry["memory_commit"] == tip
+    assert entry["usage"] == data["requests"][0]["usage"]

@@ -332,7 +332,7 @@ def test_cost_page_shows_the_last_ask(repo, store, web):
                            "usage": {"input_tokens": 12, "output_tokens": 3}, "cost": {"total": 0.000027},
                            "time": "2026-12-02T10:00:00Z", "memory_commit": None})
     page = web.get("/cost").text
-    assert "Last <code>gitmem ask</code>" in page and "Why &lt;b&gt;?" in page and "$0.000027" in page
+    assert "Last request (<code>gitmem ask</code>)" in page and "Why &lt;b&gt;?" in page and "$0.000027" in page
 
 
 # --- security ----------------------------------------------------------------------------

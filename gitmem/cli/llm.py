@@ -15,17 +15,40 @@ import click
 from . import emit_json, json_option, main
 
 
-def _price_table():
-    """The configured price table; outside a repository, $GITMEM_PRICES or the shipped one."""
+def _store_or_none():
     from ..errors import NotARepository
-    from ..pricing import configured_price_table
     from . import open_store
 
     try:
-        store = open_store()
+        return open_store()
     except NotARepository:
-        store = None
-    return configured_price_table(store)
+        return None
+
+
+def _price_table():
+    """The configured price table; outside a repository, $GITMEM_PRICES or the shipped one."""
+    from ..pricing import configured_price_table
+
+    return configured_price_table(_store_or_none())
+
+
+def _record(results: list, model: str) -> Optional[str]:
+    """Inside a repository, append each request to the log `ask` keeps, with the
+    memory commit that was current, so one can later see what the agent knew."""
+    import time
+
+    from ..bill import record_request
+
+    store = _store_or_none()
+    if store is None:
+        return None
+    tip = store.tip()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for r in results:
+        record_request(store, {"command": "messages", "label": r["label"], "backend": r["backend"], "model": model,
+                               "memory_commit": tip, "request_id": r["request_id"], "usage": r["usage"],
+                               "cost": r["cost"], "time": stamp})
+    return tip
 
 
 def _money(value: float) -> str:
@@ -109,7 +132,10 @@ def messages(body_path: str, boundary: Optional[int], ttl: Optional[str], ping_a
     cache_read_input_tokens, cache_creation.ephemeral_5m_input_tokens and
     cache_creation.ephemeral_1h_input_tokens. The cost uses `gitmem models`.
 
-    JSON: {"backend", "model", "prices": {"source", "checked"}, "requests": [{"label",
+    Inside a repository each request is recorded in .git/gitmem/requests.jsonl with
+    the memory commit that was current (`memory_commit`, null outside one).
+
+    JSON: {"backend", "model", "memory_commit", "prices": {"source", "checked"}, "requests": [{"label",
     "at", "backend", "request_id", "text", "stop_reason", "usage": {...}, "cost": {...,
     "total"}}], "total_cost"}
 
@@ -138,8 +164,9 @@ def messages(body_path: str, boundary: Optional[int], ttl: Optional[str], ping_a
                         "text": reply.text, "stop_reason": reply.message.get("stop_reason"),
                         "usage": reply.usage.to_api(), "cost": price.to_dict()})
     total = sum(r["cost"]["total"] for r in results)
+    memory_commit = _record(results, done[0][1].model)
     if as_json:
-        emit_json({"backend": results[0]["backend"], "model": done[0][1].model,
+        emit_json({"backend": results[0]["backend"], "model": done[0][1].model, "memory_commit": memory_commit,
                    "prices": {"source": table.source, "checked": table.checked},
                    "requests": results, "total_cost": total})
         return

@@ -345,13 +345,14 @@ uncached, one line per TTL policy (a dot marks the cheapest).</p><figure class="
                        heads=join(h("<th>{}</th>", labels.get(p, p)) for p in FIXED), table=join(table_rows)))
     if request:
         u = request.get("usage", {})
-        parts.append(h("""<section><h2>Last <code>gitmem ask</code></h2><p class="meta">{time}, backend
+        parts.append(h("""<section><h2>Last request (<code>gitmem {command}</code>)</h2><p class="meta">{time}, backend
 <strong>{backend}</strong>, model <code>{model}</code>, memory commit <code>{commit}</code></p>
 <p class="question">{question}</p><table class="bill"><tbody>
 <tr><th>Input</th><td>{inp}</td></tr><tr><th>Cache write</th><td>{write}</td></tr>
 <tr><th>Cache read</th><td>{read}</td></tr><tr><th>Output</th><td>{out}</td></tr>
 <tr><th>Cost</th><td>${total:.6f}</td></tr></tbody></table></section>""",
-                       time=request.get("time", "-"), backend=request.get("backend", "-"),
+                       command=request.get("command", "ask"), time=request.get("time", "-"),
+                       backend=request.get("backend", "-"),
                        model=request.get("model", "-"), commit=short(request.get("memory_commit")),
                        question=request.get("question", ""), inp=u.get("input_tokens", 0),
                        write=u.get("cache_creation_input_tokens", 0), read=u.get("cache_read_input_tokens", 0),
