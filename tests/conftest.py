@@ -33,6 +33,10 @@ for _level in (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG, py
 
 ROOT = Path(__file__).resolve().parent.parent
 GITMEM = [sys.executable, "-m", "gitmem"]
+#: A repository guide long enough (~10,000 tokens) to be cacheable on every model.
+GUIDE = "# Guide\n\n" + "\n".join(
+    f"## Rule {i}\nLedger writes for payment {i} are idempotent and retried with backoff." for i in range(400)
+)
 
 
 def git(cwd, *args, check=True, env=None, input=None) -> str:

@@ -12,12 +12,9 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from conftest import GITMEM, ROOT, git, gitmem
+from conftest import GITMEM, GUIDE, ROOT, git, gitmem
 from gitmem.cli import main
 
-GUIDE = "# Guide\n\n" + "\n".join(
-    f"## Rule {i}\nLedger writes for payment {i} are idempotent and retried with backoff." for i in range(400)
-)
 BODY = {
     "model": "claude-haiku-4-5",
     "max_tokens": 200,

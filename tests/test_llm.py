@@ -8,14 +8,12 @@ import time
 
 import pytest
 
+from conftest import GUIDE
 from gitmem.emulator import Emulator, VirtualClock
 from gitmem.errors import BackendError
 from gitmem.llm import ANTHROPIC_API, EMULATOR, open_backend
 from gitmem.tokens import count_request_tokens
 
-GUIDE = "# Guide\n\n" + "\n".join(
-    f"## Rule {i}\nLedger writes for payment {i} are idempotent and retried with backoff." for i in range(400)
-)
 BODY = {
     "model": "claude-haiku-4-5",
     "max_tokens": 200,
