@@ -150,12 +150,9 @@ def link_commit(store, code_commit: str, *, author: Optional[Author] = None, sou
 
 def _on_line(repo: pygit2.Repository, old: Optional[str], new: str) -> bool:
     """The checkpoint follows the branch forward (or was tied to no commit yet)."""
-    if not old:
-        return True
-    try:
-        return new == old or repo.descendant_of(new, old)
-    except (pygit2.GitError, KeyError, ValueError):
-        return False
+    from .branches import reachable
+
+    return not old or reachable(repo, old, new)
 
 
 def rewrite_commits(store, mapping: Mapping[str, str], *, author: Optional[Author] = None,
