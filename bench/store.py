@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import cat_file_batch, median_time, seeded_store, sizes_main  # noqa: E402
 
 from gitmem import store as store_module  # noqa: E402
+from gitmem.repo import common_dir  # noqa: E402
 
 
 def write_times(sizes, writes: int = 100):
@@ -37,7 +38,7 @@ def load_times(n: int):
 
     def cold():
         store_module._CACHES.clear()
-        cache = os.path.join(store_module.common_dir(s.repo), "gitmem", "cache", "blobs.json")
+        cache = os.path.join(common_dir(s.repo), "gitmem", "cache", "blobs.json")
         if os.path.exists(cache):
             os.unlink(cache)
         fresh = store_module.Store.open(s.repo.workdir)

@@ -20,7 +20,7 @@ from common import AUTHOR, TYPES, median_time, sample_repo, sizes_main  # noqa: 
 
 from gitmem import Author, Store  # noqa: E402
 from gitmem.model import Memory, dump_yaml, memory_path, new_id, utc_now  # noqa: E402
-from gitmem.store import _message  # noqa: E402
+from gitmem.audit import commit_message  # noqa: E402
 
 HUMAN = Author("bench human", "human@example.com", "human")
 
@@ -35,7 +35,7 @@ def history(n: int) -> str:
         source = ("mcp:claude", "cli", "hook")[i % 3]
         m = Memory(id=new_id(base_ms + i), type=TYPES[i % len(TYPES)], author=who, source=source,
                    created=utc_now(), text=f"Write {i}: the service {i % 97} retries queue {i % 13}")
-        tip = store.commit_tree({memory_path(m): dump_yaml(m)}, _message("add", m, who, source, 0, None), who,
+        tip = store.commit_tree({memory_path(m): dump_yaml(m)}, commit_message("add", m, who, source, 0, None), who,
                                base=tip)
     store.move_ref(None, tip, "bench seed")
     return store.repo.workdir

@@ -15,7 +15,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Store": "store", "Write": "store", "Change": "store", "Problem": "store",
+    "Store": "store", "Write": "store", "Change": "audit", "Problem": "store",
     "Memory": "model", "Author": "model", "TYPES": "model", "STATUSES": "model", "AUTHOR_KINDS": "model",
     "GitmemError": "errors", "NotARepository": "errors", "InvalidMemory": "errors", "NotFound": "errors",
     "AmbiguousId": "errors", "ConcurrentUpdate": "errors", "RefLocked": "errors", "StorageError": "errors",

@@ -9,12 +9,73 @@ holds it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pygit2
 
-from .store import REF_PREFIX, Change, change_from_commit
+from . import model
+from .model import Author, Memory
+from .repo import REF_PREFIX
+
+_TRAILER_RE = re.compile(r"^([A-Za-z-]+): (.*)$")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One commit of the audit trail, read back from its trailers."""
+
+    commit: str
+    time: int
+    author: Author
+    source: str
+    op: str
+    memory_ids: Tuple[str, ...]
+    type: Optional[str]
+    summary: str
+    parents: Tuple[str, ...] = ()
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "commit": self.commit, "time": self.time, "author": self.author.to_dict(),
+            "source": self.source, "op": self.op, "memory_ids": list(self.memory_ids),
+            "type": self.type, "summary": self.summary, "parents": list(self.parents),
+        }
+
+
+def commit_message(op: str, m: Memory, author: Author, source: str, redacted: int, note: Optional[str]) -> str:
+    """The subject, optional body and trailers of a memory write; :func:`change_from_commit` reads them back."""
+    trailers = [
+        f"Memory-Id: {m.id}", f"Memory-Type: {m.type}", f"Memory-Op: {op}",
+        f"Memory-Source: {source}", f"Author-Kind: {author.kind}",
+    ]
+    if m.supersedes and op == "supersede":
+        trailers.append(f"Supersedes: {m.supersedes}")
+    if redacted:
+        trailers.append(f"Redacted: {redacted}")
+    body = f"\n\n{note.strip()}" if note else ""
+    return f"{op} {m.type}: {m.summary}{body}\n\n" + "\n".join(trailers) + "\n"
+
+
+def change_from_commit(commit: pygit2.Commit) -> Change:
+    """Read a memory commit's trailers back into a :class:`Change`."""
+    message = commit.message
+    trailers: Dict[str, List[str]] = {}
+    for line in message.strip().splitlines()[1:]:
+        m = _TRAILER_RE.match(line.strip())
+        if m:
+            trailers.setdefault(m.group(1).lower(), []).append(m.group(2).strip())
+    first = lambda key, default=None: trailers.get(key, [default])[0]  # noqa: E731
+    kind = first("author-kind", "human")
+    return Change(
+        commit=str(commit.id), time=commit.author.time,
+        author=Author(commit.author.name, commit.author.email, kind if kind in model.AUTHOR_KINDS else "human"),
+        source=first("memory-source", "git"), op=first("memory-op", "commit"),
+        memory_ids=tuple(trailers.get("memory-id", [])), type=first("memory-type"),
+        summary=message.splitlines()[0] if message else "",
+        parents=tuple(str(p) for p in commit.parent_ids),
+    )
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,7 @@ def make_bill(run: Mapping[str, Any], table: PriceTable = DEFAULT_TABLE) -> Bill
 
 
 def runs_dir(store: Any) -> str:
-    from .store import common_dir
+    from .repo import common_dir
 
     return os.path.join(common_dir(store.repo), "gitmem", "runs")
 
@@ -187,7 +187,7 @@ def load_run(path: str) -> dict:
 
 def record_request(store: Any, entry: Mapping[str, Any]) -> str:
     """Append one sent request (backend, model, memory commit, usage, cost) to requests.jsonl."""
-    from .store import common_dir
+    from .repo import common_dir
 
     path = os.path.join(common_dir(store.repo), "gitmem", "requests.jsonl")
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -198,7 +198,7 @@ def record_request(store: Any, entry: Mapping[str, Any]) -> str:
 
 def latest_request(store: Any) -> Optional[dict]:
     """The last request ``record_request`` appended (by ``gitmem ask`` or ``messages``), or None."""
-    from .store import common_dir
+    from .repo import common_dir
 
     path = os.path.join(common_dir(store.repo), "gitmem", "requests.jsonl")
     try:

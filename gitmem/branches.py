@@ -24,7 +24,7 @@ _MOVING_RE = re.compile(r"^checkout: moving from (\S+) to (\S+)$")
 
 def parent_chain(repo: pygit2.Repository, branch: str) -> List[str]:
     """Branches whose memory ``branch`` inherits, nearest first, without cycles."""
-    from .store import config_get, default_branch
+    from .repo import config_get, default_branch
 
     chain: List[str] = []
     seen = {branch}
@@ -47,7 +47,7 @@ def parent_chain(repo: pygit2.Repository, branch: str) -> List[str]:
 
 def fork_point(repo: pygit2.Repository, branch: str) -> Tuple[Optional[str], Optional[str]]:
     """(recorded parent branch, commit the branch was created at), each None if unrecorded."""
-    from .store import config_get
+    from .repo import config_get
 
     return (config_get(repo, f"gitmem.branch.{branch}.parent"),
             config_get(repo, f"gitmem.branch.{branch}.forkPoint"))
@@ -60,7 +60,7 @@ def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = No
     ``parent`` defaults to the branch HEAD's reflog says we came from, else the
     default branch. Returns the parent recorded now, or None when nothing changed
     (already recorded, the default branch itself, or it already has memory)."""
-    from .store import check_branch_name, default_branch, memory_ref
+    from .repo import check_branch_name, default_branch, memory_ref
 
     check_branch_name(branch)
     if fork_point(repo, branch)[0] or branch == default_branch(repo) or memory_ref(branch) in repo.references:
@@ -120,7 +120,7 @@ def code_tips(repo: pygit2.Repository, branch: str) -> List[str]:
 
 def memory_tips(repo: pygit2.Repository, branch: str, *, remotes: bool = True) -> List[Tuple[str, str]]:
     """(ref, tip) of the branch's memory: ``refs/memory/<b>``, then fetched copies."""
-    from .store import memory_ref
+    from .repo import memory_ref
 
     refs = [memory_ref(branch)]
     if remotes:
@@ -159,7 +159,8 @@ class BranchInfo:
 
 def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
     from .merge import _conflict_blobs
-    from .store import REF_PREFIX, Store, default_branch
+    from .repo import REF_PREFIX, default_branch
+    from .store import Store
 
     default = default_branch(repo)
     out = []
@@ -188,7 +189,7 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True) -> List[BranchInfo]:
     With ``dry_run`` (the default) nothing is deleted: callers list first. The
     deleted tips stay reachable through the reflog-free object store until gc;
     the caller prints them so ``git update-ref`` can bring one back."""
-    from .store import default_branch
+    from .repo import default_branch
 
     default = default_branch(repo)
     gone = [b for b in list_branches(repo) if b.name != default and not code_tips(repo, b.name)]
@@ -240,7 +241,7 @@ def merged_elsewhere(repo: pygit2.Repository, branch: str, head: str) -> List[st
 
 
 def _memory_prefix() -> str:
-    from .store import REF_PREFIX
+    from .repo import REF_PREFIX
 
     return REF_PREFIX
 
@@ -316,7 +317,8 @@ class MemoryDiff:
 
 def resolve_side(store, name: str) -> Optional[str]:
     """A branch name (its memory, own or inherited) or any commit-ish, as a memory commit."""
-    from .store import Store, check_branch_name
+    from .repo import check_branch_name
+    from .store import Store
 
     try:
         check_branch_name(name)

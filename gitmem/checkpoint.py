@@ -20,6 +20,7 @@ import pygit2
 from . import model
 from .errors import GitmemError
 from .model import Author, Memory
+from .repo import head_commit, ref_target
 
 _LINKABLE_OPS = ("add", "edit", "supersede", "resolve")
 _MAX_WALK = 200
@@ -51,7 +52,7 @@ def latest_checkpoint(store, at: Optional[str] = None) -> Optional[Tuple[str, Me
                     found.append((f"checkpoint/{outer.name}/{inner.name}/{blob.name}", str(blob.id)))
     for path, blob in sorted(found, key=lambda e: e[0].rsplit("/", 1)[1], reverse=True):
         try:
-            m = store._parse(blob, path)
+            m = store.parse_blob(blob, path)
         except model.InvalidMemory:
             continue
         if m.status == "active":
@@ -68,15 +69,15 @@ def unlinked_since_last_commit(store, previous_code_commit_time: Optional[int]) 
     tip = store.own_tip()
     if not tip:
         return []
-    from .store import change_from_commit
+    from .audit import change_from_commit
 
     from .branches import parent_chain
-    from .store import memory_ref
+    from .repo import memory_ref
 
     ids: List[str] = []
     walker = store.repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
     for parent in parent_chain(store.repo, store.branch):  # inherited memory is not this branch's work
-        inherited = store._ref_target(memory_ref(parent))
+        inherited = ref_target(store.repo, memory_ref(parent))
         if inherited:
             walker.hide(inherited)
     for n, commit in enumerate(walker):
@@ -102,12 +103,12 @@ def link_commit(store, code_commit: str, *, author: Optional[Author] = None, sou
     """Add ``code_commit`` to the ``commits`` of the memories written since the
     previous commit, and move the latest checkpoint's ``commit`` to it, in ONE
     memory commit. Nothing is written on a branch without memory of its own."""
-    from .store import _default_author
+    from .repo import default_author
 
     repo = store.repo
     code = repo[code_commit].peel(pygit2.Commit)
     previous = code.parents[0].commit_time if code.parents else None
-    author = author or _default_author(repo)
+    author = author or default_author(repo)
 
     def attempt() -> Link:
         expected = store.own_tip()
@@ -159,9 +160,9 @@ def rewrite_commits(store, mapping: Mapping[str, str], *, author: Optional[Autho
                     source: str = "hook") -> Optional[str]:
     """After a rebase or amend, replace rewritten commit ids in ``commit`` and
     ``commits`` of every memory, in one memory commit. Returns it, or None."""
-    from .store import _default_author
+    from .repo import default_author
 
-    author = author or _default_author(store.repo)
+    author = author or default_author(store.repo)
     if not mapping:
         return None
 
@@ -220,7 +221,7 @@ class Resume:
 
 def resume(store, *, limit: int = 50) -> Resume:
     repo = store.repo
-    head = store._head_commit()
+    head = head_commit(store.repo)
     cp = latest_checkpoint(store)
     point = cp[1] if cp else None
     commits: List[Tuple[str, str]] = []
@@ -251,7 +252,7 @@ def _changed_files(store, head: Optional[str], since: Sequence[str]) -> List[str
     """Files the branch changed: since it left the default branch (on the default
     branch: in the commits since the checkpoint), plus uncommitted changes."""
     from .branches import code_tips
-    from .store import default_branch
+    from .repo import default_branch
 
     repo = store.repo
     pairs: List[Tuple[Any, Any]] = []

@@ -234,7 +234,7 @@ def _workdir(store: Any) -> str:
 
 def guide_path(store: Any) -> Optional[str]:
     """The configured guide (``git config gitmem.guide``), else AGENTS.md or CLAUDE.md if present."""
-    from .store import config_get
+    from .repo import config_get
 
     configured = config_get(store.repo, GUIDE_KEY)
     if configured:
@@ -278,7 +278,7 @@ def _anchor_key(store: Any) -> str:
 
 
 def anchor_of(store: Any) -> Optional[str]:
-    from .store import config_get
+    from .repo import config_get
 
     return config_get(store.repo, _anchor_key(store)) or None
 

@@ -147,7 +147,7 @@ def _read(path: str) -> Optional[str]:
 
 
 def on_commit_formats(store: Any) -> Tuple[str, ...]:
-    from .store import config_get
+    from .repo import config_get
 
     value = config_get(store.repo, CONFIG_KEY) or ""
     return tuple(f for f in (p.strip() for p in value.split(",")) if f in FORMATS)

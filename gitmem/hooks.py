@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import pygit2
 
 from .errors import GitmemError, SecretFound
+from .repo import head_commit, ref_target
 
 HOOKS = ("post-commit", "post-checkout", "post-merge", "post-rewrite", "pre-push")
 MARKER = "gitmem-hook v1"
@@ -89,7 +90,7 @@ def script(hook: str, python: Optional[str] = None) -> str:
 def hooks_dir(repo: pygit2.Repository) -> str:
     """Where git runs hooks from: ``core.hooksPath`` (relative to the worktree
     root), else the common git dir's hooks/ (shared by linked worktrees)."""
-    from .store import common_dir, config_get
+    from .repo import common_dir, config_get
 
     configured = config_get(repo, "core.hooksPath")
     if configured:
@@ -232,7 +233,7 @@ def _post_commit(store, args: List[str], stdin: str) -> List[str]:
     from .branches import record_fork
     from .checkpoint import link_commit
 
-    head = args[0] if args else store._head_commit()
+    head = args[0] if args else head_commit(store.repo)
     if not head:
         return []
     record_fork(store.repo, store.branch)  # first use of a branch created without the hook
@@ -265,7 +266,7 @@ def _post_merge(store, args: List[str], stdin: str) -> List[str]:
     from .branches import merge_branches, merged_by
 
     repo = store.repo
-    head = store._head_commit()
+    head = head_commit(store.repo)
     if not head:
         return []
     commit = repo[head]
@@ -306,7 +307,7 @@ def _post_rewrite(store, args: List[str], stdin: str) -> List[str]:
 
 def _pre_push(store, args: List[str], stdin: str) -> List[str]:
     from .branches import REMOTE_PREFIX, reachable
-    from .store import config_get, memory_ref
+    from .repo import config_get, memory_ref
 
     if os.environ.get("GITMEM_HOOK") == "pre-push":
         return []  # the memory push gitmem itself runs from here (it scanned already)
@@ -322,8 +323,8 @@ def _pre_push(store, args: List[str], stdin: str) -> List[str]:
         parts = line.split()
         if len(parts) >= 1 and parts[0].startswith("refs/heads/"):
             name = parts[0][len("refs/heads/"):]
-            local = store._ref_target(memory_ref(name))
-            pushed = store._ref_target(f"{REMOTE_PREFIX}{remote}/{name}")
+            local = ref_target(store.repo, memory_ref(name))
+            pushed = ref_target(store.repo, f"{REMOTE_PREFIX}{remote}/{name}")
             if local and not reachable(store.repo, local, pushed):
                 branches.append(name)
     if not branches:

@@ -93,7 +93,7 @@ class Gitmem:
         return Store.open(self.path, self.branch)
 
     def author(self, store: Any, source: str) -> Author:
-        from .store import config_get
+        from .repo import config_get
 
         name = os.environ.get("GITMEM_AUTHOR_NAME") or source.split(":", 1)[-1].split("/", 1)[0] or "agent"
         email = os.environ.get("GITMEM_AUTHOR_EMAIL") or config_get(store.repo, "user.email") or ""
@@ -290,7 +290,7 @@ def build_server(path: str = ".", branch: Optional[str] = None):
 
 def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, port: int = 8765) -> None:
     """Run until the client disconnects: stdio by default, or streamable HTTP on 127.0.0.1."""
-    from .store import open_repository
+    from .repo import open_repository
 
     open_repository(path)  # fail fast, before the client waits on a handshake
     server = build_server(path, branch)

@@ -111,9 +111,9 @@ class MemoryTool:
     def author(self, store: Any) -> Author:
         if self._author is not None:
             return self._author
-        from .store import _default_author
+        from .repo import default_author
 
-        base = _default_author(store.repo)
+        base = default_author(store.repo)
         return Author(base.name, base.email, "agent")
 
     # --- reading the /memories view of the store ---------------------------------

@@ -189,7 +189,7 @@ def _load(store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dic
         if i in entries:
             path, blob = entries[i]
             try:
-                out[i] = store._parse(blob, path)
+                out[i] = store.parse_blob(blob, path)
             except InvalidMemory:
                 continue  # an invalid blob on one side: the other side's version stands
     return out
@@ -204,14 +204,14 @@ def merge_into(store, theirs: str, *, author: Optional[Author] = None, source: s
     Merging something already merged returns "up-to-date" and writes nothing.
     Runs under ``store.retrying`` so a concurrent write is re-merged, not lost.
     """
-    from .store import _default_author
+    from .repo import default_author
 
     repo = store.repo
     try:
         theirs = str(repo.revparse_single(theirs).peel(pygit2.Commit).id)
     except (KeyError, ValueError, pygit2.GitError):
         raise NotFound(theirs, store.ref) from None
-    author = author or _default_author(repo)
+    author = author or default_author(repo)
 
     def attempt() -> MergeResult:
         expected = store.own_tip()
@@ -307,11 +307,12 @@ def resolve(store, memory_id: str, *, take: Optional[str] = None, values: Option
     """Settle a conflict in one commit: ``take`` "ours" or "theirs" for the clashing
     fields, or give ``values`` (field -> value, e.g. edited text). Other fields keep
     their merged values. Returns the store's :class:`Write`."""
-    from .store import _default_author, _redacted
+    from .redact import redact_fields
+    from .repo import default_author
 
     if (take is None) == (values is None) or take not in (None, "ours", "theirs"):
         raise GitmemError("resolve needs exactly one of: ours, theirs, or edited values")
-    author = author or _default_author(store.repo)
+    author = author or default_author(store.repo)
     counted = {"redacted": 0}
 
     def build(snap):
@@ -322,7 +323,7 @@ def resolve(store, memory_id: str, *, take: Optional[str] = None, values: Option
         c = found[0]
         path, current = snap.find(c.id)
         if values is not None:
-            texts, counted["redacted"] = _redacted(**{k: v for k, v in values.items() if isinstance(v, str)})
+            texts, counted["redacted"] = redact_fields(**{k: v for k, v in values.items() if isinstance(v, str)})
             chosen = {**values, **texts}
         else:
             side = c.ours if take == "ours" else c.theirs
@@ -331,14 +332,7 @@ def resolve(store, memory_id: str, *, take: Optional[str] = None, values: Option
         model.validate(new)
         return {path: model.dump_yaml(new), conflict_path(c.id): None}, new
 
-    result: Dict[str, Any] = {}
-
-    def capture(snap):
-        updates, memory = build(snap)
-        result["m"] = memory
-        return updates, memory
-
     from .store import Write
 
-    commit = store._commit(capture, op="resolve", author=author, source=source)
-    return Write(result["m"], commit, counted["redacted"])
+    commit, memory = store.commit(build, op="resolve", author=author, source=source)
+    return Write(memory, commit, counted["redacted"])

@@ -236,7 +236,7 @@ def configured_price_table(store: Any = None) -> PriceTable:
     repository (a relative path is taken from the worktree root), else the shipped table."""
     path = os.environ.get("GITMEM_PRICES") or None
     if path is None and store is not None:
-        from .store import config_get
+        from .repo import config_get
 
         path = config_get(store.repo, "gitmem.prices") or None
         if path and not os.path.isabs(path):

@@ -20,7 +20,9 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
+
+from .errors import InvalidMemory
 
 __all__ = ["Finding", "Rule", "RULES", "PLACEHOLDER", "scan", "redact", "shannon_entropy"]
 
@@ -368,3 +370,21 @@ def redact(text: str) -> Tuple[str, List[Finding]]:
     """
     hits = _fixpoint_hits(text)
     return _replace(text, hits), [Finding(RULES[index].id, start, end) for start, index, end in hits]
+
+
+def redact_fields(**values: Optional[str]) -> Tuple[Dict[str, Optional[str]], int]:
+    """Redact each string value; returns the values and how many secrets were replaced.
+
+    Refuses text that is not valid UTF-8 (a lone surrogate) before anything is stored."""
+    out: Dict[str, Optional[str]] = {}
+    count = 0
+    for key, value in values.items():
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidMemory(key, "not valid UTF-8") from None
+            value, findings = redact(value)
+            count += len(findings)
+        out[key] = value
+    return out, count

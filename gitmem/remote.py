@@ -36,7 +36,8 @@ import pygit2
 from .branches import REMOTE_PREFIX
 from .errors import GitmemError, RemoteError, SecretFound
 from .model import Author
-from .store import REF_PREFIX, Store, check_branch_name, common_dir, config_get, memory_ref
+from .repo import REF_PREFIX, check_branch_name, common_dir, config_get, memory_ref
+from .store import Store
 
 MAX_PUSH_ATTEMPTS = 8
 

@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .model import Memory
+from .repo import current_blob
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
@@ -289,7 +290,7 @@ def current_blobs(store: Any, memories: Iterable[Memory]) -> Dict[str, Optional[
     out: Dict[str, Optional[str]] = {}
     for m in memories:
         if m.type == "file" and m.blob and m.paths and m.paths[0] not in out:
-            out[m.paths[0]] = store._current_blob(m.paths[0])
+            out[m.paths[0]] = current_blob(store.repo, m.paths[0])
     return out
 
 

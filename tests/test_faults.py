@@ -37,7 +37,11 @@ def kill_after(p: subprocess.Popen, seconds: float) -> list:
     except ProcessLookupError:
         pass
     out, _ = p.communicate()
-    return [line.split() for line in out.splitlines() if line.strip()]
+    # A write is acknowledged by a whole line. print() hands its pieces to a buffer that
+    # reaches the pipe whenever it fills, so a kill can leave half a line ("main" without
+    # its id): that write was never acknowledged.
+    complete = out[: out.rfind("\n") + 1]
+    return [line.split() for line in complete.splitlines() if line.strip()]
 
 
 def assert_intact(path, branch: str = "main") -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GITMEM, ROOT, git, gitmem, make_repo
+from conftest import ROOT, git, gitmem, make_repo
 from gitmem import Store
 from gitmem import remote as remote_mod
 from gitmem.errors import RemoteError, SecretFound

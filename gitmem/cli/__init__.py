@@ -123,9 +123,9 @@ def author_options(f: Callable) -> Callable:
         import os
 
         from ..model import Author
-        from ..store import _default_author
+        from ..repo import default_author
 
-        base = _default_author(args[0].repo)  # pass_store sits above: args[0] is the store
+        base = default_author(args[0].repo)  # pass_store sits above: args[0] is the store
         name, email = base.name, base.email
         if author:
             m = _AUTHOR_RE.match(author)

@@ -141,7 +141,7 @@ def merge(store, source_: str, who, source, as_json: bool) -> None:
     from ..branches import memory_tips, merge_branches
     from ..errors import BranchError
     from ..merge import merge_into
-    from ..store import check_branch_name
+    from ..repo import check_branch_name
 
     try:
         tips = memory_tips(store.repo, check_branch_name(source_))

@@ -346,14 +346,16 @@ def doctor(store, fix: bool, recover: bool, offline: bool, as_json: bool) -> Non
 
     Example: gitmem doctor --fix
     """
-    fixed = recovered = None
-    if fix and store.lock() is not None:
-        fixed = store.clear_stale_lock()
-    if recover:
-        recovered = store.recover()
+    from ..doctor import doctor as check, recover as recover_ref
+    from ..refs import clear_stale_lock, lock_file
     from ..remote import doctor_problems
 
-    problems = store.doctor() + ([] if offline else doctor_problems(store.repo))
+    fixed = recovered = None
+    if fix and lock_file(store.repo, store.ref) is not None:
+        fixed = clear_stale_lock(store.repo, store.ref)
+    if recover:
+        recovered = recover_ref(store)
+    problems = check(store) + ([] if offline else doctor_problems(store.repo))
     errors = [p for p in problems if p.level == "error"]
     if as_json:
         emit_json({"ref": store.ref, "ok": not errors, "problems": [p.to_dict() for p in problems],

@@ -118,9 +118,9 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         return Store.open(repo_path, branch or None)
 
     def person(store: Any) -> Author:
-        from ..store import _default_author
+        from ..repo import default_author
 
-        found = _default_author(store.repo)
+        found = default_author(store.repo)
         return Author(found.name, found.email, "human")  # a person clicked the button
 
     def html(body: str, status: int = 200) -> HTMLResponse:
@@ -244,7 +244,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
     def branches_view(params: Mapping[str, str], error: Optional[str] = None, status: int = 200) -> HTMLResponse:
         from ..branches import diff, list_branches
         from ..merge import list_conflicts
-        from ..store import Store, default_branch
+        from ..repo import default_branch
+        from ..store import Store
 
         rows = []
         for info in list_branches(root.repo):

@@ -1,0 +1,167 @@
+"""Doctor and recovery: check a memory ref's whole history, and move a damaged ref
+back to its last intact tip without losing the memories that can still be read.
+
+Reports, never raises: every finding is a :class:`Problem` for the caller to print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+import pygit2
+
+from .errors import GitmemError, InvalidMemory, StorageError
+from .model import Author
+from .refs import lock_file
+from .repo import blob_at, default_author, memory_ref
+from .store import Problem, Store, parse_memory
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What :func:`recover` did: the damaged tip, the intact tip it went back to,
+    the new tip, the memory paths re-added from the damaged tip and those lost."""
+
+    damaged: str
+    good: str
+    tip: str
+    kept: Tuple[str, ...]
+    lost: Tuple[str, ...]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"damaged": self.damaged, "good": self.good, "tip": self.tip,
+                "kept": list(self.kept), "lost": list(self.lost)}
+
+
+def doctor(store: Store) -> List[Problem]:
+    """Validate the ref, the commit chain and every blob of ``store``'s branch.
+
+    A damaged history (a missing or corrupt object) comes with the last
+    intact tip from the reflog, which :func:`recover` moves the ref back to."""
+    problems: List[Problem] = []
+    lock = lock_file(store.repo, store.ref)
+    if lock is not None:
+        problems.append(Problem("warning", lock.path, lock.describe()))
+    tip = store.own_tip()
+    if tip is None:
+        branch, inherited = store.read_from()
+        where = f"reads inherit {memory_ref(branch)}" if branch and inherited else "no memory yet"
+        problems.append(Problem("warning", store.ref, f"no memory ref on this branch ({where})"))
+        tip = inherited
+    if tip is None:
+        return problems
+    found = damage(store.repo, tip)
+    if found:
+        good = last_good_tip(store) if tip == store.own_tip() else None
+        offer = (f"; last intact tip in the reflog is {good[:10]}: run `gitmem doctor --recover` to move "
+                 "the ref back to it (intact later memories are kept)" if good else
+                 "; no intact earlier tip in the reflog")
+        problems.append(Problem("error", store.ref, f"history is damaged: {found}{offer}"))
+        return problems
+    store.memories(tip)
+    problems.extend(store.problems)
+    return problems
+
+
+def damage(repo: pygit2.Repository, tip: Optional[str]) -> Optional[str]:
+    """The first missing or corrupt object reachable from ``tip``, or None.
+
+    Reads every commit, tree and blob once (shared subtrees are skipped), so
+    a corrupt blob in an old commit is found too, not only the tip's."""
+    if tip is None:
+        return None
+    seen: set = set()
+    oid: Any = tip
+    try:
+        stack: List[Any] = [pygit2.Oid(hex=tip)]
+        while stack:
+            oid = stack.pop()
+            if oid in seen:
+                continue
+            seen.add(oid)
+            obj = repo[oid]
+            if obj.type == pygit2.enums.ObjectType.COMMIT:
+                stack.extend(obj.parent_ids)
+                stack.append(obj.tree_id)
+            elif obj.type == pygit2.enums.ObjectType.TREE:
+                stack.extend(entry.id for entry in obj)
+            elif obj.type == pygit2.enums.ObjectType.BLOB:
+                obj.data  # noqa: B018 - reading the content checks it
+    except KeyError:
+        return f"object {oid} is missing"
+    except (pygit2.GitError, ValueError, OSError) as e:
+        return f"object {oid} is unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+    return None
+
+
+def last_good_tip(store: Store) -> Optional[str]:
+    """The newest tip in the ref's reflog whose whole history is intact."""
+    current = store.own_tip()
+    try:
+        entries = [str(e.oid_new) for e in store.repo.references[store.ref].log()]
+    except (KeyError, pygit2.GitError, OSError):
+        return None
+    for oid in dict.fromkeys(entries):
+        if oid != current and not set(oid) <= {"0"} and damage(store.repo, oid) is None:
+            return oid
+    return None
+
+
+def recover(store: Store, author: Optional[Author] = None, source: str = "doctor") -> Recovery:
+    """Move a damaged ref back to its last intact tip, re-adding every memory of the
+    damaged tip that can still be read (one commit). Names what could not be saved."""
+    tip = store.own_tip()
+    found = damage(store.repo, tip)
+    if tip is None or found is None:
+        raise GitmemError(f"nothing to recover: the history of {store.ref} is intact")
+    good = last_good_tip(store)
+    if good is None:
+        raise StorageError(f"{store.ref} is damaged ({found}) and its reflog has no intact earlier tip")
+    readable, lost = _salvage(store.repo, tip)
+    good_tree = store.repo[good].peel(pygit2.Tree)
+    updates: Dict[str, Optional[bytes]] = {}
+    for path, data in readable.items():
+        if blob_at(good_tree, path) == str(pygit2.hash(data)):
+            continue
+        try:
+            parse_memory(data, path)
+        except InvalidMemory:
+            lost.append(path)
+            continue
+        updates[path] = data
+    new = good
+    if updates:
+        who = author or default_author(store.repo)
+        message = (f"recover: {len(updates)} memories kept from damaged tip {tip[:10]}\n\n{found}\n\n"
+                   f"Memory-Op: recover\nMemory-Source: {source}\nAuthor-Kind: {who.kind}\n")
+        new = store.commit_tree(updates, message, who, base=good)
+    store.move_ref(tip, new, f"gitmem doctor --recover: back to {good[:10]}")
+    return Recovery(damaged=tip, good=good, tip=new, kept=tuple(sorted(updates)), lost=tuple(sorted(lost)))
+
+
+def _salvage(repo: pygit2.Repository, tip: str) -> Tuple[Dict[str, bytes], List[str]]:
+    """Every readable blob of ``tip``'s tree by path, and the paths that cannot be read."""
+    readable: Dict[str, bytes] = {}
+    lost: List[str] = []
+    try:
+        stack: List[Tuple[str, Any]] = [("", repo[tip].peel(pygit2.Tree).id)]
+    except (KeyError, pygit2.GitError, ValueError):
+        return readable, ["/"]
+    while stack:
+        prefix, oid = stack.pop()
+        try:
+            tree = repo[oid].peel(pygit2.Tree)
+            entries = [(e.name, e.id, e.type_str) for e in tree]
+        except (KeyError, pygit2.GitError, ValueError):
+            lost.append(prefix or "/")
+            continue
+        for name, child, kind in entries:
+            if kind == "tree":
+                stack.append((prefix + name + "/", child))
+                continue
+            try:
+                readable[prefix + name] = repo[child].data
+            except (KeyError, pygit2.GitError, ValueError):
+                lost.append(prefix + name)
+    return readable, lost

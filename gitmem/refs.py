@@ -1,0 +1,187 @@
+"""Refs: compare-and-swap updates, ref locks and reflogs for ``refs/memory/*``.
+
+A write never forces a ref: it moves it only from the tip it read
+(:func:`move_ref`), and :func:`retrying` re-runs the whole write when another
+writer won the race. A lock left by a dead writer is judged by
+:class:`LockFile` (no process has it open, older than
+:data:`STALE_LOCK_SECONDS`).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
+
+import pygit2
+
+from .errors import ConcurrentUpdate, GitmemError, RefLocked, StorageError
+from .repo import common_dir, ref_target
+
+T = TypeVar("T")
+MAX_ATTEMPTS = 400
+#: A ref update holds its lock for milliseconds: writers wait this long for a lock,
+#: and a lock this old that no process holds open was left by a dead process.
+STALE_LOCK_SECONDS = 5.0
+
+
+class Locked(GitmemError):
+    """libgit2 or git found the ref's lock file taken (raised inside a retry loop)."""
+
+    def __init__(self, ref: str, text: str):
+        m = re.search(r"'([^']+\.lock)'", text)
+        self.lock_path = m.group(1) if m else ref + ".lock"
+        super().__init__(text)
+
+
+@dataclass(frozen=True)
+class LockFile:
+    """A ref lock file on disk: its age and the pids that have it open (Linux only)."""
+
+    path: str
+    age: float
+    holders: Tuple[int, ...]
+
+    @property
+    def stale(self) -> bool:
+        return not self.holders and self.age >= STALE_LOCK_SECONDS
+
+    def describe(self) -> str:
+        if self.holders:
+            return f"lock file held open by pid {', '.join(map(str, self.holders))} ({self.age:.0f}s old)"
+        if not self.stale:
+            return f"lock file is {self.age:.0f}s old: a write may be in progress (stale after {STALE_LOCK_SECONDS:.0f}s)"
+        return f"stale lock file ({self.age:.0f}s old, no process holds it): `gitmem doctor --fix` removes it"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"path": self.path, "age": round(self.age, 1), "holders": list(self.holders), "stale": self.stale}
+
+
+def lock_file(repo: pygit2.Repository, ref: str) -> Optional[LockFile]:
+    """The ref's lock file, if one exists, with its age and the processes holding it open."""
+    path = os.path.join(common_dir(repo), *ref.split("/")) + ".lock"
+    try:
+        age = time.time() - os.path.getmtime(path)
+    except OSError:
+        return None
+    return LockFile(path, age, _holders(path))
+
+
+def clear_stale_lock(repo: pygit2.Repository, ref: str) -> LockFile:
+    """Remove the ref's lock file, only when no live process holds it and it is old.
+
+    libgit2 and git lock files carry no pid, so ownership is judged by two
+    signs: no process has the file open (Linux /proc; a writer keeps it open
+    until it renames it into place) and it is older than
+    :data:`STALE_LOCK_SECONDS` (a ref update holds its lock for milliseconds).
+    """
+    lock = lock_file(repo, ref)
+    if lock is None:
+        raise GitmemError(f"{ref} is not locked")
+    if not lock.stale:
+        raise RefLocked(ref, lock.path, lock.describe())
+    try:
+        os.unlink(lock.path)
+    except FileNotFoundError:
+        pass  # its owner finished meanwhile
+    except OSError as e:
+        raise StorageError(f"could not remove {lock.path}: {e.strerror}") from None
+    return lock
+
+
+def move_ref(repo: pygit2.Repository, ref: str, expected: Optional[str], new: str, reflog: str) -> None:
+    """Compare-and-swap ``ref`` from ``expected`` (None: must not exist) to ``new``."""
+    ensure_reflog(repo, ref)
+    if expected is None:
+        return _create_ref(repo, ref, new, reflog)
+    try:
+        found = repo.lookup_reference(ref)
+        if str(found.target) != expected:
+            raise ConcurrentUpdate(ref, expected, str(found.target))
+        found.set_target(new, reflog)
+    except (pygit2.AlreadyExistsError, KeyError):
+        raise ConcurrentUpdate(ref, expected, ref_target(repo, ref)) from None
+    except (pygit2.GitError, OSError) as e:  # libgit2 reports lock failures as OSError
+        text = str(e)
+        if "does not match" in text or "exists" in text:
+            raise ConcurrentUpdate(ref, expected, ref_target(repo, ref)) from None
+        if "lock" in text:
+            raise Locked(ref, text) from None
+        raise StorageError(f"could not move {ref}: {text}") from None
+
+
+def _create_ref(repo: pygit2.Repository, ref: str, new: str, reflog: str) -> None:
+    """Create ``ref`` at ``new`` only if it does not exist, checked under the ref's lock.
+
+    libgit2 checks a non-forced create's "must not exist" *before* taking the
+    lock (refdb_fs_backend__write), so two first writes on a branch could both
+    succeed and the first would be lost (seen under load in the 8x50 test).
+    `git update-ref REF NEW ""` checks under the lock; this runs once per branch."""
+    try:
+        result = subprocess.run(["git", f"--git-dir={repo.path}", "update-ref", "-m", reflog, ref, new, ""],
+                                capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    except OSError as e:
+        raise StorageError(f"could not run git to create {ref}: {e}") from None
+    if result.returncode == 0:
+        return
+    text = (result.stderr.strip().splitlines() or ["git update-ref failed"])[0].replace("fatal: ", "")
+    if "already exists" in text:
+        raise ConcurrentUpdate(ref, None, ref_target(repo, ref))
+    if ".lock" in text:
+        raise Locked(ref, text)
+    raise StorageError(f"could not create {ref}: {text}")
+
+
+def retrying(repo: pygit2.Repository, ref: str, attempt: Callable[[], T]) -> T:
+    """Run ``attempt`` until it does not lose a compare-and-swap race (jittered backoff).
+
+    A lock that stays taken longer than :data:`STALE_LOCK_SECONDS` ends the wait
+    with :class:`RefLocked`, naming the lock and who holds it."""
+    lock_since: Optional[float] = None
+    for n in range(MAX_ATTEMPTS):
+        try:
+            return attempt()
+        except ConcurrentUpdate:
+            lock_since = None
+        except Locked as e:
+            lock_since = lock_since or time.monotonic()
+            if time.monotonic() - lock_since > STALE_LOCK_SECONDS:
+                lock = lock_file(repo, ref)
+                raise RefLocked(ref, e.lock_path, lock.describe() if lock else None) from None
+        time.sleep(random.uniform(0.001, 0.004) * min(n + 1, 10))
+    raise ConcurrentUpdate(ref, None, ref_target(repo, ref))
+
+
+def ensure_reflog(repo: pygit2.Repository, ref: str) -> None:
+    """git writes reflogs for refs/memory/* only if the log file already exists."""
+    path = os.path.join(common_dir(repo), "logs", *ref.split("/"))
+    if not os.path.exists(path):
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            open(path, "a").close()
+        except OSError:
+            pass  # the reflog is a recovery aid; the commit chain is the audit trail
+
+
+def _holders(path: str) -> Tuple[int, ...]:
+    """Pids with ``path`` open, from /proc (empty where /proc is not available)."""
+    pids = []
+    target = os.path.realpath(path)
+    try:
+        procs = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return ()
+    for pid in procs:
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            for fd in os.listdir(fd_dir):
+                if os.readlink(f"{fd_dir}/{fd}") == target:
+                    pids.append(int(pid))
+                    break
+        except OSError:
+            continue
+    return tuple(pids)

@@ -1,0 +1,142 @@
+"""The repository edge: opening a repository, its config, branch names and identities.
+
+Every other git-facing module builds on these helpers; this module imports no
+other gitmem module but the model and the errors, so it can sit at the bottom
+of the import graph.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Tuple
+
+import pygit2
+
+from .errors import BranchError, NotARepository, StorageError
+from .model import Author
+
+REF_PREFIX = "refs/memory/"
+
+
+def memory_ref(branch: str) -> str:
+    return REF_PREFIX + branch
+
+
+def check_branch_name(name: str) -> str:
+    """Refuse names git would refuse, so a branch can never address outside refs/memory/."""
+    if not name or len(name) > 255 or "\x00" in name or not pygit2.reference_is_valid_name(memory_ref(name)):
+        raise BranchError(f"invalid branch name {name[:80]!r}")
+    if name == "HEAD" or name.startswith("-"):
+        raise BranchError(f"invalid branch name {name!r}")
+    return name
+
+
+def open_repository(path: str = ".") -> pygit2.Repository:
+    try:
+        found = pygit2.discover_repository(os.path.abspath(path))
+    except (pygit2.GitError, OSError, ValueError):
+        found = None
+    if not found:
+        raise NotARepository(os.path.abspath(path))
+    try:
+        return pygit2.Repository(found)
+    except pygit2.GitError as e:
+        raise NotARepository(f"{path} ({e})") from None
+
+
+def common_dir(repo: pygit2.Repository) -> str:
+    """The directory shared by all linked worktrees (where refs and logs live)."""
+    path = repo.path
+    pointer = os.path.join(path, "commondir")
+    if os.path.exists(pointer):
+        with open(pointer, encoding="utf-8") as f:
+            return os.path.normpath(os.path.join(path, f.read().strip()))
+    return os.path.normpath(path)
+
+
+def config_get(repo: pygit2.Repository, key: str) -> Optional[str]:
+    try:
+        return repo.config[key]
+    except (KeyError, pygit2.GitError):
+        return None
+
+
+def default_branch(repo: pygit2.Repository) -> str:
+    """`gitmem.defaultBranch`, else the remote's HEAD, else main/master, else `init.defaultBranch`."""
+    configured = config_get(repo, "gitmem.defaultBranch")
+    if configured:
+        return configured
+    try:
+        target = repo.references["refs/remotes/origin/HEAD"].target
+        if isinstance(target, str) and target.startswith("refs/remotes/origin/"):
+            return target[len("refs/remotes/origin/"):]
+    except (KeyError, pygit2.GitError):
+        pass
+    for name in ("main", "master"):
+        if f"refs/heads/{name}" in repo.references or memory_ref(name) in repo.references:
+            return name
+    return config_get(repo, "init.defaultBranch") or "main"
+
+
+def current_branch(repo: pygit2.Repository) -> Tuple[str, Optional[str]]:
+    """The code branch HEAD names (born or not), and a notice when HEAD is detached."""
+    try:
+        head = repo.references["HEAD"]
+    except (KeyError, pygit2.GitError):
+        return default_branch(repo), "no HEAD"
+    target = head.target
+    if isinstance(target, str) and target.startswith("refs/heads/"):
+        return target[len("refs/heads/"):], None
+    branch = default_branch(repo)
+    return branch, f"HEAD is detached: using the memory of {branch!r} (pass --branch to choose another)"
+
+
+def default_author(repo: pygit2.Repository) -> Author:
+    """Who writes when no author is given: the GITMEM_AUTHOR_* environment, else git's identity."""
+    env = os.environ
+    name = env.get("GITMEM_AUTHOR_NAME") or config_get(repo, "user.name") or env.get("USER") or "unknown"
+    email = env.get("GITMEM_AUTHOR_EMAIL") or config_get(repo, "user.email") or ""
+    kind = env.get("GITMEM_AUTHOR_KIND") or "human"
+    return Author(name=name, email=email, kind=kind)
+
+
+def ref_target(repo: pygit2.Repository, ref: str) -> Optional[str]:
+    """The commit ``ref`` points at (symbolic refs resolved), or None when it does not exist."""
+    try:
+        return str(repo.references[ref].resolve().target)
+    except (KeyError, pygit2.GitError):
+        return None
+
+
+def head_commit(repo: pygit2.Repository) -> Optional[str]:
+    """The code commit HEAD points at, or None on an unborn branch."""
+    try:
+        return None if repo.head_is_unborn else str(repo.head.target)
+    except pygit2.GitError:
+        return None
+
+
+def blob_at(tree: pygit2.Tree, path: str) -> Optional[str]:
+    try:
+        return str(tree[path].id)
+    except KeyError:
+        return None
+
+
+def current_blob(repo: pygit2.Repository, path: str) -> Optional[str]:
+    """The blob id of ``path`` as an agent read it: the working file, else HEAD's."""
+    workdir = repo.workdir
+    if workdir:
+        full = os.path.join(workdir, path)
+        if os.path.isfile(full):
+            return str(pygit2.hashfile(full))
+    head = head_commit(repo)
+    if head:
+        return blob_at(repo[head].peel(pygit2.Tree), path)
+    return None
+
+
+def damaged(ref: str, oid: Optional[str], e: Exception) -> StorageError:
+    """The error for an object that cannot be read: names the ref and points at `gitmem doctor`."""
+    detail = "missing" if isinstance(e, KeyError) else f"unreadable ({str(e).splitlines()[0] if str(e) else e!r})"
+    return StorageError(f"{ref} is damaged: object {oid} is {detail}; run `gitmem doctor`")
