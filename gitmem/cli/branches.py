@@ -306,11 +306,23 @@ def hook(ctx: click.Context, name: str, args) -> None:
     Exits 0: a memory problem never blocks git. The one exception: pre-push
     exits 3 (refused) when memory being pushed holds a secret.
 
+    \b
+    `gitmem hook claude-code EVENT` is Claude Code's hook (SessionStart,
+    UserPromptSubmit, PostToolUse, PreCompact, SessionEnd): it reads the
+    event's JSON on stdin, prints Claude Code's hook answer and always exits 0
+    (see `gitmem setup claude-code --write`, docs/tools.md).
+
     Example: gitmem hook post-commit
     """
+    settings = ctx.find_root().obj
+    if name == "claude-code":
+        from ..claude_code import main as run_claude_hook
+
+        explicit = settings.path if settings and settings.path != "." else None
+        raise SystemExit(run_claude_hook(args[0] if args else "", path=explicit,
+                                         branch=settings.branch if settings else None))
     from ..hooks import main as run_hook
 
-    settings = ctx.find_root().obj
     raise SystemExit(run_hook([name, *args], cwd=settings.path if settings else "."))
 
 

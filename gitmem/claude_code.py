@@ -1,0 +1,596 @@
+"""Claude Code hooks: ``gitmem hook claude-code EVENT`` reads the hook's JSON on stdin and answers.
+
+Claude Code runs the command for each hook event with the event's JSON on stdin
+(``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name`` and the event's own fields)
+and puts ``hookSpecificOutput.additionalContext`` of SessionStart and UserPromptSubmit into the
+model's context (https://code.claude.com/docs/en/hooks). What each event does here:
+
+- **SessionStart** (startup, resume, clear, compact): where the branch stands (the last
+  checkpoint, commits since, next step), the conventions, and the decisions and rejections
+  ranked for the files the branch changed, as ``<memory>`` elements within a token budget.
+- **UserPromptSubmit**: memories relevant to the prompt that SessionStart did not already
+  bring, and every earlier rejection the prompt re-proposes, with its reason.
+- **PostToolUse**: Read writes a ``file`` memory with the file's blob id (once per path and
+  blob); Edit, Write and MultiEdit add the file to the session's ``action`` memory (one per
+  session), which the next code commit links; Bash running ``git commit`` links that commit
+  like the post-commit hook. Capture runs detached, so Claude Code does not wait for it.
+- **PreCompact** and **SessionEnd**: a checkpoint from the session's last state (its last
+  prompt, last reply, the files it read and changed).
+
+Every write has source ``claude-code/<version>`` and the tag ``session:<session id>``, so
+``gitmem log`` and ``gitmem list --tag session:<id>`` show what a session wrote. A hook never
+blocks the session: any failure is a warning on stderr and exit status 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "SessionEnd")
+#: The tools PostToolUse captures; setup's matcher names exactly these.
+CAPTURED_TOOLS = ("Read", "Edit", "Write", "MultiEdit", "Bash")
+#: Token budgets of the injected context (SessionStart, UserPromptSubmit).
+SESSION_BUDGET = 1500
+PROMPT_BUDGET = 600
+#: A recalled memory must share this much (search's ``match``) with the prompt to be injected.
+PROMPT_MATCH_FLOOR = 0.3
+PROMPT_LIMIT = 5
+FILE_SUMMARY_CHARS = 300
+_SESSION_RE = re.compile(r"[^A-Za-z0-9_-]+")
+_AGENT_RE = re.compile(r"^claude-code_(\d+(?:-\d+)*)")
+_GIT_COMMIT_RE = re.compile(r"(?:^|[;&|(]|\$\()\s*(?:\w+=\S*\s+)*git(?:\s+(?:-[Cc]\s+\S+|--?[\w-]+(?:=\S+)?))*"
+                            r"\s+commit(?:\s|$)")
+_DEFINES_RE = re.compile(r"^(?:async\s+def|def|class|function|export\s+(?:default\s+)?(?:function|class|const)|"
+                         r"func|fn|pub\s+fn|struct|interface|type)\s+([A-Za-z_][\w]*)", re.M)
+
+
+@dataclass(frozen=True)
+class HookInput:
+    """One hook invocation: the event and the JSON Claude Code sent."""
+
+    event: str
+    data: Mapping[str, Any]
+
+    @property
+    def session_id(self) -> str:
+        return _SESSION_RE.sub("-", str(self.data.get("session_id") or "unknown"))[:64] or "unknown"
+
+    @property
+    def cwd(self) -> str:
+        cwd = self.data.get("cwd")
+        return cwd if isinstance(cwd, str) and cwd else "."
+
+    def text(self, key: str) -> str:
+        value = self.data.get(key)
+        return value if isinstance(value, str) else ""
+
+    @classmethod
+    def parse(cls, event: str, raw: str) -> "HookInput":
+        from .errors import GitmemError
+
+        if event not in EVENTS:
+            raise GitmemError(f"unknown Claude Code hook event {event!r} (valid: {', '.join(EVENTS)})")
+        try:
+            data = json.loads(raw) if raw.strip() else {}
+        except ValueError as e:
+            raise GitmemError(f"hook input is not JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise GitmemError("hook input is not a JSON object")
+        return cls(event, data)
+
+
+@dataclass
+class Outcome:
+    """What a hook did: the JSON to print (None: nothing), ids written, and a log line."""
+
+    output: Optional[Dict[str, Any]] = None
+    written: List[str] = field(default_factory=list)
+    note: str = ""
+
+
+def client_version(env: Mapping[str, str], transcript_path: str = "") -> Optional[str]:
+    """Claude Code's version: from ``AI_AGENT`` (``claude-code_2-1-332_...``, set for hook
+    commands), else from the ``version`` field of the session transcript's lines."""
+    match = _AGENT_RE.match(env.get("AI_AGENT", ""))
+    if match:
+        return match.group(1).replace("-", ".")
+    if transcript_path:
+        try:
+            with open(transcript_path, encoding="utf-8") as f:
+                for _, line in zip(range(20), f):
+                    version = json.loads(line).get("version")
+                    if isinstance(version, str) and re.match(r"^\d+(\.\d+)*$", version):
+                        return version
+        except (OSError, ValueError, AttributeError):
+            pass
+    return None
+
+
+def source_for(env: Mapping[str, str], transcript_path: str = "") -> str:
+    version = client_version(env, transcript_path)
+    return f"claude-code/{version}" if version else "claude-code"
+
+
+def session_tag(session_id: str) -> str:
+    return f"session:{session_id}"
+
+
+def blob_id(path: str) -> Optional[str]:
+    """git's blob id of a file's bytes (what ``git hash-object`` prints), without pygit2."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+# --- the session's own state (not memory: a scratch file under .git/gitmem/) ------------
+
+
+class SessionState:
+    """What one session injected, read, changed and asked, kept across its hook processes.
+
+    A JSON file under ``<git common dir>/gitmem/claude-code/``, updated under an exclusive
+    lock because detached capture processes can overlap."""
+
+    def __init__(self, store: Any, session_id: str):
+        from .store import common_dir
+
+        folder = os.path.join(common_dir(store.repo), "gitmem", "claude-code")
+        os.makedirs(folder, exist_ok=True)
+        self.path = os.path.join(folder, f"{session_id}.json")
+        self.data: Dict[str, Any] = {}
+        self._fd: Optional[int] = None
+
+    def __enter__(self) -> "SessionState":
+        import fcntl
+
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        raw = b""
+        while True:
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                break
+            raw += chunk
+        try:
+            loaded = json.loads(raw) if raw else {}
+        except ValueError:
+            loaded = {}
+        self.data = loaded if isinstance(loaded, dict) else {}
+        self.data.setdefault("started", time.time())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._fd is not None
+        try:
+            if exc[0] is None:
+                body = json.dumps(self.data, sort_keys=True).encode("utf-8")
+                os.lseek(self._fd, 0, os.SEEK_SET)
+                os.ftruncate(self._fd, 0)
+                os.write(self._fd, body)
+        finally:
+            os.close(self._fd)
+
+    def items(self, key: str) -> List[Any]:
+        value = self.data.get(key)
+        if not isinstance(value, list):
+            value = self.data[key] = []
+        return value
+
+    def add(self, key: str, value: Any, keep: int = 200) -> bool:
+        """Append ``value`` to the list ``key`` unless present; True when it was new."""
+        values = self.items(key)
+        if value in values:
+            return False
+        values.append(value)
+        del values[:-keep]
+        return True
+
+
+# --- the hooks -------------------------------------------------------------------------
+
+
+def run(hook: HookInput, store: Any, *, source: str) -> Outcome:
+    """Do the work of one hook on ``store``; may raise (``main`` turns that into a warning)."""
+    handler = {"SessionStart": session_start, "UserPromptSubmit": user_prompt_submit,
+               "PostToolUse": post_tool_use, "PreCompact": session_checkpoint,
+               "SessionEnd": session_checkpoint}[hook.event]
+    return handler(hook, store, source)
+
+
+def _context_output(event: str, text: str) -> Dict[str, Any]:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def _fit(elements: Iterable[Tuple[str, str]], budget: int) -> List[Tuple[str, str]]:
+    """The (id, element) pairs that fit in ``budget`` tokens, in order, each id once; a few
+    that do not fit are skipped (a shorter one may still fit), then the rest is left out."""
+    from .tokens import count_tokens
+
+    out: List[Tuple[str, str]] = []
+    seen = set()
+    used = misses = 0
+    for memory_id, element in elements:
+        if memory_id in seen:
+            continue
+        cost = count_tokens(element) + 1
+        if used + cost > budget:
+            misses += 1
+            if misses >= 3:  # full: later (lower-ranked) elements are not even rendered
+                break
+            continue
+        seen.add(memory_id)
+        used += cost
+        out.append((memory_id, element))
+    return out
+
+
+def session_start(hook: HookInput, store: Any, source: str = "claude-code",
+                  budget: int = SESSION_BUDGET) -> Outcome:
+    """The branch's standing, conventions, and the decisions and rejections for the branch's files."""
+    from .checkpoint import render_resume, resume
+    from .context import render_memory
+    from .search import path_overlap
+    from .tokens import count_tokens
+
+    r = resume(store, limit=10)
+    standing = render_resume(replace(r, relevant=[]), prompt=True).strip()  # the choices follow as elements
+    memories = [m for _, m in sorted(store.memories().items()) if m.status == "active"]
+    conventions = [m for m in memories if m.type == "convention"]
+    choices = [m for m in memories if m.type in ("decision", "rejection")]
+    overlap = {m.id: path_overlap(m.paths, r.changed_files) for m in choices if m.paths}
+    ranked = sorted((m for m in reversed(choices) if overlap.get(m.id)), key=lambda m: -overlap[m.id])
+    newest_first = [m for m in reversed(choices) if not overlap.get(m.id)]
+    header = (f'<gitmem branch="{store.branch}" memory_commit="{store.tip() or "none"}" '
+              f'session_source="{hook.text("source") or "startup"}">')
+    intro = ("The team's conventions, then decisions and rejections"
+             + (" about the files this branch changed first:" if ranked else ":"))
+    candidates = conventions + ranked + newest_first
+    more = "({} more not shown: call recall or check_proposal for them)"
+    fixed = [header, "Where this branch stands:", standing, intro, more.format(len(candidates)), "</gitmem>"]
+    fitted = _fit(((m.id, render_memory(m)) for m in candidates), budget - count_tokens("\n".join(fixed)))
+    lines = fixed[:3]
+    if fitted:
+        lines.append(intro)
+        lines.extend(element for _, element in fitted)
+    if len(candidates) > len(fitted):
+        lines.append(more.format(len(candidates) - len(fitted)))
+    lines.append("</gitmem>")
+    with SessionState(store, hook.session_id) as state:
+        for memory_id, _ in fitted:
+            state.add("injected", memory_id, keep=2000)
+        state.data["branch"] = store.branch
+    return Outcome(_context_output("SessionStart", "\n".join(lines)), note=f"injected {len(fitted)} memories")
+
+
+def user_prompt_submit(hook: HookInput, store: Any, source: str = "claude-code",
+                       budget: int = PROMPT_BUDGET) -> Outcome:
+    """Memories relevant to the prompt (not injected yet) and rejections the prompt re-proposes."""
+    from .context import render_memory
+    from .search import check_proposal, recall
+
+    prompt = hook.text("prompt").strip()
+    if not prompt:
+        return Outcome(note="empty prompt")
+    with SessionState(store, hook.session_id) as state:
+        state.add("prompts", prompt[:2000], keep=5)
+        injected = set(state.items("injected"))
+        memories = store.memories()
+        rejections = check_proposal(memories.values(), prompt)
+        hits = [h for h in recall(store, prompt, limit=PROMPT_LIMIT + len(injected))
+                if h.match >= PROMPT_MATCH_FLOOR and h.memory.type not in ("rejection", "checkpoint")
+                and h.memory.id not in injected][:PROMPT_LIMIT]
+        lines: List[str] = []
+        for h in rejections:
+            m = h.memory
+            lines.append(f"This prompt re-proposes something the team rejected ({m.created[:10]}, by "
+                         f"{m.author.name}, {m.source}); check with the user before going ahead:")
+            lines.append(render_memory(m))
+        fitted = _fit(((h.memory.id, render_memory(h.memory)) for h in hits), budget)
+        if fitted:
+            lines.append("Memory relevant to this prompt:")
+            lines.extend(element for _, element in fitted)
+        for memory_id, _ in fitted:
+            state.add("injected", memory_id, keep=2000)
+    if not lines:
+        return Outcome(note="nothing relevant")
+    text = "<gitmem>\n" + "\n".join(lines) + "\n</gitmem>"
+    return Outcome(_context_output("UserPromptSubmit", text),
+                   note=f"{len(rejections)} rejections, {len(fitted)} memories")
+
+
+def _repo_path(store: Any, path: str, cwd: str) -> Optional[str]:
+    """``path`` relative to the work tree, or None when it is outside it."""
+    workdir = store.repo.workdir
+    if not path or not workdir:
+        return None
+    full = os.path.realpath(os.path.join(cwd, path))
+    rel = os.path.relpath(full, os.path.realpath(workdir))
+    if rel == "." or rel.startswith(".." + os.sep) or rel == ".." or rel.split(os.sep)[0] == ".git":
+        return None
+    return rel.replace(os.sep, "/")
+
+
+def summarize_file(path: str, full_path: str) -> str:
+    """A short, deterministic description of a file: size, what it defines, how it starts."""
+    try:
+        with open(full_path, "rb") as f:
+            data = f.read(256 * 1024)
+    except OSError:
+        return f"{path} (not readable)"
+    text = data.decode("utf-8", "replace")
+    lines = text.splitlines()
+    names = list(dict.fromkeys(_DEFINES_RE.findall(text)))
+    parts = [f"{path}: {len(lines)} lines"]
+    if names:
+        shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+        parts.append(f"defines {shown}")
+    first = next((line.strip().strip("#/*\"' ") for line in lines if line.strip().strip("#/*\"' ")), "")
+    if first:
+        parts.append(f"starts: {first[:120]}")
+    summary = "; ".join(parts)
+    return summary if len(summary) <= FILE_SUMMARY_CHARS else summary[: FILE_SUMMARY_CHARS - 3] + "..."
+
+
+def capture(tool: str, tool_input: Mapping[str, Any], cwd: str) -> Optional[Dict[str, Any]]:
+    """The little a detached capture needs from a PostToolUse input (None: nothing to do).
+
+    Runs in the foreground, so the blob id is the file's content when Claude Code read it."""
+    if tool not in CAPTURED_TOOLS:
+        return None
+    if tool == "Bash":
+        command = tool_input.get("command")
+        if isinstance(command, str) and _GIT_COMMIT_RE.search(command):
+            return {"tool": tool, "commit_after": time.time() - 600}
+        return None
+    path = tool_input.get("file_path") or tool_input.get("path")
+    if not isinstance(path, str) or not path:
+        return None
+    full = os.path.join(cwd, path)
+    out: Dict[str, Any] = {"tool": tool, "file_path": full}
+    if tool == "Read":
+        blob = blob_id(full)
+        if blob is None:
+            return None
+        out["blob"] = blob
+    return out
+
+
+def post_tool_use(hook: HookInput, store: Any, source: str = "claude-code") -> Outcome:
+    """Record what a tool did: a file memory for Read, the session's changes, a commit link."""
+    job = hook.data.get("capture")
+    if not isinstance(job, dict):
+        tool_input = hook.data.get("tool_input")
+        job = capture(hook.text("tool_name"), tool_input if isinstance(tool_input, dict) else {}, hook.cwd)
+    if not job:
+        return Outcome(note="nothing to capture")
+    tool = job.get("tool")
+    if tool == "Bash":
+        return _link_commit(store, source, float(job.get("commit_after") or 0))
+    rel = _repo_path(store, str(job.get("file_path") or ""), hook.cwd)
+    if rel is None:
+        return Outcome(note="outside the work tree")
+    if tool == "Read":
+        return _record_read(hook, store, source, rel, str(job.get("blob") or ""))
+    return _record_change(hook, store, source, rel)
+
+
+def _author(store: Any, source: str):
+    from .model import Author
+    from .store import config_get
+
+    name = os.environ.get("GITMEM_AUTHOR_NAME") or "claude-code"
+    email = os.environ.get("GITMEM_AUTHOR_EMAIL") or config_get(store.repo, "user.email") or ""
+    return Author(name=name, email=email, kind="agent")
+
+
+def _record_read(hook: HookInput, store: Any, source: str, rel: str, blob: str) -> Outcome:
+    if not blob:
+        return Outcome(note="no blob")
+    with SessionState(store, hook.session_id) as state:
+        state.add("read", rel)
+    mine = None
+    for m in store.list(type="file", path=rel):
+        if not m.paths or m.paths[0] != rel:
+            continue
+        if m.blob == blob:
+            return Outcome(note=f"{rel} already recorded at {blob[:10]} ({m.id})")
+        if m.source.startswith("claude-code") and mine is None:
+            mine = m
+    full = os.path.join(store.repo.workdir, rel)
+    text = summarize_file(rel, full)
+    tags = ("claude-code", session_tag(hook.session_id))
+    author = _author(store, source)
+    if mine is not None:  # a file memory written by a hook: bring it up to the new content
+        w = store.edit(mine.id, text=text, blob=blob, tags=tuple(dict.fromkeys(mine.tags + tags)),
+                       author=author, source=source)
+    else:
+        w = store.add("file", text, paths=[rel], blob=blob, tags=tags, author=author, source=source)
+    return Outcome(written=[w.memory.id], note=f"file memory {w.memory.id} for {rel} at {blob[:10]}")
+
+
+def _record_change(hook: HookInput, store: Any, source: str, rel: str) -> Outcome:
+    from .errors import GitmemError
+
+    with SessionState(store, hook.session_id) as state:
+        if not state.add("changed", rel):
+            return Outcome(note=f"{rel} already linked to the session")
+        changed = list(state.items("changed"))
+        action = state.data.get("action")
+        text = f"Claude Code session {hook.session_id} changed {', '.join(changed)}"
+        tags = ("claude-code", session_tag(hook.session_id))
+        author = _author(store, source)
+        w = None
+        if isinstance(action, str):
+            try:
+                w = store.edit(action, text=text, paths=changed[:64], author=author, source=source)
+            except GitmemError:  # retracted or gone: start a new one
+                w = None
+        if w is None:
+            w = store.add("action", text, paths=changed[:64], tags=tags, author=author, source=source)
+            state.data["action"] = w.memory.id
+    return Outcome(written=[w.memory.id], note=f"{rel} linked to session action {w.memory.id}")
+
+
+def _link_commit(store: Any, source: str, after: float) -> Outcome:
+    from .checkpoint import link_commit
+
+    head = store._head_commit()
+    if not head or store.repo[head].commit_time < after:
+        return Outcome(note="no new commit")
+    link = link_commit(store, head, author=_author(store, source), source=source)
+    return Outcome(written=list(link.memory_ids), note=f"linked {head[:10]} to {len(link.memory_ids)} memories")
+
+
+def _last_reply(transcript_path: str, limit: int = 300) -> str:
+    """The last assistant text in a Claude Code transcript (JSON lines), shortened."""
+    if not transcript_path:
+        return ""
+    try:
+        with open(transcript_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 512 * 1024))
+            tail = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(tail):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        message = entry.get("message") if isinstance(entry, dict) else None
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        texts = [content] if isinstance(content, str) else [
+            b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+        text = " ".join(" ".join(t.split()) for t in texts if t).strip()
+        if text:
+            return text if len(text) <= limit else text[: limit - 3] + "..."
+    return ""
+
+
+def session_checkpoint(hook: HookInput, store: Any, source: str = "claude-code") -> Outcome:
+    """A checkpoint from the session's last state, unless the session did nothing or the
+    agent wrote its own checkpoint during the session (which says more than this one could)."""
+    from .checkpoint import checkpoint, latest_checkpoint
+    from .model import utc_now
+
+    with SessionState(store, hook.session_id) as state:
+        prompts = [p for p in state.items("prompts") if isinstance(p, str)]
+        changed, read = state.items("changed"), state.items("read")
+        if not (prompts or changed):
+            return Outcome(note="nothing happened in this session")
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(state.data.get("started") or 0)))
+        done = len(prompts) + len(changed)
+        if state.data.get("checkpointed") == done:
+            return Outcome(note="nothing new since this session's last checkpoint")
+        latest = latest_checkpoint(store)
+        if latest is not None and latest[1].created >= started and session_tag(hook.session_id) not in latest[1].tags:
+            return Outcome(note=f"checkpoint {latest[1].id} was written during this session")
+        how = "was compacted" if hook.event == "PreCompact" else f"ended ({hook.text('reason') or 'other'})"
+        parts = [f"Claude Code session {hook.session_id} {how} at {utc_now()}."]
+        if prompts:
+            parts.append(f"Last prompt: {' '.join(prompts[-1].split())[:300]}")
+        reply = _last_reply(hook.text("transcript_path"))
+        if reply:
+            parts.append(f"Last reply: {reply}")
+        if changed:
+            parts.append(f"Changed: {', '.join(changed[:20])}")
+        if read:
+            parts.append(f"Read: {', '.join(read[-20:])}")
+        previous = latest[1].next if latest is not None else None
+        next_step = (f"continue: {' '.join(prompts[-1].split())[:300]}" if hook.event == "PreCompact" and prompts
+                     else previous)
+        w = checkpoint(store, "\n".join(parts), next=next_step, author=_author(store, source), source=source,
+                       tags=("claude-code", session_tag(hook.session_id)), paths=changed[:64])
+        state.data["checkpointed"] = done
+    return Outcome(written=[w.memory.id], note=f"checkpoint {w.memory.id}")
+
+
+# --- the entry point -------------------------------------------------------------------
+
+
+def detach(event: str, job: Mapping[str, Any], data: Mapping[str, Any], env: Mapping[str, str],
+           log_path: Optional[str]) -> None:
+    """Run the capture in a new process that outlives this one (Claude Code does not wait)."""
+    import subprocess
+
+    payload = {k: data[k] for k in ("session_id", "cwd", "transcript_path", "hook_event_name") if k in data}
+    payload["capture"] = dict(job)
+    child_env = dict(env)
+    child_env["GITMEM_CLAUDE_SOURCE"] = source_for(env, str(data.get("transcript_path") or ""))
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    try:
+        subprocess.Popen(
+            [sys.executable, "-c", "import sys; del sys.path[0]; from gitmem.claude_code import main; "
+             "sys.exit(main(sys.argv[1], sys.argv[2], detached=True))", event, json.dumps(payload)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=child_env, start_new_session=True,
+            cwd=str(data.get("cwd") or "."), close_fds=True)
+    finally:
+        if log_path:
+            out.close()  # type: ignore[union-attr]
+
+
+def _log_path(cwd: str) -> Optional[str]:
+    """``<git dir>/gitmem/hooks.log`` (where the git hooks log too), found without pygit2."""
+    path = os.path.abspath(cwd)
+    while True:
+        dot_git = os.path.join(path, ".git")
+        if os.path.isdir(dot_git):
+            os.makedirs(os.path.join(dot_git, "gitmem"), exist_ok=True)
+            return os.path.join(dot_git, "gitmem", "hooks.log")
+        if os.path.isfile(dot_git):
+            return None  # a linked worktree: no log rather than a guess
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+
+
+def main(event: str, stdin: Optional[str] = None, *, path: Optional[str] = None, branch: Optional[str] = None,
+         detached: bool = False, env: Optional[Mapping[str, str]] = None) -> int:
+    """Run one Claude Code hook: print its JSON answer (if any) and return 0, whatever happens."""
+    env = os.environ if env is None else env
+    started = time.monotonic()
+    try:
+        raw = stdin if stdin is not None else sys.stdin.read()
+        hook = HookInput.parse(event, raw)
+        if event == "PostToolUse" and not detached:
+            tool_input = hook.data.get("tool_input")
+            job = capture(hook.text("tool_name"), tool_input if isinstance(tool_input, dict) else {}, hook.cwd)
+            if job is None:
+                return 0
+            if env.get("GITMEM_HOOK_MODE", "") != "foreground":
+                detach(event, job, hook.data, env, _log_path(hook.cwd))
+                return 0
+            hook = HookInput(event, {**hook.data, "capture": job})
+        from .store import Store
+
+        store = Store.open(path or hook.cwd, branch)
+        if store.notice and event == "PostToolUse":
+            return 0  # detached HEAD: nothing to record against
+        source = env.get("GITMEM_CLAUDE_SOURCE") or source_for(env, hook.text("transcript_path"))
+        outcome = run(hook, store, source=source)
+        if outcome.output is not None:
+            sys.stdout.write(json.dumps(outcome.output, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        if detached or env.get("GITMEM_HOOK_DEBUG"):
+            ms = (time.monotonic() - started) * 1000
+            print(f"gitmem: claude-code {event} {hook.session_id}: {outcome.note} ({ms:.0f} ms)", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - a hook must never break the session
+        print(f"gitmem: warning: claude-code {event} hook skipped: {e}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m gitmem.claude_code EVENT`
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else ""))

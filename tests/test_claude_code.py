@@ -1,0 +1,232 @@
+"""Claude Code hooks (`gitmem hook claude-code EVENT`): what each event injects or records.
+
+The hooks run as real subprocesses on real repositories, fed the JSON Claude Code documents (and
+that Claude Code 2.1.332 was seen sending). The end-to-end test with the real Claude Code binary
+is tests/test_claude_code_client.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from conftest import git, gitmem
+from gitmem.store import Store
+
+SESSION = "5f0c7a1e-93b2-4c47-9a53-0d6a8e1f2b11"
+AGENT = {"AI_AGENT": "claude-code_2-1-332_harness"}
+FOREGROUND = {**AGENT, "GITMEM_HOOK_MODE": "foreground"}
+
+
+def hook(repo, event, env=None, **fields):
+    data = {"session_id": SESSION, "transcript_path": "", "cwd": str(repo), "hook_event_name": event, **fields}
+    result = gitmem(repo, "hook", "claude-code", event, input=json.dumps(data), env=env or FOREGROUND)
+    assert result.returncode == 0
+    return result
+
+
+def context_of(result) -> str:
+    out = json.loads(result.stdout)
+    assert set(out) == {"hookSpecificOutput"}
+    return out["hookSpecificOutput"]["additionalContext"]
+
+
+def memory_id(repo, *args) -> str:
+    return json.loads(gitmem(repo, "add", *args, "--json").stdout)["id"]
+
+
+@pytest.fixture
+def team(repo):
+    """A repository with team memory, on a feature branch that changed src/queue.py."""
+    conv = memory_id(repo, "convention", "All money amounts are integer cents")
+    near = memory_id(repo, "decision", "Jobs are retried with exponential backoff", "--path", "src/queue.py",
+                     "--because", "the payment provider rate-limits bursts")
+    far = memory_id(repo, "decision", "The web UI uses server-side rendering", "--path", "web/app.py")
+    rej = memory_id(repo, "rejection", "move the job queue to Redis", "--because",
+                    "we run no Redis in production and the ops team will not add one", "--path", "src/queue.py")
+    git(repo, "switch", "-q", "-c", "feature")
+    (repo / "src").mkdir()
+    (repo / "src" / "queue.py").write_text('"""The job queue."""\n\nclass Queue:\n    def push(self, job):\n        pass\n')
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "queue: first cut")
+    gitmem(repo, "checkpoint", "queue skeleton done / next: add retries to Queue.push")
+    return {"convention": conv, "near": near, "far": far, "rejection": rej}
+
+
+def test_session_start_injects_standing_conventions_and_choices_for_the_branch_files(repo, team):
+    text = context_of(hook(repo, "SessionStart", source="startup"))
+    assert 'branch="feature"' in text
+    assert "Next step: add retries to Queue.push" in text
+    for key in ("convention", "near", "far", "rejection"):
+        assert f'id="{team[key]}"' in text
+    # decisions and rejections about the branch's files come before the others
+    assert text.index(team["near"]) < text.index(team["far"])
+    assert text.index(team["rejection"]) < text.index(team["far"])
+    assert "rejected because we run no Redis in production" in text
+
+
+def test_session_start_stays_within_its_token_budget(repo):
+    from gitmem.claude_code import SESSION_BUDGET
+    from gitmem.tokens import count_tokens
+
+    store = Store.open(str(repo))
+    for i in range(120):
+        store.add("convention", f"Convention number {i}: module {i} logs with structured fields " * 3)
+    text = context_of(hook(repo, "SessionStart", source="startup"))
+    assert count_tokens(text) <= SESSION_BUDGET
+    assert "more not shown: call recall or check_proposal" in text
+
+
+@pytest.mark.parametrize("source", ["resume", "clear", "compact"])
+def test_session_start_answers_for_every_source(repo, team, source):
+    text = context_of(hook(repo, "SessionStart", source=source))
+    assert f'session_source="{source}"' in text and team["convention"] in text
+
+
+def test_a_re_proposed_rejection_comes_back_with_its_reason_on_prompt_submit(repo, team):
+    hook(repo, "SessionStart", source="startup")
+    text = context_of(hook(repo, "UserPromptSubmit", prompt="Should we move the job queue to Redis?"))
+    assert f'id="{team["rejection"]}"' in text
+    assert "re-proposes something the team rejected" in text
+    assert "we run no Redis in production and the ops team will not add one" in text
+
+
+def test_prompt_submit_brings_relevant_memory_once_and_stays_quiet_otherwise(repo):
+    fact = memory_id(repo, "fact", "The invoice exporter writes CSV files with semicolons as separators")
+    first = context_of(hook(repo, "UserPromptSubmit", prompt="How does the invoice exporter write its CSV files?"))
+    assert f'id="{fact}"' in first
+    again = hook(repo, "UserPromptSubmit", prompt="And the invoice exporter CSV separators?")
+    assert again.stdout == ""  # already in this session's context
+    quiet = hook(repo, "UserPromptSubmit", prompt="Print hello world")
+    assert quiet.stdout == "" and quiet.stderr == ""
+
+
+def file_memories(repo):
+    return [m for m in Store.open(str(repo)).list(type="file")]
+
+
+def test_a_read_records_one_file_memory_per_blob(repo):
+    readme = repo / "README.md"
+    blob = git(repo, "hash-object", "README.md").strip()
+    hook(repo, "PostToolUse", tool_name="Read", tool_input={"file_path": str(readme)},
+         tool_response={"type": "text"})
+    hook(repo, "PostToolUse", tool_name="Read", tool_input={"file_path": str(readme)})
+    [m] = file_memories(repo)
+    assert (m.paths, m.blob, m.type) == (("README.md",), blob, "file")
+    assert m.source == "claude-code/2.1.332" and f"session:{SESSION}" in m.tags
+    assert "README.md: 1 lines" in m.text and "starts: sample" in m.text
+    readme.write_text("# sample\n\nNow with a second paragraph.\n")
+    hook(repo, "PostToolUse", tool_name="Read", tool_input={"file_path": str(readme)})
+    [m2] = file_memories(repo)
+    assert m2.id == m.id and m2.blob == git(repo, "hash-object", "README.md").strip() != blob
+
+
+def test_capture_runs_detached_and_claude_code_does_not_wait(repo):
+    started = time.monotonic()
+    result = hook(repo, "PostToolUse", env=AGENT, tool_name="Read", tool_input={"file_path": str(repo / "README.md")})
+    assert result.stdout == ""
+    deadline = time.monotonic() + 20
+    while not file_memories(repo) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    [m] = file_memories(repo)
+    assert m.blob == git(repo, "hash-object", "README.md").strip()
+    assert time.monotonic() - started < 20
+
+
+def test_files_outside_the_work_tree_and_other_tools_are_not_recorded(tmp_path, repo):
+    outside = tmp_path / "notes.txt"
+    outside.write_text("private\n")
+    hook(repo, "PostToolUse", tool_name="Read", tool_input={"file_path": str(outside)})
+    hook(repo, "PostToolUse", tool_name="Grep", tool_input={"pattern": "x"})
+    hook(repo, "PostToolUse", tool_name="Bash", tool_input={"command": "ls -la"})
+    assert Store.open(str(repo)).tip() is None
+
+
+def test_edits_link_to_one_session_action_and_a_git_commit_links_it(repo):
+    for name in ("a.py", "b.py", "a.py"):
+        (repo / name).write_text(f"# {name}\n")
+        hook(repo, "PostToolUse", tool_name="Write" if name == "b.py" else "Edit",
+             tool_input={"file_path": str(repo / name)})
+    [action] = Store.open(str(repo)).list(type="action")
+    assert action.paths == ("a.py", "b.py") and f"session:{SESSION}" in action.tags
+    assert SESSION in action.text and action.source == "claude-code/2.1.332"
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "two files")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    hook(repo, "PostToolUse", tool_name="Bash", tool_input={"command": "git add . && git commit -m 'two files'"},
+         tool_response={"stdout": "[main 1234567] two files", "stderr": ""})
+    assert Store.open(str(repo)).get(action.id).commits == (head,)
+    trail = Store.open(str(repo)).log(limit=1)[0]
+    assert trail.op == "link" and trail.source == "claude-code/2.1.332"
+
+
+def test_pre_compact_and_session_end_write_a_checkpoint_from_the_session(tmp_path, repo):
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"type": "assistant", "version": "2.1.332", "message": {
+        "role": "assistant", "content": [{"type": "text", "text": "Parser done; the CLI wiring is left."}]}}) + "\n")
+    assert hook(repo, "SessionEnd", reason="other").stdout == ""
+    assert Store.open(str(repo)).tip() is None  # nothing happened: no checkpoint
+    hook(repo, "UserPromptSubmit", prompt="write the parser")
+    (repo / "parser.py").write_text("def parse(): pass\n")
+    hook(repo, "PostToolUse", tool_name="Write", tool_input={"file_path": str(repo / "parser.py")})
+    env = {"GITMEM_HOOK_MODE": "foreground"}  # no AI_AGENT: the version comes from the transcript
+    hook(repo, "PreCompact", env=env, trigger="auto", custom_instructions="", transcript_path=str(transcript))
+    [cp] = Store.open(str(repo)).list(type="checkpoint")
+    assert "was compacted" in cp.text and "Last prompt: write the parser" in cp.text
+    assert "Last reply: Parser done; the CLI wiring is left." in cp.text and "Changed: parser.py" in cp.text
+    assert cp.next == "continue: write the parser" and cp.source == "claude-code/2.1.332"
+    assert f"session:{SESSION}" in cp.tags and cp.commit == git(repo, "rev-parse", "HEAD").strip()
+    hook(repo, "SessionEnd", reason="prompt_input_exit")
+    assert len(Store.open(str(repo)).list(type="checkpoint")) == 1  # nothing new since
+    hook(repo, "UserPromptSubmit", prompt="now wire it into the CLI")
+    hook(repo, "SessionEnd", reason="prompt_input_exit")
+    latest = Store.open(str(repo)).list(type="checkpoint")[-1]
+    assert "ended (prompt_input_exit)" in latest.text and latest.next == "continue: write the parser"
+
+
+def test_an_agent_checkpoint_written_during_the_session_is_not_replaced(repo):
+    hook(repo, "UserPromptSubmit", prompt="do the thing")
+    gitmem(repo, "checkpoint", "thing done / next: the other thing", "--agent", "--source", "mcp:claude-code/2.1.332")
+    hook(repo, "SessionEnd", reason="other")
+    [cp] = Store.open(str(repo)).list(type="checkpoint")
+    assert cp.next == "the other thing"
+
+
+@pytest.mark.parametrize("stdin", ["not json", "[1, 2]", ""])
+def test_a_broken_input_warns_and_never_blocks_the_session(repo, stdin):
+    result = gitmem(repo, "hook", "claude-code", "SessionStart", input=stdin, env=FOREGROUND)
+    if stdin:
+        assert result.returncode == 0 and result.stdout == "" and "warning: claude-code SessionStart" in result.stderr
+    else:  # an empty input is an empty object: still answers
+        assert result.returncode == 0 and "hookSpecificOutput" in result.stdout
+
+
+def test_outside_a_repository_and_unknown_events_exit_zero(tmp_path):
+    for event in ("SessionStart", "PostToolUse", "Bogus", ""):
+        result = gitmem(tmp_path, "hook", "claude-code", *([event] if event else []),
+                        input=json.dumps({"session_id": SESSION, "cwd": str(tmp_path), "tool_name": "Edit",
+                                          "tool_input": {"file_path": str(tmp_path / "x")}}), env=FOREGROUND)
+        assert result.returncode == 0 and result.stdout == ""
+        assert "warning" in result.stderr or event == "PostToolUse"
+
+
+def test_client_version_comes_from_the_hook_environment_or_the_transcript(tmp_path):
+    from gitmem.claude_code import client_version, source_for
+
+    assert client_version({"AI_AGENT": "claude-code_2-1-332_harness"}) == "2.1.332"
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text('{"type": "user"}\n{"type": "user", "version": "2.0.14"}\n')
+    assert client_version({}, str(transcript)) == "2.0.14"
+    assert source_for({}, str(tmp_path / "missing")) == "claude-code"
+
+
+def test_the_commit_detector_sees_git_commit_and_nothing_else():
+    from gitmem.claude_code import capture
+
+    for command in ("git commit -m x", "git add . && git commit -am 'y'", "cd a; git -C sub commit --amend",
+                    "git -c user.name=x commit -m z"):
+        assert capture("Bash", {"command": command}, "/")["tool"] == "Bash", command
+    for command in ("git log --grep commit", "echo git commit", "git commit-tree x", "ls"):
+        assert capture("Bash", {"command": command}, "/") is None, command
