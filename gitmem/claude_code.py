@@ -142,7 +142,7 @@ class SessionState:
     lock because detached capture processes can overlap."""
 
     def __init__(self, store: Any, session_id: str):
-        from .store import common_dir
+        from .repo import common_dir
 
         folder = os.path.join(common_dir(store.repo), "gitmem", "claude-code")
         os.makedirs(folder, exist_ok=True)
@@ -386,7 +386,7 @@ def post_tool_use(hook: HookInput, store: Any, source: str = "claude-code") -> O
 
 def _author(store: Any, source: str):
     from .model import Author
-    from .store import config_get
+    from .repo import config_get
 
     name = os.environ.get("GITMEM_AUTHOR_NAME") or "claude-code"
     email = os.environ.get("GITMEM_AUTHOR_EMAIL") or config_get(store.repo, "user.email") or ""
@@ -443,8 +443,9 @@ def _record_change(hook: HookInput, store: Any, source: str, rel: str) -> Outcom
 
 def _link_commit(store: Any, source: str, after: float) -> Outcome:
     from .checkpoint import link_commit
+    from .repo import head_commit
 
-    head = store._head_commit()
+    head = head_commit(store.repo)
     if not head or store.repo[head].commit_time < after:
         return Outcome(note="no new commit")
     link = link_commit(store, head, author=_author(store, source), source=source)
