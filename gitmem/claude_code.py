@@ -481,16 +481,17 @@ def _last_reply(transcript_path: str, limit: int = 300) -> str:
 
 
 def session_checkpoint(hook: HookInput, store: Any, source: str = "claude-code") -> Outcome:
-    """A checkpoint from the session's last state, unless the session did nothing or the
-    agent wrote its own checkpoint during the session (which says more than this one could)."""
+    """A checkpoint from the session's last state. None when the session changed no file (on
+    SessionEnd; before a compaction, prompts are enough), when nothing happened since its last
+    one, or when the agent wrote its own checkpoint during the session (it says more)."""
     from .checkpoint import checkpoint, latest_checkpoint
     from .model import utc_now
 
     with SessionState(store, hook.session_id) as state:
         prompts = [p for p in state.items("prompts") if isinstance(p, str)]
         changed, read = state.items("changed"), state.items("read")
-        if not (prompts or changed):
-            return Outcome(note="nothing happened in this session")
+        if not changed and (hook.event == "SessionEnd" or not prompts):
+            return Outcome(note="the session changed nothing: no checkpoint")  # a question is not a run
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(state.data.get("started") or 0)))
         done = len(prompts) + len(changed)
         if state.data.get("checkpointed") == done:

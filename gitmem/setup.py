@@ -12,12 +12,17 @@
 
 Writing merges the ``gitmem`` entry into an existing file and keeps every
 other server and key; running it twice changes nothing.
+
+For Claude Code, setup also merges gitmem's hooks (``gitmem hook claude-code
+EVENT``, see :mod:`gitmem.claude_code`) into ``.claude/settings.json``, keeping
+every other key and hook; ``undo`` takes out only what setup put in.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
@@ -28,6 +33,18 @@ SERVER_NAME = "gitmem"
 CI_PATH = ".github/workflows/gitmem-agent.yml"
 
 
+SETTINGS_PATH = os.path.join(".claude", "settings.json")
+#: Claude Code hook events gitmem answers, with the matcher (tool names) and timeout (seconds).
+CLAUDE_HOOKS = (
+    ("SessionStart", None, 10),
+    ("UserPromptSubmit", None, 10),
+    ("PostToolUse", "Read|Edit|Write|MultiEdit|Bash", 10),
+    ("PreCompact", None, 20),
+    ("SessionEnd", None, 20),
+)
+_HOOK_MARK = " hook claude-code "
+
+
 @dataclass(frozen=True)
 class Setup:
     tool: str
@@ -36,10 +53,11 @@ class Setup:
     commands: List[str]          # equivalent shell commands, when the tool has them
     changed: bool = False
     notes: str = ""
+    delete: bool = False         # undo left nothing in the file: remove it
 
     def to_dict(self) -> Dict[str, Any]:
         return {"tool": self.tool, "path": self.path, "changed": self.changed, "commands": self.commands,
-                "content": self.content, "notes": self.notes}
+                "content": self.content, "notes": self.notes, **({"delete": True} if self.delete else {})}
 
 
 def server_entry(tool: str, repo_root: Optional[str] = None, command: str = "gitmem") -> Dict[str, Any]:
@@ -51,16 +69,77 @@ def server_entry(tool: str, repo_root: Optional[str] = None, command: str = "git
     return entry
 
 
-def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str) -> str:
-    """``existing`` JSON with ``mcpServers.gitmem`` set to ``entry``, other keys untouched."""
+def _json_object(existing: Optional[str], path: str, key: str) -> Dict[str, Any]:
     try:
         data = json.loads(existing) if existing and existing.strip() else {}
     except ValueError as e:
         raise GitmemError(f"{path} is not valid JSON ({e}); fix it or move it aside first") from None
-    if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
-        raise GitmemError(f"{path}: expected an object with an mcpServers object")
+    if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
+        raise GitmemError(f"{path}: expected an object with an {key} object")
+    return data
+
+
+def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str) -> str:
+    """``existing`` JSON with ``mcpServers.gitmem`` set to ``entry``, other keys untouched."""
+    data = _json_object(existing, path, "mcpServers")
     data.setdefault("mcpServers", {})[SERVER_NAME] = entry
     return json.dumps(data, indent=2) + "\n"
+
+
+def hook_command(command: str, event: str) -> str:
+    """The shell command Claude Code runs for ``event``: the same gitmem the MCP config starts."""
+    program = shlex.quote(command) if os.path.exists(command) else command
+    return f"{program}{_HOOK_MARK}{event}"
+
+
+def _is_gitmem_hook(hook: Any) -> bool:
+    return isinstance(hook, dict) and _HOOK_MARK in str(hook.get("command", ""))
+
+
+def _without_gitmem_hooks(groups: Any, path: str, event: str) -> List[Any]:
+    """An event's matcher groups with gitmem's hook entries taken out (groups left empty go)."""
+    if not isinstance(groups, list):
+        raise GitmemError(f"{path}: hooks.{event} should be a list of matcher groups")
+    out = []
+    for group in groups:
+        hooks = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(hooks, list) or not any(_is_gitmem_hook(h) for h in hooks):
+            out.append(group)
+            continue
+        kept = [h for h in hooks if not _is_gitmem_hook(h)]
+        if kept:
+            out.append({**group, "hooks": kept})
+    return out
+
+
+def merged_settings(existing: Optional[str], command: str, path: str) -> str:
+    """``existing`` Claude Code settings with gitmem's hooks in (each event's own group, last),
+    every other key, event, group and hook untouched; the same input gives the same output."""
+    data = _json_object(existing, path, "hooks")
+    hooks = data.setdefault("hooks", {})
+    for event, matcher, timeout in CLAUDE_HOOKS:
+        group: Dict[str, Any] = {"matcher": matcher} if matcher else {}
+        group["hooks"] = [{"type": "command", "command": hook_command(command, event), "timeout": timeout}]
+        hooks[event] = _without_gitmem_hooks(hooks.get(event, []), path, event) + [group]
+    return json.dumps(data, indent=2) + "\n"
+
+
+def unmerged(existing: Optional[str], path: str, key: str) -> Optional[str]:
+    """``existing`` with what setup added taken out (``key`` is ``hooks`` or ``mcpServers``);
+    None when nothing else is left in the file."""
+    data = _json_object(existing, path, key)
+    if key == "hooks":
+        hooks = data.get("hooks", {})
+        for event in list(hooks):
+            if isinstance(hooks[event], list):
+                hooks[event] = _without_gitmem_hooks(hooks[event], path, event)
+                if not hooks[event]:
+                    del hooks[event]
+    else:
+        data.get(key, {}).pop(SERVER_NAME, None)
+    if key in data and not data[key]:
+        del data[key]
+    return json.dumps(data, indent=2) + "\n" if data else None
 
 
 def ci_workflow(branch: str = "main") -> str:
@@ -112,10 +191,7 @@ def plan(store: Any, tool: str, *, home: Optional[str] = None, command: str = "g
     """What ``gitmem setup <tool>`` would write (nothing is written)."""
     if tool not in TOOLS:
         raise GitmemError(f"unknown tool {tool!r} (valid: {', '.join(TOOLS)})")
-    root = store.repo.workdir
-    if not root:
-        raise GitmemError("setup needs a working tree (this repository is bare)")
-    root = os.path.abspath(root).rstrip(os.sep)
+    root = _root(store)
     if tool == "ci":
         path = os.path.join(root, CI_PATH)
         existing = _read(path)
@@ -137,9 +213,47 @@ def plan(store: Any, tool: str, *, home: Optional[str] = None, command: str = "g
     return Setup(tool, path, content, commands, content != existing, notes)
 
 
+def hooks_plan(store: Any, command: str = "gitmem") -> Setup:
+    """What ``gitmem setup claude-code`` merges into ``.claude/settings.json`` (nothing is written)."""
+    root = _root(store)
+    path = os.path.join(root, SETTINGS_PATH)
+    existing = _read(path)
+    content = merged_settings(existing, command, path)
+    return Setup("claude-code", path, content, [], content != existing,
+                 "project settings: commit them so every session loads the team's memory")
+
+
+def undo(store: Any, tool: str, *, home: Optional[str] = None) -> List[Setup]:
+    """Take out what ``setup <tool> --write`` put in (the gitmem server entry, and Claude Code's
+    hooks), keeping everything else; a file left with nothing in it is removed."""
+    if tool == "ci":
+        raise GitmemError("setup ci writes a workflow file of its own: delete .github/workflows/gitmem-agent.yml")
+    config = plan(store, tool, home=home)
+    targets = [(config.path, "mcpServers")]
+    if tool == "claude-code":
+        targets.append((os.path.join(_root(store), SETTINGS_PATH), "hooks"))
+    out = []
+    for path, key in targets:
+        existing = _read(path)
+        if existing is None:
+            continue
+        content = unmerged(existing, path, key)
+        out.append(Setup(tool, path, content or "", [], content != existing, delete=content is None))
+    return out
+
+
+def _root(store: Any) -> str:
+    root = store.repo.workdir
+    if not root:
+        raise GitmemError("setup needs a working tree (this repository is bare)")
+    return os.path.abspath(root).rstrip(os.sep)
+
+
 def apply(setup: Setup) -> Setup:
-    """Write the planned file if it changed."""
-    if setup.changed and setup.path:
+    """Write the planned file if it changed (or remove it, for an undo that left it empty)."""
+    if setup.delete and setup.path:
+        os.remove(setup.path)
+    elif setup.changed and setup.path:
         os.makedirs(os.path.dirname(setup.path), exist_ok=True)
         tmp = setup.path + ".gitmem-tmp"
         with open(tmp, "w", encoding="utf-8") as f:

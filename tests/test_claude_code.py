@@ -166,8 +166,9 @@ def test_pre_compact_and_session_end_write_a_checkpoint_from_the_session(tmp_pat
     transcript = tmp_path / "t.jsonl"
     transcript.write_text(json.dumps({"type": "assistant", "version": "2.1.332", "message": {
         "role": "assistant", "content": [{"type": "text", "text": "Parser done; the CLI wiring is left."}]}}) + "\n")
+    hook(repo, "UserPromptSubmit", prompt="what does the parser do?")
     assert hook(repo, "SessionEnd", reason="other").stdout == ""
-    assert Store.open(str(repo)).tip() is None  # nothing happened: no checkpoint
+    assert Store.open(str(repo)).tip() is None  # a session that only asked: no checkpoint
     hook(repo, "UserPromptSubmit", prompt="write the parser")
     (repo / "parser.py").write_text("def parse(): pass\n")
     hook(repo, "PostToolUse", tool_name="Write", tool_input={"file_path": str(repo / "parser.py")})
@@ -188,6 +189,8 @@ def test_pre_compact_and_session_end_write_a_checkpoint_from_the_session(tmp_pat
 
 def test_an_agent_checkpoint_written_during_the_session_is_not_replaced(repo):
     hook(repo, "UserPromptSubmit", prompt="do the thing")
+    (repo / "thing.py").write_text("x = 1\n")
+    hook(repo, "PostToolUse", tool_name="Write", tool_input={"file_path": str(repo / "thing.py")})
     gitmem(repo, "checkpoint", "thing done / next: the other thing", "--agent", "--source", "mcp:claude-code/2.1.332")
     hook(repo, "SessionEnd", reason="other")
     [cp] = Store.open(str(repo)).list(type="checkpoint")

@@ -59,3 +59,58 @@ def test_cli_prints_by_default_and_writes_with_write(repo):
     assert '"gitmem"' in printed and not (repo / ".cursor").exists()
     out = json.loads(gitmem(repo, "setup", "claude-code", "--write", "--json").stdout)
     assert out["written"] and (repo / ".mcp.json").exists()
+
+
+def test_claude_code_hooks_merge_into_settings_keeping_everything_else(repo, store):
+    from gitmem.setup import CLAUDE_HOOKS, hooks_plan
+
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = {"type": "command", "command": "npx prettier --write", "timeout": 30}
+    settings.write_text(json.dumps({"model": "sonnet", "permissions": {"allow": ["Bash(ls:*)"]}, "hooks": {
+        "PostToolUse": [{"matcher": "Edit", "hooks": [mine]}],
+        "Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]}}))
+    apply(hooks_plan(store, command="/opt/gitmem/bin/gitmem"))
+    data = json.loads(settings.read_text())
+    assert data["model"] == "sonnet" and data["permissions"] == {"allow": ["Bash(ls:*)"]}
+    assert data["hooks"]["Stop"] == [{"hooks": [{"type": "command", "command": "say done"}]}]
+    assert data["hooks"]["PostToolUse"][0] == {"matcher": "Edit", "hooks": [mine]}
+    for event, matcher, _ in CLAUDE_HOOKS:
+        [group] = [g for g in data["hooks"][event] if "claude-code" in json.dumps(g)]
+        assert group.get("matcher") == matcher
+        assert group["hooks"][0]["command"] == f"/opt/gitmem/bin/gitmem hook claude-code {event}"
+    assert not hooks_plan(store, command="/opt/gitmem/bin/gitmem").changed  # idempotent
+    apply(hooks_plan(store, command="/usr/bin/gitmem"))  # a new executable replaces ours, once
+    again = json.loads(settings.read_text())
+    assert json.dumps(again).count("hook claude-code SessionStart") == 1
+    assert "/usr/bin/gitmem hook claude-code SessionStart" in json.dumps(again)
+
+
+def test_setup_claude_code_writes_both_files_and_undo_takes_out_only_gitmem(repo):
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]}}))
+    out = json.loads(gitmem(repo, "setup", "claude-code", "--write", "--json").stdout)
+    assert out["written"] and out["hooks"]["written"] and out["hooks"]["path"] == str(settings.resolve())
+    assert "hook claude-code UserPromptSubmit" in settings.read_text() and (repo / ".mcp.json").exists()
+    again = json.loads(gitmem(repo, "setup", "claude-code", "--write", "--json").stdout)
+    assert not again["written"] and not again["hooks"]["written"]
+    undone = json.loads(gitmem(repo, "setup", "claude-code", "--undo", "--json").stdout)["undone"]
+    assert [u["delete"] for u in undone] == [True, False]  # .mcp.json held only gitmem
+    assert not (repo / ".mcp.json").exists()
+    assert json.loads(settings.read_text()) == {
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]}}
+    assert gitmem(repo, "setup", "claude-code", "--undo").stdout == f"unchanged: {settings.resolve()}\n"
+
+
+def test_settings_with_a_broken_hooks_shape_are_refused_not_overwritten(repo, store):
+    from gitmem.setup import hooks_plan
+
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"hooks": {"SessionStart": "echo hi"}}')
+    with pytest.raises(GitmemError, match="hooks.SessionStart should be a list"):
+        hooks_plan(store)
+    result = gitmem(repo, "setup", "claude-code", "--write", check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert settings.read_text() == '{"hooks": {"SessionStart": "echo hi"}}'

@@ -98,41 +98,67 @@ def export_(store, fmt: str, write: bool, on_commit: bool, as_json: bool) -> Non
 @main.command()
 @click.argument("tool", type=click.Choice(["claude-code", "cursor", "windsurf", "ci"]))
 @click.option("--write", is_flag=True, help="Write or merge the config file (default: print it).")
+@click.option("--undo", is_flag=True, help="Take out what --write put in (other servers, keys and hooks stay).")
 @click.option("--command", "command", default="gitmem", show_default=True,
               help="How the tool should start gitmem (e.g. an absolute path or `uvx gitmem`).")
 @json_option
 @pass_store
-def setup(store, tool: str, write: bool, command: str, as_json: bool) -> None:
+def setup(store, tool: str, write: bool, undo: bool, command: str, as_json: bool) -> None:
     """Print or write the configuration TOOL reads to start `gitmem mcp`.
 
     \b
     claude-code  .mcp.json (project scope; same as `claude mcp add --scope project`)
+                 and gitmem's hooks in .claude/settings.json (`gitmem hook claude-code EVENT`)
     cursor       .cursor/mcp.json (project scope)
     windsurf     ~/.codeium/windsurf/mcp_config.json (user scope, with --repo)
     ci           .github/workflows/gitmem-agent.yml: fetch memory, run an agent, push memory
-    Other servers and keys in an existing file are kept.
+    Other servers, keys and hooks in an existing file are kept; --undo takes
+    out only gitmem's entries (and removes a file left empty).
 
-    JSON: {"tool", "path", "changed", "commands", "content", "notes", "written"}.
+    JSON: {"tool", "path", "changed", "commands", "content", "notes", "written", "hooks": {the same
+    for .claude/settings.json} (claude-code)}; with --undo: {"tool", "undone": [{"path", "changed",
+    "delete"}]}.
 
     Example: gitmem setup claude-code --write
     """
-    from ..setup import apply, plan
+    from ..setup import apply, hooks_plan, plan, undo as undo_plan
 
-    result = plan(store, tool, command=command)
-    if write:
-        apply(result)
-    if as_json:
-        emit_json({**result.to_dict(), "written": write and result.changed})
+    if undo:
+        if write:
+            raise click.UsageError("--undo and --write do not go together")
+        results = [apply(r) for r in undo_plan(store, tool)]
+        if as_json:
+            emit_json({"tool": tool, "undone": [{"path": r.path, "changed": r.changed, "delete": r.delete}
+                                                for r in results]})
+            return
+        for r in results:
+            click.echo(f"{'removed' if r.delete else 'updated' if r.changed else 'unchanged'}: {r.path}")
+        if not results:
+            click.echo("nothing to undo")
         return
+    results = [plan(store, tool, command=command)]
+    if tool == "claude-code":
+        results.append(hooks_plan(store, command=command))
     if write:
-        click.echo(f"{'wrote' if result.changed else 'unchanged'}: {result.path}")
-    else:
-        click.echo(f"# {result.path}")
-        click.echo(result.content, nl=False)
-    for line in result.commands:
+        for r in results:
+            apply(r)
+    if as_json:
+        out = {**results[0].to_dict(), "written": write and results[0].changed}
+        if len(results) > 1:
+            out["hooks"] = {**results[1].to_dict(), "written": write and results[1].changed}
+        emit_json(out)
+        return
+    for result in results:
+        if write:
+            click.echo(f"{'wrote' if result.changed else 'unchanged'}: {result.path}")
+        else:
+            click.echo(f"# {result.path}")
+            click.echo(result.content, nl=False)
+    for line in results[0].commands:
         click.echo(f"# or: {line}")
-    if result.notes:
-        click.echo(f"# note: {result.notes}", err=True)
+    for result in results:
+        if result.notes:
+            click.echo(f"# note: {result.notes}", err=True)
 
 
 @main.command("memory-tool")
