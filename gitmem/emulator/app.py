@@ -26,7 +26,7 @@ from ..pricing import DEFAULT_TABLE, ModelPrice, PriceTable, Usage
 from ..tokens import count_tokens, truncate_to_tokens
 from .cache import PromptCache
 from .clock import RealClock
-from .reply import answer
+from .reply import respond, tool_use_tokens
 from .validate import MAX_REQUEST_BYTES, ApiError, invalid, parse_json, parse_request
 
 BACKEND_HEADER = "x-gitmem-backend"
@@ -126,18 +126,23 @@ class Emulator:
             parsed.model.min_cacheable_tokens,
             self.clock.now(),
         )
-        text = answer(data)
+        content = respond(data)
         stop_reason, stop_sequence = "end_turn", None
-        cuts = [(text.find(s), s) for s in data.get("stop_sequences") or [] if s and s in text]
-        if cuts:
-            at, stop_sequence = min(cuts)
-            text, stop_reason = text[:at], "stop_sequence"
-        limited = truncate_to_tokens(text, data["max_tokens"])
-        if limited != text:
-            stop_reason, stop_sequence = "max_tokens", None
+        if content[0]["type"] == "tool_use":  # the scripted agent calls a tool (see reply.py)
+            stop_reason, output_tokens = "tool_use", sum(tool_use_tokens(b) for b in content)
+        else:
+            text = content[0]["text"]
+            cuts = [(text.find(s), s) for s in data.get("stop_sequences") or [] if s and s in text]
+            if cuts:
+                at, stop_sequence = min(cuts)
+                text, stop_reason = text[:at], "stop_sequence"
+            limited = truncate_to_tokens(text, data["max_tokens"])
+            if limited != text:
+                stop_reason, stop_sequence = "max_tokens", None
+            content, output_tokens = [{"type": "text", "text": limited}], count_tokens(limited)
         usage = Usage(
             input_tokens=outcome.input_tokens,
-            output_tokens=count_tokens(limited),
+            output_tokens=output_tokens,
             cache_creation_input_tokens=outcome.cache_creation_input_tokens,
             cache_read_input_tokens=outcome.cache_read_input_tokens,
             ephemeral_5m_input_tokens=outcome.ephemeral_5m_input_tokens,
@@ -148,7 +153,7 @@ class Emulator:
             "type": "message",
             "role": "assistant",
             "model": parsed.model.id,
-            "content": [{"type": "text", "text": limited}],
+            "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": stop_sequence,
             "usage": {**usage.to_api(), "service_tier": "standard"},
@@ -260,17 +265,22 @@ def _sse(message: Mapping[str, Any]) -> bytes:
     usage = dict(message["usage"])
     start = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
              "usage": {**usage, "output_tokens": 0}}
-    events: List[Tuple[str, Any]] = [
-        ("message_start", {"type": "message_start", "message": start}),
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": {"type": "text", "text": ""}}),
-        ("ping", {"type": "ping"}),
-    ]
-    for line in message["content"][0]["text"].splitlines(keepends=True):
-        events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                               "delta": {"type": "text_delta", "text": line}}))
+    events: List[Tuple[str, Any]] = [("message_start", {"type": "message_start", "message": start})]
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "tool_use":  # input arrives as input_json_delta, as the API streams it
+            opened = {**block, "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"], ensure_ascii=False)}]
+        else:
+            opened = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": line} for line in block["text"].splitlines(keepends=True)]
+        events.append(("content_block_start", {"type": "content_block_start", "index": index,
+                                               "content_block": opened}))
+        if index == 0:
+            events.append(("ping", {"type": "ping"}))
+        events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+                   for d in deltas]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
     events += [
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
         ("message_delta", {"type": "message_delta",
                            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]},
                            "usage": usage}),
