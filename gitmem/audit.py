@@ -144,7 +144,7 @@ def trail(repo: pygit2.Repository, *, offset: int = 0, limit: int = 50, branches
         change = change_from_commit(commit)
         if author_kind is not None and change.author.kind != author_kind:
             continue
-        if source is not None and change.source != source and not change.source.startswith(source + ":"):
+        if not model.source_matches(change.source, source):
             continue
         if skipped < offset:
             skipped += 1

@@ -17,29 +17,10 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import pygit2
 
 from .errors import BranchError, GitmemError
+from .repo import parent_chain
 
 REMOTE_PREFIX = "refs/memory-remotes/"
 _MOVING_RE = re.compile(r"^checkout: moving from (\S+) to (\S+)$")
-
-
-def parent_chain(repo: pygit2.Repository, branch: str) -> List[str]:
-    """Branches whose memory ``branch`` inherits, nearest first, without cycles."""
-    from .repo import config_get, default_branch
-
-    chain: List[str] = []
-    seen = {branch}
-    current = branch
-    while True:
-        parent = config_get(repo, f"gitmem.branch.{current}.parent")
-        if not parent or parent in seen:
-            break
-        chain.append(parent)
-        seen.add(parent)
-        current = parent
-    default = default_branch(repo)
-    if default not in seen:
-        chain.append(default)
-    return chain
 
 
 # --- fork points ---------------------------------------------------------------

@@ -20,7 +20,7 @@ import pygit2
 from . import model
 from .errors import GitmemError
 from .model import Author, Memory
-from .repo import head_commit, ref_target
+from .repo import head_commit, parent_chain, ref_target
 
 _LINKABLE_OPS = ("add", "edit", "supersede", "resolve")
 _MAX_WALK = 200
@@ -71,7 +71,6 @@ def unlinked_since_last_commit(store, previous_code_commit_time: Optional[int]) 
         return []
     from .audit import change_from_commit
 
-    from .branches import parent_chain
     from .repo import memory_ref
 
     ids: List[str] = []

@@ -81,12 +81,12 @@ def damage(repo: pygit2.Repository, tip: Optional[str]) -> Optional[str]:
                 continue
             seen.add(oid)
             obj = repo[oid]
-            if obj.type == pygit2.enums.ObjectType.COMMIT:
+            if isinstance(obj, pygit2.Commit):
                 stack.extend(obj.parent_ids)
                 stack.append(obj.tree_id)
-            elif obj.type == pygit2.enums.ObjectType.TREE:
+            elif isinstance(obj, pygit2.Tree):
                 stack.extend(entry.id for entry in obj)
-            elif obj.type == pygit2.enums.ObjectType.BLOB:
+            elif isinstance(obj, pygit2.Blob):
                 obj.data  # noqa: B018 - reading the content checks it
     except KeyError:
         return f"object {oid} is missing"
@@ -152,7 +152,7 @@ def _salvage(repo: pygit2.Repository, tip: str) -> Tuple[Dict[str, bytes], List[
         prefix, oid = stack.pop()
         try:
             tree = repo[oid].peel(pygit2.Tree)
-            entries = [(e.name, e.id, e.type_str) for e in tree]
+            entries = [(e.name or "", e.id, e.type_str) for e in tree]
         except (KeyError, pygit2.GitError, ValueError):
             lost.append(prefix or "/")
             continue
@@ -161,7 +161,7 @@ def _salvage(repo: pygit2.Repository, tip: str) -> Tuple[Dict[str, bytes], List[
                 stack.append((prefix + name + "/", child))
                 continue
             try:
-                readable[prefix + name] = repo[child].data
+                readable[prefix + name] = repo[child].peel(pygit2.Blob).data
             except (KeyError, pygit2.GitError, ValueError):
                 lost.append(prefix + name)
     return readable, lost

@@ -43,16 +43,30 @@ _OID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 
 
+_last_id = (0, 0, 0)  # (pid, ms, random) of the last id this process made
+
+
 def new_id(now_ms: Optional[int] = None) -> str:
     """A 16-char id: 10 chars of millisecond time, then 6 random chars (30 bits).
 
     Sorting ids sorts memories by creation time; the random tail keeps ids
-    written in the same millisecond on different clones apart.
+    written in the same millisecond on different clones apart. Within one
+    process ids are strictly increasing (as ULIDs do): a second id in the same
+    millisecond takes the previous random part plus one, so order survives
+    fast writers.
     """
+    global _last_id
     ms = int(time.time() * 1000) if now_ms is None else now_ms
+    rnd = int.from_bytes(os.urandom(4), "big") & (2**30 - 1)
+    if now_ms is None:
+        pid, last_ms, last_rnd = _last_id
+        if pid == os.getpid() and ms <= last_ms:  # a forked child starts afresh, never from its parent's id
+            ms, rnd = last_ms, last_rnd + 1
+            if rnd >= 2**30:
+                ms, rnd = ms + 1, rnd & (2**29 - 1)
+        _last_id = (os.getpid(), ms, rnd)
     head = "".join(_ALPHABET[(ms >> (5 * i)) & 31] for i in reversed(range(10)))
-    rnd = int.from_bytes(os.urandom(4), "big")
-    tail = "".join(_ALPHABET[(rnd >> (5 * i)) & 31] for i in range(6))
+    tail = "".join(_ALPHABET[(rnd >> (5 * i)) & 31] for i in reversed(range(6)))
     return head + tail
 
 
@@ -314,6 +328,12 @@ def memory_path(m_or_type: Any, memory_id: Optional[str] = None) -> str:
     return f"{m_or_type}/{memory_id[-2]}/{memory_id[-1]}/{memory_id}.yaml"
 
 
+def source_matches(source: str, wanted: Optional[str]) -> bool:
+    """One ``--source`` rule for every command: a source matches itself and its
+    ``<source>:...`` family (``mcp`` matches ``mcp:cursor``)."""
+    return wanted is None or source == wanted or source.startswith(wanted + ":")
+
+
 def matches(m: Memory, *, type: Optional[str] = None, tag: Optional[str] = None,
             path: Optional[str] = None, author_kind: Optional[str] = None,
             source: Optional[str] = None, status: Optional[str] = "active") -> bool:
@@ -327,7 +347,7 @@ def matches(m: Memory, *, type: Optional[str] = None, tag: Optional[str] = None,
         return False
     if author_kind is not None and m.author.kind != author_kind:
         return False
-    if source is not None and m.source != source and not m.source.startswith(source + ":"):
+    if not source_matches(m.source, source):
         return False
     if path is not None:
         p = path.strip("/")

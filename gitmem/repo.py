@@ -8,7 +8,7 @@ of the import graph.
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import pygit2
 
@@ -89,6 +89,29 @@ def current_branch(repo: pygit2.Repository) -> Tuple[str, Optional[str]]:
         return target[len("refs/heads/"):], None
     branch = default_branch(repo)
     return branch, f"HEAD is detached: using the memory of {branch!r} (pass --branch to choose another)"
+
+
+def parent_chain(repo: pygit2.Repository, branch: str) -> List[str]:
+    """Branches whose memory ``branch`` inherits, nearest first, without cycles.
+
+    Recorded as ``gitmem.branch.<name>.parent`` (see gitmem.branches); the default
+    branch ends every chain."""
+    from .repo import config_get, default_branch
+
+    chain: List[str] = []
+    seen = {branch}
+    current = branch
+    while True:
+        parent = config_get(repo, f"gitmem.branch.{current}.parent")
+        if not parent or parent in seen:
+            break
+        chain.append(parent)
+        seen.add(parent)
+        current = parent
+    default = default_branch(repo)
+    if default not in seen:
+        chain.append(default)
+    return chain
 
 
 def default_author(repo: pygit2.Repository) -> Author:

@@ -23,7 +23,7 @@ from .model import Author, Memory
 from .redact import redact_fields
 from .repo import (
     blob_at, check_branch_name, common_dir, current_blob, current_branch, damaged, default_author, head_commit,
-    memory_ref, open_repository, ref_target,
+    memory_ref, open_repository, parent_chain, ref_target,
 )
 
 COMMITTER = ("gitmem", "gitmem@localhost")
@@ -155,8 +155,6 @@ class Store:
         own = self.own_tip()
         if own:
             return self.branch, own
-        from .branches import parent_chain  # late import: branches builds on the store
-
         for parent in parent_chain(self.repo, self.branch):
             tip = ref_target(self.repo, memory_ref(parent))
             if tip:

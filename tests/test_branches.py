@@ -7,7 +7,8 @@ import json
 import pygit2
 
 from gitmem import Store
-from gitmem.branches import diff, fork_point, list_branches, parent_chain, prune, render_diff
+from gitmem.branches import diff, fork_point, list_branches, prune, render_diff
+from gitmem.repo import parent_chain
 
 from conftest import git, gitmem, make_repo
 

@@ -132,3 +132,14 @@ def test_edit_without_options_opens_the_editor_and_commits_what_was_saved(repo):
     assert json.loads(gitmem(repo, "show", mid, "--json").stdout)["text"] == "Payouts run at 02:00"
     refused = gitmem(repo, "edit", mid, check=False, env={"EDITOR": "sed -i s/^text:/type:/"})
     assert refused.returncode == 1 and "only these fields can be edited" in refused.stderr
+
+
+def test_source_filters_match_the_same_family_in_list_and_log(run):
+    run("add", "fact", "from cursor", "--agent", "--source", "mcp:cursor")
+    run("add", "fact", "from the cli")
+    listed = [m["text"] for m in json.loads(run("list", "--source", "mcp", "--json").output)["memories"]]
+    logged = [e["summary"] for e in json.loads(run("log", "--source", "mcp", "--json").output)["entries"]]
+    assert listed == ["from cursor"]
+    assert len(logged) == 1 and "from cursor" in logged[0]
+    assert json.loads(run("log", "--source", "mcp:cursor", "--json").output)["entries"]
+    assert not json.loads(run("log", "--source", "mc", "--json").output)["entries"]

@@ -94,3 +94,10 @@ def test_paths_are_normalised_and_kept_inside():
 def test_layout_fans_out_on_the_random_tail():
     m = mem()
     assert memory_path(m) == f"decision/{m.id[-2]}/{m.id[-1]}/{m.id}.yaml"
+
+
+def test_ids_made_in_one_process_sort_in_the_order_they_were_made():
+    from gitmem.model import new_id
+
+    ids = [new_id() for _ in range(5000)]  # many share a millisecond
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 
 import click
 
-from . import author_options, edit_in_editor, emit_json, json_option, main, pass_store
+from .base import author_options, edit_in_editor, emit_json, json_option, main, pass_store
 
 
 def _short(oid: Optional[str]) -> str:

@@ -10,7 +10,7 @@ from typing import Optional
 
 import click
 
-from . import emit_json, json_option, main, pass_store
+from .base import emit_json, json_option, main, pass_store
 
 _TTL = click.Choice(["none", "5m", "1h"])
 
@@ -184,7 +184,7 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, as_json: 
     from ..bill import latest_run, load_run, make_bill, render_plot, render_svg, render_text
     from ..errors import GitmemError
     from ..pricing import configured_price_table
-    from . import open_store
+    from .base import open_store
 
     store = None
     if run_path is None:
@@ -254,7 +254,7 @@ def cache_ttl(runs: int, break_minutes: float, real_time: bool, backend: str, ke
     from ..bill import POLICY_LABELS, record_run, render_plot, render_svg, render_text
     from ..demo import run_demo
     from ..errors import NotARepository
-    from . import open_store
+    from .base import open_store
 
     say = (lambda line: None) if as_json else click.echo
     if not as_json:

@@ -12,12 +12,12 @@ from typing import Optional, Tuple
 
 import click
 
-from . import emit_json, json_option, main
+from .base import emit_json, json_option, main
 
 
 def _store_or_none():
     from ..errors import NotARepository
-    from . import open_store
+    from .base import open_store
 
     try:
         return open_store()

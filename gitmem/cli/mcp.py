@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 import click
 
-from . import Settings, emit_json, json_option, main, pass_store
+from .base import Settings, emit_json, json_option, main, pass_store
 
 
 @main.command()

@@ -7,8 +7,8 @@ from typing import Any, Dict, List, Optional
 
 import click
 
-from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory
-from . import author_options, edit_in_editor, emit_json, json_option, main, pass_store
+from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, source_matches
+from .base import author_options, edit_in_editor, emit_json, json_option, main, pass_store
 
 
 def _short(oid: Optional[str]) -> str:
@@ -293,7 +293,7 @@ def retract(store, memory_id, reason, who, source, as_json) -> None:
 @click.option("--limit", "-n", type=click.IntRange(1), help="At most N entries.")
 @click.option("--id", "memory_id", metavar="ID", help="Only the history of this memory.")
 @click.option("--kind", "author_kind", type=click.Choice(AUTHOR_KINDS), help="Only agent or human writes.")
-@click.option("--source", help="Only writes from this tool.")
+@click.option("--source", help="Only writes from this tool or its family (mcp matches mcp:cursor).")
 @click.option("--author", help="Only writes whose author name or email contains this.")
 @json_option
 @pass_store
@@ -310,7 +310,7 @@ def log(store, limit, memory_id, author_kind, source, author, as_json) -> None:
     for c in changes:
         if author_kind and c.author.kind != author_kind:
             continue
-        if source and c.source != source:
+        if not source_matches(c.source, source):
             continue
         if author and author.lower() not in f"{c.author.name} {c.author.email}".lower():
             continue

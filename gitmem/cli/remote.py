@@ -6,7 +6,7 @@ from typing import Optional, Sequence, Tuple
 
 import click
 
-from . import author_options, emit_json, json_option, main, open_store, pass_store
+from .base import author_options, emit_json, json_option, main, open_store, pass_store
 
 
 def _short(oid: Optional[str]) -> str:

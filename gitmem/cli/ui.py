@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from . import main
+from .base import main
 
 
 @main.command()
@@ -21,7 +21,7 @@ def ui(ctx: click.Context, port: int, open_browser: bool) -> None:
     Example: gitmem ui --port 8737 --open
     """
     from ..web import serve
-    from . import Settings
+    from .base import Settings
 
     settings = ctx.find_object(Settings) or Settings()
     serve(settings.path, port, open_browser, echo=click.echo)

@@ -1,0 +1,132 @@
+"""What every command shares: the `main` group, the global options, opening the store,
+JSON output and the author options. Library errors become one line and exit 1 here."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import click
+
+from .. import __version__
+from ..errors import GitmemError
+
+
+@dataclass
+class Settings:
+    path: str = "."
+    branch: Optional[str] = None
+
+
+class GitmemGroup(click.Group):
+    """Turns library errors into one line and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GitmemError as e:
+            raise click.ClickException(str(e)) from None
+        except BrokenPipeError:  # `gitmem log | head`
+            sys.stderr.close()
+            raise SystemExit(0)
+
+
+@click.group(cls=GitmemGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="gitmem")
+@click.option("-C", "path", default=".", metavar="PATH", help="Run as if started in PATH.")
+@click.option("--branch", metavar="NAME", help="Use the memory of code branch NAME instead of HEAD's.")
+@click.pass_context
+def main(ctx: click.Context, path: str, branch: Optional[str]) -> None:
+    """gitmem: git-native memory for AI coding agents.
+
+    Memories (decisions, rejections with their reason, conventions, facts,
+    actions, file summaries, checkpoints, notes) are YAML blobs committed to
+    refs/memory/<branch>, one commit per write, so `git log refs/memory/main`
+    is the audit trail.
+
+    Example: gitmem add decision "Use pygit2, not subprocess" --because "one process per write is slow"
+    """
+    ctx.obj = Settings(path=path, branch=branch)
+
+
+def open_store(ctx: Optional[click.Context] = None):
+    """The store for the global -C/--branch options; prints a notice (detached HEAD) once."""
+    from ..store import Store
+
+    settings: Settings = (ctx or click.get_current_context()).find_object(Settings) or Settings()
+    store = Store.open(settings.path, settings.branch)
+    if store.notice:
+        click.echo(f"gitmem: {store.notice}", err=True)
+    return store
+
+
+def pass_store(f: Callable) -> Callable:
+    """Give the command a ``store`` argument opened from the global options."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return f(open_store(), *args, **kwargs)
+
+    return wrapper
+
+
+def json_option(f: Callable) -> Callable:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON (shape documented in README).")(f)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False))
+
+
+def edit_in_editor(header: str, values: dict, allowed) -> dict:
+    """Open $EDITOR on ``values`` as YAML under a comment ``header``; return the
+    parsed mapping, refusing keys outside ``allowed``."""
+    import yaml
+
+    edited = click.edit(header + yaml.safe_dump(values, sort_keys=False, allow_unicode=True))
+    if edited is None:
+        raise click.ClickException("edit aborted: nothing saved")
+    try:
+        data = yaml.safe_load(edited) or {}
+    except yaml.YAMLError as e:
+        raise click.ClickException(f"not valid YAML: {str(e).splitlines()[0]}")
+    if not isinstance(data, dict) or set(data) - set(allowed):
+        raise click.ClickException(f"only these fields can be edited: {', '.join(allowed)}")
+    return data
+
+
+_AUTHOR_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*(?:<(?P<email>[^<>]*)>)?\s*$")
+
+
+def author_options(f: Callable) -> Callable:
+    """--author/--agent/--source for every write; default author is git's user.name/email.
+
+    Goes below ``@pass_store``, which supplies the store the default author comes from."""
+
+    @click.option("--author", metavar='"NAME <EMAIL>"', help="Who is writing (default: git user.name/email).")
+    @click.option("--agent", "kind", flag_value="agent", help="The writer is an AI agent.")
+    @click.option("--human", "kind", flag_value="human", help="The writer is a person (default).")
+    @click.option("--source", default=None, metavar="TOOL",
+                  help="Which tool writes: cli, hook, ci, mcp:<client>... (default: cli, or $GITMEM_SOURCE).")
+    @functools.wraps(f)
+    def wrapper(*args: Any, author: Optional[str], kind: Optional[str], source: Optional[str], **kwargs: Any):
+        import os
+
+        from ..model import Author
+        from ..repo import default_author
+
+        base = default_author(args[0].repo)  # pass_store sits above: args[0] is the store
+        name, email = base.name, base.email
+        if author:
+            m = _AUTHOR_RE.match(author)
+            if not m:
+                raise click.BadParameter('use "Name <email>"', param_hint="--author")
+            name, email = m.group("name"), m.group("email") or ""
+        who = Author(name=name, email=email, kind=kind or base.kind)
+        return f(*args, who=who, source=source or os.environ.get("GITMEM_SOURCE") or "cli", **kwargs)
+
+    return wrapper
