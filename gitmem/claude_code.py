@@ -47,7 +47,7 @@ _SESSION_RE = re.compile(r"[^A-Za-z0-9_-]+")
 _AGENT_RE = re.compile(r"^claude-code_(\d+(?:-\d+)*)")
 _GIT_COMMIT_RE = re.compile(r"(?:^|[;&|(]|\$\()\s*(?:\w+=\S*\s+)*git(?:\s+(?:-[Cc]\s+\S+|--?[\w-]+(?:=\S+)?))*"
                             r"\s+commit(?:\s|$)")
-_DEFINES_RE = re.compile(r"^(?:async\s+def|def|class|function|export\s+(?:default\s+)?(?:function|class|const)|"
+_DEFINES_RE = re.compile(r"^[ \t]*(?:async\s+def|def|class|function|export\s+(?:default\s+)?(?:function|class|const)|"
                          r"func|fn|pub\s+fn|struct|interface|type)\s+([A-Za-z_][\w]*)", re.M)
 
 

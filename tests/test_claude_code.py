@@ -1,8 +1,8 @@
 """Claude Code hooks (`gitmem hook claude-code EVENT`): what each event injects or records.
 
 The hooks run as real subprocesses on real repositories, fed the JSON Claude Code documents (and
-that Claude Code 2.1.332 was seen sending). The end-to-end test with the real Claude Code binary
-is tests/test_claude_code_client.py.
+that Claude Code 2.1.332 was seen sending). The last test runs the real Claude Code binary (pinned,
+from npm) against `gitmem emulator serve`: emulator only, no model; it skips only without npm.
 """
 
 from __future__ import annotations
@@ -233,3 +233,218 @@ def test_the_commit_detector_sees_git_commit_and_nothing_else():
         assert capture("Bash", {"command": command}, "/")["tool"] == "Bash", command
     for command in ("git log --grep commit", "echo git commit", "git commit-tree x", "ls"):
         assert capture("Bash", {"command": command}, "/") is None, command
+
+
+# --- the real Claude Code client, end to end (emulator, no model) ----------------------------------
+
+import os  # noqa: E402
+import shutil  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import urllib.request  # noqa: E402
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from conftest import ROOT, make_repo  # noqa: E402
+
+#: The Claude Code release this test runs (.ci/run installs the same one).
+CLAUDE_CODE_VERSION = "2.1.332"
+CLAUDE_CODE_DIR = Path(os.environ.get("GITMEM_CLAUDE_CODE_DIR") or ROOT / ".cache" / f"claude-code-{CLAUDE_CODE_VERSION}")
+MODEL = "claude-sonnet-4-5"
+
+
+def claude_binary() -> Path:
+    """The pinned Claude Code's native binary, installed from npm into the cache dir if missing."""
+    found = sorted(CLAUDE_CODE_DIR.glob("node_modules/@anthropic-ai/claude-code-*/claude"))
+    if not found:
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip(f"npm is missing: cannot install Claude Code {CLAUDE_CODE_VERSION} for the real-client test")
+        subprocess.run([npm, "install", "--prefix", str(CLAUDE_CODE_DIR), "--no-audit", "--no-fund", "--silent",
+                        f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"], check=True, timeout=600,
+                       capture_output=True)
+        found = sorted(CLAUDE_CODE_DIR.glob("node_modules/@anthropic-ai/claude-code-*/claude"))
+    assert found, f"npm installed Claude Code {CLAUDE_CODE_VERSION} without a native binary for this platform"
+    return found[0]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Recorder:
+    """A loopback proxy in front of the emulator that keeps every request Claude Code sends."""
+
+    def __init__(self, upstream: str):
+        self.requests: list = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _forward(self):
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                recorder.requests.append({"method": self.command, "path": self.path,
+                                          "body": json.loads(body) if body else None})
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+                request = urllib.request.Request(upstream + self.path, data=body or None, method=self.command,
+                                                 headers=headers)
+                try:
+                    response = urllib.request.urlopen(request, timeout=60)
+                except urllib.error.HTTPError as e:
+                    response = e
+                data = response.read()
+                self.send_response(response.status)
+                for key, value in response.headers.items():
+                    if key.lower() not in ("content-length", "transfer-encoding", "connection", "date", "server"):
+                        self.send_header(key, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def messages(self) -> list:
+        return [r["body"] for r in self.requests if r["path"].startswith("/v1/messages") and r["body"]
+                and r["body"].get("tools")]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the server exited: {process.stderr.read() if process.stderr else ''}"
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+@pytest.fixture(scope="module")
+def claude():
+    return claude_binary()
+
+
+@pytest.fixture
+def emulator():
+    """`gitmem emulator serve` on loopback, behind a recording proxy."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "gitmem", "emulator", "serve", "--port", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        wait_for_port(port, process)
+        recorder = Recorder(f"http://127.0.0.1:{port}")
+        yield recorder
+        recorder.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A repository with team memory, set up for Claude Code with `gitmem setup claude-code --write`."""
+    repo = make_repo(tmp_path / "shop")
+    (repo / "src").mkdir()
+    (repo / "src" / "queue.py").write_text('"""The job queue."""\n\n\nclass Queue:\n    def push(self, job):\n'
+                                           '        raise NotImplementedError\n')
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "queue")
+    ids = {
+        "convention": memory_id(repo, "convention", "All money amounts are integer cents"),
+        "rejection": memory_id(repo, "rejection", "move the job queue to Redis", "--because",
+                               "we run no Redis in production and ops will not add one", "--path", "src/queue.py"),
+    }
+    executable = Path(sys.executable).with_name("gitmem")
+    assert executable.exists(), "the gitmem console script is not installed next to this python"
+    gitmem(repo, "setup", "claude-code", "--write", "--command", str(executable))
+    return repo, ids, tmp_path / "home"
+
+
+def run_claude(claude, project, recorder, prompt):
+    repo, _, home = project
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "ANTHROPIC"))}
+    env.update(HOME=str(home), ANTHROPIC_BASE_URL=recorder.url, ANTHROPIC_API_KEY="sk-ant-emulator-test",
+               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1", DISABLE_ERROR_REPORTING="1",
+               DISABLE_AUTOUPDATER="1", ENABLE_TOOL_SEARCH="false")
+    before = len(recorder.requests)
+    result = subprocess.run([str(claude), "-p", prompt, "--model", MODEL, "--output-format", "json",
+                             "--mcp-config", ".mcp.json", "--allowedTools", "mcp__gitmem"],
+                            cwd=str(repo), env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, f"claude exited {result.returncode}: {result.stderr[-2000:]} {result.stdout[-2000:]}"
+    out = json.loads(result.stdout)
+    assert not out.get("is_error"), out
+    sent = [r["body"] for r in recorder.requests[before:]
+            if r["path"].startswith("/v1/messages") and r["body"] and r["body"].get("tools")]
+    return out, sent
+
+
+def texts_of(body) -> str:
+    parts = []
+    for message in body["messages"]:
+        content = message["content"]
+        for block in [content] if isinstance(content, str) else content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif block.get("type") == "text":
+                parts.append(block["text"])
+            elif block.get("type") == "tool_result":
+                inner = block.get("content")
+                parts.append(inner if isinstance(inner, str) else json.dumps(inner))
+    return "\n".join(parts)
+
+
+def test_the_real_claude_code_loads_memory_calls_gitmem_and_records_what_it_read(claude, emulator, project):
+    repo, ids, _ = project
+    version = subprocess.run([str(claude), "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
+    print(f"Claude Code {version} against the gitmem emulator (no model)")
+    assert version.startswith(CLAUDE_CODE_VERSION)
+
+    # 1. a re-proposal: SessionStart memory and the rejection are in the very first request
+    out, sent = run_claude(claude, project, emulator, "Should we move the job queue to Redis?")
+    first = texts_of(sent[0])
+    assert "SessionStart hook additional context" in first and f'id="{ids["convention"]}"' in first
+    assert "UserPromptSubmit hook additional context" in first
+    assert "re-proposes something the team rejected" in first and "ops will not add one" in first
+    offered = {t["name"] for t in sent[0]["tools"]}
+    assert {f"mcp__gitmem__{n}" for n in ("remember", "recall", "get", "history", "reject", "check_proposal",
+                                          "context", "checkpoint", "resume")} <= offered
+    # the scripted tool call went through Claude Code to gitmem's MCP server and back
+    results = [b for body in sent for message in body["messages"] if isinstance(message["content"], list)
+               for b in message["content"] if b.get("type") == "tool_result"]
+    assert any(ids["rejection"] in json.dumps(b) and "ops will not add one" in json.dumps(b) for b in results)
+    assert f"Already rejected [{ids['rejection']}]" in out["result"]
+
+    # 2. "remember that ...": the memory lands on refs/memory/main, written by Claude Code
+    out, _ = run_claude(claude, project, emulator, "Remember that we always deploy on Tuesdays.")
+    [m] = [m for m in Store.open(str(repo)).list(type="convention") if "Tuesdays" in m.text]
+    assert m.source == f"mcp:claude-code/{CLAUDE_CODE_VERSION}" and m.author.kind == "agent"
+    assert f"Remembered as [{m.id}] on refs/memory/main" in out["result"]
+    assert git(repo, "log", "-1", "--format=%B", "refs/memory/main").count(f"Memory-Id: {m.id}") == 1
+
+    # 3. a Read records one file memory with the file's blob id, however often it is read
+    blob = git(repo, "hash-object", "src/queue.py").strip()
+    for _ in range(2):
+        run_claude(claude, project, emulator, "Please read src/queue.py")
+        deadline = time.monotonic() + 30  # capture runs detached
+        while not file_memories(repo) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    time.sleep(1.0)
+    [f] = file_memories(repo)
+    assert (f.paths, f.blob) == (("src/queue.py",), blob)
+    assert f.source == f"claude-code/{CLAUDE_CODE_VERSION}" and "defines Queue, push" in f.text
