@@ -8,13 +8,19 @@ with no server and no sockets.
 
 from __future__ import annotations
 
+from typing import Any, Mapping, Protocol
+
 import httpx2
 
-from .app import Emulator
+
+class Handler(Protocol):
+    """What the transport calls: :meth:`gitmem.emulator.app.Emulator.handle` (the app builds on no transport)."""
+
+    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes, query: str = "") -> Any: ...
 
 
 class EmulatorTransport(httpx2.BaseTransport):
-    def __init__(self, emulator: Emulator):
+    def __init__(self, emulator: Handler):
         self.emulator = emulator
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
