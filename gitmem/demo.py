@@ -4,7 +4,7 @@ A payments team's agent on Claude Haiku 4.5. Every request carries the same 12,1
 (counted by :func:`gitmem.tokens.count_tokens`, the emulator's counter) plus the team's earlier
 decisions, added through the real ``gitmem fact add`` command. Session 1 (4 questions, 30 s apart),
 a 5.5-minute break, session 2 (4 more questions). Each session is run four ways (policies ``none``,
-``5m``, ``1h``, ``keepalive`` = 5m plus one 1-token ping 4 minutes into the break), 6 runs each; run
+``5m``, ``1h``, ``keepalive`` = 5m plus one ``max_tokens: 0`` ping 4 minutes into the break), 6 runs each; run
 *r* asks the 8 questions rotated by *r*.
 
 All 24 timelines (4 policies x 6 runs) share one clock and are interleaved, so ``--real-time``
@@ -269,7 +269,7 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
             session2=tuple(Request(r["usage"]["input_tokens"], r["usage"]["output_tokens"])
                            for r in first if r["phase"] == "session2"),
             gap_seconds=GAP_SECONDS,
-            ping=Request(first[REQUESTS_PER_SESSION - 1]["usage"]["input_tokens"], 1),
+            ping=Request(first[REQUESTS_PER_SESSION - 1]["usage"]["input_tokens"], 0),
         )
         run = {
             "version": 1, "kind": "cache-ttl", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

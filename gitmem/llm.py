@@ -219,8 +219,16 @@ def place_cache_control(body: Mapping[str, Any], boundary: Optional[int] = None,
 
 
 def keepalive_body(body: Mapping[str, Any]) -> dict:
-    """A 1-token request with the same prefix: hits (and so refreshes) every cached entry of ``body``."""
-    return {**copy.deepcopy(dict(body)), "max_tokens": 1}
+    """A request with the same prefix that generates nothing: it hits (so refreshes) ``body``'s entries.
+
+    ``max_tokens: 0`` (the documented pre-warming request: no output tokens, ``stop_reason``
+    ``"max_tokens"``), not streamed. With extended thinking on, 0 is refused and dropping
+    ``thinking`` would miss the message cache, so such a body keeps the older 1-token ping.
+    """
+    ping = {k: v for k, v in copy.deepcopy(dict(body)).items() if k != "stream"}
+    thinking = ping.get("thinking")
+    thinking_on = isinstance(thinking, Mapping) and thinking.get("type") not in (None, "disabled")
+    return {**ping, "max_tokens": 1 if thinking_on else 0}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ Policies:
   ones read it (0.1x) while it lives; an idle gap of 5 minutes or more expires it.
 - ``1h``: ``{"type": "ephemeral", "ttl": "1h"}``; the write costs 2x base input, the entry lives
   an hour.
-- ``keepalive``: the 5-minute TTL plus a 1-token request with the same prefix every
+- ``keepalive``: the 5-minute TTL plus a ``max_tokens: 0`` request with the same prefix every
   :attr:`KeepAlive.ping_after` seconds of idleness (a read refreshes the entry at no extra cost), and
   no more pings once the idle time passes :attr:`KeepAlive.idle_limit`.
 - ``auto``: whichever of the four is cheapest for the *expected* break, computed here.
@@ -74,15 +74,15 @@ class Workload:
     session1: Tuple[Request, ...]
     session2: Tuple[Request, ...]
     gap_seconds: float = 30.0
-    #: A keep-alive ping: the same prefix with ``max_tokens: 1``; default: the last question again.
+    #: A keep-alive ping: the same prefix with ``max_tokens: 0``; default: the last question again.
     ping: Optional[Request] = None
 
     @property
     def ping_request(self) -> Request:
         if self.ping is not None:
             return self.ping
-        last = (self.session1 or self.session2 or (Request(0, 1),))[-1]
-        return Request(last.uncached_input, 1)
+        last = (self.session1 or self.session2 or (Request(0, 0),))[-1]
+        return Request(last.uncached_input, 0)
 
     def to_dict(self) -> dict:
         return {"prefix_tokens": self.prefix_tokens, "gap_seconds": self.gap_seconds,

@@ -77,12 +77,12 @@ def test_every_session_two_answer_cites_a_decision_written_before_the_break(demo
         assert all(f"[{i}]" in r["answer"] for i in r["cites"])
 
 
-def test_every_request_names_the_emulator_and_a_keepalive_ping_is_one_token(demo):
+def test_every_request_names_the_emulator_and_a_keepalive_ping_generates_nothing(demo):
     result, _ = demo
     assert {r["backend"] for r in result.run["requests"]} == {"emulator"}
     pings = [r for r in result.run["requests"] if r["phase"] == "break"]
     assert len(pings) == 6 and {r["policy"] for r in pings} == {"keepalive"}
-    assert all(r["usage"]["output_tokens"] == 1 and r["at"] == 90 + 240 for r in pings)
+    assert all(r["usage"]["output_tokens"] == 0 and r["at"] == 90 + 240 for r in pings)
 
 
 def test_the_computed_table_agrees_with_the_measured_run(demo):

@@ -198,22 +198,26 @@ def conversation(n_messages, marked):
     return {"model": SONNET, "max_tokens": 100, "system": GUIDE, "messages": messages}
 
 
-def test_lookback_finds_an_earlier_entry_up_to_20_blocks_before_the_breakpoint(emu):
-    first = conversation(7, marked=6)  # blocks: system + 7 messages, marker on the last
+# Lookback, https://platform.claude.com/docs/en/build-with-claude/prompt-caching: the system
+# "checks at most 20 positions per breakpoint, counting the breakpoint itself as the first".
+def test_lookback_finds_an_entry_19_blocks_before_the_breakpoint(emu):
+    first = conversation(7, marked=6)  # blocks: system + 7 messages, marker on the last (block 7)
     usage(emu, first)
     hit_tokens = tokens_through(first, 7)
-    later = conversation(27, marked=26)  # same start, marker moved 20 blocks further on
+    later = conversation(26, marked=25)  # marker on block 26: block 7 is its 20th position
     got = usage(emu, later)
     assert got["cache_read_input_tokens"] == hit_tokens
-    assert got["cache_creation_input_tokens"] == tokens_through(later, 27) - hit_tokens
+    assert got["cache_creation_input_tokens"] == tokens_through(later, 26) - hit_tokens
 
 
-def test_lookback_does_not_reach_further_than_20_blocks(emu):
+# The same page: an entry exactly 20 blocks back "is one position outside the window, so there is
+# no cache hit".
+def test_an_entry_exactly_20_blocks_back_is_a_miss(emu):
     usage(emu, conversation(7, marked=6))
-    far = conversation(28, marked=27)  # 21 blocks after the old entry
+    far = conversation(27, marked=26)  # block 27 - 20 = block 7
     got = usage(emu, far)
     assert got["cache_read_input_tokens"] == 0
-    assert got["cache_creation_input_tokens"] == tokens_through(far, 28)
+    assert got["cache_creation_input_tokens"] == tokens_through(far, 27)
 
 
 def test_any_change_before_the_breakpoint_misses_and_a_change_after_it_does_not(emu):
@@ -256,6 +260,67 @@ def test_a_1_hour_breakpoint_after_a_5_minute_one_is_rejected(emu):
 def test_top_level_cache_control_marks_the_last_block(emu):
     req = body(guide_ttl=None, cache_control={"type": "ephemeral"})
     assert usage(emu, req)["cache_creation_input_tokens"] == count_request_tokens(req)
+
+
+# Automatic caching (prompt-caching page): when the last block already has an explicit
+# cache_control, the top-level one must agree with its TTL; a different TTL is a 400.
+def test_a_top_level_ttl_that_differs_from_the_last_blocks_explicit_ttl_is_rejected(emu):
+    req = body(guide_ttl=None, cache_control={"type": "ephemeral", "ttl": "1h"})
+    req["messages"][0]["content"] = [{"type": "text", "text": "Refunds?", "cache_control": {"type": "ephemeral"}}]
+    response = send(emu, req)
+    assert response.status == 400
+    error = error_of(response)
+    assert error["type"] == "invalid_request_error" and error["message"].startswith("cache_control.ttl")
+    assert emu.state()["entries"] == []  # nothing was written
+    req["cache_control"] = {"type": "ephemeral"}  # same TTL: one breakpoint, accepted
+    assert usage(emu, req)["cache_creation_input_tokens"] == count_request_tokens(req)
+
+
+# Pre-warming (prompt-caching docs, and the announcement: "By setting max_tokens: 0, the API
+# processes the input and writes it to the cache without generating a response"; "max_tokens: 0 is
+# incompatible with streaming, extended thinking, or structured outputs").
+def test_max_tokens_0_prewarms_the_cache_with_an_empty_reply(emu):
+    reply = send(emu, body(max_tokens=0)).json()
+    assert reply["content"] == [] and reply["stop_reason"] == "max_tokens"
+    assert reply["usage"]["output_tokens"] == 0
+    assert reply["usage"]["cache_creation_input_tokens"] == tokens_through(body(), 0)
+    assert usage(emu, body())["cache_read_input_tokens"] == tokens_through(body(), 0)
+
+
+@pytest.mark.parametrize("extra", [{"stream": True}, {"thinking": {"type": "enabled", "budget_tokens": 1024}}])
+def test_max_tokens_0_is_refused_with_streaming_or_thinking(emu, extra):
+    response = send(emu, body(max_tokens=0, **extra))
+    assert response.status == 400 and error_of(response)["message"].startswith("max_tokens: 0")
+    assert send(emu, body(max_tokens=-1)).status == 400
+
+
+# Undocumented: whether a hit by a 1h-marked request turns a 5m entry into a 1h one. The emulator
+# takes the conservative side: the entry keeps the TTL it was written with.
+def test_a_5_minute_entry_hit_by_a_1_hour_marker_stays_a_5_minute_entry(emu, clock):
+    usage(emu, body(guide_ttl="5m"))
+    clock.advance(60)
+    hit = usage(emu, body(guide_ttl="1h"))
+    assert hit["cache_read_input_tokens"] == tokens_through(body(), 0)
+    assert [e["ttl"] for e in emu.state()["entries"]] == ["5m"]
+    clock.advance(300)
+    assert usage(emu, body(guide_ttl="1h"))["cache_creation"]["ephemeral_1h_input_tokens"] == tokens_through(body(), 0)
+
+
+# "What invalidates the cache" (prompt-caching page): images, "adding/removing images anywhere in the
+# prompt", invalidate the message cache (not tools or system), so an image after the breakpoint too.
+def test_an_image_after_a_breakpoint_invalidates_the_message_cache(emu):
+    def chat(image):
+        content = [{"type": "text", "text": "Question about refunds?", "cache_control": {"type": "ephemeral"}}]
+        req = {"model": SONNET, "max_tokens": 50,
+               "system": [{"type": "text", "text": GUIDE, "cache_control": {"type": "ephemeral"}}],
+               "messages": [{"role": "user", "content": content}]}
+        if image:
+            content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}})
+        return req
+    usage(emu, chat(False))
+    got = usage(emu, chat(True))
+    assert got["cache_read_input_tokens"] == tokens_through(chat(True), 0)  # system survives
+    assert got["cache_creation_input_tokens"] == tokens_through(chat(True), 1) - tokens_through(chat(True), 0)
 
 
 @pytest.mark.parametrize(
@@ -311,6 +376,61 @@ def test_replies_are_deterministic(clock):
     assert send(first, body()).json() == send(second, body()).json()
 
 
+def events_of(raw: bytes):
+    events = []
+    for frame in raw.decode().strip().split("\n\n"):
+        name, data = frame.split("\n")
+        events.append((name[len("event: "):], json.loads(data[len("data: "):])))
+    return events
+
+
+# Streaming (https://platform.claude.com/docs/en/build-with-claude/streaming): message_start, then
+# per block content_block_start / content_block_delta... / content_block_stop, then message_delta
+# and message_stop; the events arrive one by one, not as one body.
+def test_a_stream_is_written_event_by_event_in_the_documented_order(emu):
+    response = send(emu, body(stream=True))
+    assert response.status == 200 and response.chunks is not None
+    chunks = list(response.iter_chunks())
+    assert len(chunks) > 6 and all(c.endswith(b"\n\n") and c.count(b"event: ") == 1 for c in chunks)
+    names = [name for name, _ in events_of(b"".join(chunks))]
+    assert names[0] == "message_start" and names[-2:] == ["message_delta", "message_stop"]
+    assert names.count("content_block_start") == names.count("content_block_stop") == 1
+    deltas = [d["delta"]["text"] for n, d in events_of(b"".join(chunks)) if n == "content_block_delta"]
+    assert len(deltas) > 3
+    assert "".join(deltas) == send(emu, body()).json()["content"][0]["text"]
+
+
+# Streaming docs, "Error events": "during periods of high usage, you may receive an
+# overloaded_error, which would normally correspond to an HTTP 529 in a non-streaming context".
+def test_an_injected_mid_stream_failure_ends_the_stream_with_an_error_event(emu):
+    emu.handle("POST", "/_emulator/fail", {}, b'{"status": 529, "count": 1, "mid_stream": true}')
+    response = send(emu, body(stream=True))
+    assert response.status == 200
+    events = events_of(response.read())
+    assert events[0][0] == "message_start" and "message_stop" not in [n for n, _ in events]
+    assert events[-1] == ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"},
+                                    "request_id": dict(response.headers)["request-id"]})
+    assert send(emu, body(stream=True)).status == 200
+
+
+def test_the_sdk_reads_a_stream_from_the_in_process_transport(clock):
+    import anthropic
+    import httpx2
+
+    emu = Emulator(clock=clock)
+    client = anthropic.Anthropic(api_key="k", base_url="http://emulator.invalid",
+                                 http_client=httpx2.Client(transport=emu.transport()))
+    with client.messages.stream(**body()) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == final.content[0].text and text.startswith(BANNER)
+    assert final.usage.cache_creation_input_tokens == tokens_through(body(), 0)
+    emu.handle("POST", "/_emulator/fail", {}, b'{"status": 529, "count": 1, "mid_stream": true}')
+    with pytest.raises(anthropic.APIStatusError, match="Overloaded"):
+        with client.messages.stream(**body()) as stream:
+            "".join(stream.text_stream)
+
+
 def test_max_tokens_truncates_the_reply(emu):
     reply = send(emu, body(max_tokens=1)).json()
     assert reply["stop_reason"] == "max_tokens"
@@ -353,3 +473,39 @@ def test_injected_failures_return_overloaded(emu):
     response = send(emu, body())
     assert response.status == 529 and error_of(response)["type"] == "overloaded_error"
     assert send(emu, body()).status == 200
+
+
+def test_over_http_each_event_is_its_own_write(clock):
+    """The ASGI app under uvicorn: with a delay between events, the first arrives before the last."""
+    import socket
+    import threading
+    import time
+
+    import httpx2
+    import uvicorn
+
+    emu = Emulator(clock=clock, stream_delay=0.05)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(emu.asgi(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.01)
+        arrivals = []
+        with httpx2.Client() as client:
+            with client.stream("POST", f"http://127.0.0.1:{port}/v1/messages", headers=HEADERS,
+                               content=json.dumps(body(stream=True))) as response:
+                assert response.headers["content-type"].startswith("text/event-stream")
+                for chunk in response.iter_raw():
+                    arrivals.append((time.monotonic(), chunk))
+        raw = b"".join(c for _, c in arrivals)
+        events = events_of(raw)
+        assert events[-1][0] == "message_stop"
+        assert len(arrivals) >= len(events) // 2  # not one body
+        assert arrivals[-1][0] - arrivals[0][0] >= 0.05 * (len(events) - 2)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)

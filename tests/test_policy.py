@@ -30,16 +30,16 @@ def test_a_five_and_a_half_minute_break_by_hand():
     assert total("none", 5.5) == pytest.approx(4 * 11_100)
     assert total("5m", 5.5) == pytest.approx(13_600 + 2_100 + 13_600 + 2_100)  # re-written after the break
     assert total("1h", 5.5) == pytest.approx(21_100 + 3 * 2_100)
-    assert total("keepalive", 5.5) == pytest.approx(13_600 + 2_100 + 1_105 + 2 * 2_100)  # one ping at 4 min
+    assert total("keepalive", 5.5) == pytest.approx(13_600 + 2_100 + 1_100 + 2 * 2_100)  # one ping at 4 min (max_tokens 0)
 
 
 def test_the_bill_is_split_into_session_one_the_break_and_session_two():
     est = simulate(W, "keepalive", 330)
     assert est.costs["session1"].total / MICRO == pytest.approx(15_700)
-    assert est.costs["break"].total / MICRO == pytest.approx(1_105)
+    assert est.costs["break"].total / MICRO == pytest.approx(1_100)
     assert est.costs["session2"].total / MICRO == pytest.approx(4_200)
     assert est.pings == 1 and est.writes == 1
-    assert est.usage["break"].cache_read_input_tokens == 10_000 and est.usage["break"].output_tokens == 1
+    assert est.usage["break"].cache_read_input_tokens == 10_000 and est.usage["break"].output_tokens == 0
 
 
 def test_short_breaks_keep_every_cache_and_pings_start_at_four_minutes():
@@ -56,9 +56,9 @@ def test_the_one_hour_ttl_expires_between_59_and_61_minutes():
 
 def test_keepalive_stops_at_its_idle_limit():
     # 61 min: pings at 4, 8, ..., 60 min (15), the last keeps the entry alive until the request.
-    assert total("keepalive", 61) == pytest.approx(15_700 + 15 * 1_105 + 4_200)
+    assert total("keepalive", 61) == pytest.approx(15_700 + 15 * 1_100 + 4_200)
     # 120 min: the same 15 pings, then the entry expires: session 2 writes again.
-    assert total("keepalive", 120) == pytest.approx(15_700 + 15 * 1_105 + 15_700)
+    assert total("keepalive", 120) == pytest.approx(15_700 + 15 * 1_100 + 15_700)
     short = KeepAlive(idle_limit=600)
     assert simulate(W, "keepalive", 3600, keepalive=short).pings == 2
 

@@ -114,7 +114,7 @@ def _read_body(path: str) -> dict:
 @click.option("--ttl", type=click.Choice(["none", "5m", "1h"]),
               help="Marker TTL; 'none' sends no marker at all. Without --boundary it applies to the body's own markers.")
 @click.option("--ping-at", "ping_at", type=float, multiple=True, metavar="SECONDS",
-              help="Also send a 1-token keep-alive with the same prefix SECONDS after the request (repeatable).")
+              help="Also send a max_tokens-0 keep-alive with the same prefix SECONDS after the request (repeatable).")
 @click.option("--repeat-at", "repeat_at", type=float, multiple=True, metavar="SECONDS",
               help="Send the body again SECONDS after the first request (repeatable), to see what the cache kept.")
 @click.option("--model", help="Override the body's model.")

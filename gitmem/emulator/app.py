@@ -9,17 +9,21 @@ Endpoints: ``POST /v1/messages`` (JSON, or SSE when ``"stream": true``), ``POST
 /v1/messages/count_tokens``, ``GET /v1/models``, ``GET /v1/models/{id}``. Admin endpoints under
 ``/_emulator/`` (not part of the API): ``GET state`` (clock and live cache entries), ``POST clock``
 ``{"advance": seconds}`` (virtual clock only), ``POST reset`` (empty the cache), ``POST fail``
-``{"status": 529, "count": 1}`` (the next N message requests fail with that status).
+``{"status": 529, "count": 1, "mid_stream": false}`` (the next N message requests fail with that
+status; with ``mid_stream`` a streamed request gets 200, half its events, then ``event: error``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import re
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 from urllib.parse import parse_qs
 
 from ..pricing import DEFAULT_TABLE, ModelPrice, PriceTable, Usage
@@ -40,12 +44,33 @@ _FAILURE_MESSAGES = {429: "Number of request tokens has exceeded your rate limit
 
 @dataclass
 class HttpResponse:
+    """A response; a streamed one has ``chunks`` (one SSE event each) and an empty ``body``.
+
+    ``chunks`` is a one-shot iterator, produced lazily as the transport or ASGI app sends it, so
+    each event is written on its own. :meth:`read` drains it into ``body`` (for tests and tools).
+    """
+
     status: int
     headers: List[Tuple[str, str]]
-    body: bytes
+    body: bytes = b""
+    chunks: Optional[Iterator[bytes]] = None
+
+    def iter_chunks(self) -> Iterator[bytes]:
+        if self.chunks is None:
+            yield self.body
+            return
+        chunks, self.chunks = self.chunks, None
+        for chunk in chunks:
+            self.body += chunk
+            yield chunk
+
+    def read(self) -> bytes:
+        for _ in self.iter_chunks():
+            pass
+        return self.body
 
     def json(self) -> Any:
-        return json.loads(self.body)
+        return json.loads(self.read())
 
 
 @dataclass
@@ -59,11 +84,12 @@ class Emulator:
     clock: Any = field(default_factory=RealClock)
     table: PriceTable = DEFAULT_TABLE
     cache: PromptCache = field(default_factory=PromptCache)
+    stream_delay: float = 0.0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._seq = 0
-        self._failures: List[int] = []
+        self._failures: List[Tuple[int, bool]] = []
 
     # -- the one handler ------------------------------------------------------------------
 
@@ -79,13 +105,14 @@ class Emulator:
         try:
             status, payload, stream = self._route(method.upper(), path.rstrip("/") or "/", headers, body, query)
         except ApiError as error:
-            status, stream = error.status, False
-            payload = {"type": "error", "error": {"type": error.error_type, "message": error.message},
-                       "request_id": request_id}
+            status, stream = error.status, None
+            payload = _error_payload(error, request_id)
         response_headers = [("request-id", request_id), (BACKEND_HEADER, "emulator")]
-        if stream:
+        if stream is not None:
             response_headers.append(("content-type", "text/event-stream; charset=utf-8"))
-            return HttpResponse(status, response_headers, _sse(payload))
+            response_headers.append(("cache-control", "no-cache"))
+            fail_at = None if stream is True else stream
+            return HttpResponse(status, response_headers, chunks=self._stream(payload, fail_at, request_id))
         response_headers.append(("content-type", "application/json"))
         return HttpResponse(status, response_headers, json.dumps(payload, ensure_ascii=False).encode("utf-8"))
 
@@ -103,17 +130,22 @@ class Emulator:
         if not headers.get("anthropic-version"):
             raise invalid("anthropic-version: header is required")
         if model_path:
-            return 200, self._model(path[len(_MODELS) + 1:]), False
+            return 200, self._model(path[len(_MODELS) + 1:]), None
         if path == _MODELS:
-            return 200, self._models(parse_qs(query)), False
+            return 200, self._models(parse_qs(query)), None
         data = parse_json(body)
         if path == _COUNT:
-            return 200, {"input_tokens": parse_request(data, self.table, for_count=True).input_tokens}, False
+            return 200, {"input_tokens": parse_request(data, self.table, for_count=True).input_tokens}, None
         with self._lock:
             failure = self._failures.pop(0) if self._failures else None
-        if failure is not None:
-            raise ApiError(failure, _FAILURE_MESSAGES.get(failure, "Injected failure"))
-        return 200, self._message(data, body), bool(data.get("stream"))
+        streamed = bool(data.get("stream"))
+        if failure is not None and not (failure[1] and streamed):
+            raise ApiError(failure[0], _FAILURE_MESSAGES.get(failure[0], "Injected failure"))
+        message = self._message(data, body)
+        if not streamed:
+            return 200, message, None
+        # A mid-stream failure: the stream starts (200), then ends with an ``event: error``.
+        return 200, message, (ApiError(failure[0], _FAILURE_MESSAGES[failure[0]]) if failure else True)
 
     # -- POST /v1/messages ----------------------------------------------------------------
 
@@ -139,7 +171,9 @@ class Emulator:
             limited = truncate_to_tokens(text, data["max_tokens"])
             if limited != text:
                 stop_reason, stop_sequence = "max_tokens", None
-            content, output_tokens = [{"type": "text", "text": limited}], count_tokens(limited)
+            # ``max_tokens: 0`` (pre-warming): the prompt is processed and cached, nothing is generated.
+            content = [{"type": "text", "text": limited}] if data["max_tokens"] > 0 else []
+            output_tokens = count_tokens(limited)
         usage = Usage(
             input_tokens=outcome.input_tokens,
             output_tokens=output_tokens,
@@ -158,6 +192,22 @@ class Emulator:
             "stop_sequence": stop_sequence,
             "usage": {**usage.to_api(), "service_tier": "standard"},
         }
+
+    def _stream(self, message: Mapping[str, Any], fail: Optional[ApiError], request_id: str) -> Iterator[bytes]:
+        """The reply's SSE events, one chunk each, produced as the client reads them.
+
+        ``stream_delay`` seconds pass between events (0 by default). An injected mid-stream
+        failure sends half the events, then the streaming docs' ``event: error`` (e.g.
+        ``overloaded_error``, what "would normally correspond to an HTTP 529"), and ends.
+        """
+        events = sse_events(message)
+        cut = len(events) // 2 if fail is not None else len(events)
+        for number, (name, data) in enumerate(events[:cut]):
+            if number and self.stream_delay:
+                time.sleep(self.stream_delay)
+            yield _encode(name, data)
+        if fail is not None:
+            yield _encode("error", _error_payload(fail, request_id))
 
     # -- GET /v1/models -------------------------------------------------------------------
 
@@ -209,7 +259,7 @@ class Emulator:
 
     def _admin(self, method: str, action: str, body: bytes):
         if action == "state" and method == "GET":
-            return 200, self.state(), False
+            return 200, self.state(), None
         if method != "POST" or action not in ("clock", "reset", "fail"):
             raise ApiError(404, f"no emulator admin endpoint {method} /_emulator/{action}")
         data = parse_json(body or b"{}")
@@ -224,11 +274,14 @@ class Emulator:
             self.clock.advance(seconds)
         else:
             status, count = data.get("status", 529), data.get("count", 1)
+            mid_stream = data.get("mid_stream", False)
             if status not in _FAILURE_MESSAGES or not isinstance(count, int) or count < 0:
                 raise invalid(f"fail: status must be one of {sorted(_FAILURE_MESSAGES)} and count a whole number")
+            if not isinstance(mid_stream, bool):
+                raise invalid("fail: mid_stream must be true or false")
             with self._lock:
-                self._failures = [status] * count
-        return 200, self.state(), False
+                self._failures = [(status, mid_stream)] * count
+        return 200, self.state(), None
 
     # -- the two ways in ------------------------------------------------------------------
 
@@ -260,23 +313,37 @@ def _model_info(row: ModelPrice) -> dict:
     }
 
 
-def _sse(message: Mapping[str, Any]) -> bytes:
-    """A complete reply as the API's server-sent event sequence (sent at once, not incrementally)."""
+def _error_payload(error: ApiError, request_id: str) -> dict:
+    return {"type": "error", "error": {"type": error.error_type, "message": error.message}, "request_id": request_id}
+
+
+_DELTA_WORDS = 4  # words per text_delta: small deltas, like a model's stream
+
+
+def sse_events(message: Mapping[str, Any]) -> List[Tuple[str, Any]]:
+    """A complete reply as the API's server-sent event sequence, one ``(event, data)`` per event.
+
+    The order the streaming docs give: ``message_start`` (usage with ``output_tokens`` 0 so far),
+    per content block ``content_block_start``, ``content_block_delta``..., ``content_block_stop``,
+    then ``message_delta`` (stop reason and final usage) and ``message_stop``; ``ping`` events may
+    come anywhere.
+    """
     usage = dict(message["usage"])
     start = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
              "usage": {**usage, "output_tokens": 0}}
-    events: List[Tuple[str, Any]] = [("message_start", {"type": "message_start", "message": start})]
+    events: List[Tuple[str, Any]] = [("message_start", {"type": "message_start", "message": start}),
+                                     ("ping", {"type": "ping"})]
     for index, block in enumerate(message["content"]):
         if block["type"] == "tool_use":  # input arrives as input_json_delta, as the API streams it
             opened = {**block, "input": {}}
             deltas = [{"type": "input_json_delta", "partial_json": json.dumps(block["input"], ensure_ascii=False)}]
         else:
             opened = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": line} for line in block["text"].splitlines(keepends=True)]
+            words = re.findall(r"\S+\s*|\s+", block["text"])
+            deltas = [{"type": "text_delta", "text": "".join(words[at:at + _DELTA_WORDS])}
+                      for at in range(0, len(words), _DELTA_WORDS)]
         events.append(("content_block_start", {"type": "content_block_start", "index": index,
                                                "content_block": opened}))
-        if index == 0:
-            events.append(("ping", {"type": "ping"}))
         events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
                    for d in deltas]
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
@@ -286,7 +353,11 @@ def _sse(message: Mapping[str, Any]) -> bytes:
                            "usage": usage}),
         ("message_stop", {"type": "message_stop"}),
     ]
-    return "".join(f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n" for name, data in events).encode("utf-8")
+    return events
+
+
+def _encode(name: str, data: Any) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8")
 
 
 class _AsgiApp:
@@ -317,4 +388,14 @@ class _AsgiApp:
                                         scope.get("query_string", b"").decode("latin-1"))
         await send({"type": "http.response.start", "status": response.status,
                     "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]})
-        await send({"type": "http.response.body", "body": response.body})
+        if response.chunks is None:
+            await send({"type": "http.response.body", "body": response.body})
+            return
+        # One event per write; a stream_delay sleeps in a worker thread, not on the event loop.
+        chunks = response.iter_chunks()
+        while True:
+            chunk = await asyncio.to_thread(next, chunks, None) if self.emulator.stream_delay else next(chunks, None)
+            if chunk is None:
+                break
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -7,10 +7,15 @@ on" record them):
 - An entry is keyed on the exact prefix up to and including a block marked with ``cache_control``:
   model, then tools, system and messages in that order. Keys are cumulative, so a change anywhere
   before a breakpoint gives a different key.
-- From each breakpoint the service also checks earlier block boundaries for a hit, up to about 20
-  blocks back; the longest hit wins. Here: the breakpoint's own boundary and the 20 before it.
+- From each breakpoint the service also checks earlier block boundaries for a hit: it "checks at
+  most 20 positions per breakpoint, counting the breakpoint itself as the first", so an entry
+  exactly 20 blocks back "is one position outside the window, so there is no cache hit". The
+  longest hit wins.
 - ``{"type": "ephemeral"}`` lives 5 minutes, ``{"type": "ephemeral", "ttl": "1h"}`` one hour; a hit
   refreshes the entry at no extra cost (the pricing page's column is "Cache hits & refreshes").
+  A hit refreshes the entry with the TTL it was written with: the docs say nothing of a 5-minute
+  entry becoming a 1-hour one when a later request marks it ``1h``, so the emulator takes the
+  conservative side and keeps it at 5 minutes.
 - A prefix shorter than the model's minimum cacheable length is processed without caching, even
   when marked: the request succeeds with ``cache_creation_input_tokens`` 0.
 - With mixed TTLs: A = tokens up to the highest cache hit (0 if none), B = tokens up to the last 1h
@@ -124,10 +129,13 @@ class PromptCache:
             self._entries.clear()
 
     def find_hit(self, keys: Sequence[str], breakpoints: Sequence[Breakpoint], now: float) -> Optional[int]:
-        """The highest block index, at or up to 20 blocks before some breakpoint, with a live entry."""
+        """The highest block index with a live entry among the 20 positions of some breakpoint.
+
+        The positions are the breakpoint's own block and the 19 before it.
+        """
         hit: Optional[int] = None
         for bp in breakpoints:
-            for index in range(bp.index, max(-1, bp.index - LOOKBACK_BLOCKS - 1), -1):
+            for index in range(bp.index, max(-1, bp.index - LOOKBACK_BLOCKS), -1):
                 if hit is not None and index <= hit:
                     break
                 if self._live(keys[index], now) is not None:
@@ -186,15 +194,14 @@ class PromptCache:
     def _refresh(self, keys: Sequence[str], hit: int, breakpoints: Sequence[Breakpoint], now: float) -> None:
         """Restart the TTL of the hit entry and of every live entry this request's prefix reused.
 
-        A hit entry asked for again with a longer TTL keeps the longer one (a 5m entry marked 1h by
-        this request becomes a 1h entry); entries are never shortened by a refresh.
+        Each entry keeps the TTL it was written with, whatever this request marks (undocumented,
+        so the conservative choice: a 5m entry hit by a ``1h`` marker stays a 5m entry).
         """
-        marked = {bp.index: bp.ttl for bp in breakpoints if bp.index <= hit}
-        for index in set(marked) | {hit}:
+        marked = {bp.index for bp in breakpoints if bp.index <= hit}
+        for index in marked | {hit}:
             entry = self._live(keys[index], now)
             if entry is None:
                 continue
-            ttl = max(entry.ttl, marked.get(index, entry.ttl), key=TTL_SECONDS.__getitem__)
             self._entries[keys[index]] = replace(
-                entry, ttl=ttl, expires_at=now + TTL_SECONDS[ttl], hits=entry.hits + (index == hit)
+                entry, expires_at=now + TTL_SECONDS[entry.ttl], hits=entry.hits + (index == hit)
             )

@@ -33,4 +33,15 @@ class EmulatorTransport(httpx2.BaseTransport):
             body,
             query.decode("latin-1") if isinstance(query, bytes) else str(query),
         )
-        return httpx2.Response(response.status, headers=response.headers, content=response.body, request=request)
+        if response.chunks is None:
+            return httpx2.Response(response.status, headers=response.headers, content=response.body, request=request)
+        # A stream: the SDK reads the events one by one as the emulator produces them.
+        return httpx2.Response(response.status, headers=response.headers, stream=_Chunks(response), request=request)
+
+
+class _Chunks(httpx2.SyncByteStream):
+    def __init__(self, response):
+        self.response = response
+
+    def __iter__(self):
+        return self.response.iter_chunks()

@@ -10,6 +10,7 @@ order: `tools`, `system`, `messages`."); the others follow the API's ``field.pat
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
@@ -144,8 +145,19 @@ def _check_scalars(body: Mapping[str, Any], model: ModelPrice, for_count: bool) 
             raise invalid("max_tokens: Field required")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
             raise invalid("max_tokens: Input should be a valid integer")
-        if max_tokens < 1:
-            raise invalid("max_tokens: Input should be greater than or equal to 1")
+        if max_tokens < 0:
+            raise invalid("max_tokens: Input should be greater than or equal to 0")
+        if max_tokens == 0:
+            # Pre-warming: the prompt is processed (and cached) with no output. The announcement of
+            # the feature: "max_tokens: 0 is incompatible with streaming, extended thinking, or
+            # structured outputs".
+            thinking = body.get("thinking")
+            if body.get("stream"):
+                raise invalid("max_tokens: 0 cannot be used with streaming")
+            if isinstance(thinking, Mapping) and thinking.get("type") not in (None, "disabled"):
+                raise invalid("max_tokens: 0 cannot be used with extended thinking")
+            if body.get("output_format") is not None:
+                raise invalid("max_tokens: 0 cannot be used with structured outputs")
         if max_tokens > model.max_output_tokens:
             raise invalid(
                 f"max_tokens: {max_tokens} > {model.max_output_tokens}, which is the maximum allowed "
@@ -183,10 +195,18 @@ def _breakpoints(body: Mapping[str, Any], blocks: List[PromptBlock]) -> Tuple[Br
         marked.append((index, _check_cache_control(block.block["cache_control"], field), field))
     automatic = body.get("cache_control")
     if automatic is not None:
-        # Automatic caching: the top-level marker applies to the last cacheable block.
+        # Automatic caching: the top-level marker applies to the last cacheable block. If that
+        # block carries its own marker with another TTL, the API answers 400 (the caching docs:
+        # the two must agree); with the same TTL they are one breakpoint.
         ttl = _check_cache_control(automatic, "cache_control")
         cacheable = [i for i, b in enumerate(blocks) if b.block.get("type") not in _UNCACHEABLE]
-        if cacheable and not any(i == cacheable[-1] for i, _, _ in marked):
+        own = [(i, t, f) for i, t, f in marked if cacheable and i == cacheable[-1]]
+        if own and own[0][1] != ttl:
+            raise invalid(
+                f"cache_control.ttl: the top-level cache_control (ttl='{ttl}') conflicts with the "
+                f"ttl='{own[0][1]}' of the last cacheable block ({own[0][2]})"
+            )
+        if cacheable and not own:
             marked.append((cacheable[-1], ttl, "cache_control"))
             marked.sort()
     if len(marked) > MAX_BREAKPOINTS:
@@ -211,17 +231,25 @@ def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock]) -> Li
     """What each block contributes to the cumulative cache key.
 
     The ``cache_control`` marker itself is not part of the key (moving a breakpoint must still hit
-    an earlier prefix, which is what lookback is for). ``tool_choice`` and ``thinking`` are mixed
-    into the first message block: the caching docs list changes to them as invalidating the
-    message blocks only ("What invalidates the cache").
+    an earlier prefix, which is what lookback is for). ``tool_choice``, ``thinking`` and the
+    request's images are mixed into the first message block: the caching docs' table "What
+    invalidates the cache" lists tool choice, thinking parameters and "adding/removing images
+    anywhere in the prompt" as invalidating the message blocks (not tools or system). So an image
+    added *after* a breakpoint still misses the message cache.
     """
+    images = [_canonical(b.block) for b in blocks if b.block.get("type") == "image"]
+    images += [_canonical(part) for b in blocks if b.block.get("type") == "tool_result"
+               and isinstance(b.block.get("content"), list)
+               for part in b.block["content"] if isinstance(part, Mapping) and part.get("type") == "image"]
     material = []
     first_message = True
     for block in blocks:
         text = _canonical({k: v for k, v in block.block.items() if k != "cache_control"})
         if block.section == "messages" and first_message:
             first_message = False
-            text = _canonical({"tool_choice": body.get("tool_choice"), "thinking": body.get("thinking")}) + text
+            images_key = hashlib.sha256("\x00".join(images).encode("utf-8")).hexdigest() if images else None
+            text = _canonical({"tool_choice": body.get("tool_choice"), "thinking": body.get("thinking"),
+                               "images": images_key}) + text
         material.append(f"{block.section}:{text}")
     return material
 
