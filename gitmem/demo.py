@@ -2,7 +2,7 @@
 
 A payments team's agent on Claude Haiku 4.5. Every request carries the same 12,100-token guide
 (counted by :func:`gitmem.tokens.count_tokens`, the emulator's counter) plus the team's earlier
-decisions, added through the real ``gitmem fact add`` command. Session 1 (4 questions, 30 s apart),
+decisions, written as the ``gitmem fact add`` commands it prints would write them. Session 1 (4 questions, 30 s apart),
 a 5.5-minute break, session 2 (4 more questions). Each session is run four ways (policies ``none``,
 ``5m``, ``1h``, ``keepalive`` = 5m plus one ``max_tokens: 0`` ping 4 minutes into the break), 6 runs each; run
 *r* asks the 8 questions rotated by *r*.
@@ -19,8 +19,6 @@ is recorded (see :mod:`gitmem.bill`) so ``gitmem bill`` can show it again.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -150,18 +148,28 @@ def _git(cwd: str, *args: str) -> None:
         raise GitmemError(f"git {' '.join(args)} failed in the sample repository: {getattr(e, 'stderr', e)}") from None
 
 
-def _cli(args: Sequence[str]) -> dict:
-    """Run a gitmem command in-process, exactly as typed; returns its --json output."""
-    from .cli import main
+def _command(words: Sequence[str], text: str, extra: Sequence[str]) -> str:
+    """The `gitmem` command a person would type for one decision (what the demo prints)."""
+    shown = " ".join(f'"{a}"' if " " in a else a for a in extra)
+    return f'$ gitmem {" ".join(words)} "{text}" {shown}'.rstrip()
 
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        main.main(args=list(args) + ["--json"], prog_name="gitmem", standalone_mode=False)
-    return json.loads(out.getvalue() or "{}")
+
+def _options(extra: Sequence[str]) -> Dict[str, List[str]]:
+    """``("--tag", "fx", "--because", "why")`` as ``{"tag": ["fx"], "because": ["why"]}``."""
+    out: Dict[str, List[str]] = {}
+    for flag, value in zip(extra[::2], extra[1::2]):
+        out.setdefault(flag.lstrip("-"), []).append(value)
+    return out
 
 
 def make_sample_repo(path: str, log: Callable[[str], None] = lambda line: None) -> List[str]:
-    """Create the sample repository at ``path``: the guide, its config, the decisions. Returns memory ids."""
+    """Create the sample repository at ``path``: the guide, its config, the decisions. Returns memory ids.
+
+    Writes through the library (source ``demo``) and prints each write as the `gitmem` command that
+    does the same, so the demo shows the commands without driving the CLI from below it."""
+    from .context import set_guide
+    from .store import Store
+
     os.makedirs(path, exist_ok=True)
     _git(path, "init", "-q", "-b", "main")
     _git(path, "config", "user.name", "Payments Team")
@@ -170,13 +178,18 @@ def make_sample_repo(path: str, log: Callable[[str], None] = lambda line: None) 
         f.write(sample_guide())
     _git(path, "add", "AGENTS.md")
     _git(path, "commit", "-q", "-m", "Add the repository guide")
+    store = Store.open(path)
     log("$ gitmem guide set AGENTS.md")
-    _cli(["-C", path, "guide", "set", "AGENTS.md"])
+    set_guide(store, os.path.join(path, "AGENTS.md"))
     ids = []
     for words, text, extra in DECISIONS:
-        shown = " ".join(f'"{a}"' if " " in a else a for a in extra)
-        log(f'$ gitmem {" ".join(words)} "{text}" {shown}'.rstrip())
-        ids.append(_cli(["-C", path, *words, text, *extra])["id"])
+        log(_command(words, text, extra))
+        options = _options(extra)
+        type_ = words[0] if words[1:] == ("add",) else words[1]
+        reason = options.get("because", [None])[0]
+        write = store.add(type_, text, reason=reason, tags=options.get("tag", ()), paths=options.get("path", ()),
+                          source="demo")
+        ids.append(write.memory.id)
     return ids
 
 

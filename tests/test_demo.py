@@ -30,10 +30,10 @@ def test_the_guide_is_12100_tokens_by_the_emulators_counter():
     assert sample_guide() == sample_guide()
 
 
-def test_the_decisions_were_added_through_the_cli(demo):
+def test_the_decisions_are_committed_one_per_write_from_the_demo(demo):
     result, repo = demo
     subjects = git(repo, "log", "--format=%s%n%b", "refs/memory/main")
-    assert subjects.count("Memory-Source: cli") == len(DECISIONS) == len(result.run["memory_ids"])
+    assert subjects.count("Memory-Source: demo") == len(DECISIONS) == len(result.run["memory_ids"])
     assert git(repo, "config", "gitmem.guide").strip() == "AGENTS.md"
 
 

@@ -260,7 +260,7 @@ def cache_ttl(runs: int, break_minutes: float, real_time: bool, backend: str, ke
     if not as_json:
         clock = "real time" if real_time else "virtual clock"
         say(f"gitmem demo cache-ttl - backend: {backend} ({clock}), model claude-haiku-4-5, {runs} runs")
-        say("Building the sample repository (the team's earlier decisions, through the real CLI):")
+        say("Building the sample repository (the team's earlier decisions, as these commands write them):")
 
     def tick(remaining: float) -> None:
         click.echo(f"\rwaiting (real time): {remaining:5.0f}s ", err=True, nl=False)
