@@ -79,6 +79,8 @@ class Backend:
 
         SDK and API errors become :class:`BackendError`.
         """
+        if self.client is None:
+            return self._send_direct(body)
         create = self.client.messages.with_raw_response.create
         known = set(inspect.signature(create).parameters) - {"extra_headers", "extra_query", "extra_body", "timeout"}
         params = {k: v for k, v in body.items() if k in known and k != "stream"}
@@ -90,6 +92,28 @@ class Backend:
         backend = EMULATOR if raw.headers.get("x-gitmem-backend") == EMULATOR else ANTHROPIC_API
         return Reply(message=data, usage=Usage.from_api(message.usage), backend=backend,
                      request_id=raw.headers.get("request-id"))
+
+    def _send_direct(self, body: Mapping[str, Any]) -> Reply:
+        """The in-process emulator without the SDK: the same handler, JSON in and out.
+
+        For one-shot commands (``gitmem ask``): importing the SDK costs about 0.8 s, more than
+        the whole request. The emulator's replies are the same either way (tests send both).
+        """
+        import json
+
+        payload = json.dumps({k: v for k, v in body.items() if k != "stream"}).encode("utf-8")
+        response = self.emulator.handle("POST", "/v1/messages", {"x-api-key": _EMULATOR_KEY,
+                                        "anthropic-version": "2023-06-01", "content-type": "application/json"},
+                                        payload)
+        data = response.json()
+        request_id = dict(response.headers).get("request-id")
+        if response.status != 200:
+            error = data.get("error") or {}
+            err = BackendError(f"{response.status} {error.get('type', 'api_error')}: {error.get('message', '')}"
+                               + (f" (request-id {request_id})" if request_id else ""))
+            err.status, err.error_type, err.request_id = response.status, error.get("type"), request_id
+            raise err
+        return Reply(message=data, usage=Usage.from_api(data.get("usage")), backend=EMULATOR, request_id=request_id)
 
     @property
     def virtual_time(self) -> bool:
@@ -118,6 +142,15 @@ class Backend:
     def count_tokens(self, body: Mapping[str, Any]) -> int:
         """``POST /v1/messages/count_tokens`` for the body's model, tools, system and messages."""
         fields = {k: v for k, v in body.items() if k in ("model", "messages", "system", "tools", "tool_choice", "thinking")}
+        if self.client is None:
+            import json
+
+            response = self.emulator.handle("POST", "/v1/messages/count_tokens",
+                                            {"x-api-key": _EMULATOR_KEY, "anthropic-version": "2023-06-01"},
+                                            json.dumps(fields).encode("utf-8"))
+            if response.status != 200:
+                raise BackendError(f"{response.status}: {response.json().get('error', {}).get('message', '')}")
+            return int(response.json()["input_tokens"])
         return self._call(lambda: self.client.messages.count_tokens(**fields)).input_tokens
 
     def _call(self, request: Any) -> Any:
@@ -147,13 +180,17 @@ def _status_error(exc: Any) -> BackendError:
     return err
 
 
-def open_backend(backend: str = "auto", clock: Any = None, emulator: Any = None) -> Backend:
+def open_backend(backend: str = "auto", clock: Any = None, emulator: Any = None,
+                 state_path: Optional[str] = None, sdk: bool = True) -> Backend:
     """The client to send with.
 
     - ``"anthropic"``: the real API (``ANTHROPIC_API_KEY`` or ``ANTHROPIC_AUTH_TOKEN``;
       ``ANTHROPIC_BASE_URL`` honoured, e.g. a proxy or ``gitmem emulator serve``).
     - ``"emulator"``: the in-process emulator (``clock`` or an existing ``emulator`` optional;
-      ``ANTHROPIC_BASE_URL`` is ignored).
+      ``ANTHROPIC_BASE_URL`` is ignored). ``state_path`` keeps its prompt cache in that file, so
+      one process's cache writes are read by the next (``gitmem ask`` passes
+      ``.git/gitmem/emulator-cache.json``). ``sdk=False`` calls the emulator's handler directly
+      instead of through the SDK, which saves the SDK's import time in one-shot commands.
     - ``"auto"``: the API when ``ANTHROPIC_API_KEY`` is set or ``ANTHROPIC_BASE_URL`` points
       somewhere, else the in-process emulator.
     """
@@ -163,19 +200,22 @@ def open_backend(backend: str = "auto", clock: Any = None, emulator: Any = None)
     has_key = bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
     if backend == "auto":
         backend = "anthropic" if has_key or base_url else "emulator"
-    import anthropic
-
     if backend == "emulator":
-        import httpx2
-
         from .emulator import Emulator, RealClock
 
-        emulator = emulator or Emulator(clock=clock or RealClock())
+        emulator = emulator or Emulator(clock=clock or RealClock(), state_path=state_path)
+        if not sdk:
+            return Backend(client=None, name=EMULATOR, emulator=emulator)
+        import anthropic
+        import httpx2
+
         client = anthropic.Anthropic(api_key=_EMULATOR_KEY, base_url=EMULATOR_BASE_URL,
                                      http_client=httpx2.Client(transport=emulator.transport()))
         return Backend(client=client, name=EMULATOR, emulator=emulator)
     if not has_key and not base_url:
         raise BackendError("backend 'anthropic' needs ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment")
+    import anthropic
+
     # A base URL without a key is a local server (the emulator, a proxy): any key will do there.
     client = anthropic.Anthropic(api_key=None if has_key else _EMULATOR_KEY, base_url=base_url)
     return Backend(client=client, name=ANTHROPIC_API, base_url=base_url)

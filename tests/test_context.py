@@ -178,7 +178,10 @@ def test_cli_guide_set_context_and_ask_record_what_the_agent_knew(guided, repo):
     assert "cache_creation_input_tokens" in asked and "cost: $" in asked and "[" in asked
     data = json.loads(gitmem(repo, "ask", "How do refunds work?", "--json").stdout)
     assert data["backend"] == "emulator" and data["memory_commit"] == guided.tip()
-    assert data["usage"]["cache_read_input_tokens"] == 0  # each `ask` is a new process: a new emulator
+    # Each `ask` is a new process, but the in-process emulator keeps its cache in .git/gitmem/:
+    # the second ask reads what the first wrote (a 5-minute entry, on wall time).
+    assert data["usage"]["cache_read_input_tokens"] > 0 and data["usage"]["cache_creation_input_tokens"] == 0
+    assert (repo / ".git" / "gitmem" / "emulator-cache.json").is_file()
     lines = (repo / ".git" / "gitmem" / "requests.jsonl").read_text().splitlines()
     assert [json.loads(line)["memory_commit"] for line in lines] == [guided.tip()] * 2
     assert git(repo, "config", "gitmem.branch.main.contextAnchor").strip() == guided.tip()

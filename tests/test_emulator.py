@@ -509,3 +509,57 @@ def test_over_http_each_event_is_its_own_write(clock):
     finally:
         server.should_exit = True
         thread.join(timeout=5)
+
+
+def test_a_state_file_shares_the_cache_between_emulators_on_wall_time(tmp_path):
+    """Two emulators (two processes, as two `gitmem ask`) naming one state file share one cache."""
+    from gitmem.emulator import WallClock
+
+    state = str(tmp_path / "gitmem" / "emulator-cache.json")
+    first = Emulator(state_path=state)
+    assert isinstance(first.clock, WallClock)  # a monotonic clock would not survive the process
+    assert usage(first, body())["cache_creation_input_tokens"] == tokens_through(body(), 0)
+    second = Emulator(state_path=state)
+    assert usage(second, body())["cache_read_input_tokens"] == tokens_through(body(), 0)
+    saved = json.loads(open(state).read())
+    assert saved["clock"] == "wall" and [e["ttl"] for e in saved["entries"]] == ["5m"]
+    ids = {send(Emulator(state_path=state), body()).json()["id"] for _ in range(3)}
+    assert len(ids) == 3  # the id counter is saved too
+
+
+def test_saved_entries_expire_by_the_saved_clock(tmp_path):
+    state = str(tmp_path / "emulator-cache.json")
+    usage(Emulator(clock=VirtualClock(), state_path=state), body())
+    later = Emulator(clock=VirtualClock(), state_path=state)  # resumes at the saved virtual time
+    later.clock.advance(299)
+    assert usage(later, body())["cache_read_input_tokens"] == tokens_through(body(), 0)
+    last = Emulator(clock=VirtualClock(), state_path=state)
+    last.clock.advance(300)
+    assert usage(last, body())["cache_read_input_tokens"] == 0
+    # Entries saved on a virtual clock mean nothing to a wall clock: they are dropped, not misread.
+    assert usage(Emulator(state_path=state), body())["cache_read_input_tokens"] == 0
+
+
+def test_a_corrupt_state_file_is_an_empty_cache(tmp_path):
+    state = tmp_path / "emulator-cache.json"
+    state.write_text("{not json")
+    assert usage(Emulator(state_path=str(state)), body())["cache_creation_input_tokens"] > 0
+    assert json.loads(state.read_text())["entries"]
+
+
+def test_the_direct_backend_answers_like_the_sdk_and_skips_its_import(tmp_path):
+    """`gitmem ask` sends without the SDK (its import costs more than the request) and gets the same reply."""
+    import subprocess
+    import sys
+
+    from gitmem.llm import open_backend
+
+    via_sdk = open_backend("emulator", clock=VirtualClock()).send(body())
+    direct = open_backend("emulator", clock=VirtualClock(), sdk=False).send(body())
+    assert (direct.text, direct.usage, direct.backend, direct.model) == (via_sdk.text, via_sdk.usage, "emulator", via_sdk.model)
+    script = ("import sys, json; from gitmem.llm import open_backend; "
+              f"r = open_backend('emulator', sdk=False).send(json.loads({json.dumps(json.dumps(body()))})); "
+              "print('anthropic' in sys.modules, r.usage.cache_creation_input_tokens > 0)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[1])})
+    assert out.stdout.split() == ["False", "True"]

@@ -136,14 +136,19 @@ def ask(store, question, paths, ttl, model, max_tokens, backend, as_json) -> Non
 
     Example: gitmem ask "Can a refund be retried after a timeout?"
     """
+    import os
+
     from ..bill import record_request
     from ..context import build, note_sent
     from ..llm import open_backend
     from ..pricing import configured_price_table, cost
+    from ..repo import common_dir
 
     table = configured_price_table(store)
     ctx = build(store, query=question, paths=paths, ttl=ttl, model=model, max_tokens=max_tokens, table=table)
-    reply = open_backend(backend).send(ctx.body)
+    # The in-process emulator keeps its cache in .git/gitmem/, so the next ask reads what this one wrote.
+    reply = open_backend(backend, state_path=os.path.join(common_dir(store.repo), "gitmem", "emulator-cache.json"),
+                         sdk=False).send(ctx.body)
     note_sent(store, ctx)
     price = cost(reply.usage, reply.model or ctx.model, table)
     data = {"backend": reply.backend, "model": reply.model, "memory_commit": ctx.memory_commit,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .app import BACKEND_HEADER, Emulator, HttpResponse
 from .cache import LOOKBACK_BLOCKS, TTL_SECONDS, Breakpoint, Entry, Outcome, PromptCache
-from .clock import RealClock, VirtualClock
+from .clock import RealClock, VirtualClock, WallClock
 from .validate import ApiError
 
 __all__ = [
@@ -24,5 +24,6 @@ __all__ = [
     "LOOKBACK_BLOCKS",
     "RealClock",
     "VirtualClock",
+    "WallClock",
     "ApiError",
 ]

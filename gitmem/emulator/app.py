@@ -16,8 +16,10 @@ status; with ``mid_stream`` a streamed request gets 200, half its events, then `
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import os
 import re
 import threading
 import time
@@ -29,7 +31,7 @@ from urllib.parse import parse_qs
 from ..pricing import DEFAULT_TABLE, ModelPrice, PriceTable, Usage
 from ..tokens import count_tokens, truncate_to_tokens
 from .cache import PromptCache
-from .clock import RealClock
+from .clock import RealClock, WallClock
 from .reply import respond, tool_use_tokens
 from .validate import MAX_REQUEST_BYTES, ApiError, invalid, parse_json, parse_request
 
@@ -78,18 +80,79 @@ class Emulator:
     """A local Messages API: validation, prompt caching with TTLs, deterministic retrieval replies.
 
     ``clock`` is a :class:`RealClock` unless given (pass a :class:`VirtualClock` to move time in
-    tests and the demo). One emulator is one cache, like one API organization.
+    tests and the demo). One emulator is one cache, like one API organization. With
+    ``state_path``, the cache lives in that file and is shared by every emulator (every process)
+    that names it; a real clock then is wall time (:class:`WallClock`), a virtual one resumes from
+    the saved virtual time.
     """
 
     clock: Any = field(default_factory=RealClock)
     table: PriceTable = DEFAULT_TABLE
     cache: PromptCache = field(default_factory=PromptCache)
     stream_delay: float = 0.0
+    state_path: Optional[str] = None
 
     def __post_init__(self) -> None:
+        if self.state_path is not None and isinstance(self.clock, RealClock):
+            self.clock = WallClock()
         self._lock = threading.Lock()
         self._seq = 0
         self._failures: List[Tuple[int, bool]] = []
+        if self.state_path is not None:  # a virtual clock resumes now, so advance() counts from there
+            with self._persisted():
+                pass
+
+    # -- state that outlives the process --------------------------------------------------
+
+    @contextlib.contextmanager
+    def _persisted(self):
+        """Around a cache change: load ``state_path``, let the change happen, save it back.
+
+        Under an exclusive lock on ``state_path + ".lock"``, so concurrent processes (two ``gitmem
+        ask`` at once) take turns. The file holds the clock kind, the virtual time, the id counter
+        and the live entries. Entries saved under another clock kind are dropped: a wall time and
+        a virtual time cannot be compared. Without ``state_path`` this does nothing.
+        """
+        if self.state_path is None:
+            yield
+            return
+        os.makedirs(os.path.dirname(os.path.abspath(self.state_path)), exist_ok=True)
+        with open(self.state_path + ".lock", "a+") as lock:
+            try:
+                import fcntl
+
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            except ImportError:  # pragma: no cover - no POSIX locks: one process at a time
+                pass
+            self._load_state()
+            yield
+            self._save_state()
+
+    def _clock_kind(self) -> str:
+        return "virtual" if getattr(self.clock, "virtual", False) else "wall"
+
+    def _load_state(self) -> None:
+        try:
+            with open(self.state_path, encoding="utf-8") as handle:
+                state = json.load(handle)
+        except (OSError, ValueError):
+            state = {}
+        if not isinstance(state, dict) or state.get("clock") != self._clock_kind():
+            state = {}
+        if state.get("clock") == "virtual" and isinstance(state.get("now"), (int, float)):
+            self.clock.resume(state["now"])
+        with self._lock:
+            self._seq = max(self._seq, int(state.get("seq", 0) or 0))
+        self.cache.load(state.get("entries") or [], self.clock.now())
+
+    def _save_state(self) -> None:
+        now = self.clock.now()
+        state = {"version": 1, "clock": self._clock_kind(), "now": now, "seq": self._seq,
+                 "entries": self.cache.to_list(now)}
+        tmp = f"{self.state_path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(state, handle)
+        os.replace(tmp, self.state_path)
 
     # -- the one handler ------------------------------------------------------------------
 
@@ -101,6 +164,9 @@ class Emulator:
 
     def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes = b"", query: str = "") -> HttpResponse:
         """Serve one HTTP request. ``headers`` keys must be lower-case."""
+        if self.state_path is not None:  # ids go on from the saved counter, not from 0 in each process
+            with self._persisted():
+                pass
         request_id = self._next_id("req_", body)
         try:
             status, payload, stream = self._route(method.upper(), path.rstrip("/") or "/", headers, body, query)
@@ -151,13 +217,15 @@ class Emulator:
 
     def _message(self, data: Mapping[str, Any], raw: bytes) -> dict:
         parsed = parse_request(data, self.table)
-        outcome = self.cache.apply(
-            parsed.keys,
-            [block.tokens for block in parsed.blocks],
-            parsed.breakpoints,
-            parsed.model.min_cacheable_tokens,
-            self.clock.now(),
-        )
+        with self._persisted():
+            outcome = self.cache.apply(
+                parsed.keys,
+                [block.tokens for block in parsed.blocks],
+                parsed.breakpoints,
+                parsed.model.min_cacheable_tokens,
+                self.clock.now(),
+            )
+            message_id = self._next_id("msg_", raw)
         content = respond(data)
         stop_reason, stop_sequence = "end_turn", None
         if content[0]["type"] == "tool_use":  # the scripted agent calls a tool (see reply.py)
@@ -183,7 +251,7 @@ class Emulator:
             ephemeral_1h_input_tokens=outcome.ephemeral_1h_input_tokens,
         )
         return {
-            "id": self._next_id("msg_", raw),
+            "id": message_id,
             "type": "message",
             "role": "assistant",
             "model": parsed.model.id,
@@ -259,12 +327,15 @@ class Emulator:
 
     def _admin(self, method: str, action: str, body: bytes):
         if action == "state" and method == "GET":
+            with self._persisted():
+                pass
             return 200, self.state(), None
         if method != "POST" or action not in ("clock", "reset", "fail"):
             raise ApiError(404, f"no emulator admin endpoint {method} /_emulator/{action}")
         data = parse_json(body or b"{}")
         if action == "reset":
-            self.cache.clear()
+            with self._persisted():
+                self.cache.clear()
         elif action == "clock":
             if not getattr(self.clock, "virtual", False):
                 raise invalid("the emulator runs on the real clock; start it with --virtual-clock to move time")

@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 LOOKBACK_BLOCKS = 20
@@ -127,6 +127,25 @@ class PromptCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+
+    def to_list(self, now: float) -> List[dict]:
+        """The live entries as plain data (for a state file)."""
+        return [{k: v for k, v in entry.to_dict(now).items() if k != "expires_in"} for entry in self.entries(now)]
+
+    def load(self, rows: Sequence[Mapping[str, Any]], now: float) -> None:
+        """Replace the entries with saved ones, dropping the expired and the malformed."""
+        entries = {}
+        for row in rows:
+            try:
+                entry = Entry(key=str(row["key"]), tokens=int(row["tokens"]), ttl=str(row["ttl"]),
+                              written_at=float(row["written_at"]), expires_at=float(row["expires_at"]),
+                              hits=int(row.get("hits", 0)))
+            except (KeyError, TypeError, ValueError):
+                continue
+            if entry.ttl in TTL_SECONDS and now < entry.expires_at:
+                entries[entry.key] = entry
+        with self._lock:
+            self._entries = entries
 
     def find_hit(self, keys: Sequence[str], breakpoints: Sequence[Breakpoint], now: float) -> Optional[int]:
         """The highest block index with a live entry among the 20 positions of some breakpoint.

@@ -15,6 +15,19 @@ class RealClock:
         return time.monotonic()
 
 
+class WallClock:
+    """Seconds since the epoch: the clock of an emulator whose cache outlives the process.
+
+    A monotonic clock restarts with each process, so entries saved by one ``gitmem ask`` could not
+    be aged by the next; wall time can (see ``Emulator(state_path=...)``).
+    """
+
+    virtual = False
+
+    def now(self) -> float:
+        return time.time()
+
+
 class VirtualClock:
     """A clock that only moves when told to: ``advance(330)`` is a 5.5-minute break, instantly."""
 
@@ -27,6 +40,11 @@ class VirtualClock:
     def now(self) -> float:
         with self._lock:
             return self._now
+
+    def resume(self, at: float) -> None:
+        """Continue from a saved virtual time (never backwards): a persisted virtual emulator."""
+        with self._lock:
+            self._now = max(self._now, float(at))
 
     def advance(self, seconds: float) -> float:
         """Move time forward by ``seconds`` (never backwards) and return the new time."""
