@@ -201,7 +201,7 @@ def build_server(path: str = ".", branch: Optional[str] = None):
     names = {"Annotated": Annotated, "Context": Context, "Field": Field}
 
     class Server(MCPServer):
-        async def list_tools(self):  # type: ignore[override]
+        async def list_tools(self):
             tools = await super().list_tools()
             for tool in tools:
                 tool.input_schema = _compact(tool.input_schema)

@@ -22,7 +22,7 @@ Claude sees the same answers it was trained on.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .errors import GitmemError
 from .model import MAX_TITLE_CHARS, Author, Memory
@@ -138,8 +138,10 @@ class MemoryTool:
         if not isinstance(command, dict):
             raise MemoryToolError("expected a command object")
         name = command.get("command")
-        handler = {"view": self.view, "create": self.create, "str_replace": self.str_replace,
-                   "insert": self.insert, "delete": self.delete, "rename": self.rename}.get(name)  # type: ignore
+        handlers: Dict[str, Callable[..., str]] = {
+            "view": self.view, "create": self.create, "str_replace": self.str_replace,
+            "insert": self.insert, "delete": self.delete, "rename": self.rename}
+        handler = handlers.get(name) if isinstance(name, str) else None
         if handler is None:
             raise MemoryToolError(f"Unknown command: {name}")
         args = {k: v for k, v in command.items() if k != "command"}
@@ -280,22 +282,22 @@ def sdk_tool(tool: Optional[MemoryTool] = None):
             raise ToolError(str(e)) from None
 
     class GitmemMemoryTool(BetaAbstractMemoryTool):
-        def view(self, command):  # type: ignore[override]
+        def view(self, command):
             return run(command)
 
-        def create(self, command):  # type: ignore[override]
+        def create(self, command):
             return run(command)
 
-        def str_replace(self, command):  # type: ignore[override]
+        def str_replace(self, command):
             return run(command)
 
-        def insert(self, command):  # type: ignore[override]
+        def insert(self, command):
             return run(command)
 
-        def delete(self, command):  # type: ignore[override]
+        def delete(self, command):
             return run(command)
 
-        def rename(self, command):  # type: ignore[override]
+        def rename(self, command):
             return run(command)
 
     return GitmemMemoryTool()

@@ -282,7 +282,7 @@ _SafeDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Dumper(_SafeDumper):  # type: ignore[misc, valid-type]
+class _Dumper(_SafeDumper):
     """Safe dumper that writes multi-line text as readable literal blocks."""
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import click
 
@@ -157,7 +157,7 @@ def messages(body_path: str, boundary: Optional[int], ttl: Optional[str], ping_a
         click.echo(f"\rwaiting {remaining:5.0f}s ", err=True, nl=False)
 
     done = run_schedule(client, schedule(body, ping_at, repeat_at), on_tick=None if as_json else tick)
-    results = []
+    results: List[Dict[str, Any]] = []
     for step, reply in done:
         price = cost(reply.usage, reply.model or body.get("model", ""), table)
         results.append({"label": step.label, "at": step.at, "backend": reply.backend, "request_id": reply.request_id,

@@ -127,8 +127,8 @@ def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: O
             count = h('<p class="count">The newest {} of {} memories: filter or search to find the others.</p>',
                       len(items), total)
     listing = join(cards) if cards else Safe('<p class="empty">Nothing matches.</p>')
-    broken = join(h('<li><code>{}</code>: {}</li>', p.where, p.message) for p in problems)
-    broken = h('<div class="error"><p>Skipped invalid memory blobs:</p><ul>{}</ul></div>', broken) if problems else ""
+    skipped = join(h('<li><code>{}</code>: {}</li>', p.where, p.message) for p in problems)
+    broken = h('<div class="error"><p>Skipped invalid memory blobs:</p><ul>{}</ul></div>', skipped) if problems else ""
     body = h("""<div class="toolbar">{switcher}</div>{where}{filters}{count}{broken}
 <section class="memories">{listing}</section>{add}""", switcher=switcher, where=where, filters=filter_form,
              count=count, broken=broken, listing=listing, add=add_form(branch, csrf, who, form))
