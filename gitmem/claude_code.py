@@ -31,7 +31,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "SessionEnd")
 #: The tools PostToolUse captures; setup's matcher names exactly these.

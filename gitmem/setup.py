@@ -229,6 +229,7 @@ def undo(store: Any, tool: str, *, home: Optional[str] = None) -> List[Setup]:
     if tool == "ci":
         raise GitmemError("setup ci writes a workflow file of its own: delete .github/workflows/gitmem-agent.yml")
     config = plan(store, tool, home=home)
+    assert config.path is not None  # every tool but ci writes a config file
     targets = [(config.path, "mcpServers")]
     if tool == "claude-code":
         targets.append((os.path.join(_root(store), SETTINGS_PATH), "hooks"))

@@ -78,7 +78,8 @@ def _texts(blocks: Any) -> List[str]:
     if isinstance(blocks, str):
         return [blocks]
     if isinstance(blocks, list):
-        return [b["text"] for b in blocks if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)]
+        return [b["text"] for b in blocks
+                if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)]
     return []
 
 
@@ -348,7 +349,8 @@ def _summary(call: Mapping[str, Any], result: Optional[Mapping[str, Any]]) -> Li
             return [f"- {name}: no memory matches."]
         return [f"- [{m.get('id')}] ({m.get('type')}) {_snippet(str(m.get('text', '')))}" for m in found[:MAX_RESULTS]]
     if base == "remember" and isinstance(data, Mapping) and data.get("id"):
-        return [f"- Remembered as [{data['id']}] on {data.get('ref', 'memory')}: {_snippet(str(call.get('input', {}).get('text', '')))}"]
+        text = _snippet(str(call.get("input", {}).get("text", "")))
+        return [f"- Remembered as [{data['id']}] on {data.get('ref', 'memory')}: {text}"]
     if base == "Read":
         lines = text.splitlines()
         first = next((line for line in lines if line.strip()), "")
