@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pygit2
 
@@ -241,10 +241,26 @@ def resume(store, *, limit: int = 50) -> Resume:
     since = [m for i, m in sorted(everything.items())
              if m.type != "checkpoint" and (point is None or i > point.id)][-limit:]
     files = _changed_files(store, head, [c for c, _ in commits])
+    touches = _touching(files)
     relevant = [m for _, m in sorted(everything.items())
-                if m.type in ("decision", "rejection") and m.status == "active"
-                and any(model.matches(m, path=f) for f in files)]
+                if m.type in ("decision", "rejection") and m.status == "active" and touches(m.paths)]
     return Resume(store.branch, head, point, commits, since, files, relevant, point.next if point else None)
+
+
+def _touching(files: Sequence[str]) -> Callable[[Sequence[str]], bool]:
+    """A test for memory paths that name a changed file, a folder holding one, or a file inside a
+    changed folder (``model.matches(m, path=f)`` for some f), in time linear in a path's depth."""
+    exact = {f.strip("/") for f in files}
+    folders = {p.rsplit("/", i)[0] for p in exact for i in range(1, p.count("/") + 1)}
+
+    def touches(paths: Sequence[str]) -> bool:
+        for q in paths:
+            parts = q.split("/")
+            if q in exact or q in folders or any("/".join(parts[:i]) in exact for i in range(1, len(parts))):
+                return True
+        return False
+
+    return touches
 
 
 def _changed_files(store, head: Optional[str], since: Sequence[str]) -> List[str]:

@@ -239,7 +239,6 @@ def session_start(hook: HookInput, store: Any, source: str = "claude-code",
     """The branch's standing, conventions, and the decisions and rejections for the branch's files."""
     from .checkpoint import render_resume, resume
     from .context import render_memory
-    from .search import path_overlap
     from .tokens import count_tokens
 
     r = resume(store, limit=10)
@@ -247,9 +246,11 @@ def session_start(hook: HookInput, store: Any, source: str = "claude-code",
     memories = [m for _, m in sorted(store.memories().items()) if m.status == "active"]
     conventions = [m for m in memories if m.type == "convention"]
     choices = [m for m in memories if m.type in ("decision", "rejection")]
-    overlap = {m.id: path_overlap(m.paths, r.changed_files) for m in choices if m.paths}
-    ranked = sorted((m for m in reversed(choices) if overlap.get(m.id)), key=lambda m: -overlap[m.id])
-    newest_first = [m for m in reversed(choices) if not overlap.get(m.id)]
+    changed = set(r.changed_files)
+    # resume found the choices about the branch's files: those naming a changed file first, newest first
+    ranked = sorted(reversed(r.relevant), key=lambda m: not changed.intersection(m.paths))
+    about = {m.id for m in ranked}
+    newest_first = [m for m in reversed(choices) if m.id not in about]
     header = (f'<gitmem branch="{store.branch}" memory_commit="{store.tip() or "none"}" '
               f'session_source="{hook.text("source") or "startup"}">')
     intro = ("The team's conventions, then decisions and rejections"
