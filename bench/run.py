@@ -81,6 +81,16 @@ def _web(r) -> List[Row]:
              r["targets"]["audit_first_page_ratio"])]
 
 
+def _agent_hooks(r) -> List[Row]:
+    h, n = r["hooks"], r["memories"]
+    return [(f"SessionStart ms at {n} (median)", h["SessionStart"]["median_ms"], "absolute", 300.0),
+            ("SessionStart / gitmem --version", h["SessionStart"]["ratio_to_version"], "gitmem --version", None),
+            ("UserPromptSubmit / gitmem --version", h["UserPromptSubmit"]["ratio_to_version"], "gitmem --version", None),
+            ("PostToolUse Read ms, detached (median)", h["PostToolUse Read"]["median_ms"], "absolute", 100.0),
+            ("PostToolUse Edit / gitmem --version, detached", h["PostToolUse Edit"]["ratio_to_version"],
+             "gitmem --version", None)]
+
+
 #: name -> (module in bench/, call with (module, quick), rows from its result)
 BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], List[Row]]]] = {
     "store": ("store", lambda m, q: m.run((100, 2_000 if q else 10_000)), _store),
@@ -91,6 +101,7 @@ BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], L
     "hooks": ("hooks", lambda m, q: m.run(10 if q else 40), _hooks),
     "remote": ("remote", lambda m, q: m.run(2_000 if q else 10_000, 1 if q else 3), _remote),
     "web": ("web", lambda m, q: m.run((100, 2_000 if q else 10_000)), _web),
+    "agent_hooks": ("agent_hooks", lambda m, q: m.run(3 if q else 15, 2_000 if q else 10_000), _agent_hooks),
 }
 
 
