@@ -91,9 +91,9 @@ def _target(repo: pygit2.Repository, ref: str) -> Optional[str]:
         return None
 
 
-def code_tips(repo: pygit2.Repository, branch: str) -> List[str]:
-    """Commits the code branch points at: local first, then remote-tracking copies."""
-    tips = [_target(repo, f"refs/heads/{branch}")]
+def code_tips(repo: pygit2.Repository, branch: str, *, local: bool = True) -> List[str]:
+    """Commits the code branch points at: local first (unless ``local`` is False), then remote-tracking copies."""
+    tips = [_target(repo, f"refs/heads/{branch}")] if local else []
     for remote in repo.remotes.names():
         tips.append(_target(repo, f"refs/remotes/{remote}/{branch}"))
     return list(dict.fromkeys(t for t in tips if t))
@@ -192,13 +192,14 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True) -> List[BranchInfo]:
 def merged_by(repo: pygit2.Repository, branch: str, head: str, before: Optional[str]) -> List[str]:
     """Code branches (other than ``branch``'s own local one) that a merge moving
     ``branch`` from ``before`` to ``head`` brought in: tips reachable from
-    ``head`` but not from ``before``. Used by the post-merge hook."""
+    ``head`` but not from ``before``. Used by the post-merge hook.
+
+    For ``branch`` itself only its remote-tracking tips count (a `git pull`): after a
+    fast-forward the local tip equals the pulled one, and the pulled memory must merge too."""
     names = set(_all_code_branch_names(repo)) | {n for n, _ in _branch_names(repo, _memory_prefix())}
     out = []
     for name in sorted(names):
-        for tip in code_tips(repo, name):
-            if name == branch and tip == _target(repo, f"refs/heads/{branch}"):
-                continue
+        for tip in code_tips(repo, name, local=name != branch):
             if reachable(repo, tip, head) and not reachable(repo, tip, before):
                 out.append(name)
                 break

@@ -128,17 +128,20 @@ def _merge_sets(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str])
 
 @dataclass(frozen=True)
 class MergeResult:
-    """``kind`` is "up-to-date", "fast-forward" or "merge"; ``commit`` the new tip."""
+    """``kind`` is "up-to-date", "fast-forward" or "merge"; ``commit`` the new tip; ``kept`` the
+    memories the incoming history deleted, which the merge kept (gitmem never deletes memory)."""
 
     kind: str
     commit: Optional[str]
     added: List[str] = field(default_factory=list)
     changed: List[str] = field(default_factory=list)
     conflicts: List[Conflict] = field(default_factory=list)
+    kept: List[str] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"kind": self.kind, "commit": self.commit, "added": list(self.added),
-                "changed": list(self.changed), "conflicts": [c.to_dict() for c in self.conflicts]}
+                "changed": list(self.changed), "conflicts": [c.to_dict() for c in self.conflicts],
+                "kept": list(self.kept)}
 
 
 def conflict_path(memory_id: str) -> str:
@@ -156,11 +159,14 @@ def _entries(store, commit: Optional[str]) -> Dict[str, Tuple[str, str]]:
     return {p.rsplit("/", 1)[1][:-5]: (p, b) for p, b in store.snapshot(commit).entries()}
 
 
-def _fast_forward_changes(repo: pygit2.Repository, ours: str, theirs: str) -> Tuple[List[str], List[str]]:
-    """(added, changed) memory ids from ours to theirs, by a tree diff: shared subtrees
+def _fast_forward_changes(repo: pygit2.Repository, ours: str,
+                          theirs: str) -> Tuple[List[str], List[str], List[str]]:
+    """(added, changed, removed) memory ids from ours to theirs, by a tree diff: shared subtrees
     are skipped, so a fast-forward by one memory costs a few trees, not 3 full listings."""
     diff = repo.diff(repo[ours].peel(pygit2.Tree), repo[theirs].peel(pygit2.Tree))
-    added, removed, changed = set(), set(), set()
+    added: set = set()
+    removed: set = set()
+    changed: set = set()
     for delta in diff.deltas:
         path = delta.new_file.path if delta.status_char() != "D" else delta.old_file.path
         if path.split("/", 1)[0] not in model.TYPES or not path.endswith(".yaml"):
@@ -168,7 +174,7 @@ def _fast_forward_changes(repo: pygit2.Repository, ours: str, theirs: str) -> Tu
         memory_id = path.rsplit("/", 1)[1][:-5]
         {"A": added, "D": removed}.get(delta.status_char(), changed).add(memory_id)
     changed |= added & removed  # a memory that moved (its type changed) is a change
-    return sorted(added - removed), sorted(changed)
+    return sorted(added - removed), sorted(changed), sorted(removed - added)
 
 
 def _conflict_blobs(store, commit: Optional[str]) -> Dict[str, str]:
@@ -226,9 +232,15 @@ def merge_into(store, theirs: str, *, author: Optional[Author] = None, source: s
         if base == theirs:
             return MergeResult("up-to-date", ours)
         if base == ours:
-            store.move_ref(expected, theirs, f"gitmem merge: fast-forward to {theirs[:12]}")
-            return MergeResult("fast-forward", theirs, *_fast_forward_changes(repo, ours, theirs))
+            added, changed, removed = _fast_forward_changes(repo, ours, theirs)
+            if not removed:
+                store.move_ref(expected, theirs, f"gitmem merge: fast-forward to {theirs[:12]}")
+                return MergeResult("fast-forward", theirs, added, changed)
+            # A descendant that deletes memory is never taken as it is: gitmem itself never
+            # deletes (retract keeps), so the deletion is someone's hand edit. Merge it instead,
+            # and the record merge keeps every memory either side has.
         e_base, e_ours, e_theirs = _entries(store, base), _entries(store, ours), _entries(store, theirs)
+        kept = sorted(i for i in e_ours if i not in e_theirs and i in e_base)
         touched = sorted(i for i in set(e_ours) | set(e_theirs)
                          if not (e_ours.get(i) == e_theirs.get(i) or e_theirs.get(i) == e_base.get(i)))
         result = merge_records(_load(store, e_base, touched), _load(store, e_ours, touched),
@@ -249,10 +261,10 @@ def merge_into(store, theirs: str, *, author: Optional[Author] = None, source: s
                 changed.append(i)
             updates[path] = data
         updates.update(_merge_conflict_files(store, base, ours, theirs, result.conflicts))
-        text = _merge_message(message, store.branch, theirs, added, changed, result.conflicts, author, source)
+        text = _merge_message(message, store.branch, theirs, added, changed, result.conflicts, author, source, kept)
         commit = store.commit_tree(updates, text, author, base=ours, extra_parents=[theirs])
         store.move_ref(expected, commit, f"gitmem merge: {theirs[:12]}")
-        return MergeResult("merge", commit, added, changed, list(result.conflicts))
+        return MergeResult("merge", commit, added, changed, list(result.conflicts), kept)
 
     return store.retrying(attempt)
 
@@ -278,9 +290,11 @@ def _merge_conflict_files(store, base, ours, theirs, new: Sequence[Conflict]) ->
     return updates
 
 
-def _merge_message(message, branch, theirs, added, changed, conflicts, author, source) -> str:
+def _merge_message(message, branch, theirs, added, changed, conflicts, author, source, kept=()) -> str:
     subject = message or f"merge {theirs[:12]} into {branch}"
     summary = f"{len(added)} added, {len(changed)} changed, {len(conflicts)} conflict(s)"
+    if kept:
+        summary += f"; kept {len(kept)} memories the merged history deleted"
     trailers = [f"Memory-Id: {i}" for i in (list(added) + list(changed))[:200]]
     trailers += ["Memory-Op: merge", f"Memory-Source: {source}", f"Author-Kind: {author.kind}",
                  f"Merged-From: {theirs}"]

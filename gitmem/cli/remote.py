@@ -110,7 +110,8 @@ def pull(store, remote, branch, who, source, as_json) -> None:
     team's memory arrives.
 
     JSON: {"remote", "fetched": [{"branch", "ref", "old", "new"}], "merged": [{"branch", "kind",
-    "commit", "added", "changed", "conflicts"}]}; kind is new, up-to-date, fast-forward or merge.
+    "commit", "added", "changed", "conflicts", "kept"}]}; kind is new, up-to-date, fast-forward or merge;
+    kept lists memories the remote's history deleted, which the merge kept.
 
     Example: gitmem pull
     """
@@ -125,6 +126,9 @@ def pull(store, remote, branch, who, source, as_json) -> None:
         click.echo(f"{m['branch']}: {m['kind']} {_short(m['commit'])}{counts}")
         if m["conflicts"]:
             click.echo(f"  {len(m['conflicts'])} conflict(s): see `gitmem conflicts`", err=True)
+        if m.get("kept"):
+            click.echo(f"  refused to delete {len(m['kept'])} memories the remote's history removed: kept them"
+                       " (retract a memory to take it out of use)", err=True)
     if not result.merged:
         click.echo(f"{result.fetch.remote} has no memory yet", err=True)
 
