@@ -291,7 +291,8 @@ def render_svg(bill: Bill) -> str:
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
              f'font-family="sans-serif" font-size="12">',
              f'<rect width="{w}" height="{h}" fill="white"/>',
-             f'<text x="{left}" y="22" font-size="14">{escape(f"Cost relative to uncached by break length ({bill.model}, {bill.backend})")}</text>']
+             f'<text x="{left}" y="22" font-size="14">'
+             f'{escape(f"Cost relative to uncached by break length ({bill.model}, {bill.backend})")}</text>']
     for i in range(6):
         v = ymax * i / 5
         parts.append(f'<line x1="{left}" x2="{w - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>')

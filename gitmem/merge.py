@@ -308,7 +308,7 @@ def _merge_message(message, branch, theirs, added, changed, conflicts, author, s
 def list_conflicts(store, at: Optional[str] = None) -> List[Conflict]:
     """Unresolved conflicts stored in the memory tree, oldest id first."""
     out = []
-    for path, blob in sorted(_conflict_blobs(store, at or store.tip()).items()):
+    for _path, blob in sorted(_conflict_blobs(store, at or store.tip()).items()):
         try:
             out.append(Conflict.from_dict(yaml.safe_load(store.repo[blob].data)))
         except (InvalidMemory, yaml.YAMLError):

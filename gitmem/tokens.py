@@ -86,7 +86,7 @@ def truncate_to_tokens(text: str, max_tokens: int) -> str:
     if max_tokens <= 0:
         return ""
     used = 0
-    for kind, piece, start, end in _pieces(text):
+    for kind, piece, start, _end in _pieces(text):
         cost = _piece_tokens(kind, piece)
         if used + cost > max_tokens:
             room = max_tokens - used

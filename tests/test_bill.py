@@ -24,7 +24,8 @@ def usage(inp, out, read=0, w5=0, w1=0):
 
 
 UNCACHED = usage(10_100, 200)
-WRITE5, WRITE1, READ, PING = usage(100, 200, w5=10_000), usage(100, 200, w1=10_000), usage(100, 200, read=10_000), usage(100, 1, read=10_000)
+WRITE5, WRITE1 = usage(100, 200, w5=10_000), usage(100, 200, w1=10_000)
+READ, PING = usage(100, 200, read=10_000), usage(100, 1, read=10_000)
 SHAPES = {
     "none": [("session1", UNCACHED)] * 2 + [("session2", UNCACHED)] * 2,
     "5m": [("session1", WRITE5), ("session1", READ), ("session2", WRITE5), ("session2", READ)],

@@ -40,7 +40,8 @@ def test_the_decisions_are_committed_one_per_write_from_the_demo(demo):
 def test_the_five_minute_ttl_rewrites_the_guide_after_the_break_in_every_run(demo):
     result, _ = demo
     guide = result.run["guide_tokens"]
-    writes = [u for u in first_after_break(result, "5m") if u.ephemeral_5m_input_tokens >= guide and u.cache_read_input_tokens == 0]
+    writes = [u for u in first_after_break(result, "5m")
+              if u.ephemeral_5m_input_tokens >= guide and u.cache_read_input_tokens == 0]
     assert len(writes) == 6
     assert result.checks["guide_after_break"]["5m"] == {"re-written": 6}
 

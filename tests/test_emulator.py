@@ -192,7 +192,8 @@ def conversation(n_messages, marked):
     """
     messages = []
     for m in range(n_messages):
-        role, text = ("user", f"Question {m // 2} about refunds?") if m % 2 == 0 else ("assistant", f"Answer {m // 2}: the ledger.")
+        role, text = (("user", f"Question {m // 2} about refunds?") if m % 2 == 0
+                      else ("assistant", f"Answer {m // 2}: the ledger."))
         messages.append({"role": role, "content": [{"type": "text", "text": text}]})
     messages[marked]["content"][0]["cache_control"] = {"type": "ephemeral"}
     return {"model": SONNET, "max_tokens": 100, "system": GUIDE, "messages": messages}
@@ -347,7 +348,8 @@ def test_invalid_requests_get_the_api_error_shape(emu, change, status, error_typ
 
 
 def test_transport_level_errors(emu):
-    assert error_of(emu.handle("POST", "/v1/messages", {"anthropic-version": "2023-06-01"}, b"{}"))["type"] == "authentication_error"
+    denied = emu.handle("POST", "/v1/messages", {"anthropic-version": "2023-06-01"}, b"{}")
+    assert error_of(denied)["type"] == "authentication_error"
     assert error_of(emu.handle("POST", "/v1/messages", HEADERS, b"{not json"))["type"] == "invalid_request_error"
     assert emu.handle("GET", "/v1/messages", HEADERS).status == 405
     assert emu.handle("GET", "/v1/files", HEADERS).status == 404

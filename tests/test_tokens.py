@@ -42,7 +42,8 @@ def test_request_tokens_are_the_sum_of_prefix_blocks_in_api_order():
     body = {
         "model": "claude-haiku-4-5",
         "tools": [{"name": "lookup", "description": "Find a memory", "input_schema": {"type": "object"}}],
-        "system": [{"type": "text", "text": "Guide."}, {"type": "text", "text": "Memory.", "cache_control": {"type": "ephemeral"}}],
+        "system": [{"type": "text", "text": "Guide."},
+                   {"type": "text", "text": "Memory.", "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": PROSE}],
     }
     blocks = prompt_blocks(body)

@@ -32,7 +32,7 @@ class GitmemGroup(click.Group):
             raise click.ClickException(str(e)) from None
         except BrokenPipeError:  # `gitmem log | head`
             sys.stderr.close()
-            raise SystemExit(0)
+            raise SystemExit(0) from None
 
 
 @click.group(cls=GitmemGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -93,7 +93,7 @@ def edit_in_editor(header: str, values: dict, allowed) -> dict:
     try:
         data = yaml.safe_load(edited) or {}
     except yaml.YAMLError as e:
-        raise click.ClickException(f"not valid YAML: {str(e).splitlines()[0]}")
+        raise click.ClickException(f"not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(data, dict) or set(data) - set(allowed):
         raise click.ClickException(f"only these fields can be edited: {', '.join(allowed)}")
     return data
