@@ -195,10 +195,15 @@ def _index(memories: Sequence[Memory]) -> _Index:
 TYPE_BOOST = {"rejection": 1.6, "decision": 1.3}
 PROPOSAL_TYPES = ("rejection", "decision")
 STALE_FACTOR = 0.8
-#: Reciprocal rank fusion's constant: how much a first place outweighs a tenth (the usual 60).
-RRF_K = 60
-#: Dense neighbours below this cosine are not fused in: every text is a little similar to every other.
-DENSE_FLOOR = 0.3
+#: Reciprocal rank fusion: 1 / (RRF_K + rank) from each ranking, the dense one weighing DENSE_WEIGHT
+#: times the lexical one. Measured on the ADR benchmark's tune half (bench/recall.py, docs/relevance.md):
+#: the dense ranking finds more of the questions that share few words, and a small K lets a first
+#: place count.
+RRF_K = 10
+DENSE_WEIGHT = 2.0
+#: Dense neighbours less than this many standard deviations above the query's mean cosine are not
+#: fused in: every text is a little similar to every other.
+DENSE_FLOOR_Z = 1.5
 DENSE_DEPTH = 100
 
 
@@ -256,15 +261,17 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
     lexical = {i: score * factor(index.docs[i], stale_of[i]) for i, score in scores.items()}
     fused = lexical
     if similarity is not None and terms:
+        z = _standardised(similarity)
         dense = [(cos, i) for i, m in enumerate(index.docs)
-                 if (cos := similarity.get(m.id, 0.0)) >= DENSE_FLOOR and (keep is None or m.type in keep)]
+                 if z.get(m.id, -1.0) >= DENSE_FLOOR_Z and (keep is None or m.type in keep)
+                 and (cos := similarity.get(m.id, 0.0))]
         dense = heapq.nlargest(DENSE_DEPTH, dense)
         fused = {}
         for r, i in enumerate(sorted(lexical, key=lambda i: (-lexical[i], _neg(index.docs[i].id)))):
             fused[i] = 1.0 / (RRF_K + r + 1)
         for r, (_cos, i) in enumerate(dense):
             stale_of.setdefault(i, is_stale(index.docs[i], blobs))
-            fused[i] = fused.get(i, 0.0) + factor(index.docs[i], stale_of[i]) / (RRF_K + r + 1)
+            fused[i] = fused.get(i, 0.0) + DENSE_WEIGHT * factor(index.docs[i], stale_of[i]) / (RRF_K + r + 1)
     hits: List[Hit] = []
     for i, score in fused.items():
         m = index.docs[i]
@@ -277,14 +284,18 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
 
 # --- the proposal check ------------------------------------------------------------
 
-#: Below both floors a rejection is not even on the proposal's topic.
+#: Below both floors a rejection is not even on the proposal's topic. Dense closeness is measured in
+#: standard deviations above the proposal's mean cosine to every memory in the store, since an
+#: encoder's raw cosines sit in a narrow band of their own (e5's between 0.75 and 0.9).
 RELATED_MATCH = 0.2
-RELATED_COS = 0.6
+RELATED_Z = 2.5
 #: A repeat shares this much with the rejection (lexically, or by the dense cosine) ...
 REPEAT_MATCH = 0.35
-REPEAT_COS = 0.8
+REPEAT_Z = 4.0
+#: A proposal nearer (by this cosine margin) to a decision than to the rejection proposes what was chosen.
+CHOSEN_MARGIN = 0.0
 #: ... and brings at most this share of distinctive words the rejection does not have.
-REPEAT_NOVELTY = 0.5
+REPEAT_NOVELTY = 0.7
 #: A word no memory uses: a paraphrase as often as a new option, so it weighs like a common word.
 UNKNOWN_WEIGHT = 1.0
 
@@ -363,6 +374,9 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
     "Redis") makes it a different option.
     """
     pool = [m for m in memories if m.status == "active"]
+    z = _standardised(similarity)
+    nearest_decision = max((similarity.get(m.id, -1.0) for m in pool if m.type == "decision"), default=-1.0) \
+        if similarity is not None else -1.0
     # Words about what to do ("use", "drop") say nothing about which option: rank on the rest.
     hits = rank(pool, _content_text(proposal), limit=max(limit * 2, 10), paths=paths, similarity=similarity,
                 only_types=("rejection",), now=now)
@@ -373,19 +387,24 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
     proposed_names = names(proposal)
     out: List[Hit] = []
     for h in hits:
-        cos = h.similarity if h.similarity is not None else 0.0
-        if h.match < RELATED_MATCH and cos < RELATED_COS:
-            continue
         m = h.memory
+        near = z.get(m.id, 0.0)
+        if h.match < RELATED_MATCH and near < RELATED_Z:
+            continue
         theirs = _content_terms(f"{m.title or ''} {m.text} {' '.join(m.tags)}")
         novelty = sum(_weight(index, t) for t in mine - theirs) / mine_mass
-        close = h.match >= REPEAT_MATCH or cos >= REPEAT_COS
-        flipped = side * stance(m.text) < 0  # both explicit, and opposite
-        named = names(m.text)
+        # Close in words, with few distinctive words of its own; or a paraphrase by meaning
+        # (new words are what a paraphrase is made of, so novelty does not count there).
+        repeat = (h.match >= REPEAT_MATCH and novelty <= REPEAT_NOVELTY) or near >= REPEAT_Z
+        named = names(f"{m.title or ''} {m.text}")
         if named and proposed_names:
             # Both name their options: the same name is the same option, another name another one.
-            close, novelty = bool(named & proposed_names), 0.0 if named & proposed_names else 1.0
-        tier = "repeat" if close and not flipped and novelty <= REPEAT_NOVELTY else "related"
+            repeat = bool(named & proposed_names) and (h.match >= RELATED_MATCH or near >= RELATED_Z)
+        if similarity is not None and nearest_decision > similarity.get(m.id, 0.0) + CHOSEN_MARGIN:
+            repeat = False  # nearer to what the team chose than to what it rejected
+        if side * stance(m.text) < 0:
+            repeat = False  # both take a stance, and opposite ones: keep X against a rejected drop X
+        tier = "repeat" if repeat else "related"
         out.append(Hit(m, h.score, h.match, h.stale, h.similarity, tier))
     out.sort(key=lambda h: (h.tier != "repeat", -h.score))
     out = out[:limit]
@@ -403,6 +422,16 @@ def names(text: str) -> set:
     gRPC, k8s), told from ordinary words by their capitals or digits, as search terms."""
     found = _NAME.findall(text) + _CAPITALISED.findall(text)
     return {t for word in found for t in tokenize(word) if t not in _STOP}
+
+
+def _standardised(similarity: Optional[Mapping[str, float]]) -> Dict[str, float]:
+    """Each cosine in standard deviations above the mean of all of them (empty when lexical)."""
+    if not similarity or len(similarity) < 2:
+        return {}
+    values = list(similarity.values())
+    mean = sum(values) / len(values)
+    spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) or 1.0
+    return {k: (v - mean) / spread for k, v in similarity.items()}
 
 
 def _content_text(text: str) -> str:
