@@ -92,6 +92,7 @@ class Proposal:
     split: str
     repeats: Optional[str] = None  # the rejection it re-proposes; None for a fresh proposal
     fresh: Optional[str] = None    # chosen | opposite | other
+    overlap: int = 0               # content words a re-proposal shares with its rejection
 
 
 @dataclass
@@ -153,6 +154,7 @@ def load(sources: str = SOURCES) -> Bench:
                 raise ValueError(f"proposal {p.text!r}: {p.repeats} is not a rejection")
             if target.split != p.split:
                 raise ValueError(f"proposal {p.text!r}: {p.repeats} is in the other split")
+            p.overlap = shared_words(p.text, target)
     return bench
 
 
@@ -364,6 +366,8 @@ def score_check(store, key_of: Dict[str, str], proposals: Sequence[Proposal]) ->
             "repeats": len(rep),
             "flag_rate": _rate(v.repeat and v.first_repeat == id_of[p.repeats] for p, v in rep),
             "flagged_any": _rate(v.repeat for _, v in rep),
+            "flag_rate_by_overlap": {b: _rate(v.repeat and v.first_repeat == id_of[p.repeats]
+                                              for p, v in rep if overlap_bucket(p.overlap) == b) for b in BUCKETS},
             "fresh": len(fresh),
             "false_alarm_rate": _rate(v.repeat for _, v in fresh),
             "false_alarm_by_kind": {kind: _rate(v.repeat for p, v in fresh if p.fresh == kind)
@@ -438,6 +442,8 @@ def describe(bench: Bench) -> Dict[str, Any]:
                       "memories": sum(it.split == split for it in bench.items.values()),
                       "questions": len(qs), "buckets": {b: sum(q.bucket == b for q in qs) for b in BUCKETS},
                       "repeats": sum(1 for p in bench.proposals if p.split == split and p.repeats),
+                      "repeat_buckets": {b: sum(1 for p in bench.proposals if p.split == split and p.repeats
+                                                and overlap_bucket(p.overlap) == b) for b in BUCKETS},
                       "fresh": sum(1 for p in bench.proposals if p.split == split and p.fresh)}
     return {"documents": len(bench.docs), "memories": len(bench.items),
             "types": dict(Counter(it.type for it in bench.items.values())),
@@ -471,7 +477,8 @@ def show(r: Dict[str, Any]) -> None:
         s = d["by_split"][split]
         print(f"  {split:<8} {s['documents']} documents, {s['memories']} memories, {s['questions']} questions "
               f"(0-1/2-3/4+: {'/'.join(str(s['buckets'][b]) for b in BUCKETS)}), "
-              f"{s['repeats']} re-proposals, {s['fresh']} fresh proposals")
+              f"{s['repeats']} re-proposals (0-1/2-3/4+: {'/'.join(str(s['repeat_buckets'][b]) for b in BUCKETS)}), "
+              f"{s['fresh']} fresh proposals")
     runs = [("alone", r["alone"])] + ([(f"among {r['distractors']:,}", r["among"])] if "among" in r else [])
     for label, m in runs:
         print(f"\n{label}: {m['memories']:,} memories, recall mode: {m['mode']}, check judge: "
@@ -485,10 +492,11 @@ def show(r: Dict[str, Any]) -> None:
         for split in SPLITS:
             c = m["check"][split]
             k = c["false_alarm_by_kind"]
+            o = c["flag_rate_by_overlap"]
             print(f"  check {split:<8} flagged {_f(c['flag_rate'])} of {c['repeats']} re-proposals with the right "
-                  f"rejection first (any flag {_f(c['flagged_any'])}); false alarms {_f(c['false_alarm_rate'])} "
-                  f"of {c['fresh']} fresh (chosen {_f(k['chosen'])}, opposite {_f(k['opposite'])}, "
-                  f"other {_f(k['other'])})")
+                  f"rejection first (0-1/2-3/4+ shared words: {'/'.join(_f(o[b]) for b in BUCKETS)}; any flag "
+                  f"{_f(c['flagged_any'])}); false alarms {_f(c['false_alarm_rate'])} of {c['fresh']} fresh "
+                  f"(chosen {_f(k['chosen'])}, opposite {_f(k['opposite'])}, other {_f(k['other'])})")
         ratio = m["query_ratio_to_lexical"]
         versus = (f"x{ratio:.2f} the lexical search alone" if ratio is not None else
                   "this is the lexical search" if m["mode"] == "lexical" else "lexical alone: n/a (cannot force it)")
