@@ -11,12 +11,13 @@ half and a held-out half (never used for tuning); both are reported.
 Measured in one run, on a real repository (one seed commit through the store's
 write path), alone and among seeded distractor memories:
 
-- recall: ``gitmem.search.recall(store, q, limit=5, paths=[])``; recall@1,
+- recall: ``recall(store, q, limit=5, paths=[])`` (from gitmem.recall, or
+  gitmem.search in older versions); recall@1,
   recall@5 (a question counts when any labelled answer is in the top k) and MRR,
   split by how many content words the question shares with its best answer
   (0-1 / 2-3 / 4+);
-- check: ``gitmem.search.check`` when the library has it (``.repeat`` and
-  tiered ``.hits``), else ``check_proposal`` (any hit counts as a repeat): the
+- check: ``check(store, proposal, limit=5)`` when the library has it (``.repeat``
+  and tiered ``.hits``), else ``check_proposal`` (any hit counts as a repeat): the
   flag rate on re-proposals with the right rejection first, and the false-alarm
   rate on fresh proposals;
 - warm time per query, and as a ratio to the lexical search alone when the
@@ -285,13 +286,28 @@ def build_store(bench: Bench, n_distractors: int, name: str = "recall"):
 # --- what the library offers ---------------------------------------------------------
 
 
+def _api(name: str):
+    """``name`` from gitmem.recall (the store-reading edge) when it has it, else from gitmem.search."""
+    import importlib
+    for module in ("gitmem.recall", "gitmem.search"):
+        try:
+            fn = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if callable(fn):
+            return fn
+    return None
+
+
 def recall_mode(store) -> str:
-    """Which recall the library ran: its own answer when it has one, else lexical."""
-    from gitmem import search
-    mode = getattr(search, "mode", None)
-    if callable(mode):
+    """Which recall the library runs: its own answer when it has one, else lexical."""
+    mode = _api("mode")
+    if mode is None:
+        return "lexical"
+    try:
         return str(mode(store))
-    return "lexical"
+    except TypeError:
+        return str(mode())
 
 
 @dataclass
@@ -305,8 +321,8 @@ class Verdict:
 def check(store, proposal: str) -> Verdict:
     """The library's two-tier check when it exists; else check_proposal, where any hit is a repeat."""
     from gitmem import search
-    fn = getattr(search, "check", None)
-    if callable(fn):
+    fn = _api("check")
+    if fn is not None:
         res = fn(store, proposal, limit=5)
         hits = [(h.memory.id, getattr(h, "tier", "repeat")) for h in res.hits]
         first = next((mid for mid, tier in hits if tier == "repeat"), None)
@@ -319,8 +335,7 @@ def check(store, proposal: str) -> Verdict:
 
 
 def ask(store, question: str) -> List[str]:
-    from gitmem import search
-    return [h.memory.id for h in search.recall(store, question, limit=5, paths=[])]
+    return [h.memory.id for h in _api("recall")(store, question, limit=5, paths=[])]
 
 
 # --- measuring ------------------------------------------------------------------------
