@@ -389,7 +389,7 @@ def score_check(store, key_of: Dict[str, str], proposals: Sequence[Proposal]) ->
                                     for kind in ("chosen", "opposite", "other")},
         }
     out["missed"] = [{"p": p.text, "split": p.split, "repeats": p.repeats,
-                      "got": [key_of.get(mid, mid) for mid, _ in v.hits]}
+                      "got": [f"{key_of.get(mid, mid)} ({tier})" for mid, tier in v.hits]}
                      for p, v in rows if p.repeats and not (v.repeat and v.first_repeat == id_of[p.repeats])]
     out["false_alarms"] = [{"p": p.text, "split": p.split, "fresh": p.fresh,
                             "got": [key_of.get(mid, mid) for mid, tier in v.hits if tier == "repeat"]}
