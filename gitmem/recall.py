@@ -89,26 +89,35 @@ def similarities(store: Any, memories: Sequence[Memory], query: str) -> Optional
 
 
 _MATRICES: Dict[Tuple[str, Tuple[int, ...]], Any] = {}
+_VECTORS: Dict[Tuple[Optional[str], str], Any] = {}  # (index file, text hash) -> vector of the pool last stacked
 
 
 def _matrix(store: Any, encoder: Any, pool: Sequence[Memory]) -> Any:
-    """The pool's vectors as one (n, dim) matrix, from this process, the index, else the encoder."""
+    """The pool's vectors as one (n, dim) matrix: from this process, the index, else the encoder.
+    After a write only the new memory's vector is looked up (or computed)."""
     import numpy as np
+
+    from .embedding import document_text
 
     key = (encoder.name, tuple(map(id, pool)))
     if key in _MATRICES:
         return _MATRICES[key]
-    from .embedding import document_text
-
-    hashes = [hashlib.sha1(document_text(m).encode("utf-8")).hexdigest() for m in pool]
-    known = {h: np.frombuffer(v, dtype=np.float32) for h, v in
-             store.warm.index.vectors(encoder.name, list(dict.fromkeys(hashes))).items()}
+    hashes = [hashlib.sha1(f"{encoder.name}\0{document_text(m)}".encode("utf-8")).hexdigest() for m in pool]
+    where = store.warm.index.path
+    known = {h: _VECTORS[where, h] for h in hashes if (where, h) in _VECTORS}
+    missing = list(dict.fromkeys(h for h in hashes if h not in known))
+    if missing:
+        known.update((h, np.frombuffer(v, dtype=np.float32)) for h, v in
+                     store.warm.index.vectors(encoder.name, missing).items())
     todo = [i for i, h in enumerate(hashes) if h not in known]
     if todo:
         _embed(store, encoder, [pool[i] for i in todo], [hashes[i] for i in todo], known)
     matrix = np.stack([known[h] for h in hashes]) if pool else np.zeros((0, encoder.dim), dtype=np.float32)
-    _MATRICES.clear()  # one pool at a time: a long-lived server stays flat in memory
+    # One pool at a time: a long-lived server stays flat in memory however many writes it makes.
+    _MATRICES.clear()
     _MATRICES[key] = matrix
+    _VECTORS.clear()
+    _VECTORS.update(((where, h), known[h]) for h in hashes)
     return matrix
 
 
