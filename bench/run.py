@@ -35,8 +35,21 @@ def _store(r) -> List[Row]:
 
 
 def _scale(r) -> List[Row]:
-    return [(f"write at {int(n):,} / at 100", ratio, "time per write", 1.5 if n == "10000" else None)
-            for n, ratio in r["growth_ratio"].items() if n != "100"]
+    rows: List[Row] = []
+    for x in r["sizes"]:
+        n = f"{x['memories']:,}"
+        big = x["memories"] >= 100_000
+        rows += [(f"first command after a clone / cat-file, {n}", x["cold_ratio_cat_file"], "git cat-file --batch",
+                  5.0 if big else None),
+                 (f"list (first page) / --version, {n}", x["list_ratio_version"], "gitmem --version", 1.3 if big else None),
+                 (f"search / --version, {n}", x["search_ratio_version"], "gitmem --version", 1.5 if big else None),
+                 (f"context / --version, {n}", x["context_ratio_version"], "gitmem --version", 1.5 if big else None),
+                 (f"status / --version, {n}", x["status_ratio_version"], "gitmem --version", 1.3 if big else None),
+                 (f"doctor / cat-file, {n}", x["doctor_ratio_cat_file"], "git cat-file --batch", 2.0 if big else None),
+                 (f"warm max RSS (MB), {n}", x["warm_rss_mb"], "megabytes", 300.0 if big else None)]
+    n = list(r["write_ms"])[-1]
+    rows.append((f"write at {int(n):,} / at 100", r["write_growth_ratio"], "time per write", 1.2))
+    return rows
 
 
 def _context(r) -> List[Row]:
@@ -111,7 +124,7 @@ def _recall(r) -> List[Row]:
 #: name -> (module in bench/, call with (module, quick), rows from its result)
 BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], List[Row]]]] = {
     "store": ("store", lambda m, q: m.run((100, 2_000 if q else 10_000)), _store),
-    "scale": ("scale", lambda m, q: m.run((100, 1_000, 10_000) if q else m.SIZES, 20 if q else 60), _scale),
+    "scale": ("scale", lambda m, q: m.run((1_000, 10_000) if q else m.SIZES, 1 if q else 3), _scale),
     "context": ("context", lambda m, q: m.run((100, 2_000 if q else 10_000)), _context),
     "search": ("search", lambda m, q: m.run(2_000 if q else 10_000), _search),
     "cli": ("cli", lambda m, q: m.run(5 if q else 15), _cli),
