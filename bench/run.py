@@ -91,6 +91,17 @@ def _agent_hooks(r) -> List[Row]:
              "gitmem --version", None)]
 
 
+def _tokens(r) -> List[Row]:
+    rows: List[Row] = []
+    for fam in r["families"]:
+        f = fam["family"]
+        rows.append((f"token count error, total ({f}), |%|", abs(fam["total"]["error_pct"]), "ctok (frozen)", 3.0))
+        worst = max(fam["kinds"].items(), key=lambda kv: abs(kv[1]["error_pct"]))
+        rows.append((f"token count error, worst kind ({f}: {worst[0]}), |%|", abs(worst[1]["error_pct"]),
+                     "ctok (frozen)", 8.0))
+    return rows
+
+
 #: name -> (module in bench/, call with (module, quick), rows from its result)
 BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], List[Row]]]] = {
     "store": ("store", lambda m, q: m.run((100, 2_000 if q else 10_000)), _store),
@@ -101,6 +112,7 @@ BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], L
     "hooks": ("hooks", lambda m, q: m.run(10 if q else 40), _hooks),
     "remote": ("remote", lambda m, q: m.run(2_000 if q else 10_000, 1 if q else 3), _remote),
     "web": ("web", lambda m, q: m.run((100, 2_000 if q else 10_000)), _web),
+    "tokens": ("tokens", lambda m, q: m.run(), _tokens),
     "agent_hooks": ("agent_hooks", lambda m, q: m.run(3 if q else 15, 2_000 if q else 10_000), _agent_hooks),
 }
 
