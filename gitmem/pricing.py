@@ -16,7 +16,8 @@ row's ``source`` names the page it came from):
   the request (``long_prompt_threshold`` and ``long_prompt``).
 - lifecycle: https://platform.claude.com/docs/en/about-claude/model-deprecations ("Active",
   "Legacy" = still active, "Deprecated", "Retired: ... Requests to retired models will fail") and
-  the models' own pages (Sonnet 4.5: "retires on November 30, 2026"). Retired rows stay in the
+  the models' own pages (Sonnet 4.5: "deprecated ... retires on November 30, 2026"; the stored copy
+  still says deprecated, so the row does too, with the date in its note). Retired rows stay in the
   table so recorded runs can still be priced; the emulator answers them as the API does (404
   ``not_found_error``, ``model: <id>``) and ``GET /v1/models`` leaves them out.
 - minimum cacheable prefix: https://platform.claude.com/docs/en/build-with-claude/prompt-caching
@@ -140,7 +141,7 @@ _SHIPPED = (
          note="legacy"),
     _row("claude-sonnet-4-6", "Claude Sonnet 4.6", _SONNET_4, 1024, context=_M, max_out=_K, note="legacy"),
     _row("claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", _SONNET_4, 1024, ["claude-sonnet-4-5"],
-         lifecycle="retired", note="retired 2026-11-30"),
+         lifecycle="deprecated", note="retirement date 2026-11-30"),
     _row("claude-sonnet-4-20250514", "Claude Sonnet 4", _SONNET_4, 1024, ["claude-sonnet-4-0"], lifecycle="retired"),
     _row("claude-haiku-5-5", "Claude Haiku 5.5", (0.1, 0.125, 0.2, 0.01, 0.5), 4096, context=_M, max_out=_K,
          tokenizer="v4.7", assumed=True, long_prompt_threshold=100_000, long_prompt=(0.5, 0.625, 1.0, 0.05, 2.5)),

@@ -600,7 +600,7 @@ def test_the_direct_backend_answers_like_the_sdk_and_skips_its_import(tmp_path):
 # DEP: "Retired: The model is no longer available for use. Requests to retired models will fail."
 # The API answers a retired model as an unknown one: 404 not_found_error "model: <id>".
 @pytest.mark.parametrize("model", ["claude-sonnet-4-20250514", "claude-sonnet-4-0", "claude-3-5-haiku-20241022",
-                                   "claude-3-haiku-20240307", "claude-sonnet-4-5"])
+                                   "claude-3-haiku-20240307", "claude-opus-4-1"])
 def test_a_retired_model_answers_the_apis_not_found_error(emu, model):
     for path in ("/v1/messages", "/v1/messages/count_tokens"):
         response = send(emu, {**body(), "model": model}, path)

@@ -46,9 +46,9 @@ def test_every_row_has_a_lifecycle_a_tokenizer_and_says_where_its_minimum_came_f
     current = {"claude-fable-5-1", "claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"}
     assert current <= {row.id for row in DEFAULT_TABLE.models if row.lifecycle == "active"}
     # Issue 18: Sonnet 4 and Haiku 3.5 are retired, Haiku 3 is gone from the current lists.
-    for model in ("claude-sonnet-4-0", "claude-3-5-haiku-latest", "claude-3-haiku-20240307",
-                  "claude-sonnet-4-5", "claude-opus-4-1"):
+    for model in ("claude-sonnet-4-0", "claude-3-5-haiku-latest", "claude-3-haiku-20240307", "claude-opus-4-1"):
         assert DEFAULT_TABLE.get(model).retired, model
+    assert DEFAULT_TABLE.get("claude-sonnet-4-5").lifecycle == "deprecated"
     assert DEFAULT_TABLE.get("claude-opus-4-7").tokenizer == "v4.7"
     assert DEFAULT_TABLE.get("claude-opus-4-6").tokenizer == "v3"
 

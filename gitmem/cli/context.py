@@ -62,6 +62,9 @@ def context_(store, query, paths, ttl, model, budget, advance, as_json) -> None:
         mark = f"cache_control {part.ttl}" if part.ttl else "not cached"
         ids = f", {len(part.memory_ids)} memories" if part.memory_ids else ""
         click.echo(f"# {part.name}: {part.tokens} tokens (prefix {part.prefix_tokens}), {mark}{ids}")
+    from ..tokens import ESTIMATE_NOTE
+
+    click.echo(f"# {ESTIMATE_NOTE}")
     for block in ctx.body["system"]:
         click.echo(block["text"])
         click.echo("")
@@ -93,7 +96,7 @@ def guide_set(store, path: str, as_json: bool) -> None:
     if as_json:
         emit_json({"guide": rel, "tokens": tokens})
     else:
-        click.echo(f"guide: {rel} ({tokens} tokens), recorded in git config gitmem.guide")
+        click.echo(f"guide: {rel} ({tokens} tokens, estimated), recorded in git config gitmem.guide")
 
 
 @guide.command("show")
@@ -111,7 +114,7 @@ def guide_show(store, as_json: bool) -> None:
     if as_json:
         emit_json({"guide": path, "tokens": count_tokens(text)})
     else:
-        click.echo(f"guide: {path} ({count_tokens(text)} tokens)" if path else
+        click.echo(f"guide: {path} ({count_tokens(text)} tokens, estimated)" if path else
                    "no guide (set one with: gitmem guide set AGENTS.md)")
 
 
@@ -291,6 +294,9 @@ def cache_ttl(runs: int, break_minutes: float, real_time: bool, backend: str, ke
     say(f"\nContext (memory commit {c['memory_commit'][:10]}): guide {c['guide']} {c['guide_file_tokens']} tokens "
         f"({c['guide_tokens']} with the preamble), {c['memories']} memories {c['memory_tokens']} tokens; "
         "a breakpoint after each part")
+    from ..tokens import ESTIMATE_NOTE
+
+    say(f"({ESTIMATE_NOTE}; the emulator bills with these counts)")
     say(f"\nRun 1, every reply (backend {result.run['backend']}):")
     for r in result.run["requests"]:
         if r["run"] != 1:
