@@ -211,6 +211,12 @@ def _apply_row(base: Optional[ModelPrice], model_id: str, data: Any, where: str)
     for key, value in data.items():
         if key in PRICE_FIELDS:
             values[key] = _number(value, f"{where}.{key}")
+        elif key == "tokenizer":
+            from .tokens import FAMILIES
+
+            if value not in FAMILIES:
+                raise PriceTableError(f"{where}.tokenizer: expected one of {', '.join(FAMILIES)}")
+            values[key] = value
         elif key == "lifecycle":
             if value not in LIFECYCLES:
                 raise PriceTableError(f"{where}.lifecycle: expected one of {', '.join(LIFECYCLES)}")

@@ -33,11 +33,10 @@ least squares to ctok's counts on the corpus in ``bench/data/tokens_corpus.json`
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Dict, Iterator, List, Mapping, Optional
-
-import re
 
 __all__ = [
     "count_tokens",

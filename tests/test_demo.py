@@ -142,7 +142,10 @@ def test_two_runs_print_the_same_figures_and_send_byte_identical_prompts(repo):
     assert a.run["workload"] == b.run["workload"]
 
 
-def test_the_demo_says_its_token_counts_are_estimates(repo):
+def test_the_demo_the_bill_and_models_say_token_counts_are_estimates_and_by_how_much(repo):
     from gitmem.tokens import ESTIMATE_NOTE
 
+    assert "within 1% in total and 5% per kind" in ESTIMATE_NOTE
     assert ESTIMATE_NOTE in gitmem(repo, "demo", "--runs", "1").stdout
+    assert ESTIMATE_NOTE in gitmem(repo, "bill", "--no-plot").stdout
+    assert ESTIMATE_NOTE in gitmem(repo, "models").stdout

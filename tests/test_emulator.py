@@ -619,11 +619,14 @@ def test_the_current_lineup_is_served(emu, model):
     assert reply.status == 200 and reply.json()["model"] == model
 
 
-# TC's own examples (the request bodies as printed on the page): "You are a scientist" / "Hello,
-# Claude" is {"input_tokens": 14}; the get_weather tool example is {"input_tokens": 403}, because
-# with tools the API adds a tool-use system prompt (PR: "346" tokens for tool_choice auto on the
-# Claude 4 models); the extended-thinking example is {"input_tokens": 88}, because "thinking blocks
-# from previous assistant turns are ignored and do not count toward your input tokens".
+# TC's own examples: "You are a scientist" / "Hello, Claude" is {"input_tokens": 14}; the get_weather
+# tool example is {"input_tokens": 403}, because with tools the API adds a tool-use system prompt (PR:
+# 346 tokens for tool_choice auto on the Claude 4 models); the extended-thinking example is
+# {"input_tokens": 88}, because "thinking blocks from previous assistant turns are ignored and do not
+# count toward your input tokens". The first two bodies are as the stored page prints them (which
+# today names claude-opus-5, with the figures the page has printed since the Claude 4 models; the
+# emulator reproduces them on a v3-tokenizer model). The thinking example's body is reconstructed:
+# the stored copy cuts it off, so its assistant text may differ from the page's by a few words.
 DOC_EXAMPLES = [
     ({"system": "You are a scientist", "messages": [{"role": "user", "content": "Hello, Claude"}]}, 14),
     ({"tools": [{"name": "get_weather", "description": "Get the current weather in a given location",

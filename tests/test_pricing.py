@@ -120,6 +120,8 @@ def test_an_override_file_changes_prices_and_adds_models(tmp_path):
     ("models: {claude-haiku-4-5: {input: -1}}", "non-negative"),
     ("models: {new-model: {input: 1}}", "needs"),
     ("models: {claude-haiku-4-5: {price: 1}}", "unknown field"),
+    ("models: {claude-haiku-4-5: {tokenizer: v9}}", "tokenizer"),
+    ("models: {claude-haiku-4-5: {lifecycle: gone}}", "lifecycle"),
     ("!!python/object:os.system {}", "not valid YAML"),
     ("[1, 2]", "mapping"),
 ])

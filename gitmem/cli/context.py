@@ -171,6 +171,10 @@ def ask(store, question, paths, ttl, model, max_tokens, backend, as_json) -> Non
                f"memory commit {ctx.memory_commit or '-'}")
     click.echo(_usage_line(data["usage"]))
     click.echo(f"cost: ${price.total:.6f} (prices: {table.source}, checked {table.checked})")
+    if reply.backend == "emulator":
+        from ..tokens import ESTIMATE_NOTE
+
+        click.echo(f"The emulator's {ESTIMATE_NOTE}.")
 
 
 @main.command()
@@ -200,7 +204,8 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, as_json: 
         run_path = latest_run(store)
         if run_path is None:
             raise GitmemError("no recorded run in this repository yet: run `gitmem demo` first, or pass --run FILE")
-    result = make_bill(load_run(run_path), configured_price_table(store))
+    run = load_run(run_path)
+    result = make_bill(run, configured_price_table(store))
     if svg_path:
         with open(svg_path, "w", encoding="utf-8") as f:
             f.write(render_svg(result))
@@ -209,6 +214,10 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, as_json: 
         return
     click.echo(f"run: {run_path}")
     click.echo(render_text(result))
+    if run.get("backend") == "emulator":
+        from ..tokens import ESTIMATE_NOTE
+
+        click.echo(f"The emulator's {ESTIMATE_NOTE}.")
     if plot:
         click.echo("")
         click.echo(render_plot(result))
