@@ -186,6 +186,7 @@ def _write_fixed(store: Any, i: int, type_: str, text: str, options: Dict[str, L
     from .repo import default_author
 
     author = default_author(store.repo)
+    fields_: Any
     fields_, redacted = redact_fields(text=text, reason=options.get("because", [None])[0])
     created = datetime.fromtimestamp((SAMPLE_EPOCH_MS + i * 60_000) / 1000, timezone.utc)
     memory = model.Memory(id=sample_id(i), type=type_, author=author, source="demo",
