@@ -38,7 +38,7 @@ def measure(n: int) -> dict:
 
     def cached(budget):
         def go():
-            store_module._CACHES.clear()
+            store_module.forget_warm()
             context_module._RENDERED.clear()  # nothing rendered or counted yet, as in a new process
             ctx = build(store_module.Store.open(root), query=QUERY, budget=budget)
             assert ctx.memory_commit

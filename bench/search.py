@@ -79,7 +79,7 @@ def run(size: int = 10_000) -> dict:
 
     store = seeded(pool)
     query = "why did we reject redis for the job queue"
-    store_module._CACHES.clear()
+    store_module.forget_warm()
     load = median_time(lambda: Store.open(store.repo.workdir).memories(), 5)
     memories = sorted(Store.open(store.repo.workdir).memories().values(), key=lambda m: m.id)
     rank(memories, query)  # build the index once, as a long-lived server does

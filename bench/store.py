@@ -37,15 +37,16 @@ def load_times(n: int):
     cat = min(cat_file_batch(s.repo.workdir, blob_ids) for _ in range(5))
 
     def cold():
-        store_module._CACHES.clear()
-        cache = os.path.join(common_dir(s.repo), "gitmem", "cache", "blobs.json")
-        if os.path.exists(cache):
-            os.unlink(cache)
+        store_module.forget_warm()
+        index = os.path.join(common_dir(s.repo), "gitmem", "index.sqlite")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(index + suffix):
+                os.unlink(index + suffix)
         fresh = store_module.Store.open(s.repo.workdir)
         assert len(fresh.memories()) == n
 
-    def warm_disk():  # a new process: nothing in memory, the on-disk cache is there
-        store_module._CACHES.clear()
+    def warm_disk():  # a new process: nothing in memory, the on-disk index is there
+        store_module.forget_warm()
         assert len(store_module.Store.open(s.repo.workdir).memories()) == n
 
     cold_t = median_time(cold, 3)

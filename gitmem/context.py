@@ -32,10 +32,12 @@ tail with 5 minutes (the API requires 1h markers before 5m ones; the tail change
 write costs 2x base input against 1.25x). A marker whose prefix is shorter than the model's minimum
 cacheable length would be ignored by the API; it is left out, with a warning.
 
-**Budget.** When the memory exceeds ``budget`` tokens, the cached part keeps the anchored memories
-that fit, in id order (stable for every question), and the tail is chosen from the rest by relevance
-to the question and the files in play (:func:`gitmem.search.rank`, path matches first). Such a
-relevance-chosen tail differs per question, so it is not marked.
+**Budget.** When the memory exceeds ``budget`` tokens, the cached part keeps, within 75% of the
+budget, what every question needs: conventions, then rejections, then decisions, then the rest, newest
+first (rendered in id order, the same for every question); the other 25% or more holds the memories
+most relevant to the question and the files in play, chosen from the rest
+(:func:`gitmem.search.rank`, path matches first). Such a relevance-chosen tail differs per
+question, so it is not marked.
 """
 
 from __future__ import annotations
@@ -206,6 +208,16 @@ def _memory_block(title: str, elements: Sequence[Tuple[str, int]]) -> Tuple[str,
     return text, count_tokens(header) + sum(n for _, n in elements) + count_tokens(footer)
 
 
+#: When memory is over budget, this share of the budget is kept for memories chosen for the question.
+QUESTION_SHARE = 0.25
+_STANDING = {"convention": 0, "rejection": 1, "decision": 2}
+
+
+def _standing_order(m: Memory) -> Tuple[int, List[int]]:
+    """What the cached part keeps first: conventions, rejections, decisions, then the rest; newest first."""
+    return _STANDING.get(m.type, 3), [-ord(c) for c in m.id]
+
+
 def _fill(memories: Sequence[Memory], room: int) -> Tuple[List[Memory], int]:
     """The leading memories that fit in ``room`` tokens, and their tokens (counts only what it needs)."""
     kept, used = [], 0
@@ -371,10 +383,15 @@ def build(store: Any, *, guide: Optional[str] = None, query: Optional[str] = Non
     relevance_tail = False
     if budget is not None:
         kept, used = _fill(cached, budget)
-        if len(kept) < len(cached):  # the cached part alone is over budget: the rest competes for the tail
-            known = {m.id for m in fresh}
-            fresh = sorted(fresh + [m for m in cached[len(kept):] if m.id not in known], key=lambda m: m.id)
-            cached = kept
+        if len(kept) < len(cached) or len(_fill(fresh, budget - used)[0]) < len(fresh):
+            # Over budget: the cached part holds what every question needs (conventions, rejections,
+            # decisions, newest first) in its share; the rest competes for the question's share.
+            kept, used = _fill(sorted(cached, key=_standing_order), int(budget * (1 - QUESTION_SHARE)))
+            known = {m.id for m in kept}
+            left_out = [m for m in cached if m.id not in known]
+            fresh_ids = {m.id for m in fresh}
+            fresh = sorted(fresh + [m for m in left_out if m.id not in fresh_ids], key=lambda m: m.id)
+            cached = sorted(kept, key=lambda m: m.id)
         left = budget - used
         if len(_fill(fresh, left)[0]) < len(fresh):
             chosen = _choose_tail(fresh, max(0, left), query, paths)

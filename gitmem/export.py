@@ -118,7 +118,8 @@ def target(store: Any, fmt: str) -> str:
 
 def export(store: Any, fmt: str, *, write: bool = False) -> Export:
     """Render ``fmt`` for the store's memory; with ``write``, update the file if it changed."""
-    from .search import current_blobs, is_stale
+    from .recall import current_blobs
+    from .search import is_stale
 
     path = target(store, fmt)
     memories = list(store.memories().values())

@@ -39,7 +39,8 @@ DESCRIPTIONS = {
     "get": "One memory by id (or unique prefix).",
     "history": "Commits that changed a memory: who, when, from which tool.",
     "reject": "Record a rejected proposal and why, so no agent proposes it again.",
-    "check_proposal": "Earlier rejections matching a proposal, with reason, author and time. Empty: none.",
+    "check_proposal": "Was this proposal already rejected? repeat=true: `rejections` lists what it repeats, with "
+                      "reason, author and time; `related` lists rejections on the same topic, for information.",
     "context": "The repository's memory as context for your first step.",
     "checkpoint": "Save where the work stands and the next step.",
     "resume": "Where the work on this branch stands: last checkpoint, commits and memories since, next step.",
@@ -117,7 +118,7 @@ class Gitmem:
     def recall(self, query: str = "", type: Optional[str] = None, paths: Optional[List[str]] = None,
                limit: int = 10) -> Dict[str, Any]:
         from .model import TYPES, check_choice
-        from .search import recall
+        from .recall import recall
 
         check_choice("type", type, TYPES)
         store = self.store()
@@ -128,10 +129,9 @@ class Gitmem:
         return out
 
     def check_proposal(self, proposal: str, paths: Optional[List[str]] = None) -> Dict[str, Any]:
-        from .search import check_proposal, rejection_summary
+        from .recall import check
 
-        hits = check_proposal(self.store().memories().values(), proposal, paths=paths or ())
-        return {"rejections": [rejection_summary(h) for h in hits]}
+        return check(self.store(), proposal, paths=paths or ()).to_dict()
 
     def get(self, id: str) -> Dict[str, Any]:
         return self.store().get(id).to_dict()

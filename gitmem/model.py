@@ -37,7 +37,7 @@ _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 ID_LENGTH = 16
 ID_RE = re.compile(r"^[0-9a-hjkmnp-tv-z]{16}$")
 ID_PREFIX_RE = re.compile(r"^[0-9a-hjkmnp-tv-z]{4,16}$")
-_TAG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]{0,63}$")
+_TAG_RE = re.compile(r"^[^\W_][\w.:/+-]{0,63}$")  # letters and digits of any script
 _SOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@/:+ -]{0,79}$")
 _OID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
@@ -242,7 +242,8 @@ def validate(m: Memory) -> None:
             raise InvalidMemory(name, f"at most {MAX_ITEMS} items")
     for tag in m.tags:
         if not _TAG_RE.match(tag):
-            raise InvalidMemory("tags", f"{tag[:40]!r}: use letters, digits and _ . : / + - (max 64)")
+            raise InvalidMemory("tags", f"{tag[:40]!r}: a tag starts with a letter or digit (any script) and has only "
+                                          "letters, digits and _ . : / + - (at most 64)")
     for path in m.paths:
         if check_path(path) != path:
             raise InvalidMemory("paths", f"{path!r} is not normalised")

@@ -33,9 +33,13 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .model import Memory
-from .repo import current_blob
 
-_WORD = re.compile(r"[a-z0-9]+")
+# Words by Unicode rules: runs of letters and digits in any script; "-" or "_" inside a word also
+# joins its parts into one compound term ("end-to-end" is "end", "to", "end" and "endtoend").
+_WORD = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
+# Scripts written without spaces between words: indexed as overlapping character pairs, as
+# search engines do for Chinese, Japanese and Korean, so any two-character word can be found.
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f]+")
 _STOP = frozenset(
     "a an and are as at be by can could do does for from has have how i if in into is it its let lets "
     "like me maybe of on or our should so that the then there these this those to us want was we what "
@@ -74,7 +78,32 @@ def stem(word: str) -> str:
 
 
 def tokenize(text: str) -> List[str]:
-    return [stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP]
+    """Search terms of ``text``: stemmed English words, words of any other script as they are,
+    character pairs of unspaced scripts, and hyphenated or snake_case compounds whole as well."""
+    out: List[str] = []
+    for word in _WORD.findall(text.lower()):
+        parts = re.split(r"[-_]", word)
+        for part in parts:
+            if _UNSPACED.search(part):
+                out.extend(_pairs(part))
+            elif part not in _STOP:
+                out.append(stem(part) if part.isascii() else part)
+        if len(parts) > 1:
+            out.append("".join(parts))
+    return out
+
+
+def _pairs(word: str) -> List[str]:
+    """Overlapping character pairs of each unspaced run; other letters in the word stay words."""
+    out: List[str] = []
+    for piece in re.split(f"({_UNSPACED.pattern})", word):
+        if not piece:
+            continue
+        if _UNSPACED.fullmatch(piece):
+            out.extend([piece] if len(piece) == 1 else [piece[i:i + 2] for i in range(len(piece) - 1)])
+        elif piece not in _STOP:
+            out.append(stem(piece) if piece.isascii() else piece)
+    return out
 
 
 def memory_terms(m: Memory) -> List[str]:
@@ -86,16 +115,23 @@ def memory_terms(m: Memory) -> List[str]:
 @dataclass(frozen=True)
 class Hit:
     """A ranked memory. ``match`` (0-1) is how much of the query's and the memory's
-    distinctive words they share; ``stale`` says a file memory no longer
-    describes the file as it is now."""
+    distinctive words they share; ``similarity`` is the dense encoder's cosine (None
+    when recall is lexical); ``stale`` says a file memory no longer describes the
+    file as it is now; ``tier`` is set by the proposal check ("repeat" or "related")."""
 
     memory: Memory
     score: float
     match: float = 0.0
     stale: bool = False
+    similarity: Optional[float] = None
+    tier: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {"score": round(self.score, 4), "match": round(self.match, 3)}
+        if self.similarity is not None:
+            out["similarity"] = round(self.similarity, 3)
+        if self.tier:
+            out["tier"] = self.tier
         if self.stale:
             out["stale"] = True
         out["memory"] = self.memory.to_dict()
@@ -159,18 +195,31 @@ def _index(memories: Sequence[Memory]) -> _Index:
 TYPE_BOOST = {"rejection": 1.6, "decision": 1.3}
 PROPOSAL_TYPES = ("rejection", "decision")
 STALE_FACTOR = 0.8
-#: A proposal must share this much (see :attr:`Hit.match`) with a rejection to count as "already rejected".
-PROPOSAL_MATCH_FLOOR = 0.35
+#: Reciprocal rank fusion: 1 / (RRF_K + rank) from each ranking, the dense one weighing DENSE_WEIGHT
+#: times the lexical one. Measured on the ADR benchmark's tune half (bench/recall.py, docs/relevance.md):
+#: the dense ranking finds more of the questions that share few words, and a small K lets a first
+#: place count.
+RRF_K = 10
+DENSE_WEIGHT = 2.0
+#: Dense neighbours less than this many standard deviations above the query's mean cosine are not
+#: fused in: every text is a little similar to every other.
+DENSE_FLOOR_Z = 1.5
+DENSE_DEPTH = 100
 
 
 def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths: Sequence[str] = (),
          types_first: Sequence[str] = (), include_inactive: bool = False,
          blobs: Optional[Mapping[str, Optional[str]]] = None, now: Optional[datetime] = None,
+         similarity: Optional[Mapping[str, float]] = None, only_types: Optional[Sequence[str]] = None,
          k1: float = 1.2, b: float = 0.75) -> List[Hit]:
     """The best ``limit`` memories for ``query`` and/or ``paths``, best first; ties by newest.
 
-    ``blobs`` maps a path to its current blob id (None: the file is gone) and
-    is used to flag stale ``file`` memories; ``now`` fixes the recency clock.
+    Lexical (BM25 with path, type, recency and staleness factors) alone, or fused
+    with a dense ranking by reciprocal rank fusion when ``similarity`` maps memory
+    ids to the query's cosine. Word weights (idf) come from every memory given,
+    also when ``only_types`` keeps the hits to some types. ``blobs`` maps a path to
+    its current blob id (None: the file is gone) and flags stale ``file`` memories;
+    ``now`` fixes the recency clock.
     """
     pool = [m for m in memories if include_inactive or m.status == "active"]
     index = _index(pool)
@@ -178,12 +227,15 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
     wanted = [p.strip("/") for p in paths if p and p.strip("/")]
     if not index.docs or not (terms or wanted):
         return []
+    keep = set(only_types) if only_types is not None else None
     now = now or datetime.now(timezone.utc)
     scores: Dict[int, float] = {}
     matched: Dict[int, float] = {}
     for t in terms:
         idf = index.idf(t)
         for i in index.postings.get(t, ()):
+            if keep is not None and index.docs[i].type not in keep:
+                continue
             tf = index.counts[i][t]
             norm = k1 * (1 - b + b * index.lengths[i] / index.avg)
             scores[i] = scores.get(i, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
@@ -195,34 +247,223 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
         # A memory that only shares a path scores at most half the weakest lexical match.
         floor = min(scores.values()) if scores else 1.0
         for i, m in enumerate(index.docs):
+            if keep is not None and m.type not in keep:
+                continue
             overlap = path_overlap(m.paths, wanted)
             if overlap:
                 scores[i] = scores[i] * (1 + 0.6 * overlap) if i in scores else 0.5 * overlap * floor
     boosts = {t: TYPE_BOOST.get(t, 1.2) for t in types_first}
+
+    def factor(m: Memory, stale: bool) -> float:
+        return boosts.get(m.type, 1.0) * _recency(m, now) * (STALE_FACTOR if stale else 1.0)
+
+    stale_of = {i: is_stale(index.docs[i], blobs) for i in scores}
+    lexical = {i: score * factor(index.docs[i], stale_of[i]) for i, score in scores.items()}
+    fused = lexical
+    if similarity is not None and terms:
+        z = _standardised(similarity)
+        dense = [(cos, i) for i, m in enumerate(index.docs)
+                 if z.get(m.id, -1.0) >= DENSE_FLOOR_Z and (keep is None or m.type in keep)
+                 and (cos := similarity.get(m.id, 0.0))]
+        dense = heapq.nlargest(DENSE_DEPTH, dense)
+        fused = {}
+        for r, i in enumerate(sorted(lexical, key=lambda i: (-lexical[i], _neg(index.docs[i].id)))):
+            fused[i] = 1.0 / (RRF_K + r + 1)
+        for r, (_cos, i) in enumerate(dense):
+            stale_of.setdefault(i, is_stale(index.docs[i], blobs))
+            fused[i] = fused.get(i, 0.0) + DENSE_WEIGHT * factor(index.docs[i], stale_of[i]) / (RRF_K + r + 1)
     hits: List[Hit] = []
-    for i, score in scores.items():
+    for i, score in fused.items():
         m = index.docs[i]
-        stale = is_stale(m, blobs)
-        score *= boosts.get(m.type, 1.0) * _recency(m, now) * (STALE_FACTOR if stale else 1.0)
         mass = matched.get(i, 0.0)
         match = 2 * mass / (query_mass + index.core_mass(i)) if mass else 0.0
-        hits.append(Hit(m, score, min(match, 1.0), stale))
+        cos = similarity.get(m.id) if similarity is not None else None
+        hits.append(Hit(m, score, min(match, 1.0), stale_of[i], cos))
     return heapq.nsmallest(limit, hits, key=lambda h: (-h.score, _neg(h.memory.id)))
+
+
+# --- the proposal check ------------------------------------------------------------
+
+#: Below both floors a rejection is not even on the proposal's topic. Dense closeness is measured in
+#: standard deviations above the proposal's mean cosine to every memory in the store, since an
+#: encoder's raw cosines sit in a narrow band of their own (e5's between 0.75 and 0.9).
+RELATED_MATCH = 0.2
+RELATED_Z = 2.5
+#: A repeat shares this much with the rejection (lexically, or by the dense cosine) ...
+REPEAT_MATCH = 0.35
+REPEAT_Z = 4.0
+#: A proposal nearer (by this cosine margin) to a decision than to the rejection proposes what was chosen.
+CHOSEN_MARGIN = 0.0
+#: ... and brings at most this share of distinctive words the rejection does not have.
+REPEAT_NOVELTY = 0.7
+#: A word no memory uses: a paraphrase as often as a new option, so it weighs like a common word.
+UNKNOWN_WEIGHT = 1.0
+
+# Stance words: what a text proposes to do with the thing it names. Opposite stances on the
+# same thing ("keep the English fallback" against a rejected "drop the English fallback") are a
+# different option on the same topic, not a repeat.
+_REMOVE = frozenset("drop drops dropping remove removes removing delete deleting stop stopping abandon "
+                    "deprecate deprecating disable disabling avoid avoiding ban forbid eliminate eliminating "
+                    "sunset retire retiring rip kill ditch ditching off away against".split())
+_NEGATION = frozenset("not no never without dont don't doesnt doesn't shouldnt shouldn't wont won't "
+                      "cannot can't nor".split())
+_STANCE_WORDS = _REMOVE | _NEGATION | frozenset(
+    "use using adopt add adding introduce enable switch move migrate start keep keeping retain stay "
+    "preserve continue maintain leave let lets let's go going make try instead get rid".split())
+
+
+@dataclass(frozen=True)
+class Check:
+    """The proposal check's answer. ``repeat`` says the proposal re-proposes a rejected
+    option (``hits`` with tier "repeat" first); "related" hits are rejections on the same
+    topic that chose against another option. ``judge`` names what decided."""
+
+    proposal: str
+    repeat: bool
+    hits: Tuple[Hit, ...]
+    judge: str
+
+    @property
+    def repeats(self) -> List[Hit]:
+        return [h for h in self.hits if h.tier == "repeat"]
+
+    @property
+    def related(self) -> List[Hit]:
+        return [h for h in self.hits if h.tier == "related"]
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The CLI's and MCP's shape: the repeated rejections, and the related ones for information."""
+        return {"proposal": self.proposal, "repeat": self.repeat, "judge": self.judge,
+                "rejections": [rejection_summary(h) for h in self.repeats],
+                "related": [rejection_summary(h) for h in self.related]}
+
+
+_CLAUSE_END = re.compile(r"[,;:()\u2013\u2014]| - |\b(?:so|because|since|which|while|unless|until|to avoid|"
+                         r"in order to|instead of|rather than)\b")
+_ADOPT = frozenset("use using adopt adopting add adding introduce introducing enable enabling switch "
+                   "switching move moving migrate migrating start starting keep keeping retain retaining "
+                   "stay staying preserve preserving continue maintain".split())
+
+
+def stance(text: str) -> int:
+    """What the main clause of ``text`` proposes: +1 to do or keep something, -1 to remove or
+    avoid it (each negation turns it around), 0 when it says neither explicitly."""
+    main = _CLAUSE_END.split(text.lower(), maxsplit=1)[0]
+    words = re.findall(r"[a-z']+", main)
+    if any(w in _REMOVE for w in words):
+        sign = -1
+    elif any(w in _ADOPT for w in words):
+        sign = 1
+    else:
+        return 0
+    for w in words:
+        if w in _NEGATION:
+            sign = -sign
+    return sign
+
+
+def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
+          similarity: Optional[Mapping[str, float]] = None, now: Optional[datetime] = None,
+          judge_name: Optional[str] = None) -> Check:
+    """Earlier rejections on ``proposal``'s topic, each judged a repeat of the rejected option
+    or a related one (same topic, another option).
+
+    A repeat shares the rejection's distinctive words (or is its close paraphrase by the
+    dense cosine), takes the same stance (both adopt, or both remove) and brings few
+    distinctive words of its own: a named alternative ("RabbitMQ" against a rejected
+    "Redis") makes it a different option.
+    """
+    pool = [m for m in memories if m.status == "active"]
+    z = _standardised(similarity)
+    nearest_decision = max((similarity.get(m.id, -1.0) for m in pool if m.type == "decision"), default=-1.0) \
+        if similarity is not None else -1.0
+    # Words about what to do ("use", "drop") say nothing about which option: rank on the rest.
+    hits = rank(pool, _content_text(proposal), limit=max(limit * 2, 10), paths=paths, similarity=similarity,
+                only_types=("rejection",), now=now)
+    index = _index(pool)
+    mine = _content_terms(proposal)
+    mine_mass = sum(_weight(index, t) for t in mine) or 1.0
+    side = stance(proposal)
+    proposed_names = names(proposal)
+    out: List[Hit] = []
+    for h in hits:
+        m = h.memory
+        near = z.get(m.id, 0.0)
+        if h.match < RELATED_MATCH and near < RELATED_Z:
+            continue
+        theirs = _content_terms(f"{m.title or ''} {m.text} {' '.join(m.tags)}")
+        novelty = sum(_weight(index, t) for t in mine - theirs) / mine_mass
+        # Close in words, with few distinctive words of its own; or a paraphrase by meaning
+        # (new words are what a paraphrase is made of, so novelty does not count there).
+        repeat = (h.match >= REPEAT_MATCH and novelty <= REPEAT_NOVELTY) or near >= REPEAT_Z
+        named = names(f"{m.title or ''} {m.text}")
+        if named and proposed_names:
+            # Both name their options: the same name is the same option, another name another one.
+            repeat = bool(named & proposed_names) and (h.match >= RELATED_MATCH or near >= RELATED_Z)
+        if similarity is not None and nearest_decision > similarity.get(m.id, 0.0) + CHOSEN_MARGIN:
+            repeat = False  # nearer to what the team chose than to what it rejected
+        if side * stance(m.text) < 0:
+            repeat = False  # both take a stance, and opposite ones: keep X against a rejected drop X
+        tier = "repeat" if repeat else "related"
+        out.append(Hit(m, h.score, h.match, h.stale, h.similarity, tier))
+    out.sort(key=lambda h: (h.tier != "repeat", -h.score))
+    out = out[:limit]
+    name = judge_name or ("hybrid: words, dense cosine and stance" if similarity is not None
+                          else "lexical: words and stance")
+    return Check(proposal, any(h.tier == "repeat" for h in out), tuple(out), name)
+
+
+_NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z0-9]*[A-Z0-9][\w+#.-]*|[A-Z]{2,}[\w+#-]*|[a-z]+[0-9A-Z][\w.-]*)")
+_CAPITALISED = re.compile(r"(?<=[a-z0-9,;:)] )[A-Z][a-z]+\b")
+
+
+def names(text: str) -> set:
+    """The named things ``text`` proposes: product and technology names (Redis, RabbitMQ, JWT,
+    gRPC, k8s), told from ordinary words by their capitals or digits, as search terms."""
+    found = _NAME.findall(text) + _CAPITALISED.findall(text)
+    return {t for word in found for t in tokenize(word) if t not in _STOP}
+
+
+def _standardised(similarity: Optional[Mapping[str, float]]) -> Dict[str, float]:
+    """Each cosine in standard deviations above the mean of all of them (empty when lexical)."""
+    if not similarity or len(similarity) < 2:
+        return {}
+    values = list(similarity.values())
+    mean = sum(values) / len(values)
+    spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) or 1.0
+    return {k: (v - mean) / spread for k, v in similarity.items()}
+
+
+def _content_text(text: str) -> str:
+    """``text`` without the words that say what to do with the things it names."""
+    return " ".join(w for w in re.split(r"\s+", text) if w.lower().strip(".,;:!?") not in _STANCE_WORDS)
+
+
+def _content_terms(text: str) -> set:
+    return set(tokenize(_content_text(text)))
+
+
+def _weight(index: "_Index", term: str) -> float:
+    """A word's idf in the store; a word no memory uses weighs as much as the rarest one."""
+    return index.idf(term) if term in index.postings else UNKNOWN_WEIGHT
 
 
 def check_proposal(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
                    now: Optional[datetime] = None) -> List[Hit]:
-    """Earlier rejections that match ``proposal``, best first; empty when none is close enough."""
-    rejections = [m for m in memories if m.type == "rejection"]
-    hits = rank(rejections, proposal, limit=limit, paths=paths, now=now)
-    return [h for h in hits if h.match >= PROPOSAL_MATCH_FLOOR]
+    """Rejections that ``proposal`` repeats, best first (the lexical judge; see :func:`judge`)."""
+    return judge(memories, proposal, paths=paths, limit=limit, now=now).repeats
 
 
 def rejection_summary(h: Hit) -> Dict[str, Any]:
     """What an agent needs to know about a matching rejection (the MCP and CLI shape)."""
     m = h.memory
-    return {"id": m.id, "proposal": m.text, "reason": m.reason, "author": m.author.name,
-            "kind": m.author.kind, "source": m.source, "when": m.created, "match": round(h.match, 2)}
+    out = {"id": m.id, "proposal": m.text, "reason": m.reason, "author": m.author.name,
+           "kind": m.author.kind, "source": m.source, "when": m.created, "match": round(h.match, 2)}
+    if h.tier:
+        out["tier"] = h.tier
+    if h.similarity is not None:
+        out["similarity"] = round(h.similarity, 2)
+    return out
 
 
 def path_overlap(mine: Sequence[str], wanted: Sequence[str]) -> float:
@@ -267,38 +508,3 @@ def _epoch(stamp: Optional[str]) -> Optional[float]:
 
 def _neg(memory_id: str) -> Sequence[int]:
     return [-ord(c) for c in memory_id]
-
-
-# --- inputs read from the repository -------------------------------------------
-
-
-def changed_paths(store: Any) -> List[str]:
-    """Paths changed in the working tree or index (the "current diff"), sorted."""
-    repo = store.repo
-    if repo.is_bare:
-        return []
-    try:
-        status = repo.status(untracked_files="normal")
-    except Exception:  # noqa: BLE001 - a broken index must not stop a recall
-        return []
-    ignored = 1 << 14  # GIT_STATUS_IGNORED
-    return sorted(p for p, flags in status.items() if not flags & ignored)
-
-
-def current_blobs(store: Any, memories: Iterable[Memory]) -> Dict[str, Optional[str]]:
-    """Current blob id of every path a file memory is tied to (working file, else HEAD)."""
-    out: Dict[str, Optional[str]] = {}
-    for m in memories:
-        if m.type == "file" and m.blob and m.paths and m.paths[0] not in out:
-            out[m.paths[0]] = current_blob(store.repo, m.paths[0])
-    return out
-
-
-def recall(store: Any, query: str = "", *, type: Optional[str] = None, paths: Optional[Sequence[str]] = None,
-           limit: int = 10, include_inactive: bool = False, types_first: Sequence[str] = ()) -> List[Hit]:
-    """Rank the store's memories; ``paths=None`` means the paths of the current diff."""
-    pool = [m for _, m in sorted(store.memories().items()) if type is None or m.type == type]
-    if paths is None:
-        paths = changed_paths(store)
-    return rank(pool, query, limit, paths=paths, types_first=types_first,
-                include_inactive=include_inactive, blobs=current_blobs(store, pool))

@@ -9,16 +9,16 @@ The working tree, the index and code refs are never touched.
 
 from __future__ import annotations
 
-import os
+from collections import OrderedDict
 from dataclasses import dataclass
-from dataclasses import fields as dataclass_fields
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, TypeVar
 
 import pygit2
 
 from . import model, refs
 from .audit import Change, change_from_commit, commit_message
 from .errors import AmbiguousId, GitmemError, InvalidMemory, NotFound, StorageError
+from .index import Entry, Index, Parsed, forget_all, index_for
 from .model import Author, Memory
 from .redact import redact_fields
 from .repo import (
@@ -95,15 +95,7 @@ class Snapshot:
         if self.tree is None:
             return
         try:
-            for type_tree in self.tree:
-                if type_tree.name not in model.TYPES or type_tree.type_str != "tree":
-                    continue
-                for outer in _subtrees(type_tree):
-                    for inner in _subtrees(outer):
-                        prefix = f"{type_tree.name}/{outer.name}/{inner.name}/"
-                        for blob in inner.peel(pygit2.Tree):
-                            if blob.name.endswith(".yaml") and blob.type_str == "blob":
-                                yield prefix + blob.name, str(blob.id)
+            yield from self.store.warm.entries(self.store.repo, str(self.tree.id))
         except (KeyError, ValueError, pygit2.GitError) as e:
             raise damaged(self.store.ref, self.commit, e) from None
 
@@ -134,7 +126,7 @@ class Store:
         self.ref = memory_ref(self.branch)
         self.notice = notice
         self.problems: List[Problem] = []
-        self._cache = _blob_cache_for(repo)
+        self.warm = warm_for(repo)
 
     @classmethod
     def open(cls, path: str = ".", branch: Optional[str] = None) -> "Store":
@@ -188,43 +180,38 @@ class Store:
             m, type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status)]
 
     def parse_blob(self, blob_id: Any, path: str) -> Memory:
-        """The memory stored in blob ``blob_id`` at ``path`` (cached by blob id)."""
-        key = str(blob_id)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        try:
-            data = self.repo[blob_id].data
-        except (KeyError, ValueError, pygit2.GitError) as e:
-            raise damaged(self.ref, key, e) from None
-        memory = parse_memory(data, path)
-        self._cache.put(key, memory)
-        return memory
+        """The memory stored in blob ``blob_id`` at ``path`` (remembered by blob id)."""
+        parsed = self.warm.parse(self.repo, [(path, str(blob_id))], self.ref)[str(blob_id)]
+        if isinstance(parsed, str):
+            raise InvalidMemory(path, parsed)
+        return parsed
 
     def _load_all(self, snap: Snapshot) -> Dict[str, Memory]:
         out: Dict[str, Memory] = {}
         self.problems = []
-        tree = str(snap.tree.id) if snap.tree is not None else None
-        listed = self._cache.tree(tree)
-        if listed is not None:  # a tree known to be clean: skip walking its ~4,000 subtrees
-            for memory in listed:
-                out[memory.id] = memory
+        if snap.tree is None:
             return out
-        blobs: List[str] = []
-        for path, blob_id in snap.entries():
-            blobs.append(blob_id)
+        key = str(snap.tree.id)
+        loaded = self.warm.loaded.get(key)
+        if loaded is None:
+            entries = list(snap.entries())
             try:
-                memory = self.parse_blob(blob_id, path)
-            except InvalidMemory as e:
-                self.problems.append(Problem("error", path, str(e)))
-                continue
-            if memory.id in out:
-                self.problems.append(Problem("error", path, f"duplicate id {memory.id}"))
-            out[memory.id] = memory
-        if tree is not None and not self.problems:
-            self._cache.put_tree(tree, blobs)
-        self._cache.flush()
-        return out
+                parsed = self.warm.parse(self.repo, entries, self.ref)
+            finally:
+                self.warm.index.flush()
+            memories: Dict[str, Memory] = {}
+            problems: List[Problem] = []
+            for path, blob_id in entries:
+                found = parsed[blob_id]
+                if isinstance(found, str):
+                    problems.append(Problem("error", path, found))
+                elif found.id in memories:
+                    problems.append(Problem("error", path, f"duplicate id {found.id}"))
+                else:
+                    memories[found.id] = found
+            loaded = self.warm.remember(key, memories, problems, {b for _, b in entries})
+        self.problems = list(loaded[1])
+        return dict(loaded[0])
 
     # --- writing -----------------------------------------------------------
 
@@ -445,125 +432,127 @@ def _write_tree(repo: pygit2.Repository, base: Optional[pygit2.Tree],
     return builder.write()
 
 
-class _BlobCache:
-    """Parsed memories by blob id, and the blob ids of clean trees by tree id, kept
-    across calls in this process and on disk.
+class Warm:
+    """What this process already read of one repository: tree entries, parsed blobs
+    and whole snapshots, over the shared on-disk :class:`~gitmem.index.Index`.
 
-    Keyed by content (blob and tree ids), so it can never be stale; it is a derived
-    index, rebuilt on demand, never the source of truth. Rows are lists in field
-    order (compact, quick to decode); only trees whose every blob parsed are listed.
+    Bounded to the last few snapshots, so a long-lived server (MCP, web UI) stays
+    flat in memory however many writes it makes; the disk index keeps the rest.
     """
 
-    VERSION = 2
-    TREES = 8  # recent snapshots listed: a write makes a new tree, the old ones age out
+    SNAPSHOTS = 4
+    TREES = 20_000
 
-    def __init__(self, path: Optional[str]):
-        self.path = path
-        self.items: Dict[str, Memory] = {}
-        self.trees: Dict[str, List[str]] = {}
-        self.dirty = 0
-        self.loaded = False
+    def __init__(self, index: Index):
+        self.index = index
+        self.trees: Dict[str, List[Entry]] = {}
+        self.parsed: Dict[str, Parsed] = {}
+        self.loaded: "OrderedDict[str, Tuple[Dict[str, Memory], List[Problem], Set[str]]]" = OrderedDict()
 
-    def _load(self) -> None:
-        self.loaded = True
-        if not self.path or not os.path.exists(self.path):
-            return
-        import gc
-        import json
+    def tree_entries(self, repo: pygit2.Repository, tree_ids: Sequence[str]) -> Dict[str, List[Entry]]:
+        """Entries of each tree, from this process, else the index, else git (then remembered)."""
+        out = {t: self.trees[t] for t in tree_ids if t in self.trees}
+        missing = [t for t in tree_ids if t not in out]
+        if missing:
+            out.update(self.index.trees(missing))
+            for t in missing:
+                if t not in out:
+                    tree = repo[t].peel(pygit2.Tree)
+                    out[t] = [(e.name, e.type_str, str(e.id)) for e in tree]
+                    self.index.put_tree(t, out[t])
+        if len(self.trees) > self.TREES:
+            self.trees.clear()
+        self.trees.update(out)
+        return out
 
-        collecting = gc.isenabled()
-        gc.disable()  # ~100,000 new objects, no cycles: collections would only re-scan them (2x slower)
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                data = json.load(f)
-            if data.get("version") != self.VERSION:
-                return
-            for key, row in data["blobs"].items():
-                self.items[key] = _memory_from_row(row)
-            self.trees = {k: list(v) for k, v in data["trees"].items()}
-        except (OSError, ValueError, KeyError, TypeError):
-            self.items, self.trees = {}, {}
-        finally:
-            if collecting:
-                gc.enable()
+    def entries(self, repo: pygit2.Repository, root: str) -> List[Tuple[str, str]]:
+        """(path, blob id) of every ``<type>/<x>/<y>/<id>.yaml`` blob under the tree ``root``."""
+        level = [("", root)]
+        for depth in range(3):  # type, outer bucket, inner bucket
+            known = self.tree_entries(repo, [t for _, t in level])
+            nxt = []
+            for prefix, t in level:
+                for name, kind, oid in known[t]:
+                    if kind != "tree" or (depth == 0 and name not in model.TYPES):
+                        continue
+                    nxt.append((f"{prefix}{name}/", oid))
+            level = nxt
+        known = self.tree_entries(repo, [t for _, t in level])
+        return [(prefix + name, oid) for prefix, t in level for name, kind, oid in known[t]
+                if kind == "blob" and name.endswith(".yaml")]
 
-    def get(self, key: str) -> Optional[Memory]:
-        if not self.loaded:
-            self._load()
-        return self.items.get(key)
+    def parse(self, repo: pygit2.Repository, entries: Sequence[Tuple[str, str]], ref: str) -> Dict[str, Parsed]:
+        """Each blob's memory (or why it is invalid): from this process, the index, else parsed from git."""
+        out = {b: self.parsed[b] for _, b in entries if b in self.parsed}
+        missing = [b for _, b in entries if b not in out]
+        if missing:
+            out.update(self.index.parsed(missing))
+            paths = {b: p for p, b in entries}
+            todo = [b for b in missing if b not in out]
+            progress = _Progress(len(todo))
+            for n, blob_id in enumerate(todo):
+                try:
+                    data = repo[blob_id].data
+                except (KeyError, ValueError, pygit2.GitError) as e:
+                    raise damaged(ref, blob_id, e) from None
+                try:
+                    found: Parsed = parse_memory(data, paths[blob_id])
+                except InvalidMemory as e:
+                    found = str(e)
+                out[blob_id] = found
+                self.index.put_parsed(blob_id, found)
+                progress.step(n + 1)
+            progress.done()
+        self.parsed.update(out)
+        return out
 
-    def put(self, key: str, memory: Memory) -> None:
-        self.items[key] = memory
-        self.dirty += 1
-
-    def tree(self, key: Optional[str]) -> Optional[List[Memory]]:
-        """The memories of a listed clean tree, or None (then walk the tree)."""
-        if key is None:
-            return None
-        if not self.loaded:
-            self._load()
-        blobs = self.trees.get(key)
-        if blobs is None:
-            return None
-        found = [self.items.get(b) for b in blobs]
-        return None if any(m is None for m in found) else found  # type: ignore[return-value]
-
-    def put_tree(self, key: str, blobs: List[str]) -> None:
-        if key in self.trees:
-            return
-        self.trees[key] = blobs
-        for old in list(self.trees)[:-self.TREES]:
-            del self.trees[old]
-        self.dirty += 1
-
-    def flush(self) -> None:
-        """Persist after a full load found new blobs or trees (cheap to skip: it is only a cache)."""
-        if not self.dirty or not self.path:
-            return
-        import json
-
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"version": self.VERSION, "blobs": {k: _memory_row(m) for k, m in self.items.items()},
-                           "trees": self.trees}, f, separators=(",", ":"))
-            os.replace(tmp, self.path)
-            self.dirty = 0
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    def remember(self, tree: str, memories: Dict[str, Memory], problems: List[Problem],
+                 blobs: Set[str]) -> Tuple[Dict[str, Memory], List[Problem], Set[str]]:
+        """Keep a loaded snapshot, and only the parsed blobs the kept snapshots use."""
+        self.loaded[tree] = (memories, problems, blobs)
+        while len(self.loaded) > self.SNAPSHOTS:
+            self.loaded.popitem(last=False)
+        used = set().union(*(kept[2] for kept in self.loaded.values()))
+        if len(self.parsed) > 2 * len(used) + 1000:
+            self.parsed = {b: p for b, p in self.parsed.items() if b in used}
+        return self.loaded[tree]
 
 
-_FIELDS = tuple(f.name for f in dataclass_fields(Memory))
-_AUTHOR_AT = _FIELDS.index("author")
-_TUPLES_AT = tuple(_FIELDS.index(name) for name in ("tags", "paths", "commits"))
+class _Progress:
+    """A progress line on a terminal while a cold index is built; silent elsewhere."""
+
+    def __init__(self, total: int):
+        import sys
+
+        self.total = total
+        self.tty = total >= 2000 and sys.stderr.isatty()
+
+    def step(self, n: int) -> None:
+        if self.tty and n % 1000 == 0:
+            import sys
+
+            sys.stderr.write(f"\rgitmem: indexing memory {n:,}/{self.total:,}")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.tty:
+            import sys
+
+            sys.stderr.write(f"\rgitmem: indexed {self.total:,} memories into .git/gitmem/index.sqlite\n")
 
 
-def _memory_row(m: Memory) -> List[Any]:
-    row: List[Any] = [getattr(m, name) for name in _FIELDS]
-    row[_AUTHOR_AT] = [m.author.name, m.author.email, m.author.kind]
-    return row
+_WARM: Dict[str, Warm] = {}
 
 
-def _memory_from_row(row: List[Any]) -> Memory:
-    """Rebuild a memory the cache stored after validating it (skips re-validation)."""
-    if len(row) != len(_FIELDS):
-        raise ValueError("cache row of another shape")
-    values = list(row)
-    values[_AUTHOR_AT] = Author(*values[_AUTHOR_AT])
-    for i in _TUPLES_AT:
-        values[i] = tuple(values[i])
-    return Memory(*values)
-
-
-_CACHES: Dict[str, _BlobCache] = {}
-
-
-def _blob_cache_for(repo: pygit2.Repository) -> _BlobCache:
+def warm_for(repo: pygit2.Repository) -> Warm:
+    """The process-wide read cache of ``repo`` (shared by every Store on it)."""
     root = common_dir(repo)
-    if root not in _CACHES:
-        _CACHES[root] = _BlobCache(os.path.join(root, "gitmem", "cache", "blobs.json"))
-    return _CACHES[root]
+    if root not in _WARM:
+        _WARM[root] = Warm(index_for(root))
+    return _WARM[root]
+
+
+def forget_warm() -> None:
+    """Drop what this process remembers (benchmarks that time a cold start)."""
+    _WARM.clear()
+    forget_all()

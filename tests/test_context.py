@@ -185,3 +185,30 @@ def test_cli_guide_set_context_and_ask_record_what_the_agent_knew(guided, repo):
     lines = (repo / ".git" / "gitmem" / "requests.jsonl").read_text().splitlines()
     assert [json.loads(line)["memory_commit"] for line in lines] == [guided.tip()] * 2
     assert git(repo, "config", "gitmem.branch.main.contextAnchor").strip() == guided.tip()
+
+
+def test_at_5000_memories_the_question_chooses_the_tail_and_standing_memory_is_cached(repo):
+    from gitmem.model import Author, Memory, dump_yaml, memory_path, new_id
+
+    store = Store.open(str(repo))
+    who = Author("Seed", "seed@example.com", "human")
+    topics = ["billing invoices", "search ranking", "deploy pipeline", "auth sessions", "image uploads"]
+    updates = {}
+    for i in range(5000):
+        kind = "convention" if i % 500 == 0 else "fact"
+        m = Memory(id=new_id(1_760_000_000_000 + i), type=kind, author=who, source="test",
+                   created="2026-01-01T00:00:00Z",
+                   text=f"Note {i} about {topics[i % len(topics)]}: detail {i * 7919 % 10007}")
+        updates[memory_path(m)] = dump_yaml(m)
+    store.move_ref(None, store.commit_tree(updates, "seed", who, base=None), "seed")
+    a = build(store, query="how are image uploads resized", budget=20_000)
+    b = build(store, query="why do billing invoices round up", budget=20_000)
+    cached = {p.name: set(p.memory_ids) for p in a.parts}
+    conventions = {m.id for m in store.memories().values() if m.type == "convention"}
+    assert conventions <= cached["memory"]  # what every question needs sits in the cached part
+    assert cached["memory"] == {p.name: set(p.memory_ids) for p in b.parts}["memory"]  # the same for both
+    tail_a, tail_b = (next(p for p in c.parts if p.name == "tail") for c in (a, b))
+    texts = {m.id: m.text for m in store.memories().values()}
+    assert tail_a.memory_ids != tail_b.memory_ids
+    assert sum("image uploads" in texts[i] for i in tail_a.memory_ids) > 0.8 * len(tail_a.memory_ids)
+    assert sum("billing invoices" in texts[i] for i in tail_b.memory_ids) > 0.8 * len(tail_b.memory_ids)

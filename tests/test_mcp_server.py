@@ -84,11 +84,12 @@ def test_remember_recall_reject_check_proposal_and_audit_trail(repo):
 
     added, recalled, rejected, found, nothing, got, history, listing, one = run(main)
     assert recalled["memories"][0]["id"] == added["id"]
-    assert [r["id"] for r in found["rejections"]] == [rejected["id"]]
+    assert found["repeat"] is True and [r["id"] for r in found["rejections"]] == [rejected["id"]]
     match = found["rejections"][0]
+    assert match["tier"] == "repeat" and found["judge"]
     assert match["reason"] == "ops will not run another stateful service"
     assert match["author"] == "claude-code" and match["when"].endswith("Z")
-    assert nothing == {"rejections": []}
+    assert nothing["repeat"] is False and nothing["rejections"] == [] and nothing["related"] == []
     assert got["text"] == "Queue jobs in Postgres with SKIP LOCKED"
     assert got["author"]["kind"] == "agent" and got["source"] == "mcp:claude-code/2.1.0"
     assert history["changes"][0]["source"] == "mcp:claude-code/2.1.0"

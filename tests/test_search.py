@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from gitmem.model import Author, Memory, validate
-from gitmem.search import check_proposal, is_stale, path_overlap, rank, recall, stem, tokenize
+from gitmem.recall import recall
+from gitmem.search import check_proposal, is_stale, judge, path_overlap, rank, stance, stem, tokenize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "relevance"
 NOW = datetime(2026, 1, 15, tzinfo=timezone.utc)
@@ -197,3 +198,85 @@ def test_superseded_fixture_memories_never_reach_recall(corpus):
     inactive = {m.id for m in pool if m.status != "active"}
     for query in ("bcrypt passwords", "webpack build", "sendgrid email", "page per_page"):
         assert not inactive & {h.memory.id for h in rank(pool, query, 10, now=NOW)}
+
+
+# --- the two-tier proposal check ---------------------------------------------------
+
+
+def _quickstart():
+    return [mem("Queue jobs in Postgres with SKIP LOCKED", "decision", 1, reason="no new stateful services"),
+            mem("Use Redis for the job queue", "rejection", 2, reason="ops will not run another stateful service"),
+            mem("Drop the English fallback for missing translations", "rejection", 3,
+                reason="support tickets doubled"),
+            mem("Refunds are idempotent on payment_intent id", "fact", 4)]
+
+
+@pytest.mark.parametrize("proposal", ["move the job queue to Redis", "Let's put background jobs on Redis",
+                                      "use redis for queueing jobs"])
+def test_a_re_proposed_option_is_a_repeat_with_the_rejection_first(proposal):
+    verdict = judge(_quickstart(), proposal, now=NOW)
+    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(2)
+    assert verdict.judge.startswith("lexical")
+
+
+@pytest.mark.parametrize("proposal", ["use RabbitMQ for the job queue", "keep the English fallback for missing translations"])
+def test_another_option_on_the_same_topic_is_related_not_a_repeat(proposal):
+    verdict = judge(_quickstart(), proposal, now=NOW)
+    assert not verdict.repeat and verdict.related
+    assert verdict.to_dict()["related"][0]["tier"] == "related"
+
+
+@pytest.mark.parametrize("proposal", ["use tailwind for css", "add a dark mode toggle to settings"])
+def test_a_proposal_on_another_topic_matches_nothing(proposal):
+    verdict = judge(_quickstart(), proposal, now=NOW)
+    assert not verdict.repeat and not verdict.hits
+
+
+def test_word_weights_come_from_the_whole_store_not_from_rejections_alone():
+    pool = _quickstart() + [mem(f"Postgres note {i}", "note", 10 + i) for i in range(20)]
+    # "postgres" is common in the store, so it weighs little; it would weigh the most among rejections alone.
+    hits = rank(pool, "postgres", only_types=("rejection",), now=NOW)
+    assert hits == []
+    idx_all = rank(pool, "redis", now=NOW)
+    assert idx_all[0].memory.id == fixture_id(2)
+
+
+def test_stance_reads_the_main_clause_and_turns_on_negation():
+    assert stance("Keep the English fallback") == 1
+    assert stance("Drop the English fallback so pages load faster") == -1
+    assert stance("Do not use an ORM") == -1
+    assert stance("Add deleted_at to all tables and filter it so deleted rows vanish") == 1
+    assert stance("Redis for the queue") == 0
+
+
+def test_fusion_lifts_a_memory_that_shares_no_word_with_the_query():
+    pool = _quickstart() + [mem("Notes on CSS", "note", 30)]
+    lexical = rank(pool, "where do background tasks wait", now=NOW)
+    assert fixture_id(1) not in [h.memory.id for h in lexical]
+    similarity = {m.id: 0.1 for m in pool}
+    similarity[fixture_id(1)] = 0.72  # what a sentence encoder says of the queue decision
+    fused = rank(pool, "where do background tasks wait", similarity=similarity, now=NOW)
+    assert fused[0].memory.id == fixture_id(1) and fused[0].similarity == pytest.approx(0.72)
+    assert len(fused) == 1  # the rest are under the dense floor
+
+
+def test_fusion_keeps_a_lexical_hit_that_the_encoder_ranks_low():
+    pool = _quickstart()
+    similarity = {m.id: 0.35 for m in pool}
+    fused = rank(pool, "payment_intent idempotency", similarity=similarity, now=NOW)
+    assert fused[0].memory.id == fixture_id(4)
+
+
+@pytest.mark.parametrize("text,query", [("ジョブキューにはRedisを使わない", "キュー"),
+                                        ("Очередь задач хранится в Postgres", "очередь задач"),
+                                        ("התור נשמר ב-Postgres", "התור")])
+def test_words_of_any_script_are_found(text, query):
+    pool = [mem(text, "fact", 1), mem("Unrelated English words", "fact", 2)]
+    assert [h.memory.id for h in rank(pool, query, now=NOW)] == [fixture_id(1)]
+
+
+def test_a_hyphenated_compound_is_one_term_as_well_as_its_parts():
+    terms = tokenize("end-to-end tests, not back-end")
+    assert "endtoend" in terms and "backend" in terms
+    pool = [mem("Run end-to-end tests nightly", "convention", 1), mem("The back-end is Django", "fact", 2)]
+    assert rank(pool, "end-to-end", now=NOW)[0].memory.id == fixture_id(1)

@@ -37,27 +37,36 @@ def mcp(ctx: click.Context, repo: Optional[str], http: bool, port: int) -> None:
 @json_option
 @pass_store
 def check(store, proposal: str, paths: Sequence[str], as_json: bool) -> None:
-    """Check a proposal against earlier rejections (exit 1 when one matches).
+    """Check a proposal against earlier rejections.
 
-    JSON: {"proposal", "rejections": [{"id", "proposal", "reason", "author", "kind", "source",
-    "when", "match"}]}.
+    Two answers: a **repeat** (the proposal re-proposes an option the team rejected: exit 1, with
+    the rejection, its reason, who and when), or **related** rejections (the same topic, another
+    option: listed for information, exit 0). The last line names the judge that decided.
+
+    JSON: {"proposal", "repeat", "judge", "rejections": [{"id", "proposal", "reason", "author",
+    "kind", "source", "when", "match", "tier", "similarity"?}], "related": [...]}.
 
     Example: gitmem check "move the job queue to Redis" --path src/jobs/queue.py
     """
-    from ..search import check_proposal, rejection_summary
+    from ..recall import check as check_proposal
 
-    hits = check_proposal(store.memories().values(), proposal, paths=paths)
+    verdict = check_proposal(store, proposal, paths=paths)
     if as_json:
-        emit_json({"proposal": proposal, "rejections": [rejection_summary(h) for h in hits]})
+        emit_json(verdict.to_dict())
     else:
-        for h in hits:
+        for h in verdict.repeats:
             m = h.memory
-            click.echo(f"rejected {m.created[:10]} by {m.author.name} ({m.source}): {m.summary}")
+            click.echo(f"repeat: rejected {m.created[:10]} by {m.author.name} ({m.source}): {m.summary}")
             click.echo(f"  because: {m.reason}")
             click.echo(f"  id {m.id}, match {h.match:.2f}")
-        if not hits:
+        for h in verdict.related:
+            m = h.memory
+            click.echo(f"related (another option on the same topic): {m.summary}")
+            click.echo(f"  rejected because: {m.reason}  (id {m.id})")
+        if not verdict.hits:
             click.echo("no earlier rejection matches", err=True)
-    if hits:
+        click.echo(f"judge: {verdict.judge}", err=True)
+    if verdict.repeat:
         raise SystemExit(1)
 
 

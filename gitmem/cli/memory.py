@@ -199,18 +199,22 @@ def search(store, query: str, limit: int, type_, tag, path, author_kind, source,
     """Ranked search over the branch's memory (the ranking MCP recall uses):
     words, then files in play (--path), then recency. Stale file memories are marked.
 
-    JSON: {"query", "ref", "hits": [{"score", "match", "stale"?, "memory"}]}.
+    Words and meaning both count when a sentence encoder is installed (hybrid recall; the JSON's
+    "recall" says which ran), else words alone.
+
+    JSON: {"query", "ref", "recall", "hits": [{"score", "match", "similarity"?, "stale"?, "memory"}]}.
 
     Example: gitmem search "job queue redis"
     """
-    from ..search import current_blobs, rank
+    from ..recall import current_blobs, mode, similarities
+    from ..search import rank
 
     pool = store.list(type=type_, tag=tag, author_kind=author_kind, source=source,
                       status=None if status == "any" else status)
     hits = rank(pool, query, limit=limit, paths=[path] if path else (), include_inactive=status != "active",
-                blobs=current_blobs(store, pool))
+                blobs=current_blobs(store, pool), similarity=similarities(store, pool, query))
     if as_json:
-        emit_json({"query": query, "ref": store.ref, "hits": [h.to_dict() for h in hits]})
+        emit_json({"query": query, "ref": store.ref, "recall": mode(), "hits": [h.to_dict() for h in hits]})
         return
     for h in hits:
         click.echo(f"{h.score:6.2f}  {memory_line(h.memory)}{'  [stale: file changed]' if h.stale else ''}")

@@ -162,7 +162,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
 
     def memory_view(params: Mapping[str, str], *, form: Optional[Mapping[str, str]] = None,
                     error: Optional[str] = None, status: int = 200) -> HTMLResponse:
-        from ..search import current_blobs, is_stale, rank
+        from ..recall import current_blobs, similarities
+        from ..search import is_stale, rank
 
         store = open_store(params.get("branch"))
         read_from, tip = store.read_from()
@@ -175,7 +176,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         blobs = current_blobs(store, memories)
         items: List[Any]
         if filters["q"]:
-            items = rank(memories, filters["q"], limit=100, include_inactive=wanted != "active", blobs=blobs)
+            items = rank(memories, filters["q"], limit=100, include_inactive=wanted != "active", blobs=blobs,
+                         similarity=similarities(store, memories, filters["q"]))
         else:
             items = list(reversed(memories))[:LIST_LIMIT]  # ids sort by creation time: newest first
         body = pages.memory_page(
@@ -193,7 +195,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
     def one_memory(request: Request) -> Response:
         from ..audit import code_commits, versions
         from ..model import dump_yaml
-        from ..search import current_blobs, is_stale
+        from ..recall import current_blobs
+        from ..search import is_stale
 
         store = open_store(request.query_params.get("branch"))
         m = store.get(request.path_params["id"])

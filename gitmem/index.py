@@ -1,0 +1,236 @@
+"""The derived index: what gitmem has already learned from git objects, kept in ``.git/gitmem/index.sqlite``.
+
+Every row is keyed by a git object id: a blob's parsed memory (or why it did not
+parse), a tree's memory-relevant entries, a blob's embedding under one encoder.
+An object id names its content, so a row can never be wrong, only missing; that
+is why a write, a merge or a pull costs what it changed: the new tip's walk
+reads the few new trees and blobs from git and every unchanged subtree from
+here. Deleting the file changes no answer, only the time.
+
+Several processes share the file (SQLite in WAL mode, a busy timeout); a write
+that cannot get the lock is skipped, since the row can be recomputed. A corrupt
+file is deleted and rebuilt, never trusted; where the repository cannot be
+written (read-only, full disk) gitmem runs without the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from dataclasses import fields as dataclass_fields
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from .model import Author, Memory
+
+SCHEMA = 1
+#: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
+Entry = Tuple[str, str, str]
+#: A parsed memory, or the one-line reason its blob is not a valid memory.
+Parsed = Union[Memory, str]
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs(blob TEXT PRIMARY KEY, row TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trees(tree TEXT PRIMARY KEY, entries TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors(encoder TEXT NOT NULL, blob TEXT NOT NULL, vec BLOB NOT NULL,
+                                   PRIMARY KEY(encoder, blob));
+"""
+_BATCH = 500  # SQLite's default limit on bound parameters is 999 (older builds)
+
+
+class Index:
+    """One repository's derived index. Every method degrades to "not known" on trouble."""
+
+    def __init__(self, path: Optional[str]):
+        self.path = path
+        self._db: Optional[sqlite3.Connection] = None
+        self._broken = path is None
+        self._pending_blobs: List[Tuple[str, str]] = []
+        self._pending_trees: List[Tuple[str, str]] = []
+
+    # --- connection --------------------------------------------------------------
+
+    def _conn(self) -> Optional[sqlite3.Connection]:
+        if self._db is not None or self._broken:
+            return self._db
+        assert self.path is not None
+        for attempt in range(2):
+            try:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                db = sqlite3.connect(self.path, timeout=2.0, isolation_level=None, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(_TABLES)
+                row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                if row is None:
+                    db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
+                elif row[0] != str(SCHEMA):
+                    raise sqlite3.DatabaseError(f"index schema {row[0]}, expected {SCHEMA}")
+                self._db = db
+                return db
+            except sqlite3.DatabaseError:
+                # Not a database, another schema, or damaged: it is derived, so start again.
+                if attempt == 0 and self._remove():
+                    continue
+                break
+            except (OSError, sqlite3.Error):
+                break
+        self._broken = True
+        return None
+
+    def _remove(self) -> bool:
+        assert self.path is not None
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+            self._db = None
+        try:
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(self.path + suffix):
+                    os.unlink(self.path + suffix)
+            return True
+        except OSError:
+            return False
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> List[Tuple[Any, ...]]:
+        db = self._conn()
+        if db is None:
+            return []
+        try:
+            return db.execute(sql, args).fetchall()
+        except sqlite3.DatabaseError:
+            self._remove()
+            self._broken = True  # rebuilt by the next process, not mid-command
+            return []
+        except sqlite3.Error:
+            return []
+
+    def _write(self, sql: str, rows: List[Tuple[Any, ...]]) -> None:
+        db = self._conn()
+        if db is None or not rows:
+            return
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany(sql, rows)
+            db.execute("COMMIT")
+        except sqlite3.Error:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
+    # --- trees -------------------------------------------------------------------
+
+    def trees(self, tree_ids: Sequence[str]) -> Dict[str, List[Entry]]:
+        """The entries of those trees the index knows."""
+        out: Dict[str, List[Entry]] = {}
+        for start in range(0, len(tree_ids), _BATCH):
+            chunk = tree_ids[start:start + _BATCH]
+            marks = ",".join("?" * len(chunk))
+            for tree, entries in self._query(f"SELECT tree, entries FROM trees WHERE tree IN ({marks})", chunk):
+                out[tree] = [tuple(e) for e in json.loads(entries)]  # type: ignore[misc]
+        return out
+
+    def put_tree(self, tree_id: str, entries: List[Entry]) -> None:
+        self._pending_trees.append((tree_id, json.dumps(entries, separators=(",", ":"))))
+
+    # --- blobs -------------------------------------------------------------------
+
+    def parsed(self, blob_ids: Sequence[str]) -> Dict[str, Parsed]:
+        """What is known of these blobs: a memory, or the reason one is invalid."""
+        rows: List[Tuple[str, str]] = []
+        for start in range(0, len(blob_ids), _BATCH):
+            chunk = blob_ids[start:start + _BATCH]
+            marks = ",".join("?" * len(chunk))
+            rows += self._query(f"SELECT blob, row FROM blobs WHERE blob IN ({marks})", chunk)  # type: ignore[arg-type]
+        try:
+            decoded = json.loads("[" + ",".join(row for _, row in rows) + "]")  # one C call, not one per row
+        except ValueError:
+            return {}
+        out: Dict[str, Parsed] = {}
+        for (blob, _), row in zip(rows, decoded):
+            try:
+                out[blob] = _from_row(row)
+            except (ValueError, TypeError, KeyError):
+                continue
+        return out
+
+    def put_parsed(self, blob_id: str, parsed: Parsed) -> None:
+        self._pending_blobs.append((blob_id, json.dumps(_to_row(parsed), separators=(",", ":"))))
+
+    def flush(self) -> None:
+        """Store what this command learned, in one transaction per table."""
+        blobs, trees = self._pending_blobs, self._pending_trees
+        self._pending_blobs, self._pending_trees = [], []
+        self._write("INSERT OR IGNORE INTO blobs VALUES (?, ?)", blobs)
+        self._write("INSERT OR IGNORE INTO trees VALUES (?, ?)", trees)
+
+    # --- vectors -----------------------------------------------------------------
+
+    def vectors(self, encoder: str, blob_ids: Sequence[str]) -> Dict[str, bytes]:
+        out: Dict[str, bytes] = {}
+        for start in range(0, len(blob_ids), _BATCH):
+            chunk = blob_ids[start:start + _BATCH]
+            marks = ",".join("?" * len(chunk))
+            out.update(self._query(f"SELECT blob, vec FROM vectors WHERE encoder=? AND blob IN ({marks})",
+                                   [encoder, *chunk]))
+        return out
+
+    def put_vectors(self, encoder: str, items: Mapping[str, bytes]) -> None:
+        self._write("INSERT OR IGNORE INTO vectors VALUES (?, ?, ?)",
+                    [(encoder, blob, vec) for blob, vec in items.items()])
+
+    def close(self) -> None:
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+            self._db = None
+
+
+_FIELDS = tuple(f.name for f in dataclass_fields(Memory))
+_AUTHOR_AT = _FIELDS.index("author")
+_TUPLES_AT = tuple(_FIELDS.index(name) for name in ("tags", "paths", "commits"))
+
+
+def _to_row(parsed: Parsed) -> Any:
+    if isinstance(parsed, str):
+        return {"invalid": parsed}
+    row: List[Any] = [getattr(parsed, name) for name in _FIELDS]
+    row[_AUTHOR_AT] = [parsed.author.name, parsed.author.email, parsed.author.kind]
+    return row
+
+
+def _from_row(row: Any) -> Parsed:
+    """Rebuild what the index stored after validating it (no second validation)."""
+    if isinstance(row, dict):
+        return str(row["invalid"])
+    if len(row) != len(_FIELDS):
+        raise ValueError("index row of another shape")
+    values = list(row)
+    values[_AUTHOR_AT] = Author(*values[_AUTHOR_AT])
+    for i in _TUPLES_AT:
+        values[i] = tuple(values[i])
+    return Memory(*values)
+
+
+_OPEN: Dict[str, Index] = {}
+
+
+def index_for(common_dir: str) -> Index:
+    """The process-wide index of the repository whose git directory is ``common_dir``."""
+    if common_dir not in _OPEN:
+        _OPEN[common_dir] = Index(os.path.join(common_dir, "gitmem", "index.sqlite"))
+    return _OPEN[common_dir]
+
+
+def forget_all() -> None:
+    """Close every open index (tests and benchmarks that delete or replace the file)."""
+    for index in _OPEN.values():
+        index.close()
+    _OPEN.clear()
+

@@ -1,0 +1,147 @@
+"""Recall from a store: the inputs the pure ranking needs, read from the repository and the index.
+
+The ranking itself (`gitmem.search`) is pure. This module gathers what it needs:
+the paths in the current diff, the current blob of every file a ``file`` memory
+describes, and, when a sentence encoder is installed (`gitmem.embedding`), each
+memory's vector, kept in the derived index under the hash of the text it was
+computed from, so a vector is computed once per text and deleting the index
+only costs time. Vectors missing from the index are computed on the first
+search that needs them, not at write time (a write never waits on a model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .model import Memory
+from .repo import current_blob
+from .search import Check, Hit, judge, rank
+
+_GIT_STATUS_IGNORED = 1 << 14  # libgit2's GIT_STATUS_IGNORED flag
+
+
+def changed_paths(store: Any) -> List[str]:
+    """Paths changed in the working tree or index (the "current diff"), sorted."""
+    repo = store.repo
+    if repo.is_bare:
+        return []
+    try:
+        status = repo.status(untracked_files="normal")
+    except Exception:  # noqa: BLE001 - a broken index must not stop a recall
+        return []
+    return sorted(p for p, flags in status.items() if not flags & _GIT_STATUS_IGNORED)
+
+
+def current_blobs(store: Any, memories: Iterable[Memory]) -> Dict[str, Optional[str]]:
+    """Current blob id of every path a file memory is tied to (working file, else HEAD)."""
+    out: Dict[str, Optional[str]] = {}
+    for m in memories:
+        if m.type == "file" and m.blob and m.paths and m.paths[0] not in out:
+            out[m.paths[0]] = current_blob(store.repo, m.paths[0])
+    return out
+
+
+def mode() -> str:
+    """"hybrid (<encoder>)" when a sentence encoder is installed, else "lexical"."""
+    encoder = _encoder()
+    return f"hybrid ({encoder.name})" if encoder is not None else "lexical"
+
+
+def recall(store: Any, query: str = "", *, type: Optional[str] = None, paths: Optional[Sequence[str]] = None,
+           limit: int = 10, include_inactive: bool = False, types_first: Sequence[str] = ()) -> List[Hit]:
+    """Rank the store's memories for ``query``; ``paths=None`` means the paths of the current diff."""
+    pool = [m for _, m in sorted(store.memories().items())]
+    if paths is None:
+        paths = changed_paths(store)
+    similarity = similarities(store, pool, query)
+    return rank(pool, query, limit, paths=paths, types_first=types_first, include_inactive=include_inactive,
+                blobs=current_blobs(store, pool), similarity=similarity,
+                only_types=(type,) if type is not None else None)
+
+
+def check(store: Any, proposal: str, *, paths: Sequence[str] = (), limit: int = 5) -> Check:
+    """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing."""
+    pool = [m for _, m in sorted(store.memories().items())]
+    return judge(pool, proposal, paths=paths, limit=limit, similarity=similarities(store, pool, proposal))
+
+
+# --- dense similarity -------------------------------------------------------------
+
+
+def similarities(store: Any, memories: Sequence[Memory], query: str) -> Optional[Dict[str, float]]:
+    """Cosine of ``query`` to every active memory, by id; None when recall is lexical."""
+    encoder = _encoder()
+    if encoder is None or not query.strip():
+        return None
+    pool = [m for m in memories if m.status == "active"]
+    matrix = _matrix(store, encoder, pool)
+    if matrix is None:
+        return None
+    q = encoder.embed_queries([query])[0]
+    cosines = matrix @ q
+    return {m.id: float(c) for m, c in zip(pool, cosines)}
+
+
+def document_text(m: Memory) -> str:
+    """What a memory's vector is computed from."""
+    parts = [m.title or "", m.text, m.reason or ""]
+    return " ".join(p for p in parts if p)
+
+
+_MATRICES: Dict[Tuple[str, Tuple[int, ...]], Any] = {}
+
+
+def _matrix(store: Any, encoder: Any, pool: Sequence[Memory]) -> Any:
+    """The pool's vectors as one (n, dim) matrix, from this process, the index, else the encoder."""
+    import numpy as np
+
+    key = (encoder.name, tuple(map(id, pool)))
+    if key in _MATRICES:
+        return _MATRICES[key]
+    hashes = [hashlib.sha1(document_text(m).encode("utf-8")).hexdigest() for m in pool]
+    known = {h: np.frombuffer(v, dtype=np.float32) for h, v in
+             store.warm.index.vectors(encoder.name, list(dict.fromkeys(hashes))).items()}
+    todo = [i for i, h in enumerate(hashes) if h not in known]
+    if todo:
+        _embed(store, encoder, [pool[i] for i in todo], [hashes[i] for i in todo], known)
+    matrix = np.stack([known[h] for h in hashes]) if pool else np.zeros((0, encoder.dim), dtype=np.float32)
+    _MATRICES.clear()  # one pool at a time: a long-lived server stays flat in memory
+    _MATRICES[key] = matrix
+    return matrix
+
+
+def _embed(store: Any, encoder: Any, memories: Sequence[Memory], hashes: Sequence[str], known: Dict[str, Any]) -> None:
+    """Compute missing vectors in batches, saving each batch, with a progress line for a backlog."""
+    import time
+
+    loud = len(memories) >= 200 and sys.stderr.isatty()
+    started = time.monotonic()
+    batch = 64
+    for start in range(0, len(memories), batch):
+        chunk = memories[start:start + batch]
+        vectors = encoder.embed_documents([document_text(m) for m in chunk])
+        fresh = {}
+        for h, v in zip(hashes[start:start + batch], vectors):
+            known[h] = v
+            fresh[h] = v.tobytes()
+        store.warm.index.put_vectors(encoder.name, fresh)
+        if loud:
+            done = min(start + batch, len(memories))
+            sys.stderr.write(f"\rgitmem: embedding memory for semantic recall {done:,}/{len(memories):,}")
+            sys.stderr.flush()
+    if loud:
+        sys.stderr.write(f"\rgitmem: embedded {len(memories):,} memories in {time.monotonic() - started:.1f} s "
+                         f"(kept in .git/gitmem/index.sqlite)\n")
+
+
+def _encoder() -> Any:
+    if os.environ.get("GITMEM_ENCODER", "").lower() == "none":
+        return None
+    try:
+        from .embedding import default_encoder
+    except ImportError:
+        return None
+    return default_encoder()
