@@ -104,6 +104,17 @@ def _agent_hooks(r) -> List[Row]:
              "gitmem --version", None)]
 
 
+def _tokens(r) -> List[Row]:
+    rows: List[Row] = []
+    for fam in r["families"]:
+        f = fam["family"]
+        rows.append((f"token count error, total ({f}), |%|", abs(fam["total"]["error_pct"]), "ctok (frozen)", 3.0))
+        worst = max(fam["kinds"].items(), key=lambda kv: abs(kv[1]["error_pct"]))
+        rows.append((f"token count error, worst kind ({f}: {worst[0]}), |%|", abs(worst[1]["error_pct"]),
+                     "ctok (frozen)", 8.0))
+    return rows
+
+
 def _recall(r) -> List[Row]:
     rows: List[Row] = []
     runs = [("alone", r["alone"])] + ([(f"among {r['distractors']:,}", r["among"])] if "among" in r else [])
@@ -131,6 +142,7 @@ BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], L
     "hooks": ("hooks", lambda m, q: m.run(10 if q else 40), _hooks),
     "remote": ("remote", lambda m, q: m.run(2_000 if q else 10_000, 1 if q else 3), _remote),
     "web": ("web", lambda m, q: m.run((100, 2_000 if q else 10_000)), _web),
+    "tokens": ("tokens", lambda m, q: m.run(), _tokens),
     "agent_hooks": ("agent_hooks", lambda m, q: m.run(3 if q else 15, 2_000 if q else 10_000), _agent_hooks),
     "recall": ("recall", lambda m, q: m.run(1_000 if q else 5_000), _recall),
 }

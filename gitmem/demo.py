@@ -1,7 +1,8 @@
 """``gitmem demo cache-ttl``: the issue's case end to end, in a temporary sample repository.
 
 A payments team's agent on Claude Haiku 4.5. Every request carries the same 12,100-token guide
-(counted by :func:`gitmem.tokens.count_tokens`, the emulator's counter) plus the team's earlier
+(estimated by :func:`gitmem.tokens.count_tokens`, the emulator's counter, calibrated to Claude's
+tokenizer: see :data:`gitmem.tokens.ESTIMATE_NOTE`) plus the team's earlier
 decisions, written as the ``gitmem fact add`` commands it prints would write them. Session 1 (4 questions, 30 s apart),
 a 5.5-minute break, session 2 (4 more questions). Each session is run four ways (policies ``none``,
 ``5m``, ``1h``, ``keepalive`` = 5m plus one ``max_tokens: 0`` ping 4 minutes into the break), 6 runs each; run
@@ -42,6 +43,10 @@ REQUESTS_PER_SESSION = 4
 GAP_SECONDS = 30.0
 BREAK_MINUTES = 5.5
 PING_AFTER = 240.0
+#: The sample repository's fixed clock: decision *i* is written at this instant plus *i* minutes,
+#: with an id built from that time and *i* (not the wall clock and a random tail), so the memory
+#: block, and with it every prompt and every dollar the demo prints, is the same on every run.
+SAMPLE_EPOCH_MS = 1_767_258_000_000  # 2026-01-01T09:00:00Z
 _CITE = re.compile(r"\[([0-9a-hjkmnp-tv-z]{16})\]")
 
 #: The team's earlier decisions: (command words, text, extra options).
@@ -163,11 +168,43 @@ def _options(extra: Sequence[str]) -> Dict[str, List[str]]:
     return out
 
 
+def sample_id(i: int) -> str:
+    """Decision *i*'s fixed id: the sample clock's time in the id's 10 time characters, *i* in its tail."""
+    from .model import _ALPHABET
+
+    ms = SAMPLE_EPOCH_MS + i * 60_000
+    return ("".join(_ALPHABET[(ms >> (5 * k)) & 31] for k in reversed(range(10)))
+            + "".join(_ALPHABET[(i >> (5 * k)) & 31] for k in reversed(range(6))))
+
+
+def _write_fixed(store: Any, i: int, type_: str, text: str, options: Dict[str, List[str]]) -> str:
+    """What ``store.add`` does (redaction, validation, one commit), with a fixed id and clock."""
+    from datetime import datetime, timezone
+
+    from . import model
+    from .redact import redact_fields
+    from .repo import default_author
+
+    author = default_author(store.repo)
+    fields_: Any
+    fields_, redacted = redact_fields(text=text, reason=options.get("because", [None])[0])
+    created = datetime.fromtimestamp((SAMPLE_EPOCH_MS + i * 60_000) / 1000, timezone.utc)
+    memory = model.Memory(id=sample_id(i), type=type_, author=author, source="demo",
+                          created=created.strftime("%Y-%m-%dT%H:%M:%SZ"), tags=tuple(options.get("tag", ())),
+                          paths=tuple(options.get("path", ())), **fields_)
+    model.validate(memory)
+    store.commit(lambda snap: ({model.memory_path(memory): model.dump_yaml(memory)}, memory),
+                 op="add", author=author, source="demo", redacted=redacted)
+    return memory.id
+
+
 def make_sample_repo(path: str, log: Callable[[str], None] = lambda line: None) -> List[str]:
     """Create the sample repository at ``path``: the guide, its config, the decisions. Returns memory ids.
 
     Writes through the library (source ``demo``) and prints each write as the `gitmem` command that
-    does the same, so the demo shows the commands without driving the CLI from below it."""
+    does the same, so the demo shows the commands without driving the CLI from below it. The ids and
+    creation times come from a fixed clock (:data:`SAMPLE_EPOCH_MS`), so every run builds the same
+    memory and sends byte-identical prompts."""
     from .context import set_guide
     from .store import Store
 
@@ -183,14 +220,10 @@ def make_sample_repo(path: str, log: Callable[[str], None] = lambda line: None) 
     log("$ gitmem guide set AGENTS.md")
     set_guide(store, os.path.join(path, "AGENTS.md"))
     ids = []
-    for words, text, extra in DECISIONS:
+    for i, (words, text, extra) in enumerate(DECISIONS):
         log(_command(words, text, extra))
-        options = _options(extra)
         type_ = words[0] if words[1:] == ("add",) else words[1]
-        reason = options.get("because", [None])[0]
-        write = store.add(type_, text, reason=reason, tags=options.get("tag", ()), paths=options.get("path", ()),
-                          source="demo")
-        ids.append(write.memory.id)
+        ids.append(_write_fixed(store, i, type_, text, _options(extra)))
     return ids
 
 

@@ -3,19 +3,31 @@
 Pure core: no I/O except :func:`load_price_table`, which reads an override file a caller names (the
 CLI passes the path from ``git config gitmem.prices`` or ``$GITMEM_PRICES``).
 
-Sources, checked on :data:`CHECKED`:
+Sources, checked on :data:`CHECKED` (stored copies of the pages, read through the docs search; each
+row's ``source`` names the page it came from):
 
-- prices: https://platform.claude.com/docs/en/about-claude/pricing ("Model pricing" table: base
-  input, 5m cache writes, 1h cache writes, cache hits & refreshes, output, per MTok). The page
-  states the multipliers the rows follow: 5-minute write = 1.25x base input, 1-hour write = 2x,
-  cache read = 0.1x (Haiku 3's published cache prices are rounded; the table uses them as printed).
+- prices: https://platform.claude.com/docs/en/about-claude/pricing ("Model pricing": base input,
+  5m cache writes, 1h cache writes, cache hits and refreshes, output, per MTok). Most rows follow
+  the multipliers the page states (5-minute write 1.25x base input, 1-hour write 2x, read 0.1x);
+  the exceptions are printed on the page and kept as printed: Fable 5.1 and Mythos 5.1 read at
+  $0.25, Opus 5.5 at $0.20 and Sonnet 5.5 at $0.10 (cut from $0.20 on 2026-10-07), i.e. 0.05x or
+  less. Claude Haiku 5.5 is priced by prompt length: up to 100,000 prompt tokens (input + cache
+  reads + cache writes) $0.10 / $0.125 / $0.20 / $0.01 / $0.50, over it 5x that, on every token of
+  the request (``long_prompt_threshold`` and ``long_prompt``).
+- lifecycle: https://platform.claude.com/docs/en/about-claude/model-deprecations ("Active",
+  "Legacy" = still active, "Deprecated", "Retired: ... Requests to retired models will fail") and
+  the models' own pages (Sonnet 4.5: "deprecated ... retires on November 30, 2026"; the stored copy
+  still says deprecated, so the row does too, with the date in its note). Retired rows stay in the
+  table so recorded runs can still be priced; the emulator answers them as the API does (404
+  ``not_found_error``, ``model: <id>``) and ``GET /v1/models`` leaves them out.
 - minimum cacheable prefix: https://platform.claude.com/docs/en/build-with-claude/prompt-caching
-  ("Cache limitations"): 4096 tokens for Claude Opus 4.5 and Haiku 4.5; 1024 for Sonnet 4.5,
-  Opus 4.1, Opus 4 and Sonnet 4; 2048 for Haiku 3.5 and Haiku 3. Shorter prefixes are processed
-  without caching, even when marked.
-- model ids, aliases, context windows and output limits:
-  https://platform.claude.com/docs/en/about-claude/models/overview; the ``lifecycle`` column
-  follows the pricing page's "(retired ...)" and "(deprecated)" notes.
+  ("Cache limitations"): 4096 for Opus 4.6, Opus 4.5 and Haiku 4.5; 2048 for Opus 4.7; 1024 for
+  Opus 4.8, Sonnet 5, Sonnet 4.6/4.5, Opus 4.1/4 and Sonnet 4; 512 for Opus 5, Fable 5 and Mythos 5;
+  2048 for Haiku 3.5 and Haiku 3. The stored copies name no minimum for Opus 5.5, Sonnet 5.5, Haiku
+  5.5, Fable 5.1 and Mythos 5.1: their rows say ``min_cacheable_source: "assumed"`` and take their
+  predecessor's (Haiku 5.5 takes Haiku 4.5's 4096, the conservative side).
+- model ids, context windows, output limits and tokenizer generation: the models overview and
+  each model's page (Claude 4.7 and later use the newer tokenizer, ``tokenizer: "v4.7"``).
 """
 
 from __future__ import annotations
@@ -30,6 +42,8 @@ from .errors import PriceTableError, UnknownModel
 __all__ = [
     "PRICES_SOURCE",
     "CACHING_SOURCE",
+    "LIFECYCLE_SOURCE",
+    "LIFECYCLES",
     "CHECKED",
     "ModelPrice",
     "PriceTable",
@@ -43,7 +57,10 @@ __all__ = [
 
 PRICES_SOURCE = "https://platform.claude.com/docs/en/about-claude/pricing"
 CACHING_SOURCE = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
-CHECKED = "2026-12-02"
+LIFECYCLE_SOURCE = "https://platform.claude.com/docs/en/about-claude/model-deprecations"
+MODELS_SOURCE = "https://platform.claude.com/docs/en/about-claude/models/overview"
+CHECKED = "2026-12-04"
+LIFECYCLES = ("active", "deprecated", "retired")
 
 PRICE_FIELDS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
 
@@ -64,46 +81,75 @@ class ModelPrice:
     max_output_tokens: int = 64_000
     aliases: Tuple[str, ...] = ()
     lifecycle: str = "active"
+    tokenizer: str = "v3"
+    min_cacheable_source: str = "docs"
+    long_prompt_threshold: int = 0
+    long_prompt: Tuple[float, ...] = ()
+    note: str = ""
+
+    @property
+    def retired(self) -> bool:
+        return self.lifecycle == "retired"
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["aliases"] = list(self.aliases)
+        data["long_prompt"] = dict(zip(PRICE_FIELDS, self.long_prompt)) if self.long_prompt else None
         return data
 
 
-def _row(id, name, base, output, minimum, aliases, context=200_000, max_out=64_000, lifecycle="active"):
-    # Cache prices derived with the documented multipliers; each derived value was compared with
-    # the published row on the pricing page.
-    return ModelPrice(
-        id=id,
-        display_name=name,
-        input=base,
-        cache_write_5m=round(base * 1.25, 6),
-        cache_write_1h=round(base * 2, 6),
-        cache_read=round(base * 0.1, 6),
-        output=output,
-        min_cacheable_tokens=minimum,
-        context_window=context,
-        max_output_tokens=max_out,
-        aliases=tuple(aliases),
-        lifecycle=lifecycle,
-    )
+def _row(id, name, prices, minimum, aliases=(), context=200_000, max_out=64_000, lifecycle="active",
+         tokenizer="v3", assumed=False, **extra):
+    """One row; ``prices`` is (base input, 5m write, 1h write, read, output) as the page prints them."""
+    base, write_5m, write_1h, read, output = prices
+    return ModelPrice(id=id, display_name=name, input=base, cache_write_5m=write_5m, cache_write_1h=write_1h,
+                      cache_read=read, output=output, min_cacheable_tokens=minimum, context_window=context,
+                      max_output_tokens=max_out, aliases=tuple(aliases), lifecycle=lifecycle, tokenizer=tokenizer,
+                      min_cacheable_source="assumed" if assumed else "docs", **extra)
 
 
+_M, _K = 1_000_000, 128_000
+_OPUS = (5.0, 6.25, 10.0, 0.5, 25.0)
+_SONNET_4 = (3.0, 3.75, 6.0, 0.3, 15.0)
+_SONNET_5 = (2.0, 2.5, 4.0, 0.2, 10.0)
+_OPUS_OLD = (15.0, 18.75, 30.0, 1.5, 75.0)
+
+# The pricing page's order: newest first within each line.
 _SHIPPED = (
-    _row("claude-haiku-4-5-20251001", "Claude Haiku 4.5", 1.0, 5.0, 4096, ["claude-haiku-4-5"]),
-    _row("claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", 3.0, 15.0, 1024, ["claude-sonnet-4-5"]),
-    _row("claude-opus-4-5-20251101", "Claude Opus 4.5", 5.0, 25.0, 4096, ["claude-opus-4-5"]),
-    _row("claude-sonnet-4-20250514", "Claude Sonnet 4", 3.0, 15.0, 1024, ["claude-sonnet-4-0"]),
-    _row("claude-opus-4-1-20250805", "Claude Opus 4.1", 15.0, 75.0, 1024, ["claude-opus-4-1"],
-         max_out=32_000, lifecycle="retired"),
-    _row("claude-opus-4-20250514", "Claude Opus 4", 15.0, 75.0, 1024, ["claude-opus-4-0"],
-         max_out=32_000, lifecycle="retired"),
-    _row("claude-3-5-haiku-20241022", "Claude Haiku 3.5", 0.8, 4.0, 2048, ["claude-3-5-haiku-latest"],
-         max_out=8_192, lifecycle="deprecated"),
-    # Haiku 3's published 5m write ($0.30) and read ($0.03) are rounded, not 1.25x / 0.1x of $0.25.
-    replace(_row("claude-3-haiku-20240307", "Claude Haiku 3", 0.25, 1.25, 2048, [], max_out=4_096),
-            cache_write_5m=0.30, cache_read=0.03),
+    _row("claude-fable-5-1", "Claude Fable 5.1", (10.0, 12.5, 20.0, 0.25, 50.0), 512, context=_M, max_out=_K,
+         tokenizer="v4.7", assumed=True),
+    _row("claude-mythos-5-1", "Claude Mythos 5.1", (10.0, 12.5, 20.0, 0.25, 50.0), 512, context=_M, max_out=_K,
+         tokenizer="v4.7", assumed=True, note="limited availability"),
+    _row("claude-fable-5", "Claude Fable 5", (10.0, 12.5, 20.0, 1.0, 50.0), 512, context=_M, max_out=_K,
+         tokenizer="v4.7"),
+    _row("claude-mythos-5", "Claude Mythos 5", (10.0, 12.5, 20.0, 1.0, 50.0), 512, context=_M, max_out=_K,
+         tokenizer="v4.7", note="limited availability"),
+    _row("claude-opus-5-5", "Claude Opus 5.5", (4.0, 5.0, 8.0, 0.2, 20.0), 512, context=_M, max_out=_K,
+         tokenizer="v4.7", assumed=True),
+    _row("claude-opus-5", "Claude Opus 5", _OPUS, 512, context=_M, max_out=_K, tokenizer="v4.7", note="legacy"),
+    _row("claude-opus-4-8", "Claude Opus 4.8", _OPUS, 1024, context=_M, max_out=_K, tokenizer="v4.7", note="legacy"),
+    _row("claude-opus-4-7", "Claude Opus 4.7", _OPUS, 2048, context=_M, max_out=_K, tokenizer="v4.7", note="legacy"),
+    _row("claude-opus-4-6", "Claude Opus 4.6", _OPUS, 4096, context=_M, max_out=_K, note="legacy"),
+    _row("claude-opus-4-5-20251101", "Claude Opus 4.5", _OPUS, 4096, ["claude-opus-4-5"], note="legacy"),
+    _row("claude-opus-4-1-20250805", "Claude Opus 4.1", _OPUS_OLD, 1024, ["claude-opus-4-1"], max_out=32_000,
+         lifecycle="retired"),
+    _row("claude-opus-4-20250514", "Claude Opus 4", _OPUS_OLD, 1024, ["claude-opus-4-0"], max_out=32_000,
+         lifecycle="retired"),
+    _row("claude-sonnet-5-5", "Claude Sonnet 5.5", (2.0, 2.5, 4.0, 0.1, 10.0), 1024, context=_M, max_out=_K,
+         tokenizer="v4.7", assumed=True),
+    _row("claude-sonnet-5", "Claude Sonnet 5", _SONNET_5, 1024, context=_M, max_out=_K, tokenizer="v4.7",
+         note="legacy"),
+    _row("claude-sonnet-4-6", "Claude Sonnet 4.6", _SONNET_4, 1024, context=_M, max_out=_K, note="legacy"),
+    _row("claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", _SONNET_4, 1024, ["claude-sonnet-4-5"],
+         lifecycle="deprecated", note="retirement date 2026-11-30"),
+    _row("claude-sonnet-4-20250514", "Claude Sonnet 4", _SONNET_4, 1024, ["claude-sonnet-4-0"], lifecycle="retired"),
+    _row("claude-haiku-5-5", "Claude Haiku 5.5", (0.1, 0.125, 0.2, 0.01, 0.5), 4096, context=_M, max_out=_K,
+         tokenizer="v4.7", assumed=True, long_prompt_threshold=100_000, long_prompt=(0.5, 0.625, 1.0, 0.05, 2.5)),
+    _row("claude-haiku-4-5-20251001", "Claude Haiku 4.5", (1.0, 1.25, 2.0, 0.1, 5.0), 4096, ["claude-haiku-4-5"]),
+    _row("claude-3-5-haiku-20241022", "Claude Haiku 3.5", (0.8, 1.0, 1.6, 0.08, 4.0), 2048,
+         ["claude-3-5-haiku-latest"], max_out=8_192, lifecycle="retired"),
+    _row("claude-3-haiku-20240307", "Claude Haiku 3", (0.25, 0.30, 0.50, 0.03, 1.25), 2048, max_out=4_096,
+         lifecycle="retired", note="no longer on the pricing page"),
 )
 
 
@@ -115,6 +161,7 @@ class PriceTable:
     source: str = PRICES_SOURCE
     checked: str = CHECKED
     caching_source: str = CACHING_SOURCE
+    lifecycle_source: str = LIFECYCLE_SOURCE
 
     def find(self, model: str) -> Optional[ModelPrice]:
         """The row for a model id or alias (exact match), or None."""
@@ -135,6 +182,7 @@ class PriceTable:
             "source": self.source,
             "checked": self.checked,
             "caching_source": self.caching_source,
+            "lifecycle_source": self.lifecycle_source,
             "models": [row.to_dict() for row in self.models],
         }
 
@@ -163,7 +211,21 @@ def _apply_row(base: Optional[ModelPrice], model_id: str, data: Any, where: str)
     for key, value in data.items():
         if key in PRICE_FIELDS:
             values[key] = _number(value, f"{where}.{key}")
-        elif key in ("min_cacheable_tokens", "context_window", "max_output_tokens"):
+        elif key == "tokenizer":
+            from .tokens import FAMILIES
+
+            if value not in FAMILIES:
+                raise PriceTableError(f"{where}.tokenizer: expected one of {', '.join(FAMILIES)}")
+            values[key] = value
+        elif key == "lifecycle":
+            if value not in LIFECYCLES:
+                raise PriceTableError(f"{where}.lifecycle: expected one of {', '.join(LIFECYCLES)}")
+            values[key] = value
+        elif key == "long_prompt":
+            if not isinstance(value, Mapping) or set(value) != set(PRICE_FIELDS):
+                raise PriceTableError(f"{where}.long_prompt: expected all of {', '.join(PRICE_FIELDS)}")
+            values[key] = tuple(_number(value[f], f"{where}.long_prompt.{f}") for f in PRICE_FIELDS)
+        elif key in ("min_cacheable_tokens", "context_window", "max_output_tokens", "long_prompt_threshold"):
             values[key] = _number(value, f"{where}.{key}", integer=True)
         elif key == "aliases":
             if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
@@ -352,16 +414,19 @@ def cost(usage: Usage, model: str, table: PriceTable = DEFAULT_TABLE) -> Cost:
     less than ``cache_creation_input_tokens``, the rest is priced as 5-minute writes.
     """
     row = table.get(model)
+    prices = dict(zip(PRICE_FIELDS, (row.input, row.cache_write_5m, row.cache_write_1h, row.cache_read, row.output)))
+    if row.long_prompt and row.long_prompt_threshold and usage.total_input_tokens > row.long_prompt_threshold:
+        prices = dict(zip(PRICE_FIELDS, row.long_prompt))  # every token of a long prompt, output included
     per = 1_000_000
     five = usage.ephemeral_5m_input_tokens + max(
         0, usage.cache_creation_input_tokens - usage.ephemeral_5m_input_tokens - usage.ephemeral_1h_input_tokens
     )
     return Cost(
         model=row.id,
-        input=usage.input_tokens * row.input / per,
-        cache_write_5m=five * row.cache_write_5m / per,
-        cache_write_1h=usage.ephemeral_1h_input_tokens * row.cache_write_1h / per,
-        cache_read=usage.cache_read_input_tokens * row.cache_read / per,
-        output=usage.output_tokens * row.output / per,
+        input=usage.input_tokens * prices["input"] / per,
+        cache_write_5m=five * prices["cache_write_5m"] / per,
+        cache_write_1h=usage.ephemeral_1h_input_tokens * prices["cache_write_1h"] / per,
+        cache_read=usage.cache_read_input_tokens * prices["cache_read"] / per,
+        output=usage.output_tokens * prices["output"] / per,
         source=table.source,
     )

@@ -1,28 +1,42 @@
 """One token counter for the whole project: the emulator, ``count_tokens``, the context builder, the bill.
 
-This is an *approximation* of Claude's tokenizer, which is not public. The real API counts with the
-real tokenizer (``POST /v1/messages/count_tokens``,
-https://platform.claude.com/docs/en/build-with-claude/token-counting); numbers from the real API will
-differ by a few percent. What callers may rely on:
+Claude's tokenizer is not public, so every count here is an **estimate**. The real API counts with
+the real tokenizer (``POST /v1/messages/count_tokens``,
+https://platform.claude.com/docs/en/build-with-claude/token-counting, which itself says its count
+"should be considered an estimate"). How far this counter is from Claude's tokenizer is measured by
+``bench/tokens.py`` against ``ctok`` (an offline reconstruction of Claude's tokenizer, reported
+exact on 2.3 million recorded ``count_tokens`` answers) on a mixed corpus of English prose, code,
+YAML, non-Latin text and the demo's guide: see :data:`ESTIMATE_NOTE` for the figures callers print.
 
-- deterministic and pure: the same text always gives the same count, on every platform;
-- additive over pieces: a text's count is the sum of its pieces' counts, so the count of a prompt
-  prefix is the sum of its blocks' counts (the emulator's cache arithmetic depends on this);
-- roughly 1 token per 3.5-4 characters of English prose, 1 per CJK character, 1 per short digit run.
+Two tokenizer families, because Claude's models use two (the models pages: Claude Haiku 5.5 "uses
+the same newer tokenizer as Claude 4.7 and later models, so the same text counts as about 30% more
+tokens than on Claude Haiku 4.5"):
 
-Pieces (like a BPE pre-tokenizer): a word with its leading space costs 1 token per 5 ASCII letters;
-non-ASCII letters cost 1 each; digits 1 per group of up to 3; punctuation 1 per character (runs of the
-same character, e.g. ``----`` or ``````, 1 per 4); newline runs 1; other whitespace runs 1 per 4.
+- ``"v3"``: Claude 3 through Opus 4.6, Sonnet 4.5/4.6 and Haiku 4.5 (the default);
+- ``"v4.7"``: Opus 4.7 and later, Sonnet 5 and later, Haiku 5.5, Fable.
+
+What callers may rely on:
+
+- deterministic and pure: the same text and family always give the same count, on every platform;
+- a text's count is its pieces' costs added up and rounded line by line, so a prompt's count is the
+  sum of its blocks' counts (the emulator's cache arithmetic depends on this), and texts joined at a
+  line break count the sum of their counts (the context builder's memory blocks depend on this);
+- :func:`truncate_to_tokens` returns a prefix whose count never exceeds the budget.
+
+Pieces (like a BPE pre-tokenizer): an ASCII word with its leading space, a run of other letters,
+a group of up to 3 digits, one punctuation character, a whitespace run. Each piece costs a
+fractional number of tokens from a per-family table (:data:`PIECE_COSTS`), fitted by non-negative
+least squares to ctok's counts on the corpus in ``bench/data/tokens_corpus.json``
+(``bench/data/build_tokens_corpus.py`` rebuilds it).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 __all__ = [
     "count_tokens",
@@ -32,16 +46,64 @@ __all__ = [
     "count_request_tokens",
     "MESSAGE_OVERHEAD_TOKENS",
     "IMAGE_TOKENS",
+    "FAMILIES",
+    "DEFAULT_FAMILY",
+    "ESTIMATE_NOTE",
+    "ESTIMATE_ERROR",
+    "tool_use_system_tokens",
 ]
 
+DEFAULT_FAMILY = "v3"
+FAMILIES = ("v3", "v4.7")
+
+#: Measured by ``bench/tokens.py`` (this counter vs ctok 1.3.0 on ``bench/data/tokens_corpus.json``):
+#: the whole corpus within ``total`` percent, each kind of text (prose, code, YAML, non-Latin, the
+#: demo guide) within ``kind`` percent, a single text within ``text`` percent (over or under).
+#: ``over`` is the largest overcount of any single text: the emulator's margin at the minimum
+#: cacheable length (it must not cache a prefix the API would find too short).
+ESTIMATE_ERROR = {"total": 1.0, "kind": 5.0, "text": 11.0, "over": 5.0}  # measured: 0.1, 4.1, 10.2, 4.7
+
+#: One line to print wherever a token count or a cost computed from one is shown.
+ESTIMATE_NOTE = (
+    "token counts are estimates of Claude's tokenizer: within 1% in total and 5% per kind of text "
+    "(prose, code, YAML, non-Latin) on bench/tokens.py's corpus, up to 11% on a single text; "
+    "the real API's usage, and so the bill, can differ by that much"
+)
+
 # Per-message framing (role markers), charged on the message's first block.
-MESSAGE_OVERHEAD_TOKENS = 3
+MESSAGE_OVERHEAD_TOKENS = 5
+# A request's own framing and a system prompt's, calibrated so the token-counting page's examples
+# come out as published (14, 403, 88: see tests/test_emulator.py).
+REQUEST_OVERHEAD_TOKENS = 0
+SYSTEM_OVERHEAD_TOKENS = 0
+#: Per tool definition: the API renders a tool more compactly than this counter counts its name,
+#: description and JSON schema; sized so the docs' tool example counts 403.
+TOOL_OVERHEAD_TOKENS = -16
+#: With ``thinking`` enabled the API adds a hidden prompt too (a count with thinking on is higher
+#: than the same count with it off); sized so the docs' thinking example counts 88.
+THINKING_SYSTEM_TOKENS = 14
 # An image's real cost is about width*height/750 (≤ ~1600 for the API's resized images:
 # https://platform.claude.com/docs/en/build-with-claude/vision); without decoding we charge the cap.
 IMAGE_TOKENS = 1600
 
-# ASCII letters per token inside a word: gives ~3.8 characters per token on English prose.
-_WORD_CHUNK = 5
+#: The pricing page's "Tool use system prompt token count": with ``tools``, the API adds a hidden
+#: system prompt of 346 tokens for ``tool_choice`` ``auto`` or ``none`` and 313 for ``any`` or
+#: ``tool`` (the figures it gives for the Claude 4 models; the emulator uses them for every model).
+TOOL_USE_SYSTEM_TOKENS = {"auto": 346, "none": 346, "any": 313, "tool": 313}
+
+#: Tokens per piece, per family (see the module docstring). ``word`` + ``letter`` x length for an
+#: ASCII word (+ ``capital`` if it starts upper-case); per character for CJK (kanji, kana),
+#: Hangul, Cyrillic (and accented Latin), Greek and other letters; ``digits`` per group of up to
+#: three; ``punct`` per punctuation character; ``space`` per whitespace character inside a line,
+#: ``indent`` per space or tab after a newline.
+PIECE_COSTS: Dict[str, Dict[str, float]] = {
+    "v3": {"word": 0.549, "letter": 0.136, "capital": 0.329, "cjk": 0.992, "hangul": 1.290,
+           "cyrillic": 0.370, "greek": 0.629, "other": 0.700, "digits": 1.631, "punct": 0.517,
+           "space": 0.614, "newline": 1.0, "indent": 0.321},
+    "v4.7": {"word": 0.245, "letter": 0.292, "capital": 1.415, "cjk": 1.001, "hangul": 1.397,
+             "cyrillic": 0.418, "greek": 0.680, "other": 0.775, "digits": 1.161, "punct": 0.694,
+             "space": 0.743, "newline": 1.0, "indent": 0.274},
+}
 
 _PIECE = re.compile(
     r"(?P<word> ?[A-Za-z]+)"
@@ -49,21 +111,47 @@ _PIECE = re.compile(
     r"|(?P<digits>\d{1,3})"
     r"|(?P<newlines>[ \t]*\n[\s]*)"
     r"|(?P<space>\s+)"
-    r"|(?P<punct>([^\w\s])\7*)",
+    r"|(?P<punct>[^\w\s])",
 )
 
 
-def _piece_tokens(kind: str, piece: str) -> int:
+def _letter_kind(ch: str) -> str:
+    o = ord(ch)
+    if o < 0x80:
+        return "letter"
+    if 0xAC00 <= o <= 0xD7AF:
+        return "hangul"
+    if 0x2E80 <= o <= 0x9FFF or 0x3040 <= o <= 0x30FF or 0xF900 <= o <= 0xFAFF:
+        return "cjk"
+    if 0x0370 <= o <= 0x03FF:
+        return "greek"
+    if 0x0400 <= o <= 0x052F or 0xC0 <= o <= 0x24F:
+        return "cyrillic"
+    return "other"
+
+
+def _piece_cost(kind: str, piece: str, costs: Mapping[str, float]) -> float:
     if kind == "word":
-        return max(1, math.ceil(len(piece.lstrip(" ")) / _WORD_CHUNK))
-    if kind in ("space", "punct"):
-        return math.ceil(len(piece) / 4)
-    if kind == "letters":
-        # Accented Latin or CJK: one token per non-ASCII letter, ASCII letters as in words.
         body = piece.lstrip(" ")
-        ascii_letters = sum(1 for ch in body if ch < "\x80")
-        return max(1, (len(body) - ascii_letters) + math.ceil(ascii_letters / _WORD_CHUNK))
-    return 1  # digits (≤3), a newline run
+        return costs["word"] + costs["letter"] * len(body) + (costs["capital"] if body[0].isupper() else 0.0)
+    if kind == "letters":
+        body = piece.lstrip(" ")
+        return costs["word"] + sum(costs[_letter_kind(ch)] for ch in body)
+    if kind == "digits":
+        return costs["digits"]
+    if kind == "newlines":
+        newlines = piece.count("\n")
+        return costs["newline"] * newlines + costs["indent"] * (len(piece) - newlines)
+    if kind == "space":
+        return costs["space"] * len(piece)
+    return costs["punct"]
+
+
+def _costs(family: str) -> Mapping[str, float]:
+    try:
+        return PIECE_COSTS[family]
+    except KeyError:
+        raise ValueError(f"unknown tokenizer family {family!r} (known: {', '.join(FAMILIES)})") from None
 
 
 def _pieces(text: str) -> Iterator[tuple]:
@@ -71,31 +159,54 @@ def _pieces(text: str) -> Iterator[tuple]:
         yield match.lastgroup, match.group(0), match.start(), match.end()
 
 
+def _round(total: float) -> int:
+    return int(total + 0.5)
+
+
 @lru_cache(maxsize=4096)
-def count_tokens(text: str) -> int:
-    """Approximate number of Claude tokens in ``text`` (0 for the empty string)."""
-    return sum(_piece_tokens(kind, piece) for kind, piece, _, _ in _pieces(text))
+def count_tokens(text: str, family: str = DEFAULT_FAMILY) -> int:
+    """Estimated number of Claude tokens in ``text`` for a tokenizer ``family`` (0 for "").
+
+    Rounded line by line (each line with the newline that ends it), so texts joined at a line
+    break count the sum of their counts: ``count_tokens(a + "\n" + b) == count_tokens(a + "\n") +
+    count_tokens(b)`` whenever ``b`` starts with no whitespace, and a newline costs exactly 1.
+    """
+    costs = _costs(family)
+    total, line = 0, 0.0
+    for kind, piece, _, _ in _pieces(text):
+        line += _piece_cost(kind, piece, costs)
+        if kind == "newlines":
+            total, line = total + _round(line), 0.0
+    return total + _round(line)
 
 
-def truncate_to_tokens(text: str, max_tokens: int) -> str:
-    """The longest prefix of ``text`` that counts at most ``max_tokens`` tokens.
+def truncate_to_tokens(text: str, max_tokens: int, family: str = DEFAULT_FAMILY) -> str:
+    """The longest prefix of ``text``, cut at a piece boundary, that counts at most ``max_tokens``.
 
     Used by the emulator to honour ``max_tokens`` (the reply then stops with ``stop_reason:
-    "max_tokens"``). A long word may be cut inside, as a real tokenizer would.
+    "max_tokens"``).
     """
     if max_tokens <= 0:
         return ""
-    used = 0
+    costs = _costs(family)
+    done, line = 0, 0.0
     for kind, piece, start, _end in _pieces(text):
-        cost = _piece_tokens(kind, piece)
-        if used + cost > max_tokens:
-            room = max_tokens - used
-            if kind == "word" and room > 0:
-                lead = 1 if piece.startswith(" ") else 0
-                return text[: start + lead + _WORD_CHUNK * room]
+        cost = _piece_cost(kind, piece, costs)
+        if done + _round(line + cost) > max_tokens:
             return text[:start]
-        used += cost
+        line += cost
+        if kind == "newlines":
+            done, line = done + _round(line), 0.0
     return text
+
+
+def tool_use_system_tokens(body: Mapping[str, Any]) -> int:
+    """The hidden tool-use system prompt a request with ``tools`` pays for (0 without tools)."""
+    if not body.get("tools"):
+        return 0
+    choice = body.get("tool_choice")
+    kind = choice.get("type", "auto") if isinstance(choice, Mapping) else "auto"
+    return TOOL_USE_SYSTEM_TOKENS.get(kind, TOOL_USE_SYSTEM_TOKENS["auto"])
 
 
 @dataclass(frozen=True)
@@ -126,26 +237,29 @@ def _without_cache_control(block: Mapping[str, Any]) -> dict:
     return {k: v for k, v in block.items() if k != "cache_control"}
 
 
-def _block_tokens(block: Any) -> int:
+def _block_tokens(block: Any, family: str = DEFAULT_FAMILY) -> int:
     """Tokens of one content block, tool definition or system block."""
     if not isinstance(block, Mapping):
-        return count_tokens(str(block))
+        return count_tokens(str(block), family)
     kind = block.get("type")
     if kind == "text" and isinstance(block.get("text"), str):
-        return count_tokens(block["text"])
+        return count_tokens(block["text"], family)
     if kind == "image":
         return IMAGE_TOKENS
     if kind == "tool_result":
         content = block.get("content")
         if isinstance(content, str):
-            return count_tokens(content) + 2
+            return count_tokens(content, family) + 2
         if isinstance(content, list):
-            return sum(_block_tokens(part) for part in content) + 2
+            return sum(_block_tokens(part, family) for part in content) + 2
         return 2
     if kind == "document" and isinstance(block.get("source"), Mapping) and block["source"].get("type") == "text":
-        return count_tokens(str(block["source"].get("data", "")))
-    # tool_use, tool definitions, thinking, anything else: its JSON without the marker.
-    return count_tokens(_canonical(_without_cache_control(block)))
+        return count_tokens(str(block["source"].get("data", "")), family)
+    if "input_schema" in block and "name" in block:  # a tool definition: name, description, schema
+        return (count_tokens(str(block["name"]), family) + count_tokens(str(block.get("description", "")), family)
+                + count_tokens(_canonical(block["input_schema"]), family))
+    # tool_use, thinking, anything else: its JSON without the marker.
+    return count_tokens(_canonical(_without_cache_control(block)), family)
 
 
 def _as_blocks(content: Any) -> List[Any]:
@@ -156,42 +270,69 @@ def _as_blocks(content: Any) -> List[Any]:
     return []
 
 
-def prompt_blocks(body: Mapping[str, Any]) -> List[PromptBlock]:
+def _earlier_turn(messages: List[Any], m: int) -> bool:
+    """Whether assistant message ``m`` is an earlier turn: a later user message says more than
+    ``tool_result`` (a tool-use loop still in progress keeps its thinking)."""
+    for later in messages[m + 1:]:
+        if isinstance(later, Mapping) and later.get("role") == "user":
+            blocks = _as_blocks(later.get("content"))
+            if any(not (isinstance(b, Mapping) and b.get("type") == "tool_result") for b in blocks):
+                return True
+    return False
+
+
+def prompt_blocks(body: Mapping[str, Any], family: str = DEFAULT_FAMILY) -> List[PromptBlock]:
     """Flatten a Messages API body into its prefix blocks, tools -> system -> messages.
 
     The order is the one the API uses for prompt-cache prefixes and breakpoint checks
     (https://platform.claude.com/docs/en/build-with-claude/prompt-caching: "the cache prefix is
     built in the order tools, system, messages"). Malformed parts are skipped, not rejected: request
     validation is the emulator's job, this only counts.
+
+    Framing the API adds is charged on the first block it belongs to: the request's own framing on
+    the first block, the hidden tool-use system prompt (:func:`tool_use_system_tokens`) on the
+    first tool, a system prompt's framing on its first block, a message's on its first block.
+    Thinking blocks of earlier assistant turns cost nothing: the token-counting docs say thinking
+    blocks from previous assistant turns "are ignored and do not count toward your input tokens".
     """
     blocks: List[PromptBlock] = []
+    thinking_on = isinstance(body.get("thinking"), Mapping) and body["thinking"].get("type") not in (None, "disabled")
+    extra = REQUEST_OVERHEAD_TOKENS + (THINKING_SYSTEM_TOKENS if thinking_on else 0)
     tools = body.get("tools")
     if isinstance(tools, list):
+        hidden = tool_use_system_tokens(body)
         for i, tool in enumerate(tools):
-            blocks.append(PromptBlock("tools", f"tools.{i}", tool if isinstance(tool, Mapping) else {}, _block_tokens(tool)))
+            tokens = max(1, _block_tokens(tool, family) + TOOL_OVERHEAD_TOKENS) + (hidden if i == 0 else 0) + extra
+            extra = 0
+            blocks.append(PromptBlock("tools", f"tools.{i}", tool if isinstance(tool, Mapping) else {}, tokens))
     system = body.get("system")
     for i, block in enumerate(_as_blocks(system)):
         path = "system" if isinstance(system, str) else f"system.{i}"
-        blocks.append(PromptBlock("system", path, block if isinstance(block, Mapping) else {}, _block_tokens(block)))
+        tokens = _block_tokens(block, family) + (SYSTEM_OVERHEAD_TOKENS if i == 0 else 0) + extra
+        extra = 0
+        blocks.append(PromptBlock("system", path, block if isinstance(block, Mapping) else {}, tokens))
     messages = body.get("messages")
     if isinstance(messages, list):
         for m, message in enumerate(messages):
             if not isinstance(message, Mapping):
                 continue
             content = message.get("content")
+            earlier = message.get("role") == "assistant" and _earlier_turn(messages, m)
             for i, block in enumerate(_as_blocks(content)):
                 path = f"messages.{m}.content" if isinstance(content, str) else f"messages.{m}.content.{i}"
-                tokens = _block_tokens(block) + (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0)
+                thinking = isinstance(block, Mapping) and block.get("type") in ("thinking", "redacted_thinking")
+                tokens = 0 if thinking and earlier else _block_tokens(block, family)
+                tokens += (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0) + extra
+                extra = 0
                 blocks.append(PromptBlock("messages", path, block if isinstance(block, Mapping) else {}, tokens))
     return blocks
 
 
-def count_request_tokens(body: Mapping[str, Any]) -> int:
+def count_request_tokens(body: Mapping[str, Any], family: str = DEFAULT_FAMILY) -> int:
     """Input tokens of a whole request (tools + system + messages), as the emulator bills them.
 
     Equal to ``sum(b.tokens for b in prompt_blocks(body))``: what ``POST /v1/messages/count_tokens``
     returns, and what ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens`` adds
-    up to on the emulator. The real API adds a hidden tool-use system prompt when tools are present;
-    this approximation does not.
+    up to on the emulator. Includes the hidden tool-use system prompt when ``tools`` are present.
     """
-    return sum(block.tokens for block in prompt_blocks(body))
+    return sum(block.tokens for block in prompt_blocks(body, family))

@@ -123,3 +123,29 @@ def test_demo_text_names_the_backend_and_alias_runs_the_same(repo):
 def test_the_real_api_needs_real_time(repo):
     out = gitmem(repo, "demo", "--backend", "anthropic", check=False)
     assert out.returncode == 1 and "--real-time" in out.stderr
+
+
+def test_two_runs_print_the_same_figures_and_send_byte_identical_prompts(repo):
+    """Issue 18: the memory ids were time-based, so the prefix varied (12,775 to 12,788 tokens) and
+    so did the dollars. The sample repository now has fixed ids and a fixed clock."""
+    import re
+
+    def figures(out: str) -> list:
+        return [line for line in out.splitlines() if "$" in line or re.search(r"\bin +\d+ +write", line)]
+
+    first = gitmem(repo, "demo", "--runs", "1").stdout
+    second = gitmem(repo, "demo", "--runs", "1").stdout
+    assert figures(first) and figures(first) == figures(second)
+    a, b = run_demo(runs=1), run_demo(runs=1)
+    assert a.run["memory_ids"] == b.run["memory_ids"]
+    assert [r["usage"] for r in a.run["requests"]] == [r["usage"] for r in b.run["requests"]]
+    assert a.run["workload"] == b.run["workload"]
+
+
+def test_the_demo_the_bill_and_models_say_token_counts_are_estimates_and_by_how_much(repo):
+    from gitmem.tokens import ESTIMATE_NOTE
+
+    assert "within 1% in total and 5% per kind" in ESTIMATE_NOTE
+    assert ESTIMATE_NOTE in gitmem(repo, "demo", "--runs", "1").stdout
+    assert ESTIMATE_NOTE in gitmem(repo, "bill", "--no-plot").stdout
+    assert ESTIMATE_NOTE in gitmem(repo, "models").stdout

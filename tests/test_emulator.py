@@ -1,8 +1,16 @@
-"""The emulator against the documented prompt-caching and error cases.
+"""The emulator against the documented prompt-caching, token-counting, streaming and error cases.
 
 Requests go through ``Emulator.handle`` (the one handler both the ASGI app and the SDK transport
 use), with a virtual clock so TTLs are exercised in virtual time. Expected token numbers come from
 the shared counter (``gitmem.tokens``), per block, so each test checks the cache arithmetic.
+
+Each test that follows a documented rule quotes the sentence it follows, from
+https://platform.claude.com/docs/en/build-with-claude/prompt-caching (PC),
+https://platform.claude.com/docs/en/build-with-claude/token-counting (TC),
+https://platform.claude.com/docs/en/build-with-claude/streaming (ST),
+https://platform.claude.com/docs/en/api/errors (ERR),
+https://platform.claude.com/docs/en/about-claude/model-deprecations (DEP) and
+https://platform.claude.com/docs/en/about-claude/pricing (PR). Undocumented behaviour says so.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from gitmem.tokens import count_request_tokens, prompt_blocks
 
 HEADERS = {"x-api-key": "test-key", "anthropic-version": "2023-06-01"}
 HAIKU = "claude-haiku-4-5"  # minimum cacheable prefix 4096 tokens
-SONNET = "claude-sonnet-4-5"  # minimum 1024
+SONNET = "claude-sonnet-4-6"  # minimum 1024
 
 
 def guide(n_sections: int = 120) -> str:
@@ -86,6 +94,8 @@ def emu(clock):
     return Emulator(clock=clock)
 
 
+# PC: "the system checks if the prompt prefix, up to a specified cache breakpoint, is already cached
+# from a recent query. If found, it uses the cached version"; the cache "has a minimum 5-minute lifetime".
 def test_a_marked_prefix_is_written_then_read_within_the_ttl(emu, clock):
     req = body()
     guide_tokens = tokens_through(req, 0)
@@ -100,6 +110,7 @@ def test_a_marked_prefix_is_written_then_read_within_the_ttl(emu, clock):
     assert second["input_tokens"] == first["input_tokens"] == count_request_tokens(req) - guide_tokens
 
 
+# PC: "By default, the cache has a 5-minute lifetime."
 def test_a_5_minute_entry_expires_after_5_minutes_of_virtual_time(emu, clock):
     req = body()
     usage(emu, req)
@@ -109,6 +120,8 @@ def test_a_5_minute_entry_expires_after_5_minutes_of_virtual_time(emu, clock):
     assert again["cache_creation_input_tokens"] == tokens_through(req, 0)
 
 
+# PC: "If you find that 5 minutes is too short, Anthropic also offers a 1-hour cache duration",
+# written as {"type": "ephemeral", "ttl": "1h"}.
 def test_a_1_hour_entry_survives_a_break_and_expires_after_an_hour(emu, clock):
     req = body(guide_ttl="1h")
     guide_tokens = tokens_through(req, 0)
@@ -123,6 +136,7 @@ def test_a_1_hour_entry_survives_a_break_and_expires_after_an_hour(emu, clock):
     assert expired["cache_creation"]["ephemeral_1h_input_tokens"] == guide_tokens
 
 
+# PC: "The cache is refreshed for no additional cost each time the cached content is used."
 def test_each_hit_refreshes_the_ttl(emu, clock):
     req = body()
     usage(emu, req)
@@ -140,6 +154,8 @@ def test_a_keepalive_ping_keeps_the_prefix_through_a_break(emu, clock):
     assert usage(emu, req)["cache_read_input_tokens"] == tokens_through(req, 0)
 
 
+# PC: "Shorter prompts cannot be cached, even if marked with cache_control. Any requests to cache
+# fewer than this number of tokens will be processed without caching."
 def test_a_prefix_below_the_model_minimum_succeeds_uncached(emu):
     short = body(guide_text=guide(24))
     prefix = tokens_through(short, 0)
@@ -153,6 +169,9 @@ def test_a_prefix_below_the_model_minimum_succeeds_uncached(emu):
     assert usage(emu, {**short, "model": SONNET})["cache_creation_input_tokens"] == prefix
 
 
+# PC, "Mixing different TTLs": A = tokens at the highest cache hit, B = at the highest 1h block
+# after A, C = at the last block; "charged for cache read tokens for A", "1-hour cache write tokens
+# for (B - A)" and "5-minute cache write tokens for (C - B)".
 def test_mixed_ttls_split_the_write_and_the_read_as_documented(emu, clock):
     req = body(guide_ttl="1h", memory_ttl="5m")
     a = tokens_through(req, 0)  # guide, 1h
@@ -171,6 +190,7 @@ def test_mixed_ttls_split_the_write_and_the_read_as_documented(emu, clock):
     assert warm["cache_creation_input_tokens"] == 0
 
 
+# PC: "total_input_tokens = cache_read_input_tokens + cache_creation_input_tokens + input_tokens".
 def test_usage_fields_sum_to_the_request_tokens(emu, clock):
     req = body(guide_ttl="1h", memory_ttl="5m")
     counted = send(emu, req, "/v1/messages/count_tokens").json()["input_tokens"]
@@ -221,6 +241,8 @@ def test_an_entry_exactly_20_blocks_back_is_a_miss(emu):
     assert got["cache_creation_input_tokens"] == tokens_through(far, 27)
 
 
+# PC: "Cache hits require 100% identical prompt segments, including all text and images up to and
+# including the block marked with cache control"; caches are model-specific.
 def test_any_change_before_the_breakpoint_misses_and_a_change_after_it_does_not(emu):
     usage(emu, body())
     assert usage(emu, body(question="Something else entirely?"))["cache_read_input_tokens"] > 0
@@ -236,6 +258,7 @@ def error_of(response):
     return data["error"]
 
 
+# PC: "You can define up to 4 cache breakpoints"; the API's error is quoted verbatim.
 def test_a_fifth_breakpoint_is_rejected_with_the_api_error(emu):
     req = conversation(5, marked=0)
     for i in (1, 2, 3, 4):
@@ -248,6 +271,8 @@ def test_a_fifth_breakpoint_is_rejected_with_the_api_error(emu):
     }
 
 
+# PC: "When mixing TTLs ... cache entries with longer TTL must appear before shorter TTLs (i.e., a
+# 1-hour cache entry must appear before any 5-minute cache entries)."
 def test_a_1_hour_breakpoint_after_a_5_minute_one_is_rejected(emu):
     response = send(emu, body(guide_ttl="5m", memory_ttl="1h"))
     assert response.status == 400
@@ -258,6 +283,7 @@ def test_a_1_hour_breakpoint_after_a_5_minute_one_is_rejected(emu):
     )
 
 
+# PC: "With automatic caching, the system caches all content up to and including the last cacheable block."
 def test_top_level_cache_control_marks_the_last_block(emu):
     req = body(guide_ttl=None, cache_control={"type": "ephemeral"})
     assert usage(emu, req)["cache_creation_input_tokens"] == count_request_tokens(req)
@@ -337,6 +363,8 @@ def test_an_image_after_a_breakpoint_invalidates_the_message_cache(emu):
          "invalid_request_error", "system.0.cache_control.type"),
     ],
 )
+# ERR: "Errors are always returned as JSON, with a top-level error object that always includes a
+# type and message value"; 400 invalid_request_error, 404 not_found_error.
 def test_invalid_requests_get_the_api_error_shape(emu, change, status, error_type, message):
     req = {**body(), **change}
     req = {k: v for k, v in req.items() if v is not None}
@@ -347,6 +375,7 @@ def test_invalid_requests_get_the_api_error_shape(emu, change, status, error_typ
     assert error["message"].startswith(message)
 
 
+# ERR: 401 authentication_error, 413 request_too_large "Request exceeds the maximum allowed number of bytes".
 def test_transport_level_errors(emu):
     denied = emu.handle("POST", "/v1/messages", {"anthropic-version": "2023-06-01"}, b"{}")
     assert error_of(denied)["type"] == "authentication_error"
@@ -470,6 +499,7 @@ def test_admin_state_shows_which_entries_survive(emu, clock):
     assert [e["ttl"] for e in emu.state()["entries"]] == ["1h"]
 
 
+# ERR: "529 - overloaded_error: The API is temporarily overloaded."
 def test_injected_failures_return_overloaded(emu):
     emu.handle("POST", "/_emulator/fail", {}, b'{"status": 529, "count": 1}')
     response = send(emu, body())
@@ -565,3 +595,94 @@ def test_the_direct_backend_answers_like_the_sdk_and_skips_its_import(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[1])})
     assert out.stdout.split() == ["False", "True"]
+
+
+# DEP: "Retired: The model is no longer available for use. Requests to retired models will fail."
+# The API answers a retired model as an unknown one: 404 not_found_error "model: <id>".
+@pytest.mark.parametrize("model", ["claude-sonnet-4-20250514", "claude-sonnet-4-0", "claude-3-5-haiku-20241022",
+                                   "claude-3-haiku-20240307", "claude-opus-4-1"])
+def test_a_retired_model_answers_the_apis_not_found_error(emu, model):
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        response = send(emu, {**body(), "model": model}, path)
+        assert response.status == 404
+        assert error_of(response) == {"type": "not_found_error", "message": f"model: {model}"}
+    assert emu.handle("GET", f"/v1/models/{model}", HEADERS).status == 404
+    listed = [m["id"] for m in emu.handle("GET", "/v1/models", HEADERS, query="limit=100").json()["data"]]
+    assert model not in listed and "claude-opus-5-5" in listed and "claude-haiku-5-5" in listed
+
+
+# PR (the current page's rows): the models on today's pricing page are served, not 404.
+@pytest.mark.parametrize("model", ["claude-fable-5-1", "claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5",
+                                   "claude-opus-4-8", "claude-sonnet-5"])
+def test_the_current_lineup_is_served(emu, model):
+    reply = send(emu, {**body(), "model": model})
+    assert reply.status == 200 and reply.json()["model"] == model
+
+
+# TC's own examples: "You are a scientist" / "Hello, Claude" is {"input_tokens": 14}; the get_weather
+# tool example is {"input_tokens": 403}, because with tools the API adds a tool-use system prompt (PR:
+# 346 tokens for tool_choice auto on the Claude 4 models); the extended-thinking example is
+# {"input_tokens": 88}, because "thinking blocks from previous assistant turns are ignored and do not
+# count toward your input tokens". The first two bodies are as the stored page prints them (which
+# today names claude-opus-5, with the figures the page has printed since the Claude 4 models; the
+# emulator reproduces them on a v3-tokenizer model). The thinking example's body is reconstructed:
+# the stored copy cuts it off, so its assistant text may differ from the page's by a few words.
+DOC_EXAMPLES = [
+    ({"system": "You are a scientist", "messages": [{"role": "user", "content": "Hello, Claude"}]}, 14),
+    ({"tools": [{"name": "get_weather", "description": "Get the current weather in a given location",
+                 "input_schema": {"type": "object", "properties": {"location": {
+                     "type": "string", "description": "The city and state, e.g. San Francisco, CA"}},
+                     "required": ["location"]}}],
+      "messages": [{"role": "user", "content": "What's the weather like in San Francisco?"}]}, 403),
+    ({"thinking": {"type": "enabled", "budget_tokens": 16000}, "messages": [
+        {"role": "user", "content": "Are there an infinite number of prime numbers such that n mod 4 == 3?"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "This is a nice number theory question. Let's think about it step by "
+                                             "step...", "signature": "EuYBCkQYAiJAgCs1le6/Pol5Z4/JMomVOouGrWdhYNsH3ukz"
+                                                                     "UECbB6iWrSQtsQuRHJID6lWV..."},
+            {"type": "text", "text": "Yes, there are infinitely many prime numbers p such that p mod 4 = 3. The proof "
+                                     "is similar to Euclid's proof..."}]},
+        {"role": "user", "content": "Can you write a formal proof?"}]}, 88),
+]
+
+
+@pytest.mark.parametrize("example, published", DOC_EXAMPLES)
+def test_count_tokens_gives_the_token_counting_pages_own_examples(emu, example, published):
+    response = send(emu, {"model": SONNET, **example}, "/v1/messages/count_tokens")
+    assert response.status == 200 and response.json() == {"input_tokens": published}
+
+
+def test_earlier_turn_thinking_is_free_but_a_tool_loops_thinking_counts(emu):
+    example = DOC_EXAMPLES[2][0]
+    without = json.loads(json.dumps(example))
+    without["messages"][1]["content"][0]["thinking"] = "x"
+    count = lambda req: send(emu, {"model": SONNET, **req}, "/v1/messages/count_tokens").json()["input_tokens"]  # noqa: E731
+    assert count(example) == count(without)
+    loop = json.loads(json.dumps(example))
+    loop["messages"][2]["content"] = [{"type": "tool_result", "tool_use_id": "t1", "content": "42"}]
+    shorter = json.loads(json.dumps(loop))
+    shorter["messages"][1]["content"][0]["thinking"] = "x"
+    assert count(loop) > count(shorter)  # the current tool-use cycle's thinking is part of the prompt
+
+
+# PC: "Shorter prompts cannot be cached, even if marked with cache_control." The emulator's counts are
+# estimates that may overcount by ESTIMATE_ERROR["over"] percent, so it caches only from the minimum
+# plus that margin: a prefix it estimates just above 4,096 may be below the API's minimum.
+def test_near_the_minimum_the_emulator_does_not_cache_what_the_api_might_not(emu):
+    from gitmem.emulator.app import cacheable_minimum
+    from gitmem.pricing import DEFAULT_TABLE
+    from gitmem.tokens import ESTIMATE_ERROR
+
+    haiku = DEFAULT_TABLE.get(HAIKU)
+    floor = cacheable_minimum(haiku)
+    assert floor == -(-4096 * (100 + ESTIMATE_ERROR["over"]) // 100) > 4096
+    sizes = {}
+    for n in range(30, 120):
+        prefix = tokens_through(body(guide_text=guide(n)), 0)
+        sizes.setdefault("just above", n) if 4096 <= prefix < floor else None
+        if prefix >= floor + 50:
+            sizes["well above"] = n
+            break
+    near, far = body(guide_text=guide(sizes["just above"])), body(guide_text=guide(sizes["well above"]))
+    assert usage(emu, near)["cache_creation_input_tokens"] == 0
+    assert usage(emu, far)["cache_creation_input_tokens"] == tokens_through(far, 0)

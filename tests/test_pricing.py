@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gitmem.errors import PriceTableError, UnknownModel
-from gitmem.pricing import CHECKED, DEFAULT_TABLE, PRICES_SOURCE, Usage, cost, load_price_table
+from gitmem.pricing import CHECKED, DEFAULT_TABLE, LIFECYCLES, PRICES_SOURCE, Usage, cost, load_price_table
+from gitmem.tokens import FAMILIES
 
 
 def test_the_shipped_table_names_its_source_and_date():
@@ -21,13 +22,42 @@ def test_haiku_4_5_prices_and_minimum_match_the_docs():
     assert DEFAULT_TABLE.get("claude-3-5-haiku-20241022").min_cacheable_tokens == 2048
 
 
-def test_cache_prices_follow_the_documented_multipliers():
+# The pricing page: "5-minute cache write tokens are 1.25 times the base input tokens price", 1-hour
+# writes 2 times, cache reads 0.1 times; the rows it prints otherwise are kept as printed.
+PRINTED_READS = {"claude-fable-5-1": 0.25, "claude-mythos-5-1": 0.25, "claude-opus-5-5": 0.2,
+                 "claude-sonnet-5-5": 0.1, "claude-haiku-5-5": 0.01, "claude-3-haiku-20240307": 0.03}
+
+
+def test_cache_prices_follow_the_documented_multipliers_except_the_rows_printed_otherwise():
     for row in DEFAULT_TABLE.models:
-        if row.id == "claude-3-haiku-20240307":  # published rounded: $0.30 and $0.03
-            continue
-        assert row.cache_write_5m == pytest.approx(row.input * 1.25)
-        assert row.cache_write_1h == pytest.approx(row.input * 2)
-        assert row.cache_read == pytest.approx(row.input * 0.1)
+        if row.id != "claude-3-haiku-20240307":  # published rounded: $0.30
+            assert row.cache_write_5m == pytest.approx(row.input * 1.25), row.id
+        assert row.cache_write_1h == pytest.approx(row.input * 2), row.id
+        assert row.cache_read == pytest.approx(PRINTED_READS.get(row.id, row.input * 0.1)), row.id
+
+
+def test_every_row_has_a_lifecycle_a_tokenizer_and_says_where_its_minimum_came_from():
+    ids = [row.id for row in DEFAULT_TABLE.models]
+    assert len(ids) == len(set(ids))
+    for row in DEFAULT_TABLE.models:
+        assert row.lifecycle in LIFECYCLES and row.tokenizer in FAMILIES
+        assert row.min_cacheable_source in ("docs", "assumed")
+        assert row.min_cacheable_tokens in (512, 1024, 2048, 4096)
+    current = {"claude-fable-5-1", "claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"}
+    assert current <= {row.id for row in DEFAULT_TABLE.models if row.lifecycle == "active"}
+    # Issue 18: Sonnet 4 and Haiku 3.5 are retired, Haiku 3 is gone from the current lists.
+    for model in ("claude-sonnet-4-0", "claude-3-5-haiku-latest", "claude-3-haiku-20240307", "claude-opus-4-1"):
+        assert DEFAULT_TABLE.get(model).retired, model
+    assert DEFAULT_TABLE.get("claude-sonnet-4-5").lifecycle == "deprecated"
+    assert DEFAULT_TABLE.get("claude-opus-4-7").tokenizer == "v4.7"
+    assert DEFAULT_TABLE.get("claude-opus-4-6").tokenizer == "v3"
+
+
+def test_haiku_5_5_bills_every_token_of_a_prompt_over_100k_at_the_long_prompt_prices():
+    short = Usage(input_tokens=100_000, output_tokens=1_000_000)
+    assert cost(short, "claude-haiku-5-5").total == pytest.approx(0.01 + 0.5)
+    long = Usage(input_tokens=100_001, output_tokens=1_000_000)
+    assert cost(long, "claude-haiku-5-5").total == pytest.approx(100_001 * 0.5 / 1e6 + 2.5)
 
 
 def test_cost_of_a_guide_write_then_a_read_on_haiku_4_5():
@@ -90,6 +120,8 @@ def test_an_override_file_changes_prices_and_adds_models(tmp_path):
     ("models: {claude-haiku-4-5: {input: -1}}", "non-negative"),
     ("models: {new-model: {input: 1}}", "needs"),
     ("models: {claude-haiku-4-5: {price: 1}}", "unknown field"),
+    ("models: {claude-haiku-4-5: {tokenizer: v9}}", "tokenizer"),
+    ("models: {claude-haiku-4-5: {lifecycle: gone}}", "lifecycle"),
     ("!!python/object:os.system {}", "not valid YAML"),
     ("[1, 2]", "mapping"),
 ])

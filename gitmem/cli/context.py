@@ -62,6 +62,9 @@ def context_(store, query, paths, ttl, model, budget, advance, as_json) -> None:
         mark = f"cache_control {part.ttl}" if part.ttl else "not cached"
         ids = f", {len(part.memory_ids)} memories" if part.memory_ids else ""
         click.echo(f"# {part.name}: {part.tokens} tokens (prefix {part.prefix_tokens}), {mark}{ids}")
+    from ..tokens import ESTIMATE_NOTE
+
+    click.echo(f"# {ESTIMATE_NOTE}")
     for block in ctx.body["system"]:
         click.echo(block["text"])
         click.echo("")
@@ -93,7 +96,7 @@ def guide_set(store, path: str, as_json: bool) -> None:
     if as_json:
         emit_json({"guide": rel, "tokens": tokens})
     else:
-        click.echo(f"guide: {rel} ({tokens} tokens), recorded in git config gitmem.guide")
+        click.echo(f"guide: {rel} ({tokens} tokens, estimated), recorded in git config gitmem.guide")
 
 
 @guide.command("show")
@@ -111,7 +114,7 @@ def guide_show(store, as_json: bool) -> None:
     if as_json:
         emit_json({"guide": path, "tokens": count_tokens(text)})
     else:
-        click.echo(f"guide: {path} ({count_tokens(text)} tokens)" if path else
+        click.echo(f"guide: {path} ({count_tokens(text)} tokens, estimated)" if path else
                    "no guide (set one with: gitmem guide set AGENTS.md)")
 
 
@@ -168,6 +171,10 @@ def ask(store, question, paths, ttl, model, max_tokens, backend, as_json) -> Non
                f"memory commit {ctx.memory_commit or '-'}")
     click.echo(_usage_line(data["usage"]))
     click.echo(f"cost: ${price.total:.6f} (prices: {table.source}, checked {table.checked})")
+    if reply.backend == "emulator":
+        from ..tokens import ESTIMATE_NOTE
+
+        click.echo(f"The emulator's {ESTIMATE_NOTE}.")
 
 
 @main.command()
@@ -197,7 +204,8 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, as_json: 
         run_path = latest_run(store)
         if run_path is None:
             raise GitmemError("no recorded run in this repository yet: run `gitmem demo` first, or pass --run FILE")
-    result = make_bill(load_run(run_path), configured_price_table(store))
+    run = load_run(run_path)
+    result = make_bill(run, configured_price_table(store))
     if svg_path:
         with open(svg_path, "w", encoding="utf-8") as f:
             f.write(render_svg(result))
@@ -206,6 +214,10 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, as_json: 
         return
     click.echo(f"run: {run_path}")
     click.echo(render_text(result))
+    if run.get("backend") == "emulator":
+        from ..tokens import ESTIMATE_NOTE
+
+        click.echo(f"The emulator's {ESTIMATE_NOTE}.")
     if plot:
         click.echo("")
         click.echo(render_plot(result))
@@ -291,6 +303,9 @@ def cache_ttl(runs: int, break_minutes: float, real_time: bool, backend: str, ke
     say(f"\nContext (memory commit {c['memory_commit'][:10]}): guide {c['guide']} {c['guide_file_tokens']} tokens "
         f"({c['guide_tokens']} with the preamble), {c['memories']} memories {c['memory_tokens']} tokens; "
         "a breakpoint after each part")
+    from ..tokens import ESTIMATE_NOTE
+
+    say(f"({ESTIMATE_NOTE}; the emulator bills with these counts)")
     say(f"\nRun 1, every reply (backend {result.run['backend']}):")
     for r in result.run["requests"]:
         if r["run"] != 1:

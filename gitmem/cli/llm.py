@@ -56,38 +56,57 @@ def _money(value: float) -> str:
 
 
 @main.command()
+@click.option("--all", "show_all", is_flag=True, help="Also list retired models (kept to price recorded runs).")
 @json_option
-def models(as_json: bool) -> None:
-    """Show the price table: per model, USD per million tokens for base input,
-    5-minute cache write, 1-hour cache write, cache read and output, and the
-    minimum prefix length that can be cached.
+def models(show_all: bool, as_json: bool) -> None:
+    """Show the model lineup and its prices: per model, its lifecycle status
+    (active, deprecated, retired), USD per million tokens for base input, 5-minute
+    cache write, 1-hour cache write, cache read and output, the minimum prefix
+    length that can be cached, and its tokenizer generation.
 
-    The shipped table names its source page and the date it was checked.
-    Override it with a YAML file: `git config gitmem.prices prices.yaml` or
-    $GITMEM_PRICES (format in docs/emulator.md).
+    The shipped table names its source pages and the date they were checked.
+    Retired models are hidden unless --all: the API (and the emulator) answers
+    them with 404 not_found_error. Override the table with a YAML file: `git
+    config gitmem.prices prices.yaml` or $GITMEM_PRICES (format in docs/emulator.md).
 
-    JSON: {"source", "checked", "caching_source", "models": [{"id", "display_name",
-    "input", "cache_write_5m", "cache_write_1h", "cache_read", "output",
-    "min_cacheable_tokens", "context_window", "max_output_tokens", "aliases", "lifecycle"}]}
+    JSON: {"source", "checked", "caching_source", "lifecycle_source", "models": [{"id",
+    "display_name", "lifecycle", "input", "cache_write_5m", "cache_write_1h", "cache_read",
+    "output", "min_cacheable_tokens", "min_cacheable_source", "context_window",
+    "max_output_tokens", "aliases", "tokenizer", "long_prompt_threshold", "long_prompt", "note"}]}
+    (every model, retired included)
 
-    Example: gitmem models --json
+    Example: gitmem models --all
     """
+    from ..tokens import ESTIMATE_NOTE
+
     table = _price_table()
     if as_json:
         emit_json(table.to_dict())
         return
-    head = ("model", "input", "5m write", "1h write", "cache read", "output", "min cache")
+    head = ("model", "status", "input", "5m write", "1h write", "cache read", "output", "min cache", "tokenizer")
+    shown = [row for row in table.models if show_all or not row.retired]
     rows = [head] + [
-        (row.id, f"{row.input:g}", f"{row.cache_write_5m:g}", f"{row.cache_write_1h:g}", f"{row.cache_read:g}",
-         f"{row.output:g}", str(row.min_cacheable_tokens))
-        for row in table.models
+        (row.id, row.lifecycle + (f" ({row.note})" if row.note else ""), f"{row.input:g}", f"{row.cache_write_5m:g}",
+         f"{row.cache_write_1h:g}", f"{row.cache_read:g}", f"{row.output:g}",
+         str(row.min_cacheable_tokens) + ("*" if row.min_cacheable_source == "assumed" else ""), row.tokenizer)
+        for row in shown
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
-        click.echo("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths))))
-    click.echo("\nUSD per million tokens; min cache = minimum cacheable prefix in tokens.")
+        click.echo("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths))))
+    hidden = len(table.models) - len(shown)
+    click.echo("\nUSD per million tokens; min cache = minimum cacheable prefix in tokens "
+               "(* = not on the stored docs page: the predecessor's, assumed).")
+    for row in shown:
+        if row.long_prompt:
+            long = "/".join(f"{p:g}" for p in row.long_prompt)
+            click.echo(f"{row.id}: prompts over {row.long_prompt_threshold:,} tokens pay {long} on every token.")
+    if hidden:
+        click.echo(f"{hidden} retired models hidden (--all shows them).")
     click.echo(f"prices: {table.source} (checked {table.checked})")
+    click.echo(f"status: {table.lifecycle_source}")
     click.echo(f"caching rules: {table.caching_source}")
+    click.echo(f"The emulator's {ESTIMATE_NOTE}.")
 
 
 def _read_body(path: str) -> dict:
@@ -191,6 +210,10 @@ def messages(body_path: str, boundary: Optional[int], ttl: Optional[str], ping_a
     if len(results) > 1:
         click.echo(f"total cost: {_money(total)}")
     click.echo(f"prices: {table.source} (checked {table.checked})")
+    if results[0]["backend"] == "emulator":
+        from ..tokens import ESTIMATE_NOTE
+
+        click.echo(f"The emulator's {ESTIMATE_NOTE}.")
 
 
 @main.group()

@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 from urllib.parse import parse_qs
 
 from ..pricing import DEFAULT_TABLE, ModelPrice, PriceTable, Usage
-from ..tokens import count_tokens, truncate_to_tokens
+from ..tokens import ESTIMATE_ERROR, count_tokens, truncate_to_tokens
 from .cache import PromptCache
 from .clock import RealClock, WallClock
 from .reply import respond, tool_use_tokens
@@ -222,7 +222,7 @@ class Emulator:
                 parsed.keys,
                 [block.tokens for block in parsed.blocks],
                 parsed.breakpoints,
-                parsed.model.min_cacheable_tokens,
+                cacheable_minimum(parsed.model),
                 self.clock.now(),
             )
             message_id = self._next_id("msg_", raw)
@@ -236,12 +236,12 @@ class Emulator:
             if cuts:
                 at, stop_sequence = min(cuts)
                 text, stop_reason = text[:at], "stop_sequence"
-            limited = truncate_to_tokens(text, data["max_tokens"])
+            limited = truncate_to_tokens(text, data["max_tokens"], parsed.model.tokenizer)
             if limited != text:
                 stop_reason, stop_sequence = "max_tokens", None
             # ``max_tokens: 0`` (pre-warming): the prompt is processed and cached, nothing is generated.
             content = [{"type": "text", "text": limited}] if data["max_tokens"] > 0 else []
-            output_tokens = count_tokens(limited)
+            output_tokens = count_tokens(limited, parsed.model.tokenizer)
         usage = Usage(
             input_tokens=outcome.input_tokens,
             output_tokens=output_tokens,
@@ -281,13 +281,14 @@ class Emulator:
 
     def _model(self, model_id: str) -> dict:
         row = self.table.find(model_id)
-        if row is None:
+        if row is None or row.retired:
             raise ApiError(404, f"model: {model_id}")
         return _model_info(row)
 
     def _models(self, params: Mapping[str, List[str]]) -> dict:
         # Newest release first, as the API lists them.
-        rows = sorted(self.table.models, key=lambda row: _model_info(row)["created_at"], reverse=True)
+        rows = sorted((row for row in self.table.models if not row.retired),
+                      key=lambda row: _model_info(row)["created_at"], reverse=True)
         try:
             limit = int(params.get("limit", ["20"])[0])
         except ValueError:
@@ -365,6 +366,18 @@ class Emulator:
     def asgi(self):
         """An ASGI application serving :meth:`handle`, for uvicorn or any ASGI server."""
         return _AsgiApp(self)
+
+
+def cacheable_minimum(model: ModelPrice) -> int:
+    """The prefix length, in the emulator's estimated tokens, from which the emulator caches.
+
+    The caching docs: "Shorter prompts cannot be cached, even if marked with cache_control". The
+    emulator counts with an estimate that overcounts a text by up to ``ESTIMATE_ERROR["over"]``
+    percent (bench/tokens.py), so a prefix it estimates at exactly the minimum may be shorter for
+    the API. It takes the conservative side: it caches only from the minimum plus that margin
+    (Haiku 4.5: 4,301 estimated tokens for 4,096), never a prefix the API would refuse.
+    """
+    return -(-model.min_cacheable_tokens * (100 + int(ESTIMATE_ERROR["over"])) // 100)
 
 
 def _model_info(row: ModelPrice) -> dict:

@@ -265,10 +265,13 @@ def parse_request(body: Mapping[str, Any], table: PriceTable, for_count: bool = 
         raise invalid("messages: Field required")
     _check_messages(body["messages"])
     model = table.find(model_id)
-    if model is None:
+    if model is None or model.retired:
+        # Model deprecations: "Retired: The model is no longer available for use. Requests to
+        # retired models will fail." The API answers 404 not_found_error "model: <id>", as for an
+        # unknown model.
         raise ApiError(404, f"model: {model_id}")
     _check_scalars(body, model, for_count)
-    blocks = prompt_blocks(body)
+    blocks = prompt_blocks(body, model.tokenizer)
     breakpoints = _breakpoints(body, blocks)
     total = sum(block.tokens for block in blocks)
     if total > model.context_window:
