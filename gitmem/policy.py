@@ -10,7 +10,9 @@ Policies:
 - ``keepalive``: the 5-minute TTL plus a ``max_tokens: 0`` request with the same prefix every
   :attr:`KeepAlive.ping_after` seconds of idleness (a read refreshes the entry at no extra cost), and
   no more pings once the idle time passes :attr:`KeepAlive.idle_limit`.
-- ``auto``: whichever of the four is cheapest for the *expected* break, computed here.
+- ``auto``: whichever of the four is cheapest for the *expected* break, computed here
+  (:func:`choose`). The router cannot know the break while it lasts: its ``auto`` is the online
+  rule :func:`choose_plan` (below), priced against hindsight by :func:`hindsight_cost`.
 
 Cache rules follow https://platform.claude.com/docs/en/build-with-claude/prompt-caching ("each hit
 refreshes the entry at no cost", 5-minute and 1-hour lifetimes, minimum cacheable length); prices are
@@ -34,6 +36,8 @@ from .pricing import DEFAULT_TABLE, Cost, PriceTable, Usage, cost
 __all__ = [
     "POLICIES", "FIXED", "TTL_SECONDS", "DEFAULT_BREAKS", "Request", "Workload", "KeepAlive",
     "Estimate", "Row", "simulate", "choose", "break_table", "policy_ttl",
+    "PrefixCosts", "Plan", "pings_needed", "break_cost", "ski_rental_pings", "choose_plan", "hindsight_cost",
+    "online_cost", "fixed_cost", "MIN_HISTORY",
 ]
 
 FIXED = ("none", "5m", "1h", "keepalive")
@@ -218,3 +222,172 @@ def break_table(w: Workload, breaks_minutes: Sequence[float] = DEFAULT_BREAKS, m
         cheapest = min(FIXED, key=lambda p: (totals[p], FIXED.index(p)))
         rows.append(Row(minutes, totals, totals["none"], cheapest, estimates["auto"].chosen))
     return rows
+
+
+# --- the online rule (the router's ``auto``) ---------------------------------------------------
+#
+# While a break lasts nobody knows how long it will be. The cached prefix costs, per request:
+# a read (0.1x base input), a 5-minute write (1.25x) or a 1-hour write (2x); a keep-alive ping
+# costs a read plus its few uncached tokens. Pinging is renting, letting the entry expire and
+# re-writing it is buying: ski rental. The deterministic rule (rent until the rent paid equals the
+# buy price, then buy) never pays more than twice the hindsight choice between the two; with a
+# record of this repository's gaps we can do better, by choosing the plan that is cheapest in
+# expectation over the recorded gaps. The plans: ``5m`` with at most K pings per idle period
+# (K = 0 lets the cache go at once; K never exceeds the ski-rental K, past which letting go is
+# cheaper for every gap), or ``1h`` for the next write (no pings: an hour-long entry).
+
+#: Gaps recorded before ``auto`` trusts the record instead of the deterministic ski-rental rule.
+MIN_HISTORY = 5
+
+
+@dataclass(frozen=True)
+class PrefixCosts:
+    """USD for one cached prefix: read, 5m write, 1h write, uncached, and one keep-alive ping."""
+
+    read: float
+    write_5m: float
+    write_1h: float
+    base: float
+    ping: float
+
+    @classmethod
+    def of(cls, prefix_tokens: int, ping_input_tokens: int = 0, model: str = "claude-haiku-4-5",
+           table: PriceTable = DEFAULT_TABLE) -> "PrefixCosts":
+        row = table.get(model)
+        per = 1_000_000
+        read = prefix_tokens * row.cache_read / per
+        return cls(read=read, write_5m=prefix_tokens * row.cache_write_5m / per,
+                   write_1h=prefix_tokens * row.cache_write_1h / per, base=prefix_tokens * row.input / per,
+                   ping=read + ping_input_tokens * row.input / per)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``auto`` does next: the TTL of the next write, and the most pings per idle period."""
+
+    ttl: str
+    pings: int
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return {"ttl": self.ttl, "pings": self.pings, "reason": self.reason}
+
+
+def pings_needed(gap: float, ping_after: float = 240.0) -> int:
+    """Pings a keep-alive sends in an idle ``gap``: one at each multiple of ``ping_after`` before it ends."""
+    if gap <= 0:
+        return 0
+    return max(0, int((gap - 1e-9) // ping_after))
+
+
+def break_cost(plan: Plan, gap: float, c: PrefixCosts, ping_after: float = 240.0) -> float:
+    """The prefix's cost over one idle ``gap`` and the request after it, with ``plan`` in steady state."""
+    if plan.ttl == "1h":
+        return c.read if gap < TTL_SECONDS["1h"] else c.write_1h
+    n = min(plan.pings, pings_needed(gap, ping_after))
+    alive = gap < n * ping_after + TTL_SECONDS["5m"]
+    return n * c.ping + (c.read if alive else c.write_5m)
+
+
+def ski_rental_pings(c: PrefixCosts) -> int:
+    """Pings worth sending before letting go: rent paid never exceeds the extra cost of a re-write."""
+    if c.ping <= 0:
+        return 0
+    return max(0, int((c.write_5m - c.read) / c.ping + 1e-9))
+
+
+def choose_plan(gaps: Sequence[float], c: PrefixCosts, ping_after: float = 240.0,
+                min_history: int = MIN_HISTORY) -> Plan:
+    """``auto``'s plan for the next idle period, from the recorded ``gaps`` (seconds) of this repository.
+
+    Fewer than ``min_history`` gaps: the deterministic ski-rental plan (``5m``, K pings, K =
+    :func:`ski_rental_pings`), which costs at most twice the better of pinging through and letting
+    go, whatever the break. Otherwise the candidate with the lowest mean :func:`break_cost` over the
+    gaps (ties: fewer pings, then ``5m``).
+    """
+    k_max = ski_rental_pings(c)
+    if len(gaps) < min_history:
+        return Plan("5m", k_max, f"cold start ({len(gaps)} gaps recorded): ski rental, up to {k_max} pings")
+    candidates = [Plan("5m", k) for k in range(k_max + 1)] + [Plan("1h", 0)]
+    best, best_cost = candidates[0], float("inf")
+    for plan in candidates:
+        total = sum(break_cost(plan, g, c, ping_after) for g in gaps)
+        if total < best_cost - 1e-12:
+            best, best_cost = plan, total
+    what = "1-hour TTL for the next write" if best.ttl == "1h" else (
+        "let the cache go" if best.pings == 0 else f"ping up to {best.pings} times")
+    return Plan(best.ttl, best.pings, f"{what}: cheapest over the {len(gaps)} recorded gaps")
+
+
+def hindsight_cost(gaps: Sequence[float], c: PrefixCosts, ping_after: float = 240.0) -> float:
+    """The prefix's cost for a first request and one request after each gap, choosing with hindsight.
+
+    Knowing every gap, each write picks its TTL and each idle period picks between pinging through
+    (same cadence as the router) and letting the entry go, or no caching at all: a dynamic program
+    over the entry's TTL. The lower bound ``auto`` is measured against.
+    """
+    one_hour = TTL_SECONDS["1h"]
+    best = {"5m": c.write_5m, "1h": c.write_1h}
+    for gap in gaps:
+        after: Dict[str, float] = {}
+
+        def offer(state: str, value: float, after: Dict[str, float] = after) -> None:
+            after[state] = min(after.get(state, float("inf")), value)
+
+        for state, so_far in best.items():
+            if state == "5m":
+                through = c.read if gap < TTL_SECONDS["5m"] else pings_needed(gap, ping_after) * c.ping + c.read
+                offer("5m", so_far + through)
+            else:
+                lapse = one_hour - ping_after
+                offer("1h", so_far + (c.read if gap < one_hour else pings_needed(gap, lapse) * c.ping + c.read))
+            offer("5m", so_far + c.write_5m)
+            offer("1h", so_far + c.write_1h)
+        best = after
+    return min(min(best.values()), c.base * (len(gaps) + 1))
+
+
+def fixed_cost(policy: str, gaps: Sequence[float], c: PrefixCosts, ping_after: float = 240.0,
+               keepalive: KeepAlive = KeepAlive()) -> float:
+    """The prefix's cost under a fixed policy for a first request and one after each gap."""
+    if policy == "none":
+        return c.base * (len(gaps) + 1)
+    if policy == "1h":
+        return c.write_1h + sum(break_cost(Plan("1h", 0), g, c, ping_after) for g in gaps)
+    pings = int(keepalive.idle_limit // ping_after) if policy == "keepalive" else 0
+    if policy not in ("5m", "keepalive"):
+        raise GitmemError(f"unknown fixed policy {policy!r}")
+    return c.write_5m + sum(break_cost(Plan("5m", pings), g, c, ping_after) for g in gaps)
+
+
+def online_cost(gaps: Sequence[float], c: PrefixCosts, history: Optional[List[float]] = None,
+                ping_after: float = 240.0) -> Tuple[float, List[Plan]]:
+    """``auto`` run online over ``gaps``: before each gap it plans from the gaps seen so far.
+
+    ``history`` (gaps recorded earlier) is extended in place, as the router's request log grows.
+    A plan's ``1h`` applies to the next write: a live 5-minute entry is read (and stays a
+    5-minute entry, as the emulator keeps it) until it lapses.
+    """
+    seen = history if history is not None else []
+    plan = choose_plan(seen, c, ping_after)
+    entry = plan.ttl
+    total = c.write_1h if entry == "1h" else c.write_5m
+    plans = []
+    for gap in gaps:
+        plan = choose_plan(seen, c, ping_after)
+        plans.append(plan)
+        if entry == "1h" and gap < TTL_SECONDS["1h"]:
+            total += c.read
+        elif entry == "1h":
+            entry = plan.ttl
+            total += c.write_1h if entry == "1h" else c.write_5m
+        else:
+            n = min(plan.pings, pings_needed(gap, ping_after))
+            total += n * c.ping
+            if gap < n * ping_after + TTL_SECONDS["5m"]:
+                total += c.read
+            else:
+                entry = plan.ttl
+                total += c.write_1h if entry == "1h" else c.write_5m
+        seen.append(gap)
+    return total, plans
