@@ -553,7 +553,7 @@ class Router:
         target = self.clock.now() + float(seconds)
         sent = []
         while True:
-            due = [(at, line) for at, line in self._due() if at <= target]
+            due = [(at, line) for at, line in self._due() if at < target]
             if not due:
                 break
             at, line = due[0]
