@@ -274,8 +274,10 @@ class _ViaRouter:
 def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: bool = False,
              backend: str = "emulator", keep: Optional[str] = None, table: PriceTable = DEFAULT_TABLE,
              log: Callable[[str], None] = lambda line: None,
-             on_tick: Optional[Callable[[float], None]] = None, via_router: bool = False) -> DemoResult:
-    """Run the case; ``keep`` builds the sample repository there (else a temporary one, removed).
+             on_tick: Optional[Callable[[float], None]] = None, via_router: bool = False,
+             sample_repo: Optional[str] = None) -> DemoResult:
+    """Run the case; ``keep`` builds the sample repository there (else a temporary one, removed);
+    ``sample_repo`` runs it on one :func:`make_sample_repo` built already.
 
     ``via_router``: send every request through ``gitmem router`` (in this process, on loopback) to
     the embedded emulator, which attaches the memory and sends the keep-alive pings itself."""
@@ -296,10 +298,15 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
     where = keep or tempfile.mkdtemp(prefix="gitmem-demo-")
     routed: Optional[_ViaRouter] = None
     try:
-        ids = make_sample_repo(os.path.join(where, "payments") if keep is None else where, log)
-        store = Store.open(os.path.join(where, "payments") if keep is None else where)
+        home = sample_repo or (os.path.join(where, "payments") if keep is None else where)
+        if sample_repo is None:
+            ids = make_sample_repo(home, log)
+            store = Store.open(home)
+        else:
+            store = Store.open(home)
+            ids = sorted(m.id for m in store.memories().values())
         if via_router:
-            routed = _ViaRouter(os.path.join(where, "payments") if keep is None else where, table)
+            routed = _ViaRouter(home, table)
         contexts: Dict[Tuple[str, str], Any] = {}
 
         def body_for(policy: str, run: int, question: str) -> dict:
