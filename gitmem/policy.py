@@ -37,7 +37,7 @@ __all__ = [
     "POLICIES", "FIXED", "TTL_SECONDS", "DEFAULT_BREAKS", "Request", "Workload", "KeepAlive",
     "Estimate", "Row", "simulate", "choose", "break_table", "policy_ttl",
     "PrefixCosts", "Plan", "pings_needed", "break_cost", "ski_rental_pings", "choose_plan", "hindsight_cost",
-    "online_cost", "fixed_cost", "MIN_HISTORY",
+    "online_cost", "fixed_cost", "MIN_HISTORY", "hour_ping_after",
 ]
 
 FIXED = ("none", "5m", "1h", "keepalive")
@@ -228,16 +228,23 @@ def break_table(w: Workload, breaks_minutes: Sequence[float] = DEFAULT_BREAKS, m
 #
 # While a break lasts nobody knows how long it will be. The cached prefix costs, per request:
 # a read (0.1x base input), a 5-minute write (1.25x) or a 1-hour write (2x); a keep-alive ping
-# costs a read plus its few uncached tokens. Pinging is renting, letting the entry expire and
-# re-writing it is buying: ski rental. The deterministic rule (rent until the rent paid equals the
-# buy price, then buy) never pays more than twice the hindsight choice between the two; with a
-# record of this repository's gaps we can do better, by choosing the plan that is cheapest in
-# expectation over the recorded gaps. The plans: ``5m`` with at most K pings per idle period
-# (K = 0 lets the cache go at once; K never exceeds the ski-rental K, past which letting go is
-# cheaper for every gap), or ``1h`` for the next write (no pings: an hour-long entry).
+# costs a read plus its few uncached tokens, and refreshes the entry for its whole TTL. Pinging is
+# renting, letting the entry expire and re-writing it is buying: ski rental. The deterministic rule
+# (rent until the rent paid equals the buy price, then buy) never pays more than twice the hindsight
+# choice between the two. With a record of this repository's breaks, ``auto`` does better: it picks
+# the plan that is cheapest over the recorded breaks. A plan is the TTL of the next write plus the
+# most pings per idle period: ``5m`` with K pings (every ``ping_after`` seconds, K = 0 lets the
+# cache go at once), or ``1h`` with K pings (one a minute before each hour runs out: a 1-hour entry
+# costs a read an hour to keep, a 5-minute one fifteen). K never exceeds the ski-rental K, past
+# which letting go is cheaper for every break.
 
-#: Gaps recorded before ``auto`` trusts the record instead of the deterministic ski-rental rule.
+#: Breaks recorded before ``auto`` trusts the record instead of the deterministic ski-rental rule.
 MIN_HISTORY = 5
+
+
+def hour_ping_after(ping_after: float = 240.0) -> float:
+    """When a 1-hour entry is pinged: as long before its expiry as a 5-minute one is."""
+    return TTL_SECONDS["1h"] - (TTL_SECONDS["5m"] - ping_after)
 
 
 @dataclass(frozen=True)
@@ -260,6 +267,9 @@ class PrefixCosts:
                    write_1h=prefix_tokens * row.cache_write_1h / per, base=prefix_tokens * row.input / per,
                    ping=read + ping_input_tokens * row.input / per)
 
+    def write(self, ttl: str) -> float:
+        return self.write_1h if ttl == "1h" else self.write_5m
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -273,50 +283,57 @@ class Plan:
         return {"ttl": self.ttl, "pings": self.pings, "reason": self.reason}
 
 
-def pings_needed(gap: float, ping_after: float = 240.0) -> int:
-    """Pings a keep-alive sends in an idle ``gap``: one at each multiple of ``ping_after`` before it ends."""
+def pings_needed(gap: float, every: float = 240.0) -> int:
+    """Pings a keep-alive sends in an idle ``gap``: one at each multiple of ``every`` before it ends."""
     if gap <= 0:
         return 0
-    return max(0, int((gap - 1e-9) // ping_after))
+    return max(0, int((gap - 1e-9) // every))
+
+
+def _idle(ttl: str, pings: int, gap: float, c: PrefixCosts, ping_after: float) -> Tuple[float, bool]:
+    """(cost of the pings sent in ``gap``, whether the entry is still alive at its end)."""
+    every = ping_after if ttl == "5m" else hour_ping_after(ping_after)
+    n = min(pings, pings_needed(gap, every))
+    return n * c.ping, gap < n * every + TTL_SECONDS[ttl]
 
 
 def break_cost(plan: Plan, gap: float, c: PrefixCosts, ping_after: float = 240.0) -> float:
     """The prefix's cost over one idle ``gap`` and the request after it, with ``plan`` in steady state."""
-    if plan.ttl == "1h":
-        return c.read if gap < TTL_SECONDS["1h"] else c.write_1h
-    n = min(plan.pings, pings_needed(gap, ping_after))
-    alive = gap < n * ping_after + TTL_SECONDS["5m"]
-    return n * c.ping + (c.read if alive else c.write_5m)
+    pinged, alive = _idle(plan.ttl, plan.pings, gap, c, ping_after)
+    return pinged + (c.read if alive else c.write(plan.ttl))
 
 
-def ski_rental_pings(c: PrefixCosts) -> int:
+def ski_rental_pings(c: PrefixCosts, ttl: str = "5m") -> int:
     """Pings worth sending before letting go: rent paid never exceeds the extra cost of a re-write."""
     if c.ping <= 0:
         return 0
-    return max(0, int((c.write_5m - c.read) / c.ping + 1e-9))
+    return max(0, int((c.write(ttl) - c.read) / c.ping + 1e-9))
 
 
 def choose_plan(gaps: Sequence[float], c: PrefixCosts, ping_after: float = 240.0,
                 min_history: int = MIN_HISTORY) -> Plan:
     """``auto``'s plan for the next idle period, from the recorded ``gaps`` (seconds) of this repository.
 
-    Fewer than ``min_history`` gaps: the deterministic ski-rental plan (``5m``, K pings, K =
+    Gaps shorter than ``ping_after`` are left out (every plan pays one read for them). Fewer than
+    ``min_history`` breaks left: the deterministic ski-rental plan (``5m``, K pings, K =
     :func:`ski_rental_pings`), which costs at most twice the better of pinging through and letting
-    go, whatever the break. Otherwise the candidate with the lowest mean :func:`break_cost` over the
-    gaps (ties: fewer pings, then ``5m``).
+    go, whatever the break. Otherwise the candidate with the lowest total :func:`break_cost` over the
+    breaks (ties: ``5m`` before ``1h``, fewer pings first).
     """
-    k_max = ski_rental_pings(c)
+    k_5m = ski_rental_pings(c, "5m")
+    gaps = [g for g in gaps if g >= ping_after]
     if len(gaps) < min_history:
-        return Plan("5m", k_max, f"cold start ({len(gaps)} gaps recorded): ski rental, up to {k_max} pings")
-    candidates = [Plan("5m", k) for k in range(k_max + 1)] + [Plan("1h", 0)]
+        return Plan("5m", k_5m, f"cold start ({len(gaps)} breaks recorded): ski rental, up to {k_5m} pings")
+    candidates = [Plan("5m", k) for k in range(k_5m + 1)] + \
+        [Plan("1h", k) for k in range(ski_rental_pings(c, "1h") + 1)]
     best, best_cost = candidates[0], float("inf")
     for plan in candidates:
         total = sum(break_cost(plan, g, c, ping_after) for g in gaps)
         if total < best_cost - 1e-12:
             best, best_cost = plan, total
-    what = "1-hour TTL for the next write" if best.ttl == "1h" else (
-        "let the cache go" if best.pings == 0 else f"ping up to {best.pings} times")
-    return Plan(best.ttl, best.pings, f"{what}: cheapest over the {len(gaps)} recorded gaps")
+    ttl = "1-hour TTL for the next write" if best.ttl == "1h" else "5-minute TTL"
+    what = f"{ttl}, let the cache go" if best.pings == 0 else f"{ttl}, ping up to {best.pings} times"
+    return Plan(best.ttl, best.pings, f"{what}: cheapest over the {len(gaps)} recorded breaks")
 
 
 def hindsight_cost(gaps: Sequence[float], c: PrefixCosts, ping_after: float = 240.0) -> float:
@@ -326,23 +343,14 @@ def hindsight_cost(gaps: Sequence[float], c: PrefixCosts, ping_after: float = 24
     (same cadence as the router) and letting the entry go, or no caching at all: a dynamic program
     over the entry's TTL. The lower bound ``auto`` is measured against.
     """
-    one_hour = TTL_SECONDS["1h"]
     best = {"5m": c.write_5m, "1h": c.write_1h}
     for gap in gaps:
-        after: Dict[str, float] = {}
-
-        def offer(state: str, value: float, after: Dict[str, float] = after) -> None:
-            after[state] = min(after.get(state, float("inf")), value)
-
+        after = {"5m": float("inf"), "1h": float("inf")}
         for state, so_far in best.items():
-            if state == "5m":
-                through = c.read if gap < TTL_SECONDS["5m"] else pings_needed(gap, ping_after) * c.ping + c.read
-                offer("5m", so_far + through)
-            else:
-                lapse = one_hour - ping_after
-                offer("1h", so_far + (c.read if gap < one_hour else pings_needed(gap, lapse) * c.ping + c.read))
-            offer("5m", so_far + c.write_5m)
-            offer("1h", so_far + c.write_1h)
+            pinged = 0.0 if gap < TTL_SECONDS[state] else _idle(state, 10**9, gap, c, ping_after)[0]
+            after[state] = min(after[state], so_far + pinged + c.read)
+            for ttl in ("5m", "1h"):
+                after[ttl] = min(after[ttl], so_far + c.write(ttl))
         best = after
     return min(min(best.values()), c.base * (len(gaps) + 1))
 
@@ -365,29 +373,24 @@ def online_cost(gaps: Sequence[float], c: PrefixCosts, history: Optional[List[fl
     """``auto`` run online over ``gaps``: before each gap it plans from the gaps seen so far.
 
     ``history`` (gaps recorded earlier) is extended in place, as the router's request log grows.
-    A plan's ``1h`` applies to the next write: a live 5-minute entry is read (and stays a
-    5-minute entry, as the emulator keeps it) until it lapses.
+    A plan's TTL applies to the next write: a live entry keeps the TTL it was written with (the
+    emulator's rule) and is pinged at that TTL's cadence, up to the plan's number of pings.
     """
     seen = history if history is not None else []
     plan = choose_plan(seen, c, ping_after)
     entry = plan.ttl
-    total = c.write_1h if entry == "1h" else c.write_5m
+    total = c.write(entry)
     plans = []
     for gap in gaps:
-        plan = choose_plan(seen, c, ping_after)
         plans.append(plan)
-        if entry == "1h" and gap < TTL_SECONDS["1h"]:
+        pinged, alive = _idle(entry, plan.pings, gap, c, ping_after)
+        total += pinged
+        if alive:
             total += c.read
-        elif entry == "1h":
-            entry = plan.ttl
-            total += c.write_1h if entry == "1h" else c.write_5m
         else:
-            n = min(plan.pings, pings_needed(gap, ping_after))
-            total += n * c.ping
-            if gap < n * ping_after + TTL_SECONDS["5m"]:
-                total += c.read
-            else:
-                entry = plan.ttl
-                total += c.write_1h if entry == "1h" else c.write_5m
+            entry = plan.ttl
+            total += c.write(entry)
         seen.append(gap)
+        if gap >= ping_after:  # only a break can change the plan (see choose_plan)
+            plan = choose_plan(seen, c, ping_after)
     return total, plans

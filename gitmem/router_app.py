@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import GitmemError
-from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan
+from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan, hour_ping_after
 from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
 from .router import (Controls, RouterBlock, SseUsage, attach, controls, forward_headers, response_headers,
                      session_of)
@@ -170,13 +170,15 @@ class Line:
 
     def next_ping(self, keepalive: KeepAlive) -> Optional[float]:
         """When this line's next ping falls due, or None: no ping (policy, TTL or bound)."""
-        if self.stopped or self.entry_ttl != "5m" or self.prefix_tokens <= 0:
+        if self.stopped or self.entry_ttl not in ("5m", "1h") or self.prefix_tokens <= 0:
             return None
-        due = self.last_activity + keepalive.ping_after
-        if self.policy == "keepalive":
+        if self.policy == "keepalive" and self.entry_ttl == "5m":
+            due = self.last_activity + keepalive.ping_after
             return due if due - self.last_request_at <= keepalive.idle_limit else None
-        if self.policy == "auto" and self.plan is not None and self.plan.ttl == "5m":
-            return due if self.pings < self.plan.pings else None
+        if self.policy == "auto" and self.plan is not None and self.pings < self.plan.pings:
+            # the entry keeps the TTL it was written with: ping at that TTL's cadence
+            every = keepalive.ping_after if self.entry_ttl == "5m" else hour_ping_after(keepalive.ping_after)
+            return self.last_activity + every
         return None
 
 

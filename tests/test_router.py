@@ -400,10 +400,10 @@ def test_cold_start_is_deterministic_ski_rental_and_never_pays_more_than_twice_t
 
 
 @pytest.mark.parametrize("gaps, ttl, pings", [
-    ([90.0] * 20 + [3 * 3600.0] * 20, "5m", 0),  # short pauses and long ones: let the cache go
-    ([20 * 60.0, 35 * 60.0, 50 * 60.0] * 10, "1h", 0),  # meetings: the 1-hour TTL
-    ([7 * 60.0, 9 * 60.0] * 10, "1h", 0),  # coffee breaks only: an hour-long entry needs no pings
-    ([7 * 60.0, 9 * 60.0] * 10 + [3 * 3600.0] * 20, "5m", 2),  # coffee breaks and nights: ping through the short ones
+    ([90.0] * 20 + [30 * 3600.0] * 20, "5m", 0),  # pauses and days away: let the cache go, re-write at 1.25x
+    ([20 * 60.0, 35 * 60.0, 50 * 60.0] * 10, "1h", 0),  # meetings: an hour-long entry, no pings
+    ([7 * 60.0, 9 * 60.0] * 10, "1h", 0),  # coffee breaks: the same (a 5-minute entry would need pings)
+    ([90.0] * 20 + [3 * 3600.0] * 20, "1h", 3),  # three-hour breaks: three hourly pings cost less than a re-write
 ])
 def test_auto_learns_the_cheapest_plan_from_the_recorded_gaps(gaps, ttl, pings):
     plan = choose_plan(gaps, COSTS)
@@ -439,3 +439,20 @@ def test_demo_via_router_gives_the_same_ratios_as_the_direct_demo(tmp_path):
         return {(r["policy"], r["run"], r["label"]): (r["at"], r["usage"]) for r in run["requests"]}
     assert usage(routed.run) == usage(direct.run)  # the router's own pings included
     assert len([r for r in routed.run["requests"] if r["label"] == "ping"]) == 2
+
+
+def test_auto_switches_to_the_1_hour_ttl_and_pings_hourly_when_the_record_says_so(team):
+    repo, _ = team
+    running = start(repo, policy="auto")
+    try:
+        store = Store.open(str(repo))
+        running.router._gaps(store).extend([90.0] * 20 + [3 * 3600.0] * 20)  # this repository's recorded breaks
+        first = client(running.url).messages.create(**body())
+        assert first.usage.cache_creation.ephemeral_1h_input_tokens > 0  # the plan's TTL, on the router's markers
+        entry = read_requests(store, "router")[-1]
+        assert entry["plan"]["ttl"] == "1h" and entry["ttl"] == "1h"
+        pings = advance(running.url, 6 * 3600)
+        assert [p["at"] for p in pings] == [3540.0, 7080.0, 10620.0]  # a minute before each hour, then it stops
+        assert all(p["usage"]["cache_read_input_tokens"] > 0 for p in pings)
+    finally:
+        running.stop()
