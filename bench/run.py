@@ -91,6 +91,16 @@ def _agent_hooks(r) -> List[Row]:
              "gitmem --version", None)]
 
 
+def _router(r) -> List[Row]:
+    lat, c = r["latency"], r["cost"]
+    return [("ms the router adds (median, HTTP upstream)", lat["added_ms_http"]["median"], "emulator directly", 5.0),
+            ("ms the router adds (p99, HTTP upstream)", lat["added_ms_http"]["p99"], "emulator directly", None),
+            ("router / emulator directly (median, HTTP upstream)", lat["ratio_http"], "emulator directly", None),
+            ("ms the router adds (median, embedded emulator)", lat["added_ms_embedded"]["median"], "emulator directly", None),
+            ("auto / hindsight-best, worst mixture", c["worst_auto_vs_hindsight"], "hindsight-best cost", 1.15),
+            ("auto / best fixed policy, worst mixture", c["worst_auto_vs_best_fixed"], "best fixed policy", 1.05)]
+
+
 #: name -> (module in bench/, call with (module, quick), rows from its result)
 BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], List[Row]]]] = {
     "store": ("store", lambda m, q: m.run((100, 2_000 if q else 10_000)), _store),
@@ -102,6 +112,7 @@ BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], L
     "remote": ("remote", lambda m, q: m.run(2_000 if q else 10_000, 1 if q else 3), _remote),
     "web": ("web", lambda m, q: m.run((100, 2_000 if q else 10_000)), _web),
     "agent_hooks": ("agent_hooks", lambda m, q: m.run(3 if q else 15, 2_000 if q else 10_000), _agent_hooks),
+    "router": ("router", lambda m, q: m.run(50 if q else 300, 10 if q else 30), _router),
 }
 
 
