@@ -2,11 +2,12 @@
 
 Run: python bench/router.py [--requests 300] [--days 30] [--json]
 
-1. Latency. The same requests, interleaved one by one, (a) straight to the emulator over HTTP and
-   (b) through the router (memory attached, request recorded) to the same kind of emulator: once with
-   the embedded emulator, once with the emulator as an HTTP upstream (the real deployment: one more
-   hop). The direct request carries the body the router would forward, memory included, so both
-   emulators do the same work. Per pair: router time - direct time; median and p99; and the ratio of
+1. Latency. The same requests, interleaved one by one, (a) straight to `gitmem emulator serve` and
+   (b) through `gitmem router serve` (memory attached, request recorded), each server its own process:
+   once with the router's embedded emulator, once with a second `gitmem emulator serve` as its HTTP
+   upstream (the real deployment: one more hop). The direct request carries the body the router would
+   forward, memory included, so the emulators do the same work; the order of the three requests
+   rotates each round. Per pair: router time - direct time; median and p99; and the ratio of
    the medians. Target: <= 5 ms added at the median (HTTP upstream).
 2. Cost. Simulated days of one repository: sessions of requests 20-120 s apart, breaks between
    sessions drawn from a mixture (0-24 h), a night between days. For each mixture: the prefix's cost
@@ -67,13 +68,32 @@ def _percentile(values: List[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+def _serve(args: List[str]):
+    """A gitmem server as its own process (as it runs for real), and its URL."""
+    import socket
+    import subprocess
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "gitmem", *args, "--port", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(__file__), "..")})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return process, f"http://127.0.0.1:{port}"
+        time.sleep(0.05)
+    process.kill()
+    raise RuntimeError(f"gitmem {' '.join(args)} did not start")
+
+
 def latency(requests: int = 300) -> dict:
     import httpx2
-    import uvicorn  # noqa: F401  (serve_in_thread needs it)
 
-    from gitmem.emulator import Emulator, VirtualClock
     from gitmem.router import attach
-    from gitmem.router_app import Router, serve_in_thread
+    from gitmem.router_app import Router
     from gitmem.store import Store
 
     repo = sample_repo("router")
@@ -86,37 +106,36 @@ def latency(requests: int = 300) -> dict:
             "system": [{"type": "text", "text": guide, "cache_control": {"type": "ephemeral"}}],
             "messages": [{"role": "user", "content": "Which service retries the most?"}]}
     headers = {"x-api-key": "bench", "anthropic-version": "2023-06-01", "content-type": "application/json"}
-
-    def emulator_server():
-        return serve_in_thread(Emulator(clock=VirtualClock()).asgi())
-
-    direct = emulator_server()
-    upstream = emulator_server()
-    embedded = serve_in_thread(Router(policy="5m", repo=repo, clock=VirtualClock(), env={}))
-    via_http = serve_in_thread(Router(policy="5m", repo=repo, upstream=upstream.url, env={}))
+    blocks = Router(policy="5m", repo=repo, env={})._attachment(Store.open(repo), MODEL).blocks
+    forwarded = json.dumps(attach(body, blocks, "5m").body).encode()  # what the router sends upstream
+    plain = json.dumps(body).encode()
+    processes = []
     try:
-        blocks = embedded.router._attachment(Store.open(repo), MODEL).blocks
-        forwarded = json.dumps(attach(body, blocks, "5m").body).encode()
-        plain = json.dumps(body).encode()
+        for args in (["emulator", "serve"], ["emulator", "serve"]):
+            processes.append(_serve(args))
+        (_, direct), (_, upstream) = processes
+        processes.append(_serve(["router", "serve", "--repo", repo, "--upstream", upstream]))
+        processes.append(_serve(["router", "serve", "--repo", repo]))
+        via_http, embedded = processes[2][1], processes[3][1]
         samples: Dict[str, List[float]] = {"direct": [], "embedded": [], "http": []}
         with httpx2.Client(timeout=30) as http:
             def timed(url: str, payload: bytes) -> float:
                 t0 = time.perf_counter()
                 response = http.post(url + "/v1/messages", content=payload, headers=headers)
-                response.read()
                 assert response.status_code == 200, response.text
                 return time.perf_counter() - t0
 
             for _ in range(20):  # warm up: caches written, connections open, memory attachment built
-                timed(direct.url, forwarded), timed(embedded.url, plain), timed(via_http.url, plain)
-            for _ in range(requests):
-                samples["direct"].append(timed(direct.url, forwarded))
-                samples["embedded"].append(timed(embedded.url, plain))
-                samples["http"].append(timed(via_http.url, plain))
+                timed(direct, forwarded), timed(embedded, plain), timed(via_http, plain)
+            targets = [("direct", direct, forwarded), ("embedded", embedded, plain), ("http", via_http, plain)]
+            for n in range(requests):
+                for name, url, payload in targets[n % 3:] + targets[:n % 3]:
+                    samples[name].append(timed(url, payload))
     finally:
-        for running in (embedded, via_http, direct, upstream):
-            running.stop()
-    out = {"requests": requests, "ms": {}}
+        for process, _ in processes:
+            process.terminate()
+            process.wait(10)
+    out: dict = {"requests": requests, "ms": {}}
     for name, values in samples.items():
         out["ms"][name] = {"median": statistics.median(values) * 1000, "p99": _percentile(values, 0.99) * 1000}
     for name in ("embedded", "http"):

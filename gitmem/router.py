@@ -183,12 +183,13 @@ def _control(ttl: str) -> dict:
     return {"type": "ephemeral", **({"ttl": "1h"} if ttl == "1h" else {})}
 
 
-def attach(body: Mapping[str, Any], blocks: Sequence[RouterBlock], ttl: str = "5m") -> Attached:
+def attach(body: Mapping[str, Any], blocks: Sequence[RouterBlock], ttl: str = "5m", copy_body: bool = True) -> Attached:
     """A copy of ``body`` with ``blocks`` at the end of ``system`` and the breakpoints placed by the
     rules in the module docstring. ``ttl`` is the policy's: ``none`` adds no router marker (and
     leaves the client's alone), ``5m`` or ``1h`` marks the router's blocks that the context builder
-    marks (the builder marks the tail 5m even under ``1h``)."""
-    out: Dict[str, Any] = copy.deepcopy(dict(body))
+    marks (the builder marks the tail 5m even under ``1h``). ``copy_body=False`` changes ``body``
+    in place (the server's own freshly parsed copy: saves a deep copy per request)."""
+    out: Dict[str, Any] = copy.deepcopy(dict(body)) if copy_body else body  # type: ignore[assignment]
     system = out.get("system")
     if isinstance(system, str):
         system = [{"type": "text", "text": system}] if system else []

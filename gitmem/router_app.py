@@ -227,6 +227,7 @@ class Router:
         self._history: Dict[str, List[float]] = {}
         self._ticker: Optional[asyncio.Task] = None
         self._stores: Dict[str, Any] = {}
+        self._repos: Dict[str, Any] = {}
         self.pings_sent = 0
 
     # -- ASGI ---------------------------------------------------------------------------------
@@ -341,9 +342,17 @@ class Router:
     # -- memory -------------------------------------------------------------------------------
 
     def _store(self, ctl: Controls) -> Any:
+        """The store for this request. The repository handle is kept per path (opening one costs
+        about a millisecond); the branch is read from HEAD on every request, so a checkout is seen."""
+        from .repo import current_branch, open_repository
         from .store import Store
 
-        return Store.open(ctl.repo or self.repo or os.getcwd(), ctl.branch)
+        path = os.path.abspath(ctl.repo or self.repo or os.getcwd())
+        repo = self._repos.get(path)
+        if repo is None:
+            repo = self._repos[path] = open_repository(path)
+        branch = ctl.branch or current_branch(repo)[0]
+        return Store(repo, branch)
 
     def _attachment(self, store: Any, model: str) -> _Attachment:
         from .context import PREAMBLE, anchor_of, build
@@ -393,7 +402,7 @@ class Router:
         else:
             ttl = {"none": "none", "1h": "1h"}.get(policy, "5m")
         attachment = self._attachment(store, model)
-        attached = attach(data, attachment.blocks, "none" if count else ttl)
+        attached = attach(data, attachment.blocks, "none" if count else ttl, copy_body=False)
         info.update(body=attached.body, attached=attached.to_dict(), ttl=ttl, context=attachment.context,
                     memory_commit=attachment.context.memory_commit, anchor_commit=attachment.context.anchor_commit)
         commit = attachment.context.memory_commit
