@@ -258,7 +258,9 @@ def router_bill(entries: Sequence[Mapping[str, Any]], table: PriceTable = DEFAUL
     """The router's recorded traffic by session, with each break (a gap of :data:`BREAK_SECONDS` or
     more between two requests of one cache line): its pings, what they cost, and whether the prefix
     was read or re-written after it. Costs are recomputed from each entry's usage fields."""
-    total, sessions, lines = Usage(), {}, {}
+    total = Usage()
+    sessions: Dict[str, Dict[str, Any]] = {}
+    lines: Dict[str, Dict[str, Any]] = {}
     count = {"request": 0, "ping": 0, "failed": 0}
     money = 0.0
     for e in entries:

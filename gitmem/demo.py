@@ -327,7 +327,8 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
 
         break_seconds = break_minutes * 60.0
         last_body: Dict[Tuple[str, int], dict] = {}
-        requests, now = [], 0.0
+        requests: List[Dict[str, Any]] = []
+        now = 0.0
         phase_of: Dict[str, str] = {}
         for at, policy, run, phase, label, question in _timelines(runs, break_seconds):
             if routed is not None:
@@ -335,8 +336,8 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
                     continue  # the router sends the keep-alive pings itself
                 for ping in routed.wait(at - now):
                     p_policy, p_run = ping["line"].rsplit("-r", 1)
-                    n = sum(1 for r in requests if r["label"].startswith("ping") and r["policy"] == p_policy
-                            and r["run"] == int(p_run)) + 1
+                    n = len([r for r in requests if r["label"].startswith("ping") and r["policy"] == p_policy
+                             and r["run"] == int(p_run)]) + 1
                     requests.append({"policy": p_policy, "run": int(p_run), "phase": phase_of.get(ping["line"], "break"),
                                      "label": "ping" if n == 1 else f"ping{n}", "at": ping["at"], "question": None,
                                      "usage": ping["usage"], "backend": requests[0]["backend"],

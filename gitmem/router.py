@@ -198,7 +198,7 @@ def attach(body: Mapping[str, Any], blocks: Sequence[RouterBlock], ttl: str = "5
     client = markers(out)
     n_tools = len(out.get("tools") or [])
     insert_at = n_tools + len(system)  # prefix position of the first router block
-    new = [{"type": "text", "text": b.text} for b in blocks if b.text]
+    new: List[Dict[str, Any]] = [{"type": "text", "text": b.text} for b in blocks if b.text]
     names = [b.name for b in blocks if b.text]
     wanted = {b.name: (b.mark if ttl != "1h" or b.mark is None else ("5m" if b.name == "tail" else "1h"))
               for b in blocks if b.text and b.mark and ttl != "none"}

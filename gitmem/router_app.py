@@ -316,14 +316,16 @@ class Router:
         except Exception as exc:  # the upstream dropped the stream: end ours with the API's error event
             if sse is None:
                 raise
-            error = _error(502, "api_error", f"gitmem router: the upstream stream broke ({type(exc).__name__})")
+            broke = _error(502, "api_error", f"gitmem router: the upstream stream broke ({type(exc).__name__})")
             await send({"type": "http.response.body", "more_body": True,
-                        "body": f"event: error\ndata: {json.dumps(error)}\n\n".encode("utf-8")})
+                        "body": f"event: error\ndata: {json.dumps(broke)}\n\n".encode("utf-8")})
         await send({"type": "http.response.body", "body": body, "more_body": False})
         if data is None or path.rstrip("/") != _MESSAGES:
             return
         request_id = next((v for k, v in response.headers if k.lower() == "request-id"), None)
-        usage, model, error = None, data.get("model"), None
+        usage: Any = None
+        model: Optional[str] = data.get("model")
+        error: Optional[str] = None
         if sse is not None:
             usage, model = sse.usage or None, sse.model or model
             error = sse.error.get("message") if sse.error else None
@@ -577,7 +579,7 @@ class Router:
         delta = at - self.clock.now()
         if delta <= 0:
             return
-        self.clock.advance(delta)
+        self.clock.advance(delta)  # type: ignore[union-attr]  # virtual only (see advance)
         if isinstance(self.upstream, HttpUpstream):  # an emulator over HTTP on its own virtual clock
             body = json.dumps({"advance": delta}).encode("utf-8")
             try:

@@ -456,3 +456,16 @@ def test_auto_switches_to_the_1_hour_ttl_and_pings_hourly_when_the_record_says_s
         assert all(p["usage"]["cache_read_input_tokens"] > 0 for p in pings)
     finally:
         running.stop()
+
+
+def test_the_upstream_is_the_flag_then_the_real_api_with_a_key_then_the_emulator():
+    from gitmem.errors import GitmemError
+    from gitmem.router_app import ANTHROPIC_URL, resolve_upstream
+
+    assert resolve_upstream("http://127.0.0.1:9/", {"ANTHROPIC_API_KEY": "k"}) == ("http://127.0.0.1:9", "http://127.0.0.1:9/")
+    assert resolve_upstream(None, {"ANTHROPIC_API_KEY": "k"}) == ("anthropic-api", ANTHROPIC_URL)
+    assert resolve_upstream(None, {}) == ("emulator", None)
+    with pytest.raises(GitmemError, match="http"):
+        resolve_upstream("api.anthropic.com", {})
+    refused = gitmem(".", "router", "serve", "--upstream", "ftp://x", check=False)
+    assert refused.returncode == 1 and refused.stderr.startswith("Error: --upstream must be an http(s) URL")
