@@ -162,7 +162,7 @@ def test_streaming_arrives_in_more_than_one_chunk(team):
     try:
         chunks = []
         with httpx2.stream("POST", f"{running.url}/v1/messages", json=body(stream=True),
-                           headers={"x-api-key": SECRET, "anthropic-version": "2023-06-01"}) as response:
+                           headers={"x-api-key": SECRET, "anthropic-version": "2023-06-01"}, timeout=60) as response:
             assert response.headers["content-type"].startswith("text/event-stream")
             assert response.headers["gitmem-upstream"] == "emulator"
             for chunk in response.iter_raw():
@@ -184,7 +184,7 @@ def test_upstream_errors_come_back_in_the_api_shape(team, routed):
         sdk.messages.create(**{**body(), "model": "claude-nope"})
     assert info.value.body["error"]["type"] == "not_found_error"
     assert info.value.response.headers["gitmem-upstream"] == "emulator"
-    httpx2.post(f"{routed.url}/_emulator/fail", json={"status": 529, "count": 1})  # passed through to the emulator
+    httpx2.post(f"{routed.url}/_emulator/fail", json={"status": 529, "count": 1}, timeout=60)  # passed through to the emulator
     with pytest.raises(anthropic.APIStatusError) as overloaded:
         sdk.messages.create(**body())
     assert overloaded.value.status_code == 529 and overloaded.value.body["error"]["type"] == "overloaded_error"
@@ -233,7 +233,7 @@ def test_a_stopped_upstream_gives_a_502_in_the_api_shape_and_the_router_keeps_se
         assert info.value.status_code == 502
         assert info.value.body["error"]["type"] == "api_error"
         assert f"the upstream http://127.0.0.1:{port} is unreachable" in info.value.body["error"]["message"]
-        assert httpx2.get(f"{running.url}/_router/state").status_code == 200
+        assert httpx2.get(f"{running.url}/_router/state", timeout=60).status_code == 200
         stop = serve_emulator(port)
         assert sdk.messages.create(**body()).usage.input_tokens > 0  # and serves again once it is back
         failed = [e for e in read_requests(Store.open(str(repo)), "router") if e["status"] == 502]
@@ -310,7 +310,7 @@ def test_count_tokens_counts_the_memory_and_models_pass_through(routed):
 
 
 def advance(url, seconds):
-    return httpx2.post(f"{url}/_router/clock", json={"advance": seconds}).json()["pings"]
+    return httpx2.post(f"{url}/_router/clock", json={"advance": seconds}, timeout=120).json()["pings"]
 
 
 def test_keepalive_pings_start_and_stop_on_a_virtual_clock(team):
@@ -346,7 +346,7 @@ def test_the_5m_policy_never_pings_and_auto_stops_at_its_plan(team):
     try:
         client(running.url).messages.create(**body())
         pings = advance(running.url, 24 * 3600)
-        line = httpx2.get(f"{running.url}/_router/state").json()["lines"][0]
+        line = httpx2.get(f"{running.url}/_router/state", timeout=60).json()["lines"][0]
         assert line["plan"]["ttl"] == "5m" and "cold start" in line["plan"]["reason"]
         assert 0 < len(pings) == line["plan"]["pings"] and pings[0]["plan"] == line["plan"]
     finally:
