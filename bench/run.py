@@ -130,6 +130,14 @@ def _recall(r) -> List[Row]:
     if ratio is not None:
         rows.append((f"warm recall / lexical, {r['among']['memories']:,}", ratio, "lexical search alone", 3.0))
     return rows
+def _router(r) -> List[Row]:
+    lat, c = r["latency"], r["cost"]
+    return [("ms the router adds (median, HTTP upstream)", lat["added_ms_http"]["median"], "emulator directly", 5.0),
+            ("ms the router adds (p99, HTTP upstream)", lat["added_ms_http"]["p99"], "emulator directly", None),
+            ("router / emulator directly (median, HTTP upstream)", lat["ratio_http"], "emulator directly", None),
+            ("ms the router adds (median, embedded emulator)", lat["added_ms_embedded"]["median"], "emulator directly", None),
+            ("auto / hindsight-best, worst mixture", c["worst_auto_vs_hindsight"], "hindsight-best cost", 1.15),
+            ("auto / best fixed policy, worst mixture", c["worst_auto_vs_best_fixed"], "best fixed policy", 1.05)]
 
 
 #: name -> (module in bench/, call with (module, quick), rows from its result)
@@ -145,6 +153,7 @@ BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], L
     "tokens": ("tokens", lambda m, q: m.run(), _tokens),
     "agent_hooks": ("agent_hooks", lambda m, q: m.run(3 if q else 15, 2_000 if q else 10_000), _agent_hooks),
     "recall": ("recall", lambda m, q: m.run(1_000 if q else 5_000), _recall),
+    "router": ("router", lambda m, q: m.run(50 if q else 300, 10 if q else 30), _router),
 }
 
 
