@@ -279,6 +279,10 @@ def _post_merge(store, args: List[str], stdin: str) -> List[str]:
             before = None
     names = merged_by(repo, store.branch, head, before)
     out = [_describe(m) for m in merge_branches(store, names, source="hook").merged]
+    if len(commit.parents) > 1:  # a merge commit: the branch's checkpoint now stands at it
+        from .checkpoint import link_commit
+
+        link_commit(store, head, source="hook")
     if args and args[0] == "1":
         out.append("squash merge: git does not say which branch it was; run `gitmem merge BRANCH`")
     return [line for line in out if line]

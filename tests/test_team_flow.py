@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,28 @@ def test_a_non_fast_forward_git_pull_merges_both_sides_memory(team):
     git(alice, "pull", "-q", "--ff-only")
 
     assert texts(alice) == texts(bob) == {"from alice", "from bob"}
+
+
+def conflicts(path: Path) -> list:
+    return json.loads(gitmem(path, "conflicts", "--json").stdout)["conflicts"]
+
+
+def test_two_active_branches_with_checkpoints_merge_with_no_conflict(team):
+    alice, bob, _ = team
+    gitmem(alice, "checkpoint", "parser started / next: the lexer")
+    commit_code(alice, "parser.txt")
+    git(alice, "checkout", "-q", "-b", "feature")
+    gitmem(alice, "add", "fact", "the lexer is hand-written")
+    commit_code(alice, "lexer.txt")  # the hook advances the checkpoint on feature...
+    git(alice, "checkout", "-q", "main")
+    commit_code(alice, "docs.txt")  # ...and on main
+    git(alice, "merge", "-q", "--no-edit", "feature")
+
+    assert conflicts(alice) == []
+    head = git(alice, "rev-parse", "HEAD").strip()
+    [cp] = [m for m in Store.open(str(alice)).list(type="checkpoint")]
+    assert cp.commit == head  # the checkpoint stands at the merge commit
+    git(alice, "push", "-q")
+    git(bob, "pull", "-q")
+    assert texts(alice) == texts(bob) == {"parser started / next: the lexer", "the lexer is hand-written"}
+    assert conflicts(bob) == []
