@@ -243,35 +243,59 @@ def _all_code_branch_names(repo: pygit2.Repository) -> Iterator[str]:
 
 @dataclass
 class SyncResult:
-    """What sync (or the post-merge hook) merged: branch -> merge kind per memory ref."""
+    """What sync (or the post-merge hook) merged: one entry per branch (``refs``: the memory
+    refs merged for it, local and fetched copies). ``fetched``: the remote sync fetched first."""
 
     merged: List[Dict[str, Any]] = field(default_factory=list)
+    fetched: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"merged": self.merged}
+        return {"fetched": self.fetched, "merged": self.merged}
+
+
+_KIND_RANK = {"up-to-date": 0, "new": 1, "fast-forward": 2, "merge": 3}
 
 
 def merge_branches(store, names: Sequence[str], *, author=None, source: str = "merge") -> SyncResult:
-    """Merge the memory of each named branch (local ref and fetched copies) into ``store``."""
+    """Merge the memory of each named branch (local ref and fetched copies) into ``store``:
+    one entry per branch, however many copies of its memory there are."""
     from .merge import merge_into
 
     result = SyncResult()
     for name in names:
+        entry: Optional[Dict[str, Any]] = None
         for ref, tip in memory_tips(store.repo, name):
             if ref == store.ref:
                 continue
             r = merge_into(store, tip, author=author, source=source,
-                           message=f"merge memory of {name} into {store.branch}")
-            result.merged.append({"branch": name, "ref": ref, **r.to_dict()})
+                           message=f"merge memory of {name} into {store.branch}").to_dict()
+            if entry is None:
+                entry = {"branch": name, "ref": ref, "refs": [ref], **r}
+                continue
+            entry["refs"].append(ref)
+            if _KIND_RANK.get(r["kind"], 0) > _KIND_RANK.get(entry["kind"], 0):
+                entry.update(kind=r["kind"], ref=ref)
+            entry["commit"] = r["commit"]
+            for key in ("added", "changed", "kept"):
+                entry[key] = list(dict.fromkeys(entry[key] + r[key]))
+            entry["conflicts"] = entry["conflicts"] + r["conflicts"]
+        if entry is not None:
+            result.merged.append(entry)
     return result
 
 
 def sync(store, *, author=None, source: str = "sync") -> SyncResult:
-    """Merge the memory of every code branch the current code already contains."""
-    head = _target(store.repo, f"refs/heads/{store.branch}")
+    """Merge the memory of every code branch the current code already contains, and this
+    branch's own fetched memory when the code it came with is here (a `git pull` without hooks).
+    Works on what was fetched: :func:`gitmem.remote.sync` fetches first."""
+    repo = store.repo
+    head = _target(repo, f"refs/heads/{store.branch}")
     if not head:
         return SyncResult()
-    return merge_branches(store, merged_elsewhere(store.repo, store.branch, head), author=author, source=source)
+    names = merged_elsewhere(repo, store.branch, head)
+    if any(reachable(repo, tip, head) for tip in code_tips(repo, store.branch, local=False)):
+        names.insert(0, store.branch)  # merge_branches skips the local ref itself: its fetched copies
+    return merge_branches(store, names, author=author, source=source)
 
 
 # --- diff ----------------------------------------------------------------------

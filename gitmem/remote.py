@@ -320,6 +320,22 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     return PullResult(fetched, merged)
 
 
+def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True, author: Optional[Author] = None,
+         source: str = "sync", interactive: Optional[bool] = None):
+    """`git pull && gitmem sync`: fetch memory first (a plain `git pull` fetches none unless
+    `gitmem remote setup` was run), then :func:`gitmem.branches.sync`. A repository without
+    remotes only merges; a failed fetch raises, so sync never reports stale memory as merged."""
+    from .branches import sync as sync_branches
+
+    fetched = None
+    if fetch_first and (remote or list(store.repo.remotes.names())):
+        fetched = _resolve_remote(store.repo, remote, store.branch)
+        fetch(store.repo, fetched, interactive=interactive)
+    result = sync_branches(store, author=author, source=source)
+    result.fetched = fetched
+    return result
+
+
 def _create(store: Store, tip: str, remote: str) -> bool:
     """Start local memory at the remote's tip; False when a concurrent write created it first."""
     from .errors import ConcurrentUpdate

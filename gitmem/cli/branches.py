@@ -156,18 +156,32 @@ def merge(store, source_: str, who, source, as_json: bool) -> None:
 
 
 @main.command()
+@click.option("--remote", "remote", metavar="REMOTE", help="Fetch memory from REMOTE (default: the branch's upstream).")
+@click.option("--no-fetch", is_flag=True, help="Merge only what was fetched before (no network).")
 @pass_store
 @author_options
 @json_option
-def sync(store, who, source, as_json: bool) -> None:
-    """Merge the memory of code branches this branch's code already contains
-    (for example a pull request merged on the server, seen after `git pull`).
+def sync(store, remote: Optional[str], no_fetch: bool, who, source, as_json: bool) -> None:
+    """Fetch memory, then merge the memory of code branches this branch's code
+    already contains (for example a pull request merged on the server, seen
+    after `git pull`), and this branch's own fetched memory once its code is here.
+
+    A plain `git pull` fetches no memory, so sync fetches it first (from the
+    branch's upstream remote; none in a repository without remotes).
+
+    JSON: {"fetched": REMOTE|null, "merged": [{"branch", "ref", "refs", "kind", "commit", "added", "changed",
+    "conflicts", "kept"}]}.
 
     Example: git pull && gitmem sync
     """
-    from ..branches import sync as sync_branches
+    from ..remote import sync as sync_remote
 
-    _report_merges(sync_branches(store, author=who, source="sync").merged, as_json)
+    result = sync_remote(store, remote, fetch_first=not no_fetch, author=who, source="sync")
+    if result.fetched and not as_json:
+        click.echo(f"fetched memory from {result.fetched}")
+    _report_merges(result.merged, as_json, {"fetched": result.fetched})
+    if not result.merged and no_fetch and not as_json:
+        click.echo("(merged only what was fetched before: run `gitmem sync` without --no-fetch to fetch)")
 
 
 @main.command()
