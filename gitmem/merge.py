@@ -336,7 +336,8 @@ def resolve(store, memory_id: str, *, take: Optional[str] = None, values: Option
     counted = {"redacted": 0}
 
     def build(snap):
-        found = [c for c in list_conflicts(store, snap.commit) if c.id.startswith(memory_id)]
+        pending = {c.id: c for c in list_conflicts(store, snap.commit)}
+        found = [pending[i] for i in model.matching_ids(memory_id, pending)]
         if len(found) != 1:
             raise GitmemError(f"no unresolved conflict for {memory_id!r}" if not found
                               else f"{memory_id!r} matches {len(found)} conflicts")

@@ -143,3 +143,22 @@ def test_source_filters_match_the_same_family_in_list_and_log(run):
     assert len(logged) == 1 and "from cursor" in logged[0]
     assert json.loads(run("log", "--source", "mcp:cursor", "--json").output)["entries"]
     assert not json.loads(run("log", "--source", "mc", "--json").output)["entries"]
+
+
+def test_list_prints_short_ids_that_every_command_accepts_in_any_case(run):
+    ids = [json.loads(run("fact", "add", f"fact {n}", "--json").output)["id"] for n in range(5)]
+    listed = run("list").output.splitlines()
+    short = [line.split()[0] for line in listed]
+    assert [s for s in short] == [i[-len(s):] for i, s in zip(ids, short)] and all(len(s) >= 4 for s in short)
+    assert json.loads(run("show", short[2].upper(), "--json").output)["id"] == ids[2]
+    assert json.loads(run("show", ids[3].upper(), "--json").output)["id"] == ids[3]
+    run("edit", short[0], "--text", "edited by short id")
+    assert "edited by short id" in run("list").output
+    assert short[4] in run("search", "fact").output
+    assert short[1] in run("log").output
+
+
+def test_an_id_shorter_than_four_characters_is_too_short(run):
+    run("fact", "add", "x")
+    result = run("show", "01m")
+    assert result.exit_code == 1 and "too short: give at least 4 characters" in result.output

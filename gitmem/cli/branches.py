@@ -220,7 +220,7 @@ def conflicts(store, as_json: bool) -> None:
 def resolve(store, memory_id: str, take: Optional[str], edit_: bool, who, source, as_json: bool) -> None:
     """Resolve a memory conflict: keep ours, take theirs, or edit (one commit).
 
-    Example: gitmem resolve 0mabcd --theirs
+    Example: gitmem resolve 4vhr --theirs
     """
     from ..merge import list_conflicts, resolve as resolve_conflict
     from .memory import report_write
@@ -229,7 +229,10 @@ def resolve(store, memory_id: str, take: Optional[str], edit_: bool, who, source
         raise click.UsageError("give exactly one of --ours, --theirs, --edit")
     values = None
     if edit_:
-        values = _edit_conflict([c for c in list_conflicts(store) if c.id.startswith(memory_id)])
+        from ..model import matching_ids
+
+        pending = {c.id: c for c in list_conflicts(store)}
+        values = _edit_conflict([pending[i] for i in matching_ids(memory_id, pending)])
     w = resolve_conflict(store, memory_id, take=take, values=values, author=who, source=source)
     report_write(store, w, "Resolved", as_json)
 

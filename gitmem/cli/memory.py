@@ -15,10 +15,11 @@ def _short(oid: Optional[str]) -> str:
     return oid[:10] if oid else "-"
 
 
-def memory_line(m: Memory) -> str:
+def memory_line(m: Memory, short: Optional[Dict[str, str]] = None) -> str:
+    """One memory per line, led by its short id (``short``: Store.short_ids) or its full id."""
     flag = "" if m.status == "active" else f" [{m.status}]"
     extra = f"  (because: {m.reason})" if m.type == "rejection" and m.reason else ""
-    return f"{m.id}  {m.type:<10} {m.summary}{extra}{flag}"
+    return f"{(short or {}).get(m.id, m.id):<6} {m.type:<10} {m.summary}{extra}{flag}"
 
 
 def write_json(store, w) -> Dict[str, Any]:
@@ -165,8 +166,9 @@ def list_(store, type_, tag, path, author_kind, source, status, as_json) -> None
         emit_json({"branch": store.branch, "ref": store.ref, "tip": store.tip(),
                    "memories": [m.to_dict() for m in found]})
         return
+    short = store.short_ids()
     for m in found:
-        click.echo(memory_line(m))
+        click.echo(memory_line(m, short))
     if not found:
         click.echo("no memories match", err=True)
 
@@ -176,9 +178,10 @@ def list_(store, type_, tag, path, author_kind, source, status, as_json) -> None
 @json_option
 @pass_store
 def show(store, memory_id: str, as_json: bool) -> None:
-    """Show one memory as stored (YAML). ID may be a unique prefix.
+    """Show one memory as stored (YAML). ID is the full id or the short id
+    `gitmem list` prints (or a unique prefix); case does not matter.
 
-    Example: gitmem show 0mabcd
+    Example: gitmem show 4vhr
     """
     from ..model import dump_yaml
 
@@ -212,8 +215,9 @@ def search(store, query: str, limit: int, type_, tag, path, author_kind, source,
     if as_json:
         emit_json({"query": query, "ref": store.ref, "hits": [h.to_dict() for h in hits]})
         return
+    short = store.short_ids()
     for h in hits:
-        click.echo(f"{h.score:6.2f}  {memory_line(h.memory)}{'  [stale: file changed]' if h.stale else ''}")
+        click.echo(f"{h.score:6.2f}  {memory_line(h.memory, short)}{'  [stale: file changed]' if h.stale else ''}")
     if not hits:
         click.echo("no matches", err=True)
 
@@ -235,7 +239,7 @@ _EDITABLE = ("text", "title", "reason", "tags", "paths", "next")
 def edit(store, memory_id, text, title, reason, tags, paths, next_, who, source, as_json) -> None:
     """Edit a memory in place (one commit). With no field options, opens $EDITOR.
 
-    Example: gitmem edit 0mabcd --text "Use advisory locks, not SELECT ... FOR UPDATE"
+    Example: gitmem edit 4vhr --text "Use advisory locks, not SELECT ... FOR UPDATE"
     """
     changes: Dict[str, Any] = {k: v for k, v in
                                (("text", text), ("title", title), ("reason", reason), ("next", next_))
@@ -268,7 +272,7 @@ def _edit_in_editor(m: Memory) -> Dict[str, Any]:
 def supersede(store, memory_id, text, title, reason, who, source, as_json) -> None:
     """Replace a memory with a new one (the old one is kept, marked superseded).
 
-    Example: gitmem supersede 0mabcd "Queue jobs in Postgres with SKIP LOCKED"
+    Example: gitmem supersede 4vhr "Queue jobs in Postgres with SKIP LOCKED"
     """
     w = store.supersede(memory_id, text, title=title, reason=reason, author=who, source=source)
     report_write(store, w, f"Superseded {memory_id} with", as_json)
@@ -283,7 +287,7 @@ def supersede(store, memory_id, text, title, reason, who, source, as_json) -> No
 def retract(store, memory_id, reason, who, source, as_json) -> None:
     """Retract a memory: it leaves lists and context but stays in history.
 
-    Example: gitmem retract 0mabcd --because "we moved off Heroku"
+    Example: gitmem retract 4vhr --because "we moved off Heroku"
     """
     w = store.retract(memory_id, reason=reason, author=who, source=source)
     report_write(store, w, "Retracted", as_json)
@@ -320,9 +324,14 @@ def log(store, limit, memory_id, author_kind, source, author, as_json) -> None:
     if as_json:
         emit_json({"ref": store.ref, "entries": [c.to_dict() for c in selected]})
         return
+    from ..model import short_ids
+
+    short = short_ids(set(store.snapshot().ids()) | {i for c in selected for i in c.memory_ids})
     for c in selected:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(c.time))
-        click.echo(f"{c.commit[:10]} {when} {c.author.kind:<5} {c.author.name:<16} {c.source:<12} {c.summary}")
+        ids = ",".join(short.get(i, i) for i in c.memory_ids[:1]) + ("+" if len(c.memory_ids) > 1 else "")
+        click.echo(f"{c.commit[:10]} {when} {c.author.kind:<5} {c.author.name:<16} {c.source:<12} {ids or '-':<6} "
+                   f"{c.summary}")
 
 
 @main.command()
