@@ -55,9 +55,73 @@ run() {{  # `del sys.path[0]`: a worktree file named like a stdlib module must n
         echo "gitmem: not found (set GITMEM_PYTHON or run gitmem hooks install again); $hook skipped" >&2
     fi
 }}
-{dispatch}
+{precheck}{dispatch}
 exit "$status"
 """
+
+#: Shell tests run before Python starts: a hook with nothing to do costs a few git calls, not
+#: ~100 ms of interpreter and pygit2 start-up. Each may answer "maybe" (start Python, which
+#: decides), never "no" when there is work: a false "yes" costs time, a false "no" loses a merge.
+_PRECHECKS = {
+    "post-checkout": """\
+# nothing to do unless this checkout created a branch (its reflog has one entry); see gitmem.hooks
+[ "$3" = 1 ] && [ "$1" != 0000000000000000000000000000000000000000 ] || exit "$status"
+b=$(git symbolic-ref -q HEAD) || exit "$status"
+[ "$(git reflog show --format=%H "$b" -- 2>/dev/null | head -n 2 | wc -l)" -eq 1 ] || exit "$status"
+git config --get "gitmem.branch.${b#refs/heads/}.parent" >/dev/null && exit "$status"  # recorded already
+git rev-parse -q --verify "refs/memory/${b#refs/heads/}" >/dev/null && exit "$status"  # has memory of its own
+""",
+    "post-merge": """\
+# nothing to do unless a branch with memory came in, or a merge commit lands on a branch with a checkpoint
+has_work() {
+    mem=$(git for-each-ref --format='%(refname)' refs/memory refs/memory-remotes 2>/dev/null) || return 0
+    [ -n "$mem" ] || return 1
+    b=$(git symbolic-ref -q --short HEAD) || return 1  # detached: gitmem does nothing there either
+    if git rev-parse -q --verify HEAD^2 >/dev/null; then
+        before=HEAD^1
+        git cat-file -e "refs/memory/$b:checkpoint" 2>/dev/null && return 0
+    else
+        before=ORIG_HEAD
+    fi
+    git rev-parse -q --verify "$before" >/dev/null || return 0
+    brought=$(git for-each-ref --format='%(refname)' --merged HEAD --no-merged "$before" refs/heads refs/remotes 2>/dev/null) \
+        || return 0
+    for r in $brought; do
+        case "$r" in
+            "refs/heads/$b") continue ;;  # the branch itself: only its pulled (remote-tracking) tips count
+            refs/heads/*) name=${r#refs/heads/} ;;
+            *) name=${r#refs/remotes/*/} ;;
+        esac
+        for m in $mem; do
+            case "$m" in "refs/memory/$name"|refs/memory-remotes/*/"$name") return 0 ;; esac
+        done
+    done
+    return 1
+}
+has_work || exit "$status"
+""",
+    "post-rewrite": """\
+# nothing to do in a repository without memory of its own
+[ -n "$(git for-each-ref --count=1 --format=x refs/memory 2>/dev/null)" ] || exit "$status"
+""",
+    "pre-push": """\
+# nothing to do unless memory is pushed, or a pushed branch has memory the remote lacks (gitmem.prePush)
+has_work() {
+    mode=$(git config gitmem.prePush 2>/dev/null) || mode=warn
+    printf '%s' "$input" | while read -r local_ref _ _ _; do
+        case "$local_ref" in
+            refs/memory/*) echo y; break ;;
+            refs/heads/*)
+                [ "$mode" = off ] && continue
+                ours=$(git rev-parse -q --verify "refs/memory/${local_ref#refs/heads/}") || continue
+                theirs=$(git rev-parse -q --verify "refs/memory-remotes/$1/${local_ref#refs/heads/}") || { echo y; break; }
+                [ "$ours" = "$theirs" ] || { echo y; break; } ;;
+        esac
+    done | grep -q y
+}
+has_work "$@" || exit "$status"
+""",
+}
 
 _FOREGROUND = """{feed}run "$@"; rc=$?
     [ "$rc" -eq {refused} ] && exit 1  # pre-push only: memory being pushed holds a secret
@@ -69,6 +133,20 @@ else  # background (default): git returns at once; messages go to gitmem/hooks.l
     log="$3/gitmem/hooks.log"
     mkdir -p "${{log%/*}}" && (run "$1" "$2" </dev/null >>"$log" 2>&1 &)
 fi"""
+
+
+#: The variable the pre-commit framework sets instead of git's hook arguments (see _from_pre_commit):
+#: under it the shell tests, which read git's arguments, are skipped and Python decides.
+_PRE_COMMIT_VARS = {"post-checkout": "PRE_COMMIT_CHECKOUT_TYPE", "pre-push": "PRE_COMMIT_REMOTE_NAME"}
+
+
+def _guarded(hook: str) -> str:
+    test = _PRECHECKS.get(hook, "")
+    var = _PRE_COMMIT_VARS.get(hook)
+    if not test or not var:
+        return test
+    body = "".join(f"    {line}\n" if line else "\n" for line in test.splitlines())
+    return f'if [ -z "${{{var}:-}}" ]; then\n{body}fi\n'
 
 
 def script(hook: str, python: Optional[str] = None) -> str:
@@ -83,6 +161,7 @@ def script(hook: str, python: Optional[str] = None) -> str:
     return _TEMPLATE.format(
         marker=MARKER, hook=hook, suffix=CHAINED_SUFFIX, python=python or "", feed=feed,
         read_stdin='input=$(cat; echo x); input=${input%x}\n' if feed else "",
+        precheck=_guarded(hook),
         dispatch=_BACKGROUND.format(foreground=foreground) if hook in BACKGROUND_HOOKS else foreground,
     )
 
