@@ -65,27 +65,56 @@ exit "$status"
 _PRECHECKS = {
     "post-checkout": """\
 # nothing to do unless this checkout created a branch (its reflog has one entry); see gitmem.hooks
-[ "$3" = 1 ] && [ "$1" != 0000000000000000000000000000000000000000 ] || exit "$status"
-b=$(git symbolic-ref -q HEAD) || exit "$status"
-[ "$(git reflog show --format=%H "$b" -- 2>/dev/null | head -n 2 | wc -l)" -eq 1 ] || exit "$status"
-git config --get "gitmem.branch.${b#refs/heads/}.parent" >/dev/null && exit "$status"  # recorded already
-git rev-parse -q --verify "refs/memory/${b#refs/heads/}" >/dev/null && exit "$status"  # has memory of its own
+has_work() {
+    [ "$3" = 1 ] && [ "$1" != 0000000000000000000000000000000000000000 ] || return 1
+    if [ -z "${GIT_DIR:-}" ] && [ -d .git ] && [ ! -f .git/commondir ] && read -r head < .git/HEAD; then
+        common=.git  # the usual layout, read without starting git
+        ref=${head#ref: }
+    else  # a linked worktree, a submodule, GIT_DIR
+        out=$(git rev-parse --git-common-dir --symbolic-full-name HEAD 2>/dev/null) || return 0
+        common=${out%%
+*}
+        ref=${out##*
+}
+    fi
+    case "$ref" in refs/heads/*) ;; *) return 1 ;; esac  # detached
+    [ -f "$common/logs/$ref" ] || return 1  # no reflog: gitmem cannot tell either
+    n=0
+    while read -r _; do
+        n=$((n + 1))
+        if [ "$n" -gt 1 ]; then return 1; fi  # the branch existed and moved before
+    done < "$common/logs/$ref"
+    [ "$n" -eq 1 ] || return 1
+    git config --get "gitmem.branch.${ref#refs/heads/}.parent" >/dev/null && return 1  # recorded already
+    git rev-parse -q --verify "refs/memory/${ref#refs/heads/}" >/dev/null && return 1  # has memory of its own
+    return 0
+}
+has_work "$@" || exit "$status"
 """,
     "post-merge": """\
 # nothing to do unless a branch with memory came in, or a merge commit lands on a branch with a checkpoint
 has_work() {
     mem=$(git for-each-ref --format='%(refname)' refs/memory refs/memory-remotes 2>/dev/null) || return 0
     [ -n "$mem" ] || return 1
-    b=$(git symbolic-ref -q --short HEAD) || return 1  # detached: gitmem does nothing there either
-    if git rev-parse -q --verify HEAD^2 >/dev/null; then
-        before=HEAD^1
-        git cat-file -e "refs/memory/$b:checkpoint" 2>/dev/null && return 0
-    else
-        before=ORIG_HEAD
-    fi
-    git rev-parse -q --verify "$before" >/dev/null || return 0
-    brought=$(git for-each-ref --format='%(refname)' --merged HEAD --no-merged "$before" refs/heads refs/remotes 2>/dev/null) \
-        || return 0
+    info=$(git log -1 --format='%P%n%D' HEAD 2>/dev/null) || return 0
+    parents=${info%%
+*}
+    case "${info#*
+}" in
+        "HEAD -> "*) b=${info#*
+HEAD -> }; b=${b%%,*} ;;
+        *) return 1 ;;  # detached: gitmem does nothing there either
+    esac
+    case "$parents" in
+        *" "*)  # a merge commit: what came in is what the first parent lacked
+            before=${parents%% *}
+            case "$mem" in *"refs/memory/$b"*)
+                git cat-file -e "refs/memory/$b:checkpoint" 2>/dev/null && return 0 ;;  # the checkpoint advances
+            esac ;;
+        *) before=ORIG_HEAD ;;
+    esac
+    brought=$(git for-each-ref --format='%(refname)' --merged HEAD --no-merged "$before" refs/heads refs/remotes \
+        2>/dev/null) || return 0
     for r in $brought; do
         case "$r" in
             "refs/heads/$b") continue ;;  # the branch itself: only its pulled (remote-tracking) tips count
@@ -145,8 +174,7 @@ def _guarded(hook: str) -> str:
     var = _PRE_COMMIT_VARS.get(hook)
     if not test or not var:
         return test
-    body = "".join(f"    {line}\n" if line else "\n" for line in test.splitlines())
-    return f'if [ -z "${{{var}:-}}" ]; then\n{body}fi\n'
+    return f'if [ -z "${{{var}:-}}" ]; then  # not under the pre-commit framework\n{test}fi\n'
 
 
 def script(hook: str, python: Optional[str] = None) -> str:
