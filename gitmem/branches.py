@@ -75,6 +75,24 @@ def _checked_out_from(repo: pygit2.Repository, branch: str) -> Optional[str]:
     return None
 
 
+def require_known(repo: pygit2.Repository, name: str) -> str:
+    """``name`` as a branch someone chose (``--branch``): a code branch (local or on a remote),
+    a memory branch (own or fetched), or the branch HEAD names; otherwise a BranchError that
+    suggests the nearest names, so a typo neither reads another branch's memory nor forks a ref."""
+    import difflib
+
+    from .repo import check_branch_name, current_branch
+
+    check_branch_name(name)
+    known = set(_all_code_branch_names(repo)) | {n for n, _ in _branch_names(repo, _memory_prefix())}
+    known |= _remote_memory_names(repo) | {current_branch(repo)[0]}
+    if name in known:
+        return name
+    close = difflib.get_close_matches(name, sorted(known), n=3)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise BranchError(f"no branch {name!r} here (no code branch, no memory){hint}")
+
+
 # --- listing -------------------------------------------------------------------
 
 
@@ -131,11 +149,12 @@ class BranchInfo:
     code: str  # "exists" or "deleted"
     merged: bool  # its code is reachable from the parent's (or default) code branch
     conflicts: int = 0
+    memory_merged: bool = False  # its memory tip is in the parent's (or default) memory
 
     def to_dict(self) -> Dict[str, Any]:
         return {"name": self.name, "ref": self.ref, "tip": self.tip, "parent": self.parent,
                 "memories": self.memories, "code": self.code, "merged": self.merged,
-                "conflicts": self.conflicts}
+                "conflicts": self.conflicts, "memory_merged": self.memory_merged}
 
 
 def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
@@ -155,9 +174,10 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
         into = code_tips(repo, parent or default)
         merged = bool(parent and tips and into and reachable(repo, tips[0], into[0])
                       and tips[0] != fork_point(repo, name)[1])
+        into_memory = Store(repo, parent or default).tip() if name != default else None
         out.append(BranchInfo(name, ref, tip, parent, sum(1 for _ in store.snapshot(tip).entries()),
                               "exists" if f"refs/heads/{name}" in repo.references else "deleted",
-                              merged, len(_conflict_blobs(store, tip))))
+                              merged, len(_conflict_blobs(store, tip)), reachable(repo, tip, into_memory)))
     return out
 
 
@@ -183,6 +203,11 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True) -> List[BranchInfo]:
                 ref.delete()
             except (KeyError, pygit2.GitError) as e:
                 raise BranchError(f"could not delete {b.ref}: {e}") from None
+            for key in (f"gitmem.branch.{b.name}.parent", f"gitmem.branch.{b.name}.forkPoint"):
+                try:  # the fork record goes with the memory (a new branch of that name starts afresh)
+                    del repo.config[key]
+                except (KeyError, pygit2.GitError):
+                    pass
     return gone
 
 

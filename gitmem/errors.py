@@ -15,9 +15,9 @@ class GitmemError(Exception):
 
 
 class NotARepository(GitmemError):
-    def __init__(self, path: str):
+    def __init__(self, path: str, message: Optional[str] = None):
         self.path = path
-        super().__init__(f"not a git repository (or any parent): {path}")
+        super().__init__(message or f"not a git repository (or any parent): {path}")
 
 
 class InvalidMemory(GitmemError):

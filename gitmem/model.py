@@ -112,6 +112,28 @@ def matching_ids(abbrev: str, ids: Iterable[str]) -> List[str]:
     return sorted(i for i in pool if i.endswith(a)) or sorted(i for i in pool if i.startswith(a))
 
 
+_SINCE_RE = re.compile(r"^(\d+)\s*(m|min|mins|minutes?|h|hours?|d|days?|w|weeks?)(\s+ago)?$")
+_UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str, now: float) -> int:
+    """A point in time as ``log --since`` takes it, in epoch seconds: an ISO date or time
+    (UTC: ``2026-12-01``, ``2026-12-01T10:00``, ``...Z``), or an age (``3d``, ``2 hours ago``,
+    ``1w``; units m, h, d, w). ``now`` is passed in, so this stays pure. Raises ValueError."""
+    value = text.strip().lower()
+    m = _SINCE_RE.match(value)
+    if m:
+        unit = m.group(2)
+        seconds = _UNIT_SECONDS["m" if unit.startswith("mi") or unit == "m" else unit[0]]
+        return int(now - int(m.group(1)) * seconds)
+    for fmt in ("%Y-%m-%d", "%Y-%m-%dt%H:%M", "%Y-%m-%dt%H:%M:%S", "%Y-%m-%dt%H:%M:%Sz", "%Y-%m-%dt%H:%Mz"):
+        try:
+            return int(datetime.strptime(value, fmt).replace(tzinfo=timezone.utc).timestamp())
+        except ValueError:
+            continue
+    raise ValueError(f"{text!r} is not a date (2026-12-01, 2026-12-01T10:00) or an age (3d, 2 hours ago)")
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -311,8 +311,8 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
             continue
         target = store if b.branch == store.branch else Store(repo, b.branch)
         if target.own_tip() is None and _create(target, b.new, remote):
-            merged.append({"branch": b.branch, "kind": "new", "commit": b.new, "added": [], "changed": [],
-                           "conflicts": []})
+            merged.append({"branch": b.branch, "kind": "new", "commit": b.new,
+                           "added": target.snapshot(b.new).ids(), "changed": [], "conflicts": []})
             continue
         r = merge_into(target, b.new, author=author, source=source,
                        message=f"merge memory of {b.branch} from {remote}")

@@ -133,3 +133,16 @@ def test_ids_made_in_one_process_sort_in_the_order_they_were_made():
 
     ids = [new_id() for _ in range(5000)]  # many share a millisecond
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_since_takes_dates_and_ages():
+    from gitmem.model import parse_since
+
+    now = 1_800_000_000
+    assert parse_since("3d", now) == now - 3 * 86400
+    assert parse_since("2 hours ago", now) == now - 7200
+    assert parse_since("1w", now) == now - 7 * 86400
+    assert parse_since("2026-12-01", now) == 1796083200
+    assert parse_since("2026-12-01T10:00Z", now) == 1796083200 + 36000
+    with pytest.raises(ValueError):
+        parse_since("yesterday-ish", now)

@@ -100,8 +100,10 @@ def prune(store, yes: bool, as_json: bool) -> None:
         return
     verb = "deleted" if yes else "would delete"
     for b in gone:
-        state = "merged" if b.merged else "NOT merged"
-        click.echo(f"{verb} {b.ref} at {b.tip} ({b.memories} memories, {state})")
+        into = b.parent or "its parent"
+        state = (f"all of it is in {into}'s memory" if b.memory_merged else
+                 f"some of it is not in {into}'s memory: `gitmem merge {b.name}` first to keep it")
+        click.echo(f"{verb} {b.ref} at {b.tip} ({b.memories} memories; {state})")
     if not gone:
         click.echo("nothing to prune")
     elif not yes:
@@ -211,13 +213,13 @@ def conflicts(store, as_json: bool) -> None:
 
 @main.command()
 @click.argument("memory_id", metavar="ID")
-@click.option("--ours", "take", flag_value="ours", help="Keep this branch's values.")
-@click.option("--theirs", "take", flag_value="theirs", help="Take the merged-in values.")
+@click.option("--ours", is_flag=True, help="Keep this branch's values.")
+@click.option("--theirs", is_flag=True, help="Take the merged-in values.")
 @click.option("--edit", "edit_", is_flag=True, help="Write the values yourself in $EDITOR.")
 @pass_store
 @author_options
 @json_option
-def resolve(store, memory_id: str, take: Optional[str], edit_: bool, who, source, as_json: bool) -> None:
+def resolve(store, memory_id: str, ours: bool, theirs: bool, edit_: bool, who, source, as_json: bool) -> None:
     """Resolve a memory conflict: keep ours, take theirs, or edit (one commit).
 
     Example: gitmem resolve 4vhr --theirs
@@ -225,8 +227,9 @@ def resolve(store, memory_id: str, take: Optional[str], edit_: bool, who, source
     from ..merge import list_conflicts, resolve as resolve_conflict
     from .memory import report_write
 
-    if bool(take) == edit_:
+    if ours + theirs + edit_ != 1:  # contradictory flags are refused, never settled by their order
         raise click.UsageError("give exactly one of --ours, --theirs, --edit")
+    take = "ours" if ours else "theirs" if theirs else None
     values = None
     if edit_:
         from ..model import matching_ids
