@@ -187,6 +187,7 @@ def test_pull_starts_local_memory_for_a_branch_only_the_remote_has(alice, bob):
     merged = json.loads(gitmem(bob, "pull", "--json").stdout)["merged"]
 
     assert {m["branch"]: m["kind"] for m in merged} == {"feature": "new", "main": "new"}
+    assert {m["branch"]: len(m["added"]) for m in merged} == {"feature": 1, "main": 1}  # never "0 added"
     assert {m.text for m in Store.open(str(bob), "feature").memories().values()} == {"feature detail"}
     assert texts(bob) == {"main detail"}
 
