@@ -348,10 +348,42 @@ def _post_commit(store, args: List[str], stdin: str) -> List[str]:
     out = []
     if link.memory_ids:
         out.append(f"linked {head[:10]} to {len(link.memory_ids)} memor{'y' if len(link.memory_ids) == 1 else 'ies'}")
+    out.extend(_cherry_pick_hint(store, head))
     from .export import refresh  # opt-in with `gitmem export --write --on-commit`
 
     out.extend(f"refreshed {e.path}" for e in refresh(store) if e.changed)
     return out
+
+
+def _cherry_pick_hint(store, head: str) -> List[str]:
+    """A cherry-pick copies code, never memory: say so, and with `-x` name the memories linked to
+    the picked commit and the branch whose memory holds them."""
+    import re
+
+    try:
+        entries = list(store.repo.references[f"refs/heads/{store.branch}"].log())
+    except (KeyError, pygit2.GitError, OSError):
+        return []
+    latest = entries[0] if entries else None
+    if latest is None or str(latest.oid_new) != head or not (latest.message or "").startswith("cherry-pick"):
+        return []
+    picked = re.findall(r"\(cherry picked from commit ([0-9a-f]{40})\)", store.repo[head].message or "")
+    if not picked:
+        return ["cherry-pick copies code, not memory: if the picked commit had memory on another branch, "
+                "`gitmem merge BRANCH` brings that branch's memory (with `git cherry-pick -x` gitmem names it)"]
+    from .branches import _branch_names, _memory_prefix
+    from .store import Store
+
+    mine = set(store.memories())
+    found: Dict[str, List[str]] = {}
+    for name, _ref in sorted(_branch_names(store.repo, _memory_prefix())):
+        if name == store.branch:
+            continue
+        for m in Store(store.repo, name).memories().values():
+            if picked[-1] in m.commits and m.id not in mine:
+                found.setdefault(name, []).append(m.id)
+    return [f"cherry-picked {picked[-1][:10]}: its memory on {name} did not come along ({', '.join(ids)}); "
+            f"`gitmem merge {name}` brings it (with all of {name}'s memory)" for name, ids in found.items()]
 
 
 def _post_checkout(store, args: List[str], stdin: str) -> List[str]:

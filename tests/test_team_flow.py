@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,28 @@ def test_sync_says_when_it_cannot_fetch(team, tmp_path):
     r = gitmem(alice, "sync", check=False)
     assert r.returncode == 1 and r.stderr.startswith("Error: could not fetch memory from origin")
     assert "nothing to merge" in gitmem(alice, "sync", "--no-fetch").stdout
+
+
+def test_a_cherry_pick_says_which_memory_stayed_behind_and_following_the_hint_shares_it(team):
+    alice, bob, _ = team
+    gitmem(alice, "add", "fact", "on main")
+    commit_code(alice, "main.txt")
+    git(alice, "push", "-q")
+    git(bob, "pull", "-q")
+    git(alice, "checkout", "-q", "-b", "hotfix")
+    fix = json.loads(gitmem(alice, "add", "decision", "Retry refunds once", "--because", "the provider times out",
+                            "--json").stdout)["id"]
+    commit_code(alice, "fix.txt")  # the post-commit hook links the decision to this commit
+    picked = git(alice, "rev-parse", "HEAD").strip()
+    git(alice, "checkout", "-q", "main")
+
+    result = subprocess.run(["git", "cherry-pick", "-x", picked], cwd=alice, capture_output=True, text=True)
+    assert result.returncode == 0
+    assert f"its memory on hotfix did not come along ({fix})" in result.stderr
+    assert "`gitmem merge hotfix`" in result.stderr
+    assert "Retry refunds once" not in texts(alice)
+
+    gitmem(alice, "merge", "hotfix")
+    git(alice, "push", "-q")
+    git(bob, "pull", "-q", "--ff-only")
+    assert texts(alice) == texts(bob) == {"on main", "Retry refunds once"}
