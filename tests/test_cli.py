@@ -106,20 +106,6 @@ def test_subprocess_round_trip_and_redaction_message(repo):
     assert "[REDACTED:github-pat]" in listed
 
 
-def test_every_command_has_help_with_an_example():
-    import click
-
-    def walk(cmd, path):
-        if isinstance(cmd, click.Group):
-            for name, sub in cmd.commands.items():
-                yield from walk(sub, path + [name])
-        else:
-            yield path, cmd
-
-    missing = [" ".join(p) for p, cmd in walk(main, []) if "Example:" not in (cmd.help or "")]
-    assert missing == []
-
-
 def test_doctor_reports_ok_and_exit_codes(run):
     run("fact", "add", "x")
     result = run("doctor", "--json")
