@@ -77,7 +77,9 @@ def _cli(r) -> List[Row]:
 def _hooks(r) -> List[Row]:
     return [("git commit with hooks / without", r["ratio"], "plain git commit", None),
             ("ms the hooks add to git commit (median)", r["added_ms"], "plain git commit", 100.0),
-            ("git commit, foreground hooks / without", r["foreground_ratio"], "plain git commit", None)]
+            ("git commit, foreground hooks / without", r["foreground_ratio"], "plain git commit", None),
+            ("git checkout with hooks / without", r["checkout_ratio"], "plain git checkout", 2.0),
+            ("git merge with hooks / without", r["merge_ratio"], "plain git merge", 2.0)]
 
 
 def _remote(r) -> List[Row]:

@@ -191,7 +191,7 @@ def build_server(path: str = ".", branch: Optional[str] = None):
         from mcp.server.mcpserver import Context, MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
     except ImportError:
-        raise GitmemError("the MCP server needs the mcp SDK 2.x (Python 3.10+): pip install 'mcp>=2.3'") from None
+        raise GitmemError("the MCP server needs the mcp SDK 2.x: pip install 'mcp>=2.3'") from None
     from pydantic import Field
 
     from . import __version__

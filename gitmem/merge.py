@@ -5,7 +5,8 @@ The record merge works on whole memories by id, field by field, against the
 memory merge base: memories added on either side are kept; a change on one side
 wins over no change on the other (so a retraction or supersession wins over an
 untouched copy); lists (tags, paths, commits) merge as sets; ``status`` keeps
-the furthest state (active < retracted < superseded) and ``updated`` the latest.
+the furthest state (active < retracted < superseded) and ``updated`` the latest;
+a bookkeeping field the hooks move (a checkpoint's ``commit``) takes the newer side's value.
 When both sides set the same field to different values nothing is dropped:
 the memory takes the newer side's value for now and a :class:`Conflict` holding
 base, ours and theirs is stored at ``conflicts/<id>.yaml`` in the memory tree,
@@ -26,6 +27,9 @@ from .model import Author, Memory
 
 CONFLICTS_DIR = "conflicts"
 _LIST_FIELDS = ("tags", "paths", "commits")
+#: Fields only gitmem's hooks move, never a person (the post-commit hook advances a checkpoint's
+#: ``commit`` on every branch that commits): the newer side's value wins, never a conflict.
+_BOOKKEEPING_FIELDS = ("commit",)
 _STATUS_RANK = {"active": 0, "retracted": 1, "superseded": 2}
 _FIELDS = tuple(f.name for f in fields(Memory) if f.name != "id")
 
@@ -110,6 +114,8 @@ def _merge_fields(b: Optional[Memory], o: Memory, t: Memory) -> Tuple[Memory, Tu
             values[name] = max(ov, tv, key=lambda s: (_STATUS_RANK.get(s, 0), s))
         elif name == "updated":
             values[name] = max(ov or "", tv or "") or None
+        elif name in _BOOKKEEPING_FIELDS:
+            values[name] = getattr(newer, name)
         else:
             values[name] = getattr(newer, name)
             clashed.append(name)
@@ -330,7 +336,8 @@ def resolve(store, memory_id: str, *, take: Optional[str] = None, values: Option
     counted = {"redacted": 0}
 
     def build(snap):
-        found = [c for c in list_conflicts(store, snap.commit) if c.id.startswith(memory_id)]
+        pending = {c.id: c for c in list_conflicts(store, snap.commit)}
+        found = [pending[i] for i in model.matching_ids(memory_id, pending)]
         if len(found) != 1:
             raise GitmemError(f"no unresolved conflict for {memory_id!r}" if not found
                               else f"{memory_id!r} matches {len(found)} conflicts")

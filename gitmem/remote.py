@@ -311,13 +311,29 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
             continue
         target = store if b.branch == store.branch else Store(repo, b.branch)
         if target.own_tip() is None and _create(target, b.new, remote):
-            merged.append({"branch": b.branch, "kind": "new", "commit": b.new, "added": [], "changed": [],
-                           "conflicts": []})
+            merged.append({"branch": b.branch, "kind": "new", "commit": b.new,
+                           "added": target.snapshot(b.new).ids(), "changed": [], "conflicts": []})
             continue
         r = merge_into(target, b.new, author=author, source=source,
                        message=f"merge memory of {b.branch} from {remote}")
         merged.append({"branch": b.branch, **r.to_dict(), "conflicts": [c.id for c in r.conflicts]})
     return PullResult(fetched, merged)
+
+
+def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True, author: Optional[Author] = None,
+         source: str = "sync", interactive: Optional[bool] = None):
+    """`git pull && gitmem sync`: fetch memory first (a plain `git pull` fetches none unless
+    `gitmem remote setup` was run), then :func:`gitmem.branches.sync`. A repository without
+    remotes only merges; a failed fetch raises, so sync never reports stale memory as merged."""
+    from .branches import sync as sync_branches
+
+    fetched = None
+    if fetch_first and (remote or list(store.repo.remotes.names())):
+        fetched = _resolve_remote(store.repo, remote, store.branch)
+        fetch(store.repo, fetched, interactive=interactive)
+    result = sync_branches(store, author=author, source=source)
+    result.fetched = fetched
+    return result
 
 
 def _create(store: Store, tip: str, remote: str) -> bool:

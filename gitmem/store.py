@@ -17,7 +17,7 @@ import pygit2
 
 from . import model, refs
 from .audit import Change, change_from_commit, commit_message
-from .errors import AmbiguousId, GitmemError, InvalidMemory, NotFound, StorageError
+from .errors import AmbiguousId, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
 from .index import Entry, Index, Parsed, forget_all, index_for
 from .model import Author, Memory
 from .redact import redact_fields
@@ -72,23 +72,40 @@ class Snapshot:
             return None
 
     def find(self, memory_id: str) -> Tuple[str, Memory]:
-        """Resolve a full id or a unique prefix (at least 4 chars) to its path and memory."""
+        """Resolve a full id or an abbreviation (see :func:`gitmem.model.matching_ids`: the short
+        tail `list` prints, or a unique prefix; case-insensitive) to its path and memory."""
         ref = self.store.ref
-        if not model.ID_PREFIX_RE.match(memory_id or ""):
+        given = memory_id if isinstance(memory_id, str) else ""
+        wanted = model.normalize_id(given)
+        if not model.ID_PART_RE.match(wanted):
             raise NotFound(memory_id, ref)
-        if len(memory_id) == model.ID_LENGTH:
+        if len(wanted) < model.SHORT_ID_MIN:
+            raise IdTooShort(given, model.SHORT_ID_MIN, ref)
+        if len(wanted) == model.ID_LENGTH:
             for type_ in model.TYPES:
-                path = model.memory_path(type_, memory_id)
+                path = model.memory_path(type_, wanted)
                 entry = self._entry(path)
                 if entry is not None:
                     return path, self.store.parse_blob(entry.id, path)
             raise NotFound(memory_id, ref)
-        hits = [i for i in self.ids() if i.startswith(memory_id)]
+        hits = self._ending_with(wanted) or model.matching_ids(wanted, self.ids())
         if len(hits) > 1:
-            raise AmbiguousId(memory_id, hits)
+            raise AmbiguousId(given, hits)
         if not hits:
             raise NotFound(memory_id, ref)
         return self.find(hits[0])
+
+    def _ending_with(self, tail: str) -> List[str]:
+        """Ids ending with ``tail``: the fan-out is by the last two chars, so this reads one
+        folder per type instead of listing every memory."""
+        out = []
+        for type_ in model.TYPES:
+            folder = self._entry(f"{type_}/{tail[-2]}/{tail[-1]}")
+            if folder is None or folder.type_str != "tree":
+                continue
+            out.extend(e.name[:-5] for e in folder.peel(pygit2.Tree)
+                       if e.name.endswith(".yaml") and e.name[:-5].endswith(tail))
+        return sorted(out)
 
     def entries(self) -> Iterator[Tuple[str, str]]:
         """(path, blob id) of every memory blob, in tree order."""
@@ -162,6 +179,11 @@ class Store:
 
     def get(self, memory_id: str, at: Optional[str] = None) -> Memory:
         return self.snapshot(at).find(memory_id)[1]
+
+    def short_ids(self, at: Optional[str] = None) -> Dict[str, str]:
+        """id -> its short form among every memory at the tip (see :func:`gitmem.model.short_ids`);
+        any command taking an ID accepts it."""
+        return model.short_ids(self.snapshot(at).ids())
 
     def memories(self, at: Optional[str] = None) -> Dict[str, Memory]:
         """Every valid memory at the tip (or commit ``at``), by id. Invalid blobs are

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
@@ -422,15 +421,3 @@ def test_recover_refuses_when_history_is_intact(repo):
     before = tip(repo)
     assert_clean_failure(gitmem(repo, "doctor", "--recover", check=False), "nothing to recover")
     assert tip(repo) == before
-
-
-def test_the_guarantees_doc_names_only_tests_that_exist():
-    doc = (ROOT / "docs" / "guarantees.md").read_text()
-    named, current = [], None
-    for m in re.finditer(r"`(tests/\w+\.py)?(?:::)?(test_\w+)?`", doc):
-        current = m.group(1) or current
-        if m.group(2):
-            named.append((current, m.group(2)))
-    assert len(named) >= 20
-    for path, test in named:
-        assert f"def {test}(" in (ROOT / path).read_text(), f"{path}::{test} is named but does not exist"

@@ -59,6 +59,10 @@ def open_store(ctx: Optional[click.Context] = None):
 
     settings: Settings = (ctx or click.get_current_context()).find_object(Settings) or Settings()
     store = Store.open(settings.path, settings.branch)
+    if settings.branch is not None:
+        from ..branches import require_known
+
+        require_known(store.repo, settings.branch)  # a typo must not read main's memory or fork a stray ref
     if store.notice:
         click.echo(f"gitmem: {store.notice}", err=True)
     return store
@@ -85,8 +89,13 @@ def emit_json(data: Any) -> None:
 def edit_in_editor(header: str, values: dict, allowed) -> dict:
     """Open $EDITOR on ``values`` as YAML under a comment ``header``; return the
     parsed mapping, refusing keys outside ``allowed``."""
+    import os
+
     import yaml
 
+    if not (sys.stdin.isatty() and sys.stdout.isatty()) and not (os.environ.get("VISUAL") or os.environ.get("EDITOR")):
+        raise click.UsageError("no terminal to open an editor in: pass the fields as options (e.g. --text), "
+                               "or set $EDITOR")
     edited = click.edit(header + yaml.safe_dump(values, sort_keys=False, allow_unicode=True))
     if edited is None:
         raise click.ClickException("edit aborted: nothing saved")
@@ -99,7 +108,7 @@ def edit_in_editor(header: str, values: dict, allowed) -> dict:
     return data
 
 
-_AUTHOR_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*(?:<(?P<email>[^<>]*)>)?\s*$")
+_AUTHOR_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>@\s]+@[^<>@\s]+)>\s*$")
 
 
 def author_options(f: Callable) -> Callable:
@@ -108,25 +117,29 @@ def author_options(f: Callable) -> Callable:
     Goes below ``@pass_store``, which supplies the store the default author comes from."""
 
     @click.option("--author", metavar='"NAME <EMAIL>"', help="Who is writing (default: git user.name/email).")
-    @click.option("--agent", "kind", flag_value="agent", help="The writer is an AI agent.")
-    @click.option("--human", "kind", flag_value="human", help="The writer is a person (default).")
+    @click.option("--agent", is_flag=True, help="The writer is an AI agent.")
+    @click.option("--human", is_flag=True, help="The writer is a person (default).")
     @click.option("--source", default=None, metavar="TOOL",
                   help="Which tool writes: cli, hook, ci, mcp:<client>... (default: cli, or $GITMEM_SOURCE).")
     @functools.wraps(f)
-    def wrapper(*args: Any, author: Optional[str], kind: Optional[str], source: Optional[str], **kwargs: Any):
+    def wrapper(*args: Any, author: Optional[str], agent: bool, human: bool, source: Optional[str], **kwargs: Any):
         import os
 
         from ..model import Author
         from ..repo import default_author
 
-        base = default_author(args[0].repo)  # pass_store sits above: args[0] is the store
-        name, email = base.name, base.email
+        if agent and human:
+            raise click.UsageError("--agent and --human contradict each other: give one")
+        kind = "agent" if agent else "human" if human else (os.environ.get("GITMEM_AUTHOR_KIND") or "human")
         if author:
             m = _AUTHOR_RE.match(author)
             if not m:
-                raise click.BadParameter('use "Name <email>"', param_hint="--author")
-            name, email = m.group("name"), m.group("email") or ""
-        who = Author(name=name, email=email, kind=kind or base.kind)
+                raise click.BadParameter(f'{author!r}: use "Name <email>"', param_hint="--author")
+            name, email = m.group("name"), m.group("email")
+        else:
+            base = default_author(args[0].repo)  # pass_store sits above: args[0] is the store
+            name, email = base.name, base.email
+        who = Author(name=name, email=email, kind=kind)
         return f(*args, who=who, source=source or os.environ.get("GITMEM_SOURCE") or "cli", **kwargs)
 
     return wrapper

@@ -108,11 +108,12 @@ def export_(store, fmt: str, write: bool, on_commit: bool, as_json: bool) -> Non
 @click.argument("tool", type=click.Choice(["claude-code", "cursor", "windsurf", "ci"]))
 @click.option("--write", is_flag=True, help="Write or merge the config file (default: print it).")
 @click.option("--undo", is_flag=True, help="Take out what --write put in (other servers, keys and hooks stay).")
-@click.option("--command", "command", default="gitmem", show_default=True,
-              help="How the tool should start gitmem (e.g. an absolute path or `uvx gitmem`).")
+@click.option("--command", "command", metavar="COMMAND",
+              help="How the tool should start gitmem (default: the absolute path of this gitmem; "
+                   "e.g. `gitmem` when it is on everyone's PATH, or `uvx --from gitmem-memory gitmem`).")
 @json_option
 @pass_store
-def setup(store, tool: str, write: bool, undo: bool, command: str, as_json: bool) -> None:
+def setup(store, tool: str, write: bool, undo: bool, command: Optional[str], as_json: bool) -> None:
     """Print or write the configuration TOOL reads to start `gitmem mcp`.
 
     \b

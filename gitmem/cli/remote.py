@@ -135,7 +135,10 @@ def pull(store, remote, branch, who, source, as_json) -> None:
 
 @main.group("remote")
 def remote_group() -> None:
-    """Configure how plain git commands share memory with a remote."""
+    """Configure how plain git commands share memory with a remote.
+
+    Example: gitmem remote setup origin
+    """
 
 
 @remote_group.command("setup")
