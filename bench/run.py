@@ -108,6 +108,13 @@ def _recall(r) -> List[Row]:
     return rows
 
 
+def _redact(r) -> List[Row]:
+    return [("secret pre-filter per blob, flat / old loop", r["blob_ratio_flat_vs_old"], "old per-rule loop", 1.0),
+            ("secret pre-filter per blob, combined regex / old", r["blob_ratio_combined_vs_old"], "old per-rule loop",
+             None),
+            ("secret pre-filter 10 KB, flat / old loop", r["page_ratio_flat_vs_old"], "old per-rule loop", None)]
+
+
 #: name -> (module in bench/, call with (module, quick), rows from its result)
 BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], List[Row]]]] = {
     "store": ("store", lambda m, q: m.run((100, 2_000 if q else 10_000)), _store),
@@ -118,6 +125,7 @@ BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], L
     "hooks": ("hooks", lambda m, q: m.run(10 if q else 40), _hooks),
     "remote": ("remote", lambda m, q: m.run(2_000 if q else 10_000, 1 if q else 3), _remote),
     "web": ("web", lambda m, q: m.run((100, 2_000 if q else 10_000)), _web),
+    "redact": ("redact", lambda m, q: m.run(5 if q else 30), _redact),
     "agent_hooks": ("agent_hooks", lambda m, q: m.run(3 if q else 15, 2_000 if q else 10_000), _agent_hooks),
     "recall": ("recall", lambda m, q: m.run(1_000 if q else 5_000), _recall),
 }
