@@ -48,9 +48,21 @@ DESCRIPTIONS = {
 
 
 def source_for(client: Optional[Any]) -> str:
-    """``mcp:<name>/<version>`` from the client's Implementation info (``mcp`` when unknown)."""
-    name = _SOURCE_CHARS.sub("-", getattr(client, "name", "") or "").strip("-")[:40]
-    version = _SOURCE_CHARS.sub("-", getattr(client, "version", "") or "").strip("-")[:20]
+    """``mcp:<name>/<version>`` from the client's Implementation info (``mcp`` when unknown).
+
+    A secret in either is redacted before they are cut to length, so no piece of one survives."""
+    from .redact import redact_bare
+
+    def clean(value: Any, limit: int) -> str:
+        text = value if isinstance(value, str) else ""
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "replace").decode("utf-8")
+        return _SOURCE_CHARS.sub("-", redact_bare(text)[0]).strip("-")[:limit]
+
+    name = clean(getattr(client, "name", ""), 40)
+    version = clean(getattr(client, "version", ""), 20)
     if not name:
         return "mcp"
     return f"mcp:{name}/{version}" if version else f"mcp:{name}"
