@@ -402,7 +402,7 @@ async def _serve_stdio(server: Any) -> None:
     stdin = _CheckedStdin(anyio.wrap_file(TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8",
                                                         errors="replace")))
     lowlevel = server._lowlevel_server
-    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
         async def reply(error: Dict[str, Any]) -> None:
             await write_stream.send(SessionMessage(JSONRPCError.model_validate(error)))
 

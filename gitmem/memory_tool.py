@@ -178,7 +178,7 @@ class MemoryTool:
         if handler is None:
             raise MemoryToolError(f"Unknown command: {name}")
         args = {k: v for k, v in command.items() if k != "command"}
-        _check_types(name, handler, args)
+        _check_types(str(name), handler, args)
         try:
             return handler(**args)
         except TypeError as e:
