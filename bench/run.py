@@ -132,6 +132,8 @@ def _recall(r) -> List[Row]:
     if ratio is not None:
         rows.append((f"warm recall / lexical, {r['among']['memories']:,}", ratio, "lexical search alone", 3.0))
     return rows
+
+
 def _router(r) -> List[Row]:
     lat, c = r["latency"], r["cost"]
     return [("ms the router adds (median, HTTP upstream)", lat["added_ms_http"]["median"], "emulator directly", 5.0),
@@ -140,6 +142,13 @@ def _router(r) -> List[Row]:
             ("ms the router adds (median, embedded emulator)", lat["added_ms_embedded"]["median"], "emulator directly", None),
             ("auto / hindsight-best, worst mixture", c["worst_auto_vs_hindsight"], "hindsight-best cost", 1.15),
             ("auto / best fixed policy, worst mixture", c["worst_auto_vs_best_fixed"], "best fixed policy", 1.05)]
+
+
+def _redact(r) -> List[Row]:
+    return [("secret pre-filter per blob, flat / old loop", r["blob_ratio_flat_vs_old"], "old per-rule loop", 1.0),
+            ("secret pre-filter per blob, combined regex / old", r["blob_ratio_combined_vs_old"], "old per-rule loop",
+             None),
+            ("secret pre-filter 10 KB, flat / old loop", r["page_ratio_flat_vs_old"], "old per-rule loop", None)]
 
 
 #: name -> (module in bench/, call with (module, quick), rows from its result)
@@ -153,6 +162,7 @@ BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], L
     "remote": ("remote", lambda m, q: m.run(2_000 if q else 10_000, 1 if q else 3), _remote),
     "web": ("web", lambda m, q: m.run((100, 2_000 if q else 10_000)), _web),
     "tokens": ("tokens", lambda m, q: m.run(), _tokens),
+    "redact": ("redact", lambda m, q: m.run(5 if q else 30), _redact),
     "agent_hooks": ("agent_hooks", lambda m, q: m.run(3 if q else 15, 2_000 if q else 10_000), _agent_hooks),
     "recall": ("recall", lambda m, q: m.run(1_000 if q else 5_000), _recall),
     "router": ("router", lambda m, q: m.run(50 if q else 300, 10 if q else 30), _router),

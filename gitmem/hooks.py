@@ -158,7 +158,9 @@ _FOREGROUND = """{feed}run "$@"; rc=$?
 _BACKGROUND = """if [ "${{GITMEM_HOOK_MODE:-$(git config gitmem.hookMode)}}" = foreground ]; then
     {foreground}
 else  # background (default): git returns at once; messages go to gitmem/hooks.log
-    set -- $(git rev-parse HEAD --symbolic-full-name HEAD --git-common-dir 2>/dev/null)  # as of this commit
+    ifs=$IFS; IFS='
+'; set -f; set -- $(git rev-parse HEAD --symbolic-full-name HEAD --git-common-dir 2>/dev/null)  # as of this commit
+    IFS=$ifs; set +f  # split on newlines only: a path may hold spaces (or glob characters)
     log="$3/gitmem/hooks.log"
     mkdir -p "${{log%/*}}" && (run "$1" "$2" </dev/null >>"$log" 2>&1 &)
 fi"""

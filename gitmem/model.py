@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 import yaml
 
 from .errors import InvalidMemory
+from .redact import redact, redact_bare
 
 SCHEMA_VERSION = 1
 
@@ -331,6 +332,13 @@ def validate(m: Memory) -> None:
     if m.author.kind not in AUTHOR_KINDS:
         raise InvalidMemory("author.kind", f"unknown kind {m.author.kind!r}", AUTHOR_KINDS)
     check_text("author.name", m.author.name, 256)
+    if not isinstance(m.author.email, str) or len(m.author.email) > 256:
+        raise InvalidMemory("author.email", "expected text of at most 256 characters")
+    for name, value in (("author.email", m.author.email),) + tuple(("paths", p) for p in m.paths):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidMemory(name, "not valid UTF-8") from None
     if any(c in m.author.name + m.author.email for c in "<>\n"):
         raise InvalidMemory("author", "name and email must not contain <, > or newlines")
     if not _SOURCE_RE.match(m.source or ""):
@@ -339,6 +347,50 @@ def validate(m: Memory) -> None:
         value = getattr(m, name)
         if value is not None and not _ISO_RE.match(value):
             raise InvalidMemory(name, f"{value[:40]!r} is not a UTC ISO 8601 time like 2026-01-31T12:00:00Z")
+
+
+# --- redaction -------------------------------------------------------------
+
+_FREE_TEXT = ("text", "title", "reason", "next")
+
+
+def redact_memory(m: Memory) -> Tuple[Memory, int]:
+    """``m`` with a placeholder in place of every secret in any of its string fields, and how many.
+
+    Every field a person, an agent or a tool can fill goes through here: text, title, reason, next,
+    tags, paths, the author's name and email, and the source. Tags and sources get the bare
+    placeholder (``REDACTED:<rule>``) their syntax allows. The store calls this before validating a
+    write, and :func:`dump_yaml` calls it again, so no blob can hold a raw secret whatever path
+    built it. Idempotent: an already redacted memory comes back unchanged, with 0.
+    """
+    changes: Dict[str, Any] = {}
+    count = 0
+    for name in _FREE_TEXT:
+        value = getattr(m, name)
+        if isinstance(value, str):
+            out, found = redact(value)
+            if found:
+                changes[name], count = out, count + len(found)
+    for name, fn in (("tags", redact_bare), ("paths", redact)):
+        values = getattr(m, name)
+        new = []
+        for value in values:
+            out, found = fn(value) if isinstance(value, str) else (value, [])
+            count += len(found)
+            new.append(out)
+        if tuple(new) != values:
+            changes[name] = tuple(dict.fromkeys(new))
+    if isinstance(m.author, Author):
+        name, found_name = redact(m.author.name) if isinstance(m.author.name, str) else (m.author.name, [])
+        email, found_email = redact(m.author.email) if isinstance(m.author.email, str) else (m.author.email, [])
+        if found_name or found_email:
+            changes["author"] = Author(name, email, m.author.kind)
+            count += len(found_name) + len(found_email)
+    if isinstance(m.source, str):
+        source, found = redact_bare(m.source)
+        if found:
+            changes["source"], count = source, count + len(found)
+    return (replace(m, **changes) if changes else m), count
 
 
 # --- YAML ------------------------------------------------------------------
@@ -360,6 +412,8 @@ _Dumper.add_representer(str, _str_representer)
 
 
 def dump_yaml(m: Memory) -> bytes:
+    """The stored form of ``m``: the only way a memory becomes a blob, so it redacts (again)."""
+    m = redact_memory(m)[0]
     return yaml.dump(
         m.to_dict(), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
         allow_unicode=True, width=100,

@@ -222,3 +222,22 @@ def test_edit_without_a_terminal_or_editor_says_how_instead_of_starting_vi(run, 
     mid = json.loads(run("fact", "add", "x", "--json").output)["id"]
     result = run("edit", mid)
     assert result.exit_code == 2 and "no terminal to open an editor in" in result.output
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x1b[0m\rover\x9b31m\u202eevil"
+
+
+def test_terminal_escapes_in_memory_text_and_commit_authors_are_inert_in_human_output(repo):
+    import json as json_
+
+    memory_id = json_.loads(gitmem(repo, "add", "decision", f"plan {ESCAPES}", "--title", f"t {ESCAPES[:12]}",
+                                   "--author", "Mallory\x1b[8m <m@example.com>", "--json").stdout)["id"]
+    gitmem(repo, "checkpoint", f"halfway {ESCAPES} / next: finish {ESCAPES}")
+    outputs = {name: gitmem(repo, *args).stdout for name, args in {
+        "list": ["list"], "show": ["show", memory_id], "log": ["log"], "resume": ["resume"],
+        "resume --prompt": ["resume", "--prompt"], "search": ["search", "plan"]}.items()}
+    for name, out in outputs.items():
+        assert not any(c in out for c in "\x1b\x07\r\x9b\u202e"), name
+    assert "\\x1b[31mred" in outputs["log"] or "\\x1b" in outputs["log"]
+    assert "Mallory\\x1b[8m" in outputs["log"]
+    # --json keeps the exact text (JSON escapes control characters itself)
+    shown = json_.loads(gitmem(repo, "show", memory_id, "--json").stdout)
+    assert shown["text"] == f"plan {ESCAPES}"

@@ -286,3 +286,20 @@ def test_hooks_with_nothing_to_do_do_not_start_python(repo, tmp_path):
     git(repo, "merge", "-q", "--no-edit", "feature", env=env)
     assert started() == ["post-merge"]  # a branch with memory came in
     assert "feature memory" in {m.text for m in Store.open(str(repo)).list()}
+def test_a_detached_hook_in_a_worktree_whose_path_has_spaces_logs_inside_the_repository(tmp_path):
+    from conftest import make_repo
+
+    repo = make_repo(tmp_path / "my repo")
+    wt = tmp_path / "my work tree"
+    git(repo, "worktree", "add", "-q", "-b", "topic", str(wt))
+    gitmem(wt, "hooks", "install")  # post-commit detached (the default)
+    m = Store.open(str(wt)).add("fact", "linked from a worktree with spaces").memory
+    assert commit(wt, "w.txt").returncode == 0
+    sha = head(wt)
+    deadline = time.monotonic() + 60  # a bound for a slow machine, not a speed assertion
+    while Store.open(str(wt)).get(m.id).commits != (sha,) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert Store.open(str(wt)).get(m.id).commits == (sha,)
+    assert "linked" in (repo / ".git" / "gitmem" / "hooks.log").read_text()
+    strays = [p for p in tmp_path.rglob("hooks.log") if repo / ".git" not in p.parents]
+    assert strays == [] and sorted(p.name for p in tmp_path.iterdir()) == ["my repo", "my work tree"]

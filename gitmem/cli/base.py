@@ -22,6 +22,26 @@ class Settings:
     branch: Optional[str] = None
 
 
+# C0 controls but tab and newline (ESC starts every terminal escape sequence; CR overwrites a line),
+# DEL, C1 controls (CSI 0x9b, OSC 0x9d) and the bidi overrides that reorder what a line appears to say.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character shown as an inert escape (``\\x1b``), for human output.
+
+    Memory text, titles and commit authors come from anyone who can push: printed raw, an escape
+    sequence could recolour, hide or rewrite what the terminal shows, or set its title. ``--json``
+    output needs none of this (JSON escapes control characters itself)."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100
+                       else f"\\u{ord(m.group(0)):04x}", text)
+
+
+def echo(text: str = "", **kwargs: Any) -> None:
+    """``click.echo`` for human output that may hold memory text or authors: control characters made inert."""
+    click.echo(terminal_safe(text), **kwargs)
+
+
 class GitmemGroup(click.Group):
     """Turns library errors into one line and exit code 1."""
 
@@ -29,7 +49,7 @@ class GitmemGroup(click.Group):
         try:
             return super().invoke(ctx)
         except GitmemError as e:
-            raise click.ClickException(str(e)) from None
+            raise click.ClickException(terminal_safe(str(e))) from None
         except BrokenPipeError:  # `gitmem log | head`
             sys.stderr.close()
             raise SystemExit(0) from None

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 
 import click
 
-from .base import author_options, edit_in_editor, emit_json, json_option, main, pass_store
+from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pass_store
 
 
 def _short(oid: Optional[str]) -> str:
@@ -386,4 +386,4 @@ def resume(store, prompt: bool, limit: int, as_json: bool) -> None:
     if as_json:
         emit_json(r.to_dict())
     else:
-        click.echo(render_resume(r, prompt=prompt), nl=False)
+        echo(render_resume(r, prompt=prompt), nl=False)

@@ -76,21 +76,26 @@ def check(store, proposal: str, paths: Sequence[str], as_json: bool) -> None:
               help="agents-md: AGENTS.md, claude-md: CLAUDE.md, cursor-rules: .cursor/rules/gitmem.mdc, "
                    "windsurf-rules: .windsurfrules.")
 @click.option("--write", is_flag=True, help="Update the file (default: print what it would contain).")
-@click.option("--on-commit", is_flag=True, help="Also refresh this file after every commit (post-commit hook).")
+@click.option("--on-commit", is_flag=True,
+              help="Also refresh this file after every commit (post-commit hook); only for a file git does not "
+                   "track (it is added to .git/info/exclude), so commits never leave the work tree dirty.")
 @json_option
 @pass_store
 def export_(store, fmt: str, write: bool, on_commit: bool, as_json: bool) -> None:
     """Render memory into a marked, generated section of a tool's rules file.
 
     Only the text between the gitmem markers is replaced; the rest of the file
-    stays as you wrote it, and running it twice changes nothing.
+    stays as you wrote it, and running it twice changes nothing. Memory text is
+    escaped so it stays quoted data: it cannot open HTML, links, code or headings.
 
     JSON: {"format", "path", "changed", "written", "on_commit": [format, ...]}.
 
     Example: gitmem export --format agents-md --write
     """
-    from ..export import enable_on_commit, export, on_commit_formats
+    from ..export import check_on_commit, enable_on_commit, export, on_commit_formats
 
+    if on_commit:
+        check_on_commit(store, fmt)  # refused before anything is written
     result = export(store, fmt, write=write)
     formats = enable_on_commit(store, fmt) if on_commit else on_commit_formats(store)
     if as_json:

@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional
 import click
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, source_matches
-from .base import author_options, edit_in_editor, emit_json, json_option, main, pass_store
+from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pass_store
 
 
 def _short(oid: Optional[str]) -> str:
@@ -185,14 +185,14 @@ def list_(store, type_, tag, path, author_kind, source, status, limit, as_json) 
     if limit:
         found = found[-limit:]  # the newest N, still oldest first
     for problem in store.problems:
-        click.echo(f"gitmem: warning: skipped {problem.where}: {problem.message}", err=True)
+        echo(f"gitmem: warning: skipped {problem.where}: {problem.message}", err=True)
     if as_json:
         emit_json({"branch": store.branch, "ref": store.ref, "tip": store.tip(),
                    "memories": [m.to_dict() for m in found]})
         return
     short = store.short_ids()
     for m in found:
-        click.echo(memory_line(m, short))
+        echo(memory_line(m, short))
     if not found:
         click.echo("no memories match", err=True)
 
@@ -213,7 +213,7 @@ def show(store, memory_id: str, as_json: bool) -> None:
     if as_json:
         emit_json(m.to_dict())
     else:
-        click.echo(dump_yaml(m).decode("utf-8"), nl=False)
+        echo(dump_yaml(m).decode("utf-8"), nl=False)
 
 
 @main.command()
@@ -247,7 +247,7 @@ def search(store, query: str, limit: int, type_, tag, path, author_kind, source,
         return
     short = store.short_ids()
     for h in hits:
-        click.echo(f"{h.score:6.2f}  {memory_line(h.memory, short)}{'  [stale: file changed]' if h.stale else ''}")
+        echo(f"{h.score:6.2f}  {memory_line(h.memory, short)}{'  [stale: file changed]' if h.stale else ''}")
     if not hits:
         click.echo("no matches", err=True)
 
@@ -372,8 +372,8 @@ def log(store, limit, memory_id, type_, since, author_kind, source, author, as_j
     for c in selected:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(c.time))
         ids = ",".join(short.get(i, i) for i in c.memory_ids[:1]) + ("+" if len(c.memory_ids) > 1 else "")
-        click.echo(f"{c.commit[:10]} {when} {c.author.kind:<5} {c.author.name:<16} {c.source:<12} {ids or '-':<6} "
-                   f"{c.summary}")
+        echo(f"{c.commit[:10]} {when} {c.author.kind:<5} {c.author.name:<16} {c.source:<12} {ids or '-':<6} "
+             f"{c.summary}")
 
 
 @main.command()
@@ -426,7 +426,7 @@ def doctor(store, fix: bool, recover: bool, ask_remotes: bool, offline: bool, as
             for path in recovered.lost:
                 click.echo(f"lost (unreadable): {path}")
         for p in problems:
-            click.echo(f"{p.level}: {p.where}: {p.message}")
+            echo(f"{p.level}: {p.where}: {p.message}")
         click.echo(f"{store.ref}: {'ok' if not errors else f'{len(errors)} error(s)'}")
     if errors:
         raise SystemExit(1)
