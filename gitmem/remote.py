@@ -36,7 +36,7 @@ import pygit2
 from .branches import REMOTE_PREFIX
 from .errors import GitmemError, RemoteError, SecretFound
 from .model import Author
-from .repo import REF_PREFIX, check_branch_name, common_dir, config_get, memory_ref
+from .repo import REF_PREFIX, check_branch_name, common_dir, config_get, memory_ref, ref_target
 from .store import Store
 
 MAX_PUSH_ATTEMPTS = 8
@@ -87,15 +87,22 @@ class RemoteBranch:
 
 @dataclass(frozen=True)
 class FetchResult:
+    """``refused``: what the trust gate kept out (:class:`gitmem.trust.Refusal`), one per ref."""
+
     remote: str
     branches: List[RemoteBranch] = field(default_factory=list)
+    refused: List[Any] = field(default_factory=list)
 
     @property
     def changed(self) -> List[RemoteBranch]:
         return [b for b in self.branches if b.old != b.new]
 
+    def refused_branches(self) -> Set[str]:
+        return {r.what[len(REF_PREFIX):] for r in self.refused if r.what.startswith(REF_PREFIX)}
+
     def to_dict(self) -> Dict[str, Any]:
-        return {"remote": self.remote, "branches": [b.to_dict() for b in self.branches]}
+        return {"remote": self.remote, "branches": [b.to_dict() for b in self.branches],
+                "refused": [r.to_dict() for r in self.refused]}
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,8 @@ class PullResult:
     merged: List[Dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"remote": self.fetch.remote, "fetched": self.fetch.to_dict()["branches"], "merged": self.merged}
+        return {"remote": self.fetch.remote, "fetched": self.fetch.to_dict()["branches"], "merged": self.merged,
+                "refused": [r.to_dict() for r in self.fetch.refused]}
 
 
 @dataclass(frozen=True)
@@ -246,46 +254,109 @@ def ls_remote(repo: pygit2.Repository, remote: str, *, interactive: Optional[boo
 
 # --- fetch -------------------------------------------------------------------------
 
+INCOMING_PREFIX = "refs/gitmem-incoming/"
+
 
 def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optional[Sequence[str]] = None, *,
           interactive: Optional[bool] = None) -> FetchResult:
-    """Fetch the remote's memory refs into ``refs/memory-remotes/<remote>/``.
+    """Fetch the remote's memory refs into ``refs/memory-remotes/<remote>/``, through the trust gate.
 
     Local memory is never touched. Without ``branches`` every memory branch is
-    fetched and fetched copies of branches deleted on the remote are pruned."""
+    fetched and fetched copies of branches deleted on the remote are pruned.
+    The remote's memory refs are listed first and each name is checked
+    (:func:`gitmem.trust.ref_name_problem`); the good ones are fetched into
+    ``refs/gitmem-incoming/`` with git's strict object checks, and each tip
+    whose new history breaks gitmem's layout (:func:`gitmem.trust.history_problem`)
+    is left out. What was refused is in :attr:`FetchResult.refused`; the rest
+    lands on the tracking refs."""
+    from .trust import Refusal, ref_name_problem, show_ref
+
     remote = _resolve_remote(repo, remote, None)
     names = [check_branch_name(b) for b in branches] if branches else None
     before = remote_branches(repo, remote)
-    if names is None:
-        specs = [f"+{REF_PREFIX}*:{REMOTE_PREFIX}{remote}/*"]
-    else:
-        specs = [f"+{memory_ref(b)}:{tracking_ref(remote, b)}" for b in names]
-    args = ["fetch", "--quiet", "--no-tags", "--recurse-submodules=no"]  # only options git 2.8 knows
-    if names is None:
-        args.append("--prune")
-    result = _git(repo, args + [remote, *specs], interactive=interactive, what=f"fetch from {remote}")
-    if result.returncode != 0:
-        missing = "couldn't find remote ref" in (result.stderr or "")
-        if names is None or not missing:
-            raise RemoteError(f"could not fetch memory from {remote}: {_failure(result)}")
-        return _fetch_each(repo, remote, names, before, interactive)  # some named branch is not there
+    on_remote = ls_remote(repo, remote, interactive=interactive)
+    refused: List[Refusal] = []
+    wanted: List[str] = []
+    for b in sorted(on_remote):
+        if names is not None and b not in names:
+            continue
+        why = ref_name_problem(b)
+        if why:
+            refused.append(Refusal(show_ref(memory_ref(b)), why + "; skipped", remote))
+        else:
+            wanted.append(b)
+    landed = _fetch_incoming(repo, remote, wanted, refused, interactive)
+    _gate(repo, remote, landed, refused)
+    if names is None:  # prune what the remote no longer has
+        for b in set(before) - set(on_remote):
+            _delete_ref(repo, tracking_ref(remote, b))
     after = remote_branches(repo, remote)
     shown = names if names is not None else sorted(set(before) | set(after))
     return FetchResult(remote, [RemoteBranch(b, tracking_ref(remote, b), before.get(b), after.get(b))
-                                for b in shown])
+                                for b in shown], refused)
 
 
-def _fetch_each(repo, remote: str, names: Sequence[str], before: Dict[str, str],
-                interactive: Optional[bool]) -> FetchResult:
-    """Fetch named branches one by one, so one the remote lacks does not fail the rest."""
-    on_remote = ls_remote(repo, remote, interactive=interactive)
-    present = [b for b in names if b in on_remote]
-    if present:
-        fetch(repo, remote, present, interactive=interactive)
-    after = remote_branches(repo, remote)
-    return FetchResult(remote, [RemoteBranch(b, tracking_ref(remote, b), before.get(b),
-                                             after.get(b) if b in on_remote else before.get(b))
-                                for b in names])
+def _incoming_ref(remote: str, branch: str) -> str:
+    return f"{INCOMING_PREFIX}{remote}/{branch}"
+
+
+def _fetch_incoming(repo, remote: str, wanted: Sequence[str], refused: List[Any],
+                    interactive: Optional[bool]) -> Dict[str, str]:
+    """Fetch ``wanted`` into refs/gitmem-incoming/ with git's strict object checks:
+    branch -> fetched tip. When git refuses the pack, each branch is fetched alone,
+    so one bad branch does not keep the others out."""
+    from .trust import FSCK_CONFIG, Refusal
+
+    if not wanted:
+        return {}
+    args = [*FSCK_CONFIG, "fetch", "--quiet", "--no-tags", "--recurse-submodules=no"]  # options git 2.8 knows
+    specs = [f"+{memory_ref(b)}:{_incoming_ref(remote, b)}" for b in wanted]
+    result = _git(repo, args + [remote, *specs], interactive=interactive, what=f"fetch from {remote}")
+    if result.returncode != 0:
+        if len(wanted) == 1:
+            if "couldn't find remote ref" in (result.stderr or ""):
+                return {}  # deleted on the remote since it was listed
+            if not _is_object_refusal(result):
+                raise RemoteError(f"could not fetch memory from {remote}: {_failure(result)}")
+            refused.append(Refusal(memory_ref(wanted[0]), f"git refused its objects: {_failure(result)}", remote))
+            return {}
+        if not _is_object_refusal(result) and "couldn't find remote ref" not in (result.stderr or ""):
+            raise RemoteError(f"could not fetch memory from {remote}: {_failure(result)}")
+        out: Dict[str, str] = {}
+        for b in wanted:
+            out.update(_fetch_incoming(repo, remote, [b], refused, interactive))
+        return out
+    return {b: tip for b in wanted if (tip := ref_target(repo, _incoming_ref(remote, b)))}
+
+
+def _is_object_refusal(result: subprocess.CompletedProcess) -> bool:
+    text = (result.stderr or "").lower()
+    return any(s in text for s in ("fsck", "index-pack", "unpack-objects", "did not send all necessary",
+                                   "bad object", "invalid object", "error in ", "missing necessary objects"))
+
+
+def _gate(repo, remote: str, landed: Dict[str, str], refused: List[Any]) -> None:
+    """Move each landed tip the gate accepts onto its tracking ref; drop the incoming refs."""
+    from .trust import Refusal, history_problem
+
+    known = list(local_branches(repo).values())
+    for b, tip in sorted(landed.items()):
+        why = history_problem(repo, tip, known)
+        if why:
+            refused.append(Refusal(memory_ref(b), why, remote))
+        else:
+            try:
+                repo.references.create(tracking_ref(remote, b), tip, force=True)
+            except (pygit2.GitError, OSError, ValueError) as e:
+                refused.append(Refusal(memory_ref(b), f"could not record it: {e}", remote))
+        _delete_ref(repo, _incoming_ref(remote, b))
+
+
+def _delete_ref(repo, ref: str) -> None:
+    try:
+        repo.references.delete(ref)
+    except (KeyError, pygit2.GitError, OSError, ValueError):
+        pass
 
 
 # --- pull --------------------------------------------------------------------------
@@ -302,13 +373,21 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     limits both steps."""
     from .merge import merge_into
 
+    from .trust import Refusal, history_problem
+
     repo = store.repo
     remote = _resolve_remote(repo, remote, store.branch)
     fetched = fetch(repo, remote, branches, interactive=interactive)
     merged: List[Dict[str, Any]] = []
+    refused = fetched.refused_branches()
     for b in fetched.branches:
-        if not b.new:
+        if not b.new or b.branch in refused:
             continue
+        if b.new == b.old:  # not fetched just now (plain `git fetch` may have put it there): gate it here
+            why = history_problem(repo, b.new, local_branches(repo).values())
+            if why:
+                fetched.refused.append(Refusal(b.ref, why, remote))
+                continue
         target = store if b.branch == store.branch else Store(repo, b.branch)
         if target.own_tip() is None and _create(target, b.new, remote):
             merged.append({"branch": b.branch, "kind": "new", "commit": b.new, "added": [], "changed": [],
@@ -477,8 +556,14 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 done[b] = BranchPush(b, "rejected", tips[b], merges[b], attempt, message=summary)
         if retry:
             fetched = fetch(repo, remote, retry, interactive=interactive)
+            for refusal in fetched.refused:
+                b = refusal.what[len(REF_PREFIX):]
+                if b in retry:
+                    done[b] = BranchPush(b, "rejected", tips[b], merges[b], attempt,
+                                         message=f"{refusal.line()}; nothing pushed")
+                    retry.remove(b)
             for r in fetched.branches:
-                if not r.new:  # the remote lost the branch meanwhile: just push again
+                if not r.new or r.branch not in retry:  # the remote lost the branch meanwhile: just push again
                     continue
                 result = merge_into(stores[r.branch], r.new, author=author, source=source,
                                     message=f"merge memory of {r.branch} from {remote}")
