@@ -414,11 +414,15 @@ def _create(store: Store, tip: str, remote: str) -> bool:
 
 
 def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterable[str] = ()) -> List[Tuple[str, str]]:
-    """(where, rule) for every secret in blobs and commit messages reachable from
-    ``tips`` but not from ``known`` (what the remote already has).
+    """(where, rule) for every secret in what a push of ``tips`` sends that the remote lacks
+    (``known``: tips the remote already has): blob text (UTF-8, and UTF-16 when the blob
+    holds NUL bytes), tree entry names, commit messages, author and committer identities,
+    and an annotated tag's message and tagger.
 
-    Trees and blobs the remote already has are skipped, so the cost is the new
-    objects plus one walk of the known tips' trees."""
+    A tip must be a commit: anything else (a blob, a tree, an annotated tag, whose message
+    and tagger are scanned first) raises :class:`RemoteError`, since a memory ref only ever
+    points at a commit. Trees and blobs the remote already
+    has are skipped, so the cost is the new objects plus one walk of the known tips' trees."""
     from .redact import scan
 
     known = [k for k in dict.fromkeys(known) if k]
@@ -429,12 +433,22 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
         except (KeyError, ValueError, pygit2.GitError):
             continue
     found: List[Tuple[str, str]] = []
+
+    def look(text: str, where: str) -> None:
+        found.extend((where, f.rule) for f in scan(text))
+
     walker = None
     for tip in dict.fromkeys(tips):
+        try:
+            commit_id = _commit_tip(repo, tip, look)
+        except RemoteError:
+            if found:  # a tag's message held a secret: say so first
+                raise SecretFound(found) from None
+            raise
         if walker is None:
-            walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL)
+            walker = repo.walk(commit_id, pygit2.enums.SortMode.TOPOLOGICAL)
         else:
-            walker.push(tip)
+            walker.push(commit_id)
     if walker is None:
         return found
     for k in known:
@@ -444,22 +458,57 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
             continue
     for commit in walker:
         short = str(commit.id)[:10]
-        found += [(f"message of commit {short}", f.rule) for f in scan(commit.message)]
+        look(commit.message, f"message of commit {short}")
+        for role, who in (("author", commit.author), ("committer", commit.committer)):
+            look(f"{_text(who.raw_name)} <{_text(who.raw_email)}>", f"{role} of commit {short}")
         stack: List[Tuple[str, pygit2.Tree]] = [("", commit.tree)]
         while stack:
             prefix, tree = stack.pop()
             if str(tree.id) in seen:
                 continue
             seen.add(str(tree.id))
+            look("\n".join(_text(e.raw_name) for e in tree), f"entry names in {prefix or '/'} (commit {short})")
             for entry in tree:
                 oid = str(entry.id)
                 if entry.type_str == "tree":
                     stack.append((f"{prefix}{entry.name}/", repo[entry.id].peel(pygit2.Tree)))
                 elif entry.type_str == "blob" and oid not in seen:
                     seen.add(oid)
-                    text = repo[entry.id].data.decode("utf-8", "replace")
-                    found += [(f"{prefix}{entry.name} (commit {short})", f.rule) for f in scan(text)]
-    return found
+                    for text in _decodings(repo[entry.id].data):
+                        look(text, f"{prefix}{entry.name} (commit {short})")
+    return sorted(set(found), key=found.index)
+
+
+def _commit_tip(repo: pygit2.Repository, tip: str, look) -> pygit2.Oid:
+    """The pushed tip, which must be a commit; an annotated tag's message and tagger are scanned
+    before it is refused."""
+    try:
+        obj = repo[tip]
+    except (KeyError, ValueError, pygit2.GitError):
+        raise RemoteError(f"{tip[:10]} is not in this repository; nothing pushed") from None
+    if isinstance(obj, pygit2.Tag):
+        look(obj.message or "", f"message of tag {str(obj.id)[:10]}")
+        if obj.tagger is not None:
+            look(f"{_text(obj.tagger.raw_name)} <{_text(obj.tagger.raw_email)}>", f"tagger of tag {str(obj.id)[:10]}")
+        raise RemoteError(f"{tip[:10]} is an annotated tag, not a memory commit; nothing pushed")
+    if not isinstance(obj, pygit2.Commit):
+        raise RemoteError(f"{tip[:10]} is a {obj.type_str}, not a memory commit; nothing pushed")
+    return obj.id
+
+
+def _text(raw: Any) -> str:
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
+
+
+def _decodings(data: bytes) -> List[str]:
+    """The blob as UTF-8; with NUL bytes (UTF-16 text has them) also as UTF-16 both ways."""
+    out = [data.decode("utf-8", "replace")]
+    if b"\x00" in data:
+        if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            out.append(data.decode("utf-16", "replace"))
+        else:
+            out += [data.decode("utf-16-le", "replace"), data.decode("utf-16-be", "replace")]
+    return out
 
 
 def _mark(repo: pygit2.Repository, tree: pygit2.Tree, seen: Set[str]) -> None:
@@ -477,7 +526,13 @@ def _mark(repo: pygit2.Repository, tree: pygit2.Tree, seen: Set[str]) -> None:
 
 
 def _refuse_secrets(repo: pygit2.Repository, remote: str, tips: Dict[str, str]) -> None:
-    found = outgoing_secrets(repo, tips.values(), remote_branches(repo, remote).values())
+    """Fail closed: a secret, a tip that is not a commit, or any error while scanning stops the push."""
+    try:
+        found = outgoing_secrets(repo, tips.values(), remote_branches(repo, remote).values())
+    except GitmemError:
+        raise
+    except Exception as e:  # noqa: BLE001 - an unscanned push never goes out
+        raise RemoteError(f"could not scan outgoing memory ({type(e).__name__}: {e}); nothing pushed") from None
     if found:
         raise SecretFound(found)
 

@@ -326,3 +326,112 @@ def test_a_submodule_entry_in_local_memory_is_reported_and_recover_does_not_rewi
     assert git(mine, "rev-parse", "refs/memory/main").strip() == planted  # no rewind
     assert KEPT <= {m.text for m in Store.open(str(mine)).list()}
     git(mine, "fsck", "--strict", "--no-dangling")
+
+
+# --- what leaves: the pre-push scan and gitmem push -------------------------------------------------
+
+
+def _token() -> str:
+    from gitmem.redact import RULES
+
+    return next(r for r in RULES if r.id == "github-pat").true_samples[0]
+
+
+def _has(origin: Path, oid: str) -> bool:
+    return subprocess.run(["git", "cat-file", "-e", oid], cwd=origin, capture_output=True).returncode == 0
+
+
+def _secret_commits(mine: Path) -> dict:
+    """One local commit on top of the memory tip per place a secret can hide, none on a memory ref."""
+    token = _token()
+    tip = git(mine, "rev-parse", "refs/memory/main").strip()
+    clean = blob(mine, memory_yaml(NEW_ID))
+    out = {
+        "blob text": commit(mine, tree_with(mine, tip, [("100644", blob(mine, memory_yaml(NEW_ID, token)),
+                                                          NEW_PATH)]), tip),
+        "tree entry name": commit(mine, tree_with(mine, tip, [("100644", clean, f"note/z/z/{token}.yaml")]), tip),
+        "commit message": commit(mine, tree_with(mine, tip, [("100644", clean, NEW_PATH)]), tip, f"add {token}"),
+    }
+    utf16 = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=mine, capture_output=True, check=True,
+                           input=f"text: {token}\n".encode("utf-16")).stdout.decode().strip()
+    out["UTF-16 text"] = commit(mine, tree_with(mine, tip, [("100644", utf16, NEW_PATH)]), tip)
+    tree = tree_with(mine, tip, [("100644", clean, NEW_PATH)])
+    for role in ("AUTHOR", "COMMITTER"):
+        out[f"{role.lower()} identity"] = git(mine, "commit-tree", tree, "-p", tip, "-m", "add fact",
+                                              env={f"GIT_{role}_NAME": token}).strip()
+    return out
+
+
+def _hooked(mine: Path) -> Path:
+    gitmem(mine, "hooks", "install")
+    return mine
+
+
+@pytest.mark.parametrize("hidden", ["blob text", "tree entry name", "commit message", "UTF-16 text",
+                                    "author identity", "committer identity"])
+@pytest.mark.parametrize("route", ["<sha>:refs/memory/main", "refs/heads/x:refs/memory/main"])
+def test_plain_git_push_to_a_memory_ref_is_scanned_by_destination_and_refused_before_it_leaves(team, hidden,
+                                                                                            route):
+    mine, mallory, origin = team
+    sha = _secret_commits(_hooked(mine))[hidden]
+    if route.startswith("refs/heads/x"):
+        git(mine, "update-ref", "refs/heads/x", sha)
+    spec = route.replace("<sha>", sha)
+
+    result = subprocess.run(["git", "push", "origin", spec], cwd=mine, capture_output=True, text=True,
+                            timeout=TIMEOUT)
+
+    assert result.returncode != 0 and "push refused" in result.stderr and "github-pat" in result.stderr
+    assert _token() not in result.stderr and "Traceback" not in result.stderr
+    assert not _has(origin, sha)
+
+
+@pytest.mark.parametrize("kind", ["blob", "annotated tag", "annotated tag with a secret"])
+def test_plain_git_push_of_a_memory_ref_that_is_not_a_commit_fails_closed(team, kind):
+    mine, mallory, origin = team
+    _hooked(mine)
+    tip = git(mine, "rev-parse", "refs/memory/main").strip()
+    if kind == "blob":
+        oid = blob(mine, "just a blob\n")
+    else:
+        message = f"release {_token()}" if "secret" in kind else "release"
+        git(mine, "tag", "-a", "t", tip, "-m", message)
+        oid = git(mine, "rev-parse", "refs/tags/t").strip()
+
+    result = subprocess.run(["git", "push", "origin", f"{oid}:refs/memory/main"], cwd=mine, capture_output=True,
+                            text=True, timeout=TIMEOUT)
+
+    assert result.returncode != 0 and "push refused" in result.stderr and "Traceback" not in result.stderr
+    assert ("github-pat" in result.stderr) == ("secret" in kind)
+    assert not _has(origin, oid)
+
+
+@pytest.mark.parametrize("hidden", ["blob text", "tree entry name", "commit message", "UTF-16 text",
+                                    "author identity", "committer identity"])
+def test_gitmem_push_scans_every_outgoing_object_and_refuses_before_it_leaves(team, hidden):
+    mine, mallory, origin = team
+    sha = _secret_commits(mine)[hidden]
+    git(mine, "update-ref", "refs/memory/main", sha)
+
+    result = run(mine, "push", check=False)
+
+    assert result.returncode == 1 and "github-pat" in result.stderr and _token() not in result.stderr
+    assert not _has(origin, sha)
+
+
+@pytest.mark.parametrize("kind", ["blob", "annotated tag"])
+def test_gitmem_push_of_a_memory_ref_that_is_not_a_commit_is_refused(team, kind):
+    mine, mallory, origin = team
+    tip = git(mine, "rev-parse", "refs/memory/main").strip()
+    if kind == "blob":
+        oid = blob(mine, "just a blob\n")
+    else:
+        git(mine, "tag", "-a", "t", tip, "-m", "release")
+        oid = git(mine, "rev-parse", "refs/tags/t").strip()
+    git(mine, "update-ref", "refs/memory/main", oid)
+
+    result = run(mine, "push", check=False)
+
+    assert result.returncode == 1 and result.stderr.startswith("Error:") and "not a memory commit" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not _has(origin, oid)
