@@ -435,3 +435,24 @@ def test_gitmem_push_of_a_memory_ref_that_is_not_a_commit_is_refused(team, kind)
     assert result.returncode == 1 and result.stderr.startswith("Error:") and "not a memory commit" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not _has(origin, oid)
+
+
+# --- a dead writer's lock ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("age", [120, 0], ids=["old", "just left"])
+def test_a_writer_takes_over_a_lock_a_dead_writer_left_by_the_rule_doctor_fix_uses(team, age):
+    import time
+
+    mine, mallory, origin = team
+    lock = mine / ".git" / "refs" / "memory" / "main.lock"
+    lock.write_text("")  # what a writer killed between taking the lock and renaming it leaves
+    os.utime(lock, (time.time() - age, time.time() - age))
+
+    started = time.monotonic()
+    added = run(mine, "add", "fact", "written after the crash", "--json")
+
+    assert time.monotonic() - started < TIMEOUT
+    assert not lock.exists() and not list(lock.parent.glob("main.lock*"))
+    assert json.loads(added.stdout)["id"] in {m.id for m in Store.open(str(mine)).list()}
+    assert_intact(mine)
