@@ -21,7 +21,7 @@ import pygit2
 import yaml
 
 from . import model
-from .errors import GitmemError, InvalidMemory, NotFound
+from .errors import GitmemError, InvalidMemory, NotFound, Untrusted
 from .model import Author, Memory
 
 CONFLICTS_DIR = "conflicts"
@@ -261,21 +261,34 @@ def _load(store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dic
 
 
 def merge_into(store, theirs: str, *, author: Optional[Author] = None, source: str = "merge",
-               message: Optional[str] = None) -> MergeResult:
+               message: Optional[str] = None, gated: bool = False) -> MergeResult:
     """Merge the memory commit ``theirs`` into ``store.ref``.
 
     Fast-forwards when ``store.ref`` (or the memory it inherits) is an ancestor
     of ``theirs``; otherwise writes a merge commit with parents [our tip, theirs].
     Merging something already merged returns "up-to-date" and writes nothing.
     Runs under ``store.retrying`` so a concurrent write is re-merged, not lost.
+
+    The trust gate's layout check runs on the commits ``theirs`` brings that no
+    local memory ref holds (none, for a local branch; a fetched copy that plain
+    ``git fetch`` wrote, for instance), unless the caller ran it (``gated``):
+    a history that is not gitmem's layout raises :class:`Untrusted`.
     """
-    from .repo import default_author
+    from .repo import REF_PREFIX, default_author
 
     repo = store.repo
     try:
         theirs = str(repo.revparse_single(theirs).peel(pygit2.Commit).id)
     except (KeyError, ValueError, pygit2.GitError):
         raise NotFound(theirs, store.ref) from None
+    if not gated:
+        from .trust import history_problem
+
+        local = [str(r.target) for r in repo.references.iterator() if r.name.startswith(REF_PREFIX)
+                 and isinstance(r.target, pygit2.Oid)]
+        why = history_problem(repo, theirs, local)
+        if why:
+            raise Untrusted(f"refused to merge {theirs[:10]} into {store.ref}: {why}")
     author = author or default_author(repo)
     not_after = believed_until()
 

@@ -394,7 +394,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                            "conflicts": []})
             continue
         r = merge_into(target, b.new, author=author, source=source,
-                       message=f"merge memory of {b.branch} from {remote}")
+                       message=f"merge memory of {b.branch} from {remote}", gated=True)
         merged.append({"branch": b.branch, **r.to_dict(), "conflicts": [c.id for c in r.conflicts]})
     return PullResult(fetched, merged)
 
@@ -621,7 +621,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 if not r.new or r.branch not in retry:  # the remote lost the branch meanwhile: just push again
                     continue
                 result = merge_into(stores[r.branch], r.new, author=author, source=source,
-                                    message=f"merge memory of {r.branch} from {remote}")
+                                    message=f"merge memory of {r.branch} from {remote}", gated=r.new != r.old)
                 merges[r.branch] += result.kind == "merge"
                 if result.conflicts:
                     done[r.branch] = BranchPush(
@@ -761,6 +761,8 @@ def missing_here(repo: pygit2.Repository, remotes: Optional[Sequence[str]] = Non
     Returns (missing, unreachable): missing entries are {"remote", "branch",
     "tip", "fetched"} where ``fetched`` says the commit is here but not merged;
     unreachable holds one line per remote that could not be asked."""
+    from .trust import ref_name_problem
+
     local = local_branches(repo)
     missing: List[Dict[str, Any]] = []
     unreachable: List[str] = []
@@ -771,6 +773,8 @@ def missing_here(repo: pygit2.Repository, remotes: Optional[Sequence[str]] = Non
             unreachable.append(str(e))
             continue
         for b, tip in sorted(there.items()):
+            if ref_name_problem(b):
+                continue  # never fetched: `gitmem pull` says so
             mine = local.get(b)
             present = tip in repo
             if mine == tip or (present and mine and repo.descendant_of(mine, tip)):

@@ -456,3 +456,17 @@ def test_a_writer_takes_over_a_lock_a_dead_writer_left_by_the_rule_doctor_fix_us
     assert not lock.exists() and not list(lock.parent.glob("main.lock*"))
     assert json.loads(added.stdout)["id"] in {m.id for m in Store.open(str(mine)).list()}
     assert_intact(mine)
+
+
+def test_merging_a_fetched_copy_that_plain_git_brought_in_goes_through_the_gate(team):
+    mine, mallory, origin = team
+    plant(mallory, [("120000", blob(mallory, "/etc/passwd"), NEW_PATH)], ref="refs/memory/feature")
+    git(mine, "fetch", "-q", "origin", "+refs/memory/*:refs/memory-remotes/origin/*")  # no gate on this path
+    before = git(mine, "rev-parse", "refs/memory/main").strip()
+
+    result = run(mine, "merge", "feature", check=False)
+
+    assert result.returncode == 1 and result.stderr.startswith("Error: refused to merge")
+    assert "symlink" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert git(mine, "rev-parse", "refs/memory/main").strip() == before
+    assert_intact(mine)
