@@ -268,7 +268,8 @@ def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optio
     ``refs/gitmem-incoming/`` with git's strict object checks, and each tip
     whose new history breaks gitmem's layout (:func:`gitmem.trust.history_problem`)
     is left out. What was refused is in :attr:`FetchResult.refused`; the rest
-    lands on the tracking refs."""
+    lands on the tracking refs. (The quarantine refs are per process and
+    removed before returning; a killed fetch's are removed by the next fetch.)"""
     from .trust import Refusal, ref_name_problem, show_ref
 
     remote = _resolve_remote(repo, remote, None)
@@ -285,6 +286,7 @@ def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optio
             refused.append(Refusal(show_ref(memory_ref(b)), why + "; skipped", remote))
         else:
             wanted.append(b)
+    _drop_dead_incoming(repo)
     landed = _fetch_incoming(repo, remote, wanted, refused, interactive)
     _gate(repo, remote, landed, refused)
     if names is None:  # prune what the remote no longer has
@@ -297,7 +299,22 @@ def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optio
 
 
 def _incoming_ref(remote: str, branch: str) -> str:
-    return f"{INCOMING_PREFIX}{remote}/{branch}"
+    """Per process, so two fetches in one repository never drop each other's quarantined tips."""
+    return f"{INCOMING_PREFIX}{os.getpid()}/{remote}/{branch}"
+
+
+def _drop_dead_incoming(repo: pygit2.Repository) -> None:
+    """Remove quarantine refs a killed fetch left behind (their process is gone)."""
+    for name in [n for n in repo.references if n.startswith(INCOMING_PREFIX)]:
+        pid = name[len(INCOMING_PREFIX):].split("/", 1)[0]
+        try:
+            os.kill(int(pid), 0)
+            continue  # still running (or not ours to judge)
+        except ProcessLookupError:
+            pass
+        except (ValueError, OSError):
+            continue
+        _delete_ref(repo, name)
 
 
 def _fetch_incoming(repo, remote: str, wanted: Sequence[str], refused: List[Any],

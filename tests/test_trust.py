@@ -221,6 +221,13 @@ def test_a_billion_laughs_conflict_file_in_local_history_is_not_expanded(team):
     assert json.loads(listed.stdout)["refused"][0]["path"] == f"conflicts/{victim.id}.yaml"
     assert "refused" in listed.stderr and "aliases" in listed.stderr
     run(mine, "status")
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from gitmem.web import create_app
+
+    page = TestClient(create_app(str(mine)), base_url="http://127.0.0.1").get("/branches")
+    assert page.status_code == 200  # the branches page reads conflicts with the same limits
 
 
 # --- tree shape ------------------------------------------------------------------------------------
