@@ -23,13 +23,12 @@ import yaml
 from . import model
 from .errors import GitmemError, InvalidMemory, NotFound, Untrusted
 from .model import Author, Memory
+from .trust import CONFLICT_FIELDS, check_conflict, history_problem, load_conflict_data
 
 CONFLICTS_DIR = "conflicts"
 _LIST_FIELDS = ("tags", "paths", "commits")
 _STATUS_RANK = {"active": 0, "retracted": 1, "superseded": 2}
 _FIELDS = tuple(f.name for f in fields(Memory) if f.name != "id")
-#: What a conflict file may name as clashing: real memory fields, never the id, the schema or anything else.
-CONFLICT_FIELDS = tuple(f for f in _FIELDS if f != "schema")
 #: A teammate's clock may run a little ahead; a timestamp further ahead than this is not believed.
 CLOCK_SKEW_SECONDS = 600
 
@@ -54,24 +53,13 @@ class Conflict:
 
     @classmethod
     def from_dict(cls, data: Any) -> "Conflict":
-        """Build and check a conflict: ``fields`` must name real memory fields (never ``id``), and
-        every version must be a valid memory with the conflict's id (a planted file is refused)."""
-        if not isinstance(data, dict) or not all(k in data for k in ("id", "fields", "ours", "theirs")):
-            raise InvalidMemory("conflict", "expected id, fields, base, ours, theirs")
-        memory_id, names = data["id"], data["fields"]
-        if not isinstance(memory_id, str) or not model.ID_RE.match(memory_id):
-            raise InvalidMemory("conflict", "its id is not a gitmem id")
-        if not isinstance(names, list) or not all(isinstance(f, str) for f in names):
-            raise InvalidMemory("conflict", "fields must be a list of memory field names")
-        bad = [f for f in names if f not in CONFLICT_FIELDS]
-        if bad or not names:
-            raise InvalidMemory("conflict", "fields must name memory fields; not "
-                                + (", ".join(repr(f[:40]) for f in bad[:5]) or "an empty list"), CONFLICT_FIELDS)
+        """Build and check a conflict (:func:`gitmem.trust.check_conflict`): ``fields`` must name
+        real memory fields (never ``id``), and every version must be a valid memory with the
+        conflict's id, so a planted file is refused."""
+        check_conflict(data)
         base = Memory.from_dict(data["base"]) if data.get("base") else None
-        ours, theirs = Memory.from_dict(data["ours"]), Memory.from_dict(data["theirs"])
-        if any(m.id != memory_id for m in (base, ours, theirs) if m is not None):
-            raise InvalidMemory("conflict", "a version has another id than the conflict")
-        return cls(memory_id, tuple(dict.fromkeys(names)), base, ours, theirs)
+        return cls(data["id"], tuple(dict.fromkeys(data["fields"])), base,
+                   Memory.from_dict(data["ours"]), Memory.from_dict(data["theirs"]))
 
 
 @dataclass(frozen=True)
@@ -282,8 +270,6 @@ def merge_into(store, theirs: str, *, author: Optional[Author] = None, source: s
     except (KeyError, ValueError, pygit2.GitError):
         raise NotFound(theirs, store.ref) from None
     if not gated:
-        from .trust import history_problem
-
         local = [str(r.target) for r in repo.references.iterator() if r.name.startswith(REF_PREFIX)
                  and isinstance(r.target, pygit2.Oid)]
         why = history_problem(repo, theirs, local)
@@ -387,12 +373,10 @@ def list_conflicts(store, at: Optional[str] = None) -> List[Conflict]:
 def conflicts_and_problems(store, at: Optional[str] = None) -> Tuple[List[Conflict], List[Tuple[str, str]]]:
     """The valid conflicts, and (path, why) for each conflict file refused: too large, YAML
     aliases or deep nesting (read with :func:`gitmem.trust.load_yaml`), or not a real conflict."""
-    from .trust import load_conflict
-
     out, refused = [], []
     for path, blob in sorted(_conflict_blobs(store, at or store.tip()).items()):
         try:
-            out.append(load_conflict(store.repo[blob].data))
+            out.append(Conflict.from_dict(load_conflict_data(store.repo[blob].data)))
         except GitmemError as e:
             refused.append((path, str(e)))
         except (KeyError, ValueError, pygit2.GitError) as e:

@@ -15,14 +15,14 @@ fetched memory tip may land on ``refs/memory-remotes/`` (and so be merged),
   conflict file a real conflict naming only memory fields.
 
 The same checks read conflict files for ``gitmem conflicts`` and ``status``
-(:func:`load_yaml`, :func:`load_conflict`) and judge local history in
+(:func:`load_yaml`, :func:`load_conflict_data`) and judge local history in
 ``gitmem doctor``. gitmem itself never writes YAML anchors, aliases or nesting
 deeper than three levels, so refusing them costs nothing legitimate.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, Iterable, List, Optional, Set
 
 import pygit2
@@ -37,6 +37,8 @@ MAX_CONFLICT_BYTES = 4 * model.MAX_BLOB_BYTES
 #: Mappings and lists nested deeper than this are refused (a memory or conflict needs 4).
 MAX_YAML_DEPTH = 8
 CONFLICTS_DIR = "conflicts"
+#: What a conflict file may name as clashing: real memory fields, never the id, the schema or anything else.
+CONFLICT_FIELDS = tuple(f.name for f in fields(model.Memory) if f.name not in ("id", "schema"))
 #: ``git -c ...`` options that make a fetch check every received object as strictly as
 #: ``git fsck --strict`` (index-pack and unpack-objects get ``--strict``) and refuse the pack.
 FSCK_CONFIG = ("-c", "fetch.fsckObjects=true")
@@ -97,16 +99,37 @@ def _check_events(text: str, what: str) -> None:
             depth -= 1
 
 
-def load_conflict(data: bytes):
-    """A conflict file, read with the limits above and checked by ``Conflict.from_dict``
-    (its fields must be real memory fields). Raises :class:`Untrusted`."""
-    from .merge import Conflict
+def check_conflict(data: Any) -> None:
+    """Raise :class:`InvalidMemory` unless ``data`` (a parsed conflict file) is a real conflict:
+    an id, ``fields`` naming only :data:`CONFLICT_FIELDS` (never ``id``, never ``__class__``),
+    and versions that are valid memories of that id."""
+    if not isinstance(data, dict) or not all(k in data for k in ("id", "fields", "ours", "theirs")):
+        raise InvalidMemory("conflict", "expected id, fields, base, ours, theirs")
+    memory_id, names = data["id"], data["fields"]
+    if not isinstance(memory_id, str) or not model.ID_RE.match(memory_id):
+        raise InvalidMemory("conflict", "its id is not a gitmem id")
+    if not isinstance(names, list) or not all(isinstance(f, str) for f in names):
+        raise InvalidMemory("conflict", "fields must be a list of memory field names")
+    bad = [f for f in names if f not in CONFLICT_FIELDS]
+    if bad or not names:
+        raise InvalidMemory("conflict", "fields must name memory fields; not "
+                            + (", ".join(repr(f[:40]) for f in bad[:5]) or "an empty list"), CONFLICT_FIELDS)
+    for side in ("base", "ours", "theirs"):
+        if side == "base" and not data.get("base"):
+            continue
+        if model.Memory.from_dict(data[side]).id != memory_id:
+            raise InvalidMemory("conflict", f"its {side} version has another id than the conflict")
 
+
+def load_conflict_data(data: bytes) -> Dict[str, Any]:
+    """A conflict file's content, read with the limits above and checked by :func:`check_conflict`.
+    Raises :class:`Untrusted`."""
     parsed = load_yaml(data, limit=MAX_CONFLICT_BYTES, what="conflict file")
     try:
-        return Conflict.from_dict(parsed)
+        check_conflict(parsed)
     except InvalidMemory as e:
         raise Untrusted(f"not a valid conflict file ({e})") from None
+    return parsed
 
 
 def memory_blob_problem(data: bytes) -> Optional[str]:
@@ -240,10 +263,10 @@ def _leaf_problem(repo: pygit2.Repository, entry: Any, where: str, path: Optiona
     data = repo[entry.id].peel(pygit2.Blob).data
     if path is None:
         try:
-            conflict = load_conflict(data)
+            conflict = load_conflict_data(data)
         except Untrusted as e:
             return str(e)
-        if conflict.id != memory_id:
+        if conflict["id"] != memory_id:
             return "conflict file named for another id"
         return None
     return memory_blob_problem(data)
