@@ -295,14 +295,28 @@ def test_bad_remote_ref_names_are_skipped_one_by_one_and_the_rest_merge(team):
 # --- git's own object checks -----------------------------------------------------------------------
 
 
-def test_objects_that_fail_git_fsck_strict_stay_out_and_the_other_branches_arrive(team):
+def _literally(repo: Path, kind: str, data: bytes) -> str:
+    return subprocess.run(["git", "hash-object", "-t", kind, "-w", "--literally", "--stdin"], cwd=repo,
+                          capture_output=True, check=True, input=data).stdout.decode().strip()
+
+
+@pytest.mark.parametrize("flaw", ["a commit with a bad date", "a zero-padded file mode (an error only with --strict)"])
+def test_objects_that_fail_git_fsck_strict_stay_out_and_the_other_branches_arrive(team, flaw):
     mine, mallory, origin = team
     shared = git(mallory, "rev-parse", "refs/memory/main").strip()
     tree = git(mallory, "rev-parse", f"{shared}^{{tree}}").strip()
-    broken = (f"tree {tree}\nparent {shared}\nauthor Mallory <m@example.com> not-a-date +0000\n"
+    date = "1700000000 +0000"
+    if flaw.startswith("a commit"):
+        date = "not-a-date +0000"
+    else:
+        inner = _literally(mallory, "tree", b"0100644 " + f"{NEW_ID}.yaml".encode() + b"\0"
+                           + bytes.fromhex(blob(mallory, memory_yaml(NEW_ID))))
+        for name in ("z", "z", "fact"):
+            inner = git(mallory, "mktree", input=f"040000 tree {inner}\t{name}\n").strip()
+        tree = inner
+    broken = (f"tree {tree}\nparent {shared}\nauthor Mallory <m@example.com> {date}\n"
               "committer Mallory <m@example.com> 1700000000 +0000\n\nadd fact: broken\n")
-    bad = subprocess.run(["git", "hash-object", "-t", "commit", "-w", "--literally", "--stdin"], cwd=mallory,
-                         capture_output=True, text=True, check=True, input=broken).stdout.strip()
+    bad = _literally(mallory, "commit", broken.encode())
     git(mallory, "push", "-q", "-f", "origin", f"{bad}:refs/memory/main")
     plant(mallory, [("100644", blob(mallory, memory_yaml(NEW_ID)), NEW_PATH)], ref="refs/memory/feature")
 
