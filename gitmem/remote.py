@@ -440,7 +440,8 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
     and tagger are scanned first) raises :class:`RemoteError`, since a memory ref only ever
     points at a commit. Trees and blobs the remote already
     has are skipped, so the cost is the new objects plus one walk of the known tips' trees."""
-    from .redact import scan
+    from .redact import redact, scan
+    from .trust import printable
 
     known = [k for k in dict.fromkeys(known) if k]
     seen: Set[str] = set()
@@ -452,7 +453,9 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
     found: List[Tuple[str, str]] = []
 
     def look(text: str, where: str) -> None:
-        found.extend((where, f.rule) for f in scan(text))
+        hits = scan(text)
+        if hits:  # a path may itself hold a secret: never show it
+            found.extend((printable(redact(where)[0], 200), f.rule) for f in hits)
 
     walker = None
     for tip in dict.fromkeys(tips):

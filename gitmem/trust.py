@@ -56,7 +56,7 @@ class Refusal:
 
     def line(self) -> str:
         where = f" from {self.remote}" if self.remote else ""
-        return f"refused {self.what}{where}: {self.why}"
+        return printable(f"refused {self.what}{where}: {self.why}")
 
     def to_dict(self) -> Dict[str, str]:
         return asdict(self)
@@ -165,8 +165,13 @@ def ref_name_problem(branch: str) -> Optional[str]:
 
 def show_ref(ref: str) -> str:
     """A ref name fit for a one-line message (long or odd names shortened and escaped)."""
-    text = ref if len(ref) <= 100 else ref[:60] + f"...({len(ref)} characters)"
-    return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+    return printable(ref if len(ref) <= 100 else ref[:60] + f"...({len(ref)} characters)")
+
+
+def printable(text: str, limit: int = 400) -> str:
+    """One line for a terminal: names from outside (tree entries, refs) may hold newlines or escapes."""
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 # --- history and trees -------------------------------------------------------------
@@ -196,7 +201,7 @@ def history_problem(repo: pygit2.Repository, tip: str, known: Iterable[str] = ()
             parents = [p.tree for p in commit.parents]
             why = _tree_problem(repo, commit.tree, parents, (), seen)
             if why:
-                return f"commit {str(commit.id)[:10]}: {why}"
+                return printable(f"commit {str(commit.id)[:10]}: {why}")
     except (KeyError, ValueError, pygit2.GitError) as e:
         return f"history is unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
     return None

@@ -100,6 +100,7 @@ def pull_refused(mine: Path, *needles: str) -> dict:
     human = run(mine, "pull", check=False)
     lines = [line for line in human.stderr.splitlines() if line.startswith("gitmem: refused")]
     assert lines, human.stderr
+    assert "\x1b" not in human.stderr  # names from outside are escaped, never raw terminal sequences
     for needle in needles:
         assert any(needle in line for line in lines), (needle, human.stderr)
     data = json.loads(run(mine, "pull", "--json", check=False).stdout)
@@ -237,6 +238,7 @@ def test_a_billion_laughs_conflict_file_in_local_history_is_not_expanded(team):
     ("120000", NEW_PATH, "symlink"),
     ("160000", NEW_PATH, "submodule"),
     ("100644", "README.md", "unknown top-level entry"),
+    ("100644", "\x1b[2J\x1b]0;pwned\x07.md", "unknown top-level entry"),
     ("100644", f"fact/z/{NEW_ID}.yaml", "layout"),
     ("100644", f"fact/a/b/{NEW_ID}.yaml", "wrong folder"),
     ("100755", NEW_PATH, "plain file"),
