@@ -374,6 +374,8 @@ def _secret_commits(mine: Path) -> dict:
                                                           NEW_PATH)]), tip),
         "tree entry name": commit(mine, tree_with(mine, tip, [("100644", clean, f"note/z/z/{token}.yaml")]), tip),
         "commit message": commit(mine, tree_with(mine, tip, [("100644", clean, NEW_PATH)]), tip, f"add {token}"),
+        "entry name and text": commit(mine, tree_with(mine, tip, [
+            ("100644", blob(mine, memory_yaml(NEW_ID, token)), f"note/z/z/{token}.yaml")]), tip),
     }
     utf16 = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=mine, capture_output=True, check=True,
                            input=f"text: {token}\n".encode("utf-16")).stdout.decode().strip()
@@ -430,7 +432,7 @@ def test_plain_git_push_of_a_memory_ref_that_is_not_a_commit_fails_closed(team, 
 
 
 @pytest.mark.parametrize("hidden", ["blob text", "tree entry name", "commit message", "UTF-16 text",
-                                    "author identity", "committer identity"])
+                                    "author identity", "committer identity", "entry name and text"])
 def test_gitmem_push_scans_every_outgoing_object_and_refuses_before_it_leaves(team, hidden):
     mine, mallory, origin = team
     sha = _secret_commits(mine)[hidden]
