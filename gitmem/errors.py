@@ -117,3 +117,8 @@ class UnknownModel(GitmemError):
 
 class PriceTableError(GitmemError):
     """A price-table override file is unreadable or malformed."""
+
+
+class Untrusted(GitmemError):
+    """Data from outside (a remote, a hand edit) that gitmem refuses to read: over a size
+    limit, YAML anchors or deep nesting, a conflict naming fields that are not memory fields."""

@@ -53,6 +53,7 @@ run() {{  # `del sys.path[0]`: a worktree file named like a stdlib module must n
         gitmem hook "$hook" "$@"
     else
         echo "gitmem: not found (set GITMEM_PYTHON or run gitmem hooks install again); $hook skipped" >&2
+        return 1
     fi
 }}
 {precheck}{dispatch}
@@ -154,6 +155,9 @@ has_work "$@" || exit "$status"
 
 _FOREGROUND = """{feed}run "$@"; rc=$?
     [ "$rc" -eq {refused} ] && exit 1  # pre-push only: memory being pushed holds a secret
+    if [ "$hook" = pre-push ] && [ "$rc" -ne 0 ]; then  # memory never leaves unchecked
+        case "$input" in *refs/memory/*) echo "gitmem: the memory being pushed was not checked; push refused" >&2; exit 1;; esac
+    fi
     [ "$rc" -ne 0 ] && echo "gitmem: $hook hook failed; git is not affected" >&2"""
 _BACKGROUND = """if [ "${{GITMEM_HOOK_MODE:-$(git config gitmem.hookMode)}}" = foreground ]; then
     {foreground}
@@ -301,8 +305,17 @@ def main(argv: Sequence[str], stdin: Optional[str] = None, cwd: str = ".") -> in
         print(f"gitmem: {e}; push refused (see docs/remotes.md to remove it)", file=sys.stderr)
         return REFUSED
     except Exception as e:  # noqa: BLE001 - a hook must never break git
+        if name == "pre-push" and memory_updates(stdin or ""):  # ... but memory never leaves unscanned
+            print(f"gitmem: could not check the memory being pushed ({_one_line(e)}); push refused",
+                  file=sys.stderr)
+            return REFUSED
         print(f"gitmem: warning: {name} hook skipped: {e}", file=sys.stderr)
     return 0
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:200] if text else type(e).__name__
 
 
 def _from_pre_commit(name: str, stdin: str):
@@ -454,9 +467,9 @@ def _pre_push(store, args: List[str], stdin: str) -> List[str]:
     from .branches import REMOTE_PREFIX, reachable
     from .repo import config_get, memory_ref
 
+    _refuse_memory_secrets(store, stdin)
     if os.environ.get("GITMEM_HOOK") == "pre-push":
         return []  # the memory push gitmem itself runs from here (it scanned already)
-    _refuse_memory_secrets(store, stdin)
     mode = (config_get(store.repo, "gitmem.prePush") or "warn").lower()
     if mode not in PRE_PUSH_MODES:
         return [f"gitmem.prePush={mode!r} is not one of {', '.join(PRE_PUSH_MODES)}; treating it as warn"]
@@ -490,22 +503,34 @@ def _pre_push(store, args: List[str], stdin: str) -> List[str]:
                                                 for b in outcome)]
 
 
-def _refuse_memory_secrets(store, stdin: str) -> None:
-    """`git push` carrying refs/memory/* (after `gitmem remote setup`) gets the
-    same outgoing secret scan as `gitmem push`."""
-    tips, known = [], []
+def memory_updates(stdin: str) -> List[List[str]]:
+    """The pre-push lines (local ref, local sha, remote ref, remote sha) that send memory:
+    judged by the destination ref as well as the source, so `git push origin <sha>:refs/memory/main`
+    and `refs/heads/x:refs/memory/main` count. Deletions send nothing and are left out."""
+    out = []
     for line in stdin.splitlines():
         parts = line.split()
-        if len(parts) == 4 and parts[0].startswith("refs/memory/") and parts[1] != _ZERO:
-            tips.append(parts[1])
-            if parts[3] != _ZERO and parts[3] in store.repo:
-                known.append(parts[3])
-    if tips:
-        from .remote import outgoing_secrets
+        if len(parts) != 4 or parts[1] == _ZERO:
+            continue
+        if parts[2].startswith("refs/memory/") or parts[0].startswith("refs/memory/"):
+            out.append(parts)
+    return out
 
-        found = outgoing_secrets(store.repo, tips, known)
-        if found:
-            raise SecretFound(found)
+
+def _refuse_memory_secrets(store, stdin: str) -> None:
+    """A plain `git push` sending anything to refs/memory/* (after `gitmem remote setup`, or
+    by hand) gets the same outgoing scan as `gitmem push`: every object it sends, and the
+    tip must be a memory commit. Anything that goes wrong here refuses the push (see :func:`main`)."""
+    updates = memory_updates(stdin)
+    if not updates:
+        return
+    tips = [parts[1] for parts in updates]
+    known = [parts[3] for parts in updates if parts[3] != _ZERO and parts[3] in store.repo]
+    from .remote import outgoing_secrets
+
+    found = outgoing_secrets(store.repo, tips, known)
+    if found:
+        raise SecretFound(found)
 
 
 _HANDLERS = {

@@ -250,9 +250,14 @@ def backdate(path: Path, seconds: float = 120) -> None:
 def test_a_write_on_a_locked_ref_gives_up_after_a_bounded_wait_with_a_clear_message(repo):
     first = json.loads(gitmem(repo, "add", "fact", "before the lock", "--json").stdout)["id"]
     before = tip(repo)
-    lock_path(repo).touch()
-    result = gitmem(repo, "add", "fact", "blocked by the lock", check=False)
-    assert_clean_failure(result, "refs/memory/main is locked", "main.lock")
+    holder = hold_lock(repo)  # a live owner: never taken over (a dead one's is, see test_trust)
+    try:
+        backdate(lock_path(repo))
+        result = gitmem(repo, "add", "fact", "blocked by the lock", check=False)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.communicate()
+    assert_clean_failure(result, "refs/memory/main is locked", "main.lock", f"held open by pid {holder.pid}")
     assert tip(repo) == before
     lock_path(repo).unlink()
     assert set(Store.open(str(repo)).memories()) == {first}

@@ -192,15 +192,22 @@ def sync(store, remote: Optional[str], no_fetch: bool, who, source, as_json: boo
 def conflicts(store, as_json: bool) -> None:
     """List memory conflicts left by merges (both versions are kept until resolved).
 
-    JSON: {"ref", "conflicts": [{"id", "type", "fields", "base", "ours", "theirs"}]}.
+    A conflict file gitmem cannot trust (too large, YAML aliases, fields that
+    are not memory fields) is not read: one stderr line names it.
+
+    JSON: {"ref", "conflicts": [{"id", "type", "fields", "base", "ours", "theirs"}],
+    "refused": [{"path", "why"}]}.
 
     Example: gitmem conflicts
     """
-    from ..merge import list_conflicts
+    from ..merge import conflicts_and_problems
 
-    found = list_conflicts(store)
+    found, refused = conflicts_and_problems(store)
+    for path, why in refused:
+        click.echo(f"gitmem: refused {path}: {why}", err=True)
     if as_json:
-        emit_json({"ref": store.ref, "conflicts": [c.to_dict() for c in found]})
+        emit_json({"ref": store.ref, "conflicts": [c.to_dict() for c in found],
+                   "refused": [{"path": p, "why": w} for p, w in refused]})
         return
     for c in found:
         click.echo(f"{c.id}  {c.ours.type}: {', '.join(c.fields)} differ")
