@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .model import Author, Memory
 
-SCHEMA = 1
+SCHEMA = 2
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.
@@ -33,6 +33,7 @@ _TABLES = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs(blob TEXT PRIMARY KEY, row TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trees(tree TEXT PRIMARY KEY, entries TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS summaries(tree TEXT PRIMARY KEY, summary TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS vectors(encoder TEXT NOT NULL, blob TEXT NOT NULL, vec BLOB NOT NULL,
                                    PRIMARY KEY(encoder, blob));
 """
@@ -48,6 +49,7 @@ class Index:
         self._broken = path is None
         self._pending_blobs: List[Tuple[str, str]] = []
         self._pending_trees: List[Tuple[str, str]] = []
+        self._pending_summaries: Dict[str, Any] = {}
 
     # --- connection --------------------------------------------------------------
 
@@ -163,10 +165,23 @@ class Index:
 
     def flush(self) -> None:
         """Store what this command learned, in one transaction per table."""
-        blobs, trees = self._pending_blobs, self._pending_trees
-        self._pending_blobs, self._pending_trees = [], []
+        blobs, trees, summaries = self._pending_blobs, self._pending_trees, self._pending_summaries
+        self._pending_blobs, self._pending_trees, self._pending_summaries = [], [], {}
         self._write("INSERT OR IGNORE INTO blobs VALUES (?, ?)", blobs)
         self._write("INSERT OR IGNORE INTO trees VALUES (?, ?)", trees)
+        self._write("INSERT OR IGNORE INTO summaries VALUES (?, ?)",
+                    [(k, json.dumps(v, separators=(",", ":"))) for k, v in summaries.items()])
+
+    # --- summaries of trees --------------------------------------------------------
+
+    def summary(self, key: str) -> Optional[Any]:
+        if key in self._pending_summaries:
+            return self._pending_summaries[key]
+        rows = self._query("SELECT summary FROM summaries WHERE tree=?", (key,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def put_summary(self, key: str, summary: Any) -> None:
+        self._pending_summaries[key] = summary
 
     # --- vectors -----------------------------------------------------------------
 

@@ -201,6 +201,31 @@ class Store:
         return [m for _, m in sorted(found.items()) if model.matches(
             m, type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status)]
 
+    def summary(self) -> Dict[str, Any]:
+        """Counts of memories by "type/status" ("invalid" for blobs that are not valid memories) and
+        the newest active ones, from summaries kept per tree (see :meth:`Warm.summary`)."""
+        tip = self.tip()
+        if tip is None:
+            return {"counts": {}, "newest": []}
+        snap = self.snapshot(tip)
+        if snap.tree is None:
+            return {"counts": {}, "newest": []}
+        try:
+            return self.warm.summary(self.repo, str(snap.tree.id), self.ref)
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            raise damaged(self.ref, tip, e) from None
+        finally:
+            self.warm.index.flush()
+
+    def newest(self, limit: int) -> Optional[List[Memory]]:
+        """The ``limit`` newest active memories, oldest first, without reading the rest (None when
+        more are asked for than a summary keeps)."""
+        if limit > Warm.NEWEST:
+            return None
+        rows = self.summary()["newest"][:limit]
+        parsed = self.warm.parse(self.repo, [(p, b) for _, p, b in rows], self.ref)
+        return [m for m in (parsed[b] for _, _, b in reversed(rows)) if isinstance(m, Memory)]
+
     def parse_blob(self, blob_id: Any, path: str) -> Memory:
         """The memory stored in blob ``blob_id`` at ``path`` (remembered by blob id)."""
         parsed = self.warm.parse(self.repo, [(path, str(blob_id))], self.ref)[str(blob_id)]
@@ -509,6 +534,50 @@ class Warm:
         known = self.tree_entries(repo, [t for _, t in level])
         return [(prefix + name, oid) for prefix, t in level for name, kind, oid in known[t]
                 if kind == "blob" and name.endswith(".yaml")]
+
+    #: The newest active memories a summary keeps (the first page of ``gitmem list``).
+    NEWEST = 50
+
+    def summary(self, repo: pygit2.Repository, root: str, ref: str) -> Dict[str, Any]:
+        """Counts by "type/status" and the newest active memories (id, path, blob) under ``root``.
+
+        Each tree's summary is the sum of its children's, kept in the index under the tree id
+        (and its path), so after a write only the four trees the write changed are summed again:
+        ``status`` and the first page of ``list`` cost what changed, not what is stored."""
+        return self._summary(repo, "", root, ref, 0)
+
+    def _summary(self, repo: pygit2.Repository, prefix: str, tree: str, ref: str, depth: int) -> Dict[str, Any]:
+        key = f"{prefix}:{tree}"
+        known = self.index.summary(key)
+        if known is not None:
+            return known
+        entries = self.tree_entries(repo, [tree])[tree]
+        counts: Dict[str, int] = {}
+        newest: List[List[str]] = []
+        if depth < 3:
+            for name, kind, oid in entries:
+                if kind != "tree" or (depth == 0 and name not in model.TYPES):
+                    continue
+                child = self._summary(repo, f"{prefix}{name}/", oid, ref, depth + 1)
+                for k, n in child["counts"].items():
+                    counts[k] = counts.get(k, 0) + n
+                newest += [[i, f"{name}/{p}", b] for i, p, b in child["newest"]]
+        else:
+            blobs = [(prefix + name, oid) for name, kind, oid in entries if kind == "blob" and name.endswith(".yaml")]
+            found = self.parse(repo, blobs, ref)
+            for path, blob in blobs:
+                parsed = found[blob]
+                if isinstance(parsed, str):
+                    counts["invalid"] = counts.get("invalid", 0) + 1
+                    continue
+                k = f"{parsed.type}/{parsed.status}"
+                counts[k] = counts.get(k, 0) + 1
+                if parsed.status == "active":
+                    newest.append([parsed.id, path.rsplit("/", 1)[1], blob])
+        newest = sorted(newest, reverse=True)[: self.NEWEST]
+        out = {"counts": counts, "newest": newest}
+        self.index.put_summary(key, out)
+        return out
 
     def parse(self, repo: pygit2.Repository, entries: Sequence[Tuple[str, str]], ref: str) -> Dict[str, Parsed]:
         """Each blob's memory (or why it is invalid): from this process, the index, else parsed from git."""

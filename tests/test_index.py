@@ -1,5 +1,6 @@
 """The derived index under .git/gitmem/: a cache keyed by object ids, never the source of truth."""
 
+import json
 import os
 import random
 import subprocess
@@ -90,7 +91,7 @@ def test_the_index_agrees_with_a_full_scan_after_writes_merges_and_branch_switch
     Store.open(str(repo), branch="main").add("fact", "main moved on")
     from gitmem.merge import merge_into
 
-    merge_into(Store.open(str(repo), branch="main"), "feature")
+    merge_into(Store.open(str(repo), branch="main"), Store.open(str(repo), branch="feature").own_tip())
     for branch in ("main", "feature"):
         s = _fresh(repo, branch)
         scanned = {}
@@ -156,3 +157,34 @@ def test_a_process_killed_while_filling_the_index_leaves_one_the_next_command_ca
         proc.wait()
         s = _fresh(repo)
         assert sorted(m.id for m in s.memories().values()) == expected and s.problems == []
+
+
+def test_status_counts_and_the_first_page_of_list_agree_with_a_full_scan_and_follow_each_write(repo, store):
+    from gitmem.cli import main as cli
+    from click.testing import CliRunner
+
+    ids = _seed(store, 25)
+    store.retract(ids[3])
+    store.add("rejection", "Use Redis for the job queue", reason="ops")
+
+    def counts_by_scan():
+        out = {}
+        for m in _fresh(repo).memories().values():
+            if m.status == "active":
+                out[m.type] = out.get(m.type, 0) + 1
+        return out
+
+    runner = CliRunner()
+    for step in range(3):
+        status = json.loads(runner.invoke(cli, ["-C", str(repo), "status", "--json"]).output)
+        assert status["counts"] == counts_by_scan()
+        page = json.loads(runner.invoke(cli, ["-C", str(repo), "list", "-n", "5", "--json"]).output)["memories"]
+        full = json.loads(runner.invoke(cli, ["-C", str(repo), "list", "--json"]).output)["memories"]
+        assert [m["id"] for m in page] == [m["id"] for m in full][-5:]
+        Store.open(str(repo)).add("fact", f"written after step {step}")
+    warm = Store.open(str(repo)).warm
+    Store.open(str(repo)).summary()
+    before = set(warm.parsed)
+    Store.open(str(repo)).add("fact", "one more")
+    assert Store.open(str(repo)).summary()["counts"]["fact/active"] >= 1
+    assert len(set(warm.parsed) - before) == 1  # the summary after a write parsed only the new blob

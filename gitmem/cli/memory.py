@@ -180,12 +180,21 @@ def list_(store, type_, tag, path, author_kind, source, status, limit, as_json) 
 
     Example: gitmem list --type rejection --path src/payments
     """
-    found = store.list(type=type_, tag=tag, path=path, author_kind=author_kind, source=source,
-                       status=None if status == "any" else status)
-    if limit:
-        found = found[-limit:]  # the newest N, still oldest first
-    for problem in store.problems:
-        echo(f"gitmem: warning: skipped {problem.where}: {problem.message}", err=True)
+    plain = not (type_ or tag or path or author_kind or source) and status == "active"
+    newest = store.newest(limit) if limit and plain else None  # the first page, without reading the rest
+    if newest is not None:
+        found = newest
+        invalid = store.summary()["counts"].get("invalid", 0)
+        if invalid:
+            echo(f"gitmem: warning: skipped {invalid} blob(s) that are not valid memories (see gitmem doctor)",
+                 err=True)
+    else:
+        found = store.list(type=type_, tag=tag, path=path, author_kind=author_kind, source=source,
+                           status=None if status == "any" else status)
+        if limit:
+            found = found[-limit:]  # the newest N, still oldest first
+        for problem in store.problems:
+            echo(f"gitmem: warning: skipped {problem.where}: {problem.message}", err=True)
     if as_json:
         emit_json({"branch": store.branch, "ref": store.ref, "tip": store.tip(),
                    "memories": [m.to_dict() for m in found]})
@@ -442,9 +451,10 @@ def status(store, as_json: bool) -> None:
     """
     branch, tip = store.read_from()
     counts: Dict[str, int] = {}
-    for m in store.memories().values():
-        if m.status == "active":
-            counts[m.type] = counts.get(m.type, 0) + 1
+    for key, n in store.summary()["counts"].items():  # kept per tree: costs what changed since the last command
+        kind, _, state = key.partition("/")
+        if state == "active":
+            counts[kind] = counts.get(kind, 0) + n
     data = {"branch": store.branch, "ref": store.ref, "own_tip": store.own_tip(), "reads": branch,
             "tip": tip, "counts": counts, "notice": store.notice}
     from ..merge import list_conflicts
