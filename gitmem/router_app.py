@@ -294,10 +294,10 @@ class Router:
             response = await self.upstream.send(method, path, query, forward_headers(headers), raw)
         except Unreachable as exc:
             message = f"gitmem router: the upstream {self.upstream_name} is unreachable ({exc})"
-            await _send_json(send, 502, _error(502, "api_error", message), extra)
             if data is not None and path.rstrip("/") == _MESSAGES:
                 self._record(prepared, data, status=502, usage=None, model=data.get("model"), request_id=None,
                              stream=bool(data.get("stream")), error=message, latency=time.perf_counter() - started)
+            await _send_json(send, 502, _error(502, "api_error", message), extra)
             return
         out = response_headers(response.headers) + extra
         await send({"type": "http.response.start", "status": response.status,
@@ -319,9 +319,13 @@ class Router:
             broke = _error(502, "api_error", f"gitmem router: the upstream stream broke ({type(exc).__name__})")
             await send({"type": "http.response.body", "more_body": True,
                         "body": f"event: error\ndata: {json.dumps(broke)}\n\n".encode("utf-8")})
+        if data is not None and path.rstrip("/") == _MESSAGES:
+            # Recorded before the response ends, so a client that has its reply finds it in the log.
+            self._record_reply(prepared, data, response, body, sse, streamed, started)
         await send({"type": "http.response.body", "body": body, "more_body": False})
-        if data is None or path.rstrip("/") != _MESSAGES:
-            return
+
+    def _record_reply(self, prepared: Mapping[str, Any], data: Mapping[str, Any], response: UpstreamResponse,
+                      body: bytes, sse: Optional[SseUsage], streamed: bool, started: float) -> None:
         request_id = next((v for k, v in response.headers if k.lower() == "request-id"), None)
         usage: Any = None
         model: Optional[str] = data.get("model")

@@ -469,3 +469,26 @@ def test_the_upstream_is_the_flag_then_the_real_api_with_a_key_then_the_emulator
         resolve_upstream("api.anthropic.com", {})
     refused = gitmem(".", "router", "serve", "--upstream", "ftp://x", check=False)
     assert refused.returncode == 1 and refused.stderr.startswith("Error: --upstream must be an http(s) URL")
+
+
+def test_on_the_real_clock_a_background_task_sends_the_pings_and_stops_at_the_idle_limit(team):
+    from gitmem.emulator import WallClock
+    from gitmem.policy import KeepAlive
+
+    repo, _ = team
+    running = start(repo, policy="keepalive", clock=WallClock(), keepalive=KeepAlive(ping_after=0.5, idle_limit=2.0),
+                    tick_seconds=0.05)
+    try:
+        client(running.url).messages.create(**body())
+        sent = running.router.lines and next(iter(running.router.lines.values())).last_request_at
+        while running.router.clock.now() < sent + 3.0:  # past the idle limit
+            time.sleep(0.05)
+        after_limit = running.router.pings_sent
+        time.sleep(1.0)
+        assert running.router.pings_sent == after_limit  # stopped
+    finally:
+        running.stop()
+    pings = [e for e in read_requests(Store.open(str(repo)), "router") if e["kind"] == "ping"]
+    assert 1 <= len(pings) == after_limit <= 4  # one every 0.5 idle seconds at most, none past 2 s idle
+    assert all(p["status"] == 200 and p["usage"]["cache_read_input_tokens"] > 0 for p in pings)
+    assert all(p["clock"] == "wall" and 0.5 <= p["at"] - sent <= 2.0 + 1.0 for p in pings)  # + scheduling delay
