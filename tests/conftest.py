@@ -17,6 +17,9 @@ for _key in list(os.environ):
         continue
     if _key.startswith(("GIT_", "GITMEM_")) or _key in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
         del os.environ[_key]
+# Recall is lexical unless a test asks for the encoder (tests/test_recall.py, tests/test_embedding.py): loading
+# the model costs every gitmem process a second or more, and most tests are about something else.
+os.environ["GITMEM_ENCODER"] = "none"
 _HOME = tempfile.mkdtemp(prefix="gitmem-test-home-")
 os.environ["HOME"] = _HOME
 os.environ["XDG_CONFIG_HOME"] = os.path.join(_HOME, ".config")

