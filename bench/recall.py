@@ -11,15 +11,13 @@ half and a held-out half (never used for tuning); both are reported.
 Measured in one run, on a real repository (one seed commit through the store's
 write path), alone and among seeded distractor memories:
 
-- recall: ``recall(store, q, limit=5, paths=[])`` (from gitmem.recall, or
-  gitmem.search in older versions); recall@1,
+- recall: ``gitmem.recall.recall(store, q, limit=5, paths=[])``; recall@1,
   recall@5 (a question counts when any labelled answer is in the top k) and MRR,
   split by how many content words the question shares with its best answer
   (0-1 / 2-3 / 4+);
-- check: ``check(store, proposal, limit=5)`` when the library has it (``.repeat``
-  and tiered ``.hits``), else ``check_proposal`` (any hit counts as a repeat): the
-  flag rate on re-proposals with the right rejection first, and the false-alarm
-  rate on fresh proposals;
+- check: ``gitmem.recall.check(store, proposal, limit=5)`` (a repeat, or related
+  rejections): the flag rate on re-proposals with the right rejection first, and
+  the false-alarm rate on fresh proposals;
 - warm time per query, and as a ratio to the lexical search alone when the
   library can be told to be lexical (``GITMEM_ENCODER=none``).
 
@@ -286,28 +284,10 @@ def build_store(bench: Bench, n_distractors: int, name: str = "recall"):
 # --- what the library offers ---------------------------------------------------------
 
 
-def _api(name: str):
-    """``name`` from gitmem.recall (the store-reading edge) when it has it, else from gitmem.search."""
-    import importlib
-    for module in ("gitmem.recall", "gitmem.search"):
-        try:
-            fn = getattr(importlib.import_module(module), name, None)
-        except ImportError:
-            continue
-        if callable(fn):
-            return fn
-    return None
-
-
 def recall_mode(store) -> str:
-    """Which recall the library runs: its own answer when it has one, else lexical."""
-    mode = _api("mode")
-    if mode is None:
-        return "lexical"
-    try:
-        return str(mode(store))
-    except TypeError:
-        return str(mode())
+    """Which recall the library runs ("hybrid (<encoder>)" or "lexical (<why>)")."""
+    from gitmem.recall import mode
+    return mode()
 
 
 @dataclass
@@ -319,23 +299,17 @@ class Verdict:
 
 
 def check(store, proposal: str) -> Verdict:
-    """The library's two-tier check when it exists; else check_proposal, where any hit is a repeat."""
-    from gitmem import search
-    fn = _api("check")
-    if fn is not None:
-        res = fn(store, proposal, limit=5)
-        hits = [(h.memory.id, getattr(h, "tier", "repeat")) for h in res.hits]
-        first = next((mid for mid, tier in hits if tier == "repeat"), None)
-        judge = getattr(res, "judge", None) or next((getattr(h, "judge", None) for h in res.hits
-                                                    if getattr(h, "judge", None)), None)
-        return Verdict(bool(res.repeat), first, hits, str(judge or "check"))
-    found = search.check_proposal(list(store.memories().values()), proposal)
-    hits = [(h.memory.id, "repeat") for h in found]
-    return Verdict(bool(hits), hits[0][0] if hits else None, hits, "check_proposal (lexical)")
+    """The library's two-tier check: a repeat (with the rejection it repeats first) or related ones."""
+    from gitmem.recall import check as judge
+    res = judge(store, proposal, limit=5)
+    hits = [(h.memory.id, h.tier or "related") for h in res.hits]
+    first = next((mid for mid, tier in hits if tier == "repeat"), None)
+    return Verdict(bool(res.repeat), first, hits, res.judge)
 
 
 def ask(store, question: str) -> List[str]:
-    return [h.memory.id for h in _api("recall")(store, question, limit=5, paths=[])]
+    from gitmem.recall import recall
+    return [h.memory.id for h in recall(store, question, limit=5, paths=[])]
 
 
 # --- measuring ------------------------------------------------------------------------

@@ -35,8 +35,21 @@ def _store(r) -> List[Row]:
 
 
 def _scale(r) -> List[Row]:
-    return [(f"write at {int(n):,} / at 100", ratio, "time per write", 1.5 if n == "10000" else None)
-            for n, ratio in r["growth_ratio"].items() if n != "100"]
+    rows: List[Row] = []
+    for x in r["sizes"]:
+        n = f"{x['memories']:,}"
+        big = x["memories"] >= 100_000
+        rows += [(f"first command after a clone / cat-file, {n}", x["cold_ratio_cat_file"], "git cat-file --batch",
+                  5.0 if big else None),
+                 (f"list (first page) / --version, {n}", x["list_ratio_version"], "gitmem --version", 1.3 if big else None),
+                 (f"search / --version, {n}", x["search_ratio_version"], "gitmem --version", 1.5 if big else None),
+                 (f"context / --version, {n}", x["context_ratio_version"], "gitmem --version", 1.5 if big else None),
+                 (f"status / --version, {n}", x["status_ratio_version"], "gitmem --version", 1.3 if big else None),
+                 (f"doctor / cat-file, {n}", x["doctor_ratio_cat_file"], "git cat-file --batch", 2.0 if big else None),
+                 (f"warm max RSS (MB), {n}", x["warm_rss_mb"], "megabytes", 300.0 if big else None)]
+    n = list(r["write_ms"])[-1]
+    rows.append((f"write at {int(n):,} / at 100", r["write_growth_ratio"], "time per write", 1.2))
+    return rows
 
 
 def _context(r) -> List[Row]:
@@ -64,7 +77,9 @@ def _cli(r) -> List[Row]:
 def _hooks(r) -> List[Row]:
     return [("git commit with hooks / without", r["ratio"], "plain git commit", None),
             ("ms the hooks add to git commit (median)", r["added_ms"], "plain git commit", 100.0),
-            ("git commit, foreground hooks / without", r["foreground_ratio"], "plain git commit", None)]
+            ("git commit, foreground hooks / without", r["foreground_ratio"], "plain git commit", None),
+            ("git checkout with hooks / without", r["checkout_ratio"], "plain git checkout", 2.0),
+            ("git merge with hooks / without", r["merge_ratio"], "plain git merge", 2.0)]
 
 
 def _remote(r) -> List[Row]:
@@ -119,10 +134,27 @@ def _recall(r) -> List[Row]:
     return rows
 
 
+def _router(r) -> List[Row]:
+    lat, c = r["latency"], r["cost"]
+    return [("ms the router adds (median, HTTP upstream)", lat["added_ms_http"]["median"], "emulator directly", 5.0),
+            ("ms the router adds (p99, HTTP upstream)", lat["added_ms_http"]["p99"], "emulator directly", None),
+            ("router / emulator directly (median, HTTP upstream)", lat["ratio_http"], "emulator directly", None),
+            ("ms the router adds (median, embedded emulator)", lat["added_ms_embedded"]["median"], "emulator directly", None),
+            ("auto / hindsight-best, worst mixture", c["worst_auto_vs_hindsight"], "hindsight-best cost", 1.15),
+            ("auto / best fixed policy, worst mixture", c["worst_auto_vs_best_fixed"], "best fixed policy", 1.05)]
+
+
+def _redact(r) -> List[Row]:
+    return [("secret pre-filter per blob, flat / old loop", r["blob_ratio_flat_vs_old"], "old per-rule loop", 1.0),
+            ("secret pre-filter per blob, combined regex / old", r["blob_ratio_combined_vs_old"], "old per-rule loop",
+             None),
+            ("secret pre-filter 10 KB, flat / old loop", r["page_ratio_flat_vs_old"], "old per-rule loop", None)]
+
+
 #: name -> (module in bench/, call with (module, quick), rows from its result)
 BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], List[Row]]]] = {
     "store": ("store", lambda m, q: m.run((100, 2_000 if q else 10_000)), _store),
-    "scale": ("scale", lambda m, q: m.run((100, 1_000, 10_000) if q else m.SIZES, 20 if q else 60), _scale),
+    "scale": ("scale", lambda m, q: m.run((1_000, 10_000) if q else m.SIZES, 1 if q else 3), _scale),
     "context": ("context", lambda m, q: m.run((100, 2_000 if q else 10_000)), _context),
     "search": ("search", lambda m, q: m.run(2_000 if q else 10_000), _search),
     "cli": ("cli", lambda m, q: m.run(5 if q else 15), _cli),
@@ -130,8 +162,10 @@ BENCHMARKS: Dict[str, Tuple[str, Callable[[Any, bool], dict], Callable[[dict], L
     "remote": ("remote", lambda m, q: m.run(2_000 if q else 10_000, 1 if q else 3), _remote),
     "web": ("web", lambda m, q: m.run((100, 2_000 if q else 10_000)), _web),
     "tokens": ("tokens", lambda m, q: m.run(), _tokens),
+    "redact": ("redact", lambda m, q: m.run(5 if q else 30), _redact),
     "agent_hooks": ("agent_hooks", lambda m, q: m.run(3 if q else 15, 2_000 if q else 10_000), _agent_hooks),
     "recall": ("recall", lambda m, q: m.run(1_000 if q else 5_000), _recall),
+    "router": ("router", lambda m, q: m.run(50 if q else 300, 10 if q else 30), _router),
 }
 
 

@@ -1,12 +1,23 @@
-"""Write cost as memory grows: time per write at 100, 1,000, 10,000 and 100,000 memories.
+"""Scale: what each command costs as memory grows, measured as whole processes side by side.
 
-Each store is seeded in one commit (bench/common.seeded_store); writes are then
-interleaved across the sizes so machine noise hits all alike. With the 32x32
-fan-out a write rewrites one bucket, two small trees and the root, so the cost
-should barely grow.
+For each size the store is seeded in one commit (bench/common.seeded_store), packed as a
+clone would be, and every figure is a median of whole-process runs, printed as a ratio to
+its baseline measured in the same run:
 
-Run: python bench/scale.py [--sizes 100,1000,10000,100000] [--writes 60] [--json]
-Target (issue 3): write at 10,000 / write at 100 <= 1.5; shown here up to 100,000.
+- the first command after a clone (`gitmem status`, no derived index yet) against
+  `git cat-file --batch` of the same blobs;
+- warm `list --limit 20` (the first page), `search`, `context`, `status` and `doctor` against
+  `gitmem --version` (the cost of starting at all), and doctor also against cat-file;
+- a write, at this size against the smallest (bench/store.write_times);
+- max RSS of the warm commands.
+
+Semantic recall embeds every memory once (a backlog of minutes at 100,000 on a 2-core machine), so
+the search and context figures here run with GITMEM_ENCODER=none: they measure the index and the
+ranking, not the encoder; bench/recall.py measures the hybrid search at its own sizes.
+
+Run: python bench/scale.py [--sizes 1000,10000,100000] [--runs 3] [--json]
+Targets (issue 20, at 100,000, warm): search and context <= 1.5x gitmem --version, list (first page)
+and status <= 1.3x, doctor <= 2x cat-file, cold <= 5x cat-file, RSS <= 300 MB, write 100k/100 <= 1.2.
 """
 
 from __future__ import annotations
@@ -14,38 +25,115 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
+import subprocess
 import sys
+import time
+from typing import Dict, List, Tuple
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
 
+from common import cat_file_batch, seeded_store  # noqa: E402
 from store import write_times  # noqa: E402  (bench/store.py)
 
-SIZES = (100, 1_000, 10_000, 100_000)
+SIZES = (1_000, 10_000, 100_000)
+ENV = {**os.environ, "GITMEM_ENCODER": "none", "PYTHONPATH": os.path.join(HERE, "..")}
+COMMANDS = {
+    "list": ["list", "--limit", "20"],
+    "search": ["search", "queue retries for service 42"],
+    "context": ["context", "--query", "how do retries work for service 42"],
+    "status": ["status"],
+    "doctor": ["doctor", "--offline"],
+}
 
 
-def run(sizes=SIZES, writes: int = 60) -> dict:
-    times = write_times(sizes, writes)
-    base = times[0]
-    return {
-        "write_ms": {str(n): t * 1e3 for n, t in zip(sizes, times)},
-        "growth_ratio": {str(n): t / base for n, t in zip(sizes, times)},
-        "targets": {"growth_ratio_10000": 1.5},
+def _timed(argv: List[str], cwd: str) -> Tuple[float, int]:
+    """Seconds and max RSS (KiB) of one whole process."""
+    t0 = time.perf_counter()
+    out = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], cwd=cwd, env=ENV, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - t0
+    if out.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(argv)} failed ({out.returncode}): {out.stderr.strip()[-300:]}")
+    return elapsed, int(out.stderr.strip().splitlines()[-1])
+
+
+def _median(argv: List[str], cwd: str, runs: int) -> Tuple[float, int]:
+    samples = [_timed(argv, cwd) for _ in range(runs)]
+    return statistics.median(s[0] for s in samples), max(s[1] for s in samples)
+
+
+def _gitmem(*args: str) -> List[str]:
+    return [sys.executable, "-m", "gitmem", *args]
+
+
+def measure(n: int, runs: int) -> Dict[str, object]:
+    store = seeded_store(n, "scale")
+    root = store.repo.workdir
+    subprocess.run(["git", "-C", root, "repack", "-adq"], check=True)
+    blobs = [b for _, b in store.snapshot().entries()]
+    cat = statistics.median(cat_file_batch(root, blobs) for _ in range(max(runs, 3)))
+    index_dir = os.path.join(root, ".git", "gitmem")
+    shutil.rmtree(index_dir, ignore_errors=True)
+    cold, cold_rss = _timed(_gitmem("status"), root)
+    version, _ = _median(_gitmem("--version"), root, max(runs, 5))
+    click, _ = _median([sys.executable, "-c", "import click"], root, max(runs, 5))
+    out: Dict[str, object] = {
+        "memories": n, "cat_file_s": cat, "version_s": version, "import_click_s": click,
+        "cold_s": cold, "cold_ratio_cat_file": cold / cat, "cold_rss_mb": cold_rss / 1024,
+        "version_ratio_click": version / click,
     }
+    rss = 0
+    for name, args in COMMANDS.items():
+        argv = _gitmem(*args)
+        _timed(argv, root)  # warm: the index exists, the page cache holds the pack
+        t, peak = _median(argv, root, runs)
+        rss = max(rss, peak)
+        out[f"{name}_s"] = t
+        out[f"{name}_ratio_version"] = t / version
+    out["doctor_ratio_cat_file"] = float(out["doctor_s"]) / cat  # type: ignore[arg-type]
+    out["warm_rss_mb"] = rss / 1024
+    return out
+
+
+def run(sizes=SIZES, runs: int = 3) -> dict:
+    rows = [measure(n, runs) for n in sizes]
+    writes = write_times((100, sizes[-1]), 30)
+    return {"sizes": rows, "write_ms": {"100": writes[0] * 1e3, str(sizes[-1]): writes[1] * 1e3},
+            "write_growth_ratio": writes[1] / writes[0],
+            "backend": "none (no model involved)", "encoder": "none (GITMEM_ENCODER=none)"}
+
+
+def show(result: dict) -> None:
+    print("whole processes, medians; ratios are to a baseline measured in the same run (no model involved)")
+    print(f"{'memories':>9} {'cold/cat':>9} {'list/ver':>9} {'search/ver':>11} {'context/ver':>12} "
+          f"{'status/ver':>11} {'doctor/cat':>11} {'ver/click':>10} {'warm RSS':>9}")
+    for r in result["sizes"]:
+        print(f"{r['memories']:>9,} {r['cold_ratio_cat_file']:>9.2f} {r['list_ratio_version']:>9.2f} "
+              f"{r['search_ratio_version']:>11.2f} {r['context_ratio_version']:>12.2f} {r['status_ratio_version']:>11.2f} "
+              f"{r['doctor_ratio_cat_file']:>11.2f} {r['version_ratio_click']:>10.2f} {r['warm_rss_mb']:>7.0f}MB")
+        print(f"{'':>9} seconds: cold {r['cold_s']:.2f} (cat-file {r['cat_file_s']:.2f}), version {r['version_s']:.3f}, "
+              f"list {r['list_s']:.3f}, search {r['search_s']:.3f}, context {r['context_s']:.3f}, "
+              f"status {r['status_s']:.3f}, doctor {r['doctor_s']:.3f}")
+    n = list(result["write_ms"])[-1]
+    print(f"write: {result['write_ms']['100']:.2f} ms at 100, {result['write_ms'][n]:.2f} ms at {int(n):,} "
+          f"(ratio {result['write_growth_ratio']:.2f})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    parser.add_argument("--writes", type=int, default=60)
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = run(tuple(int(x) for x in args.sizes.split(",")), args.writes)
+    result = run(tuple(int(x) for x in args.sizes.split(",")), args.runs)
     if args.json:
         print(json.dumps(result, indent=2))
-        return
-    for n, ms in result["write_ms"].items():
-        print(f"write at {int(n):>7,} memories: {ms:7.2f} ms  (x{result['growth_ratio'][n]:.2f} of the smallest)")
+    else:
+        show(result)
 
 
 if __name__ == "__main__":

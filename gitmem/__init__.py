@@ -18,7 +18,8 @@ _EXPORTS = {
     "Store": "store", "Write": "store", "Change": "audit", "Problem": "store",
     "Memory": "model", "Author": "model", "TYPES": "model", "STATUSES": "model", "AUTHOR_KINDS": "model",
     "GitmemError": "errors", "NotARepository": "errors", "InvalidMemory": "errors", "NotFound": "errors",
-    "AmbiguousId": "errors", "ConcurrentUpdate": "errors", "RefLocked": "errors", "StorageError": "errors",
+    "AmbiguousId": "errors", "IdTooShort": "errors", "ConcurrentUpdate": "errors", "RefLocked": "errors",
+    "StorageError": "errors",
     "BranchError": "errors", "SecretFound": "errors", "RemoteError": "errors", "BackendError": "errors",
 }
 

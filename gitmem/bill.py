@@ -13,8 +13,10 @@ Run shape (``version`` 1)::
                    "usage": {...}, "cites": [id, ...], "request_id", "backend"}]}
 
 Runs live in the repository's ``.git/gitmem/runs/`` (``<UTC time>.<n>-<kind>.json``), the newest is
-what ``gitmem bill`` and the web UI's cost page show. Single requests (``gitmem ask``) are appended to
-``.git/gitmem/requests.jsonl`` with the memory commit they were built from.
+what ``gitmem bill`` and the web UI's cost page show. Single requests (``gitmem ask``, ``gitmem messages`` and every
+request and ping through ``gitmem router``) are appended to ``.git/gitmem/requests.jsonl`` with the
+memory commit they were built from; :func:`router_bill` prices the router's share by session and
+break (``gitmem bill --router``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
 
 __all__ = [
     "PolicyBill", "Bill", "make_bill", "runs_dir", "record_run", "latest_run", "load_run", "record_request",
-    "latest_request", "render_text", "render_plot", "render_svg", "RUN_VERSION",
+    "latest_request", "render_text", "render_plot", "render_svg", "RUN_VERSION", "requests_path", "read_requests",
+    "router_bill", "render_router_text",
 ]
 
 RUN_VERSION = 1
@@ -212,6 +215,121 @@ def latest_request(store: Any) -> Optional[dict]:
         except ValueError:
             continue  # a line cut short by a crash: the one before it is the last whole request
     return None
+
+
+def requests_path(store: Any) -> str:
+    from .repo import common_dir
+
+    return os.path.join(common_dir(store.repo), "gitmem", "requests.jsonl")
+
+
+def read_requests(store: Any, command: Optional[str] = None) -> List[dict]:
+    """Every whole line of requests.jsonl (optionally only one ``command``'s), oldest first."""
+    try:
+        with open(requests_path(store), encoding="utf-8") as f:
+            lines = [line for line in f if line.strip()]
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and (command is None or entry.get("command") == command):
+            out.append(entry)
+    return out
+
+
+#: A gap between two requests of one cache line at least this long is a break.
+BREAK_SECONDS = 60.0
+
+
+def _prefix_state(usage: Optional[Mapping[str, Any]]) -> str:
+    u = Usage.from_api(usage) if usage else Usage()
+    if u.cache_creation_input_tokens:
+        return "re-written"
+    if u.cache_read_input_tokens:
+        return "read"
+    return "uncached"
+
+
+def router_bill(entries: Sequence[Mapping[str, Any]], table: PriceTable = DEFAULT_TABLE) -> dict:
+    """The router's recorded traffic by session, with each break (a gap of :data:`BREAK_SECONDS` or
+    more between two requests of one cache line): its pings, what they cost, and whether the prefix
+    was read or re-written after it. Costs are recomputed from each entry's usage fields."""
+    total = Usage()
+    sessions: Dict[str, Dict[str, Any]] = {}
+    lines: Dict[str, Dict[str, Any]] = {}
+    count = {"request": 0, "ping": 0, "failed": 0}
+    money = 0.0
+    for e in entries:
+        if e.get("command") != "router":
+            continue
+        usage = Usage.from_api(e["usage"]) if e.get("usage") else None
+        price = 0.0
+        if usage is not None and e.get("model"):
+            try:
+                price = cost(usage, e["model"], table).total
+            except GitmemError:
+                price = 0.0
+        kind = e.get("kind", "request")
+        count[kind if kind in count else "request"] += 1
+        if e.get("status") != 200:
+            count["failed"] += 1
+        money += price
+        if usage is not None:
+            total = total + usage
+        session = sessions.setdefault(str(e.get("session")), {
+            "session": str(e.get("session")), "requests": 0, "pings": 0, "policies": [], "upstreams": [],
+            "usage": Usage(), "cost": 0.0, "breaks": [], "memory_commits": []})
+        session["requests" if kind == "request" else "pings"] += 1
+        for key, value in (("policies", e.get("policy")), ("upstreams", e.get("upstream")),
+                           ("memory_commits", e.get("memory_commit"))):
+            if value and value not in session[key]:
+                session[key].append(value)
+        session["cost"] += price
+        if usage is not None:
+            session["usage"] = session["usage"] + usage
+        key = f"{e.get('clock')}|{e.get('run') if e.get('clock') != 'wall' else ''}|{e.get('line')}"
+        state = lines.setdefault(key, {"last": None, "pings": []})
+        if kind == "ping":
+            state["pings"].append((e, price))
+            continue
+        last = state["last"]
+        if last is not None and isinstance(e.get("at"), (int, float)) and e["at"] - last["at"] >= BREAK_SECONDS:
+            pings = state["pings"]
+            sessions[str(last.get("session"))]["breaks"].append({
+                "seconds": e["at"] - last["at"], "policy": e.get("policy"), "pings": len(pings),
+                "ping_cost": sum(p for _, p in pings), "prefix_after": _prefix_state(e.get("usage")),
+                "next_session": None if e.get("session") == last.get("session") else e.get("session")})
+        state["last"], state["pings"] = e, []
+    out_sessions = []
+    for s in sessions.values():
+        out_sessions.append({**s, "usage": s["usage"].to_api()})
+    return {"requests": count["request"], "pings": count["ping"], "failed": count["failed"], "total_cost": money,
+            "usage": total.to_api(), "prices": {"source": table.source, "checked": table.checked},
+            "sessions": out_sessions}
+
+
+def render_router_text(bill: Mapping[str, Any]) -> str:
+    """The router's bill as text: one block per session, one line per break."""
+    lines = [f"Router traffic: {bill['requests']} requests, {bill['pings']} keep-alive pings, "
+             f"{bill['failed']} failed; {_usd(bill['total_cost'])} "
+             f"(prices: {bill['prices']['source']}, checked {bill['prices']['checked']})"]
+    for s in bill["sessions"]:
+        u = s["usage"]
+        lines.append("")
+        lines.append(f"session {s['session']}  policy {','.join(s['policies']) or '-'}  "
+                     f"upstream {','.join(s['upstreams']) or '-'}  memory {','.join(c[:10] for c in s['memory_commits']) or '-'}")
+        lines.append(f"  {s['requests']} requests, {s['pings']} pings, {_usd(s['cost'])}: input {u['input_tokens']}, "
+                     f"cache write {u['cache_creation_input_tokens']}, cache read {u['cache_read_input_tokens']}, "
+                     f"output {u['output_tokens']}")
+        for b in s["breaks"]:
+            nxt = f", then session {b['next_session']}" if b["next_session"] else ""
+            lines.append(f"  break {b['seconds'] / 60:.1f} min ({b['policy']}): {b['pings']} pings "
+                         f"{_usd(b['ping_cost'])}, prefix {b['prefix_after']} after it{nxt}")
+    return "\n".join(lines)
 
 
 # --- rendering -----------------------------------------------------------------

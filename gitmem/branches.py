@@ -75,6 +75,24 @@ def _checked_out_from(repo: pygit2.Repository, branch: str) -> Optional[str]:
     return None
 
 
+def require_known(repo: pygit2.Repository, name: str) -> str:
+    """``name`` as a branch someone chose (``--branch``): a code branch (local or on a remote),
+    a memory branch (own or fetched), or the branch HEAD names; otherwise a BranchError that
+    suggests the nearest names, so a typo neither reads another branch's memory nor forks a ref."""
+    import difflib
+
+    from .repo import check_branch_name, current_branch
+
+    check_branch_name(name)
+    known = set(_all_code_branch_names(repo)) | {n for n, _ in _branch_names(repo, _memory_prefix())}
+    known |= _remote_memory_names(repo) | {current_branch(repo)[0]}
+    if name in known:
+        return name
+    close = difflib.get_close_matches(name, sorted(known), n=3)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise BranchError(f"no branch {name!r} here (no code branch, no memory){hint}")
+
+
 # --- listing -------------------------------------------------------------------
 
 
@@ -131,11 +149,12 @@ class BranchInfo:
     code: str  # "exists" or "deleted"
     merged: bool  # its code is reachable from the parent's (or default) code branch
     conflicts: int = 0
+    memory_merged: bool = False  # its memory tip is in the parent's (or default) memory
 
     def to_dict(self) -> Dict[str, Any]:
         return {"name": self.name, "ref": self.ref, "tip": self.tip, "parent": self.parent,
                 "memories": self.memories, "code": self.code, "merged": self.merged,
-                "conflicts": self.conflicts}
+                "conflicts": self.conflicts, "memory_merged": self.memory_merged}
 
 
 def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
@@ -155,9 +174,10 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
         into = code_tips(repo, parent or default)
         merged = bool(parent and tips and into and reachable(repo, tips[0], into[0])
                       and tips[0] != fork_point(repo, name)[1])
+        into_memory = Store(repo, parent or default).tip() if name != default else None
         out.append(BranchInfo(name, ref, tip, parent, sum(1 for _ in store.snapshot(tip).entries()),
                               "exists" if f"refs/heads/{name}" in repo.references else "deleted",
-                              merged, len(_conflict_blobs(store, tip))))
+                              merged, len(_conflict_blobs(store, tip)), reachable(repo, tip, into_memory)))
     return out
 
 
@@ -183,6 +203,11 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True) -> List[BranchInfo]:
                 ref.delete()
             except (KeyError, pygit2.GitError) as e:
                 raise BranchError(f"could not delete {b.ref}: {e}") from None
+            for key in (f"gitmem.branch.{b.name}.parent", f"gitmem.branch.{b.name}.forkPoint"):
+                try:  # the fork record goes with the memory (a new branch of that name starts afresh)
+                    del repo.config[key]
+                except (KeyError, pygit2.GitError):
+                    pass
     return gone
 
 
@@ -243,35 +268,59 @@ def _all_code_branch_names(repo: pygit2.Repository) -> Iterator[str]:
 
 @dataclass
 class SyncResult:
-    """What sync (or the post-merge hook) merged: branch -> merge kind per memory ref."""
+    """What sync (or the post-merge hook) merged: one entry per branch (``refs``: the memory
+    refs merged for it, local and fetched copies). ``fetched``: the remote sync fetched first."""
 
     merged: List[Dict[str, Any]] = field(default_factory=list)
+    fetched: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"merged": self.merged}
+        return {"fetched": self.fetched, "merged": self.merged}
+
+
+_KIND_RANK = {"up-to-date": 0, "new": 1, "fast-forward": 2, "merge": 3}
 
 
 def merge_branches(store, names: Sequence[str], *, author=None, source: str = "merge") -> SyncResult:
-    """Merge the memory of each named branch (local ref and fetched copies) into ``store``."""
+    """Merge the memory of each named branch (local ref and fetched copies) into ``store``:
+    one entry per branch, however many copies of its memory there are."""
     from .merge import merge_into
 
     result = SyncResult()
     for name in names:
+        entry: Optional[Dict[str, Any]] = None
         for ref, tip in memory_tips(store.repo, name):
             if ref == store.ref:
                 continue
             r = merge_into(store, tip, author=author, source=source,
-                           message=f"merge memory of {name} into {store.branch}")
-            result.merged.append({"branch": name, "ref": ref, **r.to_dict()})
+                           message=f"merge memory of {name} into {store.branch}").to_dict()
+            if entry is None:
+                entry = {"branch": name, "ref": ref, "refs": [ref], **r}
+                continue
+            entry["refs"].append(ref)
+            if _KIND_RANK.get(r["kind"], 0) > _KIND_RANK.get(entry["kind"], 0):
+                entry.update(kind=r["kind"], ref=ref)
+            entry["commit"] = r["commit"]
+            for key in ("added", "changed", "kept"):
+                entry[key] = list(dict.fromkeys(entry[key] + r[key]))
+            entry["conflicts"] = entry["conflicts"] + r["conflicts"]
+        if entry is not None:
+            result.merged.append(entry)
     return result
 
 
 def sync(store, *, author=None, source: str = "sync") -> SyncResult:
-    """Merge the memory of every code branch the current code already contains."""
-    head = _target(store.repo, f"refs/heads/{store.branch}")
+    """Merge the memory of every code branch the current code already contains, and this
+    branch's own fetched memory when the code it came with is here (a `git pull` without hooks).
+    Works on what was fetched: :func:`gitmem.remote.sync` fetches first."""
+    repo = store.repo
+    head = _target(repo, f"refs/heads/{store.branch}")
     if not head:
         return SyncResult()
-    return merge_branches(store, merged_elsewhere(store.repo, store.branch, head), author=author, source=source)
+    names = merged_elsewhere(repo, store.branch, head)
+    if any(reachable(repo, tip, head) for tip in code_tips(repo, store.branch, local=False)):
+        names.insert(0, store.branch)  # merge_branches skips the local ref itself: its fetched copies
+    return merge_branches(store, names, author=author, source=source)
 
 
 # --- diff ----------------------------------------------------------------------

@@ -258,14 +258,20 @@ def guide_path(store: Any) -> Optional[str]:
 
 
 def read_guide(store: Any, path: Optional[str] = None) -> Tuple[Optional[str], str]:
-    """(path, text) of the guide; ``("", "")``-like ``(None, "")`` when there is none."""
+    """(path, text) of the guide; ``("", "")``-like ``(None, "")`` when there is none.
+
+    A guide that is also an export target (``gitmem export --write`` into AGENTS.md) is read without
+    gitmem's generated section: the memory reaches the context once, as memory inside its
+    ``<memory>`` element, never a second time raw inside the guide."""
+    from .export import strip_section
+
     path = path or guide_path(store)
     if not path:
         return None, ""
     full = path if os.path.isabs(path) else os.path.join(_workdir(store), path)
     try:
         with open(full, encoding="utf-8") as f:
-            return path, f.read()
+            return path, strip_section(f.read())
     except (OSError, UnicodeDecodeError) as e:
         raise GitmemError(f"cannot read the guide {path}: {getattr(e, 'strerror', None) or e}") from None
 

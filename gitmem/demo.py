@@ -261,11 +261,59 @@ def _timelines(runs: int, break_seconds: float) -> List[Tuple[float, str, int, s
     return sorted(events, key=lambda e: (e[0], e[2], FIXED.index(e[1])))
 
 
+class _ViaRouter:
+    """The demo's client when it runs through ``gitmem router``: the SDK at the router's URL.
+
+    The demo sends only its timeline line and the question; the router (on the sample repository,
+    guide included, the embedded emulator on a virtual clock) attaches the guide and the memory and
+    places the breakpoints for the policy each request names (``gitmem-policy``). Keep-alive pings
+    are the router's own: :meth:`wait` moves the router's clock and returns the pings it sent.
+    """
+
+    def __init__(self, repo: str, table: PriceTable):
+        import anthropic
+
+        from .emulator import VirtualClock
+        from .router_app import Router, serve_in_thread
+
+        self.router = Router(policy="5m", repo=repo, clock=VirtualClock(), guide=True, table=table, env={})
+        self.running = serve_in_thread(self.router)
+        self.client = anthropic.Anthropic(base_url=self.running.url, api_key="gitmem-demo", max_retries=0)
+        self.virtual_time = True
+
+    def send(self, body: Dict[str, Any], policy: str, line: str) -> Any:
+        from .llm import EMULATOR, Reply
+        from .pricing import Usage
+
+        raw = self.client.messages.with_raw_response.create(
+            **body, extra_headers={"gitmem-policy": policy, "gitmem-session": line})
+        message = raw.parse()
+        backend = EMULATOR if raw.headers.get("x-gitmem-backend") == EMULATOR else raw.headers.get("gitmem-upstream", "")
+        return Reply(message=message.model_dump(mode="json"), usage=Usage.from_api(message.usage), backend=backend,
+                     request_id=raw.headers.get("request-id"))
+
+    def wait(self, seconds: float) -> List[dict]:
+        import httpx2
+
+        if seconds <= 0:
+            return []
+        response = httpx2.post(f"{self.running.url}/_router/clock", json={"advance": seconds}, timeout=60)
+        return list(response.json()["pings"])
+
+    def close(self) -> None:
+        self.running.stop()
+
+
 def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: bool = False,
              backend: str = "emulator", keep: Optional[str] = None, table: PriceTable = DEFAULT_TABLE,
              log: Callable[[str], None] = lambda line: None,
-             on_tick: Optional[Callable[[float], None]] = None) -> DemoResult:
-    """Run the case; ``keep`` builds the sample repository there (else a temporary one, removed)."""
+             on_tick: Optional[Callable[[float], None]] = None, via_router: bool = False,
+             sample_repo: Optional[str] = None) -> DemoResult:
+    """Run the case; ``keep`` builds the sample repository there (else a temporary one, removed);
+    ``sample_repo`` runs it on one :func:`make_sample_repo` built already.
+
+    ``via_router``: send every request through ``gitmem router`` (in this process, on loopback) to
+    the embedded emulator, which attaches the memory and sends the keep-alive pings itself."""
     from .bill import make_bill
     from .context import build, read_guide
     from .emulator import RealClock, VirtualClock
@@ -276,11 +324,22 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
         raise GitmemError("--runs must be at least 1")
     if backend == "anthropic" and not real_time:
         raise GitmemError("the real API runs on real time: add --real-time (the break takes minutes)")
-    client = open_backend(backend, clock=RealClock() if real_time else VirtualClock())
+    if via_router and (real_time or backend != "emulator"):
+        raise GitmemError("--via-router runs the router on its embedded emulator in virtual time "
+                          "(no --real-time, no --backend anthropic)")
+    client = None if via_router else open_backend(backend, clock=RealClock() if real_time else VirtualClock())
     where = keep or tempfile.mkdtemp(prefix="gitmem-demo-")
+    routed: Optional[_ViaRouter] = None
     try:
-        ids = make_sample_repo(os.path.join(where, "payments") if keep is None else where, log)
-        store = Store.open(os.path.join(where, "payments") if keep is None else where)
+        home = sample_repo or (os.path.join(where, "payments") if keep is None else where)
+        if sample_repo is None:
+            ids = make_sample_repo(home, log)
+            store = Store.open(home)
+        else:
+            store = Store.open(home)
+            ids = sorted(m.id for m in store.memories().values())
+        if via_router:
+            routed = _ViaRouter(home, table)
         contexts: Dict[Tuple[str, str], Any] = {}
 
         def body_for(policy: str, run: int, question: str) -> dict:
@@ -291,10 +350,41 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
             body["system"].insert(0, {"type": "text", "text": _timeline_line(run, runs, policy)})
             return body
 
+        def routed_body(policy: str, run: int, question: str) -> dict:
+            ttl = policy_ttl(policy)
+            if (ttl, question) not in contexts:
+                contexts[ttl, question] = build(store, query=question, ttl=ttl, model=MODEL, table=table)
+            messages = json.loads(json.dumps(contexts[ttl, question].body["messages"]))
+            return {"model": MODEL, "max_tokens": contexts[ttl, question].body["max_tokens"],
+                    "system": [{"type": "text", "text": _timeline_line(run, runs, policy)}], "messages": messages}
+
         break_seconds = break_minutes * 60.0
         last_body: Dict[Tuple[str, int], dict] = {}
-        requests, now = [], 0.0
+        requests: List[Dict[str, Any]] = []
+        now = 0.0
+        phase_of: Dict[str, str] = {}
         for at, policy, run, phase, label, question in _timelines(runs, break_seconds):
+            if routed is not None:
+                if question is None:
+                    continue  # the router sends the keep-alive pings itself
+                for ping in routed.wait(at - now):
+                    p_policy, p_run = ping["line"].rsplit("-r", 1)
+                    n = len([r for r in requests if r["label"].startswith("ping") and r["policy"] == p_policy
+                             and r["run"] == int(p_run)]) + 1
+                    requests.append({"policy": p_policy, "run": int(p_run), "phase": phase_of.get(ping["line"], "break"),
+                                     "label": "ping" if n == 1 else f"ping{n}", "at": ping["at"], "question": None,
+                                     "usage": ping["usage"], "backend": requests[0]["backend"],
+                                     "request_id": ping["request_id"], "cites": [], "answer": None, "via": "router"})
+                now = max(now, at)
+                line = f"{policy}-r{run}"
+                phase_of[line] = "break" if phase == "session1" else phase
+                reply = routed.send(routed_body(policy, run, question), policy, line)
+                requests.append({"policy": policy, "run": run, "phase": phase, "label": label, "at": at,
+                                 "question": question, "usage": reply.usage.to_api(), "backend": reply.backend,
+                                 "request_id": reply.request_id, "cites": _CITE.findall(reply.text),
+                                 "answer": reply.text, "via": "router"})
+                continue
+            assert client is not None
             client.wait(at - now, on_tick)
             now = max(now, at)
             body = keepalive_body(last_body[policy, run]) if question is None else body_for(policy, run, question)
@@ -321,6 +411,7 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
         run = {
             "version": 1, "kind": "cache-ttl", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "backend": requests[0]["backend"], "clock": "real" if real_time else "virtual",
+            "via": "router" if via_router else "direct",
             "model": table.get(MODEL).id, "prices": {"source": table.source, "checked": table.checked},
             "runs": runs, "break_seconds": break_seconds, "guide_tokens": guide_tokens,
             "memory_commit": sample.memory_commit, "memory_ids": ids,
@@ -338,6 +429,8 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
         return DemoResult(run=run, bill=bill, checks=checks(run, bill, set(ids)), context=context,
                           sample_repo=where if keep else None)
     finally:
+        if routed is not None:
+            routed.close()
         if keep is None:
             shutil.rmtree(where, ignore_errors=True)
 

@@ -59,8 +59,17 @@ def doctor(store: Store) -> List[Problem]:
                  "; no intact earlier tip in the reflog")
         problems.append(Problem("error", store.ref, f"history is damaged: {found}{offer}"))
         return problems
+    from .merge import conflicts_and_problems
+    from .trust import history_problem
+
+    shape = history_problem(store.repo, tip)
+    if shape:
+        problems.append(Problem("error", store.ref, f"not gitmem's layout: {shape} (the trust gate refuses "
+                                "this from a remote; see docs/remotes.md)"))
     store.memories(tip)
     problems.extend(store.problems)
+    problems.extend(Problem("error", path, f"conflict file refused: {why}")
+                    for path, why in conflicts_and_problems(store, tip)[1])
     return problems
 
 
@@ -84,8 +93,8 @@ def damage(repo: pygit2.Repository, tip: Optional[str]) -> Optional[str]:
             if isinstance(obj, pygit2.Commit):
                 stack.extend(obj.parent_ids)
                 stack.append(obj.tree_id)
-            elif isinstance(obj, pygit2.Tree):
-                stack.extend(entry.id for entry in obj)
+            elif isinstance(obj, pygit2.Tree):  # a submodule entry names a commit of another repository
+                stack.extend(entry.id for entry in obj if entry.filemode != pygit2.GIT_FILEMODE_COMMIT)
             elif isinstance(obj, pygit2.Blob):
                 obj.data  # noqa: B018 - reading the content checks it
     except KeyError:
@@ -157,6 +166,9 @@ def _salvage(repo: pygit2.Repository, tip: str) -> Tuple[Dict[str, bytes], List[
             lost.append(prefix or "/")
             continue
         for name, child, kind in entries:
+            if kind == "commit":
+                lost.append(prefix + name)  # a submodule entry: not memory, nothing to read
+                continue
             if kind == "tree":
                 stack.append((prefix + name + "/", child))
                 continue

@@ -15,9 +15,9 @@ class GitmemError(Exception):
 
 
 class NotARepository(GitmemError):
-    def __init__(self, path: str):
+    def __init__(self, path: str, message: Optional[str] = None):
         self.path = path
-        super().__init__(f"not a git repository (or any parent): {path}")
+        super().__init__(message or f"not a git repository (or any parent): {path}")
 
 
 class InvalidMemory(GitmemError):
@@ -45,9 +45,20 @@ class AmbiguousId(GitmemError):
         self.prefix = prefix
         self.matches = tuple(matches)
         super().__init__(
-            f"id prefix {prefix!r} is ambiguous: {', '.join(self.matches[:5])}"
-            + (" ..." if len(self.matches) > 5 else "")
+            f"id {prefix!r} is ambiguous: it matches {', '.join(self.matches[:5])}"
+            + (" ..." if len(self.matches) > 5 else "") + "; give more characters"
         )
+
+
+class IdTooShort(NotFound):
+    """An abbreviated id shorter than the shortest form gitmem prints (a NotFound: it names nothing)."""
+
+    def __init__(self, prefix: str, minimum: int, ref: str = ""):
+        self.memory_id = self.prefix = prefix
+        self.ref = ref
+        self.minimum = minimum
+        GitmemError.__init__(self, f"id {prefix!r} is too short: give at least {minimum} characters "
+                         "(the short ids `gitmem list` prints), or the full id")
 
 
 class ConcurrentUpdate(GitmemError):
@@ -106,3 +117,8 @@ class UnknownModel(GitmemError):
 
 class PriceTableError(GitmemError):
     """A price-table override file is unreadable or malformed."""
+
+
+class Untrusted(GitmemError):
+    """Data from outside (a remote, a hand edit) that gitmem refuses to read: over a size
+    limit, YAML anchors or deep nesting, a conflict naming fields that are not memory fields."""

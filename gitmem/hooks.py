@@ -53,22 +53,134 @@ run() {{  # `del sys.path[0]`: a worktree file named like a stdlib module must n
         gitmem hook "$hook" "$@"
     else
         echo "gitmem: not found (set GITMEM_PYTHON or run gitmem hooks install again); $hook skipped" >&2
+        return 1
     fi
 }}
-{dispatch}
+{precheck}{dispatch}
 exit "$status"
 """
 
+#: Shell tests run before Python starts: a hook with nothing to do costs a few git calls, not
+#: ~100 ms of interpreter and pygit2 start-up. Each may answer "maybe" (start Python, which
+#: decides), never "no" when there is work: a false "yes" costs time, a false "no" loses a merge.
+_PRECHECKS = {
+    "post-checkout": """\
+# nothing to do unless this checkout created a branch (its reflog has one entry); see gitmem.hooks
+has_work() {
+    [ "$3" = 1 ] && [ "$1" != 0000000000000000000000000000000000000000 ] || return 1
+    if [ -z "${GIT_DIR:-}" ] && [ -d .git ] && [ ! -f .git/commondir ] && read -r head < .git/HEAD; then
+        common=.git  # the usual layout, read without starting git
+        ref=${head#ref: }
+    else  # a linked worktree, a submodule, GIT_DIR
+        out=$(git rev-parse --git-common-dir --symbolic-full-name HEAD 2>/dev/null) || return 0
+        common=${out%%
+*}
+        ref=${out##*
+}
+    fi
+    case "$ref" in refs/heads/*) ;; *) return 1 ;; esac  # detached
+    [ -f "$common/logs/$ref" ] || return 1  # no reflog: gitmem cannot tell either
+    n=0
+    while read -r _; do
+        n=$((n + 1))
+        if [ "$n" -gt 1 ]; then return 1; fi  # the branch existed and moved before
+    done < "$common/logs/$ref"
+    [ "$n" -eq 1 ] || return 1
+    git config --get "gitmem.branch.${ref#refs/heads/}.parent" >/dev/null && return 1  # recorded already
+    git rev-parse -q --verify "refs/memory/${ref#refs/heads/}" >/dev/null && return 1  # has memory of its own
+    return 0
+}
+has_work "$@" || exit "$status"
+""",
+    "post-merge": """\
+# nothing to do unless a branch with memory came in, or a merge commit lands on a branch with a checkpoint
+has_work() {
+    mem=$(git for-each-ref --format='%(refname)' refs/memory refs/memory-remotes 2>/dev/null) || return 0
+    [ -n "$mem" ] || return 1
+    info=$(git log -1 --format='%P%n%D' HEAD 2>/dev/null) || return 0
+    parents=${info%%
+*}
+    case "${info#*
+}" in
+        "HEAD -> "*) b=${info#*
+HEAD -> }; b=${b%%,*} ;;
+        *) return 1 ;;  # detached: gitmem does nothing there either
+    esac
+    case "$parents" in
+        *" "*)  # a merge commit: what came in is what the first parent lacked
+            before=${parents%% *}
+            case "$mem" in *"refs/memory/$b"*)
+                git cat-file -e "refs/memory/$b:checkpoint" 2>/dev/null && return 0 ;;  # the checkpoint advances
+            esac ;;
+        *) before=ORIG_HEAD ;;
+    esac
+    brought=$(git for-each-ref --format='%(refname)' --merged HEAD --no-merged "$before" refs/heads refs/remotes \
+        2>/dev/null) || return 0
+    for r in $brought; do
+        case "$r" in
+            "refs/heads/$b") continue ;;  # the branch itself: only its pulled (remote-tracking) tips count
+            refs/heads/*) name=${r#refs/heads/} ;;
+            *) name=${r#refs/remotes/*/} ;;
+        esac
+        for m in $mem; do
+            case "$m" in "refs/memory/$name"|refs/memory-remotes/*/"$name") return 0 ;; esac
+        done
+    done
+    return 1
+}
+has_work || exit "$status"
+""",
+    "post-rewrite": """\
+# nothing to do in a repository without memory of its own
+[ -n "$(git for-each-ref --count=1 --format=x refs/memory 2>/dev/null)" ] || exit "$status"
+""",
+    "pre-push": """\
+# nothing to do unless memory is pushed, or a pushed branch has memory the remote lacks (gitmem.prePush)
+has_work() {
+    mode=$(git config gitmem.prePush 2>/dev/null) || mode=warn
+    printf '%s' "$input" | while read -r local_ref _ _ _; do
+        case "$local_ref" in
+            refs/memory/*) echo y; break ;;
+            refs/heads/*)
+                [ "$mode" = off ] && continue
+                ours=$(git rev-parse -q --verify "refs/memory/${local_ref#refs/heads/}") || continue
+                theirs=$(git rev-parse -q --verify "refs/memory-remotes/$1/${local_ref#refs/heads/}") || { echo y; break; }
+                [ "$ours" = "$theirs" ] || { echo y; break; } ;;
+        esac
+    done | grep -q y
+}
+has_work "$@" || exit "$status"
+""",
+}
+
 _FOREGROUND = """{feed}run "$@"; rc=$?
     [ "$rc" -eq {refused} ] && exit 1  # pre-push only: memory being pushed holds a secret
+    if [ "$hook" = pre-push ] && [ "$rc" -ne 0 ]; then  # memory never leaves unchecked
+        case "$input" in *refs/memory/*) echo "gitmem: the memory being pushed was not checked; push refused" >&2; exit 1;; esac
+    fi
     [ "$rc" -ne 0 ] && echo "gitmem: $hook hook failed; git is not affected" >&2"""
 _BACKGROUND = """if [ "${{GITMEM_HOOK_MODE:-$(git config gitmem.hookMode)}}" = foreground ]; then
     {foreground}
 else  # background (default): git returns at once; messages go to gitmem/hooks.log
-    set -- $(git rev-parse HEAD --symbolic-full-name HEAD --git-common-dir 2>/dev/null)  # as of this commit
+    ifs=$IFS; IFS='
+'; set -f; set -- $(git rev-parse HEAD --symbolic-full-name HEAD --git-common-dir 2>/dev/null)  # as of this commit
+    IFS=$ifs; set +f  # split on newlines only: a path may hold spaces (or glob characters)
     log="$3/gitmem/hooks.log"
     mkdir -p "${{log%/*}}" && (run "$1" "$2" </dev/null >>"$log" 2>&1 &)
 fi"""
+
+
+#: The variable the pre-commit framework sets instead of git's hook arguments (see _from_pre_commit):
+#: under it the shell tests, which read git's arguments, are skipped and Python decides.
+_PRE_COMMIT_VARS = {"post-checkout": "PRE_COMMIT_CHECKOUT_TYPE", "pre-push": "PRE_COMMIT_REMOTE_NAME"}
+
+
+def _guarded(hook: str) -> str:
+    test = _PRECHECKS.get(hook, "")
+    var = _PRE_COMMIT_VARS.get(hook)
+    if not test or not var:
+        return test
+    return f'if [ -z "${{{var}:-}}" ]; then  # not under the pre-commit framework\n{test}fi\n'
 
 
 def script(hook: str, python: Optional[str] = None) -> str:
@@ -83,6 +195,7 @@ def script(hook: str, python: Optional[str] = None) -> str:
     return _TEMPLATE.format(
         marker=MARKER, hook=hook, suffix=CHAINED_SUFFIX, python=python or "", feed=feed,
         read_stdin='input=$(cat; echo x); input=${input%x}\n' if feed else "",
+        precheck=_guarded(hook),
         dispatch=_BACKGROUND.format(foreground=foreground) if hook in BACKGROUND_HOOKS else foreground,
     )
 
@@ -192,8 +305,17 @@ def main(argv: Sequence[str], stdin: Optional[str] = None, cwd: str = ".") -> in
         print(f"gitmem: {e}; push refused (see docs/remotes.md to remove it)", file=sys.stderr)
         return REFUSED
     except Exception as e:  # noqa: BLE001 - a hook must never break git
+        if name == "pre-push" and memory_updates(stdin or ""):  # ... but memory never leaves unscanned
+            print(f"gitmem: could not check the memory being pushed ({_one_line(e)}); push refused",
+                  file=sys.stderr)
+            return REFUSED
         print(f"gitmem: warning: {name} hook skipped: {e}", file=sys.stderr)
     return 0
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:200] if text else type(e).__name__
 
 
 def _from_pre_commit(name: str, stdin: str):
@@ -241,10 +363,42 @@ def _post_commit(store, args: List[str], stdin: str) -> List[str]:
     out = []
     if link.memory_ids:
         out.append(f"linked {head[:10]} to {len(link.memory_ids)} memor{'y' if len(link.memory_ids) == 1 else 'ies'}")
+    out.extend(_cherry_pick_hint(store, head))
     from .export import refresh  # opt-in with `gitmem export --write --on-commit`
 
     out.extend(f"refreshed {e.path}" for e in refresh(store) if e.changed)
     return out
+
+
+def _cherry_pick_hint(store, head: str) -> List[str]:
+    """A cherry-pick copies code, never memory: say so, and with `-x` name the memories linked to
+    the picked commit and the branch whose memory holds them."""
+    import re
+
+    try:
+        entries = list(store.repo.references[f"refs/heads/{store.branch}"].log())
+    except (KeyError, pygit2.GitError, OSError):
+        return []
+    latest = entries[0] if entries else None
+    if latest is None or str(latest.oid_new) != head or not (latest.message or "").startswith("cherry-pick"):
+        return []
+    picked = re.findall(r"\(cherry picked from commit ([0-9a-f]{40})\)", store.repo[head].message or "")
+    if not picked:
+        return ["cherry-pick copies code, not memory: if the picked commit had memory on another branch, "
+                "`gitmem merge BRANCH` brings that branch's memory (with `git cherry-pick -x` gitmem names it)"]
+    from .branches import _branch_names, _memory_prefix
+    from .store import Store
+
+    mine = set(store.memories())
+    found: Dict[str, List[str]] = {}
+    for name, _ref in sorted(_branch_names(store.repo, _memory_prefix())):
+        if name == store.branch:
+            continue
+        for m in Store(store.repo, name).memories().values():
+            if picked[-1] in m.commits and m.id not in mine:
+                found.setdefault(name, []).append(m.id)
+    return [f"cherry-picked {picked[-1][:10]}: its memory on {name} did not come along ({', '.join(ids)}); "
+            f"`gitmem merge {name}` brings it (with all of {name}'s memory)" for name, ids in found.items()]
 
 
 def _post_checkout(store, args: List[str], stdin: str) -> List[str]:
@@ -279,6 +433,10 @@ def _post_merge(store, args: List[str], stdin: str) -> List[str]:
             before = None
     names = merged_by(repo, store.branch, head, before)
     out = [_describe(m) for m in merge_branches(store, names, source="hook").merged]
+    if len(commit.parents) > 1:  # a merge commit: the branch's checkpoint now stands at it
+        from .checkpoint import link_commit
+
+        link_commit(store, head, source="hook")
     if args and args[0] == "1":
         out.append("squash merge: git does not say which branch it was; run `gitmem merge BRANCH`")
     return [line for line in out if line]
@@ -309,9 +467,9 @@ def _pre_push(store, args: List[str], stdin: str) -> List[str]:
     from .branches import REMOTE_PREFIX, reachable
     from .repo import config_get, memory_ref
 
+    _refuse_memory_secrets(store, stdin)
     if os.environ.get("GITMEM_HOOK") == "pre-push":
         return []  # the memory push gitmem itself runs from here (it scanned already)
-    _refuse_memory_secrets(store, stdin)
     mode = (config_get(store.repo, "gitmem.prePush") or "warn").lower()
     if mode not in PRE_PUSH_MODES:
         return [f"gitmem.prePush={mode!r} is not one of {', '.join(PRE_PUSH_MODES)}; treating it as warn"]
@@ -345,22 +503,34 @@ def _pre_push(store, args: List[str], stdin: str) -> List[str]:
                                                 for b in outcome)]
 
 
-def _refuse_memory_secrets(store, stdin: str) -> None:
-    """`git push` carrying refs/memory/* (after `gitmem remote setup`) gets the
-    same outgoing secret scan as `gitmem push`."""
-    tips, known = [], []
+def memory_updates(stdin: str) -> List[List[str]]:
+    """The pre-push lines (local ref, local sha, remote ref, remote sha) that send memory:
+    judged by the destination ref as well as the source, so `git push origin <sha>:refs/memory/main`
+    and `refs/heads/x:refs/memory/main` count. Deletions send nothing and are left out."""
+    out = []
     for line in stdin.splitlines():
         parts = line.split()
-        if len(parts) == 4 and parts[0].startswith("refs/memory/") and parts[1] != _ZERO:
-            tips.append(parts[1])
-            if parts[3] != _ZERO and parts[3] in store.repo:
-                known.append(parts[3])
-    if tips:
-        from .remote import outgoing_secrets
+        if len(parts) != 4 or parts[1] == _ZERO:
+            continue
+        if parts[2].startswith("refs/memory/") or parts[0].startswith("refs/memory/"):
+            out.append(parts)
+    return out
 
-        found = outgoing_secrets(store.repo, tips, known)
-        if found:
-            raise SecretFound(found)
+
+def _refuse_memory_secrets(store, stdin: str) -> None:
+    """A plain `git push` sending anything to refs/memory/* (after `gitmem remote setup`, or
+    by hand) gets the same outgoing scan as `gitmem push`: every object it sends, and the
+    tip must be a memory commit. Anything that goes wrong here refuses the push (see :func:`main`)."""
+    updates = memory_updates(stdin)
+    if not updates:
+        return
+    tips = [parts[1] for parts in updates]
+    known = [parts[3] for parts in updates if parts[3] != _ZERO and parts[3] in store.repo]
+    from .remote import outgoing_secrets
+
+    found = outgoing_secrets(store.repo, tips, known)
+    if found:
+        raise SecretFound(found)
 
 
 _HANDLERS = {

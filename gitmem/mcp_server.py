@@ -48,9 +48,21 @@ DESCRIPTIONS = {
 
 
 def source_for(client: Optional[Any]) -> str:
-    """``mcp:<name>/<version>`` from the client's Implementation info (``mcp`` when unknown)."""
-    name = _SOURCE_CHARS.sub("-", getattr(client, "name", "") or "").strip("-")[:40]
-    version = _SOURCE_CHARS.sub("-", getattr(client, "version", "") or "").strip("-")[:20]
+    """``mcp:<name>/<version>`` from the client's Implementation info (``mcp`` when unknown).
+
+    A secret in either is redacted before they are cut to length, so no piece of one survives."""
+    from .redact import redact_bare
+
+    def clean(value: Any, limit: int) -> str:
+        text = value if isinstance(value, str) else ""
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "replace").decode("utf-8")
+        return _SOURCE_CHARS.sub("-", redact_bare(text)[0]).strip("-")[:limit]
+
+    name = clean(getattr(client, "name", ""), 40)
+    version = clean(getattr(client, "version", ""), 20)
     if not name:
         return "mcp"
     return f"mcp:{name}/{version}" if version else f"mcp:{name}"
@@ -191,7 +203,7 @@ def build_server(path: str = ".", branch: Optional[str] = None):
         from mcp.server.mcpserver import Context, MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
     except ImportError:
-        raise GitmemError("the MCP server needs the mcp SDK 2.x (Python 3.10+): pip install 'mcp>=2.3'") from None
+        raise GitmemError("the MCP server needs the mcp SDK 2.x: pip install 'mcp>=2.3'") from None
     from pydantic import Field
 
     from . import __version__
@@ -297,7 +309,105 @@ def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, por
     if http:
         server.run("streamable-http", host="127.0.0.1", port=port)
     else:
-        server.run("stdio")
+        import anyio
+
+        anyio.run(_serve_stdio, server)
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
+def check_request_line(line: str) -> Optional[Dict[str, Any]]:
+    """None when the SDK can take ``line``; else the JSON-RPC error reply it must get instead.
+
+    The SDK drops a line it cannot parse or validate without a word, so a client waits for ever.
+    Three cases get a reply here: not JSON (-32700, id null), a lone surrogate anywhere (-32602,
+    which the SDK's parser refuses and no tool could store), and a message the SDK's schema refuses
+    (-32600). A notification (no id) that is malformed is dropped, as JSON-RPC says."""
+    from mcp.server import stdio as sdk_stdio
+
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: not JSON"}}
+    request_id = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+        request_id = None
+    problem = None
+    if _has_lone_surrogate(data):
+        problem = (-32602, "Invalid params: text that is not valid UTF-8 (a lone surrogate)")
+    else:
+        try:
+            sdk_stdio.types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except Exception:  # noqa: BLE001 - whatever the SDK's schema refuses
+            problem = (-32600, "Invalid Request: not a JSON-RPC 2.0 message the server understands")
+    if problem is None:
+        return None
+    if request_id is None and isinstance(data, dict) and "method" in data and "id" not in data:
+        return {}  # a malformed notification: no reply, but not passed on either
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": problem[0], "message": problem[1]}}
+
+
+class _CheckedStdin:
+    """The wire's stdin for the SDK: lines it can take pass on; the others are answered here."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+        self.reply: Any = None
+
+    def __aiter__(self) -> "_CheckedStdin":
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            line = await self.stream.readline()
+            if not line:
+                raise StopAsyncIteration
+            if not line.strip():
+                continue
+            error = check_request_line(line)
+            if error is None:
+                return line
+            if error and self.reply is not None:
+                await self.reply(error)
+
+
+async def _serve_stdio(server: Any) -> None:
+    """``server.run("stdio")``, except that every request line gets a reply (see :func:`check_request_line`).
+
+    Like the SDK, fd 0 is pointed at the null device while serving, so a child process never reads
+    the wire (stdout keeps the SDK's own protection)."""
+    from io import TextIOWrapper
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
+    from mcp.types import JSONRPCError
+
+    wire = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    stdin = _CheckedStdin(anyio.wrap_file(TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8",
+                                                        errors="replace")))
+    lowlevel = server._lowlevel_server
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+        async def reply(error: Dict[str, Any]) -> None:
+            await write_stream.send(SessionMessage(JSONRPCError.model_validate(error)))
+
+        stdin.reply = reply
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
 
 def tool_schema_tokens(server: Any = None) -> int:

@@ -38,6 +38,39 @@ _REASON = re.compile(r"^\s*(?:because|reason)\s*:\s*(.+)$", re.I | re.M)
 _NUMBER_WIDTH = 6
 
 
+def _kind_of(value: Any, hint: Any) -> Optional[str]:
+    """None when ``value`` fits ``hint`` (str, int, List[int], Optional[...]); else what was expected."""
+    import typing
+
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is typing.Union:
+        if value is None and type(None) in args:
+            return None
+        real = [a for a in args if a is not type(None)]
+        return _kind_of(value, real[0]) if len(real) == 1 else None
+    if hint is str:
+        return None if isinstance(value, str) else "text"
+    if hint is int:
+        return None if isinstance(value, int) and not isinstance(value, bool) else "an integer"
+    if typing.get_origin(hint) is list:
+        ok = isinstance(value, list) and all(_kind_of(v, args[0]) is None for v in value)
+        return None if ok else "a list of integers" if args and args[0] is int else "a list"
+    return None
+
+
+def _check_types(name: str, handler: Callable[..., str], args: Dict[str, Any]) -> None:
+    """A clear error for a wrongly typed field (``"path": 5``), before the handler runs."""
+    import typing
+
+    hints = typing.get_type_hints(handler)
+    for key, value in args.items():
+        if key in hints:
+            expected = _kind_of(value, hints[key])
+            if expected is not None:
+                raise MemoryToolError(f"invalid arguments for {name}: {key} must be {expected}, "
+                                      f"got {type(value).__name__}")
+
+
 class MemoryToolError(GitmemError):
     """A command the memory tool refuses; the message goes back to Claude as the tool result error."""
 
@@ -145,6 +178,7 @@ class MemoryTool:
         if handler is None:
             raise MemoryToolError(f"Unknown command: {name}")
         args = {k: v for k, v in command.items() if k != "command"}
+        _check_types(str(name), handler, args)
         try:
             return handler(**args)
         except TypeError as e:

@@ -5,7 +5,8 @@ The record merge works on whole memories by id, field by field, against the
 memory merge base: memories added on either side are kept; a change on one side
 wins over no change on the other (so a retraction or supersession wins over an
 untouched copy); lists (tags, paths, commits) merge as sets; ``status`` keeps
-the furthest state (active < retracted < superseded) and ``updated`` the latest.
+the furthest state (active < retracted < superseded) and ``updated`` the latest;
+a bookkeeping field the hooks move (a checkpoint's ``commit``) takes the newer side's value.
 When both sides set the same field to different values nothing is dropped:
 the memory takes the newer side's value for now and a :class:`Conflict` holding
 base, ours and theirs is stored at ``conflicts/<id>.yaml`` in the memory tree,
@@ -21,13 +22,19 @@ import pygit2
 import yaml
 
 from . import model
-from .errors import GitmemError, InvalidMemory, NotFound
+from .errors import GitmemError, InvalidMemory, NotFound, Untrusted
 from .model import Author, Memory
+from .trust import CONFLICT_FIELDS, check_conflict, history_problem, load_conflict_data
 
 CONFLICTS_DIR = "conflicts"
 _LIST_FIELDS = ("tags", "paths", "commits")
+#: Fields only gitmem's hooks move, never a person (the post-commit hook advances a checkpoint's
+#: ``commit`` on every branch that commits): the newer side's value wins, never a conflict.
+_BOOKKEEPING_FIELDS = ("commit",)
 _STATUS_RANK = {"active": 0, "retracted": 1, "superseded": 2}
 _FIELDS = tuple(f.name for f in fields(Memory) if f.name != "id")
+#: A teammate's clock may run a little ahead; a timestamp further ahead than this is not believed.
+CLOCK_SKEW_SECONDS = 600
 
 
 @dataclass(frozen=True)
@@ -50,10 +57,12 @@ class Conflict:
 
     @classmethod
     def from_dict(cls, data: Any) -> "Conflict":
-        if not isinstance(data, dict) or not all(k in data for k in ("id", "fields", "ours", "theirs")):
-            raise InvalidMemory("conflict", "expected id, fields, base, ours, theirs")
+        """Build and check a conflict (:func:`gitmem.trust.check_conflict`): ``fields`` must name
+        real memory fields (never ``id``), and every version must be a valid memory with the
+        conflict's id, so a planted file is refused."""
+        check_conflict(data)
         base = Memory.from_dict(data["base"]) if data.get("base") else None
-        return cls(str(data["id"]), tuple(str(f) for f in data["fields"]), base,
+        return cls(data["id"], tuple(dict.fromkeys(data["fields"])), base,
                    Memory.from_dict(data["ours"]), Memory.from_dict(data["theirs"]))
 
 
@@ -64,9 +73,14 @@ class RecordMerge:
 
 
 def merge_records(base: Mapping[str, Memory], ours: Mapping[str, Memory],
-                  theirs: Mapping[str, Memory]) -> RecordMerge:
+                  theirs: Mapping[str, Memory], *, not_after: Optional[str] = None) -> RecordMerge:
     """Three-way merge of memories by id. Never drops a memory either side has;
-    symmetric up to swapping ours and theirs; ``merge(b, x, x) == x``."""
+    symmetric up to swapping ours and theirs; ``merge(b, x, x) == x``.
+
+    ``not_after`` (an ISO time: now plus a little clock skew) is the latest time
+    believed: a version stamped later never wins by its timestamp, and an
+    incoming change of a known memory stamped later does not replace ours: ours
+    stays and the change is kept as a conflict for a person."""
     merged: Dict[str, Memory] = {}
     conflicts: List[Conflict] = []
     for memory_id in sorted(set(ours) | set(theirs)):
@@ -77,24 +91,38 @@ def merge_records(base: Mapping[str, Memory], ours: Mapping[str, Memory],
         if o == t or t == b:
             merged[memory_id] = o
             continue
+        if _from_future(t, not_after):
+            merged[memory_id] = o
+            conflicts.append(Conflict(memory_id, _differing(o, t), b, o, t))
+            continue
         if o == b:
             merged[memory_id] = t
             continue
-        memory, clashed = _merge_fields(b, o, t)
+        memory, clashed = _merge_fields(b, o, t, not_after)
         merged[memory_id] = memory
         if clashed:
             conflicts.append(Conflict(memory_id, clashed, b, o, t))
     return RecordMerge(merged, conflicts)
 
 
-def _newer(o: Memory, t: Memory) -> Memory:
-    """The side whose values stand in for a conflict until it is resolved (order-free)."""
-    key = lambda m: (m.updated or m.created, model.dump_yaml(m))  # noqa: E731
+def _from_future(m: Memory, not_after: Optional[str]) -> bool:
+    return not_after is not None and max(m.created, m.updated or "") > not_after
+
+
+def _differing(o: Memory, t: Memory) -> Tuple[str, ...]:
+    return tuple(name for name in CONFLICT_FIELDS if getattr(o, name) != getattr(t, name)) or ("updated",)
+
+
+def _newer(o: Memory, t: Memory, not_after: Optional[str] = None) -> Memory:
+    """The side whose values stand in for a conflict until it is resolved (order-free);
+    a side stamped after ``not_after`` is never the newer one."""
+    key = lambda m: (not _from_future(m, not_after), m.updated or m.created, model.dump_yaml(m))  # noqa: E731
     return o if key(o) >= key(t) else t
 
 
-def _merge_fields(b: Optional[Memory], o: Memory, t: Memory) -> Tuple[Memory, Tuple[str, ...]]:
-    newer = _newer(o, t)
+def _merge_fields(b: Optional[Memory], o: Memory, t: Memory,
+                  not_after: Optional[str] = None) -> Tuple[Memory, Tuple[str, ...]]:
+    newer = _newer(o, t, not_after)
     values: Dict[str, Any] = {}
     clashed: List[str] = []
     for name in _FIELDS:
@@ -109,7 +137,10 @@ def _merge_fields(b: Optional[Memory], o: Memory, t: Memory) -> Tuple[Memory, Tu
         elif name == "status":
             values[name] = max(ov, tv, key=lambda s: (_STATUS_RANK.get(s, 0), s))
         elif name == "updated":
-            values[name] = max(ov or "", tv or "") or None
+            believed = [v for v in (ov, tv) if v and (not_after is None or v <= not_after)]
+            values[name] = max(believed) if believed else getattr(newer, name)
+        elif name in _BOOKKEEPING_FIELDS:
+            values[name] = getattr(newer, name)
         else:
             values[name] = getattr(newer, name)
             clashed.append(name)
@@ -177,6 +208,28 @@ def _fast_forward_changes(repo: pygit2.Repository, ours: str,
     return sorted(added - removed), sorted(changed), sorted(removed - added)
 
 
+def believed_until(now: Optional[float] = None) -> str:
+    """The latest timestamp a merge believes: now plus :data:`CLOCK_SKEW_SECONDS`."""
+    import time
+    from datetime import datetime, timezone
+
+    moment = (time.time() if now is None else now) + CLOCK_SKEW_SECONDS
+    return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _future_changes(store, theirs: str, changed: Sequence[str], not_after: str) -> List[str]:
+    """Ids among ``changed`` whose incoming version is stamped after ``not_after``."""
+    snap = store.snapshot(theirs)
+    out = []
+    for memory_id in changed:
+        try:
+            if _from_future(snap.find(memory_id)[1], not_after):
+                out.append(memory_id)
+        except GitmemError:
+            continue
+    return out
+
+
 def _conflict_blobs(store, commit: Optional[str]) -> Dict[str, str]:
     """conflicts/<id>.yaml path -> blob id at ``commit``."""
     tree = store.snapshot(commit).tree if commit else None
@@ -202,22 +255,34 @@ def _load(store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dic
 
 
 def merge_into(store, theirs: str, *, author: Optional[Author] = None, source: str = "merge",
-               message: Optional[str] = None) -> MergeResult:
+               message: Optional[str] = None, gated: bool = False) -> MergeResult:
     """Merge the memory commit ``theirs`` into ``store.ref``.
 
     Fast-forwards when ``store.ref`` (or the memory it inherits) is an ancestor
     of ``theirs``; otherwise writes a merge commit with parents [our tip, theirs].
     Merging something already merged returns "up-to-date" and writes nothing.
     Runs under ``store.retrying`` so a concurrent write is re-merged, not lost.
+
+    The trust gate's layout check runs on the commits ``theirs`` brings that no
+    local memory ref holds (none, for a local branch; a fetched copy that plain
+    ``git fetch`` wrote, for instance), unless the caller ran it (``gated``):
+    a history that is not gitmem's layout raises :class:`Untrusted`.
     """
-    from .repo import default_author
+    from .repo import REF_PREFIX, default_author
 
     repo = store.repo
     try:
         theirs = str(repo.revparse_single(theirs).peel(pygit2.Commit).id)
     except (KeyError, ValueError, pygit2.GitError):
         raise NotFound(theirs, store.ref) from None
+    if not gated:
+        local = [str(r.target) for r in repo.references.iterator() if r.name.startswith(REF_PREFIX)
+                 and isinstance(r.target, pygit2.Oid)]
+        why = history_problem(repo, theirs, local)
+        if why:
+            raise Untrusted(f"refused to merge {theirs[:10]} into {store.ref}: {why}")
     author = author or default_author(repo)
+    not_after = believed_until()
 
     def attempt() -> MergeResult:
         expected = store.own_tip()
@@ -233,18 +298,19 @@ def merge_into(store, theirs: str, *, author: Optional[Author] = None, source: s
             return MergeResult("up-to-date", ours)
         if base == ours:
             added, changed, removed = _fast_forward_changes(repo, ours, theirs)
-            if not removed:
+            if not removed and not _future_changes(store, theirs, changed, not_after):
                 store.move_ref(expected, theirs, f"gitmem merge: fast-forward to {theirs[:12]}")
                 return MergeResult("fast-forward", theirs, added, changed)
             # A descendant that deletes memory is never taken as it is: gitmem itself never
-            # deletes (retract keeps), so the deletion is someone's hand edit. Merge it instead,
-            # and the record merge keeps every memory either side has.
+            # deletes (retract keeps), so the deletion is someone's hand edit. Nor one that
+            # changes a known memory with a timestamp from the future. Merge it instead: the
+            # record merge keeps every memory either side has, and ours over a future stamp.
         e_base, e_ours, e_theirs = _entries(store, base), _entries(store, ours), _entries(store, theirs)
         kept = sorted(i for i in e_ours if i not in e_theirs and i in e_base)
         touched = sorted(i for i in set(e_ours) | set(e_theirs)
                          if not (e_ours.get(i) == e_theirs.get(i) or e_theirs.get(i) == e_base.get(i)))
         result = merge_records(_load(store, e_base, touched), _load(store, e_ours, touched),
-                               _load(store, e_theirs, touched))
+                               _load(store, e_theirs, touched), not_after=not_after)
         updates: Dict[str, Optional[bytes]] = {}
         added, changed = [], []
         for i, m in result.merged.items():
@@ -307,13 +373,21 @@ def _merge_message(message, branch, theirs, added, changed, conflicts, author, s
 
 def list_conflicts(store, at: Optional[str] = None) -> List[Conflict]:
     """Unresolved conflicts stored in the memory tree, oldest id first."""
-    out = []
-    for _path, blob in sorted(_conflict_blobs(store, at or store.tip()).items()):
+    return [c for c in conflicts_and_problems(store, at)[0]]
+
+
+def conflicts_and_problems(store, at: Optional[str] = None) -> Tuple[List[Conflict], List[Tuple[str, str]]]:
+    """The valid conflicts, and (path, why) for each conflict file refused: too large, YAML
+    aliases or deep nesting (read with :func:`gitmem.trust.load_yaml`), or not a real conflict."""
+    out, refused = [], []
+    for path, blob in sorted(_conflict_blobs(store, at or store.tip()).items()):
         try:
-            out.append(Conflict.from_dict(yaml.safe_load(store.repo[blob].data)))
-        except (InvalidMemory, yaml.YAMLError):
-            continue
-    return out
+            out.append(Conflict.from_dict(load_conflict_data(store.repo[blob].data)))
+        except GitmemError as e:
+            refused.append((path, str(e)))
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            refused.append((path, f"unreadable ({e})"))
+    return out, refused
 
 
 def resolve(store, memory_id: str, *, take: Optional[str] = None, values: Optional[Dict[str, Any]] = None,
@@ -330,12 +404,17 @@ def resolve(store, memory_id: str, *, take: Optional[str] = None, values: Option
     counted = {"redacted": 0}
 
     def build(snap):
-        found = [c for c in list_conflicts(store, snap.commit) if c.id.startswith(memory_id)]
+        pending = {c.id: c for c in list_conflicts(store, snap.commit)}
+        found = [pending[i] for i in model.matching_ids(memory_id, pending)]
         if len(found) != 1:
             raise GitmemError(f"no unresolved conflict for {memory_id!r}" if not found
                               else f"{memory_id!r} matches {len(found)} conflicts")
         c = found[0]
         path, current = snap.find(c.id)
+        bad = set(values or ()) - set(CONFLICT_FIELDS)
+        if bad:
+            raise InvalidMemory(", ".join(sorted(map(str, bad)))[:80], "not a field a resolution can set",
+                                CONFLICT_FIELDS)
         if values is not None:
             texts, counted["redacted"] = redact_fields(**{k: v for k, v in values.items() if isinstance(v, str)})
             chosen = {**values, **texts}
@@ -344,7 +423,9 @@ def resolve(store, memory_id: str, *, take: Optional[str] = None, values: Option
             chosen = {f: getattr(side, f) for f in c.fields}
         new = current.evolve(**chosen, updated=model.utc_now())
         model.validate(new)
-        return {path: model.dump_yaml(new), conflict_path(c.id): None}, new
+        updates: Dict[str, Optional[bytes]] = {path: None, conflict_path(c.id): None}
+        updates[model.memory_path(new)] = model.dump_yaml(new)  # a resolved type moves the memory
+        return updates, new
 
     from .store import Write
 

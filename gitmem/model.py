@@ -12,11 +12,12 @@ import re
 import time
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import yaml
 
 from .errors import InvalidMemory
+from .redact import redact, redact_bare
 
 SCHEMA_VERSION = 1
 
@@ -36,7 +37,11 @@ MAX_ITEMS = 64
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 ID_LENGTH = 16
 ID_RE = re.compile(r"^[0-9a-hjkmnp-tv-z]{16}$")
-ID_PREFIX_RE = re.compile(r"^[0-9a-hjkmnp-tv-z]{4,16}$")
+ID_PART_RE = re.compile(r"^[0-9a-hjkmnp-tv-z]{1,16}$")
+#: A short id is at least this long: 32**4 (about a million) tails make clashes rare below
+#: a few thousand memories, and a shorter string is more likely a typo than an id.
+SHORT_ID_MIN = 4
+_CROCKFORD_READ = str.maketrans({"i": "1", "l": "1", "o": "0", "-": None})
 _TAG_RE = re.compile(r"^[^\W_][\w.:/+-]{0,63}$")  # letters and digits of any script
 _SOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@/:+ -]{0,79}$")
 _OID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
@@ -68,6 +73,66 @@ def new_id(now_ms: Optional[int] = None) -> str:
     head = "".join(_ALPHABET[(ms >> (5 * i)) & 31] for i in reversed(range(10)))
     tail = "".join(_ALPHABET[(rnd >> (5 * i)) & 31] for i in reversed(range(6)))
     return head + tail
+
+
+def normalize_id(text: str) -> str:
+    """Crockford base32 as its spec reads it: case-insensitive, ``i``/``l`` read as 1, ``o`` as 0,
+    hyphens ignored. ``normalize_id("0M-J3K")`` is ``"0mj3k"``."""
+    return text.strip().lower().translate(_CROCKFORD_READ)
+
+
+def short_ids(ids: Iterable[str], min_length: int = SHORT_ID_MIN) -> Dict[str, str]:
+    """Each id's short form among ``ids``: its shortest tail, at least ``min_length`` chars,
+    that no other id ends with.
+
+    Tails, not prefixes: an id starts with 10 chars of millisecond time, so ids written
+    within minutes share their first 7 or 8 chars, while the last 6 are random (and, within
+    one process and millisecond, consecutive). :func:`matching_ids` resolves a tail first,
+    so a short form printed here always names its id again. Sorting the reversed ids puts
+    the ids sharing the longest tail next to each other: O(n log n)."""
+    unique = sorted({i[::-1] for i in ids})
+    out: Dict[str, str] = {}
+    for n, rev in enumerate(unique):
+        shared = 0
+        for other in (unique[n - 1] if n else None, unique[n + 1] if n + 1 < len(unique) else None):
+            if other is not None:
+                k = 0
+                while k < len(rev) and k < len(other) and rev[k] == other[k]:
+                    k += 1
+                shared = max(shared, k)
+        length = min(max(shared + 1, min_length), len(rev))
+        out[rev[::-1]] = rev[:length][::-1]
+    return out
+
+
+def matching_ids(abbrev: str, ids: Iterable[str]) -> List[str]:
+    """The ids ``abbrev`` can name, after :func:`normalize_id`: the ones it ends (the short form
+    gitmem prints), or failing that the ones it starts (a prefix, as git abbreviates)."""
+    a = normalize_id(abbrev)
+    pool = list(ids)
+    return sorted(i for i in pool if i.endswith(a)) or sorted(i for i in pool if i.startswith(a))
+
+
+_SINCE_RE = re.compile(r"^(\d+)\s*(m|min|mins|minutes?|h|hours?|d|days?|w|weeks?)(\s+ago)?$")
+_UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str, now: float) -> int:
+    """A point in time as ``log --since`` takes it, in epoch seconds: an ISO date or time
+    (UTC: ``2026-12-01``, ``2026-12-01T10:00``, ``...Z``), or an age (``3d``, ``2 hours ago``,
+    ``1w``; units m, h, d, w). ``now`` is passed in, so this stays pure. Raises ValueError."""
+    value = text.strip().lower()
+    m = _SINCE_RE.match(value)
+    if m:
+        unit = m.group(2)
+        seconds = _UNIT_SECONDS["m" if unit.startswith("mi") or unit == "m" else unit[0]]
+        return int(now - int(m.group(1)) * seconds)
+    for fmt in ("%Y-%m-%d", "%Y-%m-%dt%H:%M", "%Y-%m-%dt%H:%M:%S", "%Y-%m-%dt%H:%M:%Sz", "%Y-%m-%dt%H:%Mz"):
+        try:
+            return int(datetime.strptime(value, fmt).replace(tzinfo=timezone.utc).timestamp())
+        except ValueError:
+            continue
+    raise ValueError(f"{text!r} is not a date (2026-12-01, 2026-12-01T10:00) or an age (3d, 2 hours ago)")
 
 
 def utc_now() -> str:
@@ -267,6 +332,13 @@ def validate(m: Memory) -> None:
     if m.author.kind not in AUTHOR_KINDS:
         raise InvalidMemory("author.kind", f"unknown kind {m.author.kind!r}", AUTHOR_KINDS)
     check_text("author.name", m.author.name, 256)
+    if not isinstance(m.author.email, str) or len(m.author.email) > 256:
+        raise InvalidMemory("author.email", "expected text of at most 256 characters")
+    for name, value in (("author.email", m.author.email),) + tuple(("paths", p) for p in m.paths):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidMemory(name, "not valid UTF-8") from None
     if any(c in m.author.name + m.author.email for c in "<>\n"):
         raise InvalidMemory("author", "name and email must not contain <, > or newlines")
     if not _SOURCE_RE.match(m.source or ""):
@@ -275,6 +347,50 @@ def validate(m: Memory) -> None:
         value = getattr(m, name)
         if value is not None and not _ISO_RE.match(value):
             raise InvalidMemory(name, f"{value[:40]!r} is not a UTC ISO 8601 time like 2026-01-31T12:00:00Z")
+
+
+# --- redaction -------------------------------------------------------------
+
+_FREE_TEXT = ("text", "title", "reason", "next")
+
+
+def redact_memory(m: Memory) -> Tuple[Memory, int]:
+    """``m`` with a placeholder in place of every secret in any of its string fields, and how many.
+
+    Every field a person, an agent or a tool can fill goes through here: text, title, reason, next,
+    tags, paths, the author's name and email, and the source. Tags and sources get the bare
+    placeholder (``REDACTED:<rule>``) their syntax allows. The store calls this before validating a
+    write, and :func:`dump_yaml` calls it again, so no blob can hold a raw secret whatever path
+    built it. Idempotent: an already redacted memory comes back unchanged, with 0.
+    """
+    changes: Dict[str, Any] = {}
+    count = 0
+    for name in _FREE_TEXT:
+        value = getattr(m, name)
+        if isinstance(value, str):
+            out, found = redact(value)
+            if found:
+                changes[name], count = out, count + len(found)
+    for name, fn in (("tags", redact_bare), ("paths", redact)):
+        values = getattr(m, name)
+        new = []
+        for value in values:
+            out, found = fn(value) if isinstance(value, str) else (value, [])
+            count += len(found)
+            new.append(out)
+        if tuple(new) != values:
+            changes[name] = tuple(dict.fromkeys(new))
+    if isinstance(m.author, Author):
+        name, found_name = redact(m.author.name) if isinstance(m.author.name, str) else (m.author.name, [])
+        email, found_email = redact(m.author.email) if isinstance(m.author.email, str) else (m.author.email, [])
+        if found_name or found_email:
+            changes["author"] = Author(name, email, m.author.kind)
+            count += len(found_name) + len(found_email)
+    if isinstance(m.source, str):
+        source, found = redact_bare(m.source)
+        if found:
+            changes["source"], count = source, count + len(found)
+    return (replace(m, **changes) if changes else m), count
 
 
 # --- YAML ------------------------------------------------------------------
@@ -296,6 +412,8 @@ _Dumper.add_representer(str, _str_representer)
 
 
 def dump_yaml(m: Memory) -> bytes:
+    """The stored form of ``m``: the only way a memory becomes a blob, so it redacts (again)."""
+    m = redact_memory(m)[0]
     return yaml.dump(
         m.to_dict(), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
         allow_unicode=True, width=100,

@@ -10,7 +10,9 @@ Policies:
 - ``keepalive``: the 5-minute TTL plus a ``max_tokens: 0`` request with the same prefix every
   :attr:`KeepAlive.ping_after` seconds of idleness (a read refreshes the entry at no extra cost), and
   no more pings once the idle time passes :attr:`KeepAlive.idle_limit`.
-- ``auto``: whichever of the four is cheapest for the *expected* break, computed here.
+- ``auto``: whichever of the four is cheapest for the *expected* break, computed here
+  (:func:`choose`). The router cannot know the break while it lasts: its ``auto`` is the online
+  rule :func:`choose_plan` (below), priced against hindsight by :func:`hindsight_cost`.
 
 Cache rules follow https://platform.claude.com/docs/en/build-with-claude/prompt-caching ("each hit
 refreshes the entry at no cost", 5-minute and 1-hour lifetimes, minimum cacheable length); prices are
@@ -34,6 +36,8 @@ from .pricing import DEFAULT_TABLE, Cost, PriceTable, Usage, cost
 __all__ = [
     "POLICIES", "FIXED", "TTL_SECONDS", "DEFAULT_BREAKS", "Request", "Workload", "KeepAlive",
     "Estimate", "Row", "simulate", "choose", "break_table", "policy_ttl",
+    "PrefixCosts", "Plan", "pings_needed", "break_cost", "ski_rental_pings", "choose_plan", "hindsight_cost",
+    "online_cost", "fixed_cost", "MIN_HISTORY", "hour_ping_after",
 ]
 
 FIXED = ("none", "5m", "1h", "keepalive")
@@ -218,3 +222,175 @@ def break_table(w: Workload, breaks_minutes: Sequence[float] = DEFAULT_BREAKS, m
         cheapest = min(FIXED, key=lambda p: (totals[p], FIXED.index(p)))
         rows.append(Row(minutes, totals, totals["none"], cheapest, estimates["auto"].chosen))
     return rows
+
+
+# --- the online rule (the router's ``auto``) ---------------------------------------------------
+#
+# While a break lasts nobody knows how long it will be. The cached prefix costs, per request:
+# a read (0.1x base input), a 5-minute write (1.25x) or a 1-hour write (2x); a keep-alive ping
+# costs a read plus its few uncached tokens, and refreshes the entry for its whole TTL. Pinging is
+# renting, letting the entry expire and re-writing it is buying: ski rental. The deterministic rule
+# (rent until the rent paid equals the buy price, then buy) never pays more than twice the hindsight
+# choice between the two. With a record of this repository's breaks, ``auto`` does better: it picks
+# the plan that is cheapest over the recorded breaks. A plan is the TTL of the next write plus the
+# most pings per idle period: ``5m`` with K pings (every ``ping_after`` seconds, K = 0 lets the
+# cache go at once), or ``1h`` with K pings (one a minute before each hour runs out: a 1-hour entry
+# costs a read an hour to keep, a 5-minute one fifteen). K never exceeds the ski-rental K, past
+# which letting go is cheaper for every break.
+
+#: Breaks recorded before ``auto`` trusts the record instead of the deterministic ski-rental rule.
+MIN_HISTORY = 5
+
+
+def hour_ping_after(ping_after: float = 240.0) -> float:
+    """When a 1-hour entry is pinged: as long before its expiry as a 5-minute one is."""
+    return TTL_SECONDS["1h"] - (TTL_SECONDS["5m"] - ping_after)
+
+
+@dataclass(frozen=True)
+class PrefixCosts:
+    """USD for one cached prefix: read, 5m write, 1h write, uncached, and one keep-alive ping."""
+
+    read: float
+    write_5m: float
+    write_1h: float
+    base: float
+    ping: float
+
+    @classmethod
+    def of(cls, prefix_tokens: int, ping_input_tokens: int = 0, model: str = "claude-haiku-4-5",
+           table: PriceTable = DEFAULT_TABLE) -> "PrefixCosts":
+        row = table.get(model)
+        per = 1_000_000
+        read = prefix_tokens * row.cache_read / per
+        return cls(read=read, write_5m=prefix_tokens * row.cache_write_5m / per,
+                   write_1h=prefix_tokens * row.cache_write_1h / per, base=prefix_tokens * row.input / per,
+                   ping=read + ping_input_tokens * row.input / per)
+
+    def write(self, ttl: str) -> float:
+        return self.write_1h if ttl == "1h" else self.write_5m
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``auto`` does next: the TTL of the next write, and the most pings per idle period."""
+
+    ttl: str
+    pings: int
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        return {"ttl": self.ttl, "pings": self.pings, "reason": self.reason}
+
+
+def pings_needed(gap: float, every: float = 240.0) -> int:
+    """Pings a keep-alive sends in an idle ``gap``: one at each multiple of ``every`` before it ends."""
+    if gap <= 0:
+        return 0
+    return max(0, int((gap - 1e-9) // every))
+
+
+def _idle(ttl: str, pings: int, gap: float, c: PrefixCosts, ping_after: float) -> Tuple[float, bool]:
+    """(cost of the pings sent in ``gap``, whether the entry is still alive at its end)."""
+    every = ping_after if ttl == "5m" else hour_ping_after(ping_after)
+    n = min(pings, pings_needed(gap, every))
+    return n * c.ping, gap < n * every + TTL_SECONDS[ttl]
+
+
+def break_cost(plan: Plan, gap: float, c: PrefixCosts, ping_after: float = 240.0) -> float:
+    """The prefix's cost over one idle ``gap`` and the request after it, with ``plan`` in steady state."""
+    pinged, alive = _idle(plan.ttl, plan.pings, gap, c, ping_after)
+    return pinged + (c.read if alive else c.write(plan.ttl))
+
+
+def ski_rental_pings(c: PrefixCosts, ttl: str = "5m") -> int:
+    """Pings worth sending before letting go: rent paid never exceeds the extra cost of a re-write."""
+    if c.ping <= 0:
+        return 0
+    return max(0, int((c.write(ttl) - c.read) / c.ping + 1e-9))
+
+
+def choose_plan(gaps: Sequence[float], c: PrefixCosts, ping_after: float = 240.0,
+                min_history: int = MIN_HISTORY) -> Plan:
+    """``auto``'s plan for the next idle period, from the recorded ``gaps`` (seconds) of this repository.
+
+    Gaps shorter than ``ping_after`` are left out (every plan pays one read for them). Fewer than
+    ``min_history`` breaks left: the deterministic ski-rental plan (``5m``, K pings, K =
+    :func:`ski_rental_pings`), which costs at most twice the better of pinging through and letting
+    go, whatever the break. Otherwise the candidate with the lowest total :func:`break_cost` over the
+    breaks (ties: ``5m`` before ``1h``, fewer pings first).
+    """
+    k_5m = ski_rental_pings(c, "5m")
+    gaps = [g for g in gaps if g >= ping_after]
+    if len(gaps) < min_history:
+        return Plan("5m", k_5m, f"cold start ({len(gaps)} breaks recorded): ski rental, up to {k_5m} pings")
+    candidates = [Plan("5m", k) for k in range(k_5m + 1)] + \
+        [Plan("1h", k) for k in range(ski_rental_pings(c, "1h") + 1)]
+    best, best_cost = candidates[0], float("inf")
+    for plan in candidates:
+        total = sum(break_cost(plan, g, c, ping_after) for g in gaps)
+        if total < best_cost - 1e-12:
+            best, best_cost = plan, total
+    ttl = "1-hour TTL for the next write" if best.ttl == "1h" else "5-minute TTL"
+    what = f"{ttl}, let the cache go" if best.pings == 0 else f"{ttl}, ping up to {best.pings} times"
+    return Plan(best.ttl, best.pings, f"{what}: cheapest over the {len(gaps)} recorded breaks")
+
+
+def hindsight_cost(gaps: Sequence[float], c: PrefixCosts, ping_after: float = 240.0) -> float:
+    """The prefix's cost for a first request and one request after each gap, choosing with hindsight.
+
+    Knowing every gap, each write picks its TTL and each idle period picks between pinging through
+    (same cadence as the router) and letting the entry go, or no caching at all: a dynamic program
+    over the entry's TTL. The lower bound ``auto`` is measured against.
+    """
+    best = {"5m": c.write_5m, "1h": c.write_1h}
+    for gap in gaps:
+        after = {"5m": float("inf"), "1h": float("inf")}
+        for state, so_far in best.items():
+            pinged = 0.0 if gap < TTL_SECONDS[state] else _idle(state, 10**9, gap, c, ping_after)[0]
+            after[state] = min(after[state], so_far + pinged + c.read)
+            for ttl in ("5m", "1h"):
+                after[ttl] = min(after[ttl], so_far + c.write(ttl))
+        best = after
+    return min(min(best.values()), c.base * (len(gaps) + 1))
+
+
+def fixed_cost(policy: str, gaps: Sequence[float], c: PrefixCosts, ping_after: float = 240.0,
+               keepalive: KeepAlive = KeepAlive()) -> float:
+    """The prefix's cost under a fixed policy for a first request and one after each gap."""
+    if policy == "none":
+        return c.base * (len(gaps) + 1)
+    if policy == "1h":
+        return c.write_1h + sum(break_cost(Plan("1h", 0), g, c, ping_after) for g in gaps)
+    pings = int(keepalive.idle_limit // ping_after) if policy == "keepalive" else 0
+    if policy not in ("5m", "keepalive"):
+        raise GitmemError(f"unknown fixed policy {policy!r}")
+    return c.write_5m + sum(break_cost(Plan("5m", pings), g, c, ping_after) for g in gaps)
+
+
+def online_cost(gaps: Sequence[float], c: PrefixCosts, history: Optional[List[float]] = None,
+                ping_after: float = 240.0) -> Tuple[float, List[Plan]]:
+    """``auto`` run online over ``gaps``: before each gap it plans from the gaps seen so far.
+
+    ``history`` (gaps recorded earlier) is extended in place, as the router's request log grows.
+    A plan's TTL applies to the next write: a live entry keeps the TTL it was written with (the
+    emulator's rule) and is pinged at that TTL's cadence, up to the plan's number of pings.
+    """
+    seen = history if history is not None else []
+    plan = choose_plan(seen, c, ping_after)
+    entry = plan.ttl
+    total = c.write(entry)
+    plans = []
+    for gap in gaps:
+        plans.append(plan)
+        pinged, alive = _idle(entry, plan.pings, gap, c, ping_after)
+        total += pinged
+        if alive:
+            total += c.read
+        else:
+            entry = plan.ttl
+            total += c.write(entry)
+        seen.append(gap)
+        if gap >= ping_after:  # only a break can change the plan (see choose_plan)
+            plan = choose_plan(seen, c, ping_after)
+    return total, plans

@@ -12,7 +12,6 @@ search that needs them, not at write time (a write never waits on a model).
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -45,9 +44,13 @@ def current_blobs(store: Any, memories: Iterable[Memory]) -> Dict[str, Optional[
 
 
 def mode() -> str:
-    """"hybrid (<encoder>)" when a sentence encoder is installed, else "lexical"."""
+    """"hybrid (<encoder>)" when a sentence encoder is installed, else "lexical (<why>)"."""
     encoder = _encoder()
-    return f"hybrid ({encoder.name})" if encoder is not None else "lexical"
+    if encoder is not None:
+        return f"hybrid ({encoder.name})"
+    from .embedding import unavailable_reason
+
+    return f"lexical ({unavailable_reason()})"
 
 
 def recall(store: Any, query: str = "", *, type: Optional[str] = None, paths: Optional[Sequence[str]] = None,
@@ -85,37 +88,44 @@ def similarities(store: Any, memories: Sequence[Memory], query: str) -> Optional
     return {m.id: float(c) for m, c in zip(pool, cosines)}
 
 
-def document_text(m: Memory) -> str:
-    """What a memory's vector is computed from."""
-    parts = [m.title or "", m.text, m.reason or ""]
-    return " ".join(p for p in parts if p)
-
-
 _MATRICES: Dict[Tuple[str, Tuple[int, ...]], Any] = {}
+_VECTORS: Dict[Tuple[Optional[str], str], Any] = {}  # (index file, text hash) -> vector of the pool last stacked
 
 
 def _matrix(store: Any, encoder: Any, pool: Sequence[Memory]) -> Any:
-    """The pool's vectors as one (n, dim) matrix, from this process, the index, else the encoder."""
+    """The pool's vectors as one (n, dim) matrix: from this process, the index, else the encoder.
+    After a write only the new memory's vector is looked up (or computed)."""
     import numpy as np
+
+    from .embedding import document_text
 
     key = (encoder.name, tuple(map(id, pool)))
     if key in _MATRICES:
         return _MATRICES[key]
-    hashes = [hashlib.sha1(document_text(m).encode("utf-8")).hexdigest() for m in pool]
-    known = {h: np.frombuffer(v, dtype=np.float32) for h, v in
-             store.warm.index.vectors(encoder.name, list(dict.fromkeys(hashes))).items()}
+    hashes = [hashlib.sha1(f"{encoder.name}\0{document_text(m)}".encode("utf-8")).hexdigest() for m in pool]
+    where = store.warm.index.path
+    known = {h: _VECTORS[where, h] for h in hashes if (where, h) in _VECTORS}
+    missing = list(dict.fromkeys(h for h in hashes if h not in known))
+    if missing:
+        known.update((h, np.frombuffer(v, dtype=np.float32)) for h, v in
+                     store.warm.index.vectors(encoder.name, missing).items())
     todo = [i for i, h in enumerate(hashes) if h not in known]
     if todo:
         _embed(store, encoder, [pool[i] for i in todo], [hashes[i] for i in todo], known)
     matrix = np.stack([known[h] for h in hashes]) if pool else np.zeros((0, encoder.dim), dtype=np.float32)
-    _MATRICES.clear()  # one pool at a time: a long-lived server stays flat in memory
+    # One pool at a time: a long-lived server stays flat in memory however many writes it makes.
+    _MATRICES.clear()
     _MATRICES[key] = matrix
+    _VECTORS.clear()
+    _VECTORS.update(((where, h), known[h]) for h in hashes)
     return matrix
 
 
 def _embed(store: Any, encoder: Any, memories: Sequence[Memory], hashes: Sequence[str], known: Dict[str, Any]) -> None:
     """Compute missing vectors in batches, saving each batch, with a progress line for a backlog."""
     import time
+
+    from .embedding import document_text
 
     loud = len(memories) >= 200 and sys.stderr.isatty()
     started = time.monotonic()
@@ -138,10 +148,6 @@ def _embed(store: Any, encoder: Any, memories: Sequence[Memory], hashes: Sequenc
 
 
 def _encoder() -> Any:
-    if os.environ.get("GITMEM_ENCODER", "").lower() == "none":
-        return None
-    try:
-        from .embedding import default_encoder
-    except ImportError:
-        return None
+    from .embedding import default_encoder
+
     return default_encoder()

@@ -55,7 +55,8 @@ class LockFile:
             return f"lock file held open by pid {', '.join(map(str, self.holders))} ({self.age:.0f}s old)"
         if not self.stale:
             return f"lock file is {self.age:.0f}s old: a write may be in progress (stale after {STALE_LOCK_SECONDS:.0f}s)"
-        return f"stale lock file ({self.age:.0f}s old, no process holds it): `gitmem doctor --fix` removes it"
+        return (f"stale lock file ({self.age:.0f}s old, no process holds it): the next write takes it over, "
+                "`gitmem doctor --fix` removes it now")
 
     def to_dict(self) -> Dict[str, Any]:
         return {"path": self.path, "age": round(self.age, 1), "holders": list(self.holders), "stale": self.stale}
@@ -78,6 +79,9 @@ def clear_stale_lock(repo: pygit2.Repository, ref: str) -> LockFile:
     signs: no process has the file open (Linux /proc; a writer keeps it open
     until it renames it into place) and it is older than
     :data:`STALE_LOCK_SECONDS` (a ref update holds its lock for milliseconds).
+    The file judged stale is moved aside and checked to be that same file
+    before it is deleted: a fresh lock a live writer took meanwhile is put back.
+    ``gitmem doctor --fix`` and every writer (:func:`retrying`) use this one rule.
     """
     lock = lock_file(repo, ref)
     if lock is None:
@@ -85,12 +89,39 @@ def clear_stale_lock(repo: pygit2.Repository, ref: str) -> LockFile:
     if not lock.stale:
         raise RefLocked(ref, lock.path, lock.describe())
     try:
-        os.unlink(lock.path)
+        judged = os.stat(lock.path)
     except FileNotFoundError:
-        pass  # its owner finished meanwhile
+        return lock  # its owner finished meanwhile
+    except OSError as e:
+        raise StorageError(f"could not read {lock.path}: {e.strerror}") from None
+    if time.time() - judged.st_mtime < STALE_LOCK_SECONDS:  # replaced by a fresh lock since it was judged
+        raise RefLocked(ref, lock.path, "a new lock was just taken")
+    aside = f"{lock.path}.stale-{os.getpid()}-{random.getrandbits(32):08x}.lock"  # never a valid ref name
+    try:
+        os.rename(lock.path, aside)
+    except FileNotFoundError:
+        return lock  # another writer took it over first
     except OSError as e:
         raise StorageError(f"could not remove {lock.path}: {e.strerror}") from None
+    moved = os.stat(aside)
+    if (moved.st_ino, moved.st_mtime_ns) != (judged.st_ino, judged.st_mtime_ns):
+        try:  # a live writer's fresh lock: give it back before its owner renames it into place
+            os.link(aside, lock.path)
+        except OSError:
+            pass
+        os.unlink(aside)
+        raise RefLocked(ref, lock.path, "a new lock was just taken")
+    os.unlink(aside)
     return lock
+
+
+def _stale_age(repo: pygit2.Repository, ref: str) -> bool:
+    """Cheap first sign (no /proc scan): the ref's lock file exists and is old enough to be stale."""
+    try:
+        return time.time() - os.path.getmtime(os.path.join(common_dir(repo), *ref.split("/")) + ".lock") \
+            >= STALE_LOCK_SECONDS
+    except OSError:
+        return False
 
 
 def move_ref(repo: pygit2.Repository, ref: str, expected: Optional[str], new: str, reflog: str) -> None:
@@ -139,8 +170,11 @@ def _create_ref(repo: pygit2.Repository, ref: str, new: str, reflog: str) -> Non
 def retrying(repo: pygit2.Repository, ref: str, attempt: Callable[[], T]) -> T:
     """Run ``attempt`` until it does not lose a compare-and-swap race (jittered backoff).
 
-    A lock that stays taken longer than :data:`STALE_LOCK_SECONDS` ends the wait
-    with :class:`RefLocked`, naming the lock and who holds it."""
+    A lock left by a dead writer is taken over by the rule ``gitmem doctor --fix``
+    uses (:func:`clear_stale_lock`: no process holds it, older than
+    :data:`STALE_LOCK_SECONDS`), so one killed writer does not block every later
+    write. A lock a live process keeps longer than that ends the wait with
+    :class:`RefLocked`, naming the lock and who holds it."""
     lock_since: Optional[float] = None
     for n in range(MAX_ATTEMPTS):
         try:
@@ -149,9 +183,17 @@ def retrying(repo: pygit2.Repository, ref: str, attempt: Callable[[], T]) -> T:
             lock_since = None
         except Locked as e:
             lock_since = lock_since or time.monotonic()
-            if time.monotonic() - lock_since > STALE_LOCK_SECONDS:
+            if _stale_age(repo, ref):
+                try:
+                    clear_stale_lock(repo, ref)
+                    continue
+                except GitmemError:
+                    pass  # held by a live process, or just replaced by a fresh lock: wait as usual
+            if time.monotonic() - lock_since > STALE_LOCK_SECONDS + 1:  # a dead writer's lock is stale by now
                 lock = lock_file(repo, ref)
                 raise RefLocked(ref, e.lock_path, lock.describe() if lock else None) from None
+            time.sleep(random.uniform(0.02, 0.06))  # locks are rare: no need to spin through the attempts
+            continue
         time.sleep(random.uniform(0.001, 0.004) * min(n + 1, 10))
     raise ConcurrentUpdate(ref, None, ref_target(repo, ref))
 

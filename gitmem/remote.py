@@ -36,7 +36,7 @@ import pygit2
 from .branches import REMOTE_PREFIX
 from .errors import GitmemError, RemoteError, SecretFound
 from .model import Author
-from .repo import REF_PREFIX, check_branch_name, common_dir, config_get, memory_ref
+from .repo import REF_PREFIX, check_branch_name, common_dir, config_get, memory_ref, ref_target
 from .store import Store
 
 MAX_PUSH_ATTEMPTS = 8
@@ -87,15 +87,22 @@ class RemoteBranch:
 
 @dataclass(frozen=True)
 class FetchResult:
+    """``refused``: what the trust gate kept out (:class:`gitmem.trust.Refusal`), one per ref."""
+
     remote: str
     branches: List[RemoteBranch] = field(default_factory=list)
+    refused: List[Any] = field(default_factory=list)
 
     @property
     def changed(self) -> List[RemoteBranch]:
         return [b for b in self.branches if b.old != b.new]
 
+    def refused_branches(self) -> Set[str]:
+        return {r.what[len(REF_PREFIX):] for r in self.refused if r.what.startswith(REF_PREFIX)}
+
     def to_dict(self) -> Dict[str, Any]:
-        return {"remote": self.remote, "branches": [b.to_dict() for b in self.branches]}
+        return {"remote": self.remote, "branches": [b.to_dict() for b in self.branches],
+                "refused": [r.to_dict() for r in self.refused]}
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,8 @@ class PullResult:
     merged: List[Dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"remote": self.fetch.remote, "fetched": self.fetch.to_dict()["branches"], "merged": self.merged}
+        return {"remote": self.fetch.remote, "fetched": self.fetch.to_dict()["branches"], "merged": self.merged,
+                "refused": [r.to_dict() for r in self.fetch.refused]}
 
 
 @dataclass(frozen=True)
@@ -246,46 +254,126 @@ def ls_remote(repo: pygit2.Repository, remote: str, *, interactive: Optional[boo
 
 # --- fetch -------------------------------------------------------------------------
 
+INCOMING_PREFIX = "refs/gitmem-incoming/"
+
 
 def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optional[Sequence[str]] = None, *,
           interactive: Optional[bool] = None) -> FetchResult:
-    """Fetch the remote's memory refs into ``refs/memory-remotes/<remote>/``.
+    """Fetch the remote's memory refs into ``refs/memory-remotes/<remote>/``, through the trust gate.
 
     Local memory is never touched. Without ``branches`` every memory branch is
-    fetched and fetched copies of branches deleted on the remote are pruned."""
+    fetched and fetched copies of branches deleted on the remote are pruned.
+    The remote's memory refs are listed first and each name is checked
+    (:func:`gitmem.trust.ref_name_problem`); the good ones are fetched into
+    ``refs/gitmem-incoming/`` with git's strict object checks, and each tip
+    whose new history breaks gitmem's layout (:func:`gitmem.trust.history_problem`)
+    is left out. What was refused is in :attr:`FetchResult.refused`; the rest
+    lands on the tracking refs. (The quarantine refs are per process and
+    removed before returning; a killed fetch's are removed by the next fetch.)"""
+    from .trust import Refusal, ref_name_problem, show_ref
+
     remote = _resolve_remote(repo, remote, None)
     names = [check_branch_name(b) for b in branches] if branches else None
     before = remote_branches(repo, remote)
-    if names is None:
-        specs = [f"+{REF_PREFIX}*:{REMOTE_PREFIX}{remote}/*"]
-    else:
-        specs = [f"+{memory_ref(b)}:{tracking_ref(remote, b)}" for b in names]
-    args = ["fetch", "--quiet", "--no-tags", "--recurse-submodules=no"]  # only options git 2.8 knows
-    if names is None:
-        args.append("--prune")
-    result = _git(repo, args + [remote, *specs], interactive=interactive, what=f"fetch from {remote}")
-    if result.returncode != 0:
-        missing = "couldn't find remote ref" in (result.stderr or "")
-        if names is None or not missing:
-            raise RemoteError(f"could not fetch memory from {remote}: {_failure(result)}")
-        return _fetch_each(repo, remote, names, before, interactive)  # some named branch is not there
+    on_remote = ls_remote(repo, remote, interactive=interactive)
+    refused: List[Refusal] = []
+    wanted: List[str] = []
+    for b in sorted(on_remote):
+        if names is not None and b not in names:
+            continue
+        why = ref_name_problem(b)
+        if why:
+            refused.append(Refusal(show_ref(memory_ref(b)), why + "; skipped", remote))
+        else:
+            wanted.append(b)
+    _drop_dead_incoming(repo)
+    landed = _fetch_incoming(repo, remote, wanted, refused, interactive)
+    _gate(repo, remote, landed, refused)
+    if names is None:  # prune what the remote no longer has
+        for b in set(before) - set(on_remote):
+            _delete_ref(repo, tracking_ref(remote, b))
     after = remote_branches(repo, remote)
     shown = names if names is not None else sorted(set(before) | set(after))
     return FetchResult(remote, [RemoteBranch(b, tracking_ref(remote, b), before.get(b), after.get(b))
-                                for b in shown])
+                                for b in shown], refused)
 
 
-def _fetch_each(repo, remote: str, names: Sequence[str], before: Dict[str, str],
-                interactive: Optional[bool]) -> FetchResult:
-    """Fetch named branches one by one, so one the remote lacks does not fail the rest."""
-    on_remote = ls_remote(repo, remote, interactive=interactive)
-    present = [b for b in names if b in on_remote]
-    if present:
-        fetch(repo, remote, present, interactive=interactive)
-    after = remote_branches(repo, remote)
-    return FetchResult(remote, [RemoteBranch(b, tracking_ref(remote, b), before.get(b),
-                                             after.get(b) if b in on_remote else before.get(b))
-                                for b in names])
+def _incoming_ref(remote: str, branch: str) -> str:
+    """Per process, so two fetches in one repository never drop each other's quarantined tips."""
+    return f"{INCOMING_PREFIX}{os.getpid()}/{remote}/{branch}"
+
+
+def _drop_dead_incoming(repo: pygit2.Repository) -> None:
+    """Remove quarantine refs a killed fetch left behind (their process is gone)."""
+    for name in [n for n in repo.references if n.startswith(INCOMING_PREFIX)]:
+        pid = name[len(INCOMING_PREFIX):].split("/", 1)[0]
+        try:
+            os.kill(int(pid), 0)
+            continue  # still running (or not ours to judge)
+        except ProcessLookupError:
+            pass
+        except (ValueError, OSError):
+            continue
+        _delete_ref(repo, name)
+
+
+def _fetch_incoming(repo, remote: str, wanted: Sequence[str], refused: List[Any],
+                    interactive: Optional[bool]) -> Dict[str, str]:
+    """Fetch ``wanted`` into refs/gitmem-incoming/ with git's strict object checks:
+    branch -> fetched tip. When git refuses the pack, each branch is fetched alone,
+    so one bad branch does not keep the others out."""
+    from .trust import FSCK_CONFIG, Refusal
+
+    if not wanted:
+        return {}
+    args = [*FSCK_CONFIG, "fetch", "--quiet", "--no-tags", "--recurse-submodules=no"]  # options git 2.8 knows
+    specs = [f"+{memory_ref(b)}:{_incoming_ref(remote, b)}" for b in wanted]
+    result = _git(repo, args + [remote, *specs], interactive=interactive, what=f"fetch from {remote}")
+    if result.returncode != 0:
+        if len(wanted) == 1:
+            if "couldn't find remote ref" in (result.stderr or ""):
+                return {}  # deleted on the remote since it was listed
+            if not _is_object_refusal(result):
+                raise RemoteError(f"could not fetch memory from {remote}: {_failure(result)}")
+            refused.append(Refusal(memory_ref(wanted[0]), f"git refused its objects: {_failure(result)}", remote))
+            return {}
+        if not _is_object_refusal(result) and "couldn't find remote ref" not in (result.stderr or ""):
+            raise RemoteError(f"could not fetch memory from {remote}: {_failure(result)}")
+        out: Dict[str, str] = {}
+        for b in wanted:
+            out.update(_fetch_incoming(repo, remote, [b], refused, interactive))
+        return out
+    return {b: tip for b in wanted if (tip := ref_target(repo, _incoming_ref(remote, b)))}
+
+
+def _is_object_refusal(result: subprocess.CompletedProcess) -> bool:
+    text = (result.stderr or "").lower()
+    return any(s in text for s in ("fsck", "index-pack", "unpack-objects", "did not send all necessary",
+                                   "bad object", "invalid object", "error in ", "missing necessary objects"))
+
+
+def _gate(repo, remote: str, landed: Dict[str, str], refused: List[Any]) -> None:
+    """Move each landed tip the gate accepts onto its tracking ref; drop the incoming refs."""
+    from .trust import Refusal, history_problem
+
+    known = list(local_branches(repo).values())
+    for b, tip in sorted(landed.items()):
+        why = history_problem(repo, tip, known)
+        if why:
+            refused.append(Refusal(memory_ref(b), why, remote))
+        else:
+            try:
+                repo.references.create(tracking_ref(remote, b), tip, force=True)
+            except (pygit2.GitError, OSError, ValueError) as e:
+                refused.append(Refusal(memory_ref(b), f"could not record it: {e}", remote))
+        _delete_ref(repo, _incoming_ref(remote, b))
+
+
+def _delete_ref(repo, ref: str) -> None:
+    try:
+        repo.references.delete(ref)
+    except (KeyError, pygit2.GitError, OSError, ValueError):
+        pass
 
 
 # --- pull --------------------------------------------------------------------------
@@ -302,22 +390,46 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     limits both steps."""
     from .merge import merge_into
 
+    from .trust import Refusal, history_problem
+
     repo = store.repo
     remote = _resolve_remote(repo, remote, store.branch)
     fetched = fetch(repo, remote, branches, interactive=interactive)
     merged: List[Dict[str, Any]] = []
+    refused = fetched.refused_branches()
     for b in fetched.branches:
-        if not b.new:
+        if not b.new or b.branch in refused:
             continue
+        if b.new == b.old:  # not fetched just now (plain `git fetch` may have put it there): gate it here
+            why = history_problem(repo, b.new, local_branches(repo).values())
+            if why:
+                fetched.refused.append(Refusal(b.ref, why, remote))
+                continue
         target = store if b.branch == store.branch else Store(repo, b.branch)
         if target.own_tip() is None and _create(target, b.new, remote):
-            merged.append({"branch": b.branch, "kind": "new", "commit": b.new, "added": [], "changed": [],
-                           "conflicts": []})
+            merged.append({"branch": b.branch, "kind": "new", "commit": b.new,
+                           "added": target.snapshot(b.new).ids(), "changed": [], "conflicts": []})
             continue
         r = merge_into(target, b.new, author=author, source=source,
-                       message=f"merge memory of {b.branch} from {remote}")
+                       message=f"merge memory of {b.branch} from {remote}", gated=True)
         merged.append({"branch": b.branch, **r.to_dict(), "conflicts": [c.id for c in r.conflicts]})
     return PullResult(fetched, merged)
+
+
+def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True, author: Optional[Author] = None,
+         source: str = "sync", interactive: Optional[bool] = None):
+    """`git pull && gitmem sync`: fetch memory first (a plain `git pull` fetches none unless
+    `gitmem remote setup` was run), then :func:`gitmem.branches.sync`. A repository without
+    remotes only merges; a failed fetch raises, so sync never reports stale memory as merged."""
+    from .branches import sync as sync_branches
+
+    fetched = None
+    if fetch_first and (remote or list(store.repo.remotes.names())):
+        fetched = _resolve_remote(store.repo, remote, store.branch)
+        fetch(store.repo, fetched, interactive=interactive)
+    result = sync_branches(store, author=author, source=source)
+    result.fetched = fetched
+    return result
 
 
 def _create(store: Store, tip: str, remote: str) -> bool:
@@ -335,12 +447,17 @@ def _create(store: Store, tip: str, remote: str) -> bool:
 
 
 def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterable[str] = ()) -> List[Tuple[str, str]]:
-    """(where, rule) for every secret in blobs and commit messages reachable from
-    ``tips`` but not from ``known`` (what the remote already has).
+    """(where, rule) for every secret in what a push of ``tips`` sends that the remote lacks
+    (``known``: tips the remote already has): blob text (UTF-8, and UTF-16 when the blob
+    holds NUL bytes), tree entry names, commit messages, author and committer identities,
+    and an annotated tag's message and tagger.
 
-    Trees and blobs the remote already has are skipped, so the cost is the new
-    objects plus one walk of the known tips' trees."""
-    from .redact import scan
+    A tip must be a commit: anything else (a blob, a tree, an annotated tag, whose message
+    and tagger are scanned first) raises :class:`RemoteError`, since a memory ref only ever
+    points at a commit. Trees and blobs the remote already
+    has are skipped, so the cost is the new objects plus one walk of the known tips' trees."""
+    from .redact import redact, scan
+    from .trust import printable
 
     known = [k for k in dict.fromkeys(known) if k]
     seen: Set[str] = set()
@@ -350,12 +467,24 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
         except (KeyError, ValueError, pygit2.GitError):
             continue
     found: List[Tuple[str, str]] = []
+
+    def look(text: str, where: str) -> None:
+        hits = scan(text)
+        if hits:  # a path may itself hold a secret: never show it
+            found.extend((printable(redact(where)[0], 200), f.rule) for f in hits)
+
     walker = None
     for tip in dict.fromkeys(tips):
+        try:
+            commit_id = _commit_tip(repo, tip, look)
+        except RemoteError:
+            if found:  # a tag's message held a secret: say so first
+                raise SecretFound(found) from None
+            raise
         if walker is None:
-            walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL)
+            walker = repo.walk(commit_id, pygit2.enums.SortMode.TOPOLOGICAL)
         else:
-            walker.push(tip)
+            walker.push(commit_id)
     if walker is None:
         return found
     for k in known:
@@ -365,22 +494,57 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
             continue
     for commit in walker:
         short = str(commit.id)[:10]
-        found += [(f"message of commit {short}", f.rule) for f in scan(commit.message)]
+        look(commit.message, f"message of commit {short}")
+        for role, who in (("author", commit.author), ("committer", commit.committer)):
+            look(f"{_text(who.raw_name)} <{_text(who.raw_email)}>", f"{role} of commit {short}")
         stack: List[Tuple[str, pygit2.Tree]] = [("", commit.tree)]
         while stack:
             prefix, tree = stack.pop()
             if str(tree.id) in seen:
                 continue
             seen.add(str(tree.id))
+            look("\n".join(_text(e.raw_name) for e in tree), f"entry names in {prefix or '/'} (commit {short})")
             for entry in tree:
                 oid = str(entry.id)
                 if entry.type_str == "tree":
                     stack.append((f"{prefix}{entry.name}/", repo[entry.id].peel(pygit2.Tree)))
                 elif entry.type_str == "blob" and oid not in seen:
                     seen.add(oid)
-                    text = repo[entry.id].data.decode("utf-8", "replace")
-                    found += [(f"{prefix}{entry.name} (commit {short})", f.rule) for f in scan(text)]
-    return found
+                    for text in _decodings(repo[entry.id].data):
+                        look(text, f"{prefix}{entry.name} (commit {short})")
+    return sorted(set(found), key=found.index)
+
+
+def _commit_tip(repo: pygit2.Repository, tip: str, look) -> pygit2.Oid:
+    """The pushed tip, which must be a commit; an annotated tag's message and tagger are scanned
+    before it is refused."""
+    try:
+        obj = repo[tip]
+    except (KeyError, ValueError, pygit2.GitError):
+        raise RemoteError(f"{tip[:10]} is not in this repository; nothing pushed") from None
+    if isinstance(obj, pygit2.Tag):
+        look(obj.message or "", f"message of tag {str(obj.id)[:10]}")
+        if obj.tagger is not None:
+            look(f"{_text(obj.tagger.raw_name)} <{_text(obj.tagger.raw_email)}>", f"tagger of tag {str(obj.id)[:10]}")
+        raise RemoteError(f"{tip[:10]} is an annotated tag, not a memory commit; nothing pushed")
+    if not isinstance(obj, pygit2.Commit):
+        raise RemoteError(f"{tip[:10]} is a {obj.type_str}, not a memory commit; nothing pushed")
+    return obj.id
+
+
+def _text(raw: Any) -> str:
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
+
+
+def _decodings(data: bytes) -> List[str]:
+    """The blob as UTF-8; with NUL bytes (UTF-16 text has them) also as UTF-16 both ways."""
+    out = [data.decode("utf-8", "replace")]
+    if b"\x00" in data:
+        if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            out.append(data.decode("utf-16", "replace"))
+        else:
+            out += [data.decode("utf-16-le", "replace"), data.decode("utf-16-be", "replace")]
+    return out
 
 
 def _mark(repo: pygit2.Repository, tree: pygit2.Tree, seen: Set[str]) -> None:
@@ -398,7 +562,13 @@ def _mark(repo: pygit2.Repository, tree: pygit2.Tree, seen: Set[str]) -> None:
 
 
 def _refuse_secrets(repo: pygit2.Repository, remote: str, tips: Dict[str, str]) -> None:
-    found = outgoing_secrets(repo, tips.values(), remote_branches(repo, remote).values())
+    """Fail closed: a secret, a tip that is not a commit, or any error while scanning stops the push."""
+    try:
+        found = outgoing_secrets(repo, tips.values(), remote_branches(repo, remote).values())
+    except GitmemError:
+        raise
+    except Exception as e:  # noqa: BLE001 - an unscanned push never goes out
+        raise RemoteError(f"could not scan outgoing memory ({type(e).__name__}: {e}); nothing pushed") from None
     if found:
         raise SecretFound(found)
 
@@ -477,11 +647,17 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 done[b] = BranchPush(b, "rejected", tips[b], merges[b], attempt, message=summary)
         if retry:
             fetched = fetch(repo, remote, retry, interactive=interactive)
+            for refusal in fetched.refused:
+                b = refusal.what[len(REF_PREFIX):]
+                if b in retry:
+                    done[b] = BranchPush(b, "rejected", tips[b], merges[b], attempt,
+                                         message=f"{refusal.line()}; nothing pushed")
+                    retry.remove(b)
             for r in fetched.branches:
-                if not r.new:  # the remote lost the branch meanwhile: just push again
+                if not r.new or r.branch not in retry:  # the remote lost the branch meanwhile: just push again
                     continue
                 result = merge_into(stores[r.branch], r.new, author=author, source=source,
-                                    message=f"merge memory of {r.branch} from {remote}")
+                                    message=f"merge memory of {r.branch} from {remote}", gated=r.new != r.old)
                 merges[r.branch] += result.kind == "merge"
                 if result.conflicts:
                     done[r.branch] = BranchPush(
@@ -621,6 +797,8 @@ def missing_here(repo: pygit2.Repository, remotes: Optional[Sequence[str]] = Non
     Returns (missing, unreachable): missing entries are {"remote", "branch",
     "tip", "fetched"} where ``fetched`` says the commit is here but not merged;
     unreachable holds one line per remote that could not be asked."""
+    from .trust import ref_name_problem
+
     local = local_branches(repo)
     missing: List[Dict[str, Any]] = []
     unreachable: List[str] = []
@@ -631,6 +809,8 @@ def missing_here(repo: pygit2.Repository, remotes: Optional[Sequence[str]] = Non
             unreachable.append(str(e))
             continue
         for b, tip in sorted(there.items()):
+            if ref_name_problem(b):
+                continue  # never fetched: `gitmem pull` says so
             mine = local.get(b)
             present = tip in repo
             if mine == tip or (present and mine and repo.descendant_of(mine, tip)):

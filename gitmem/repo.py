@@ -12,7 +12,7 @@ from typing import List, Optional, Tuple
 
 import pygit2
 
-from .errors import BranchError, NotARepository, StorageError
+from .errors import BranchError, GitmemError, NotARepository, StorageError
 from .model import Author
 
 REF_PREFIX = "refs/memory/"
@@ -32,6 +32,9 @@ def check_branch_name(name: str) -> str:
 
 
 def open_repository(path: str = ".") -> pygit2.Repository:
+    if not os.path.isdir(path):
+        where = os.path.abspath(path)
+        raise NotARepository(where, f"no such directory: {where}")
     try:
         found = pygit2.discover_repository(os.path.abspath(path))
     except (pygit2.GitError, OSError, ValueError):
@@ -115,10 +118,16 @@ def parent_chain(repo: pygit2.Repository, branch: str) -> List[str]:
 
 
 def default_author(repo: pygit2.Repository) -> Author:
-    """Who writes when no author is given: the GITMEM_AUTHOR_* environment, else git's identity."""
+    """Who writes when no author is given: the GITMEM_AUTHOR_* environment, else git's identity
+    (GIT_AUTHOR_*, then user.name / user.email, as git reads it). Without an email anywhere it
+    raises, as `git commit` does, rather than sign writes with a made-up address."""
     env = os.environ
-    name = env.get("GITMEM_AUTHOR_NAME") or config_get(repo, "user.name") or env.get("USER") or "unknown"
-    email = env.get("GITMEM_AUTHOR_EMAIL") or config_get(repo, "user.email") or ""
+    name = (env.get("GITMEM_AUTHOR_NAME") or env.get("GIT_AUTHOR_NAME") or config_get(repo, "user.name")
+            or env.get("USER") or "unknown")
+    email = env.get("GITMEM_AUTHOR_EMAIL") or env.get("GIT_AUTHOR_EMAIL") or config_get(repo, "user.email") or ""
+    if not email:
+        raise GitmemError("who is writing? no git identity: run `git config user.email you@example.com` "
+                          "(and user.name), set GITMEM_AUTHOR_EMAIL, or pass --author \"Name <email>\"")
     kind = env.get("GITMEM_AUTHOR_KIND") or "human"
     return Author(name=name, email=email, kind=kind)
 

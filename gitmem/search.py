@@ -262,8 +262,10 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
     fused = lexical
     if similarity is not None and terms:
         z = _standardised(similarity)
+        # In a small store no cosine can stand that far out (at most sqrt(n - 1) deviations).
+        floor = min(DENSE_FLOOR_Z, 0.7 * math.sqrt(max(len(similarity) - 1, 0)))
         dense = [(cos, i) for i, m in enumerate(index.docs)
-                 if z.get(m.id, -1.0) >= DENSE_FLOOR_Z and (keep is None or m.type in keep)
+                 if z.get(m.id, -1.0) >= floor and (keep is None or m.type in keep)
                  and (cos := similarity.get(m.id, 0.0))]
         dense = heapq.nlargest(DENSE_DEPTH, dense)
         fused = {}

@@ -23,12 +23,16 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from .errors import GitmemError
 
 TOOLS = ("claude-code", "cursor", "windsurf", "ci")
+#: gitmem's distribution name on the package index (import name and command stay ``gitmem``):
+#: ``gitmem`` there is another project, so nothing gitmem writes may ``pip install gitmem``.
+DISTRIBUTION = "gitmem-memory"
 SERVER_NAME = "gitmem"
 CI_PATH = ".github/workflows/gitmem-agent.yml"
 
@@ -60,10 +64,63 @@ class Setup:
                 "content": self.content, "notes": self.notes, **({"delete": True} if self.delete else {})}
 
 
-def server_entry(tool: str, repo_root: Optional[str] = None, command: str = "gitmem") -> Dict[str, Any]:
+Command = Union[str, Sequence[str]]
+
+
+def installed_command() -> List[str]:
+    """How another program starts this very gitmem: the absolute path of the ``gitmem`` script
+    installed with this interpreter (its ``#!`` line names it), else ``<this python> -m gitmem``.
+    A bare ``gitmem`` is only right when that install is on the PATH the tool inherits."""
+    import sysconfig
+
+    name = "gitmem.exe" if os.name == "nt" else "gitmem"
+    folders = [os.path.dirname(sys.executable), sysconfig.get_path("scripts")]
+    try:
+        folders.append(sysconfig.get_path("scripts", f"{os.name}_user"))
+    except KeyError:
+        pass
+    here = os.path.dirname(os.path.abspath(sys.executable))
+    in_venv = sys.prefix != sys.base_prefix
+    for folder in dict.fromkeys(f for f in folders if f):
+        path = os.path.join(folder, name)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            continue
+        named = _script_python(path)
+        if os.name == "nt" or (named and (os.path.dirname(named) == here or (  # a Windows launcher has no #! line
+                not in_venv and os.path.realpath(named) == os.path.realpath(sys.executable)))):
+            return [os.path.abspath(path)]
+    return [os.path.abspath(sys.executable), "-m", "gitmem"]
+
+
+def _script_python(path: str) -> Optional[str]:
+    """The interpreter a console script's ``#!`` line names (absolute, not resolved), or None."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(512).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!"):
+        return None
+    parts = first[2:].split()
+    return os.path.abspath(parts[0]) if parts else None
+
+
+def command_parts(command: Optional[Command]) -> List[str]:
+    """``--command`` as argv: a string is split as a shell would (``uvx gitmem``); None is
+    :func:`installed_command`."""
+    if command is None:
+        return installed_command()
+    parts = shlex.split(command) if isinstance(command, str) else list(command)
+    if not parts:
+        raise GitmemError("--command is empty")
+    return parts
+
+
+def server_entry(tool: str, repo_root: Optional[str] = None, command: Optional[Command] = None) -> Dict[str, Any]:
     """The ``mcpServers`` entry for ``tool``; Claude Code spells out the stdio transport."""
-    args = ["mcp"] + (["--repo", repo_root] if repo_root else [])
-    entry: Dict[str, Any] = {"command": command, "args": args}
+    program, *before = command_parts(command)
+    args = before + ["mcp"] + (["--repo", repo_root] if repo_root else [])
+    entry: Dict[str, Any] = {"command": program, "args": args}
     if tool == "claude-code":
         entry = {"type": "stdio", **entry}
     return entry
@@ -86,10 +143,9 @@ def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str) -> 
     return json.dumps(data, indent=2) + "\n"
 
 
-def hook_command(command: str, event: str) -> str:
+def hook_command(command: Optional[Command], event: str) -> str:
     """The shell command Claude Code runs for ``event``: the same gitmem the MCP config starts."""
-    program = shlex.quote(command) if os.path.exists(command) else command
-    return f"{program}{_HOOK_MARK}{event}"
+    return " ".join(shlex.quote(p) for p in command_parts(command)) + f"{_HOOK_MARK}{event}"
 
 
 def _is_gitmem_hook(hook: Any) -> bool:
@@ -112,7 +168,7 @@ def _without_gitmem_hooks(groups: Any, path: str, event: str) -> List[Any]:
     return out
 
 
-def merged_settings(existing: Optional[str], command: str, path: str) -> str:
+def merged_settings(existing: Optional[str], command: Optional[Command], path: str) -> str:
     """``existing`` Claude Code settings with gitmem's hooks in (each event's own group, last),
     every other key, event, group and hook untouched; the same input gives the same output."""
     data = _json_object(existing, path, "hooks")
@@ -143,7 +199,10 @@ def unmerged(existing: Optional[str], path: str, key: str) -> Optional[str]:
 
 
 def ci_workflow(branch: str = "main") -> str:
-    """A GitHub Actions job: fetch memory, run an agent that uses it, push what it learned."""
+    """A GitHub Actions job: fetch memory, run an agent that uses it, push what it learned.
+    It installs gitmem by its own distribution name, pinned to the version that wrote it."""
+    from . import __version__
+
     return f"""\
 # Generated by `gitmem setup ci`. Runs an agent with the repository's memory and
 # pushes the memory it writes back to refs/memory/*. Replace the agent step.
@@ -168,8 +227,9 @@ jobs:
           fetch-depth: 0
       - uses: actions/setup-python@v5
         with:
-          python-version: "3.12"
-      - run: pip install gitmem
+          python-version: "3.12"  # gitmem needs Python >= 3.10
+      # gitmem's distribution is {DISTRIBUTION} (the `gitmem` package on PyPI is another project)
+      - run: pip install "{DISTRIBUTION}=={__version__}"
       - name: Fetch memory
         run: |
           git config user.name "gitmem-ci"
@@ -187,7 +247,7 @@ jobs:
 """
 
 
-def plan(store: Any, tool: str, *, home: Optional[str] = None, command: str = "gitmem") -> Setup:
+def plan(store: Any, tool: str, *, home: Optional[str] = None, command: Optional[Command] = None) -> Setup:
     """What ``gitmem setup <tool>`` would write (nothing is written)."""
     if tool not in TOOLS:
         raise GitmemError(f"unknown tool {tool!r} (valid: {', '.join(TOOLS)})")
@@ -196,7 +256,8 @@ def plan(store: Any, tool: str, *, home: Optional[str] = None, command: str = "g
         path = os.path.join(root, CI_PATH)
         existing = _read(path)
         content = existing if existing is not None else ci_workflow(store.branch)
-        return Setup(tool, path, content, ["gitmem setup claude-code --write  # the agent step reads .mcp.json"],
+        return Setup(tool, path, content, ["gitmem setup claude-code --write --command gitmem  # the agent step "
+                                           "reads .mcp.json; CI has gitmem on PATH"],
                      existing is None, "an existing workflow file is left as it is")
     if tool == "windsurf":
         base = home or os.path.expanduser("~")
@@ -206,14 +267,16 @@ def plan(store: Any, tool: str, *, home: Optional[str] = None, command: str = "g
     else:
         path = os.path.join(root, ".mcp.json" if tool == "claude-code" else os.path.join(".cursor", "mcp.json"))
         entry = server_entry(tool, None, command)
-        notes = "project file: commit it so everyone on the project gets the server"
+        notes = ("project file; it names this machine's gitmem by absolute path: before committing it for a team,"
+                 " write it with --command gitmem if gitmem is on everyone's PATH")
     existing = _read(path)
     content = merged_config(existing, entry, path)
-    commands = [f"claude mcp add --scope project {SERVER_NAME} -- {command} mcp"] if tool == "claude-code" else []
+    argv = " ".join(shlex.quote(p) for p in command_parts(command))
+    commands = [f"claude mcp add --scope project {SERVER_NAME} -- {argv} mcp"] if tool == "claude-code" else []
     return Setup(tool, path, content, commands, content != existing, notes)
 
 
-def hooks_plan(store: Any, command: str = "gitmem") -> Setup:
+def hooks_plan(store: Any, command: Optional[Command] = None) -> Setup:
     """What ``gitmem setup claude-code`` merges into ``.claude/settings.json`` (nothing is written)."""
     root = _root(store)
     path = os.path.join(root, SETTINGS_PATH)

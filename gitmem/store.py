@@ -17,10 +17,10 @@ import pygit2
 
 from . import model, refs
 from .audit import Change, change_from_commit, commit_message
-from .errors import AmbiguousId, GitmemError, InvalidMemory, NotFound, StorageError
+from .errors import AmbiguousId, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
 from .index import Entry, Index, Parsed, forget_all, index_for
 from .model import Author, Memory
-from .redact import redact_fields
+from .redact import redact, redact_fields
 from .repo import (
     blob_at, check_branch_name, common_dir, current_blob, current_branch, damaged, default_author, head_commit,
     memory_ref, open_repository, parent_chain, ref_target,
@@ -72,23 +72,40 @@ class Snapshot:
             return None
 
     def find(self, memory_id: str) -> Tuple[str, Memory]:
-        """Resolve a full id or a unique prefix (at least 4 chars) to its path and memory."""
+        """Resolve a full id or an abbreviation (see :func:`gitmem.model.matching_ids`: the short
+        tail `list` prints, or a unique prefix; case-insensitive) to its path and memory."""
         ref = self.store.ref
-        if not model.ID_PREFIX_RE.match(memory_id or ""):
+        given = memory_id if isinstance(memory_id, str) else ""
+        wanted = model.normalize_id(given)
+        if not model.ID_PART_RE.match(wanted):
             raise NotFound(memory_id, ref)
-        if len(memory_id) == model.ID_LENGTH:
+        if len(wanted) < model.SHORT_ID_MIN:
+            raise IdTooShort(given, model.SHORT_ID_MIN, ref)
+        if len(wanted) == model.ID_LENGTH:
             for type_ in model.TYPES:
-                path = model.memory_path(type_, memory_id)
+                path = model.memory_path(type_, wanted)
                 entry = self._entry(path)
                 if entry is not None:
                     return path, self.store.parse_blob(entry.id, path)
             raise NotFound(memory_id, ref)
-        hits = [i for i in self.ids() if i.startswith(memory_id)]
+        hits = self._ending_with(wanted) or model.matching_ids(wanted, self.ids())
         if len(hits) > 1:
-            raise AmbiguousId(memory_id, hits)
+            raise AmbiguousId(given, hits)
         if not hits:
             raise NotFound(memory_id, ref)
         return self.find(hits[0])
+
+    def _ending_with(self, tail: str) -> List[str]:
+        """Ids ending with ``tail``: the fan-out is by the last two chars, so this reads one
+        folder per type instead of listing every memory."""
+        out = []
+        for type_ in model.TYPES:
+            folder = self._entry(f"{type_}/{tail[-2]}/{tail[-1]}")
+            if folder is None or folder.type_str != "tree":
+                continue
+            out.extend(e.name[:-5] for e in folder.peel(pygit2.Tree)
+                       if e.name.endswith(".yaml") and e.name[:-5].endswith(tail))
+        return sorted(out)
 
     def entries(self) -> Iterator[Tuple[str, str]]:
         """(path, blob id) of every memory blob, in tree order."""
@@ -163,6 +180,11 @@ class Store:
     def get(self, memory_id: str, at: Optional[str] = None) -> Memory:
         return self.snapshot(at).find(memory_id)[1]
 
+    def short_ids(self, at: Optional[str] = None) -> Dict[str, str]:
+        """id -> its short form among every memory at the tip (see :func:`gitmem.model.short_ids`);
+        any command taking an ID accepts it."""
+        return model.short_ids(self.snapshot(at).ids())
+
     def memories(self, at: Optional[str] = None) -> Dict[str, Memory]:
         """Every valid memory at the tip (or commit ``at``), by id. Invalid blobs are
         skipped and reported in :attr:`problems`."""
@@ -226,7 +248,6 @@ class Store:
         checkpoints the HEAD commit, unless given.
         """
         author = author or default_author(self.repo)
-        fields_, redacted = redact_fields(text=text, title=title, reason=reason, next=next)
         paths = tuple(model.check_path(p) for p in paths)
         if type == "file" and blob is None and paths:
             blob = current_blob(self.repo, paths[0])
@@ -235,8 +256,9 @@ class Store:
         memory = Memory(
             id=model.new_id(), type=type, author=author, source=source, created=model.utc_now(),
             tags=tuple(dict.fromkeys(tags)), paths=tuple(dict.fromkeys(paths)), supersedes=supersedes,
-            blob=blob, commit=commit, commits=tuple(commits), **fields_,
+            blob=blob, commit=commit, commits=tuple(commits), text=text, title=title, reason=reason, next=next,
         )
+        memory, redacted = model.redact_memory(memory)
         model.validate(memory)
         commit_id, _ = self.commit(lambda snap: ({model.memory_path(memory): model.dump_yaml(memory)}, memory),
                                    op="add", author=author, source=source, redacted=redacted)
@@ -250,9 +272,7 @@ class Store:
         if bad:
             raise InvalidMemory(", ".join(sorted(bad)), "cannot be edited", sorted(allowed))
         author = author or default_author(self.repo)
-        text_changes = {k: v for k, v in changes.items() if k in ("text", "title", "reason", "next")}
-        redacted_fields, redacted = redact_fields(**text_changes)
-        changes = {**changes, **redacted_fields}
+        counted = {"redacted": 0}
         for key in ("tags", "paths", "commits"):
             if key in changes and changes[key] is not None:
                 values = changes[key]
@@ -261,14 +281,14 @@ class Store:
                 changes[key] = tuple(dict.fromkeys(values))
         def apply(snap: Snapshot):
             path, old = snap.find(memory_id)
-            new = old.evolve(**changes, updated=model.utc_now())
+            new, counted["redacted"] = model.redact_memory(old.evolve(**changes, updated=model.utc_now()))
             model.validate(new)
             if new.evolve(updated=old.updated) == old:
                 raise GitmemError(f"nothing to change in {old.id}")
             return {path: model.dump_yaml(new)}, new
 
-        commit_id, new = self.commit(apply, op="edit", author=author, source=source, redacted=redacted)
-        return Write(new, commit_id, redacted)
+        commit_id, new = self.commit(apply, op="edit", author=author, source=source, redacted=lambda: counted["redacted"])
+        return Write(new, commit_id, counted["redacted"])
 
     def retract(self, memory_id: str, *, reason: Optional[str] = None, author: Optional[Author] = None,
                 source: str = "api") -> Write:
@@ -291,8 +311,10 @@ class Store:
         """Replace a memory with a new one in a single commit: the old one is marked
         superseded (and points at its successor); the new one says what it supersedes."""
         author = author or default_author(self.repo)
-        new_fields, redacted = redact_fields(text=text, title=fields_.pop("title", None),
-                                         reason=fields_.pop("reason", None), next=fields_.pop("next", None))
+        new_fields = {"text": text, "title": fields_.pop("title", None), "reason": fields_.pop("reason", None),
+                      "next": fields_.pop("next", None)}
+        counted = {"redacted": 0}
+
         def apply(snap: Snapshot):
             path, old = snap.find(memory_id)
             if old.status != "active":
@@ -300,25 +322,29 @@ class Store:
             keep = {k: getattr(old, k) for k in ("title", "reason", "tags", "paths")}
             keep.update({k: v for k, v in new_fields.items() if v is not None or k == "text"})
             keep.update({k: tuple(v) for k, v in fields_.items() if k in ("tags", "paths")})
-            new = Memory(id=model.new_id(), type=old.type, author=author, source=source,
-                         created=model.utc_now(), supersedes=old.id, **keep)
+            new, counted["redacted"] = model.redact_memory(Memory(
+                id=model.new_id(), type=old.type, author=author, source=source,
+                created=model.utc_now(), supersedes=old.id, **keep))
             model.validate(new)
             replaced = old.evolve(status="superseded", superseded_by=new.id, updated=model.utc_now())
             return {path: model.dump_yaml(replaced), model.memory_path(new): model.dump_yaml(new)}, new
 
-        commit_id, new = self.commit(apply, op="supersede", author=author, source=source, redacted=redacted)
-        return Write(new, commit_id, redacted)
+        commit_id, new = self.commit(apply, op="supersede", author=author, source=source,
+                                     redacted=lambda: counted["redacted"])
+        return Write(new, commit_id, counted["redacted"])
 
     def commit_tree(self, updates: Mapping[str, Optional[bytes]], message: str, author: Author, *,
                     base: Optional[str], extra_parents: Sequence[str] = ()) -> str:
         """Write blobs and trees for ``updates`` (path -> bytes, or None to delete)
         over ``base``'s tree and return a new commit (the ref is not moved).
 
-        Used by every write, and by merges (``extra_parents``)."""
+        Used by every write, and by merges (``extra_parents``). The last gate before git: the
+        message and the author's name and email are redacted here, whoever built them."""
         try:
             base_tree = self.repo[base].peel(pygit2.Tree) if base else None
             tree = _write_tree(self.repo, base_tree, updates)
             sig = _signature(author)
+            message = redact(message)[0]
             committer = pygit2.Signature(*COMMITTER)
             parents = ([base] if base else []) + list(extra_parents)
             return str(self.repo.create_commit(None, sig, committer, message, tree, parents))
@@ -334,7 +360,7 @@ class Store:
         return refs.retrying(self.repo, self.ref, attempt)
 
     def commit(self, build: Callable[[Snapshot], Tuple[Mapping[str, Optional[bytes]], Memory]], *,
-               op: str, author: Author, source: str, redacted: int = 0,
+               op: str, author: Author, source: str, redacted: Any = 0,
                note: Optional[str] = None) -> Tuple[str, Memory]:
         """One write: ``build`` turns the snapshot it is given into (path -> bytes, the memory
         the commit is about); the commit lands by compare-and-swap, re-built on a lost race.
@@ -344,7 +370,8 @@ class Store:
             expected = self.own_tip()
             base = expected or self.read_from()[1]  # a branch's first write forks from its parent
             updates, memory = build(Snapshot(self, base))
-            message = commit_message(op, memory, author, source, redacted, note)
+            count = redacted() if callable(redacted) else redacted
+            message = commit_message(op, memory, author, source, count, note)
             commit = self.commit_tree(updates, message, author, base=base)
             self.move_ref(expected, commit, f"gitmem {op}: {memory.id}")
             return commit, memory
@@ -395,7 +422,9 @@ def parse_memory(data: bytes, path: str) -> Memory:
 
 
 def _signature(author: Author) -> pygit2.Signature:
-    return pygit2.Signature(author.name, author.email or "unknown@localhost")  # git needs an email
+    """The git author of a memory commit: its name and email redacted like any stored field."""
+    name, email = redact(author.name)[0], redact(author.email or "")[0]
+    return pygit2.Signature(name, email or "unknown@localhost")  # git needs an email
 
 
 def _subtrees(tree: pygit2.Object) -> Iterator[pygit2.Object]:

@@ -207,3 +207,20 @@ def test_diff_names_an_unknown_side_instead_of_showing_nothing(repo):
     assert failed.returncode == 1 and "neither a branch with memory nor a commit" in failed.stderr
     on_default = gitmem(repo, "diff", check=False)
     assert on_default.returncode == 2 and "give a range" in on_default.stderr
+
+
+def test_prune_says_whether_a_deleted_branchs_memory_is_already_merged_and_drops_its_fork_record(repo):
+    with_hooks(repo)
+    add(repo, "fact", "main fact")
+    for name in ("merged-one", "lost-one"):
+        git(repo, "checkout", "-q", "-b", name)
+        add(repo, "fact", f"from {name}")
+        commit_file(repo, f"{name}.txt")
+        git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-edit", "merged-one")  # the post-merge hook merges its memory
+    git(repo, "branch", "-q", "-D", "merged-one", "lost-one")
+    listing = gitmem(repo, "prune").stdout
+    assert "refs/memory/merged-one" in listing and "all of it is in main's memory" in listing
+    assert "refs/memory/lost-one" in listing and "`gitmem merge lost-one` first to keep it" in listing
+    gitmem(repo, "prune", "--yes")
+    assert git(repo, "config", "--get-regexp", r"gitmem\.branch\.", check=False) == ""

@@ -2,7 +2,9 @@
 
 The hooks run as real subprocesses on real repositories, fed the JSON Claude Code documents (and
 that Claude Code 2.1.332 was seen sending). The last test runs the real Claude Code binary (pinned,
-from npm) against `gitmem emulator serve`: emulator only, no model; it skips only without npm.
+from npm) through `gitmem router serve` to `gitmem emulator serve`: emulator only, no model; it skips
+only without npm. The router attaches the memory and records every request, so the sessions show up
+in `gitmem bill --router`.
 """
 
 from __future__ import annotations
@@ -338,21 +340,32 @@ def claude():
     return claude_binary()
 
 
-@pytest.fixture
-def emulator():
-    """`gitmem emulator serve` on loopback, behind a recording proxy."""
-    port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "gitmem", "emulator", "serve", "--port", str(port)],
+def serve(args, port):
+    process = subprocess.Popen([sys.executable, "-m", "gitmem", *args, "--port", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+    wait_for_port(port, process)
+    return process
+
+
+@pytest.fixture
+def emulator(project):
+    """`gitmem emulator serve` on loopback, `gitmem router serve` in front of it (attaching the project's
+    memory and recording every request), and a recording proxy in front of the router (what Claude Code sent)."""
+    repo = project[0]
+    emulator_port, router_port = free_port(), free_port()
+    processes = []
     try:
-        wait_for_port(port, process)
-        recorder = Recorder(f"http://127.0.0.1:{port}")
+        processes.append(serve(["emulator", "serve"], emulator_port))
+        processes.append(serve(["router", "serve", "--policy", "5m", "--upstream", f"http://127.0.0.1:{emulator_port}",
+                                "--repo", str(repo)], router_port))
+        recorder = Recorder(f"http://127.0.0.1:{router_port}")
         yield recorder
         recorder.close()
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        for process in reversed(processes):
+            process.terminate()
+            process.wait(timeout=10)
 
 
 @pytest.fixture
@@ -412,7 +425,7 @@ def texts_of(body) -> str:
 def test_the_real_claude_code_loads_memory_calls_gitmem_and_records_what_it_read(claude, emulator, project):
     repo, ids, _ = project
     version = subprocess.run([str(claude), "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
-    print(f"Claude Code {version} against the gitmem emulator (no model)")
+    print(f"Claude Code {version} through the gitmem router to the gitmem emulator (no model)")
     assert version.startswith(CLAUDE_CODE_VERSION)
 
     # 1. a re-proposal: SessionStart memory and the rejection are in the very first request
@@ -448,3 +461,18 @@ def test_the_real_claude_code_loads_memory_calls_gitmem_and_records_what_it_read
     [f] = file_memories(repo)
     assert (f.paths, f.blob) == (("src/queue.py",), blob)
     assert f.source == f"claude-code/{CLAUDE_CODE_VERSION}" and "defines Queue, push" in f.text
+
+    # 4. every request went through the router with the team memory attached, and the sessions are in the bill
+    sent_all = [r for r in emulator.requests if r["method"] == "POST" and r["path"].split("?")[0] == "/v1/messages"]
+    log = (repo / ".git" / "gitmem" / "requests.jsonl").read_text()
+    assert "sk-ant-emulator-test" not in log  # the key went upstream, never into the log
+    routed = [json.loads(line) for line in log.splitlines() if '"command": "router"' in line]
+    assert len(routed) == len(sent_all) and all(e["status"] == 200 for e in routed)
+    assert all("memory" in e["memory"]["blocks"] and e["memory_commit"] for e in routed)
+    assert len(routed[0]["memory"]["router_markers"]) + routed[0]["memory"]["client_markers"] <= 4
+    bill = json.loads(gitmem(repo, "bill", "--router", "--json").stdout)
+    assert bill["requests"] == len(sent_all)
+    sessions = {s["session"] for s in bill["sessions"]}
+    assert len(sessions) >= 4 and "default" not in sessions  # one per `claude -p`, named by Claude Code
+    assert all(s["usage"]["cache_read_input_tokens"] > 0 for s in bill["sessions"] if s["requests"] > 1)
+    print(gitmem(repo, "bill", "--router").stdout)

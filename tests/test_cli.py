@@ -106,20 +106,6 @@ def test_subprocess_round_trip_and_redaction_message(repo):
     assert "[REDACTED:github-pat]" in listed
 
 
-def test_every_command_has_help_with_an_example():
-    import click
-
-    def walk(cmd, path):
-        if isinstance(cmd, click.Group):
-            for name, sub in cmd.commands.items():
-                yield from walk(sub, path + [name])
-        else:
-            yield path, cmd
-
-    missing = [" ".join(p) for p, cmd in walk(main, []) if "Example:" not in (cmd.help or "")]
-    assert missing == []
-
-
 def test_doctor_reports_ok_and_exit_codes(run):
     run("fact", "add", "x")
     result = run("doctor", "--json")
@@ -143,3 +129,115 @@ def test_source_filters_match_the_same_family_in_list_and_log(run):
     assert len(logged) == 1 and "from cursor" in logged[0]
     assert json.loads(run("log", "--source", "mcp:cursor", "--json").output)["entries"]
     assert not json.loads(run("log", "--source", "mc", "--json").output)["entries"]
+
+
+def test_list_prints_short_ids_that_every_command_accepts_in_any_case(run):
+    ids = [json.loads(run("fact", "add", f"fact {n}", "--json").output)["id"] for n in range(5)]
+    listed = run("list").output.splitlines()
+    short = [line.split()[0] for line in listed]
+    assert [s for s in short] == [i[-len(s):] for i, s in zip(ids, short)] and all(len(s) >= 4 for s in short)
+    assert json.loads(run("show", short[2].upper(), "--json").output)["id"] == ids[2]
+    assert json.loads(run("show", ids[3].upper(), "--json").output)["id"] == ids[3]
+    run("edit", short[0], "--text", "edited by short id")
+    assert "edited by short id" in run("list").output
+    assert short[4] in run("search", "fact").output
+    assert short[1] in run("log").output
+
+
+def test_an_id_shorter_than_four_characters_is_too_short(run):
+    run("fact", "add", "x")
+    result = run("show", "01m")
+    assert result.exit_code == 1 and "too short: give at least 4 characters" in result.output
+
+
+def test_a_branch_typo_is_an_error_that_suggests_the_name_and_creates_no_ref(run, repo):
+    run("fact", "add", "on main")
+    result = run("--branch", "mian", "fact", "add", "meant for main")
+    assert result.exit_code == 1 and "no branch 'mian'" in result.output and "did you mean 'main'" in result.output
+    assert run("--branch", "mian", "list").exit_code == 1
+    assert git(repo, "for-each-ref", "--format=%(refname)", "refs/memory").split() == ["refs/memory/main"]
+    git(repo, "branch", "feature")
+    assert run("--branch", "feature", "list").exit_code == 0  # a real branch reads its parent's memory
+
+
+@pytest.mark.parametrize("args, message", [
+    (["fact", "add", "x", "--author", "bob"], 'use "Name <email>"'),
+    (["fact", "add", "x", "--author", "bob <not-an-email>"], 'use "Name <email>"'),
+    (["fact", "add", "x", "--agent", "--human"], "contradict"),
+    (["search", ""], "QUERY is empty"),
+    (["show", "01m"], "too short"),
+])
+def test_malformed_or_contradictory_input_is_refused_and_writes_nothing(run, repo, args, message):
+    result = run(*args)
+    assert result.exit_code in (1, 2) and message in result.output
+    assert git(repo, "for-each-ref", "refs/memory") == ""
+
+
+def test_resolve_refuses_ours_and_theirs_together(run):
+    result = run("resolve", "abcd", "--ours", "--theirs")
+    assert result.exit_code == 2 and "exactly one of --ours, --theirs, --edit" in result.output
+
+
+def test_a_missing_git_identity_is_an_error_not_a_made_up_author(tmp_path):
+    repo = tmp_path / "anon"
+    git(tmp_path, "init", "-q", "-b", "main", "anon")
+    env = {"GIT_AUTHOR_NAME": "", "GIT_AUTHOR_EMAIL": "", "EMAIL": ""}
+    result = gitmem(repo, "fact", "add", "who wrote this?", check=False, env=env)
+    assert result.returncode == 1 and "no git identity" in result.stderr
+    ok = gitmem(repo, "fact", "add", "signed", "--author", "Ann <ann@example.com>", env=env)
+    assert "Added" in ok.stdout
+    assert git(repo, "log", "-1", "--format=%an <%ae>", "refs/memory/main", env=env).strip() == "Ann <ann@example.com>"
+
+
+def test_a_missing_directory_says_so(tmp_path):
+    result = gitmem(tmp_path, "-C", str(tmp_path / "nowhere"), "list", check=False)
+    assert result.returncode == 1 and result.stderr.strip() == f"Error: no such directory: {tmp_path / 'nowhere'}"
+
+
+def test_text_dash_reads_stdin_for_add_and_fact_add(run):
+    run("add", "decision", "-", "--because", "piped", input="Queue jobs in Postgres\n")
+    run("fact", "add", "-", input="line one\nline two\n")
+    texts = {m["text"] for m in json.loads(run("list", "--json").output)["memories"]}
+    assert texts == {"Queue jobs in Postgres", "line one\nline two"}
+
+
+def test_limit_means_at_most_n_everywhere_and_log_filters_by_type_and_since(run):
+    for n in range(4):
+        run("fact", "add", f"fact {n}")
+    run("add", "decision", "a decision", "--because", "why")
+    assert len(json.loads(run("list", "-n", "2", "--json").output)["memories"]) == 2
+    assert [m["text"] for m in json.loads(run("list", "--limit", "2", "--json").output)["memories"]] == \
+        ["fact 3", "a decision"]  # the newest two, oldest first
+    assert len(json.loads(run("search", "fact", "-n", "2", "--json").output)["hits"]) == 2
+    assert len(json.loads(run("log", "-n", "3", "--json").output)["entries"]) == 3
+    assert {e["type"] for e in json.loads(run("log", "--type", "decision", "--json").output)["entries"]} == {"decision"}
+    assert len(json.loads(run("log", "--since", "1h", "--json").output)["entries"]) == 5
+    assert json.loads(run("log", "--since", "2999-01-01", "--json").output)["entries"] == []
+    assert run("log", "--since", "last tuesday").exit_code == 2
+
+
+def test_edit_without_a_terminal_or_editor_says_how_instead_of_starting_vi(run, monkeypatch):
+    monkeypatch.delenv("EDITOR", raising=False)
+    monkeypatch.delenv("VISUAL", raising=False)
+    mid = json.loads(run("fact", "add", "x", "--json").output)["id"]
+    result = run("edit", mid)
+    assert result.exit_code == 2 and "no terminal to open an editor in" in result.output
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x1b[0m\rover\x9b31m\u202eevil"
+
+
+def test_terminal_escapes_in_memory_text_and_commit_authors_are_inert_in_human_output(repo):
+    import json as json_
+
+    memory_id = json_.loads(gitmem(repo, "add", "decision", f"plan {ESCAPES}", "--title", f"t {ESCAPES[:12]}",
+                                   "--author", "Mallory\x1b[8m <m@example.com>", "--json").stdout)["id"]
+    gitmem(repo, "checkpoint", f"halfway {ESCAPES} / next: finish {ESCAPES}")
+    outputs = {name: gitmem(repo, *args).stdout for name, args in {
+        "list": ["list"], "show": ["show", memory_id], "log": ["log"], "resume": ["resume"],
+        "resume --prompt": ["resume", "--prompt"], "search": ["search", "plan"]}.items()}
+    for name, out in outputs.items():
+        assert not any(c in out for c in "\x1b\x07\r\x9b\u202e"), name
+    assert "\\x1b[31mred" in outputs["log"] or "\\x1b" in outputs["log"]
+    assert "Mallory\\x1b[8m" in outputs["log"]
+    # --json keeps the exact text (JSON escapes control characters itself)
+    shown = json_.loads(gitmem(repo, "show", memory_id, "--json").stdout)
+    assert shown["text"] == f"plan {ESCAPES}"

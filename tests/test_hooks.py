@@ -238,3 +238,68 @@ def test_pre_commit_hooks_yaml_offers_every_hook_at_its_own_stage():
     entries = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert [(e["id"], e["stages"], e["entry"]) for e in entries] == [
         (f"gitmem-{name}", [name], f"gitmem hook {name}") for name in HOOKS]
+
+
+def test_hooks_with_nothing_to_do_do_not_start_python(repo, tmp_path):
+    """post-checkout, post-merge, post-rewrite and pre-push decide in shell first: switching to an
+    existing branch, merging a branch without memory, or amending without memory starts no Python;
+    creating a branch and merging a branch with memory still do their work."""
+    import sys
+
+    calls = tmp_path / "python-calls.log"
+    counting = write_hook(tmp_path / "bin", "python", f'#!/bin/sh\necho "$@" >> {calls}\nexec {sys.executable} "$@"\n'
+                          .encode())
+    git(repo, "config", "gitmem.hookMode", "foreground")
+    gitmem(repo, "hooks", "install", env={"PYTHONPATH": str(ROOT)})
+    env = {"GITMEM_PYTHON": str(counting), "PYTHONPATH": str(ROOT)}
+
+    def started() -> list:
+        found = calls.read_text().splitlines() if calls.exists() else []
+        calls.unlink(missing_ok=True)
+        names = [next(w for w in line.split() if w in HOOKS) for line in found if "gitmem.hooks" in line]
+        return [n for n in names if n != "post-commit"]  # post-commit always has work: it detaches instead
+
+    commit(repo, "second.txt")  # main has moved since it was created
+    git(repo, "branch", "plain")
+    git(repo, "checkout", "-q", "-b", "other", env=env)
+    assert started() == ["post-checkout"]  # a new branch: its fork point is recorded
+    git(repo, "checkout", "-q", "main", env=env)
+    git(repo, "checkout", "-q", "other", env=env)
+    assert started() == []  # switching between existing branches: nothing to do
+    (repo / "o.txt").write_text("o\n")
+    git(repo, "add", "o.txt")
+    git(repo, "commit", "-q", "-m", "o", env={**env, "GITMEM_HOOKS": "0"})
+    git(repo, "checkout", "-q", "main", env=env)
+    git(repo, "merge", "-q", "--no-edit", "other", env=env)
+    git(repo, "commit", "-q", "--amend", "-m", "amended", env=env)
+    git(repo, "merge", "-q", "--no-edit", "plain", env=env)
+    assert started() == []  # no memory anywhere: nothing to merge, no commit ids to rewrite
+
+    gitmem(repo, "add", "fact", "main has memory now")
+    git(repo, "checkout", "-q", "-b", "feature", env=env)
+    gitmem(repo, "add", "fact", "feature memory")
+    (repo / "f.txt").write_text("f\n")
+    git(repo, "add", "f.txt")
+    git(repo, "commit", "-q", "-m", "f", env={**env, "GITMEM_HOOKS": "0"})
+    git(repo, "checkout", "-q", "main", env=env)
+    started()
+    git(repo, "merge", "-q", "--no-edit", "feature", env=env)
+    assert started() == ["post-merge"]  # a branch with memory came in
+    assert "feature memory" in {m.text for m in Store.open(str(repo)).list()}
+def test_a_detached_hook_in_a_worktree_whose_path_has_spaces_logs_inside_the_repository(tmp_path):
+    from conftest import make_repo
+
+    repo = make_repo(tmp_path / "my repo")
+    wt = tmp_path / "my work tree"
+    git(repo, "worktree", "add", "-q", "-b", "topic", str(wt))
+    gitmem(wt, "hooks", "install")  # post-commit detached (the default)
+    m = Store.open(str(wt)).add("fact", "linked from a worktree with spaces").memory
+    assert commit(wt, "w.txt").returncode == 0
+    sha = head(wt)
+    deadline = time.monotonic() + 60  # a bound for a slow machine, not a speed assertion
+    while Store.open(str(wt)).get(m.id).commits != (sha,) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert Store.open(str(wt)).get(m.id).commits == (sha,)
+    assert "linked" in (repo / ".git" / "gitmem" / "hooks.log").read_text()
+    strays = [p for p in tmp_path.rglob("hooks.log") if repo / ".git" not in p.parents]
+    assert strays == [] and sorted(p.name for p in tmp_path.iterdir()) == ["my repo", "my work tree"]

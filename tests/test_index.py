@@ -128,3 +128,31 @@ def test_two_processes_filling_the_index_at_once_lose_nothing(repo, store):
         assert p.returncode == 0
     listing, _, problems = _answers(repo)
     assert len(listing) == 60 and problems == []
+
+
+def test_a_process_killed_while_filling_the_index_leaves_one_the_next_command_can_trust(repo, store):
+    import signal
+    import time
+
+    from gitmem.model import Author, Memory, new_id
+
+    who = Author("Seed", "seed@example.com", "human")
+    updates = {}
+    for i in range(3000):
+        m = Memory(id=new_id(1_760_000_000_000 + i), type="fact", author=who, source="test",
+                   created="2026-01-01T00:00:00Z", text=f"fact number {i} about queue {i % 17}")
+        updates[memory_path(m)] = dump_yaml(m)
+    store.move_ref(None, store.commit_tree(updates, "seed", who, base=None), "seed")
+    expected = sorted(m.id for m in _fresh(repo).memories().values())
+    for delay in (0.3, 0.6, 0.9):
+        store_module.forget_warm()
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(_index_file(repo) + suffix):
+                os.unlink(_index_file(repo) + suffix)
+        proc = subprocess.Popen([sys.executable, "-c",
+                                 "import sys; from gitmem import Store; Store.open(sys.argv[1]).memories()", str(repo)])
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        s = _fresh(repo)
+        assert sorted(m.id for m in s.memories().values()) == expected and s.problems == []

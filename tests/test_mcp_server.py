@@ -144,3 +144,45 @@ def test_context_checkpoint_and_resume(repo):
     ctx, cp, where = run(main)
     assert "Money is integer cents" in ctx["context"] and ctx["memory_commit"]
     assert where["checkpoint"]["id"] == cp["id"] and where["next"] == "write the ledger entry"
+
+
+def test_every_malformed_stdio_request_gets_a_reply_and_the_server_keeps_serving(repo):
+    """Raw JSON-RPC over the server's stdin: a lone surrogate in a tool argument, a line that is not
+    JSON and a message of the wrong shape each get an error reply; nothing is stored."""
+    import select
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "gitmem", "mcp"], cwd=str(repo), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+    def send(line: str) -> None:
+        proc.stdin.write(line.encode() + b"\n")
+        proc.stdin.flush()
+
+    def receive() -> dict:
+        ready, _, _ = select.select([proc.stdout], [], [], 20)
+        assert ready, "no reply within 20 s: the client would hang"
+        return json.loads(proc.stdout.readline())
+
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}))
+        assert receive()["id"] == 1
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"remember",'
+             '"arguments":{"type":"fact","text":"half a pair \\ud800 here"}}}')
+        assert receive() == {"jsonrpc": "2.0", "id": 2, "error": {
+            "code": -32602, "message": "Invalid params: text that is not valid UTF-8 (a lone surrogate)"}}
+        send('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"recall","arguments":{"query":"\\udc80"}}}')
+        assert receive()["error"]["code"] == -32602
+        send("{this is not json")
+        assert receive() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: not JSON"}}
+        send('{"jsonrpc":"2.0","id":4,"method":5}')
+        assert receive()["error"]["code"] == -32600
+        send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}))
+        reply = receive()
+        assert reply["id"] == 5 and reply["result"]["tools"]
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=20)
+    assert git(repo, "for-each-ref", "refs/memory/") == ""

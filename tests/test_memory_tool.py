@@ -160,3 +160,31 @@ def test_cli_runs_one_command_and_refuses_traversal(repo):
     assert viewed.stdout.splitlines()[1] == "     1\thi"
     refused = gitmem(repo, "memory-tool", '{"command": "view", "path": "/memories/../x"}', check=False)
     assert refused.returncode == 1 and "would escape /memories" in refused.stderr
+
+
+@pytest.mark.parametrize("command,field", [
+    ({"command": "create", "path": 5, "file_text": "x"}, "path must be text"),
+    ({"command": "create", "path": "/memories/a.md", "file_text": 7}, "file_text must be text"),
+    ({"command": "create", "path": "/memories/a.md", "file_text": ["x"]}, "file_text must be text"),
+    ({"command": "view", "path": "/memories", "view_range": ["a", "b"]}, "view_range must be a list of integers"),
+    ({"command": "view", "path": "/memories", "view_range": 3}, "view_range must be a list of integers"),
+    ({"command": "insert", "path": "/memories/a.md", "insert_line": "2", "insert_text": "y"},
+     "insert_line must be an integer"),
+    ({"command": "insert", "path": "/memories/a.md", "insert_line": True, "insert_text": "y"},
+     "insert_line must be an integer"),
+    ({"command": "str_replace", "path": "/memories/a.md", "old_str": None, "new_str": "b"}, "old_str must be text"),
+    ({"command": "rename", "old_path": "/memories/a.md", "new_path": {"x": 1}}, "new_path must be text"),
+])
+def test_a_wrongly_typed_field_is_a_clear_error_naming_it_not_a_traceback(repo, tool, command, field):
+    with pytest.raises(MemoryToolError, match=f"invalid arguments for {command['command']}: {field}"):
+        tool.execute(command)
+    assert git(repo, "for-each-ref", "refs/memory/") == ""
+
+
+def test_the_cli_reports_a_wrongly_typed_field_in_one_line(repo):
+    from conftest import gitmem
+
+    result = gitmem(repo, "memory-tool", '{"command": "create", "path": "/memories/a.md", "file_text": 7}',
+                    check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == "Error: invalid arguments for create: file_text must be text, got int"

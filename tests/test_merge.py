@@ -217,3 +217,22 @@ def test_a_fast_forward_reports_the_memories_it_added_and_changed(store):
     r = merge_into(store, side.own_tip())
     assert (r.kind, r.added, r.changed) == ("fast-forward", [new.memory.id], [edited.memory.id])
     assert kept.memory.id in store.memories()
+
+
+def test_a_checkpoint_advanced_on_both_sides_merges_to_the_newer_commit_without_a_conflict():
+    base = mem(IDS[0], "parser done / next: wire it", type="checkpoint", commit="a" * 40, commits=("a" * 40,))
+    ours = base.evolve(commit="b" * 40, commits=("a" * 40, "b" * 40), updated="2026-01-02T00:00:00Z")
+    theirs = base.evolve(commit="c" * 40, commits=("a" * 40, "c" * 40), updated="2026-01-03T00:00:00Z")
+    for left, right in ((ours, theirs), (theirs, ours)):
+        r = merge_records({base.id: base}, {base.id: left}, {base.id: right})
+        m = r.merged[base.id]
+        assert r.conflicts == []
+        assert (m.commit, m.commits, m.updated) == ("c" * 40, ("a" * 40, "b" * 40, "c" * 40), "2026-01-03T00:00:00Z")
+
+
+def test_a_persons_field_changed_both_ways_on_a_checkpoint_is_still_a_conflict():
+    base = mem(IDS[0], "step one", type="checkpoint", commit="a" * 40, next="step two")
+    ours = base.evolve(next="step three", commit="b" * 40, updated="2026-01-02T00:00:00Z")
+    theirs = base.evolve(next="step four", commit="c" * 40, updated="2026-01-03T00:00:00Z")
+    [c] = merge_records({base.id: base}, {base.id: ours}, {base.id: theirs}).conflicts
+    assert c.fields == ("next",)

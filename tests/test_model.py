@@ -7,7 +7,8 @@ import yaml
 
 from gitmem.errors import InvalidMemory
 from gitmem.model import (
-    ID_RE, MAX_TEXT_BYTES, TYPES, Author, Memory, check_path, dump_yaml, load_yaml, memory_path, new_id, validate,
+    ID_RE, MAX_TEXT_BYTES, TYPES, Author, Memory, check_path, dump_yaml, load_yaml, matching_ids, memory_path, new_id,
+    normalize_id, short_ids, validate,
 )
 
 
@@ -23,6 +24,37 @@ def test_ids_are_short_unique_and_sort_by_time():
     assert all(ID_RE.match(i) for i in ids)
     assert ids == sorted(ids)
     assert len(set(new_id(now_ms=5) for _ in range(1000))) == 1000
+
+
+def test_short_ids_are_unique_and_short_among_100000_ids_written_within_one_second():
+    start = 1_800_000_000_000
+    on_many_clones = [new_id(now_ms=start + n % 1000) for n in range(50_000)]  # random tails, one second
+    in_one_process = [new_id() for _ in range(50_000)]  # same-millisecond ids: consecutive tails
+    ids = on_many_clones + in_one_process
+    assert len(set(ids)) == 100_000
+    short = short_ids(ids)
+    assert len(set(short.values())) == 100_000
+    by_length: dict = {}
+    for i, s in short.items():
+        assert len(s) >= 4 and i.endswith(s)
+        by_length.setdefault(len(s), []).append(s)
+    for length, forms in by_length.items():  # no other id ends with a short form: it names its id alone
+        tails = {}
+        for i in ids:
+            tails[i[-length:]] = tails.get(i[-length:], 0) + 1
+        assert all(tails[f] == 1 for f in forms)
+    assert sum(len(v) for k, v in by_length.items() if k <= 5) >= 99_000  # ids written together share 8+ leading chars
+
+
+def test_a_short_id_resolves_to_its_id_whatever_the_case():
+    ids = [new_id(now_ms=1_800_000_000_000) for _ in range(50)]
+    short = short_ids(ids)
+    for i in ids:
+        assert matching_ids(short[i], ids) == [i]
+        assert matching_ids(short[i].upper(), ids) == [i]
+        assert matching_ids(i.upper(), ids) == [i]
+    assert matching_ids(ids[0][:12], ids) == sorted(x for x in ids if x.startswith(ids[0][:12]))  # prefixes still work
+    assert normalize_id("0M-J3K-IL-O") == "0mj3k110"  # Crockford: i and l read as 1, o as 0, hyphens ignored
 
 
 @pytest.mark.parametrize("type_", TYPES)
@@ -101,3 +133,16 @@ def test_ids_made_in_one_process_sort_in_the_order_they_were_made():
 
     ids = [new_id() for _ in range(5000)]  # many share a millisecond
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
+
+
+def test_since_takes_dates_and_ages():
+    from gitmem.model import parse_since
+
+    now = 1_800_000_000
+    assert parse_since("3d", now) == now - 3 * 86400
+    assert parse_since("2 hours ago", now) == now - 7200
+    assert parse_since("1w", now) == now - 7 * 86400
+    assert parse_since("2026-12-01", now) == 1796083200
+    assert parse_since("2026-12-01T10:00Z", now) == 1796083200 + 36000
+    with pytest.raises(ValueError):
+        parse_since("yesterday-ish", now)

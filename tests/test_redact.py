@@ -249,3 +249,69 @@ def test_docs_list_every_rule():
 
     docs = (Path(__file__).resolve().parent.parent / "docs" / "redact.md").read_text()
     assert [rule.id for rule in RULES if f"| `{rule.id}` |" not in docs] == []
+
+
+# ---- the families issue 14 found missing, and values of any length ----------------------------
+
+HEX = "0123456789abcdef"
+B64 = string.ascii_letters + string.digits + "+/"
+FAMILIES = [
+    ("sendgrid", "SENDGRID_KEY " + _token("S" + "G.", 22, seed=40) + "." + _token("", 43, seed=41)),
+    ("twilio api key", "twilio: " + _token("S" + "K", 32, HEX, seed=42)),
+    ("twilio auth token", "TWILIO_AUTH_TOKEN=" + _token("", 32, HEX, seed=43)),
+    ("azure storage AccountKey", "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey="
+     + _token("", 86, B64, seed=44) + "==;EndpointSuffix=core.windows.net"),
+    ("azure SAS sig", "https://acme.blob.core.windows.net/c/x?sv=2022-11-02&sp=r&sig="
+     + _token("", 40, string.ascii_letters + string.digits, seed=45) + "%2B" + _token("", 3, seed=46) + "%3D"),
+    ("digitalocean", "do token " + _token("do" + "p_v1_", 64, HEX, seed=47)),
+    ("shopify", "X-Shopify-Access-Token: " + _token("shp" + "at_", 32, HEX, seed=48)),
+    ("gitlab runner", "runner token " + _token("gl" + "rt-", 20, seed=49)),
+    ("gitlab deploy", "deploy: " + _token("gl" + "dt-", 20, seed=50)),
+    ("stripe webhook", "endpoint secret " + _token("wh" + "sec_", 32, seed=51)),
+    ("redis url", "cache at redis://:" + _token("", 20, seed=52) + "@cache.internal:6379"),
+    ("DB_PASS", "DB_PASS=" + _token("", 16, seed=53)),
+    ("putty key", "PuTTY-User-Key-File-" + "2: ssh-rsa\nEncryption: none\nComment: imported\nPublic-Lines: 1\n"
+     + _token("", 64, B64, seed=54) + "\nPrivate-Lines: 1\n" + _token("", 64, B64, seed=55)
+     + "\nPrivate-MAC: " + _token("", 40, HEX, seed=56)),
+    ("STS session token (1,000 chars)", "aws_session_token = " + _token("IQoJb3JpZ2luX2Vj", 1000, B64, seed=57)),
+    ("300-char secret", 'client_secret: "' + _token("", 300, seed=58) + '"'),
+]
+
+
+@pytest.mark.parametrize("family,sample", FAMILIES, ids=[f for f, _ in FAMILIES])
+def test_every_family_the_issue_found_missing_is_caught_and_no_secret_byte_survives(family, sample):
+    out, findings = redact(sample)
+    assert findings, family
+    for finding in findings:
+        secret = sample[finding.start:finding.end]
+        assert secret not in out
+    assert scan(out) == []
+
+
+def test_a_secret_value_of_any_length_goes_entirely():
+    for length in (8, 200, 201, 5000):
+        value = _token("", length, seed=length)
+        out, findings = redact(f"API_TOKEN={value}\nnext line")
+        assert out == "API_TOKEN=[REDACTED:generic-api-key]\nnext line", length
+
+
+def test_bare_placeholders_fit_tags_and_sources_and_are_never_flagged_again():
+    from gitmem.redact import redact_bare
+
+    token = _token("gh" + "p_", 36, seed=60)
+    out, findings = redact_bare(f"mcp:{token}")
+    assert out == "mcp:REDACTED:github-pat" and len(findings) == 1
+    assert scan(out) == []
+    assert scan("api_key:REDACTED:generic-api-key") == []
+    # a bare placeholder does not hide a secret glued after it
+    assert [f.rule for f in scan("REDACTED:github-pat-" + token)] == ["github-pat"]
+    assert [f.rule for f in scan("REDACTED:github-pat " + token)] == ["github-pat"]
+
+
+def test_the_keyword_prefilter_switches_on_exactly_the_rules_whose_keywords_occur():
+    from gitmem.redact import _candidate_rules
+
+    texts = [s.lower() for s in SAMPLES] + ["passkey sk-ant- accountkey eyj", ""]
+    for text in texts:
+        expected = [i for i, rule in enumerate(RULES) if any(k in text for k in rule.keywords)]
+        assert _candidate_rules(text) == expected

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import pytest
 import yaml
@@ -13,28 +15,43 @@ from gitmem.setup import apply, plan
 
 
 def test_claude_code_gets_a_project_mcp_json(repo, store):
-    s = apply(plan(store, "claude-code"))
+    s = apply(plan(store, "claude-code", command="gitmem"))
     data = json.loads((repo / ".mcp.json").read_text())
     assert data == {"mcpServers": {"gitmem": {"type": "stdio", "command": "gitmem", "args": ["mcp"]}}}
     assert s.commands == ["claude mcp add --scope project gitmem -- gitmem mcp"]
-    assert not plan(store, "claude-code").changed
+    assert not plan(store, "claude-code", command="gitmem").changed
 
 
-def test_cursor_config_keeps_other_servers_and_keys(repo, store):
-    (repo / ".cursor").mkdir()
-    (repo / ".cursor" / "mcp.json").write_text(json.dumps(
-        {"mcpServers": {"github": {"command": "npx", "args": ["-y", "gh-mcp"]}}, "other": 1}))
-    apply(plan(store, "cursor"))
-    data = json.loads((repo / ".cursor" / "mcp.json").read_text())
-    assert data["other"] == 1 and data["mcpServers"]["github"]["command"] == "npx"
-    assert data["mcpServers"]["gitmem"] == {"command": "gitmem", "args": ["mcp"]}
+def test_by_default_the_config_names_this_gitmem_by_absolute_path_not_a_bare_name(repo, store):
+    entry = json.loads(plan(store, "claude-code").content)["mcpServers"]["gitmem"]
+    program = entry["command"]
+    assert os.path.isabs(program) and os.access(program, os.X_OK)
+    assert entry["args"] in (["mcp"], ["-m", "gitmem", "mcp"])  # the gitmem script, or this python -m gitmem
+    if entry["args"] == ["mcp"]:
+        assert open(program).readline().strip() == f"#!{sys.executable}" or \
+            os.path.dirname(program) == os.path.dirname(sys.executable)
 
 
-def test_windsurf_user_config_names_the_repository(repo, store, tmp_path):
-    s = apply(plan(store, "windsurf", home=str(tmp_path / "home")))
-    assert s.path == str(tmp_path / "home" / ".codeium" / "windsurf" / "mcp_config.json")
-    entry = json.loads(open(s.path).read())["mcpServers"]["gitmem"]
-    assert entry["args"] == ["mcp", "--repo", str(repo.resolve())]
+def test_the_server_a_written_config_names_starts_and_lists_its_tools(repo):
+    """Started as Claude Code starts it: the config's command and args, with a PATH that does not
+    hold this venv, through the official MCP client."""
+    import anyio
+
+    mcp = pytest.importorskip("mcp")
+    gitmem(repo, "setup", "claude-code", "--write")
+    entry = json.loads((repo / ".mcp.json").read_text())["mcpServers"]["gitmem"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = "/usr/bin:/bin"  # not the venv's bin: the config must not rely on PATH
+
+    async def tools():
+        params = mcp.StdioServerParameters(command=entry["command"], args=entry["args"], cwd=str(repo), env=env)
+        with open(os.devnull, "w") as errlog:
+            async with mcp.stdio_client(params, errlog=errlog) as (read, write):
+                async with mcp.ClientSession(read, write) as session:
+                    await session.initialize()
+                    return [t.name for t in (await session.list_tools()).tools]
+
+    assert "remember" in anyio.run(tools)
 
 
 def test_ci_workflow_fetches_runs_an_agent_and_pushes_memory(repo, store):
@@ -44,6 +61,10 @@ def test_ci_workflow_fetches_runs_an_agent_and_pushes_memory(repo, store):
     assert any("gitmem pull origin" in r for r in steps)
     assert any("--mcp-config .mcp.json" in r for r in steps)
     assert steps[-1] == "gitmem push origin --branch main"
+    from gitmem import __version__
+
+    assert f'pip install "gitmem-memory=={__version__}"' in steps  # `gitmem` on PyPI is another project
+    assert not any("pip install gitmem" in r for r in steps)
     assert s.changed and not plan(store, "ci").changed  # an existing workflow is left alone
 
 

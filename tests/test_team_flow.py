@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,110 @@ def test_a_non_fast_forward_git_pull_merges_both_sides_memory(team):
     git(alice, "pull", "-q", "--ff-only")
 
     assert texts(alice) == texts(bob) == {"from alice", "from bob"}
+
+
+def conflicts(path: Path) -> list:
+    return json.loads(gitmem(path, "conflicts", "--json").stdout)["conflicts"]
+
+
+def test_two_active_branches_with_checkpoints_merge_with_no_conflict(team):
+    alice, bob, _ = team
+    gitmem(alice, "checkpoint", "parser started / next: the lexer")
+    commit_code(alice, "parser.txt")
+    git(alice, "checkout", "-q", "-b", "feature")
+    gitmem(alice, "add", "fact", "the lexer is hand-written")
+    commit_code(alice, "lexer.txt")  # the hook advances the checkpoint on feature...
+    git(alice, "checkout", "-q", "main")
+    commit_code(alice, "docs.txt")  # ...and on main
+    git(alice, "merge", "-q", "--no-edit", "feature")
+
+    assert conflicts(alice) == []
+    head = git(alice, "rev-parse", "HEAD").strip()
+    [cp] = [m for m in Store.open(str(alice)).list(type="checkpoint")]
+    assert cp.commit == head  # the checkpoint stands at the merge commit
+    git(alice, "push", "-q")
+    git(bob, "pull", "-q")
+    assert texts(alice) == texts(bob) == {"parser started / next: the lexer", "the lexer is hand-written"}
+    assert conflicts(bob) == []
+
+
+def merge_on_the_server(tmp_path: Path, origin: Path, branch: str) -> None:
+    """A pull request merged on the hosting side: plain git, no gitmem, code only."""
+    server = tmp_path / "server"
+    if not server.exists():
+        git(tmp_path, "clone", "-q", str(origin), "server")
+    git(server, "fetch", "-q")
+    git(server, "merge", "-q", "--no-ff", "--no-edit", f"origin/{branch}")
+    git(server, "push", "-q", "origin", "HEAD:main")
+
+
+def test_a_merge_on_the_server_then_git_pull_and_sync_brings_the_branchs_memory_to_both(team, tmp_path):
+    alice, bob, origin = team
+    gitmem(alice, "add", "fact", "on main")
+    commit_code(alice, "main.txt")
+    git(alice, "push", "-q")
+    git(bob, "pull", "-q")
+    git(alice, "checkout", "-q", "-b", "feature")
+    gitmem(alice, "add", "decision", "Retry webhooks with backoff", "--because", "the provider drops bursts")
+    commit_code(alice, "hooks.txt")
+    git(alice, "push", "-q", "origin")  # the remote-setup refspecs: HEAD and refs/memory/*
+    merge_on_the_server(tmp_path, origin, "feature")
+
+    for clone in (alice, bob):
+        git(clone, "checkout", "-q", "main")
+        git(clone, "pull", "-q", "--ff-only")
+        out = gitmem(clone, "sync").stdout
+        assert out.count("feature:") == 1, out
+    assert texts(alice) == texts(bob) == {"on main", "Retry webhooks with backoff"}
+
+
+def test_git_pull_and_sync_in_a_plain_clone_fetches_the_memory_it_needs(team, tmp_path):
+    alice, _, origin = team
+    git(alice, "checkout", "-q", "-b", "feature")
+    gitmem(alice, "add", "fact", "feature memory")
+    commit_code(alice, "f.txt")
+    git(alice, "push", "-q", "origin")  # the remote-setup refspecs: HEAD and refs/memory/*
+    plain = tmp_path / "plain"  # no hooks, no `remote setup`: git fetches no memory
+    git(tmp_path, "clone", "-q", str(origin), "plain")
+    merge_on_the_server(tmp_path, origin, "feature")
+
+    git(plain, "pull", "-q", "--ff-only")
+    out = json.loads(gitmem(plain, "sync", "--json").stdout)
+    assert out["fetched"] == "origin"
+    assert [(m["branch"], m["kind"]) for m in out["merged"]] == [("feature", "fast-forward")]
+    assert texts(plain) == {"feature memory"}
+    again = json.loads(gitmem(plain, "sync", "--json").stdout)
+    assert [(m["branch"], m["kind"]) for m in again["merged"]] == [("feature", "up-to-date")]
+
+
+def test_sync_says_when_it_cannot_fetch(team, tmp_path):
+    alice, _, origin = team
+    git(alice, "remote", "set-url", "origin", str(tmp_path / "gone.git"))
+    r = gitmem(alice, "sync", check=False)
+    assert r.returncode == 1 and r.stderr.startswith("Error: could not fetch memory from origin")
+    assert "nothing to merge" in gitmem(alice, "sync", "--no-fetch").stdout
+
+
+def test_a_cherry_pick_says_which_memory_stayed_behind_and_following_the_hint_shares_it(team):
+    alice, bob, _ = team
+    gitmem(alice, "add", "fact", "on main")
+    commit_code(alice, "main.txt")
+    git(alice, "push", "-q")
+    git(bob, "pull", "-q")
+    git(alice, "checkout", "-q", "-b", "hotfix")
+    fix = json.loads(gitmem(alice, "add", "decision", "Retry refunds once", "--because", "the provider times out",
+                            "--json").stdout)["id"]
+    commit_code(alice, "fix.txt")  # the post-commit hook links the decision to this commit
+    picked = git(alice, "rev-parse", "HEAD").strip()
+    git(alice, "checkout", "-q", "main")
+
+    result = subprocess.run(["git", "cherry-pick", "-x", picked], cwd=alice, capture_output=True, text=True)
+    assert result.returncode == 0
+    assert f"its memory on hotfix did not come along ({fix})" in result.stderr
+    assert "`gitmem merge hotfix`" in result.stderr
+    assert "Retry refunds once" not in texts(alice)
+
+    gitmem(alice, "merge", "hotfix")
+    git(alice, "push", "-q")
+    git(bob, "pull", "-q", "--ff-only")
+    assert texts(alice) == texts(bob) == {"on main", "Retry refunds once"}

@@ -414,3 +414,47 @@ def test_entry_points_refuse_a_directory_that_is_not_a_repository(tmp_path):
         assert out.returncode == 1 and "Error:" in out.stderr, args
         assert "not a git repository" in out.stderr.lower() or "repository" in out.stderr.lower()
 
+
+
+def test_a_form_body_over_the_limit_is_refused_while_it_streams_not_after_it_is_read(repo):
+    """Driven at the ASGI level, the way a server hands the app a body in chunks: a body with no
+    Content-Length is refused once the limit is passed, with most of it never read; a declared
+    length over the limit is refused before the first chunk."""
+    import anyio
+
+    from gitmem.web.app import MAX_FORM_BYTES
+
+    app = create_app(str(repo))
+    chunk = b"x" * 65536
+    total = 160  # 10 MiB
+
+    def scope(headers):
+        return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                "scheme": "http", "path": "/add", "raw_path": b"/add", "query_string": b"", "root_path": "",
+                "headers": [(b"host", b"127.0.0.1:8737"),
+                            (b"content-type", b"application/x-www-form-urlencoded")] + headers,
+                "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8737)}
+
+    async def post(headers):
+        read = {"chunks": 0}
+        sent = []
+
+        async def receive():
+            if read["chunks"] >= total:
+                return {"type": "http.disconnect"}
+            read["chunks"] += 1
+            return {"type": "http.request", "body": chunk, "more_body": read["chunks"] < total}
+
+        async def send(message):
+            sent.append(message)
+
+        await app(scope(headers), receive, send)
+        status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        return status, body, read["chunks"]
+
+    status, body, chunks = anyio.run(post, [])
+    assert status == 413 and b"over" in body
+    assert chunks <= MAX_FORM_BYTES // len(chunk) + 1 < total
+    status, _, chunks = anyio.run(post, [(b"content-length", str(total * len(chunk)).encode())])
+    assert (status, chunks) == (413, 0)

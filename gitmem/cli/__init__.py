@@ -21,3 +21,4 @@ from . import branches  # noqa: E402,F401
 from . import remote  # noqa: E402,F401
 from . import mcp  # noqa: E402,F401
 from . import ui  # noqa: E402,F401
+from . import router  # noqa: E402,F401

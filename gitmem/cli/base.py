@@ -22,6 +22,26 @@ class Settings:
     branch: Optional[str] = None
 
 
+# C0 controls but tab and newline (ESC starts every terminal escape sequence; CR overwrites a line),
+# DEL, C1 controls (CSI 0x9b, OSC 0x9d) and the bidi overrides that reorder what a line appears to say.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character shown as an inert escape (``\\x1b``), for human output.
+
+    Memory text, titles and commit authors come from anyone who can push: printed raw, an escape
+    sequence could recolour, hide or rewrite what the terminal shows, or set its title. ``--json``
+    output needs none of this (JSON escapes control characters itself)."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100
+                       else f"\\u{ord(m.group(0)):04x}", text)
+
+
+def echo(text: str = "", **kwargs: Any) -> None:
+    """``click.echo`` for human output that may hold memory text or authors: control characters made inert."""
+    click.echo(terminal_safe(text), **kwargs)
+
+
 class GitmemGroup(click.Group):
     """Turns library errors into one line and exit code 1."""
 
@@ -29,7 +49,7 @@ class GitmemGroup(click.Group):
         try:
             return super().invoke(ctx)
         except GitmemError as e:
-            raise click.ClickException(str(e)) from None
+            raise click.ClickException(terminal_safe(str(e))) from None
         except BrokenPipeError:  # `gitmem log | head`
             sys.stderr.close()
             raise SystemExit(0) from None
@@ -59,6 +79,10 @@ def open_store(ctx: Optional[click.Context] = None):
 
     settings: Settings = (ctx or click.get_current_context()).find_object(Settings) or Settings()
     store = Store.open(settings.path, settings.branch)
+    if settings.branch is not None:
+        from ..branches import require_known
+
+        require_known(store.repo, settings.branch)  # a typo must not read main's memory or fork a stray ref
     if store.notice:
         click.echo(f"gitmem: {store.notice}", err=True)
     return store
@@ -85,8 +109,13 @@ def emit_json(data: Any) -> None:
 def edit_in_editor(header: str, values: dict, allowed) -> dict:
     """Open $EDITOR on ``values`` as YAML under a comment ``header``; return the
     parsed mapping, refusing keys outside ``allowed``."""
+    import os
+
     import yaml
 
+    if not (sys.stdin.isatty() and sys.stdout.isatty()) and not (os.environ.get("VISUAL") or os.environ.get("EDITOR")):
+        raise click.UsageError("no terminal to open an editor in: pass the fields as options (e.g. --text), "
+                               "or set $EDITOR")
     edited = click.edit(header + yaml.safe_dump(values, sort_keys=False, allow_unicode=True))
     if edited is None:
         raise click.ClickException("edit aborted: nothing saved")
@@ -99,7 +128,7 @@ def edit_in_editor(header: str, values: dict, allowed) -> dict:
     return data
 
 
-_AUTHOR_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*(?:<(?P<email>[^<>]*)>)?\s*$")
+_AUTHOR_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>@\s]+@[^<>@\s]+)>\s*$")
 
 
 def author_options(f: Callable) -> Callable:
@@ -108,25 +137,29 @@ def author_options(f: Callable) -> Callable:
     Goes below ``@pass_store``, which supplies the store the default author comes from."""
 
     @click.option("--author", metavar='"NAME <EMAIL>"', help="Who is writing (default: git user.name/email).")
-    @click.option("--agent", "kind", flag_value="agent", help="The writer is an AI agent.")
-    @click.option("--human", "kind", flag_value="human", help="The writer is a person (default).")
+    @click.option("--agent", is_flag=True, help="The writer is an AI agent.")
+    @click.option("--human", is_flag=True, help="The writer is a person (default).")
     @click.option("--source", default=None, metavar="TOOL",
                   help="Which tool writes: cli, hook, ci, mcp:<client>... (default: cli, or $GITMEM_SOURCE).")
     @functools.wraps(f)
-    def wrapper(*args: Any, author: Optional[str], kind: Optional[str], source: Optional[str], **kwargs: Any):
+    def wrapper(*args: Any, author: Optional[str], agent: bool, human: bool, source: Optional[str], **kwargs: Any):
         import os
 
         from ..model import Author
         from ..repo import default_author
 
-        base = default_author(args[0].repo)  # pass_store sits above: args[0] is the store
-        name, email = base.name, base.email
+        if agent and human:
+            raise click.UsageError("--agent and --human contradict each other: give one")
+        kind = "agent" if agent else "human" if human else (os.environ.get("GITMEM_AUTHOR_KIND") or "human")
         if author:
             m = _AUTHOR_RE.match(author)
             if not m:
-                raise click.BadParameter('use "Name <email>"', param_hint="--author")
-            name, email = m.group("name"), m.group("email") or ""
-        who = Author(name=name, email=email, kind=kind or base.kind)
+                raise click.BadParameter(f'{author!r}: use "Name <email>"', param_hint="--author")
+            name, email = m.group("name"), m.group("email")
+        else:
+            base = default_author(args[0].repo)  # pass_store sits above: args[0] is the store
+            name, email = base.name, base.email
+        who = Author(name=name, email=email, kind=kind)
         return f(*args, who=who, source=source or os.environ.get("GITMEM_SOURCE") or "cli", **kwargs)
 
     return wrapper

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 
 import click
 
-from .base import author_options, edit_in_editor, emit_json, json_option, main, pass_store
+from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pass_store
 
 
 def _short(oid: Optional[str]) -> str:
@@ -100,8 +100,10 @@ def prune(store, yes: bool, as_json: bool) -> None:
         return
     verb = "deleted" if yes else "would delete"
     for b in gone:
-        state = "merged" if b.merged else "NOT merged"
-        click.echo(f"{verb} {b.ref} at {b.tip} ({b.memories} memories, {state})")
+        into = b.parent or "its parent"
+        state = (f"all of it is in {into}'s memory" if b.memory_merged else
+                 f"some of it is not in {into}'s memory: `gitmem merge {b.name}` first to keep it")
+        click.echo(f"{verb} {b.ref} at {b.tip} ({b.memories} memories; {state})")
     if not gone:
         click.echo("nothing to prune")
     elif not yes:
@@ -156,18 +158,32 @@ def merge(store, source_: str, who, source, as_json: bool) -> None:
 
 
 @main.command()
+@click.option("--remote", "remote", metavar="REMOTE", help="Fetch memory from REMOTE (default: the branch's upstream).")
+@click.option("--no-fetch", is_flag=True, help="Merge only what was fetched before (no network).")
 @pass_store
 @author_options
 @json_option
-def sync(store, who, source, as_json: bool) -> None:
-    """Merge the memory of code branches this branch's code already contains
-    (for example a pull request merged on the server, seen after `git pull`).
+def sync(store, remote: Optional[str], no_fetch: bool, who, source, as_json: bool) -> None:
+    """Fetch memory, then merge the memory of code branches this branch's code
+    already contains (for example a pull request merged on the server, seen
+    after `git pull`), and this branch's own fetched memory once its code is here.
+
+    A plain `git pull` fetches no memory, so sync fetches it first (from the
+    branch's upstream remote; none in a repository without remotes).
+
+    JSON: {"fetched": REMOTE|null, "merged": [{"branch", "ref", "refs", "kind", "commit", "added", "changed",
+    "conflicts", "kept"}]}.
 
     Example: git pull && gitmem sync
     """
-    from ..branches import sync as sync_branches
+    from ..remote import sync as sync_remote
 
-    _report_merges(sync_branches(store, author=who, source="sync").merged, as_json)
+    result = sync_remote(store, remote, fetch_first=not no_fetch, author=who, source="sync")
+    if result.fetched and not as_json:
+        click.echo(f"fetched memory from {result.fetched}")
+    _report_merges(result.merged, as_json, {"fetched": result.fetched})
+    if not result.merged and no_fetch and not as_json:
+        click.echo("(merged only what was fetched before: run `gitmem sync` without --no-fetch to fetch)")
 
 
 @main.command()
@@ -176,15 +192,22 @@ def sync(store, who, source, as_json: bool) -> None:
 def conflicts(store, as_json: bool) -> None:
     """List memory conflicts left by merges (both versions are kept until resolved).
 
-    JSON: {"ref", "conflicts": [{"id", "type", "fields", "base", "ours", "theirs"}]}.
+    A conflict file gitmem cannot trust (too large, YAML aliases, fields that
+    are not memory fields) is not read: one stderr line names it.
+
+    JSON: {"ref", "conflicts": [{"id", "type", "fields", "base", "ours", "theirs"}],
+    "refused": [{"path", "why"}]}.
 
     Example: gitmem conflicts
     """
-    from ..merge import list_conflicts
+    from ..merge import conflicts_and_problems
 
-    found = list_conflicts(store)
+    found, refused = conflicts_and_problems(store)
+    for path, why in refused:
+        click.echo(f"gitmem: refused {path}: {why}", err=True)
     if as_json:
-        emit_json({"ref": store.ref, "conflicts": [c.to_dict() for c in found]})
+        emit_json({"ref": store.ref, "conflicts": [c.to_dict() for c in found],
+                   "refused": [{"path": p, "why": w} for p, w in refused]})
         return
     for c in found:
         click.echo(f"{c.id}  {c.ours.type}: {', '.join(c.fields)} differ")
@@ -197,25 +220,29 @@ def conflicts(store, as_json: bool) -> None:
 
 @main.command()
 @click.argument("memory_id", metavar="ID")
-@click.option("--ours", "take", flag_value="ours", help="Keep this branch's values.")
-@click.option("--theirs", "take", flag_value="theirs", help="Take the merged-in values.")
+@click.option("--ours", is_flag=True, help="Keep this branch's values.")
+@click.option("--theirs", is_flag=True, help="Take the merged-in values.")
 @click.option("--edit", "edit_", is_flag=True, help="Write the values yourself in $EDITOR.")
 @pass_store
 @author_options
 @json_option
-def resolve(store, memory_id: str, take: Optional[str], edit_: bool, who, source, as_json: bool) -> None:
+def resolve(store, memory_id: str, ours: bool, theirs: bool, edit_: bool, who, source, as_json: bool) -> None:
     """Resolve a memory conflict: keep ours, take theirs, or edit (one commit).
 
-    Example: gitmem resolve 0mabcd --theirs
+    Example: gitmem resolve 4vhr --theirs
     """
     from ..merge import list_conflicts, resolve as resolve_conflict
     from .memory import report_write
 
-    if bool(take) == edit_:
+    if ours + theirs + edit_ != 1:  # contradictory flags are refused, never settled by their order
         raise click.UsageError("give exactly one of --ours, --theirs, --edit")
+    take = "ours" if ours else "theirs" if theirs else None
     values = None
     if edit_:
-        values = _edit_conflict([c for c in list_conflicts(store) if c.id.startswith(memory_id)])
+        from ..model import matching_ids
+
+        pending = {c.id: c for c in list_conflicts(store)}
+        values = _edit_conflict([pending[i] for i in matching_ids(memory_id, pending)])
     w = resolve_conflict(store, memory_id, take=take, values=values, author=who, source=source)
     report_write(store, w, "Resolved", as_json)
 
@@ -366,4 +393,4 @@ def resume(store, prompt: bool, limit: int, as_json: bool) -> None:
     if as_json:
         emit_json(r.to_dict())
     else:
-        click.echo(render_resume(r, prompt=prompt), nl=False)
+        echo(render_resume(r, prompt=prompt), nl=False)

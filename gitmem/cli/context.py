@@ -181,8 +181,10 @@ def ask(store, question, paths, ttl, model, max_tokens, backend, as_json) -> Non
 @click.option("--run", "run_path", metavar="FILE", help="A recorded run (default: the newest in .git/gitmem/runs/).")
 @click.option("--svg", "svg_path", metavar="OUT", help="Also write the break-length chart as SVG to OUT.")
 @click.option("--plot/--no-plot", default=True, show_default=True, help="Print the terminal chart.")
+@click.option("--router", "router_traffic", is_flag=True,
+              help="Bill the traffic `gitmem router` recorded instead: by session and break, pings included.")
 @json_option
-def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, as_json: bool) -> None:
+def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_traffic: bool, as_json: bool) -> None:
     """The bill of a recorded run: session 1 / break / session 2 per policy, the ratio to
     uncached, and a computed table for other break lengths with the cheapest marked.
 
@@ -190,6 +192,13 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, as_json: 
     "cost_per_run": {"session1", "break", "session2", "total"}, "usage_per_run",
     "ratio_to_uncached", "guide_after_break"}], "break_table": [{"break_minutes", "totals",
     "cheapest", "auto_chose", "ratio_to_uncached"}], "workload", "run"}.
+
+    With --router: the requests and keep-alive pings `gitmem router` recorded in
+    .git/gitmem/requests.jsonl, by session, each break with its pings and whether the
+    prefix was read or re-written after it. JSON: {"requests", "pings", "failed",
+    "total_cost", "usage", "prices", "sessions": [{"session", "requests", "pings",
+    "policies", "upstreams", "memory_commits", "usage", "cost", "breaks": [{"seconds",
+    "policy", "pings", "ping_cost", "prefix_after", "next_session"}]}]}.
 
     Example: gitmem demo && gitmem bill --svg bill.svg
     """
@@ -199,6 +208,19 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, as_json: 
     from .base import open_store
 
     store = None
+    if router_traffic:
+        from ..bill import read_requests, render_router_text, router_bill
+
+        store = open_store()
+        traffic = router_bill(read_requests(store, "router"), configured_price_table(store))
+        if not traffic["requests"] and not traffic["pings"]:
+            raise GitmemError("no router traffic recorded in this repository yet: run `gitmem router serve` "
+                              "and point a client at it")
+        if as_json:
+            emit_json(traffic)
+        else:
+            click.echo(render_router_text(traffic))
+        return
     if run_path is None:
         store = open_store()
         run_path = latest_run(store)
@@ -235,6 +257,9 @@ def _demo_options(f):
                      help="anthropic: the real API (needs ANTHROPIC_API_KEY and --real-time; costs money)."),
         click.option("--keep", metavar="DIR", help="Build the sample repository in DIR and keep it."),
         click.option("--svg", "svg_path", metavar="OUT", help="Write the break-length chart as SVG to OUT."),
+        click.option("--via-router", is_flag=True,
+                     help="Send every request through `gitmem router` (in-process, loopback), which attaches the "
+                          "memory and sends the keep-alive pings."),
         json_option,
     ]):
         f = option(f)
@@ -256,7 +281,7 @@ def demo(ctx: click.Context, **options) -> None:
 @demo.command("cache-ttl")
 @_demo_options
 def cache_ttl(runs: int, break_minutes: float, real_time: bool, backend: str, keep: Optional[str],
-              svg_path: Optional[str], as_json: bool) -> None:
+              svg_path: Optional[str], via_router: bool, as_json: bool) -> None:
     """Prompt-cache TTLs on a payments team's agent: 12,100-token guide, earlier decisions,
     session 1, a 5.5-minute break, session 2; uncached, 5m, 1h and 5m + keep-alive; 6 runs.
 
@@ -276,14 +301,15 @@ def cache_ttl(runs: int, break_minutes: float, real_time: bool, backend: str, ke
     say = (lambda line: None) if as_json else click.echo
     if not as_json:
         clock = "real time" if real_time else "virtual clock"
-        say(f"gitmem demo cache-ttl - backend: {backend} ({clock}), model claude-haiku-4-5, {runs} runs")
+        via = ", through gitmem router" if via_router else ""
+        say(f"gitmem demo cache-ttl - backend: {backend} ({clock}{via}), model claude-haiku-4-5, {runs} runs")
         say("Building the sample repository (the team's earlier decisions, as these commands write them):")
 
     def tick(remaining: float) -> None:
         click.echo(f"\rwaiting (real time): {remaining:5.0f}s ", err=True, nl=False)
 
     result = run_demo(runs=runs, break_minutes=break_minutes, real_time=real_time, backend=backend, keep=keep,
-                      log=lambda line: say("  " + line), on_tick=None if as_json else tick)
+                      log=lambda line: say("  " + line), on_tick=None if as_json else tick, via_router=via_router)
     if real_time and not as_json:
         click.echo("", err=True)
     recorded = None

@@ -76,21 +76,26 @@ def check(store, proposal: str, paths: Sequence[str], as_json: bool) -> None:
               help="agents-md: AGENTS.md, claude-md: CLAUDE.md, cursor-rules: .cursor/rules/gitmem.mdc, "
                    "windsurf-rules: .windsurfrules.")
 @click.option("--write", is_flag=True, help="Update the file (default: print what it would contain).")
-@click.option("--on-commit", is_flag=True, help="Also refresh this file after every commit (post-commit hook).")
+@click.option("--on-commit", is_flag=True,
+              help="Also refresh this file after every commit (post-commit hook); only for a file git does not "
+                   "track (it is added to .git/info/exclude), so commits never leave the work tree dirty.")
 @json_option
 @pass_store
 def export_(store, fmt: str, write: bool, on_commit: bool, as_json: bool) -> None:
     """Render memory into a marked, generated section of a tool's rules file.
 
     Only the text between the gitmem markers is replaced; the rest of the file
-    stays as you wrote it, and running it twice changes nothing.
+    stays as you wrote it, and running it twice changes nothing. Memory text is
+    escaped so it stays quoted data: it cannot open HTML, links, code or headings.
 
     JSON: {"format", "path", "changed", "written", "on_commit": [format, ...]}.
 
     Example: gitmem export --format agents-md --write
     """
-    from ..export import enable_on_commit, export, on_commit_formats
+    from ..export import check_on_commit, enable_on_commit, export, on_commit_formats
 
+    if on_commit:
+        check_on_commit(store, fmt)  # refused before anything is written
     result = export(store, fmt, write=write)
     formats = enable_on_commit(store, fmt) if on_commit else on_commit_formats(store)
     if as_json:
@@ -108,11 +113,12 @@ def export_(store, fmt: str, write: bool, on_commit: bool, as_json: bool) -> Non
 @click.argument("tool", type=click.Choice(["claude-code", "cursor", "windsurf", "ci"]))
 @click.option("--write", is_flag=True, help="Write or merge the config file (default: print it).")
 @click.option("--undo", is_flag=True, help="Take out what --write put in (other servers, keys and hooks stay).")
-@click.option("--command", "command", default="gitmem", show_default=True,
-              help="How the tool should start gitmem (e.g. an absolute path or `uvx gitmem`).")
+@click.option("--command", "command", metavar="COMMAND",
+              help="How the tool should start gitmem (default: the absolute path of this gitmem; "
+                   "e.g. `gitmem` when it is on everyone's PATH, or `uvx --from gitmem-memory gitmem`).")
 @json_option
 @pass_store
-def setup(store, tool: str, write: bool, undo: bool, command: str, as_json: bool) -> None:
+def setup(store, tool: str, write: bool, undo: bool, command: Optional[str], as_json: bool) -> None:
     """Print or write the configuration TOOL reads to start `gitmem mcp`.
 
     \b

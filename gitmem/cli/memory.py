@@ -8,17 +8,18 @@ from typing import Any, Dict, List, Optional
 import click
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, source_matches
-from .base import author_options, edit_in_editor, emit_json, json_option, main, pass_store
+from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pass_store
 
 
 def _short(oid: Optional[str]) -> str:
     return oid[:10] if oid else "-"
 
 
-def memory_line(m: Memory) -> str:
+def memory_line(m: Memory, short: Optional[Dict[str, str]] = None) -> str:
+    """One memory per line, led by its short id (``short``: Store.short_ids) or its full id."""
     flag = "" if m.status == "active" else f" [{m.status}]"
     extra = f"  (because: {m.reason})" if m.type == "rejection" and m.reason else ""
-    return f"{m.id}  {m.type:<10} {m.summary}{extra}{flag}"
+    return f"{(short or {}).get(m.id, m.id):<6} {m.type:<10} {m.summary}{extra}{flag}"
 
 
 def write_json(store, w) -> Dict[str, Any]:
@@ -35,7 +36,24 @@ def report_write(store, w, verb: str, as_json: bool) -> None:
         click.echo(f"gitmem: redacted {w.redacted} secret(s) before storing", err=True)
 
 
+def read_text_argument(text: str) -> str:
+    """TEXT ``-`` means: read it from stdin (`echo ... | gitmem add fact -`), as git and most tools do."""
+    if text != "-":
+        return text
+    data = click.get_text_stream("stdin").read()
+    if not data.strip():
+        raise click.UsageError("TEXT is '-' but stdin was empty")
+    return data.rstrip("\n")
+
+
+def limit_option(default: Optional[int] = None):
+    """``--limit N`` / ``-n N``: the same option, meaning "at most N", on every command that lists."""
+    return click.option("--limit", "-n", "limit", type=click.IntRange(1), default=default, show_default=default is not None,
+                        metavar="N", help="At most N results.")
+
+
 def _add(store, type_: str, text: str, title, because, tags, paths, who, source, as_json, **extra) -> None:
+    text = read_text_argument(text)
     w = store.add(type_, text, title=title, reason=because, tags=tags, paths=paths,
                   author=who, source=source, **extra)
     report_write(store, w, "Added", as_json)
@@ -108,6 +126,7 @@ def add(store, type_: str, text: str, title, because, tags, paths, next_, who, s
     \b
     Types: decision, rejection (needs --because), convention, fact, action,
     file (needs --path; tied to the file's current blob), checkpoint, note.
+    TEXT `-` reads the text from stdin.
 
     Example: gitmem add rejection "Use Redis for the job queue" --because "ops won't run another stateful service"
     """
@@ -116,7 +135,10 @@ def add(store, type_: str, text: str, title, because, tags, paths, next_, who, s
 
 @main.group()
 def fact() -> None:
-    """Shorthand for facts: `gitmem fact add TEXT`."""
+    """Shorthand for facts: `gitmem fact add TEXT`.
+
+    Example: gitmem fact add "Refunds are idempotent on payment_intent id" --tag payments
+    """
 
 
 @fact.command("add")
@@ -126,7 +148,7 @@ def fact() -> None:
 @author_options
 @json_option
 def fact_add(store, text: str, title, because, tags, paths, who, source, as_json) -> None:
-    """Add a fact (same as `gitmem add fact TEXT`).
+    """Add a fact (same as `gitmem add fact TEXT`; TEXT `-` reads stdin).
 
     Example: gitmem fact add "Refunds are idempotent on payment_intent id" --tag payments
     """
@@ -148,10 +170,11 @@ def filter_options(f):
 
 @main.command("list")
 @filter_options
+@limit_option()
 @json_option
 @pass_store
-def list_(store, type_, tag, path, author_kind, source, status, as_json) -> None:
-    """List memories of the branch, oldest first.
+def list_(store, type_, tag, path, author_kind, source, status, limit, as_json) -> None:
+    """List memories of the branch, oldest first (with -n N: the newest N).
 
     JSON: {"branch", "ref", "tip", "memories": [memory, ...]}.
 
@@ -159,14 +182,17 @@ def list_(store, type_, tag, path, author_kind, source, status, as_json) -> None
     """
     found = store.list(type=type_, tag=tag, path=path, author_kind=author_kind, source=source,
                        status=None if status == "any" else status)
+    if limit:
+        found = found[-limit:]  # the newest N, still oldest first
     for problem in store.problems:
-        click.echo(f"gitmem: warning: skipped {problem.where}: {problem.message}", err=True)
+        echo(f"gitmem: warning: skipped {problem.where}: {problem.message}", err=True)
     if as_json:
         emit_json({"branch": store.branch, "ref": store.ref, "tip": store.tip(),
                    "memories": [m.to_dict() for m in found]})
         return
+    short = store.short_ids()
     for m in found:
-        click.echo(memory_line(m))
+        echo(memory_line(m, short))
     if not found:
         click.echo("no memories match", err=True)
 
@@ -176,9 +202,10 @@ def list_(store, type_, tag, path, author_kind, source, status, as_json) -> None
 @json_option
 @pass_store
 def show(store, memory_id: str, as_json: bool) -> None:
-    """Show one memory as stored (YAML). ID may be a unique prefix.
+    """Show one memory as stored (YAML). ID is the full id or the short id
+    `gitmem list` prints (or a unique prefix); case does not matter.
 
-    Example: gitmem show 0mabcd
+    Example: gitmem show 4vhr
     """
     from ..model import dump_yaml
 
@@ -186,12 +213,12 @@ def show(store, memory_id: str, as_json: bool) -> None:
     if as_json:
         emit_json(m.to_dict())
     else:
-        click.echo(dump_yaml(m).decode("utf-8"), nl=False)
+        echo(dump_yaml(m).decode("utf-8"), nl=False)
 
 
 @main.command()
 @click.argument("query")
-@click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 1000))
+@limit_option(10)
 @filter_options
 @json_option
 @pass_store
@@ -209,6 +236,8 @@ def search(store, query: str, limit: int, type_, tag, path, author_kind, source,
     from ..recall import current_blobs, mode, similarities
     from ..search import rank
 
+    if not query.strip():
+        raise click.UsageError("QUERY is empty: give words to search for (or use `gitmem list`)")
     pool = store.list(type=type_, tag=tag, author_kind=author_kind, source=source,
                       status=None if status == "any" else status)
     hits = rank(pool, query, limit=limit, paths=[path] if path else (), include_inactive=status != "active",
@@ -216,8 +245,9 @@ def search(store, query: str, limit: int, type_, tag, path, author_kind, source,
     if as_json:
         emit_json({"query": query, "ref": store.ref, "recall": mode(), "hits": [h.to_dict() for h in hits]})
         return
+    short = store.short_ids()
     for h in hits:
-        click.echo(f"{h.score:6.2f}  {memory_line(h.memory)}{'  [stale: file changed]' if h.stale else ''}")
+        echo(f"{h.score:6.2f}  {memory_line(h.memory, short)}{'  [stale: file changed]' if h.stale else ''}")
     if not hits:
         click.echo("no matches", err=True)
 
@@ -239,7 +269,7 @@ _EDITABLE = ("text", "title", "reason", "tags", "paths", "next")
 def edit(store, memory_id, text, title, reason, tags, paths, next_, who, source, as_json) -> None:
     """Edit a memory in place (one commit). With no field options, opens $EDITOR.
 
-    Example: gitmem edit 0mabcd --text "Use advisory locks, not SELECT ... FOR UPDATE"
+    Example: gitmem edit 4vhr --text "Use advisory locks, not SELECT ... FOR UPDATE"
     """
     changes: Dict[str, Any] = {k: v for k, v in
                                (("text", text), ("title", title), ("reason", reason), ("next", next_))
@@ -272,7 +302,7 @@ def _edit_in_editor(m: Memory) -> Dict[str, Any]:
 def supersede(store, memory_id, text, title, reason, who, source, as_json) -> None:
     """Replace a memory with a new one (the old one is kept, marked superseded).
 
-    Example: gitmem supersede 0mabcd "Queue jobs in Postgres with SKIP LOCKED"
+    Example: gitmem supersede 4vhr "Queue jobs in Postgres with SKIP LOCKED"
     """
     w = store.supersede(memory_id, text, title=title, reason=reason, author=who, source=source)
     report_write(store, w, f"Superseded {memory_id} with", as_json)
@@ -287,31 +317,43 @@ def supersede(store, memory_id, text, title, reason, who, source, as_json) -> No
 def retract(store, memory_id, reason, who, source, as_json) -> None:
     """Retract a memory: it leaves lists and context but stays in history.
 
-    Example: gitmem retract 0mabcd --because "we moved off Heroku"
+    Example: gitmem retract 4vhr --because "we moved off Heroku"
     """
     w = store.retract(memory_id, reason=reason, author=who, source=source)
     report_write(store, w, "Retracted", as_json)
 
 
 @main.command()
-@click.option("--limit", "-n", type=click.IntRange(1), help="At most N entries.")
+@limit_option()
 @click.option("--id", "memory_id", metavar="ID", help="Only the history of this memory.")
+@click.option("--type", "type_", type=click.Choice(TYPES), help="Only writes to memories of this type.")
+@click.option("--since", metavar="WHEN", help="Only writes since WHEN: a date (2026-12-01) or an age (3d, 2 hours ago).")
 @click.option("--kind", "author_kind", type=click.Choice(AUTHOR_KINDS), help="Only agent or human writes.")
 @click.option("--source", help="Only writes from this tool or its family (mcp matches mcp:cursor).")
 @click.option("--author", help="Only writes whose author name or email contains this.")
 @json_option
 @pass_store
-def log(store, limit, memory_id, author_kind, source, author, as_json) -> None:
+def log(store, limit, memory_id, type_, since, author_kind, source, author, as_json) -> None:
     """The audit trail: who wrote what, when, from which tool (newest first).
 
     JSON: {"ref", "entries": [{"commit", "time", "author": {name, email, kind}, "source", "op",
     "memory_ids", "type", "summary", "parents"}]}.
 
-    Example: gitmem log --kind agent -n 20
+    Example: gitmem log --kind agent --since 2d -n 20
     """
+    from ..model import parse_since
+
+    try:
+        after = parse_since(since, time.time()) if since else None
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--since") from None
     changes = store.history(memory_id) if memory_id else store.log()
     selected: List[Any] = []
     for c in changes:
+        if after is not None and c.time < after:
+            continue
+        if type_ and c.type != type_:
+            continue
         if author_kind and c.author.kind != author_kind:
             continue
         if not source_matches(c.source, source):
@@ -324,9 +366,14 @@ def log(store, limit, memory_id, author_kind, source, author, as_json) -> None:
     if as_json:
         emit_json({"ref": store.ref, "entries": [c.to_dict() for c in selected]})
         return
+    from ..model import short_ids
+
+    short = short_ids(set(store.snapshot().ids()) | {i for c in selected for i in c.memory_ids})
     for c in selected:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(c.time))
-        click.echo(f"{c.commit[:10]} {when} {c.author.kind:<5} {c.author.name:<16} {c.source:<12} {c.summary}")
+        ids = ",".join(short.get(i, i) for i in c.memory_ids[:1]) + ("+" if len(c.memory_ids) > 1 else "")
+        echo(f"{c.commit[:10]} {when} {c.author.kind:<5} {c.author.name:<16} {c.source:<12} {ids or '-':<6} "
+             f"{c.summary}")
 
 
 @main.command()
@@ -335,15 +382,17 @@ def log(store, limit, memory_id, author_kind, source, author, as_json) -> None:
 @click.option("--recover", is_flag=True,
               help="If objects are missing or corrupt, move the ref back to the last intact tip in its "
                    "reflog, re-adding every memory that can still be read.")
-@click.option("--offline", is_flag=True, help="Do not ask the remotes for memory missing here.")
+@click.option("--remotes", "ask_remotes", is_flag=True,
+              help="Also ask each git remote (over the network) for memory this clone lacks.")
+@click.option("--offline", is_flag=True, hidden=True, help="The default: the remotes are not asked.")
 @json_option
 @pass_store
-def doctor(store, fix: bool, recover: bool, offline: bool, as_json: bool) -> None:
+def doctor(store, fix: bool, recover: bool, ask_remotes: bool, offline: bool, as_json: bool) -> None:
     """Validate the memory ref, its history and every blob; report, never crash.
 
     Reads every object reachable from the ref. Nothing is changed without
-    --fix or --recover. Asks each git remote (unless --offline) for memory
-    this clone lacks. Exit code 1 when an error remains.
+    --fix or --recover. No network unless --remotes: then it also asks each
+    git remote for memory this clone lacks. Exit code 1 when an error remains.
 
     JSON: {"ref", "ok", "problems": [{"level", "where", "message"}],
     "fixed": lock or null, "recovered": {"damaged", "good", "tip", "kept", "lost"} or null}.
@@ -359,7 +408,9 @@ def doctor(store, fix: bool, recover: bool, offline: bool, as_json: bool) -> Non
         fixed = clear_stale_lock(store.repo, store.ref)
     if recover:
         recovered = recover_ref(store)
-    problems = check(store) + ([] if offline else doctor_problems(store.repo))
+    if ask_remotes and offline:
+        raise click.UsageError("--remotes and --offline contradict each other: give one")
+    problems = check(store) + (doctor_problems(store.repo) if ask_remotes else [])
     errors = [p for p in problems if p.level == "error"]
     if as_json:
         emit_json({"ref": store.ref, "ok": not errors, "problems": [p.to_dict() for p in problems],
@@ -375,7 +426,7 @@ def doctor(store, fix: bool, recover: bool, offline: bool, as_json: bool) -> Non
             for path in recovered.lost:
                 click.echo(f"lost (unreadable): {path}")
         for p in problems:
-            click.echo(f"{p.level}: {p.where}: {p.message}")
+            echo(f"{p.level}: {p.where}: {p.message}")
         click.echo(f"{store.ref}: {'ok' if not errors else f'{len(errors)} error(s)'}")
     if errors:
         raise SystemExit(1)

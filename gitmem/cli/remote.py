@@ -68,6 +68,12 @@ def push(store, remote, branch, all_, who, source, as_json) -> None:
                           + "; ".join(f"{r.branch}: {r.message}" for r in failed))
 
 
+def _say_refused(refused) -> None:
+    """One stderr line per thing the trust gate kept out (JSON has them under "refused")."""
+    for r in refused:
+        click.echo(f"gitmem: {r.line()}", err=True)
+
+
 @main.command()
 @click.argument("remote", required=False)
 @click.option("--branch", "branch", multiple=True, metavar="B", help="Only the memory of branch B (repeatable).")
@@ -76,7 +82,11 @@ def push(store, remote, branch, all_, who, source, as_json) -> None:
 def fetch(ctx, remote, branch, as_json) -> None:
     """Fetch REMOTE's memory into refs/memory-remotes/<remote>/ (local memory is untouched).
 
-    JSON: {"remote", "branches": [{"branch", "ref", "old", "new"}]}.
+    Everything fetched passes the trust gate (docs/remotes.md): a bad ref name,
+    objects git's strict checks refuse, or a history that is not gitmem's layout
+    is kept out, with one line on stderr saying what and why; the rest arrives.
+
+    JSON: {"remote", "branches": [{"branch", "ref", "old", "new"}], "refused": [{"what", "why", "remote"}]}.
 
     Example: gitmem fetch origin
     """
@@ -84,6 +94,7 @@ def fetch(ctx, remote, branch, as_json) -> None:
 
     store = open_store(ctx)
     result = fetch_memory(store.repo, remote, list(branch) or None)
+    _say_refused(result.refused)
     if as_json:
         emit_json(result.to_dict())
         return
@@ -111,13 +122,15 @@ def pull(store, remote, branch, who, source, as_json) -> None:
 
     JSON: {"remote", "fetched": [{"branch", "ref", "old", "new"}], "merged": [{"branch", "kind",
     "commit", "added", "changed", "conflicts", "kept"}]}; kind is new, up-to-date, fast-forward or merge;
-    kept lists memories the remote's history deleted, which the merge kept.
+    kept lists memories the remote's history deleted, which the merge kept; "refused": [{"what", "why",
+    "remote"}] is what the trust gate kept out (also one line each on stderr).
 
     Example: gitmem pull
     """
     from ..remote import pull as pull_memory
 
     result = pull_memory(store, remote, list(branch) or None, author=who, source=source)
+    _say_refused(result.fetch.refused)
     if as_json:
         emit_json(result.to_dict())
         return
@@ -135,7 +148,10 @@ def pull(store, remote, branch, who, source, as_json) -> None:
 
 @main.group("remote")
 def remote_group() -> None:
-    """Configure how plain git commands share memory with a remote."""
+    """Configure how plain git commands share memory with a remote.
+
+    Example: gitmem remote setup origin
+    """
 
 
 @remote_group.command("setup")

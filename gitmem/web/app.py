@@ -292,9 +292,18 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
 
     async def read_form(request: Request) -> Dict[str, str]:
         """The urlencoded form, after checking its CSRF token (constant-time)."""
-        body = await request.body()
-        if len(body) > MAX_FORM_BYTES:
-            raise _Refused(413, f"form is over {MAX_FORM_BYTES} bytes")
+        too_big = _Refused(413, f"form is over {MAX_FORM_BYTES} bytes")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_FORM_BYTES:
+            raise too_big  # refused before a byte of the body is read
+        chunks: List[bytes] = []
+        size = 0
+        async for chunk in request.stream():  # counted while it arrives: an undeclared body stops here
+            size += len(chunk)
+            if size > MAX_FORM_BYTES:
+                raise too_big
+            chunks.append(chunk)
+        body = b"".join(chunks)
         try:
             parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
         except UnicodeDecodeError:

@@ -1,0 +1,306 @@
+"""The memory router's logic, as pure functions: where the memory goes and where the breakpoints go.
+
+The router (``gitmem router serve``, :mod:`gitmem.router_app`) sits between an agent and the
+Messages API. For each request it inserts the team memory, built by the context builder
+(:func:`gitmem.context.build`, so the same deterministic, escaped text), and then forwards it.
+Everything here takes plain data and returns plain data; the server does the I/O.
+
+**Where the memory goes.** The prefix the API caches is ``tools``, then ``system``, then
+``messages``. The router's blocks go at the end of ``system``: after the client's system prompt and
+tools, before the conversation. In order: ``guide`` (gitmem's preamble saying memory is quoted data,
+plus the repository guide when the router is asked to include it), ``memory`` (the memory as of the
+branch's cache anchor) and ``tail`` (memory written since the anchor, e.g. during this session). So a
+fact added mid-session changes only the tail: the client's prefix and the memory block are still
+read from the cache.
+
+**Breakpoints.** The API allows 4 ``cache_control`` markers and refuses a 1-hour marker after a
+5-minute one. The router wants a marker where the context builder puts one (guide and memory, and the
+tail), with the policy's TTL. :func:`attach` keeps within the limit:
+
+1. free slots = 4 - the client's markers (a top-level ``cache_control`` counts as one, at the end);
+   the router keeps as many of its wanted markers as fit, memory first, then guide, then tail;
+2. no free slot, and a client marker after the router's blocks (in ``messages``): the router adds
+   none. That marker's prefix contains the memory, so memory is cached with the conversation;
+3. no free slot and every client marker before the router's blocks: the client's last marker moves
+   onto the memory block. Its prefix is a prefix of the memory block's, so it is still read from
+   the cache as long as the memory does not change;
+4. then TTL order: wherever a 1-hour marker follows a 5-minute one, the earlier markers are raised to
+   1 hour. A TTL is never lowered and no marker changes place except in rule 3, so every prefix the
+   client caches is still cached.
+
+A client's text is never changed; only ``cache_control`` values are.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+__all__ = [
+    "MAX_BREAKPOINTS", "HEADER_PREFIX", "RouterBlock", "Attached", "Controls", "controls", "attach",
+    "markers", "session_of", "forward_headers", "response_headers", "SseUsage", "ttl_order_ok", "CONTROL_HEADERS",
+]
+
+MAX_BREAKPOINTS = 4
+HEADER_PREFIX = "gitmem-"
+#: Request headers the router reads and never forwards.
+CONTROL_HEADERS = {
+    "gitmem-memory": "off: send the request without memory (and without router breakpoints)",
+    "gitmem-policy": "none|5m|1h|keepalive|auto for this request",
+    "gitmem-repo": "the repository whose memory to attach (a path)",
+    "gitmem-branch": "the code branch whose memory to attach",
+    "gitmem-session": "a name for the cache line this request belongs to (pings are per line)",
+}
+#: Hop-by-hop and length headers: recomputed, never copied (request or response).
+_HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "accept-encoding",
+        "content-encoding", "upgrade", "proxy-connection", "te", "trailer", "date", "server"}
+_PRIORITY = ("memory", "guide", "tail")
+
+
+@dataclass(frozen=True)
+class RouterBlock:
+    """One block the router inserts: ``name`` (guide, memory, tail), its text, the TTL the context
+    builder marks it with (None: not marked)."""
+
+    name: str
+    text: str
+    mark: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Controls:
+    """What a request's ``gitmem-*`` headers ask for."""
+
+    memory: bool = True
+    policy: Optional[str] = None
+    repo: Optional[str] = None
+    branch: Optional[str] = None
+    line: Optional[str] = None
+
+
+@dataclass
+class Attached:
+    """The body to forward and what :func:`attach` did to it."""
+
+    body: Dict[str, Any]
+    client_markers: int
+    router_markers: List[str]
+    moved: bool = False
+    raised: int = 0
+    note: str = ""
+    blocks: List[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"client_markers": self.client_markers, "router_markers": self.router_markers,
+                "moved": self.moved, "raised": self.raised, "note": self.note, "blocks": self.blocks}
+
+
+def controls(headers: Mapping[str, str]) -> Controls:
+    """Read the ``gitmem-*`` request headers (keys lower-case)."""
+    off = headers.get("gitmem-memory", "").strip().lower() in ("off", "0", "false", "no", "none")
+    return Controls(memory=not off, policy=headers.get("gitmem-policy") or None,
+                    repo=headers.get("gitmem-repo") or None, branch=headers.get("gitmem-branch") or None,
+                    line=headers.get("gitmem-session") or None)
+
+
+def forward_headers(headers: Iterable[Tuple[str, str]]) -> List[Tuple[str, str]]:
+    """The client's headers to send upstream: all but ``gitmem-*`` and hop-by-hop ones, unchanged
+    (``anthropic-version``, ``anthropic-beta`` and the key go through as they came)."""
+    return [(k, v) for k, v in headers if k.lower() not in _HOP and not k.lower().startswith(HEADER_PREFIX)]
+
+
+def response_headers(headers: Iterable[Tuple[str, str]]) -> List[Tuple[str, str]]:
+    """Upstream response headers to pass back to the client (lengths and encodings are recomputed)."""
+    return [(k, v) for k, v in headers if k.lower() not in _HOP]
+
+
+_SESSION = re.compile(r"session_([0-9A-Za-z-]{8,})")
+
+
+def session_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
+    """The client's session: ``x-claude-code-session-id``, else the session in ``metadata.user_id``
+    (Claude Code sends ``..._session_<uuid>``), else ``gitmem-session``, else ``default``."""
+    if headers.get("x-claude-code-session-id"):
+        return headers["x-claude-code-session-id"]
+    metadata = body.get("metadata") if isinstance(body, Mapping) else None
+    user = metadata.get("user_id") if isinstance(metadata, Mapping) else None
+    if isinstance(user, str):
+        try:  # newer clients send a JSON object as the user id
+            parsed = json.loads(user)
+            if isinstance(parsed, Mapping) and parsed.get("session_id"):
+                return str(parsed["session_id"])
+        except ValueError:
+            pass
+        found = _SESSION.search(user)
+        if found:
+            return found.group(1)
+    return headers.get("gitmem-session") or "default"
+
+
+# --- breakpoints ---------------------------------------------------------------------------------
+
+
+def _prefix_blocks(body: Mapping[str, Any]) -> List[Any]:
+    """Every block of the prefix in the API's order (tools, system, messages): the dicts themselves."""
+    out: List[Any] = list(body.get("tools") or [])
+    system = body.get("system")
+    if isinstance(system, list):
+        out += system
+    for message in body.get("messages") or []:
+        if isinstance(message, Mapping) and isinstance(message.get("content"), list):
+            out += message["content"]
+    return out
+
+
+def markers(body: Mapping[str, Any]) -> List[Tuple[int, str]]:
+    """(position, ttl) of every ``cache_control`` marker in prefix order; the top-level one last."""
+    found = []
+    blocks = _prefix_blocks(body)
+    for i, block in enumerate(blocks):
+        control = block.get("cache_control") if isinstance(block, Mapping) else None
+        if isinstance(control, Mapping):
+            found.append((i, str(control.get("ttl", "5m"))))
+    top = body.get("cache_control")
+    if isinstance(top, Mapping):
+        found.append((len(blocks), str(top.get("ttl", "5m"))))
+    return found
+
+
+def ttl_order_ok(body: Mapping[str, Any]) -> bool:
+    """True when no 1-hour marker follows a 5-minute one (the API's rule)."""
+    seen_5m = False
+    for _, ttl in markers(body):
+        if ttl == "1h" and seen_5m:
+            return False
+        seen_5m = seen_5m or ttl != "1h"
+    return True
+
+
+def _control(ttl: str) -> dict:
+    return {"type": "ephemeral", **({"ttl": "1h"} if ttl == "1h" else {})}
+
+
+def attach(body: Mapping[str, Any], blocks: Sequence[RouterBlock], ttl: str = "5m", copy_body: bool = True) -> Attached:
+    """A copy of ``body`` with ``blocks`` at the end of ``system`` and the breakpoints placed by the
+    rules in the module docstring. ``ttl`` is the policy's: ``none`` adds no router marker (and
+    leaves the client's alone), ``5m`` or ``1h`` marks the router's blocks that the context builder
+    marks (the builder marks the tail 5m even under ``1h``). ``copy_body=False`` changes ``body``
+    in place (the server's own freshly parsed copy: saves a deep copy per request)."""
+    out: Dict[str, Any] = copy.deepcopy(dict(body)) if copy_body else body  # type: ignore[assignment]
+    system = out.get("system")
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}] if system else []
+    elif not isinstance(system, list):
+        system = []
+    client = markers(out)
+    n_tools = len(out.get("tools") or [])
+    insert_at = n_tools + len(system)  # prefix position of the first router block
+    new: List[Dict[str, Any]] = [{"type": "text", "text": b.text} for b in blocks if b.text]
+    names = [b.name for b in blocks if b.text]
+    wanted = {b.name: (b.mark if ttl != "1h" or b.mark is None else ("5m" if b.name == "tail" else "1h"))
+              for b in blocks if b.text and b.mark and ttl != "none"}
+    result = Attached(body=out, client_markers=len(client), router_markers=[], blocks=names)
+    free = MAX_BREAKPOINTS - len(client)
+    keep = [name for name in _PRIORITY if name in wanted][:max(0, free)]
+    if wanted and free <= 0:
+        if any(pos >= insert_at for pos, _ in client):
+            result.note = "no free breakpoint: a client breakpoint after the memory caches it with the conversation"
+        else:
+            last = max(pos for pos, _ in client)
+            prefix = _prefix_blocks(out)
+            moved = prefix[last].pop("cache_control")
+            target = next(name for name in _PRIORITY if name in wanted)
+            moved_ttl = str(moved.get("ttl", "5m")) if isinstance(moved, Mapping) else "5m"
+            wanted[target] = "1h" if "1h" in (moved_ttl, wanted[target]) else "5m"
+            keep = [target]
+            result.moved = True
+            result.note = f"no free breakpoint: the client's last one (block {last}) moved onto the {target} block"
+    for block, name in zip(new, names):
+        if name in keep:
+            block["cache_control"] = _control(wanted[name])
+            result.router_markers.append(f"{name}:{wanted[name]}")
+    out["system"] = system + new
+    if not out["system"]:
+        out.pop("system")
+    result.raised = _raise_for_order(out)
+    return result
+
+
+def _raise_for_order(body: Dict[str, Any]) -> int:
+    """Raise 5-minute markers that come before a 1-hour one to 1 hour; returns how many."""
+    found = markers(body)
+    last_1h = max((i for i, (_, ttl) in enumerate(found) if ttl == "1h"), default=-1)
+    if last_1h < 0:
+        return 0
+    blocks = _prefix_blocks(body)
+    raised = 0
+    for pos, ttl in found[:last_1h]:
+        if ttl == "1h":
+            continue
+        target = body if pos == len(blocks) else blocks[pos]
+        target["cache_control"] = _control("1h")
+        raised += 1
+    return raised
+
+
+# --- usage from a stream -------------------------------------------------------------------------
+
+
+class SseUsage:
+    """Reads the ``usage`` out of a Messages API event stream as its bytes pass by, unbuffered.
+
+    ``message_start`` carries the input-side fields, ``message_delta`` the final ``output_tokens``
+    (and, on the API, the cumulative usage); the last value of each field wins.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self.usage: Dict[str, Any] = {}
+        self.model: Optional[str] = None
+        self.message_id: Optional[str] = None
+        self.error: Optional[Dict[str, Any]] = None
+        self.stop_reason: Optional[str] = None
+
+    def feed(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        while b"\n\n" in self._buffer:
+            event, self._buffer = self._buffer.split(b"\n\n", 1)
+            self._event(event)
+
+    def _event(self, raw: bytes) -> None:
+        data = b"\n".join(line[5:].strip() for line in raw.replace(b"\r\n", b"\n").split(b"\n")
+                          if line.startswith(b"data:"))
+        if not data:
+            return
+        try:
+            payload = json.loads(data)
+        except ValueError:
+            return
+        if not isinstance(payload, Mapping):
+            return
+        kind = payload.get("type")
+        if kind == "message_start" and isinstance(payload.get("message"), Mapping):
+            message = payload["message"]
+            self.model, self.message_id = message.get("model"), message.get("id")
+            self._merge(message.get("usage"))
+        elif kind == "message_delta":
+            self._merge(payload.get("usage"))
+            delta = payload.get("delta")
+            if isinstance(delta, Mapping):
+                self.stop_reason = delta.get("stop_reason") or self.stop_reason
+        elif kind == "error":
+            self.error = payload.get("error") if isinstance(payload.get("error"), Mapping) else {"message": str(payload)}
+
+    def _merge(self, usage: Any) -> None:
+        if not isinstance(usage, Mapping):
+            return
+        for key, value in usage.items():
+            if value is None:
+                continue
+            if isinstance(value, Mapping):
+                self.usage[key] = {**(self.usage.get(key) or {}), **value}
+            else:
+                self.usage[key] = value

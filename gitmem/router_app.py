@@ -1,0 +1,696 @@
+"""The memory router's server: an ASGI app on loopback between an agent and the Messages API.
+
+``gitmem router serve`` runs :class:`Router` under uvicorn. A client changes only its base URL
+(``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT``). For each ``POST /v1/messages`` (and
+``count_tokens``) the router attaches the team memory of the repository it serves (:mod:`gitmem.router`
+says where and with which breakpoints), forwards the request to the upstream, streams the reply
+back as it arrives, records the request in ``.git/gitmem/requests.jsonl`` (:func:`gitmem.bill.record_request`)
+and, under the ``keepalive`` and ``auto`` policies, sends keep-alive pings while the client is idle.
+Every other path goes through untouched. The client's key goes upstream in its own header and is
+never logged or written anywhere; the router keeps the last request's headers in memory only, to
+send that line's pings.
+
+Upstream: ``--upstream URL`` if given, else the real API when ``ANTHROPIC_API_KEY`` is set, else the
+embedded emulator (:class:`gitmem.emulator.Emulator`, sharing the router's clock). Each response
+carries ``gitmem-upstream: <name>``.
+
+A *line* is one cached prefix the router keeps warm: the ``gitmem-session`` header if the client
+sends one, else one per repository, branch and model, so the gaps between an agent's sessions in
+one repository are one line's idle periods. Admin (not part of the API): ``GET /_router/state``,
+``POST /_router/clock {"advance": SECONDS}`` (virtual clock only: moves time, sending every ping
+that falls due on the way, and returns them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .errors import GitmemError
+from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan, hour_ping_after
+from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
+from .router import (Controls, RouterBlock, SseUsage, attach, controls, forward_headers, response_headers,
+                     session_of)
+
+__all__ = ["Router", "RunningRouter", "serve_in_thread", "resolve_upstream", "UPSTREAM_HEADER", "ANTHROPIC_URL",
+           "DEFAULT_PORT"]
+
+UPSTREAM_HEADER = "gitmem-upstream"
+ANTHROPIC_URL = "https://api.anthropic.com"
+DEFAULT_PORT = 8766
+_MESSAGES = "/v1/messages"
+_COUNT = "/v1/messages/count_tokens"
+#: A gap this long or longer between two requests of a line is a break (in the bill).
+BREAK_SECONDS = 60.0
+#: Gaps of this repository kept for ``auto`` (the newest).
+HISTORY_LIMIT = 2000
+
+
+class Unreachable(Exception):
+    """The upstream did not answer (refused, reset, timed out before a response)."""
+
+
+@dataclass
+class UpstreamResponse:
+    status: int
+    headers: List[Tuple[str, str]]
+    chunks: AsyncIterator[bytes]
+    close: Any = None
+
+
+class EmulatorUpstream:
+    """The embedded emulator: its one handler, called off the event loop."""
+
+    name = "emulator"
+
+    def __init__(self, emulator: Any):
+        self.emulator = emulator
+
+    async def send(self, method: str, path: str, query: str, headers: Sequence[Tuple[str, str]],
+                   body: bytes) -> UpstreamResponse:
+        lower = {k.lower(): v for k, v in headers}
+        response = await asyncio.to_thread(self.emulator.handle, method, path, lower, body, query)
+        delay = bool(self.emulator.stream_delay)
+
+        async def chunks() -> AsyncIterator[bytes]:
+            it = response.iter_chunks()
+            while True:
+                chunk = await asyncio.to_thread(next, it, None) if delay else next(it, None)
+                if chunk is None:
+                    return
+                yield chunk
+
+        return UpstreamResponse(response.status, list(response.headers), chunks())
+
+    async def aclose(self) -> None:
+        return None
+
+
+class HttpUpstream:
+    """A Messages API over HTTP: the real API, or any ``--upstream`` URL (e.g. ``gitmem emulator serve``)."""
+
+    def __init__(self, base_url: str, name: Optional[str] = None):
+        import httpx2
+
+        self.base_url = base_url.rstrip("/")
+        self.name = name or self.base_url
+        self.client = httpx2.AsyncClient(timeout=httpx2.Timeout(600.0, connect=10.0))
+
+    async def send(self, method: str, path: str, query: str, headers: Sequence[Tuple[str, str]],
+                   body: bytes) -> UpstreamResponse:
+        import httpx2
+
+        url = self.base_url + path + (f"?{query}" if query else "")
+        request = self.client.build_request(method, url, headers=list(headers), content=body)
+        try:
+            response = await self.client.send(request, stream=True)
+        except httpx2.HTTPError as exc:
+            raise Unreachable(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from None
+
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in response.aiter_raw():
+                    yield chunk
+            finally:
+                await response.aclose()
+
+        return UpstreamResponse(response.status_code, list(response.headers.multi_items()), chunks(),
+                                close=response.aclose)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def resolve_upstream(upstream: Optional[str], env: Mapping[str, str]) -> Tuple[str, Optional[str]]:
+    """(name, URL) of the upstream: ``--upstream``, else the real API with ``ANTHROPIC_API_KEY``, else
+    the embedded emulator (URL None)."""
+    if upstream:
+        if not upstream.startswith(("http://", "https://")):
+            raise GitmemError(f"--upstream must be an http(s) URL, not {upstream!r}")
+        return upstream.rstrip("/"), upstream
+    if env.get("ANTHROPIC_API_KEY"):
+        return "anthropic-api", ANTHROPIC_URL
+    return "emulator", None
+
+
+@dataclass
+class Line:
+    """One cached prefix the router keeps: what to ping with and when."""
+
+    key: str
+    policy: str
+    model: str
+    repo: Optional[str]
+    branch: Optional[str]
+    session: str
+    body: Dict[str, Any]
+    headers: List[Tuple[str, str]] = field(repr=False, default_factory=list)
+    last_request_at: float = 0.0
+    last_activity: float = 0.0
+    pings: int = 0
+    entry_ttl: Optional[str] = None
+    prefix_tokens: int = 0
+    ping_input: int = 0
+    plan: Optional[Plan] = None
+    memory_commit: Optional[str] = None
+    stopped: bool = False
+
+    def to_dict(self, now: float, keepalive: KeepAlive) -> dict:
+        due = self.next_ping(keepalive)
+        return {"line": self.key, "policy": self.policy, "model": self.model, "session": self.session,
+                "idle_seconds": now - self.last_request_at, "pings_this_break": self.pings,
+                "entry_ttl": self.entry_ttl, "prefix_tokens": self.prefix_tokens,
+                "plan": self.plan.to_dict() if self.plan else None,
+                "next_ping_in": None if due is None else max(0.0, due - now)}
+
+    def next_ping(self, keepalive: KeepAlive) -> Optional[float]:
+        """When this line's next ping falls due, or None: no ping (policy, TTL or bound)."""
+        if self.stopped or self.entry_ttl not in ("5m", "1h") or self.prefix_tokens <= 0:
+            return None
+        if self.policy == "keepalive" and self.entry_ttl == "5m":
+            due = self.last_activity + keepalive.ping_after
+            return due if due - self.last_request_at <= keepalive.idle_limit else None
+        if self.policy == "auto" and self.plan is not None and self.pings < self.plan.pings:
+            # the entry keeps the TTL it was written with: ping at that TTL's cadence
+            every = keepalive.ping_after if self.entry_ttl == "5m" else hour_ping_after(keepalive.ping_after)
+            return self.last_activity + every
+        return None
+
+
+@dataclass
+class _Attachment:
+    blocks: List[RouterBlock]
+    context: Any
+
+
+class Router:
+    """The router's state and its ASGI entry point (``await router(scope, receive, send)``).
+
+    ``repo``: the repository served when a request names none (default: the working directory).
+    ``clock``: a :class:`gitmem.emulator.VirtualClock` to run TTLs and pings in virtual time, else
+    wall time. ``guide``: also attach the repository guide (``gitmem guide set``), as ``gitmem
+    context`` does; off by default, since agents read their own guide files.
+    """
+
+    def __init__(self, *, policy: str = "5m", repo: Optional[str] = None, upstream: Optional[str] = None,
+                 clock: Any = None, guide: bool = False, keepalive: KeepAlive = KeepAlive(),
+                 table: PriceTable = DEFAULT_TABLE, env: Optional[Mapping[str, str]] = None,
+                 emulator: Any = None, tick_seconds: float = 1.0):
+        from .emulator import Emulator, WallClock
+
+        if policy not in POLICIES:
+            raise GitmemError(f"unknown policy {policy!r} (valid: {', '.join(POLICIES)})")
+        self.policy = policy
+        self.repo = os.path.abspath(repo) if repo else None
+        self.clock = clock or WallClock()
+        self.virtual = bool(getattr(self.clock, "virtual", False))
+        self.guide = guide
+        self.keepalive = keepalive
+        self.table = table
+        self.tick_seconds = tick_seconds
+        self.run_id = uuid.uuid4().hex[:12]
+        name, url = resolve_upstream(upstream, os.environ if env is None else env)
+        self.upstream_name = name
+        self.emulator = None
+        if url is None:
+            self.emulator = emulator or Emulator(clock=self.clock)
+            self.upstream: Any = EmulatorUpstream(self.emulator)
+        else:
+            self.upstream = HttpUpstream(url, name)
+        self.lines: Dict[str, Line] = {}
+        self._attachments: Dict[Tuple, _Attachment] = {}
+        self._history: Dict[str, List[float]] = {}
+        self._ticker: Optional[asyncio.Task] = None
+        self._stores: Dict[str, Any] = {}
+        self._repos: Dict[str, Any] = {}
+        self.pings_sent = 0
+
+    # -- ASGI ---------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    if not self.virtual:
+                        self._ticker = asyncio.create_task(self._tick_forever())
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    if self._ticker is not None:
+                        self._ticker.cancel()
+                    await self.upstream.aclose()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        raw = b"".join(chunks)
+        path = scope["path"]
+        if path.startswith("/_router/"):
+            status, payload = await self._admin(scope["method"], path[len("/_router/"):], raw)
+            await _send_json(send, status, payload, [(UPSTREAM_HEADER, self.upstream_name)])
+            return
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
+        await self._proxy(scope["method"], path, scope.get("query_string", b"").decode("latin-1"), headers, raw, send)
+
+    # -- the proxy ----------------------------------------------------------------------------
+
+    async def _proxy(self, method: str, path: str, query: str, headers: List[Tuple[str, str]], raw: bytes,
+                     send: Any) -> None:
+        lower = {k.lower(): v for k, v in headers}
+        ctl = controls(lower)
+        started = time.perf_counter()
+        is_message = method == "POST" and path.rstrip("/") in (_MESSAGES, _COUNT)
+        extra = [(UPSTREAM_HEADER, self.upstream_name)]
+        data: Optional[Dict[str, Any]] = None
+        prepared: Dict[str, Any] = {}
+        if is_message:
+            try:
+                parsed = json.loads(raw.decode("utf-8") or "null")
+            except (UnicodeDecodeError, ValueError):
+                parsed = None  # the upstream answers with the API's own error
+            if isinstance(parsed, dict):
+                data = parsed
+                policy = ctl.policy or self.policy
+                if policy not in POLICIES:
+                    await _send_json(send, 400, _error(400, "invalid_request_error",
+                                                       f"gitmem-policy: unknown policy {policy!r} "
+                                                       f"(valid: {', '.join(POLICIES)})"), extra)
+                    return
+                prepared = self._prepare(data, ctl, policy, lower, count=path.rstrip("/") == _COUNT)
+                prepared["headers"] = forward_headers(headers)  # in memory only, for this line's pings
+                raw = json.dumps(prepared["body"], ensure_ascii=False).encode("utf-8")
+                extra += [("gitmem-memory", prepared["memory_header"]), ("gitmem-policy", policy)]
+        try:
+            response = await self.upstream.send(method, path, query, forward_headers(headers), raw)
+        except Unreachable as exc:
+            message = f"gitmem router: the upstream {self.upstream_name} is unreachable ({exc})"
+            await _send_json(send, 502, _error(502, "api_error", message), extra)
+            if data is not None and path.rstrip("/") == _MESSAGES:
+                self._record(prepared, data, status=502, usage=None, model=data.get("model"), request_id=None,
+                             stream=bool(data.get("stream")), error=message, latency=time.perf_counter() - started)
+            return
+        out = response_headers(response.headers) + extra
+        await send({"type": "http.response.start", "status": response.status,
+                    "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out]})
+        content_type = next((v for k, v in response.headers if k.lower() == "content-type"), "")
+        streamed = "event-stream" in content_type
+        sse = SseUsage() if streamed else None
+        body = b""
+        try:
+            async for chunk in response.chunks:
+                if sse is not None:
+                    sse.feed(chunk)
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                else:
+                    body += chunk
+        except Exception as exc:  # the upstream dropped the stream: end ours with the API's error event
+            if sse is None:
+                raise
+            broke = _error(502, "api_error", f"gitmem router: the upstream stream broke ({type(exc).__name__})")
+            await send({"type": "http.response.body", "more_body": True,
+                        "body": f"event: error\ndata: {json.dumps(broke)}\n\n".encode("utf-8")})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+        if data is None or path.rstrip("/") != _MESSAGES:
+            return
+        request_id = next((v for k, v in response.headers if k.lower() == "request-id"), None)
+        usage: Any = None
+        model: Optional[str] = data.get("model")
+        error: Optional[str] = None
+        if sse is not None:
+            usage, model = sse.usage or None, sse.model or model
+            error = sse.error.get("message") if sse.error else None
+        else:
+            try:
+                reply = json.loads(body)
+            except ValueError:
+                reply = {}
+            if response.status == 200 and isinstance(reply, Mapping):
+                usage, model = reply.get("usage"), reply.get("model") or model
+            elif isinstance(reply, Mapping) and isinstance(reply.get("error"), Mapping):
+                error = reply["error"].get("message")
+        self._record(prepared, data, status=response.status, usage=usage, model=model, request_id=request_id,
+                     stream=streamed, error=error, latency=time.perf_counter() - started)
+
+    # -- memory -------------------------------------------------------------------------------
+
+    def _store(self, ctl: Controls) -> Any:
+        """The store for this request. The repository handle is kept per path (opening one costs
+        about a millisecond); the branch is read from HEAD on every request, so a checkout is seen."""
+        from .repo import current_branch, open_repository
+        from .store import Store
+
+        path = os.path.abspath(ctl.repo or self.repo or os.getcwd())
+        repo = self._repos.get(path)
+        if repo is None:
+            repo = self._repos[path] = open_repository(path)
+        branch = ctl.branch or current_branch(repo)[0]
+        return Store(repo, branch)
+
+    def _attachment(self, store: Any, model: str) -> _Attachment:
+        from .context import PREAMBLE, anchor_of, build
+
+        key = (store.repo.path, store.branch, store.tip(), anchor_of(store), self.guide)
+        hit = self._attachments.get(key)
+        if hit is not None:
+            return hit
+        try:
+            ctx = build(store, ttl="5m", model=model, table=self.table)
+        except GitmemError:  # a model the price table does not know: the text does not depend on it
+            ctx = build(store, ttl="5m", table=self.table)
+        names = [p.name for p in ctx.parts if p.name != "question"]
+        blocks = []
+        for name, block in zip(names, ctx.body["system"]):
+            text = block["text"] if (self.guide or name != "guide") else PREAMBLE
+            blocks.append(RouterBlock(name, text, "5m"))
+        if not any(b.name != "guide" for b in blocks) and not self.guide:
+            blocks = []  # no memory yet and no guide: nothing worth attaching
+        if len(self._attachments) > 64:
+            self._attachments.clear()
+        made = self._attachments[key] = _Attachment(blocks, ctx)
+        return made
+
+    def _prepare(self, data: Dict[str, Any], ctl: Controls, policy: str, lower: Mapping[str, str],
+                 count: bool) -> Dict[str, Any]:
+        """The body to forward and what to record: memory attached and breakpoints placed."""
+        model = str(data.get("model") or "")
+        info: Dict[str, Any] = {"policy": policy, "session": session_of(lower, data), "store": None,
+                                "memory_commit": None, "anchor_commit": None, "attached": None, "ttl": None,
+                                "body": data, "memory_header": "off", "context": None}
+        try:
+            store = self._store(ctl)
+        except GitmemError as exc:
+            store = None
+            info["memory_header"] = "none: " + str(exc).splitlines()[0][:120]
+        info["store"] = store
+        line_key = ctl.line or (f"{store.repo.path}@{store.branch}:{model}" if store else f"-:{model}")
+        info["line"] = line_key
+        if not ctl.memory or store is None:
+            return info
+        line = self.lines.get(line_key)
+        if policy == "auto":
+            plan = self._plan(store, line)
+            info["plan"] = plan.to_dict()
+            ttl = plan.ttl
+        else:
+            ttl = {"none": "none", "1h": "1h"}.get(policy, "5m")
+        attachment = self._attachment(store, model)
+        attached = attach(data, attachment.blocks, "none" if count else ttl, copy_body=False)
+        info.update(body=attached.body, attached=attached.to_dict(), ttl=ttl, context=attachment.context,
+                    memory_commit=attachment.context.memory_commit, anchor_commit=attachment.context.anchor_commit)
+        commit = attachment.context.memory_commit
+        info["memory_header"] = f"attached {commit}" if attachment.blocks else "none: no memory on this branch"
+        return info
+
+    def _plan(self, store: Any, line: Optional[Line]) -> Plan:
+        gaps = self._gaps(store)
+        if line is None or line.prefix_tokens <= 0:
+            return choose_plan(gaps[-HISTORY_LIMIT:], PrefixCosts.of(10_000, 0), self.keepalive.ping_after)
+        model = line.model if self.table.find(line.model) else "claude-haiku-4-5"
+        costs = PrefixCosts.of(line.prefix_tokens, line.ping_input, model, self.table)
+        return choose_plan(gaps[-HISTORY_LIMIT:], costs, self.keepalive.ping_after)
+
+    def _gaps(self, store: Any) -> List[float]:
+        """This repository's recorded gaps between a line's requests (wall-clock runs, and this run)."""
+        from .repo import common_dir
+
+        folder = common_dir(store.repo)
+        if folder not in self._history:
+            self._history[folder] = _read_gaps(os.path.join(folder, "gitmem", "requests.jsonl"), self.run_id)
+        return self._history[folder]
+
+    # -- recording ----------------------------------------------------------------------------
+
+    def _record(self, info: Mapping[str, Any], data: Mapping[str, Any], *, status: int, usage: Any,
+                model: Optional[str], request_id: Optional[str], stream: bool, error: Optional[str],
+                latency: float, kind: str = "request") -> Optional[dict]:
+        from .bill import record_request
+        from .context import note_sent
+
+        now = self.clock.now()
+        store = info.get("store")
+        line_key = info.get("line") or "-"
+        line = self.lines.get(line_key)
+        gap = None if line is None or kind == "ping" else now - line.last_request_at
+        usage_obj = Usage.from_api(usage) if isinstance(usage, Mapping) else None
+        price = None
+        if usage_obj is not None and model:
+            try:
+                price = cost(usage_obj, model, self.table).to_dict()
+            except GitmemError:
+                price = None  # a model the price table does not know: usage recorded, cost left out
+        entry = {"command": "router", "kind": kind, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                 "at": now, "clock": "virtual" if self.virtual else "wall", "run": self.run_id,
+                 "session": info.get("session"), "line": line_key, "policy": info.get("policy"),
+                 "ttl": info.get("ttl"), "upstream": self.upstream_name, "backend": self.upstream_name,
+                 "status": status, "stream": stream, "model": model, "memory_commit": info.get("memory_commit"),
+                 "anchor_commit": info.get("anchor_commit"), "memory": info.get("attached"),
+                 "request_id": request_id, "usage": usage_obj.to_api() if usage_obj else None, "cost": price,
+                 "gap_before": gap, "latency_ms": round(latency * 1000, 3)}
+        if info.get("plan"):
+            entry["plan"] = info["plan"]
+        if error:
+            entry["error"] = error[:300]
+        if store is not None:
+            try:
+                record_request(store, entry)
+            except OSError:
+                pass  # a read-only repository: serve anyway
+        if status != 200 or usage_obj is None:
+            return entry
+        if kind == "ping":
+            return entry
+        # a client request: the line's state for pings and the gap record for ``auto``
+        if store is not None and gap is not None and info.get("policy") is not None:
+            self._gaps(store).append(gap)
+        if store is not None and info.get("context") is not None and not data.get("max_tokens") == 0:
+            try:
+                note_sent(store, info["context"])
+            except (GitmemError, OSError):
+                pass
+        prefix = usage_obj.cache_read_input_tokens + usage_obj.cache_creation_input_tokens
+        if line is None:
+            line = Line(key=line_key, policy=str(info.get("policy")), model=str(model), repo=None, branch=None,
+                        session=str(info.get("session")), body={})
+            self.lines[line_key] = line
+        line.policy, line.model, line.session = str(info.get("policy")), str(model), str(info.get("session"))
+        line.body = dict(info.get("body") or data)
+        line.headers = list(info.get("headers") or [])
+        line.last_request_at = line.last_activity = now
+        line.pings, line.stopped = 0, False
+        line.memory_commit = info.get("memory_commit")
+        if usage_obj.ephemeral_1h_input_tokens:
+            line.entry_ttl = "1h"
+        elif usage_obj.ephemeral_5m_input_tokens or usage_obj.cache_creation_input_tokens:
+            line.entry_ttl = "5m"
+        elif usage_obj.cache_read_input_tokens:
+            line.entry_ttl = line.entry_ttl or "5m"
+        else:
+            line.entry_ttl = None
+        if prefix:
+            line.prefix_tokens = prefix
+        line.ping_input = usage_obj.input_tokens
+        if line.policy == "auto" and store is not None:
+            line.plan = self._plan(store, line)
+        self._stores[line_key] = store
+        return entry
+
+    # -- pings --------------------------------------------------------------------------------
+
+    def _due(self) -> List[Tuple[float, Line]]:
+        out = []
+        for line in self.lines.values():
+            due = line.next_ping(self.keepalive)
+            if due is not None:
+                out.append((due, line))
+        return sorted(out, key=lambda item: (item[0], item[1].key))
+
+    async def _ping(self, line: Line) -> dict:
+        from .llm import keepalive_body
+
+        body = keepalive_body(line.body)
+        raw = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        started = time.perf_counter()
+        headers = [(k, v) for k, v in line.headers]
+        if not any(k.lower() == "content-type" for k, _ in headers):
+            headers.append(("content-type", "application/json"))
+        info = {"policy": line.policy, "session": line.session, "line": line.key, "store": self._stores.get(line.key),
+                "memory_commit": line.memory_commit, "ttl": line.entry_ttl, "attached": None,
+                "plan": line.plan.to_dict() if line.plan else None}
+        status, usage, request_id, error, model = 502, None, None, None, line.model
+        try:
+            response = await self.upstream.send("POST", _MESSAGES, "", headers, raw)
+            payload = b"".join([chunk async for chunk in response.chunks])
+            status = response.status
+            request_id = next((v for k, v in response.headers if k.lower() == "request-id"), None)
+            reply = json.loads(payload or b"{}")
+            if status == 200:
+                usage, model = reply.get("usage"), reply.get("model") or model
+            else:
+                error = str((reply.get("error") or {}).get("message"))
+        except (Unreachable, ValueError) as exc:
+            error = f"ping failed: {exc}"
+        line.last_activity = self.clock.now()
+        line.pings += 1
+        if status != 200:
+            line.stopped = True  # one failed ping ends this break's pinging
+        self.pings_sent += 1
+        entry = self._record(info, body, status=status, usage=usage, model=model, request_id=request_id,
+                             stream=False, error=error, latency=time.perf_counter() - started, kind="ping")
+        return entry or {}
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_seconds)
+            now = self.clock.now()
+            for due, line in self._due():
+                if due <= now:
+                    try:
+                        await self._ping(line)
+                    except Exception:  # a ping must never take the router down
+                        line.stopped = True
+
+    async def advance(self, seconds: float) -> List[dict]:
+        """Virtual clock: move time ``seconds`` forward, sending each ping as it falls due."""
+        if not self.virtual:
+            raise GitmemError("the router runs on the real clock: only a --virtual-clock router can be advanced")
+        target = self.clock.now() + float(seconds)
+        sent = []
+        while True:
+            due = [(at, line) for at, line in self._due() if at < target]
+            if not due:
+                break
+            at, line = due[0]
+            await self._move_to(at)
+            sent.append(await self._ping(line))
+        await self._move_to(target)
+        return sent
+
+    async def _move_to(self, at: float) -> None:
+        delta = at - self.clock.now()
+        if delta <= 0:
+            return
+        self.clock.advance(delta)  # type: ignore[union-attr]  # virtual only (see advance)
+        if isinstance(self.upstream, HttpUpstream):  # an emulator over HTTP on its own virtual clock
+            body = json.dumps({"advance": delta}).encode("utf-8")
+            try:
+                response = await self.upstream.send("POST", "/_emulator/clock", "", [("content-type", "application/json")],
+                                                    body)
+                async for _ in response.chunks:
+                    pass
+            except Unreachable:
+                pass
+
+    async def _admin(self, method: str, what: str, raw: bytes) -> Tuple[int, dict]:
+        now = self.clock.now()
+        if what == "state" and method == "GET":
+            return 200, {"upstream": self.upstream_name, "policy": self.policy, "clock": "virtual" if self.virtual
+                         else "wall", "now": now, "repo": self.repo, "pings_sent": self.pings_sent,
+                         "lines": [line.to_dict(now, self.keepalive) for line in self.lines.values()]}
+        if what == "clock" and method == "POST":
+            try:
+                seconds = float(json.loads(raw or b"{}").get("advance", 0))
+            except (ValueError, TypeError, AttributeError):
+                return 400, _error(400, "invalid_request_error", "advance: a number of seconds is required")
+            if seconds < 0:
+                return 400, _error(400, "invalid_request_error", "advance: the clock only moves forward")
+            try:
+                pings = await self.advance(seconds)
+            except GitmemError as exc:
+                return 400, _error(400, "invalid_request_error", str(exc))
+            return 200, {"now": self.clock.now(), "pings": pings}
+        return 404, _error(404, "not_found_error", f"no router admin endpoint {method} /_router/{what}")
+
+
+def _read_gaps(path: str, run_id: str) -> List[float]:
+    """Gaps between consecutive client requests of each line, from a request log (wall-clock entries)."""
+    last: Dict[str, float] = {}
+    gaps: List[float] = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for text in handle:
+                try:
+                    entry = json.loads(text)
+                except ValueError:
+                    continue
+                if not isinstance(entry, dict) or entry.get("command") != "router" or entry.get("kind") != "request":
+                    continue
+                if entry.get("clock") != "wall" and entry.get("run") != run_id:
+                    continue
+                key = f"{entry.get('clock')}|{entry.get('run') if entry.get('clock') != 'wall' else ''}|{entry.get('line')}"
+                at = entry.get("at")
+                if not isinstance(at, (int, float)):
+                    continue
+                if key in last and at >= last[key]:
+                    gaps.append(at - last[key])
+                last[key] = at
+    except OSError:
+        return []
+    return gaps[-HISTORY_LIMIT:]
+
+
+def _error(status: int, error_type: str, message: str) -> dict:
+    return {"type": "error", "error": {"type": error_type, "message": message}, "request_id": None}
+
+
+async def _send_json(send: Any, status: int, payload: Any, headers: Sequence[Tuple[str, str]] = ()) -> None:
+    body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    out = [(b"content-type", b"application/json")] + [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    await send({"type": "http.response.start", "status": status, "headers": out})
+    await send({"type": "http.response.body", "body": body})
+
+
+# --- running it --------------------------------------------------------------------------------
+
+
+@dataclass
+class RunningRouter:
+    """A router served by uvicorn in a background thread (tests, the demo, the benchmark)."""
+
+    router: Router
+    url: str
+    server: Any
+    thread: Any
+    sock: Any
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
+
+
+def serve_in_thread(router: Router, port: int = 0) -> RunningRouter:
+    """Serve ``router`` on 127.0.0.1 (``port`` 0: a free one) until :meth:`RunningRouter.stop`."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    server = uvicorn.Server(uvicorn.Config(router, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if not server.started:
+        raise GitmemError("the router did not start")
+    return RunningRouter(router, f"http://127.0.0.1:{sock.getsockname()[1]}", server, thread, sock)
+
+
+def serve(router: Router, port: int = DEFAULT_PORT, log_level: str = "warning") -> None:
+    """Serve until interrupted, on loopback only: the router has no authentication of its own."""
+    import uvicorn
+
+    uvicorn.run(router, host="127.0.0.1", port=port, log_level=log_level, lifespan="on")

@@ -1,0 +1,288 @@
+"""The trust gate: everything that enters from a remote passes here, or stays out.
+
+A teammate's clone is not trusted to hold only what gitmem writes. Before a
+fetched memory tip may land on ``refs/memory-remotes/`` (and so be merged),
+:mod:`gitmem.remote` checks it here:
+
+- its ref name, one by one (:func:`ref_name_problem`): a bad name is skipped,
+  the other branches still arrive;
+- its objects pass git's own strict object checks (:data:`FSCK_CONFIG` makes
+  ``git fetch`` run them, the same checks as ``git fsck --strict``);
+- every commit it brings (not the ones local memory already holds) has the
+  layout gitmem writes (:func:`history_problem`): only ``<type>/<x>/<y>/<id>.yaml``
+  and ``conflicts/<id>.yaml`` blobs, no symlinks, no submodules, no other files;
+  each blob within its size limit and free of YAML anchors and aliases; each
+  conflict file a real conflict naming only memory fields.
+
+The same checks read conflict files for ``gitmem conflicts`` and ``status``
+(:func:`load_yaml`, :func:`load_conflict_data`) and judge local history in
+``gitmem doctor``. gitmem itself never writes YAML anchors, aliases or nesting
+deeper than three levels, so refusing them costs nothing legitimate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Dict, Iterable, List, Optional, Set
+
+import pygit2
+import yaml
+
+from . import model
+from .errors import BranchError, InvalidMemory, Untrusted
+from .repo import check_branch_name
+
+#: A conflict file holds three versions of one memory plus a little framing.
+MAX_CONFLICT_BYTES = 4 * model.MAX_BLOB_BYTES
+#: Mappings and lists nested deeper than this are refused (a memory or conflict needs 4).
+MAX_YAML_DEPTH = 8
+CONFLICTS_DIR = "conflicts"
+#: What a conflict file may name as clashing: real memory fields, never the id, the schema or anything else.
+CONFLICT_FIELDS = tuple(f.name for f in fields(model.Memory) if f.name not in ("id", "schema"))
+#: ``git -c ...`` options that make a fetch check every received object as strictly as
+#: ``git fsck --strict`` (index-pack and unpack-objects get ``--strict``) and refuse the pack.
+FSCK_CONFIG = ("-c", "fetch.fsckObjects=true")
+_BLOB_MODES = (pygit2.GIT_FILEMODE_BLOB,)
+_FANOUT = set("0123456789abcdefghjkmnpqrstvwxyz")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One thing the gate kept out: ``what`` (a ref, an object), ``why``, and from which ``remote``."""
+
+    what: str
+    why: str
+    remote: str = ""
+
+    def line(self) -> str:
+        where = f" from {self.remote}" if self.remote else ""
+        return printable(f"refused {self.what}{where}: {self.why}")
+
+    def to_dict(self) -> Dict[str, str]:
+        return asdict(self)
+
+
+# --- YAML with limits ------------------------------------------------------------
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(data: bytes, *, limit: int = model.MAX_BLOB_BYTES, what: str = "document") -> Any:
+    """Parse YAML from outside: at most ``limit`` bytes, UTF-8, no anchors or aliases
+    (a 700-byte "billion laughs" file would otherwise expand to gigabytes once
+    walked), at most :data:`MAX_YAML_DEPTH` levels of nesting. Raises :class:`Untrusted`."""
+    if len(data) > limit:
+        raise Untrusted(f"{what} is {len(data)} bytes, over the {limit}-byte limit")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Untrusted(f"{what} is not valid UTF-8 (byte {e.start})") from None
+    try:
+        _check_events(text, what)
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as e:
+        raise Untrusted(f"{what} is not valid YAML: {str(e).splitlines()[0] if str(e) else 'parse error'}") from None
+    except RecursionError:
+        raise Untrusted(f"{what} nests too deeply") from None
+
+
+def _check_events(text: str, what: str) -> None:
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise Untrusted(f"{what} uses YAML anchors or aliases (gitmem never writes them)")
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise Untrusted(f"{what} nests deeper than {MAX_YAML_DEPTH} levels")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
+def check_conflict(data: Any) -> None:
+    """Raise :class:`InvalidMemory` unless ``data`` (a parsed conflict file) is a real conflict:
+    an id, ``fields`` naming only :data:`CONFLICT_FIELDS` (never ``id``, never ``__class__``),
+    and versions that are valid memories of that id."""
+    if not isinstance(data, dict) or not all(k in data for k in ("id", "fields", "ours", "theirs")):
+        raise InvalidMemory("conflict", "expected id, fields, base, ours, theirs")
+    memory_id, names = data["id"], data["fields"]
+    if not isinstance(memory_id, str) or not model.ID_RE.match(memory_id):
+        raise InvalidMemory("conflict", "its id is not a gitmem id")
+    if not isinstance(names, list) or not all(isinstance(f, str) for f in names):
+        raise InvalidMemory("conflict", "fields must be a list of memory field names")
+    bad = [f for f in names if f not in CONFLICT_FIELDS]
+    if bad or not names:
+        raise InvalidMemory("conflict", "fields must name memory fields; not "
+                            + (", ".join(repr(f[:40]) for f in bad[:5]) or "an empty list"), CONFLICT_FIELDS)
+    for side in ("base", "ours", "theirs"):
+        if side == "base" and not data.get("base"):
+            continue
+        if model.Memory.from_dict(data[side]).id != memory_id:
+            raise InvalidMemory("conflict", f"its {side} version has another id than the conflict")
+
+
+def load_conflict_data(data: bytes) -> Dict[str, Any]:
+    """A conflict file's content, read with the limits above and checked by :func:`check_conflict`.
+    Raises :class:`Untrusted`."""
+    parsed = load_yaml(data, limit=MAX_CONFLICT_BYTES, what="conflict file")
+    try:
+        check_conflict(parsed)
+    except InvalidMemory as e:
+        raise Untrusted(f"not a valid conflict file ({e})") from None
+    return parsed
+
+
+def memory_blob_problem(data: bytes) -> Optional[str]:
+    """Why a memory blob from outside is refused, or None. Only the limits: a blob that is
+    within them but not a valid memory is reported by `list` and `doctor`, not refused
+    (a newer gitmem's schema must still travel)."""
+    if len(data) > model.MAX_BLOB_BYTES:
+        return f"{len(data)} bytes, over the {model.MAX_BLOB_BYTES}-byte limit"
+    if b"&" not in data and b"*" not in data:
+        return None  # no anchor or alias is possible: skip the second parse
+    try:
+        load_yaml(data, what="memory")
+    except Untrusted as e:
+        if "not valid" in str(e):
+            return None  # unreadable, not dangerous: `doctor` reports it
+        return str(e)
+    return None
+
+
+# --- ref names ---------------------------------------------------------------------
+
+
+def ref_name_problem(branch: str) -> Optional[str]:
+    """Why a remote's ``refs/memory/<branch>`` cannot be taken in, or None."""
+    try:
+        check_branch_name(branch)
+    except BranchError:
+        if len(branch) > 255:
+            return f"branch name of {len(branch)} characters (at most 255)"
+        return "not a valid memory branch name"
+    return None
+
+
+def show_ref(ref: str) -> str:
+    """A ref name fit for a one-line message (long or odd names shortened and escaped)."""
+    return printable(ref if len(ref) <= 100 else ref[:60] + f"...({len(ref)} characters)")
+
+
+def printable(text: str, limit: int = 400) -> str:
+    """One line for a terminal: names from outside (tree entries, refs) may hold newlines or escapes."""
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# --- history and trees -------------------------------------------------------------
+
+
+def history_problem(repo: pygit2.Repository, tip: str, known: Iterable[str] = ()) -> Optional[str]:
+    """The first reason to refuse the history of ``tip`` (commits ``known`` tips already
+    hold are trusted and skipped), or None when it is all gitmem's layout.
+
+    Each new commit's tree is compared with its parents': only subtrees that
+    differ from a parent's are walked, so the cost is the change, not the tree."""
+    try:
+        obj = repo[tip]
+    except (KeyError, ValueError, pygit2.GitError):
+        return f"tip {tip[:10]} is missing"
+    if not isinstance(obj, pygit2.Commit):
+        return f"tip {tip[:10]} is a {obj.type_str}, not a commit"
+    walker = repo.walk(obj.id, pygit2.enums.SortMode.TOPOLOGICAL)
+    for k in dict.fromkeys(known):
+        try:
+            walker.hide(k)
+        except (KeyError, ValueError, pygit2.GitError):
+            continue
+    seen: Set[str] = set()
+    try:
+        for commit in walker:
+            parents = [p.tree for p in commit.parents]
+            why = _tree_problem(repo, commit.tree, parents, (), seen)
+            if why:
+                return printable(f"commit {str(commit.id)[:10]}: {why}")
+    except (KeyError, ValueError, pygit2.GitError) as e:
+        return f"history is unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+    return None
+
+
+def _tree_problem(repo: pygit2.Repository, tree: pygit2.Tree, parents: List[pygit2.Tree],
+                  path: tuple, seen: Set[str]) -> Optional[str]:
+    key = f"{tree.id} {'/'.join(path)}"  # a tree is judged where it stands: the rules depend on the depth
+    if key in seen or any(p.id == tree.id for p in parents):
+        return None
+    seen.add(key)
+    depth = len(path)
+    for entry in tree:
+        name = entry.name or ""
+        where = "/".join(path + (name,))
+        mode = entry.filemode
+        if mode == pygit2.GIT_FILEMODE_LINK:
+            return f"{where} is a symlink (memory trees hold only YAML blobs)"
+        if mode == pygit2.GIT_FILEMODE_COMMIT:
+            return f"{where} is a submodule entry (memory trees hold only YAML blobs)"
+        is_tree = mode == pygit2.GIT_FILEMODE_TREE
+        if depth == 0:
+            if name not in model.TYPES and name != CONFLICTS_DIR:
+                return f"unknown top-level entry {where!r} (only memory types and {CONFLICTS_DIR}/)"
+            if not is_tree:
+                return f"{where} is not a folder"
+        elif path[0] == CONFLICTS_DIR:
+            why = _leaf_problem(repo, entry, where, None, seen) if depth == 1 else "too deep"
+            if why:
+                return why if why.startswith(where) else f"{where}: {why}"
+            continue
+        elif depth in (1, 2):
+            if not is_tree or name not in _FANOUT:
+                return f"{where} does not fit the layout <type>/<x>/<y>/<id>.yaml"
+        elif depth == 3:
+            why = _leaf_problem(repo, entry, where, path, seen)
+            if why:
+                return why if why.startswith(where) else f"{where}: {why}"
+            continue
+        else:
+            return f"{where} does not fit the layout <type>/<x>/<y>/<id>.yaml"
+        below = [p[name].peel(pygit2.Tree) for p in parents
+                 if name in p and p[name].filemode == pygit2.GIT_FILEMODE_TREE]
+        why = _tree_problem(repo, repo[entry.id].peel(pygit2.Tree), below, path + (name,), seen)
+        if why:
+            return why
+    return None
+
+
+def _leaf_problem(repo: pygit2.Repository, entry: Any, where: str, path: Optional[tuple],
+                  seen: Set[str]) -> Optional[str]:
+    name = entry.name or ""
+    memory_id = name[:-5] if name.endswith(".yaml") else ""
+    if entry.filemode not in _BLOB_MODES:
+        return f"{where} is not a plain file (mode {entry.filemode:o})"
+    if not model.ID_RE.match(memory_id):
+        return f"{where} does not fit the layout <type>/<x>/<y>/<id>.yaml"
+    if path is not None and (path[1], path[2]) != (memory_id[-2], memory_id[-1]):
+        return f"{where} is in the wrong folder for its id"
+    key = f"{entry.id} {where}"
+    if key in seen:
+        return None
+    seen.add(key)
+    data = repo[entry.id].peel(pygit2.Blob).data
+    if path is None:
+        try:
+            conflict = load_conflict_data(data)
+        except Untrusted as e:
+            return str(e)
+        if conflict["id"] != memory_id:
+            return "conflict file named for another id"
+        return None
+    return memory_blob_problem(data)
+
+
+def tip_problems(repo: pygit2.Repository, tips: Dict[str, str], known: Iterable[str] = ()) -> Dict[str, str]:
+    """branch -> why, for each tip whose new history the gate refuses."""
+    known = list(known)
+    out = {}
+    for branch, tip in tips.items():
+        why = history_problem(repo, tip, known)
+        if why:
+            out[branch] = why
+    return out

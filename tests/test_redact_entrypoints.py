@@ -1,0 +1,226 @@
+"""A fresh secret through every way into the store is never stored raw.
+
+Every test makes a new secret, sends it in through one entry point (a CLI flag, an environment
+variable, git's identity, an MCP tool argument or the MCP client's own name, the web form, the
+memory tool, a checkpoint, a Claude Code hook, the post-commit link) and then reads every object in
+the repository's object database (`git cat-file --batch-all-objects`, so dangling objects count too):
+the secret's bytes are in no blob, no commit message, no trailer and no author or committer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets as random_secrets
+import string
+import subprocess
+import sys
+from contextlib import asynccontextmanager
+
+import pytest
+
+from conftest import ROOT, git, gitmem
+from gitmem.model import Author
+from gitmem.store import Store
+
+ALNUM = string.ascii_letters + string.digits
+
+
+def fresh_secret() -> str:
+    """A GitHub-token-shaped secret no test has seen before (built, so no whole token is in the source)."""
+    return "gh" + "p_" + "".join(random_secrets.choice(ALNUM) for _ in range(36))
+
+
+def all_objects(repo) -> bytes:
+    """Every object in the repository, reachable or not, as `git cat-file --batch` prints them."""
+    return subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=str(repo),
+                          capture_output=True, check=True).stdout
+
+
+def assert_never_stored(repo, secret: str) -> None:
+    assert git(repo, "for-each-ref", "refs/memory/"), "nothing was written: the test proves nothing"
+    assert secret.encode() not in all_objects(repo)
+    log = git(repo, "log", "--format=%an%n%ae%n%cn%n%ce%n%B", "--glob=refs/memory/*")
+    assert secret not in log
+    assert "REDACTED" in git(repo, "log", "-p", "--format=%an <%ae>%n%B", "--glob=refs/memory/*")
+
+
+# --- the CLI: every flag, the environment, git's identity ------------------------------------------------
+
+CLI_ROUTES = {
+    "text": lambda s: ["add", "fact", f"deploy with {s}"],
+    "--title": lambda s: ["add", "fact", "plain text", "--title", f"token {s}"],
+    "--because": lambda s: ["add", "rejection", "use the shared bot", "--because", f"it leaks {s}"],
+    "--tag": lambda s: ["add", "fact", "plain text", "--tag", f"t:{s}"],
+    "--path": lambda s: ["add", "fact", "plain text", "--path", f"conf/{s}.env"],
+    "--next": lambda s: ["add", "checkpoint", "halfway", "--next", f"rotate {s}"],
+    "--author name": lambda s: ["add", "fact", "plain text", "--author", f"Ada {s} <ada@example.com>"],
+    "--author email": lambda s: ["add", "fact", "plain text", "--author", f"Ada <{s}@example.com>"],
+    "--source": lambda s: ["add", "fact", "plain text", "--source", f"ci:{s}"],
+    "checkpoint": lambda s: ["checkpoint", f"parser done / next: use {s}"],
+}
+
+
+@pytest.mark.parametrize("route", CLI_ROUTES)
+def test_a_secret_in_any_cli_flag_is_never_stored_raw(repo, route):
+    secret = fresh_secret()
+    result = gitmem(repo, *CLI_ROUTES[route](secret))
+    assert "redacted" in result.stderr
+    assert secret not in result.stdout
+    assert_never_stored(repo, secret)
+
+
+ENV_ROUTES = {
+    "GITMEM_AUTHOR_NAME": lambda s: {"GITMEM_AUTHOR_NAME": f"bot {s}"},
+    "GITMEM_AUTHOR_EMAIL": lambda s: {"GITMEM_AUTHOR_EMAIL": f"{s}@example.com"},
+    "GITMEM_SOURCE": lambda s: {"GITMEM_SOURCE": f"ci:{s}"},
+}
+
+
+@pytest.mark.parametrize("variable", ENV_ROUTES)
+def test_a_secret_in_the_environment_is_never_stored_raw(repo, variable):
+    secret = fresh_secret()
+    gitmem(repo, "add", "fact", "plain text", env=ENV_ROUTES[variable](secret))
+    assert_never_stored(repo, secret)
+
+
+def test_a_secret_in_gits_identity_is_never_stored_raw(repo):
+    secret = fresh_secret()
+    git(repo, "config", "user.name", f"Ada {secret}")
+    git(repo, "config", "user.email", f"{fresh_secret()}@example.com")
+    gitmem(repo, "add", "fact", "plain text")
+    assert_never_stored(repo, secret)
+
+
+def test_edit_supersede_and_retract_never_store_a_secret_raw(repo):
+    memory_id = json.loads(gitmem(repo, "add", "fact", "plain text", "--json").stdout)["id"]
+    secrets = [fresh_secret() for _ in range(5)]
+    gitmem(repo, "edit", memory_id, "--text", f"now {secrets[0]}", "--tag", f"x:{secrets[1]}",
+           "--path", f"{secrets[2]}/a.py")
+    new_id = json.loads(gitmem(repo, "supersede", memory_id, f"newer {secrets[3]}", "--json").stdout)["id"]
+    gitmem(repo, "retract", new_id, "--because", f"it printed {secrets[4]}")
+    for secret in secrets:
+        assert_never_stored(repo, secret)
+
+
+# --- the library's other writers ----------------------------------------------------------------------
+
+
+def test_the_post_commit_link_and_checkpoint_advance_never_sign_with_a_secret(repo):
+    from gitmem.checkpoint import link_commit
+
+    store = Store.open(str(repo))
+    store.add("checkpoint", "started", next="the parser")
+    (repo / "a.py").write_text("x = 1\n")
+    git(repo, "add", "a.py")
+    git(repo, "commit", "-q", "-m", "a")
+    secret = fresh_secret()
+    link = link_commit(store, git(repo, "rev-parse", "HEAD").strip(),
+                       author=Author(f"hook {secret}", f"{fresh_secret()}@example.com", "agent"),
+                       source="hook")
+    assert link.commit is not None
+    assert_never_stored(repo, secret)
+
+
+def test_a_memory_built_by_hand_is_redacted_when_it_becomes_a_blob():
+    from gitmem.model import Memory, dump_yaml, new_id, utc_now
+
+    secret = fresh_secret()
+    m = Memory(id=new_id(), type="fact", text=f"raw {secret}", author=Author(f"a {secret}", f"{secret}@x"),
+               source=f"tool:{secret}", created=utc_now(), tags=(f"t:{secret}",), paths=(f"{secret}.txt",),
+               title=f"t {secret}", next=f"n {secret}")
+    blob = dump_yaml(m)
+    assert secret.encode() not in blob
+    assert b"REDACTED:github-pat" in blob
+
+
+# --- MCP: tool arguments and the client's own name and version ---------------------------------------------
+
+
+@asynccontextmanager
+async def mcp_session(repo, name: str, version: str):
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+    from mcp.types import Implementation
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gitmem", "mcp"], cwd=str(repo),
+                                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    with open(os.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write, client_info=Implementation(name=name, version=version)) as s:
+                await s.initialize()
+                yield s
+
+
+def test_a_secret_in_mcp_arguments_or_client_info_is_never_stored_raw(repo):
+    pytest.importorskip("mcp")
+    import anyio
+
+    client_name, client_version = fresh_secret(), fresh_secret()
+    arguments = [fresh_secret() for _ in range(6)]
+
+    async def main():
+        async with mcp_session(repo, name=client_name, version=client_version) as s:
+            a = arguments
+            results = [
+                await s.call_tool("remember", {"type": "fact", "text": f"uses {a[0]}", "title": f"key {a[1]}",
+                                               "tags": [f"t:{a[2]}"], "paths": [f"{a[3]}/x.py"]}),
+                await s.call_tool("reject", {"proposal": "share the token", "reason": f"it is {a[4]}"}),
+                await s.call_tool("checkpoint", {"text": f"halfway / next: rotate {a[5]}"}),
+            ]
+            return results
+
+    results = anyio.run(main)
+    assert [r.is_error for r in results] == [False, False, False], [r.content[0].text for r in results]
+    for secret in [client_name, client_version] + arguments:
+        assert_never_stored(repo, secret)
+    sources = {m.source for m in Store.open(str(repo)).list()}
+    assert sources == {"mcp:REDACTED:github-pat/REDACTED:github-pat"}
+
+
+# --- the web form, the memory tool, Claude Code's hooks ------------------------------------------------------
+
+
+def test_a_secret_typed_into_the_web_form_is_never_stored_raw(repo):
+    import re
+
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from gitmem.web import create_app
+
+    web = TestClient(create_app(str(repo)), base_url="http://127.0.0.1:8737", follow_redirects=False)
+    form = web.get("/memory").text
+    token = re.search(r'name="csrf" value="([^"]+)"', form).group(1)
+    secrets = [fresh_secret() for _ in range(5)]
+    r = web.post("/add", data={"csrf": token, "branch": "main", "type": "rejection", "text": f"use {secrets[0]}",
+                               "title": f"t {secrets[1]}", "reason": f"leaks {secrets[2]}",
+                               "tags": f"a:{secrets[3]}", "paths": f"src/{secrets[4]}.py"})
+    assert r.status_code == 303, r.text[:500]
+    for secret in secrets:
+        assert_never_stored(repo, secret)
+
+
+def test_a_secret_given_to_the_memory_tool_is_never_stored_raw(repo):
+    from gitmem.memory_tool import MemoryTool
+
+    tool = MemoryTool(str(repo), source="memory-tool:claude")
+    in_path, in_text = fresh_secret(), fresh_secret()
+    tool.execute({"command": "create", "path": f"/memories/decisions/{in_path}.md",
+                  "file_text": f"The deploy key is {in_text}"})
+    assert_never_stored(repo, in_path)
+    assert_never_stored(repo, in_text)
+
+
+def test_a_secret_in_what_claude_code_hooks_capture_is_never_stored_raw(repo):
+    in_dir, in_session = fresh_secret(), fresh_secret()
+    folder = repo / in_dir
+    folder.mkdir()
+    (folder / "notes.md").write_text("hello\n")
+    data = {"session_id": in_session, "transcript_path": "", "cwd": str(repo), "hook_event_name": "PostToolUse",
+            "tool_name": "Read", "tool_input": {"file_path": str(folder / "notes.md")}}
+    env = {"AI_AGENT": "claude-code_2-1-332_harness", "GITMEM_HOOK_MODE": "foreground"}
+    result = gitmem(repo, "hook", "claude-code", "PostToolUse", input=json.dumps(data), env=env)
+    assert result.returncode == 0
+    assert Store.open(str(repo)).list(type="file"), result.stderr
+    assert_never_stored(repo, in_dir)
+    assert_never_stored(repo, in_session)
