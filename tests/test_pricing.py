@@ -130,3 +130,20 @@ def test_bad_override_files_are_reported(tmp_path, text, problem):
     path.write_text(text)
     with pytest.raises(PriceTableError, match=problem):
         load_price_table(str(path))
+
+
+def test_gitmem_models_shows_the_lineup_with_statuses_and_sources(tmp_path):
+    import json
+
+    from conftest import gitmem
+    from gitmem.pricing import LIFECYCLE_SOURCE
+
+    shown = gitmem(tmp_path, "models").stdout
+    assert "claude-opus-5-5" in shown and "claude-haiku-5-5" in shown and "active (legacy)" in shown
+    assert "claude-3-haiku-20240307" not in shown and "retired models hidden" in shown
+    assert PRICES_SOURCE in shown and LIFECYCLE_SOURCE in shown and f"checked {CHECKED}" in shown
+    everything = gitmem(tmp_path, "models", "--all").stdout
+    assert "claude-3-haiku-20240307" in everything and "retired" in everything
+    data = json.loads(gitmem(tmp_path, "models", "--json").stdout)
+    assert data["lifecycle_source"] == LIFECYCLE_SOURCE
+    assert {m["lifecycle"] for m in data["models"]} == {"active", "deprecated", "retired"}

@@ -17,7 +17,10 @@ on" record them):
   entry becoming a 1-hour one when a later request marks it ``1h``, so the emulator takes the
   conservative side and keeps it at 5 minutes.
 - A prefix shorter than the model's minimum cacheable length is processed without caching, even
-  when marked: the request succeeds with ``cache_creation_input_tokens`` 0.
+  when marked: the request succeeds with ``cache_creation_input_tokens`` 0. The caller passes
+  the minimum it wants enforced: the emulator passes the model's minimum plus the token counter's
+  measured overcount margin (``app.cacheable_minimum``), so it never caches a prefix the API would
+  find too short.
 - With mixed TTLs: A = tokens up to the highest cache hit (0 if none), B = tokens up to the last 1h
   breakpoint after A (A if none), C = tokens up to the last breakpoint; read = A, 1h write = B - A,
   5m write = C - B, and ``input_tokens`` = total - max(A, C).
