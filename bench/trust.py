@@ -53,14 +53,16 @@ def run(size: int = 10_000, repeat: int = 3) -> dict:
     keys = ("git_fetch", "fsck_fetch", "gate", "gitmem_fetch", "git_fetch_one", "fsck_fetch_one", "gate_one",
             "gitmem_fetch_one")
     samples = {k: [] for k in keys}
-    for _ in range(repeat):
+    for round_ in range(repeat):
         clones = {k: sample_repo(k) for k in ("git", "fsck", "gitmem")}
         for path in clones.values():
             _git("-C", path, "remote", "add", "origin", remote)
         spec = f"+{REF}:{TRACKING}"
-        samples["git_fetch"].append(timed(lambda: _git("-C", clones["git"], "fetch", "-q", "origin", spec)))
-        samples["fsck_fetch"].append(timed(lambda: _git("-C", clones["fsck"], "-c", "fetch.fsckObjects=true",
-                                                        "fetch", "-q", "origin", spec)))
+        fetches = [("git_fetch", lambda: _git("-C", clones["git"], "fetch", "-q", "origin", spec)),
+                   ("fsck_fetch", lambda: _git("-C", clones["fsck"], "-c", "fetch.fsckObjects=true", "fetch", "-q",
+                                               "origin", spec))]
+        for key, fn in (fetches if round_ % 2 == 0 else fetches[::-1]):  # alternate who goes first
+            samples[key].append(timed(fn))
         fetched = Store.open(clones["fsck"])
         tip = str(fetched.repo.references[TRACKING].target)
         samples["gate"].append(timed(lambda: history_problem(fetched.repo, tip)))
@@ -71,9 +73,8 @@ def run(size: int = 10_000, repeat: int = 3) -> dict:
             _git("-C", path, "update-ref", REF, TRACKING)
         source.add("fact", "one more", author=AUTHOR, source="bench")
         _git("-C", source.repo.workdir, "push", "-q", remote, f"{REF}:{REF}")
-        samples["git_fetch_one"].append(timed(lambda: _git("-C", clones["git"], "fetch", "-q", "origin", spec)))
-        samples["fsck_fetch_one"].append(timed(lambda: _git("-C", clones["fsck"], "-c", "fetch.fsckObjects=true",
-                                                            "fetch", "-q", "origin", spec)))
+        for key, fn in (fetches if round_ % 2 == 0 else fetches[::-1]):
+            samples[f"{key}_one"].append(timed(fn))
         fetched = Store.open(clones["fsck"])
         tip = str(fetched.repo.references[TRACKING].target)
         samples["gate_one"].append(timed(lambda: history_problem(fetched.repo, tip, [fetched.own_tip()])))

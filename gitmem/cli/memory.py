@@ -105,6 +105,10 @@ def init(store, fetch_: bool, as_json: bool) -> None:
         click.echo(f"until its first write it reads the memory of {branch!r} ({_short(tip)})")
     for m in (pulled or {}).get("merged", []):
         click.echo(f"pulled memory of {m['branch']} from {pulled['remote']}: {m['kind']} {_short(m['commit'])}")
+    for r in (pulled or {}).get("refused", []):  # what the trust gate kept out (docs/remotes.md)
+        from ..trust import Refusal
+
+        click.echo(f"gitmem: {Refusal(**r).line()}", err=True)
     for remote in dict.fromkeys(m["remote"] for m in missing):
         names = ", ".join(m["branch"] for m in missing if m["remote"] == remote)
         click.echo(f"{remote} has memory this clone lacks ({names}): get it with `gitmem pull {remote}`"
