@@ -460,12 +460,13 @@ def script_quality(enc) -> Dict[str, Any]:
     return out
 
 
-def rrf(rankings: Sequence[Sequence[str]], k: int = 60) -> List[str]:
-    """Reciprocal rank fusion: each list adds 1 / (k + rank) to the keys it holds."""
+def rrf(rankings: Sequence[Sequence[str]], k: int = 60, weights: Sequence[float] = ()) -> List[str]:
+    """Reciprocal rank fusion: each list adds weight / (k + rank) to the keys it holds."""
     score: Dict[str, float] = {}
-    for ranking in rankings:
+    for n, ranking in enumerate(rankings):
+        w = weights[n] if weights else 1.0
         for r, key in enumerate(ranking):
-            score[key] = score.get(key, 0.0) + 1.0 / (k + r)
+            score[key] = score.get(key, 0.0) + w / (k + r)
     return sorted(score, key=lambda key: -score[key])
 
 
@@ -530,17 +531,19 @@ def adr_quality(enc, distractors: int) -> Optional[Dict[str, Any]]:
             for bucket in ("all", "0-1"):
                 rows = [(q, qv) for q, qv in zip(bench.questions, Q)
                         if q.split == split and (bucket == "all" or q.bucket == bucket)]
-                dense_hits, fused_hits, word_hits = [], [], []
+                dense_hits, fused_hits, word_hits, weighted_hits = [], [], [], []
                 for q, qv in rows:
                     dense = [keys[i] if i < len(keys) else f"d{i}" for i in np.argsort(-(pool @ qv))[:50]]
                     words = _lexical_top(mems, q.text)
                     dense_hits.append(bool(set(q.answers) & set(dense[:5])))
                     word_hits.append(bool(set(q.answers) & set(words[:5])))
                     fused_hits.append(bool(set(q.answers) & set(rrf([dense, words])[:5])))
+                    weighted_hits.append(bool(set(q.answers) & set(rrf([dense, words], k=10, weights=(2, 1))[:5])))
                 n = len(rows) or 1
                 out[f"{split} {bucket} {label} lexical"] = round(sum(word_hits) / n, 3)
                 out[f"{split} {bucket} {label} dense"] = round(sum(dense_hits) / n, 3)
                 out[f"{split} {bucket} {label} fused"] = round(sum(fused_hits) / n, 3)
+                out[f"{split} {bucket} {label} fused k=10 dense x2"] = round(sum(weighted_hits) / n, 3)
     rej = [i for i, k in enumerate(keys) if bench.items[k].type == "rejection"]
     P = enc.embed_queries([p.text for p in bench.proposals])
     first, pos, neg = [], [], []

@@ -57,7 +57,7 @@ def test_an_english_question_finds_the_memory_written_in_another_script(encoder)
 
 
 def test_vectors_are_float32_rows_of_unit_length_and_the_encoder_dimension(encoder):
-    texts = ["short", "a longer memory about the job queue and its retries " * 50, "", "キャッシュ"]
+    texts = ["short", "a longer memory about the job queue and its retries " * 12, "", "キャッシュ"]
     for rows in (encoder.embed_documents(texts), encoder.embed_queries(texts)):
         assert rows.shape == (4, encoder.dim) and rows.dtype == np.float32
         assert np.allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
