@@ -39,6 +39,7 @@ from .model import Memory
 _WORD = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
 # Scripts written without spaces between words: indexed as overlapping character pairs, as
 # search engines do for Chinese, Japanese and Korean, so any two-character word can be found.
+_JOINER = re.compile(r"[-_]")
 _UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f]+")
 _STOP = frozenset(
     "a an and are as at be by can could do does for from has have how i if in into is it its let lets "
@@ -82,7 +83,16 @@ def tokenize(text: str) -> List[str]:
     character pairs of unspaced scripts, and hyphenated or snake_case compounds whole as well."""
     out: List[str] = []
     for word in _WORD.findall(text.lower()):
-        parts = re.split(r"[-_]", word)
+        if word.isascii():
+            if "-" not in word and "_" not in word:  # the common case, kept quick
+                if word not in _STOP:
+                    out.append(stem(word))
+                continue
+            parts = _JOINER.split(word)
+            out.extend(stem(p) for p in parts if p not in _STOP)
+            out.append("".join(parts))
+            continue
+        parts = _JOINER.split(word)
         for part in parts:
             if _UNSPACED.search(part):
                 out.extend(_pairs(part))
