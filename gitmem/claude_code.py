@@ -277,7 +277,7 @@ def user_prompt_submit(hook: HookInput, store: Any, source: str = "claude-code",
                        budget: int = PROMPT_BUDGET) -> Outcome:
     """Memories relevant to the prompt (not injected yet) and rejections the prompt re-proposes."""
     from .context import render_memory
-    from .recall import check, recall
+    from .recall import AGENT_BACKLOG, check, recall
 
     prompt = hook.text("prompt").strip()
     if not prompt:
@@ -285,8 +285,8 @@ def user_prompt_submit(hook: HookInput, store: Any, source: str = "claude-code",
     with SessionState(store, hook.session_id) as state:
         state.add("prompts", prompt[:2000], keep=5)
         injected = set(state.items("injected"))
-        rejections = check(store, prompt).repeats
-        hits = [h for h in recall(store, prompt, limit=PROMPT_LIMIT + len(injected))
+        rejections = check(store, prompt, max_backlog=AGENT_BACKLOG).repeats
+        hits = [h for h in recall(store, prompt, limit=PROMPT_LIMIT + len(injected), max_backlog=AGENT_BACKLOG)
                 if h.match >= PROMPT_MATCH_FLOOR and h.memory.type not in ("rejection", "checkpoint")
                 and h.memory.id not in injected][:PROMPT_LIMIT]
         lines: List[str] = []

@@ -130,20 +130,20 @@ class Gitmem:
     def recall(self, query: str = "", type: Optional[str] = None, paths: Optional[List[str]] = None,
                limit: int = 10) -> Dict[str, Any]:
         from .model import TYPES, check_choice
-        from .recall import recall
+        from .recall import AGENT_BACKLOG, recall
 
         check_choice("type", type, TYPES)
         store = self.store()
-        hits = recall(store, query, type=type, paths=paths, limit=max(1, min(limit, 50)))
+        hits = recall(store, query, type=type, paths=paths, limit=max(1, min(limit, 50)), max_backlog=AGENT_BACKLOG)
         out = {"ref": store.ref, "memories": [_hit(h) for h in hits]}
         if any(h.stale for h in hits):
             out["note"] = "stale: the file changed since that file memory was written; re-read it"
         return out
 
     def check_proposal(self, proposal: str, paths: Optional[List[str]] = None) -> Dict[str, Any]:
-        from .recall import check
+        from .recall import AGENT_BACKLOG, check
 
-        return check(self.store(), proposal, paths=paths or ()).to_dict()
+        return check(self.store(), proposal, paths=paths or (), max_backlog=AGENT_BACKLOG).to_dict()
 
     def get(self, id: str) -> Dict[str, Any]:
         return self.store().get(id).to_dict()

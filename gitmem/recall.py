@@ -53,35 +53,46 @@ def mode() -> str:
     return f"lexical ({unavailable_reason()})"
 
 
+#: An agent's path (MCP, hooks, web UI) embeds at most this many missing memories per call; past it
+#: the call answers with words alone, so a new clone's backlog never stalls an agent for minutes.
+#: `gitmem search` and `gitmem check` embed the whole backlog, with a progress line.
+AGENT_BACKLOG = 64
+
+
 def recall(store: Any, query: str = "", *, type: Optional[str] = None, paths: Optional[Sequence[str]] = None,
-           limit: int = 10, include_inactive: bool = False, types_first: Sequence[str] = ()) -> List[Hit]:
+           limit: int = 10, include_inactive: bool = False, types_first: Sequence[str] = (),
+           max_backlog: Optional[int] = None) -> List[Hit]:
     """Rank the store's memories for ``query``; ``paths=None`` means the paths of the current diff."""
     pool = [m for _, m in sorted(store.memories().items())]
     if paths is None:
         paths = changed_paths(store)
-    similarity = similarities(store, pool, query)
+    similarity = similarities(store, pool, query, max_backlog=max_backlog)
     return rank(pool, query, limit, paths=paths, types_first=types_first, include_inactive=include_inactive,
                 blobs=current_blobs(store, pool), similarity=similarity,
                 only_types=(type,) if type is not None else None)
 
 
-def check(store: Any, proposal: str, *, paths: Sequence[str] = (), limit: int = 5) -> Check:
+def check(store: Any, proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
+          max_backlog: Optional[int] = None) -> Check:
     """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing."""
     pool = [m for _, m in sorted(store.memories().items())]
-    return judge(pool, proposal, paths=paths, limit=limit, similarity=similarities(store, pool, proposal))
+    return judge(pool, proposal, paths=paths, limit=limit,
+                 similarity=similarities(store, pool, proposal, max_backlog=max_backlog))
 
 
 # --- dense similarity -------------------------------------------------------------
 
 
-def similarities(store: Any, memories: Sequence[Memory], query: str) -> Optional[Dict[str, float]]:
-    """Cosine of ``query`` to every active memory, by id; None when recall is lexical."""
+def similarities(store: Any, memories: Sequence[Memory], query: str,
+                 max_backlog: Optional[int] = None) -> Optional[Dict[str, float]]:
+    """Cosine of ``query`` to every active memory, by id; None when recall is lexical (no encoder,
+    or more than ``max_backlog`` memories still to embed)."""
     encoder = _encoder()
     if encoder is None or not query.strip():
         return None
     pool = [m for m in memories if m.status == "active"]
-    matrix = _matrix(store, encoder, pool)
-    if matrix is None:
+    matrix = _matrix(store, encoder, pool, max_backlog)
+    if matrix is None:  # the backlog is larger than this caller may wait for
         return None
     q = encoder.embed_queries([query])[0]
     cosines = matrix @ q
@@ -92,7 +103,7 @@ _MATRICES: Dict[Tuple[str, Tuple[int, ...]], Any] = {}
 _VECTORS: Dict[Tuple[Optional[str], str], Any] = {}  # (index file, text hash) -> vector of the pool last stacked
 
 
-def _matrix(store: Any, encoder: Any, pool: Sequence[Memory]) -> Any:
+def _matrix(store: Any, encoder: Any, pool: Sequence[Memory], max_backlog: Optional[int] = None) -> Any:
     """The pool's vectors as one (n, dim) matrix: from this process, the index, else the encoder.
     After a write only the new memory's vector is looked up (or computed)."""
     import numpy as np
@@ -110,6 +121,8 @@ def _matrix(store: Any, encoder: Any, pool: Sequence[Memory]) -> Any:
         known.update((h, np.frombuffer(v, dtype=np.float32)) for h, v in
                      store.warm.index.vectors(encoder.name, missing).items())
     todo = [i for i, h in enumerate(hashes) if h not in known]
+    if max_backlog is not None and len(todo) > max_backlog:
+        return None
     if todo:
         _embed(store, encoder, [pool[i] for i in todo], [hashes[i] for i in todo], known)
     matrix = np.stack([known[h] for h in hashes]) if pool else np.zeros((0, encoder.dim), dtype=np.float32)

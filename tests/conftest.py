@@ -25,6 +25,10 @@ os.environ["HOME"] = _HOME
 os.environ["XDG_CONFIG_HOME"] = os.path.join(_HOME, ".config")
 os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
 os.environ["GIT_CONFIG_GLOBAL"] = os.path.join(_HOME, ".gitconfig")
+# git's automatic gc detaches by default and may still be packing (and removing loose objects it packed)
+# while a test runs `git fsck`, which then reports objects vanishing under it; run it in the foreground.
+with open(os.environ["GIT_CONFIG_GLOBAL"], "w") as _f:
+    _f.write("[gc]\n\tautoDetach = false\n")
 os.environ["GIT_AUTHOR_NAME"] = os.environ["GIT_COMMITTER_NAME"] = "Test Human"
 os.environ["GIT_AUTHOR_EMAIL"] = os.environ["GIT_COMMITTER_EMAIL"] = "human@example.com"
 

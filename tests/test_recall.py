@@ -108,3 +108,13 @@ def test_the_check_tells_a_repeat_from_another_option(store):
     other = check(store, "use RabbitMQ for the job queue")
     assert not other.repeat and other.related
     assert not check(store, "use tailwind for css").hits
+
+
+@needs_encoder
+def test_an_agent_path_answers_with_words_while_a_large_backlog_is_unembedded(store):
+    ids = _team(store)
+    assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is None  # 6 to embed > 2
+    assert not check(store, "use RabbitMQ for the job queue", max_backlog=2).judge.startswith("hybrid")
+    assert recall(store, "redis job queue", paths=[])[0].similarity is not None  # the CLI path embeds them
+    assert ids[1] in [h.memory.id for h in recall(store, "redis job queue", paths=[], max_backlog=2)]
+    assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is not None  # nothing left to embed

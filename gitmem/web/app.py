@@ -162,7 +162,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
 
     def memory_view(params: Mapping[str, str], *, form: Optional[Mapping[str, str]] = None,
                     error: Optional[str] = None, status: int = 200) -> HTMLResponse:
-        from ..recall import current_blobs, similarities
+        from ..recall import AGENT_BACKLOG, current_blobs, similarities
         from ..search import is_stale, rank
 
         store = open_store(params.get("branch"))
@@ -177,7 +177,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         items: List[Any]
         if filters["q"]:
             items = rank(memories, filters["q"], limit=100, include_inactive=wanted != "active", blobs=blobs,
-                         similarity=similarities(store, memories, filters["q"]))
+                         similarity=similarities(store, memories, filters["q"], max_backlog=AGENT_BACKLOG))
         else:
             items = list(reversed(memories))[:LIST_LIMIT]  # ids sort by creation time: newest first
         body = pages.memory_page(
