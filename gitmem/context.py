@@ -401,7 +401,8 @@ def build(store: Any, *, guide: Optional[str] = None, query: Optional[str] = Non
         left = budget - used
         if len(_fill(fresh, left)[0]) < len(fresh):
             chosen = _choose_tail(fresh, max(0, left), query, paths)
-            dropped = [m.id for m in fresh if m not in chosen]
+            chosen_ids = {m.id for m in chosen}
+            dropped = [m.id for m in fresh if m.id not in chosen_ids]
             fresh, relevance_tail = chosen, True
             warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(fresh)} most "
                             f"relevant of {len(fresh) + len(dropped)} newer memories")
