@@ -83,12 +83,7 @@ class Index:
 
     def _remove(self) -> bool:
         assert self.path is not None
-        if self._db is not None:
-            try:
-                self._db.close()
-            except sqlite3.Error:
-                pass
-            self._db = None
+        self.close()
         try:
             for suffix in ("", "-wal", "-shm"):
                 if os.path.exists(self.path + suffix):
