@@ -85,7 +85,14 @@ has_work() {
         if [ "$n" -gt 1 ]; then return 1; fi  # the branch existed and moved before
     done < "$common/logs/$ref"
     [ "$n" -eq 1 ] || return 1
-    git config --get "gitmem.branch.${ref#refs/heads/}.parent" >/dev/null && return 1  # recorded already
+    section=
+    while IFS= read -r line; do  # recorded already? (read from the config file: no process)
+        case "$line" in
+            "[gitmem \\"branch.${ref#refs/heads/}\\"]"*) section=1 ;;
+            "["*) section= ;;
+            *parent*=*) [ -n "$section" ] && return 1 ;;
+        esac
+    done < "$common/config"
     git rev-parse -q --verify "refs/memory/${ref#refs/heads/}" >/dev/null && return 1  # has memory of its own
     return 0
 }
