@@ -133,7 +133,8 @@ has_work || exit "$status"
 # nothing to do unless memory is pushed, or a pushed branch has memory the remote lacks (gitmem.prePush)
 has_work() {
     mode=$(git config gitmem.prePush 2>/dev/null) || mode=warn
-    printf '%s' "$input" | while read -r local_ref _ _ _; do
+    printf '%s' "$input" | while read -r local_ref _ remote_ref _; do
+        case "$remote_ref" in refs/memory/*) echo y; break ;; esac  # memory pushed, by any name: scanned
         case "$local_ref" in
             refs/memory/*) echo y; break ;;
             refs/heads/*)
