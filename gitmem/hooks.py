@@ -86,35 +86,31 @@ has_work() {
         if [ "$n" -gt 1 ]; then return 1; fi  # the branch existed and moved before
     done < "$common/logs/$ref"
     [ "$n" -eq 1 ] || return 1
-    git config --get "gitmem.branch.${ref#refs/heads/}.parent" >/dev/null && return 1  # recorded already
+    section=
+    while IFS= read -r line; do  # recorded already? (read from the config file: no process)
+        case "$line" in
+            "[gitmem \\"branch.${ref#refs/heads/}\\"]"*) section=1 ;;
+            "["*) section= ;;
+            *parent*=*) [ -n "$section" ] && return 1 ;;
+        esac
+    done < "$common/config"
     git rev-parse -q --verify "refs/memory/${ref#refs/heads/}" >/dev/null && return 1  # has memory of its own
     return 0
 }
 has_work "$@" || exit "$status"
 """,
     "post-merge": """\
-# nothing to do unless a branch with memory came in, or a merge commit lands on a branch with a checkpoint
+# nothing to do unless a branch with memory came in (tips reachable from HEAD, not from ORIG_HEAD)
 has_work() {
     mem=$(git for-each-ref --format='%(refname)' refs/memory refs/memory-remotes 2>/dev/null) || return 0
     [ -n "$mem" ] || return 1
-    info=$(git log -1 --format='%P%n%D' HEAD 2>/dev/null) || return 0
-    parents=${info%%
-*}
-    case "${info#*
-}" in
-        "HEAD -> "*) b=${info#*
-HEAD -> }; b=${b%%,*} ;;
-        *) return 1 ;;  # detached: gitmem does nothing there either
-    esac
-    case "$parents" in
-        *" "*)  # a merge commit: what came in is what the first parent lacked
-            before=${parents%% *}
-            case "$mem" in *"refs/memory/$b"*)
-                git cat-file -e "refs/memory/$b:checkpoint" 2>/dev/null && return 0 ;;  # the checkpoint advances
-            esac ;;
-        *) before=ORIG_HEAD ;;
-    esac
-    brought=$(git for-each-ref --format='%(refname)' --merged HEAD --no-merged "$before" refs/heads refs/remotes \
+    if [ -z "${GIT_DIR:-}" ] && [ -d .git ] && [ ! -f .git/commondir ] && read -r head < .git/HEAD; then
+        b=${head#ref: refs/heads/}  # the usual layout, read without starting git
+        [ "$b" != "$head" ] || return 1  # detached: gitmem does nothing there either
+    else
+        b=$(git symbolic-ref -q --short HEAD) || return 1
+    fi
+    brought=$(git for-each-ref --format='%(refname)' --merged HEAD --no-merged ORIG_HEAD refs/heads refs/remotes \
         2>/dev/null) || return 0
     for r in $brought; do
         case "$r" in
@@ -433,9 +429,10 @@ def _post_merge(store, args: List[str], stdin: str) -> List[str]:
         except (KeyError, pygit2.GitError):
             before = None
     names = merged_by(repo, store.branch, head, before)
-    out = [_describe(m) for m in merge_branches(store, names, source="hook").merged]
-    if len(commit.parents) > 1:  # a merge commit: the branch's checkpoint now stands at it
-        from .checkpoint import link_commit
+    merged = merge_branches(store, names, source="hook").merged
+    out = [_describe(m) for m in merged]
+    if len(commit.parents) > 1 and any(m["kind"] != "up-to-date" for m in merged):
+        from .checkpoint import link_commit  # a merge commit that brought memory: the checkpoint stands at it
 
         link_commit(store, head, source="hook")
     if args and args[0] == "1":
@@ -489,7 +486,8 @@ def _pre_push(store, args: List[str], stdin: str) -> List[str]:
     if not branches:
         return []
     if mode == "warn":
-        return [f"memory of {', '.join(branches)} is not on {remote}: run `gitmem push {remote}` "
+        command = f"gitmem push {remote}" + (" --all" if len(branches) > 1 else "")
+        return [f"memory of {', '.join(branches)} is not on {remote}: run `{command}` "
                 "(or `git config gitmem.prePush push` to push it with the code)"]
     try:
         from . import remote as remote_module

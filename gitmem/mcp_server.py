@@ -36,7 +36,7 @@ _SOURCE_CHARS = re.compile(r"[^A-Za-z0-9_.@/:+-]+")
 DESCRIPTIONS = {
     "remember": "Store a memory: decision, convention, fact, action, note, or file (needs paths). Returns its id.",
     "recall": "Search memory, best first. Paths (or the current diff) boost memories about those files.",
-    "get": "One memory by id (or unique prefix).",
+    "get": "One memory by id (or its short id, or a unique prefix).",
     "history": "Commits that changed a memory: who, when, from which tool.",
     "reject": "Record a rejected proposal and why, so no agent proposes it again.",
     "check_proposal": "Was this proposal already rejected? repeat=true: `rejections` lists what it repeats, with "
@@ -231,7 +231,7 @@ def build_server(path: str = ".", branch: Optional[str] = None):
     Kind = Literal["decision", "convention", "fact", "action", "note", "file"]
     Type = Literal[TYPES]  # type: ignore[valid-type]
     Paths = Annotated[Optional[List[str]], Field(description="repo-relative file paths")]
-    MemoryId = Annotated[str, Field(description="memory id or unique prefix")]
+    MemoryId = Annotated[str, Field(description="memory id, short id or unique prefix")]
     names.update(Paths=Paths, MemoryId=MemoryId, Kind=Kind, Type=Type)
 
     def tool(fn):

@@ -118,13 +118,13 @@ def parent_chain(repo: pygit2.Repository, branch: str) -> List[str]:
 
 
 def default_author(repo: pygit2.Repository) -> Author:
-    """Who writes when no author is given: the GITMEM_AUTHOR_* environment, else git's identity
-    (GIT_AUTHOR_*, then user.name / user.email, as git reads it). Without an email anywhere it
-    raises, as `git commit` does, rather than sign writes with a made-up address."""
+    """Who writes when no author is given: the GITMEM_AUTHOR_* environment, else the repository's
+    git identity (user.name / user.email), else GIT_AUTHOR_*. Without an email anywhere it raises,
+    as `git commit` does, rather than sign writes with a made-up address."""
     env = os.environ
-    name = (env.get("GITMEM_AUTHOR_NAME") or env.get("GIT_AUTHOR_NAME") or config_get(repo, "user.name")
+    name = (env.get("GITMEM_AUTHOR_NAME") or config_get(repo, "user.name") or env.get("GIT_AUTHOR_NAME")
             or env.get("USER") or "unknown")
-    email = env.get("GITMEM_AUTHOR_EMAIL") or env.get("GIT_AUTHOR_EMAIL") or config_get(repo, "user.email") or ""
+    email = env.get("GITMEM_AUTHOR_EMAIL") or config_get(repo, "user.email") or env.get("GIT_AUTHOR_EMAIL") or ""
     if not email:
         raise GitmemError("who is writing? no git identity: run `git config user.email you@example.com` "
                           "(and user.name), set GITMEM_AUTHOR_EMAIL, or pass --author \"Name <email>\"")

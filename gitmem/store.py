@@ -98,13 +98,13 @@ class Snapshot:
     def _ending_with(self, tail: str) -> List[str]:
         """Ids ending with ``tail``: the fan-out is by the last two chars, so this reads one
         folder per type instead of listing every memory."""
-        out = []
+        out: List[str] = []
         for type_ in model.TYPES:
             folder = self._entry(f"{type_}/{tail[-2]}/{tail[-1]}")
             if folder is None or folder.type_str != "tree":
                 continue
-            out.extend(e.name[:-5] for e in folder.peel(pygit2.Tree)
-                       if e.name.endswith(".yaml") and e.name[:-5].endswith(tail))
+            names = (e.name or "" for e in folder.peel(pygit2.Tree))
+            out.extend(n[:-5] for n in names if n.endswith(".yaml") and n[:-5].endswith(tail))
         return sorted(out)
 
     def entries(self) -> Iterator[Tuple[str, str]]:

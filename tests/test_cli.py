@@ -166,6 +166,7 @@ def test_a_branch_typo_is_an_error_that_suggests_the_name_and_creates_no_ref(run
     (["fact", "add", "x", "--agent", "--human"], "contradict"),
     (["search", ""], "QUERY is empty"),
     (["show", "01m"], "too short"),
+    (["merge", "nosuch"], "neither a branch with memory nor a commit"),
 ])
 def test_malformed_or_contradictory_input_is_refused_and_writes_nothing(run, repo, args, message):
     result = run(*args)

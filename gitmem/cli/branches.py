@@ -152,7 +152,12 @@ def merge(store, source_: str, who, source, as_json: bool) -> None:
     if tips:
         merged = merge_branches(store, [source_], author=who, source=source).merged
     else:
-        r = merge_into(store, source_, author=who, source=source)
+        from ..errors import NotFound
+
+        try:
+            r = merge_into(store, source_, author=who, source=source)
+        except NotFound:
+            raise BranchError(f"{source_!r} is neither a branch with memory nor a commit") from None
         merged = [{"branch": source_, "ref": None, **r.to_dict()}]
     _report_merges(merged, as_json)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any, Dict, List, Optional
 
@@ -40,7 +41,7 @@ def read_text_argument(text: str) -> str:
     """TEXT ``-`` means: read it from stdin (`echo ... | gitmem add fact -`), as git and most tools do."""
     if text != "-":
         return text
-    data = click.get_text_stream("stdin").read()
+    data = sys.stdin.read()
     if not data.strip():
         raise click.UsageError("TEXT is '-' but stdin was empty")
     return data.rstrip("\n")
