@@ -29,13 +29,16 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import GitmemError
 from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan, hour_ping_after
 from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
 from .router import (Controls, RouterBlock, SseUsage, attach, controls, forward_headers, response_headers,
                      session_of)
+
+if TYPE_CHECKING:
+    import socket
 
 __all__ = ["Router", "RunningRouter", "serve_in_thread", "resolve_upstream", "UPSTREAM_HEADER", "ANTHROPIC_URL",
            "DEFAULT_PORT"]
@@ -693,8 +696,9 @@ def serve_in_thread(router: Router, port: int = 0) -> RunningRouter:
     return RunningRouter(router, f"http://127.0.0.1:{sock.getsockname()[1]}", server, thread, sock)
 
 
-def serve(router: Router, port: int = DEFAULT_PORT, log_level: str = "warning") -> None:
-    """Serve until interrupted, on loopback only: the router has no authentication of its own."""
-    import uvicorn
+def serve(router: Router, sock: "socket.socket", log_level: str = "warning") -> None:
+    """Serve on a socket bound to loopback (:func:`gitmem.serving.listen`) until interrupted: the
+    router has no authentication of its own."""
+    from .serving import run
 
-    uvicorn.run(router, host="127.0.0.1", port=port, log_level=log_level, lifespan="on")
+    run(router, sock, log_level=log_level, lifespan="on")

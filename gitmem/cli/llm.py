@@ -241,7 +241,11 @@ def serve(port: int, host: str, virtual_clock: bool) -> None:
     """
     from ..emulator.server import serve as run
 
+    from ..serving import listen
+
+    sock = listen(host, port)
+    port = sock.getsockname()[1]
     clock = "virtual clock: POST /_emulator/clock to advance" if virtual_clock else "real clock"
     click.echo(f"gitmem emulator on http://{host}:{port} ({clock}); "
                f"use ANTHROPIC_BASE_URL=http://{host}:{port}", err=True)
-    run(port=port, host=host, virtual_clock=virtual_clock)
+    run(sock, virtual_clock=virtual_clock)

@@ -64,7 +64,11 @@ def serve(ctx: click.Context, port: int, policy: str, upstream: Optional[str], r
     table = configured_price_table(None)
     r = Router(policy=policy, repo=where, upstream=upstream, clock=VirtualClock() if virtual_clock else None,
                guide=guide, table=table)
+    from ..serving import listen
+
+    sock = listen("127.0.0.1", port)
+    port = sock.getsockname()[1]
     clock = "virtual clock: POST /_router/clock to advance" if virtual_clock else "real clock"
     click.echo(f"gitmem router on http://127.0.0.1:{port} -> {r.upstream_name} (policy {policy}, {clock}, "
                f"memory of {where}); use ANTHROPIC_BASE_URL=http://127.0.0.1:{port}", err=True)
-    run(r, port=port)
+    run(r, sock)

@@ -396,14 +396,15 @@ def serve(repo_path: str = ".", port: int = DEFAULT_PORT, open_browser: bool = F
     import threading
     import webbrowser
 
-    import uvicorn
+    from ..serving import listen, run
 
     app = create_app(repo_path)
-    address = f"http://127.0.0.1:{port}/"
+    sock = listen("127.0.0.1", port)
+    address = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     echo(f"gitmem ui: serving {os.path.abspath(repo_path)} on {address} (Ctrl-C stops)")
     if open_browser:
         threading.Timer(0.8, webbrowser.open, [address]).start()
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    run(app, sock)
 
 
 __all__ = ["create_app", "serve", "refusal", "SOURCE", "DEFAULT_PORT"]
