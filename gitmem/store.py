@@ -98,13 +98,13 @@ class Snapshot:
     def _ending_with(self, tail: str) -> List[str]:
         """Ids ending with ``tail``: the fan-out is by the last two chars, so this reads one
         folder per type instead of listing every memory."""
-        out = []
+        out: List[str] = []
         for type_ in model.TYPES:
             folder = self._entry(f"{type_}/{tail[-2]}/{tail[-1]}")
             if folder is None or folder.type_str != "tree":
                 continue
-            out.extend(e.name[:-5] for e in folder.peel(pygit2.Tree)
-                       if e.name.endswith(".yaml") and e.name[:-5].endswith(tail))
+            out.extend(e.name[:-5] for e in folder.peel(pygit2.Tree)  # type: ignore[index]  # a tree entry has a name
+                       if e.name.endswith(".yaml") and e.name[:-5].endswith(tail))  # type: ignore[union-attr, index]
         return sorted(out)
 
     def entries(self) -> Iterator[Tuple[str, str]]:
@@ -512,7 +512,7 @@ class Warm:
             for t in missing:
                 if t not in out:
                     tree = repo[t].peel(pygit2.Tree)
-                    out[t] = [(e.name, e.type_str, str(e.id)) for e in tree]
+                    out[t] = [(e.name, e.type_str, str(e.id)) for e in tree]  # type: ignore[misc]  # a tree entry has a name
                     self.index.put_tree(t, out[t])
         if len(self.trees) > self.TREES:
             self.trees.clear()
@@ -590,7 +590,7 @@ class Warm:
             progress = _Progress(len(todo))
             for n, blob_id in enumerate(todo):
                 try:
-                    data = repo[blob_id].data
+                    data = repo[blob_id].data  # type: ignore[attr-defined]  # pygit2 stub: repo[oid] is Object
                 except (KeyError, ValueError, pygit2.GitError) as e:
                     raise damaged(ref, blob_id, e) from None
                 try:
