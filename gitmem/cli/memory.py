@@ -40,7 +40,7 @@ def read_text_argument(text: str) -> str:
     """TEXT ``-`` means: read it from stdin (`echo ... | gitmem add fact -`), as git and most tools do."""
     if text != "-":
         return text
-    data = click.get_text_stream("stdin").read()
+    data = click.open_file("-").read()  # stdin, as get_text_stream("stdin") (deprecated in click 8.5) gave it
     if not data.strip():
         raise click.UsageError("TEXT is '-' but stdin was empty")
     return data.rstrip("\n")
@@ -103,8 +103,9 @@ def init(store, fetch_: bool, as_json: bool) -> None:
     click.echo(f"memory of branch {store.branch!r} is stored on {store.ref}")
     if data["inherits"]:
         click.echo(f"until its first write it reads the memory of {branch!r} ({_short(tip)})")
-    for m in (pulled or {}).get("merged", []):
-        click.echo(f"pulled memory of {m['branch']} from {pulled['remote']}: {m['kind']} {_short(m['commit'])}")
+    if pulled:
+        for m in pulled.get("merged", []):
+            click.echo(f"pulled memory of {m['branch']} from {pulled['remote']}: {m['kind']} {_short(m['commit'])}")
     for r in (pulled or {}).get("refused", []):  # what the trust gate kept out (docs/remotes.md)
         from ..trust import Refusal
 
