@@ -359,9 +359,9 @@ def render_text(bill: Bill) -> str:
     lines.append(header)
     for row in bill.table:
         cells = []
-        for p in FIXED:
-            mark = "*" if p == row.cheapest else " "
-            cells.append(f"{_usd(row.totals[p])} {row.ratio(p):.2f}{mark}".rjust(18))
+        for name in FIXED:
+            mark = "*" if name == row.cheapest else " "
+            cells.append(f"{_usd(row.totals[name])} {row.ratio(name):.2f}{mark}".rjust(18))
         lines.append(f"{_minutes(row.break_minutes):>9}" + "".join(cells) + f"{row.auto_chose:>13}")
     return "\n".join(lines)
 

@@ -114,7 +114,7 @@ def link_commit(store, code_commit: str, *, author: Optional[Author] = None, sou
         if not expected:
             return Link(None, code_commit)
         snap = store.snapshot(expected)
-        updates: Dict[str, Optional[bytes]] = {}
+        updates: Dict[str, bytes] = {}
         linked: List[str] = []
         for memory_id in unlinked_since_last_commit(store, previous):
             try:

@@ -243,7 +243,7 @@ def _timeline_line(run: int, runs: int, policy: str) -> str:
 
 def _timelines(runs: int, break_seconds: float) -> List[Tuple[float, str, int, str, str, Optional[str]]]:
     """(at, policy, run, phase, label, question) for every request, in send order."""
-    events = []
+    events: List[Tuple[float, str, int, str, str, Optional[str]]] = []
     end1 = (REQUESTS_PER_SESSION - 1) * GAP_SECONDS
     for run in range(1, runs + 1):
         order = QUESTIONS[run - 1:] + QUESTIONS[:run - 1]
@@ -408,7 +408,7 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
             gap_seconds=GAP_SECONDS,
             ping=Request(first[REQUESTS_PER_SESSION - 1]["usage"]["input_tokens"], 0),
         )
-        run = {
+        record = {
             "version": 1, "kind": "cache-ttl", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "backend": requests[0]["backend"], "clock": "real" if real_time else "virtual",
             "via": "router" if via_router else "direct",
@@ -420,13 +420,13 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
             "keepalive": {"ping_after": PING_AFTER, "idle_limit": KeepAlive().idle_limit},
             "requests": requests,
         }
-        bill = make_bill(run, table)
+        bill = make_bill(record, table)
         context = {"guide": sample.guide_path, "guide_file_tokens": count_tokens(read_guide(store)[1]),
                    "guide_tokens": guide_tokens,
                    "memory_tokens": sample.part("memory").tokens if sample.part("memory") else 0,
                    "memories": len(ids), "memory_commit": sample.memory_commit,
                    "parts": [p.to_dict() for p in sample.parts], "warnings": list(sample.warnings)}
-        return DemoResult(run=run, bill=bill, checks=checks(run, bill, set(ids)), context=context,
+        return DemoResult(run=record, bill=bill, checks=checks(record, bill, set(ids)), context=context,
                           sample_repo=where if keep else None)
     finally:
         if routed is not None:

@@ -110,6 +110,11 @@ class RemoteError(GitmemError):
 class BackendError(GitmemError):
     """The Messages API backend (real or emulated) failed or refused the request."""
 
+    # Set on an HTTP error reply (status code, the API's error type, its request-id); absent otherwise.
+    status: int
+    error_type: Optional[str]
+    request_id: Optional[str]
+
 
 class UnknownModel(GitmemError):
     """A model id or alias that the price table (and so the emulator) does not know."""

@@ -128,7 +128,7 @@ class Index:
             chunk = tree_ids[start:start + _BATCH]
             marks = ",".join("?" * len(chunk))
             for tree, entries in self._query(f"SELECT tree, entries FROM trees WHERE tree IN ({marks})", chunk):
-                out[tree] = [tuple(e) for e in json.loads(entries)]  # type: ignore[misc]
+                out[tree] = [tuple(e) for e in json.loads(entries)]
         return out
 
     def put_tree(self, tree_id: str, entries: List[Entry]) -> None:
@@ -142,7 +142,7 @@ class Index:
         for start in range(0, len(blob_ids), _BATCH):
             chunk = blob_ids[start:start + _BATCH]
             marks = ",".join("?" * len(chunk))
-            rows += self._query(f"SELECT blob, row FROM blobs WHERE blob IN ({marks})", chunk)  # type: ignore[arg-type]
+            rows += self._query(f"SELECT blob, row FROM blobs WHERE blob IN ({marks})", chunk)
         try:
             decoded = json.loads("[" + ",".join(row for _, row in rows) + "]")  # one C call, not one per row
         except ValueError:

@@ -19,7 +19,7 @@ import inspect
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
 from .errors import BackendError
 from .pricing import Usage
@@ -169,7 +169,7 @@ class Backend:
 
 def _status_error(exc: Any) -> BackendError:
     body = exc.body if isinstance(exc.body, Mapping) else {}
-    error = body.get("error") if isinstance(body.get("error"), Mapping) else {}
+    error = body["error"] if isinstance(body.get("error"), Mapping) else {}
     error_type = error.get("type", "api_error")
     message = error.get("message") or str(exc)
     request_id = exc.response.headers.get("request-id") if exc.response is not None else None
@@ -250,7 +250,7 @@ def place_cache_control(body: Mapping[str, Any], boundary: Optional[int] = None,
     if boundary is not None and ttl != "none":
         if not 1 <= boundary <= len(blocks):
             raise BackendError(f"--boundary {boundary} is outside the body's {len(blocks)} prefix blocks")
-        blocks[boundary - 1]["cache_control"] = marker
+        cast(Dict[str, Any], blocks[boundary - 1])["cache_control"] = marker  # the dicts of ``out``
     elif ttl in ("5m", "1h"):
         for block in blocks:
             if isinstance(block, dict) and block.get("cache_control") is not None:

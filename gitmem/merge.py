@@ -194,7 +194,7 @@ def _fast_forward_changes(repo: pygit2.Repository, ours: str,
                           theirs: str) -> Tuple[List[str], List[str], List[str]]:
     """(added, changed, removed) memory ids from ours to theirs, by a tree diff: shared subtrees
     are skipped, so a fast-forward by one memory costs a few trees, not 3 full listings."""
-    diff = repo.diff(repo[ours].peel(pygit2.Tree), repo[theirs].peel(pygit2.Tree))
+    diff = repo.diff(repo[ours].peel(pygit2.Tree), repo[theirs].peel(pygit2.Tree))  # type: ignore[call-overload]  # pygit2 stub
     added: set = set()
     removed: set = set()
     changed: set = set()

@@ -404,7 +404,7 @@ class Cost:
         if not isinstance(other, Cost):
             return NotImplemented
         model = self.model if self.model == other.model else "mixed"
-        return Cost(model, *(getattr(self, n) + getattr(other, n) for n in PRICE_FIELDS), source=self.source)
+        return Cost(model, **{n: getattr(self, n) + getattr(other, n) for n in PRICE_FIELDS}, source=self.source)
 
 
 def cost(usage: Usage, model: str, table: PriceTable = DEFAULT_TABLE) -> Cost:

@@ -154,7 +154,7 @@ def tracking_ref(remote: str, branch: str) -> str:
 
 
 def _check_remote(repo: pygit2.Repository, remote: str) -> str:
-    names = list(repo.remotes.names())
+    names: List[str] = list(repo.remotes.names())  # type: ignore[arg-type]  # pygit2 stub: Optional name
     if remote not in names:
         known = f" (remotes: {', '.join(names)})" if names else " (this repository has no remotes)"
         raise RemoteError(f"no remote named {remote!r}{known}; add one with `git remote add`")
@@ -165,7 +165,7 @@ def _check_remote(repo: pygit2.Repository, remote: str) -> str:
 
 def default_remote(repo: pygit2.Repository, branch: Optional[str] = None) -> str:
     """The code branch's upstream remote, else ``origin``, else the only remote."""
-    names = list(repo.remotes.names())
+    names: List[str] = list(repo.remotes.names())  # type: ignore[arg-type]  # pygit2 stub: Optional name
     configured = config_get(repo, f"branch.{branch}.remote") if branch else None
     if configured and configured in names:
         return configured
@@ -510,7 +510,7 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
                     stack.append((f"{prefix}{entry.name}/", repo[entry.id].peel(pygit2.Tree)))
                 elif entry.type_str == "blob" and oid not in seen:
                     seen.add(oid)
-                    for text in _decodings(repo[entry.id].data):
+                    for text in _decodings(repo[entry.id].data):  # type: ignore[attr-defined]  # pygit2 stub: repo[oid] is Object
                         look(text, f"{prefix}{entry.name} (commit {short})")
     return sorted(set(found), key=found.index)
 
@@ -696,7 +696,7 @@ def _record_path(repo: pygit2.Repository, remote: str) -> str:
 
 
 def _values(repo: pygit2.Repository, key: str) -> List[str]:
-    return list(repo.config.get_multivar(key)) if key in repo.config else []
+    return list(repo.config.get_multivar(key)) if key in repo.config else []  # type: ignore[arg-type]  # pygit2 stub: Optional
 
 
 def setup(repo: pygit2.Repository, remote: Optional[str] = None, *, undo: bool = False) -> List[SetupChange]:
@@ -772,7 +772,7 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
     local = local_branches(repo)
     out = []
     for remote in repo.remotes.names():
-        theirs = remote_branches(repo, remote)
+        theirs = remote_branches(repo, remote)  # type: ignore[arg-type]  # pygit2 stub: Optional name
         for b in sorted(set(branches) if branches is not None else set(local) | set(theirs)):
             mine, fetched = local.get(b), theirs.get(b)
             if not mine and not fetched:
@@ -782,7 +782,7 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
             else:
                 ahead = _count(repo, mine) if mine else 0
                 behind = _count(repo, fetched) if fetched else 0
-            out.append(Divergence(b, remote, mine, fetched, ahead, behind))
+            out.append(Divergence(b, remote, mine, fetched, ahead, behind))  # type: ignore[arg-type]  # pygit2 stub
     return out
 
 
@@ -804,7 +804,7 @@ def missing_here(repo: pygit2.Repository, remotes: Optional[Sequence[str]] = Non
     unreachable: List[str] = []
     for remote in (remotes if remotes is not None else list(repo.remotes.names())):
         try:
-            there = ls_remote(repo, remote, interactive=interactive)
+            there = ls_remote(repo, remote, interactive=interactive)  # type: ignore[arg-type]  # pygit2 stub: Optional name
         except RemoteError as e:
             unreachable.append(str(e))
             continue

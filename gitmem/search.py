@@ -289,8 +289,8 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
         m = index.docs[i]
         mass = matched.get(i, 0.0)
         match = 2 * mass / (query_mass + index.core_mass(i)) if mass else 0.0
-        cos = similarity.get(m.id) if similarity is not None else None
-        hits.append(Hit(m, score, min(match, 1.0), stale_of[i], cos))
+        cosine = similarity.get(m.id) if similarity is not None else None
+        hits.append(Hit(m, score, min(match, 1.0), stale_of[i], cosine))
     return heapq.nsmallest(limit, hits, key=lambda h: (-h.score, _neg(h.memory.id)))
 
 
@@ -511,8 +511,10 @@ def _recency(m: Memory, now: datetime) -> float:
 @lru_cache(maxsize=65536)
 def _epoch(stamp: Optional[str]) -> Optional[float]:
     """Seconds since the epoch of a stored ``YYYY-MM-DDTHH:MM:SSZ`` time (memoised: strptime is slow)."""
+    if stamp is None:
+        return None
     try:
-        return calendar.timegm((int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10]),  # type: ignore[index]
+        return calendar.timegm((int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10]),
                                 int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19]), 0, 0, 0))
     except (TypeError, ValueError):
         return None

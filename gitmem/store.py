@@ -512,7 +512,7 @@ class Warm:
             for t in missing:
                 if t not in out:
                     tree = repo[t].peel(pygit2.Tree)
-                    out[t] = [(e.name, e.type_str, str(e.id)) for e in tree]
+                    out[t] = [(e.name, e.type_str, str(e.id)) for e in tree]  # type: ignore[misc]  # a tree entry has a name
                     self.index.put_tree(t, out[t])
         if len(self.trees) > self.TREES:
             self.trees.clear()
@@ -590,7 +590,7 @@ class Warm:
             progress = _Progress(len(todo))
             for n, blob_id in enumerate(todo):
                 try:
-                    data = repo[blob_id].data
+                    data = repo[blob_id].data  # type: ignore[attr-defined]  # pygit2 stub: repo[oid] is Object
                 except (KeyError, ValueError, pygit2.GitError) as e:
                     raise damaged(ref, blob_id, e) from None
                 try:

@@ -195,7 +195,7 @@ def memory_tool(ctx: click.Context, command_json: Optional[str], source: str) ->
     from ..memory_tool import MemoryTool
 
     settings: Settings = ctx.find_object(Settings) or Settings()
-    raw = command_json if command_json is not None else click.get_text_stream("stdin").read()
+    raw = command_json if command_json is not None else click.open_file("-").read()
     try:
         command = json.loads(raw)
     except ValueError as e:

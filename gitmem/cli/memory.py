@@ -104,8 +104,9 @@ def init(store, fetch_: bool, as_json: bool) -> None:
     click.echo(f"memory of branch {store.branch!r} is stored on {store.ref}")
     if data["inherits"]:
         click.echo(f"until its first write it reads the memory of {branch!r} ({_short(tip)})")
-    for m in (pulled or {}).get("merged", []):
-        click.echo(f"pulled memory of {m['branch']} from {pulled['remote']}: {m['kind']} {_short(m['commit'])}")
+    if pulled:
+        for m in pulled.get("merged", []):
+            click.echo(f"pulled memory of {m['branch']} from {pulled['remote']}: {m['kind']} {_short(m['commit'])}")
     for r in (pulled or {}).get("refused", []):  # what the trust gate kept out (docs/remotes.md)
         from ..trust import Refusal
 

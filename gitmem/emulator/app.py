@@ -132,6 +132,7 @@ class Emulator:
         return "virtual" if getattr(self.clock, "virtual", False) else "wall"
 
     def _load_state(self) -> None:
+        assert self.state_path is not None  # only called by _persisted, which has one
         try:
             with open(self.state_path, encoding="utf-8") as handle:
                 state = json.load(handle)
@@ -146,6 +147,7 @@ class Emulator:
         self.cache.load(state.get("entries") or [], self.clock.now())
 
     def _save_state(self) -> None:
+        assert self.state_path is not None  # only called by _persisted, which has one
         now = self.clock.now()
         state = {"version": 1, "clock": self._clock_kind(), "now": now, "seq": self._seq,
                  "entries": self.cache.to_list(now)}
@@ -476,9 +478,9 @@ class _AsgiApp:
             await send({"type": "http.response.body", "body": response.body})
             return
         # One event per write; a stream_delay sleeps in a worker thread, not on the event loop.
-        chunks = response.iter_chunks()
+        stream = response.iter_chunks()
         while True:
-            chunk = await asyncio.to_thread(next, chunks, None) if self.emulator.stream_delay else next(chunks, None)
+            chunk = await asyncio.to_thread(next, stream, None) if self.emulator.stream_delay else next(stream, None)
             if chunk is None:
                 break
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
