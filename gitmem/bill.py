@@ -254,17 +254,20 @@ def _prefix_state(usage: Optional[Mapping[str, Any]]) -> str:
     return "uncached"
 
 
-def router_bill(entries: Sequence[Mapping[str, Any]], table: PriceTable = DEFAULT_TABLE) -> dict:
-    """The router's recorded traffic by session, with each break (a gap of :data:`BREAK_SECONDS` or
-    more between two requests of one cache line): its pings, what they cost, and whether the prefix
-    was read or re-written after it. Costs are recomputed from each entry's usage fields."""
+def router_bill(entries: Sequence[Mapping[str, Any]], table: PriceTable = DEFAULT_TABLE,
+                commands: Sequence[str] = ("router",)) -> dict:
+    """Recorded traffic (the router's, or with ``commands`` also `gitmem ask` and `messages`) by
+    session, with each break (a gap of :data:`BREAK_SECONDS` or more between two requests of one
+    cache line): its pings, what they cost, and whether the prefix was read or re-written after it.
+    A request without a session (ask, messages) is billed under its command. Costs are recomputed
+    from each entry's usage fields."""
     total = Usage()
     sessions: Dict[str, Dict[str, Any]] = {}
     lines: Dict[str, Dict[str, Any]] = {}
     count = {"request": 0, "ping": 0, "failed": 0}
     money = 0.0
     for e in entries:
-        if e.get("command") != "router":
+        if e.get("command") not in commands:
             continue
         usage = Usage.from_api(e["usage"]) if e.get("usage") else None
         price = 0.0
@@ -275,16 +278,17 @@ def router_bill(entries: Sequence[Mapping[str, Any]], table: PriceTable = DEFAUL
                 price = 0.0
         kind = e.get("kind", "request")
         count[kind if kind in count else "request"] += 1
-        if e.get("status") != 200:
+        if e.get("status", 200) != 200:
             count["failed"] += 1
         money += price
         if usage is not None:
             total = total + usage
-        session = sessions.setdefault(str(e.get("session")), {
-            "session": str(e.get("session")), "requests": 0, "pings": 0, "policies": [], "upstreams": [],
+        name = str(e.get("session") or e.get("command"))
+        session = sessions.setdefault(name, {
+            "session": name, "requests": 0, "pings": 0, "policies": [], "upstreams": [],
             "usage": Usage(), "cost": 0.0, "breaks": [], "memory_commits": []})
         session["requests" if kind == "request" else "pings"] += 1
-        for key, value in (("policies", e.get("policy")), ("upstreams", e.get("upstream")),
+        for key, value in (("policies", e.get("policy")), ("upstreams", e.get("upstream") or e.get("backend")),
                            ("memory_commits", e.get("memory_commit"))):
             if value and value not in session[key]:
                 session[key].append(value)
@@ -299,7 +303,7 @@ def router_bill(entries: Sequence[Mapping[str, Any]], table: PriceTable = DEFAUL
         last = state["last"]
         if last is not None and isinstance(e.get("at"), (int, float)) and e["at"] - last["at"] >= BREAK_SECONDS:
             pings = state["pings"]
-            sessions[str(last.get("session"))]["breaks"].append({
+            sessions[str(last.get("session") or last.get("command"))]["breaks"].append({
                 "seconds": e["at"] - last["at"], "policy": e.get("policy"), "pings": len(pings),
                 "ping_cost": sum(p for _, p in pings), "prefix_after": _prefix_state(e.get("usage")),
                 "next_session": None if e.get("session") == last.get("session") else e.get("session")})
@@ -314,7 +318,7 @@ def router_bill(entries: Sequence[Mapping[str, Any]], table: PriceTable = DEFAUL
 
 def render_router_text(bill: Mapping[str, Any]) -> str:
     """The router's bill as text: one block per session, one line per break."""
-    lines = [f"Router traffic: {bill['requests']} requests, {bill['pings']} keep-alive pings, "
+    lines = [f"{bill.get('title', 'Router traffic')}: {bill['requests']} requests, {bill['pings']} keep-alive pings, "
              f"{bill['failed']} failed; {_usd(bill['total_cost'])} "
              f"(prices: {bill['prices']['source']}, checked {bill['prices']['checked']})"]
     for s in bill["sessions"]:

@@ -164,3 +164,18 @@ def test_messages_records_each_request_with_the_memory_commit_it_saw(run, repo, 
     entry = json.loads(log[-1])
     assert entry["command"] == "messages" and entry["memory_commit"] == tip
     assert entry["usage"] == data["requests"][0]["usage"]
+
+
+def test_bill_requests_bills_what_ask_and_messages_recorded_from_their_usage(run, repo, body_file):
+    run("fact", "add", "Refunds go through the ledger")
+    assert run("bill").exit_code == 1  # no demo run: the error points at --requests
+    assert "--requests" in run("bill").output
+    asked = [json.loads(run("ask", "How do refunds work?", "--json").output) for _ in range(2)]
+    json.loads(run("messages", "--body", body_file, "--boundary", "1", "--json").output)
+    traffic = json.loads(run("bill", "--requests", "--json").output)
+    log = [json.loads(line) for line in (repo / ".git" / "gitmem" / "requests.jsonl").read_text().splitlines()]
+    assert traffic["requests"] == len(log) >= 3 and traffic["failed"] == 0
+    assert {s["session"] for s in traffic["sessions"]} == {"ask", "messages"}
+    assert traffic["total_cost"] == pytest.approx(sum(e["cost"]["total"] for e in log))
+    ask = next(s for s in traffic["sessions"] if s["session"] == "ask")
+    assert ask["usage"]["output_tokens"] == sum(a["usage"]["output_tokens"] for a in asked)

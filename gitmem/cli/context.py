@@ -183,8 +183,11 @@ def ask(store, question, paths, ttl, model, max_tokens, backend, as_json) -> Non
 @click.option("--plot/--no-plot", default=True, show_default=True, help="Print the terminal chart.")
 @click.option("--router", "router_traffic", is_flag=True,
               help="Bill the traffic `gitmem router` recorded instead: by session and break, pings included.")
+@click.option("--requests", "all_requests", is_flag=True,
+              help="Bill every recorded request instead: the router's, `gitmem ask` and `gitmem messages`.")
 @json_option
-def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_traffic: bool, as_json: bool) -> None:
+def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_traffic: bool, all_requests: bool,
+         as_json: bool) -> None:
     """The bill of a recorded run: session 1 / break / session 2 per policy, the ratio to
     uncached, and a computed table for other break lengths with the cheapest marked.
 
@@ -200,6 +203,9 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_tr
     "policies", "upstreams", "memory_commits", "usage", "cost", "breaks": [{"seconds",
     "policy", "pings", "ping_cost", "prefix_after", "next_session"}]}]}.
 
+    With --requests: every request `gitmem ask`, `gitmem messages` and the router recorded, in
+    the same shape; a request without a session is billed under its command's name.
+
     Example: gitmem demo && gitmem bill --svg bill.svg
     """
     from ..bill import latest_run, load_run, make_bill, render_plot, render_svg, render_text
@@ -208,14 +214,20 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_tr
     from .base import open_store
 
     store = None
-    if router_traffic:
+    if router_traffic or all_requests:
         from ..bill import read_requests, render_router_text, router_bill
 
         store = open_store()
-        traffic = router_bill(read_requests(store, "router"), configured_price_table(store))
+        commands = ("router", "ask", "messages") if all_requests else ("router",)
+        traffic = router_bill(read_requests(store), configured_price_table(store), commands)
         if not traffic["requests"] and not traffic["pings"]:
+            if all_requests:
+                raise GitmemError("no request recorded in this repository yet: `gitmem ask`, `gitmem messages` "
+                                  "and `gitmem router serve` record theirs")
             raise GitmemError("no router traffic recorded in this repository yet: run `gitmem router serve` "
                               "and point a client at it")
+        if all_requests:
+            traffic["title"] = "Recorded requests (ask, messages, router)"
         if as_json:
             emit_json(traffic)
         else:
@@ -225,7 +237,8 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_tr
         store = open_store()
         run_path = latest_run(store)
         if run_path is None:
-            raise GitmemError("no recorded run in this repository yet: run `gitmem demo` first, or pass --run FILE")
+            raise GitmemError("no recorded run in this repository yet: run `gitmem demo` first, or pass --run FILE "
+                              "(`gitmem bill --requests` bills what ask, messages and the router recorded)")
     run = load_run(run_path)
     result = make_bill(run, configured_price_table(store))
     if svg_path:
