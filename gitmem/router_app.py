@@ -618,6 +618,11 @@ class Router:
         return 404, _error(404, "not_found_error", f"no router admin endpoint {method} /_router/{what}")
 
 
+def recorded_gaps(store: Any) -> List[float]:
+    """The gaps between the router's wall-clock requests recorded in this repository (for ``auto``)."""
+    return _read_gaps(os.path.join(store.repo.path, "gitmem", "requests.jsonl"), "")
+
+
 def _read_gaps(path: str, run_id: str) -> List[float]:
     """Gaps between consecutive client requests of each line, from a request log (wall-clock entries)."""
     last: Dict[str, float] = {}

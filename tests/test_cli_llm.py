@@ -179,3 +179,18 @@ def test_bill_requests_bills_what_ask_and_messages_recorded_from_their_usage(run
     assert traffic["total_cost"] == pytest.approx(sum(e["cost"]["total"] for e in log))
     ask = next(s for s in traffic["sessions"] if s["session"] == "ask")
     assert ask["usage"]["output_tokens"] == sum(a["usage"]["output_tokens"] for a in asked)
+
+
+def test_context_ttl_auto_chooses_from_the_breaks_recorded_in_the_repository(run, repo):
+    (repo / "GUIDE.md").write_text(GUIDE)
+    run("guide", "set", "GUIDE.md")
+    run("fact", "add", "Refunds go through the ledger")
+    cold = run("context", "--ttl", "auto", "--json")
+    assert json.loads(cold.stdout)["ttl"] == "5m" and "cold start" in cold.stderr
+    log = repo / ".git" / "gitmem" / "requests.jsonl"
+    with log.open("a") as f:  # what the router records: a line's requests 50 minutes apart, six times
+        for n in range(7):
+            f.write(json.dumps({"command": "router", "kind": "request", "clock": "wall", "line": "l1",
+                                "at": 1_000_000.0 + n * 3000}) + "\n")
+    warm = run("context", "--ttl", "auto", "--json")
+    assert json.loads(warm.stdout)["ttl"] == "1h" and "recorded breaks" in warm.stderr

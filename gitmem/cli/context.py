@@ -26,7 +26,9 @@ def _usage_line(u: dict) -> str:
 @main.command("context")
 @click.option("--query", "-q", help="The question the context is for (ranks an over-budget tail).")
 @click.option("--path", "paths", multiple=True, help="A file in play (repeatable): its memories are preferred.")
-@click.option("--ttl", type=_TTL, default="5m", show_default=True, help="cache_control TTL of the breakpoints.")
+@click.option("--ttl", type=click.Choice(["none", "5m", "1h", "auto"]), default="5m", show_default=True,
+              help="cache_control TTL of the breakpoints; auto: 5m or 1h, as the router's auto policy would choose "
+                   "from the breaks recorded in this repository.")
 @click.option("--model", default="claude-haiku-4-5", show_default=True, help="Model (its cache minimum applies).")
 @click.option("--budget", type=click.IntRange(0), default=50_000, show_default=True, help="Memory token budget.")
 @click.option("--advance", is_flag=True, help="First move the cache anchor to the memory tip.")
@@ -49,8 +51,16 @@ def context_(store, query, paths, ttl, model, budget, advance, as_json) -> None:
 
     if advance:
         set_anchor(store)
-    ctx = build(store, query=query, paths=paths, ttl=ttl, model=model, budget=budget,
-                table=configured_price_table(store))
+    table = configured_price_table(store)
+    if ttl == "auto":
+        from ..policy import PrefixCosts, choose_plan
+        from ..router_app import recorded_gaps
+
+        probe = build(store, query=query, paths=paths, ttl="5m", model=model, budget=budget, table=table)
+        plan = choose_plan(recorded_gaps(store), PrefixCosts.of(probe.cached_tokens, 0, probe.model, table))
+        click.echo(f"gitmem: --ttl auto chose {plan.ttl}: {plan.reason}", err=True)
+        ttl = plan.ttl
+    ctx = build(store, query=query, paths=paths, ttl=ttl, model=model, budget=budget, table=table)
     for warning in ctx.warnings:
         click.echo(f"gitmem: warning: {warning}", err=True)
     if as_json:
