@@ -60,12 +60,15 @@ def doctor(store: Store) -> List[Problem]:
         problems.append(Problem("error", store.ref, f"history is damaged: {found}{offer}"))
         return problems
     from .merge import conflicts_and_problems
-    from .trust import history_problem
+    from .trust import history_problem, tip_tree_problem
 
     shape = history_problem(store.repo, tip)
-    if shape:
+    if shape and tip_tree_problem(store.repo, tip):
         problems.append(Problem("error", store.ref, f"not gitmem's layout: {shape} (the trust gate refuses "
                                 "this from a remote; see docs/remotes.md)"))
+    elif shape:  # removed since (doctor --drop-invalid); history keeps what was committed
+        problems.append(Problem("warning", store.ref, f"history holds what is not gitmem's layout, no longer "
+                                f"at the tip: {shape}"))
     store.memories(tip)
     problems.extend(store.problems)
     problems.extend(Problem("error", path, f"conflict file refused: {why}")
@@ -177,3 +180,28 @@ def _salvage(repo: pygit2.Repository, tip: str) -> Tuple[Dict[str, bytes], List[
             except (KeyError, pygit2.GitError, ValueError):
                 lost.append(prefix + name)
     return readable, lost
+
+
+def drop_invalid(store: Store, author: Optional[Author] = None, source: str = "doctor") -> List[str]:
+    """Remove, in one commit, every blob on the branch's memory ref that is not a valid memory (a hand
+    edit or a bad merge planted it), and return their paths. Valid memories are never touched, and the
+    removed blobs stay in history (``git show <commit>^:<path>``)."""
+    author = author or default_author(store.repo)
+
+    def attempt() -> List[str]:
+        tip = store.own_tip()
+        if tip is None:
+            return []
+        store.memories(tip)
+        tree = store.repo[tip].peel(pygit2.Tree)
+        bad = sorted(p.where for p in store.problems if blob_at(tree, p.where) is not None)
+        if not bad:
+            return []
+        message = (f"drop {len(bad)} blob(s) that are not valid memories\n\n" + "\n".join(bad) +
+                   f"\n\nMemory-Op: drop-invalid\nMemory-Source: {source}\nAuthor-Kind: {author.kind}\n")
+        commit = store.commit_tree({path: None for path in bad}, message, author, base=tip)
+        store.move_ref(tip, commit, f"gitmem doctor: drop {len(bad)} invalid blob(s)")
+        return bad
+
+    return store.retrying(attempt)
+

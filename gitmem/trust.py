@@ -207,6 +207,15 @@ def history_problem(repo: pygit2.Repository, tip: str, known: Iterable[str] = ()
     return None
 
 
+def tip_tree_problem(repo: pygit2.Repository, tip: str) -> Optional[str]:
+    """Why the tree at ``tip`` itself (not its history) is not gitmem's layout, or None."""
+    try:
+        why = _tree_problem(repo, repo[tip].peel(pygit2.Tree), [], (), set())
+    except (KeyError, ValueError, pygit2.GitError) as e:
+        return f"tip {tip[:10]} cannot be read ({e})"
+    return printable(why) if why else None
+
+
 def _tree_problem(repo: pygit2.Repository, tree: pygit2.Tree, parents: List[pygit2.Tree],
                   path: tuple, seen: Set[str]) -> Optional[str]:
     key = f"{tree.id} {'/'.join(path)}"  # a tree is judged where it stands: the rules depend on the depth

@@ -313,3 +313,20 @@ def test_the_web_ui_listens_on_the_loopback_address_only(repo):
     finally:
         server.terminate()
         server.communicate(timeout=10)
+
+
+def test_doctor_drop_invalid_removes_planted_blobs_in_one_commit_and_keeps_every_memory(repo):
+    good = json.loads(gitmem(repo, "fact", "add", "a good memory", "--json").stdout)["id"]
+    planted = {memory_path("fact", "0mzzzzzzzz000000"): BILLION_LAUGHS,
+               memory_path("fact", "0mzzzzzzzz000001"): b"not: [a memory\n"}
+    plant(repo, planted)
+    before = git(repo, "rev-parse", "refs/memory/main").strip()
+    result = run_cli(repo, "doctor", "--drop-invalid", "--json")
+    no_traceback(result)
+    report = json.loads(result.stdout)
+    assert result.returncode == 0 and report["ok"] and sorted(report["dropped"]) == sorted(planted)
+    assert git(repo, "rev-parse", "refs/memory/main^").strip() == before  # one commit on top
+    assert [m["id"] for m in json.loads(gitmem(repo, "list", "--json").stdout)["memories"]] == [good]
+    for path in planted:  # still in history
+        assert git(repo, "cat-file", "-e", f"{before}:{path}", check=False) == ""
+    assert json.loads(run_cli(repo, "doctor", "--drop-invalid", "--json").stdout)["dropped"] == []

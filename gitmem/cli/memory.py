@@ -397,24 +397,28 @@ def log(store, limit, memory_id, type_, since, author_kind, source, author, as_j
 @click.option("--recover", is_flag=True,
               help="If objects are missing or corrupt, move the ref back to the last intact tip in its "
                    "reflog, re-adding every memory that can still be read.")
+@click.option("--drop-invalid", is_flag=True,
+              help="Remove, in one commit, the blobs that are not valid memories (they stay in history).")
 @click.option("--remotes", "ask_remotes", is_flag=True,
               help="Also ask each git remote (over the network) for memory this clone lacks.")
 @click.option("--offline", is_flag=True, hidden=True, help="The default: the remotes are not asked.")
 @json_option
 @pass_store
-def doctor(store, fix: bool, recover: bool, ask_remotes: bool, offline: bool, as_json: bool) -> None:
+def doctor(store, fix: bool, recover: bool, drop_invalid: bool, ask_remotes: bool, offline: bool,
+           as_json: bool) -> None:
     """Validate the memory ref, its history and every blob; report, never crash.
 
     Reads every object reachable from the ref. Nothing is changed without
-    --fix or --recover. No network unless --remotes: then it also asks each
+    --fix, --recover or --drop-invalid. No network unless --remotes: then it also asks each
     git remote for memory this clone lacks. Exit code 1 when an error remains.
 
     JSON: {"ref", "ok", "problems": [{"level", "where", "message"}],
-    "fixed": lock or null, "recovered": {"damaged", "good", "tip", "kept", "lost"} or null}.
+    "fixed": lock or null, "recovered": {"damaged", "good", "tip", "kept", "lost"} or null,
+    "dropped": [path, ...]}.
 
     Example: gitmem doctor --fix
     """
-    from ..doctor import doctor as check, recover as recover_ref
+    from ..doctor import doctor as check, drop_invalid as drop, recover as recover_ref
     from ..refs import clear_stale_lock, lock_file
     from ..remote import doctor_problems
 
@@ -423,6 +427,7 @@ def doctor(store, fix: bool, recover: bool, ask_remotes: bool, offline: bool, as
         fixed = clear_stale_lock(store.repo, store.ref)
     if recover:
         recovered = recover_ref(store)
+    dropped = drop(store) if drop_invalid else []
     if ask_remotes and offline:
         raise click.UsageError("--remotes and --offline contradict each other: give one")
     problems = check(store) + (doctor_problems(store.repo) if ask_remotes else [])
@@ -430,7 +435,7 @@ def doctor(store, fix: bool, recover: bool, ask_remotes: bool, offline: bool, as
     if as_json:
         emit_json({"ref": store.ref, "ok": not errors, "problems": [p.to_dict() for p in problems],
                    "fixed": fixed.to_dict() if fixed else None,
-                   "recovered": recovered.to_dict() if recovered else None})
+                   "recovered": recovered.to_dict() if recovered else None, "dropped": dropped})
     else:
         if fixed:
             click.echo(f"removed stale lock {fixed.path} ({fixed.age:.0f}s old)")
@@ -440,6 +445,8 @@ def doctor(store, fix: bool, recover: bool, ask_remotes: bool, offline: bool, as
                        f" (now {_short(recovered.tip)})")
             for path in recovered.lost:
                 click.echo(f"lost (unreadable): {path}")
+        for path in dropped:
+            echo(f"dropped (not a valid memory, kept in history): {path}")
         for p in problems:
             echo(f"{p.level}: {p.where}: {p.message}")
         click.echo(f"{store.ref}: {'ok' if not errors else f'{len(errors)} error(s)'}")
