@@ -22,6 +22,7 @@ break (``gitmem bill --router``).
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -405,7 +406,9 @@ def render_svg(bill: Bill) -> str:
     w, h, left, right, top, bottom = 720, 400, 60, 170, 40, 50
     rows = bill.table
     ymax = max(1.0, max(max(r.ratio(p) for p in FIXED) for r in rows)) * 1.05
-    xs = [left + i * (w - left - right) / max(1, len(rows) - 1) for i in range(len(rows))]
+    # Breaks are placed by their length (on a square-root scale, so minutes and hours both read).
+    span = math.sqrt(max(r.break_minutes for r in rows)) or 1.0
+    xs = [left + math.sqrt(r.break_minutes) / span * (w - left - right) for r in rows]
 
     def y(v: float) -> float:
         return top + (1 - v / ymax) * (h - top - bottom)
@@ -419,9 +422,14 @@ def render_svg(bill: Bill) -> str:
         v = ymax * i / 5
         parts.append(f'<line x1="{left}" x2="{w - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>')
         parts.append(f'<text x="{left - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.2f}</text>')
+    labelled = -100.0
     for x, r in zip(xs, rows):
-        parts.append(f'<text x="{x:.1f}" y="{h - bottom + 18}" text-anchor="middle">{r.break_minutes:g}</text>')
-    parts.append(f'<text x="{(left + w - right) / 2:.1f}" y="{h - 12}" text-anchor="middle">break (minutes)</text>')
+        if x - labelled >= 22:  # close breaks (59 and 61 min) share one label's room: the first is named
+            parts.append(f'<text x="{x:.1f}" y="{h - bottom + 18}" text-anchor="middle">{r.break_minutes:g}</text>')
+            labelled = x
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{h - bottom}" y2="{h - bottom + 5}" stroke="#999"/>')
+    parts.append(f'<text x="{(left + w - right) / 2:.1f}" y="{h - 12}" text-anchor="middle">'
+                 f'break (minutes, square-root scale)</text>')
     for n, p in enumerate(FIXED):
         points = " ".join(f"{x:.1f},{y(r.ratio(p)):.1f}" for x, r in zip(xs, rows))
         parts.append(f'<polyline fill="none" stroke="{_COLOURS[p]}" stroke-width="2" points="{points}"/>')

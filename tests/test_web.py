@@ -458,3 +458,27 @@ def test_a_form_body_over_the_limit_is_refused_while_it_streams_not_after_it_is_
     assert chunks <= MAX_FORM_BYTES // len(chunk) + 1 < total
     status, _, chunks = anyio.run(post, [(b"content-length", str(total * len(chunk)).encode())])
     assert (status, chunks) == (413, 0)
+
+
+def test_a_search_link_to_the_root_keeps_its_query(web, store):
+    store.add("rejection", "Use Redis for the job queue", reason="no new stateful services")
+    store.add("fact", "Invoices are numbered per year")
+    r = web.get("/?q=redis&type=rejection")
+    assert r.status_code == 307 and r.headers["location"] == "/memory?q=redis&type=rejection"
+    page = web.get(r.headers["location"]).text
+    assert "Use Redis for the job queue" in page and "Invoices are numbered" not in page
+    assert web.get("/").headers["location"] == "/memory"
+
+
+def test_the_cost_chart_places_breaks_by_their_length(demo_run):
+    from gitmem.bill import make_bill, render_svg
+
+    svg = render_svg(make_bill(demo_run))
+    ticks = [float(x) for x in re.findall(r'<line x1="([\d.]+)" x2="[\d.]+" y1="350" y2="355"', svg)]
+    minutes = [r.break_minutes for r in make_bill(demo_run).table]
+    assert len(ticks) == len(minutes) >= 3
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert len(set(round(g) for g in gaps)) > 1  # not one step per category
+    # the distance between two breaks grows with the square root of their lengths
+    assert (ticks[-1] - ticks[0]) / (ticks[1] - ticks[0]) == pytest.approx(
+        (minutes[-1] ** 0.5 - minutes[0] ** 0.5) / (minutes[1] ** 0.5 - minutes[0] ** 0.5), rel=0.01)

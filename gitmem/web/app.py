@@ -371,7 +371,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         return RedirectResponse(url("/branches", resolved=w.memory.id), status_code=303)
 
     def home(request: Request) -> Response:
-        return RedirectResponse("/memory", status_code=307)
+        query = request.url.query  # /?q=redis is the memory page's search, as a bookmark or a shared link
+        return RedirectResponse("/memory" + (f"?{query}" if query else ""), status_code=307)
 
     app = Starlette(routes=[
         Route("/", home),
