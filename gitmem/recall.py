@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .model import Memory
 from .repo import current_blob
 from .search import Check, Hit, judge, rank
 
+if TYPE_CHECKING:
+    from .embedding import Encoder
+    from .store import Store
+
 _GIT_STATUS_IGNORED = 1 << 14  # libgit2's GIT_STATUS_IGNORED flag
 
 
-def changed_paths(store: Any) -> List[str]:
+def changed_paths(store: "Store") -> List[str]:
     """Paths changed in the working tree or index (the "current diff"), sorted."""
     repo = store.repo
     if repo.is_bare:
@@ -34,7 +38,7 @@ def changed_paths(store: Any) -> List[str]:
     return sorted(p for p, flags in status.items() if not flags & _GIT_STATUS_IGNORED)
 
 
-def current_blobs(store: Any, memories: Iterable[Memory]) -> Dict[str, Optional[str]]:
+def current_blobs(store: "Store", memories: Iterable[Memory]) -> Dict[str, Optional[str]]:
     """Current blob id of every path a file memory is tied to (working file, else HEAD)."""
     out: Dict[str, Optional[str]] = {}
     for m in memories:
@@ -59,7 +63,7 @@ def mode() -> str:
 AGENT_BACKLOG = 64
 
 
-def recall(store: Any, query: str = "", *, type: Optional[str] = None, paths: Optional[Sequence[str]] = None,
+def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths: Optional[Sequence[str]] = None,
            limit: int = 10, include_inactive: bool = False, types_first: Sequence[str] = (),
            max_backlog: Optional[int] = None) -> List[Hit]:
     """Rank the store's memories for ``query``; ``paths=None`` means the paths of the current diff."""
@@ -72,7 +76,7 @@ def recall(store: Any, query: str = "", *, type: Optional[str] = None, paths: Op
                 only_types=(type,) if type is not None else None)
 
 
-def check(store: Any, proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
+def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
           max_backlog: Optional[int] = None) -> Check:
     """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing."""
     pool = [m for _, m in sorted(store.memories().items())]
@@ -83,7 +87,7 @@ def check(store: Any, proposal: str, *, paths: Sequence[str] = (), limit: int = 
 # --- dense similarity -------------------------------------------------------------
 
 
-def similarities(store: Any, memories: Sequence[Memory], query: str,
+def similarities(store: "Store", memories: Sequence[Memory], query: str,
                  max_backlog: Optional[int] = None) -> Optional[Dict[str, float]]:
     """Cosine of ``query`` to every active memory, by id; None when recall is lexical (no encoder,
     or more than ``max_backlog`` memories still to embed)."""
@@ -103,7 +107,7 @@ _MATRICES: Dict[Tuple[str, Tuple[int, ...]], Any] = {}
 _VECTORS: Dict[Tuple[Optional[str], str], Any] = {}  # (index file, text hash) -> vector of the pool last stacked
 
 
-def _matrix(store: Any, encoder: Any, pool: Sequence[Memory], max_backlog: Optional[int] = None) -> Any:
+def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_backlog: Optional[int] = None) -> Any:
     """The pool's vectors as one (n, dim) matrix: from this process, the index, else the encoder.
     After a write only the new memory's vector is looked up (or computed)."""
     import numpy as np
@@ -134,7 +138,7 @@ def _matrix(store: Any, encoder: Any, pool: Sequence[Memory], max_backlog: Optio
     return matrix
 
 
-def _embed(store: Any, encoder: Any, memories: Sequence[Memory], hashes: Sequence[str], known: Dict[str, Any]) -> None:
+def _embed(store: "Store", encoder: "Encoder", memories: Sequence[Memory], hashes: Sequence[str], known: Dict[str, Any]) -> None:
     """Compute missing vectors in batches, saving each batch, with a progress line for a backlog."""
     import time
 
@@ -160,7 +164,7 @@ def _embed(store: Any, encoder: Any, memories: Sequence[Memory], hashes: Sequenc
                          f"(kept in .git/gitmem/index.sqlite)\n")
 
 
-def _encoder() -> Any:
+def _encoder() -> Optional["Encoder"]:
     from .embedding import default_encoder
 
     return default_encoder()
