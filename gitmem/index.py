@@ -1,8 +1,9 @@
 """The derived index: what gitmem has already learned from git objects, kept in ``.git/gitmem/index.sqlite``.
 
-Every row is keyed by a git object id: a blob's parsed memory (or why it did not
-parse), a tree's memory-relevant entries, a blob's embedding under one encoder.
-An object id names its content, so a row can never be wrong, only missing; that
+Every row is keyed by what names its content: a blob's parsed memory (or why it did
+not parse) and a tree's memory-relevant entries and summary by object id, a vector
+by the encoder and the hash of the text it was computed from. A key that names its
+content cannot point at a wrong row, only at a missing one; that
 is why a write, a merge or a pull costs what it changed: the new tip's walk
 reads the few new trees and blobs from git and every unchanged subtree from
 here. Deleting the file changes no answer, only the time.
@@ -23,7 +24,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .model import Author, Memory
 
-SCHEMA = 2
+SCHEMA = 3
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.
@@ -34,8 +35,8 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs(blob TEXT PRIMARY KEY, row TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trees(tree TEXT PRIMARY KEY, entries TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS summaries(tree TEXT PRIMARY KEY, summary TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS vectors(encoder TEXT NOT NULL, blob TEXT NOT NULL, vec BLOB NOT NULL,
-                                   PRIMARY KEY(encoder, blob));
+CREATE TABLE IF NOT EXISTS vectors(encoder TEXT NOT NULL, text_sha1 TEXT NOT NULL, vec BLOB NOT NULL,
+                                   PRIMARY KEY(encoder, text_sha1));
 """
 _BATCH = 500  # SQLite's default limit on bound parameters is 999 (older builds)
 
@@ -180,18 +181,19 @@ class Index:
 
     # --- vectors -----------------------------------------------------------------
 
-    def vectors(self, encoder: str, blob_ids: Sequence[str]) -> Dict[str, bytes]:
+    def vectors(self, encoder: str, text_hashes: Sequence[str]) -> Dict[str, bytes]:
+        """The stored vectors of these texts (by their hash) under ``encoder``."""
         out: Dict[str, bytes] = {}
-        for start in range(0, len(blob_ids), _BATCH):
-            chunk = blob_ids[start:start + _BATCH]
+        for start in range(0, len(text_hashes), _BATCH):
+            chunk = text_hashes[start:start + _BATCH]
             marks = ",".join("?" * len(chunk))
-            out.update(self._query(f"SELECT blob, vec FROM vectors WHERE encoder=? AND blob IN ({marks})",
+            out.update(self._query(f"SELECT text_sha1, vec FROM vectors WHERE encoder=? AND text_sha1 IN ({marks})",
                                    [encoder, *chunk]))
         return out
 
     def put_vectors(self, encoder: str, items: Mapping[str, bytes]) -> None:
         self._write("INSERT OR IGNORE INTO vectors VALUES (?, ?, ?)",
-                    [(encoder, blob, vec) for blob, vec in items.items()])
+                    [(encoder, text_hash, vec) for text_hash, vec in items.items()])
 
     def close(self) -> None:
         if self._db is not None:
