@@ -217,12 +217,13 @@ class Store:
         finally:
             self.warm.index.flush()
 
-    def newest(self, limit: int) -> Optional[List[Memory]]:
+    def newest(self, limit: int, summary: Optional[Dict[str, Any]] = None) -> Optional[List[Memory]]:
         """The ``limit`` newest active memories, oldest first, without reading the rest (None when
-        more are asked for than a summary keeps)."""
+        more are asked for than a summary keeps). ``summary``: :meth:`summary`'s answer, if the
+        caller already has it."""
         if limit > Warm.NEWEST:
             return None
-        rows = self.summary()["newest"][:limit]
+        rows = (summary or self.summary())["newest"][:limit]
         parsed = self.warm.parse(self.repo, [(p, b) for _, p, b in rows], self.ref)
         return [m for m in (parsed[b] for _, _, b in reversed(rows)) if isinstance(m, Memory)]
 

@@ -187,10 +187,11 @@ def list_(store, type_, tag, path, author_kind, source, status, limit, as_json) 
     Example: gitmem list --type rejection --path src/payments
     """
     plain = not (type_ or tag or path or author_kind or source) and status == "active"
-    newest = store.newest(limit) if limit and plain else None  # the first page, without reading the rest
-    if newest is not None:
+    summary = store.summary() if limit and plain and limit <= store.warm.NEWEST else None
+    newest = store.newest(limit, summary) if summary is not None else None  # the first page, nothing more
+    if summary is not None and newest is not None:
         found = newest
-        invalid = store.summary()["counts"].get("invalid", 0)
+        invalid = summary["counts"].get("invalid", 0)
         if invalid:
             echo(f"gitmem: warning: skipped {invalid} blob(s) that are not valid memories (see gitmem doctor)",
                  err=True)
