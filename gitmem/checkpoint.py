@@ -237,13 +237,12 @@ def resume(store, *, limit: int = 50) -> Resume:
             if entry not in commits:
                 commits.append(entry)
         commits = commits[:limit]
-    everything = store.memories()
-    since = [m for i, m in sorted(everything.items())
-             if m.type != "checkpoint" and (point is None or i > point.id)][-limit:]
+    recent = store.listed("recent", limit)  # newest first, from per-tree summaries
+    if recent is None:
+        recent = [m for _, m in sorted(store.memories().items(), reverse=True) if m.type != "checkpoint"][:limit]
+    since = [m for m in recent if point is None or m.id > point.id][::-1]
     files = _changed_files(store, head, [c for c, _ in commits])
-    touches = _touching(files)
-    relevant = [m for _, m in sorted(everything.items())
-                if m.type in ("decision", "rejection") and m.status == "active" and touches(m.paths)]
+    relevant = store.choices_touching(_touching(files)) if files else []
     return Resume(store.branch, head, point, commits, since, files, relevant, point.next if point else None)
 
 

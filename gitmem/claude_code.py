@@ -25,13 +25,14 @@ blocks the session: any failure is a warning on stderr and exit status 0.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "SessionEnd")
 #: The tools PostToolUse captures; setup's matcher names exactly these.
@@ -239,32 +240,49 @@ def session_start(hook: HookInput, store: Any, source: str = "claude-code",
     """The branch's standing, conventions, and the decisions and rejections for the branch's files."""
     from .checkpoint import render_resume, resume
     from .context import render_memory
+    from .model import Memory
+    from .store import Warm
     from .tokens import count_tokens
 
     r = resume(store, limit=10)
     standing = render_resume(replace(r, relevant=[]), prompt=True).strip()  # the choices follow as elements
-    memories = [m for _, m in sorted(store.memories().items()) if m.status == "active"]
-    conventions = [m for m in memories if m.type == "convention"]
-    choices = [m for m in memories if m.type in ("decision", "rejection")]
+    summary = store.summary()
+    counts = summary["counts"]
+    everything: List[Memory] = []
+
+    def listed(name: str, total: int, full: Callable[[Memory], bool], newest_first: bool) -> Iterator[Memory]:
+        """The summary's list ``name``; past its end (a long list, a large budget), every memory."""
+        kept = store.listed(name, Warm.NEWEST, summary) or []
+        yield from kept
+        if total > len(kept):
+            if not everything:
+                everything.extend(m for _, m in sorted(store.memories().items()))
+            rest = [m for m in (everything[::-1] if newest_first else everything) if full(m)]
+            yield from rest[len(kept):]
+
+    n_conventions = counts.get("convention/active", 0)
+    n_choices = counts.get("decision/active", 0) + counts.get("rejection/active", 0)
+    conventions = listed("conventions", n_conventions, Warm.LISTS["conventions"][0], False)
     changed = set(r.changed_files)
     # resume found the choices about the branch's files: those naming a changed file first, newest first
     ranked = sorted(reversed(r.relevant), key=lambda m: not changed.intersection(m.paths))
     about = {m.id for m in ranked}
-    newest_first = [m for m in reversed(choices) if m.id not in about]
+    newest_first = (m for m in listed("choices", n_choices, Warm.LISTS["choices"][0], True) if m.id not in about)
     header = (f'<gitmem branch="{store.branch}" memory_commit="{store.tip() or "none"}" '
               f'session_source="{hook.text("source") or "startup"}">')
     intro = ("The team's conventions, then decisions and rejections"
              + (" about the files this branch changed first:" if ranked else ":"))
-    candidates = conventions + ranked + newest_first
+    total = n_conventions + n_choices
     more = "({} more not shown: call recall or check_proposal for them)"
-    fixed = [header, "Where this branch stands:", standing, intro, more.format(len(candidates)), "</gitmem>"]
+    fixed = [header, "Where this branch stands:", standing, intro, more.format(total), "</gitmem>"]
+    candidates = itertools.chain(conventions, ranked, newest_first)
     fitted = _fit(((m.id, render_memory(m)) for m in candidates), budget - count_tokens("\n".join(fixed)))
     lines = fixed[:3]
     if fitted:
         lines.append(intro)
         lines.extend(element for _, element in fitted)
-    if len(candidates) > len(fitted):
-        lines.append(more.format(len(candidates) - len(fitted)))
+    if total > len(fitted):
+        lines.append(more.format(total - len(fitted)))
     lines.append("</gitmem>")
     with SessionState(store, hook.session_id) as state:
         for memory_id, _ in fitted:

@@ -202,14 +202,13 @@ class Store:
             m, type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status)]
 
     def summary(self) -> Dict[str, Any]:
-        """Counts of memories by "type/status" ("invalid" for blobs that are not valid memories) and
-        the newest active ones, from summaries kept per tree (see :meth:`Warm.summary`)."""
+        """Counts of memories by "type/status" ("invalid" for blobs that are not valid memories),
+        short lists of memories (:attr:`Warm.LISTS`) and the paths active choices name, from
+        summaries kept per tree (see :meth:`Warm.summary`)."""
         tip = self.tip()
-        if tip is None:
-            return {"counts": {}, "newest": []}
         snap = self.snapshot(tip)
         if snap.tree is None:
-            return {"counts": {}, "newest": []}
+            return {"counts": {}, "lists": {name: [] for name in Warm.LISTS}, "paths": []}
         try:
             return self.warm.summary(self.repo, str(snap.tree.id), self.ref)
         except (KeyError, ValueError, pygit2.GitError) as e:
@@ -217,15 +216,35 @@ class Store:
         finally:
             self.warm.index.flush()
 
-    def newest(self, limit: int, summary: Optional[Dict[str, Any]] = None) -> Optional[List[Memory]]:
-        """The ``limit`` newest active memories, oldest first, without reading the rest (None when
-        more are asked for than a summary keeps). ``summary``: :meth:`summary`'s answer, if the
-        caller already has it."""
+    def listed(self, name: str, limit: int, summary: Optional[Dict[str, Any]] = None) -> Optional[List[Memory]]:
+        """The first ``limit`` memories of the summary's list ``name`` (see :attr:`Warm.LISTS`), in
+        its order, without reading the rest; None when more are asked for than a summary keeps.
+        ``summary``: :meth:`summary`'s answer, if the caller already has it."""
         if limit > Warm.NEWEST:
             return None
-        rows = (summary or self.summary())["newest"][:limit]
+        rows = (summary or self.summary())["lists"][name][:limit]
         parsed = self.warm.parse(self.repo, [(p, b) for _, p, b in rows], self.ref)
-        return [m for m in (parsed[b] for _, _, b in reversed(rows)) if isinstance(m, Memory)]
+        return [m for m in (parsed[b] for _, _, b in rows) if isinstance(m, Memory)]
+
+    def newest(self, limit: int, summary: Optional[Dict[str, Any]] = None) -> Optional[List[Memory]]:
+        """The ``limit`` newest active memories, oldest first (see :meth:`listed`)."""
+        found = self.listed("newest", limit, summary)
+        return None if found is None else found[::-1]
+
+    def choices_touching(self, touches: Callable[[Sequence[str]], bool]) -> List[Memory]:
+        """The active decisions and rejections with a path that ``touches``, by id, reading only the
+        parts of the tree whose summaries name such a path."""
+        snap = self.snapshot()
+        if snap.tree is None:
+            return []
+        try:
+            found = self.warm.choices_touching(self.repo, str(snap.tree.id), self.ref, touches)
+            parsed = self.warm.parse(self.repo, found, self.ref)
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            raise damaged(self.ref, snap.commit, e) from None
+        finally:
+            self.warm.index.flush()
+        return sorted((m for m in (parsed[b] for _, b in found) if isinstance(m, Memory)), key=lambda m: m.id)
 
     def parse_blob(self, blob_id: Any, path: str) -> Memory:
         """The memory stored in blob ``blob_id`` at ``path`` (remembered by blob id)."""
@@ -536,15 +555,27 @@ class Warm:
         return [(prefix + name, oid) for prefix, t in level for name, kind, oid in known[t]
                 if kind == "blob" and name.endswith(".yaml")]
 
-    #: The newest active memories a summary keeps (the first page of ``gitmem list``).
+    #: How many memories each list of a summary keeps: enough for the first page of ``gitmem list``,
+    #: ``resume`` and the SessionStart hook's budget; a caller that needs more reads everything.
     NEWEST = 50
+    #: The lists a summary keeps: name -> (which memories, newest first). Each entry is [id, path, blob].
+    LISTS: Dict[str, Tuple[Callable[[Memory], bool], bool]] = {
+        "newest": (lambda m: m.status == "active", True),
+        "recent": (lambda m: m.type != "checkpoint", True),
+        "conventions": (lambda m: m.type == "convention" and m.status == "active", False),
+        "choices": (lambda m: m.type in ("decision", "rejection") and m.status == "active", True),
+    }
+    #: Past this many distinct paths of active choices, a summary keeps None ("look inside") instead.
+    PATHS = 1000
 
     def summary(self, repo: pygit2.Repository, root: str, ref: str) -> Dict[str, Any]:
-        """Counts by "type/status" and the newest active memories (id, path, blob) under ``root``.
+        """Counts by "type/status", the :attr:`LISTS` and the paths that active decisions and
+        rejections name, under ``root``.
 
-        Each tree's summary is the sum of its children's, kept in the index under the tree id
+        Each tree's summary is the merge of its children's, kept in the index under the tree id
         (and its path), so after a write only the four trees the write changed are summed again:
-        ``status`` and the first page of ``list`` cost what changed, not what is stored."""
+        ``status``, the first page of ``list``, ``resume`` and the SessionStart hook cost what
+        changed, not what is stored."""
         return self._summary(repo, "", root, ref, 0)
 
     def _summary(self, repo: pygit2.Repository, prefix: str, tree: str, ref: str, depth: int) -> Dict[str, Any]:
@@ -554,7 +585,8 @@ class Warm:
             return known
         entries = self.tree_entries(repo, [tree])[tree]
         counts: Dict[str, int] = {}
-        newest: List[List[str]] = []
+        lists: Dict[str, List[List[str]]] = {name: [] for name in self.LISTS}
+        paths: Optional[Set[str]] = set()
         if depth < 3:
             for name, kind, oid in entries:
                 if kind != "tree" or (depth == 0 and name not in model.TYPES):
@@ -562,7 +594,9 @@ class Warm:
                 child = self._summary(repo, f"{prefix}{name}/", oid, ref, depth + 1)
                 for k, n in child["counts"].items():
                     counts[k] = counts.get(k, 0) + n
-                newest += [[i, f"{name}/{p}", b] for i, p, b in child["newest"]]
+                for list_name, kept in child["lists"].items():
+                    lists[list_name] += [[i, f"{name}/{p}", b] for i, p, b in kept]
+                paths = None if paths is None or child["paths"] is None else paths.union(child["paths"])
         else:
             blobs = [(prefix + name, oid) for name, kind, oid in entries if kind == "blob" and name.endswith(".yaml")]
             found = self.parse(repo, blobs, ref)
@@ -573,12 +607,44 @@ class Warm:
                     continue
                 k = f"{parsed.type}/{parsed.status}"
                 counts[k] = counts.get(k, 0) + 1
-                if parsed.status == "active":
-                    newest.append([parsed.id, path.rsplit("/", 1)[1], blob])
-        newest = sorted(newest, reverse=True)[: self.NEWEST]
-        out = {"counts": counts, "newest": newest}
+                for list_name, (wanted, _) in self.LISTS.items():
+                    if wanted(parsed):
+                        lists[list_name].append([parsed.id, path.rsplit("/", 1)[1], blob])
+                if paths is not None and self.LISTS["choices"][0](parsed):
+                    paths.update(parsed.paths)
+        for list_name, (_, newest_first) in self.LISTS.items():
+            lists[list_name] = sorted(lists[list_name], reverse=newest_first)[: self.NEWEST]
+        kept_paths = sorted(paths) if paths is not None and len(paths) <= self.PATHS else None
+        out = {"counts": counts, "lists": lists, "paths": kept_paths}
         self.index.put_summary(key, out)
         return out
+
+    def choices_touching(self, repo: pygit2.Repository, root: str, ref: str,
+                         touches: Callable[[Sequence[str]], bool]) -> List[Tuple[str, str]]:
+        """(path, blob) of the active decisions and rejections whose paths ``touches``, reading
+        only the subtrees whose summary names such a path."""
+        out: List[Tuple[str, str]] = []
+        wanted = self.LISTS["choices"][0]
+        level = [("", root)]
+        for depth in range(4):
+            nxt = []
+            for prefix, t in level:
+                paths = self._summary(repo, prefix, t, ref, depth)["paths"]
+                if paths is not None and not touches(paths):
+                    continue
+                for name, kind, oid in self.tree_entries(repo, [t])[t]:
+                    if depth < 3 and kind == "tree" and (depth or name in ("decision", "rejection")):
+                        nxt.append((f"{prefix}{name}/", oid))
+                    elif depth == 3 and kind == "blob" and name.endswith(".yaml"):
+                        out.append((prefix + name, oid))
+            level = nxt
+        parsed = self.parse(repo, out, ref)
+        kept = []
+        for path, blob in out:
+            m = parsed[blob]
+            if isinstance(m, Memory) and wanted(m) and touches(m.paths):
+                kept.append((path, blob))
+        return kept
 
     def parse(self, repo: pygit2.Repository, entries: Sequence[Tuple[str, str]], ref: str) -> Dict[str, Parsed]:
         """Each blob's memory (or why it is invalid): from this process, the index, else parsed from git."""

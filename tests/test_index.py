@@ -188,3 +188,48 @@ def test_status_counts_and_the_first_page_of_list_agree_with_a_full_scan_and_fol
     Store.open(str(repo)).add("fact", "one more")
     assert Store.open(str(repo)).summary()["counts"]["fact/active"] >= 1
     assert len(set(warm.parsed) - before) == 1  # the summary after a write parsed only the new blob
+
+
+def test_summary_lists_and_the_choices_about_files_match_a_full_scan(repo, monkeypatch):
+    """resume and the SessionStart hook read short lists and a path-pruned walk instead of every
+    memory; they must give what a scan of every memory gives, including where a summary keeps too
+    many paths to list (PATHS) and says "look inside"."""
+    from gitmem.checkpoint import _touching
+
+    monkeypatch.setattr(store_module.Warm, "PATHS", 3)
+    store = Store.open(str(repo))
+    for i in range(70):
+        store.add("convention", f"convention {i}")
+        kind = "rejection" if i % 3 == 0 else "decision"
+        w = store.add(kind, f"choice {i}", reason="because", paths=[f"src/m{i % 7}.py", f"lib/{i % 5}/x.py"])
+        if i % 10 == 0:
+            store.retract(w.memory.id, reason="changed our mind")
+    store.add("checkpoint", "halfway / next: finish")
+    for touched in (["src/m3.py"], ["lib/2"], ["lib/4/x.py", "src/m0.py"], ["nowhere.py"]):
+        s = _fresh(repo)
+        everything = sorted(s.memories().values(), key=lambda m: m.id)
+        active_choices = [m for m in everything if m.type in ("decision", "rejection") and m.status == "active"]
+        touches = _touching(touched)
+        assert [m.id for m in s.choices_touching(touches)] == [m.id for m in active_choices if touches(m.paths)]
+        assert [m.id for m in s.listed("choices", 50)] == [m.id for m in active_choices[::-1][:50]]
+        conventions = [m.id for m in everything if m.type == "convention"]
+        assert [m.id for m in s.listed("conventions", 50)] == conventions[:50]
+        recent = [m.id for m in everything if m.type != "checkpoint"][::-1][:50]
+        assert [m.id for m in s.listed("recent", 50)] == recent
+        assert s.listed("recent", 51) is None  # more than a summary keeps: the caller reads everything
+        store.add("decision", f"touching {touched[0]}", paths=[touched[0]])  # the next round sees a write
+
+
+def test_session_start_reads_past_the_summary_lists_when_the_budget_has_room(repo):
+    """With a budget larger than the lists a summary keeps, SessionStart still gives every
+    convention, oldest first, then every choice, newest first, as a scan of every memory would."""
+    from gitmem.claude_code import HookInput, session_start
+
+    store = Store.open(str(repo))
+    conventions = [store.add("convention", f"convention {i}").memory.id for i in range(60)]
+    choices = [store.add("decision", f"decision {i}").memory.id for i in range(60)]
+    hook = HookInput("SessionStart", {"session_id": "s", "cwd": str(repo), "source": "startup"})
+    text = session_start(hook, _fresh(repo), budget=100_000).output["hookSpecificOutput"]["additionalContext"]
+    shown = [line.split('id="')[1].split('"')[0] for line in text.splitlines() if line.startswith("<memory ")]
+    assert shown == conventions + choices[::-1]
+    assert "more not shown" not in text
