@@ -180,10 +180,18 @@ class Store:
     def get(self, memory_id: str, at: Optional[str] = None) -> Memory:
         return self.snapshot(at).find(memory_id)[1]
 
-    def short_ids(self, at: Optional[str] = None) -> Dict[str, str]:
+    def short_ids(self, at: Optional[str] = None, of: Optional[Sequence[str]] = None) -> Dict[str, str]:
         """id -> its short form among every memory at the tip (see :func:`gitmem.model.short_ids`);
-        any command taking an ID accepts it."""
-        return model.short_ids(self.snapshot(at).ids())
+        any command taking an ID accepts it. With ``of``, only those ids' forms, reading only
+        the folders of ids that share their last two chars: a shorter tail is never shared."""
+        snap = self.snapshot(at)
+        if of is None:
+            return model.short_ids(snap.ids())
+        out: Dict[str, str] = {}
+        for tail in sorted({i[-2:] for i in of}):
+            neighbours = model.short_ids(snap._ending_with(tail))
+            out.update((i, neighbours[i]) for i in of if i in neighbours)
+        return out
 
     def memories(self, at: Optional[str] = None) -> Dict[str, Memory]:
         """Every valid memory at the tip (or commit ``at``), by id. Invalid blobs are

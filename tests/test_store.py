@@ -196,3 +196,24 @@ def test_one_write_rewrites_only_a_few_small_trees(store, repo):
     new_objects = after - before
     # commit + root tree + type tree + two bucket trees + blob
     assert len(new_objects) == 6
+
+
+def test_short_ids_of_a_few_memories_equal_their_forms_among_every_memory(store):
+    """`list -n` and `search` print short ids read from the few folders that can share a tail
+    with the ids shown; they must be the forms computed among every id (tails sharing 2-6 chars,
+    across types)."""
+    from gitmem.model import dump_yaml, memory_path
+
+    base = store.add("fact", "the seed memory").memory
+    tails = ["abcdef", "xbcdef", "xxcdef", "xxxdef", "xxxxef", "kkkkkf", "mnpqrs"]
+    updates = {}
+    for n, tail in enumerate(tails):
+        m = base.evolve(id=base.id[:10] + tail, type=("fact", "decision", "convention")[n % 3])
+        updates[memory_path(m)] = dump_yaml(m)
+    tip = store.tip()
+    store.move_ref(tip, store.commit_tree(updates, "crafted ids", base.author, base=tip), "test")
+    every = store.short_ids()
+    ids = sorted(every)
+    assert len({every[i] for i in ids}) == len(ids) and max(len(v) for v in every.values()) >= 6
+    for chosen in (ids, ids[:3], [i for i in ids if i.endswith("ef")], [base.id]):
+        assert store.short_ids(of=chosen) == {i: every[i] for i in chosen}

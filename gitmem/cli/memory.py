@@ -206,7 +206,7 @@ def list_(store, type_, tag, path, author_kind, source, status, limit, as_json) 
         emit_json({"branch": store.branch, "ref": store.ref, "tip": store.tip(),
                    "memories": [m.to_dict() for m in found]})
         return
-    short = store.short_ids()
+    short = store.short_ids(of=[m.id for m in found]) if len(found) <= store.warm.NEWEST else store.short_ids()
     for m in found:
         echo(memory_line(m, short))
     if not found:
@@ -261,7 +261,7 @@ def search(store, query: str, limit: int, type_, tag, path, author_kind, source,
     if as_json:
         emit_json({"query": query, "ref": store.ref, "recall": mode(), "hits": [h.to_dict() for h in hits]})
         return
-    short = store.short_ids()
+    short = store.short_ids(of=[h.memory.id for h in hits])
     for h in hits:
         echo(f"{h.score:6.2f}  {memory_line(h.memory, short)}{'  [stale: file changed]' if h.stale else ''}")
     if not hits:
