@@ -285,13 +285,23 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
             stale_of.setdefault(i, is_stale(index.docs[i], blobs))
             fused[i] = fused.get(i, 0.0) + DENSE_WEIGHT * factor(index.docs[i], stale_of[i]) / (RRF_K + r + 1)
     hits: List[Hit] = []
-    for i, score in fused.items():
+    for i in _best(fused, index.docs, limit):
         m = index.docs[i]
         mass = matched.get(i, 0.0)
         match = 2 * mass / (query_mass + index.core_mass(i)) if mass else 0.0
         cosine = similarity.get(m.id) if similarity is not None else None
-        hits.append(Hit(m, score, min(match, 1.0), stale_of[i], cosine))
-    return heapq.nsmallest(limit, hits, key=lambda h: (-h.score, _neg(h.memory.id)))
+        hits.append(Hit(m, fused[i], min(match, 1.0), stale_of[i], cosine))
+    return hits
+
+
+def _best(scores: Mapping[int, float], docs: Sequence[Memory], limit: int) -> List[int]:
+    """The ``limit`` best-scored docs, ties by newest, ordering only those that can make the cut
+    (a query can match every memory in the store)."""
+    pool: Iterable[int] = scores
+    if len(scores) > limit > 0:
+        cut = heapq.nlargest(limit, scores.values())[-1]
+        pool = [i for i, score in scores.items() if score >= cut]
+    return sorted(pool, key=lambda i: (-scores[i], _neg(docs[i].id)))[:max(limit, 0)]
 
 
 # --- the proposal check ------------------------------------------------------------

@@ -284,6 +284,7 @@ class Store:
                     problems.append(Problem("error", path, f"duplicate id {found.id}"))
                 else:
                     memories[found.id] = found
+            memories = dict(sorted(memories.items()))  # by id, so callers' sorts find one run
             loaded = self.warm.remember(key, memories, problems, {b for _, b in entries})
         self.problems = list(loaded[1])
         return dict(loaded[0])
