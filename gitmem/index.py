@@ -2,7 +2,8 @@
 
 Every row is keyed by what names its content: a blob's parsed memory (or why it did
 not parse) and a tree's memory-relevant entries and summary by object id, a vector
-by the encoder and the hash of the text it was computed from. A key that names its
+by the encoder and the hash of the text it was computed from, a blob the secret scan
+found clean by the blob id and a hash of the rules it was scanned with. A key that names its
 content cannot point at a wrong row, only at a missing one; that
 is why a write, a merge or a pull costs what it changed: the new tip's walk
 reads the few new trees and blobs from git and every unchanged subtree from
@@ -35,6 +36,7 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs(blob TEXT PRIMARY KEY, row TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trees(tree TEXT PRIMARY KEY, entries TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS summaries(tree TEXT PRIMARY KEY, summary TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS clean(rules TEXT NOT NULL, blob TEXT NOT NULL, PRIMARY KEY(rules, blob));
 CREATE TABLE IF NOT EXISTS vectors(encoder TEXT NOT NULL, text_sha1 TEXT NOT NULL, vec BLOB NOT NULL,
                                    PRIMARY KEY(encoder, text_sha1));
 """
@@ -167,6 +169,21 @@ class Index:
         self._write("INSERT OR IGNORE INTO trees VALUES (?, ?)", trees)
         self._write("INSERT OR IGNORE INTO summaries VALUES (?, ?)",
                     [(k, json.dumps(v, separators=(",", ":"))) for k, v in summaries.items()])
+
+    # --- blobs the secret scan found clean --------------------------------------------
+
+    def clean(self, rules: str, blob_ids: Sequence[str]) -> List[str]:
+        """Those of ``blob_ids`` a scan with the rules hashed as ``rules`` found clean."""
+        out: List[str] = []
+        for start in range(0, len(blob_ids), _BATCH):
+            chunk = blob_ids[start:start + _BATCH]
+            marks = ",".join("?" * len(chunk))
+            out += [b for (b,) in self._query(f"SELECT blob FROM clean WHERE rules=? AND blob IN ({marks})",
+                                              [rules, *chunk])]
+        return out
+
+    def put_clean(self, rules: str, blob_ids: Sequence[str]) -> None:
+        self._write("INSERT OR IGNORE INTO clean VALUES (?, ?)", [(rules, b) for b in blob_ids])
 
     # --- summaries of trees --------------------------------------------------------
 

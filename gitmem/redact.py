@@ -20,6 +20,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .errors import InvalidMemory
@@ -48,6 +49,8 @@ class Rule:
 
     The regex's group named ``secret`` (or the whole match) is what gets replaced. ``keywords``
     are lowercase and every match contains one of them: a text containing none skips the regex.
+    ``one_line``: no match can hold a line break, so only the lines holding a keyword are
+    searched (a pattern that may start anywhere costs time on every character of a long text).
     """
 
     id: str
@@ -58,6 +61,45 @@ class Rule:
     validate: Optional[Callable[[str], bool]] = None
     true_samples: Tuple[str, ...] = ()
     false_samples: Tuple[str, ...] = ()
+    one_line: bool = False
+
+    def spans(self, text: str) -> List[Tuple[int, int]]:
+        """Where to search ``text``: all of it, or for a ``one_line`` rule each run of lines that
+        hold a keyword (matched with the regex's own flags), each with its line break."""
+        if not self.one_line:
+            return [(0, len(text))]
+        out: List[Tuple[int, int]] = []
+        for at in self._keyword_offsets(text):
+            if out and at < out[-1][1]:
+                continue
+            start = text.rfind("\n", 0, at) + 1
+            end = text.find("\n", at)
+            end = len(text) if end < 0 else end + 1
+            if out and start <= out[-1][1]:
+                out[-1] = (out[-1][0], end)
+            else:
+                out.append((start, end))
+        return out
+
+    def _keyword_offsets(self, text: str) -> List[int]:
+        """Where a keyword starts, in order. ASCII text: plain ``find`` on the lowered text (same
+        offsets, same answer as the regex's IGNORECASE); other text: a regex with the rule's flags,
+        since Unicode case folding can change lengths and match more ("ſ" for "s")."""
+        if not text.isascii():
+            return [m.start() for m in _keyword_regex(self.keywords, self.regex.flags).finditer(text)]
+        lowered = text.lower()
+        found = []
+        for keyword in self.keywords:
+            at = lowered.find(keyword)
+            while at >= 0:
+                found.append(at)
+                at = lowered.find(keyword, at + 1)
+        return sorted(found)
+
+
+@lru_cache(maxsize=None)
+def _keyword_regex(keywords: Tuple[str, ...], flags: int) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(k) for k in keywords), flags)
 
 
 def shannon_entropy(value: str) -> float:
@@ -313,7 +355,7 @@ RULES: Tuple[Rule, ...] = (
           r"(?P<secret>(?:(?(q)[^\s\"'`]|[^\s\"'`;,&()\[\]{}<>\\])){8,})"
           r"(?(q)(?P=q)|(?=[\s\"'`;,&)\]}>]|\\[nrt]|$))",
           ("pass", "pwd", "secret", "token", "key", "auth", "credential"), flags=re.IGNORECASE,
-          entropy=3.0, validate=_plausible_secret,
+          entropy=3.0, validate=_plausible_secret, one_line=True,
           true_samples=("DB_PASSWORD=Sup3r" + _fake("", 10, seed="pw") + "!",
                         '"api_key": "' + _fake("", 32, seed="json") + '"',
                         "Authorization: Bearer " + _fake("", 40, seed="bearer"),
@@ -352,6 +394,14 @@ _BARE_PLACEHOLDER_RE = re.compile(
     + r")(?![A-Za-z0-9_-])")
 
 
+@lru_cache(maxsize=None)
+def rules_key() -> str:
+    """A hash of every rule's definition: what a remembered "scanned clean" is valid for."""
+    parts = [f"{r.id}\0{r.regex.pattern}\0{r.regex.flags}\0{r.keywords}\0{r.entropy}\0"
+             f"{getattr(r.validate, '__qualname__', None)}" for r in RULES]
+    return hashlib.sha1("\n".join(parts).encode("utf-8")).hexdigest()
+
+
 def _candidate_rules(lowered: str) -> List[int]:
     """Indexes of the rules whose keywords occur in ``lowered`` (one regex pass, not one per keyword)."""
     found = [k for k in _KEYWORDS if k in lowered]
@@ -367,7 +417,7 @@ def _hits(text: str) -> List[_Hit]:
     for index in _candidate_rules(lowered):
         rule = RULES[index]
         group = "secret" if "secret" in rule.regex.groupindex else 0
-        for match in rule.regex.finditer(text):
+        for match in (m for start, end in rule.spans(text) for m in rule.regex.finditer(text, start, end)):
             start, end = match.span(group)
             if start < 0:  # an alternative without a ``secret`` group matched: the whole match is secret
                 start, end = match.span()

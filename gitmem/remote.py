@@ -455,8 +455,11 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
     A tip must be a commit: anything else (a blob, a tree, an annotated tag, whose message
     and tagger are scanned first) raises :class:`RemoteError`, since a memory ref only ever
     points at a commit. Trees and blobs the remote already
-    has are skipped, so the cost is the new objects plus one walk of the known tips' trees."""
-    from .redact import redact, scan
+    has are skipped, so the cost is the new objects plus one walk of the known tips' trees.
+    Blobs found clean are remembered in the derived index (under a hash of the rules), so a
+    blob is read and scanned once, however many pushes send it."""
+    from .index import index_for
+    from .redact import redact, rules_key, scan
     from .trust import printable
 
     known = [k for k in dict.fromkeys(known) if k]
@@ -492,6 +495,7 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
             walker.hide(k)
         except (KeyError, ValueError, pygit2.GitError):
             continue
+    blobs: Dict[str, str] = {}  # blob id -> where it was first seen
     for commit in walker:
         short = str(commit.id)[:10]
         look(commit.message, f"message of commit {short}")
@@ -510,8 +514,19 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
                     stack.append((f"{prefix}{entry.name}/", repo[entry.id].peel(pygit2.Tree)))
                 elif entry.type_str == "blob" and oid not in seen:
                     seen.add(oid)
-                    for text in _decodings(repo[entry.id].data):  # type: ignore[attr-defined]  # pygit2 stub: repo[oid] is Object
-                        look(text, f"{prefix}{entry.name} (commit {short})")
+                    blobs[oid] = f"{prefix}{entry.name} (commit {short})"
+    index, rules = index_for(common_dir(repo)), rules_key()
+    clean = set(index.clean(rules, list(blobs)))
+    newly_clean = []
+    for oid, where in blobs.items():
+        if oid in clean:
+            continue
+        before = len(found)
+        for text in _decodings(repo[oid].data):  # type: ignore[attr-defined]  # pygit2 stub: repo[oid] is Object
+            look(text, where)
+        if len(found) == before:
+            newly_clean.append(oid)
+    index.put_clean(rules, newly_clean)
     return sorted(set(found), key=found.index)
 
 

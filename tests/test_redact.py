@@ -315,3 +315,29 @@ def test_the_keyword_prefilter_switches_on_exactly_the_rules_whose_keywords_occu
     for text in texts:
         expected = [i for i, rule in enumerate(RULES) if any(k in text for k in rule.keywords)]
         assert _candidate_rules(text) == expected
+
+
+_LINES = [s for r in RULES for s in (*r.true_samples, *r.false_samples)] + [
+    "author:", "  name: bench", "PaSsWoRd = 'Zq8#kd9Lm2Pw0x'", "paſsword=Zq8kd9Lm2Pw0xR7", "\u212aey: Zq8kd9Lm2Pw0xR7a",
+    "İstanbul token=Zq8kd9Lm2Pw0xR7b", "", "  ", "text: 'the auth flow uses tokens'", 'secret: "ab\\nZq8kd9Lm2Pw0x"']
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_LINES) | st.text(max_size=40), max_size=12), st.sampled_from(["\n", "\r\n", " "]))
+def test_scanning_only_the_lines_with_a_keyword_finds_what_scanning_everything_finds(lines, sep):
+    """A one-line rule searches only the lines that hold its keywords (fast on long texts); that
+    must find exactly what searching the whole text finds, in any script and case."""
+    import dataclasses
+
+    import gitmem.redact as module
+
+    text = sep.join(lines)
+    fast = module._hits(text)
+    everywhere = tuple(dataclasses.replace(r, one_line=False) for r in RULES)
+    saved = module.RULES
+    module.RULES = everywhere
+    try:
+        slow = module._hits(text)
+    finally:
+        module.RULES = saved
+    assert fast == slow

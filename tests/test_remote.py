@@ -295,6 +295,31 @@ def test_the_secret_scan_looks_only_at_what_the_remote_lacks(alice):
         remote_mod.push(Store.open(str(alice)), "origin")
 
 
+def test_the_secret_scan_reads_a_clean_blob_once_and_a_secret_every_time(alice, monkeypatch):
+    """Blobs found clean are remembered under a hash of the rules; the blob with a secret is
+    scanned (and refused) on every push, and new rules scan everything again."""
+    for n in range(3):
+        gitmem(alice, "add", "fact", f"clean memory {n}")
+    planted = _plant(alice, "note/zz/planted.yaml", f"token: {_github_token()}\n")
+    repo = Store.open(str(alice)).repo
+    scanned = []
+    real = remote_mod._decodings
+    monkeypatch.setattr(remote_mod, "_decodings", lambda data: scanned.append(data) or real(data))
+
+    first = remote_mod.outgoing_secrets(repo, [planted])
+    blobs_first = len(scanned)
+    second = remote_mod.outgoing_secrets(repo, [planted])
+
+    assert [rule for _, rule in first] == [rule for _, rule in second] == ["github-pat"]
+    assert blobs_first >= 4 and len(scanned) - blobs_first == 1  # only the blob with the secret again
+    import gitmem.redact as redact_mod
+
+    monkeypatch.setattr(redact_mod, "rules_key", lambda: "other rules")
+    del scanned[:]
+    remote_mod.outgoing_secrets(repo, [planted])
+    assert len(scanned) == blobs_first
+
+
 def test_an_unreachable_remote_gives_a_clear_error_and_leaves_memory_alone(alice, tmp_path):
     gitmem(alice, "add", "fact", "stays here")
     git(alice, "remote", "set-url", "origin", str(tmp_path / "gone.git"))
