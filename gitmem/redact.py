@@ -394,6 +394,22 @@ _BARE_PLACEHOLDER_RE = re.compile(
     + r")(?![A-Za-z0-9_-])")
 
 
+def blob_texts(data: bytes) -> List[str]:
+    """A blob as the scan reads it: UTF-8; with NUL bytes (UTF-16 text has them) also as UTF-16 both ways."""
+    out = [data.decode("utf-8", "replace")]
+    if b"\x00" in data:
+        if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            out.append(data.decode("utf-16", "replace"))
+        else:
+            out += [data.decode("utf-16-le", "replace"), data.decode("utf-16-be", "replace")]
+    return out
+
+
+def blob_is_clean(data: bytes) -> bool:
+    """No rule finds a secret in the blob, read every way :func:`blob_texts` reads it."""
+    return not any(_fixpoint_hits(text) for text in blob_texts(data))
+
+
 @lru_cache(maxsize=None)
 def rules_key() -> str:
     """A hash of every rule's definition: what a remembered "scanned clean" is valid for."""

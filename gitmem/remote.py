@@ -459,7 +459,7 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
     Blobs found clean are remembered in the derived index (under a hash of the rules), so a
     blob is read and scanned once, however many pushes send it."""
     from .index import index_for
-    from .redact import redact, rules_key, scan
+    from .redact import blob_texts, redact, rules_key, scan
     from .trust import printable
 
     known = [k for k in dict.fromkeys(known) if k]
@@ -522,7 +522,7 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
         if oid in clean:
             continue
         before = len(found)
-        for text in _decodings(repo[oid].data):  # type: ignore[attr-defined]  # pygit2 stub: repo[oid] is Object
+        for text in blob_texts(repo[oid].data):  # type: ignore[attr-defined]  # pygit2 stub: repo[oid] is Object
             look(text, where)
         if len(found) == before:
             newly_clean.append(oid)
@@ -549,17 +549,6 @@ def _commit_tip(repo: pygit2.Repository, tip: str, look) -> pygit2.Oid:
 
 def _text(raw: Any) -> str:
     return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
-
-
-def _decodings(data: bytes) -> List[str]:
-    """The blob as UTF-8; with NUL bytes (UTF-16 text has them) also as UTF-16 both ways."""
-    out = [data.decode("utf-8", "replace")]
-    if b"\x00" in data:
-        if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-            out.append(data.decode("utf-16", "replace"))
-        else:
-            out += [data.decode("utf-16-le", "replace"), data.decode("utf-16-be", "replace")]
-    return out
 
 
 def _mark(repo: pygit2.Repository, tree: pygit2.Tree, seen: Set[str]) -> None:

@@ -20,7 +20,7 @@ from .audit import Change, change_from_commit, commit_message
 from .errors import AmbiguousId, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
 from .index import Entry, Index, Parsed, forget_all, index_for
 from .model import Author, Memory
-from .redact import redact, redact_fields
+from .redact import blob_is_clean, redact, redact_fields, rules_key
 from .repo import (
     blob_at, check_branch_name, common_dir, current_blob, current_branch, damaged, default_author, head_commit,
     memory_ref, open_repository, parent_chain, ref_target,
@@ -397,6 +397,9 @@ class Store:
         try:
             base_tree = self.repo[base].peel(pygit2.Tree) if base else None
             tree = _write_tree(self.repo, base_tree, updates)
+            # A push scans what it sends for secrets; what was scanned here need not be read again.
+            self.warm.index.put_clean(rules_key(), [str(pygit2.hash(data)) for data in updates.values()
+                                                    if data is not None and blob_is_clean(data)])
             sig = _signature(author)
             message = redact(message)[0]
             committer = pygit2.Signature(*COMMITTER)

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import ROOT, git, gitmem, make_repo
 from gitmem import Store
+from gitmem import redact as redact_mod
 from gitmem import remote as remote_mod
 from gitmem.errors import RemoteError, SecretFound
 from gitmem.redact import RULES
@@ -296,28 +297,27 @@ def test_the_secret_scan_looks_only_at_what_the_remote_lacks(alice):
 
 
 def test_the_secret_scan_reads_a_clean_blob_once_and_a_secret_every_time(alice, monkeypatch):
-    """Blobs found clean are remembered under a hash of the rules; the blob with a secret is
-    scanned (and refused) on every push, and new rules scan everything again."""
+    """gitmem scans each blob it writes, and the push scan each blob nobody scanned yet; a clean
+    blob is remembered under a hash of the rules and not read again. The blob with a secret is
+    scanned (and refused) on every push; new rules scan everything again."""
     for n in range(3):
         gitmem(alice, "add", "fact", f"clean memory {n}")
     planted = _plant(alice, "note/zz/planted.yaml", f"token: {_github_token()}\n")
     repo = Store.open(str(alice)).repo
     scanned = []
-    real = remote_mod._decodings
-    monkeypatch.setattr(remote_mod, "_decodings", lambda data: scanned.append(data) or real(data))
+    real = redact_mod.blob_texts
+    monkeypatch.setattr(redact_mod, "blob_texts", lambda data: scanned.append(data) or real(data))
 
     first = remote_mod.outgoing_secrets(repo, [planted])
-    blobs_first = len(scanned)
+    assert len(scanned) == 1  # gitmem scanned its own writes as it made them: only the planted blob is read
     second = remote_mod.outgoing_secrets(repo, [planted])
 
     assert [rule for _, rule in first] == [rule for _, rule in second] == ["github-pat"]
-    assert blobs_first >= 4 and len(scanned) - blobs_first == 1  # only the blob with the secret again
-    import gitmem.redact as redact_mod
-
+    assert len(scanned) == 2  # the blob with the secret, again
     monkeypatch.setattr(redact_mod, "rules_key", lambda: "other rules")
     del scanned[:]
     remote_mod.outgoing_secrets(repo, [planted])
-    assert len(scanned) == blobs_first
+    assert len(scanned) == 4  # new rules: every blob again
 
 
 def test_an_unreachable_remote_gives_a_clear_error_and_leaves_memory_alone(alice, tmp_path):
