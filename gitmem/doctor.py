@@ -7,11 +7,12 @@ Reports, never raises: every finding is a :class:`Problem` for the caller to pri
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pygit2
 
 from .errors import GitmemError, InvalidMemory, StorageError
+from . import model
 from .model import Author
 from .refs import lock_file
 from .repo import blob_at, default_author, memory_ref
@@ -34,16 +35,21 @@ class Recovery:
                 "kept": list(self.kept), "lost": list(self.lost)}
 
 
-def doctor(store: Store) -> List[Problem]:
+def doctor(store: Store, full: bool = False) -> List[Problem]:
     """Validate the ref, the commit chain and every blob of ``store``'s branch.
 
     A damaged history (a missing or corrupt object) comes with the last
-    intact tip from the reflog, which :func:`recover` moves the ref back to."""
+    intact tip from the reflog, which :func:`recover` moves the ref back to.
+
+    Starts from the last commit a doctor found sound on this ref (kept in the derived index)
+    and checks only what came after it; ``full`` reads the whole history again (a disk can
+    rot what was once sound)."""
     problems: List[Problem] = []
     lock = lock_file(store.repo, store.ref)
     if lock is not None:
         problems.append(Problem("warning", lock.path, lock.describe()))
     tip = store.own_tip()
+    own = tip is not None
     if tip is None:
         branch, inherited = store.read_from()
         where = f"reads inherit {memory_ref(branch)}" if branch and inherited else "no memory yet"
@@ -51,7 +57,10 @@ def doctor(store: Store) -> List[Problem]:
         tip = inherited
     if tip is None:
         return problems
-    found = damage(store.repo, tip)
+    index = store.warm.index
+    sound = None if full or not own else index.verified(store.ref)
+    known = [sound] if sound else []
+    found = damage(store.repo, tip, known)
     if found:
         good = last_good_tip(store) if tip == store.own_tip() else None
         offer = (f"; last intact tip in the reflog is {good[:10]}: run `gitmem doctor --recover` to move "
@@ -59,47 +68,94 @@ def doctor(store: Store) -> List[Problem]:
                  "; no intact earlier tip in the reflog")
         problems.append(Problem("error", store.ref, f"history is damaged: {found}{offer}"))
         return problems
+    if tip == sound:
+        return problems
     from .merge import conflicts_and_problems
     from .trust import history_problem, tip_tree_problem
 
-    shape = history_problem(store.repo, tip)
+    shape = history_problem(store.repo, tip, known)
     if shape and tip_tree_problem(store.repo, tip):
         problems.append(Problem("error", store.ref, f"not gitmem's layout: {shape} (the trust gate refuses "
                                 "this from a remote; see docs/remotes.md)"))
     elif shape:  # removed since (doctor --drop-invalid); history keeps what was committed
         problems.append(Problem("warning", store.ref, f"history holds what is not gitmem's layout, no longer "
                                 f"at the tip: {shape}"))
-    store.memories(tip)
-    problems.extend(store.problems)
-    problems.extend(Problem("error", path, f"conflict file refused: {why}")
-                    for path, why in conflicts_and_problems(store, tip)[1])
+    found_here = _memory_problems(store, tip, sound)
+    found_here.extend(Problem("error", path, f"conflict file refused: {why}")
+                      for path, why in conflicts_and_problems(store, tip)[1])
+    problems.extend(found_here)
+    if own and not shape and not found_here:
+        index.put_verified(store.ref, tip)
     return problems
 
 
-def damage(repo: pygit2.Repository, tip: Optional[str]) -> Optional[str]:
+def _memory_problems(store: Store, tip: str, sound: Optional[str]) -> List[Problem]:
+    """Blobs at ``tip`` that are not valid memories, and ids stored twice (under two types).
+
+    After a sound commit, only what changed since is looked at: the per-tree summaries count
+    invalid blobs (read in full only when there are some), and a duplicate needs a new blob."""
+    if sound is None:
+        store.memories(tip)
+        return list(store.problems)
+    snap = store.snapshot(tip)
+    if snap.tree is None:
+        return []
+    if store.summary()["counts"].get("invalid"):
+        store.memories(tip)
+        return list(store.problems)
+    problems = []
+    before = store.repo[sound].peel(pygit2.Tree)
+    for delta in before.diff_to_tree(snap.tree).deltas:
+        path = delta.new_file.path
+        if delta.status == pygit2.enums.DeltaStatus.DELETED or not path.endswith(".yaml"):
+            continue
+        memory_id = path.rsplit("/", 1)[1][:-5]
+        homes = [model.memory_path(t, memory_id) for t in model.TYPES]
+        if sum(1 for home in homes if snap.has(home)) > 1:
+            problems.append(Problem("error", path, f"duplicate id {memory_id}"))
+    return problems
+
+
+def damage(repo: pygit2.Repository, tip: Optional[str], known: Sequence[str] = ()) -> Optional[str]:
     """The first missing or corrupt object reachable from ``tip``, or None.
 
     Reads every commit, tree and blob once (shared subtrees are skipped), so
-    a corrupt blob in an old commit is found too, not only the tip's."""
+    a corrupt blob in an old commit is found too, not only the tip's. The history of the
+    commits ``known`` to be sound is skipped, and so is each subtree a parent already has."""
     if tip is None:
         return None
     seen: set = set()
     oid: Any = tip
     try:
-        stack: List[Any] = [pygit2.Oid(hex=tip)]
-        while stack:
-            oid = stack.pop()
-            if oid in seen:
-                continue
-            seen.add(oid)
-            obj = repo[oid]
-            if isinstance(obj, pygit2.Commit):
-                stack.extend(obj.parent_ids)
-                stack.append(obj.tree_id)
-            elif isinstance(obj, pygit2.Tree):  # a submodule entry names a commit of another repository
-                stack.extend(entry.id for entry in obj if entry.filemode != pygit2.GIT_FILEMODE_COMMIT)
-            elif isinstance(obj, pygit2.Blob):
-                obj.data  # noqa: B018 - reading the content checks it
+        walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
+        for k in known:
+            walker.hide(pygit2.Oid(hex=k))
+        stack: List[Any] = []
+        for commit in walker:
+            oid = commit.id
+            parents = []
+            for parent_id in commit.parent_ids:
+                oid = parent_id
+                parents.append(repo[parent_id].peel(pygit2.Tree))
+            stack.append((commit.tree_id, parents))
+            while stack:
+                oid, twins = stack.pop()
+                if oid in seen or any(t.id == oid for t in twins):
+                    continue
+                seen.add(oid)
+                obj = repo[oid]
+                if isinstance(obj, pygit2.Tree):
+                    for entry in obj:  # a submodule entry names a commit of another repository
+                        if entry.filemode == pygit2.GIT_FILEMODE_COMMIT:
+                            continue
+                        below = [t[entry.name].peel(pygit2.Tree) for t in twins if entry.name in t
+                                 and t[entry.name].filemode == pygit2.GIT_FILEMODE_TREE]
+                        if entry.filemode != pygit2.GIT_FILEMODE_TREE and any(
+                                entry.name in t and t[entry.name].id == entry.id for t in twins):
+                            continue
+                        stack.append((entry.id, below))
+                elif isinstance(obj, pygit2.Blob):
+                    obj.data  # noqa: B018 - reading the content checks it
     except KeyError:
         return f"object {oid} is missing"
     except (pygit2.GitError, ValueError, OSError) as e:

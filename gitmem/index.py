@@ -3,7 +3,9 @@
 Every row is keyed by what names its content: a blob's parsed memory (or why it did
 not parse) and a tree's memory-relevant entries and summary by object id, a vector
 by the encoder and the hash of the text it was computed from, a blob the secret scan
-found clean by the blob id and a hash of the rules it was scanned with. A key that names its
+found clean by the blob id and a hash of the rules it was scanned with. One row per ref is
+a hint, not a fact: the last commit whose whole history `doctor` found sound, where the next
+`doctor` starts (a commit id names its history, so the finding stays true). A key that names its
 content cannot point at a wrong row, only at a missing one; that
 is why a write, a merge or a pull costs what it changed: the new tip's walk
 reads the few new trees and blobs from git and every unchanged subtree from
@@ -36,6 +38,7 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs(blob TEXT PRIMARY KEY, row TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trees(tree TEXT PRIMARY KEY, entries TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS summaries(tree TEXT PRIMARY KEY, summary TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS verified(ref TEXT PRIMARY KEY, commit_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS clean(rules TEXT NOT NULL, blob TEXT NOT NULL, PRIMARY KEY(rules, blob));
 CREATE TABLE IF NOT EXISTS vectors(encoder TEXT NOT NULL, text_sha1 TEXT NOT NULL, vec BLOB NOT NULL,
                                    PRIMARY KEY(encoder, text_sha1));
@@ -169,6 +172,15 @@ class Index:
         self._write("INSERT OR IGNORE INTO trees VALUES (?, ?)", trees)
         self._write("INSERT OR IGNORE INTO summaries VALUES (?, ?)",
                     [(k, json.dumps(v, separators=(",", ":"))) for k, v in summaries.items()])
+
+    # --- where doctor last found a ref's history sound --------------------------------
+
+    def verified(self, ref: str) -> Optional[str]:
+        rows = self._query("SELECT commit_id FROM verified WHERE ref=?", (ref,))
+        return rows[0][0] if rows else None
+
+    def put_verified(self, ref: str, commit: str) -> None:
+        self._write("INSERT OR REPLACE INTO verified VALUES (?, ?)", [(ref, commit)])
 
     # --- blobs the secret scan found clean --------------------------------------------
 

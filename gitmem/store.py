@@ -71,6 +71,9 @@ class Snapshot:
         except KeyError:
             return None
 
+    def has(self, path: str) -> bool:
+        return self._entry(path) is not None
+
     def find(self, memory_id: str) -> Tuple[str, Memory]:
         """Resolve a full id or an abbreviation (see :func:`gitmem.model.matching_ids`: the short
         tail `list` prints, or a unique prefix; case-insensitive) to its path and memory."""

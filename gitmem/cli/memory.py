@@ -400,16 +400,20 @@ def log(store, limit, memory_id, type_, since, author_kind, source, author, as_j
                    "reflog, re-adding every memory that can still be read.")
 @click.option("--drop-invalid", is_flag=True,
               help="Remove, in one commit, the blobs that are not valid memories (they stay in history).")
+@click.option("--full", is_flag=True,
+              help="Read the whole history again, not only what came after the last sound check.")
 @click.option("--remotes", "ask_remotes", is_flag=True,
               help="Also ask each git remote (over the network) for memory this clone lacks.")
 @click.option("--offline", is_flag=True, hidden=True, help="The default: the remotes are not asked.")
 @json_option
 @pass_store
-def doctor(store, fix: bool, recover: bool, drop_invalid: bool, ask_remotes: bool, offline: bool,
+def doctor(store, fix: bool, recover: bool, drop_invalid: bool, full: bool, ask_remotes: bool, offline: bool,
            as_json: bool) -> None:
     """Validate the memory ref, its history and every blob; report, never crash.
 
-    Reads every object reachable from the ref. Nothing is changed without
+    Reads every object reachable from the ref, once: later runs start from the last commit a
+    doctor found sound (kept in .git/gitmem/) and read only what came after it; --full reads
+    everything again. Nothing is changed without
     --fix, --recover or --drop-invalid. No network unless --remotes: then it also asks each
     git remote for memory this clone lacks. Exit code 1 when an error remains.
 
@@ -431,7 +435,7 @@ def doctor(store, fix: bool, recover: bool, drop_invalid: bool, ask_remotes: boo
     dropped = drop(store) if drop_invalid else []
     if ask_remotes and offline:
         raise click.UsageError("--remotes and --offline contradict each other: give one")
-    problems = check(store) + (doctor_problems(store.repo) if ask_remotes else [])
+    problems = check(store, full=full) + (doctor_problems(store.repo) if ask_remotes else [])
     errors = [p for p in problems if p.level == "error"]
     if as_json:
         emit_json({"ref": store.ref, "ok": not errors, "problems": [p.to_dict() for p in problems],

@@ -1,0 +1,76 @@
+"""doctor after doctor: a run starts from the last commit a doctor found sound and reads only
+what came after it; --full reads the whole history again."""
+
+from __future__ import annotations
+
+import os
+
+from conftest import git, gitmem
+from gitmem import Author, Store
+from gitmem.doctor import doctor
+from gitmem.model import dump_yaml, memory_path
+
+AGENT = Author("agent", "agent@example.com", "agent")
+
+
+def _object_file(repo, oid: str):
+    return repo / ".git" / "objects" / oid[:2] / oid[2:]
+
+
+def _errors(store, full=False):
+    return [p for p in doctor(store, full=full) if p.level == "error"]
+
+
+def test_a_second_doctor_reads_only_what_came_after_the_sound_tip(repo, monkeypatch):
+    store = Store.open(str(repo))
+    for n in range(20):
+        store.add("fact", f"fact {n}")
+    assert _errors(store) == []
+    read = []
+    real = Store.memories
+    monkeypatch.setattr(Store, "memories", lambda self, at=None: read.append(at) or real(self, at))
+    store.add("fact", "one more")
+    assert _errors(Store.open(str(repo))) == []
+    assert read == []  # no full load of every memory after a sound tip
+    assert _errors(Store.open(str(repo)), full=True) == []
+    assert read  # --full loads everything
+
+
+def test_damage_after_the_sound_tip_is_found_and_damage_before_it_needs_full(repo):
+    store = Store.open(str(repo))
+    old = store.add("fact", "written before the sound check").memory
+    assert _errors(store) == []
+    new = store.add("fact", "written after the sound check").memory
+    new_blob = git(repo, "rev-parse", f"refs/memory/main:{memory_path(new)}").strip()
+    old_blob = git(repo, "rev-parse", f"refs/memory/main:{memory_path(old)}").strip()
+    os.unlink(_object_file(repo, new_blob))
+    errors = _errors(Store.open(str(repo)))
+    assert errors and "history is damaged" in errors[0].message and new_blob in errors[0].message
+
+    gitmem(repo, "doctor", "--recover")  # back to the intact tip; then an object it holds rots
+    assert _errors(Store.open(str(repo))) == []
+    os.unlink(_object_file(repo, old_blob))
+    assert _errors(Store.open(str(repo))) == []  # the incremental run trusts what it found sound
+    errors = _errors(Store.open(str(repo)), full=True)
+    assert errors and old_blob in errors[0].message
+
+
+def test_problems_written_after_the_sound_tip_are_found(repo):
+    store = Store.open(str(repo))
+    kept = store.add("decision", "a decision").memory
+    assert _errors(store) == []
+    tip = store.own_tip()
+    twin = kept.evolve(type="fact")  # the same id under a second type
+    store.move_ref(tip, store.commit_tree({memory_path(twin): dump_yaml(twin)}, "hand edit", AGENT, base=tip), "t")
+    assert any(f"duplicate id {kept.id}" in p.message for p in _errors(Store.open(str(repo))))
+
+    store = Store.open(str(repo))
+    tip = store.own_tip()
+    bad = "note/0/0/0000000000000000.yaml"
+    store.move_ref(tip, store.commit_tree({bad: b"::: not yaml ["}, "hand edit", AGENT, base=tip), "t")
+    assert any(p.where == bad for p in _errors(Store.open(str(repo))))
+
+    store = Store.open(str(repo))
+    tip = store.own_tip()
+    store.move_ref(tip, store.commit_tree({"stray.txt": b"hello"}, "hand edit", AGENT, base=tip), "t")
+    assert any("not gitmem's layout" in p.message for p in _errors(Store.open(str(repo))))
