@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import git, gitmem
-from gitmem.context import build, note_sent, read_guide, set_anchor, set_guide
+from gitmem.context_inputs import build, note_sent, read_guide, set_anchor, set_guide
 from gitmem.emulator import VirtualClock
 from gitmem.emulator.reply import items_of
 from gitmem.errors import GitmemError
