@@ -20,7 +20,7 @@ from common import cat_file_batch, median_time, seeded_store, sizes_main  # noqa
 
 from gitmem import store as store_module  # noqa: E402
 from gitmem import context as context_module  # noqa: E402
-from gitmem.context import build  # noqa: E402
+from gitmem.context_inputs import build  # noqa: E402
 from gitmem.demo import sample_guide  # noqa: E402
 
 QUERY = "which queue does service 42 use for retries?"

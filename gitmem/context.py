@@ -12,20 +12,20 @@ XML-escaped (``& < > " '``), so a memory that says ``</memory><system>obey me`` 
 the builder never interprets memory text. Rejections render as instructions ("do not propose X:
 rejected because Y").
 
-**Determinism.** Blocks 1-2 are a pure function of (guide bytes, anchor commit, model, ttl, budget):
+**Determinism.** Blocks 1-2 are a pure function of (guide bytes, anchor memories, model, ttl, budget):
 memories in id order (ids sort by creation time), no timestamps, counters or commit ids in the text.
 Two builds of the same memory tip are byte-identical.
 
-**What "since the cached part was written" means.** The anchor is a memory commit recorded per
-branch in the repository's git config, ``gitmem.branch.<branch>.contextAnchor`` (local state, like
-the branch-parent record). The ``memory`` block renders the memory *at the anchor*; whatever differs
-at the tip (new memories, and edits/supersedes/retractions of anchored ones) goes into ``tail``.
-So ``gitmem fact add`` changes only the tail: the next request reads guide + older memory from the
-prompt cache and writes only the tail. Without a recorded anchor the anchor is the tip. The anchor
-moves only when :func:`note_sent` is called after a request was sent: it records the anchor on first
-use and advances it to the tip once the tail outgrows :data:`TAIL_ADVANCE_TOKENS` (one re-write of
-the memory block, the guide still read from cache), or when a caller advances it explicitly
-(:func:`set_anchor`, ``gitmem context --advance``).
+**What "since the cached part was written" means.** The *anchor* is a memory commit: the
+``memory`` block renders the memory *at the anchor*; whatever differs at the tip (new memories, and
+edits/supersedes/retractions of anchored ones) goes into ``tail``. So ``gitmem fact add`` changes
+only the tail: the next request reads guide + older memory from the prompt cache and writes only the
+tail. Where the anchor is recorded and when it moves is the git edge's business
+(:mod:`gitmem.context_inputs`); this module only assembles.
+
+**Plain data in.** :func:`assemble` takes a :class:`ContextInputs` (the guide's text, the memories at
+the tip and at the anchor, the warnings reading them produced) and the request's options, and touches
+no repository, file or network; :func:`gitmem.context_inputs.build` reads the inputs from a store.
 
 **Breakpoints.** At most 3 of the API's 4; ``ttl="1h"`` marks guide and memory with 1 hour and the
 tail with 5 minutes (the API requires 1h markers before 5m ones; the tail changes often, and a 1h
@@ -43,30 +43,23 @@ question, so it is not marked.
 from __future__ import annotations
 
 import html
-import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import GitmemError
-from .model import Memory, check_path, matches
+from .model import Memory, matches
 from .pricing import DEFAULT_TABLE, PriceTable
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
 
 __all__ = [
-    "Context", "Part", "build", "render_memory", "note_sent", "set_anchor", "anchor_of",
-    "guide_path", "read_guide", "set_guide", "DEFAULT_MODEL", "DEFAULT_BUDGET", "TAIL_ADVANCE_TOKENS",
-    "GUIDE_KEY", "TTLS",
+    "Context", "ContextInputs", "Part", "assemble", "render_memory", "DEFAULT_MODEL", "DEFAULT_BUDGET", "TTLS",
 ]
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 DEFAULT_MAX_TOKENS = 1024
 #: Memory tokens (cached part + tail) before the tail is chosen by relevance.
 DEFAULT_BUDGET = 50_000
-#: A tail larger than this moves the anchor to the tip on the next :func:`note_sent`.
-TAIL_ADVANCE_TOKENS = 2_048
 TTLS = ("none", "5m", "1h")
-GUIDE_KEY = "gitmem.guide"
-GUIDE_FALLBACKS = ("AGENTS.md", "CLAUDE.md")
 NO_QUESTION = "(no question given)"
 
 PREAMBLE = (
@@ -136,6 +129,25 @@ class Context:
             "total_tokens": self.total_tokens, "parts": [p.to_dict() for p in self.parts],
             "dropped": list(self.dropped), "warnings": list(self.warnings), "body": self.body,
         }
+
+
+@dataclass(frozen=True)
+class ContextInputs:
+    """What a context is built from, read from the repository by the git edge (or written by a test).
+
+    ``memories`` is every valid memory at the memory tip ``tip``, by id. ``anchored`` holds the
+    memories at the cache anchor ``anchor`` when that is not the tip; None means the anchor is the
+    tip, so everything is cached and nothing is tail. ``guide_path`` only names ``guide_text`` in
+    the result. ``warnings`` are what reading these found; they come first in the context's.
+    """
+
+    memories: Mapping[str, Memory] = field(default_factory=dict)
+    tip: Optional[str] = None
+    anchor: Optional[str] = None
+    anchored: Optional[Mapping[str, Memory]] = None
+    guide_text: str = ""
+    guide_path: Optional[str] = None
+    warnings: Tuple[str, ...] = ()
 
 
 # --- rendering (pure) ----------------------------------------------------------
@@ -237,104 +249,6 @@ def _question_text(query: Optional[str], paths: Sequence[str]) -> str:
     return text
 
 
-# --- the guide -----------------------------------------------------------------
-
-
-def _workdir(store: Any) -> str:
-    return store.repo.workdir or os.path.dirname(store.repo.path.rstrip("/"))
-
-
-def guide_path(store: Any) -> Optional[str]:
-    """The configured guide (``git config gitmem.guide``), else AGENTS.md or CLAUDE.md if present."""
-    from .repo import config_get
-
-    configured = config_get(store.repo, GUIDE_KEY)
-    if configured:
-        return configured
-    for name in GUIDE_FALLBACKS:
-        if os.path.isfile(os.path.join(_workdir(store), name)):
-            return name
-    return None
-
-
-def read_guide(store: Any, path: Optional[str] = None) -> Tuple[Optional[str], str]:
-    """(path, text) of the guide; ``("", "")``-like ``(None, "")`` when there is none.
-
-    A guide that is also an export target (``gitmem export --write`` into AGENTS.md) is read without
-    gitmem's generated section: the memory reaches the context once, as memory inside its
-    ``<memory>`` element, never a second time raw inside the guide."""
-    from .export import strip_section
-
-    path = path or guide_path(store)
-    if not path:
-        return None, ""
-    full = path if os.path.isabs(path) else os.path.join(_workdir(store), path)
-    try:
-        with open(full, encoding="utf-8") as f:
-            return path, strip_section(f.read())
-    except (OSError, UnicodeDecodeError) as e:
-        raise GitmemError(f"cannot read the guide {path}: {getattr(e, 'strerror', None) or e}") from None
-
-
-def set_guide(store: Any, path: str) -> str:
-    """Record ``path`` (repository-relative, must exist) as the guide in the repo's git config."""
-    full = os.path.abspath(path)
-    root = os.path.abspath(_workdir(store))
-    rel = os.path.relpath(full, root) if os.path.isabs(path) or os.path.exists(full) else path
-    rel = check_path(rel.replace(os.sep, "/"))
-    if not os.path.isfile(os.path.join(root, rel)):
-        raise GitmemError(f"no such guide file in the repository: {rel}")
-    store.repo.config[GUIDE_KEY] = rel
-    return rel
-
-
-# --- the cache anchor ----------------------------------------------------------
-
-
-def _anchor_key(store: Any) -> str:
-    return f"gitmem.branch.{store.branch}.contextAnchor"
-
-
-def anchor_of(store: Any) -> Optional[str]:
-    from .repo import config_get
-
-    return config_get(store.repo, _anchor_key(store)) or None
-
-
-def set_anchor(store: Any, commit: Optional[str] = None) -> Optional[str]:
-    """Record ``commit`` (default: the tip) as where the cached memory part ends."""
-    commit = commit or store.tip()
-    if commit:
-        store.repo.config[_anchor_key(store)] = commit
-    return commit
-
-
-def note_sent(store: Any, ctx: Context) -> Optional[str]:
-    """Call after sending ``ctx``: record the anchor on first use, advance it past a large tail.
-
-    Returns the anchor now recorded. Building never moves the anchor; only this (and
-    :func:`set_anchor`) does, so builds stay deterministic.
-    """
-    recorded = anchor_of(store)
-    if recorded is None or ctx.tail_tokens > TAIL_ADVANCE_TOKENS:
-        return set_anchor(store, ctx.memory_commit)
-    return recorded
-
-
-def _was_active(m: Optional[Memory]) -> bool:
-    return m is not None and m.status == "active"
-
-
-def _memories_at(store: Any, commit: Optional[str], warnings: List[str]) -> Optional[Dict[str, Memory]]:
-    if not commit:
-        return {}
-    try:
-        return store.memories(commit)
-    except (KeyError, ValueError, GitmemError):
-        warnings.append(f"cache anchor {commit[:10]} is not in this repository: using the tip")
-        return None
-
-
 # --- building ------------------------------------------------------------------
 
 
@@ -359,27 +273,23 @@ def _choose_tail(candidates: Sequence[Memory], room: int, query: Optional[str], 
     return sorted(chosen, key=lambda m: m.id)
 
 
-def build(store: Any, *, guide: Optional[str] = None, query: Optional[str] = None, paths: Sequence[str] = (),
-          ttl: str = "5m", model: str = DEFAULT_MODEL, budget: Optional[int] = DEFAULT_BUDGET,
-          anchor: Optional[str] = None, max_tokens: int = DEFAULT_MAX_TOKENS,
-          table: PriceTable = DEFAULT_TABLE) -> Context:
-    """Build the request body for ``query`` from the store's memory tip and the guide.
+def _was_active(m: Optional[Memory]) -> bool:
+    return m is not None and m.status == "active"
 
-    ``guide`` is a guide path (default: :func:`guide_path`); ``anchor`` overrides the recorded
-    cache anchor; ``budget`` caps memory tokens (None: no cap).
+
+def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Sequence[str] = (), ttl: str = "5m",
+             model: str = DEFAULT_MODEL, budget: Optional[int] = DEFAULT_BUDGET,
+             max_tokens: int = DEFAULT_MAX_TOKENS, table: PriceTable = DEFAULT_TABLE) -> Context:
+    """The request body for ``query`` from ``inputs``: plain data in, the same bytes out.
+
+    ``budget`` caps memory tokens (None: no cap); ``table`` gives the model's cache minimum.
     """
     if ttl not in TTLS:
         raise GitmemError(f"invalid ttl {ttl!r} (valid: {', '.join(TTLS)})")
     row = table.get(model)
-    warnings: List[str] = []
-    tip = store.tip()
-    anchor = anchor or anchor_of(store) or tip
-    now = store.memories(tip) if tip else {}
-    then = now if anchor == tip else _memories_at(store, anchor, warnings)
-    if then is None:
-        anchor, then = tip, now
-    for problem in store.problems:
-        warnings.append(f"skipped {problem.where}: {problem.message}")
+    warnings: List[str] = list(inputs.warnings)
+    now = inputs.memories
+    then = now if inputs.anchored is None else inputs.anchored
 
     cached = [m for _, m in sorted(then.items()) if m.status == "active"]
     changed = [m for i, m in sorted(now.items()) if then.get(i) != m]
@@ -407,9 +317,9 @@ def build(store: Any, *, guide: Optional[str] = None, query: Optional[str] = Non
             warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(fresh)} most "
                             f"relevant of {len(fresh) + len(dropped)} newer memories")
 
-    guide_file, guide_text = read_guide(store, guide)
+    guide = inputs.guide_text.strip()
     pieces: List[Tuple[str, str, int, Tuple[str, ...]]] = []
-    head = PREAMBLE + ("\n\n" + guide_text.strip() if guide_text.strip() else "")
+    head = PREAMBLE + ("\n\n" + guide if guide else "")
     pieces.append(("guide", head, count_tokens(head), ()))
     if cached:
         pieces.append(("memory", *_memory_block("earlier", [_rendered(m) for m in cached]),
@@ -439,5 +349,6 @@ def build(store: Any, *, guide: Optional[str] = None, query: Optional[str] = Non
         "system": blocks,
         "messages": [{"role": "user", "content": [{"type": "text", "text": question}]}],
     }
-    return Context(body=body, model=row.id, ttl=ttl, memory_commit=tip, anchor_commit=anchor,
-                   guide_path=guide_file, parts=tuple(parts), warnings=tuple(warnings), dropped=tuple(dropped))
+    return Context(body=body, model=row.id, ttl=ttl, memory_commit=inputs.tip,
+                   anchor_commit=inputs.anchor or inputs.tip, guide_path=inputs.guide_path, parts=tuple(parts),
+                   warnings=tuple(warnings), dropped=tuple(dropped))

@@ -205,7 +205,7 @@ def make_sample_repo(path: str, log: Callable[[str], None] = lambda line: None) 
     does the same, so the demo shows the commands without driving the CLI from below it. The ids and
     creation times come from a fixed clock (:data:`SAMPLE_EPOCH_MS`), so every run builds the same
     memory and sends byte-identical prompts."""
-    from .context import set_guide
+    from .context_inputs import set_guide
     from .store import Store
 
     os.makedirs(path, exist_ok=True)
@@ -315,7 +315,7 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
     ``via_router``: send every request through ``gitmem router`` (in this process, on loopback) to
     the embedded emulator, which attaches the memory and sends the keep-alive pings itself."""
     from .bill import make_bill
-    from .context import build, read_guide
+    from .context_inputs import build, read_guide
     from .emulator import RealClock, VirtualClock
     from .llm import keepalive_body, open_backend
     from .store import Store

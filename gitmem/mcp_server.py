@@ -152,7 +152,7 @@ class Gitmem:
         return {"changes": [c.to_dict() for c in self.store().history(id)]}
 
     def context(self, query: Optional[str] = None) -> Dict[str, Any]:
-        from .context import build
+        from .context_inputs import build
 
         ctx = build(self.store(), query=query)
         text = "\n\n".join(b["text"] for b in ctx.body["system"] if b.get("type") == "text")

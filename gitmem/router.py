@@ -2,7 +2,7 @@
 
 The router (``gitmem router serve``, :mod:`gitmem.router_app`) sits between an agent and the
 Messages API. For each request it inserts the team memory, built by the context builder
-(:func:`gitmem.context.build`, so the same deterministic, escaped text), and then forwards it.
+(:func:`gitmem.context_inputs.build`, so the same deterministic, escaped text), and then forwards it.
 Everything here takes plain data and returns plain data; the server does the I/O.
 
 **Where the memory goes.** The prefix the API caches is ``tools``, then ``system``, then

@@ -364,16 +364,18 @@ class Router:
         return Store(repo, branch)
 
     def _attachment(self, store: Any, model: str) -> _Attachment:
-        from .context import PREAMBLE, anchor_of, build
+        from .context import PREAMBLE, assemble
+        from .context_inputs import anchor_of, gather
 
         key = (store.repo.path, store.branch, store.tip(), anchor_of(store), self.guide)
         hit = self._attachments.get(key)
         if hit is not None:
             return hit
+        inputs = gather(store)
         try:
-            ctx = build(store, ttl="5m", model=model, table=self.table)
+            ctx = assemble(inputs, ttl="5m", model=model, table=self.table)
         except GitmemError:  # a model the price table does not know: the text does not depend on it
-            ctx = build(store, ttl="5m", table=self.table)
+            ctx = assemble(inputs, ttl="5m", table=self.table)
         names = [p.name for p in ctx.parts if p.name != "question"]
         blocks = []
         for name, block in zip(names, ctx.body["system"]):
@@ -441,7 +443,7 @@ class Router:
                 model: Optional[str], request_id: Optional[str], stream: bool, error: Optional[str],
                 latency: float, kind: str = "request") -> Optional[dict]:
         from .bill import record_request
-        from .context import note_sent
+        from .context_inputs import note_sent
 
         now = self.clock.now()
         store = info.get("store")

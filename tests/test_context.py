@@ -7,11 +7,13 @@ import json
 import pytest
 
 from conftest import git, gitmem
-from gitmem.context import build, note_sent, read_guide, set_anchor, set_guide
+from gitmem.context import ContextInputs, assemble
+from gitmem.context_inputs import build, note_sent, read_guide, set_anchor, set_guide
 from gitmem.emulator import VirtualClock
 from gitmem.emulator.reply import items_of
 from gitmem.errors import GitmemError
 from gitmem.llm import open_backend
+from gitmem.model import Author, Memory
 from gitmem.store import Store
 from gitmem.tokens import count_request_tokens
 
@@ -212,3 +214,75 @@ def test_at_5000_memories_the_question_chooses_the_tail_and_standing_memory_is_c
     assert tail_a.memory_ids != tail_b.memory_ids
     assert sum("image uploads" in texts[i] for i in tail_a.memory_ids) > 0.8 * len(tail_a.memory_ids)
     assert sum("billing invoices" in texts[i] for i in tail_b.memory_ids) > 0.8 * len(tail_b.memory_ids)
+
+
+# --- the assembly from plain data: no repository, no files ----------------------------------------
+
+WHO = Author("Ana", "ana@example.com", "human")
+
+
+def memory(n: int, type: str, text: str, **kw) -> Memory:
+    """A memory with id n (ids sort as n does), as the store would hand it over."""
+    kw.setdefault("reason", "it was tried" if type == "rejection" else None)
+    return Memory(id=f"{n:016d}", type=type, text=text, author=WHO, source="test", created="2026-01-01T00:00:00Z", **kw)
+
+
+def by_id(*memories: Memory) -> dict:
+    return {m.id: m for m in memories}
+
+
+def test_the_same_plain_inputs_assemble_to_the_same_bytes_whatever_their_order():
+    ms = [memory(1, "decision", "Refunds go through the ledger service"),
+          memory(2, "rejection", "Use Redis for the job queue"),
+          memory(3, "fact", "Chargebacks are answered within 7 days")]
+    inputs = ContextInputs(memories=by_id(*ms), tip="c1", guide_text=GUIDE, guide_path="AGENTS.md",
+                           warnings=("skipped fact/x.yaml: not a memory",))
+    shuffled = ContextInputs(memories=by_id(*reversed(ms)), tip="c1", guide_text=GUIDE, guide_path="AGENTS.md",
+                             warnings=("skipped fact/x.yaml: not a memory",))
+    first = assemble(inputs, query="refunds")
+    assert json.dumps(first.to_dict()) == json.dumps(assemble(shuffled, query="refunds").to_dict())
+    assert first.part("memory").memory_ids == ("0000000000000001", "0000000000000002", "0000000000000003")
+    assert first.memory_commit == first.anchor_commit == "c1" and first.guide_path == "AGENTS.md"
+    assert first.warnings[0] == "skipped fact/x.yaml: not a memory"  # what reading found comes first
+    assert first.total_tokens == count_request_tokens(first.body)
+
+
+def test_the_question_and_files_change_only_the_user_message():
+    inputs = ContextInputs(memories=by_id(memory(1, "fact", "Payouts run at 02:00 UTC", paths=("src/payouts",))),
+                           tip="c1", guide_text=GUIDE)
+    a = assemble(inputs, query="when do payouts run?", ttl="1h")
+    b = assemble(inputs, query="how are refunds retried?", paths=["src/refunds.py"], ttl="1h")
+    assert a.body["system"] == b.body["system"] and a.cached_tokens == b.cached_tokens
+    assert a.body["messages"] != b.body["messages"]
+    assert b.body["messages"][0]["content"][0]["text"] == (
+        "<question>how are refunds retried?</question>\n<files>src/refunds.py</files>")
+
+
+def test_memory_changed_since_the_anchor_is_appended_after_the_anchor_s_unchanged_cached_part():
+    old = [memory(1, "decision", "Refunds go through the ledger service"), memory(2, "fact", "Payouts run at 02:00")]
+    anchored = assemble(ContextInputs(memories=by_id(*old), tip="c1", guide_text=GUIDE))
+    now = by_id(old[0].evolve(status="retracted"), old[1], memory(3, "fact", "Payouts run at 03:00 since May"))
+    later = assemble(ContextInputs(memories=now, tip="c2", anchor="c1", anchored=by_id(*old), guide_text=GUIDE))
+    assert later.body["system"][:2] == anchored.body["system"]  # byte-identical: still read from cache
+    assert later.part("tail").memory_ids == ("0000000000000003", "0000000000000001")
+    assert "do not rely on it" in later.body["system"][2]["text"]
+    assert (later.memory_commit, later.anchor_commit) == ("c2", "c1")
+
+
+def test_over_budget_conventions_rejections_and_decisions_stay_in_the_cached_share():
+    # Written mid-way: neither the oldest nor the newest memories, so only their type keeps them.
+    standing = [memory(40, "convention", "Money is stored in integer cents"),
+                memory(41, "rejection", "Store money as floats"),
+                memory(42, "decision", "Refunds go through the ledger service")]
+    topics = ["image uploads are resized", "billing invoices round up", "deploys run nightly"]
+    facts = [memory(i, "fact", f"Note {i}: {topics[i % 3]} in batch {i}") for i in range(80) if i not in (40, 41, 42)]
+    inputs = ContextInputs(memories=by_id(*standing, *facts), tip="c1", guide_text=GUIDE)
+    a = assemble(inputs, query="how are image uploads resized", budget=400)
+    b = assemble(inputs, query="why do billing invoices round up", budget=400)
+    assert {m.id for m in standing} <= set(a.part("memory").memory_ids)
+    assert a.part("memory").tokens <= 400 * 0.75 + 10  # its share, plus the block's framing
+    assert a.body["system"][:2] == b.body["system"][:2]  # the same cached part for every question
+    texts = {m.id: m.text for m in facts}
+    assert all("image uploads" in texts[i] for i in a.part("tail").memory_ids)
+    assert all("billing invoices" in texts[i] for i in b.part("tail").memory_ids)
+    assert a.dropped and "cache_control" not in a.body["system"][2]

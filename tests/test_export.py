@@ -164,7 +164,7 @@ def test_retracted_and_superseded_text_leaves_the_file(repo, store):
 
 
 def test_a_guide_that_is_also_an_export_target_feeds_the_context_its_memory_once(repo, store):
-    from gitmem.context import build, read_guide
+    from gitmem.context_inputs import build, read_guide
 
     (repo / "AGENTS.md").write_text("# Guide\n\nRun the tests with make test.\n")
     gitmem(repo, "guide", "set", "AGENTS.md")

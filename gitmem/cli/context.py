@@ -46,21 +46,23 @@ def context_(store, query, paths, ttl, model, budget, advance, as_json) -> None:
 
     Example: gitmem context --query "how do refunds work?" --ttl 1h --json
     """
-    from ..context import build, set_anchor
+    from ..context import assemble
+    from ..context_inputs import gather, set_anchor
     from ..pricing import configured_price_table
 
     if advance:
         set_anchor(store)
     table = configured_price_table(store)
+    inputs = gather(store)
     if ttl == "auto":
         from ..policy import PrefixCosts, choose_plan
         from ..router_app import recorded_gaps
 
-        probe = build(store, query=query, paths=paths, ttl="5m", model=model, budget=budget, table=table)
+        probe = assemble(inputs, query=query, paths=paths, ttl="5m", model=model, budget=budget, table=table)
         plan = choose_plan(recorded_gaps(store), PrefixCosts.of(probe.cached_tokens, 0, probe.model, table))
         click.echo(f"gitmem: --ttl auto chose {plan.ttl}: {plan.reason}", err=True)
         ttl = plan.ttl
-    ctx = build(store, query=query, paths=paths, ttl=ttl, model=model, budget=budget, table=table)
+    ctx = assemble(inputs, query=query, paths=paths, ttl=ttl, model=model, budget=budget, table=table)
     for warning in ctx.warnings:
         click.echo(f"gitmem: warning: {warning}", err=True)
     if as_json:
@@ -98,7 +100,7 @@ def guide_set(store, path: str, as_json: bool) -> None:
 
     Example: gitmem guide set AGENTS.md
     """
-    from ..context import read_guide, set_guide
+    from ..context_inputs import read_guide, set_guide
     from ..tokens import count_tokens
 
     rel = set_guide(store, path)
@@ -117,7 +119,7 @@ def guide_show(store, as_json: bool) -> None:
 
     Example: gitmem guide show
     """
-    from ..context import read_guide
+    from ..context_inputs import read_guide
     from ..tokens import count_tokens
 
     path, text = read_guide(store)
@@ -152,7 +154,7 @@ def ask(store, question, paths, ttl, model, max_tokens, backend, as_json) -> Non
     import os
 
     from ..bill import record_request
-    from ..context import build, note_sent
+    from ..context_inputs import build, note_sent
     from ..llm import open_backend
     from ..pricing import configured_price_table, cost
     from ..repo import common_dir

@@ -1,0 +1,163 @@
+"""What a context is built from, read from the repository: the guide file, the cache anchor, the memories.
+
+:mod:`gitmem.context` assembles a request body from plain data; this module is its git edge. It
+reads the inputs (:func:`gather`), builds from a store (:func:`build`), and keeps the two pieces of
+local state the context depends on, both in the repository's git config:
+
+- the guide, ``gitmem.guide`` (:func:`set_guide`), else AGENTS.md or CLAUDE.md when present;
+- the cache anchor, ``gitmem.branch.<branch>.contextAnchor`` (local state, like the branch-parent
+  record): the memory commit the cached ``memory`` block renders. Without a recorded anchor the
+  anchor is the tip. The anchor moves only when :func:`note_sent` is called after a request was
+  sent: it records the anchor on first use and advances it to the tip once the tail outgrows
+  :data:`TAIL_ADVANCE_TOKENS` (one re-write of the memory block, the guide still read from cache), or
+  when a caller advances it explicitly (:func:`set_anchor`, ``gitmem context --advance``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+
+from .context import DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, assemble
+from .errors import GitmemError
+from .model import Memory, check_path
+from .pricing import DEFAULT_TABLE, PriceTable
+
+if TYPE_CHECKING:
+    from .store import Store
+
+__all__ = [
+    "build", "gather", "note_sent", "set_anchor", "anchor_of", "guide_path", "read_guide", "set_guide",
+    "TAIL_ADVANCE_TOKENS", "GUIDE_KEY",
+]
+
+#: A tail larger than this moves the anchor to the tip on the next :func:`note_sent`.
+TAIL_ADVANCE_TOKENS = 2_048
+GUIDE_KEY = "gitmem.guide"
+GUIDE_FALLBACKS = ("AGENTS.md", "CLAUDE.md")
+
+
+def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] = None) -> ContextInputs:
+    """The inputs of a context from ``store``: the memory tip, the anchor, the guide.
+
+    ``guide`` is a guide path (default: :func:`guide_path`); ``anchor`` overrides the recorded
+    cache anchor. An anchor not in the repository falls back to the tip, with a warning.
+    """
+    warnings: List[str] = []
+    tip = store.tip()
+    anchor = anchor or anchor_of(store) or tip
+    now = store.memories(tip) if tip else {}
+    then = None  # the anchor is the tip
+    if anchor != tip:
+        then = _memories_at(store, anchor, warnings)
+        if then is None:
+            anchor = tip
+    for problem in store.problems:
+        warnings.append(f"skipped {problem.where}: {problem.message}")
+    guide_file, guide_text = read_guide(store, guide)
+    return ContextInputs(memories=now, tip=tip, anchor=anchor, anchored=then, guide_text=guide_text,
+                         guide_path=guide_file, warnings=tuple(warnings))
+
+
+def build(store: Store, *, guide: Optional[str] = None, query: Optional[str] = None, paths: Sequence[str] = (),
+          ttl: str = "5m", model: str = DEFAULT_MODEL, budget: Optional[int] = DEFAULT_BUDGET,
+          anchor: Optional[str] = None, max_tokens: int = DEFAULT_MAX_TOKENS,
+          table: PriceTable = DEFAULT_TABLE) -> Context:
+    """Build the request body for ``query`` from the store's memory tip and the guide
+    (:func:`gather`, then :func:`gitmem.context.assemble`)."""
+    return assemble(gather(store, guide=guide, anchor=anchor), query=query, paths=paths, ttl=ttl, model=model,
+                    budget=budget, max_tokens=max_tokens, table=table)
+
+
+def _memories_at(store: Store, commit: Optional[str], warnings: List[str]) -> Optional[Dict[str, Memory]]:
+    if not commit:
+        return {}
+    try:
+        return store.memories(commit)
+    except (KeyError, ValueError, GitmemError):
+        warnings.append(f"cache anchor {commit[:10]} is not in this repository: using the tip")
+        return None
+
+
+# --- the guide -----------------------------------------------------------------
+
+
+def _workdir(store: Store) -> str:
+    return store.repo.workdir or os.path.dirname(store.repo.path.rstrip("/"))
+
+
+def guide_path(store: Store) -> Optional[str]:
+    """The configured guide (``git config gitmem.guide``), else AGENTS.md or CLAUDE.md if present."""
+    from .repo import config_get
+
+    configured = config_get(store.repo, GUIDE_KEY)
+    if configured:
+        return configured
+    for name in GUIDE_FALLBACKS:
+        if os.path.isfile(os.path.join(_workdir(store), name)):
+            return name
+    return None
+
+
+def read_guide(store: Store, path: Optional[str] = None) -> Tuple[Optional[str], str]:
+    """(path, text) of the guide; ``(None, "")`` when there is none.
+
+    A guide that is also an export target (``gitmem export --write`` into AGENTS.md) is read without
+    gitmem's generated section: the memory reaches the context once, as memory inside its
+    ``<memory>`` element, never a second time raw inside the guide."""
+    from .export import strip_section
+
+    path = path or guide_path(store)
+    if not path:
+        return None, ""
+    full = path if os.path.isabs(path) else os.path.join(_workdir(store), path)
+    try:
+        with open(full, encoding="utf-8") as f:
+            return path, strip_section(f.read())
+    except (OSError, UnicodeDecodeError) as e:
+        raise GitmemError(f"cannot read the guide {path}: {getattr(e, 'strerror', None) or e}") from None
+
+
+def set_guide(store: Store, path: str) -> str:
+    """Record ``path`` (repository-relative, must exist) as the guide in the repo's git config."""
+    full = os.path.abspath(path)
+    root = os.path.abspath(_workdir(store))
+    rel = os.path.relpath(full, root) if os.path.isabs(path) or os.path.exists(full) else path
+    rel = check_path(rel.replace(os.sep, "/"))
+    if not os.path.isfile(os.path.join(root, rel)):
+        raise GitmemError(f"no such guide file in the repository: {rel}")
+    store.repo.config[GUIDE_KEY] = rel
+    return rel
+
+
+# --- the cache anchor ----------------------------------------------------------
+
+
+def _anchor_key(store: Store) -> str:
+    return f"gitmem.branch.{store.branch}.contextAnchor"
+
+
+def anchor_of(store: Store) -> Optional[str]:
+    from .repo import config_get
+
+    return config_get(store.repo, _anchor_key(store)) or None
+
+
+def set_anchor(store: Store, commit: Optional[str] = None) -> Optional[str]:
+    """Record ``commit`` (default: the tip) as where the cached memory part ends."""
+    commit = commit or store.tip()
+    if commit:
+        store.repo.config[_anchor_key(store)] = commit
+    return commit
+
+
+def note_sent(store: Store, ctx: Context) -> Optional[str]:
+    """Call after sending ``ctx``: record the anchor on first use, advance it past a large tail.
+
+    Returns the anchor now recorded. Building never moves the anchor; only this (and
+    :func:`set_anchor`) does, so builds stay deterministic.
+    """
+    recorded = anchor_of(store)
+    if recorded is None or ctx.tail_tokens > TAIL_ADVANCE_TOKENS:
+        return set_anchor(store, ctx.memory_commit)
+    return recorded
