@@ -242,3 +242,31 @@ def test_terminal_escapes_in_memory_text_and_commit_authors_are_inert_in_human_o
     # --json keeps the exact text (JSON escapes control characters itself)
     shown = json_.loads(gitmem(repo, "show", memory_id, "--json").stdout)
     assert shown["text"] == f"plan {ESCAPES}"
+
+
+def test_each_command_comes_from_the_module_the_command_map_names():
+    """`gitmem` imports a command's module only when it runs; the map must name every command
+    where it is defined, or the command would vanish from the CLI."""
+    import click
+
+    from gitmem.cli import COMMANDS
+
+    ctx = click.Context(main)
+    listed = main.list_commands(ctx)
+    assert listed == sorted(name for names in COMMANDS.values() for name in names)
+    for name in listed:
+        command = main.get_command(ctx, name)
+        assert command is not None and command.callback is not None
+        assert command.callback.__module__ == f"gitmem.cli.{main.lazy[name]}"
+    assert sorted(main.commands) == listed  # nothing registered that the map does not name
+
+
+def test_version_starts_without_any_command_module_or_git():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "gitmem", "--version"],
+                         capture_output=True, text=True, check=True)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines()}
+    assert "gitmem.cli.base" in imported
+    assert not {"pygit2", "yaml", "gitmem.cli.memory", "gitmem.store", "gitmem.model"} & imported

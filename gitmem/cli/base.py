@@ -4,11 +4,12 @@ JSON output and the author options. Library errors become one line and exit 1 he
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import click
 
@@ -43,7 +44,21 @@ def echo(text: str = "", **kwargs: Any) -> None:
 
 
 class GitmemGroup(click.Group):
-    """Turns library errors into one line and exit code 1."""
+    """Turns library errors into one line and exit code 1, and imports a command's module only
+    when that command runs (``lazy``: command name -> module under ``gitmem.cli``), so
+    ``gitmem --version`` and each command start with only what they need."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: Dict[str, str] = {}
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            importlib.import_module(f"{__package__}.{self.lazy[cmd_name]}")
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return sorted(set(self.commands) | set(self.lazy))
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
