@@ -22,8 +22,9 @@ def commands(cmd: click.Command = main, path=()):
     """(path, command) for the group itself, every subgroup and every command."""
     yield path, cmd
     if isinstance(cmd, click.Group):
-        for name, sub in cmd.commands.items():
-            yield from commands(sub, path + (name,))
+        ctx = click.Context(cmd)  # list_commands, not .commands: gitmem imports a command's module on demand
+        for name in cmd.list_commands(ctx):
+            yield from commands(cmd.get_command(ctx, name), path + (name,))
 
 
 def test_every_command_in_the_readme_cli_table_exists():
@@ -37,8 +38,9 @@ def test_every_command_in_the_readme_cli_table_exists():
             words.append(word)
         cmd: click.Command = main
         for word in words:
-            assert isinstance(cmd, click.Group) and word in cmd.commands, f"README names `gitmem {row}`"
-            cmd = cmd.commands[word]
+            ctx = click.Context(cmd)
+            assert isinstance(cmd, click.Group) and word in cmd.list_commands(ctx), f"README names `gitmem {row}`"
+            cmd = cmd.get_command(ctx, word)
         assert not isinstance(cmd, click.Group), f"README's `gitmem {row}` stops at a group"
 
 
