@@ -7,6 +7,7 @@ agree on what a valid memory is.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
@@ -428,11 +429,123 @@ def load_yaml(data: bytes) -> Memory:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InvalidMemory("document", f"not valid UTF-8 at byte {e.start}") from None
-    try:
-        parsed = yaml.load(text, Loader=_SafeLoader)
-    except yaml.YAMLError as e:
-        raise InvalidMemory("document", f"not valid YAML: {str(e).splitlines()[0]}") from None
+    parsed = load_own_yaml(text)
+    if parsed is None:
+        try:
+            parsed = yaml.load(text, Loader=_SafeLoader)
+        except yaml.YAMLError as e:
+            raise InvalidMemory("document", f"not valid YAML: {str(e).splitlines()[0]}") from None
     return Memory.from_dict(parsed)
+
+
+# --- the blobs gitmem writes, read without the YAML machinery --------------------------
+#
+# A first command after a clone parses every blob, and the safe loader builds each one through
+# Python-level constructors (about 3/4 of a cold start). dump_yaml writes a small, regular subset
+# of YAML; load_own_yaml reads exactly that subset and answers None for anything else, which the
+# safe loader then reads. Whatever it accepts, it reads as the safe loader does (a property test
+# compares the two on generated and on mutated blobs).
+
+_OWN_LINE = re.compile(r"(  )?([a-z_]+):(?: (.*))?\Z")
+_OWN_ID = re.compile(r"[0-9a-z]+")
+_YAML_WORDS = frozenset("yes Yes YES no No NO true True TRUE false False FALSE on On ON off Off OFF "
+                        "null Null NULL".split())
+
+
+def _own_scalar(value: str) -> Optional[str]:
+    """A one-line scalar as the safe loader reads it, or None when it may mean more than a string:
+    a single-quoted string, or a plain one that starts with a letter and holds nothing YAML reads."""
+    if len(value) >= 2 and value[0] == "'" and value[-1] == "'":
+        inner = value[1:-1]
+        if "'" in inner.replace("''", "") or not inner.isprintable():
+            return None
+        return inner.replace("''", "'")
+    if value[:1].isdigit():  # an id: digits and lowercase letters, never a number (no 0x or 0b prefix)
+        ok = _OWN_ID.fullmatch(value) is not None and not value.isdigit() and not value.startswith(("0x", "0b"))
+        return value if ok else None
+    if not value or not value[0].isalpha() or not value.isprintable() or value in _YAML_WORDS:
+        return None
+    if ": " in value or " #" in value or value.endswith((":", " ")):
+        return None
+    return value
+
+
+def _own_block(lines: List[str], start: int, header: str) -> Optional[Tuple[str, int]]:
+    """A ``|``/``|-``/``|+`` literal block (indented two spaces) from ``lines[start:]``: its text and
+    the index of the first line after it; None for any other shape."""
+    if header not in ("|", "|-", "|+"):
+        return None
+    body: List[str] = []
+    end = start
+    while end < len(lines) and (lines[end].startswith("  ") or lines[end] == ""):
+        body.append(lines[end][2:])
+        end += 1
+    first = next((b for b in body if b), None)
+    if first is None or first[0] == " " or any(not b.isprintable() for b in body):
+        return None
+    trailing = len(body) - len(list(itertools.dropwhile(lambda b: b == "", reversed(body))))
+    text = "\n".join(body[:len(body) - trailing])
+    if header == "|":
+        text += "\n"
+    elif header == "|+":
+        text += "\n" * (trailing + 1)
+    return text, end
+
+
+def load_own_yaml(text: str) -> Optional[Dict[str, Any]]:
+    """The document as :func:`yaml.safe_load` reads it, if it is written the way :func:`dump_yaml`
+    writes; else None (the caller uses the safe loader)."""
+    if not text.endswith("\n"):
+        return None
+    lines = text[:-1].split("\n")
+    out: Dict[str, Any] = {}
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        match = _OWN_LINE.match(line)
+        if match is None or match.group(1) or match.group(2) in out:
+            return None
+        key, value = match.group(2), match.group(3)
+        i += 1
+        if value is None:  # a list of scalars, or the author's mapping
+            if key == "author":
+                author: Dict[str, Any] = {}
+                while i < len(lines) and lines[i].startswith("  "):
+                    inner = _OWN_LINE.match(lines[i])
+                    if inner is None or not inner.group(1) or inner.group(3) is None or inner.group(2) in author:
+                        return None
+                    scalar = _own_scalar(inner.group(3))
+                    if scalar is None:
+                        return None
+                    author[inner.group(2)] = scalar
+                    i += 1
+                if not author:
+                    return None
+                out[key] = author
+                continue
+            items: List[Any] = []
+            while i < len(lines) and lines[i].startswith("- "):
+                scalar = _own_scalar(lines[i][2:])
+                if scalar is None:
+                    return None
+                items.append(scalar)
+                i += 1
+            if not items:
+                return None
+            out[key] = items
+        elif key == "schema" and value.isdigit() and value.isascii() and value[0] != "0" and len(value) < 10:
+            out[key] = int(value)
+        elif value.startswith("|"):
+            block = _own_block(lines, i, value)
+            if block is None:
+                return None
+            out[key], i = block
+        else:
+            scalar = _own_scalar(value)
+            if scalar is None:
+                return None
+            out[key] = scalar
+    return out
 
 
 def memory_path(m_or_type: Any, memory_id: Optional[str] = None) -> str:

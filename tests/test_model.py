@@ -146,3 +146,92 @@ def test_since_takes_dates_and_ages():
     assert parse_since("2026-12-01T10:00Z", now) == 1796083200 + 36000
     with pytest.raises(ValueError):
         parse_since("yesterday-ish", now)
+
+
+# --- gitmem's own YAML, read without the YAML machinery ----------------------------------
+
+from hypothesis import HealthCheck, assume, example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gitmem.model import _SafeLoader, load_own_yaml  # noqa: E402
+
+# Words and characters that mean something to YAML, mixed with ordinary text in any script.
+_TRICKY = st.sampled_from(["yes", "No", "null", "~", "0x1f", "0b11", "012", "1.5", "1e3", "12:30", "2026-12-04",
+                           ": ", " #", "#", "'", "''", '"', "- ", "|", ">", "&a", "*a", "!tag", "%", "@", "`", "{",
+                           "[", "]", ",", "?", "\t", "\n", "\n\n", "  ", " ", "\r", "\x85", "\u2028", "\ufeff",
+                           "é", "日本", "Ω", "ſ", "-", ".", "x"])
+_TEXT = st.lists(_TRICKY | st.text(min_size=1, max_size=6), min_size=1, max_size=10).map("".join)
+
+
+def _safe(text):
+    try:
+        return yaml.load(text, Loader=_SafeLoader)
+    except yaml.YAMLError:
+        return "unreadable"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_TEXT, title=st.none() | _TEXT, tags=st.lists(_TEXT, max_size=2))
+def test_gitmem_yaml_read_directly_reads_as_the_safe_loader_reads_it(text, title, tags):
+    try:
+        stored = dump_yaml(mem(text=text, title=title, tags=tuple(tags))).decode("utf-8")
+    except InvalidMemory:
+        assume(False)
+    fast = load_own_yaml(stored)
+    assert fast is None or fast == _safe(stored)
+
+
+_ATOMS = ["yes", "No", "null", "~", "0x1f", "0b11", "012", "123", "1.5", "1e3", "12:30", "2026-12-04", "01k742shdetr2700",
+          "word", "two words", "a: b", "a:b", "a #b", "a#b", "end:", "x'y", "'", "''", "it''s", '"q"', "- x", "|", ">",
+          "&a", "*a", "!t", "%", "@a", "`", "{a}", "[a]", "a,b", "?", "\t", " ", "  lead", "trail ", "é", "日本", "ſ",
+          "\x85", "\u2028", "\ufeff", "\x00", ".", "-", "x"]
+_VALUE = st.sampled_from(_ATOMS) | st.lists(st.sampled_from(_ATOMS) | st.text(max_size=3), max_size=4).map("".join)
+
+
+@st.composite
+def _documents(draw):
+    """Documents shaped like gitmem's YAML, in every form the direct reader accepts or refuses."""
+    lines = []
+    for key in draw(st.lists(st.sampled_from(["schema", "id", "text", "tags", "author", "source", "x_y"]), max_size=3)):
+        form = draw(st.sampled_from(["plain", "quoted", "list", "author", "block", "bare"]))
+        value = draw(_VALUE)
+        if form == "plain":
+            lines.append(f"{key}: {value}")
+        elif form == "quoted":
+            lines.append(f"{key}: '" + value.replace("'", draw(st.sampled_from(["''", "'"]))) + "'")
+        elif form == "list":
+            lines += [f"{key}:"] + [f"- {item}" for item in draw(st.lists(_VALUE, max_size=3))]
+        elif form == "author":
+            pairs = draw(st.lists(st.tuples(st.sampled_from(["name", "email", "kind"]), _VALUE), max_size=3))
+            lines += [f"{key}:"] + [f"  {k}: {v}" for k, v in pairs]
+        elif form == "block":
+            lines.append(f"{key}: " + draw(st.sampled_from(["|", "|-", "|+", "|2-", ">"])))
+            lines += [" " * draw(st.integers(0, 3)) + v for v in draw(st.lists(_VALUE, max_size=3))]
+        else:
+            lines.append(f"{key}:")
+    return "\n".join(lines) + draw(st.sampled_from(["\n", "", "\n\n"]))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_documents())
+@example("text: 'x'y'\n")
+@example("id: 0x1f\ntags:\n- 0b11\n")
+@example("tags:\n- yes\n- null\n")
+@example("source: a: b\n")
+@example("source: a #b\n")
+@example("text: |2-\n   x\n")
+@example("text: |-\n  a\n b\n")
+@example("author:\n  name: x\n  name: y\n")
+@example("schema: 012\n")
+def test_a_blob_written_by_hand_is_read_directly_only_as_the_safe_loader_reads_it(document):
+    fast = load_own_yaml(document)
+    assert fast is None or fast == _safe(document)
+
+
+def test_what_gitmem_writes_is_read_directly():
+    """The fast path must apply to ordinary memories, or a cold start pays the full YAML cost."""
+    for m in (mem(text="Queue jobs in Postgres with SKIP LOCKED", tags=("queue",), paths=("src/jobs.py",)),
+              mem(type="rejection", text="Use Redis for the job queue", reason="ops won't run it: no new services"),
+              mem(type="checkpoint", text="queue done\n\nnext: retries with backoff", next="add retries")):
+        stored = dump_yaml(m).decode("utf-8")
+        assert load_own_yaml(stored) == yaml.load(stored, Loader=_SafeLoader)
