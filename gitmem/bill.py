@@ -26,11 +26,14 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
 from .errors import GitmemError
 from .policy import FIXED, PHASES, KeepAlive, Row, Workload, break_table
 from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
+
+if TYPE_CHECKING:
+    from .store import Store
 
 __all__ = [
     "PolicyBill", "Bill", "make_bill", "runs_dir", "record_run", "latest_run", "load_run", "record_request",
@@ -150,13 +153,13 @@ def make_bill(run: Mapping[str, Any], table: PriceTable = DEFAULT_TABLE) -> Bill
 # --- storage -------------------------------------------------------------------
 
 
-def runs_dir(store: Any) -> str:
+def runs_dir(store: Store) -> str:
     from .repo import common_dir
 
     return os.path.join(common_dir(store.repo), "gitmem", "runs")
 
 
-def record_run(store: Any, run: Mapping[str, Any]) -> str:
+def record_run(store: Store, run: Mapping[str, Any]) -> str:
     """Write ``run`` to the repository's runs directory; returns the file's path."""
     folder = runs_dir(store)
     os.makedirs(folder, exist_ok=True)
@@ -170,7 +173,7 @@ def record_run(store: Any, run: Mapping[str, Any]) -> str:
     return path
 
 
-def latest_run(store: Any) -> Optional[str]:
+def latest_run(store: Store) -> Optional[str]:
     folder = runs_dir(store)
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
@@ -189,7 +192,7 @@ def load_run(path: str) -> dict:
         raise GitmemError(f"run {path} is not valid JSON") from None
 
 
-def record_request(store: Any, entry: Mapping[str, Any]) -> str:
+def record_request(store: Store, entry: Mapping[str, Any]) -> str:
     """Append one sent request (backend, model, memory commit, usage, cost) to requests.jsonl."""
     from .repo import common_dir
 
@@ -200,7 +203,7 @@ def record_request(store: Any, entry: Mapping[str, Any]) -> str:
     return path
 
 
-def latest_request(store: Any) -> Optional[dict]:
+def latest_request(store: Store) -> Optional[dict]:
     """The last request ``record_request`` appended (by ``gitmem ask`` or ``messages``), or None."""
     from .repo import common_dir
 
@@ -218,13 +221,13 @@ def latest_request(store: Any) -> Optional[dict]:
     return None
 
 
-def requests_path(store: Any) -> str:
+def requests_path(store: Store) -> str:
     from .repo import common_dir
 
     return os.path.join(common_dir(store.repo), "gitmem", "requests.jsonl")
 
 
-def read_requests(store: Any, command: Optional[str] = None) -> List[dict]:
+def read_requests(store: Store, command: Optional[str] = None) -> List[dict]:
     """Every whole line of requests.jsonl (optionally only one ``command``'s), oldest first."""
     try:
         with open(requests_path(store), encoding="utf-8") as f:

@@ -7,7 +7,7 @@ resolves them in one commit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import pygit2
 
@@ -17,6 +17,9 @@ from .model import Author, Memory
 from .records import (CONFLICT_FIELDS, CONFLICTS_DIR, Conflict, conflict_path, dump_conflict, from_future,
                       merge_records)
 from .trust import history_problem, load_conflict_data
+
+if TYPE_CHECKING:
+    from .store import Store
 
 #: A teammate's clock may run a little ahead; a timestamp further ahead than this is not believed.
 CLOCK_SKEW_SECONDS = 600
@@ -40,7 +43,7 @@ class MergeResult:
                 "kept": list(self.kept)}
 
 
-def _entries(store, commit: Optional[str]) -> Dict[str, Tuple[str, str]]:
+def _entries(store: Store, commit: Optional[str]) -> Dict[str, Tuple[str, str]]:
     """id -> (path, blob id) for every memory blob at ``commit``."""
     if not commit:
         return {}
@@ -74,7 +77,7 @@ def believed_until(now: Optional[float] = None) -> str:
     return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _future_changes(store, theirs: str, changed: Sequence[str], not_after: str) -> List[str]:
+def _future_changes(store: Store, theirs: str, changed: Sequence[str], not_after: str) -> List[str]:
     """Ids among ``changed`` whose incoming version is stamped after ``not_after``."""
     snap = store.snapshot(theirs)
     out = []
@@ -87,7 +90,7 @@ def _future_changes(store, theirs: str, changed: Sequence[str], not_after: str) 
     return out
 
 
-def _conflict_blobs(store, commit: Optional[str]) -> Dict[str, str]:
+def _conflict_blobs(store: Store, commit: Optional[str]) -> Dict[str, str]:
     """conflicts/<id>.yaml path -> blob id at ``commit``."""
     tree = store.snapshot(commit).tree if commit else None
     if tree is None or CONFLICTS_DIR not in tree:
@@ -96,10 +99,10 @@ def _conflict_blobs(store, commit: Optional[str]) -> Dict[str, str]:
     if folder.type_str != "tree":
         return {}
     return {f"{CONFLICTS_DIR}/{e.name}": str(e.id) for e in folder.peel(pygit2.Tree)
-            if e.name.endswith(".yaml") and e.type_str == "blob"}
+            if (e.name or "").endswith(".yaml") and e.type_str == "blob"}
 
 
-def _load(store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dict[str, Memory]:
+def _load(store: Store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dict[str, Memory]:
     out: Dict[str, Memory] = {}
     for i in ids:
         if i in entries:
@@ -111,7 +114,7 @@ def _load(store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dic
     return out
 
 
-def merge_into(store, theirs: str, *, author: Optional[Author] = None, source: str = "merge",
+def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, source: str = "merge",
                message: Optional[str] = None, gated: bool = False) -> MergeResult:
     """Merge the memory commit ``theirs`` into ``store.ref``.
 
@@ -192,7 +195,7 @@ def merge_into(store, theirs: str, *, author: Optional[Author] = None, source: s
     return store.retrying(attempt)
 
 
-def _merge_conflict_files(store, base, ours, theirs, new: Sequence[Conflict]) -> Dict[str, Optional[bytes]]:
+def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Conflict]) -> Dict[str, Optional[bytes]]:
     """Three-way merge of conflicts/ by blob: a resolution (deletion) on one side
     wins over no change on the other; a conflict this merge found wins over both."""
     b, o, t = (_conflict_blobs(store, c) for c in (base, ours, theirs))
@@ -207,7 +210,7 @@ def _merge_conflict_files(store, base, ours, theirs, new: Sequence[Conflict]) ->
             continue
         else:
             chosen = max(ov, tv)
-        updates[path] = store.repo[chosen].data if chosen else None
+        updates[path] = store.repo[chosen].peel(pygit2.Blob).data if chosen else None
     for c in new:
         updates[conflict_path(c.id)] = dump_conflict(c)
     return updates
@@ -228,18 +231,18 @@ def _merge_message(message, branch, theirs, added, changed, conflicts, author, s
 # --- conflicts ---------------------------------------------------------------
 
 
-def list_conflicts(store, at: Optional[str] = None) -> List[Conflict]:
+def list_conflicts(store: Store, at: Optional[str] = None) -> List[Conflict]:
     """Unresolved conflicts stored in the memory tree, oldest id first."""
     return [c for c in conflicts_and_problems(store, at)[0]]
 
 
-def conflicts_and_problems(store, at: Optional[str] = None) -> Tuple[List[Conflict], List[Tuple[str, str]]]:
+def conflicts_and_problems(store: Store, at: Optional[str] = None) -> Tuple[List[Conflict], List[Tuple[str, str]]]:
     """The valid conflicts, and (path, why) for each conflict file refused: too large, YAML
     aliases or deep nesting (read with :func:`gitmem.trust.load_yaml`), or not a real conflict."""
     out, refused = [], []
     for path, blob in sorted(_conflict_blobs(store, at or store.tip()).items()):
         try:
-            out.append(Conflict.from_dict(load_conflict_data(store.repo[blob].data)))
+            out.append(Conflict.from_dict(load_conflict_data(store.repo[blob].peel(pygit2.Blob).data)))
         except GitmemError as e:
             refused.append((path, str(e)))
         except (KeyError, ValueError, pygit2.GitError) as e:
@@ -247,7 +250,7 @@ def conflicts_and_problems(store, at: Optional[str] = None) -> Tuple[List[Confli
     return out, refused
 
 
-def resolve(store, memory_id: str, *, take: Optional[str] = None, values: Optional[Dict[str, Any]] = None,
+def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values: Optional[Dict[str, Any]] = None,
             author: Optional[Author] = None, source: str = "cli"):
     """Settle a conflict in one commit: ``take`` "ours" or "theirs" for the clashing
     fields, or give ``values`` (field -> value, e.g. edited text). Other fields keep

@@ -35,9 +35,12 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Tuple
 
 from .errors import PriceTableError, UnknownModel
+
+if TYPE_CHECKING:
+    from .store import Store
 
 __all__ = [
     "PRICES_SOURCE",
@@ -293,7 +296,7 @@ def load_price_table(path: Optional[str] = None, base: PriceTable = DEFAULT_TABL
     )
 
 
-def configured_price_table(store: Any = None) -> PriceTable:
+def configured_price_table(store: Optional[Store] = None) -> PriceTable:
     """The table in effect: ``$GITMEM_PRICES``, else ``git config gitmem.prices`` of ``store``'s
     repository (a relative path is taken from the worktree root), else the shipped table."""
     path = os.environ.get("GITMEM_PRICES") or None
