@@ -274,8 +274,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
 
     @page
     def cost(request: Request) -> Response:
-        from ..bill import POLICY_LABELS, latest_request, latest_run, load_run, make_bill, render_svg
-        from ..pricing import configured_price_table
+        from ..bill import (POLICY_LABELS, configured_price_table, latest_request, latest_run, load_run, make_bill,
+                            render_svg)
 
         path = latest_run(root)
         run = bill = svg = None
