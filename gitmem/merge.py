@@ -19,7 +19,7 @@ from .records import (CONFLICT_FIELDS, CONFLICTS_DIR, Conflict, conflict_path, d
 from .trust import history_problem, load_conflict_data
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .store import Snapshot, Store, Write
 
 #: A teammate's clock may run a little ahead; a timestamp further ahead than this is not believed.
 CLOCK_SKEW_SECONDS = 600
@@ -251,7 +251,7 @@ def conflicts_and_problems(store: Store, at: Optional[str] = None) -> Tuple[List
 
 
 def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values: Optional[Dict[str, Any]] = None,
-            author: Optional[Author] = None, source: str = "cli"):
+            author: Optional[Author] = None, source: str = "cli") -> Write:
     """Settle a conflict in one commit: ``take`` "ours" or "theirs" for the clashing
     fields, or give ``values`` (field -> value, e.g. edited text). Other fields keep
     their merged values. Returns the store's :class:`Write`."""
@@ -263,7 +263,7 @@ def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values:
     author = author or default_author(store.repo)
     counted = {"redacted": 0}
 
-    def build(snap):
+    def build(snap: Snapshot) -> Tuple[Dict[str, Optional[bytes]], Memory]:
         pending = {c.id: c for c in list_conflicts(store, snap.commit)}
         found = [pending[i] for i in model.matching_ids(memory_id, pending)]
         if len(found) != 1:
