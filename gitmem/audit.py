@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import pygit2
 
 from . import model
 from .model import Author, Memory
 from .repo import REF_PREFIX
+
+if TYPE_CHECKING:
+    from .store import Store
 
 _TRAILER_RE = re.compile(r"^([A-Za-z-]+): (.*)$")
 
@@ -174,7 +177,7 @@ class Version:
         return "".join(lines)
 
 
-def versions(store: Any, memory_id: str) -> List[Version]:
+def versions(store: Store, memory_id: str) -> List[Version]:
     """The memory's history (every commit that changed its blob), newest first, with YAML before/after."""
     path, _ = store.snapshot().find(memory_id)
     repo = store.repo
@@ -183,13 +186,13 @@ def versions(store: Any, memory_id: str) -> List[Version]:
         if commit is None:
             return ""
         try:
-            return repo[commit.tree[path].id].data.decode("utf-8", "replace")
+            return repo[commit.tree[path].id].peel(pygit2.Blob).data.decode("utf-8", "replace")
         except KeyError:
             return ""
 
     out = []
     for change in store.history(memory_id):
-        commit = repo[change.commit]
+        commit = repo[change.commit].peel(pygit2.Commit)
         parent = commit.parents[0] if commit.parents else None
         out.append(Version(change, text_at(parent), text_at(commit)))
     return out

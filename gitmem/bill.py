@@ -17,6 +17,9 @@ what ``gitmem bill`` and the web UI's cost page show. Single requests (``gitmem 
 request and ping through ``gitmem router``) are appended to ``.git/gitmem/requests.jsonl`` with the
 memory commit they were built from; :func:`router_bill` prices the router's share by session and
 break (``gitmem bill --router``).
+
+The price table in effect is read here too (:func:`configured_price_table`: an override file named by
+``$GITMEM_PRICES`` or ``git config gitmem.prices``), so :mod:`gitmem.pricing` stays free of I/O.
 """
 
 from __future__ import annotations
@@ -26,16 +29,19 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
-from .errors import GitmemError
+from .errors import GitmemError, PriceTableError
 from .policy import FIXED, PHASES, KeepAlive, Row, Workload, break_table
-from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
+from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost, parse_price_table
+
+if TYPE_CHECKING:
+    from .store import Store
 
 __all__ = [
     "PolicyBill", "Bill", "make_bill", "runs_dir", "record_run", "latest_run", "load_run", "record_request",
     "latest_request", "render_text", "render_plot", "render_svg", "RUN_VERSION", "requests_path", "read_requests",
-    "router_bill", "render_router_text",
+    "router_bill", "render_router_text", "load_price_table", "configured_price_table",
 ]
 
 RUN_VERSION = 1
@@ -150,13 +156,40 @@ def make_bill(run: Mapping[str, Any], table: PriceTable = DEFAULT_TABLE) -> Bill
 # --- storage -------------------------------------------------------------------
 
 
-def runs_dir(store: Any) -> str:
+def load_price_table(path: Optional[str] = None, base: PriceTable = DEFAULT_TABLE) -> PriceTable:
+    """``base`` (the shipped table), overridden by the YAML file at ``path`` when one is given
+    (:func:`gitmem.pricing.parse_price_table` describes the file); any problem is a
+    :class:`PriceTableError` naming the file."""
+    if path is None:
+        return base
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise PriceTableError(f"cannot read price table {path}: {exc.strerror or exc}") from None
+    return parse_price_table(text, path, base)
+
+
+def configured_price_table(store: Optional[Store] = None) -> PriceTable:
+    """The table in effect: ``$GITMEM_PRICES``, else ``git config gitmem.prices`` of ``store``'s
+    repository (a relative path is taken from the worktree root), else the shipped table."""
+    path = os.environ.get("GITMEM_PRICES") or None
+    if path is None and store is not None:
+        from .repo import config_get
+
+        path = config_get(store.repo, "gitmem.prices") or None
+        if path and not os.path.isabs(path):
+            path = os.path.join(store.repo.workdir or store.repo.path, path)
+    return load_price_table(path)
+
+
+def runs_dir(store: Store) -> str:
     from .repo import common_dir
 
     return os.path.join(common_dir(store.repo), "gitmem", "runs")
 
 
-def record_run(store: Any, run: Mapping[str, Any]) -> str:
+def record_run(store: Store, run: Mapping[str, Any]) -> str:
     """Write ``run`` to the repository's runs directory; returns the file's path."""
     folder = runs_dir(store)
     os.makedirs(folder, exist_ok=True)
@@ -170,7 +203,7 @@ def record_run(store: Any, run: Mapping[str, Any]) -> str:
     return path
 
 
-def latest_run(store: Any) -> Optional[str]:
+def latest_run(store: Store) -> Optional[str]:
     folder = runs_dir(store)
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
@@ -189,24 +222,19 @@ def load_run(path: str) -> dict:
         raise GitmemError(f"run {path} is not valid JSON") from None
 
 
-def record_request(store: Any, entry: Mapping[str, Any]) -> str:
+def record_request(store: Store, entry: Mapping[str, Any]) -> str:
     """Append one sent request (backend, model, memory commit, usage, cost) to requests.jsonl."""
-    from .repo import common_dir
-
-    path = os.path.join(common_dir(store.repo), "gitmem", "requests.jsonl")
+    path = requests_path(store)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(dict(entry), ensure_ascii=False, sort_keys=True) + "\n")
     return path
 
 
-def latest_request(store: Any) -> Optional[dict]:
+def latest_request(store: Store) -> Optional[dict]:
     """The last request ``record_request`` appended (by ``gitmem ask`` or ``messages``), or None."""
-    from .repo import common_dir
-
-    path = os.path.join(common_dir(store.repo), "gitmem", "requests.jsonl")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(requests_path(store), encoding="utf-8") as f:
             lines = [line for line in f if line.strip()]
     except OSError:
         return None
@@ -218,13 +246,13 @@ def latest_request(store: Any) -> Optional[dict]:
     return None
 
 
-def requests_path(store: Any) -> str:
+def requests_path(store: Store) -> str:
     from .repo import common_dir
 
     return os.path.join(common_dir(store.repo), "gitmem", "requests.jsonl")
 
 
-def read_requests(store: Any, command: Optional[str] = None) -> List[dict]:
+def read_requests(store: Store, command: Optional[str] = None) -> List[dict]:
     """Every whole line of requests.jsonl (optionally only one ``command``'s), oldest first."""
     try:
         with open(requests_path(store), encoding="utf-8") as f:

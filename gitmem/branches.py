@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pygit2
 
 from .errors import BranchError, GitmemError
 from .repo import parent_chain
+
+if TYPE_CHECKING:
+    from .store import Store
 
 REMOTE_PREFIX = "refs/memory-remotes/"
 _MOVING_RE = re.compile(r"^checkout: moving from (\S+) to (\S+)$")
@@ -281,7 +284,7 @@ class SyncResult:
 _KIND_RANK = {"up-to-date": 0, "new": 1, "fast-forward": 2, "merge": 3}
 
 
-def merge_branches(store, names: Sequence[str], *, author=None, source: str = "merge") -> SyncResult:
+def merge_branches(store: Store, names: Sequence[str], *, author=None, source: str = "merge") -> SyncResult:
     """Merge the memory of each named branch (local ref and fetched copies) into ``store``:
     one entry per branch, however many copies of its memory there are."""
     from .merge import merge_into
@@ -309,7 +312,7 @@ def merge_branches(store, names: Sequence[str], *, author=None, source: str = "m
     return result
 
 
-def sync(store, *, author=None, source: str = "sync") -> SyncResult:
+def sync(store: Store, *, author=None, source: str = "sync") -> SyncResult:
     """Merge the memory of every code branch the current code already contains, and this
     branch's own fetched memory when the code it came with is here (a `git pull` without hooks).
     Works on what was fetched: :func:`gitmem.remote.sync` fetches first."""
@@ -346,7 +349,7 @@ class MemoryDiff:
                 "removed": [m.to_dict() for m in self.removed]}
 
 
-def resolve_side(store, name: str) -> Optional[str]:
+def resolve_side(store: Store, name: str) -> Optional[str]:
     """A branch name (its memory, own or inherited) or any commit-ish, as a memory commit."""
     from .repo import check_branch_name
     from .store import Store
@@ -365,7 +368,7 @@ def resolve_side(store, name: str) -> Optional[str]:
         raise BranchError(f"{name!r} is neither a branch with memory nor a commit") from None
 
 
-def diff(store, left: str, right: str) -> MemoryDiff:
+def diff(store: Store, left: str, right: str) -> MemoryDiff:
     """What ``right`` changed since it diverged from ``left`` (like ``git diff A...B``)."""
     from .merge import _entries, _load
 

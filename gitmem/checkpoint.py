@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pygit2
 
@@ -22,11 +22,14 @@ from .errors import GitmemError
 from .model import Author, Memory
 from .repo import head_commit, parent_chain, ref_target
 
+if TYPE_CHECKING:
+    from .store import Store
+
 _LINKABLE_OPS = ("add", "edit", "supersede", "resolve")
 _MAX_WALK = 200
 
 
-def checkpoint(store, text: str, *, next: Optional[str] = None, author: Optional[Author] = None,
+def checkpoint(store: Store, text: str, *, next: Optional[str] = None, author: Optional[Author] = None,
                source: str = "cli", tags: Sequence[str] = (), paths: Sequence[str] = ()):
     """Write a checkpoint memory tied to HEAD. Without ``next``, the part of
     ``text`` after " / " is taken as the next step ("done X / next Y")."""
@@ -35,7 +38,7 @@ def checkpoint(store, text: str, *, next: Optional[str] = None, author: Optional
     return store.add("checkpoint", text, next=next, author=author, source=source, tags=tags, paths=paths)
 
 
-def latest_checkpoint(store, at: Optional[str] = None) -> Optional[Tuple[str, Memory]]:
+def latest_checkpoint(store: Store, at: Optional[str] = None) -> Optional[Tuple[str, Memory]]:
     """(path, memory) of the newest active checkpoint; walks only the checkpoint folder."""
     snap = store.snapshot(at)
     if snap.tree is None or "checkpoint" not in snap.tree:
@@ -47,9 +50,9 @@ def latest_checkpoint(store, at: Optional[str] = None) -> Optional[Tuple[str, Me
         for inner in outer.peel(pygit2.Tree):
             if inner.type_str != "tree":
                 continue
-            for blob in inner.peel(pygit2.Tree):
-                if blob.name.endswith(".yaml"):
-                    found.append((f"checkpoint/{outer.name}/{inner.name}/{blob.name}", str(blob.id)))
+            for entry in inner.peel(pygit2.Tree):
+                if (entry.name or "").endswith(".yaml"):
+                    found.append((f"checkpoint/{outer.name}/{inner.name}/{entry.name}", str(entry.id)))
     for path, blob in sorted(found, key=lambda e: e[0].rsplit("/", 1)[1], reverse=True):
         try:
             m = store.parse_blob(blob, path)
@@ -63,7 +66,7 @@ def latest_checkpoint(store, at: Optional[str] = None) -> Optional[Tuple[str, Me
 # --- links written by hooks -------------------------------------------------------
 
 
-def unlinked_since_last_commit(store, previous_code_commit_time: Optional[int]) -> List[str]:
+def unlinked_since_last_commit(store: Store, previous_code_commit_time: Optional[int]) -> List[str]:
     """Ids of memories written on this branch's own ref since the last link
     (or since the previous code commit, when nothing was linked yet)."""
     tip = store.own_tip()
@@ -98,7 +101,7 @@ class Link:
     checkpoint: Optional[str] = None
 
 
-def link_commit(store, code_commit: str, *, author: Optional[Author] = None, source: str = "hook") -> Link:
+def link_commit(store: Store, code_commit: str, *, author: Optional[Author] = None, source: str = "hook") -> Link:
     """Add ``code_commit`` to the ``commits`` of the memories written since the
     previous commit, and move the latest checkpoint's ``commit`` to it, in ONE
     memory commit. Nothing is written on a branch without memory of its own."""
@@ -155,7 +158,7 @@ def _on_line(repo: pygit2.Repository, old: Optional[str], new: str) -> bool:
     return not old or reachable(repo, old, new)
 
 
-def rewrite_commits(store, mapping: Mapping[str, str], *, author: Optional[Author] = None,
+def rewrite_commits(store: Store, mapping: Mapping[str, str], *, author: Optional[Author] = None,
                     source: str = "hook") -> Optional[str]:
     """After a rebase or amend, replace rewritten commit ids in ``commit`` and
     ``commits`` of every memory, in one memory commit. Returns it, or None."""
@@ -218,7 +221,7 @@ class Resume:
                 "relevant": [m.to_dict() for m in self.relevant], "next": self.next}
 
 
-def resume(store, *, limit: int = 50) -> Resume:
+def resume(store: Store, *, limit: int = 50) -> Resume:
     repo = store.repo
     head = head_commit(store.repo)
     cp = latest_checkpoint(store)
@@ -231,7 +234,7 @@ def resume(store, *, limit: int = 50) -> Resume:
         if point and point.commit and point.commit in repo:
             walker.hide(point.commit)
         later = [c for c in walker][:limit]
-        linked = [repo[c] for c in (point.commits if point else ()) if c in repo and _on_line(repo, c, head)]
+        linked = [repo[c].peel(pygit2.Commit) for c in (point.commits if point else ()) if c in repo and _on_line(repo, c, head)]
         for commit in later + linked[::-1]:
             entry = (str(commit.id), commit.message.splitlines()[0] if commit.message else "")
             if entry not in commits:
@@ -262,7 +265,7 @@ def _touching(files: Sequence[str]) -> Callable[[Sequence[str]], bool]:
     return touches
 
 
-def _changed_files(store, head: Optional[str], since: Sequence[str]) -> List[str]:
+def _changed_files(store: Store, head: Optional[str], since: Sequence[str]) -> List[str]:
     """Files the branch changed: since it left the default branch (on the default
     branch: in the commits since the checkpoint), plus uncommitted changes."""
     from .branches import code_tips
@@ -277,7 +280,7 @@ def _changed_files(store, head: Optional[str], since: Sequence[str]) -> List[str
             pairs.append((repo[found], repo[head]))
     else:
         for c in since:
-            commit = repo[c]
+            commit = repo[c].peel(pygit2.Commit)
             pairs.append((commit.parents[0] if commit.parents else None, commit))
     files: List[str] = []
     for old, new in pairs:

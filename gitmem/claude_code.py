@@ -32,7 +32,10 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+if TYPE_CHECKING:
+    from .store import Store
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "PreCompact", "SessionEnd")
 #: The tools PostToolUse captures; setup's matcher names exactly these.
@@ -142,7 +145,7 @@ class SessionState:
     A JSON file under ``<git common dir>/gitmem/claude-code/``, updated under an exclusive
     lock because detached capture processes can overlap."""
 
-    def __init__(self, store: Any, session_id: str):
+    def __init__(self, store: Store, session_id: str):
         from .repo import common_dir
 
         folder = os.path.join(common_dir(store.repo), "gitmem", "claude-code")
@@ -200,7 +203,7 @@ class SessionState:
 # --- the hooks -------------------------------------------------------------------------
 
 
-def run(hook: HookInput, store: Any, *, source: str) -> Outcome:
+def run(hook: HookInput, store: Store, *, source: str) -> Outcome:
     """Do the work of one hook on ``store``; may raise (``main`` turns that into a warning)."""
     handler = {"SessionStart": session_start, "UserPromptSubmit": user_prompt_submit,
                "PostToolUse": post_tool_use, "PreCompact": session_checkpoint,
@@ -235,7 +238,7 @@ def _fit(elements: Iterable[Tuple[str, str]], budget: int) -> List[Tuple[str, st
     return out
 
 
-def session_start(hook: HookInput, store: Any, source: str = "claude-code",
+def session_start(hook: HookInput, store: Store, source: str = "claude-code",
                   budget: int = SESSION_BUDGET) -> Outcome:
     """The branch's standing, conventions, and the decisions and rejections for the branch's files."""
     from .checkpoint import render_resume, resume
@@ -291,7 +294,7 @@ def session_start(hook: HookInput, store: Any, source: str = "claude-code",
     return Outcome(_context_output("SessionStart", "\n".join(lines)), note=f"injected {len(fitted)} memories")
 
 
-def user_prompt_submit(hook: HookInput, store: Any, source: str = "claude-code",
+def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code",
                        budget: int = PROMPT_BUDGET) -> Outcome:
     """Memories relevant to the prompt (not injected yet) and rejections the prompt re-proposes."""
     from .context import render_memory
@@ -326,7 +329,7 @@ def user_prompt_submit(hook: HookInput, store: Any, source: str = "claude-code",
                    note=f"{len(rejections)} rejections, {len(fitted)} memories")
 
 
-def _repo_path(store: Any, path: str, cwd: str) -> Optional[str]:
+def _repo_path(store: Store, path: str, cwd: str) -> Optional[str]:
     """``path`` relative to the work tree, or None when it is outside it."""
     workdir = store.repo.workdir
     if not path or not workdir:
@@ -383,7 +386,7 @@ def capture(tool: str, tool_input: Mapping[str, Any], cwd: str) -> Optional[Dict
     return out
 
 
-def post_tool_use(hook: HookInput, store: Any, source: str = "claude-code") -> Outcome:
+def post_tool_use(hook: HookInput, store: Store, source: str = "claude-code") -> Outcome:
     """Record what a tool did: a file memory for Read, the session's changes, a commit link."""
     job = hook.data.get("capture")
     if not isinstance(job, dict):
@@ -402,7 +405,7 @@ def post_tool_use(hook: HookInput, store: Any, source: str = "claude-code") -> O
     return _record_change(hook, store, source, rel)
 
 
-def _author(store: Any, source: str):
+def _author(store: Store, source: str):
     from .model import Author
     from .repo import config_get
 
@@ -411,7 +414,7 @@ def _author(store: Any, source: str):
     return Author(name=name, email=email, kind="agent")
 
 
-def _record_read(hook: HookInput, store: Any, source: str, rel: str, blob: str) -> Outcome:
+def _record_read(hook: HookInput, store: Store, source: str, rel: str, blob: str) -> Outcome:
     if not blob:
         return Outcome(note="no blob")
     with SessionState(store, hook.session_id) as state:
@@ -436,7 +439,7 @@ def _record_read(hook: HookInput, store: Any, source: str, rel: str, blob: str) 
     return Outcome(written=[w.memory.id], note=f"file memory {w.memory.id} for {rel} at {blob[:10]}")
 
 
-def _record_change(hook: HookInput, store: Any, source: str, rel: str) -> Outcome:
+def _record_change(hook: HookInput, store: Store, source: str, rel: str) -> Outcome:
     from .errors import GitmemError
 
     with SessionState(store, hook.session_id) as state:
@@ -459,12 +462,14 @@ def _record_change(hook: HookInput, store: Any, source: str, rel: str) -> Outcom
     return Outcome(written=[w.memory.id], note=f"{rel} linked to session action {w.memory.id}")
 
 
-def _link_commit(store: Any, source: str, after: float) -> Outcome:
+def _link_commit(store: Store, source: str, after: float) -> Outcome:
+    import pygit2
+
     from .checkpoint import link_commit
     from .repo import head_commit
 
     head = head_commit(store.repo)
-    if not head or store.repo[head].commit_time < after:
+    if not head or store.repo[head].peel(pygit2.Commit).commit_time < after:
         return Outcome(note="no new commit")
     link = link_commit(store, head, author=_author(store, source), source=source)
     return Outcome(written=list(link.memory_ids), note=f"linked {head[:10]} to {len(link.memory_ids)} memories")
@@ -498,7 +503,7 @@ def _last_reply(transcript_path: str, limit: int = 300) -> str:
     return ""
 
 
-def session_checkpoint(hook: HookInput, store: Any, source: str = "claude-code") -> Outcome:
+def session_checkpoint(hook: HookInput, store: Store, source: str = "claude-code") -> Outcome:
     """A checkpoint from the session's last state. None when the session changed no file (on
     SessionEnd; before a compaction, prompts are enough), when nothing happened since its last
     one, or when the agent wrote its own checkpoint during the session (it says more)."""

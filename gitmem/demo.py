@@ -28,12 +28,15 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .errors import GitmemError
 from .policy import FIXED, KeepAlive, Request, Workload, policy_ttl
 from .pricing import DEFAULT_TABLE, PriceTable
 from .tokens import count_tokens, truncate_to_tokens
+
+if TYPE_CHECKING:
+    from .store import Store
 
 __all__ = ["GUIDE_TOKENS", "DECISIONS", "QUESTIONS", "sample_guide", "DemoResult", "run_demo", "make_sample_repo"]
 
@@ -177,7 +180,7 @@ def sample_id(i: int) -> str:
             + "".join(_ALPHABET[(i >> (5 * k)) & 31] for k in reversed(range(6))))
 
 
-def _write_fixed(store: Any, i: int, type_: str, text: str, options: Dict[str, List[str]]) -> str:
+def _write_fixed(store: Store, i: int, type_: str, text: str, options: Dict[str, List[str]]) -> str:
     """What ``store.add`` does (redaction, validation, one commit), with a fixed id and clock."""
     from datetime import datetime, timezone
 

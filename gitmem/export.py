@@ -23,10 +23,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
 
 from .errors import GitmemError
 from .model import Memory
+
+if TYPE_CHECKING:
+    from .store import Store
 
 FORMATS: Dict[str, str] = {
     "agents-md": "AGENTS.md",
@@ -157,7 +160,7 @@ def strip_section(text: str) -> str:
     return before + after
 
 
-def target(store: Any, fmt: str) -> str:
+def target(store: Store, fmt: str) -> str:
     if fmt not in FORMATS:
         raise GitmemError(f"unknown export format {fmt!r} (valid: {', '.join(FORMATS)})")
     workdir = store.repo.workdir
@@ -166,7 +169,7 @@ def target(store: Any, fmt: str) -> str:
     return os.path.join(workdir, FORMATS[fmt])
 
 
-def export(store: Any, fmt: str, *, write: bool = False) -> Export:
+def export(store: Store, fmt: str, *, write: bool = False) -> Export:
     """Render ``fmt`` for the store's memory; with ``write``, update the file if it changed."""
     from .recall import current_blobs
     from .search import is_stale
@@ -197,14 +200,14 @@ def _read(path: str) -> Optional[str]:
         raise GitmemError(f"cannot read {path}: {e}") from None
 
 
-def on_commit_formats(store: Any) -> Tuple[str, ...]:
+def on_commit_formats(store: Store) -> Tuple[str, ...]:
     from .repo import config_get
 
     value = config_get(store.repo, CONFIG_KEY) or ""
     return tuple(f for f in (p.strip() for p in value.split(",")) if f in FORMATS)
 
 
-def tracked(store: Any, fmt: str) -> bool:
+def tracked(store: Store, fmt: str) -> bool:
     """Whether git tracks the export's file (in the index)."""
     try:
         return FORMATS[fmt] in store.repo.index
@@ -212,7 +215,7 @@ def tracked(store: Any, fmt: str) -> bool:
         return True
 
 
-def _exclude(store: Any, rel: str) -> None:
+def _exclude(store: Store, rel: str) -> None:
     """List ``rel`` in ``.git/info/exclude`` (once), so a refreshed export never shows as untracked."""
     from .repo import common_dir
 
@@ -234,7 +237,7 @@ def _exclude(store: Any, rel: str) -> None:
         raise GitmemError(f"cannot write {path}: {e}") from None
 
 
-def enable_on_commit(store: Any, fmt: str) -> Tuple[str, ...]:
+def enable_on_commit(store: Store, fmt: str) -> Tuple[str, ...]:
     """Record ``fmt`` for the post-commit refresh (repository config).
 
     Refused for a file git tracks: rewriting it after every commit would leave the work tree
@@ -249,7 +252,7 @@ def enable_on_commit(store: Any, fmt: str) -> Tuple[str, ...]:
     return formats
 
 
-def check_on_commit(store: Any, fmt: str) -> None:
+def check_on_commit(store: Store, fmt: str) -> None:
     """Refuse ``--on-commit`` for a file git tracks (before anything is written)."""
     target(store, fmt)
     if tracked(store, fmt):
@@ -259,7 +262,7 @@ def check_on_commit(store: Any, fmt: str) -> None:
             f"changes, or untrack it (`git rm --cached {FORMATS[fmt]}`) to have it refreshed on commit")
 
 
-def refresh(store: Any) -> List[Export]:
+def refresh(store: Store) -> List[Export]:
     """Re-render the formats chosen with --on-commit (called by the post-commit hook).
 
     A file that git has tracked since is left alone: writing it would dirty the work tree."""

@@ -14,12 +14,15 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 import pygit2
 
 from .errors import GitmemError, SecretFound
 from .repo import head_commit, ref_target
+
+if TYPE_CHECKING:
+    from .store import Store
 
 HOOKS = ("post-commit", "post-checkout", "post-merge", "post-rewrite", "pre-push")
 MARKER = "gitmem-hook v1"
@@ -348,7 +351,7 @@ def run(name: str, args: Sequence[str], stdin: str = "", cwd: str = ".") -> List
     return handler(store, list(args), stdin)
 
 
-def _post_commit(store, args: List[str], stdin: str) -> List[str]:
+def _post_commit(store: Store, args: List[str], stdin: str) -> List[str]:
     from .branches import record_fork
     from .checkpoint import link_commit
 
@@ -367,7 +370,7 @@ def _post_commit(store, args: List[str], stdin: str) -> List[str]:
     return out
 
 
-def _cherry_pick_hint(store, head: str) -> List[str]:
+def _cherry_pick_hint(store: Store, head: str) -> List[str]:
     """A cherry-pick copies code, never memory: say so, and with `-x` name the memories linked to
     the picked commit and the branch whose memory holds them."""
     import re
@@ -379,7 +382,7 @@ def _cherry_pick_hint(store, head: str) -> List[str]:
     latest = entries[0] if entries else None
     if latest is None or str(latest.oid_new) != head or not (latest.message or "").startswith("cherry-pick"):
         return []
-    picked = re.findall(r"\(cherry picked from commit ([0-9a-f]{40})\)", store.repo[head].message or "")
+    picked = re.findall(r"\(cherry picked from commit ([0-9a-f]{40})\)", store.repo[head].peel(pygit2.Commit).message or "")
     if not picked:
         return ["cherry-pick copies code, not memory: if the picked commit had memory on another branch, "
                 "`gitmem merge BRANCH` brings that branch's memory (with `git cherry-pick -x` gitmem names it)"]
@@ -398,7 +401,7 @@ def _cherry_pick_hint(store, head: str) -> List[str]:
             f"`gitmem merge {name}` brings it (with all of {name}'s memory)" for name, ids in found.items()]
 
 
-def _post_checkout(store, args: List[str], stdin: str) -> List[str]:
+def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
     from .branches import record_fork
 
     if len(args) < 3 or args[2] != "1" or args[0] == _ZERO:
@@ -413,14 +416,14 @@ def _post_checkout(store, args: List[str], stdin: str) -> List[str]:
     return [f"branch {store.branch!r} reads the memory of {parent!r} until its first write"] if parent else []
 
 
-def _post_merge(store, args: List[str], stdin: str) -> List[str]:
+def _post_merge(store: Store, args: List[str], stdin: str) -> List[str]:
     from .branches import merge_branches, merged_by
 
     repo = store.repo
     head = head_commit(store.repo)
     if not head:
         return []
-    commit = repo[head]
+    commit = repo[head].peel(pygit2.Commit)
     if len(commit.parents) > 1:
         before: Optional[str] = str(commit.parent_ids[0])
     else:
@@ -449,7 +452,7 @@ def _describe(m: Dict[str, Any]) -> str:
     return text
 
 
-def _post_rewrite(store, args: List[str], stdin: str) -> List[str]:
+def _post_rewrite(store: Store, args: List[str], stdin: str) -> List[str]:
     from .checkpoint import rewrite_commits
 
     mapping = {}
@@ -461,7 +464,7 @@ def _post_rewrite(store, args: List[str], stdin: str) -> List[str]:
     return [f"memory follows {len(mapping)} rewritten commit(s)"] if commit else []
 
 
-def _pre_push(store, args: List[str], stdin: str) -> List[str]:
+def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
     from .branches import REMOTE_PREFIX, reachable
     from .repo import config_get, memory_ref
 
@@ -516,7 +519,7 @@ def memory_updates(stdin: str) -> List[List[str]]:
     return out
 
 
-def _refuse_memory_secrets(store, stdin: str) -> None:
+def _refuse_memory_secrets(store: Store, stdin: str) -> None:
     """A plain `git push` sending anything to refs/memory/* (after `gitmem remote setup`, or
     by hand) gets the same outgoing scan as `gitmem push`: every object it sends, and the
     tip must be a memory commit. Anything that goes wrong here refuses the push (see :func:`main`)."""

@@ -20,10 +20,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Dict, List, Optional, get_type_hints
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, get_type_hints
 
 from .errors import GitmemError
 from .model import Author
+
+if TYPE_CHECKING:
+    from .store import Store
 
 INSTRUCTIONS = (
     "gitmem is this repository's memory. Before proposing an approach, call check_proposal; "
@@ -105,7 +108,7 @@ class Gitmem:
 
         return Store.open(self.path, self.branch)
 
-    def author(self, store: Any, source: str) -> Author:
+    def author(self, store: Store, source: str) -> Author:
         from .repo import config_get
 
         name = os.environ.get("GITMEM_AUTHOR_NAME") or source.split(":", 1)[-1].split("/", 1)[0] or "agent"

@@ -22,10 +22,13 @@ Claude sees the same answers it was trained on.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 from .errors import GitmemError
 from .model import MAX_TITLE_CHARS, Author, Memory
+
+if TYPE_CHECKING:
+    from .store import Store
 
 ROOT = "/memories"
 TAG = "memory-tool"
@@ -141,7 +144,7 @@ class MemoryTool:
 
         return Store.open(self.path, self.branch)
 
-    def author(self, store: Any) -> Author:
+    def author(self, store: Store) -> Author:
         if self._author is not None:
             return self._author
         from .repo import default_author
@@ -151,11 +154,11 @@ class MemoryTool:
 
     # --- reading the /memories view of the store ---------------------------------
 
-    def files(self, store: Any) -> Dict[str, Memory]:
+    def files(self, store: Store) -> Dict[str, Memory]:
         """Active memory-tool memories by file path."""
         return {m.title: m for m in store.list(tag=TAG) if m.title}
 
-    def _file(self, store: Any, path: str) -> Memory:
+    def _file(self, store: Store, path: str) -> Memory:
         m = self.files(store).get(path)
         if m is None:
             raise MemoryToolError(f"The path {path} does not exist. Please provide a valid path.")
@@ -226,7 +229,7 @@ class MemoryTool:
                   author=self.author(store), source=self.source)
         return f"File created successfully at: {path}"
 
-    def _rewrite(self, store: Any, m: Memory, text: str) -> None:
+    def _rewrite(self, store: Store, m: Memory, text: str) -> None:
         store.edit(m.id, text=text, reason=_reason(m.type, text, m.title or ""), author=self.author(store),
                    source=self.source)
 

@@ -1,160 +1,28 @@
-"""Merging memory: a pure record-level three-way merge, and the git edge that
-turns it into fast-forwards and real merge commits on ``refs/memory/<branch>``.
-
-The record merge works on whole memories by id, field by field, against the
-memory merge base: memories added on either side are kept; a change on one side
-wins over no change on the other (so a retraction or supersession wins over an
-untouched copy); lists (tags, paths, commits) merge as sets; ``status`` keeps
-the furthest state (active < retracted < superseded) and ``updated`` the latest;
-a bookkeeping field the hooks move (a checkpoint's ``commit``) takes the newer side's value.
-When both sides set the same field to different values nothing is dropped:
-the memory takes the newer side's value for now and a :class:`Conflict` holding
-base, ours and theirs is stored at ``conflicts/<id>.yaml`` in the memory tree,
-so it travels with pushes until ``gitmem resolve`` removes it.
+"""Merging memory refs: the git edge that turns the record merge (:mod:`gitmem.records`) into
+fast-forwards and real merge commits on ``refs/memory/<branch>``, stores its conflicts at
+``conflicts/<id>.yaml`` in the memory tree (so they travel with pushes), lists them and
+resolves them in one commit.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import pygit2
-import yaml
 
 from . import model
 from .errors import GitmemError, InvalidMemory, NotFound, Untrusted
 from .model import Author, Memory
-from .trust import CONFLICT_FIELDS, check_conflict, history_problem, load_conflict_data
+from .records import (CONFLICT_FIELDS, CONFLICTS_DIR, Conflict, conflict_path, dump_conflict, from_future,
+                      merge_records)
+from .trust import history_problem, load_conflict_data
 
-CONFLICTS_DIR = "conflicts"
-_LIST_FIELDS = ("tags", "paths", "commits")
-#: Fields only gitmem's hooks move, never a person (the post-commit hook advances a checkpoint's
-#: ``commit`` on every branch that commits): the newer side's value wins, never a conflict.
-_BOOKKEEPING_FIELDS = ("commit",)
-_STATUS_RANK = {"active": 0, "retracted": 1, "superseded": 2}
-_FIELDS = tuple(f.name for f in fields(Memory) if f.name != "id")
+if TYPE_CHECKING:
+    from .store import Snapshot, Store, Write
+
 #: A teammate's clock may run a little ahead; a timestamp further ahead than this is not believed.
 CLOCK_SKEW_SECONDS = 600
-
-
-@dataclass(frozen=True)
-class Conflict:
-    """One memory both sides changed incompatibly: ``fields`` names what clashed."""
-
-    id: str
-    fields: Tuple[str, ...]
-    base: Optional[Memory]
-    ours: Memory
-    theirs: Memory
-
-    def swapped(self) -> "Conflict":
-        return Conflict(self.id, self.fields, self.base, self.theirs, self.ours)
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"id": self.id, "type": self.ours.type, "fields": list(self.fields),
-                "base": self.base.to_dict() if self.base else None,
-                "ours": self.ours.to_dict(), "theirs": self.theirs.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: Any) -> "Conflict":
-        """Build and check a conflict (:func:`gitmem.trust.check_conflict`): ``fields`` must name
-        real memory fields (never ``id``), and every version must be a valid memory with the
-        conflict's id, so a planted file is refused."""
-        check_conflict(data)
-        base = Memory.from_dict(data["base"]) if data.get("base") else None
-        return cls(data["id"], tuple(dict.fromkeys(data["fields"])), base,
-                   Memory.from_dict(data["ours"]), Memory.from_dict(data["theirs"]))
-
-
-@dataclass(frozen=True)
-class RecordMerge:
-    merged: Dict[str, Memory]
-    conflicts: List[Conflict] = field(default_factory=list)
-
-
-def merge_records(base: Mapping[str, Memory], ours: Mapping[str, Memory],
-                  theirs: Mapping[str, Memory], *, not_after: Optional[str] = None) -> RecordMerge:
-    """Three-way merge of memories by id. Never drops a memory either side has;
-    symmetric up to swapping ours and theirs; ``merge(b, x, x) == x``.
-
-    ``not_after`` (an ISO time: now plus a little clock skew) is the latest time
-    believed: a version stamped later never wins by its timestamp, and an
-    incoming change of a known memory stamped later does not replace ours: ours
-    stays and the change is kept as a conflict for a person."""
-    merged: Dict[str, Memory] = {}
-    conflicts: List[Conflict] = []
-    for memory_id in sorted(set(ours) | set(theirs)):
-        o, t, b = ours.get(memory_id), theirs.get(memory_id), base.get(memory_id)
-        if o is None or t is None:  # added on one side, or deleted on one: keep what exists
-            merged[memory_id] = o if o is not None else t  # type: ignore[assignment]
-            continue
-        if o == t or t == b:
-            merged[memory_id] = o
-            continue
-        if _from_future(t, not_after):
-            merged[memory_id] = o
-            conflicts.append(Conflict(memory_id, _differing(o, t), b, o, t))
-            continue
-        if o == b:
-            merged[memory_id] = t
-            continue
-        memory, clashed = _merge_fields(b, o, t, not_after)
-        merged[memory_id] = memory
-        if clashed:
-            conflicts.append(Conflict(memory_id, clashed, b, o, t))
-    return RecordMerge(merged, conflicts)
-
-
-def _from_future(m: Memory, not_after: Optional[str]) -> bool:
-    return not_after is not None and max(m.created, m.updated or "") > not_after
-
-
-def _differing(o: Memory, t: Memory) -> Tuple[str, ...]:
-    return tuple(name for name in CONFLICT_FIELDS if getattr(o, name) != getattr(t, name)) or ("updated",)
-
-
-def _newer(o: Memory, t: Memory, not_after: Optional[str] = None) -> Memory:
-    """The side whose values stand in for a conflict until it is resolved (order-free);
-    a side stamped after ``not_after`` is never the newer one."""
-    key = lambda m: (not _from_future(m, not_after), m.updated or m.created, model.dump_yaml(m))  # noqa: E731
-    return o if key(o) >= key(t) else t
-
-
-def _merge_fields(b: Optional[Memory], o: Memory, t: Memory,
-                  not_after: Optional[str] = None) -> Tuple[Memory, Tuple[str, ...]]:
-    newer = _newer(o, t, not_after)
-    values: Dict[str, Any] = {}
-    clashed: List[str] = []
-    for name in _FIELDS:
-        ov, tv = getattr(o, name), getattr(t, name)
-        bv = getattr(b, name) if b is not None else None
-        if ov == tv or tv == bv:
-            values[name] = ov
-        elif ov == bv:
-            values[name] = tv
-        elif name in _LIST_FIELDS:
-            values[name] = _merge_sets(bv or (), ov, tv)
-        elif name == "status":
-            values[name] = max(ov, tv, key=lambda s: (_STATUS_RANK.get(s, 0), s))
-        elif name == "updated":
-            believed = [v for v in (ov, tv) if v and (not_after is None or v <= not_after)]
-            values[name] = max(believed) if believed else getattr(newer, name)
-        elif name in _BOOKKEEPING_FIELDS:
-            values[name] = getattr(newer, name)
-        else:
-            values[name] = getattr(newer, name)
-            clashed.append(name)
-    return Memory(id=o.id, **values), tuple(clashed)
-
-
-def _merge_sets(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str]) -> Tuple[str, ...]:
-    """Keep what both kept, add what either added: base order, then additions sorted."""
-    kept = [x for x in base if x in ours and x in theirs]
-    added = sorted((set(ours) | set(theirs)) - set(base))
-    return tuple(kept + added)
-
-
-# --- the git edge ------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -175,15 +43,7 @@ class MergeResult:
                 "kept": list(self.kept)}
 
 
-def conflict_path(memory_id: str) -> str:
-    return f"{CONFLICTS_DIR}/{memory_id}.yaml"
-
-
-def dump_conflict(c: Conflict) -> bytes:
-    return yaml.safe_dump(c.to_dict(), sort_keys=False, allow_unicode=True, width=100).encode("utf-8")
-
-
-def _entries(store, commit: Optional[str]) -> Dict[str, Tuple[str, str]]:
+def _entries(store: Store, commit: Optional[str]) -> Dict[str, Tuple[str, str]]:
     """id -> (path, blob id) for every memory blob at ``commit``."""
     if not commit:
         return {}
@@ -217,20 +77,20 @@ def believed_until(now: Optional[float] = None) -> str:
     return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _future_changes(store, theirs: str, changed: Sequence[str], not_after: str) -> List[str]:
+def _future_changes(store: Store, theirs: str, changed: Sequence[str], not_after: str) -> List[str]:
     """Ids among ``changed`` whose incoming version is stamped after ``not_after``."""
     snap = store.snapshot(theirs)
     out = []
     for memory_id in changed:
         try:
-            if _from_future(snap.find(memory_id)[1], not_after):
+            if from_future(snap.find(memory_id)[1], not_after):
                 out.append(memory_id)
         except GitmemError:
             continue
     return out
 
 
-def _conflict_blobs(store, commit: Optional[str]) -> Dict[str, str]:
+def _conflict_blobs(store: Store, commit: Optional[str]) -> Dict[str, str]:
     """conflicts/<id>.yaml path -> blob id at ``commit``."""
     tree = store.snapshot(commit).tree if commit else None
     if tree is None or CONFLICTS_DIR not in tree:
@@ -239,10 +99,10 @@ def _conflict_blobs(store, commit: Optional[str]) -> Dict[str, str]:
     if folder.type_str != "tree":
         return {}
     return {f"{CONFLICTS_DIR}/{e.name}": str(e.id) for e in folder.peel(pygit2.Tree)
-            if e.name.endswith(".yaml") and e.type_str == "blob"}
+            if (e.name or "").endswith(".yaml") and e.type_str == "blob"}
 
 
-def _load(store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dict[str, Memory]:
+def _load(store: Store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dict[str, Memory]:
     out: Dict[str, Memory] = {}
     for i in ids:
         if i in entries:
@@ -254,7 +114,7 @@ def _load(store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dic
     return out
 
 
-def merge_into(store, theirs: str, *, author: Optional[Author] = None, source: str = "merge",
+def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, source: str = "merge",
                message: Optional[str] = None, gated: bool = False) -> MergeResult:
     """Merge the memory commit ``theirs`` into ``store.ref``.
 
@@ -335,7 +195,7 @@ def merge_into(store, theirs: str, *, author: Optional[Author] = None, source: s
     return store.retrying(attempt)
 
 
-def _merge_conflict_files(store, base, ours, theirs, new: Sequence[Conflict]) -> Dict[str, Optional[bytes]]:
+def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Conflict]) -> Dict[str, Optional[bytes]]:
     """Three-way merge of conflicts/ by blob: a resolution (deletion) on one side
     wins over no change on the other; a conflict this merge found wins over both."""
     b, o, t = (_conflict_blobs(store, c) for c in (base, ours, theirs))
@@ -350,7 +210,7 @@ def _merge_conflict_files(store, base, ours, theirs, new: Sequence[Conflict]) ->
             continue
         else:
             chosen = max(ov, tv)
-        updates[path] = store.repo[chosen].data if chosen else None
+        updates[path] = store.repo[chosen].peel(pygit2.Blob).data if chosen else None
     for c in new:
         updates[conflict_path(c.id)] = dump_conflict(c)
     return updates
@@ -371,18 +231,18 @@ def _merge_message(message, branch, theirs, added, changed, conflicts, author, s
 # --- conflicts ---------------------------------------------------------------
 
 
-def list_conflicts(store, at: Optional[str] = None) -> List[Conflict]:
+def list_conflicts(store: Store, at: Optional[str] = None) -> List[Conflict]:
     """Unresolved conflicts stored in the memory tree, oldest id first."""
     return [c for c in conflicts_and_problems(store, at)[0]]
 
 
-def conflicts_and_problems(store, at: Optional[str] = None) -> Tuple[List[Conflict], List[Tuple[str, str]]]:
+def conflicts_and_problems(store: Store, at: Optional[str] = None) -> Tuple[List[Conflict], List[Tuple[str, str]]]:
     """The valid conflicts, and (path, why) for each conflict file refused: too large, YAML
     aliases or deep nesting (read with :func:`gitmem.trust.load_yaml`), or not a real conflict."""
     out, refused = [], []
     for path, blob in sorted(_conflict_blobs(store, at or store.tip()).items()):
         try:
-            out.append(Conflict.from_dict(load_conflict_data(store.repo[blob].data)))
+            out.append(Conflict.from_dict(load_conflict_data(store.repo[blob].peel(pygit2.Blob).data)))
         except GitmemError as e:
             refused.append((path, str(e)))
         except (KeyError, ValueError, pygit2.GitError) as e:
@@ -390,8 +250,8 @@ def conflicts_and_problems(store, at: Optional[str] = None) -> Tuple[List[Confli
     return out, refused
 
 
-def resolve(store, memory_id: str, *, take: Optional[str] = None, values: Optional[Dict[str, Any]] = None,
-            author: Optional[Author] = None, source: str = "cli"):
+def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values: Optional[Dict[str, Any]] = None,
+            author: Optional[Author] = None, source: str = "cli") -> Write:
     """Settle a conflict in one commit: ``take`` "ours" or "theirs" for the clashing
     fields, or give ``values`` (field -> value, e.g. edited text). Other fields keep
     their merged values. Returns the store's :class:`Write`."""
@@ -403,7 +263,7 @@ def resolve(store, memory_id: str, *, take: Optional[str] = None, values: Option
     author = author or default_author(store.repo)
     counted = {"redacted": 0}
 
-    def build(snap):
+    def build(snap: Snapshot) -> Tuple[Dict[str, Optional[bytes]], Memory]:
         pending = {c.id: c for c in list_conflicts(store, snap.commit)}
         found = [pending[i] for i in model.matching_ids(memory_id, pending)]
         if len(found) != 1:

@@ -1,7 +1,7 @@
 """The shipped price table, usage fields as the API reports them, and what a request cost.
 
-Pure core: no I/O except :func:`load_price_table`, which reads an override file a caller names (the
-CLI passes the path from ``git config gitmem.prices`` or ``$GITMEM_PRICES``).
+Pure core, no I/O: an override file is read at the edge (:func:`gitmem.bill.load_price_table`, from the
+path in ``$GITMEM_PRICES`` or ``git config gitmem.prices``) and its text handed to :func:`parse_price_table`.
 
 Sources, checked on :data:`CHECKED` (stored copies of the pages, read through the docs search; each
 row's ``source`` names the page it came from):
@@ -33,7 +33,6 @@ row's ``source`` names the page it came from):
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -50,8 +49,7 @@ __all__ = [
     "Usage",
     "Cost",
     "DEFAULT_TABLE",
-    "load_price_table",
-    "configured_price_table",
+    "parse_price_table",
     "cost",
 ]
 
@@ -242,8 +240,9 @@ def _apply_row(base: Optional[ModelPrice], model_id: str, data: Any, where: str)
     return ModelPrice(id=model_id, **values)
 
 
-def load_price_table(path: Optional[str] = None, base: PriceTable = DEFAULT_TABLE) -> PriceTable:
-    """The shipped table, overridden by a YAML file when ``path`` is given.
+def parse_price_table(text: str, path: str, base: PriceTable = DEFAULT_TABLE) -> PriceTable:
+    """``base`` overridden by the YAML ``text`` of the override file at ``path`` (named in errors
+    and in the table's default ``source``).
 
     File shape (every key optional; a known model overrides only the fields it names, a new model
     needs all prices and ``min_cacheable_tokens``)::
@@ -257,15 +256,10 @@ def load_price_table(path: Optional[str] = None, base: PriceTable = DEFAULT_TABL
 
     Read with ``yaml.safe_load``; any problem is a :class:`PriceTableError` naming the file.
     """
-    if path is None:
-        return base
     import yaml
 
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle) or {}
-    except OSError as exc:
-        raise PriceTableError(f"cannot read price table {path}: {exc.strerror or exc}") from None
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise PriceTableError(f"price table {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, Mapping):
@@ -291,19 +285,6 @@ def load_price_table(path: Optional[str] = None, base: PriceTable = DEFAULT_TABL
         checked=str(data.get("checked", base.checked)),
         caching_source=base.caching_source,
     )
-
-
-def configured_price_table(store: Any = None) -> PriceTable:
-    """The table in effect: ``$GITMEM_PRICES``, else ``git config gitmem.prices`` of ``store``'s
-    repository (a relative path is taken from the worktree root), else the shipped table."""
-    path = os.environ.get("GITMEM_PRICES") or None
-    if path is None and store is not None:
-        from .repo import config_get
-
-        path = config_get(store.repo, "gitmem.prices") or None
-        if path and not os.path.isabs(path):
-            path = os.path.join(store.repo.workdir or store.repo.path, path)
-    return load_price_table(path)
 
 
 def _get(obj: Any, name: str) -> Any:

@@ -15,6 +15,8 @@ import hashlib
 import sys
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from pygit2.enums import FileStatus
+
 from .model import Memory
 from .repo import current_blob
 from .search import Check, Hit, judge, rank
@@ -22,8 +24,6 @@ from .search import Check, Hit, judge, rank
 if TYPE_CHECKING:
     from .embedding import Encoder
     from .store import Store
-
-_GIT_STATUS_IGNORED = 1 << 14  # libgit2's GIT_STATUS_IGNORED flag
 
 
 def changed_paths(store: "Store") -> List[str]:
@@ -35,7 +35,7 @@ def changed_paths(store: "Store") -> List[str]:
         status = repo.status(untracked_files="normal")
     except Exception:  # noqa: BLE001 - a broken index must not stop a recall
         return []
-    return sorted(p for p, flags in status.items() if not flags & _GIT_STATUS_IGNORED)
+    return sorted(p for p, flags in status.items() if not flags & FileStatus.IGNORED)
 
 
 def current_blobs(store: "Store", memories: Iterable[Memory]) -> Dict[str, Optional[str]]:

@@ -40,6 +40,10 @@ from .router import (Controls, RouterBlock, SseUsage, attach, controls, forward_
 if TYPE_CHECKING:
     import socket
 
+    import pygit2
+
+    from .store import Store
+
 __all__ = ["Router", "RunningRouter", "serve_in_thread", "resolve_upstream", "UPSTREAM_HEADER", "ANTHROPIC_URL",
            "DEFAULT_PORT"]
 
@@ -229,8 +233,8 @@ class Router:
         self._attachments: Dict[Tuple, _Attachment] = {}
         self._history: Dict[str, List[float]] = {}
         self._ticker: Optional[asyncio.Task] = None
-        self._stores: Dict[str, Any] = {}
-        self._repos: Dict[str, Any] = {}
+        self._stores: Dict[str, Optional[Store]] = {}
+        self._repos: Dict[str, pygit2.Repository] = {}
         self.pings_sent = 0
 
     # -- ASGI ---------------------------------------------------------------------------------
@@ -350,7 +354,7 @@ class Router:
 
     # -- memory -------------------------------------------------------------------------------
 
-    def _store(self, ctl: Controls) -> Any:
+    def _store(self, ctl: Controls) -> Store:
         """The store for this request. The repository handle is kept per path (opening one costs
         about a millisecond); the branch is read from HEAD on every request, so a checkout is seen."""
         from .repo import current_branch, open_repository
@@ -363,7 +367,7 @@ class Router:
         branch = ctl.branch or current_branch(repo)[0]
         return Store(repo, branch)
 
-    def _attachment(self, store: Any, model: str) -> _Attachment:
+    def _attachment(self, store: Store, model: str) -> _Attachment:
         from .context import PREAMBLE, assemble
         from .context_inputs import anchor_of, gather
 
@@ -420,7 +424,7 @@ class Router:
         info["memory_header"] = f"attached {commit}" if attachment.blocks else "none: no memory on this branch"
         return info
 
-    def _plan(self, store: Any, line: Optional[Line]) -> Plan:
+    def _plan(self, store: Store, line: Optional[Line]) -> Plan:
         gaps = self._gaps(store)
         if line is None or line.prefix_tokens <= 0:
             return choose_plan(gaps[-HISTORY_LIMIT:], PrefixCosts.of(10_000, 0), self.keepalive.ping_after)
@@ -428,7 +432,7 @@ class Router:
         costs = PrefixCosts.of(line.prefix_tokens, line.ping_input, model, self.table)
         return choose_plan(gaps[-HISTORY_LIMIT:], costs, self.keepalive.ping_after)
 
-    def _gaps(self, store: Any) -> List[float]:
+    def _gaps(self, store: Store) -> List[float]:
         """This repository's recorded gaps between a line's requests (wall-clock runs, and this run)."""
         from .repo import common_dir
 
@@ -620,7 +624,7 @@ class Router:
         return 404, _error(404, "not_found_error", f"no router admin endpoint {method} /_router/{what}")
 
 
-def recorded_gaps(store: Any) -> List[float]:
+def recorded_gaps(store: Store) -> List[float]:
     """The gaps between the router's wall-clock requests recorded in this repository (for ``auto``)."""
     return _read_gaps(os.path.join(store.repo.path, "gitmem", "requests.jsonl"), "")
 

@@ -25,9 +25,12 @@ import os
 import shlex
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
 from .errors import GitmemError
+
+if TYPE_CHECKING:
+    from .store import Store
 
 TOOLS = ("claude-code", "cursor", "windsurf", "ci")
 #: gitmem's distribution name on the package index (import name and command stay ``gitmem``):
@@ -247,7 +250,7 @@ jobs:
 """
 
 
-def plan(store: Any, tool: str, *, home: Optional[str] = None, command: Optional[Command] = None) -> Setup:
+def plan(store: Store, tool: str, *, home: Optional[str] = None, command: Optional[Command] = None) -> Setup:
     """What ``gitmem setup <tool>`` would write (nothing is written)."""
     if tool not in TOOLS:
         raise GitmemError(f"unknown tool {tool!r} (valid: {', '.join(TOOLS)})")
@@ -276,7 +279,7 @@ def plan(store: Any, tool: str, *, home: Optional[str] = None, command: Optional
     return Setup(tool, path, content, commands, content != existing, notes)
 
 
-def hooks_plan(store: Any, command: Optional[Command] = None) -> Setup:
+def hooks_plan(store: Store, command: Optional[Command] = None) -> Setup:
     """What ``gitmem setup claude-code`` merges into ``.claude/settings.json`` (nothing is written)."""
     root = _root(store)
     path = os.path.join(root, SETTINGS_PATH)
@@ -286,7 +289,7 @@ def hooks_plan(store: Any, command: Optional[Command] = None) -> Setup:
                  "project settings: commit them so every session loads the team's memory")
 
 
-def undo(store: Any, tool: str, *, home: Optional[str] = None) -> List[Setup]:
+def undo(store: Store, tool: str, *, home: Optional[str] = None) -> List[Setup]:
     """Take out what ``setup <tool> --write`` put in (the gitmem server entry, and Claude Code's
     hooks), keeping everything else; a file left with nothing in it is removed."""
     if tool == "ci":
@@ -306,7 +309,7 @@ def undo(store: Any, tool: str, *, home: Optional[str] = None) -> List[Setup]:
     return out
 
 
-def _root(store: Any) -> str:
+def _root(store: Store) -> str:
     root = store.repo.workdir
     if not root:
         raise GitmemError("setup needs a working tree (this repository is bare)")

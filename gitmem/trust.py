@@ -22,7 +22,7 @@ deeper than three levels, so refusing them costs nothing legitimate.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterable, List, Optional, Set
 
 import pygit2
@@ -30,15 +30,13 @@ import yaml
 
 from . import model
 from .errors import BranchError, InvalidMemory, Untrusted
+from .records import CONFLICTS_DIR, check_conflict
 from .repo import check_branch_name
 
 #: A conflict file holds three versions of one memory plus a little framing.
 MAX_CONFLICT_BYTES = 4 * model.MAX_BLOB_BYTES
 #: Mappings and lists nested deeper than this are refused (a memory or conflict needs 4).
 MAX_YAML_DEPTH = 8
-CONFLICTS_DIR = "conflicts"
-#: What a conflict file may name as clashing: real memory fields, never the id, the schema or anything else.
-CONFLICT_FIELDS = tuple(f.name for f in fields(model.Memory) if f.name not in ("id", "schema"))
 #: ``git -c ...`` options that make a fetch check every received object as strictly as
 #: ``git fsck --strict`` (index-pack and unpack-objects get ``--strict``) and refuse the pack.
 FSCK_CONFIG = ("-c", "fetch.fsckObjects=true")
@@ -99,30 +97,8 @@ def _check_events(text: str, what: str) -> None:
             depth -= 1
 
 
-def check_conflict(data: Any) -> None:
-    """Raise :class:`InvalidMemory` unless ``data`` (a parsed conflict file) is a real conflict:
-    an id, ``fields`` naming only :data:`CONFLICT_FIELDS` (never ``id``, never ``__class__``),
-    and versions that are valid memories of that id."""
-    if not isinstance(data, dict) or not all(k in data for k in ("id", "fields", "ours", "theirs")):
-        raise InvalidMemory("conflict", "expected id, fields, base, ours, theirs")
-    memory_id, names = data["id"], data["fields"]
-    if not isinstance(memory_id, str) or not model.ID_RE.match(memory_id):
-        raise InvalidMemory("conflict", "its id is not a gitmem id")
-    if not isinstance(names, list) or not all(isinstance(f, str) for f in names):
-        raise InvalidMemory("conflict", "fields must be a list of memory field names")
-    bad = [f for f in names if f not in CONFLICT_FIELDS]
-    if bad or not names:
-        raise InvalidMemory("conflict", "fields must name memory fields; not "
-                            + (", ".join(repr(f[:40]) for f in bad[:5]) or "an empty list"), CONFLICT_FIELDS)
-    for side in ("base", "ours", "theirs"):
-        if side == "base" and not data.get("base"):
-            continue
-        if model.Memory.from_dict(data[side]).id != memory_id:
-            raise InvalidMemory("conflict", f"its {side} version has another id than the conflict")
-
-
 def load_conflict_data(data: bytes) -> Dict[str, Any]:
-    """A conflict file's content, read with the limits above and checked by :func:`check_conflict`.
+    """A conflict file's content, read with the limits above and checked by :func:`gitmem.records.check_conflict`.
     Raises :class:`Untrusted`."""
     parsed = load_yaml(data, limit=MAX_CONFLICT_BYTES, what="conflict file")
     try:

@@ -7,12 +7,15 @@ tokens after the prefix, 200 output tokens, Claude Haiku 4.5), written as the us
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from gitmem.bill import latest_run, load_run, make_bill, record_request, record_run, render_plot, render_svg, render_text
-from gitmem.errors import GitmemError
+from gitmem.bill import (latest_run, load_price_table, load_run, make_bill, record_request, record_run, render_plot,
+                         render_svg, render_text)
+from gitmem.errors import GitmemError, PriceTableError
+from gitmem.pricing import DEFAULT_TABLE
 
 MICRO = 1e-6
 
@@ -116,3 +119,18 @@ def test_a_file_that_is_not_a_run_is_refused(tmp_path):
     bad.write_text("{")
     with pytest.raises(GitmemError, match="not valid JSON"):
         load_run(str(bad))
+
+
+def test_the_price_table_is_read_from_the_override_file_named(tmp_path):
+    path = tmp_path / "prices.yaml"
+    path.write_text("models:\n  claude-haiku-4-5: {input: 0.5}\n")
+    table = load_price_table(str(path))
+    assert table.get("claude-haiku-4-5").input == 0.5
+    assert table.source.endswith(f"(overridden by {path})")
+    assert load_price_table(None) is DEFAULT_TABLE
+
+
+def test_an_unreadable_price_table_is_an_error_naming_the_file(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(PriceTableError, match=re.escape(f"cannot read price table {missing}")):
+        load_price_table(str(missing))

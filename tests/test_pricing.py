@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gitmem.errors import PriceTableError, UnknownModel
-from gitmem.pricing import CHECKED, DEFAULT_TABLE, LIFECYCLES, PRICES_SOURCE, Usage, cost, load_price_table
+from gitmem.pricing import CHECKED, DEFAULT_TABLE, LIFECYCLES, PRICES_SOURCE, Usage, cost, parse_price_table
 from gitmem.tokens import FAMILIES
 
 
@@ -100,16 +100,13 @@ def test_unknown_models_are_an_error():
         cost(Usage(), "claude-nope")
 
 
-def test_an_override_file_changes_prices_and_adds_models(tmp_path):
-    path = tmp_path / "prices.yaml"
-    path.write_text(
+def test_an_override_file_changes_prices_and_adds_models():
+    table = parse_price_table(
         "source: https://example.com/negotiated\n"
         "models:\n"
         "  claude-haiku-4-5: {input: 0.5}\n"
         "  proxy-model: {input: 2, cache_write_5m: 2.5, cache_write_1h: 4, cache_read: 0.2, output: 8,"
-        " min_cacheable_tokens: 1024}\n"
-    )
-    table = load_price_table(str(path))
+        " min_cacheable_tokens: 1024}\n", "prices.yaml")
     assert table.source == "https://example.com/negotiated"
     assert table.get("claude-haiku-4-5-20251001").input == 0.5
     assert table.get("claude-haiku-4-5-20251001").output == 5  # untouched fields stay
@@ -125,11 +122,9 @@ def test_an_override_file_changes_prices_and_adds_models(tmp_path):
     ("!!python/object:os.system {}", "not valid YAML"),
     ("[1, 2]", "mapping"),
 ])
-def test_bad_override_files_are_reported(tmp_path, text, problem):
-    path = tmp_path / "prices.yaml"
-    path.write_text(text)
+def test_bad_override_files_are_reported(text, problem):
     with pytest.raises(PriceTableError, match=problem):
-        load_price_table(str(path))
+        parse_price_table(text, "prices.yaml")
 
 
 def test_gitmem_models_shows_the_lineup_with_statuses_and_sources(tmp_path):

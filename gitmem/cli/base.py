@@ -9,12 +9,15 @@ import json
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 import click
 
 from .. import __version__
 from ..errors import GitmemError
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 @dataclass
@@ -88,7 +91,7 @@ def main(ctx: click.Context, path: str, branch: Optional[str]) -> None:
     ctx.obj = Settings(path=path, branch=branch)
 
 
-def open_store(ctx: Optional[click.Context] = None):
+def open_store(ctx: Optional[click.Context] = None) -> Store:
     """The store for the global -C/--branch options; prints a notice (detached HEAD) once."""
     from ..store import Store
 

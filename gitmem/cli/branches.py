@@ -3,11 +3,14 @@ hooks install/uninstall/status, hook, checkpoint, resume."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import click
 
 from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pass_store
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 def _short(oid: Optional[str]) -> str:
@@ -17,7 +20,7 @@ def _short(oid: Optional[str]) -> str:
 @main.command()
 @json_option
 @pass_store
-def branch(store, as_json: bool) -> None:
+def branch(store: Store, as_json: bool) -> None:
     """List memory branches: parent, tip, memory count, whether the code branch
     still exists and whether it is merged into its parent.
 
@@ -47,7 +50,7 @@ def branch(store, as_json: bool) -> None:
 @click.option("--markdown", is_flag=True, help="Markdown, to paste into a pull request.")
 @json_option
 @pass_store
-def diff(store, range_: Optional[str], markdown: bool, as_json: bool) -> None:
+def diff(store: Store, range_: Optional[str], markdown: bool, as_json: bool) -> None:
     """Memory changes B made since it diverged from A (like `git diff A...B`).
 
     A and B are branches (their memory) or memory commits. Without a range:
@@ -82,7 +85,7 @@ def diff(store, range_: Optional[str], markdown: bool, as_json: bool) -> None:
 @click.option("--yes", is_flag=True, help="Really delete (default: only list what would go).")
 @json_option
 @pass_store
-def prune(store, yes: bool, as_json: bool) -> None:
+def prune(store: Store, yes: bool, as_json: bool) -> None:
     """Drop the memory of code branches that no longer exist (here or on a remote).
 
     Lists what it would drop first; pass --yes to delete. Each line names the
@@ -130,7 +133,7 @@ def _report_merges(merged: List[Dict[str, Any]], as_json: bool, extra: Optional[
 @pass_store
 @author_options
 @json_option
-def merge(store, source_: str, who, source, as_json: bool) -> None:
+def merge(store: Store, source_: str, who, source, as_json: bool) -> None:
     """Merge the memory of BRANCH (or a memory commit) into this branch's memory.
 
     For merges git does not show as merges (squash, rebase) or when hooks are
@@ -168,7 +171,7 @@ def merge(store, source_: str, who, source, as_json: bool) -> None:
 @pass_store
 @author_options
 @json_option
-def sync(store, remote: Optional[str], no_fetch: bool, who, source, as_json: bool) -> None:
+def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_json: bool) -> None:
     """Fetch memory, then merge the memory of code branches this branch's code
     already contains (for example a pull request merged on the server, seen
     after `git pull`), and this branch's own fetched memory once its code is here.
@@ -194,7 +197,7 @@ def sync(store, remote: Optional[str], no_fetch: bool, who, source, as_json: boo
 @main.command()
 @json_option
 @pass_store
-def conflicts(store, as_json: bool) -> None:
+def conflicts(store: Store, as_json: bool) -> None:
     """List memory conflicts left by merges (both versions are kept until resolved).
 
     A conflict file gitmem cannot trust (too large, YAML aliases, fields that
@@ -231,7 +234,7 @@ def conflicts(store, as_json: bool) -> None:
 @pass_store
 @author_options
 @json_option
-def resolve(store, memory_id: str, ours: bool, theirs: bool, edit_: bool, who, source, as_json: bool) -> None:
+def resolve(store: Store, memory_id: str, ours: bool, theirs: bool, edit_: bool, who, source, as_json: bool) -> None:
     """Resolve a memory conflict: keep ours, take theirs, or edit (one commit).
 
     Example: gitmem resolve 4vhr --theirs
@@ -290,7 +293,7 @@ def _report_hooks(states, as_json: bool, folder: str) -> None:
 @hooks.command("install")
 @json_option
 @pass_store
-def hooks_install(store, as_json: bool) -> None:
+def hooks_install(store: Store, as_json: bool) -> None:
     """Install the hooks (honours core.hooksPath and linked worktrees); an
     existing hook is kept and still runs first.
 
@@ -306,7 +309,7 @@ def hooks_install(store, as_json: bool) -> None:
 @hooks.command("uninstall")
 @json_option
 @pass_store
-def hooks_uninstall(store, as_json: bool) -> None:
+def hooks_uninstall(store: Store, as_json: bool) -> None:
     """Remove gitmem's hooks and restore what was there, byte for byte.
 
     Example: gitmem hooks uninstall
@@ -319,7 +322,7 @@ def hooks_uninstall(store, as_json: bool) -> None:
 @hooks.command("status")
 @json_option
 @pass_store
-def hooks_status(store, as_json: bool) -> None:
+def hooks_status(store: Store, as_json: bool) -> None:
     """Show which hooks are installed, absent, or someone else's.
 
     Example: gitmem hooks status
@@ -364,7 +367,7 @@ def hook(ctx: click.Context, name: str, args) -> None:
 @pass_store
 @author_options
 @json_option
-def checkpoint_cmd(store, text: str, next_: Optional[str], who, source, as_json: bool) -> None:
+def checkpoint_cmd(store: Store, text: str, next_: Optional[str], who, source, as_json: bool) -> None:
     """Record where a run stands, tied to HEAD, so a crash resumes from here.
 
     Example: gitmem checkpoint "parser done / next: wire it into the CLI"
@@ -382,7 +385,7 @@ def checkpoint_cmd(store, text: str, next_: Optional[str], who, source, as_json:
               help="At most this many commits and memories.")
 @json_option
 @pass_store
-def resume(store, prompt: bool, limit: int, as_json: bool) -> None:
+def resume(store: Store, prompt: bool, limit: int, as_json: bool) -> None:
     """Where the run on this branch stands: the latest checkpoint, commits and
     memories since, decisions and rejections about the files the branch
     changed, and the next step.

@@ -6,11 +6,14 @@ The SDK, the emulator and the demo are imported inside the commands, so `gitmem 
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import click
 
 from .base import emit_json, json_option, main, pass_store
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 _TTL = click.Choice(["none", "5m", "1h"])
 
@@ -34,7 +37,7 @@ def _usage_line(u: dict) -> str:
 @click.option("--advance", is_flag=True, help="First move the cache anchor to the memory tip.")
 @json_option
 @pass_store
-def context_(store, query, paths, ttl, model, budget, advance, as_json) -> None:
+def context_(store: Store, query, paths, ttl, model, budget, advance, as_json) -> None:
     """Print the Messages API body an agent sends: guide, team memory, question.
 
     Blocks: the guide (breakpoint), the memory as of the cache anchor (breakpoint), memory added
@@ -46,9 +49,9 @@ def context_(store, query, paths, ttl, model, budget, advance, as_json) -> None:
 
     Example: gitmem context --query "how do refunds work?" --ttl 1h --json
     """
+    from ..bill import configured_price_table
     from ..context import assemble
     from ..context_inputs import gather, set_anchor
-    from ..pricing import configured_price_table
 
     if advance:
         set_anchor(store)
@@ -95,7 +98,7 @@ def guide() -> None:
 @click.argument("path")
 @json_option
 @pass_store
-def guide_set(store, path: str, as_json: bool) -> None:
+def guide_set(store: Store, path: str, as_json: bool) -> None:
     """Use PATH (a file in the repository, e.g. AGENTS.md or docs/agents.md) as the guide.
 
     Example: gitmem guide set AGENTS.md
@@ -114,7 +117,7 @@ def guide_set(store, path: str, as_json: bool) -> None:
 @guide.command("show")
 @json_option
 @pass_store
-def guide_show(store, as_json: bool) -> None:
+def guide_show(store: Store, as_json: bool) -> None:
     """Show which guide is used and its size.
 
     Example: gitmem guide show
@@ -140,7 +143,7 @@ def guide_show(store, as_json: bool) -> None:
               help="auto: the API with ANTHROPIC_API_KEY set, else the in-process emulator.")
 @json_option
 @pass_store
-def ask(store, question, paths, ttl, model, max_tokens, backend, as_json) -> None:
+def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json) -> None:
     """Ask one question with the team's memory and the guide; print answer, usage, cost.
 
     The request is recorded in .git/gitmem/requests.jsonl with the memory commit it was built
@@ -153,10 +156,10 @@ def ask(store, question, paths, ttl, model, max_tokens, backend, as_json) -> Non
     """
     import os
 
-    from ..bill import record_request
+    from ..bill import configured_price_table, record_request
     from ..context_inputs import build, note_sent
     from ..llm import open_backend
-    from ..pricing import configured_price_table, cost
+    from ..pricing import cost
     from ..repo import common_dir
 
     table = configured_price_table(store)
@@ -220,12 +223,11 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_tr
 
     Example: gitmem demo && gitmem bill --svg bill.svg
     """
-    from ..bill import latest_run, load_run, make_bill, render_plot, render_svg, render_text
+    from ..bill import configured_price_table, latest_run, load_run, make_bill, render_plot, render_svg, render_text
     from ..errors import GitmemError
-    from ..pricing import configured_price_table
     from .base import open_store
 
-    store = None
+    store: Optional[Store] = None
     if router_traffic or all_requests:
         from ..bill import read_requests, render_router_text, router_bill
 

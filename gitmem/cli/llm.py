@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import click
 
 from .base import emit_json, json_option, main
 
+if TYPE_CHECKING:
+    from ..store import Store
 
-def _store_or_none():
+
+def _store_or_none() -> Optional[Store]:
     from ..errors import NotARepository
     from .base import open_store
 
@@ -27,7 +30,7 @@ def _store_or_none():
 
 def _price_table():
     """The configured price table; outside a repository, $GITMEM_PRICES or the shipped one."""
-    from ..pricing import configured_price_table
+    from ..bill import configured_price_table
 
     return configured_price_table(_store_or_none())
 

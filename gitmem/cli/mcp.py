@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import click
 
 from .base import Settings, emit_json, json_option, main, pass_store
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 @main.command()
@@ -36,7 +39,7 @@ def mcp(ctx: click.Context, repo: Optional[str], http: bool, port: int) -> None:
 @click.option("--path", "paths", multiple=True, help="A file the proposal touches (repeatable).")
 @json_option
 @pass_store
-def check(store, proposal: str, paths: Sequence[str], as_json: bool) -> None:
+def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> None:
     """Check a proposal against earlier rejections.
 
     Two answers: a **repeat** (the proposal re-proposes an option the team rejected: exit 1, with
@@ -81,7 +84,7 @@ def check(store, proposal: str, paths: Sequence[str], as_json: bool) -> None:
                    "track (it is added to .git/info/exclude), so commits never leave the work tree dirty.")
 @json_option
 @pass_store
-def export_(store, fmt: str, write: bool, on_commit: bool, as_json: bool) -> None:
+def export_(store: Store, fmt: str, write: bool, on_commit: bool, as_json: bool) -> None:
     """Render memory into a marked, generated section of a tool's rules file.
 
     Only the text between the gitmem markers is replaced; the rest of the file
@@ -118,7 +121,7 @@ def export_(store, fmt: str, write: bool, on_commit: bool, as_json: bool) -> Non
                    "e.g. `gitmem` when it is on everyone's PATH, or `uvx --from gitmem-memory gitmem`).")
 @json_option
 @pass_store
-def setup(store, tool: str, write: bool, undo: bool, command: Optional[str], as_json: bool) -> None:
+def setup(store: Store, tool: str, write: bool, undo: bool, command: Optional[str], as_json: bool) -> None:
     """Print or write the configuration TOOL reads to start `gitmem mcp`.
 
     \b

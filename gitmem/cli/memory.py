@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 import click
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, source_matches
 from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pass_store
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 def _short(oid: Optional[str]) -> str:
@@ -23,12 +26,12 @@ def memory_line(m: Memory, short: Optional[Dict[str, str]] = None) -> str:
     return f"{(short or {}).get(m.id, m.id):<6} {m.type:<10} {m.summary}{extra}{flag}"
 
 
-def write_json(store, w) -> Dict[str, Any]:
+def write_json(store: Store, w) -> Dict[str, Any]:
     return {"id": w.memory.id, "commit": w.commit, "ref": store.ref, "redacted": w.redacted,
             "memory": w.memory.to_dict()}
 
 
-def report_write(store, w, verb: str, as_json: bool) -> None:
+def report_write(store: Store, w, verb: str, as_json: bool) -> None:
     if as_json:
         emit_json(write_json(store, w))
         return
@@ -53,7 +56,7 @@ def limit_option(default: Optional[int] = None):
                         metavar="N", help="At most N results.")
 
 
-def _add(store, type_: str, text: str, title, because, tags, paths, who, source, as_json, **extra) -> None:
+def _add(store: Store, type_: str, text: str, title, because, tags, paths, who, source, as_json, **extra) -> None:
     text = read_text_argument(text)
     w = store.add(type_, text, title=title, reason=because, tags=tags, paths=paths,
                   author=who, source=source, **extra)
@@ -76,7 +79,7 @@ def write_options(f):
 @click.option("--fetch", "fetch_", is_flag=True, help="Fetch and merge the remote's memory now (first use of a clone).")
 @json_option
 @pass_store
-def init(store, fetch_: bool, as_json: bool) -> None:
+def init(store: Store, fetch_: bool, as_json: bool) -> None:
     """Check the repository and say where this branch's memory lives.
 
     Nothing is written until the first memory is added. On a clone whose remote
@@ -126,7 +129,7 @@ def init(store, fetch_: bool, as_json: bool) -> None:
 @pass_store
 @author_options
 @json_option
-def add(store, type_: str, text: str, title, because, tags, paths, next_, who, source, as_json) -> None:
+def add(store: Store, type_: str, text: str, title, because, tags, paths, next_, who, source, as_json) -> None:
     """Add a memory of TYPE.
 
     \b
@@ -153,7 +156,7 @@ def fact() -> None:
 @pass_store
 @author_options
 @json_option
-def fact_add(store, text: str, title, because, tags, paths, who, source, as_json) -> None:
+def fact_add(store: Store, text: str, title, because, tags, paths, who, source, as_json) -> None:
     """Add a fact (same as `gitmem add fact TEXT`; TEXT `-` reads stdin).
 
     Example: gitmem fact add "Refunds are idempotent on payment_intent id" --tag payments
@@ -179,7 +182,7 @@ def filter_options(f):
 @limit_option()
 @json_option
 @pass_store
-def list_(store, type_, tag, path, author_kind, source, status, limit, as_json) -> None:
+def list_(store: Store, type_, tag, path, author_kind, source, status, limit, as_json) -> None:
     """List memories of the branch, oldest first (with -n N: the newest N).
 
     JSON: {"branch", "ref", "tip", "memories": [memory, ...]}.
@@ -217,7 +220,7 @@ def list_(store, type_, tag, path, author_kind, source, status, limit, as_json) 
 @click.argument("memory_id", metavar="ID")
 @json_option
 @pass_store
-def show(store, memory_id: str, as_json: bool) -> None:
+def show(store: Store, memory_id: str, as_json: bool) -> None:
     """Show one memory as stored (YAML). ID is the full id or the short id
     `gitmem list` prints (or a unique prefix); case does not matter.
 
@@ -238,7 +241,7 @@ def show(store, memory_id: str, as_json: bool) -> None:
 @filter_options
 @json_option
 @pass_store
-def search(store, query: str, limit: int, type_, tag, path, author_kind, source, status, as_json) -> None:
+def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, source, status, as_json) -> None:
     """Ranked search over the branch's memory (the ranking MCP recall uses):
     words, then files in play (--path), then recency. Stale file memories are marked.
 
@@ -282,7 +285,7 @@ _EDITABLE = ("text", "title", "reason", "tags", "paths", "next")
 @pass_store
 @author_options
 @json_option
-def edit(store, memory_id, text, title, reason, tags, paths, next_, who, source, as_json) -> None:
+def edit(store: Store, memory_id, text, title, reason, tags, paths, next_, who, source, as_json) -> None:
     """Edit a memory in place (one commit). With no field options, opens $EDITOR.
 
     Example: gitmem edit 4vhr --text "Use advisory locks, not SELECT ... FOR UPDATE"
@@ -315,7 +318,7 @@ def _edit_in_editor(m: Memory) -> Dict[str, Any]:
 @pass_store
 @author_options
 @json_option
-def supersede(store, memory_id, text, title, reason, who, source, as_json) -> None:
+def supersede(store: Store, memory_id, text, title, reason, who, source, as_json) -> None:
     """Replace a memory with a new one (the old one is kept, marked superseded).
 
     Example: gitmem supersede 4vhr "Queue jobs in Postgres with SKIP LOCKED"
@@ -330,7 +333,7 @@ def supersede(store, memory_id, text, title, reason, who, source, as_json) -> No
 @pass_store
 @author_options
 @json_option
-def retract(store, memory_id, reason, who, source, as_json) -> None:
+def retract(store: Store, memory_id, reason, who, source, as_json) -> None:
     """Retract a memory: it leaves lists and context but stays in history.
 
     Example: gitmem retract 4vhr --because "we moved off Heroku"
@@ -349,7 +352,7 @@ def retract(store, memory_id, reason, who, source, as_json) -> None:
 @click.option("--author", help="Only writes whose author name or email contains this.")
 @json_option
 @pass_store
-def log(store, limit, memory_id, type_, since, author_kind, source, author, as_json) -> None:
+def log(store: Store, limit, memory_id, type_, since, author_kind, source, author, as_json) -> None:
     """The audit trail: who wrote what, when, from which tool (newest first).
 
     JSON: {"ref", "entries": [{"commit", "time", "author": {name, email, kind}, "source", "op",
@@ -407,7 +410,7 @@ def log(store, limit, memory_id, type_, since, author_kind, source, author, as_j
 @click.option("--offline", is_flag=True, hidden=True, help="The default: the remotes are not asked.")
 @json_option
 @pass_store
-def doctor(store, fix: bool, recover: bool, drop_invalid: bool, full: bool, ask_remotes: bool, offline: bool,
+def doctor(store: Store, fix: bool, recover: bool, drop_invalid: bool, full: bool, ask_remotes: bool, offline: bool,
            as_json: bool) -> None:
     """Validate the memory ref, its history and every blob; report, never crash.
 
@@ -462,7 +465,7 @@ def doctor(store, fix: bool, recover: bool, drop_invalid: bool, full: bool, ask_
 @main.command()
 @json_option
 @pass_store
-def status(store, as_json: bool) -> None:
+def status(store: Store, as_json: bool) -> None:
     """Where memory is read from and written to, and what it holds.
 
     Example: gitmem status
@@ -473,7 +476,7 @@ def status(store, as_json: bool) -> None:
         kind, _, state = key.partition("/")
         if state == "active":
             counts[kind] = counts.get(kind, 0) + n
-    data = {"branch": store.branch, "ref": store.ref, "own_tip": store.own_tip(), "reads": branch,
+    data: Dict[str, Any] = {"branch": store.branch, "ref": store.ref, "own_tip": store.own_tip(), "reads": branch,
             "tip": tip, "counts": counts, "notice": store.notice}
     from ..merge import list_conflicts
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 import click
 
 from .base import author_options, emit_json, json_option, main, open_store, pass_store
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 
 def _short(oid: Optional[str]) -> str:
     return oid[:10] if oid else "-"
 
 
-def _branches(store, branch: Tuple[str, ...], all_: bool) -> Optional[Sequence[str]]:
+def _branches(store: Store, branch: Tuple[str, ...], all_: bool) -> Optional[Sequence[str]]:
     from ..remote import local_branches
 
     if all_:
@@ -28,7 +31,7 @@ def _branches(store, branch: Tuple[str, ...], all_: bool) -> Optional[Sequence[s
 @pass_store
 @author_options
 @json_option
-def push(store, remote, branch, all_, who, source, as_json) -> None:
+def push(store: Store, remote, branch, all_, who, source, as_json) -> None:
     """Push memory to REMOTE (default: the branch's upstream remote, else origin).
 
     Sends refs/memory/<branch> to the same ref on the remote, never forced.
@@ -112,7 +115,7 @@ def fetch(ctx, remote, branch, as_json) -> None:
 @pass_store
 @author_options
 @json_option
-def pull(store, remote, branch, who, source, as_json) -> None:
+def pull(store: Store, remote, branch, who, source, as_json) -> None:
     """Fetch REMOTE's memory and merge each branch into the local one.
 
     Fast-forwards where possible, otherwise writes a merge commit; clashing

@@ -53,8 +53,8 @@ def serve(ctx: click.Context, port: int, policy: str, upstream: Optional[str], r
     """
     import os
 
+    from ..bill import configured_price_table
     from ..emulator import VirtualClock
-    from ..pricing import configured_price_table
     from ..router_app import Router
     from ..router_app import serve as run
     from .base import Settings

@@ -21,7 +21,7 @@ import functools
 import hmac
 import os
 import secrets
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 from urllib.parse import parse_qs, urlsplit
 
 from starlette.applications import Starlette
@@ -36,6 +36,9 @@ from ..errors import GitmemError, NotFound
 from ..model import ID_RE, Author
 from . import pages
 from .html import url
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 SOURCE = "web-ui"
 DEFAULT_PORT = 8737
@@ -114,10 +117,10 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
     repo_label = root.repo.workdir or root.repo.path
     token = csrf_token or secrets.token_urlsafe(32)
 
-    def open_store(branch: Optional[str]) -> Any:
+    def open_store(branch: Optional[str]) -> Store:
         return Store.open(repo_path, branch or None)
 
-    def person(store: Any) -> Author:
+    def person(store: Store) -> Author:
         from ..repo import default_author
 
         found = default_author(store.repo)
@@ -150,7 +153,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
                 return f"{verb} {value}."
         return None
 
-    def branch_names(store: Any) -> List[str]:
+    def branch_names(store: Store) -> List[str]:
         from ..audit import memory_branches
 
         names = {b for b, _ in memory_branches(store.repo)}
@@ -271,8 +274,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
 
     @page
     def cost(request: Request) -> Response:
-        from ..bill import POLICY_LABELS, latest_request, latest_run, load_run, make_bill, render_svg
-        from ..pricing import configured_price_table
+        from ..bill import (POLICY_LABELS, configured_price_table, latest_request, latest_run, load_run, make_bill,
+                            render_svg)
 
         path = latest_run(root)
         run = bill = svg = None
