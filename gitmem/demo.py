@@ -285,7 +285,7 @@ class _ViaRouter:
         self.virtual_time = True
 
     def send(self, body: Dict[str, Any], policy: str, line: str) -> Any:
-        from .llm import EMULATOR, Reply
+        from .backend import EMULATOR, Reply
         from .pricing import Usage
 
         raw = self.client.messages.with_raw_response.create(
@@ -320,7 +320,7 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
     from .bill import make_bill
     from .context_inputs import build, read_guide
     from .emulator import RealClock, VirtualClock
-    from .llm import keepalive_body, open_backend
+    from .backend import keepalive_body, open_backend
     from .store import Store
 
     if runs < 1:

@@ -44,7 +44,7 @@ MAX_PUSH_ATTEMPTS = 8
 __all__ = [
     "REMOTE_PREFIX", "BranchPush", "FetchResult", "PullResult", "SetupChange", "Divergence", "RemoteBranch",
     "default_remote", "tracking_ref", "local_branches", "remote_branches", "fetch", "pull", "push",
-    "outgoing_secrets", "setup", "divergence", "missing_here",
+    "outgoing_secrets", "carry_memory", "divergence", "missing_here",
 ]
 
 
@@ -683,7 +683,7 @@ def _set_tracking(repo: pygit2.Repository, remote: str, branch: str, tip: str) -
         pass  # only a cache of the remote's state; the next fetch rewrites it
 
 
-# --- refspec setup -----------------------------------------------------------------
+# --- refspecs that carry memory -----------------------------------------------------------------
 
 
 def _setup_values(remote: str) -> List[Tuple[str, str, str]]:
@@ -703,7 +703,7 @@ def _values(repo: pygit2.Repository, key: str) -> List[str]:
     return list(repo.config.get_multivar(key)) if key in repo.config else []  # type: ignore[arg-type]  # pygit2 stub: Optional
 
 
-def setup(repo: pygit2.Repository, remote: Optional[str] = None, *, undo: bool = False) -> List[SetupChange]:
+def carry_memory(repo: pygit2.Repository, remote: Optional[str] = None, *, undo: bool = False) -> List[SetupChange]:
     """Add (or with ``undo`` remove) the refspecs that make plain git carry memory.
 
     As soon as a remote has any ``push`` refspec, git ignores ``push.default``;

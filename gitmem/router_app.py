@@ -528,7 +528,7 @@ class Router:
         return sorted(out, key=lambda item: (item[0], item[1].key))
 
     async def _ping(self, line: Line) -> dict:
-        from .llm import keepalive_body
+        from .backend import keepalive_body
 
         body = keepalive_body(line.body)
         raw = json.dumps(body, ensure_ascii=False).encode("utf-8")

@@ -19,7 +19,7 @@ EDGES = {
     "pygit2", "subprocess", "socket", "http", "httpx", "httpx2", "anthropic", "urllib", "sqlite3",
     "starlette", "uvicorn", "mcp", "shutil", "tempfile",
     "gitmem.repo", "gitmem.refs", "gitmem.store", "gitmem.doctor", "gitmem.branches", "gitmem.remote",
-    "gitmem.hooks", "gitmem.checkpoint", "gitmem.audit", "gitmem.index", "gitmem.llm", "gitmem.emulator",
+    "gitmem.hooks", "gitmem.checkpoint", "gitmem.audit", "gitmem.index", "gitmem.backend", "gitmem.emulator",
 }
 #: Filesystem calls the pure core may not make (os.environ, os.urandom and os.getpid are fine).
 FILE_CALLS = {"open", "listdir", "makedirs", "remove", "unlink", "replace", "rename", "stat", "scandir", "walk"}

@@ -12,7 +12,7 @@ from gitmem.context_inputs import build, note_sent, read_guide, set_anchor, set_
 from gitmem.emulator import VirtualClock
 from gitmem.emulator.reply import items_of
 from gitmem.errors import GitmemError
-from gitmem.llm import open_backend
+from gitmem.backend import open_backend
 from gitmem.model import Author, Memory
 from gitmem.store import Store
 from gitmem.tokens import count_request_tokens

@@ -584,12 +584,12 @@ def test_the_direct_backend_answers_like_the_sdk_and_skips_its_import(tmp_path):
     import subprocess
     import sys
 
-    from gitmem.llm import open_backend
+    from gitmem.backend import open_backend
 
     via_sdk = open_backend("emulator", clock=VirtualClock()).send(body())
     direct = open_backend("emulator", clock=VirtualClock(), sdk=False).send(body())
     assert (direct.text, direct.usage, direct.backend, direct.model) == (via_sdk.text, via_sdk.usage, "emulator", via_sdk.model)
-    script = ("import sys, json; from gitmem.llm import open_backend; "
+    script = ("import sys, json; from gitmem.backend import open_backend; "
               f"r = open_backend('emulator', sdk=False).send(json.loads({json.dumps(json.dumps(body()))})); "
               "print('anthropic' in sys.modules, r.usage.cache_creation_input_tokens > 0)")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path,

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from gitmem.emulator.reply import BANNER, plan
-from gitmem.llm import open_backend
+from gitmem.backend import open_backend
 
 MODEL = "claude-sonnet-4-5"
 

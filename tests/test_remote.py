@@ -226,9 +226,9 @@ def test_remote_setup_keeps_an_existing_push_refspec_and_undo_leaves_it(alice):
     git(alice, "config", "--add", "remote.origin.push", "refs/heads/main:refs/heads/main")
     config = Path(alice, ".git", "config")
     before = config.read_bytes()
-    changes = remote_mod.setup(Store.open(str(alice)).repo, "origin")
+    changes = remote_mod.carry_memory(Store.open(str(alice)).repo, "origin")
     assert "HEAD" not in [c.value for c in changes]
-    remote_mod.setup(Store.open(str(alice)).repo, "origin", undo=True)
+    remote_mod.carry_memory(Store.open(str(alice)).repo, "origin", undo=True)
     assert config.read_bytes() == before
 
 

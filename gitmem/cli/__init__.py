@@ -24,7 +24,7 @@ COMMANDS = {
     "branches": ("branch", "checkpoint", "conflicts", "diff", "hook", "hooks", "merge", "prune", "resolve",
                  "resume", "sync"),
     "remote": ("fetch", "pull", "push", "remote"),
-    "mcp": ("check", "export", "mcp", "memory-tool", "setup"),
+    "tools": ("check", "export", "mcp", "memory-tool", "setup"),
     "ui": ("ui",),
     "router": ("router",),
 }

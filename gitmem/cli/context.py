@@ -158,7 +158,7 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
 
     from ..bill import configured_price_table, record_request
     from ..context_inputs import build, note_sent
-    from ..llm import open_backend
+    from ..backend import open_backend
     from ..pricing import cost
     from ..repo import common_dir
 

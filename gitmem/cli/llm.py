@@ -1,6 +1,6 @@
 """Model and Messages API commands: models, messages, emulator serve.
 
-anthropic, httpx2 and uvicorn are imported inside the commands (through gitmem.llm and
+anthropic, httpx2 and uvicorn are imported inside the commands (through gitmem.backend and
 gitmem.emulator), so `gitmem --help` and `gitmem add` never load them.
 """
 
@@ -164,7 +164,7 @@ def messages(body_path: str, boundary: Optional[int], ttl: Optional[str], ping_a
     Example: gitmem messages --body body.json --boundary 2 --ttl 5m --ping-at 240 --repeat-at 330
     """
     from ..emulator import RealClock, VirtualClock
-    from ..llm import open_backend, place_cache_control, run_schedule, schedule
+    from ..backend import open_backend, place_cache_control, run_schedule, schedule
     from ..pricing import cost
 
     table = _price_table()

@@ -174,11 +174,11 @@ def remote_setup(ctx, remote, undo, as_json) -> None:
 
     Example: gitmem remote setup origin
     """
-    from ..remote import default_remote, setup
+    from ..remote import carry_memory, default_remote
 
     store = open_store(ctx)
     remote = remote or default_remote(store.repo, store.branch)
-    changes = setup(store.repo, remote, undo=undo)
+    changes = carry_memory(store.repo, remote, undo=undo)
     if as_json:
         emit_json({"remote": remote, "changes": [c.to_dict() for c in changes]})
         return

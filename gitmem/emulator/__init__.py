@@ -1,7 +1,7 @@
 """A local emulator of the Anthropic Messages API with faithful prompt caching.
 
 Reach it in-process (``Emulator().transport()`` as the SDK's ``httpx2`` transport; see
-:func:`gitmem.llm.open_backend`) or over HTTP (``gitmem emulator serve``). Both call the same
+:func:`gitmem.backend.open_backend`) or over HTTP (``gitmem emulator serve``). Both call the same
 :meth:`Emulator.handle`, so they share one cache and one clock.
 """
 

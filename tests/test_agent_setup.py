@@ -11,7 +11,7 @@ import yaml
 
 from conftest import gitmem
 from gitmem.errors import GitmemError
-from gitmem.setup import apply, plan
+from gitmem.agent_setup import apply, plan
 
 
 def test_claude_code_gets_a_project_mcp_json(repo, store):
@@ -83,7 +83,7 @@ def test_cli_prints_by_default_and_writes_with_write(repo):
 
 
 def test_claude_code_hooks_merge_into_settings_keeping_everything_else(repo, store):
-    from gitmem.setup import CLAUDE_HOOKS, hooks_plan
+    from gitmem.agent_setup import CLAUDE_HOOKS, hooks_plan
 
     settings = repo / ".claude" / "settings.json"
     settings.parent.mkdir()
@@ -125,7 +125,7 @@ def test_setup_claude_code_writes_both_files_and_undo_takes_out_only_gitmem(repo
 
 
 def test_settings_with_a_broken_hooks_shape_are_refused_not_overwritten(repo, store):
-    from gitmem.setup import hooks_plan
+    from gitmem.agent_setup import hooks_plan
 
     settings = repo / ".claude" / "settings.json"
     settings.parent.mkdir()

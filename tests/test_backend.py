@@ -11,7 +11,7 @@ import pytest
 from conftest import GUIDE
 from gitmem.emulator import Emulator, VirtualClock
 from gitmem.errors import BackendError
-from gitmem.llm import ANTHROPIC_API, EMULATOR, open_backend
+from gitmem.backend import ANTHROPIC_API, EMULATOR, open_backend
 from gitmem.tokens import count_request_tokens
 
 BODY = {

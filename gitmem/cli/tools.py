@@ -139,7 +139,7 @@ def setup(store: Store, tool: str, write: bool, undo: bool, command: Optional[st
 
     Example: gitmem setup claude-code --write
     """
-    from ..setup import apply, hooks_plan, plan, undo as undo_plan
+    from ..agent_setup import apply, hooks_plan, plan, undo as undo_plan
 
     if undo:
         if write:
