@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence,
 import pygit2
 
 from .errors import BranchError, GitmemError
-from .repo import parent_chain
+from .repo import REF_PREFIX, parent_chain
 
 if TYPE_CHECKING:
     from .store import Store
@@ -87,7 +87,7 @@ def require_known(repo: pygit2.Repository, name: str) -> str:
     from .repo import check_branch_name, current_branch
 
     check_branch_name(name)
-    known = set(_all_code_branch_names(repo)) | {n for n, _ in _branch_names(repo, _memory_prefix())}
+    known = set(_all_code_branch_names(repo)) | {n for n, _ in ref_names(repo, REF_PREFIX)}
     known |= _remote_memory_names(repo) | {current_branch(repo)[0]}
     if name in known:
         return name
@@ -99,7 +99,8 @@ def require_known(repo: pygit2.Repository, name: str) -> str:
 # --- listing -------------------------------------------------------------------
 
 
-def _branch_names(repo: pygit2.Repository, prefix: str) -> Iterator[Tuple[str, str]]:
+def ref_names(repo: pygit2.Repository, prefix: str) -> Iterator[Tuple[str, str]]:
+    """(name after ``prefix``, full ref name) of every ref under ``prefix``."""
     for name in repo.references:
         if name.startswith(prefix):
             yield name[len(prefix):], name
@@ -161,13 +162,13 @@ class BranchInfo:
 
 
 def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
-    from .merge import _conflict_blobs
-    from .repo import REF_PREFIX, default_branch
+    from .merge import conflict_blobs
+    from .repo import default_branch
     from .store import Store
 
     default = default_branch(repo)
     out = []
-    for name, ref in sorted(_branch_names(repo, REF_PREFIX)):
+    for name, ref in sorted(ref_names(repo, REF_PREFIX)):
         store = Store(repo, name)
         tip = store.own_tip()
         if not tip:
@@ -180,7 +181,7 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
         into_memory = Store(repo, parent or default).tip() if name != default else None
         out.append(BranchInfo(name, ref, tip, parent, sum(1 for _ in store.snapshot(tip).entries()),
                               "exists" if f"refs/heads/{name}" in repo.references else "deleted",
-                              merged, len(_conflict_blobs(store, tip)), reachable(repo, tip, into_memory)))
+                              merged, len(conflict_blobs(store, tip)), reachable(repo, tip, into_memory)))
     return out
 
 
@@ -224,7 +225,7 @@ def merged_by(repo: pygit2.Repository, branch: str, head: str, before: Optional[
 
     For ``branch`` itself only its remote-tracking tips count (a `git pull`): after a
     fast-forward the local tip equals the pulled one, and the pulled memory must merge too."""
-    names = set(_all_code_branch_names(repo)) | {n for n, _ in _branch_names(repo, _memory_prefix())}
+    names = set(_all_code_branch_names(repo)) | {n for n, _ in ref_names(repo, REF_PREFIX)}
     out = []
     for name in sorted(names):
         for tip in code_tips(repo, name, local=name != branch):
@@ -241,7 +242,7 @@ def merged_elsewhere(repo: pygit2.Repository, branch: str, head: str) -> List[st
     nor are the branches ``branch`` itself was forked from."""
     skip = set(parent_chain(repo, branch)) | {branch}
     out = []
-    for name in sorted({n for n, _ in _branch_names(repo, _memory_prefix())} | _remote_memory_names(repo)):
+    for name in sorted({n for n, _ in ref_names(repo, REF_PREFIX)} | _remote_memory_names(repo)):
         if name in skip:
             continue
         fork = fork_point(repo, name)[1]
@@ -250,23 +251,17 @@ def merged_elsewhere(repo: pygit2.Repository, branch: str, head: str) -> List[st
     return out
 
 
-def _memory_prefix() -> str:
-    from .repo import REF_PREFIX
-
-    return REF_PREFIX
-
-
 def _remote_memory_names(repo: pygit2.Repository) -> set:
     names = set()
     for remote in repo.remotes.names():
-        names |= {n for n, _ in _branch_names(repo, f"{REMOTE_PREFIX}{remote}/")}
+        names |= {n for n, _ in ref_names(repo, f"{REMOTE_PREFIX}{remote}/")}
     return names
 
 
 def _all_code_branch_names(repo: pygit2.Repository) -> Iterator[str]:
-    yield from (n for n, _ in _branch_names(repo, "refs/heads/"))
+    yield from (n for n, _ in ref_names(repo, "refs/heads/"))
     for remote in repo.remotes.names():
-        yield from (n for n, _ in _branch_names(repo, f"refs/remotes/{remote}/") if n != "HEAD")
+        yield from (n for n, _ in ref_names(repo, f"refs/remotes/{remote}/") if n != "HEAD")
 
 
 @dataclass
@@ -370,16 +365,16 @@ def resolve_side(store: Store, name: str) -> Optional[str]:
 
 def diff(store: Store, left: str, right: str) -> MemoryDiff:
     """What ``right`` changed since it diverged from ``left`` (like ``git diff A...B``)."""
-    from .merge import _entries, _load
+    from .merge import blobs_by_id, load_ids
 
     a, b = resolve_side(store, left), resolve_side(store, right)
     base = None
     if a and b:
         found = store.repo.merge_base(a, b)
         base = str(found) if found else None
-    e_base, e_to = _entries(store, base), _entries(store, b)
+    e_base, e_to = blobs_by_id(store, base), blobs_by_id(store, b)
     touched = sorted(i for i in set(e_base) | set(e_to) if e_base.get(i) != e_to.get(i))
-    before, after = _load(store, e_base, touched), _load(store, e_to, touched)
+    before, after = load_ids(store, e_base, touched), load_ids(store, e_to, touched)
     added = [after[i] for i in touched if i in after and i not in before]
     removed = [before[i] for i in touched if i in before and i not in after]
     changed = []

@@ -173,11 +173,9 @@ def _options(extra: Sequence[str]) -> Dict[str, List[str]]:
 
 def sample_id(i: int) -> str:
     """Decision *i*'s fixed id: the sample clock's time in the id's 10 time characters, *i* in its tail."""
-    from .model import _ALPHABET
+    from .model import new_id
 
-    ms = SAMPLE_EPOCH_MS + i * 60_000
-    return ("".join(_ALPHABET[(ms >> (5 * k)) & 31] for k in reversed(range(10)))
-            + "".join(_ALPHABET[(i >> (5 * k)) & 31] for k in reversed(range(6))))
+    return new_id(SAMPLE_EPOCH_MS + i * 60_000, tail=i)
 
 
 def _write_fixed(store: Store, i: int, type_: str, text: str, options: Dict[str, List[str]]) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 import pygit2
 
 from .errors import GitmemError, SecretFound
-from .repo import head_commit, ref_target
+from .repo import REF_PREFIX, head_commit, ref_target
 
 if TYPE_CHECKING:
     from .store import Store
@@ -386,12 +386,12 @@ def _cherry_pick_hint(store: Store, head: str) -> List[str]:
     if not picked:
         return ["cherry-pick copies code, not memory: if the picked commit had memory on another branch, "
                 "`gitmem merge BRANCH` brings that branch's memory (with `git cherry-pick -x` gitmem names it)"]
-    from .branches import _branch_names, _memory_prefix
+    from .branches import ref_names
     from .store import Store
 
     mine = set(store.memories())
     found: Dict[str, List[str]] = {}
-    for name, _ref in sorted(_branch_names(store.repo, _memory_prefix())):
+    for name, _ref in sorted(ref_names(store.repo, REF_PREFIX)):
         if name == store.branch:
             continue
         for m in Store(store.repo, name).memories().values():

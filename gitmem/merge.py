@@ -43,7 +43,7 @@ class MergeResult:
                 "kept": list(self.kept)}
 
 
-def _entries(store: Store, commit: Optional[str]) -> Dict[str, Tuple[str, str]]:
+def blobs_by_id(store: Store, commit: Optional[str]) -> Dict[str, Tuple[str, str]]:
     """id -> (path, blob id) for every memory blob at ``commit``."""
     if not commit:
         return {}
@@ -90,7 +90,7 @@ def _future_changes(store: Store, theirs: str, changed: Sequence[str], not_after
     return out
 
 
-def _conflict_blobs(store: Store, commit: Optional[str]) -> Dict[str, str]:
+def conflict_blobs(store: Store, commit: Optional[str]) -> Dict[str, str]:
     """conflicts/<id>.yaml path -> blob id at ``commit``."""
     tree = store.snapshot(commit).tree if commit else None
     if tree is None or CONFLICTS_DIR not in tree:
@@ -102,7 +102,8 @@ def _conflict_blobs(store: Store, commit: Optional[str]) -> Dict[str, str]:
             if (e.name or "").endswith(".yaml") and e.type_str == "blob"}
 
 
-def _load(store: Store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dict[str, Memory]:
+def load_ids(store: Store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dict[str, Memory]:
+    """The valid memories among ``ids``, read from ``entries`` (:func:`blobs_by_id`)."""
     out: Dict[str, Memory] = {}
     for i in ids:
         if i in entries:
@@ -151,7 +152,7 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
             return MergeResult("up-to-date", ours)
         if ours is None:
             store.move_ref(None, theirs, f"gitmem merge: fast-forward to {theirs[:12]}")
-            return MergeResult("fast-forward", theirs, added=sorted(_entries(store, theirs)))
+            return MergeResult("fast-forward", theirs, added=sorted(blobs_by_id(store, theirs)))
         base_oid = repo.merge_base(ours, theirs)
         base = str(base_oid) if base_oid else None
         if base == theirs:
@@ -165,12 +166,12 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
             # deletes (retract keeps), so the deletion is someone's hand edit. Nor one that
             # changes a known memory with a timestamp from the future. Merge it instead: the
             # record merge keeps every memory either side has, and ours over a future stamp.
-        e_base, e_ours, e_theirs = _entries(store, base), _entries(store, ours), _entries(store, theirs)
+        e_base, e_ours, e_theirs = blobs_by_id(store, base), blobs_by_id(store, ours), blobs_by_id(store, theirs)
         kept = sorted(i for i in e_ours if i not in e_theirs and i in e_base)
         touched = sorted(i for i in set(e_ours) | set(e_theirs)
                          if not (e_ours.get(i) == e_theirs.get(i) or e_theirs.get(i) == e_base.get(i)))
-        result = merge_records(_load(store, e_base, touched), _load(store, e_ours, touched),
-                               _load(store, e_theirs, touched), not_after=not_after)
+        result = merge_records(load_ids(store, e_base, touched), load_ids(store, e_ours, touched),
+                               load_ids(store, e_theirs, touched), not_after=not_after)
         updates: Dict[str, Optional[bytes]] = {}
         added, changed = [], []
         for i, m in result.merged.items():
@@ -198,7 +199,7 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
 def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Conflict]) -> Dict[str, Optional[bytes]]:
     """Three-way merge of conflicts/ by blob: a resolution (deletion) on one side
     wins over no change on the other; a conflict this merge found wins over both."""
-    b, o, t = (_conflict_blobs(store, c) for c in (base, ours, theirs))
+    b, o, t = (conflict_blobs(store, c) for c in (base, ours, theirs))
     updates: Dict[str, Optional[bytes]] = {}
     for path in set(o) | set(t):
         ov, tv, bv = o.get(path), t.get(path), b.get(path)
@@ -240,7 +241,7 @@ def conflicts_and_problems(store: Store, at: Optional[str] = None) -> Tuple[List
     """The valid conflicts, and (path, why) for each conflict file refused: too large, YAML
     aliases or deep nesting (read with :func:`gitmem.trust.load_yaml`), or not a real conflict."""
     out, refused = [], []
-    for path, blob in sorted(_conflict_blobs(store, at or store.tip()).items()):
+    for path, blob in sorted(conflict_blobs(store, at or store.tip()).items()):
         try:
             out.append(Conflict.from_dict(load_conflict_data(store.repo[blob].peel(pygit2.Blob).data)))
         except GitmemError as e:

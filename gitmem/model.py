@@ -52,8 +52,9 @@ _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 _last_id = (0, 0, 0)  # (pid, ms, random) of the last id this process made
 
 
-def new_id(now_ms: Optional[int] = None) -> str:
-    """A 16-char id: 10 chars of millisecond time, then 6 random chars (30 bits).
+def new_id(now_ms: Optional[int] = None, tail: Optional[int] = None) -> str:
+    """A 16-char id: 10 chars of millisecond time, then 6 random chars (30 bits; ``tail`` fixes
+    them, for sample data that must read the same on every run).
 
     Sorting ids sorts memories by creation time; the random tail keeps ids
     written in the same millisecond on different clones apart. Within one
@@ -63,7 +64,7 @@ def new_id(now_ms: Optional[int] = None) -> str:
     """
     global _last_id
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    rnd = int.from_bytes(os.urandom(4), "big") & (2**30 - 1)
+    rnd = int.from_bytes(os.urandom(4), "big") & (2**30 - 1) if tail is None else tail & (2**30 - 1)
     if now_ms is None:
         pid, last_ms, last_rnd = _last_id
         if pid == os.getpid() and ms <= last_ms:  # a forked child starts afresh, never from its parent's id
@@ -72,8 +73,7 @@ def new_id(now_ms: Optional[int] = None) -> str:
                 ms, rnd = ms + 1, rnd & (2**29 - 1)
         _last_id = (os.getpid(), ms, rnd)
     head = "".join(_ALPHABET[(ms >> (5 * i)) & 31] for i in reversed(range(10)))
-    tail = "".join(_ALPHABET[(rnd >> (5 * i)) & 31] for i in reversed(range(6)))
-    return head + tail
+    return head + "".join(_ALPHABET[(rnd >> (5 * i)) & 31] for i in reversed(range(6)))
 
 
 def normalize_id(text: str) -> str:

@@ -125,3 +125,14 @@ def test_the_pure_core_imports_no_git_network_or_filesystem(name):
                             and isinstance(node.func.value, (ast.Name, ast.Attribute))
                             and ast.unparse(node.func.value) in ("os", "os.path", "shutil", "pathlib")))})
     assert calls == [], f"gitmem.{name} touches the filesystem: {calls}"
+
+
+def test_no_module_imports_another_modules_private_names():
+    """What modules share is public and named; a leading underscore means "this module only"."""
+    found = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level and node.module != "__future__":
+                found += [f"{name}: from {'.' * node.level}{node.module or ''} import {alias.name}"
+                          for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert found == []
