@@ -98,12 +98,17 @@ def similarities(store: "Store", memories: Sequence[Memory], query: str,
     matrix = _matrix(store, encoder, pool, max_backlog)
     if matrix is None:  # the backlog is larger than this caller may wait for
         return None
-    q = encoder.embed_queries([query])[0]
-    cosines = matrix @ q
+    key = (encoder.name, query)
+    if key not in _QUERIES:  # the prompt hook checks and recalls the same prompt: embed it once
+        if len(_QUERIES) >= 8:
+            _QUERIES.pop(next(iter(_QUERIES)))
+        _QUERIES[key] = encoder.embed_queries([query])[0]
+    cosines = matrix @ _QUERIES[key]
     return {m.id: float(c) for m, c in zip(pool, cosines)}
 
 
 _MATRICES: Dict[Tuple[str, Tuple[int, ...]], Any] = {}
+_QUERIES: Dict[Tuple[str, str], Any] = {}  # (encoder name, query) -> its vector, the last few queries
 _VECTORS: Dict[Tuple[Optional[str], str], Any] = {}  # (index file, text hash) -> vector of the pool last stacked
 
 

@@ -118,3 +118,20 @@ def test_an_agent_path_answers_with_words_while_a_large_backlog_is_unembedded(st
     assert recall(store, "redis job queue", paths=[])[0].similarity is not None  # the CLI path embeds them
     assert ids[1] in [h.memory.id for h in recall(store, "redis job queue", paths=[], max_backlog=2)]
     assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is not None  # nothing left to embed
+
+
+@needs_encoder
+def test_a_prompt_checked_then_recalled_is_embedded_once(store, monkeypatch):
+    """The prompt hook checks a prompt against the rejections and recalls for it: one embedding."""
+    from gitmem.embedding import default_encoder
+
+    _team(store)
+    encoder = default_encoder()
+    calls = []
+    real = encoder.embed_queries
+    monkeypatch.setattr(encoder, "embed_queries", lambda texts: calls.append(list(texts)) or real(texts))
+    prompt = "should we move the job queue to a key-value store this sprint"
+    first = check(store, prompt)
+    hits = recall(store, prompt, paths=[])
+    assert calls == [[prompt]]
+    assert first.hits and hits[0].similarity is not None
