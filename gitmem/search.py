@@ -432,8 +432,8 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
             repeat = False  # each names an option the other never mentions: RabbitMQ against a rejected Redis
         if options is not None and nearest_decision > option:
             repeat = False  # nearer to what the team chose than to what it rejected
-        if side * stance(m.text) < 0:
-            repeat = False  # both take a stance, and opposite ones: keep X against a rejected drop X
+        if side * (stance(m.text) or stance(m.title or "")) < 0:
+            repeat = False  # both take a stance (the text's, else the title's), opposite ones: keep X against a rejected drop X
         tier = "repeat" if repeat else "related"
         out.append(Hit(m, h.score, h.match, h.stale, h.similarity, tier))
     out.sort(key=lambda h: (h.tier != "repeat", -h.score))

@@ -318,3 +318,11 @@ def test_the_first_word_of_a_rejection_after_its_title_is_no_name():
                 title="Mutable configuration store"), mem("Unrelated note", "note", 2)]
     verdict = judge(pool, "let components write runtime state into the configuration through its API", now=NOW)
     assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(1)
+
+
+def test_a_rejection_whose_text_takes_no_stance_takes_its_title_s():
+    pool = [mem("Carry the nginx vhost in front of Elasticsearch over to the new hosts", "rejection", 1,
+                title="Keep the nginx proxy for Elasticsearch"), mem("Unrelated note", "note", 2)]
+    assert judge(pool, "carry the nginx proxy for elasticsearch over to the new hosts", now=NOW).repeat
+    verdict = judge(pool, "drop the nginx proxy for elasticsearch on the new hosts", now=NOW)
+    assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(1)
