@@ -108,6 +108,13 @@ def document_text(memory: Any) -> str:
     return " ".join(p for p in (getattr(memory, "title", None), memory.text, getattr(memory, "reason", None)) if p)
 
 
+def option_text(memory: Any) -> str:
+    """What a rejection or decision chose or turned down, without the reason: the reason of a rejection
+    often names what was chosen instead, which pulls a proposal of the chosen option towards the
+    rejection. The proposal check compares a proposal with this view (docs/relevance.md)."""
+    return " ".join(p for p in (getattr(memory, "title", None), memory.text) if p)
+
+
 def _normalised(rows: "numpy.ndarray") -> "numpy.ndarray":
     """Rows of unit length (the engine already normalises; this makes it the contract, not a habit)."""
     import numpy as np

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
-
-from pygit2.enums import FileStatus
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .model import Memory
 from .repo import current_blob
@@ -24,6 +22,8 @@ from .search import Check, Hit, judge, rank
 if TYPE_CHECKING:
     from .embedding import Encoder
     from .store import Store
+
+_GIT_STATUS_IGNORED = 1 << 14  # libgit2's GIT_STATUS_IGNORED flag
 
 
 def changed_paths(store: "Store") -> List[str]:
@@ -35,7 +35,7 @@ def changed_paths(store: "Store") -> List[str]:
         status = repo.status(untracked_files="normal")
     except Exception:  # noqa: BLE001 - a broken index must not stop a recall
         return []
-    return sorted(p for p, flags in status.items() if not flags & FileStatus.IGNORED)
+    return sorted(p for p, flags in status.items() if not flags & _GIT_STATUS_IGNORED)
 
 
 def current_blobs(store: "Store", memories: Iterable[Memory]) -> Dict[str, Optional[str]]:
@@ -80,51 +80,69 @@ def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: in
           max_backlog: Optional[int] = None) -> Check:
     """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing."""
     pool = [m for _, m in sorted(store.memories().items())]
-    return judge(pool, proposal, paths=paths, limit=limit,
-                 similarity=similarities(store, pool, proposal, max_backlog=max_backlog))
+    similarity = similarities(store, pool, proposal, max_backlog=max_backlog)
+    options = None
+    if similarity is not None:
+        from .embedding import option_text
+
+        chosen = [m for m in pool if m.type in ("rejection", "decision")]
+        options = similarities(store, chosen, proposal, max_backlog=max_backlog, text=option_text)
+    return judge(pool, proposal, paths=paths, limit=limit, similarity=similarity, option_similarity=options)
 
 
 # --- dense similarity -------------------------------------------------------------
 
 
-def similarities(store: "Store", memories: Sequence[Memory], query: str,
-                 max_backlog: Optional[int] = None) -> Optional[Dict[str, float]]:
+def similarities(store: "Store", memories: Sequence[Memory], query: str, max_backlog: Optional[int] = None,
+                 text: Optional[Callable[[Memory], str]] = None) -> Optional[Dict[str, float]]:
     """Cosine of ``query`` to every active memory, by id; None when recall is lexical (no encoder,
-    or more than ``max_backlog`` memories still to embed)."""
+    or more than ``max_backlog`` memories still to embed). ``text`` picks what of a memory is
+    embedded (default: :func:`gitmem.embedding.document_text`)."""
     encoder = _encoder()
     if encoder is None or not query.strip():
         return None
     pool = [m for m in memories if m.status == "active"]
-    matrix = _matrix(store, encoder, pool, max_backlog)
+    matrix = _matrix(store, encoder, pool, max_backlog, text)
     if matrix is None:  # the backlog is larger than this caller may wait for
         return None
-    key = (encoder.name, query)
-    if key not in _QUERIES:  # the prompt hook checks and recalls the same prompt: embed it once
-        if len(_QUERIES) >= 8:
-            _QUERIES.pop(next(iter(_QUERIES)))
-        _QUERIES[key] = encoder.embed_queries([query])[0]
-    cosines = matrix @ _QUERIES[key]
+    q = _query_vector(encoder, query)
+    cosines = matrix @ q
     return {m.id: float(c) for m, c in zip(pool, cosines)}
 
 
-_MATRICES: Dict[Tuple[str, Tuple[int, ...]], Any] = {}
-_QUERIES: Dict[Tuple[str, str], Any] = {}  # (encoder name, query) -> its vector, the last few queries
-_VECTORS: Dict[Tuple[Optional[str], str], Any] = {}  # (index file, text hash) -> vector of the pool last stacked
+# One pool per view (what of a memory is embedded) at a time: a long-lived server stays flat in memory
+# however many writes it makes, and the check's two views do not evict each other.
+_MATRICES: Dict[Any, Tuple[Tuple[str, Tuple[int, ...]], Any]] = {}  # view -> ((encoder, pool ids), matrix)
+_VECTORS: Dict[Any, Dict[Tuple[Optional[str], str], Any]] = {}  # view -> (index file, text hash) -> vector
+_QUERY: Dict[Tuple[str, str], Any] = {}  # the last query's vector: a check asks two views of one question, the prompt hook checks then recalls it
 
 
-def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_backlog: Optional[int] = None) -> Any:
+def _query_vector(encoder: "Encoder", query: str) -> Any:
+    key = (encoder.name, query)
+    if key not in _QUERY:
+        _QUERY.clear()
+        _QUERY[key] = encoder.embed_queries([query])[0]
+    return _QUERY[key]
+
+
+def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_backlog: Optional[int] = None,
+            text: Optional[Callable[[Memory], str]] = None) -> Any:
     """The pool's vectors as one (n, dim) matrix: from this process, the index, else the encoder.
-    After a write only the new memory's vector is looked up (or computed)."""
+    After a write only the new memory's vector is looked up (or computed). Vectors are kept under
+    the hash of the text embedded, so every view of a memory has its own."""
     import numpy as np
 
     from .embedding import document_text
 
+    text = text or document_text
     key = (encoder.name, tuple(map(id, pool)))
-    if key in _MATRICES:
-        return _MATRICES[key]
-    hashes = [hashlib.sha1(f"{encoder.name}\0{document_text(m)}".encode("utf-8")).hexdigest() for m in pool]
+    cached = _MATRICES.get(text)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    hashes = [hashlib.sha1(f"{encoder.name}\0{text(m)}".encode("utf-8")).hexdigest() for m in pool]
     where = store.warm.index.path
-    known = {h: _VECTORS[where, h] for h in hashes if (where, h) in _VECTORS}
+    kept = _VECTORS.get(text, {})
+    known = {h: kept[where, h] for h in hashes if (where, h) in kept}
     missing = list(dict.fromkeys(h for h in hashes if h not in known))
     if missing:
         known.update((h, np.frombuffer(v, dtype=np.float32)) for h, v in
@@ -133,28 +151,24 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
     if max_backlog is not None and len(todo) > max_backlog:
         return None
     if todo:
-        _embed(store, encoder, [pool[i] for i in todo], [hashes[i] for i in todo], known)
+        _embed(store, encoder, [pool[i] for i in todo], [hashes[i] for i in todo], known, text)
     matrix = np.stack([known[h] for h in hashes]) if pool else np.zeros((0, encoder.dim), dtype=np.float32)
-    # One pool at a time: a long-lived server stays flat in memory however many writes it makes.
-    _MATRICES.clear()
-    _MATRICES[key] = matrix
-    _VECTORS.clear()
-    _VECTORS.update(((where, h), known[h]) for h in hashes)
+    _MATRICES[text] = (key, matrix)
+    _VECTORS[text] = {(where, h): known[h] for h in hashes}
     return matrix
 
 
-def _embed(store: "Store", encoder: "Encoder", memories: Sequence[Memory], hashes: Sequence[str], known: Dict[str, Any]) -> None:
+def _embed(store: "Store", encoder: "Encoder", memories: Sequence[Memory], hashes: Sequence[str],
+           known: Dict[str, Any], text: Callable[[Memory], str]) -> None:
     """Compute missing vectors in batches, saving each batch, with a progress line for a backlog."""
     import time
-
-    from .embedding import document_text
 
     loud = len(memories) >= 200 and sys.stderr.isatty()
     started = time.monotonic()
     batch = 64
     for start in range(0, len(memories), batch):
         chunk = memories[start:start + batch]
-        vectors = encoder.embed_documents([document_text(m) for m in chunk])
+        vectors = encoder.embed_documents([text(m) for m in chunk])
         fresh = {}
         for h, v in zip(hashes[start:start + batch], vectors):
             known[h] = v

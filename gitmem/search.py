@@ -313,11 +313,12 @@ RELATED_MATCH = 0.2
 RELATED_Z = 2.5
 #: A repeat shares this much with the rejection (lexically, or by the dense cosine) ...
 REPEAT_MATCH = 0.35
-REPEAT_Z = 4.0
-#: A proposal nearer (by this cosine margin) to a decision than to the rejection proposes what was chosen.
-CHOSEN_MARGIN = 0.0
+REPEAT_Z = 5.0
 #: ... and brings at most this share of distinctive words the rejection does not have.
-REPEAT_NOVELTY = 0.7
+REPEAT_NOVELTY = 0.9
+#: ... or, on the topic by meaning, the rejected option is nearer to the proposal than every decision's
+#: option by this cosine margin (the options compared without their reasons, see ``option_similarity``).
+OPTION_MARGIN = 0.02
 #: A word no memory uses: a paraphrase as often as a new option, so it weighs like a common word.
 UNKNOWN_WEIGHT = 1.0
 
@@ -386,19 +387,24 @@ def stance(text: str) -> int:
 
 def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
           similarity: Optional[Mapping[str, float]] = None, now: Optional[datetime] = None,
-          judge_name: Optional[str] = None) -> Check:
+          judge_name: Optional[str] = None, option_similarity: Optional[Mapping[str, float]] = None) -> Check:
     """Earlier rejections on ``proposal``'s topic, each judged a repeat of the rejected option
     or a related one (same topic, another option).
 
     A repeat shares the rejection's distinctive words (or is its close paraphrase by the
     dense cosine), takes the same stance (both adopt, or both remove) and brings few
     distinctive words of its own: a named alternative ("RabbitMQ" against a rejected
-    "Redis") makes it a different option.
+    "Redis") makes it a different option. ``option_similarity`` maps rejection and decision
+    ids to the proposal's cosine to the option alone (title and text, no reason): a proposal
+    nearer to what a decision chose than to what a rejection turned down proposes the chosen
+    option, and one clearly nearest to a rejected option repeats it. Without it the full
+    ``similarity`` stands in.
     """
     pool = [m for m in memories if m.status == "active"]
     z = _standardised(similarity)
-    nearest_decision = max((similarity.get(m.id, -1.0) for m in pool if m.type == "decision"), default=-1.0) \
-        if similarity is not None else -1.0
+    options = option_similarity if option_similarity is not None else similarity
+    nearest_decision = max((options.get(m.id, -1.0) for m in pool if m.type == "decision"), default=-1.0) \
+        if options is not None else -1.0
     # Words about what to do ("use", "drop") say nothing about which option: rank on the rest.
     hits = rank(pool, _content_text(proposal), limit=max(limit * 2, 10), paths=paths, similarity=similarity,
                 only_types=("rejection",), now=now)
@@ -415,17 +421,19 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
             continue
         theirs = _content_terms(f"{m.title or ''} {m.text} {' '.join(m.tags)}")
         novelty = sum(_weight(index, t) for t in mine - theirs) / mine_mass
-        # Close in words, with few distinctive words of its own; or a paraphrase by meaning
-        # (new words are what a paraphrase is made of, so novelty does not count there).
-        repeat = (h.match >= REPEAT_MATCH and novelty <= REPEAT_NOVELTY) or near >= REPEAT_Z
-        named = names(f"{m.title or ''} {m.text}")
-        if named and proposed_names:
-            # Both name their options: the same name is the same option, another name another one.
-            repeat = bool(named & proposed_names) and (h.match >= RELATED_MATCH or near >= RELATED_Z)
-        if similarity is not None and nearest_decision > similarity.get(m.id, 0.0) + CHOSEN_MARGIN:
+        option = options.get(m.id, -1.0) if options is not None else -1.0
+        # Close in words, with few distinctive words of its own; or a paraphrase by meaning (new
+        # words are what a paraphrase is made of, so novelty does not count there); or on the topic
+        # by meaning and nearer to the rejected option than to anything the team chose.
+        repeat = ((h.match >= REPEAT_MATCH and novelty <= REPEAT_NOVELTY) or near >= REPEAT_Z
+                  or (near >= RELATED_Z and option >= nearest_decision + OPTION_MARGIN))
+        named = names(f"{m.title or ''}. {m.text}")  # a full stop: the text's first word is no name
+        if named and proposed_names and not named & (mine | proposed_names) and not proposed_names & theirs:
+            repeat = False  # each names an option the other never mentions: RabbitMQ against a rejected Redis
+        if options is not None and nearest_decision > option:
             repeat = False  # nearer to what the team chose than to what it rejected
-        if side * stance(m.text) < 0:
-            repeat = False  # both take a stance, and opposite ones: keep X against a rejected drop X
+        if side * (stance(m.text) or stance(m.title or "")) < 0:
+            repeat = False  # both take a stance (the text's, else the title's), opposite ones: keep X against a rejected drop X
         tier = "repeat" if repeat else "related"
         out.append(Hit(m, h.score, h.match, h.stale, h.similarity, tier))
     out.sort(key=lambda h: (h.tier != "repeat", -h.score))

@@ -280,3 +280,49 @@ def test_a_hyphenated_compound_is_one_term_as_well_as_its_parts():
     assert "endtoend" in terms and "backend" in terms
     pool = [mem("Run end-to-end tests nightly", "convention", 1), mem("The back-end is Django", "fact", 2)]
     assert rank(pool, "end-to-end", now=NOW)[0].memory.id == fixture_id(1)
+
+
+def _cosines(pool, base, **near):
+    """A sentence encoder's cosines: ``base`` give or take 0.02 for every memory, ``near`` by fixture
+    number (``m2=0.9``)."""
+    out = {m.id: base + (0.02 if i % 2 else -0.02) for i, m in enumerate(pool)}
+    out.update({fixture_id(int(k[1:])): v for k, v in near.items()})
+    return out
+
+
+def test_a_proposal_nearest_to_the_rejected_option_by_meaning_is_a_repeat():
+    pool = _quickstart() + [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+    proposal = "put the background workers on an in-memory broker"  # no word of "Use Redis for the job queue"
+    similarity = _cosines(pool, 0.80, m1=0.89, m2=0.89)  # on the topic; with their reasons, as near the decision
+    assert not judge(pool, proposal, similarity=similarity, now=NOW).repeat
+    # The options alone (no reasons): the rejected one is clearly the nearest.
+    options = _cosines([m for m in pool if m.type in ("rejection", "decision")], 0.80, m1=0.85, m2=0.88)
+    verdict = judge(pool, proposal, similarity=similarity, option_similarity=options, now=NOW)
+    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(2)
+
+
+def test_a_proposal_nearer_to_the_chosen_option_than_to_the_rejected_one_is_related():
+    pool = _quickstart()
+    proposal = "use redis as the job queue's lock store, next to postgres"  # words of the rejection
+    assert judge(pool, proposal, now=NOW).repeat  # words alone
+    similarity = _cosines(pool, 0.80, m1=0.88, m2=0.88)
+    options = _cosines([m for m in pool if m.type in ("rejection", "decision")], 0.80, m1=0.9, m2=0.87)
+    verdict = judge(pool, proposal, similarity=similarity, option_similarity=options, now=NOW)
+    assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(2)
+
+
+def test_the_first_word_of_a_rejection_after_its_title_is_no_name():
+    # Joined to the title, "Keep" would follow a lower-case word and pass for a product name, which
+    # the proposal's "API" never mentions: the two would look like different named options.
+    pool = [mem("Keep the configuration as a mutable store components write state to at runtime", "rejection", 1,
+                title="Mutable configuration store"), mem("Unrelated note", "note", 2)]
+    verdict = judge(pool, "let components write runtime state into the configuration through its API", now=NOW)
+    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(1)
+
+
+def test_a_rejection_whose_text_takes_no_stance_takes_its_title_s():
+    pool = [mem("Carry the nginx vhost in front of Elasticsearch over to the new hosts", "rejection", 1,
+                title="Keep the nginx proxy for Elasticsearch"), mem("Unrelated note", "note", 2)]
+    assert judge(pool, "carry the nginx proxy for elasticsearch over to the new hosts", now=NOW).repeat
+    verdict = judge(pool, "drop the nginx proxy for elasticsearch on the new hosts", now=NOW)
+    assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(1)
