@@ -111,11 +111,14 @@ class Index:
         except sqlite3.Error:
             return []
 
-    def _write(self, sql: str, rows: List[Tuple[Any, ...]]) -> None:
+    def _write(self, sql: str, rows: List[Tuple[Any, ...]], wait_ms: int = 2000) -> None:
+        """One transaction; given up (the rows can be recomputed) if the lock is not free in ``wait_ms``."""
         db = self._conn()
         if db is None or not rows:
             return
         try:
+            if wait_ms != 2000:
+                db.execute(f"PRAGMA busy_timeout={int(wait_ms)}")
             db.execute("BEGIN IMMEDIATE")
             db.executemany(sql, rows)
             db.execute("COMMIT")
@@ -124,6 +127,12 @@ class Index:
                 db.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
+        finally:
+            if wait_ms != 2000:
+                try:
+                    db.execute("PRAGMA busy_timeout=2000")
+                except sqlite3.Error:
+                    pass
 
     # --- trees -------------------------------------------------------------------
 
@@ -194,8 +203,8 @@ class Index:
                                               [rules, *chunk])]
         return out
 
-    def put_clean(self, rules: str, blob_ids: Sequence[str]) -> None:
-        self._write("INSERT OR IGNORE INTO clean VALUES (?, ?)", [(rules, b) for b in blob_ids])
+    def put_clean(self, rules: str, blob_ids: Sequence[str], wait_ms: int = 2000) -> None:
+        self._write("INSERT OR IGNORE INTO clean VALUES (?, ?)", [(rules, b) for b in blob_ids], wait_ms)
 
     # --- summaries of trees --------------------------------------------------------
 

@@ -114,7 +114,7 @@ def similarities(store: "Store", memories: Sequence[Memory], query: str, max_bac
 # however many writes it makes, and the check's two views do not evict each other.
 _MATRICES: Dict[Any, Tuple[Tuple[str, Tuple[int, ...]], Any]] = {}  # view -> ((encoder, pool ids), matrix)
 _VECTORS: Dict[Any, Dict[Tuple[Optional[str], str], Any]] = {}  # view -> (index file, text hash) -> vector
-_QUERY: Dict[Tuple[str, str], Any] = {}  # the last query's vector: a check asks two views of one question, the prompt hook checks then recalls it
+_QUERY: Dict[Tuple[str, str], Any] = {}  # the last query's vector: asked twice by a check and by the prompt hook
 
 
 def _query_vector(encoder: "Encoder", query: str) -> Any:

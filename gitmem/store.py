@@ -401,8 +401,9 @@ class Store:
             base_tree = self.repo[base].peel(pygit2.Tree) if base else None
             tree = _write_tree(self.repo, base_tree, updates)
             # A push scans what it sends for secrets; what was scanned here need not be read again.
+            # A write never waits on the derived index: if another process holds it, the push scans.
             self.warm.index.put_clean(rules_key(), [str(pygit2.hash(data)) for data in updates.values()
-                                                    if data is not None and blob_is_clean(data)])
+                                                    if data is not None and blob_is_clean(data)], wait_ms=20)
             sig = _signature(author)
             message = redact(message)[0]
             committer = pygit2.Signature(*COMMITTER)

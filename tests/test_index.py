@@ -233,3 +233,25 @@ def test_session_start_reads_past_the_summary_lists_when_the_budget_has_room(rep
     shown = [line.split('id="')[1].split('"')[0] for line in text.splitlines() if line.startswith("<memory ")]
     assert shown == conventions + choices[::-1]
     assert "more not shown" not in text
+
+
+def test_a_write_goes_through_while_another_process_holds_the_index(repo):
+    """The write path only records what it scanned clean; a locked index never blocks or fails a write."""
+    import sqlite3
+
+    from gitmem.redact import rules_key
+
+    store = Store.open(str(repo))
+    store.add("fact", "opens the index")
+    holder = sqlite3.connect(str(repo / ".git" / "gitmem" / "index.sqlite"), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        w = store.add("fact", "written while the index is locked")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert Store.open(str(repo)).get(w.memory.id).text == "written while the index is locked"
+    from gitmem.model import memory_path
+
+    blob = git(repo, "rev-parse", f"refs/memory/main:{memory_path(w.memory)}").strip()
+    assert store.warm.index.clean(rules_key(), [blob]) == []  # given up, not waited for: a push will scan it
