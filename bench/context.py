@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import cat_file_batch, median_time, seeded_store, sizes_main  # noqa: E402
 
 from gitmem import store as store_module  # noqa: E402
+from gitmem import warm as warm_module  # noqa: E402
 from gitmem import context as context_module  # noqa: E402
 from gitmem.context_inputs import build  # noqa: E402
 from gitmem.demo import sample_guide  # noqa: E402
@@ -38,7 +39,7 @@ def measure(n: int) -> dict:
 
     def cached(budget):
         def go():
-            store_module.forget_warm()
+            warm_module.forget_warm()
             context_module._RENDERED.clear()  # nothing rendered or counted yet, as in a new process
             ctx = build(store_module.Store.open(root), query=QUERY, budget=budget)
             assert ctx.memory_commit

@@ -31,7 +31,7 @@ from common import AUTHOR, cat_file_batch, median_time, sample_repo  # noqa: E40
 from test_search import FIXTURES, NOW, load_corpus  # noqa: E402  (the labelled relevance corpus)
 
 from gitmem import Store  # noqa: E402
-from gitmem import store as store_module  # noqa: E402
+from gitmem import warm as warm_module  # noqa: E402
 from gitmem.model import Memory, dump_yaml, memory_path, new_id  # noqa: E402
 from gitmem.search import check_proposal, rank  # noqa: E402
 
@@ -79,7 +79,7 @@ def run(size: int = 10_000) -> dict:
 
     store = seeded(pool)
     query = "why did we reject redis for the job queue"
-    store_module.forget_warm()
+    warm_module.forget_warm()
     load = median_time(lambda: Store.open(store.repo.workdir).memories(), 5)
     memories = sorted(Store.open(store.repo.workdir).memories().values(), key=lambda m: m.id)
     rank(memories, query)  # build the index once, as a long-lived server does

@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import cat_file_batch, median_time, seeded_store, sizes_main  # noqa: E402
 
 from gitmem import store as store_module  # noqa: E402
+from gitmem import warm as warm_module  # noqa: E402
 from gitmem.repo import common_dir  # noqa: E402
 
 
@@ -37,7 +38,7 @@ def load_times(n: int):
     cat = min(cat_file_batch(s.repo.workdir, blob_ids) for _ in range(5))
 
     def cold():
-        store_module.forget_warm()
+        warm_module.forget_warm()
         index = os.path.join(common_dir(s.repo), "gitmem", "index.sqlite")
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(index + suffix):
@@ -46,7 +47,7 @@ def load_times(n: int):
         assert len(fresh.memories()) == n
 
     def warm_disk():  # a new process: nothing in memory, the on-disk index is there
-        store_module.forget_warm()
+        warm_module.forget_warm()
         assert len(store_module.Store.open(s.repo.workdir).memories()) == n
 
     cold_t = median_time(cold, 3)

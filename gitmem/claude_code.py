@@ -244,7 +244,7 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
     from .checkpoint import render_resume, resume
     from .context import render_memory
     from .model import Memory
-    from .store import Warm
+    from .warm import Warm
     from .tokens import count_tokens
 
     r = resume(store, limit=10)

@@ -16,7 +16,8 @@ from . import model
 from .model import Author
 from .refs import lock_file
 from .repo import blob_at, default_author, memory_ref
-from .store import Problem, Store, parse_memory
+from .model import Problem, parse_memory
+from .store import Store
 
 
 @dataclass(frozen=True)

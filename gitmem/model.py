@@ -592,3 +592,26 @@ def check_choice(name: str, value: Optional[str], choices: Iterable[str]) -> Non
     choices = tuple(choices)
     if value is not None and value not in choices:
         raise InvalidMemory(name, f"unknown {name} {value!r}", choices)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something `doctor` found; ``level`` is "error" or "warning"."""
+
+    level: str
+    where: str
+    message: str
+
+    def to_dict(self) -> Dict[str, str]:
+        return {"level": self.level, "where": self.where, "message": self.message}
+
+
+def parse_memory(data: bytes, path: str) -> Memory:
+    """Parse and validate one memory blob, refusing one stored under the wrong path."""
+    try:
+        memory = load_yaml(data)
+    except InvalidMemory as e:
+        raise InvalidMemory(f"{path}: {e.field}", e.problem, e.choices) from None
+    if memory_path(memory) != path:
+        raise InvalidMemory(path, f"stored under the wrong path (expected {memory_path(memory)})")
+    return memory

