@@ -6,6 +6,7 @@ pygit2's own suites do.
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import os
 import subprocess
@@ -59,9 +60,10 @@ def git(cwd, *args, check=True, env=None, input=None) -> str:
     return result.stdout
 
 
-def gitmem(cwd, *args, check=True, env=None, input=None) -> subprocess.CompletedProcess:
+def gitmem(cwd, *args, check=True, env=None, input=None, timeout=None) -> subprocess.CompletedProcess:
     """Run the gitmem CLI in this process, in ``cwd``, as a subprocess would see it (exit code, stdout,
-    stderr, a traceback on stderr for an uncaught exception).
+    stderr, a traceback on stderr for an uncaught exception). A call still running after ``timeout``
+    seconds ends this test process with every thread's stack on stderr: a hang fails, loudly.
 
     A new Python process costs a few hundred milliseconds of imports, most of the suite's time when
     every CLI call paid it. Tests about the process itself (startup imports, signals, servers that
@@ -74,9 +76,12 @@ def gitmem(cwd, *args, check=True, env=None, input=None) -> subprocess.Completed
     with _IN_PROCESS:  # the working directory is per process: one CLI call at a time
         before = os.getcwd()
         os.chdir(cwd)
+        if timeout is not None:
+            faulthandler.dump_traceback_later(timeout, exit=True)
         try:
             ran = CliRunner().invoke(main, [str(a) for a in args], input=input, env=env, prog_name="gitmem")
         finally:
+            faulthandler.cancel_dump_traceback_later()
             os.chdir(before)
             # A process ends here: drop the per-repository caches a long-lived process keeps, closing the index
             # and the repositories (git objects and packs a test may corrupt, a tmpfs it may unmount).
