@@ -485,9 +485,12 @@ def test_gitmem_push_of_a_memory_ref_that_is_not_a_commit_is_refused(team, kind)
 
 
 @pytest.mark.parametrize("age", [120, 0], ids=["old", "just left"])
-def test_a_writer_takes_over_a_lock_a_dead_writer_left_by_the_rule_doctor_fix_uses(team, age):
+def test_a_writer_takes_over_a_lock_a_dead_writer_left_by_the_rule_doctor_fix_uses(team, age, monkeypatch):
     import time
 
+    from gitmem import refs
+
+    monkeypatch.setattr(refs, "STALE_LOCK_SECONDS", 1.0)  # the same rule, a shorter wait (the CLI runs in-process)
     mine, mallory, origin = team
     lock = mine / ".git" / "refs" / "memory" / "main.lock"
     lock.write_text("")  # what a writer killed between taking the lock and renaming it leaves
