@@ -7,7 +7,6 @@ pygit2's own suites do.
 from __future__ import annotations
 
 import faulthandler
-import gc
 import os
 import subprocess
 import sys
@@ -83,10 +82,10 @@ def gitmem(cwd, *args, check=True, env=None, input=None, timeout=None) -> subpro
         finally:
             faulthandler.cancel_dump_traceback_later()
             os.chdir(before)
-            # A process ends here: drop the per-repository caches a long-lived process keeps, closing the index
-            # and the repositories (git objects and packs a test may corrupt, a tmpfs it may unmount).
+            # A process ends here: drop the per-repository caches a long-lived process keeps (and close the
+            # index they hold open). Not gc.collect(): in a worker that has run hundreds of tests, a full
+            # collection per call costs more than the process start it replaces.
             forget_warm()
-            gc.collect()
     stderr = ran.stderr
     if ran.exception is not None and not isinstance(ran.exception, SystemExit):
         stderr += "".join(traceback.format_exception(*ran.exc_info))  # what the interpreter would print
