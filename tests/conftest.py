@@ -6,10 +6,13 @@ pygit2's own suites do.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import subprocess
 import sys
 import tempfile
+import threading
+import traceback
 from pathlib import Path
 
 for _key in list(os.environ):
@@ -40,6 +43,7 @@ for _level in (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG, py
 
 ROOT = Path(__file__).resolve().parent.parent
 GITMEM = [sys.executable, "-m", "gitmem"]
+_IN_PROCESS = threading.Lock()
 #: A repository guide long enough (~10,000 tokens) to be cacheable on every model.
 GUIDE = "# Guide\n\n" + "\n".join(
     f"## Rule {i}\nLedger writes for payment {i} are idempotent and retried with backoff." for i in range(400)
@@ -55,12 +59,49 @@ def git(cwd, *args, check=True, env=None, input=None) -> str:
     return result.stdout
 
 
-def gitmem(cwd, *args, check=True, env=None, input=None) -> subprocess.CompletedProcess:
+def gitmem(cwd, *args, check=True, env=None, input=None, timeout=None) -> subprocess.CompletedProcess:
+    """Run the gitmem CLI in this process, in ``cwd``, as a subprocess would see it (exit code, stdout,
+    stderr, a traceback on stderr for an uncaught exception). A call still running after ``timeout``
+    seconds ends this test process with every thread's stack on stderr: a hang fails, loudly.
+
+    A new Python process costs a few hundred milliseconds of imports, most of the suite's time when
+    every CLI call paid it. Tests about the process itself (startup imports, signals, servers that
+    must not block the test) use :func:`gitmem_process`."""
+    from click.testing import CliRunner
+
+    from gitmem.cli import main
+    from gitmem.store import forget_warm
+
+    with _IN_PROCESS:  # the working directory is per process: one CLI call at a time
+        before = os.getcwd()
+        os.chdir(cwd)
+        if timeout is not None:
+            faulthandler.dump_traceback_later(timeout, exit=True)
+        try:
+            ran = CliRunner().invoke(main, [str(a) for a in args], input=input, env=env, prog_name="gitmem")
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            os.chdir(before)
+            # A process ends here: drop the per-repository caches a long-lived process keeps (and close the
+            # index they hold open). Not gc.collect(): in a worker that has run hundreds of tests, a full
+            # collection per call costs more than the process start it replaces.
+            forget_warm()
+    stderr = ran.stderr
+    if ran.exception is not None and not isinstance(ran.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*ran.exc_info))  # what the interpreter would print
+    return _checked(subprocess.CompletedProcess([*GITMEM, *args], ran.exit_code, ran.stdout, stderr), args, check)
+
+
+def gitmem_process(cwd, *args, check=True, env=None, input=None, timeout=None) -> subprocess.CompletedProcess:
     """Run the gitmem CLI as a real subprocess."""
-    result = subprocess.run([*GITMEM, *args], cwd=str(cwd), capture_output=True, text=True,
+    result = subprocess.run([*GITMEM, *args], cwd=str(cwd), capture_output=True, text=True, timeout=timeout,
                             env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, input=input)
+    return _checked(result, args, check)
+
+
+def _checked(result: subprocess.CompletedProcess, args, check: bool) -> subprocess.CompletedProcess:
     if check and result.returncode != 0:
-        raise AssertionError(f"gitmem {' '.join(args)} exited {result.returncode}: {result.stderr}")
+        raise AssertionError(f"gitmem {' '.join(map(str, args))} exited {result.returncode}: {result.stderr}")
     return result
 
 

@@ -37,8 +37,7 @@ def no_traceback(result: subprocess.CompletedProcess) -> None:
 
 
 def run_cli(cwd, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*GITMEM, *args], cwd=str(cwd), capture_output=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True, errors="replace")
+    return gitmem(cwd, *args, check=False)
 
 
 # --- ids and branch names ---------------------------------------------------------------

@@ -17,7 +17,7 @@ import anthropic
 import httpx2
 import pytest
 
-from conftest import GUIDE, gitmem, make_repo
+from conftest import GUIDE, gitmem, gitmem_process, make_repo
 from gitmem.bill import read_requests, router_bill
 from gitmem.emulator import Emulator, VirtualClock
 from gitmem.policy import (FIXED, Plan, PrefixCosts, break_cost, choose_plan, fixed_cost, hindsight_cost, online_cost,
@@ -467,7 +467,7 @@ def test_the_upstream_is_the_flag_then_the_real_api_with_a_key_then_the_emulator
     assert resolve_upstream(None, {}) == ("emulator", None)
     with pytest.raises(GitmemError, match="http"):
         resolve_upstream("api.anthropic.com", {})
-    refused = gitmem(".", "router", "serve", "--upstream", "ftp://x", check=False)
+    refused = gitmem_process(".", "router", "serve", "--upstream", "ftp://x", check=False, timeout=60)
     assert refused.returncode == 1 and refused.stderr.startswith("Error: --upstream must be an http(s) URL")
 
 

@@ -3,7 +3,7 @@
 import socket
 
 import pytest
-from conftest import gitmem
+from conftest import gitmem_process
 
 
 @pytest.mark.parametrize("argv", [["ui"], ["emulator", "serve"], ["router", "serve"]])
@@ -13,7 +13,7 @@ def test_a_taken_port_is_one_error_and_nothing_says_it_is_serving(repo, argv):
     taken.listen()
     port = taken.getsockname()[1]
     try:
-        result = gitmem(repo, *argv, "--port", str(port), check=False)
+        result = gitmem_process(repo, *argv, "--port", str(port), check=False, timeout=60)  # serving would block
     finally:
         taken.close()
     assert result.returncode == 1

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import GITMEM, ROOT, git, gitmem, make_repo
+from conftest import git, gitmem, make_repo
 
 from gitmem import Store
 
@@ -20,31 +21,41 @@ KEPT = {"keep me", "and me", "me too"}
 
 
 def run(cwd, *args, check=True) -> subprocess.CompletedProcess:
-    """gitmem as a subprocess that must finish well within TIMEOUT, without a traceback."""
-    result = subprocess.run([*GITMEM, *args], cwd=str(cwd), capture_output=True, text=True, timeout=TIMEOUT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    """gitmem that must finish well within TIMEOUT, without a traceback."""
+    result = gitmem(cwd, *args, check=check, timeout=TIMEOUT)
     assert "Traceback" not in result.stderr + result.stdout, result.stderr
-    if check and result.returncode != 0:
-        raise AssertionError(f"gitmem {' '.join(args)} exited {result.returncode}: {result.stderr}")
     return result
 
 
-@pytest.fixture
-def team(tmp_path):
-    """(mine, mallory, origin): two clones of a bare origin whose memory holds three memories."""
-    seed = make_repo(tmp_path / "seed")
-    origin = tmp_path / "origin.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+@pytest.fixture(scope="module")
+def team_template(tmp_path_factory) -> Path:
+    """origin.git, mine and mallory as :func:`team` starts them, built once per module."""
+    base = tmp_path_factory.mktemp("team")
+    seed = make_repo(base / "seed")
+    origin = base / "origin.git"
+    git(base, "init", "-q", "--bare", "-b", "main", str(origin))
     git(seed, "push", "-q", str(origin), "main")
-    mine = tmp_path / "mine"
-    git(tmp_path, "clone", "-q", str(origin), "mine")
+    mine = base / "mine"
+    git(base, "clone", "-q", str(origin), "mine")
     for text in sorted(KEPT):
         gitmem(mine, "add", "fact", text)
     gitmem(mine, "push")
-    mallory = tmp_path / "mallory"
-    git(tmp_path, "clone", "-q", str(origin), "mallory")
+    mallory = base / "mallory"
+    git(base, "clone", "-q", str(origin), "mallory")
     git(mallory, "fetch", "-q", "origin", "refs/memory/main:refs/memory/main")
-    return mine, mallory, origin
+    return base
+
+
+@pytest.fixture
+def team(team_template, tmp_path):
+    """(mine, mallory, origin): two clones of a bare origin whose memory holds three memories; a copy of
+    :func:`team_template` of this test's own, each clone's origin pointed at its copy."""
+    for name in ("origin.git", "mine", "mallory"):
+        shutil.copytree(team_template / name, tmp_path / name, symlinks=True)
+    origin = tmp_path / "origin.git"
+    for name in ("mine", "mallory"):
+        git(tmp_path / name, "config", "remote.origin.url", str(origin))
+    return tmp_path / "mine", tmp_path / "mallory", origin
 
 
 def blob(repo: Path, data: str) -> str:
@@ -364,27 +375,35 @@ def _has(origin: Path, oid: str) -> bool:
     return subprocess.run(["git", "cat-file", "-e", oid], cwd=origin, capture_output=True).returncode == 0
 
 
-def _secret_commits(mine: Path) -> dict:
-    """One local commit on top of the memory tip per place a secret can hide, none on a memory ref."""
+def _secret_commit(mine: Path, hidden: str) -> str:
+    """A local commit on top of the memory tip with a secret in place ``hidden``, on no memory ref (only
+    the one a test asks for: each costs a dozen git processes)."""
     token = _token()
     tip = git(mine, "rev-parse", "refs/memory/main").strip()
-    clean = blob(mine, memory_yaml(NEW_ID))
-    out = {
-        "blob text": commit(mine, tree_with(mine, tip, [("100644", blob(mine, memory_yaml(NEW_ID, token)),
-                                                          NEW_PATH)]), tip),
-        "tree entry name": commit(mine, tree_with(mine, tip, [("100644", clean, f"note/z/z/{token}.yaml")]), tip),
-        "commit message": commit(mine, tree_with(mine, tip, [("100644", clean, NEW_PATH)]), tip, f"add {token}"),
-        "entry name and text": commit(mine, tree_with(mine, tip, [
-            ("100644", blob(mine, memory_yaml(NEW_ID, token)), f"note/z/z/{token}.yaml")]), tip),
+
+    def on_tip(entries, message: str = "add fact: planted") -> str:
+        return commit(mine, tree_with(mine, tip, entries), tip, message)
+
+    def with_identity(role: str) -> str:
+        tree = tree_with(mine, tip, [("100644", blob(mine, memory_yaml(NEW_ID)), NEW_PATH)])
+        return git(mine, "commit-tree", tree, "-p", tip, "-m", "add fact", env={f"GIT_{role}_NAME": token}).strip()
+
+    def utf16() -> str:
+        oid = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=mine, capture_output=True, check=True,
+                             input=f"text: {token}\n".encode("utf-16")).stdout.decode().strip()
+        return on_tip([("100644", oid, NEW_PATH)])
+
+    build = {
+        "blob text": lambda: on_tip([("100644", blob(mine, memory_yaml(NEW_ID, token)), NEW_PATH)]),
+        "tree entry name": lambda: on_tip([("100644", blob(mine, memory_yaml(NEW_ID)), f"note/z/z/{token}.yaml")]),
+        "commit message": lambda: on_tip([("100644", blob(mine, memory_yaml(NEW_ID)), NEW_PATH)], f"add {token}"),
+        "entry name and text": lambda: on_tip([("100644", blob(mine, memory_yaml(NEW_ID, token)),
+                                                f"note/z/z/{token}.yaml")]),
+        "UTF-16 text": utf16,
+        "author identity": lambda: with_identity("AUTHOR"),
+        "committer identity": lambda: with_identity("COMMITTER"),
     }
-    utf16 = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=mine, capture_output=True, check=True,
-                           input=f"text: {token}\n".encode("utf-16")).stdout.decode().strip()
-    out["UTF-16 text"] = commit(mine, tree_with(mine, tip, [("100644", utf16, NEW_PATH)]), tip)
-    tree = tree_with(mine, tip, [("100644", clean, NEW_PATH)])
-    for role in ("AUTHOR", "COMMITTER"):
-        out[f"{role.lower()} identity"] = git(mine, "commit-tree", tree, "-p", tip, "-m", "add fact",
-                                              env={f"GIT_{role}_NAME": token}).strip()
-    return out
+    return build[hidden]()
 
 
 def _hooked(mine: Path) -> Path:
@@ -398,7 +417,7 @@ def _hooked(mine: Path) -> Path:
 def test_plain_git_push_to_a_memory_ref_is_scanned_by_destination_and_refused_before_it_leaves(team, hidden,
                                                                                             route):
     mine, mallory, origin = team
-    sha = _secret_commits(_hooked(mine))[hidden]
+    sha = _secret_commit(_hooked(mine), hidden)
     if route.startswith("refs/heads/x"):
         git(mine, "update-ref", "refs/heads/x", sha)
     spec = route.replace("<sha>", sha)
@@ -435,7 +454,7 @@ def test_plain_git_push_of_a_memory_ref_that_is_not_a_commit_fails_closed(team, 
                                     "author identity", "committer identity", "entry name and text"])
 def test_gitmem_push_scans_every_outgoing_object_and_refuses_before_it_leaves(team, hidden):
     mine, mallory, origin = team
-    sha = _secret_commits(mine)[hidden]
+    sha = _secret_commit(mine, hidden)
     git(mine, "update-ref", "refs/memory/main", sha)
 
     result = run(mine, "push", check=False)
@@ -466,9 +485,12 @@ def test_gitmem_push_of_a_memory_ref_that_is_not_a_commit_is_refused(team, kind)
 
 
 @pytest.mark.parametrize("age", [120, 0], ids=["old", "just left"])
-def test_a_writer_takes_over_a_lock_a_dead_writer_left_by_the_rule_doctor_fix_uses(team, age):
+def test_a_writer_takes_over_a_lock_a_dead_writer_left_by_the_rule_doctor_fix_uses(team, age, monkeypatch):
     import time
 
+    from gitmem import refs
+
+    monkeypatch.setattr(refs, "STALE_LOCK_SECONDS", 1.0)  # the same rule, a shorter wait (the CLI runs in-process)
     mine, mallory, origin = team
     lock = mine / ".git" / "refs" / "memory" / "main.lock"
     lock.write_text("")  # what a writer killed between taking the lock and renaming it leaves
