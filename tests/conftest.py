@@ -70,7 +70,7 @@ def gitmem(cwd, *args, check=True, env=None, input=None, timeout=None) -> subpro
     from click.testing import CliRunner
 
     from gitmem.cli import main
-    from gitmem.store import forget_warm
+    from gitmem.warm import forget_warm
 
     with _IN_PROCESS:  # the working directory is per process: one CLI call at a time
         before = os.getcwd()
