@@ -183,6 +183,7 @@ def _write_fixed(store: Store, i: int, type_: str, text: str, options: Dict[str,
     from datetime import datetime, timezone
 
     from . import model
+    from .store import Built
     from .redact import redact_fields
     from .repo import default_author
 
@@ -194,8 +195,8 @@ def _write_fixed(store: Store, i: int, type_: str, text: str, options: Dict[str,
                           created=created.strftime("%Y-%m-%dT%H:%M:%SZ"), tags=tuple(options.get("tag", ())),
                           paths=tuple(options.get("path", ())), **fields_)
     model.validate(memory)
-    store.commit(lambda snap: ({model.memory_path(memory): model.dump_yaml(memory)}, memory),
-                 op="add", author=author, source="demo", redacted=redacted)
+    store.commit(lambda snap: Built({model.memory_path(memory): model.dump_yaml(memory)}, memory, redacted),
+                 op="add", author=author, source="demo")
     return memory.id
 
 

@@ -261,10 +261,11 @@ def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values:
 
     if (take is None) == (values is None) or take not in (None, "ours", "theirs"):
         raise GitmemError("resolve needs exactly one of: ours, theirs, or edited values")
-    author = author or default_author(store.repo)
-    counted = {"redacted": 0}
+    from .store import Built
 
-    def build(snap: Snapshot) -> Tuple[Dict[str, Optional[bytes]], Memory]:
+    author = author or default_author(store.repo)
+
+    def build(snap: Snapshot) -> Built:
         pending = {c.id: c for c in list_conflicts(store, snap.commit)}
         found = [pending[i] for i in model.matching_ids(memory_id, pending)]
         if len(found) != 1:
@@ -276,8 +277,9 @@ def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values:
         if bad:
             raise InvalidMemory(", ".join(sorted(map(str, bad)))[:80], "not a field a resolution can set",
                                 CONFLICT_FIELDS)
+        redacted = 0
         if values is not None:
-            texts, counted["redacted"] = redact_fields(**{k: v for k, v in values.items() if isinstance(v, str)})
+            texts, redacted = redact_fields(**{k: v for k, v in values.items() if isinstance(v, str)})
             chosen = {**values, **texts}
         else:
             side = c.ours if take == "ours" else c.theirs
@@ -286,9 +288,6 @@ def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values:
         model.validate(new)
         updates: Dict[str, Optional[bytes]] = {path: None, conflict_path(c.id): None}
         updates[model.memory_path(new)] = model.dump_yaml(new)  # a resolved type moves the memory
-        return updates, new
+        return Built(updates, new, redacted)
 
-    from .store import Write
-
-    commit, memory = store.commit(build, op="resolve", author=author, source=source)
-    return Write(memory, commit, counted["redacted"])
+    return store.commit(build, op="resolve", author=author, source=source)

@@ -38,6 +38,16 @@ class Write:
     redacted: int = 0
 
 
+@dataclass(frozen=True)
+class Built:
+    """What one attempt of a write builds on the snapshot it was given: the tree changes (path ->
+    bytes, or None to delete), the memory the commit is about, and how many secrets were redacted."""
+
+    updates: Mapping[str, Optional[bytes]]
+    memory: Memory
+    redacted: int = 0
+
+
 class Snapshot:
     """The memory tree at one commit, with lookups that avoid loading everything."""
 
@@ -303,9 +313,8 @@ class Store:
         )
         memory, redacted = model.redact_memory(memory)
         model.validate(memory)
-        commit_id, _ = self.commit(lambda snap: ({model.memory_path(memory): model.dump_yaml(memory)}, memory),
-                                   op="add", author=author, source=source, redacted=redacted)
-        return Write(memory, commit_id, redacted)
+        return self.commit(lambda snap: Built({model.memory_path(memory): model.dump_yaml(memory)}, memory, redacted),
+                           op="add", author=author, source=source)
 
     def edit(self, memory_id: str, *, author: Optional[Author] = None, source: str = "api",
              **changes: Any) -> Write:
@@ -315,39 +324,35 @@ class Store:
         if bad:
             raise InvalidMemory(", ".join(sorted(bad)), "cannot be edited", sorted(allowed))
         author = author or default_author(self.repo)
-        counted = {"redacted": 0}
         for key in ("tags", "paths", "commits"):
             if key in changes and changes[key] is not None:
                 values = changes[key]
                 if key == "paths":
                     values = [model.check_path(p) for p in values]
                 changes[key] = tuple(dict.fromkeys(values))
-        def apply(snap: Snapshot):
+        def apply(snap: Snapshot) -> Built:
             path, old = snap.find(memory_id)
-            new, counted["redacted"] = model.redact_memory(old.evolve(**changes, updated=model.utc_now()))
+            new, redacted = model.redact_memory(old.evolve(**changes, updated=model.utc_now()))
             model.validate(new)
             if new.evolve(updated=old.updated) == old:
                 raise GitmemError(f"nothing to change in {old.id}")
-            return {path: model.dump_yaml(new)}, new
+            return Built({path: model.dump_yaml(new)}, new, redacted)
 
-        commit_id, new = self.commit(apply, op="edit", author=author, source=source, redacted=lambda: counted["redacted"])
-        return Write(new, commit_id, counted["redacted"])
+        return self.commit(apply, op="edit", author=author, source=source)
 
     def retract(self, memory_id: str, *, reason: Optional[str] = None, author: Optional[Author] = None,
                 source: str = "api") -> Write:
         """Mark a memory retracted: kept in history and in the tree, out of lists and context."""
         author = author or default_author(self.repo)
         note, redacted = redact_fields(reason=reason)
-        def apply(snap: Snapshot):
+        def apply(snap: Snapshot) -> Built:
             path, old = snap.find(memory_id)
             if old.status != "active":
                 raise GitmemError(f"{old.id} is already {old.status}")
             new = old.evolve(status="retracted", updated=model.utc_now())
-            return {path: model.dump_yaml(new)}, new
+            return Built({path: model.dump_yaml(new)}, new, redacted)
 
-        commit_id, new = self.commit(apply, op="retract",
-                                 author=author, source=source, redacted=redacted, note=note.get("reason"))
-        return Write(new, commit_id, redacted)
+        return self.commit(apply, op="retract", author=author, source=source, note=note.get("reason"))
 
     def supersede(self, memory_id: str, text: str, *, author: Optional[Author] = None, source: str = "api",
                   **fields_: Any) -> Write:
@@ -356,25 +361,22 @@ class Store:
         author = author or default_author(self.repo)
         new_fields = {"text": text, "title": fields_.pop("title", None), "reason": fields_.pop("reason", None),
                       "next": fields_.pop("next", None)}
-        counted = {"redacted": 0}
 
-        def apply(snap: Snapshot):
+        def apply(snap: Snapshot) -> Built:
             path, old = snap.find(memory_id)
             if old.status != "active":
                 raise GitmemError(f"{old.id} is already {old.status}")
             keep = {k: getattr(old, k) for k in ("title", "reason", "tags", "paths")}
             keep.update({k: v for k, v in new_fields.items() if v is not None or k == "text"})
             keep.update({k: tuple(v) for k, v in fields_.items() if k in ("tags", "paths")})
-            new, counted["redacted"] = model.redact_memory(Memory(
+            new, redacted = model.redact_memory(Memory(
                 id=model.new_id(), type=old.type, author=author, source=source,
                 created=model.utc_now(), supersedes=old.id, **keep))
             model.validate(new)
             replaced = old.evolve(status="superseded", superseded_by=new.id, updated=model.utc_now())
-            return {path: model.dump_yaml(replaced), model.memory_path(new): model.dump_yaml(new)}, new
+            return Built({path: model.dump_yaml(replaced), model.memory_path(new): model.dump_yaml(new)}, new, redacted)
 
-        commit_id, new = self.commit(apply, op="supersede", author=author, source=source,
-                                     redacted=lambda: counted["redacted"])
-        return Write(new, commit_id, counted["redacted"])
+        return self.commit(apply, op="supersede", author=author, source=source)
 
     def commit_tree(self, updates: Mapping[str, Optional[bytes]], message: str, author: Author, *,
                     base: Optional[str], extra_parents: Sequence[str] = ()) -> str:
@@ -406,22 +408,19 @@ class Store:
         """Re-run ``attempt`` until it wins the race for this branch's ref (see :func:`gitmem.refs.retrying`)."""
         return refs.retrying(self.repo, self.ref, attempt)
 
-    def commit(self, build: Callable[[Snapshot], Tuple[Mapping[str, Optional[bytes]], Memory]], *,
-               op: str, author: Author, source: str, redacted: Any = 0,
-               note: Optional[str] = None) -> Tuple[str, Memory]:
-        """One write: ``build`` turns the snapshot it is given into (path -> bytes, the memory
-        the commit is about); the commit lands by compare-and-swap, re-built on a lost race.
-
-        Returns the commit and the memory ``build`` returned on the attempt that landed."""
-        def attempt() -> Tuple[str, Memory]:
+    def commit(self, build: Callable[[Snapshot], Built], *, op: str, author: Author, source: str,
+               note: Optional[str] = None) -> Write:
+        """One write: ``build`` turns the snapshot it is given into the tree changes and the memory the
+        commit is about; the commit lands by compare-and-swap, re-built on a lost race. Returns
+        what the attempt that landed built."""
+        def attempt() -> Write:
             expected = self.own_tip()
             base = expected or self.read_from()[1]  # a branch's first write forks from its parent
-            updates, memory = build(Snapshot(self, base))
-            count = redacted() if callable(redacted) else redacted
-            message = commit_message(op, memory, author, source, count, note)
-            commit = self.commit_tree(updates, message, author, base=base)
-            self.move_ref(expected, commit, f"gitmem {op}: {memory.id}")
-            return commit, memory
+            built = build(Snapshot(self, base))
+            message = commit_message(op, built.memory, author, source, built.redacted, note)
+            commit = self.commit_tree(built.updates, message, author, base=base)
+            self.move_ref(expected, commit, f"gitmem {op}: {built.memory.id}")
+            return Write(built.memory, commit, built.redacted)
 
         return self.retrying(attempt)
 

@@ -88,6 +88,17 @@ def test_a_conflict_travels_with_the_merge_and_a_resolution_merges_back(repo):
     assert list_conflicts(main) == [] and main.get(shared.id).text == "Use Postgres 16.2"
 
 
+def test_a_resolution_typed_with_a_secret_is_redacted_and_its_commit_says_so(repo):
+    main, feature, shared = two_branches(repo)
+    feature.edit(shared.id, text="Use Postgres 15", author=ALICE)
+    main.edit(shared.id, text="Use Postgres 16", author=ALICE)
+    merge_into(main, feature.own_tip())
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    w = resolve(main, shared.id, values={"text": f"Use Postgres 16; deploy with {token}"}, author=ALICE)
+    assert w.redacted == 1 and token not in main.get(shared.id).text
+    assert "Redacted: 1" in main.repo[w.commit].message
+
+
 def test_resolve_without_a_conflict_is_a_clear_error(repo):
     main, _, shared = two_branches(repo)
     from gitmem.errors import GitmemError
