@@ -6,6 +6,7 @@ Reports, never raises: every finding is a :class:`Problem` for the caller to pri
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -18,6 +19,9 @@ from .refs import lock_file
 from .repo import blob_at, default_author, memory_ref
 from .model import Problem, parse_memory
 from .store import Store
+
+
+_HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ def doctor(store: Store, full: bool = False) -> List[Problem]:
         return problems
     index = store.warm.index
     sound = None if full or not own else index.verified(store.ref)
+    if sound is not None and not (_HEX.fullmatch(sound) and sound in store.repo):
+        sound = None  # a hint naming nothing here (pruned, or a damaged index row): check everything
     known = [sound] if sound else []
     found = damage(store.repo, tip, known)
     if found:

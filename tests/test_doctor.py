@@ -74,3 +74,13 @@ def test_problems_written_after_the_sound_tip_are_found(repo):
     tip = store.own_tip()
     store.move_ref(tip, store.commit_tree({"stray.txt": b"hello"}, "hand edit", AGENT, base=tip), "t")
     assert any("not gitmem's layout" in p.message for p in _errors(Store.open(str(repo))))
+
+
+def test_a_sound_tip_hint_that_names_nothing_here_means_a_full_check(repo):
+    store = Store.open(str(repo))
+    store.add("fact", "one")
+    assert _errors(store) == []
+    for hint in ("0" * 40, "not a commit id"):
+        store.warm.index.put_verified(store.ref, hint)
+        assert _errors(Store.open(str(repo))) == []
+        assert store.warm.index.verified(store.ref) == store.own_tip()  # the check ran and recorded the tip
