@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import marshal
 import math
 import re
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .errors import InvalidMemory
 
@@ -412,10 +413,14 @@ def blob_is_clean(data: bytes) -> bool:
 
 @lru_cache(maxsize=None)
 def rules_key() -> str:
-    """A hash of every rule's definition: what a remembered "scanned clean" is valid for."""
-    parts = [f"{r.id}\0{r.regex.pattern}\0{r.regex.flags}\0{r.keywords}\0{r.entropy}\0"
-             f"{getattr(r.validate, '__qualname__', None)}" for r in RULES]
-    return hashlib.sha1("\n".join(parts).encode("utf-8")).hexdigest()
+    """What a remembered "scanned clean" is valid for: a hash of every rule's definition and of the
+    code that applies them (validators, the keyword pre-filter, the scan), so changing any of it
+    scans every blob again."""
+    code: List[Callable[..., Any]] = [r.validate for r in RULES if r.validate is not None]
+    code += [shannon_entropy, Rule.spans, Rule._keyword_offsets, _candidate_rules, _hits, _fixpoint_hits, blob_texts]
+    parts = [f"{r.id}\0{r.regex.pattern}\0{r.regex.flags}\0{r.keywords}\0{r.entropy}".encode("utf-8") for r in RULES]
+    parts += [marshal.dumps(f.__code__) for f in code]
+    return hashlib.sha1(b"\n".join(parts)).hexdigest()
 
 
 def _candidate_rules(lowered: str) -> List[int]:

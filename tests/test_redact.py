@@ -341,3 +341,24 @@ def test_scanning_only_the_lines_with_a_keyword_finds_what_scanning_everything_f
     finally:
         module.RULES = saved
     assert fast == slow
+
+
+def test_what_a_push_remembers_as_clean_is_keyed_by_the_rules(monkeypatch):
+    """A blob scanned clean is remembered under rules_key(); a changed rule must change the key,
+    or a push would skip a blob the new rule flags."""
+    import dataclasses
+
+    import gitmem.redact as module
+
+    module.rules_key.cache_clear()
+    before = module.rules_key()
+    assert module.rules_key() == before  # stable within a process (and across: no ids or addresses)
+    last = RULES[-1]
+    monkeypatch.setattr(module, "RULES", RULES[:-1] + (dataclasses.replace(last, entropy=(last.entropy or 0) + 0.5),))
+    module.rules_key.cache_clear()
+    try:
+        assert module.rules_key() != before
+    finally:
+        monkeypatch.undo()
+        module.rules_key.cache_clear()
+    assert module.rules_key() == before
