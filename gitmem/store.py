@@ -136,6 +136,9 @@ class Store:
         store.get(w.memory.id).text
     """
 
+    #: Up to this many ids, :meth:`short_ids` reads their folders; past it, every id (one sort).
+    SHORT_ID_PAGE = 50
+
     def __init__(self, repo: pygit2.Repository, branch: str, notice: Optional[str] = None):
         self.repo = repo
         self.branch = check_branch_name(branch)
@@ -181,11 +184,13 @@ class Store:
 
     def short_ids(self, at: Optional[str] = None, of: Optional[Sequence[str]] = None) -> Dict[str, str]:
         """id -> its short form among every memory at the tip (see :func:`gitmem.model.short_ids`);
-        any command taking an ID accepts it. With ``of``, only those ids' forms, reading only
-        the folders of ids that share their last two chars: a shorter tail is never shared."""
+        any command taking an ID accepts it. With ``of``, only those ids' forms; for a page of
+        them (``SHORT_ID_PAGE``) only the folders of ids sharing their last two chars are read,
+        since a shorter tail is never shared."""
         snap = self.snapshot(at)
-        if of is None:
-            return model.short_ids(snap.ids())
+        if of is None or len(of) > self.SHORT_ID_PAGE:
+            found = model.short_ids(snap.ids())
+            return found if of is None else {i: found[i] for i in of if i in found}
         out: Dict[str, str] = {}
         for tail in sorted({i[-2:] for i in of}):
             neighbours = model.short_ids(snap._ending_with(tail))

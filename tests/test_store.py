@@ -215,5 +215,7 @@ def test_short_ids_of_a_few_memories_equal_their_forms_among_every_memory(store)
     every = store.short_ids()
     ids = sorted(every)
     assert len({every[i] for i in ids}) == len(ids) and max(len(v) for v in every.values()) >= 6
-    for chosen in (ids, ids[:3], [i for i in ids if i.endswith("ef")], [base.id]):
-        assert store.short_ids(of=chosen) == {i: every[i] for i in chosen}
+    for page in (store.SHORT_ID_PAGE, 2):  # read by folder, and past a page by one sort of every id
+        store.SHORT_ID_PAGE = page
+        for chosen in (ids, ids[:3], [i for i in ids if i.endswith("ef")], [base.id]):
+            assert store.short_ids(of=chosen) == {i: every[i] for i in chosen}

@@ -209,7 +209,7 @@ def list_(store: Store, type_, tag, path, author_kind, source, status, limit, as
         emit_json({"branch": store.branch, "ref": store.ref, "tip": store.tip(),
                    "memories": [m.to_dict() for m in found]})
         return
-    short = store.short_ids(of=[m.id for m in found]) if len(found) <= store.warm.NEWEST else store.short_ids()
+    short = store.short_ids(of=[m.id for m in found])
     for m in found:
         echo(memory_line(m, short))
     if not found:
