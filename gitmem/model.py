@@ -24,6 +24,8 @@ SCHEMA_VERSION = 1
 
 TYPES = ("decision", "rejection", "convention", "fact", "action", "file", "checkpoint", "note")
 STATUSES = ("active", "superseded", "retracted")
+#: The types that record a choice: what was decided, and what was turned down.
+CHOICE_TYPES = ("decision", "rejection")
 AUTHOR_KINDS = ("agent", "human")
 
 #: Memories are notes for a prompt, not documents: 16 KiB keeps one memory

@@ -15,7 +15,7 @@ import hashlib
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .model import Memory
+from .model import CHOICE_TYPES, Memory
 from .repo import current_blob
 from .search import Check, Hit, judge, rank
 
@@ -85,7 +85,7 @@ def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: in
     if similarity is not None:
         from .embedding import option_text
 
-        chosen = [m for m in pool if m.type in ("rejection", "decision")]
+        chosen = [m for m in pool if m.type in CHOICE_TYPES]
         options = similarities(store, chosen, proposal, max_backlog=max_backlog, text=option_text)
     return judge(pool, proposal, paths=paths, limit=limit, similarity=similarity, option_similarity=options)
 

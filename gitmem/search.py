@@ -203,7 +203,6 @@ def _index(memories: Sequence[Memory]) -> _Index:
 
 
 TYPE_BOOST = {"rejection": 1.6, "decision": 1.3}
-PROPOSAL_TYPES = ("rejection", "decision")
 STALE_FACTOR = 0.8
 #: Reciprocal rank fusion: 1 / (RRF_K + rank) from each ranking, the dense one weighing DENSE_WEIGHT
 #: times the lexical one. Measured on the ADR benchmark's tune half (bench/recall.py, docs/relevance.md):

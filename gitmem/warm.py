@@ -77,7 +77,7 @@ class Warm:
         "newest": (lambda m: m.status == "active", True),
         "recent": (lambda m: m.type != "checkpoint", True),
         "conventions": (lambda m: m.type == "convention" and m.status == "active", False),
-        "choices": (lambda m: m.type in ("decision", "rejection") and m.status == "active", True),
+        "choices": (lambda m: m.type in model.CHOICE_TYPES and m.status == "active", True),
     }
     #: Past this many distinct paths of active choices, a summary keeps None ("look inside") instead.
     PATHS = 1000
@@ -147,7 +147,7 @@ class Warm:
                 if paths is not None and not touches(paths):
                     continue
                 for name, kind, oid in self.tree_entries(repo, [t])[t]:
-                    if depth < 3 and kind == "tree" and (depth or name in ("decision", "rejection")):
+                    if depth < 3 and kind == "tree" and (depth or name in model.CHOICE_TYPES):
                         nxt.append((f"{prefix}{name}/", oid))
                     elif depth == 3 and kind == "blob" and name.endswith(".yaml"):
                         out.append((prefix + name, oid))
