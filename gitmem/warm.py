@@ -35,6 +35,7 @@ class Warm:
         self.index = index
         self.trees: Dict[str, List[Entry]] = {}
         self.parsed: Dict[str, Parsed] = {}
+        self.summaries: Dict[str, Dict[str, Any]] = {}
         self.loaded: "OrderedDict[str, Tuple[Dict[str, Memory], List[Problem], Set[str]]]" = OrderedDict()
 
     def tree_entries(self, repo: pygit2.Repository, tree_ids: Sequence[str]) -> Dict[str, List[Entry]]:
@@ -94,9 +95,11 @@ class Warm:
 
     def _summary(self, repo: pygit2.Repository, prefix: str, tree: str, ref: str, depth: int) -> Dict[str, Any]:
         key = f"{prefix}:{tree}"
-        known = self.index.summary(key)
+        known = self.summaries.get(key)
+        if known is None:
+            known = self.index.summary(key)
         if known is not None:
-            return known
+            return self._keep_summary(key, known)
         entries = self.tree_entries(repo, [tree])[tree]
         counts: Dict[str, int] = {}
         lists: Dict[str, List[List[str]]] = {name: [] for name in self.LISTS}
@@ -131,7 +134,15 @@ class Warm:
         kept_paths = sorted(paths) if paths is not None and len(paths) <= self.PATHS else None
         out = {"counts": counts, "lists": lists, "paths": kept_paths}
         self.index.put_summary(key, out)
-        return out
+        return self._keep_summary(key, out)
+
+    def _keep_summary(self, key: str, summary: Dict[str, Any]) -> Dict[str, Any]:
+        """Remember a tree's summary in this process (``resume``, SessionStart and a pruned walk ask
+        for the same ones), bounded like the tree entries."""
+        if len(self.summaries) > self.TREES:
+            self.summaries.clear()
+        self.summaries[key] = summary
+        return summary
 
     def choices_touching(self, repo: pygit2.Repository, root: str, ref: str,
                          touches: Callable[[Sequence[str]], bool]) -> List[Tuple[str, str]]:
