@@ -43,6 +43,8 @@ CREATE TABLE IF NOT EXISTS clean(rules TEXT NOT NULL, blob TEXT NOT NULL, PRIMAR
 CREATE TABLE IF NOT EXISTS vectors(encoder TEXT NOT NULL, text_sha1 TEXT NOT NULL, vec BLOB NOT NULL,
                                    PRIMARY KEY(encoder, text_sha1));
 """
+#: How long a reader or writer waits for another process's lock before it gives up (the row can wait).
+WAIT_MS = 2000
 _BATCH = 500  # SQLite's default limit on bound parameters is 999 (older builds)
 
 
@@ -66,7 +68,7 @@ class Index:
         for attempt in range(2):
             try:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                db = sqlite3.connect(self.path, timeout=2.0, isolation_level=None, check_same_thread=False)
+                db = sqlite3.connect(self.path, timeout=WAIT_MS / 1000, isolation_level=None, check_same_thread=False)
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.executescript(_TABLES)
@@ -111,13 +113,13 @@ class Index:
         except sqlite3.Error:
             return []
 
-    def _write(self, sql: str, rows: List[Tuple[Any, ...]], wait_ms: int = 2000) -> None:
+    def _write(self, sql: str, rows: List[Tuple[Any, ...]], wait_ms: int = WAIT_MS) -> None:
         """One transaction; given up (the rows can be recomputed) if the lock is not free in ``wait_ms``."""
         db = self._conn()
         if db is None or not rows:
             return
         try:
-            if wait_ms != 2000:
+            if wait_ms != WAIT_MS:
                 db.execute(f"PRAGMA busy_timeout={int(wait_ms)}")
             db.execute("BEGIN IMMEDIATE")
             db.executemany(sql, rows)
@@ -128,9 +130,9 @@ class Index:
             except sqlite3.Error:
                 pass
         finally:
-            if wait_ms != 2000:
+            if wait_ms != WAIT_MS:
                 try:
-                    db.execute("PRAGMA busy_timeout=2000")
+                    db.execute(f"PRAGMA busy_timeout={WAIT_MS}")
                 except sqlite3.Error:
                     pass
 
@@ -203,7 +205,7 @@ class Index:
                                               [rules, *chunk])]
         return out
 
-    def put_clean(self, rules: str, blob_ids: Sequence[str], wait_ms: int = 2000) -> None:
+    def put_clean(self, rules: str, blob_ids: Sequence[str], wait_ms: int = WAIT_MS) -> None:
         self._write("INSERT OR IGNORE INTO clean VALUES (?, ?)", [(rules, b) for b in blob_ids], wait_ms)
 
     # --- summaries of trees --------------------------------------------------------
