@@ -20,18 +20,20 @@ written (read-only, full disk) gitmem runs without the file.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 from dataclasses import fields as dataclass_fields
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from .model import Author, Memory
 
-SCHEMA = 4
+SCHEMA = 5
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.
 Parsed = Union[Memory, str]
+T = TypeVar("T")
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -42,6 +44,23 @@ CREATE TABLE IF NOT EXISTS verified(ref TEXT PRIMARY KEY, commit_id TEXT NOT NUL
 CREATE TABLE IF NOT EXISTS clean(rules TEXT NOT NULL, blob TEXT NOT NULL, PRIMARY KEY(rules, blob));
 CREATE TABLE IF NOT EXISTS vectors(encoder TEXT NOT NULL, text_sha1 TEXT NOT NULL, vec BLOB NOT NULL,
                                    PRIMARY KEY(encoder, text_sha1));
+CREATE TABLE IF NOT EXISTS docs(doc INTEGER PRIMARY KEY, blob TEXT NOT NULL UNIQUE, id TEXT NOT NULL,
+                                type TEXT NOT NULL, active INTEGER NOT NULL, length INTEGER NOT NULL,
+                                epoch REAL, tids TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS terms(tid INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS postings(tid INTEGER NOT NULL, doc INTEGER NOT NULL, tf INTEGER NOT NULL,
+                                    PRIMARY KEY(tid, doc)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS doc_paths(path TEXT NOT NULL, dir TEXT NOT NULL, doc INTEGER NOT NULL,
+                                     PRIMARY KEY(path, doc)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS doc_paths_dir ON doc_paths(dir);
+CREATE TABLE IF NOT EXISTS views(view INTEGER PRIMARY KEY, ref TEXT NOT NULL UNIQUE, tree TEXT,
+                                 n INTEGER NOT NULL, total INTEGER NOT NULL, usable INTEGER NOT NULL,
+                                 used REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS members(view INTEGER NOT NULL, doc INTEGER NOT NULL, id TEXT NOT NULL,
+                                   PRIMARY KEY(view, doc)) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS members_id ON members(view, id);
+CREATE TABLE IF NOT EXISTS view_df(view INTEGER NOT NULL, tid INTEGER NOT NULL, df INTEGER NOT NULL,
+                                   PRIMARY KEY(view, tid)) WITHOUT ROWID;
 """
 #: How long a reader or writer waits for another process's lock before it gives up (the row can wait).
 WAIT_MS = 2000
@@ -72,6 +91,10 @@ class Index:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.executescript(_TABLES)
+                try:
+                    db.execute("SELECT pow(0.5, 1.0)")
+                except sqlite3.OperationalError:  # an SQLite without its math functions: the same C pow
+                    db.create_function("pow", 2, math.pow, deterministic=True)
                 row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
                 if row is None:
                     db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
@@ -79,6 +102,8 @@ class Index:
                     raise sqlite3.DatabaseError(f"index schema {row[0]}, expected {SCHEMA}")
                 self._db = db
                 return db
+            except sqlite3.OperationalError:
+                break  # locked or unreadable just now: not damaged, so never deleted for it
             except sqlite3.DatabaseError:
                 # Not a database, another schema, or damaged: it is derived, so start again.
                 if attempt == 0 and self._remove():
@@ -106,6 +131,8 @@ class Index:
             return []
         try:
             return db.execute(sql, args).fetchall()
+        except sqlite3.OperationalError:
+            return []  # busy or locked: another process's, not damage
         except sqlite3.DatabaseError:
             self._remove()
             self._broken = True  # rebuilt by the next process, not mid-command
@@ -135,6 +162,30 @@ class Index:
                     db.execute(f"PRAGMA busy_timeout={WAIT_MS}")
                 except sqlite3.Error:
                     pass
+
+    def run(self, work: Callable[[sqlite3.Connection], T], write: bool) -> Optional[T]:
+        """``work(connection)`` in one transaction (``write``: taking the write lock first, so what
+        it reads stays true until it commits); None if the index is unavailable, busy or damaged."""
+        db = self._conn()
+        if db is None:
+            return None
+        try:
+            db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                out = work(db)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return out
+        except sqlite3.OperationalError:
+            return None
+        except sqlite3.DatabaseError:
+            self._remove()
+            self._broken = True
+            return None
+        except sqlite3.Error:
+            return None
 
     # --- trees -------------------------------------------------------------------
 

@@ -66,14 +66,23 @@ AGENT_BACKLOG = 64
 def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths: Optional[Sequence[str]] = None,
            limit: int = 10, include_inactive: bool = False, types_first: Sequence[str] = (),
            max_backlog: Optional[int] = None) -> List[Hit]:
-    """Rank the store's memories for ``query``; ``paths=None`` means the paths of the current diff."""
-    pool = [m for _, m in sorted(store.memories().items())]
+    """Rank the store's memories for ``query``; ``paths=None`` means the paths of the current diff.
+
+    By words alone (no encoder, or no words to embed) the index answers (:mod:`gitmem.postings`),
+    without loading the memories; it gives the same hits as ranking them loaded."""
     if paths is None:
         paths = changed_paths(store)
+    only_types = (type,) if type is not None else None
+    if not include_inactive and (not query.strip() or _encoder() is None):
+        from . import postings
+
+        hits = postings.rank(store, query, limit, paths=paths, types_first=types_first, only_types=only_types)
+        if hits is not None:
+            return hits
+    pool = [m for _, m in sorted(store.memories().items())]
     similarity = similarities(store, pool, query, max_backlog=max_backlog)
     return rank(pool, query, limit, paths=paths, types_first=types_first, include_inactive=include_inactive,
-                blobs=current_blobs(store, pool), similarity=similarity,
-                only_types=(type,) if type is not None else None)
+                blobs=current_blobs(store, pool), similarity=similarity, only_types=only_types)
 
 
 def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: int = 5,

@@ -163,15 +163,43 @@ class _Index:
         self._core: Dict[int, float] = {}
 
     def idf(self, term: str) -> float:
-        n, df = len(self.docs), len(self.postings.get(term, ()))
-        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+        return idf(len(self.docs), len(self.postings.get(term, ())))
 
     def core_mass(self, i: int) -> float:
-        """Weight of the words saying *what* a memory is about (title and text)."""
         if i not in self._core:
-            m = self.docs[i]
-            self._core[i] = sum(self.idf(t) for t in set(tokenize(f"{m.title or ''} {m.text}")))
+            self._core[i] = sum(self.idf(t) for t in core_terms(self.docs[i]))
         return self._core[i]
+
+
+def idf(n: int, df: int) -> float:
+    """BM25's word weight among ``n`` memories, ``df`` of which use the word."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def term_score(idf: float, tf: int, length: int, avg: float, k1: float, b: float) -> float:
+    """BM25's share of one word in one memory (written once: the index's ranking must agree to the bit)."""
+    return idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / avg))
+
+
+def core_terms(m: Memory) -> List[str]:
+    """The words saying *what* a memory is about (title and text), in a fixed order so their
+    weights add up to the same float in every process."""
+    return sorted(set(tokenize(f"{m.title or ''} {m.text}")))
+
+
+def match_of(mass: float, query_mass: float, core_mass: float) -> float:
+    """How much of the query's and the memory's distinctive word weight they share (Dice, 0-1)."""
+    return min(2 * mass / (query_mass + core_mass), 1.0)
+
+
+def factor(m: Memory, boosts: Mapping[str, float], now: datetime, stale: bool) -> float:
+    """What multiplies a memory's word score: its type's boost, its recency, its staleness."""
+    return boosts.get(m.type, 1.0) * recency(m, now) * (STALE_FACTOR if stale else 1.0)
+
+
+def path_only_score(overlap: float, floor: float) -> float:
+    """A memory that only shares a path scores at most half the weakest word match (``floor``)."""
+    return 0.5 * overlap * floor
 
 
 _TERMS: Dict[Memory, Counter] = {}
@@ -241,14 +269,12 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
     scores: Dict[int, float] = {}
     matched: Dict[int, float] = {}
     for t in terms:
-        idf = index.idf(t)
+        weight = index.idf(t)
         for i in index.postings.get(t, ()):
             if keep is not None and index.docs[i].type not in keep:
                 continue
-            tf = index.counts[i][t]
-            norm = k1 * (1 - b + b * index.lengths[i] / index.avg)
-            scores[i] = scores.get(i, 0.0) + idf * tf * (k1 + 1) / (tf + norm)
-            matched[i] = matched.get(i, 0.0) + idf
+            scores[i] = scores.get(i, 0.0) + term_score(weight, index.counts[i][t], index.lengths[i], index.avg, k1, b)
+            matched[i] = matched.get(i, 0.0) + weight
     # Words no memory uses say nothing about which memory matches (and would make every
     # match look weak in a small store), so only known words count towards the query's weight.
     query_mass = sum(index.idf(t) for t in terms if t in index.postings)
@@ -260,14 +286,10 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
                 continue
             overlap = path_overlap(m.paths, wanted)
             if overlap:
-                scores[i] = scores[i] * (1 + 0.6 * overlap) if i in scores else 0.5 * overlap * floor
-    boosts = {t: TYPE_BOOST.get(t, 1.2) for t in types_first}
-
-    def factor(m: Memory, stale: bool) -> float:
-        return boosts.get(m.type, 1.0) * _recency(m, now) * (STALE_FACTOR if stale else 1.0)
-
+                scores[i] = scores[i] * path_factor(overlap) if i in scores else path_only_score(overlap, floor)
+    boosts = type_boosts(types_first)
     stale_of = {i: is_stale(index.docs[i], blobs) for i in scores}
-    lexical = {i: score * factor(index.docs[i], stale_of[i]) for i, score in scores.items()}
+    lexical = {i: score * factor(index.docs[i], boosts, now, stale_of[i]) for i, score in scores.items()}
     fused = lexical
     if similarity is not None and terms:
         z = _standardised(similarity)
@@ -282,15 +304,24 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
             fused[i] = 1.0 / (RRF_K + r + 1)
         for r, (_cos, i) in enumerate(dense):
             stale_of.setdefault(i, is_stale(index.docs[i], blobs))
-            fused[i] = fused.get(i, 0.0) + DENSE_WEIGHT * factor(index.docs[i], stale_of[i]) / (RRF_K + r + 1)
+            fused[i] = fused.get(i, 0.0) + DENSE_WEIGHT * factor(index.docs[i], boosts, now, stale_of[i]) / (RRF_K + r + 1)
     hits: List[Hit] = []
     for i in _best(fused, index.docs, limit):
         m = index.docs[i]
         mass = matched.get(i, 0.0)
-        match = 2 * mass / (query_mass + index.core_mass(i)) if mass else 0.0
+        match = match_of(mass, query_mass, index.core_mass(i)) if mass else 0.0
         cosine = similarity.get(m.id) if similarity is not None else None
-        hits.append(Hit(m, fused[i], min(match, 1.0), stale_of[i], cosine))
+        hits.append(Hit(m, fused[i], match, stale_of[i], cosine))
     return hits
+
+
+def type_boosts(types_first: Sequence[str]) -> Dict[str, float]:
+    return {t: TYPE_BOOST.get(t, 1.2) for t in types_first}
+
+
+def path_factor(overlap: float) -> float:
+    """A word match on a memory about the files in play counts up to 1.6 times."""
+    return 1 + 0.6 * overlap
 
 
 def _best(scores: Mapping[int, float], docs: Sequence[Memory], limit: int) -> List[int]:
@@ -516,9 +547,9 @@ def is_stale(m: Memory, blobs: Optional[Mapping[str, Optional[str]]]) -> bool:
     return blobs[m.paths[0]] != m.blob
 
 
-def _recency(m: Memory, now: datetime) -> float:
-    """Up to +15%, halving every 180 days."""
-    when = _epoch(m.updated or m.created)
+def recency(m: Memory, now: datetime) -> float:
+    """Up to +15%, halving every 180 days (:mod:`gitmem.postings` computes the same in SQL)."""
+    when = epoch(m.updated or m.created)
     if when is None:
         return 1.0
     age_days = max((now.timestamp() - when) / 86400.0, 0.0)
@@ -526,7 +557,7 @@ def _recency(m: Memory, now: datetime) -> float:
 
 
 @lru_cache(maxsize=65536)
-def _epoch(stamp: Optional[str]) -> Optional[float]:
+def epoch(stamp: Optional[str]) -> Optional[float]:
     """Seconds since the epoch of a stored ``YYYY-MM-DDTHH:MM:SSZ`` time (memoised: strptime is slow)."""
     if stamp is None:
         return None

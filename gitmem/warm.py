@@ -70,6 +70,41 @@ class Warm:
         return [(prefix + name, oid) for prefix, t in level for name, kind, oid in known[t]
                 if kind == "blob" and name.endswith(".yaml")]
 
+    def diff(self, repo: pygit2.Repository, old: Optional[str], new: str
+             ) -> Tuple[List[Tuple[str, str]], List[Tuple[str, str]]]:
+        """(added, removed) memory blobs, as (path, blob id), from the tree ``old`` (None: empty) to
+        ``new``, reading only the subtrees that differ: what changed costs, not what is stored."""
+        added: List[Tuple[str, str]] = []
+        removed: List[Tuple[str, str]] = []
+
+        def kept(entries: List[Entry], depth: int) -> Dict[str, Tuple[str, str]]:
+            if depth < 3:
+                return {n: (k, o) for n, k, o in entries
+                        if k == "tree" and (depth or n in model.TYPES)}
+            return {n: (k, o) for n, k, o in entries if k == "blob" and n.endswith(".yaml")}
+
+        level = [("", old, new)]
+        for depth in range(4):
+            trees = [t for _, a, b in level for t in (a, b) if t is not None]
+            known = self.tree_entries(repo, list(dict.fromkeys(trees)))
+            nxt = []
+            for prefix, a, b in level:
+                mine = kept(known[a], depth) if a is not None else {}
+                theirs = kept(known[b], depth) if b is not None else {}
+                for name in mine.keys() | theirs.keys():
+                    was, now = mine.get(name, (None, None))[1], theirs.get(name, (None, None))[1]
+                    if was == now:
+                        continue
+                    if depth < 3:
+                        nxt.append((f"{prefix}{name}/", was, now))
+                        continue
+                    if was is not None:
+                        removed.append((prefix + name, was))
+                    if now is not None:
+                        added.append((prefix + name, now))
+            level = nxt
+        return added, removed
+
     #: How many memories each list of a summary keeps: enough for the first page of ``gitmem list``,
     #: ``resume`` and the SessionStart hook's budget; a caller that needs more reads everything.
     NEWEST = 50
@@ -179,7 +214,7 @@ class Warm:
             out.update(self.index.parsed(missing))
             paths = {b: p for p, b in entries}
             todo = [b for b in missing if b not in out]
-            progress = _Progress(len(todo))
+            progress = Progress(len(todo))
             for n, blob_id in enumerate(todo):
                 try:
                     data = repo[blob_id].data  # type: ignore[attr-defined]  # pygit2 stub: repo[oid] is Object
@@ -208,27 +243,30 @@ class Warm:
         return self.loaded[tree]
 
 
-class _Progress:
-    """A progress line on a terminal while a cold index is built; silent elsewhere."""
+class Progress:
+    """A progress line on a terminal while a cold index is built (``what``: "memory", "memory for
+    search"); silent elsewhere and for small backlogs."""
 
-    def __init__(self, total: int):
+    def __init__(self, total: int, what: str = "memory"):
         import sys
 
         self.total = total
+        self.what = what
         self.tty = total >= 2000 and sys.stderr.isatty()
 
     def step(self, n: int) -> None:
         if self.tty and n % 1000 == 0:
             import sys
 
-            sys.stderr.write(f"\rgitmem: indexing memory {n:,}/{self.total:,}")
+            sys.stderr.write(f"\rgitmem: indexing {self.what} {n:,}/{self.total:,}")
             sys.stderr.flush()
 
     def done(self) -> None:
         if self.tty:
             import sys
 
-            sys.stderr.write(f"\rgitmem: indexed {self.total:,} memories into .git/gitmem/index.sqlite\n")
+            what = self.what.replace("memory", "memories", 1)
+            sys.stderr.write(f"\rgitmem: indexed {self.total:,} {what} into .git/gitmem/index.sqlite\n")
 
 
 _WARM: Dict[str, Warm] = {}

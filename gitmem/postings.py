@@ -1,0 +1,371 @@
+"""The word ranking served from the derived index, so a search reads what it ranks, not the store.
+
+:func:`gitmem.search.rank` ranks memories it is given: a process that holds none must first load
+them all (seconds at 100,000). Here the same ranking is answered by SQLite from rows kept in
+``.git/gitmem/index.sqlite`` (:mod:`gitmem.index`):
+
+- per blob, keyed by its id (content never changes under a key): the memory's search terms with
+  their counts (``postings``), its length, type, status, time and paths;
+- per memory ref, a **view**: which blobs its tip holds, how many are active, their total length,
+  and each term's document frequency among them. A view is moved from the tree it reflects to the
+  ref's current tree by the tree diff (:meth:`gitmem.warm.Warm.diff`), so after a write, a merge or
+  a pull it costs what changed. A ref seen for the first time starts from a copy of another view
+  (branches share most of their memory), else from nothing (the first search after a clone, with a
+  progress line on a terminal).
+
+SQLite sums the BM25 shares and orders the candidates with every factor but staleness (which only
+lowers a score); each candidate's score is then computed again in Python by the same functions
+:func:`~gitmem.search.rank` uses, until no lower candidate can make the cut. So the answer is
+:func:`~gitmem.search.rank`'s, score for score (``tests/test_postings.py`` compares them after
+random writes, merges and branch switches). Where the index cannot answer (no file, busy, a view
+with two memories of one id, inactive memories asked for) :func:`rank` returns None and the caller
+ranks the loaded memories.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sqlite3
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+
+from .index import Index
+from .model import TYPES, Memory, memory_path
+from .repo import current_blob, memory_ref
+from .search import (
+    Hit, core_terms, epoch, factor, idf, is_stale, match_of, memory_terms, path_factor, path_only_score, path_overlap,
+    term_score, tokenize, type_boosts,
+)
+from .warm import Progress
+
+if TYPE_CHECKING:
+    from .store import Store
+
+#: Views kept; the least recently used beyond this are dropped (each costs a row per memory).
+VIEWS = 8
+#: Past this many changed memories a view's counts are summed again in one pass, not row by row.
+BULK = 2_000
+_BATCH = 500
+#: Candidates read from SQLite at a time, best first, until no later one can make the cut.
+FETCH = 32
+K1, B = 1.2, 0.75
+
+
+def rank(store: "Store", query: str, limit: int = 10, *, paths: Sequence[str] = (), types_first: Sequence[str] = (),
+         only_types: Optional[Sequence[str]] = None, now: Optional[datetime] = None) -> Optional[List[Hit]]:
+    """:func:`gitmem.search.rank` of the store's active memories, by words (no dense similarity),
+    from the index; None when the index cannot answer."""
+    branch, tip = store.read_from()
+    if branch is None or tip is None:
+        return []
+    snap = store.snapshot(tip)
+    if snap.tree is None:
+        return []
+    ref, root = memory_ref(branch), str(snap.tree.id)
+    when = now or datetime.now(timezone.utc)
+    for _ in range(3):  # another process may move the view between our update and our read
+        view = _update(store, ref, root)
+        if view is None:
+            return None
+        answer = store.warm.index.run(
+            lambda db, view=view: _ranked(store, db, view, root, query, limit, paths, types_first, only_types, when),
+            write=False)
+        if answer is not _MOVED:
+            return answer
+    return None
+
+
+_MOVED: List[Hit] = []  # the view moved under the read: update it again
+
+
+# --- keeping a view in step with its ref ---------------------------------------------
+
+
+def _update(store: "Store", ref: str, root: str) -> Optional[int]:
+    """The id of ``ref``'s view, brought to tree ``root``; None if it cannot be."""
+    index = store.warm.index
+    read = index.run(lambda db: (db.execute("SELECT view, tree, usable FROM views WHERE ref=?", (ref,)).fetchone(),
+                                 db.execute("SELECT view, tree FROM views WHERE usable=1 AND ref<>? AND tree IS NOT NULL "
+                                            "ORDER BY used DESC LIMIT 1", (ref,)).fetchone()), write=False)
+    if read is None:
+        return None
+    row, other = read
+    if row is not None and row[1] == root:
+        return row[0] if row[2] else None
+    # Start from this ref's view, else a copy of the last used one (branches share most memory), else nothing.
+    copy = other if (row is None or not row[2]) else None
+    start = row[1] if row is not None and row[2] else (other[1] if other else None)
+    try:
+        added, removed = store.warm.diff(store.repo, start, root)
+        parsed = store.warm.parse(store.repo, added, ref)
+    finally:
+        index.flush()
+    fresh = [(blob, m) for _, blob in added if isinstance(m := parsed[blob], Memory)]
+    known = _doc_numbers_of(index, [b for b, _ in fresh])
+    new_docs = [(blob, m, Counter(memory_terms(m))) for blob, m in fresh if blob not in known]
+    progress = Progress(len(new_docs), "memory for search")
+    try:
+        return index.run(lambda db: _apply(db, ref, row, copy, start, root, fresh, new_docs,
+                                           [b for _, b in removed], progress), write=True)
+    finally:
+        progress.done()
+
+
+def _doc_numbers_of(index: Index, blobs: Sequence[str]) -> Dict[str, int]:
+    return index.run(lambda db: _doc_numbers(db, blobs), write=False) or {}
+
+
+def _doc_numbers(db: sqlite3.Connection, blobs: Sequence[str]) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    for start in range(0, len(blobs), _BATCH):
+        chunk = blobs[start:start + _BATCH]
+        out.update(db.execute(f"SELECT blob, doc FROM docs WHERE blob IN ({','.join('?' * len(chunk))})",
+                              chunk).fetchall())
+    return out
+
+
+def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], copy: Optional[Tuple[Any, ...]],
+           start: Optional[str], root: str, fresh: Sequence[Tuple[str, Memory]],
+           new_docs: Sequence[Tuple[str, Memory, Counter]], removed: Sequence[str], progress: Progress) -> Optional[int]:
+    """Under the write lock: add the docs the index lacks, then move ``ref``'s view from ``start``
+    to ``root``; None (nothing written) if another process moved either view first."""
+    if db.execute("SELECT view, tree, usable FROM views WHERE ref=?", (ref,)).fetchone() != row:
+        return None
+    if copy is not None and db.execute("SELECT view, tree FROM views WHERE view=?", (copy[0],)).fetchone() != copy:
+        return None
+    _add_docs(db, new_docs, progress)
+    docs = _doc_numbers(db, [b for b, _ in fresh])
+    gone = _doc_numbers(db, removed)
+    if row is None:
+        view = db.execute("INSERT INTO views(ref, tree, n, total, usable, used) VALUES (?, NULL, 0, 0, 1, 0)",
+                          (ref,)).lastrowid
+    else:
+        view = row[0]
+        if not row[2]:  # a view that could not answer is built again
+            for table in ("members", "view_df"):
+                db.execute(f"DELETE FROM {table} WHERE view=?", (view,))
+            db.execute("UPDATE views SET n=0, total=0, usable=1 WHERE view=?", (view,))
+    if copy is not None:
+        db.execute("INSERT INTO members SELECT ?, doc, id FROM members WHERE view=?", (view, copy[0]))
+        db.execute("INSERT INTO view_df SELECT ?, tid, df FROM view_df WHERE view=?", (view, copy[0]))
+        db.execute("UPDATE views SET (n, total) = (SELECT n, total FROM views WHERE view=?) WHERE view=?",
+                   (copy[0], view))
+    bulk = len(fresh) + len(removed) > BULK
+    for blob in removed:
+        if blob in gone and db.execute("DELETE FROM members WHERE view=? AND doc=?", (view, gone[blob])).rowcount \
+                and not bulk:
+            _count(db, view, gone[blob], -1)
+    try:
+        db.executemany("INSERT INTO members VALUES (?, ?, ?)", [(view, docs[b], m.id) for b, m in fresh])
+    except sqlite3.IntegrityError:  # two memories with one id: only a full load reports that rightly
+        db.execute("UPDATE views SET tree=?, usable=0, used=? WHERE view=?", (root, time.time(), view))
+        return None
+    if bulk:
+        db.execute("DELETE FROM view_df WHERE view=?", (view,))
+        db.execute("INSERT INTO view_df SELECT ?, p.tid, COUNT(*) FROM postings p JOIN members m ON m.view=? "
+                   "AND m.doc=p.doc JOIN docs d ON d.doc=p.doc WHERE d.active=1 GROUP BY p.tid", (view, view))
+        db.execute("UPDATE views SET (n, total) = (SELECT COUNT(*), COALESCE(SUM(d.length), 0) FROM members m "
+                   "JOIN docs d ON d.doc=m.doc WHERE m.view=? AND d.active=1) WHERE view=?", (view, view))
+    else:
+        for blob, _ in fresh:
+            _count(db, view, docs[blob], +1)
+    db.execute("UPDATE views SET tree=?, used=? WHERE view=?", (root, time.time(), view))
+    for (old,) in db.execute("SELECT view FROM views ORDER BY used DESC LIMIT -1 OFFSET ?", (VIEWS,)).fetchall():
+        for table in ("members", "view_df", "views"):
+            db.execute(f"DELETE FROM {table} WHERE view=?", (old,))
+    return view
+
+
+def _count(db: sqlite3.Connection, view: int, doc: int, sign: int) -> None:
+    """Count one doc into (``sign`` +1) or out of (-1) a view's active totals and word frequencies."""
+    active, length, tids = db.execute("SELECT active, length, tids FROM docs WHERE doc=?", (doc,)).fetchone()
+    if not active:
+        return
+    db.execute("UPDATE views SET n=n+?, total=total+? WHERE view=?", (sign, sign * length, view))
+    db.executemany("INSERT INTO view_df VALUES (?, ?, ?) ON CONFLICT(view, tid) DO UPDATE SET df=df+excluded.df",
+                   [(view, int(t), sign) for t in tids.split(",") if t])
+    if sign < 0:
+        db.execute("DELETE FROM view_df WHERE view=? AND df<=0", (view,))
+
+
+def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Counter]], progress: Progress) -> None:
+    """Rows for blobs the index has not seen: their words and counts, paths, and what ranking reads."""
+    chunk_size = 5_000
+    for start in range(0, len(new_docs), chunk_size):
+        chunk = [d for d in new_docs[start:start + chunk_size]
+                 if not db.execute("SELECT 1 FROM docs WHERE blob=?", (d[0],)).fetchone()]
+        words = sorted({t for _, _, counts in chunk for t in counts})
+        db.executemany("INSERT OR IGNORE INTO terms(term) VALUES (?)", [(t,) for t in words])
+        tid: Dict[str, int] = {}
+        for s in range(0, len(words), _BATCH):
+            part = words[s:s + _BATCH]
+            tid.update(db.execute(f"SELECT term, tid FROM terms WHERE term IN ({','.join('?' * len(part))})",
+                                  part).fetchall())
+        for blob, m, counts in chunk:
+            doc = db.execute("INSERT INTO docs(blob, id, type, active, length, epoch, tids) VALUES (?,?,?,?,?,?,?)",
+                             (blob, m.id, m.type, int(m.status == "active"), sum(counts.values()),
+                              epoch(m.updated or m.created), ",".join(str(tid[t]) for t in counts))).lastrowid
+            db.executemany("INSERT INTO postings VALUES (?, ?, ?)", [(tid[t], doc, n) for t, n in counts.items()])
+            db.executemany("INSERT OR IGNORE INTO doc_paths VALUES (?, ?, ?)",
+                           [(p, p.rsplit("/", 1)[0], doc) for p in dict.fromkeys(m.paths)])
+        progress.step(min(start + chunk_size, len(new_docs)))
+
+
+# --- answering a query from a view -------------------------------------------------
+
+#: One candidate: doc number, blob, memory id, type, length, and the score SQLite gave it.
+_Row = Tuple[int, str, str, str, int, float]
+
+
+def _ranked(store: "Store", db: sqlite3.Connection, view: int, root: str, query: str, limit: int,
+            paths: Sequence[str], types_first: Sequence[str], only_types: Optional[Sequence[str]],
+            now: datetime) -> List[Hit]:
+    row = db.execute("SELECT tree, n, total FROM views WHERE view=?", (view,)).fetchone()
+    if row is None or row[0] != root:
+        return _MOVED
+    _, n, total = row
+    terms = list(dict.fromkeys(tokenize(query)))
+    wanted = [p.strip("/") for p in paths if p and p.strip("/")]
+    if not n or not (terms or wanted) or limit <= 0:
+        return []
+    avg = total / n
+    known = _frequencies(db, view, terms)  # term -> (tid, df), in the query's order
+    weights = {t: idf(n, df) for t, (_, df) in known.items()}
+    query_mass = sum(weights.values())
+    keep = list(only_types) if only_types is not None else []
+    kept = f" AND d.type IN ({','.join('?' * len(keep))})" if only_types is not None else ""
+    boosts = type_boosts(types_first)
+    overlap = _path_overlaps(db, view, wanted, kept, keep) if wanted else {}
+    if overlap:
+        db.execute("CREATE TEMP TABLE IF NOT EXISTS gm_overlap(doc INTEGER PRIMARY KEY, overlap REAL NOT NULL)")
+        db.execute("DELETE FROM temp.gm_overlap")
+        db.executemany("INSERT INTO temp.gm_overlap VALUES (?, ?)", overlap.items())
+    scored, args = "", []  # the BM25 sums of the memories that share a word with the query
+    if known:
+        scored = (f"WITH q(tid, w) AS (VALUES {','.join('(?, ?)' for _ in known)}), "
+                  "s AS (SELECT p.doc AS doc, SUM(q.w * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?))) AS base "
+                  "FROM q JOIN postings p ON p.tid=q.tid JOIN members m ON m.view=? AND m.doc=p.doc "
+                  f"JOIN docs d ON d.doc=p.doc WHERE d.active=1{kept} GROUP BY p.doc) ")
+        args = [x for t, (tid, _) in known.items() for x in (tid, weights[t])] + [K1, K1, B, B, avg, view] + keep
+    # A memory that only shares a path scores half the weakest word match.
+    floor = 1.0
+    if known and overlap:
+        weakest = db.execute(scored + "SELECT MIN(base) FROM s", args).fetchone()[0]
+        floor = weakest if weakest is not None else 1.0
+    best: List[Tuple[float, Tuple[int, ...], int]] = []  # the best ``limit`` so far, worst first
+    found: Dict[int, Tuple[Memory, float, bool, float]] = {}  # doc -> (memory, score, stale, word weight shared)
+
+    def consider(rows: Sequence[_Row]) -> None:
+        memories = store.warm.parse(store.repo, [(memory_path(kind, mid), blob) for _, blob, mid, kind, _, _ in rows],
+                                    store.ref)
+        counts = _term_counts(db, [r[0] for r in rows], [tid for tid, _ in known.values()])
+        for doc, blob, _, _, length, _ in rows:
+            m = memories[blob]
+            if not isinstance(m, Memory):
+                continue
+            base = mass = 0.0
+            mine = counts.get(doc, {})
+            for t, (tid, _) in known.items():
+                if tid in mine:
+                    base += term_score(weights[t], mine[tid], length, avg, K1, B)
+                    mass += weights[t]
+            if doc in overlap:
+                base = base * path_factor(overlap[doc]) if mass else path_only_score(overlap[doc], floor)
+            stale = is_stale(m, _current_blob_of(store, m))
+            score = base * factor(m, boosts, now, stale)
+            found[doc] = (m, score, stale, mass)
+            key = (score, tuple(ord(c) for c in m.id), doc)  # ties: the newer id first, as rank does
+            if len(best) < limit:
+                heapq.heappush(best, key)
+            elif key > best[0]:
+                heapq.heapreplace(best, key)
+
+    if overlap:
+        consider(db.execute(scored + "SELECT g.doc, d.blob, d.id, d.type, d.length, 0.0 FROM temp.gm_overlap g "
+                            "JOIN docs d ON d.doc=g.doc" + (" WHERE g.doc NOT IN (SELECT doc FROM s)" if known else ""),
+                            args).fetchall())
+    if known:
+        path = "COALESCE((SELECT 1 + 0.6 * g.overlap FROM temp.gm_overlap g WHERE g.doc=s.doc), 1.0) * " \
+            if overlap else ""
+        cursor = db.execute(scored + f"SELECT s.doc, d.blob, d.id, d.type, d.length, s.base * {path}"
+                            f"{_boost_sql(boosts)} * {_RECENCY_SQL} AS score FROM s JOIN docs d ON d.doc=s.doc "
+                            "ORDER BY score DESC, d.id DESC", [*args, now.timestamp()])
+        while True:
+            rows = cursor.fetchmany(max(limit, FETCH))
+            if not rows:
+                break
+            consider(rows)
+            if len(best) == limit and rows[-1][5] < best[0][0] * (1 - 1e-9):
+                break  # every later candidate scores lower still: staleness only lowers a score
+        cursor.close()
+    ranked = sorted(best, reverse=True)
+    core = _frequencies(db, view, sorted({t for _, _, doc in ranked for t in core_terms(found[doc][0])}))
+    hits = []
+    for score, _, doc in ranked:
+        m, _, stale, mass = found[doc]
+        core_mass = sum(idf(n, core[t][1] if t in core else 0) for t in core_terms(m))
+        hits.append(Hit(m, score, match_of(mass, query_mass, core_mass) if mass else 0.0, stale, None))
+    return hits
+
+
+def _frequencies(db: sqlite3.Connection, view: int, terms: Sequence[str]) -> Dict[str, Tuple[int, int]]:
+    """term -> (term id, how many active memories of the view use it), for the terms any does, in order."""
+    out: Dict[str, Tuple[int, int]] = {}
+    for start in range(0, len(terms), _BATCH):
+        chunk = terms[start:start + _BATCH]
+        out.update((t, (tid, df)) for t, tid, df in db.execute(
+            "SELECT t.term, t.tid, v.df FROM terms t JOIN view_df v ON v.view=? AND v.tid=t.tid "
+            f"WHERE t.term IN ({','.join('?' * len(chunk))})", [view, *chunk]).fetchall())
+    return {t: out[t] for t in terms if t in out}
+
+
+def _term_counts(db: sqlite3.Connection, docs: Sequence[int], tids: Sequence[int]) -> Dict[int, Dict[int, int]]:
+    out: Dict[int, Dict[int, int]] = {}
+    if not docs or not tids:
+        return out
+    for doc, tid, tf in db.execute(
+            f"SELECT doc, tid, tf FROM postings WHERE tid IN ({','.join('?' * len(tids))}) "
+            f"AND doc IN ({','.join('?' * len(docs))})", [*tids, *docs]).fetchall():
+        out.setdefault(doc, {})[tid] = tf
+    return out
+
+
+def _path_overlaps(db: sqlite3.Connection, view: int, wanted: Sequence[str], kept: str,
+                   keep: Sequence[str]) -> Dict[int, float]:
+    """doc -> how closely its paths touch ``wanted`` (:func:`gitmem.search.path_overlap`), for the
+    view's active memories that touch them at all: the same path, one inside the other, or a sibling."""
+    near: List[str] = []
+    args: List[Any] = []
+    for q in wanted:
+        ancestors = [q.rsplit("/", i)[0] for i in range(1, q.count("/") + 1)]
+        near.append(f"dp.path IN ({','.join('?' * (1 + len(ancestors)))}) OR (dp.path > ? AND dp.path < ?) OR dp.dir = ?")
+        args += [q, *ancestors, q + "/", q + "0", q.rsplit("/", 1)[0]]
+    rows = db.execute(
+        "SELECT dp.doc, dp.path FROM doc_paths dp JOIN members m ON m.view=? AND m.doc=dp.doc "
+        f"JOIN docs d ON d.doc=dp.doc WHERE d.active=1{kept} AND ({' OR '.join(near)})", [view, *keep, *args]).fetchall()
+    touching: Dict[int, List[str]] = {}
+    for doc, path in rows:
+        touching.setdefault(doc, []).append(path)
+    return {doc: o for doc, mine in touching.items() if (o := path_overlap(mine, wanted))}
+
+
+def _current_blob_of(store: "Store", m: Memory) -> Optional[Dict[str, Optional[str]]]:
+    """The current blob of the file a ``file`` memory describes (what :func:`is_stale` compares)."""
+    if m.type != "file" or not m.blob or not m.paths:
+        return None
+    return {m.paths[0]: current_blob(store.repo, m.paths[0])}
+
+
+#: :func:`gitmem.search.recency` in SQL: the same operations on the same doubles, so the same bits
+#: (the time is bound, not printed, so it is not rounded through decimal).
+_RECENCY_SQL = ("(CASE WHEN d.epoch IS NULL THEN 1.0 ELSE 1.0 + 0.15 * pow(0.5, MAX((? - d.epoch) / 86400.0, 0.0) "
+                "/ 180.0) END)")
+
+
+def _boost_sql(boosts: Dict[str, float]) -> str:
+    if not boosts:
+        return "1.0"
+    whens = " ".join(f"WHEN '{t}' THEN {w!r}" for t, w in boosts.items() if t in TYPES)
+    return f"(CASE d.type {whens} ELSE 1.0 END)"

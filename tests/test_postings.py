@@ -1,0 +1,181 @@
+"""The word ranking answered from the index gives rank()'s answer over the loaded memories, hit for hit."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+from datetime import datetime, timezone
+
+import pygit2
+import pytest
+from conftest import git
+
+from gitmem import Store, postings
+from gitmem import warm as warm_module
+from gitmem.errors import GitmemError
+from gitmem.merge import merge_into
+from gitmem.model import dump_yaml, memory_path
+from gitmem.recall import current_blobs, recall
+from gitmem.search import rank
+
+NOW = datetime(2026, 12, 4, tzinfo=timezone.utc)
+WORDS = ("queue redis retries postgres cache token auth deploy migration frontend worker job backoff "
+         "logging billing end-to-end payment_intent").split()
+PATHS = ("src/a.py", "src/b.py", "src/lib/x.py", "docs", "README.md")
+QUERIES = ("redis queue", "auth token deploy", "end-to-end billing", "worker retries backoff", "nothing matches")
+ASKS = [dict(paths=()), dict(paths=("src/a.py",)), dict(paths=("src",)), dict(paths=("docs/new.md",)),
+        dict(types_first=("rejection", "decision")), dict(only_types=("rejection",)),
+        dict(paths=("src/lib/x.py",), only_types=("fact", "decision"))]
+
+
+@pytest.fixture(autouse=True)
+def few_candidates_at_a_time(monkeypatch):
+    """Read candidates two at a time, so the stop rule (no later candidate can make the cut) is what
+    decides, not the first read holding every match."""
+    monkeypatch.setattr(postings, "FETCH", 2)
+
+
+def _fresh(repo, branch=None) -> Store:
+    warm_module.forget_warm()
+    return Store.open(str(repo), branch=branch)
+
+
+def _add(store: Store, rng: random.Random) -> str:
+    kind = rng.choice(["decision", "rejection", "fact", "convention", "file"])
+    extra = {"reason": "because " + " ".join(rng.sample(WORDS, 3))} if kind in ("decision", "rejection") else {}
+    if kind == "file":
+        extra = {"blob": "0" * 40}
+    paths = rng.sample(PATHS, rng.randint(0 if kind != "file" else 1, 2))
+    return store.add(kind, " ".join(rng.sample(WORDS, rng.randint(2, 6))), title=" ".join(rng.sample(WORDS, 2)),
+                     paths=paths, **extra).memory.id
+
+
+def _same_answers(store: Store, queries=QUERIES, limits=(3, 10)) -> None:
+    loaded = [m for _, m in sorted(store.memories().items())]
+    for query in queries + ("",):
+        for ask in ASKS:
+            for limit in limits:
+                indexed = postings.rank(store, query, limit, now=NOW, **ask)
+                assert indexed is not None
+                assert indexed == rank(loaded, query, limit, now=NOW, blobs=current_blobs(store, loaded), **ask), \
+                    (query, ask, limit)
+
+
+def test_the_index_ranks_as_the_loaded_memories_after_random_writes_merges_and_branch_switches(repo, store):
+    rng = random.Random(11)
+    ids = [_add(store, rng) for _ in range(25)]
+    _same_answers(store)
+    git(repo, "checkout", "-q", "-b", "feature")
+    for step in range(30):
+        current = _fresh(repo) if step % 4 == 0 else Store.open(str(repo))
+        op = rng.choice(["add", "add", "edit", "retract", "supersede", "switch"])
+        try:
+            if op == "add":
+                ids.append(_add(current, rng))
+            elif op == "edit":
+                current.edit(rng.choice(ids), text=" ".join(rng.sample(WORDS, 4)))
+            elif op == "retract":
+                current.retract(rng.choice(ids))
+            elif op == "supersede":
+                ids.append(current.supersede(rng.choice(ids), " ".join(rng.sample(WORDS, 3))).memory.id)
+            else:
+                git(repo, "checkout", "-q", "main" if current.branch == "feature" else "feature")
+        except GitmemError:  # an id the other branch lacks, or a memory no longer active: refused, as it should be
+            pass
+        _same_answers(Store.open(str(repo)), queries=QUERIES[:3], limits=(5,))
+    git(repo, "checkout", "-q", "main")
+    main = Store.open(str(repo), branch="main")
+    merge_into(main, Store.open(str(repo), branch="feature").own_tip())
+    _same_answers(_fresh(repo, "main"))
+    _same_answers(_fresh(repo, "feature"))
+
+
+def test_after_a_write_the_view_takes_in_only_the_new_memory(repo, store, monkeypatch):
+    rng = random.Random(5)
+    for _ in range(40):
+        _add(store, rng)
+    assert postings.rank(store, "redis", 5) is not None
+    taken = []
+    real = postings._add_docs
+    monkeypatch.setattr(postings, "_add_docs", lambda db, docs, progress: (taken.append(len(docs)), real(db, docs, progress)))
+    store.add("fact", "a brand new redis fact")
+    fresh = _fresh(repo)
+    hits = postings.rank(fresh, "brand new redis", 1)
+    assert [h.memory.text for h in hits] == ["a brand new redis fact"]
+    assert taken == [1]
+
+
+def test_a_store_with_two_memories_of_one_id_is_ranked_from_the_loaded_memories(repo, store):
+    m = store.get(store.add("fact", "redis is the cache").memory.id)
+    store.add("fact", "postgres is the database")
+    # The same memory again under another type's folder: a damaged store, reported by a full load.
+    moved = m.evolve(type="convention")
+    index = pygit2.Index()
+    index.read_tree(store.repo[store.tip()].peel(pygit2.Tree))
+    index.add(pygit2.IndexEntry(memory_path(moved), store.repo.create_blob(dump_yaml(moved)),
+                                pygit2.GIT_FILEMODE_BLOB))
+    sig = pygit2.Signature("t", "t@example.com")
+    new = store.repo.create_commit(None, sig, sig, "dup", index.write_tree(store.repo), [store.tip()])
+    store.repo.references["refs/memory/main"].set_target(new)
+    fresh = _fresh(repo)
+    assert postings.rank(fresh, "redis cache", 5) is None
+    hits = recall(fresh, "redis cache", paths=[], limit=5)
+    assert [h.memory.id for h in hits] == [m.id]
+    assert any("duplicate id" in p.message for p in fresh.problems)
+
+
+def test_a_new_branch_starts_from_a_copy_of_a_kept_view(repo, store, monkeypatch):
+    rng = random.Random(2)
+    for _ in range(30):
+        _add(store, rng)
+    assert postings.rank(store, "redis", 5) is not None
+    git(repo, "checkout", "-q", "-b", "feature")
+    feature = Store.open(str(repo))
+    feature.add("fact", "only on the feature branch, about redis")
+    taken = []
+    real = postings._add_docs
+    monkeypatch.setattr(postings, "_add_docs", lambda db, docs, progress: (taken.append(len(docs)), real(db, docs, progress)))
+    _same_answers(_fresh(repo), queries=("redis",), limits=(5,))
+    assert taken[0] == 1  # the feature's one memory; the other thirty came with the copy
+
+
+def test_a_killed_view_update_leaves_an_index_the_next_command_trusts(repo, store):
+    rng = random.Random(9)
+    for _ in range(30):
+        _add(store, rng)
+    code = ("import os, random, sys\n"
+            "os.environ['GITMEM_ENCODER'] = 'none'\n"
+            "from gitmem import Store, postings\n"
+            "real = postings._add_docs\n"
+            "def slow(db, docs, progress):\n"
+            "    real(db, docs, progress)\n"
+            "    print('inside', flush=True)\n"
+            "    import time; time.sleep(30)\n"
+            "postings._add_docs = slow\n"
+            "postings.rank(Store.open(sys.argv[1]), 'redis', 5)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(repo)], stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"inside"  # the docs are written, the view not yet committed
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    _same_answers(_fresh(repo), queries=QUERIES[:2], limits=(5,))
+
+
+def test_two_processes_moving_views_at_once_lose_nothing(repo, store):
+    rng = random.Random(4)
+    for _ in range(20):
+        _add(store, rng)
+    git(repo, "branch", "other")
+    code = ("import os, sys\n"
+            "os.environ['GITMEM_ENCODER'] = 'none'\n"
+            "from gitmem import Store, postings\n"
+            "from gitmem.model import Author\n"
+            "s = Store.open(sys.argv[1], branch=sys.argv[2])\n"
+            "for i in range(8):\n"
+            "    s.add('fact', f'{sys.argv[2]} redis fact {i}', author=Author('t', 't@example.com', 'human'))\n"
+            "    postings.rank(s, 'redis', 3)\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(repo), b]) for b in ("main", "other", "main")]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0
+    for branch in ("main", "other"):
+        _same_answers(_fresh(repo, branch), queries=("redis fact", "redis"), limits=(30,))
