@@ -69,9 +69,11 @@ def rank(store: "Store", query: str, limit: int = 10, *, paths: Sequence[str] = 
         view = _update(store, ref, root)
         if view is None:
             return None
-        answer = store.warm.index.run(
-            lambda db, view=view: _ranked(store, db, view, root, query, limit, paths, types_first, only_types, when),
-            write=False)
+
+        def read(db: sqlite3.Connection, view: int = view) -> List[Hit]:
+            return _ranked(store, db, view, root, query, limit, paths, types_first, only_types, when)
+
+        answer = store.warm.index.run(read, write=False)
         if answer is not _MOVED:
             return answer
     return None
@@ -139,8 +141,8 @@ def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], cop
     docs = _doc_numbers(db, [b for b, _ in fresh])
     gone = _doc_numbers(db, removed)
     if row is None:
-        view = db.execute("INSERT INTO views(ref, tree, n, total, usable, used) VALUES (?, NULL, 0, 0, 1, 0)",
-                          (ref,)).lastrowid
+        view: int = db.execute("INSERT INTO views(ref, tree, n, total, usable, used) VALUES (?, NULL, 0, 0, 1, 0)",
+                               (ref,)).lastrowid or 0
     else:
         view = row[0]
         if not row[2]:  # a view that could not answer is built again

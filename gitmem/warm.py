@@ -83,11 +83,11 @@ class Warm:
                         if k == "tree" and (depth or n in model.TYPES)}
             return {n: (k, o) for n, k, o in entries if k == "blob" and n.endswith(".yaml")}
 
-        level = [("", old, new)]
+        level: List[Tuple[str, Optional[str], Optional[str]]] = [("", old, new)]
         for depth in range(4):
             trees = [t for _, a, b in level for t in (a, b) if t is not None]
             known = self.tree_entries(repo, list(dict.fromkeys(trees)))
-            nxt = []
+            nxt: List[Tuple[str, Optional[str], Optional[str]]] = []
             for prefix, a, b in level:
                 mine = kept(known[a], depth) if a is not None else {}
                 theirs = kept(known[b], depth) if b is not None else {}

@@ -1,6 +1,5 @@
 """The word ranking answered from the index gives rank()'s answer over the loaded memories, hit for hit."""
 
-import os
 import random
 import signal
 import subprocess
