@@ -12,13 +12,11 @@ import os
 import re
 import time
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-import yaml
-
 from .errors import InvalidMemory
-from .redact import redact, redact_bare
 
 SCHEMA_VERSION = 1
 
@@ -366,6 +364,8 @@ def redact_memory(m: Memory) -> Tuple[Memory, int]:
     write, and :func:`dump_yaml` calls it again, so no blob can hold a raw secret whatever path
     built it. Idempotent: an already redacted memory comes back unchanged, with 0.
     """
+    from .redact import redact, redact_bare  # imported by the first write: a read needs no secret rules
+
     changes: Dict[str, Any] = {}
     count = 0
     for name in _FREE_TEXT:
@@ -398,29 +398,39 @@ def redact_memory(m: Memory) -> Tuple[Memory, int]:
 
 # --- YAML ------------------------------------------------------------------
 
-_SafeDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+@lru_cache(maxsize=1)
+def _dumper() -> Any:
+    """The safe dumper (the C one where PyYAML has it), writing multi-line text as literal blocks.
+    Built on first use: reading memories that the index already knows needs no YAML at all."""
+    import yaml
 
+    class Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+        pass
 
-class _Dumper(_SafeDumper):
-    """Safe dumper that writes multi-line text as readable literal blocks."""
+    def literal_blocks(dumper: Any, value: str) -> Any:
+        style = "|" if "\n" in value and not any(c in value for c in "\r\t") and value == value.rstrip(" ") else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
-
-def _str_representer(dumper: Any, value: str) -> Any:
-    style = "|" if "\n" in value and not any(c in value for c in "\r\t") and value == value.rstrip(" ") else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str_representer)
+    Dumper.add_representer(str, literal_blocks)
+    return Dumper
 
 
 def dump_yaml(m: Memory) -> bytes:
     """The stored form of ``m``: the only way a memory becomes a blob, so it redacts (again)."""
+    import yaml
+
     m = redact_memory(m)[0]
     return yaml.dump(
-        m.to_dict(), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+        m.to_dict(), Dumper=_dumper(), sort_keys=False, default_flow_style=False,
         allow_unicode=True, width=100,
     ).encode("utf-8")
+
+
+def safe_load(text: str) -> Any:
+    """PyYAML's safe loader (its C one where built): the reference :func:`load_own_yaml` agrees with."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def load_yaml(data: bytes) -> Memory:
@@ -433,8 +443,10 @@ def load_yaml(data: bytes) -> Memory:
         raise InvalidMemory("document", f"not valid UTF-8 at byte {e.start}") from None
     parsed = load_own_yaml(text)
     if parsed is None:
+        import yaml
+
         try:
-            parsed = yaml.load(text, Loader=_SafeLoader)
+            parsed = safe_load(text)
         except yaml.YAMLError as e:
             raise InvalidMemory("document", f"not valid YAML: {str(e).splitlines()[0]}") from None
     return Memory.from_dict(parsed)

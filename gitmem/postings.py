@@ -48,6 +48,9 @@ VIEWS = 8
 #: Past this many changed memories a view's counts are summed again in one pass, not row by row.
 BULK = 2_000
 _BATCH = 500
+#: A word in at most this share of memories is rare: memories without any rare word of a query are
+#: ranked only if the best of those with one could be beaten (MaxScore).
+RARE = 0.05
 #: Candidates read from SQLite at a time, best first, until no later one can make the cut.
 FETCH = 32
 K1, B = 1.2, 0.75
@@ -244,25 +247,27 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, root: str, query:
         db.execute("CREATE TEMP TABLE IF NOT EXISTS gm_overlap(doc INTEGER PRIMARY KEY, overlap REAL NOT NULL)")
         db.execute("DELETE FROM temp.gm_overlap")
         db.executemany("INSERT INTO temp.gm_overlap VALUES (?, ?)", overlap.items())
-    scored, args = "", []  # the BM25 sums of the memories that share a word with the query
-    if known:
-        scored = (f"WITH q(tid, w) AS (VALUES {','.join('(?, ?)' for _ in known)}), "
-                  "s AS (SELECT p.doc AS doc, SUM(q.w * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?))) AS base "
-                  "FROM q JOIN postings p ON p.tid=q.tid JOIN members m ON m.view=? AND m.doc=p.doc "
-                  f"JOIN docs d ON d.doc=p.doc WHERE d.active=1{kept} GROUP BY p.doc) ")
-        args = [x for t, (tid, _) in known.items() for x in (tid, weights[t])] + [K1, K1, B, B, avg, view] + keep
-    # A memory that only shares a path scores half the weakest word match.
-    floor = 1.0
-    if known and overlap:
-        weakest = db.execute(scored + "SELECT MIN(base) FROM s", args).fetchone()[0]
-        floor = weakest if weakest is not None else 1.0
+    tids = [tid for tid, _ in known.values()]
+    q_args: List[Any] = [x for t, (tid, _) in known.items() for x in (tid, weights[t])] + [K1, K1, B, B, avg, view, *keep]
+
+    def scored(within: Sequence[int] = ()) -> Tuple[str, List[Any]]:
+        """SQL for the BM25 sums of the memories that share a word with the query (``within``: only
+        those that have one of these words)."""
+        where = f" AND p.doc IN (SELECT doc FROM postings WHERE tid IN ({','.join('?' * len(within))}))" if within else ""
+        return (f"WITH q(tid, w) AS (VALUES {','.join('(?, ?)' for _ in known)}), "
+                "s AS (SELECT p.doc AS doc, SUM(q.w * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?))) AS base "
+                "FROM q JOIN postings p ON p.tid=q.tid JOIN members m ON m.view=? AND m.doc=p.doc "
+                f"JOIN docs d ON d.doc=p.doc WHERE d.active=1{kept}{where} GROUP BY p.doc) "), [*q_args, *within]
+
     best: List[Tuple[float, Tuple[int, ...], int]] = []  # the best ``limit`` so far, worst first
     found: Dict[int, Tuple[Memory, float, bool, float]] = {}  # doc -> (memory, score, stale, word weight shared)
+    floor = 1.0  # what a memory that only shares a path scores from: half the weakest word match
 
     def consider(rows: Sequence[_Row]) -> None:
+        rows = [r for r in rows if r[0] not in found]
         memories = store.warm.parse(store.repo, [(memory_path(kind, mid), blob) for _, blob, mid, kind, _, _ in rows],
                                     store.ref)
-        counts = _term_counts(db, [r[0] for r in rows], [tid for tid, _ in known.values()])
+        counts = _term_counts(db, [r[0] for r in rows], tids)
         for doc, blob, _, _, length, _ in rows:
             m = memories[blob]
             if not isinstance(m, Memory):
@@ -284,24 +289,55 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, root: str, query:
             elif key > best[0]:
                 heapq.heapreplace(best, key)
 
-    if overlap:
-        consider(db.execute(scored + "SELECT g.doc, d.blob, d.id, d.type, d.length, 0.0 FROM temp.gm_overlap g "
-                            "JOIN docs d ON d.doc=g.doc" + (" WHERE g.doc NOT IN (SELECT doc FROM s)" if known else ""),
-                            args).fetchall())
-    if known:
+    def stream(within: Sequence[int] = ()) -> None:
+        """Consider candidates best first until no later one can make the cut. SQLite orders them by
+        every factor but staleness (which only lowers a score), computed as :func:`gitmem.search.rank`
+        does, in the same order, so equal scores are equal floats and ties go by id as there."""
         path = "COALESCE((SELECT 1 + 0.6 * g.overlap FROM temp.gm_overlap g WHERE g.doc=s.doc), 1.0) * " \
             if overlap else ""
-        cursor = db.execute(scored + f"SELECT s.doc, d.blob, d.id, d.type, d.length, s.base * {path}"
-                            f"{_boost_sql(boosts)} * {_RECENCY_SQL} AS score FROM s JOIN docs d ON d.doc=s.doc "
-                            "ORDER BY score DESC, d.id DESC", [*args, now.timestamp()])
+        sql, args = scored(within)
+        sql += (f"SELECT s.doc, d.blob, d.id, d.type, d.length, s.base * {path}({_boost_sql(boosts)} * {_RECENCY_SQL}) "
+                "AS score FROM s JOIN docs d ON d.doc=s.doc ORDER BY score DESC, d.id DESC LIMIT ?")
+        cap = max(4 * limit, 2 * FETCH)  # a bounded sort is cheaper than sorting every match
         while True:
-            rows = cursor.fetchmany(max(limit, FETCH))
-            if not rows:
-                break
-            consider(rows)
-            if len(best) == limit and rows[-1][5] < best[0][0] * (1 - 1e-9):
-                break  # every later candidate scores lower still: staleness only lowers a score
-        cursor.close()
+            cursor = db.execute(sql, [*args, now.timestamp(), cap])
+            seen = 0
+            while True:
+                rows = cursor.fetchmany(max(limit, FETCH))
+                seen += len(rows)
+                if not rows:
+                    break
+                consider(rows)
+                last = rows[-1]
+                if len(best) == limit and (last[5], tuple(map(ord, last[2]))) < best[0][:2]:
+                    cursor.close()  # every later candidate ranks lower still
+                    return
+            if seen < cap:
+                return
+            cap *= 8
+
+    if overlap:
+        with_words = _term_counts(db, list(overlap), tids)
+        path_only = [doc for doc in overlap if doc not in with_words]
+        if path_only and known:
+            sql, args = scored()
+            weakest = db.execute(sql + "SELECT MIN(base) FROM s", args).fetchone()[0]
+            floor = weakest if weakest is not None else 1.0
+        for start in range(0, len(path_only), _BATCH):
+            chunk = path_only[start:start + _BATCH]
+            consider(db.execute(f"SELECT doc, blob, id, type, length, 0.0 FROM docs WHERE doc IN ({','.join('?' * len(chunk))})",
+                                chunk).fetchall())
+    if known:
+        # MaxScore: a memory with none of the query's rarer words scores at most what its common words
+        # can add; when the best found among those with a rare word all score above that, that is all.
+        rare = [tid for tid, df in known.values() if df <= n * RARE]
+        ceiling = sum(weights[t] * (K1 + 1) for t, (_, df) in known.items() if df > n * RARE) * \
+            max([1.0, *boosts.values()]) * 1.15 * (path_factor(1.0) if overlap else 1.0)
+        pruned = bool(rare) and len(rare) < len(known)
+        if pruned:
+            stream(rare)
+        if not (pruned and len(best) == limit and best[0][0] > ceiling * (1 + 1e-9)):
+            stream()
     ranked = sorted(best, reverse=True)
     core = _frequencies(db, view, sorted({t for _, _, doc in ranked for t in core_terms(found[doc][0])}))
     hits = []
@@ -324,13 +360,14 @@ def _frequencies(db: sqlite3.Connection, view: int, terms: Sequence[str]) -> Dic
 
 
 def _term_counts(db: sqlite3.Connection, docs: Sequence[int], tids: Sequence[int]) -> Dict[int, Dict[int, int]]:
+    """doc -> term id -> count, for these docs and these terms."""
     out: Dict[int, Dict[int, int]] = {}
-    if not docs or not tids:
-        return out
-    for doc, tid, tf in db.execute(
-            f"SELECT doc, tid, tf FROM postings WHERE tid IN ({','.join('?' * len(tids))}) "
-            f"AND doc IN ({','.join('?' * len(docs))})", [*tids, *docs]).fetchall():
-        out.setdefault(doc, {})[tid] = tf
+    for start in range(0, len(docs) if tids else 0, _BATCH):
+        chunk = docs[start:start + _BATCH]
+        for doc, tid, tf in db.execute(
+                f"SELECT doc, tid, tf FROM postings WHERE tid IN ({','.join('?' * len(tids))}) "
+                f"AND doc IN ({','.join('?' * len(chunk))})", [*tids, *chunk]).fetchall():
+            out.setdefault(doc, {})[tid] = tf
     return out
 
 

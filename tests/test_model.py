@@ -153,7 +153,7 @@ def test_since_takes_dates_and_ages():
 from hypothesis import HealthCheck, assume, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from gitmem.model import _SafeLoader, load_own_yaml  # noqa: E402
+from gitmem.model import load_own_yaml, safe_load  # noqa: E402
 
 # Words and characters that mean something to YAML, mixed with ordinary text in any script.
 _TRICKY = st.sampled_from(["yes", "No", "null", "~", "0x1f", "0b11", "012", "1.5", "1e3", "12:30", "2026-12-04",
@@ -165,7 +165,7 @@ _TEXT = st.lists(_TRICKY | st.text(min_size=1, max_size=6), min_size=1, max_size
 
 def _safe(text):
     try:
-        return yaml.load(text, Loader=_SafeLoader)
+        return safe_load(text)
     except yaml.YAMLError:
         return "unreadable"
 
@@ -234,4 +234,4 @@ def test_what_gitmem_writes_is_read_directly():
               mem(type="rejection", text="Use Redis for the job queue", reason="ops won't run it: no new services"),
               mem(type="checkpoint", text="queue done\n\nnext: retries with backoff", next="add retries")):
         stored = dump_yaml(m).decode("utf-8")
-        assert load_own_yaml(stored) == yaml.load(stored, Loader=_SafeLoader)
+        assert load_own_yaml(stored) == safe_load(stored)

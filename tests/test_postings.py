@@ -31,8 +31,10 @@ ASKS = [dict(paths=()), dict(paths=("src/a.py",)), dict(paths=("src",)), dict(pa
 @pytest.fixture(autouse=True)
 def few_candidates_at_a_time(monkeypatch):
     """Read candidates two at a time, so the stop rule (no later candidate can make the cut) is what
-    decides, not the first read holding every match."""
+    decides, not the first read holding every match; and call a word rare up to a third of the store,
+    so the small stores here take the pruned path (MaxScore) as a large one does."""
     monkeypatch.setattr(postings, "FETCH", 2)
+    monkeypatch.setattr(postings, "RARE", 0.3)
 
 
 def _fresh(repo, branch=None) -> Store:
