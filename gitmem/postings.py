@@ -248,16 +248,22 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, root: str, query:
         db.execute("DELETE FROM temp.gm_overlap")
         db.executemany("INSERT INTO temp.gm_overlap VALUES (?, ?)", overlap.items())
     tids = [tid for tid, _ in known.values()]
+    # In the order of their marks below: the query's words and weights, BM25's five constants, the
+    # rare words (if any), the view, the types kept.
     q_args: List[Any] = [x for t, (tid, _) in known.items() for x in (tid, weights[t])] + [K1, K1, B, B, avg, view, *keep]
 
     def scored(within: Sequence[int] = ()) -> Tuple[str, List[Any]]:
         """SQL for the BM25 sums of the memories that share a word with the query (``within``: only
         those that have one of these words)."""
-        where = f" AND p.doc IN (SELECT doc FROM postings WHERE tid IN ({','.join('?' * len(within))}))" if within else ""
+        # With ``within``, read from the few memories that have a rare word, each word looked up by key.
+        source = "q JOIN postings p ON p.tid=q.tid" if not within else (
+            f"(SELECT DISTINCT doc FROM postings WHERE tid IN ({','.join('?' * len(within))})) c "
+            "CROSS JOIN q CROSS JOIN postings p ON p.tid=q.tid AND p.doc=c.doc")
         return (f"WITH q(tid, w) AS (VALUES {','.join('(?, ?)' for _ in known)}), "
                 "s AS (SELECT p.doc AS doc, SUM(q.w * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?))) AS base "
-                "FROM q JOIN postings p ON p.tid=q.tid JOIN members m ON m.view=? AND m.doc=p.doc "
-                f"JOIN docs d ON d.doc=p.doc WHERE d.active=1{kept}{where} GROUP BY p.doc) "), [*q_args, *within]
+                f"FROM {source} JOIN members m ON m.view=? AND m.doc=p.doc "
+                f"JOIN docs d ON d.doc=p.doc WHERE d.active=1{kept} GROUP BY p.doc) "), \
+            q_args[:2 * len(known) + 5] + [*within] + q_args[2 * len(known) + 5:]
 
     best: List[Tuple[float, Tuple[int, ...], int]] = []  # the best ``limit`` so far, worst first
     found: Dict[int, Tuple[Memory, float, bool, float]] = {}  # doc -> (memory, score, stale, word weight shared)
@@ -354,7 +360,7 @@ def _frequencies(db: sqlite3.Connection, view: int, terms: Sequence[str]) -> Dic
     for start in range(0, len(terms), _BATCH):
         chunk = terms[start:start + _BATCH]
         out.update((t, (tid, df)) for t, tid, df in db.execute(
-            "SELECT t.term, t.tid, v.df FROM terms t JOIN view_df v ON v.view=? AND v.tid=t.tid "
+            "SELECT t.term, t.tid, v.df FROM terms t CROSS JOIN view_df v ON v.view=? AND v.tid=t.tid "
             f"WHERE t.term IN ({','.join('?' * len(chunk))})", [view, *chunk]).fetchall())
     return {t: out[t] for t in terms if t in out}
 

@@ -18,7 +18,6 @@ from . import model, refs
 from .audit import Change, change_from_commit, commit_message
 from .errors import AmbiguousId, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
 from .model import Author, Memory, Problem
-from .redact import blob_is_clean, redact, redact_fields, rules_key
 from .repo import (
     blob_at, check_branch_name, current_blob, current_branch, damaged, default_author, head_commit,
     memory_ref, open_repository, parent_chain, ref_target,
@@ -348,6 +347,8 @@ class Store:
     def retract(self, memory_id: str, *, reason: Optional[str] = None, author: Optional[Author] = None,
                 source: str = "api") -> Write:
         """Mark a memory retracted: kept in history and in the tree, out of lists and context."""
+        from .redact import redact_fields  # the secret rules load with the first write, not with every read
+
         author = author or default_author(self.repo)
         note, redacted = redact_fields(reason=reason)
         def apply(snap: Snapshot) -> Built:
@@ -390,6 +391,8 @@ class Store:
 
         Used by every write, and by merges (``extra_parents``). The last gate before git: the
         message and the author's name and email are redacted here, whoever built them."""
+        from .redact import blob_is_clean, redact, rules_key
+
         try:
             base_tree = self.repo[base].peel(pygit2.Tree) if base else None
             tree = _write_tree(self.repo, base_tree, updates)
@@ -463,6 +466,8 @@ class Store:
 
 def _signature(author: Author) -> pygit2.Signature:
     """The git author of a memory commit: its name and email redacted like any stored field."""
+    from .redact import redact
+
     name, email = redact(author.name)[0], redact(author.email or "")[0]
     return pygit2.Signature(name, email or "unknown@localhost")  # git needs an email
 

@@ -180,3 +180,18 @@ def test_two_processes_moving_views_at_once_lose_nothing(repo, store):
         assert proc.wait(timeout=120) == 0
     for branch in ("main", "other"):
         _same_answers(_fresh(repo, branch), queries=("redis fact", "redis"), limits=(30,))
+
+
+def test_a_query_with_a_rare_word_ranks_only_the_memories_that_have_it(repo, store, monkeypatch):
+    monkeypatch.setattr(postings, "RARE", 0.05)
+    for i in range(40):
+        store.add("fact", f"the service number {i} logs to stdout")
+    store.add("fact", "the zebra service logs to a file")
+    statements = []
+    postings.rank(store, "x", 1)  # the view is built
+    store.warm.index._conn().set_trace_callback(statements.append)
+    hits = postings.rank(store, "zebra service logs", 1, now=NOW)
+    ranked = [s for s in statements if "ORDER BY score" in s]
+    assert [h.memory.text for h in hits] == ["the zebra service logs to a file"]
+    assert len(ranked) == 1 and "DISTINCT doc" in ranked[0]  # the common words alone could not win
+    _same_answers(store, queries=("zebra service logs",), limits=(1, 5))
