@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import GitmemError
 from .model import Memory, matches
@@ -52,7 +52,8 @@ from .pricing import DEFAULT_TABLE, PriceTable
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
 
 __all__ = [
-    "Context", "ContextInputs", "Part", "assemble", "render_memory", "DEFAULT_MODEL", "DEFAULT_BUDGET", "TTLS",
+    "Context", "ContextInputs", "Part", "Ranking", "assemble", "relevance_text", "render_memory",
+    "DEFAULT_MODEL", "DEFAULT_BUDGET", "TTLS",
 ]
 
 DEFAULT_MODEL = "claude-haiku-4-5"
@@ -148,6 +149,18 @@ class ContextInputs:
     guide_text: str = ""
     guide_path: Optional[str] = None
     warnings: Tuple[str, ...] = ()
+    ranking: Optional["Ranking"] = None
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The active memories at the tip ranked for ``text`` by :func:`gitmem.search.rank` (their ids,
+    best first), as the git edge read it from the index, so that :func:`assemble` need not rank a
+    large store itself. ``complete`` says every memory with a score is listed."""
+
+    text: str
+    ids: Tuple[str, ...]
+    complete: bool
 
 
 # --- rendering (pure) ----------------------------------------------------------
@@ -225,9 +238,15 @@ QUESTION_SHARE = 0.25
 _STANDING = {"convention": 0, "rejection": 1, "decision": 2}
 
 
-def _standing_order(m: Memory) -> Tuple[int, List[int]]:
+def _newest_first_by(memories: Sequence[Memory], key: Callable[[Memory], Any]) -> List[Memory]:
+    """``memories`` sorted by ``key``, newest first among equals (one stable sort on a plain key after
+    another: at 100,000 memories, a per-memory key spelling the id backwards costs seconds)."""
+    return sorted(sorted(memories, key=lambda m: m.id, reverse=True), key=key)
+
+
+def _standing_order(memories: Sequence[Memory]) -> List[Memory]:
     """What the cached part keeps first: conventions, rejections, decisions, then the rest; newest first."""
-    return _STANDING.get(m.type, 3), [-ord(c) for c in m.id]
+    return _newest_first_by(memories, lambda m: _STANDING.get(m.type, 3))
 
 
 def _fill(memories: Sequence[Memory], room: int) -> Tuple[List[Memory], int]:
@@ -252,16 +271,26 @@ def _question_text(query: Optional[str], paths: Sequence[str]) -> str:
 # --- building ------------------------------------------------------------------
 
 
-def _choose_tail(candidates: Sequence[Memory], room: int, query: Optional[str], paths: Sequence[str]) -> List[Memory]:
-    """The most relevant candidates that fit in ``room`` tokens: path matches, then BM25, then newest."""
-    from .search import rank
+def relevance_text(query: Optional[str], paths: Sequence[str]) -> str:
+    """What the tail is ranked for: the question and the files in play, as words."""
+    return " ".join([query or ""] + list(paths))
 
-    scores = {h.memory.id: h.score for h in rank(candidates, " ".join([query or ""] + list(paths)),
-                                                   limit=len(candidates))}
+
+def _choose_tail(candidates: Sequence[Memory], room: int, query: Optional[str], paths: Sequence[str],
+                 pool: Sequence[Memory], ranking: Optional[Ranking]) -> List[Memory]:
+    """The most relevant candidates that fit in ``room`` tokens: path matches, then by words (weighed
+    over every active memory in ``pool``), then newest."""
+    text = relevance_text(query, paths)
+    if ranking is None or ranking.text != text:
+        ranking = _ranking(pool, text)
+    position = {i: n for n, i in enumerate(ranking.ids)}
     on_path = {m.id for m in candidates if any(matches(m, path=p, status=None) for p in paths)}
-    ordered = sorted(candidates, key=lambda m: (m.id not in on_path, -scores.get(m.id, 0.0), [-ord(c) for c in m.id]))
+    ordered = _newest_first_by(candidates, lambda m: (m.id not in on_path, position.get(m.id, len(position))))
     chosen, used, misses = [], 0, 0
     for m in ordered:
+        if m.id not in position and not ranking.complete:
+            # Past what the index listed, with room left: the order beyond needs every score.
+            return _choose_tail(candidates, room, query, paths, pool, _ranking(pool, text))
         n = _rendered(m)[1]
         if used + n <= room:
             chosen.append(m)
@@ -271,6 +300,12 @@ def _choose_tail(candidates: Sequence[Memory], room: int, query: Optional[str], 
             if misses > 50:  # the budget is full: stop counting the long tail of low-ranked memories
                 break
     return sorted(chosen, key=lambda m: m.id)
+
+
+def _ranking(pool: Sequence[Memory], text: str) -> Ranking:
+    from .search import rank
+
+    return Ranking(text, tuple(h.memory.id for h in rank(pool, text, limit=len(pool))), True)
 
 
 def _was_active(m: Optional[Memory]) -> bool:
@@ -292,7 +327,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
     then = now if inputs.anchored is None else inputs.anchored
 
     cached = [m for _, m in sorted(then.items()) if m.status == "active"]
-    changed = [m for i, m in sorted(now.items()) if then.get(i) != m]
+    changed = [] if then is now else [m for i, m in sorted(now.items()) if then.get(i) != m]
     fresh = [m for m in changed if m.status == "active"]
     withdrawn = [m for m in changed if m.status != "active" and _was_active(then.get(m.id))]
     dropped: List[str] = []
@@ -302,7 +337,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         if len(kept) < len(cached) or len(_fill(fresh, budget - used)[0]) < len(fresh):
             # Over budget: the cached part holds what every question needs (conventions, rejections,
             # decisions, newest first) in its share; the rest competes for the question's share.
-            kept, used = _fill(sorted(cached, key=_standing_order), int(budget * (1 - QUESTION_SHARE)))
+            kept, used = _fill(_standing_order(cached), int(budget * (1 - QUESTION_SHARE)))
             known = {m.id for m in kept}
             left_out = [m for m in cached if m.id not in known]
             fresh_ids = {m.id for m in fresh}
@@ -310,7 +345,8 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             cached = sorted(kept, key=lambda m: m.id)
         left = budget - used
         if len(_fill(fresh, left)[0]) < len(fresh):
-            chosen = _choose_tail(fresh, max(0, left), query, paths)
+            pool = [m for _, m in sorted(now.items()) if m.status == "active"]
+            chosen = _choose_tail(fresh, max(0, left), query, paths, pool, inputs.ranking)
             chosen_ids = {m.id for m in chosen}
             dropped = [m.id for m in fresh if m.id not in chosen_ids]
             fresh, relevance_tail = chosen, True

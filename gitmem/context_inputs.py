@@ -16,9 +16,12 @@ local state the context depends on, both in the repository's git config:
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
-from .context import DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, assemble
+from .context import (
+    DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, Ranking, assemble, relevance_text,
+)
 from .errors import GitmemError
 from .model import Memory, check_path
 from .pricing import DEFAULT_TABLE, PriceTable
@@ -65,8 +68,29 @@ def build(store: Store, *, guide: Optional[str] = None, query: Optional[str] = N
           table: PriceTable = DEFAULT_TABLE) -> Context:
     """Build the request body for ``query`` from the store's memory tip and the guide
     (:func:`gather`, then :func:`gitmem.context.assemble`)."""
-    return assemble(gather(store, guide=guide, anchor=anchor), query=query, paths=paths, ttl=ttl, model=model,
+    inputs = gather(store, guide=guide, anchor=anchor)
+    if budget is not None and (query or paths) and len(inputs.memories) > RANK_FROM_INDEX:
+        # Enough for what the cached share may hold and the question's share can take (10+ tokens each).
+        listed = max(RANKED, budget // 10)
+        inputs = replace(inputs, ranking=ranking(store, inputs.tip, relevance_text(query, paths), listed))
+    return assemble(inputs, query=query, paths=paths, ttl=ttl, model=model,
                     budget=budget, max_tokens=max_tokens, table=table)
+
+
+#: Past this many memories the tail's ranking is read from the index (:mod:`gitmem.postings`), listing
+#: at least the best RANKED of them (assemble ranks in full if that runs out with room left).
+RANK_FROM_INDEX = 1_000
+RANKED = 2_000
+
+
+def ranking(store: Store, tip: Optional[str], text: str, limit: int) -> Optional[Ranking]:
+    """The best ``limit`` active memories at ``tip`` ranked for ``text`` by the index; None when it cannot answer."""
+    from .postings import rank
+
+    hits = rank(store, text, limit, at=tip)
+    if hits is None:
+        return None
+    return Ranking(text, tuple(h.memory.id for h in hits), len(hits) < limit)
 
 
 def _memories_at(store: Store, commit: Optional[str], warnings: List[str]) -> Optional[Dict[str, Memory]]:

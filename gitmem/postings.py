@@ -57,10 +57,12 @@ K1, B = 1.2, 0.75
 
 
 def rank(store: "Store", query: str, limit: int = 10, *, paths: Sequence[str] = (), types_first: Sequence[str] = (),
-         only_types: Optional[Sequence[str]] = None, now: Optional[datetime] = None) -> Optional[List[Hit]]:
-    """:func:`gitmem.search.rank` of the store's active memories, by words (no dense similarity),
-    from the index; None when the index cannot answer."""
+         only_types: Optional[Sequence[str]] = None, now: Optional[datetime] = None,
+         at: Optional[str] = None) -> Optional[List[Hit]]:
+    """:func:`gitmem.search.rank` of the store's active memories (at commit ``at``, default the tip),
+    by words (no dense similarity), from the index; None when the index cannot answer."""
     branch, tip = store.read_from()
+    tip = at or tip
     if branch is None or tip is None:
         return []
     snap = store.snapshot(tip)

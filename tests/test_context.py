@@ -189,20 +189,26 @@ def test_cli_guide_set_context_and_ask_record_what_the_agent_knew(guided, repo):
     assert git(repo, "config", "gitmem.branch.main.contextAnchor").strip() == guided.tip()
 
 
-def test_at_5000_memories_the_question_chooses_the_tail_and_standing_memory_is_cached(repo):
+def _seeded(repo, n: int) -> Store:
+    """``n`` memories on five topics in one commit, a convention every 500."""
     from gitmem.model import Author, Memory, dump_yaml, memory_path, new_id
 
     store = Store.open(str(repo))
     who = Author("Seed", "seed@example.com", "human")
     topics = ["billing invoices", "search ranking", "deploy pipeline", "auth sessions", "image uploads"]
     updates = {}
-    for i in range(5000):
+    for i in range(n):
         kind = "convention" if i % 500 == 0 else "fact"
         m = Memory(id=new_id(1_760_000_000_000 + i), type=kind, author=who, source="test",
                    created="2026-01-01T00:00:00Z",
                    text=f"Note {i} about {topics[i % len(topics)]}: detail {i * 7919 % 10007}")
         updates[memory_path(m)] = dump_yaml(m)
     store.move_ref(None, store.commit_tree(updates, "seed", who, base=None), "seed")
+    return store
+
+
+def test_at_5000_memories_the_question_chooses_the_tail_and_standing_memory_is_cached(repo):
+    store = _seeded(repo, 5000)
     a = build(store, query="how are image uploads resized", budget=20_000)
     b = build(store, query="why do billing invoices round up", budget=20_000)
     cached = {p.name: set(p.memory_ids) for p in a.parts}
@@ -214,6 +220,25 @@ def test_at_5000_memories_the_question_chooses_the_tail_and_standing_memory_is_c
     assert tail_a.memory_ids != tail_b.memory_ids
     assert sum("image uploads" in texts[i] for i in tail_a.memory_ids) > 0.8 * len(tail_a.memory_ids)
     assert sum("billing invoices" in texts[i] for i in tail_b.memory_ids) > 0.8 * len(tail_b.memory_ids)
+
+
+@pytest.mark.parametrize("listed", [None, 7])
+def test_the_tail_ranked_by_the_index_is_the_tail_ranked_in_process(repo, monkeypatch, listed):
+    """build() hands assemble the index's ranking (``listed`` 7: a short list that runs out with room
+    left, so assemble ranks again in full); the bytes are those of assemble ranking by itself."""
+    import gitmem.context_inputs as inputs
+
+    store = _seeded(repo, 600)
+    store.add("fact", "image uploads are resized by the worker", paths=["src/upload.py"])
+    asks = [dict(query="how are image uploads resized"), dict(query="billing", paths=["src/upload.py"]),
+            dict(paths=["src"])]
+    monkeypatch.setattr(inputs, "RANK_FROM_INDEX", 10**9)
+    alone = [build(store, budget=3_000, **ask).body for ask in asks]
+    monkeypatch.setattr(inputs, "RANK_FROM_INDEX", 0)
+    if listed:
+        real = inputs.ranking
+        monkeypatch.setattr(inputs, "ranking", lambda store, tip, text, limit: real(store, tip, text, listed))
+    assert [build(store, budget=3_000, **ask).body for ask in asks] == alone
 
 
 # --- the assembly from plain data: no repository, no files ----------------------------------------
