@@ -102,11 +102,41 @@ def measure(n: int, runs: int) -> Dict[str, object]:
         rss = max(rss, peak)
         out[f"{name}_s"] = t
         out[f"{name}_ratio_version"] = t / version
+    out["mcp_recall_ms"], out["mcp_recall_after_remember_ms"] = mcp_recall(root, max(runs, 5))
     out["doctor_ratio_cat_file"] = float(out["doctor_s"]) / cat  # type: ignore[arg-type]
     full, _ = _median(_gitmem("doctor", "--offline", "--full"), root, 1)
     out["doctor_full_s"], out["doctor_full_ratio_cat_file"] = full, full / cat
     out["warm_rss_mb"] = rss / 1024
     return out
+
+
+def mcp_recall(root: str, runs: int) -> Tuple[float, float]:
+    """Milliseconds of an MCP ``recall`` round trip through the official SDK's stdio client to a
+    running ``gitmem mcp`` (median): warm, and right after a ``remember`` (each a new memory)."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gitmem", "mcp"], cwd=root, env=ENV)
+
+    async def main() -> Tuple[float, float]:
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    ask = {"query": "queue retries for service 42", "limit": 10}
+                    await session.call_tool("recall", ask)  # warm: the view is in step
+                    warm, after = [], []
+                    for k in range(runs):
+                        t0 = time.perf_counter()
+                        await session.call_tool("recall", ask)
+                        warm.append(time.perf_counter() - t0)
+                        await session.call_tool("remember", {"type": "fact", "text": f"retries note {k} for service 42"})
+                        t0 = time.perf_counter()
+                        await session.call_tool("recall", ask)
+                        after.append(time.perf_counter() - t0)
+                    return statistics.median(warm) * 1e3, statistics.median(after) * 1e3
+
+    return anyio.run(main)
 
 
 def run(sizes=SIZES, runs: int = 3) -> dict:
@@ -129,6 +159,8 @@ def show(result: dict) -> None:
               f"list {r['list_s']:.3f}, search {r['search_s']:.3f}, context {r['context_s']:.3f}, "
               f"status {r['status_s']:.3f}, doctor {r['doctor_s']:.3f} (--full {r['doctor_full_s']:.2f}, "
               f"{r['doctor_full_ratio_cat_file']:.1f}x cat-file)")
+        print(f"{'':>9} MCP recall {r['mcp_recall_ms']:.1f} ms warm, {r['mcp_recall_after_remember_ms']:.1f} ms "
+              "right after a remember (targets at 100,000: 30 and 60 ms)")
     n = list(result["write_ms"])[-1]
     print(f"write: {result['write_ms']['100']:.2f} ms at 100, {result['write_ms'][n]:.2f} ms at {int(n):,} "
           f"(ratio {result['write_growth_ratio']:.2f})")
