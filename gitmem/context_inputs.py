@@ -16,7 +16,6 @@ local state the context depends on, both in the repository's git config:
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from .context import (
@@ -40,11 +39,14 @@ GUIDE_KEY = "gitmem.guide"
 GUIDE_FALLBACKS = ("AGENTS.md", "CLAUDE.md")
 
 
-def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] = None) -> ContextInputs:
+def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] = None, query: Optional[str] = None,
+           paths: Sequence[str] = (), budget: Optional[int] = None) -> ContextInputs:
     """The inputs of a context from ``store``: the memory tip, the anchor, the guide.
 
     ``guide`` is a guide path (default: :func:`guide_path`); ``anchor`` overrides the recorded
-    cache anchor. An anchor not in the repository falls back to the tip, with a warning.
+    cache anchor. An anchor not in the repository falls back to the tip, with a warning. With a
+    ``budget`` and a ``query`` or ``paths``, a large store's memories come ranked for them from the
+    index (see :class:`~gitmem.context.Ranking`).
     """
     warnings: List[str] = []
     tip = store.tip()
@@ -58,8 +60,13 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
     for problem in store.problems:
         warnings.append(f"skipped {problem.where}: {problem.message}")
     guide_file, guide_text = read_guide(store, guide)
+    ranked = None
+    text = relevance_text(query, paths)
+    if budget is not None and text.strip() and len(now) > RANK_FROM_INDEX:
+        # Enough for what the cached share may hold and the question's share can take (10+ tokens each).
+        ranked = ranking(store, tip, text, max(RANKED, budget // 10))
     return ContextInputs(memories=now, tip=tip, anchor=anchor, anchored=then, guide_text=guide_text,
-                         guide_path=guide_file, warnings=tuple(warnings))
+                         guide_path=guide_file, warnings=tuple(warnings), ranking=ranked)
 
 
 def build(store: Store, *, guide: Optional[str] = None, query: Optional[str] = None, paths: Sequence[str] = (),
@@ -68,11 +75,7 @@ def build(store: Store, *, guide: Optional[str] = None, query: Optional[str] = N
           table: PriceTable = DEFAULT_TABLE) -> Context:
     """Build the request body for ``query`` from the store's memory tip and the guide
     (:func:`gather`, then :func:`gitmem.context.assemble`)."""
-    inputs = gather(store, guide=guide, anchor=anchor)
-    if budget is not None and (query or paths) and len(inputs.memories) > RANK_FROM_INDEX:
-        # Enough for what the cached share may hold and the question's share can take (10+ tokens each).
-        listed = max(RANKED, budget // 10)
-        inputs = replace(inputs, ranking=ranking(store, inputs.tip, relevance_text(query, paths), listed))
+    inputs = gather(store, guide=guide, anchor=anchor, query=query, paths=paths, budget=budget)
     return assemble(inputs, query=query, paths=paths, ttl=ttl, model=model,
                     budget=budget, max_tokens=max_tokens, table=table)
 

@@ -206,21 +206,20 @@ class Index:
 
     def parsed(self, blob_ids: Sequence[str]) -> Dict[str, Parsed]:
         """What is known of these blobs: a memory, or the reason one is invalid."""
-        rows: List[Tuple[str, str]] = []
-        for start in range(0, len(blob_ids), _BATCH):
+        out: Dict[str, Parsed] = {}
+        for start in range(0, len(blob_ids), _BATCH):  # a batch at a time: the rows' text is freed as it goes
             chunk = blob_ids[start:start + _BATCH]
             marks = ",".join("?" * len(chunk))
-            rows += self._query(f"SELECT blob, row FROM blobs WHERE blob IN ({marks})", chunk)
-        try:
-            decoded = json.loads("[" + ",".join(row for _, row in rows) + "]")  # one C call, not one per row
-        except ValueError:
-            return {}
-        out: Dict[str, Parsed] = {}
-        for (blob, _), row in zip(rows, decoded):
+            rows = self._query(f"SELECT blob, row FROM blobs WHERE blob IN ({marks})", chunk)
             try:
-                out[blob] = _from_row(row)
-            except (ValueError, TypeError, KeyError):
+                decoded = json.loads("[" + ",".join(row for _, row in rows) + "]")  # one C call, not one per row
+            except ValueError:
                 continue
+            for (blob, _), row in zip(rows, decoded):
+                try:
+                    out[blob] = _from_row(row)
+                except (ValueError, TypeError, KeyError):
+                    continue
         return out
 
     def put_parsed(self, blob_id: str, parsed: Parsed) -> None:

@@ -140,7 +140,7 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Author:
     name: str
     email: str = ""
@@ -150,7 +150,7 @@ class Author:
         return {"name": self.name, "email": self.email, "kind": self.kind}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Memory:
     """One memory, exactly as stored (one YAML blob).
 

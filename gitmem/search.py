@@ -258,11 +258,12 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
     its current blob id (None: the file is gone) and flags stale ``file`` memories;
     ``now`` fixes the recency clock.
     """
-    pool = [m for m in memories if include_inactive or m.status == "active"]
-    index = _index(pool)
     terms = list(dict.fromkeys(tokenize(query)))
     wanted = [p.strip("/") for p in paths if p and p.strip("/")]
-    if not index.docs or not (terms or wanted):
+    if not (terms or wanted):
+        return []
+    index = _index([m for m in memories if include_inactive or m.status == "active"])
+    if not index.docs:
         return []
     keep = set(only_types) if only_types is not None else None
     now = now or datetime.now(timezone.utc)
