@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
 
 from .errors import GitmemError
 from .model import Memory, matches
@@ -150,6 +150,43 @@ class ContextInputs:
     guide_path: Optional[str] = None
     warnings: Tuple[str, ...] = ()
     ranking: Optional["Ranking"] = None
+    #: The same memories read lazily (a large store, from the derived index): when set, they stand
+    #: in for ``memories`` and ``anchored``, and ``changed`` holds the memories at the tip that differ
+    #: from the anchor's (by id).
+    at_tip: Optional["MemoryView"] = None
+    at_anchor: Optional["MemoryView"] = None
+    changed: Optional[Tuple[Memory, ...]] = None
+
+
+class MemoryView(Protocol):
+    """The memories at one commit as :func:`assemble` reads them: ids and types of every active one,
+    whole memories only for what it weighs or renders."""
+
+    def active(self) -> List[Tuple[str, str]]:
+        """(id, type) of every active memory, by id."""
+
+    def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
+        """Those of ``ids`` there are, whatever their status."""
+
+    def touching(self, paths: Sequence[str]) -> Set[str]:
+        """Ids of the active memories with a path that is, holds or is held by one of ``paths``."""
+
+
+class Loaded:
+    """A :class:`MemoryView` of memories already in hand."""
+
+    def __init__(self, memories: Mapping[str, Memory]):
+        self.memories = memories
+
+    def active(self) -> List[Tuple[str, str]]:
+        return [(i, m.type) for i, m in sorted(self.memories.items()) if m.status == "active"]
+
+    def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
+        return {i: self.memories[i] for i in ids if i in self.memories}
+
+    def touching(self, paths: Sequence[str]) -> Set[str]:
+        return {i for i, m in self.memories.items()
+                if m.status == "active" and any(matches(m, path=p, status=None) for p in paths)}
 
 
 @dataclass(frozen=True)
@@ -236,29 +273,35 @@ def _memory_block(title: str, elements: Sequence[Tuple[str, int]]) -> Tuple[str,
 #: When memory is over budget, this share of the budget is kept for memories chosen for the question.
 QUESTION_SHARE = 0.25
 _STANDING = {"convention": 0, "rejection": 1, "decision": 2}
+_READ = 256  # memories read from a view at a time
 
 
-def _newest_first_by(memories: Sequence[Memory], key: Callable[[Memory], Any]) -> List[Memory]:
-    """``memories`` sorted by ``key``, newest first among equals (one stable sort on a plain key after
+def _newest_first_by(ids: Sequence[str], key: Callable[[str], Any]) -> List[str]:
+    """``ids`` sorted by ``key``, newest first among equals (one stable sort on a plain key after
     another: at 100,000 memories, a per-memory key spelling the id backwards costs seconds)."""
-    return sorted(sorted(memories, key=lambda m: m.id, reverse=True), key=key)
+    return sorted(sorted(ids, reverse=True), key=key)
 
 
-def _standing_order(memories: Sequence[Memory]) -> List[Memory]:
-    """What the cached part keeps first: conventions, rejections, decisions, then the rest; newest first."""
-    return _newest_first_by(memories, lambda m: _STANDING.get(m.type, 3))
+def _in_order(ids: Sequence[str], read: Callable[[Sequence[str]], Dict[str, Memory]]) -> Iterator[Memory]:
+    """The memories of ``ids`` in that order, read a few at a time, as far as the caller goes."""
+    for start in range(0, len(ids), _READ):
+        chunk = ids[start:start + _READ]
+        found = read(chunk)
+        yield from (found[i] for i in chunk)
 
 
-def _fill(memories: Sequence[Memory], room: int) -> Tuple[List[Memory], int]:
-    """The leading memories that fit in ``room`` tokens, and their tokens (counts only what it needs)."""
-    kept, used = [], 0
+def _fill(memories: Iterable[Memory], room: int) -> Tuple[List[Memory], int, bool]:
+    """The leading memories that fit in ``room`` tokens, their tokens, and whether all did (reads
+    only as far as it needs)."""
+    kept: List[Memory] = []
+    used = 0
     for m in memories:
         n = _rendered(m)[1]
         if used + n > room:
-            break
+            return kept, used, False
         kept.append(m)
         used += n
-    return kept, used
+    return kept, used, True
 
 
 def _question_text(query: Optional[str], paths: Sequence[str]) -> str:
@@ -276,21 +319,20 @@ def relevance_text(query: Optional[str], paths: Sequence[str]) -> str:
     return " ".join([query or ""] + list(paths))
 
 
-def _choose_tail(candidates: Sequence[Memory], room: int, query: Optional[str], paths: Sequence[str],
-                 pool: Sequence[Memory], ranking: Optional[Ranking]) -> List[Memory]:
-    """The most relevant candidates that fit in ``room`` tokens: path matches, then by words (weighed
-    over every active memory in ``pool``), then newest."""
-    text = relevance_text(query, paths)
+def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict[str, Memory]], on_path: Set[str],
+                 room: int, text: str, ranking: Optional[Ranking], pool: Callable[[], List[Memory]]) -> List[Memory]:
+    """The most relevant ``candidates`` (ids, read by ``read``) that fit in ``room`` tokens: those
+    ``on_path`` first, then by words (weighed over every active memory at the tip: ``pool``), then
+    newest; in id order."""
     if ranking is None or ranking.text != text:
-        ranking = _ranking(pool, text)
+        ranking = _ranking(pool(), text)
     position = {i: n for n, i in enumerate(ranking.ids)}
-    on_path = {m.id for m in candidates if any(matches(m, path=p, status=None) for p in paths)}
-    ordered = _newest_first_by(candidates, lambda m: (m.id not in on_path, position.get(m.id, len(position))))
+    ordered = _newest_first_by(candidates, lambda i: (i not in on_path, position.get(i, len(position))))
     chosen, used, misses = [], 0, 0
-    for m in ordered:
+    for m in _in_order(ordered, read):
         if m.id not in position and not ranking.complete:
             # Past what the index listed, with room left: the order beyond needs every score.
-            return _choose_tail(candidates, room, query, paths, pool, _ranking(pool, text))
+            return _choose_tail(candidates, read, on_path, room, text, _ranking(pool(), text), pool)
         n = _rendered(m)[1]
         if used + n <= room:
             chosen.append(m)
@@ -318,38 +360,64 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
     """The request body for ``query`` from ``inputs``: plain data in, the same bytes out.
 
     ``budget`` caps memory tokens (None: no cap); ``table`` gives the model's cache minimum.
+    Memories are read only as far as the budget needs: by ids and types first, whole for what is
+    weighed or rendered.
     """
     if ttl not in TTLS:
         raise GitmemError(f"invalid ttl {ttl!r} (valid: {', '.join(TTLS)})")
     row = table.get(model)
     warnings: List[str] = list(inputs.warnings)
-    now = inputs.memories
-    then = now if inputs.anchored is None else inputs.anchored
+    now = inputs.at_tip or Loaded(inputs.memories)
+    if inputs.at_tip is not None:
+        then = inputs.at_anchor or now
+        changed = list(inputs.changed or ())
+    elif inputs.anchored is None:
+        then, changed = now, []
+    else:
+        then = Loaded(inputs.anchored)
+        changed = [m for i, m in sorted(inputs.memories.items()) if inputs.anchored.get(i) != m]
 
-    cached = [m for _, m in sorted(then.items()) if m.status == "active"]
-    changed = [] if then is now else [m for i, m in sorted(now.items()) if then.get(i) != m]
+    standing = then.active()  # (id, type) at the anchor: what the cached part may hold
+    cached_ids = [i for i, _ in standing]
     fresh = [m for m in changed if m.status == "active"]
-    withdrawn = [m for m in changed if m.status != "active" and _was_active(then.get(m.id))]
+    was = then.get([m.id for m in changed if m.status != "active"])
+    withdrawn = [m for m in changed if m.status != "active" and _was_active(was.get(m.id))]
+    cached: List[Memory]
     dropped: List[str] = []
     relevance_tail = False
-    if budget is not None:
-        kept, used = _fill(cached, budget)
-        if len(kept) < len(cached) or len(_fill(fresh, budget - used)[0]) < len(fresh):
+    if budget is None:
+        cached = list(_in_order(cached_ids, then.get))
+    else:
+        cached, used, whole = _fill(_in_order(cached_ids, then.get), budget)
+        by_id = {m.id: m for m in fresh}
+        tail_ids = [m.id for m in fresh]
+        if not (whole and _fill(fresh, budget - used)[2]):
             # Over budget: the cached part holds what every question needs (conventions, rejections,
             # decisions, newest first) in its share; the rest competes for the question's share.
-            kept, used = _fill(_standing_order(cached), int(budget * (1 - QUESTION_SHARE)))
+            kinds = dict(standing)
+            order = _newest_first_by(cached_ids, lambda i: _STANDING.get(kinds[i], 3))
+            kept, used, _ = _fill(_in_order(order, then.get), int(budget * (1 - QUESTION_SHARE)))
             known = {m.id for m in kept}
-            left_out = [m for m in cached if m.id not in known]
-            fresh_ids = {m.id for m in fresh}
-            fresh = sorted(fresh + [m for m in left_out if m.id not in fresh_ids], key=lambda m: m.id)
+            tail_ids = sorted(set(tail_ids) | {i for i in cached_ids if i not in known})
             cached = sorted(kept, key=lambda m: m.id)
+
+        def read(ids: Sequence[str]) -> Dict[str, Memory]:
+            """A tail candidate: its version at the tip if it changed, else at the anchor."""
+            out = {i: by_id[i] for i in ids if i in by_id}
+            out.update(then.get([i for i in ids if i not in by_id]))
+            return out
+
         left = budget - used
-        if len(_fill(fresh, left)[0]) < len(fresh):
-            pool = [m for _, m in sorted(now.items()) if m.status == "active"]
-            chosen = _choose_tail(fresh, max(0, left), query, paths, pool, inputs.ranking)
-            chosen_ids = {m.id for m in chosen}
-            dropped = [m.id for m in fresh if m.id not in chosen_ids]
-            fresh, relevance_tail = chosen, True
+        fresh, _, whole = _fill(_in_order(tail_ids, read), left)
+        if not whole:
+            text = relevance_text(query, paths)
+            on_path = (then.touching(paths) - set(by_id)) | {m.id for m in by_id.values()
+                                                             if any(matches(m, path=p, status=None) for p in paths)}
+            fresh = _choose_tail(tail_ids, read, on_path, max(0, left), text, inputs.ranking,
+                                 lambda: list(_in_order([i for i, _ in now.active()], now.get)))
+            chosen_ids = {m.id for m in fresh}
+            dropped = [i for i in tail_ids if i not in chosen_ids]
+            relevance_tail = True
             warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(fresh)} most "
                             f"relevant of {len(fresh) + len(dropped)} newer memories")
 
