@@ -16,13 +16,18 @@ local state the context depends on, both in the repository's git config:
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
+
+import pygit2
 
 from .context import (
-    DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, Ranking, assemble, relevance_text,
+    DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, Loaded, Ranking, assemble,
+    relevance_text,
 )
 from .errors import GitmemError
-from .model import Memory, check_path
+from .model import Memory, check_path, memory_path
+from .postings import Member
 from .pricing import DEFAULT_TABLE, PriceTable
 
 if TYPE_CHECKING:
@@ -45,28 +50,111 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
 
     ``guide`` is a guide path (default: :func:`guide_path`); ``anchor`` overrides the recorded
     cache anchor. An anchor not in the repository falls back to the tip, with a warning. With a
-    ``budget`` and a ``query`` or ``paths``, a large store's memories come ranked for them from the
-    index (see :class:`~gitmem.context.Ranking`).
+    ``budget``, a store of more than :data:`FROM_INDEX` memories is read lazily from the derived
+    index (:class:`Indexed`), and with a ``query`` or ``paths`` its memories come ranked for them
+    (:class:`~gitmem.context.Ranking`): the body is the same, only the reading is cheaper.
     """
     warnings: List[str] = []
     tip = store.tip()
     anchor = anchor or anchor_of(store) or tip
-    now = store.memories(tip) if tip else {}
-    then = None  # the anchor is the tip
-    if anchor != tip:
-        then = _memories_at(store, anchor, warnings)
-        if then is None:
-            anchor = tip
-    for problem in store.problems:
-        warnings.append(f"skipped {problem.where}: {problem.message}")
     guide_file, guide_text = read_guide(store, guide)
-    ranked = None
+    lazy = _indexed(store, tip, anchor or tip, warnings) if tip and budget is not None else None
+    if lazy is not None:
+        at_tip, at_anchor, changed, anchor = lazy
+        inputs = ContextInputs(tip=tip, anchor=anchor, guide_text=guide_text, guide_path=guide_file,
+                               warnings=tuple(warnings), at_tip=at_tip, at_anchor=at_anchor, changed=changed)
+        size = len(at_tip.members)
+    else:
+        now = store.memories(tip) if tip else {}
+        then = None  # the anchor is the tip
+        if anchor != tip:
+            then = _memories_at(store, anchor, warnings)
+            if then is None:
+                anchor = tip
+        for problem in store.problems:
+            warnings.append(f"skipped {problem.where}: {problem.message}")
+        inputs = ContextInputs(memories=now, tip=tip, anchor=anchor, anchored=then, guide_text=guide_text,
+                               guide_path=guide_file, warnings=tuple(warnings))
+        size = len(now)
     text = relevance_text(query, paths)
-    if budget is not None and text.strip() and len(now) > RANK_FROM_INDEX:
+    if budget is not None and text.strip() and size > FROM_INDEX:
         # Enough for what the cached share may hold and the question's share can take (10+ tokens each).
-        ranked = ranking(store, tip, text, max(RANKED, budget // 10))
-    return ContextInputs(memories=now, tip=tip, anchor=anchor, anchored=then, guide_text=guide_text,
-                         guide_path=guide_file, warnings=tuple(warnings), ranking=ranked)
+        inputs = replace(inputs, ranking=ranking(store, tip, text, max(RANKED, budget // 10)))
+    return inputs
+
+
+#: Past this many memories a context is read from the derived index (:mod:`gitmem.postings`): the
+#: memories by id and type, whole only as far as the budget goes, and the tail's ranking, listing at
+#: least the best RANKED (assemble ranks in full if that runs out with room left).
+FROM_INDEX = 1_000
+RANKED = 2_000
+
+
+class Indexed:
+    """A :class:`~gitmem.context.MemoryView` of one commit's memories from the derived index:
+    ``members`` (id -> type, active, blob, doc number; doc -1 for a memory the index's view of the
+    tip lacks, whose memory is in ``loaded``)."""
+
+    def __init__(self, store: Store, members: Dict[str, Member], loaded: Dict[str, Memory]):
+        self.store, self.members, self.loaded = store, members, loaded
+
+    def active(self) -> List[Tuple[str, str]]:
+        return sorted((i, kind) for i, (kind, active, _, _) in self.members.items() if active)
+
+    def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
+        out = {i: self.loaded[i] for i in ids if i in self.loaded}
+        todo = [(memory_path(self.members[i][0], i), self.members[i][2]) for i in ids
+                if i not in out and i in self.members]
+        parsed = self.store.warm.parse(self.store.repo, todo, self.store.ref)
+        out.update((m.id, m) for _, blob in todo if isinstance(m := parsed[blob], Memory))
+        return out
+
+    def touching(self, paths: Sequence[str]) -> Set[str]:
+        from .postings import touching
+
+        docs = touching(self.store, paths)
+        if docs is None:  # the index is busy: look at each memory
+            return Loaded(self.get([i for i, _ in self.active()])).touching(paths)
+        return {i for i, (_, active, _, doc) in self.members.items() if active and doc in docs} | \
+            Loaded({i: m for i, m in self.loaded.items() if self.members[i][3] < 0}).touching(paths)
+
+
+def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
+             ) -> Optional[Tuple[Indexed, Optional[Indexed], Tuple[Memory, ...], str]]:
+    """(the tip's view, the anchor's (None: the tip), what changed between them, the anchor) read
+    from the index; None when the store is small, damaged, or the index cannot answer."""
+    from .postings import members
+
+    found = members(store, tip)
+    if found is None or len(found) <= FROM_INDEX or _invalid(store, tip):
+        return None
+    at_tip = Indexed(store, found, {})
+    if anchor == tip:
+        return at_tip, None, (), anchor
+    try:
+        anchor_tree = str(store.repo[anchor].peel(pygit2.Tree).id)
+    except (KeyError, ValueError, pygit2.GitError):
+        warnings.append(f"cache anchor {anchor[:10]} is not in this repository: using the tip")
+        return at_tip, None, (), tip
+    if _invalid(store, anchor):
+        return None
+    added, removed = store.warm.diff(store.repo, anchor_tree, str(store.repo[tip].peel(pygit2.Tree).id))
+    parsed = store.warm.parse(store.repo, added + removed, store.ref)
+    now = {m.id: m for _, b in added if isinstance(m := parsed[b], Memory)}
+    was = {m.id: m for _, b in removed if isinstance(m := parsed[b], Memory)}
+    then = {i: row for i, row in found.items() if i not in now}
+    then.update((i, (m.type, m.status == "active", "", -1)) for i, m in was.items())
+    changed = tuple(m for i, m in sorted(now.items()) if was.get(i) != m)
+    return at_tip, Indexed(store, then, was), changed, anchor
+
+
+def _invalid(store: Store, commit: str) -> bool:
+    """Whether the commit holds blobs that are not valid memories (a full load reports each one)."""
+    tree = str(store.repo[commit].peel(pygit2.Tree).id)
+    try:
+        return bool(store.warm.summary(store.repo, tree, store.ref)["counts"].get("invalid"))
+    finally:
+        store.warm.index.flush()
 
 
 def build(store: Store, *, guide: Optional[str] = None, query: Optional[str] = None, paths: Sequence[str] = (),
@@ -78,12 +166,6 @@ def build(store: Store, *, guide: Optional[str] = None, query: Optional[str] = N
     inputs = gather(store, guide=guide, anchor=anchor, query=query, paths=paths, budget=budget)
     return assemble(inputs, query=query, paths=paths, ttl=ttl, model=model,
                     budget=budget, max_tokens=max_tokens, table=table)
-
-
-#: Past this many memories the tail's ranking is read from the index (:mod:`gitmem.postings`), listing
-#: at least the best RANKED of them (assemble ranks in full if that runs out with room left).
-RANK_FROM_INDEX = 1_000
-RANKED = 2_000
 
 
 def ranking(store: Store, tip: Optional[str], text: str, limit: int) -> Optional[Ranking]:

@@ -29,7 +29,7 @@ import sqlite3
 import time
 from collections import Counter
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .index import Index
 from .model import TYPES, Memory, memory_path
@@ -61,22 +61,55 @@ def rank(store: "Store", query: str, limit: int = 10, *, paths: Sequence[str] = 
          at: Optional[str] = None) -> Optional[List[Hit]]:
     """:func:`gitmem.search.rank` of the store's active memories (at commit ``at``, default the tip),
     by words (no dense similarity), from the index; None when the index cannot answer."""
+    when = now or datetime.now(timezone.utc)
+    return _read(store, at, [],
+                 lambda db, view, root: _ranked(store, db, view, root, query, limit, paths, types_first, only_types, when))
+
+
+#: A memory of a view: its type, whether it is active, its blob, and its doc number in the index.
+Member = Tuple[str, bool, str, int]
+
+
+def members(store: "Store", at: Optional[str] = None) -> Optional[Dict[str, Member]]:
+    """id -> :data:`Member` of every valid memory at commit ``at`` (default the tip), from the index;
+    None when it cannot answer."""
+    def read(db: sqlite3.Connection, view: int, root: str) -> Dict[str, Member]:
+        if db.execute("SELECT tree FROM views WHERE view=?", (view,)).fetchone() != (root,):
+            return _MOVED  # type: ignore[return-value]
+        return {i: (kind, bool(active), blob, doc) for i, kind, active, blob, doc in db.execute(
+            "SELECT m.id, d.type, d.active, d.blob, m.doc FROM members m JOIN docs d ON d.doc=m.doc "
+            "WHERE m.view=?", (view,))}
+
+    return _read(store, at, {}, read)
+
+
+def touching(store: "Store", paths: Sequence[str]) -> Optional[Set[int]]:
+    """Doc numbers of the memories (in any view) with a path that is, holds or is held by one of ``paths``."""
+    near, args = _near(paths, siblings=False)
+    if not near:
+        return set()
+    return store.warm.index.run(
+        lambda db: {doc for (doc,) in db.execute(f"SELECT dp.doc FROM doc_paths dp WHERE {near}", args)}, write=False)
+
+
+def _read(store: "Store", at: Optional[str], empty: Any, work: Callable[[sqlite3.Connection, int, str], Any]) -> Any:
+    """``work(connection, view, root tree)`` on the view of the store's ref brought to commit ``at``
+    (default the tip), in one read; ``empty`` when there is no memory, None when the index cannot answer."""
     branch, tip = store.read_from()
     tip = at or tip
     if branch is None or tip is None:
-        return []
+        return empty
     snap = store.snapshot(tip)
     if snap.tree is None:
-        return []
+        return empty
     ref, root = memory_ref(branch), str(snap.tree.id)
-    when = now or datetime.now(timezone.utc)
     for _ in range(3):  # another process may move the view between our update and our read
         view = _update(store, ref, root)
         if view is None:
             return None
 
-        def read(db: sqlite3.Connection, view: int = view) -> List[Hit]:
-            return _ranked(store, db, view, root, query, limit, paths, types_first, only_types, when)
+        def read(db: sqlite3.Connection, view: int = view) -> Any:
+            return work(db, view, root)
 
         answer = store.warm.index.run(read, write=False)
         if answer is not _MOVED:
@@ -379,19 +412,29 @@ def _term_counts(db: sqlite3.Connection, docs: Sequence[int], tids: Sequence[int
     return out
 
 
+def _near(wanted: Sequence[str], siblings: bool) -> Tuple[str, List[Any]]:
+    """An SQL condition on ``doc_paths dp`` for the paths that are, hold or are held by one of
+    ``wanted`` (and, with ``siblings``, share its directory), with its arguments."""
+    near: List[str] = []
+    args: List[Any] = []
+    for q in (p.strip("/") for p in wanted):
+        if not q:
+            continue
+        ancestors = [q.rsplit("/", i)[0] for i in range(1, q.count("/") + 1)]
+        near.append(f"dp.path IN ({','.join('?' * (1 + len(ancestors)))}) OR (dp.path > ? AND dp.path < ?)"
+                    + (" OR dp.dir = ?" if siblings else ""))
+        args += [q, *ancestors, q + "/", q + "0"] + ([q.rsplit("/", 1)[0]] if siblings else [])
+    return " OR ".join(f"({n})" for n in near), args
+
+
 def _path_overlaps(db: sqlite3.Connection, view: int, wanted: Sequence[str], kept: str,
                    keep: Sequence[str]) -> Dict[int, float]:
     """doc -> how closely its paths touch ``wanted`` (:func:`gitmem.search.path_overlap`), for the
     view's active memories that touch them at all: the same path, one inside the other, or a sibling."""
-    near: List[str] = []
-    args: List[Any] = []
-    for q in wanted:
-        ancestors = [q.rsplit("/", i)[0] for i in range(1, q.count("/") + 1)]
-        near.append(f"dp.path IN ({','.join('?' * (1 + len(ancestors)))}) OR (dp.path > ? AND dp.path < ?) OR dp.dir = ?")
-        args += [q, *ancestors, q + "/", q + "0", q.rsplit("/", 1)[0]]
+    near, args = _near(wanted, siblings=True)
     rows = db.execute(
         "SELECT dp.doc, dp.path FROM doc_paths dp JOIN members m ON m.view=? AND m.doc=dp.doc "
-        f"JOIN docs d ON d.doc=dp.doc WHERE d.active=1{kept} AND ({' OR '.join(near)})", [view, *keep, *args]).fetchall()
+        f"JOIN docs d ON d.doc=dp.doc WHERE d.active=1{kept} AND ({near})", [view, *keep, *args]).fetchall()
     touching: Dict[int, List[str]] = {}
     for doc, path in rows:
         touching.setdefault(doc, []).append(path)

@@ -223,22 +223,41 @@ def test_at_5000_memories_the_question_chooses_the_tail_and_standing_memory_is_c
 
 
 @pytest.mark.parametrize("listed", [None, 7])
-def test_the_tail_ranked_by_the_index_is_the_tail_ranked_in_process(repo, monkeypatch, listed):
-    """build() hands assemble the index's ranking (``listed`` 7: a short list that runs out with room
-    left, so assemble ranks again in full); the bytes are those of assemble ranking by itself."""
+def test_a_context_read_from_the_index_is_the_context_read_in_full(repo, monkeypatch, listed):
+    """Past FROM_INDEX memories build() reads ids and types from the index, whole memories only as far
+    as the budget goes, and the tail's ranking (``listed`` 7: a short list that runs out with room left,
+    so assemble ranks again in full). Before and after the anchor moves away from the tip (adds, edits,
+    a retraction, a supersession), the result is the full read's, byte for byte."""
     import gitmem.context_inputs as inputs
 
     store = _seeded(repo, 600)
-    store.add("fact", "image uploads are resized by the worker", paths=["src/upload.py"])
+    first = store.add("fact", "image uploads are resized by the worker", paths=["src/upload.py"]).memory.id
+    ids = sorted(store.memories())
     asks = [dict(query="how are image uploads resized"), dict(query="billing", paths=["src/upload.py"]),
-            dict(paths=["src"])]
-    monkeypatch.setattr(inputs, "RANK_FROM_INDEX", 10**9)
-    alone = [build(store, budget=3_000, **ask).body for ask in asks]
-    monkeypatch.setattr(inputs, "RANK_FROM_INDEX", 0)
-    if listed:
-        real = inputs.ranking
-        monkeypatch.setattr(inputs, "ranking", lambda store, tip, text, limit: real(store, tip, text, listed))
-    assert [build(store, budget=3_000, **ask).body for ask in asks] == alone
+            dict(paths=["src"]), dict()]
+
+    def both():
+        monkeypatch.setattr(inputs, "FROM_INDEX", 10**9)
+        full = [build(store, budget=budget, **ask) for ask in asks for budget in (3_000, 10**6)]
+        monkeypatch.setattr(inputs, "FROM_INDEX", 0)
+        if listed:
+            monkeypatch.setattr(inputs, "ranking", lambda store, tip, text, limit: real(store, tip, text, listed))
+        lazy = [build(store, budget=budget, **ask) for ask in asks for budget in (3_000, 10**6)]
+        monkeypatch.undo()
+        return full, lazy
+
+    real = inputs.ranking
+    full, lazy = both()
+    assert lazy == full
+    set_anchor(store)
+    store.add("fact", "billing invoices round half up", paths=["src/billing.py"])
+    store.edit(ids[0], text="Note 0 about billing invoices, edited after the anchor")
+    store.edit(first, text="image uploads are resized by the upload worker")
+    store.retract(ids[1])
+    store.supersede(ids[2], "Note 2 replaced after the anchor")
+    full, lazy = both()
+    assert lazy == full
+    assert any(c.part("tail") for c in full)
 
 
 # --- the assembly from plain data: no repository, no files ----------------------------------------
