@@ -92,21 +92,28 @@ RANKED = 2_000
 
 class Indexed:
     """A :class:`~gitmem.context.MemoryView` of one commit's memories from the derived index:
-    ``members`` (id -> type, active, blob, doc number; doc -1 for a memory the index's view of the
-    tip lacks, whose memory is in ``loaded``)."""
+    ``members`` (id -> type, active, doc number; doc -1 for a memory the index's view of the tip
+    lacks, whose memory is in ``loaded``)."""
 
     def __init__(self, store: Store, members: Dict[str, Member], loaded: Dict[str, Memory]):
         self.store, self.members, self.loaded = store, members, loaded
 
     def active(self) -> List[Tuple[str, str]]:
-        return sorted((i, kind) for i, (kind, active, _, _) in self.members.items() if active)
+        return sorted((i, kind) for i, (kind, active, _) in self.members.items() if active)
 
     def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
+        from .postings import blobs
+
         out = {i: self.loaded[i] for i in ids if i in self.loaded}
-        todo = [(memory_path(self.members[i][0], i), self.members[i][2]) for i in ids
-                if i not in out and i in self.members]
-        parsed = self.store.warm.parse(self.store.repo, todo, self.store.ref)
-        out.update((m.id, m) for _, blob in todo if isinstance(m := parsed[blob], Memory))
+        wanted = [i for i in ids if i not in out and i in self.members]
+        blob = blobs(self.store, [self.members[i][2] for i in wanted]) or {}
+        todo = [(i, memory_path(self.members[i][0], i), blob.get(self.members[i][2], "")) for i in wanted]
+        parsed = self.store.warm.parse(self.store.repo, [(path, b) for _, path, b in todo if b], self.store.ref)
+        for i, _, b in todo:
+            m = parsed.get(b)
+            if not isinstance(m, Memory) or m.id != i:  # the index was rebuilt under this command
+                raise GitmemError("the derived index changed while a context was read from it; run the command again")
+            out[i] = m
         return out
 
     def touching(self, paths: Sequence[str]) -> Set[str]:
@@ -115,8 +122,8 @@ class Indexed:
         docs = touching(self.store, paths)
         if docs is None:  # the index is busy: look at each memory
             return Loaded(self.get([i for i, _ in self.active()])).touching(paths)
-        return {i for i, (_, active, _, doc) in self.members.items() if active and doc in docs} | \
-            Loaded({i: m for i, m in self.loaded.items() if self.members[i][3] < 0}).touching(paths)
+        return {i for i, (_, active, doc) in self.members.items() if active and doc in docs} | \
+            Loaded({i: m for i, m in self.loaded.items() if self.members[i][2] < 0}).touching(paths)
 
 
 def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
@@ -143,7 +150,7 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
     now = {m.id: m for _, b in added if isinstance(m := parsed[b], Memory)}
     was = {m.id: m for _, b in removed if isinstance(m := parsed[b], Memory)}
     then = {i: row for i, row in found.items() if i not in now}
-    then.update((i, (m.type, m.status == "active", "", -1)) for i, m in was.items())
+    then.update((i, (m.type, m.status == "active", -1)) for i, m in was.items())
     changed = tuple(m for i, m in sorted(now.items()) if was.get(i) != m)
     return at_tip, Indexed(store, then, was), changed, anchor
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .model import Author, Memory
 
-SCHEMA = 5
+SCHEMA = 6
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.
@@ -57,6 +57,7 @@ CREATE TABLE IF NOT EXISTS views(view INTEGER PRIMARY KEY, ref TEXT NOT NULL UNI
                                  n INTEGER NOT NULL, total INTEGER NOT NULL, usable INTEGER NOT NULL,
                                  used REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS members(view INTEGER NOT NULL, doc INTEGER NOT NULL, id TEXT NOT NULL,
+                                   type TEXT NOT NULL, active INTEGER NOT NULL,
                                    PRIMARY KEY(view, doc)) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS members_id ON members(view, id);
 CREATE TABLE IF NOT EXISTS view_df(view INTEGER NOT NULL, tid INTEGER NOT NULL, df INTEGER NOT NULL,

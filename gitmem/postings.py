@@ -66,8 +66,8 @@ def rank(store: "Store", query: str, limit: int = 10, *, paths: Sequence[str] = 
                  lambda db, view, root: _ranked(store, db, view, root, query, limit, paths, types_first, only_types, when))
 
 
-#: A memory of a view: its type, whether it is active, its blob, and its doc number in the index.
-Member = Tuple[str, bool, str, int]
+#: A memory of a view: its type, whether it is active, and its doc number in the index.
+Member = Tuple[str, bool, int]
 
 
 def members(store: "Store", at: Optional[str] = None) -> Optional[Dict[str, Member]]:
@@ -76,9 +76,8 @@ def members(store: "Store", at: Optional[str] = None) -> Optional[Dict[str, Memb
     def read(db: sqlite3.Connection, view: int, root: str) -> Dict[str, Member]:
         if db.execute("SELECT tree FROM views WHERE view=?", (view,)).fetchone() != (root,):
             return _MOVED  # type: ignore[return-value]
-        return {i: (kind, bool(active), blob, doc) for i, kind, active, blob, doc in db.execute(
-            "SELECT m.id, d.type, d.active, d.blob, m.doc FROM members m JOIN docs d ON d.doc=m.doc "
-            "WHERE m.view=?", (view,))}
+        return {i: (kind, bool(active), doc) for i, kind, active, doc in db.execute(
+            "SELECT id, type, active, doc FROM members WHERE view=?", (view,))}
 
     return _read(store, at, {}, read)
 
@@ -90,6 +89,19 @@ def touching(store: "Store", paths: Sequence[str]) -> Optional[Set[int]]:
         return set()
     return store.warm.index.run(
         lambda db: {doc for (doc,) in db.execute(f"SELECT dp.doc FROM doc_paths dp WHERE {near}", args)}, write=False)
+
+
+def blobs(store: "Store", docs: Sequence[int]) -> Optional[Dict[int, str]]:
+    """The blob of each doc number (a doc names one blob for as long as the index lives)."""
+    return store.warm.index.run(lambda db: _blobs_of(db, docs), write=False)
+
+
+def _blobs_of(db: sqlite3.Connection, docs: Sequence[int]) -> Dict[int, str]:
+    out: Dict[int, str] = {}
+    for start in range(0, len(docs), _BATCH):
+        chunk = docs[start:start + _BATCH]
+        out.update(db.execute(f"SELECT doc, blob FROM docs WHERE doc IN ({','.join('?' * len(chunk))})", chunk))
+    return out
 
 
 def _read(store: "Store", at: Optional[str], empty: Any, work: Callable[[sqlite3.Connection, int, str], Any]) -> Any:
@@ -188,7 +200,7 @@ def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], cop
                 db.execute(f"DELETE FROM {table} WHERE view=?", (view,))
             db.execute("UPDATE views SET n=0, total=0, usable=1 WHERE view=?", (view,))
     if copy is not None:
-        db.execute("INSERT INTO members SELECT ?, doc, id FROM members WHERE view=?", (view, copy[0]))
+        db.execute("INSERT INTO members SELECT ?, doc, id, type, active FROM members WHERE view=?", (view, copy[0]))
         db.execute("INSERT INTO view_df SELECT ?, tid, df FROM view_df WHERE view=?", (view, copy[0]))
         db.execute("UPDATE views SET (n, total) = (SELECT n, total FROM views WHERE view=?) WHERE view=?",
                    (copy[0], view))
@@ -198,7 +210,8 @@ def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], cop
                 and not bulk:
             _count(db, view, gone[blob], -1)
     try:
-        db.executemany("INSERT INTO members VALUES (?, ?, ?)", [(view, docs[b], m.id) for b, m in fresh])
+        db.executemany("INSERT INTO members VALUES (?, ?, ?, ?, ?)",
+                       [(view, docs[b], m.id, m.type, int(m.status == "active")) for b, m in fresh])
     except sqlite3.IntegrityError:  # two memories with one id: only a full load reports that rightly
         db.execute("UPDATE views SET tree=?, usable=0, used=? WHERE view=?", (root, time.time(), view))
         return None
