@@ -1,11 +1,14 @@
 """The derived index: what gitmem has already learned from git objects, kept in ``.git/gitmem/index.sqlite``.
 
 Every row is keyed by what names its content: a blob's parsed memory (or why it did
-not parse) and a tree's memory-relevant entries and summary by object id, a vector
+not parse), its search terms and what ranking reads of it (``docs``, ``postings``, ``doc_paths``:
+see :mod:`gitmem.postings`), and a tree's memory-relevant entries and summary by object id, a vector
 by the encoder and the hash of the text it was computed from, a blob the secret scan
-found clean by the blob id and a hash of the rules it was scanned with. One row per ref is
-a hint, not a fact: the last commit whose whole history `doctor` found sound, where the next
-`doctor` starts (a commit id names its history, so the finding stays true). A key that names its
+found clean by the blob id and a hash of the rules it was scanned with. Two kinds of rows per ref
+are hints, not facts: the last commit whose whole history `doctor` found sound, where the next
+`doctor` starts (a commit id names its history, so the finding stays true); and the ref's search
+view (``views``, ``members``, ``view_df``), which names the tree it reflects and is moved to a new
+tree in one transaction, so it is never half-moved. A key that names its
 content cannot point at a wrong row, only at a missing one; that
 is why a write, a merge or a pull costs what it changed: the new tip's walk
 reads the few new trees and blobs from git and every unchanged subtree from
