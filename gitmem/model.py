@@ -11,7 +11,7 @@ import itertools
 import os
 import re
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Optional, Tuple
@@ -215,26 +215,26 @@ class Memory:
         if not isinstance(author, dict):
             raise InvalidMemory("author", "expected a mapping with name, email, kind")
         kwargs: Dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name not in data:
+        for name in _KEY_ORDER:  # every field of Memory
+            if name not in data:
                 continue
-            value = data[f.name]
-            if f.name == "author":
+            value = data[name]
+            if name == "author":
                 value = Author(
                     name=_expect_str("author.name", author.get("name")),
                     email=_expect_str("author.email", author.get("email", "")),
                     kind=_expect_str("author.kind", author.get("kind", "human")),
                 )
-            elif f.name in _TUPLE_FIELDS:
+            elif name in _TUPLE_FIELDS:
                 if not isinstance(value, list):
-                    raise InvalidMemory(f.name, "expected a list of strings")
-                value = tuple(_expect_str(f.name, v) for v in value)
-            elif f.name == "schema":
+                    raise InvalidMemory(name, "expected a list of strings")
+                value = tuple(_expect_str(name, v) for v in value)
+            elif name == "schema":
                 if not isinstance(value, int) or isinstance(value, bool):
                     raise InvalidMemory("schema", "expected an integer")
             elif value is not None:
-                value = _expect_str(f.name, value)
-            kwargs[f.name] = value
+                value = _expect_str(name, value)
+            kwargs[name] = value
         for required in ("id", "type", "text", "source", "created"):
             if kwargs.get(required) is None:  # `text: null` in a hand edit is as missing as no key
                 raise InvalidMemory(required, "missing")
