@@ -195,3 +195,37 @@ def test_a_query_with_a_rare_word_ranks_only_the_memories_that_have_it(repo, sto
     assert [h.memory.text for h in hits] == ["the zebra service logs to a file"]
     assert len(ranked) == 1 and "DISTINCT doc" in ranked[0]  # the common words alone could not win
     _same_answers(store, queries=("zebra service logs",), limits=(1, 5))
+
+
+def test_after_pulls_each_clone_ranks_as_its_loaded_memories(tmp_path):
+    """Pulls fast-forward and merge memory refs under a view; each clone's next ranking follows."""
+    from conftest import gitmem, make_repo
+
+    seed = make_repo(tmp_path / "seed")
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    git(seed, "push", "-q", str(origin), "main")
+    clones = []
+    for name in ("alice", "bob"):
+        git(tmp_path, "clone", "-q", str(origin), name)
+        git(tmp_path / name, "config", "user.name", name)
+        git(tmp_path / name, "config", "user.email", f"{name}@example.com")
+        clones.append(tmp_path / name)
+    alice, bob = clones
+    rng = random.Random(8)
+    for _ in range(15):
+        _add(Store.open(str(alice)), rng)
+    gitmem(alice, "push")
+    _same_answers(_fresh(bob), limits=(5,))  # nothing yet
+    gitmem(bob, "pull")  # a fast-forward
+    _same_answers(_fresh(bob), limits=(5,))
+    for _ in range(5):
+        _add(Store.open(str(alice)), rng)
+        _add(Store.open(str(bob)), rng)
+    Store.open(str(bob)).retract(sorted(Store.open(str(bob)).memories())[0])
+    gitmem(alice, "push")
+    gitmem(bob, "pull")  # a merge
+    gitmem(bob, "push")
+    gitmem(alice, "pull")
+    for clone in clones:
+        _same_answers(_fresh(clone), limits=(5,))
