@@ -117,6 +117,23 @@ def make_repo(path: Path, commit: bool = True, branch: str = "main") -> Path:
     return path
 
 
+def make_origin(tmp_path: Path) -> Path:
+    """A bare repository holding one code commit on main, as a team's server would."""
+    seed = make_repo(tmp_path / "seed")
+    bare = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
+    git(seed, "push", "-q", str(bare), "main")
+    return bare
+
+
+def clone(origin: Path, path: Path, name: str) -> Path:
+    """A teammate's clone of ``origin`` at ``path``, committing as ``name``."""
+    git(path.parent, "clone", "-q", str(origin), path.name)
+    git(path, "config", "user.name", name)
+    git(path, "config", "user.email", f"{name.lower()}@example.com")
+    return path
+
+
 @pytest.fixture
 def repo(tmp_path) -> Path:
     """A real repository with one commit on main."""

@@ -199,18 +199,10 @@ def test_a_query_with_a_rare_word_ranks_only_the_memories_that_have_it(repo, sto
 
 def test_after_pulls_each_clone_ranks_as_its_loaded_memories(tmp_path):
     """Pulls fast-forward and merge memory refs under a view; each clone's next ranking follows."""
-    from conftest import gitmem, make_repo
+    from conftest import clone, gitmem, make_origin
 
-    seed = make_repo(tmp_path / "seed")
-    origin = tmp_path / "origin.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
-    git(seed, "push", "-q", str(origin), "main")
-    clones = []
-    for name in ("alice", "bob"):
-        git(tmp_path, "clone", "-q", str(origin), name)
-        git(tmp_path / name, "config", "user.name", name)
-        git(tmp_path / name, "config", "user.email", f"{name}@example.com")
-        clones.append(tmp_path / name)
+    origin = make_origin(tmp_path)
+    clones = [clone(origin, tmp_path / name.lower(), name) for name in ("Alice", "Bob")]
     alice, bob = clones
     rng = random.Random(8)
     for _ in range(15):
@@ -227,5 +219,5 @@ def test_after_pulls_each_clone_ranks_as_its_loaded_memories(tmp_path):
     gitmem(bob, "pull")  # a merge
     gitmem(bob, "push")
     gitmem(alice, "pull")
-    for clone in clones:
-        _same_answers(_fresh(clone), limits=(5,))
+    for path in clones:
+        _same_answers(_fresh(path), limits=(5,))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, git, gitmem, make_repo
+from conftest import ROOT, clone, git, gitmem, make_origin
 from gitmem import Store
 from gitmem import redact as redact_mod
 from gitmem import remote as remote_mod
@@ -20,19 +20,7 @@ from gitmem.redact import RULES
 
 @pytest.fixture
 def origin(tmp_path) -> Path:
-    """A bare repository holding one code commit on main, as a team's server would."""
-    seed = make_repo(tmp_path / "seed")
-    bare = tmp_path / "origin.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
-    git(seed, "push", "-q", str(bare), "main")
-    return bare
-
-
-def clone(origin: Path, path: Path, name: str) -> Path:
-    git(path.parent, "clone", "-q", str(origin), path.name)
-    git(path, "config", "user.name", name)
-    git(path, "config", "user.email", f"{name.lower()}@example.com")
-    return path
+    return make_origin(tmp_path)
 
 
 @pytest.fixture

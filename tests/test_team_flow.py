@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, gitmem, make_repo
+from conftest import clone, git, gitmem, make_origin
 from gitmem import Store
 
 
@@ -26,16 +26,10 @@ def commit_code(path: Path, name: str) -> None:
 @pytest.fixture
 def team(tmp_path):
     """(alice, bob, origin): clones with the hooks installed (foreground) and `remote setup` done."""
-    seed = make_repo(tmp_path / "seed")
-    origin = tmp_path / "origin.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
-    git(seed, "push", "-q", str(origin), "main")
+    origin = make_origin(tmp_path)
     clones = []
     for name in ("Alice", "Bob"):
-        path = tmp_path / name.lower()
-        git(tmp_path, "clone", "-q", str(origin), path.name)
-        git(path, "config", "user.name", name)
-        git(path, "config", "user.email", f"{name.lower()}@example.com")
+        path = clone(origin, tmp_path / name.lower(), name)
         git(path, "config", "gitmem.hookMode", "foreground")
         gitmem(path, "remote", "setup")
         gitmem(path, "hooks", "install")
@@ -120,10 +114,10 @@ def test_a_merge_on_the_server_then_git_pull_and_sync_brings_the_branchs_memory_
     git(alice, "push", "-q", "origin")  # the remote-setup refspecs: HEAD and refs/memory/*
     merge_on_the_server(tmp_path, origin, "feature")
 
-    for clone in (alice, bob):
-        git(clone, "checkout", "-q", "main")
-        git(clone, "pull", "-q", "--ff-only")
-        out = gitmem(clone, "sync").stdout
+    for teammate in (alice, bob):
+        git(teammate, "checkout", "-q", "main")
+        git(teammate, "pull", "-q", "--ff-only")
+        out = gitmem(teammate, "sync").stdout
         assert out.count("feature:") == 1, out
     assert texts(alice) == texts(bob) == {"on main", "Retry webhooks with backoff"}
 
