@@ -75,7 +75,7 @@ def members(store: "Store", at: Optional[str] = None) -> Optional[Dict[str, Memb
     None when it cannot answer."""
     def read(db: sqlite3.Connection, view: int, root: str) -> Dict[str, Member]:
         if db.execute("SELECT tree FROM views WHERE view=?", (view,)).fetchone() != (root,):
-            return _MOVED  # type: ignore[return-value]
+            return _MOVED
         return {i: (kind, bool(active), doc) for i, kind, active, doc in db.execute(
             "SELECT id, type, active, doc FROM members WHERE view=?", (view,))}
 
@@ -129,7 +129,7 @@ def _read(store: "Store", at: Optional[str], empty: Any, work: Callable[[sqlite3
     return None
 
 
-_MOVED: List[Hit] = []  # the view moved under the read: update it again
+_MOVED: Any = object()  # the view moved under the read: update it again
 
 
 # --- keeping a view in step with its ref ---------------------------------------------

@@ -55,20 +55,8 @@ class Warm:
         return out
 
     def entries(self, repo: pygit2.Repository, root: str) -> List[Tuple[str, str]]:
-        """(path, blob id) of every ``<type>/<x>/<y>/<id>.yaml`` blob under the tree ``root``."""
-        level = [("", root)]
-        for depth in range(3):  # type, outer bucket, inner bucket
-            known = self.tree_entries(repo, [t for _, t in level])
-            nxt = []
-            for prefix, t in level:
-                for name, kind, oid in known[t]:
-                    if kind != "tree" or (depth == 0 and name not in model.TYPES):
-                        continue
-                    nxt.append((f"{prefix}{name}/", oid))
-            level = nxt
-        known = self.tree_entries(repo, [t for _, t in level])
-        return [(prefix + name, oid) for prefix, t in level for name, kind, oid in known[t]
-                if kind == "blob" and name.endswith(".yaml")]
+        """(path, blob id) of every ``<type>/<x>/<y>/<id>.yaml`` blob under the tree ``root``, in tree order."""
+        return self.diff(repo, None, root)[0]
 
     def diff(self, repo: pygit2.Repository, old: Optional[str], new: str
              ) -> Tuple[List[Tuple[str, str]], List[Tuple[str, str]]]:
@@ -77,11 +65,11 @@ class Warm:
         added: List[Tuple[str, str]] = []
         removed: List[Tuple[str, str]] = []
 
-        def kept(entries: List[Entry], depth: int) -> Dict[str, Tuple[str, str]]:
+        def kept(entries: List[Entry], depth: int) -> Dict[str, str]:
+            """name -> id of the entries gitmem reads: type folders, buckets, then memory blobs."""
             if depth < 3:
-                return {n: (k, o) for n, k, o in entries
-                        if k == "tree" and (depth or n in model.TYPES)}
-            return {n: (k, o) for n, k, o in entries if k == "blob" and n.endswith(".yaml")}
+                return {n: o for n, k, o in entries if k == "tree" and (depth or n in model.TYPES)}
+            return {n: o for n, k, o in entries if k == "blob" and n.endswith(".yaml")}
 
         level: List[Tuple[str, Optional[str], Optional[str]]] = [("", old, new)]
         for depth in range(4):
@@ -91,8 +79,8 @@ class Warm:
             for prefix, a, b in level:
                 mine = kept(known[a], depth) if a is not None else {}
                 theirs = kept(known[b], depth) if b is not None else {}
-                for name in mine.keys() | theirs.keys():
-                    was, now = mine.get(name, (None, None))[1], theirs.get(name, (None, None))[1]
+                for name in sorted(mine.keys() | theirs.keys()):  # tree order: one kind of entry per level
+                    was, now = mine.get(name), theirs.get(name)
                     if was == now:
                         continue
                     if depth < 3:
