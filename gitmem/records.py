@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import yaml
 
 from . import model
 from .errors import InvalidMemory
@@ -92,6 +91,8 @@ def conflict_path(memory_id: str) -> str:
 
 
 def dump_conflict(c: Conflict) -> bytes:
+    import yaml
+
     return yaml.safe_dump(c.to_dict(), sort_keys=False, allow_unicode=True, width=100).encode("utf-8")
 
 

@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterable, List, Optional, Set
 
 import pygit2
-import yaml
 
 from . import model
 from .errors import BranchError, InvalidMemory, Untrusted
@@ -62,9 +61,6 @@ class Refusal:
 
 # --- YAML with limits ------------------------------------------------------------
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load_yaml(data: bytes, *, limit: int = model.MAX_BLOB_BYTES, what: str = "document") -> Any:
     """Parse YAML from outside: at most ``limit`` bytes, UTF-8, no anchors or aliases
     (a 700-byte "billion laughs" file would otherwise expand to gigabytes once
@@ -75,18 +71,23 @@ def load_yaml(data: bytes, *, limit: int = model.MAX_BLOB_BYTES, what: str = "do
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise Untrusted(f"{what} is not valid UTF-8 (byte {e.start})") from None
+    import yaml  # on first use: commands that read no outside YAML need not load it
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        _check_events(text, what)
-        return yaml.load(text, Loader=_Loader)
+        _check_events(text, what, loader)
+        return yaml.load(text, Loader=loader)
     except yaml.YAMLError as e:
         raise Untrusted(f"{what} is not valid YAML: {str(e).splitlines()[0] if str(e) else 'parse error'}") from None
     except RecursionError:
         raise Untrusted(f"{what} nests too deeply") from None
 
 
-def _check_events(text: str, what: str) -> None:
+def _check_events(text: str, what: str, loader: Any) -> None:
+    import yaml
+
     depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=loader):
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise Untrusted(f"{what} uses YAML anchors or aliases (gitmem never writes them)")
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
