@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import pygit2
 
 from .context import (
-    DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, Loaded, Ranking, assemble,
+    DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, Ranking, assemble,
     relevance_text,
 )
 from .errors import GitmemError
-from .model import Memory, check_path, memory_path
-from .postings import Member
+from .model import Memory, check_path
+from .postings import IndexedMemories
 from .pricing import DEFAULT_TABLE, PriceTable
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
     ``guide`` is a guide path (default: :func:`guide_path`); ``anchor`` overrides the recorded
     cache anchor. An anchor not in the repository falls back to the tip, with a warning. With a
     ``budget``, a store of more than :data:`FROM_INDEX` memories is read lazily from the derived
-    index (:class:`Indexed`), and with a ``query`` or ``paths`` its memories come ranked for them
+    index (:class:`~gitmem.postings.IndexedMemories`), and with a ``query`` or ``paths`` its memories come ranked for them
     (:class:`~gitmem.context.Ranking`): the body is the same, only the reading is cheaper.
     """
     warnings: List[str] = []
@@ -90,44 +90,8 @@ FROM_INDEX = 1_000
 RANKED = 2_000
 
 
-class Indexed:
-    """A :class:`~gitmem.context.MemoryView` of one commit's memories from the derived index:
-    ``members`` (id -> type, active, doc number; doc -1 for a memory the index's view of the tip
-    lacks, whose memory is in ``loaded``)."""
-
-    def __init__(self, store: Store, members: Dict[str, Member], loaded: Dict[str, Memory]):
-        self.store, self.members, self.loaded = store, members, loaded
-
-    def active(self) -> List[Tuple[str, str]]:
-        return sorted((i, kind) for i, (kind, active, _) in self.members.items() if active)
-
-    def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
-        from .postings import blobs
-
-        out = {i: self.loaded[i] for i in ids if i in self.loaded}
-        wanted = [i for i in ids if i not in out and i in self.members]
-        blob = blobs(self.store, [self.members[i][2] for i in wanted]) or {}
-        todo = [(i, memory_path(self.members[i][0], i), blob.get(self.members[i][2], "")) for i in wanted]
-        parsed = self.store.warm.parse(self.store.repo, [(path, b) for _, path, b in todo if b], self.store.ref)
-        for i, _, b in todo:
-            m = parsed.get(b)
-            if not isinstance(m, Memory) or m.id != i:  # the index was rebuilt under this command
-                raise GitmemError("the derived index changed while a context was read from it; run the command again")
-            out[i] = m
-        return out
-
-    def touching(self, paths: Sequence[str]) -> Set[str]:
-        from .postings import touching
-
-        docs = touching(self.store, paths)
-        if docs is None:  # the index is busy: look at each memory
-            return Loaded(self.get([i for i, _ in self.active()])).touching(paths)
-        return {i for i, (_, active, doc) in self.members.items() if active and doc in docs} | \
-            Loaded({i: m for i, m in self.loaded.items() if self.members[i][2] < 0}).touching(paths)
-
-
 def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
-             ) -> Optional[Tuple[Indexed, Optional[Indexed], Tuple[Memory, ...], str]]:
+             ) -> Optional[Tuple[IndexedMemories, Optional[IndexedMemories], Tuple[Memory, ...], str]]:
     """(the tip's view, the anchor's (None: the tip), what changed between them, the anchor) read
     from the index; None when the store is small, damaged, or the index cannot answer."""
     from .postings import members
@@ -135,7 +99,7 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
     found = members(store, tip)
     if found is None or len(found) <= FROM_INDEX or _invalid(store, tip):
         return None
-    at_tip = Indexed(store, found, {})
+    at_tip = IndexedMemories(store, found, {})
     if anchor == tip:
         return at_tip, None, (), anchor
     try:
@@ -152,7 +116,7 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
     then = {i: row for i, row in found.items() if i not in now}
     then.update((i, (m.type, m.status == "active", -1)) for i, m in was.items())
     changed = tuple(m for i, m in sorted(now.items()) if was.get(i) != m)
-    return at_tip, Indexed(store, then, was), changed, anchor
+    return at_tip, IndexedMemories(store, then, was), changed, anchor
 
 
 def _invalid(store: Store, commit: str) -> bool:

@@ -32,7 +32,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .index import Index
-from .model import TYPES, Memory, memory_path
+from .errors import GitmemError
+from .model import TYPES, Memory, matches, memory_path
 from .repo import current_blob, memory_ref
 from .search import (
     Hit, core_terms, epoch, factor, idf, is_stale, match_of, memory_terms, path_factor, path_only_score, path_overlap,
@@ -80,6 +81,40 @@ def members(store: "Store", at: Optional[str] = None) -> Optional[Dict[str, Memb
             "SELECT id, type, active, doc FROM members WHERE view=?", (view,))}
 
     return _read(store, at, {}, read)
+
+
+class IndexedMemories:
+    """The memories of one commit as the derived index lists them: ``members`` (id -> type, active,
+    doc number; doc -1 for a memory the index's view lacks, whose memory is in ``loaded``). Whole
+    memories are read only when asked for. A :class:`gitmem.context.MemoryView`."""
+
+    def __init__(self, store: "Store", members: Dict[str, Member], loaded: Optional[Dict[str, Memory]] = None):
+        self.store, self.members, self.loaded = store, members, loaded or {}
+
+    def active(self) -> List[Tuple[str, str]]:
+        """(id, type) of every active memory, by id."""
+        return sorted((i, kind) for i, (kind, active, _) in self.members.items() if active)
+
+    def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
+        """Those of ``ids`` there are, parsed (from this process, the index, else git)."""
+        out = {i: self.loaded[i] for i in ids if i in self.loaded}
+        wanted = [i for i in ids if i not in out and i in self.members]
+        blob = blobs(self.store, [self.members[i][2] for i in wanted]) or {}
+        todo = [(i, memory_path(self.members[i][0], i), blob.get(self.members[i][2], "")) for i in wanted]
+        parsed = self.store.warm.parse(self.store.repo, [(path, b) for _, path, b in todo if b], self.store.ref)
+        for i, _, b in todo:
+            m = parsed.get(b)
+            if not isinstance(m, Memory) or m.id != i:  # the index was rebuilt under this command
+                raise GitmemError("the derived index changed while this command read it; run the command again")
+            out[i] = m
+        return out
+
+    def touching(self, paths: Sequence[str]) -> Set[str]:
+        """Ids of the active memories with a path that is, holds or is held by one of ``paths``."""
+        docs = touching(self.store, paths)
+        look = [i for i, (_, active, doc) in self.members.items() if active and (docs is None or doc < 0)]
+        found = {m.id for m in self.get(look).values() if any(matches(m, path=p, status=None) for p in paths)}
+        return found | {i for i, (_, active, doc) in self.members.items() if active and docs and doc in docs}
 
 
 def touching(store: "Store", paths: Sequence[str]) -> Optional[Set[int]]:

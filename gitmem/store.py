@@ -203,14 +203,58 @@ class Store:
 
     def list(self, *, type: Optional[str] = None, tag: Optional[str] = None, path: Optional[str] = None,
              author_kind: Optional[str] = None, source: Optional[str] = None,
-             status: Optional[str] = "active", at: Optional[str] = None) -> List[Memory]:
-        """Memories matching every given filter, oldest first; ``status=None`` means any."""
+             status: Optional[str] = "active", at: Optional[str] = None, limit: Optional[int] = None) -> List[Memory]:
+        """Memories matching every given filter, oldest first; ``status=None`` means any; ``limit``:
+        only the newest that many. The derived index narrows by type, status and path first, so only
+        memories that can match are read (a full load where it cannot answer)."""
         model.check_choice("type", type, model.TYPES)
         model.check_choice("status", status, model.STATUSES)
         model.check_choice("author kind", author_kind, model.AUTHOR_KINDS)
-        found = self.memories(at)
-        return [m for _, m in sorted(found.items()) if model.matches(
-            m, type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status)]
+
+        def wanted(m: Memory) -> bool:
+            return model.matches(m, type=type, tag=tag, path=path, author_kind=author_kind, source=source,
+                                 status=status)
+
+        listed = self._listed(at, type, status, path)
+        if listed is None:
+            found = [m for _, m in sorted(self.memories(at).items()) if wanted(m)]
+            return found if not limit else found[-limit:]
+        view, ids = listed
+        self.problems = []
+        out: List[Memory] = []
+        step = max(limit or 0, 256)
+        for end in range(len(ids), 0, -step):  # newest first, as far as ``limit`` needs
+            chunk = ids[max(0, end - step):end]
+            got = view.get(chunk)
+            out[:0] = [got[i] for i in chunk if wanted(got[i])]
+            if limit and len(out) >= limit:
+                return out[-limit:]
+        return out
+
+    def _listed(self, at: Optional[str], type: Optional[str], status: Optional[str],
+                path: Optional[str]) -> Optional[Tuple[Any, List[str]]]:
+        """(the index's view of the memories at ``at``, the ids there of the given type, status and
+        path, by id); None where the index cannot answer or a full load must report invalid blobs."""
+        from .postings import IndexedMemories, members
+
+        rows = members(self, at)
+        snap = self.snapshot(at)
+        if rows is None or snap.tree is None:
+            return None
+        try:
+            if self.warm.summary(self.repo, str(snap.tree.id), self.ref)["counts"].get("invalid"):
+                return None
+        finally:
+            self.warm.index.flush()
+        view = IndexedMemories(self, rows)
+        ids = sorted(i for i, (kind, active, _) in rows.items()
+                     if (type is None or kind == type) and (status is None or (status == "active") == active))
+        if path is not None:
+            near = view.touching([path]) if status == "active" else None
+            if near is None:
+                return None
+            ids = [i for i in ids if i in near]
+        return view, ids
 
     def summary(self) -> Dict[str, Any]:
         """Counts of memories by "type/status" ("invalid" for blobs that are not valid memories),

@@ -221,3 +221,21 @@ def test_after_pulls_each_clone_ranks_as_its_loaded_memories(tmp_path):
     gitmem(alice, "pull")
     for path in clones:
         _same_answers(_fresh(path), limits=(5,))
+
+
+def test_a_filtered_list_read_through_the_index_is_the_full_list(repo, store, monkeypatch):
+    rng = random.Random(6)
+    ids = [_add(store, rng) for _ in range(40)]
+    store.retract(ids[0])
+    store.supersede(ids[1], "redis queue, superseded")
+    store.add("fact", "tagged one", tags=["ops"], paths=["src/lib"])
+    asks = [dict(), dict(type="rejection"), dict(path="src"), dict(path="src/lib/x.py", type="fact"),
+            dict(tag="ops"), dict(status=None), dict(status="retracted"), dict(status="superseded", type="fact"),
+            dict(author_kind="agent"), dict(source="api")]
+    for limit in (None, 1, 3):
+        indexed = [[m.id for m in _fresh(repo).list(limit=limit, **ask)] for ask in asks]
+        with monkeypatch.context() as patched:
+            patched.setattr(Store, "_listed", lambda *a, **k: None)
+            full = [[m.id for m in _fresh(repo).list(limit=limit, **ask)] for ask in asks]
+        assert indexed == full
+    assert any(indexed) and all(len(ids) <= 3 for ids in indexed)

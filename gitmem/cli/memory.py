@@ -200,9 +200,7 @@ def list_(store: Store, type_, tag, path, author_kind, source, status, limit, as
                  err=True)
     else:
         found = store.list(type=type_, tag=tag, path=path, author_kind=author_kind, source=source,
-                           status=None if status == "any" else status)
-        if limit:
-            found = found[-limit:]  # the newest N, still oldest first
+                           status=None if status == "any" else status, limit=limit or None)  # newest N, oldest first
         for problem in store.problems:
             echo(f"gitmem: warning: skipped {problem.where}: {problem.message}", err=True)
     if as_json:
