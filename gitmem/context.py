@@ -149,7 +149,6 @@ class ContextInputs:
     guide_text: str = ""
     guide_path: Optional[str] = None
     warnings: Tuple[str, ...] = ()
-    ranking: Optional["Ranking"] = None
     #: The same memories read lazily (a large store, from the derived index): when set, they stand
     #: in for ``memories`` and ``anchored``, and ``changed`` holds the memories at the tip that differ
     #: from the anchor's (by id).
@@ -171,6 +170,10 @@ class MemoryView(Protocol):
     def touching(self, paths: Sequence[str]) -> Set[str]:
         """Ids of the active memories with a path that is, holds or is held by one of ``paths``."""
 
+    def ranked(self, text: str, limit: int) -> "Ranking":
+        """At least the best ``limit`` active memories for ``text``, as :func:`gitmem.search.rank`
+        orders them over every active memory (a large store's from the index)."""
+
 
 class Loaded:
     """A :class:`MemoryView` of memories already in hand."""
@@ -188,12 +191,17 @@ class Loaded:
         return {i for i, m in self.memories.items()
                 if m.status == "active" and any(matches(m, path=p, status=None) for p in paths)}
 
+    def ranked(self, text: str, limit: int) -> "Ranking":
+        from .search import rank
+
+        pool = [m for _, m in sorted(self.memories.items()) if m.status == "active"]
+        return Ranking(text, tuple(h.memory.id for h in rank(pool, text, limit=len(pool))), True)
+
 
 @dataclass(frozen=True)
 class Ranking:
-    """The active memories at the tip ranked for ``text`` by :func:`gitmem.search.rank` (their ids,
-    best first), as the git edge read it from the index, so that :func:`assemble` need not rank a
-    large store itself. ``complete`` says every memory with a score is listed."""
+    """Active memories ranked for ``text`` by :func:`gitmem.search.rank` (their ids, best first);
+    ``complete`` says every memory with a score is listed."""
 
     text: str
     ids: Tuple[str, ...]
@@ -319,35 +327,41 @@ def relevance_text(query: Optional[str], paths: Sequence[str]) -> str:
     return " ".join([query or ""] + list(paths))
 
 
+#: How many memories the tail's ranking lists first; four times as many each time that runs out with
+#: room left (a short list is what the index answers fastest).
+TAIL_RANKED = 512
+
+
 def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict[str, Memory]], on_path: Set[str],
-                 room: int, text: str, ranking: Optional[Ranking], pool: Callable[[], List[Memory]]) -> List[Memory]:
+                 room: int, text: str, ranked: Callable[[str, int], Ranking]) -> List[Memory]:
     """The most relevant ``candidates`` (ids, read by ``read``) that fit in ``room`` tokens: those
-    ``on_path`` first, then by words (weighed over every active memory at the tip: ``pool``), then
+    ``on_path`` first, then by words (``ranked``: weighed over every active memory at the tip), then
     newest; in id order."""
-    if ranking is None or ranking.text != text:
-        ranking = _ranking(pool(), text)
-    position = {i: n for n, i in enumerate(ranking.ids)}
-    ordered = _newest_first_by(candidates, lambda i: (i not in on_path, position.get(i, len(position))))
-    chosen, used, misses = [], 0, 0
-    for m in _in_order(ordered, read):
-        if m.id not in position and not ranking.complete:
-            # Past what the index listed, with room left: the order beyond needs every score.
-            return _choose_tail(candidates, read, on_path, room, text, _ranking(pool(), text), pool)
-        n = _rendered(m)[1]
-        if used + n <= room:
-            chosen.append(m)
-            used += n
-        else:
-            misses += 1
-            if misses > 50:  # the budget is full: stop counting the long tail of low-ranked memories
+    limit = TAIL_RANKED
+    while True:
+        ranking = ranked(text, limit)
+        position = {i: n for n, i in enumerate(ranking.ids)}
+        def order(i: str, at: Dict[str, int] = position) -> Tuple[bool, int]:
+            return i not in on_path, at.get(i, len(at))
+
+        ordered = _newest_first_by(candidates, order)
+        chosen: List[Memory] = []
+        used, misses, ran_out = 0, 0, False
+        for m in _in_order(ordered, read):
+            if m.id not in position and not ranking.complete:
+                ran_out = True  # past the listed ones with room left: the order beyond needs a longer list
                 break
-    return sorted(chosen, key=lambda m: m.id)
-
-
-def _ranking(pool: Sequence[Memory], text: str) -> Ranking:
-    from .search import rank
-
-    return Ranking(text, tuple(h.memory.id for h in rank(pool, text, limit=len(pool))), True)
+            n = _rendered(m)[1]
+            if used + n <= room:
+                chosen.append(m)
+                used += n
+            else:
+                misses += 1
+                if misses > 50:  # the budget is full: stop counting the long tail of low-ranked memories
+                    break
+        if not ran_out:
+            return sorted(chosen, key=lambda m: m.id)
+        limit *= 4
 
 
 def _was_active(m: Optional[Memory]) -> bool:
@@ -413,8 +427,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             text = relevance_text(query, paths)
             on_path = (then.touching(paths) - set(by_id)) | {m.id for m in by_id.values()
                                                              if any(matches(m, path=p, status=None) for p in paths)}
-            fresh = _choose_tail(tail_ids, read, on_path, max(0, left), text, inputs.ranking,
-                                 lambda: list(_in_order([i for i, _ in now.active()], now.get)))
+            fresh = _choose_tail(tail_ids, read, on_path, max(0, left), text, now.ranked)
             chosen_ids = {m.id for m in fresh}
             dropped = [i for i in tail_ids if i not in chosen_ids]
             relevance_tail = True

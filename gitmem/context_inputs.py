@@ -16,14 +16,12 @@ local state the context depends on, both in the repository's git config:
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import pygit2
 
 from .context import (
-    DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, Ranking, assemble,
-    relevance_text,
+    DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, assemble,
 )
 from .errors import GitmemError
 from .model import Memory, check_path
@@ -44,15 +42,14 @@ GUIDE_KEY = "gitmem.guide"
 GUIDE_FALLBACKS = ("AGENTS.md", "CLAUDE.md")
 
 
-def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] = None, query: Optional[str] = None,
-           paths: Sequence[str] = (), budget: Optional[int] = None) -> ContextInputs:
+def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] = None,
+           budget: Optional[int] = None) -> ContextInputs:
     """The inputs of a context from ``store``: the memory tip, the anchor, the guide.
 
     ``guide`` is a guide path (default: :func:`guide_path`); ``anchor`` overrides the recorded
     cache anchor. An anchor not in the repository falls back to the tip, with a warning. With a
     ``budget``, a store of more than :data:`FROM_INDEX` memories is read lazily from the derived
-    index (:class:`~gitmem.postings.IndexedMemories`), and with a ``query`` or ``paths`` its memories come ranked for them
-    (:class:`~gitmem.context.Ranking`): the body is the same, only the reading is cheaper.
+    index (:class:`~gitmem.postings.IndexedMemories`): the body is the same, only the reading is cheaper.
     """
     warnings: List[str] = []
     tip = store.tip()
@@ -61,33 +58,23 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
     lazy = _indexed(store, tip, anchor or tip, warnings) if tip and budget is not None else None
     if lazy is not None:
         at_tip, at_anchor, changed, anchor = lazy
-        inputs = ContextInputs(tip=tip, anchor=anchor, guide_text=guide_text, guide_path=guide_file,
-                               warnings=tuple(warnings), at_tip=at_tip, at_anchor=at_anchor, changed=changed)
-        size = len(at_tip.members)
-    else:
-        now = store.memories(tip) if tip else {}
-        then = None  # the anchor is the tip
-        if anchor != tip:
-            then = _memories_at(store, anchor, warnings)
-            if then is None:
-                anchor = tip
-        for problem in store.problems:
-            warnings.append(f"skipped {problem.where}: {problem.message}")
-        inputs = ContextInputs(memories=now, tip=tip, anchor=anchor, anchored=then, guide_text=guide_text,
-                               guide_path=guide_file, warnings=tuple(warnings))
-        size = len(now)
-    text = relevance_text(query, paths)
-    if budget is not None and text.strip() and size > FROM_INDEX:
-        # Enough for what the cached share may hold and the question's share can take (10+ tokens each).
-        inputs = replace(inputs, ranking=ranking(store, tip, text, max(RANKED, budget // 10)))
-    return inputs
+        return ContextInputs(tip=tip, anchor=anchor, guide_text=guide_text, guide_path=guide_file,
+                             warnings=tuple(warnings), at_tip=at_tip, at_anchor=at_anchor, changed=changed)
+    now = store.memories(tip) if tip else {}
+    then = None  # the anchor is the tip
+    if anchor != tip:
+        then = _memories_at(store, anchor, warnings)
+        if then is None:
+            anchor = tip
+    for problem in store.problems:
+        warnings.append(f"skipped {problem.where}: {problem.message}")
+    return ContextInputs(memories=now, tip=tip, anchor=anchor, anchored=then, guide_text=guide_text,
+                         guide_path=guide_file, warnings=tuple(warnings))
 
 
 #: Past this many memories a context is read from the derived index (:mod:`gitmem.postings`): the
-#: memories by id and type, whole only as far as the budget goes, and the tail's ranking, listing at
-#: least the best RANKED (assemble ranks in full if that runs out with room left).
+#: memories by id and type, whole only as far as the budget goes, and the tail's ranking.
 FROM_INDEX = 1_000
-RANKED = 2_000
 
 
 def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
@@ -99,7 +86,7 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
     found = members(store, tip)
     if found is None or len(found) <= FROM_INDEX or _invalid(store, tip):
         return None
-    at_tip = IndexedMemories(store, found, {})
+    at_tip = IndexedMemories(store, found, at=tip)
     if anchor == tip:
         return at_tip, None, (), anchor
     try:
@@ -134,19 +121,9 @@ def build(store: Store, *, guide: Optional[str] = None, query: Optional[str] = N
           table: PriceTable = DEFAULT_TABLE) -> Context:
     """Build the request body for ``query`` from the store's memory tip and the guide
     (:func:`gather`, then :func:`gitmem.context.assemble`)."""
-    inputs = gather(store, guide=guide, anchor=anchor, query=query, paths=paths, budget=budget)
+    inputs = gather(store, guide=guide, anchor=anchor, budget=budget)
     return assemble(inputs, query=query, paths=paths, ttl=ttl, model=model,
                     budget=budget, max_tokens=max_tokens, table=table)
-
-
-def ranking(store: Store, tip: Optional[str], text: str, limit: int) -> Optional[Ranking]:
-    """The best ``limit`` active memories at ``tip`` ranked for ``text`` by the index; None when it cannot answer."""
-    from .postings import rank
-
-    hits = rank(store, text, limit, at=tip)
-    if hits is None:
-        return None
-    return Ranking(text, tuple(h.memory.id for h in hits), len(hits) < limit)
 
 
 def _memories_at(store: Store, commit: Optional[str], warnings: List[str]) -> Optional[Dict[str, Memory]]:

@@ -31,6 +31,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
+from .context import Loaded, Ranking
 from .index import Index
 from .errors import GitmemError
 from .model import TYPES, Memory, matches, memory_path
@@ -86,10 +87,19 @@ def members(store: "Store", at: Optional[str] = None) -> Optional[Dict[str, Memb
 class IndexedMemories:
     """The memories of one commit as the derived index lists them: ``members`` (id -> type, active,
     doc number; doc -1 for a memory the index's view lacks, whose memory is in ``loaded``). Whole
-    memories are read only when asked for. A :class:`gitmem.context.MemoryView`."""
+    memories are read only when asked for. A :class:`gitmem.context.MemoryView`; ``at`` (the ref's
+    tip commit) lets it rank from the index too."""
 
-    def __init__(self, store: "Store", members: Dict[str, Member], loaded: Optional[Dict[str, Memory]] = None):
-        self.store, self.members, self.loaded = store, members, loaded or {}
+    def __init__(self, store: "Store", members: Dict[str, Member], loaded: Optional[Dict[str, Memory]] = None,
+                 at: Optional[str] = None):
+        self.store, self.members, self.loaded, self.at = store, members, loaded or {}, at
+
+    def ranked(self, text: str, limit: int) -> Ranking:
+        """At least the best ``limit`` active memories for ``text`` (ids), from the index where it can."""
+        hits = rank(self.store, text, limit, at=self.at) if self.at else None
+        if hits is None:
+            return Loaded(self.get([i for i, _ in self.active()])).ranked(text, limit)
+        return Ranking(text, tuple(h.memory.id for h in hits), len(hits) < limit)
 
     def active(self) -> List[Tuple[str, str]]:
         """(id, type) of every active memory, by id."""

@@ -226,8 +226,9 @@ def test_at_5000_memories_the_question_chooses_the_tail_and_standing_memory_is_c
 def test_a_context_read_from_the_index_is_the_context_read_in_full(repo, monkeypatch, listed):
     """Past FROM_INDEX memories build() reads ids and types from the index, whole memories only as far
     as the budget goes, and the tail's ranking (``listed`` 7: a short list that runs out with room left,
-    so assemble ranks again in full). Before and after the anchor moves away from the tip (adds, edits,
+    so assemble asks for a longer one, again and again). Before and after the anchor moves away from the tip (adds, edits,
     a retraction, a supersession), the result is the full read's, byte for byte."""
+    import gitmem.context as context_module
     import gitmem.context_inputs as inputs
 
     store = _seeded(repo, 600)
@@ -241,12 +242,11 @@ def test_a_context_read_from_the_index_is_the_context_read_in_full(repo, monkeyp
         full = [build(store, budget=budget, **ask) for ask in asks for budget in (3_000, 10**6)]
         monkeypatch.setattr(inputs, "FROM_INDEX", 0)
         if listed:
-            monkeypatch.setattr(inputs, "ranking", lambda store, tip, text, limit: real(store, tip, text, listed))
+            monkeypatch.setattr(context_module, "TAIL_RANKED", listed)
         lazy = [build(store, budget=budget, **ask) for ask in asks for budget in (3_000, 10**6)]
         monkeypatch.undo()
         return full, lazy
 
-    real = inputs.ranking
     full, lazy = both()
     assert lazy == full
     set_anchor(store)

@@ -56,7 +56,7 @@ def context_(store: Store, query, paths, ttl, model, budget, advance, as_json) -
     if advance:
         set_anchor(store)
     table = configured_price_table(store)
-    inputs = gather(store, query=query, paths=paths, budget=budget)
+    inputs = gather(store, budget=budget)
     if ttl == "auto":
         from ..policy import PrefixCosts, choose_plan
         from ..router_app import recorded_gaps
