@@ -14,7 +14,7 @@ import pygit2
 
 from .errors import GitmemError, InvalidMemory, StorageError
 from . import model
-from .model import Author
+from .model import Author, Memory
 from .refs import lock_file
 from .repo import blob_at, default_author, memory_ref
 from .model import Problem, parse_memory
@@ -102,8 +102,8 @@ def _memory_problems(store: Store, tip: str, sound: Optional[str]) -> List[Probl
     After a sound commit, only what changed since is looked at: the per-tree summaries count
     invalid blobs (read in full only when there are some), and a duplicate needs a new blob."""
     if sound is None:
-        store.memories(tip)
-        return list(store.problems)
+        loaded = store.memories(tip)
+        return list(store.problems) + _view_problems(store, tip, loaded)
     snap = store.snapshot(tip)
     if snap.tree is None:
         return []
@@ -121,6 +121,20 @@ def _memory_problems(store: Store, tip: str, sound: Optional[str]) -> List[Probl
         if sum(1 for home in homes if snap.has(home)) > 1:
             problems.append(Problem("error", path, f"duplicate id {memory_id}"))
     return problems
+
+
+def _view_problems(store: Store, tip: str, loaded: Dict[str, Memory]) -> List[Problem]:
+    """The derived index's view of the ref against the memories just read in full: a view that
+    disagrees (a bug, or a file edited by hand) is dropped, to be built again by the next search."""
+    from .postings import drop_view, members
+
+    listed = members(store, tip)
+    if listed is None or {i: (kind, active) for i, (kind, active, _) in listed.items()} == \
+            {i: (m.type, m.status == "active") for i, m in loaded.items()}:
+        return []
+    drop_view(store)
+    return [Problem("warning", ".git/gitmem/index.sqlite", f"the search view of {store.ref} disagreed with its "
+                    "tree (a derived cache): dropped, the next search builds it again")]
 
 
 def damage(repo: pygit2.Repository, tip: Optional[str], known: Sequence[str] = ()) -> Optional[str]:

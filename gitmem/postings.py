@@ -127,6 +127,20 @@ class IndexedMemories:
         return found | {i for i, (_, active, doc) in self.members.items() if active and docs and doc in docs}
 
 
+def drop_view(store: "Store") -> None:
+    """Forget the view of the ref the store reads (the next ranking builds it again)."""
+    branch, _ = store.read_from()
+    if branch is None:
+        return
+
+    def drop(db: sqlite3.Connection) -> None:
+        for (view,) in db.execute("SELECT view FROM views WHERE ref=?", (memory_ref(branch),)).fetchall():
+            for table in ("members", "view_df", "views"):
+                db.execute(f"DELETE FROM {table} WHERE view=?", (view,))
+
+    store.warm.index.run(drop, write=True)
+
+
 def touching(store: "Store", paths: Sequence[str]) -> Optional[Set[int]]:
     """Doc numbers of the memories (in any view) with a path that is, holds or is held by one of ``paths``."""
     near, args = _near(paths, siblings=False)

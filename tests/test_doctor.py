@@ -3,6 +3,7 @@ what came after it; --full reads the whole history again."""
 
 from __future__ import annotations
 
+import json
 import os
 
 from conftest import git, gitmem
@@ -84,3 +85,26 @@ def test_a_sound_tip_hint_that_names_nothing_here_means_a_full_check(repo):
         store.warm.index.put_verified(store.ref, hint)
         assert _errors(Store.open(str(repo))) == []
         assert store.warm.index.verified(store.ref) == store.own_tip()  # the check ran and recorded the tip
+
+
+def test_doctor_full_drops_a_search_view_that_disagrees_with_its_tree(repo, store):
+    """The index is a cache: a view edited behind gitmem's back (here a memory deleted from it) is
+    found by `doctor --full`, dropped, and built again right by the next search."""
+    import sqlite3
+
+    from gitmem import postings
+    from gitmem import warm as warm_module
+
+    for i in range(5):
+        store.add("fact", f"redis note {i}")
+    assert len(postings.rank(store, "redis", 10)) == 5
+    path = os.path.join(str(repo), ".git", "gitmem", "index.sqlite")
+    warm_module.forget_warm()
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM members WHERE doc = (SELECT MIN(doc) FROM members)")
+    fresh = Store.open(str(repo))
+    assert len(postings.rank(fresh, "redis", 10)) == 4  # what a damaged cache would answer
+    report = json.loads(gitmem(repo, "doctor", "--full", "--json", check=False).stdout)
+    assert any("search view" in p["message"] for p in report["problems"]), report
+    warm_module.forget_warm()
+    assert len(postings.rank(Store.open(str(repo)), "redis", 10)) == 5
