@@ -79,7 +79,7 @@ def members(store: "Store", at: Optional[str] = None) -> Optional[Dict[str, Memb
         if db.execute("SELECT tree FROM views WHERE view=?", (view,)).fetchone() != (root,):
             return _MOVED
         return {i: (kind, bool(active), doc) for i, kind, active, doc in db.execute(
-            "SELECT id, type, active, doc FROM members WHERE view=?", (view,))}
+            "SELECT id, type, active, doc FROM members WHERE view=? ORDER BY id", (view,))}
 
     return _read(store, at, {}, read)
 
