@@ -13,6 +13,11 @@ data), gitmem's ranking (``gitmem.search.rank``: words fused with the dense rank
 - ``e5+minilm w``: one similarity, e5's standardised cosine plus ``w`` times MiniLM's (each z-scored over
   the pool for the query), so rank's floor and RRF see one dense ranking that both encoders agree on.
 
+For the proposal check, the signal it judges by (docs/relevance.md, "The proposal check"): the margin of a
+proposal's cosine to a rejection's option (title and text) over its nearest decision's option, for a
+re-proposal against the rejection it repeats and for a fresh proposal against its nearest rejection; how
+well that margin tells the two apart (AUC), and how often the repeated rejection is the nearest one.
+
 ``w`` is picked on the tune half only (the mean of recall@5 alone and among the distractors); the
 held-out half is reported for every setting, so the pick can be checked against the others.
 
@@ -78,8 +83,43 @@ def run(n_distractors: int = 1000) -> Dict[str, Any]:
                 for bucket in ("all", q.bucket):
                     rows.setdefault(f"{q.split} {bucket}", []).append(found)
             out["settings"].setdefault(setting, {})[label] = {k: round(sum(v) / len(v), 3) for k, v in rows.items()}
+    out["check"] = check_separation(bench, models, settings)
     fused = [s for s in settings if s.startswith("e5+")]
     out["picked_on_tune"] = max(fused, key=lambda s: sum(out["settings"][s][lab]["tune all"] for lab in ("alone", "among")))
+    return out
+
+
+def check_separation(bench, models, settings) -> Dict[str, Any]:
+    """AUC of the option margin (re-proposals vs fresh proposals) and nearest-rejection rate, per split."""
+    from encoders import _auc
+
+    from gitmem.embedding import option_text
+
+    choices = [k for k, it in bench.items.items() if it.type in ("rejection", "decision")]
+    is_rej = [bench.items[k].type == "rejection" for k in choices]
+    options = [option_text(bench.items[k]) for k in choices]
+    texts = [p.text for p in bench.proposals]
+    vecs = {name: (enc.embed_documents(options), enc.embed_queries(texts)) for name, enc in models.items()}
+    out: Dict[str, Any] = {}
+    for setting, mix in settings.items():
+        for split in adr.SPLITS:
+            pos, neg, nearest = [], [], []
+            for pi, p in enumerate(bench.proposals):
+                if p.split != split:
+                    continue
+                cos = {name: vecs[name][0] @ vecs[name][1][pi] for name in mix}
+                # one encoder: its raw cosine, as the check reads it; two: their z-scores over the choices
+                sim = next(iter(cos.values())) if len(mix) == 1 else sum(w * _z(cos[n]) for n, w in mix.items())
+                best_decision = max(s for s, r in zip(sim, is_rej) if not r)
+                rejections = {k: s for k, s, r in zip(choices, sim, is_rej) if r}
+                top = max(rejections, key=rejections.__getitem__)
+                if p.repeats:
+                    pos.append(rejections[p.repeats] - best_decision)
+                    nearest.append(top == p.repeats)
+                else:
+                    neg.append(rejections[top] - best_decision)
+            out.setdefault(setting, {})[split] = {"auc": round(_auc(pos, neg), 3),
+                                                  "nearest": round(sum(nearest) / len(nearest), 3)}
     return out
 
 
@@ -91,6 +131,11 @@ def show(r: Dict[str, Any]) -> None:
     for setting, by in r["settings"].items():
         mark = "  <- picked on tune" if setting == r["picked_on_tune"] else ""
         print(f"  {setting:<18} " + "  ".join(f"{by[lab][c]:>19.3f}" for lab in ("alone", "among") for c in cols) + mark)
+    print("  check: option margin over the nearest decision, re-proposals vs fresh (AUC) and the repeated "
+          "rejection nearest; tune / held-out")
+    for setting, by in r["check"].items():
+        print(f"  {setting:<18} AUC {by['tune']['auc']:.3f} / {by['heldout']['auc']:.3f}, "
+              f"nearest {by['tune']['nearest']:.3f} / {by['heldout']['nearest']:.3f}")
     for name, c in r["cpu"].items():
         print(f"  {name}: {c['ms_per_memory']:.1f} ms CPU per memory, {c['ms_per_question']:.1f} ms per question")
 
