@@ -128,9 +128,12 @@ def _recall(r) -> List[Row]:
         c = m["check"]["heldout"]
         rows += [(f"check flags repeats (held-out), {label}", c["flag_rate"], "right rejection first", None),
                  (f"check false alarms (held-out), {label}", c["false_alarm_rate"], "fresh proposals", 0.10)]
-    ratio = r["among"]["query_ratio_to_lexical"] if "among" in r else None  # None while recall is lexical
-    if ratio is not None:
-        rows.append((f"warm recall / lexical, {r['among']['memories']:,}", ratio, "lexical search alone", 3.0))
+    m = r.get("among")
+    if m is not None and "query_ratio_to_lexical" in m:  # absent while recall is lexical
+        n = f"{m['memories']:,}"
+        rows += [(f"warm recall / lexical, {n}", m["query_ratio_to_lexical"], "lexical search alone", 3.0),
+                 (f"write with the encoder / without, {n}", m["write_ratio_to_lexical"], "GITMEM_ENCODER=none", 1.2),
+                 (f"first search after a fresh clone, {n}, s", m["first_query_ms"] / 1e3, "builds the index", None)]
     return rows
 
 

@@ -78,3 +78,30 @@ def test_overlap_counts_shared_content_words_after_stemming():
     assert recall.shared_words("how do we drain the queue", item) == 2  # drain, queue
     assert recall.shared_words("what is the weather", item) == 0
     assert [recall.overlap_bucket(n) for n in (0, 1, 2, 3, 4)] == ["0-1", "0-1", "2-3", "2-3", "4+"]
+
+
+def test_lexical_env_forces_lexical_recall_and_restores_the_setting(monkeypatch):
+    monkeypatch.setenv("GITMEM_ENCODER", "auto")
+    assert recall.lexical_env(lambda: recall.recall_mode(None)).startswith("lexical")
+    assert recall.os.environ["GITMEM_ENCODER"] == "auto"
+    monkeypatch.delenv("GITMEM_ENCODER")
+    recall.lexical_env(lambda: None)
+    assert "GITMEM_ENCODER" not in recall.os.environ
+
+
+def test_a_fresh_first_search_starts_from_no_index_and_answers_the_same(bench):
+    import sqlite3
+
+    from gitmem.repo import common_dir
+
+    store, _ = recall.build_store(bench, 0, "test-fresh")
+    question = bench.questions[0].text
+    before = recall.ask(store, question)
+    index = Path(common_dir(store.repo)) / "gitmem" / "index.sqlite"
+    with sqlite3.connect(index) as db:  # a mark the rebuilt index cannot have
+        db.execute("CREATE TABLE bench_mark(x)")
+    store, ms = recall.fresh_first_search(store, question)
+    assert ms > 0
+    with sqlite3.connect(index) as db:
+        assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'bench_mark'").fetchall()
+    assert recall.ask(store, question) == before
