@@ -20,6 +20,14 @@ from .model import Memory, Problem, parse_memory
 from .repo import common_dir, damaged
 
 
+def layout(entries: Sequence[Entry], depth: int) -> List[Tuple[str, str]]:
+    """(name, id) of the entries of a tree ``depth`` levels down that gitmem reads: type folders,
+    then two levels of buckets, then ``<id>.yaml`` blobs; anything else in memory's tree is ignored."""
+    if depth < 3:
+        return [(n, o) for n, k, o in entries if k == "tree" and (depth or n in model.TYPES)]
+    return [(n, o) for n, k, o in entries if k == "blob" and n.endswith(".yaml")]
+
+
 class Warm:
     """What this process already read of one repository: tree entries, parsed blobs
     and whole snapshots, over the shared on-disk :class:`~gitmem.index.Index`.
@@ -64,21 +72,14 @@ class Warm:
         ``new``, reading only the subtrees that differ: what changed costs, not what is stored."""
         added: List[Tuple[str, str]] = []
         removed: List[Tuple[str, str]] = []
-
-        def kept(entries: List[Entry], depth: int) -> Dict[str, str]:
-            """name -> id of the entries gitmem reads: type folders, buckets, then memory blobs."""
-            if depth < 3:
-                return {n: o for n, k, o in entries if k == "tree" and (depth or n in model.TYPES)}
-            return {n: o for n, k, o in entries if k == "blob" and n.endswith(".yaml")}
-
         level: List[Tuple[str, Optional[str], Optional[str]]] = [("", old, new)]
         for depth in range(4):
             trees = [t for _, a, b in level for t in (a, b) if t is not None]
             known = self.tree_entries(repo, list(dict.fromkeys(trees)))
             nxt: List[Tuple[str, Optional[str], Optional[str]]] = []
             for prefix, a, b in level:
-                mine = kept(known[a], depth) if a is not None else {}
-                theirs = kept(known[b], depth) if b is not None else {}
+                mine = dict(layout(known[a], depth)) if a is not None else {}
+                theirs = dict(layout(known[b], depth)) if b is not None else {}
                 for name in sorted(mine.keys() | theirs.keys()):  # tree order: one kind of entry per level
                     was, now = mine.get(name), theirs.get(name)
                     if was == now:
@@ -128,9 +129,7 @@ class Warm:
         lists: Dict[str, List[List[str]]] = {name: [] for name in self.LISTS}
         paths: Optional[Set[str]] = set()
         if depth < 3:
-            for name, kind, oid in entries:
-                if kind != "tree" or (depth == 0 and name not in model.TYPES):
-                    continue
+            for name, oid in layout(entries, depth):
                 child = self._summary(repo, f"{prefix}{name}/", oid, ref, depth + 1)
                 for k, n in child["counts"].items():
                     counts[k] = counts.get(k, 0) + n
@@ -138,7 +137,7 @@ class Warm:
                     lists[list_name] += [[i, f"{name}/{p}", b] for i, p, b in kept]
                 paths = None if paths is None or child["paths"] is None else paths.union(child["paths"])
         else:
-            blobs = [(prefix + name, oid) for name, kind, oid in entries if kind == "blob" and name.endswith(".yaml")]
+            blobs = [(prefix + name, oid) for name, oid in layout(entries, depth)]
             found = self.parse(repo, blobs, ref)
             for path, blob in blobs:
                 parsed = found[blob]
@@ -180,11 +179,11 @@ class Warm:
                 paths = self._summary(repo, prefix, t, ref, depth)["paths"]
                 if paths is not None and not touches(paths):
                     continue
-                for name, kind, oid in self.tree_entries(repo, [t])[t]:
-                    if depth < 3 and kind == "tree" and (depth or name in model.CHOICE_TYPES):
-                        nxt.append((f"{prefix}{name}/", oid))
-                    elif depth == 3 and kind == "blob" and name.endswith(".yaml"):
+                for name, oid in layout(self.tree_entries(repo, [t])[t], depth):
+                    if depth == 3:
                         out.append((prefix + name, oid))
+                    elif depth or name in model.CHOICE_TYPES:
+                        nxt.append((f"{prefix}{name}/", oid))
             level = nxt
         parsed = self.parse(repo, out, ref)
         kept = []
