@@ -27,7 +27,7 @@ import math
 import os
 import sqlite3
 from dataclasses import fields as dataclass_fields
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from .model import Author, Memory
 
@@ -37,6 +37,7 @@ Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.
 Parsed = Union[Memory, str]
 T = TypeVar("T")
+K = TypeVar("K")
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -69,6 +70,13 @@ CREATE TABLE IF NOT EXISTS view_df(view INTEGER NOT NULL, tid INTEGER NOT NULL, 
 #: How long a reader or writer waits for another process's lock before it gives up (the row can wait).
 WAIT_MS = 2000
 _BATCH = 500  # SQLite's default limit on bound parameters is 999 (older builds)
+
+
+def batches(keys: Sequence[K]) -> Iterator[Tuple[Sequence[K], str]]:
+    """``keys`` in chunks SQLite can bind at once, each with its ``?,?,...`` for ``IN (...)``."""
+    for start in range(0, len(keys), _BATCH):
+        chunk = keys[start:start + _BATCH]
+        yield chunk, ",".join("?" * len(chunk))
 
 
 class Index:
@@ -196,9 +204,7 @@ class Index:
     def trees(self, tree_ids: Sequence[str]) -> Dict[str, List[Entry]]:
         """The entries of those trees the index knows."""
         out: Dict[str, List[Entry]] = {}
-        for start in range(0, len(tree_ids), _BATCH):
-            chunk = tree_ids[start:start + _BATCH]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in batches(tree_ids):
             for tree, entries in self._query(f"SELECT tree, entries FROM trees WHERE tree IN ({marks})", chunk):
                 out[tree] = [tuple(e) for e in json.loads(entries)]
         return out
@@ -211,9 +217,7 @@ class Index:
     def parsed(self, blob_ids: Sequence[str]) -> Dict[str, Parsed]:
         """What is known of these blobs: a memory, or the reason one is invalid."""
         out: Dict[str, Parsed] = {}
-        for start in range(0, len(blob_ids), _BATCH):  # a batch at a time: the rows' text is freed as it goes
-            chunk = blob_ids[start:start + _BATCH]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in batches(blob_ids):  # a batch at a time: the rows' text is freed as it goes
             rows = self._query(f"SELECT blob, row FROM blobs WHERE blob IN ({marks})", chunk)
             try:
                 decoded = json.loads("[" + ",".join(row for _, row in rows) + "]")  # one C call, not one per row
@@ -252,9 +256,7 @@ class Index:
     def clean(self, rules: str, blob_ids: Sequence[str]) -> List[str]:
         """Those of ``blob_ids`` a scan with the rules hashed as ``rules`` found clean."""
         out: List[str] = []
-        for start in range(0, len(blob_ids), _BATCH):
-            chunk = blob_ids[start:start + _BATCH]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in batches(blob_ids):
             out += [b for (b,) in self._query(f"SELECT blob FROM clean WHERE rules=? AND blob IN ({marks})",
                                               [rules, *chunk])]
         return out
@@ -278,9 +280,7 @@ class Index:
     def vectors(self, encoder: str, text_hashes: Sequence[str]) -> Dict[str, bytes]:
         """The stored vectors of these texts (by their hash) under ``encoder``."""
         out: Dict[str, bytes] = {}
-        for start in range(0, len(text_hashes), _BATCH):
-            chunk = text_hashes[start:start + _BATCH]
-            marks = ",".join("?" * len(chunk))
+        for chunk, marks in batches(text_hashes):
             out.update(self._query(f"SELECT text_sha1, vec FROM vectors WHERE encoder=? AND text_sha1 IN ({marks})",
                                    [encoder, *chunk]))
         return out

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from .context import Loaded, Ranking
-from .index import Index
+from .index import Index, batches
 from .errors import GitmemError
 from .model import TYPES, Memory, matches, memory_path
 from .repo import current_blob, memory_ref
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 VIEWS = 8
 #: Past this many changed memories a view's counts are summed again in one pass, not row by row.
 BULK = 2_000
-_BATCH = 500
 #: A word in at most this share of memories is rare: memories without any rare word of a query are
 #: ranked only if the best of those with one could be beaten (MaxScore).
 RARE = 0.05
@@ -64,8 +63,7 @@ def rank(store: "Store", query: str, limit: int = 10, *, paths: Sequence[str] = 
     """:func:`gitmem.search.rank` of the store's active memories (at commit ``at``, default the tip),
     by words (no dense similarity), from the index; None when the index cannot answer."""
     when = now or datetime.now(timezone.utc)
-    return _read(store, at, [],
-                 lambda db, view, root: _ranked(store, db, view, root, query, limit, paths, types_first, only_types, when))
+    return _read(store, at, [], lambda db, view: _ranked(store, db, view, query, limit, paths, types_first, only_types, when))
 
 
 #: A memory of a view: its type, whether it is active, and its doc number in the index.
@@ -75,9 +73,7 @@ Member = Tuple[str, bool, int]
 def members(store: "Store", at: Optional[str] = None) -> Optional[Dict[str, Member]]:
     """id -> :data:`Member` of every valid memory at commit ``at`` (default the tip), from the index;
     None when it cannot answer."""
-    def read(db: sqlite3.Connection, view: int, root: str) -> Dict[str, Member]:
-        if db.execute("SELECT tree FROM views WHERE view=?", (view,)).fetchone() != (root,):
-            return _MOVED
+    def read(db: sqlite3.Connection, view: int) -> Dict[str, Member]:
         return {i: (kind, bool(active), doc) for i, kind, active, doc in db.execute(
             "SELECT id, type, active, doc FROM members WHERE view=? ORDER BY id", (view,))}
 
@@ -135,8 +131,7 @@ def drop_view(store: "Store") -> None:
 
     def drop(db: sqlite3.Connection) -> None:
         for (view,) in db.execute("SELECT view FROM views WHERE ref=?", (memory_ref(branch),)).fetchall():
-            for table in ("members", "view_df", "views"):
-                db.execute(f"DELETE FROM {table} WHERE view=?", (view,))
+            _drop(db, view)
 
     store.warm.index.run(drop, write=True)
 
@@ -157,15 +152,15 @@ def blobs(store: "Store", docs: Sequence[int]) -> Optional[Dict[int, str]]:
 
 def _blobs_of(db: sqlite3.Connection, docs: Sequence[int]) -> Dict[int, str]:
     out: Dict[int, str] = {}
-    for start in range(0, len(docs), _BATCH):
-        chunk = docs[start:start + _BATCH]
-        out.update(db.execute(f"SELECT doc, blob FROM docs WHERE doc IN ({','.join('?' * len(chunk))})", chunk))
+    for chunk, marks in batches(docs):
+        out.update(db.execute(f"SELECT doc, blob FROM docs WHERE doc IN ({marks})", chunk))
     return out
 
 
-def _read(store: "Store", at: Optional[str], empty: Any, work: Callable[[sqlite3.Connection, int, str], Any]) -> Any:
-    """``work(connection, view, root tree)`` on the view of the store's ref brought to commit ``at``
-    (default the tip), in one read; ``empty`` when there is no memory, None when the index cannot answer."""
+def _read(store: "Store", at: Optional[str], empty: Any, work: Callable[[sqlite3.Connection, int], Any]) -> Any:
+    """``work(connection, view)`` on the view of the store's ref brought to commit ``at`` (default
+    the tip), in one read that finds it still there; ``empty`` when there is no memory, None when the
+    index cannot answer."""
     branch, tip = store.read_from()
     tip = at or tip
     if branch is None or tip is None:
@@ -180,7 +175,9 @@ def _read(store: "Store", at: Optional[str], empty: Any, work: Callable[[sqlite3
             return None
 
         def read(db: sqlite3.Connection, view: int = view) -> Any:
-            return work(db, view, root)
+            if db.execute("SELECT tree FROM views WHERE view=?", (view,)).fetchone() != (root,):
+                return _MOVED
+            return work(db, view)
 
         answer = store.warm.index.run(read, write=False)
         if answer is not _MOVED:
@@ -230,10 +227,8 @@ def _doc_numbers_of(index: Index, blobs: Sequence[str]) -> Dict[str, int]:
 
 def _doc_numbers(db: sqlite3.Connection, blobs: Sequence[str]) -> Dict[str, int]:
     out: Dict[str, int] = {}
-    for start in range(0, len(blobs), _BATCH):
-        chunk = blobs[start:start + _BATCH]
-        out.update(db.execute(f"SELECT blob, doc FROM docs WHERE blob IN ({','.join('?' * len(chunk))})",
-                              chunk).fetchall())
+    for chunk, marks in batches(blobs):
+        out.update(db.execute(f"SELECT blob, doc FROM docs WHERE blob IN ({marks})", chunk))
     return out
 
 
@@ -255,8 +250,7 @@ def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], cop
     else:
         view = row[0]
         if not row[2]:  # a view that could not answer is built again
-            for table in ("members", "view_df"):
-                db.execute(f"DELETE FROM {table} WHERE view=?", (view,))
+            _drop(db, view, keep_row=True)
             db.execute("UPDATE views SET n=0, total=0, usable=1 WHERE view=?", (view,))
     if copy is not None:
         db.execute("INSERT INTO members SELECT ?, doc, id, type, active FROM members WHERE view=?", (view, copy[0]))
@@ -285,9 +279,14 @@ def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], cop
             _count(db, view, docs[blob], +1)
     db.execute("UPDATE views SET tree=?, used=? WHERE view=?", (root, time.time(), view))
     for (old,) in db.execute("SELECT view FROM views ORDER BY used DESC LIMIT -1 OFFSET ?", (VIEWS,)).fetchall():
-        for table in ("members", "view_df", "views"):
-            db.execute(f"DELETE FROM {table} WHERE view=?", (old,))
+        _drop(db, old)
     return view
+
+
+def _drop(db: sqlite3.Connection, view: int, keep_row: bool = False) -> None:
+    """Delete a view's members and counts, and (unless ``keep_row``) the view itself."""
+    for table in ("members", "view_df") if keep_row else ("members", "view_df", "views"):
+        db.execute(f"DELETE FROM {table} WHERE view=?", (view,))
 
 
 def _count(db: sqlite3.Connection, view: int, doc: int, sign: int) -> None:
@@ -311,10 +310,8 @@ def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Coun
         words = sorted({t for _, _, counts in chunk for t in counts})
         db.executemany("INSERT OR IGNORE INTO terms(term) VALUES (?)", [(t,) for t in words])
         tid: Dict[str, int] = {}
-        for s in range(0, len(words), _BATCH):
-            part = words[s:s + _BATCH]
-            tid.update(db.execute(f"SELECT term, tid FROM terms WHERE term IN ({','.join('?' * len(part))})",
-                                  part).fetchall())
+        for part, marks in batches(words):
+            tid.update(db.execute(f"SELECT term, tid FROM terms WHERE term IN ({marks})", part))
         for blob, m, counts in chunk:
             doc = db.execute("INSERT INTO docs(blob, id, type, active, length, epoch, tids) VALUES (?,?,?,?,?,?,?)",
                              (blob, m.id, m.type, int(m.status == "active"), sum(counts.values()),
@@ -331,13 +328,10 @@ def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Coun
 _Row = Tuple[int, str, str, str, int, float]
 
 
-def _ranked(store: "Store", db: sqlite3.Connection, view: int, root: str, query: str, limit: int,
+def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit: int,
             paths: Sequence[str], types_first: Sequence[str], only_types: Optional[Sequence[str]],
             now: datetime) -> List[Hit]:
-    row = db.execute("SELECT tree, n, total FROM views WHERE view=?", (view,)).fetchone()
-    if row is None or row[0] != root:
-        return _MOVED
-    _, n, total = row
+    n, total = db.execute("SELECT n, total FROM views WHERE view=?", (view,)).fetchone()
     terms = list(dict.fromkeys(tokenize(query)))
     wanted = [p.strip("/") for p in paths if p and p.strip("/")]
     if not n or not (terms or wanted) or limit <= 0:
@@ -436,9 +430,8 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, root: str, query:
             sql, args = scored()
             weakest = db.execute(sql + "SELECT MIN(base) FROM s", args).fetchone()[0]
             floor = weakest if weakest is not None else 1.0
-        for start in range(0, len(path_only), _BATCH):
-            chunk = path_only[start:start + _BATCH]
-            consider(db.execute(f"SELECT doc, blob, id, type, length, 0.0 FROM docs WHERE doc IN ({','.join('?' * len(chunk))})",
+        for chunk, marks in batches(path_only):
+            consider(db.execute(f"SELECT doc, blob, id, type, length, 0.0 FROM docs WHERE doc IN ({marks})",
                                 chunk).fetchall())
     if known:
         # MaxScore: a memory with none of the query's rarer words scores at most what its common words
@@ -464,22 +457,20 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, root: str, query:
 def _frequencies(db: sqlite3.Connection, view: int, terms: Sequence[str]) -> Dict[str, Tuple[int, int]]:
     """term -> (term id, how many active memories of the view use it), for the terms any does, in order."""
     out: Dict[str, Tuple[int, int]] = {}
-    for start in range(0, len(terms), _BATCH):
-        chunk = terms[start:start + _BATCH]
+    for chunk, marks in batches(terms):
         out.update((t, (tid, df)) for t, tid, df in db.execute(
             "SELECT t.term, t.tid, v.df FROM terms t CROSS JOIN view_df v ON v.view=? AND v.tid=t.tid "
-            f"WHERE t.term IN ({','.join('?' * len(chunk))})", [view, *chunk]).fetchall())
+            f"WHERE t.term IN ({marks})", [view, *chunk]))
     return {t: out[t] for t in terms if t in out}
 
 
 def _term_counts(db: sqlite3.Connection, docs: Sequence[int], tids: Sequence[int]) -> Dict[int, Dict[int, int]]:
     """doc -> term id -> count, for these docs and these terms."""
     out: Dict[int, Dict[int, int]] = {}
-    for start in range(0, len(docs) if tids else 0, _BATCH):
-        chunk = docs[start:start + _BATCH]
+    for chunk, marks in batches(docs if tids else []):
         for doc, tid, tf in db.execute(
                 f"SELECT doc, tid, tf FROM postings WHERE tid IN ({','.join('?' * len(tids))}) "
-                f"AND doc IN ({','.join('?' * len(chunk))})", [*tids, *chunk]).fetchall():
+                f"AND doc IN ({marks})", [*tids, *chunk]):
             out.setdefault(doc, {})[tid] = tf
     return out
 
