@@ -84,7 +84,7 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
     from .postings import members
 
     found = members(store, tip)
-    if found is None or len(found) <= FROM_INDEX or _invalid(store, tip):
+    if found is None or len(found) <= FROM_INDEX or store.summary(tip)["counts"].get("invalid"):
         return None
     at_tip = IndexedMemories(store, found, at=tip)
     if anchor == tip:
@@ -94,7 +94,7 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
     except (KeyError, ValueError, pygit2.GitError):
         warnings.append(f"cache anchor {anchor[:10]} is not in this repository: using the tip")
         return at_tip, None, (), tip
-    if _invalid(store, anchor):
+    if store.summary(anchor)["counts"].get("invalid"):  # a full load reports each one
         return None
     added, removed = store.warm.diff(store.repo, anchor_tree, str(store.repo[tip].peel(pygit2.Tree).id))
     parsed = store.warm.parse(store.repo, added + removed, store.ref)
@@ -104,15 +104,6 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
     then.update((i, (m.type, m.status == "active", -1)) for i, m in was.items())
     changed = tuple(m for i, m in sorted(now.items()) if was.get(i) != m)
     return at_tip, IndexedMemories(store, then, was), changed, anchor
-
-
-def _invalid(store: Store, commit: str) -> bool:
-    """Whether the commit holds blobs that are not valid memories (a full load reports each one)."""
-    tree = str(store.repo[commit].peel(pygit2.Tree).id)
-    try:
-        return bool(store.warm.summary(store.repo, tree, store.ref)["counts"].get("invalid"))
-    finally:
-        store.warm.index.flush()
 
 
 def build(store: Store, *, guide: Optional[str] = None, query: Optional[str] = None, paths: Sequence[str] = (),

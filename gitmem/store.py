@@ -238,14 +238,8 @@ class Store:
         from .postings import IndexedMemories, members
 
         rows = members(self, at)
-        snap = self.snapshot(at)
-        if rows is None or snap.tree is None:
+        if not rows or self.summary(at)["counts"].get("invalid"):
             return None
-        try:
-            if self.warm.summary(self.repo, str(snap.tree.id), self.ref)["counts"].get("invalid"):
-                return None
-        finally:
-            self.warm.index.flush()
         view = IndexedMemories(self, rows)
         ids = sorted(i for i, (kind, active, _) in rows.items()
                      if (type is None or kind == type) and (status is None or (status == "active") == active))
@@ -256,11 +250,11 @@ class Store:
             ids = [i for i in ids if i in near]
         return view, ids
 
-    def summary(self) -> Dict[str, Any]:
+    def summary(self, at: Optional[str] = None) -> Dict[str, Any]:
         """Counts of memories by "type/status" ("invalid" for blobs that are not valid memories),
-        short lists of memories (:attr:`Warm.LISTS`) and the paths active choices name, from
-        summaries kept per tree (see :meth:`Warm.summary`)."""
-        tip = self.tip()
+        short lists of memories (:attr:`Warm.LISTS`) and the paths active choices name, at the tip
+        (or commit ``at``), from summaries kept per tree (see :meth:`Warm.summary`)."""
+        tip = at or self.tip()
         snap = self.snapshot(tip)
         if snap.tree is None:
             return {"counts": {}, "lists": {name: [] for name in Warm.LISTS}, "paths": []}
