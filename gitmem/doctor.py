@@ -107,7 +107,7 @@ def _memory_problems(store: Store, tip: str, sound: Optional[str]) -> List[Probl
     snap = store.snapshot(tip)
     if snap.tree is None:
         return []
-    if store.summary()["counts"].get("invalid"):
+    if store.summary(tip)["counts"].get("invalid"):
         store.memories(tip)
         return list(store.problems)
     problems = []
