@@ -426,11 +426,18 @@ def dump_yaml(m: Memory) -> bytes:
     ).encode("utf-8")
 
 
-def safe_load(text: str) -> Any:
-    """PyYAML's safe loader (its C one where built): the reference :func:`load_own_yaml` agrees with."""
+def safe_loader() -> Any:
+    """PyYAML's safe loader class, its C one where PyYAML was built with libyaml (imported on first use)."""
     import yaml
 
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def safe_load(text: str) -> Any:
+    """``text`` read by the safe loader: the reference :func:`load_own_yaml` agrees with."""
+    import yaml
+
+    return yaml.load(text, Loader=safe_loader())
 
 
 def load_yaml(data: bytes) -> Memory:

@@ -73,7 +73,7 @@ def load_yaml(data: bytes, *, limit: int = model.MAX_BLOB_BYTES, what: str = "do
         raise Untrusted(f"{what} is not valid UTF-8 (byte {e.start})") from None
     import yaml  # on first use: commands that read no outside YAML need not load it
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = model.safe_loader()
     try:
         _check_events(text, what, loader)
         return yaml.load(text, Loader=loader)
