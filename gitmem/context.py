@@ -37,13 +37,19 @@ budget, what every question needs: conventions, then rejections, then decisions,
 first (rendered in id order, the same for every question); the other 25% or more holds the memories
 most relevant to the question and the files in play, chosen from the rest
 (:func:`gitmem.search.rank`, path matches first). Such a relevance-chosen tail differs per
-question, so it is not marked.
+question, so it is not marked. The cached part is a function of the anchor's memories: a large store's
+is chosen, rendered and counted once per anchor and kept in the derived index under the anchor's tree
+and a hash of this code (:meth:`MemoryView.remember`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import chain, islice
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
 
 from .errors import GitmemError
@@ -174,6 +180,10 @@ class MemoryView(Protocol):
         """At least the best ``limit`` active memories for ``text``, as :func:`gitmem.search.rank`
         orders them over every active memory (a large store's from the index)."""
 
+    def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+        """``compute()``, a pure function of these memories named by ``key``, kept where the view can
+        keep it (a large store's in the derived index, under the commit's tree)."""
+
 
 class Loaded:
     """A :class:`MemoryView` of memories already in hand."""
@@ -196,6 +206,9 @@ class Loaded:
 
         pool = [m for _, m in sorted(self.memories.items()) if m.status == "active"]
         return Ranking(text, tuple(h.memory.id for h in rank(pool, text, limit=len(pool))), True)
+
+    def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+        return compute()
 
 
 @dataclass(frozen=True)
@@ -290,10 +303,10 @@ def _newest_first_by(ids: Sequence[str], key: Callable[[str], Any]) -> List[str]
     return sorted(sorted(ids, reverse=True), key=key)
 
 
-def _in_order(ids: Sequence[str], read: Callable[[Sequence[str]], Dict[str, Memory]]) -> Iterator[Memory]:
+def _in_order(ids: Iterable[str], read: Callable[[Sequence[str]], Dict[str, Memory]]) -> Iterator[Memory]:
     """The memories of ``ids`` in that order, read a few at a time, as far as the caller goes."""
-    for start in range(0, len(ids), _READ):
-        chunk = ids[start:start + _READ]
+    it = iter(ids)
+    while chunk := list(islice(it, _READ)):
         found = read(chunk)
         yield from (found[i] for i in chunk)
 
@@ -334,23 +347,28 @@ TAIL_RANKED = 512
 
 def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict[str, Memory]], on_path: Set[str],
                  room: int, text: str, ranked: Callable[[str, int], Ranking]) -> List[Memory]:
-    """The most relevant ``candidates`` (ids, read by ``read``) that fit in ``room`` tokens: those
-    ``on_path`` first, then by words (``ranked``: weighed over every active memory at the tip), then
-    newest; in id order."""
+    """The most relevant ``candidates`` (ids in id order, read by ``read``) that fit in ``room``
+    tokens: those ``on_path`` first, then by words (``ranked``: weighed over every active memory at
+    the tip), then newest; in id order. Only the listed part of that order is ever sorted."""
+    pool = set(candidates)
     limit = TAIL_RANKED
     while True:
         ranking = ranked(text, limit)
         position = {i: n for n, i in enumerate(ranking.ids)}
-        def order(i: str, at: Dict[str, int] = position) -> Tuple[bool, int]:
-            return i not in on_path, at.get(i, len(at))
-
-        ordered = _newest_first_by(candidates, order)
+        near = [i for i in on_path if i in pool]
+        listed = sorted((i for i in near if i in position), key=position.__getitem__)
+        unlisted = sorted((i for i in near if i not in position), reverse=True)
+        farther = [i for i in ranking.ids if i in pool and i not in on_path]
+        if ranking.complete:  # the rest, newest first, only as far as the room goes
+            order: Iterable[str] = chain(listed, unlisted, farther, (
+                i for i in reversed(candidates) if i not in position and i not in on_path))
+            more = False
+        else:  # the order past the first unlisted candidate needs a longer list
+            order = listed if unlisted else listed + farther
+            more = bool(unlisted) or len(listed) + len(farther) < len(pool)
         chosen: List[Memory] = []
-        used, misses, ran_out = 0, 0, False
-        for m in _in_order(ordered, read):
-            if m.id not in position and not ranking.complete:
-                ran_out = True  # past the listed ones with room left: the order beyond needs a longer list
-                break
+        used, misses, full = 0, 0, False
+        for m in _in_order(order, read):
             n = _rendered(m)[1]
             if used + n <= room:
                 chosen.append(m)
@@ -358,10 +376,46 @@ def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict
             else:
                 misses += 1
                 if misses > 50:  # the budget is full: stop counting the long tail of low-ranked memories
+                    full = True
                     break
-        if not ran_out:
+        if full or not more:
             return sorted(chosen, key=lambda m: m.id)
         limit *= 4
+
+
+@lru_cache(maxsize=None)
+def _code() -> str:
+    """A hash of the code that chooses, renders and counts a cached part: a memo of one is keyed by it."""
+    digest = hashlib.sha1()
+    for name in (__name__, _rendered.__module__, count_tokens.__module__, Memory.__module__):
+        with open(sys.modules[name].__file__ or "", "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:16]
+
+
+def _part(kept: List[Memory]) -> Dict[str, Any]:
+    """A cached part of ``kept`` (in id order): ids, memory tokens, the rendered block and its tokens."""
+    text, tokens = _memory_block("earlier", [_rendered(m) for m in kept])
+    return {"ids": [m.id for m in kept], "used": sum(_rendered(m)[1] for m in kept), "text": text, "tokens": tokens}
+
+
+def _share(then: MemoryView, standing: List[Tuple[str, str]], budget: int) -> Dict[str, Any]:
+    """The cached part of a memory over ``budget``: what every question needs (conventions, rejections,
+    decisions, newest first) in its share, as ids, memory tokens, and the rendered block."""
+    kinds = dict(standing)
+    order = _newest_first_by([i for i, _ in standing], lambda i: _STANDING.get(kinds[i], 3))
+    kept, used, _ = _fill(_in_order(order, then.get), int(budget * (1 - QUESTION_SHARE)))
+    return _part(sorted(kept, key=lambda m: m.id))
+
+
+def _standing(then: MemoryView, budget: int) -> Dict[str, Any]:
+    """Whether every active memory at the anchor fits in ``budget`` and, when not, its :func:`_share`:
+    a function of the anchor's memories, so a view keeps it per anchor (rendering and counting
+    thousands of memories costs more than the rest of a context)."""
+    standing = then.active()
+    if _fill(_in_order([i for i, _ in standing], then.get), budget)[2]:
+        return {"whole": True}
+    return {"whole": False, **_share(then, standing, budget)}
 
 
 def _was_active(m: Optional[Memory]) -> bool:
@@ -391,29 +445,29 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         then = Loaded(inputs.anchored)
         changed = [m for i, m in sorted(inputs.memories.items()) if inputs.anchored.get(i) != m]
 
-    standing = then.active()  # (id, type) at the anchor: what the cached part may hold
-    cached_ids = [i for i, _ in standing]
     fresh = [m for m in changed if m.status == "active"]
     was = then.get([m.id for m in changed if m.status != "active"])
     withdrawn = [m for m in changed if m.status != "active" and _was_active(was.get(m.id))]
-    cached: List[Memory]
     dropped: List[str] = []
     relevance_tail = False
     if budget is None:
-        cached = list(_in_order(cached_ids, then.get))
+        cached = _part(list(_in_order([i for i, _ in then.active()], then.get)))
     else:
-        cached, used, whole = _fill(_in_order(cached_ids, then.get), budget)
+        part = then.remember(f"standing {budget} {_code()}", lambda: _standing(then, budget))
         by_id = {m.id: m for m in fresh}
         tail_ids = [m.id for m in fresh]
-        if not (whole and _fill(fresh, budget - used)[2]):
-            # Over budget: the cached part holds what every question needs (conventions, rejections,
-            # decisions, newest first) in its share; the rest competes for the question's share.
-            kinds = dict(standing)
-            order = _newest_first_by(cached_ids, lambda i: _STANDING.get(kinds[i], 3))
-            kept, used, _ = _fill(_in_order(order, then.get), int(budget * (1 - QUESTION_SHARE)))
-            known = {m.id for m in kept}
-            tail_ids = sorted(set(tail_ids) | {i for i in cached_ids if i not in known})
-            cached = sorted(kept, key=lambda m: m.id)
+        over = not part["whole"]
+        if over:
+            cached = part
+        else:
+            standing = then.active()
+            kept, used, _ = _fill(_in_order([i for i, _ in standing], then.get), budget)
+            over = not _fill(fresh, budget - used)[2]
+            cached = _share(then, standing, budget) if over else _part(kept)
+        if over:
+            # The cached part holds what every question needs in its share; the rest competes for the question's.
+            known = set(cached["ids"])
+            tail_ids = sorted(set(tail_ids) | {i for i, _ in then.active() if i not in known})
 
         def read(ids: Sequence[str]) -> Dict[str, Memory]:
             """A tail candidate: its version at the tip if it changed, else at the anchor."""
@@ -421,8 +475,11 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             out.update(then.get([i for i in ids if i not in by_id]))
             return out
 
-        left = budget - used
-        fresh, _, whole = _fill(_in_order(tail_ids, read), left)
+        left = budget - cached["used"]
+        if part["whole"] or changed:
+            fresh, _, whole = _fill(_in_order(tail_ids, read), left)
+        else:  # the anchor's memories did not fit, nothing changed since: the rest cannot fit in what is left
+            whole = False
         if not whole:
             text = relevance_text(query, paths)
             on_path = (then.touching(paths) - set(by_id)) | {m.id for m in by_id.values()
@@ -438,9 +495,8 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
     pieces: List[Tuple[str, str, int, Tuple[str, ...]]] = []
     head = PREAMBLE + ("\n\n" + guide if guide else "")
     pieces.append(("guide", head, count_tokens(head), ()))
-    if cached:
-        pieces.append(("memory", *_memory_block("earlier", [_rendered(m) for m in cached]),
-                       tuple(m.id for m in cached)))
+    if cached["ids"]:
+        pieces.append(("memory", cached["text"], cached["tokens"], tuple(cached["ids"])))
     if fresh or withdrawn:
         elements = [_rendered(m) for m in fresh] + [_rendered(m, withdrawn=True) for m in withdrawn]
         pieces.append(("tail", *_memory_block("recent", elements), tuple(m.id for m in fresh + withdrawn)))

@@ -86,7 +86,8 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
     found = members(store, tip)
     if found is None or len(found) <= FROM_INDEX or store.summary(tip)["counts"].get("invalid"):
         return None
-    at_tip = IndexedMemories(store, found, at=tip)
+    tip_tree = str(store.repo[tip].peel(pygit2.Tree).id)
+    at_tip = IndexedMemories(store, found, at=tip, tree=tip_tree)
     if anchor == tip:
         return at_tip, None, (), anchor
     try:
@@ -96,14 +97,14 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
         return at_tip, None, (), tip
     if store.summary(anchor)["counts"].get("invalid"):  # a full load reports each one
         return None
-    added, removed = store.warm.diff(store.repo, anchor_tree, str(store.repo[tip].peel(pygit2.Tree).id))
+    added, removed = store.warm.diff(store.repo, anchor_tree, tip_tree)
     parsed = store.warm.parse(store.repo, added + removed, store.ref)
     now = {m.id: m for _, b in added if isinstance(m := parsed[b], Memory)}
     was = {m.id: m for _, b in removed if isinstance(m := parsed[b], Memory)}
     then = {i: row for i, row in found.items() if i not in now}
     then.update((i, (m.type, m.status == "active", -1)) for i, m in was.items())
     changed = tuple(m for i, m in sorted(now.items()) if was.get(i) != m)
-    return at_tip, IndexedMemories(store, then, was), changed, anchor
+    return at_tip, IndexedMemories(store, then, was, tree=anchor_tree), changed, anchor
 
 
 def build(store: Store, *, guide: Optional[str] = None, query: Optional[str] = None, paths: Sequence[str] = (),

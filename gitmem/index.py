@@ -2,7 +2,9 @@
 
 Every row is keyed by what names its content: a blob's parsed memory (or why it did
 not parse), its search terms and what ranking reads of it (``docs``, ``postings``, ``doc_paths``:
-see :mod:`gitmem.postings`), and a tree's memory-relevant entries and summary by object id, a vector
+see :mod:`gitmem.postings`), a tree's memory-relevant entries and summary by object id, what a
+computation made of a tree (a context's cached part) by the tree id and a key naming the computation
+and its code, a vector
 by the encoder and the hash of the text it was computed from, a blob the secret scan
 found clean by the blob id and a hash of the rules it was scanned with. Two kinds of rows per ref
 are hints, not facts: the last commit whose whole history `doctor` found sound, where the next
@@ -26,12 +28,13 @@ import json
 import math
 import os
 import sqlite3
+import time
 from dataclasses import fields as dataclass_fields
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from .model import Author, Memory
 
-SCHEMA = 6
+SCHEMA = 7
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.
@@ -62,10 +65,12 @@ CREATE TABLE IF NOT EXISTS views(view INTEGER PRIMARY KEY, ref TEXT NOT NULL UNI
                                  used REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS members(view INTEGER NOT NULL, doc INTEGER NOT NULL, id TEXT NOT NULL,
                                    type TEXT NOT NULL, active INTEGER NOT NULL,
-                                   PRIMARY KEY(view, doc)) WITHOUT ROWID;
-CREATE UNIQUE INDEX IF NOT EXISTS members_id ON members(view, id);
+                                   PRIMARY KEY(view, id)) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS members_doc ON members(view, doc);
 CREATE TABLE IF NOT EXISTS view_df(view INTEGER NOT NULL, tid INTEGER NOT NULL, df INTEGER NOT NULL,
                                    PRIMARY KEY(view, tid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS memos(tree TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, used REAL NOT NULL,
+                                 PRIMARY KEY(tree, key));
 """
 #: How long a reader or writer waits for another process's lock before it gives up (the row can wait).
 WAIT_MS = 2000
@@ -274,6 +279,25 @@ class Index:
 
     def put_summary(self, key: str, summary: Any) -> None:
         self._pending_summaries[key] = summary
+
+    # --- what a computation made of a tree -------------------------------------------
+
+    #: Memos kept; the least recently written beyond this are deleted (a context's cached part is ~200 KB).
+    MEMOS = 16
+
+    def memo(self, tree: str, key: str) -> Optional[Any]:
+        """What was kept under ``key`` for tree ``tree`` (the key names the computation and its code)."""
+        rows = self._query("SELECT value FROM memos WHERE tree=? AND key=?", (tree, key))
+        return json.loads(rows[0][0]) if rows else None
+
+    def put_memo(self, tree: str, key: str, value: Any) -> None:
+        def keep(db: sqlite3.Connection) -> None:
+            db.execute("INSERT OR REPLACE INTO memos VALUES (?, ?, ?, ?)",
+                       (tree, key, json.dumps(value, separators=(",", ":")), time.time()))
+            db.execute("DELETE FROM memos WHERE rowid IN (SELECT rowid FROM memos ORDER BY used DESC LIMIT -1 "
+                       "OFFSET ?)", (self.MEMOS,))
+
+        self.run(keep, write=True)
 
     # --- vectors -----------------------------------------------------------------
 

@@ -84,11 +84,20 @@ class IndexedMemories:
     """The memories of one commit as the derived index lists them: ``members`` (id -> type, active,
     doc number; doc -1 for a memory the index's view lacks, whose memory is in ``loaded``). Whole
     memories are read only when asked for. A :class:`gitmem.context.MemoryView`; ``at`` (the ref's
-    tip commit) lets it rank from the index too."""
+    tip commit) lets it rank from the index too, and ``tree`` (the commit's) keep what is computed
+    from these memories."""
 
     def __init__(self, store: "Store", members: Dict[str, Member], loaded: Optional[Dict[str, Memory]] = None,
-                 at: Optional[str] = None):
-        self.store, self.members, self.loaded, self.at = store, members, loaded or {}, at
+                 at: Optional[str] = None, tree: Optional[str] = None):
+        self.store, self.members, self.loaded, self.at, self.tree = store, members, loaded or {}, at, tree
+
+    def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+        kept = self.store.warm.index.memo(self.tree, key) if self.tree else None
+        if kept is None:
+            kept = compute()
+            if self.tree:
+                self.store.warm.index.put_memo(self.tree, key, kept)
+        return kept
 
     def ranked(self, text: str, limit: int) -> Ranking:
         """At least the best ``limit`` active memories for ``text`` (ids), from the index where it can."""

@@ -260,6 +260,35 @@ def test_a_context_read_from_the_index_is_the_context_read_in_full(repo, monkeyp
     assert any(c.part("tail") for c in full)
 
 
+def test_the_cached_part_of_a_large_memory_is_chosen_once_per_anchor_and_kept_in_the_index(repo, monkeypatch):
+    """Choosing, rendering and counting what the cached part holds costs more than the rest of a
+    context: the index keeps it under the anchor's tree, so writes after the anchor (a new tail) and
+    new processes reuse it; without the index it is chosen again, to the same bytes."""
+    import shutil
+
+    import gitmem.context as context_module
+    import gitmem.context_inputs as inputs
+    from gitmem.warm import forget_warm
+
+    monkeypatch.setattr(inputs, "FROM_INDEX", 0)
+    store = _seeded(repo, 600)
+    set_anchor(store)
+    first = build(store, query="billing", budget=3_000)
+    chosen = []
+    real = context_module._standing
+    monkeypatch.setattr(context_module, "_standing", lambda *args: chosen.append(1) or real(*args))
+    store.add("fact", "billing invoices round half up", paths=["src/billing.py"])
+    forget_warm()  # as a new process would
+    second = build(Store.open(str(repo)), query="billing", budget=3_000)
+    assert chosen == []
+    assert second.body["system"][:2] == first.body["system"][:2]
+    assert "billing invoices round half up" in second.body["system"][2]["text"]
+    forget_warm()
+    shutil.rmtree(repo / ".git" / "gitmem")
+    third = build(Store.open(str(repo)), query="billing", budget=3_000)
+    assert chosen == [1] and third.body == second.body
+
+
 # --- the assembly from plain data: no repository, no files ----------------------------------------
 
 WHO = Author("Ana", "ana@example.com", "human")
