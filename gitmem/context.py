@@ -408,14 +408,29 @@ def _share(then: MemoryView, standing: List[Tuple[str, str]], budget: int) -> Di
     return _part(sorted(kept, key=lambda m: m.id))
 
 
+def _rest_at_least(part: Dict[str, Any], then: MemoryView, changed: Sequence[Memory]) -> int:
+    """Tokens the tail holds at least (``part``: :func:`_standing`'s, over budget): the rest it saw at
+    the anchor, less what changed since (those memories come from the tip now)."""
+    kept = set(part["ids"])
+    was = then.get([m.id for m in changed if m.id not in kept])
+    return part["rest"] - sum(_rendered(m)[1] for m in was.values() if m.status == "active")
+
+
 def _standing(then: MemoryView, budget: int) -> Dict[str, Any]:
     """Whether every active memory at the anchor fits in ``budget`` and, when not, its :func:`_share`:
     a function of the anchor's memories, so a view keeps it per anchor (rendering and counting
     thousands of memories costs more than the rest of a context)."""
     standing = then.active()
-    if _fill(_in_order([i for i, _ in standing], then.get), budget)[2]:
+    seen = 0  # tokens of the memories read, in id order, until they overflow the budget
+    for m in _in_order([i for i, _ in standing], then.get):
+        seen += _rendered(m)[1]
+        if seen > budget:
+            break
+    else:
         return {"whole": True}
-    return {"whole": False, **_share(then, standing, budget)}
+    share = _share(then, standing, budget)
+    # The rest holds at least what was seen and not kept: enough, most often, to know it cannot fit.
+    return {"whole": False, "rest": seen - share["used"], **share}
 
 
 def _was_active(m: Optional[Memory]) -> bool:
@@ -467,7 +482,8 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         if over:
             # The cached part holds what every question needs in its share; the rest competes for the question's.
             known = set(cached["ids"])
-            tail_ids = sorted(set(tail_ids) | {i for i, _ in then.active() if i not in known})
+            rest = [i for i, _ in then.active() if i not in known]  # in id order: sorting it again is one pass
+            tail_ids = sorted(rest + list(set(tail_ids).difference(rest)))
 
         def read(ids: Sequence[str]) -> Dict[str, Memory]:
             """A tail candidate: its version at the tip if it changed, else at the anchor."""
@@ -476,9 +492,9 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             return out
 
         left = budget - cached["used"]
-        if part["whole"] or changed:
+        if part["whole"] or _rest_at_least(part, then, changed) <= left:
             fresh, _, whole = _fill(_in_order(tail_ids, read), left)
-        else:  # the anchor's memories did not fit, nothing changed since: the rest cannot fit in what is left
+        else:
             whole = False
         if not whole:
             text = relevance_text(query, paths)

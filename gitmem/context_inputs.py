@@ -81,13 +81,15 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
              ) -> Optional[Tuple[IndexedMemories, Optional[IndexedMemories], Tuple[Memory, ...], str]]:
     """(the tip's view, the anchor's (None: the tip), what changed between them, the anchor) read
     from the index; None when the store is small, damaged, or the index cannot answer."""
-    from .postings import members
-
-    found = members(store, tip)
-    if found is None or len(found) <= FROM_INDEX or store.summary(tip)["counts"].get("invalid"):
-        return None
     tip_tree = str(store.repo[tip].peel(pygit2.Tree).id)
-    at_tip = IndexedMemories(store, found, at=tip, tree=tip_tree)
+    at_tip = IndexedMemories(store, tip, tip_tree)
+    if store.summary(tip)["counts"].get("invalid"):  # a full load reports each one
+        return None
+    try:
+        if at_tip.count() <= FROM_INDEX:
+            return None
+    except GitmemError:  # the index cannot answer
+        return None
     if anchor == tip:
         return at_tip, None, (), anchor
     try:
@@ -95,16 +97,16 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
     except (KeyError, ValueError, pygit2.GitError):
         warnings.append(f"cache anchor {anchor[:10]} is not in this repository: using the tip")
         return at_tip, None, (), tip
-    if store.summary(anchor)["counts"].get("invalid"):  # a full load reports each one
+    if store.summary(anchor)["counts"].get("invalid"):
         return None
     added, removed = store.warm.diff(store.repo, anchor_tree, tip_tree)
     parsed = store.warm.parse(store.repo, added + removed, store.ref)
     now = {m.id: m for _, b in added if isinstance(m := parsed[b], Memory)}
     was = {m.id: m for _, b in removed if isinstance(m := parsed[b], Memory)}
-    then = {i: row for i, row in found.items() if i not in now}
-    then.update((i, (m.type, m.status == "active", -1)) for i, m in was.items())
+    then: Dict[str, Optional[Memory]] = {i: None for i in now}
+    then.update(was)
     changed = tuple(m for i, m in sorted(now.items()) if was.get(i) != m)
-    return at_tip, IndexedMemories(store, then, was, tree=anchor_tree), changed, anchor
+    return at_tip, IndexedMemories(store, tip, anchor_tree, then), changed, anchor
 
 
 def build(store: Store, *, guide: Optional[str] = None, query: Optional[str] = None, paths: Sequence[str] = (),

@@ -29,7 +29,7 @@ import sqlite3
 import time
 from collections import Counter
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from .context import Loaded, Ranking
 from .index import Index, batches
@@ -55,6 +55,7 @@ RARE = 0.05
 #: Candidates read from SQLite at a time, best first, until no later one can make the cut.
 FETCH = 32
 K1, B = 1.2, 0.75
+T = TypeVar("T")
 
 
 def rank(store: "Store", query: str, limit: int = 10, *, paths: Sequence[str] = (), types_first: Sequence[str] = (),
@@ -81,15 +82,48 @@ def members(store: "Store", at: Optional[str] = None) -> Optional[Dict[str, Memb
 
 
 class IndexedMemories:
-    """The memories of one commit as the derived index lists them: ``members`` (id -> type, active,
-    doc number; doc -1 for a memory the index's view lacks, whose memory is in ``loaded``). Whole
-    memories are read only when asked for. A :class:`gitmem.context.MemoryView`; ``at`` (the ref's
-    tip commit) lets it rank from the index too, and ``tree`` (the commit's) keep what is computed
-    from these memories."""
+    """The memories of one commit, read from the derived index as they are asked for: ids and types
+    of the active ones, whole memories only by id. A :class:`gitmem.context.MemoryView`.
 
-    def __init__(self, store: "Store", members: Dict[str, Member], loaded: Optional[Dict[str, Memory]] = None,
-                 at: Optional[str] = None, tree: Optional[str] = None):
-        self.store, self.members, self.loaded, self.at, self.tree = store, members, loaded or {}, at, tree
+    The rows are the view of the store's ref brought to commit ``at`` (checked on every read);
+    ``changed`` stands in for them where another commit differs (an anchor read through its tip's
+    view: id -> the memory there, None where it has none), ``tree`` names the memories these are
+    (what :meth:`remember` keeps is kept under it). Nothing is held between calls, so a view of
+    100,000 memories costs what each call reads."""
+
+    def __init__(self, store: "Store", at: str, tree: Optional[str] = None,
+                 changed: Optional[Dict[str, Optional[Memory]]] = None):
+        self.store, self.at, self.tree, self.changed = store, at, tree, changed or {}
+
+    def _sql(self, work: Callable[[sqlite3.Connection, int], T]) -> T:
+        out = _read(self.store, self.at, None, work)
+        if out is None:
+            raise GitmemError("the derived index could not be read (busy, or rebuilt under this command); "
+                              "run the command again")
+        return out
+
+    def count(self) -> int:
+        """How many valid memories the commit holds."""
+        listed = self._sql(lambda db, view: db.execute("SELECT COUNT(*) FROM members WHERE view=?",
+                                                       (view,)).fetchone()[0])
+        return listed + sum((m is not None) - self._listed(i) for i, m in self.changed.items())
+
+    def _listed(self, i: str) -> bool:
+        return self._sql(lambda db, view: db.execute("SELECT 1 FROM members WHERE view=? AND id=?",
+                                                     (view, i)).fetchone() is not None)
+
+    def ids(self, type: Optional[str] = None, active: Optional[bool] = None) -> List[str]:
+        """Ids of the memories of ``type`` (None: any) that are (or are not) ``active`` (None: either), by id."""
+        where = "".join(f" AND {c}=?" for c, v in (("type", type), ("active", active)) if v is not None)
+        args = [v if c == "type" else int(bool(v)) for c, v in (("type", type), ("active", active)) if v is not None]
+        listed = self._sql(lambda db, view: [i for (i,) in db.execute(
+            f"SELECT id FROM members WHERE view=?{where} ORDER BY id", [view, *args])])
+        if not self.changed:
+            return listed
+        kept = [i for i in listed if i not in self.changed]
+        extra = [i for i, m in self.changed.items() if m is not None and (type is None or m.type == type)
+                 and (active is None or (m.status == "active") == active)]
+        return sorted(kept + extra)
 
     def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
         kept = self.store.warm.index.memo(self.tree, key) if self.tree else None
@@ -101,35 +135,53 @@ class IndexedMemories:
 
     def ranked(self, text: str, limit: int) -> Ranking:
         """At least the best ``limit`` active memories for ``text`` (ids), from the index where it can."""
-        hits = rank(self.store, text, limit, at=self.at) if self.at else None
+        hits = None if self.changed else rank(self.store, text, limit, at=self.at)
         if hits is None:
             return Loaded(self.get([i for i, _ in self.active()])).ranked(text, limit)
         return Ranking(text, tuple(h.memory.id for h in hits), len(hits) < limit)
 
     def active(self) -> List[Tuple[str, str]]:
         """(id, type) of every active memory, by id."""
-        return sorted((i, kind) for i, (kind, active, _) in self.members.items() if active)
+        listed = self._sql(lambda db, view: db.execute(
+            "SELECT id, type FROM members WHERE view=? AND active=1 ORDER BY id", (view,)).fetchall())
+        if not self.changed:
+            return listed
+        kept = [row for row in listed if row[0] not in self.changed]
+        return sorted(kept + [(i, m.type) for i, m in self.changed.items() if m is not None and m.status == "active"])
 
     def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
         """Those of ``ids`` there are, parsed (from this process, the index, else git)."""
-        out = {i: self.loaded[i] for i in ids if i in self.loaded}
-        wanted = [i for i in ids if i not in out and i in self.members]
-        blob = blobs(self.store, [self.members[i][2] for i in wanted]) or {}
-        todo = [(i, memory_path(self.members[i][0], i), blob.get(self.members[i][2], "")) for i in wanted]
-        parsed = self.store.warm.parse(self.store.repo, [(path, b) for _, path, b in todo if b], self.store.ref)
-        for i, _, b in todo:
-            m = parsed.get(b)
-            if not isinstance(m, Memory) or m.id != i:  # the index was rebuilt under this command
+        out = {i: m for i in ids if i in self.changed and (m := self.changed[i]) is not None}
+        wanted = [i for i in ids if i not in self.changed]
+
+        def read(db: sqlite3.Connection, view: int) -> List[Tuple[str, str, str]]:
+            rows: List[Tuple[str, str, str]] = []
+            for chunk, marks in batches(wanted):
+                rows += db.execute(f"SELECT m.id, m.type, d.blob FROM members m JOIN docs d ON d.doc=m.doc "
+                                   f"WHERE m.view=? AND m.id IN ({marks})", [view, *chunk]).fetchall()
+            return rows
+
+        rows = self._sql(read) if wanted else []
+        parsed = self.store.warm.parse(self.store.repo, [(memory_path(kind, i), b) for i, kind, b in rows],
+                                       self.store.ref)
+        for i, _, b in rows:
+            found = parsed.get(b)
+            if not isinstance(found, Memory) or found.id != i:  # the index was rebuilt under this command
                 raise GitmemError("the derived index changed while this command read it; run the command again")
-            out[i] = m
+            out[i] = found
         return out
 
     def touching(self, paths: Sequence[str]) -> Set[str]:
         """Ids of the active memories with a path that is, holds or is held by one of ``paths``."""
-        docs = touching(self.store, paths)
-        look = [i for i, (_, active, doc) in self.members.items() if active and (docs is None or doc < 0)]
-        found = {m.id for m in self.get(look).values() if any(matches(m, path=p, status=None) for p in paths)}
-        return found | {i for i, (_, active, doc) in self.members.items() if active and docs and doc in docs}
+        near, args = _near(paths, siblings=False)
+        found = {m.id for m in self.changed.values() if m is not None and m.status == "active"
+                 and any(matches(m, path=p, status=None) for p in paths)}
+        if not near:
+            return found
+        listed = self._sql(lambda db, view: {i for (i,) in db.execute(
+            f"SELECT m.id FROM doc_paths dp JOIN members m ON m.view=? AND m.doc=dp.doc "
+            f"WHERE m.active=1 AND ({near})", [view, *args])})
+        return found | {i for i in listed if i not in self.changed}
 
 
 def drop_view(store: "Store") -> None:
@@ -143,27 +195,6 @@ def drop_view(store: "Store") -> None:
             _drop(db, view)
 
     store.warm.index.run(drop, write=True)
-
-
-def touching(store: "Store", paths: Sequence[str]) -> Optional[Set[int]]:
-    """Doc numbers of the memories (in any view) with a path that is, holds or is held by one of ``paths``."""
-    near, args = _near(paths, siblings=False)
-    if not near:
-        return set()
-    return store.warm.index.run(
-        lambda db: {doc for (doc,) in db.execute(f"SELECT dp.doc FROM doc_paths dp WHERE {near}", args)}, write=False)
-
-
-def blobs(store: "Store", docs: Sequence[int]) -> Optional[Dict[int, str]]:
-    """The blob of each doc number (a doc names one blob for as long as the index lives)."""
-    return store.warm.index.run(lambda db: _blobs_of(db, docs), write=False)
-
-
-def _blobs_of(db: sqlite3.Connection, docs: Sequence[int]) -> Dict[int, str]:
-    out: Dict[int, str] = {}
-    for chunk, marks in batches(docs):
-        out.update(db.execute(f"SELECT doc, blob FROM docs WHERE doc IN ({marks})", chunk))
-    return out
 
 
 def _read(store: "Store", at: Optional[str], empty: Any, work: Callable[[sqlite3.Connection, int], Any]) -> Any:

@@ -235,20 +235,20 @@ class Store:
                 path: Optional[str]) -> Optional[Tuple[Any, List[str]]]:
         """(the index's view of the memories at ``at``, the ids there of the given type, status and
         path, by id); None where the index cannot answer or a full load must report invalid blobs."""
-        from .postings import IndexedMemories, members
+        from .postings import IndexedMemories
 
-        rows = members(self, at)
-        if not rows or self.summary(at)["counts"].get("invalid"):
+        tip = at or self.tip()
+        if tip is None or self.summary(tip)["counts"].get("invalid") or (path is not None and status != "active"):
             return None
-        view = IndexedMemories(self, rows)
-        ids = sorted(i for i, (kind, active, _) in rows.items()
-                     if (type is None or kind == type) and (status is None or (status == "active") == active))
-        if path is not None:
-            near = view.touching([path]) if status == "active" else None
-            if near is None:
-                return None
-            ids = [i for i in ids if i in near]
-        return view, ids
+        view = IndexedMemories(self, tip)
+        try:
+            ids = view.ids(type, None if status is None else status == "active")
+            if path is not None:
+                near = view.touching([path])
+                ids = [i for i in ids if i in near]
+        except GitmemError:  # the index cannot answer
+            return None
+        return (view, ids) if ids or view.count() else None
 
     def summary(self, at: Optional[str] = None) -> Dict[str, Any]:
         """Counts of memories by "type/status" ("invalid" for blobs that are not valid memories),

@@ -359,3 +359,35 @@ def test_over_budget_conventions_rejections_and_decisions_stay_in_the_cached_sha
     assert all("image uploads" in texts[i] for i in a.part("tail").memory_ids)
     assert all("billing invoices" in texts[i] for i in b.part("tail").memory_ids)
     assert a.dropped and "cache_control" not in a.body["system"][2]
+
+
+def test_a_tail_is_judged_too_large_only_when_it_is(monkeypatch):
+    """Over budget, the tail is first tried whole in id order unless what the anchor's cached part
+    saw already proves it cannot fit; the proof must hold when edits after the anchor shrink or
+    retract memories. Bodies with the shortcut equal bodies that always try."""
+    import random
+
+    import gitmem.context as context_module
+
+    rng = random.Random(7)
+    for trial in range(60):
+        anchored = {m.id: m for m in (memory(i, rng.choice(["fact", "decision", "convention"]),
+                                             "word " * rng.randint(1, 40)) for i in range(30))}
+        now = dict(anchored)
+        for i in rng.sample(sorted(anchored), rng.randint(1, 12)):
+            roll = rng.random()
+            if roll < 0.6:
+                now[i] = memory(int(i), anchored[i].type, "short")
+            elif roll < 0.8:
+                now[i] = memory(int(i), anchored[i].type, anchored[i].text, status="retracted")
+            else:
+                del now[i]
+        now.update((m.id, m) for m in [memory(100 + trial, "fact", "new " * rng.randint(1, 9))])
+        inputs = ContextInputs(memories=now, tip="c2", anchor="c1", anchored=anchored)
+        total = sum(context_module._rendered(m)[1] for m in anchored.values())
+        for budget in (total // 3, total // 2, (2 * total) // 3, total - 5, total):
+            quick = assemble(inputs, query="word", budget=budget)
+            monkeypatch.setattr(context_module, "_rest_at_least", lambda *args: -1)
+            slow = assemble(inputs, query="word", budget=budget)
+            monkeypatch.undo()
+            assert quick == slow, (trial, budget)
