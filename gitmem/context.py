@@ -170,6 +170,9 @@ class MemoryView(Protocol):
     def active(self) -> List[Tuple[str, str]]:
         """(id, type) of every active memory, by id."""
 
+    def active_ids(self) -> List[str]:
+        """The ids of :meth:`active` alone (cheaper to read)."""
+
     def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
         """Those of ``ids`` there are, whatever their status."""
 
@@ -193,6 +196,9 @@ class Loaded:
 
     def active(self) -> List[Tuple[str, str]]:
         return [(i, m.type) for i, m in sorted(self.memories.items()) if m.status == "active"]
+
+    def active_ids(self) -> List[str]:
+        return [i for i, m in sorted(self.memories.items()) if m.status == "active"]
 
     def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
         return {i: self.memories[i] for i in ids if i in self.memories}
@@ -482,7 +488,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         if over:
             # The cached part holds what every question needs in its share; the rest competes for the question's.
             known = set(cached["ids"])
-            rest = [i for i, _ in then.active() if i not in known]  # in id order: sorting it again is one pass
+            rest = [i for i in then.active_ids() if i not in known]  # in id order: sorting it again is one pass
             tail_ids = sorted(rest + list(set(tail_ids).difference(rest)))
 
         def read(ids: Sequence[str]) -> Dict[str, Memory]:

@@ -149,6 +149,9 @@ class IndexedMemories:
         kept = [row for row in listed if row[0] not in self.changed]
         return sorted(kept + [(i, m.type) for i, m in self.changed.items() if m is not None and m.status == "active"])
 
+    def active_ids(self) -> List[str]:
+        return self.ids(active=True)
+
     def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
         """Those of ``ids`` there are, parsed (from this process, the index, else git)."""
         out = {i: m for i in ids if i in self.changed and (m := self.changed[i]) is not None}
