@@ -35,19 +35,35 @@ def sample_repo(name: str) -> str:
     return path
 
 
+def _sample(i: int) -> Dict[str, object]:
+    """The ``i``-th benchmark memory's type, text, tags and paths."""
+    return {"type": TYPES[i % len(TYPES)], "text": f"Memory {i}: the service {i % 97} uses queue {i % 13} for retries",
+            "tags": (f"t{i % 7}",), "paths": (f"src/mod{i % 50}.py",)}
+
+
 def seeded_store(n: int, name: str = "seed") -> Store:
     """A store holding ``n`` memories, seeded in one commit (seeding is not what is measured)."""
     store = Store.open(sample_repo(f"{name}-{n}"))
     updates: Dict[str, bytes] = {}
     base_ms = 1_760_000_000_000
     for i in range(n):
-        m = Memory(id=new_id(base_ms + i), type=TYPES[i % len(TYPES)], author=AUTHOR, source="bench",
-                   created=utc_now(), text=f"Memory {i}: the service {i % 97} uses queue {i % 13} for retries",
-                   tags=(f"t{i % 7}",), paths=(f"src/mod{i % 50}.py",))
+        m = Memory(id=new_id(base_ms + i), author=AUTHOR, source="bench", created=utc_now(),
+                   **_sample(i))  # type: ignore[arg-type]
         updates[memory_path(m)] = dump_yaml(m)
     if updates:
         commit = store.commit_tree(updates, "seed", AUTHOR, base=None)
         store.move_ref(None, commit, "bench seed")
+    return store
+
+
+def written_store(n: int, name: str = "written") -> Store:
+    """The memories of :func:`seeded_store`, each written by its own commit as a team's are (``git log``
+    holds ``n`` commits): the history a real store has after months of single writes."""
+    store = Store.open(sample_repo(f"{name}-{n}"))
+    for i in range(n):
+        fields = _sample(i)
+        store.add(str(fields.pop("type")), str(fields.pop("text")), author=AUTHOR, source="bench",
+                  **fields)  # type: ignore[arg-type]
     return store
 
 

@@ -1,8 +1,9 @@
 """Scale: what each command costs as memory grows, measured as whole processes side by side.
 
-For each size the store is seeded in one commit (bench/common.seeded_store), packed as a
-clone would be, and every figure is a median of whole-process runs, printed as a ratio to
-its baseline measured in the same run:
+For each size the store is built twice: seeded in one commit (bench/common.seeded_store, "bulk"), and
+written one commit per memory as a team's is (bench/common.written_store, "history": `git log` holds a
+commit per memory). Each is packed as a clone would be, and every figure is a median of whole-process
+runs, printed as a ratio to its baseline measured in the same run:
 
 - the first command after a clone (`gitmem status`, no derived index yet) against
   `git cat-file --batch` of the same blobs;
@@ -16,7 +17,8 @@ Semantic recall embeds every memory once (a backlog of minutes at 100,000 on a 2
 the search and context figures here run with GITMEM_ENCODER=none: they measure the index and the
 ranking, not the encoder; bench/recall.py measures the hybrid search at its own sizes.
 
-Run: python bench/scale.py [--sizes 1000,10000,100000] [--runs 3] [--json]
+Run: python bench/scale.py [--sizes 1000,10000,100000] [--runs 3] [--stores bulk,history] [--json]
+(writing 100,000 memories one commit each takes several minutes before anything is measured)
 Targets (issue 20, at 100,000, warm): search and context <= 1.5x gitmem --version, list (first page)
 and status <= 1.3x, doctor <= 2x cat-file, cold <= 5x cat-file, RSS <= 300 MB, write 100k/100 <= 1.2.
 """
@@ -37,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from common import cat_file_batch, seeded_store  # noqa: E402
+from common import cat_file_batch, seeded_store, written_store  # noqa: E402
 from store import write_times  # noqa: E402  (bench/store.py)
 
 SIZES = (1_000, 10_000, 100_000)
@@ -71,8 +73,11 @@ def _gitmem(*args: str) -> List[str]:
     return [sys.executable, "-m", "gitmem", *args]
 
 
-def measure(n: int, runs: int) -> Dict[str, object]:
-    store = seeded_store(n, "scale")
+STORES = {"bulk": seeded_store, "history": written_store}
+
+
+def measure(n: int, runs: int, kind: str = "bulk") -> Dict[str, object]:
+    store = STORES[kind](n, "scale")
     root = store.repo.workdir
     subprocess.run(["git", "-C", root, "repack", "-adq"], check=True)
     blobs = [b for _, b in store.snapshot().entries()]
@@ -83,7 +88,7 @@ def measure(n: int, runs: int) -> Dict[str, object]:
     version, _ = _median(_gitmem("--version"), root, max(runs, 5))
     click, _ = _median([sys.executable, "-c", "import click"], root, max(runs, 5))
     out: Dict[str, object] = {
-        "memories": n, "cat_file_s": cat, "version_s": version, "import_click_s": click,
+        "memories": n, "store": kind, "cat_file_s": cat, "version_s": version, "import_click_s": click,
         "cold_s": cold, "cold_ratio_cat_file": cold / cat, "cold_rss_mb": cold_rss / 1024,
         "version_ratio_click": version / click,
     }
@@ -139,8 +144,8 @@ def mcp_recall(root: str, runs: int) -> Tuple[float, float]:
     return anyio.run(main)
 
 
-def run(sizes=SIZES, runs: int = 3) -> dict:
-    rows = [measure(n, runs) for n in sizes]
+def run(sizes=SIZES, runs: int = 3, stores: Tuple[str, ...] = tuple(STORES)) -> dict:
+    rows = [measure(n, runs, kind) for kind in stores for n in sizes]
     writes = write_times((100, sizes[-1]), 30)
     return {"sizes": rows, "write_ms": {"100": writes[0] * 1e3, str(sizes[-1]): writes[1] * 1e3},
             "write_growth_ratio": writes[1] / writes[0],
@@ -149,17 +154,17 @@ def run(sizes=SIZES, runs: int = 3) -> dict:
 
 def show(result: dict) -> None:
     print("whole processes, medians; ratios are to a baseline measured in the same run (no model involved)")
-    print(f"{'memories':>9} {'cold/cat':>9} {'list/ver':>9} {'search/ver':>11} {'context/ver':>12} "
+    print(f"{'store':>8} {'memories':>9} {'cold/cat':>9} {'list/ver':>9} {'search/ver':>11} {'context/ver':>12} "
           f"{'status/ver':>11} {'doctor/cat':>11} {'ver/click':>10} {'warm RSS':>9}")
     for r in result["sizes"]:
-        print(f"{r['memories']:>9,} {r['cold_ratio_cat_file']:>9.2f} {r['list_ratio_version']:>9.2f} "
+        print(f"{r['store']:>8} {r['memories']:>9,} {r['cold_ratio_cat_file']:>9.2f} {r['list_ratio_version']:>9.2f} "
               f"{r['search_ratio_version']:>11.2f} {r['context_ratio_version']:>12.2f} {r['status_ratio_version']:>11.2f} "
               f"{r['doctor_ratio_cat_file']:>11.2f} {r['version_ratio_click']:>10.2f} {r['warm_rss_mb']:>7.0f}MB")
-        print(f"{'':>9} seconds: cold {r['cold_s']:.2f} (cat-file {r['cat_file_s']:.2f}), version {r['version_s']:.3f}, "
+        print(f"{'':>18} seconds: cold {r['cold_s']:.2f} (cat-file {r['cat_file_s']:.2f}), version {r['version_s']:.3f}, "
               f"list {r['list_s']:.3f}, search {r['search_s']:.3f}, context {r['context_s']:.3f}, "
               f"status {r['status_s']:.3f}, doctor {r['doctor_s']:.3f} (--full {r['doctor_full_s']:.2f}, "
               f"{r['doctor_full_ratio_cat_file']:.1f}x cat-file)")
-        print(f"{'':>9} MCP recall {r['mcp_recall_ms']:.1f} ms warm, {r['mcp_recall_after_remember_ms']:.1f} ms "
+        print(f"{'':>18} MCP recall {r['mcp_recall_ms']:.1f} ms warm, {r['mcp_recall_after_remember_ms']:.1f} ms "
               "right after a remember (targets at 100,000: 30 and 60 ms)")
     n = list(result["write_ms"])[-1]
     print(f"write: {result['write_ms']['100']:.2f} ms at 100, {result['write_ms'][n]:.2f} ms at {int(n):,} "
@@ -170,9 +175,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--stores", default=",".join(STORES),
+                        help="bulk (one seeding commit), history (one commit per memory), or both")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = run(tuple(int(x) for x in args.sizes.split(",")), args.runs)
+    stores = tuple(args.stores.split(","))
+    if not set(stores) <= set(STORES):
+        parser.error(f"--stores takes {', '.join(STORES)}")
+    result = run(tuple(int(x) for x in args.sizes.split(",")), args.runs, stores)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
