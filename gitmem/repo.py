@@ -31,6 +31,12 @@ def check_branch_name(name: str) -> str:
     return name
 
 
+#: libgit2 keeps the objects it reads in a process-wide cache of up to 256 MiB by default. gitmem keeps
+#: what it reuses in its own bounded caches and in the derived index, so a server that makes 100,000
+#: writes lets libgit2 hold this much at most (each write reads a few new trees).
+GIT_OBJECT_CACHE = 16 * 1024 * 1024
+
+
 def open_repository(path: str = ".") -> pygit2.Repository:
     if not os.path.isdir(path):
         where = os.path.abspath(path)
@@ -41,6 +47,7 @@ def open_repository(path: str = ".") -> pygit2.Repository:
         found = None
     if not found:
         raise NotARepository(os.path.abspath(path))
+    pygit2.settings.cache_max_size(GIT_OBJECT_CACHE)
     try:
         return pygit2.Repository(found)
     except pygit2.GitError as e:

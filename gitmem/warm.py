@@ -37,7 +37,12 @@ class Warm:
     """
 
     SNAPSHOTS = 4
-    TREES = 20_000
+    #: Tree entries (and per-tree summaries) kept, forgotten all at once past it. Each write adds four
+    #: trees that no later read asks for, and a diff reads only the trees that changed, so a few
+    #: thousand keep a server flat in memory; a whole walk reads the rest from the index.
+    TREES = 2_000
+    #: Parsed blobs kept beyond twice those the kept snapshots use.
+    PARSED = 1_000
 
     def __init__(self, index: Index):
         self.index = index
@@ -216,6 +221,7 @@ class Warm:
                 progress.step(n + 1)
             progress.done()
         self.parsed.update(out)
+        self._prune()
         return out
 
     def remember(self, tree: str, memories: Dict[str, Memory], problems: List[Problem],
@@ -224,10 +230,15 @@ class Warm:
         self.loaded[tree] = (memories, problems, blobs)
         while len(self.loaded) > self.SNAPSHOTS:
             self.loaded.popitem(last=False)
-        used = set().union(*(kept[2] for kept in self.loaded.values()))
-        if len(self.parsed) > 2 * len(used) + 1000:
-            self.parsed = {b: p for b, p in self.parsed.items() if b in used}
+        self._prune()
         return self.loaded[tree]
+
+    def _prune(self) -> None:
+        """Forget the parsed blobs no kept snapshot uses once they outnumber those it does: a server
+        that parses each write's memory (to rank it, to move a view) stays flat in memory."""
+        if len(self.parsed) > 2 * sum(len(kept[2]) for kept in self.loaded.values()) + self.PARSED:
+            used = set().union(*(kept[2] for kept in self.loaded.values()))
+            self.parsed = {b: p for b, p in self.parsed.items() if b in used}
 
 
 class Progress:

@@ -219,3 +219,26 @@ def test_short_ids_of_a_few_memories_equal_their_forms_among_every_memory(store)
         store.SHORT_ID_PAGE = page
         for chosen in (ids, ids[:3], [i for i in ids if i.endswith("ef")], [base.id]):
             assert store.short_ids(of=chosen) == {i: every[i] for i in chosen}
+
+
+def test_a_long_lived_store_keeps_bounded_caches_however_many_writes_it_makes(store, repo, monkeypatch):
+    """An MCP server or the web UI holds one Store for hours: each write adds trees and a parsed
+    memory, and recall reads them; what the process keeps of them stays under its bounds (RSS over
+    100,000 writes: bench/server_memory.py)."""
+    from gitmem.recall import recall
+    from gitmem.warm import Warm
+
+    monkeypatch.setattr(Warm, "TREES", 40)
+    monkeypatch.setattr(Warm, "PARSED", 30)
+    seen_trees, seen_parsed = 0, 0
+    for i in range(120):
+        store.add("fact", f"note {i}: the worker retries queue {i % 7}")
+        if i % 10 == 0:
+            assert recall(store, "worker retries", paths=[])  # from the index: no whole snapshot is kept
+        seen_trees, seen_parsed = max(seen_trees, len(store.warm.trees)), max(seen_parsed, len(store.warm.parsed))
+    kept = sum(len(s[2]) for s in store.warm.loaded.values())
+    assert seen_parsed <= 2 * kept + 30 + 1 < 120
+    listing = git(repo, "ls-tree", "-r", "-t", store.ref)
+    walk = 1 + sum(" tree " in line for line in listing.splitlines())
+    assert seen_trees <= 40 + walk < 120 * 4  # the bound, plus one whole walk; unbounded, four trees a write
+    assert len(store.memories()) == 120
