@@ -392,10 +392,14 @@ def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict
 @lru_cache(maxsize=None)
 def _code() -> str:
     """A hash of the code that chooses, renders and counts a cached part: a memo of one is keyed by it."""
-    digest = hashlib.sha1()
-    for name in (__name__, _rendered.__module__, count_tokens.__module__, Memory.__module__):
-        with open(sys.modules[name].__file__ or "", "rb") as f:
-            digest.update(f.read())
+    from . import __version__
+
+    digest = hashlib.sha1(__version__.encode())
+    for name in (__name__, count_tokens.__module__, Memory.__module__):
+        path = getattr(sys.modules[name], "__file__", None)
+        if path:  # none where modules come without source files: the version alone names the code
+            with open(path, "rb") as f:
+                digest.update(f.read())
     return digest.hexdigest()[:16]
 
 
@@ -410,7 +414,7 @@ def _share(then: MemoryView, standing: List[Tuple[str, str]], budget: int) -> Di
     decisions, newest first) in its share, as ids, memory tokens, and the rendered block."""
     kinds = dict(standing)
     order = _newest_first_by([i for i, _ in standing], lambda i: _STANDING.get(kinds[i], 3))
-    kept, used, _ = _fill(_in_order(order, then.get), int(budget * (1 - QUESTION_SHARE)))
+    kept = _fill(_in_order(order, then.get), int(budget * (1 - QUESTION_SHARE)))[0]
     return _part(sorted(kept, key=lambda m: m.id))
 
 
