@@ -38,17 +38,14 @@ first (rendered in id order, the same for every question); the other 25% or more
 most relevant to the question and the files in play, chosen from the rest
 (:func:`gitmem.search.rank`, path matches first). Such a relevance-chosen tail differs per
 question, so it is not marked. The cached part is a function of the anchor's memories: a large store's
-is chosen, rendered and counted once per anchor and kept in the derived index under the anchor's tree
-and a hash of this code (:meth:`MemoryView.remember`).
+is chosen, rendered and counted once per anchor, and kept by its view (:meth:`MemoryView.remember`:
+the derived index keeps it under the anchor's tree and a hash of the code that made it).
 """
 
 from __future__ import annotations
 
-import hashlib
 import html
-import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import chain, islice
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
 
@@ -184,8 +181,8 @@ class MemoryView(Protocol):
         orders them over every active memory (a large store's from the index)."""
 
     def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
-        """``compute()``, a pure function of these memories named by ``key``, kept where the view can
-        keep it (a large store's in the derived index, under the commit's tree)."""
+        """``compute()``, a pure function of these memories and of this module's code named by ``key``,
+        kept where the view can keep it (a large store's in the derived index, under the commit's tree)."""
 
 
 class Loaded:
@@ -389,20 +386,6 @@ def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict
         limit *= 4
 
 
-@lru_cache(maxsize=None)
-def _code() -> str:
-    """A hash of the code that chooses, renders and counts a cached part: a memo of one is keyed by it."""
-    from . import __version__
-
-    digest = hashlib.sha1(__version__.encode())
-    for name in (__name__, count_tokens.__module__, Memory.__module__):
-        path = getattr(sys.modules[name], "__file__", None)
-        if path:  # none where modules come without source files: the version alone names the code
-            with open(path, "rb") as f:
-                digest.update(f.read())
-    return digest.hexdigest()[:16]
-
-
 def _part(kept: List[Memory]) -> Dict[str, Any]:
     """A cached part of ``kept`` (in id order): ids, memory tokens, the rendered block and its tokens."""
     text, tokens = _memory_block("earlier", [_rendered(m) for m in kept])
@@ -478,7 +461,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
     if budget is None:
         cached = _part(list(_in_order([i for i, _ in then.active()], then.get)))
     else:
-        part = then.remember(f"standing {budget} {_code()}", lambda: _standing(then, budget))
+        part = then.remember(f"standing {budget}", lambda: _standing(then, budget))
         by_id = {m.id: m for m in fresh}
         tail_ids = [m.id for m in fresh]
         over = not part["whole"]

@@ -24,11 +24,13 @@ ranks the loaded memories.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import sqlite3
 import time
 from collections import Counter
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from .context import Loaded, Ranking
@@ -126,6 +128,7 @@ class IndexedMemories:
         return sorted(kept + extra)
 
     def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+        key = f"{key} {_code()}"
         kept = self.store.warm.index.memo(self.tree, key) if self.tree else None
         if kept is None:
             kept = compute()
@@ -185,6 +188,20 @@ class IndexedMemories:
             f"SELECT m.id FROM doc_paths dp JOIN members m ON m.view=? AND m.doc=dp.doc "
             f"WHERE m.active=1 AND ({near})", [view, *args])})
         return found | {i for i in listed if i not in self.changed}
+
+
+@lru_cache(maxsize=None)
+def _code() -> str:
+    """A hash of the code a memo's computation runs (the context's choosing, rendering and counting,
+    over parsed memories): a memo is kept under it, so new code never reads an old memo."""
+    from . import __version__, context, model, tokens
+
+    digest = hashlib.sha1(__version__.encode())
+    for module in (context, tokens, model):
+        if module.__file__:  # none where modules come without source files: the version names the code
+            with open(module.__file__, "rb") as f:
+                digest.update(f.read())
+    return digest.hexdigest()[:16]
 
 
 def drop_view(store: "Store") -> None:
