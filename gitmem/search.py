@@ -350,8 +350,6 @@ REPEAT_NOVELTY = 0.9
 #: ... or, on the topic by meaning, the rejected option is nearer to the proposal than every decision's
 #: option by this cosine margin (the options compared without their reasons, see ``option_similarity``).
 OPTION_MARGIN = 0.02
-#: ... halved when the proposal also shares this much of the rejection's word weight.
-OPTION_WORDS = 0.25
 #: A word no memory uses: a paraphrase as often as a new option, so it weighs like a common word.
 UNKNOWN_WEIGHT = 1.0
 
@@ -467,13 +465,11 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
         theirs = _content_terms(f"{m.title or ''} {m.text} {' '.join(m.tags)}")
         novelty = sum(_weight(index, t) for t in mine - theirs) / mine_mass
         option = options.get(m.id, -1.0) if options is not None else -1.0
-        margin = OPTION_MARGIN / 2 if h.match >= OPTION_WORDS else OPTION_MARGIN
         # Close in words, with few distinctive words of its own; or a paraphrase by meaning (new
         # words are what a paraphrase is made of, so novelty does not count there); or on the topic
-        # by meaning and nearer to the rejected option than to anything the team chose (by half the
-        # margin when it shares some of the rejection's words too).
+        # by meaning and nearer to the rejected option than to anything the team chose.
         repeat = ((h.match >= REPEAT_MATCH and novelty <= REPEAT_NOVELTY) or near >= REPEAT_Z
-                  or (near >= RELATED_Z and option >= nearest_decision + margin))
+                  or (near >= RELATED_Z and option >= nearest_decision + OPTION_MARGIN))
         named = names(f"{m.title or ''}. {m.text}")  # a full stop: the text's first word is no name
         if named and proposed_names and not named & (mine | proposed_names) and not proposed_names & theirs \
                 and near < REPEAT_Z:

@@ -16,7 +16,7 @@ import yaml
 
 from gitmem.model import Author, Memory, validate
 from gitmem.recall import recall
-from gitmem.search import OPTION_WORDS, REPEAT_MATCH, check_proposal, is_stale, judge, path_overlap, rank, stance, stem, tokenize
+from gitmem.search import check_proposal, is_stale, judge, path_overlap, rank, stance, stem, tokenize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "relevance"
 NOW = datetime(2026, 1, 15, tzinfo=timezone.utc)
@@ -307,23 +307,6 @@ def test_a_proposal_nearest_to_the_rejected_option_by_meaning_is_a_repeat():
     options = _cosines([m for m in pool if m.type in ("rejection", "decision")], 0.80, m1=0.85, m2=0.88)
     verdict = judge(pool, proposal, similarity=similarity, option_similarity=options, now=NOW)
     assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(2)
-
-
-def test_a_proposal_sharing_some_words_needs_a_smaller_option_margin():
-    pool = [mem("Run many t4g.small instances, one Node process each", "decision", 1,
-                title="Small instances without cluster mode"),
-            mem("Run six t4g.xlarge instances with cluster mode spinning up one process per CPU", "rejection", 2,
-                title="Fewer large instances running Node cluster mode")]
-    pool += [mem(f"Unrelated note {i} on Node", "note", 10 + i) for i in range(20)]
-    similarity = _cosines(pool, 0.80, m1=0.89, m2=0.89)
-    options = _cosines(pool[:2], 0.80, m1=0.85, m2=0.865)  # the rejected option nearer by 0.015 only
-    shares = judge(pool, "fork one node worker per core on fewer, bigger machines", similarity=similarity,
-                   option_similarity=options, now=NOW)
-    assert OPTION_WORDS <= shares.hits[0].match < REPEAT_MATCH
-    assert shares.repeat and shares.repeats[0].memory.id == fixture_id(2)
-    no_words = judge(pool, "spread the work over a pool of forked children on big hosts", similarity=similarity,
-                     option_similarity=options, now=NOW)
-    assert not no_words.repeat and no_words.related[0].memory.id == fixture_id(2)
 
 
 def test_a_proposal_nearer_to_the_chosen_option_than_to_the_rejected_one_is_related():
