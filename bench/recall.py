@@ -249,15 +249,15 @@ def memory_id(i: int, key: str) -> str:
     return head + "".join(_ALPHABET[(h >> (5 * j)) & 31] for j in reversed(range(6)))
 
 
-def build_store(bench: Bench, n_distractors: int, name: str = "recall"):
-    """A real repository holding the labelled memories (and distractors), seeded in one commit.
+def seed_memories(bench: Bench, n_distractors: int):
+    """The labelled memories and ``n_distractors`` distractors as gitmem memories, in id order.
 
-    Returns (store, key of each gitmem id). Distractors and labelled memories are
-    interleaved in id order, so neither is systematically newer."""
-    from common import AUTHOR, sample_repo
+    Returns (memories, key of each gitmem id). Distractors and labelled memories are interleaved
+    in id order, so neither is systematically newer."""
+    from common import AUTHOR
 
-    from gitmem import Author, Store
-    from gitmem.model import Memory, dump_yaml, memory_path
+    from gitmem import Author
+    from gitmem.model import Memory
 
     rng = random.Random(11)
     rows: List[Tuple[str, Dict[str, Any]]] = [(k, {"type": it.type, "title": it.title, "text": it.text,
@@ -266,17 +266,30 @@ def build_store(bench: Bench, n_distractors: int, name: str = "recall"):
     rows += [(f"distractor-{i}", d) for i, d in enumerate(distractors(n_distractors))]
     rng.shuffle(rows)
     key_of: Dict[str, str] = {}
-    updates: Dict[str, bytes] = {}
+    memories = []
     for i, (key, row) in enumerate(rows):
         mid = memory_id(i, key)
         key_of[mid] = key
         repo = row.get("repo")
         author = Author(repo.split("/")[0], "", "human") if repo else AUTHOR
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((BASE_MS + i * 1000) // 1000))
-        m = Memory(id=mid, type=row["type"], text=row["text"], author=author,
-                   source=f"adr:{repo}" if repo else "bench", created=when, title=row.get("title"),
-                   reason=row.get("reason"), tags=tuple(row.get("tags") or ()))
-        updates[memory_path(m)] = dump_yaml(m)
+        memories.append(Memory(id=mid, type=row["type"], text=row["text"], author=author,
+                               source=f"adr:{repo}" if repo else "bench", created=when, title=row.get("title"),
+                               reason=row.get("reason"), tags=tuple(row.get("tags") or ())))
+    return memories, key_of
+
+
+def build_store(bench: Bench, n_distractors: int, name: str = "recall"):
+    """A real repository holding :func:`seed_memories`, seeded in one commit.
+
+    Returns (store, key of each gitmem id)."""
+    from common import AUTHOR, sample_repo
+
+    from gitmem import Store
+    from gitmem.model import dump_yaml, memory_path
+
+    memories, key_of = seed_memories(bench, n_distractors)
+    updates = {memory_path(m): dump_yaml(m) for m in memories}
     store = Store.open(sample_repo(f"{name}-{n_distractors}"))
     commit = store.commit_tree(updates, "seed the recall benchmark", AUTHOR, base=None)
     store.move_ref(None, commit, "bench seed")

@@ -399,17 +399,29 @@ _ADOPT = frozenset("use using adopt adopting add adding introduce introducing en
                    "stay staying preserve preserving continue maintain".split())
 
 
+#: Words that may come before the verb that says what to do ("we should just keep ...", "always use ...").
+_LEAD = frozenset("we i you should shall must just also then first simply always still please let lets let's do "
+                  "does really now rather finally turn".split())
+#: After an adopting verb, these turn it into a removal ("move away from", "switch off").
+_PARTICLE_OFF = frozenset("away off".split())
+
+
 def stance(text: str) -> int:
     """What the main clause of ``text`` proposes: +1 to do or keep something, -1 to remove or
-    avoid it (each negation turns it around), 0 when it says neither explicitly."""
+    avoid it (each negation in the clause turns it around), 0 when it says neither explicitly.
+    The clause's leading verb says which: a stance word further on names the thing, not what to
+    do with it ("Grant the delete volume permission", "turn instances off at night")."""
     main = _CLAUSE_END.split(text.lower(), maxsplit=1)[0]
     words = re.findall(r"[a-z']+", main)
-    if any(w in _REMOVE for w in words):
-        sign = -1
-    elif any(w in _ADOPT for w in words):
-        sign = 1
-    else:
-        return 0
+    sign = 0
+    for i, w in enumerate(words):
+        if w in _REMOVE:
+            sign = -1
+        elif w in _ADOPT:
+            sign = -1 if i + 1 < len(words) and words[i + 1] in _PARTICLE_OFF else 1
+        elif w in _NEGATION or w in _LEAD:
+            continue
+        break
     for w in words:
         if w in _NEGATION:
             sign = -sign
@@ -459,8 +471,11 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
         repeat = ((h.match >= REPEAT_MATCH and novelty <= REPEAT_NOVELTY) or near >= REPEAT_Z
                   or (near >= RELATED_Z and option >= nearest_decision + OPTION_MARGIN))
         named = names(f"{m.title or ''}. {m.text}")  # a full stop: the text's first word is no name
-        if named and proposed_names and not named & (mine | proposed_names) and not proposed_names & theirs:
-            repeat = False  # each names an option the other never mentions: RabbitMQ against a rejected Redis
+        if named and proposed_names and not named & (mine | proposed_names) and not proposed_names & theirs \
+                and near < REPEAT_Z:
+            # each names an option the other never mentions: RabbitMQ against a rejected Redis; unless the
+            # two are paraphrases by meaning ("the British way" against "the UK way")
+            repeat = False
         if options is not None and nearest_decision > option:
             repeat = False  # nearer to what the team chose than to what it rejected
         if side * (stance(m.text) or stance(m.title or "")) < 0:

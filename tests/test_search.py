@@ -249,6 +249,14 @@ def test_stance_reads_the_main_clause_and_turns_on_negation():
     assert stance("Redis for the queue") == 0
 
 
+def test_stance_is_the_leading_verb_s_not_a_word_naming_the_thing():
+    assert stance("Grant the list and delete volume permissions through the existing roles") == 0
+    assert stance("Deploy the scheduler stack to turn instances off at night") == 0
+    assert stance("We should just keep the English fallback") == 1
+    assert stance("Move away from Redis for the queue") == -1
+    assert stance("Keep only the decision makers and add no RACI roles") == -1  # a negation anywhere still turns it
+
+
 def test_fusion_lifts_a_memory_that_shares_no_word_with_the_query():
     pool = _quickstart() + [mem("Notes on CSS", "note", 30)]
     lexical = rank(pool, "where do background tasks wait", now=NOW)
@@ -309,6 +317,18 @@ def test_a_proposal_nearer_to_the_chosen_option_than_to_the_rejected_one_is_rela
     options = _cosines([m for m in pool if m.type in ("rejection", "decision")], 0.80, m1=0.9, m2=0.87)
     verdict = judge(pool, proposal, similarity=similarity, option_similarity=options, now=NOW)
     assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(2)
+
+
+def test_a_paraphrase_by_meaning_that_names_the_option_otherwise_is_a_repeat():
+    # "British" and "UK" look like two different named options to the names rule; only a cosine far
+    # above the store's (REPEAT_Z) may overrule it.
+    pool = [mem("Continue writing dates the UK way by default.", "rejection", 1, title="Keep the dd/mm/yyyy date format")]
+    pool += [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(80)]
+    proposal = "print dates the British way, day first"
+    on_topic = judge(pool, proposal, similarity=_cosines(pool, 0.80, m1=0.86), now=NOW)
+    assert not on_topic.repeat and on_topic.related[0].memory.id == fixture_id(1)
+    paraphrase = judge(pool, proposal, similarity=_cosines(pool, 0.80, m1=0.95), now=NOW)
+    assert paraphrase.repeat and paraphrase.repeats[0].memory.id == fixture_id(1)
 
 
 def test_the_first_word_of_a_rejection_after_its_title_is_no_name():
