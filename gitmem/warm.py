@@ -37,16 +37,20 @@ class Warm:
     """
 
     SNAPSHOTS = 4
-    #: Tree entries (and per-tree summaries) kept, forgotten all at once past it. Each write adds four
-    #: trees that no later read asks for, and a diff reads only the trees that changed, so a few
-    #: thousand keep a server flat in memory; a whole walk reads the rest from the index.
-    TREES = 2_000
+    #: Tree entries kept, all trees' together, forgotten all at once past it. Each write adds four trees
+    #: that no later read asks for, a diff reads only the trees that changed, and a bucket's entries grow
+    #: with the store: bounded by entries (about 10 MB), not by trees, a server stays flat in memory as
+    #: the store grows. A whole walk reads the rest from the index.
+    TREE_ENTRIES = 50_000
+    #: Per-tree summaries kept, forgotten all at once past it.
+    SUMMARIES = 2_000
     #: Parsed blobs kept beyond twice those the kept snapshots use.
     PARSED = 1_000
 
     def __init__(self, index: Index):
         self.index = index
         self.trees: Dict[str, List[Entry]] = {}
+        self.tree_size = 0  # entries in ``trees``
         self.parsed: Dict[str, Parsed] = {}
         self.summaries: Dict[str, Dict[str, Any]] = {}
         self.loaded: "OrderedDict[str, Tuple[Dict[str, Memory], List[Problem], Set[str]]]" = OrderedDict()
@@ -62,9 +66,15 @@ class Warm:
                     tree = repo[t].peel(pygit2.Tree)
                     out[t] = [(e.name, e.type_str, str(e.id)) for e in tree]  # type: ignore[misc]  # a tree entry has a name
                     self.index.put_tree(t, out[t])
-        if len(self.trees) > self.TREES:
+        new = {t: e for t, e in out.items() if t not in self.trees}
+        size = sum(len(e) for e in new.values())
+        if self.tree_size + size > self.TREE_ENTRIES:
             self.trees.clear()
-        self.trees.update(out)
+            self.tree_size = 0
+            new = out
+            size = sum(len(e) for e in out.values())
+        self.trees.update(new)
+        self.tree_size += size
         return out
 
     def entries(self, repo: pygit2.Repository, root: str) -> List[Tuple[str, str]]:
@@ -166,7 +176,7 @@ class Warm:
     def _keep_summary(self, key: str, summary: Dict[str, Any]) -> Dict[str, Any]:
         """Remember a tree's summary in this process (``resume``, SessionStart and a pruned walk ask
         for the same ones), bounded like the tree entries."""
-        if len(self.summaries) > self.TREES:
+        if len(self.summaries) > self.SUMMARIES:
             self.summaries.clear()
         self.summaries[key] = summary
         return summary

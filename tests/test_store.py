@@ -228,17 +228,17 @@ def test_a_long_lived_store_keeps_bounded_caches_however_many_writes_it_makes(st
     from gitmem.recall import recall
     from gitmem.warm import Warm
 
-    monkeypatch.setattr(Warm, "TREES", 40)
+    monkeypatch.setattr(Warm, "TREE_ENTRIES", 200)
     monkeypatch.setattr(Warm, "PARSED", 30)
     seen_trees, seen_parsed = 0, 0
     for i in range(120):
         store.add("fact", f"note {i}: the worker retries queue {i % 7}")
         if i % 10 == 0:
             assert recall(store, "worker retries", paths=[])  # from the index: no whole snapshot is kept
-        seen_trees, seen_parsed = max(seen_trees, len(store.warm.trees)), max(seen_parsed, len(store.warm.parsed))
+        assert store.warm.tree_size == sum(len(e) for e in store.warm.trees.values())
+        seen_trees, seen_parsed = max(seen_trees, store.warm.tree_size), max(seen_parsed, len(store.warm.parsed))
     kept = sum(len(s[2]) for s in store.warm.loaded.values())
     assert seen_parsed <= 2 * kept + 30 + 1 < 120
-    listing = git(repo, "ls-tree", "-r", "-t", store.ref)
-    walk = 1 + sum(" tree " in line for line in listing.splitlines())
-    assert seen_trees <= 40 + walk < 120 * 4  # the bound, plus one whole walk; unbounded, four trees a write
+    walk = len(git(repo, "ls-tree", "-r", "-t", store.ref).splitlines()) + 1  # every entry of every tree
+    assert seen_trees <= 200 + walk < 120 * 8  # the bound, plus one whole walk; unbounded, ~8 entries a write
     assert len(store.memories()) == 120
