@@ -8,14 +8,18 @@ it makes, and the disk index keeps the rest for the next process.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import json
+import os
 from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import pygit2
 
 from . import model
 from .errors import InvalidMemory
-from .index import Entry, Index, Parsed, forget_all, index_for
+from .index import Entry, Index, Parsed, forget_all, from_rows, index_for, row_text
 from .model import Memory, Problem, parse_memory
 from .repo import common_dir, damaged
 
@@ -115,12 +119,37 @@ class Warm:
         (and its path), so after a write only the four trees the write changed are summed again:
         ``status``, the first page of ``list``, ``resume`` and the SessionStart hook cost what
         changed, not what is stored."""
-        return self._summary(repo, "", root, ref, 0)
+        absent = self._parse_backlog(repo, root, ref)
+        return self._summary(repo, "", root, ref, 0, absent)
 
-    def _summary(self, repo: pygit2.Repository, prefix: str, tree: str, ref: str, depth: int) -> Dict[str, Any]:
+    def _parse_backlog(self, repo: pygit2.Repository, root: str, ref: str) -> Set[str]:
+        """Parse, in one batch, every blob under the trees whose summary neither this process nor
+        the index knows, walking level by level and asking the index once per level: on a first
+        command after a clone that is the whole store, read with one progress line and, past
+        :attr:`PARALLEL` blobs, a second process (:meth:`parse`), instead of bucket by bucket.
+        Answers the keys of the summaries to compute: the index does not hold them."""
+        absent: Set[str] = set()
+        level = [("", root)]
+        for depth in range(4):
+            keys = [f"{prefix}:{tree}" for prefix, tree in level]
+            known = {k: self.summaries[k] for k in keys if k in self.summaries}
+            known.update(self.index.summaries([k for k in keys if k not in known]))
+            for key, summary in known.items():
+                self._keep_summary(key, summary)
+            absent.update(k for k in keys if k not in known)
+            level = [(prefix, tree) for (prefix, tree), key in zip(level, keys) if key not in known]
+            trees = self.tree_entries(repo, [tree for _, tree in level])
+            level = [(f"{prefix}{name}/" if depth < 3 else prefix + name, oid)
+                     for prefix, tree in level for name, oid in layout(trees[tree], depth)]
+        self.parse(repo, level, ref)
+        return absent
+
+    def _summary(self, repo: pygit2.Repository, prefix: str, tree: str, ref: str, depth: int,
+                 absent: AbstractSet[str] = frozenset()) -> Dict[str, Any]:
+        """The summary of ``tree`` (``absent``: keys the index is known not to hold)."""
         key = f"{prefix}:{tree}"
         known = self.summaries.get(key)
-        if known is None:
+        if known is None and key not in absent:
             known = self.index.summary(key)
         if known is not None:
             return self._keep_summary(key, known)
@@ -129,13 +158,17 @@ class Warm:
         lists: Dict[str, List[List[str]]] = {name: [] for name in self.LISTS}
         paths: Optional[Set[str]] = set()
         if depth < 3:
-            for name, oid in layout(entries, depth):
-                child = self._summary(repo, f"{prefix}{name}/", oid, ref, depth + 1)
+            children = [(name, self._summary(repo, f"{prefix}{name}/", oid, ref, depth + 1, absent))
+                        for name, oid in layout(entries, depth)]
+            for _, child in children:
                 for k, n in child["counts"].items():
                     counts[k] = counts.get(k, 0) + n
-                for list_name, kept in child["lists"].items():
-                    lists[list_name] += [[i, f"{name}/{p}", b] for i, p, b in kept]
                 paths = None if paths is None or child["paths"] is None else paths.union(child["paths"])
+            for list_name, (_, newest_first) in self.LISTS.items():
+                # Each child's list is sorted already: merge them, and name only the entries kept.
+                merged = heapq.merge(*(_under(name, child["lists"][list_name]) for name, child in children),
+                                     reverse=newest_first)
+                lists[list_name] = list(itertools.islice(merged, self.NEWEST))
         else:
             blobs = [(prefix + name, oid) for name, oid in layout(entries, depth)]
             found = self.parse(repo, blobs, ref)
@@ -151,8 +184,8 @@ class Warm:
                         lists[list_name].append([parsed.id, path.rsplit("/", 1)[1], blob])
                 if paths is not None and self.LISTS["choices"][0](parsed):
                     paths.update(parsed.paths)
-        for list_name, (_, newest_first) in self.LISTS.items():
-            lists[list_name] = sorted(lists[list_name], reverse=newest_first)[: self.NEWEST]
+            for list_name, (_, newest_first) in self.LISTS.items():
+                lists[list_name] = sorted(lists[list_name], reverse=newest_first)[: self.NEWEST]
         kept_paths = sorted(paths) if paths is not None and len(paths) <= self.PATHS else None
         out = {"counts": counts, "lists": lists, "paths": kept_paths}
         self.index.put_summary(key, out)
@@ -193,6 +226,10 @@ class Warm:
                 kept.append((path, blob))
         return kept
 
+    #: From this many blobs to parse at once, a second process parses half of them (measured: below
+    #: it, starting one costs more than it saves).
+    PARALLEL = 20_000
+
     def parse(self, repo: pygit2.Repository, entries: Sequence[Tuple[str, str]], ref: str) -> Dict[str, Parsed]:
         """Each blob's memory (or why it is invalid): from this process, the index, else parsed from git."""
         out = {b: self.parsed[b] for _, b in entries if b in self.parsed}
@@ -200,20 +237,25 @@ class Warm:
         if missing:
             out.update(self.index.parsed(missing))
             paths = {b: p for p, b in entries}
-            todo = [b for b in missing if b not in out]
+            todo = [(paths[b], b) for b in dict.fromkeys(missing) if b not in out]
             progress = Progress(len(todo))
-            for n, blob_id in enumerate(todo):
-                try:
-                    data = repo[blob_id].data  # type: ignore[attr-defined]  # pygit2 stub: repo[oid] is Object
-                except (KeyError, ValueError, pygit2.GitError) as e:
-                    raise damaged(ref, blob_id, e) from None
-                try:
-                    found: Parsed = parse_memory(data, paths[blob_id])
-                except InvalidMemory as e:
-                    found = str(e)
+            helper = _Helper(repo, todo[len(todo) // 2:]) if len(todo) >= self.PARALLEL and _Helper.usable() else None
+            mine = todo[:len(todo) // 2] if helper else todo
+            for n, (path, blob_id) in enumerate(mine):
+                found = read_memory(repo, path, blob_id, ref)
                 out[blob_id] = found
                 self.index.put_parsed(blob_id, found)
                 progress.step(n + 1)
+            if helper is not None:
+                rest = helper.items
+                for (_, blob_id), (row, found) in zip(rest, helper.results()):
+                    out[blob_id] = found
+                    self.index.put_row(blob_id, row)
+                for path, blob_id in rest:  # what the helper did not answer (it died, or met a damaged object)
+                    if blob_id not in out:
+                        out[blob_id] = found = read_memory(repo, path, blob_id, ref)
+                        self.index.put_parsed(blob_id, found)
+                progress.step(len(todo))
             progress.done()
         self.parsed.update(out)
         return out
@@ -254,6 +296,82 @@ class Progress:
 
             what = self.what.replace("memory", "memories", 1)
             sys.stderr.write(f"\rgitmem: indexed {self.total:,} {what} into .git/gitmem/index.sqlite\n")
+
+
+def read_memory(repo: pygit2.Repository, path: str, blob_id: str, ref: str) -> Parsed:
+    """The memory stored in one blob at ``path``, or why it is not a valid one; a missing or
+    unreadable object raises the error that names ``ref`` as damaged."""
+    try:
+        kind, data = repo.odb.read(blob_id)  # the raw object: no Blob built around it
+    except (KeyError, ValueError, pygit2.GitError) as e:
+        raise damaged(ref, blob_id, e) from None
+    if kind != pygit2.GIT_OBJECT_BLOB:
+        raise damaged(ref, blob_id, ValueError("not a blob"))
+    try:
+        return parse_memory(data, path)
+    except InvalidMemory as e:
+        return str(e)
+
+
+class _Helper:
+    """A second process parsing the blobs ``items`` ((path, blob id), see :func:`_serve`), started
+    at once and read when the caller has parsed its own share. It reads git itself and writes
+    nothing but its answers, one index row per blob in order, to a temporary file: a helper that
+    dies or stops early only leaves the caller more to parse."""
+
+    def __init__(self, repo: pygit2.Repository, items: List[Tuple[str, str]]):
+        import subprocess
+        import sys
+        import tempfile
+
+        self.items = items
+        self.out = tempfile.TemporaryFile()
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where gitmem is imported from
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+        with tempfile.TemporaryFile() as job:
+            job.write(json.dumps({"repo": repo.path, "blobs": items}).encode("utf-8"))
+            job.seek(0)
+            self.proc = subprocess.Popen([sys.executable, "-c", "from gitmem.warm import _serve; _serve()"],
+                                         stdin=job, stdout=self.out, stderr=subprocess.DEVNULL, env=env)
+
+    @staticmethod
+    def usable() -> bool:
+        import sys
+
+        return bool(sys.executable) and (os.cpu_count() or 1) > 1
+
+    def results(self) -> List[Tuple[str, Parsed]]:
+        """(row, parsed) for the first blobs the helper answered, in order: only whole lines that
+        read as rows, so a helper cut short answers fewer, never wrongly."""
+        self.proc.wait()
+        self.out.seek(0)
+        lines = self.out.read().decode("ascii", "replace").split("\n")[:-1]  # the last line is whole only if it ended
+        self.out.close()
+        rows = lines[:len(self.items)]
+        out: List[Tuple[str, Parsed]] = []
+        for row, found in zip(rows, from_rows(rows)):
+            if found is None:
+                break
+            out.append((row, found))
+        return out
+
+
+def _serve() -> None:
+    """The helper process (:class:`_Helper`): read the job on stdin, write one row per blob."""
+    import sys
+
+    job = json.load(sys.stdin)
+    repo = pygit2.Repository(job["repo"])
+    write = sys.stdout.write
+    for path, blob_id in job["blobs"]:
+        write(row_text(read_memory(repo, path, blob_id, "")) + "\n")
+    sys.stdout.flush()
+
+
+def _under(name: str, entries: List[List[str]]) -> Iterator[List[str]]:
+    """A child tree's list entries, as its parent names them (``name/`` before the path)."""
+    for memory_id, path, blob in entries:
+        yield [memory_id, f"{name}/{path}", blob]
 
 
 _WARM: Dict[str, Warm] = {}
