@@ -6,10 +6,12 @@ import random
 import subprocess
 import sys
 
+import pytest
 from conftest import git
 
 from gitmem import Store
 from gitmem import warm as warm_module
+from gitmem.errors import StorageError
 from gitmem.model import dump_yaml, memory_path
 from gitmem.recall import recall
 
@@ -255,3 +257,60 @@ def test_a_write_goes_through_while_another_process_holds_the_index(repo):
 
     blob = git(repo, "rev-parse", f"refs/memory/main:{memory_path(w.memory)}").strip()
     assert store.warm.index.clean(rules_key(), [blob]) == []  # given up, not waited for: a push will scan it
+
+
+def _drop_index(repo) -> None:
+    warm_module.forget_warm()
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(_index_file(repo) + suffix):
+            os.unlink(_index_file(repo) + suffix)
+
+
+def _index_rows(repo):
+    import sqlite3
+
+    db = sqlite3.connect(_index_file(repo))
+    try:
+        return {table: sorted(db.execute(f"SELECT * FROM {table}").fetchall())
+                for table in ("blobs", "trees", "summaries")}
+    finally:
+        db.close()
+
+
+def test_a_cold_backlog_parsed_half_in_a_helper_process_gives_what_one_process_gives(repo, store, monkeypatch):
+    """Past Warm.PARALLEL blobs a cold summary hands half of them to a second process: the
+    summary, the memories, the problems and every index row must be what one process makes."""
+    _seed(store, 40)
+    store.retract(store.list()[3].id, reason="changed")
+    tip = store.own_tip()
+    store.move_ref(tip, store.commit_tree({"fact/0/0/0000000000000000.yaml": b"::: not yaml ["}, "hand edit",
+                                          store.list()[0].author, base=tip), "hand edit")
+    made = []
+    real = warm_module._Helper.__init__
+    monkeypatch.setattr(warm_module._Helper, "__init__", lambda self, *a: made.append(1) or real(self, *a))
+    answers = []
+    for parallel in (10**9, 10):
+        monkeypatch.setattr(warm_module.Warm, "PARALLEL", parallel)
+        _drop_index(repo)
+        s = _fresh(repo)
+        summary = s.summary()
+        answers.append((summary, _index_rows(repo), sorted((m.id, m.text) for m in s.memories().values()),
+                        [p.to_dict() for p in s.problems]))
+    assert made == [1]  # one helper, in the second round only
+    assert answers[0] == answers[1]
+    assert answers[1][0]["counts"]["invalid"] == 1
+
+
+def test_a_helper_that_stops_at_a_missing_object_answers_only_what_it_read(repo, store, monkeypatch):
+    """A helper process that dies (here: at an object that is not there) answers the blobs before
+    it and nothing after; the caller parses the rest itself and names the damage as one process would."""
+    _seed(store, 6)
+    entries = store.warm.entries(store.repo, str(store.snapshot().tree.id))
+    missing = ("fact/z/z/zzzzzzzzzzzzzzzz.yaml", "0" * 40)
+    helper = warm_module._Helper(store.repo, entries[:3] + [missing] + entries[3:])
+    answered = helper.results()
+    assert [found.id for _, found in answered] == [path.rsplit("/", 1)[1][:-5] for path, _ in entries[:3]]
+    monkeypatch.setattr(warm_module.Warm, "PARALLEL", 2)
+    _drop_index(repo)
+    with pytest.raises(StorageError, match="is damaged: object 0{40} is missing"):
+        _fresh(repo).warm.parse(store.repo, entries + [missing], store.ref)
