@@ -226,9 +226,11 @@ class Warm:
                 kept.append((path, blob))
         return kept
 
-    #: From this many blobs to parse at once, a second process parses half of them (measured: below
-    #: it, starting one costs more than it saves).
+    #: From this many blobs to parse at once, a second process helps (starting one costs ~0.15 s,
+    #: about what this process parses 4,000 blobs in).
     PARALLEL = 20_000
+    #: Blobs this process parses between two looks at what the helper answered.
+    STEAL = 256
 
     def parse(self, repo: pygit2.Repository, entries: Sequence[Tuple[str, str]], ref: str) -> Dict[str, Parsed]:
         """Each blob's memory (or why it is invalid): from this process, the index, else parsed from git."""
@@ -239,23 +241,34 @@ class Warm:
             paths = {b: p for p, b in entries}
             todo = [(paths[b], b) for b in dict.fromkeys(missing) if b not in out]
             progress = Progress(len(todo))
-            helper = _Helper(repo, todo[len(todo) // 2:]) if len(todo) >= self.PARALLEL and _Helper.usable() else None
-            mine = todo[:len(todo) // 2] if helper else todo
-            for n, (path, blob_id) in enumerate(mine):
-                found = read_memory(repo, path, blob_id, ref)
-                out[blob_id] = found
-                self.index.put_parsed(blob_id, found)
-                progress.step(n + 1)
-            if helper is not None:
-                rest = helper.items
-                for (_, blob_id), (row, found) in zip(rest, helper.results()):
+
+            def take(items: Sequence[Tuple[str, str]]) -> None:
+                for path, blob_id in items:
+                    out[blob_id] = found = read_memory(repo, path, blob_id, ref)
+                    self.index.put_parsed(blob_id, found)
+
+            if len(todo) < self.PARALLEL or not _Helper.usable():
+                for start in range(0, len(todo), self.STEAL):
+                    take(todo[start:start + self.STEAL])
+                    progress.step(min(start + self.STEAL, len(todo)))
+            else:
+                # A helper parses from the front, this process from the back, until they meet: whichever
+                # is faster (or alive) does more, so a slow or dead helper only leaves more to this side.
+                helper = _Helper(repo, todo)
+                answered: List[Tuple[str, Parsed]] = []
+                end = len(todo)
+                try:
+                    while end > len(answered):
+                        answered += helper.answered()
+                        start = max(len(answered), end - self.STEAL)
+                        take(todo[start:end])
+                        end = min(end, start)
+                        progress.step(len(answered) + len(todo) - end)
+                finally:
+                    helper.stop()
+                for (_, blob_id), (row, found) in zip(todo[:end], answered):
                     out[blob_id] = found
                     self.index.put_row(blob_id, row)
-                for path, blob_id in rest:  # what the helper did not answer (it died, or met a damaged object)
-                    if blob_id not in out:
-                        out[blob_id] = found = read_memory(repo, path, blob_id, ref)
-                        self.index.put_parsed(blob_id, found)
-                progress.step(len(todo))
             progress.done()
         self.parsed.update(out)
         return out
@@ -282,11 +295,14 @@ class Progress:
         self.total = total
         self.what = what
         self.tty = total >= 2000 and sys.stderr.isatty()
+        self.shown = 0
 
     def step(self, n: int) -> None:
-        if self.tty and n % 1000 == 0:
+        """``n`` done: shown each time it passes another thousand."""
+        if self.tty and n // 1000 > self.shown // 1000:
             import sys
 
+            self.shown = n
             sys.stderr.write(f"\rgitmem: indexing {self.what} {n:,}/{self.total:,}")
             sys.stderr.flush()
 
@@ -314,18 +330,19 @@ def read_memory(repo: pygit2.Repository, path: str, blob_id: str, ref: str) -> P
 
 
 class _Helper:
-    """A second process parsing the blobs ``items`` ((path, blob id), see :func:`_serve`), started
-    at once and read when the caller has parsed its own share. It reads git itself and writes
-    nothing but its answers, one index row per blob in order, to a temporary file: a helper that
-    dies or stops early only leaves the caller more to parse."""
+    """A second process parsing the blobs ``items`` ((path, blob id)) in order (see :func:`_serve`).
+    It reads git itself and writes nothing but its answers, one index row per line, to a temporary
+    file read as it grows: a helper that dies or is stopped only leaves the caller more to parse."""
 
     def __init__(self, repo: pygit2.Repository, items: List[Tuple[str, str]]):
         import subprocess
         import sys
         import tempfile
 
-        self.items = items
         self.out = tempfile.TemporaryFile()
+        self.read = 0  # bytes of the file taken so far: whole lines only
+        self.rows = 0  # rows answered so far
+        self.broken = False
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where gitmem is imported from
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
         with tempfile.TemporaryFile() as job:
@@ -340,31 +357,44 @@ class _Helper:
 
         return bool(sys.executable) and (os.cpu_count() or 1) > 1
 
-    def results(self) -> List[Tuple[str, Parsed]]:
-        """(row, parsed) for the first blobs the helper answered, in order: only whole lines that
-        read as rows, so a helper cut short answers fewer, never wrongly."""
-        self.proc.wait()
-        self.out.seek(0)
-        lines = self.out.read().decode("ascii", "replace").split("\n")[:-1]  # the last line is whole only if it ended
-        self.out.close()
-        rows = lines[:len(self.items)]
+    def answered(self) -> List[Tuple[str, Parsed]]:
+        """(row, parsed) of the blobs answered since the last call, in order. Only whole lines
+        that read as rows count: from the first that does not, the helper is not listened to."""
+        if self.broken:
+            return []
+        # pread leaves the file offset, which the helper's writes share, where the helper put it.
+        data = os.pread(self.out.fileno(), 1 << 26, self.read)
+        whole = data[:data.rfind(b"\n") + 1]
+        self.read += len(whole)
+        rows = whole.decode("ascii", "replace").split("\n")[:-1]
         out: List[Tuple[str, Parsed]] = []
         for row, found in zip(rows, from_rows(rows)):
             if found is None:
+                self.stop()
+                self.broken = True
                 break
             out.append((row, found))
         return out
 
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.out.close()
+
 
 def _serve() -> None:
-    """The helper process (:class:`_Helper`): read the job on stdin, write one row per blob."""
+    """The helper process (:class:`_Helper`): read the job on stdin, write one row per blob, a
+    batch at a time (the caller reads the file as it grows)."""
     import sys
 
     job = json.load(sys.stdin)
     repo = pygit2.Repository(job["repo"])
     write = sys.stdout.write
-    for path, blob_id in job["blobs"]:
+    for n, (path, blob_id) in enumerate(job["blobs"], 1):
         write(row_text(read_memory(repo, path, blob_id, "")) + "\n")
+        if n % Warm.STEAL == 0:
+            sys.stdout.flush()
     sys.stdout.flush()
 
 
