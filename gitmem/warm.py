@@ -170,9 +170,9 @@ class Warm:
                                      reverse=newest_first)
                 lists[list_name] = list(itertools.islice(merged, self.NEWEST))
         else:
-            blobs = [(prefix + name, oid) for name, oid in layout(entries, depth)]
-            found = self.parse(repo, blobs, ref)
-            for path, blob in blobs:
+            blobs = layout(entries, depth)
+            found = self.parse(repo, [(prefix + name, oid) for name, oid in blobs], ref)
+            for name, blob in blobs:
                 parsed = found[blob]
                 if isinstance(parsed, str):
                     counts["invalid"] = counts.get("invalid", 0) + 1
@@ -181,7 +181,7 @@ class Warm:
                 counts[k] = counts.get(k, 0) + 1
                 for list_name, (wanted, _) in self.LISTS.items():
                     if wanted(parsed):
-                        lists[list_name].append([parsed.id, path.rsplit("/", 1)[1], blob])
+                        lists[list_name].append([parsed.id, name, blob])
                 if paths is not None and self.LISTS["choices"][0](parsed):
                     paths.update(parsed.paths)
             for list_name, (_, newest_first) in self.LISTS.items():
