@@ -268,12 +268,17 @@ def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], cop
     except sqlite3.IntegrityError:  # two memories with one id: only a full load reports that rightly
         db.execute("UPDATE views SET tree=?, usable=0, used=? WHERE view=?", (root, time.time(), view))
         return None
-    if bulk:
+    if bulk:  # summed again from each active member's word list (docs.tids), not by a join over every posting
+        n = total = 0
+        df: Counter = Counter()
+        for length, tids in db.execute("SELECT d.length, d.tids FROM members m JOIN docs d ON d.doc=m.doc "
+                                       "WHERE m.view=? AND d.active=1", (view,)):
+            n, total = n + 1, total + length
+            df.update(tids.split(","))
+        df.pop("", None)
         db.execute("DELETE FROM view_df WHERE view=?", (view,))
-        db.execute("INSERT INTO view_df SELECT ?, p.tid, COUNT(*) FROM postings p JOIN members m ON m.view=? "
-                   "AND m.doc=p.doc JOIN docs d ON d.doc=p.doc WHERE d.active=1 GROUP BY p.tid", (view, view))
-        db.execute("UPDATE views SET (n, total) = (SELECT COUNT(*), COALESCE(SUM(d.length), 0) FROM members m "
-                   "JOIN docs d ON d.doc=m.doc WHERE m.view=? AND d.active=1) WHERE view=?", (view, view))
+        db.executemany("INSERT INTO view_df VALUES (?, ?, ?)", [(view, int(t), k) for t, k in df.items()])
+        db.execute("UPDATE views SET n=?, total=? WHERE view=?", (n, total, view))
     else:
         for blob, _ in fresh:
             _count(db, view, docs[blob], +1)
