@@ -554,7 +554,7 @@ def load_own_yaml(text: str) -> Optional[Dict[str, Any]]:
             if key[-1:] != ":":
                 return None
             key = key[:-1]
-        if key in out or not _own_key(key):
+        if key in out or (key not in _KEY_SET and not _own_key(key)):  # the usual keys without a call
             return None
         if not sep:
             if key == "author":
