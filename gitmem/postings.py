@@ -326,7 +326,7 @@ def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Coun
         paths: List[Tuple[str, str, int]] = []
         for doc, (blob, m, counts) in enumerate(chunk, first):
             docs.append((doc, blob, m.id, m.type, int(m.status == "active"), sum(counts.values()),
-                         epoch(m.updated or m.created), ",".join(str(tid[t]) for t in counts)))
+                         epoch(m.updated or m.created), ",".join(map(str, map(tid.__getitem__, counts)))))
             postings += [(tid[t], doc, n) for t, n in counts.items()]
             paths += [(p, p.rsplit("/", 1)[0], doc) for p in dict.fromkeys(m.paths)]
         db.executemany("INSERT INTO docs(doc, blob, id, type, active, length, epoch, tids) VALUES (?,?,?,?,?,?,?,?)",
