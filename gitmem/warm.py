@@ -102,6 +102,7 @@ class Warm:
     #: ``resume`` and the SessionStart hook's budget; a caller that needs more reads everything.
     NEWEST = 50
     #: The lists a summary keeps: name -> (which memories, newest first). Each entry is [id, path, blob].
+    #: Each decides from a memory's type and status alone (a bucket's summary asks once per pair).
     LISTS: Dict[str, Tuple[Callable[[Memory], bool], bool]] = {
         "newest": (lambda m: m.status == "active", True),
         "recent": (lambda m: m.type != "checkpoint", True),
@@ -172,17 +173,22 @@ class Warm:
         else:
             blobs = layout(entries, depth)
             found = self.parse(repo, [(prefix + name, oid) for name, oid in blobs], ref)
+            kinds: Dict[Tuple[str, str], Tuple[List[List[List[str]]], bool]] = {}  # (type, status) -> its lists
             for name, blob in blobs:
                 parsed = found[blob]
                 if isinstance(parsed, str):
                     counts["invalid"] = counts.get("invalid", 0) + 1
                     continue
+                kind = (parsed.type, parsed.status)
+                if kind not in kinds:
+                    kinds[kind] = ([lists[n] for n, (wanted, _) in self.LISTS.items() if wanted(parsed)],
+                                   self.LISTS["choices"][0](parsed))
                 k = f"{parsed.type}/{parsed.status}"
                 counts[k] = counts.get(k, 0) + 1
-                for list_name, (wanted, _) in self.LISTS.items():
-                    if wanted(parsed):
-                        lists[list_name].append([parsed.id, name, blob])
-                if paths is not None and self.LISTS["choices"][0](parsed):
+                into, choice = kinds[kind]
+                for kept in into:
+                    kept.append([parsed.id, name, blob])
+                if paths is not None and choice:
                     paths.update(parsed.paths)
             for list_name, (_, newest_first) in self.LISTS.items():
                 lists[list_name] = sorted(lists[list_name], reverse=newest_first)[: self.NEWEST]
