@@ -292,6 +292,7 @@ def test_a_cold_backlog_shared_with_a_helper_process_gives_what_one_process_give
     put_row = warm_module.Index.put_row
     monkeypatch.setattr(warm_module.Index, "put_row", lambda self, *a: from_helper.append(1) or put_row(self, *a))
     read = warm_module.read_memory
+    monkeypatch.setattr(warm_module._Helper, "usable", staticmethod(lambda: True))  # whatever the machine's load
     answers = []
     for parallel in (10**9, 10):
         monkeypatch.setattr(warm_module.Warm, "PARALLEL", parallel)
@@ -323,3 +324,14 @@ def test_a_helper_that_stops_at_a_missing_object_answers_only_what_it_read(repo,
     _drop_index(repo)
     with pytest.raises(StorageError, match="is damaged: object 0{40} is missing"):
         _fresh(repo).warm.parse(store.repo, [missing] + entries, store.ref)
+
+
+def test_a_helper_is_started_only_with_a_core_to_spare(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.6, 0.6, 0.6))
+    assert warm_module._Helper.usable()
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.8, 1.0, 1.0))
+    assert not warm_module._Helper.usable()
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert not warm_module._Helper.usable()
