@@ -224,25 +224,24 @@ class Index:
         out: Dict[str, Parsed] = {}
         for chunk, marks in batches(blob_ids):  # a batch at a time: the rows' text is freed as it goes
             rows = self._query(f"SELECT blob, row FROM blobs WHERE blob IN ({marks})", chunk)
-            try:
-                decoded = json.loads("[" + ",".join(row for _, row in rows) + "]")  # one C call, not one per row
-            except ValueError:
-                continue
-            for (blob, _), row in zip(rows, decoded):
-                try:
-                    out[blob] = _from_row(row)
-                except (ValueError, TypeError, KeyError):
-                    continue
+            for (blob, _), parsed in zip(rows, from_rows([row for _, row in rows])):
+                if parsed is not None:
+                    out[blob] = parsed
         return out
 
     def put_parsed(self, blob_id: str, parsed: Parsed) -> None:
-        self._pending_blobs.append((blob_id, json.dumps(_to_row(parsed), separators=(",", ":"))))
+        self._pending_blobs.append((blob_id, row_text(parsed)))
+
+    def put_row(self, blob_id: str, row: str) -> None:
+        """Keep a blob's row as :func:`row_text` wrote it (in another process)."""
+        self._pending_blobs.append((blob_id, row))
 
     def flush(self) -> None:
-        """Store what this command learned, in one transaction per table."""
+        """Store what this command learned, in one transaction per table (blobs in key order, so a
+        cold start appends to the table's B-tree instead of splitting pages all over it)."""
         blobs, trees, summaries = self._pending_blobs, self._pending_trees, self._pending_summaries
         self._pending_blobs, self._pending_trees, self._pending_summaries = [], [], {}
-        self._write("INSERT OR IGNORE INTO blobs VALUES (?, ?)", blobs)
+        self._write("INSERT OR IGNORE INTO blobs VALUES (?, ?)", sorted(blobs))
         self._write("INSERT OR IGNORE INTO trees VALUES (?, ?)", trees)
         self._write("INSERT OR IGNORE INTO summaries VALUES (?, ?)",
                     [(k, json.dumps(v, separators=(",", ":"))) for k, v in summaries.items()])
@@ -276,6 +275,15 @@ class Index:
             return self._pending_summaries[key]
         rows = self._query("SELECT summary FROM summaries WHERE tree=?", (key,))
         return json.loads(rows[0][0]) if rows else None
+
+    def summaries(self, keys: Sequence[str]) -> Dict[str, Any]:
+        """Those of these trees' summaries the index knows (see :meth:`summary`)."""
+        out = {k: self._pending_summaries[k] for k in keys if k in self._pending_summaries}
+        rest = [k for k in keys if k not in out]
+        for chunk, marks in batches(rest):
+            out.update((k, json.loads(v)) for k, v in self._query(
+                f"SELECT tree, summary FROM summaries WHERE tree IN ({marks})", chunk))
+        return out
 
     def put_summary(self, key: str, summary: Any) -> None:
         self._pending_summaries[key] = summary
@@ -327,12 +335,33 @@ _AUTHOR_AT = _FIELDS.index("author")
 _TUPLES_AT = tuple(_FIELDS.index(name) for name in ("tags", "paths", "commits"))
 
 
-def _to_row(parsed: Parsed) -> Any:
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dumps with options builds one per call
+
+
+def row_text(parsed: Parsed) -> str:
+    """The index row of a parsed blob: JSON, ASCII only (so one row is one line)."""
     if isinstance(parsed, str):
-        return {"invalid": parsed}
+        return _ENCODE({"invalid": parsed})
     row: List[Any] = [getattr(parsed, name) for name in _FIELDS]
     row[_AUTHOR_AT] = [parsed.author.name, parsed.author.email, parsed.author.kind]
-    return row
+    return _ENCODE(row)
+
+
+def from_rows(rows: Sequence[str]) -> List[Optional[Parsed]]:
+    """What each of ``rows`` (:func:`row_text`) holds; None for a row that does not read as one."""
+    try:
+        decoded = json.loads("[" + ",".join(rows) + "]")  # one C call, not one per row
+    except ValueError:
+        return [None] * len(rows)
+    if len(decoded) != len(rows):  # a row that was not one JSON value
+        return [None] * len(rows)
+    out: List[Optional[Parsed]] = []
+    for row in decoded:
+        try:
+            out.append(_from_row(row))
+        except (ValueError, TypeError, KeyError):
+            out.append(None)
+    return out
 
 
 def _from_row(row: Any) -> Parsed:

@@ -47,6 +47,7 @@ _TAG_RE = re.compile(r"^[^\W_][\w.:/+-]{0,63}$")  # letters and digits of any sc
 _SOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@/:+ -]{0,79}$")
 _OID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
+_DRIVE_RE = re.compile(r"^[A-Za-z]:")
 
 
 _last_id = (0, 0, 0)  # (pid, ms, random) of the last id this process made
@@ -208,32 +209,35 @@ class Memory:
         """Build and validate a memory from parsed YAML or JSON."""
         if not isinstance(data, dict):
             raise InvalidMemory("document", f"expected a mapping, got {type(data).__name__}")
-        unknown = set(data) - set(_KEY_ORDER)
-        if unknown:
+        if not _KEY_SET.issuperset(data):
+            unknown = set(data) - _KEY_SET
             raise InvalidMemory("document", f"unknown field(s): {', '.join(sorted(map(str, unknown)))}", _KEY_ORDER)
         author = data.get("author")
         if not isinstance(author, dict):
             raise InvalidMemory("author", "expected a mapping with name, email, kind")
         kwargs: Dict[str, Any] = {}
-        for name in _KEY_ORDER:  # every field of Memory
+        for name in _KEY_ORDER:  # every field of Memory, in this order so the first problem named is always the same
             if name not in data:
                 continue
             value = data[name]
-            if name == "author":
+            if name in _TEXT_FIELDS:
+                if value is not None and not isinstance(value, str):
+                    _expect_str(name, value)
+            elif name in _TUPLE_FIELDS:
+                if not isinstance(value, list):
+                    raise InvalidMemory(name, "expected a list of strings")
+                for item in value:
+                    if not isinstance(item, str):
+                        _expect_str(name, item)
+                value = tuple(value)
+            elif name == "author":
                 value = Author(
                     name=_expect_str("author.name", author.get("name")),
                     email=_expect_str("author.email", author.get("email", "")),
                     kind=_expect_str("author.kind", author.get("kind", "human")),
                 )
-            elif name in _TUPLE_FIELDS:
-                if not isinstance(value, list):
-                    raise InvalidMemory(name, "expected a list of strings")
-                value = tuple(_expect_str(name, v) for v in value)
-            elif name == "schema":
-                if not isinstance(value, int) or isinstance(value, bool):
-                    raise InvalidMemory("schema", "expected an integer")
-            elif value is not None:
-                value = _expect_str(name, value)
+            elif not isinstance(value, int) or isinstance(value, bool):  # schema
+                raise InvalidMemory("schema", "expected an integer")
             kwargs[name] = value
         for required in ("id", "type", "text", "source", "created"):
             if kwargs.get(required) is None:  # `text: null` in a hand edit is as missing as no key
@@ -248,7 +252,9 @@ _KEY_ORDER = (
     "supersedes", "superseded_by", "blob", "commit", "next", "commits",
     "author", "source", "created", "updated",
 )
-_TUPLE_FIELDS = ("tags", "paths", "commits")
+_KEY_SET = frozenset(_KEY_ORDER)
+_TUPLE_FIELDS = frozenset(("tags", "paths", "commits"))
+_TEXT_FIELDS = _KEY_SET - _TUPLE_FIELDS - {"author", "schema"}
 
 
 def _expect_str(name: str, value: Any) -> str:
@@ -276,7 +282,7 @@ def check_path(path: str) -> str:
     if not path or len(path) > MAX_PATH_CHARS or "\x00" in path or "\n" in path:
         raise InvalidMemory("paths", f"{path[:80]!r} is not a usable path")
     p = path.replace("\\", "/")
-    if p.startswith("/") or re.match(r"^[A-Za-z]:", p):
+    if p.startswith("/") or _DRIVE_RE.match(p):
         raise InvalidMemory("paths", f"{path!r} must be relative to the repository root")
     parts = [x for x in p.split("/") if x not in ("", ".")]
     if not parts or ".." in parts:
@@ -303,9 +309,9 @@ def validate(m: Memory) -> None:
         check_text("reason", m.reason)
     if m.type == "rejection" and not (m.reason and m.reason.strip()):
         raise InvalidMemory("reason", "a rejection needs the reason it was turned down (--because)")
-    for name, values in (("tags", m.tags), ("paths", m.paths), ("commits", m.commits)):
-        if len(values) > MAX_ITEMS * (16 if name == "commits" else 1):
-            raise InvalidMemory(name, f"at most {MAX_ITEMS} items")
+    if len(m.tags) > MAX_ITEMS or len(m.paths) > MAX_ITEMS or len(m.commits) > MAX_ITEMS * 16:
+        name = "tags" if len(m.tags) > MAX_ITEMS else "paths" if len(m.paths) > MAX_ITEMS else "commits"
+        raise InvalidMemory(name, f"at most {MAX_ITEMS} items")
     for tag in m.tags:
         if not _TAG_RE.match(tag):
             raise InvalidMemory("tags", f"{tag[:40]!r}: a tag starts with a letter or digit (any script) and has only "
@@ -315,14 +321,16 @@ def validate(m: Memory) -> None:
             raise InvalidMemory("paths", f"{path!r} is not normalised")
     if m.type == "file" and not m.paths:
         raise InvalidMemory("paths", "a file memory needs the path it summarises")
-    for name in ("supersedes", "superseded_by"):
-        value = getattr(m, name)
-        if value is not None and not ID_RE.match(value):
-            raise InvalidMemory(name, f"{value[:40]!r} is not a gitmem id")
-    for name in ("blob", "commit"):
-        value = getattr(m, name)
-        if value is not None and not _OID_RE.match(value):
-            raise InvalidMemory(name, f"{value[:80]!r} is not a git object id")
+    if m.supersedes is not None or m.superseded_by is not None:
+        for name in ("supersedes", "superseded_by"):
+            value = getattr(m, name)
+            if value is not None and not ID_RE.match(value):
+                raise InvalidMemory(name, f"{value[:40]!r} is not a gitmem id")
+    if m.blob is not None or m.commit is not None:
+        for name in ("blob", "commit"):
+            value = getattr(m, name)
+            if value is not None and not _OID_RE.match(value):
+                raise InvalidMemory(name, f"{value[:80]!r} is not a git object id")
     for c in m.commits:
         if not _OID_RE.match(c):
             raise InvalidMemory("commits", f"{c[:80]!r} is not a git commit id")
@@ -335,19 +343,25 @@ def validate(m: Memory) -> None:
     check_text("author.name", m.author.name, 256)
     if not isinstance(m.author.email, str) or len(m.author.email) > 256:
         raise InvalidMemory("author.email", "expected text of at most 256 characters")
-    for name, value in (("author.email", m.author.email),) + tuple(("paths", p) for p in m.paths):
+    _check_utf8("author.email", m.author.email)
+    for path in m.paths:
+        _check_utf8("paths", path)
+    who = m.author.name + m.author.email
+    if "<" in who or ">" in who or "\n" in who:
+        raise InvalidMemory("author", "name and email must not contain <, > or newlines")
+    if not _SOURCE_RE.match(m.source or ""):
+        raise InvalidMemory("source", f"{(m.source or '')[:40]!r}: one short word such as cli, hook, ci, mcp:cursor")
+    for name, value in (("created", m.created), ("updated", m.updated)):
+        if value is not None and not _ISO_RE.match(value):
+            raise InvalidMemory(name, f"{value[:40]!r} is not a UTC ISO 8601 time like 2026-01-31T12:00:00Z")
+
+
+def _check_utf8(name: str, value: str) -> None:
+    if not value.isascii():
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise InvalidMemory(name, "not valid UTF-8") from None
-    if any(c in m.author.name + m.author.email for c in "<>\n"):
-        raise InvalidMemory("author", "name and email must not contain <, > or newlines")
-    if not _SOURCE_RE.match(m.source or ""):
-        raise InvalidMemory("source", f"{(m.source or '')[:40]!r}: one short word such as cli, hook, ci, mcp:cursor")
-    for name in ("created", "updated"):
-        value = getattr(m, name)
-        if value is not None and not _ISO_RE.match(value):
-            raise InvalidMemory(name, f"{value[:40]!r} is not a UTC ISO 8601 time like 2026-01-31T12:00:00Z")
 
 
 # --- redaction -------------------------------------------------------------
@@ -467,7 +481,7 @@ def load_yaml(data: bytes) -> Memory:
 # safe loader then reads. Whatever it accepts, it reads as the safe loader does (a property test
 # compares the two on generated and on mutated blobs).
 
-_OWN_LINE = re.compile(r"(  )?([a-z_]+):(?: (.*))?\Z")
+_OWN_KEY = re.compile(r"[a-z_]+")
 _OWN_ID = re.compile(r"[0-9a-z]+")
 _YAML_WORDS = frozenset("yes Yes YES no No NO true True TRUE false False FALSE on On ON off Off OFF "
                         "null Null NULL".split())
@@ -476,19 +490,29 @@ _YAML_WORDS = frozenset("yes Yes YES no No NO true True TRUE false False FALSE o
 def _own_scalar(value: str) -> Optional[str]:
     """A one-line scalar as the safe loader reads it, or None when it may mean more than a string:
     a single-quoted string, or a plain one that starts with a letter and holds nothing YAML reads."""
-    if len(value) >= 2 and value[0] == "'" and value[-1] == "'":
-        inner = value[1:-1]
-        if "'" in inner.replace("''", "") or not inner.isprintable():
+    first = value[:1]
+    if first == "'":
+        if len(value) < 2 or value[-1] != "'":
             return None
-        return inner.replace("''", "'")
-    if value[:1].isdigit():  # an id: digits and lowercase letters, never a number (no 0x or 0b prefix)
+        inner = value[1:-1]
+        if "'" in inner:
+            if "'" in inner.replace("''", ""):
+                return None
+            inner = inner.replace("''", "'")
+        return inner if inner.isprintable() else None
+    if first.isdigit():  # an id: digits and lowercase letters, never a number (no 0x or 0b prefix)
         ok = _OWN_ID.fullmatch(value) is not None and not value.isdigit() and not value.startswith(("0x", "0b"))
         return value if ok else None
-    if not value or not value[0].isalpha() or not value.isprintable() or value in _YAML_WORDS:
+    if not first.isalpha() or not value.isprintable() or value in _YAML_WORDS:
         return None
-    if ": " in value or " #" in value or value.endswith((":", " ")):
+    if ": " in value or " #" in value or value[-1] in ": ":
         return None
     return value
+
+
+def _own_key(key: str) -> bool:
+    """A mapping key as dump_yaml writes one: lowercase letters and underscores."""
+    return key in _KEY_SET or _OWN_KEY.fullmatch(key) is not None
 
 
 def _own_block(lines: List[str], start: int, header: str) -> Optional[Tuple[str, int]]:
@@ -515,37 +539,39 @@ def _own_block(lines: List[str], start: int, header: str) -> Optional[Tuple[str,
 
 def load_own_yaml(text: str) -> Optional[Dict[str, Any]]:
     """The document as :func:`yaml.safe_load` reads it, if it is written the way :func:`dump_yaml`
-    writes; else None (the caller uses the safe loader)."""
+    writes; else None (the caller uses the safe loader). A line is split at its first ": " (a key
+    holds none), not matched by a pattern: this runs once per blob on a cold start."""
     if not text.endswith("\n"):
         return None
     lines = text[:-1].split("\n")
+    n = len(lines)
     out: Dict[str, Any] = {}
     i = 0
-    while i < len(lines):
-        line = lines[i]
-        match = _OWN_LINE.match(line)
-        if match is None or match.group(1) or match.group(2) in out:
-            return None
-        key, value = match.group(2), match.group(3)
+    while i < n:
+        key, sep, value = lines[i].partition(": ")
         i += 1
-        if value is None:  # a list of scalars, or the author's mapping
+        if not sep:  # "key:" alone: a list of scalars, or the author's mapping
+            if key[-1:] != ":":
+                return None
+            key = key[:-1]
+        if key in out or (key not in _KEY_SET and not _own_key(key)):  # the usual keys without a call
+            return None
+        if not sep:
             if key == "author":
                 author: Dict[str, Any] = {}
-                while i < len(lines) and lines[i].startswith("  "):
-                    inner = _OWN_LINE.match(lines[i])
-                    if inner is None or not inner.group(1) or inner.group(3) is None or inner.group(2) in author:
-                        return None
-                    scalar = _own_scalar(inner.group(3))
+                while i < n and lines[i][:2] == "  ":
+                    name, sep, inner = lines[i][2:].partition(": ")
+                    scalar = _own_scalar(inner) if sep and name not in author and _own_key(name) else None
                     if scalar is None:
                         return None
-                    author[inner.group(2)] = scalar
+                    author[name] = scalar
                     i += 1
                 if not author:
                     return None
                 out[key] = author
                 continue
             items: List[Any] = []
-            while i < len(lines) and lines[i].startswith("- "):
+            while i < n and lines[i][:2] == "- ":
                 scalar = _own_scalar(lines[i][2:])
                 if scalar is None:
                     return None
@@ -554,13 +580,13 @@ def load_own_yaml(text: str) -> Optional[Dict[str, Any]]:
             if not items:
                 return None
             out[key] = items
-        elif key == "schema" and value.isdigit() and value.isascii() and value[0] != "0" and len(value) < 10:
-            out[key] = int(value)
-        elif value.startswith("|"):
+        elif value[:1] == "|":
             block = _own_block(lines, i, value)
             if block is None:
                 return None
             out[key], i = block
+        elif key == "schema" and value.isdigit() and value.isascii() and value[0] != "0" and len(value) < 10:
+            out[key] = int(value)
         else:
             scalar = _own_scalar(value)
             if scalar is None:

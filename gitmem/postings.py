@@ -328,12 +328,17 @@ def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], cop
     except sqlite3.IntegrityError:  # two memories with one id: only a full load reports that rightly
         db.execute("UPDATE views SET tree=?, usable=0, used=? WHERE view=?", (root, time.time(), view))
         return None
-    if bulk:
+    if bulk:  # summed again from each active member's word list (docs.tids), not by a join over every posting
+        n = total = 0
+        df: Counter = Counter()
+        for length, tids in db.execute("SELECT d.length, d.tids FROM members m JOIN docs d ON d.doc=m.doc "
+                                       "WHERE m.view=? AND d.active=1", (view,)):
+            n, total = n + 1, total + length
+            df.update(tids.split(","))
+        df.pop("", None)
         db.execute("DELETE FROM view_df WHERE view=?", (view,))
-        db.execute("INSERT INTO view_df SELECT ?, p.tid, COUNT(*) FROM postings p JOIN members m ON m.view=? "
-                   "AND m.doc=p.doc JOIN docs d ON d.doc=p.doc WHERE d.active=1 GROUP BY p.tid", (view, view))
-        db.execute("UPDATE views SET (n, total) = (SELECT COUNT(*), COALESCE(SUM(d.length), 0) FROM members m "
-                   "JOIN docs d ON d.doc=m.doc WHERE m.view=? AND d.active=1) WHERE view=?", (view, view))
+        db.executemany("INSERT INTO view_df VALUES (?, ?, ?)", [(view, int(t), k) for t, k in df.items()])
+        db.execute("UPDATE views SET n=?, total=? WHERE view=?", (n, total, view))
     else:
         for blob, _ in fresh:
             _count(db, view, docs[blob], +1)
@@ -362,23 +367,32 @@ def _count(db: sqlite3.Connection, view: int, doc: int, sign: int) -> None:
 
 
 def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Counter]], progress: Progress) -> None:
-    """Rows for blobs the index has not seen: their words and counts, paths, and what ranking reads."""
+    """Rows for blobs the index has not seen: their words and counts, paths, and what ranking reads.
+    One statement per table per chunk (doc numbers given here, as SQLite would give them), so a
+    first search after a clone does not pay a round trip per memory."""
     chunk_size = 5_000
     for start in range(0, len(new_docs), chunk_size):
-        chunk = [d for d in new_docs[start:start + chunk_size]
-                 if not db.execute("SELECT 1 FROM docs WHERE blob=?", (d[0],)).fetchone()]
+        part = new_docs[start:start + chunk_size]
+        have = _doc_numbers(db, [blob for blob, _, _ in part])
+        chunk = list({blob: (blob, m, counts) for blob, m, counts in part if blob not in have}.values())
         words = sorted({t for _, _, counts in chunk for t in counts})
         db.executemany("INSERT OR IGNORE INTO terms(term) VALUES (?)", [(t,) for t in words])
         tid: Dict[str, int] = {}
-        for part, marks in batches(words):
-            tid.update(db.execute(f"SELECT term, tid FROM terms WHERE term IN ({marks})", part))
-        for blob, m, counts in chunk:
-            doc = db.execute("INSERT INTO docs(blob, id, type, active, length, epoch, tids) VALUES (?,?,?,?,?,?,?)",
-                             (blob, m.id, m.type, int(m.status == "active"), sum(counts.values()),
-                              epoch(m.updated or m.created), ",".join(str(tid[t]) for t in counts))).lastrowid
-            db.executemany("INSERT INTO postings VALUES (?, ?, ?)", [(tid[t], doc, n) for t, n in counts.items()])
-            db.executemany("INSERT OR IGNORE INTO doc_paths VALUES (?, ?, ?)",
-                           [(p, p.rsplit("/", 1)[0], doc) for p in dict.fromkeys(m.paths)])
+        for batch, marks in batches(words):
+            tid.update(db.execute(f"SELECT term, tid FROM terms WHERE term IN ({marks})", batch))
+        first = db.execute("SELECT COALESCE(MAX(doc), 0) + 1 FROM docs").fetchone()[0]
+        docs: List[Tuple[Any, ...]] = []
+        postings: List[Tuple[int, int, int]] = []
+        paths: List[Tuple[str, str, int]] = []
+        for doc, (blob, m, counts) in enumerate(chunk, first):
+            docs.append((doc, blob, m.id, m.type, int(m.status == "active"), sum(counts.values()),
+                         epoch(m.updated or m.created), ",".join(map(str, map(tid.__getitem__, counts)))))
+            postings += [(tid[t], doc, n) for t, n in counts.items()]
+            paths += [(p, p.rsplit("/", 1)[0], doc) for p in dict.fromkeys(m.paths)]
+        db.executemany("INSERT INTO docs(doc, blob, id, type, active, length, epoch, tids) VALUES (?,?,?,?,?,?,?,?)",
+                       docs)
+        db.executemany("INSERT INTO postings VALUES (?, ?, ?)", sorted(postings))  # in key order: appends, not page splits
+        db.executemany("INSERT OR IGNORE INTO doc_paths VALUES (?, ?, ?)", paths)
         progress.step(min(start + chunk_size, len(new_docs)))
 
 

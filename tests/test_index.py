@@ -6,10 +6,12 @@ import random
 import subprocess
 import sys
 
+import pytest
 from conftest import git
 
 from gitmem import Store
 from gitmem import warm as warm_module
+from gitmem.errors import StorageError
 from gitmem.model import dump_yaml, memory_path
 from gitmem.recall import recall
 
@@ -255,3 +257,81 @@ def test_a_write_goes_through_while_another_process_holds_the_index(repo):
 
     blob = git(repo, "rev-parse", f"refs/memory/main:{memory_path(w.memory)}").strip()
     assert store.warm.index.clean(rules_key(), [blob]) == []  # given up, not waited for: a push will scan it
+
+
+def _drop_index(repo) -> None:
+    warm_module.forget_warm()
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(_index_file(repo) + suffix):
+            os.unlink(_index_file(repo) + suffix)
+
+
+def _index_rows(repo):
+    import sqlite3
+
+    db = sqlite3.connect(_index_file(repo))
+    try:
+        return {table: sorted(db.execute(f"SELECT * FROM {table}").fetchall())
+                for table in ("blobs", "trees", "summaries")}
+    finally:
+        db.close()
+
+
+def test_a_cold_backlog_shared_with_a_helper_process_gives_what_one_process_gives(repo, store, monkeypatch):
+    """Past Warm.PARALLEL blobs a cold summary shares them with a second process (it parses from
+    the front, this one from the back): the summary, the memories, the problems and every index
+    row must be what one process makes."""
+    import time
+
+    _seed(store, 40)
+    store.retract(store.list()[3].id, reason="changed")
+    tip = store.own_tip()
+    store.move_ref(tip, store.commit_tree({"fact/0/0/0000000000000000.yaml": b"::: not yaml ["}, "hand edit",
+                                          store.list()[0].author, base=tip), "hand edit")
+    from_helper = []
+    put_row = warm_module.Index.put_row
+    monkeypatch.setattr(warm_module.Index, "put_row", lambda self, *a: from_helper.append(1) or put_row(self, *a))
+    read = warm_module.read_memory
+    monkeypatch.setattr(warm_module._Helper, "usable", staticmethod(lambda: True))  # whatever the machine's load
+    answers = []
+    for parallel in (10**9, 10):
+        monkeypatch.setattr(warm_module.Warm, "PARALLEL", parallel)
+        monkeypatch.setattr(warm_module.Warm, "STEAL", 1)
+        # This process slowed down, so the helper answers its share before this one gets there.
+        monkeypatch.setattr(warm_module, "read_memory", lambda *a: time.sleep(0.03) or read(*a))
+        _drop_index(repo)
+        s = _fresh(repo)
+        summary = s.summary()
+        answers.append((summary, _index_rows(repo), sorted((m.id, m.text) for m in s.memories().values()),
+                        [p.to_dict() for p in s.problems]))
+    assert from_helper  # the second round took the helper's answers
+    assert answers[0] == answers[1]
+    assert answers[1][0]["counts"]["invalid"] == 1
+
+
+def test_a_helper_that_stops_at_a_missing_object_answers_only_what_it_read(repo, store, monkeypatch):
+    """A helper process that dies (here: at an object that is not there) answers the blobs before
+    it and nothing after; the caller parses the rest itself and names the damage as one process would."""
+    _seed(store, 6)
+    entries = store.warm.entries(store.repo, str(store.snapshot().tree.id))
+    missing = ("fact/z/z/zzzzzzzzzzzzzzzz.yaml", "0" * 40)
+    helper = warm_module._Helper(store.repo, entries[:3] + [missing] + entries[3:])
+    assert helper.proc.wait() != 0
+    answered = helper.answered()
+    helper.stop()
+    assert [found.id for _, found in answered] == [path.rsplit("/", 1)[1][:-5] for path, _ in entries[:3]]
+    monkeypatch.setattr(warm_module.Warm, "PARALLEL", 2)
+    _drop_index(repo)
+    with pytest.raises(StorageError, match="is damaged: object 0{40} is missing"):
+        _fresh(repo).warm.parse(store.repo, [missing] + entries, store.ref)
+
+
+def test_a_helper_is_started_only_with_a_core_to_spare(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.6, 0.6, 0.6))
+    assert warm_module._Helper.usable()
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.8, 1.0, 1.0))
+    assert not warm_module._Helper.usable()
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert not warm_module._Helper.usable()
