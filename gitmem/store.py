@@ -246,9 +246,9 @@ class Store:
             if path is not None:
                 near = view.touching([path])
                 ids = [i for i in ids if i in near]
+            return (view, ids) if ids or view.count() else None
         except GitmemError:  # the index cannot answer
             return None
-        return (view, ids) if ids or view.count() else None
 
     def summary(self, at: Optional[str] = None) -> Dict[str, Any]:
         """Counts of memories by "type/status" ("invalid" for blobs that are not valid memories),
