@@ -301,7 +301,7 @@ class Index:
     def put_memo(self, tree: str, key: str, value: Any) -> None:
         def keep(db: sqlite3.Connection) -> None:
             db.execute("INSERT OR REPLACE INTO memos VALUES (?, ?, ?, ?)",
-                       (tree, key, json.dumps(value, separators=(",", ":")), time.time()))
+                       (tree, key, _ENCODE(value), time.time()))
             db.execute("DELETE FROM memos WHERE rowid IN (SELECT rowid FROM memos ORDER BY used DESC LIMIT -1 "
                        "OFFSET ?)", (self.MEMOS,))
 

@@ -106,13 +106,15 @@ class IndexedMemories:
 
     def count(self) -> int:
         """How many valid memories the commit holds."""
-        listed = self._sql(lambda db, view: db.execute("SELECT COUNT(*) FROM members WHERE view=?",
-                                                       (view,)).fetchone()[0])
-        return listed + sum((m is not None) - self._listed(i) for i, m in self.changed.items())
+        def read(db: sqlite3.Connection, view: int) -> Tuple[int, Set[str]]:
+            listed: Set[str] = set()
+            for chunk, marks in batches(list(self.changed)):
+                listed.update(i for (i,) in db.execute(f"SELECT id FROM members WHERE view=? AND id IN ({marks})",
+                                                       [view, *chunk]))
+            return db.execute("SELECT COUNT(*) FROM members WHERE view=?", (view,)).fetchone()[0], listed
 
-    def _listed(self, i: str) -> bool:
-        return self._sql(lambda db, view: db.execute("SELECT 1 FROM members WHERE view=? AND id=?",
-                                                     (view, i)).fetchone() is not None)
+        n, listed = self._sql(read)  # one read: the view cannot move between the count and the lookups
+        return n + sum((m is not None) - (i in listed) for i, m in self.changed.items())
 
     def ids(self, type: Optional[str] = None, active: Optional[bool] = None) -> List[str]:
         """Ids of the memories of ``type`` (None: any) that are (or are not) ``active`` (None: either), by id."""
