@@ -410,17 +410,20 @@ def _rest_at_least(part: Dict[str, Any], then: MemoryView, changed: Sequence[Mem
 
 
 def _standing(then: MemoryView, budget: int) -> Dict[str, Any]:
-    """Whether every active memory at the anchor fits in ``budget`` and, when not, its :func:`_share`:
+    """Whether every active memory at the anchor fits in ``budget`` (then the :func:`_part` of them all)
+    and, when not, its :func:`_share`:
     a function of the anchor's memories, so a view keeps it per anchor (rendering and counting
     thousands of memories costs more than the rest of a context)."""
     standing = then.active()
     seen = 0  # tokens of the memories read, in id order, until they overflow the budget
+    kept: List[Memory] = []
     for m in _in_order([i for i, _ in standing], then.get):
         seen += _rendered(m)[1]
         if seen > budget:
             break
+        kept.append(m)
     else:
-        return {"whole": True}
+        return {"whole": True, **_part(kept)}
     share = _share(then, standing, budget)
     # The rest holds at least what was seen and not kept: enough, most often, to know it cannot fit.
     return {"whole": False, "rest": seen - share["used"], **share}
@@ -464,14 +467,8 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         part = then.remember(f"standing {budget}", lambda: _standing(then, budget))
         by_id = {m.id: m for m in fresh}
         tail_ids = [m.id for m in fresh]
-        over = not part["whole"]
-        if over:
-            cached = part
-        else:
-            standing = then.active()
-            kept, used, _ = _fill(_in_order([i for i, _ in standing], then.get), budget)
-            over = not _fill(fresh, budget - used)[2]
-            cached = _share(then, standing, budget) if over else _part(kept)
+        over = not (part["whole"] and _fill(fresh, budget - part["used"])[2])
+        cached = _share(then, then.active(), budget) if over and part["whole"] else part
         if over:
             # The cached part holds what every question needs in its share; the rest competes for the question's.
             known = set(cached["ids"])
