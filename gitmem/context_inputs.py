@@ -99,8 +99,8 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
         return at_tip, None, (), tip
     if store.summary(anchor)["counts"].get("invalid"):
         return None
-    added, removed = store.warm.diff(store.repo, anchor_tree, tip_tree)
-    parsed = store.warm.parse(store.repo, added + removed, store.ref)
+    added, removed = store.warm.diff(store.repository, anchor_tree, tip_tree)
+    parsed = store.warm.parse(store.repository, added + removed, store.ref)
     now = {m.id: m for _, b in added if isinstance(m := parsed[b], Memory)}
     was = {m.id: m for _, b in removed if isinstance(m := parsed[b], Memory)}
     then: Dict[str, Optional[Memory]] = {i: None for i in now}

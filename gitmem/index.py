@@ -2,7 +2,7 @@
 
 Every row is keyed by what names its content: a blob's parsed memory (or why it did
 not parse), its search terms and what ranking reads of it (``docs``, ``postings``, ``doc_paths``:
-see :mod:`gitmem.postings`), a tree's memory-relevant entries and summary by object id, what a
+see :mod:`gitmem.postings`), a tree's memory-relevant entries and summary by object id, a commit's tree by the commit id, what a
 computation made of a tree (a context's cached part) by the tree id and a key naming the computation
 and its code, a vector
 by the encoder and the hash of the text it was computed from, a blob the secret scan
@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from .model import Author, Memory
 
-SCHEMA = 7
+SCHEMA = 8
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.
@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs(blob TEXT PRIMARY KEY, row TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trees(tree TEXT PRIMARY KEY, entries TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS summaries(tree TEXT PRIMARY KEY, summary TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS commits(commit_id TEXT PRIMARY KEY, tree TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS verified(ref TEXT PRIMARY KEY, commit_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS clean(rules TEXT NOT NULL, blob TEXT NOT NULL, PRIMARY KEY(rules, blob));
 CREATE TABLE IF NOT EXISTS vectors(encoder TEXT NOT NULL, text_sha1 TEXT NOT NULL, vec BLOB NOT NULL,
@@ -245,6 +246,15 @@ class Index:
         self._write("INSERT OR IGNORE INTO trees VALUES (?, ?)", trees)
         self._write("INSERT OR IGNORE INTO summaries VALUES (?, ?)",
                     [(k, json.dumps(v, separators=(",", ":"))) for k, v in summaries.items()])
+
+    # --- the tree of a commit ----------------------------------------------------------
+
+    def tree_of(self, commit: str) -> Optional[str]:
+        rows = self._query("SELECT tree FROM commits WHERE commit_id=?", (commit,))
+        return rows[0][0] if rows else None
+
+    def put_tree_of(self, commit: str, tree: str) -> None:
+        self._write("INSERT OR IGNORE INTO commits VALUES (?, ?)", [(commit, tree)], wait_ms=20)
 
     # --- where doctor last found a ref's history sound --------------------------------
 

@@ -92,14 +92,10 @@ def _future_changes(store: Store, theirs: str, changed: Sequence[str], not_after
 
 def conflict_blobs(store: Store, commit: Optional[str]) -> Dict[str, str]:
     """conflicts/<id>.yaml path -> blob id at ``commit``."""
-    tree = store.snapshot(commit).tree if commit else None
-    if tree is None or CONFLICTS_DIR not in tree:
+    if not commit:
         return {}
-    folder = tree[CONFLICTS_DIR]
-    if folder.type_str != "tree":
-        return {}
-    return {f"{CONFLICTS_DIR}/{e.name}": str(e.id) for e in folder.peel(pygit2.Tree)
-            if (e.name or "").endswith(".yaml") and e.type_str == "blob"}
+    return {f"{CONFLICTS_DIR}/{name}": oid for name, kind, oid in store.snapshot(commit).listing(CONFLICTS_DIR)
+            if name.endswith(".yaml") and kind == "blob"}
 
 
 def load_ids(store: Store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dict[str, Memory]:

@@ -170,7 +170,7 @@ class IndexedMemories:
             return rows
 
         rows = self._sql(read) if wanted else []
-        parsed = self.store.warm.parse(self.store.repo, [(memory_path(kind, i), b) for i, kind, b in rows],
+        parsed = self.store.warm.parse(self.store.repository, [(memory_path(kind, i), b) for i, kind, b in rows],
                                        self.store.ref)
         for i, _, b in rows:
             found = parsed.get(b)
@@ -268,8 +268,8 @@ def _update(store: "Store", ref: str, root: str) -> Optional[int]:
     copy = other if (row is None or not row[2]) else None
     start = row[1] if row is not None and row[2] else (other[1] if other else None)
     try:
-        added, removed = store.warm.diff(store.repo, start, root)
-        parsed = store.warm.parse(store.repo, added, ref)
+        added, removed = store.warm.diff(store.repository, start, root)
+        parsed = store.warm.parse(store.repository, added, ref)
     finally:
         index.flush()
     fresh = [(blob, m) for _, blob in added if isinstance(m := parsed[blob], Memory)]
@@ -448,7 +448,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
 
     def consider(rows: Sequence[_Row]) -> None:
         rows = [r for r in rows if r[0] not in found]
-        memories = store.warm.parse(store.repo, [(memory_path(kind, mid), blob) for _, blob, mid, kind, _, _ in rows],
+        memories = store.warm.parse(store.repository, [(memory_path(kind, mid), blob) for _, blob, mid, kind, _, _ in rows],
                                     store.ref)
         counts = _term_counts(db, [r[0] for r in rows], tids)
         for doc, blob, _, _, length, _ in rows:

@@ -1,7 +1,7 @@
 """The repository edge: opening a repository, its config, branch names and identities.
 
 Every other git-facing module builds on these helpers; this module imports no
-other gitmem module but the model and the errors, so it can sit at the bottom
+other gitmem module but the model, the errors and gitdir, so it can sit at the bottom
 of the import graph.
 """
 
@@ -13,6 +13,7 @@ from typing import List, Optional, Tuple
 import pygit2
 
 from .errors import BranchError, GitmemError, NotARepository, StorageError
+from .gitdir import plain_ref_name
 from .model import Author
 
 REF_PREFIX = "refs/memory/"
@@ -24,7 +25,8 @@ def memory_ref(branch: str) -> str:
 
 def check_branch_name(name: str) -> str:
     """Refuse names git would refuse, so a branch can never address outside refs/memory/."""
-    if not name or len(name) > 255 or "\x00" in name or not pygit2.reference_is_valid_name(memory_ref(name)):
+    if not name or len(name) > 255 or "\x00" in name or not (
+            plain_ref_name(memory_ref(name)) or pygit2.reference_is_valid_name(memory_ref(name))):
         raise BranchError(f"invalid branch name {name[:80]!r}")
     if name == "HEAD" or name.startswith("-"):
         raise BranchError(f"invalid branch name {name!r}")

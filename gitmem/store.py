@@ -10,7 +10,7 @@ The working tree, the index and code refs are never touched.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 import pygit2
 
@@ -18,8 +18,11 @@ from . import model, refs
 from .audit import Change, change_from_commit, commit_message
 from .errors import AmbiguousId, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
 from .model import Author, Memory, Problem
+from . import gitdir
+from .gitdir import GitDir
+from .index import Entry
 from .repo import (
-    blob_at, check_branch_name, current_blob, current_branch, damaged, default_author, head_commit,
+    blob_at, check_branch_name, common_dir, current_blob, current_branch, damaged, default_author, head_commit,
     memory_ref, open_repository, parent_chain, ref_target,
 )
 from .warm import Warm, warm_for
@@ -48,26 +51,47 @@ class Built:
 
 
 class Snapshot:
-    """The memory tree at one commit, with lookups that avoid loading everything."""
+    """The memory tree at one commit, with lookups that avoid loading everything. Trees are read
+    through the warm cache and the index (:meth:`Warm.tree_entries`): libgit2 opens only on a miss."""
 
     def __init__(self, store: "Store", commit: Optional[str]):
         self.store = store
         self.commit = commit
-        try:
-            self.tree: Optional[pygit2.Tree] = store.repo[commit].peel(pygit2.Tree) if commit else None
-        except (KeyError, ValueError, pygit2.GitError) as e:
-            raise damaged(store.ref, commit, e) from None
+        self.tree_id: Optional[str] = store.tree_of(commit) if commit else None
+        self._tree: Optional[pygit2.Tree] = None
 
-    def _entry(self, path: str) -> Optional[pygit2.Object]:
-        if self.tree is None:
-            return None
+    @property
+    def tree(self) -> Optional[pygit2.Tree]:
+        """The root tree as a libgit2 object, for callers that walk or diff it."""
+        if self._tree is None and self.tree_id is not None:
+            try:
+                self._tree = self.store.repo[self.tree_id].peel(pygit2.Tree)
+            except (KeyError, ValueError, pygit2.GitError) as e:
+                raise damaged(self.store.ref, self.commit, e) from None
+        return self._tree
+
+    def lookup(self, path: str) -> Optional[Entry]:
+        """The entry (name, kind, id) at ``path`` ("a/b/c"), or None."""
+        found: Optional[Entry] = ("", "tree", self.tree_id) if self.tree_id else None
+        for name in path.split("/"):
+            if found is None or found[1] != "tree":
+                return None
+            found = next((e for e in self._entries(found[2]) if e[0] == name), None)
+        return found
+
+    def listing(self, path: str) -> List[Entry]:
+        """The entries of the folder at ``path``; none when there is no such folder."""
+        found = self.lookup(path)
+        return self._entries(found[2]) if found is not None and found[1] == "tree" else []
+
+    def _entries(self, tree: str) -> List[Entry]:
         try:
-            return self.tree[path]
-        except KeyError:
-            return None
+            return self.store.warm.tree_entries(self.store.repository, [tree])[tree]
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            raise damaged(self.store.ref, self.commit, e) from None
 
     def has(self, path: str) -> bool:
-        return self._entry(path) is not None
+        return self.lookup(path) is not None
 
     def find(self, memory_id: str) -> Tuple[str, Memory]:
         """Resolve a full id or an abbreviation (see :func:`gitmem.model.matching_ids`: the short
@@ -82,9 +106,9 @@ class Snapshot:
         if len(wanted) == model.ID_LENGTH:
             for type_ in model.TYPES:
                 path = model.memory_path(type_, wanted)
-                entry = self._entry(path)
-                if entry is not None:
-                    return path, self.store.parse_blob(entry.id, path)
+                entry = self.lookup(path)
+                if entry is not None and entry[1] == "blob":
+                    return path, self.store.parse_blob(entry[2], path)
             raise NotFound(memory_id, ref)
         hits = self._ending_with(wanted) or model.matching_ids(wanted, self.ids())
         if len(hits) > 1:
@@ -98,19 +122,16 @@ class Snapshot:
         folder per type instead of listing every memory."""
         out: List[str] = []
         for type_ in model.TYPES:
-            folder = self._entry(f"{type_}/{tail[-2]}/{tail[-1]}")
-            if folder is None or folder.type_str != "tree":
-                continue
-            names = (e.name or "" for e in folder.peel(pygit2.Tree))
+            names = (name for name, kind, _ in self.listing(f"{type_}/{tail[-2]}/{tail[-1]}") if kind == "blob")
             out.extend(n[:-5] for n in names if n.endswith(".yaml") and n[:-5].endswith(tail))
         return sorted(out)
 
     def entries(self) -> Iterator[Tuple[str, str]]:
         """(path, blob id) of every memory blob, in tree order."""
-        if self.tree is None:
+        if self.tree_id is None:
             return
         try:
-            yield from self.store.warm.entries(self.store.repo, str(self.tree.id))
+            yield from self.store.warm.entries(self.store.repository, self.tree_id)
         except (KeyError, ValueError, pygit2.GitError) as e:
             raise damaged(self.store.ref, self.commit, e) from None
 
@@ -138,27 +159,77 @@ class Store:
     #: Up to this many ids, :meth:`short_ids` reads their folders; past it, every id (one sort).
     SHORT_ID_PAGE = 50
 
-    def __init__(self, repo: pygit2.Repository, branch: str, notice: Optional[str] = None):
-        self.repo = repo
+    def __init__(self, repo: Union[pygit2.Repository, GitDir], branch: str, notice: Optional[str] = None):
+        """``repo``: an open repository, or a :class:`~gitmem.gitdir.GitDir` that libgit2 opens
+        only when a read needs it (see :meth:`repository`)."""
+        if isinstance(repo, GitDir):
+            self.git: Optional[GitDir] = repo
+            self._repo: Optional[pygit2.Repository] = None
+        else:
+            self.git, self._repo = None, repo
         self.branch = check_branch_name(branch)
         self.ref = memory_ref(self.branch)
         self.notice = notice
         self.problems: List[Problem] = []
-        self.warm = warm_for(repo)
+        self.warm = warm_for(repo.common if isinstance(repo, GitDir) else common_dir(repo))
 
     @classmethod
     def open(cls, path: str = ".", branch: Optional[str] = None) -> "Store":
+        """The store of ``branch`` (default: the one HEAD names) in the repository at ``path``.
+        libgit2 is not loaded yet where a warm read may not need it (see :mod:`gitmem.gitdir`)."""
+        try:
+            git = gitdir.discover(path)
+            return cls(git, branch if branch is not None else gitdir.head_branch(git))
+        except gitdir.Unsure:
+            pass
         repo = open_repository(path)
         notice = None
         if branch is None:
             branch, notice = current_branch(repo)
         return cls(repo, branch, notice)
 
+    def repository(self) -> pygit2.Repository:
+        """The repository, opened with libgit2 on the first call that needs git itself."""
+        if self._repo is None:
+            assert self.git is not None
+            self._repo = open_repository(self.git.workdir)
+        return self._repo
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        return self.repository()
+
     # --- reading -----------------------------------------------------------
 
     def own_tip(self) -> Optional[str]:
         """The tip of this branch's own memory ref, or None when it has none yet."""
+        if self._repo is None and self.git is not None:
+            try:
+                return gitdir.ref(self.git, self.ref)
+            except gitdir.Unsure:
+                pass
         return ref_target(self.repo, self.ref)
+
+    def tree_of(self, commit: str) -> str:
+        """The root tree of memory commit ``commit``. Without libgit2 open, from the loose object or
+        the index where they know it; else from git, then kept in the index for the next process."""
+        if self._repo is None and self.git is not None:
+            try:
+                return gitdir.tree_of(self.git, commit)
+            except gitdir.Unsure:
+                known = self.warm.index.tree_of(commit)
+                if known:
+                    return known
+            tree = self._peel(commit)
+            self.warm.index.put_tree_of(commit, tree)
+            return tree
+        return self._peel(commit)
+
+    def _peel(self, commit: str) -> str:
+        try:
+            return str(self.repo[commit].peel(pygit2.Tree).id)
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            raise damaged(self.ref, commit, e) from None
 
     def read_from(self) -> Tuple[Optional[str], Optional[str]]:
         """(branch whose memory is read, its tip): this branch's, else the nearest parent's."""
@@ -256,10 +327,10 @@ class Store:
         (or commit ``at``), from summaries kept per tree (see :meth:`Warm.summary`)."""
         tip = at or self.tip()
         snap = self.snapshot(tip)
-        if snap.tree is None:
+        if snap.tree_id is None:
             return {"counts": {}, "lists": {name: [] for name in Warm.LISTS}, "paths": []}
         try:
-            return self.warm.summary(self.repo, str(snap.tree.id), self.ref)
+            return self.warm.summary(self.repository, snap.tree_id, self.ref)
         except (KeyError, ValueError, pygit2.GitError) as e:
             raise damaged(self.ref, tip, e) from None
         finally:
@@ -272,7 +343,7 @@ class Store:
         if limit > Warm.NEWEST:
             return None
         rows = (summary or self.summary())["lists"][name][:limit]
-        parsed = self.warm.parse(self.repo, [(p, b) for _, p, b in rows], self.ref)
+        parsed = self.warm.parse(self.repository, [(p, b) for _, p, b in rows], self.ref)
         return [m for m in (parsed[b] for _, _, b in rows) if isinstance(m, Memory)]
 
     def newest(self, limit: int, summary: Optional[Dict[str, Any]] = None) -> Optional[List[Memory]]:
@@ -284,11 +355,11 @@ class Store:
         """The active decisions and rejections with a path that ``touches``, by id, reading only the
         parts of the tree whose summaries name such a path."""
         snap = self.snapshot()
-        if snap.tree is None:
+        if snap.tree_id is None:
             return []
         try:
-            found = self.warm.choices_touching(self.repo, str(snap.tree.id), self.ref, touches)
-            parsed = self.warm.parse(self.repo, found, self.ref)
+            found = self.warm.choices_touching(self.repository, snap.tree_id, self.ref, touches)
+            parsed = self.warm.parse(self.repository, found, self.ref)
         except (KeyError, ValueError, pygit2.GitError) as e:
             raise damaged(self.ref, snap.commit, e) from None
         finally:
@@ -297,7 +368,7 @@ class Store:
 
     def parse_blob(self, blob_id: Any, path: str) -> Memory:
         """The memory stored in blob ``blob_id`` at ``path`` (remembered by blob id)."""
-        parsed = self.warm.parse(self.repo, [(path, str(blob_id))], self.ref)[str(blob_id)]
+        parsed = self.warm.parse(self.repository, [(path, str(blob_id))], self.ref)[str(blob_id)]
         if isinstance(parsed, str):
             raise InvalidMemory(path, parsed)
         return parsed
@@ -305,14 +376,14 @@ class Store:
     def _load_all(self, snap: Snapshot) -> Dict[str, Memory]:
         out: Dict[str, Memory] = {}
         self.problems = []
-        if snap.tree is None:
+        if snap.tree_id is None:
             return out
-        key = str(snap.tree.id)
+        key = snap.tree_id
         loaded = self.warm.loaded.get(key)
         if loaded is None:
             entries = list(snap.entries())
             try:
-                parsed = self.warm.parse(self.repo, entries, self.ref)
+                parsed = self.warm.parse(self.repository, entries, self.ref)
             finally:
                 self.warm.index.flush()
             memories: Dict[str, Memory] = {}

@@ -39,7 +39,7 @@ MAX_YAML_DEPTH = 8
 #: ``git -c ...`` options that make a fetch check every received object as strictly as
 #: ``git fsck --strict`` (index-pack and unpack-objects get ``--strict``) and refuse the pack.
 FSCK_CONFIG = ("-c", "fetch.fsckObjects=true")
-_BLOB_MODES = (pygit2.GIT_FILEMODE_BLOB,)
+_BLOB_MODES = (0o100644,)  # pygit2.GIT_FILEMODE_BLOB, spelled out so importing this module does not load libgit2
 _FANOUT = set("0123456789abcdefghjkmnpqrstvwxyz")
 
 

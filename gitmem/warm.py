@@ -21,7 +21,11 @@ from . import model
 from .errors import InvalidMemory
 from .index import Entry, Index, Parsed, forget_all, from_rows, index_for, row_text
 from .model import Memory, Problem, parse_memory
-from .repo import common_dir, damaged
+from .repo import damaged
+
+#: Opens the repository (libgit2): called only when an object must be read from git, so a read the
+#: index can answer never loads libgit2 (see :mod:`gitmem.gitdir`).
+Git = Callable[[], "pygit2.Repository"]
 
 
 def layout(entries: Sequence[Entry], depth: int) -> List[Tuple[str, str]]:
@@ -59,7 +63,7 @@ class Warm:
         self.summaries: Dict[str, Dict[str, Any]] = {}
         self.loaded: "OrderedDict[str, Tuple[Dict[str, Memory], List[Problem], Set[str]]]" = OrderedDict()
 
-    def tree_entries(self, repo: pygit2.Repository, tree_ids: Sequence[str]) -> Dict[str, List[Entry]]:
+    def tree_entries(self, git: Git, tree_ids: Sequence[str]) -> Dict[str, List[Entry]]:
         """Entries of each tree, from this process, else the index, else git (then remembered)."""
         out = {t: self.trees[t] for t in tree_ids if t in self.trees}
         missing = [t for t in tree_ids if t not in out]
@@ -67,7 +71,7 @@ class Warm:
             out.update(self.index.trees(missing))
             for t in missing:
                 if t not in out:
-                    tree = repo[t].peel(pygit2.Tree)
+                    tree = git()[t].peel(pygit2.Tree)
                     out[t] = [(e.name, e.type_str, str(e.id)) for e in tree]  # type: ignore[misc]  # a tree entry has a name
                     self.index.put_tree(t, out[t])
         new = {t: e for t, e in out.items() if t not in self.trees}
@@ -81,11 +85,11 @@ class Warm:
         self.tree_size += size
         return out
 
-    def entries(self, repo: pygit2.Repository, root: str) -> List[Tuple[str, str]]:
+    def entries(self, git: Git, root: str) -> List[Tuple[str, str]]:
         """(path, blob id) of every ``<type>/<x>/<y>/<id>.yaml`` blob under the tree ``root``, in tree order."""
-        return self.diff(repo, None, root)[0]
+        return self.diff(git, None, root)[0]
 
-    def diff(self, repo: pygit2.Repository, old: Optional[str], new: str
+    def diff(self, git: Git, old: Optional[str], new: str
              ) -> Tuple[List[Tuple[str, str]], List[Tuple[str, str]]]:
         """(added, removed) memory blobs, as (path, blob id), from the tree ``old`` (None: empty) to
         ``new``, reading only the subtrees that differ: what changed costs, not what is stored."""
@@ -94,7 +98,7 @@ class Warm:
         level: List[Tuple[str, Optional[str], Optional[str]]] = [("", old, new)]
         for depth in range(4):
             trees = [t for _, a, b in level for t in (a, b) if t is not None]
-            known = self.tree_entries(repo, list(dict.fromkeys(trees)))
+            known = self.tree_entries(git, list(dict.fromkeys(trees)))
             nxt: List[Tuple[str, Optional[str], Optional[str]]] = []
             for prefix, a, b in level:
                 mine = dict(layout(known[a], depth)) if a is not None else {}
@@ -127,7 +131,7 @@ class Warm:
     #: Past this many distinct paths of active choices, a summary keeps None ("look inside") instead.
     PATHS = 1000
 
-    def summary(self, repo: pygit2.Repository, root: str, ref: str) -> Dict[str, Any]:
+    def summary(self, git: Git, root: str, ref: str) -> Dict[str, Any]:
         """Counts by "type/status", the :attr:`LISTS` and the paths that active decisions and
         rejections name, under ``root``.
 
@@ -135,10 +139,10 @@ class Warm:
         (and its path), so after a write only the four trees the write changed are summed again:
         ``status``, the first page of ``list``, ``resume`` and the SessionStart hook cost what
         changed, not what is stored."""
-        absent = self._parse_backlog(repo, root, ref)
-        return self._summary(repo, "", root, ref, 0, absent)
+        absent = self._parse_backlog(git, root, ref)
+        return self._summary(git, "", root, ref, 0, absent)
 
-    def _parse_backlog(self, repo: pygit2.Repository, root: str, ref: str) -> Set[str]:
+    def _parse_backlog(self, git: Git, root: str, ref: str) -> Set[str]:
         """Parse, in one batch, every blob under the trees whose summary neither this process nor
         the index knows, walking level by level and asking the index once per level: on a first
         command after a clone that is the whole store, read with one progress line and, past
@@ -154,13 +158,13 @@ class Warm:
                 self._keep_summary(key, summary)
             absent.update(k for k in keys if k not in known)
             level = [(prefix, tree) for (prefix, tree), key in zip(level, keys) if key not in known]
-            trees = self.tree_entries(repo, [tree for _, tree in level])
+            trees = self.tree_entries(git, [tree for _, tree in level])
             level = [(f"{prefix}{name}/" if depth < 3 else prefix + name, oid)
                      for prefix, tree in level for name, oid in layout(trees[tree], depth)]
-        self.parse(repo, level, ref)
+        self.parse(git, level, ref)
         return absent
 
-    def _summary(self, repo: pygit2.Repository, prefix: str, tree: str, ref: str, depth: int,
+    def _summary(self, git: Git, prefix: str, tree: str, ref: str, depth: int,
                  absent: AbstractSet[str] = frozenset()) -> Dict[str, Any]:
         """The summary of ``tree`` (``absent``: keys the index is known not to hold)."""
         key = f"{prefix}:{tree}"
@@ -169,12 +173,12 @@ class Warm:
             known = self.index.summary(key)
         if known is not None:
             return self._keep_summary(key, known)
-        entries = self.tree_entries(repo, [tree])[tree]
+        entries = self.tree_entries(git, [tree])[tree]
         counts: Dict[str, int] = {}
         lists: Dict[str, List[List[str]]] = {name: [] for name in self.LISTS}
         paths: Optional[Set[str]] = set()
         if depth < 3:
-            children = [(name, self._summary(repo, f"{prefix}{name}/", oid, ref, depth + 1, absent))
+            children = [(name, self._summary(git, f"{prefix}{name}/", oid, ref, depth + 1, absent))
                         for name, oid in layout(entries, depth)]
             for _, child in children:
                 for k, n in child["counts"].items():
@@ -187,7 +191,7 @@ class Warm:
                 lists[list_name] = list(itertools.islice(merged, self.NEWEST))
         else:
             blobs = layout(entries, depth)
-            found = self.parse(repo, [(prefix + name, oid) for name, oid in blobs], ref)
+            found = self.parse(git, [(prefix + name, oid) for name, oid in blobs], ref)
             kinds: Dict[Tuple[str, str], Tuple[List[List[List[str]]], bool]] = {}  # (type, status) -> its lists
             for name, blob in blobs:
                 parsed = found[blob]
@@ -220,7 +224,7 @@ class Warm:
         self.summaries[key] = summary
         return summary
 
-    def choices_touching(self, repo: pygit2.Repository, root: str, ref: str,
+    def choices_touching(self, git: Git, root: str, ref: str,
                          touches: Callable[[Sequence[str]], bool]) -> List[Tuple[str, str]]:
         """(path, blob) of the active decisions and rejections whose paths ``touches``, reading
         only the subtrees whose summary names such a path."""
@@ -230,16 +234,16 @@ class Warm:
         for depth in range(4):
             nxt = []
             for prefix, t in level:
-                paths = self._summary(repo, prefix, t, ref, depth)["paths"]
+                paths = self._summary(git, prefix, t, ref, depth)["paths"]
                 if paths is not None and not touches(paths):
                     continue
-                for name, oid in layout(self.tree_entries(repo, [t])[t], depth):
+                for name, oid in layout(self.tree_entries(git, [t])[t], depth):
                     if depth == 3:
                         out.append((prefix + name, oid))
                     elif depth or name in model.CHOICE_TYPES:
                         nxt.append((f"{prefix}{name}/", oid))
             level = nxt
-        parsed = self.parse(repo, out, ref)
+        parsed = self.parse(git, out, ref)
         kept = []
         for path, blob in out:
             m = parsed[blob]
@@ -253,7 +257,7 @@ class Warm:
     #: Blobs this process parses between two looks at what the helper answered.
     STEAL = 256
 
-    def parse(self, repo: pygit2.Repository, entries: Sequence[Tuple[str, str]], ref: str) -> Dict[str, Parsed]:
+    def parse(self, git: Git, entries: Sequence[Tuple[str, str]], ref: str) -> Dict[str, Parsed]:
         """Each blob's memory (or why it is invalid): from this process, the index, else parsed from git."""
         out = {b: self.parsed[b] for _, b in entries if b in self.parsed}
         missing = [b for _, b in entries if b not in out]
@@ -265,7 +269,7 @@ class Warm:
 
             def take(items: Sequence[Tuple[str, str]]) -> None:
                 for path, blob_id in items:
-                    out[blob_id] = found = read_memory(repo, path, blob_id, ref)
+                    out[blob_id] = found = read_memory(git(), path, blob_id, ref)
                     self.index.put_parsed(blob_id, found)
 
             if len(todo) < self.PARALLEL or not _Helper.usable():
@@ -275,7 +279,7 @@ class Warm:
             else:
                 # A helper parses from the front, this process from the back, until they meet: whichever
                 # is faster (or alive) does more, so a slow or dead helper only leaves more to this side.
-                helper = _Helper(repo, todo)
+                helper = _Helper(git(), todo)
                 answered: List[Tuple[str, Parsed]] = []
                 end = len(todo)
                 try:
@@ -441,9 +445,10 @@ def _under(name: str, entries: List[List[str]]) -> Iterator[List[str]]:
 _WARM: Dict[str, Warm] = {}
 
 
-def warm_for(repo: pygit2.Repository) -> Warm:
-    """The process-wide read cache of ``repo`` (shared by every Store on it)."""
-    root = common_dir(repo)
+def warm_for(root: str) -> Warm:
+    """The process-wide read cache of the repository whose common directory is ``root`` (shared by
+    every Store on it)."""
+    root = os.path.realpath(root)
     if root not in _WARM:
         _WARM[root] = Warm(index_for(root))
     return _WARM[root]

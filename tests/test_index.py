@@ -313,7 +313,7 @@ def test_a_helper_that_stops_at_a_missing_object_answers_only_what_it_read(repo,
     """A helper process that dies (here: at an object that is not there) answers the blobs before
     it and nothing after; the caller parses the rest itself and names the damage as one process would."""
     _seed(store, 6)
-    entries = store.warm.entries(store.repo, str(store.snapshot().tree.id))
+    entries = store.warm.entries(store.repository, store.snapshot().tree_id)
     missing = ("fact/z/z/zzzzzzzzzzzzzzzz.yaml", "0" * 40)
     helper = warm_module._Helper(store.repo, entries[:3] + [missing] + entries[3:])
     assert helper.proc.wait() != 0
@@ -323,7 +323,7 @@ def test_a_helper_that_stops_at_a_missing_object_answers_only_what_it_read(repo,
     monkeypatch.setattr(warm_module.Warm, "PARALLEL", 2)
     _drop_index(repo)
     with pytest.raises(StorageError, match="is damaged: object 0{40} is missing"):
-        _fresh(repo).warm.parse(store.repo, [missing] + entries, store.ref)
+        _fresh(repo).warm.parse(store.repository, [missing] + entries, store.ref)
 
 
 def test_a_helper_is_started_only_with_a_core_to_spare(monkeypatch):

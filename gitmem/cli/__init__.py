@@ -10,7 +10,45 @@ and ``gitmem add`` start fast.
 
 from __future__ import annotations
 
-from .base import main
+import importlib
+import importlib.util
+import sys
+import threading
+import types
+
+
+class _OnFirstUse(types.ModuleType):
+    """Stands in ``sys.modules`` for a module until one of its names is read, then imports it and
+    takes on its names (as Mercurial's demandimport does). ``import pygit2`` elsewhere finds this
+    stand-in without loading anything, since the import system reads only ``__spec__``, which it has."""
+
+    def __getattr__(self, name: str) -> object:
+        with _LOADING:
+            if sys.modules.get(self.__name__) is self:
+                del sys.modules[self.__name__]
+                self.__dict__.update(importlib.import_module(self.__name__).__dict__)
+        return getattr(sys.modules[self.__name__], name)
+
+
+_LOADING = threading.Lock()
+
+
+def _on_first_use(name: str) -> None:
+    """Import ``name`` when one of its names is first read, not now.
+
+    pygit2 costs about 65 ms to import (libgit2, OpenSSL, its enums): a warm read that the index and
+    :mod:`gitmem.gitdir` answer never touches it, so it need not pay for it. Only the command line
+    does this; a program importing the library imports pygit2 as usual."""
+    spec = importlib.util.find_spec(name) if name not in sys.modules else None
+    if spec is not None:
+        stand_in = _OnFirstUse(name)
+        stand_in.__spec__ = spec
+        sys.modules[name] = stand_in
+
+
+_on_first_use("pygit2")
+
+from .base import main  # noqa: E402  (after pygit2 is made lazy)
 
 __all__ = ["main"]
 

@@ -479,12 +479,16 @@ def status(store: Store, as_json: bool) -> None:
             counts[kind] = counts.get(kind, 0) + n
     data: Dict[str, Any] = {"branch": store.branch, "ref": store.ref, "own_tip": store.own_tip(), "reads": branch,
             "tip": tip, "counts": counts, "notice": store.notice}
+    from ..gitdir import has_no_remotes
     from ..merge import list_conflicts
 
     data["conflicts"] = [c.id for c in list_conflicts(store)]
-    from ..remote import divergence
+    if store.git is None or not has_no_remotes(store.git):
+        from ..remote import divergence
 
-    data["remotes"] = [d.to_dict() for d in divergence(store.repo)]
+        data["remotes"] = [d.to_dict() for d in divergence(store.repo)]
+    else:
+        data["remotes"] = []  # known without loading libgit2
     if as_json:
         emit_json(data)
         return

@@ -1,0 +1,161 @@
+"""The few reads of a git directory a warm command needs, in pure Python: where the repository is,
+the branch HEAD names, where a ref points and the tree of a loose commit.
+
+Importing pygit2 costs about 65 ms (libgit2, OpenSSL, its enums): more than a warm ``list`` or
+``status`` spends reading the derived index. These reads are all such a command asks of git, so the
+store opens libgit2 only when one of them raises :class:`Unsure` ("ask libgit2": a packed commit, a
+symbolic ref, a reftable, an environment that relocates the repository). A guess is never given.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from dataclasses import dataclass
+from typing import Optional
+
+#: Variables with which git (and the hooks it runs) relocate or reshape a repository: with any of them
+#: set, libgit2 decides, as before.
+RELOCATING = ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_OBJECT_DIRECTORY",
+              "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CEILING_DIRECTORIES", "GIT_NAMESPACE")
+_SHA = re.compile(r"[0-9a-f]{40}")
+#: Ref names plainly valid under every rule of git-check-ref-format; others are left to libgit2.
+_PLAIN_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+
+
+class Unsure(Exception):
+    """This module cannot answer: ask libgit2."""
+
+
+@dataclass(frozen=True)
+class GitDir:
+    """A non-bare repository found by :func:`discover`."""
+
+    path: str  # its git directory (a linked worktree has its own)
+    common: str  # the directory refs and objects are shared in
+    workdir: str
+
+
+def discover(start: str) -> GitDir:
+    """The repository holding ``start``, found as git finds it (a ``.git`` directory or a ``gitdir:``
+    file in ``start`` or above it)."""
+    if any(os.environ.get(name) for name in RELOCATING) or not os.path.isdir(start):
+        raise Unsure("git environment set, or no such directory")
+    here = os.path.abspath(start)
+    while True:
+        dot = os.path.join(here, ".git")
+        if os.path.isdir(dot):
+            path = dot
+            break
+        if os.path.isfile(dot):
+            path = _pointer(dot, "gitdir: ")
+            break
+        parent = os.path.dirname(here)
+        if parent == here:
+            raise Unsure("no .git found")  # libgit2 also knows bare repositories
+        here = parent
+    common = path
+    if os.path.isfile(os.path.join(path, "commondir")):
+        common = _pointer(os.path.join(path, "commondir"), "")
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    if (uid is None or os.stat(here).st_uid != uid or os.stat(common).st_uid != uid
+            or os.path.exists(os.path.join(common, "reftable"))):
+        raise Unsure("ownership or ref format for libgit2 to judge")
+    return GitDir(path=path, common=common, workdir=here)
+
+
+def _pointer(file: str, prefix: str) -> str:
+    with open(file, encoding="utf-8") as f:
+        text = f.read().strip()
+    if not text.startswith(prefix):
+        raise Unsure(f"unexpected {file}")
+    return os.path.normpath(os.path.join(os.path.dirname(file), text[len(prefix):]))
+
+
+def head_branch(git: GitDir) -> str:
+    """The branch HEAD names (born or not)."""
+    try:
+        with open(os.path.join(git.path, "HEAD"), encoding="utf-8") as f:
+            text = f.read().strip()
+    except OSError:
+        raise Unsure("no HEAD") from None
+    if not text.startswith("ref: refs/heads/"):
+        raise Unsure("detached HEAD")  # the default branch comes from config and remotes
+    return text[len("ref: refs/heads/"):]
+
+
+def plain_ref_name(name: str) -> bool:
+    """Whether ``name`` is a ref name git accepts, judged without libgit2 (False: ask it)."""
+    return (len(name) <= 255 and _PLAIN_REF.fullmatch(name) is not None and ".." not in name
+            and not any(part.endswith((".lock", ".")) for part in name.split("/")))
+
+
+def ref(git: GitDir, name: str) -> Optional[str]:
+    """The commit ``name`` (a full ref under refs/, shared by worktrees) points at, None when absent.
+
+    A loose ref is read before packed-refs: ``git pack-refs`` writes packed-refs before it deletes
+    a loose ref, so a ref seen in neither is absent."""
+    try:
+        with open(os.path.join(git.common, name), encoding="utf-8") as f:
+            text = f.read().strip()
+    except FileNotFoundError:
+        text = None
+    except OSError:
+        raise Unsure(f"{name} unreadable") from None
+    if text is not None:
+        if not _SHA.fullmatch(text):
+            raise Unsure(f"{name} is symbolic or unexpected")
+        return text
+    try:
+        with open(os.path.join(git.common, "packed-refs"), encoding="utf-8") as f:
+            for line in f:
+                sha, _, refname = line.rstrip("\n").partition(" ")
+                if refname == name and _SHA.fullmatch(sha):
+                    return sha
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def tree_of(git: GitDir, commit: str) -> str:
+    """The tree of ``commit`` when it is a loose object (as every memory write leaves it)."""
+    if not _SHA.fullmatch(commit):
+        raise Unsure("not an object id")
+    try:
+        with open(os.path.join(git.common, "objects", commit[:2], commit[2:]), "rb") as f:
+            head = zlib.decompressobj().decompress(f.read(512), 64)
+    except (OSError, zlib.error):
+        raise Unsure("not a loose object") from None
+    kind, _, body = head.partition(b"\0")
+    if not kind.startswith(b"commit ") or not body.startswith(b"tree ") or len(body) < 45:
+        raise Unsure("not a commit")
+    tree = body[5:45].decode("ascii")
+    if not _SHA.fullmatch(tree):
+        raise Unsure("unexpected commit")
+    return tree
+
+
+_REMOTE_OR_INCLUDE = re.compile(r"^\s*\[\s*(remote|include|includeif)\b", re.IGNORECASE | re.MULTILINE)
+
+
+def has_no_remotes(git: GitDir) -> bool:
+    """True when no config file git or libgit2 reads can name a remote (none has a ``[remote]`` or an
+    ``[include]`` section); False means "maybe": ask libgit2."""
+    if os.environ.get("GIT_CONFIG_COUNT"):
+        return False
+    home = os.path.expanduser("~")
+    files = [os.path.join(git.common, "config"), os.path.join(git.path, "config.worktree"),
+             os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
+             os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "git", "config"),
+             os.path.join(home, ".gitconfig"), "/etc/gitconfig"]
+    for file in files:
+        try:
+            with open(file, encoding="utf-8", errors="replace") as f:
+                if _REMOTE_OR_INCLUDE.search(f.read()):
+                    return False
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False
+    return True

@@ -1,0 +1,116 @@
+"""gitmem.gitdir answers what git answers, or says it cannot (Unsure), on real repositories; and a
+warm read through the command line answers from it without loading libgit2."""
+
+from __future__ import annotations
+
+import pygit2
+import pytest
+
+from conftest import git, gitmem_process, make_repo
+from gitmem import Store
+from gitmem import gitdir
+from gitmem.gitdir import Unsure
+from gitmem.warm import forget_warm
+
+
+def test_discover_finds_the_repository_from_a_subfolder_and_a_linked_worktree(repo, tmp_path):
+    (repo / "src" / "deep").mkdir(parents=True)
+    found = gitdir.discover(str(repo / "src" / "deep"))
+    assert (found.workdir, found.path, found.common) == (str(repo), str(repo / ".git"), str(repo / ".git"))
+
+    git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "wt"))
+    linked = gitdir.discover(str(tmp_path / "wt"))
+    assert linked.workdir == str(tmp_path / "wt")
+    assert linked.common == str(repo / ".git")
+    assert linked.path == pygit2.Repository(str(tmp_path / "wt")).path.rstrip("/")
+    assert gitdir.head_branch(linked) == "side" and gitdir.head_branch(found) == "main"
+
+
+def test_discover_leaves_relocated_missing_and_bare_repositories_to_libgit2(repo, tmp_path, monkeypatch):
+    with pytest.raises(Unsure):
+        gitdir.discover(str(repo / "no-such-folder"))  # not the enclosing repository
+    git(tmp_path, "init", "-q", "--bare", "bare.git")
+    with pytest.raises(Unsure):
+        gitdir.discover(str(tmp_path / "bare.git"))
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
+    with pytest.raises(Unsure):
+        gitdir.discover(str(repo))
+
+
+def test_head_detached_is_left_to_libgit2(repo):
+    git(repo, "checkout", "-q", "--detach")
+    with pytest.raises(Unsure):
+        gitdir.head_branch(gitdir.discover(str(repo)))
+
+
+def test_refs_and_trees_agree_with_libgit2_loose_and_packed(store, repo):
+    store.add("decision", "Use pygit2, not subprocess")
+    found = gitdir.discover(str(repo))
+    tip = str(store.repo.references["refs/memory/main"].target)
+    assert gitdir.ref(found, "refs/memory/main") == tip
+    assert gitdir.ref(found, "refs/memory/absent") is None
+    assert gitdir.tree_of(found, tip) == str(store.repo[tip].peel(pygit2.Tree).id)
+
+    git(repo, "symbolic-ref", "refs/memory/alias", "refs/memory/main")
+    with pytest.raises(Unsure):
+        gitdir.ref(found, "refs/memory/alias")
+
+    git(repo, "gc", "-q", "--prune=now")  # refs into packed-refs, objects into a pack
+    assert not (repo / ".git" / "refs" / "memory" / "main").exists()
+    assert gitdir.ref(found, "refs/memory/main") == tip
+    with pytest.raises(Unsure):
+        gitdir.tree_of(found, tip)  # packed: the index or libgit2 answers
+
+
+@pytest.mark.parametrize("name", ["main", "feature/x-1", "a.b", "a..b", "a.lock", "x/.y", "-x", "a b", "a~1",
+                                  "a@{1}", "é", "a/", "a//b", "trailing.", "_under", "x" * 300])
+def test_a_ref_name_judged_plain_is_one_libgit2_accepts(name):
+    full = f"refs/memory/{name}"
+    if gitdir.plain_ref_name(full):
+        assert pygit2.reference_is_valid_name(full)
+
+
+def test_a_store_opened_by_path_reads_without_libgit2_until_a_read_needs_git(store, repo):
+    w = store.add("convention", "Tabs, never spaces")
+    Store.open(str(repo)).newest(5)  # the first read after a write reads the new trees from git
+    forget_warm()  # as a new process
+    light = Store.open(str(repo))
+    assert light._repo is None
+    assert light.tip() == w.commit
+    assert light.summary()["counts"] == {"convention/active": 1}
+    assert [m.id for m in light.newest(5)] == [w.memory.id]
+    assert light._repo is None  # all of it from the loose commit, the index and gitdir
+    assert light.get(w.memory.id).text == "Tabs, never spaces"
+
+
+def _loads_libgit2(repo, *args) -> bool:
+    result = gitmem_process(repo, *args, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    return "pygit2._pygit2" in result.stderr
+
+
+def test_warm_list_and_status_do_not_load_libgit2_even_after_gc(tmp_path):
+    repo = make_repo(tmp_path / "r")
+    gitmem_process(repo, "add", "decision", "Use SQLite for the derived index", "--because", "FTS5")
+    assert _loads_libgit2(repo, "add", "fact", "Deploys run on Fridays")  # a write needs libgit2
+    first = gitmem_process(repo, "list", "-n", "5").stdout
+    assert "Use SQLite" in first and "Fridays" in first
+    assert not _loads_libgit2(repo, "list", "-n", "5")
+    assert not _loads_libgit2(repo, "status")
+
+    git(repo, "gc", "-q", "--prune=now")  # the tip commit is now in a pack
+    assert gitmem_process(repo, "list", "-n", "5").stdout == first  # libgit2 reads it, the index keeps its tree
+    assert not _loads_libgit2(repo, "list", "-n", "5")
+    assert gitmem_process(repo, "list", "-n", "5").stdout == first
+
+
+def test_status_with_a_remote_still_reports_divergence(tmp_path):
+    from conftest import clone, make_origin
+
+    mine = clone(make_origin(tmp_path), tmp_path / "mine", "Ann")
+    gitmem_process(mine, "add", "fact", "Ledger writes are idempotent")
+    gitmem_process(mine, "push")
+    gitmem_process(mine, "add", "fact", "Retries back off exponentially")
+    import json
+
+    remotes = json.loads(gitmem_process(mine, "status", "--json").stdout)["remotes"]
+    assert [(r["remote"], r["branch"], r["ahead"], r["behind"]) for r in remotes] == [("origin", "main", 1, 0)]
