@@ -175,11 +175,9 @@ def configured_price_table(store: Optional[Store] = None) -> PriceTable:
     repository (a relative path is taken from the worktree root), else the shipped table."""
     path = os.environ.get("GITMEM_PRICES") or None
     if path is None and store is not None:
-        from .repo import config_get
-
-        path = config_get(store.repo, "gitmem.prices") or None
+        path = store.config("gitmem.prices") or None
         if path and not os.path.isabs(path):
-            path = os.path.join(store.repo.workdir or store.repo.path, path)
+            path = os.path.join(store.workdir, path)
     return load_price_table(path)
 
 

@@ -18,12 +18,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
-import pygit2
-
 from .context import (
     DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, assemble,
 )
-from .errors import GitmemError
+from .errors import GitmemError, StorageError
 from .model import Memory, check_path
 from .postings import IndexedMemories
 from .pricing import DEFAULT_TABLE, PriceTable
@@ -81,7 +79,7 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
              ) -> Optional[Tuple[IndexedMemories, Optional[IndexedMemories], Tuple[Memory, ...], str]]:
     """(the tip's view, the anchor's (None: the tip), what changed between them, the anchor) read
     from the index; None when the store is small, damaged, or the index cannot answer."""
-    tip_tree = str(store.repo[tip].peel(pygit2.Tree).id)
+    tip_tree = store.tree_of(tip)
     at_tip = IndexedMemories(store, tip, tip_tree)
     if store.summary(tip)["counts"].get("invalid"):  # a full load reports each one
         return None
@@ -93,8 +91,8 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
     if anchor == tip:
         return at_tip, None, (), anchor
     try:
-        anchor_tree = str(store.repo[anchor].peel(pygit2.Tree).id)
-    except (KeyError, ValueError, pygit2.GitError):
+        anchor_tree = store.tree_of(anchor)
+    except StorageError:
         warnings.append(f"cache anchor {anchor[:10]} is not in this repository: using the tip")
         return at_tip, None, (), tip
     if store.summary(anchor)["counts"].get("invalid"):
@@ -133,19 +131,13 @@ def _memories_at(store: Store, commit: Optional[str], warnings: List[str]) -> Op
 # --- the guide -----------------------------------------------------------------
 
 
-def _workdir(store: Store) -> str:
-    return store.repo.workdir or os.path.dirname(store.repo.path.rstrip("/"))
-
-
 def guide_path(store: Store) -> Optional[str]:
     """The configured guide (``git config gitmem.guide``), else AGENTS.md or CLAUDE.md if present."""
-    from .repo import config_get
-
-    configured = config_get(store.repo, GUIDE_KEY)
+    configured = store.config(GUIDE_KEY)
     if configured:
         return configured
     for name in GUIDE_FALLBACKS:
-        if os.path.isfile(os.path.join(_workdir(store), name)):
+        if os.path.isfile(os.path.join(store.workdir, name)):
             return name
     return None
 
@@ -161,7 +153,7 @@ def read_guide(store: Store, path: Optional[str] = None) -> Tuple[Optional[str],
     path = path or guide_path(store)
     if not path:
         return None, ""
-    full = path if os.path.isabs(path) else os.path.join(_workdir(store), path)
+    full = path if os.path.isabs(path) else os.path.join(store.workdir, path)
     try:
         with open(full, encoding="utf-8") as f:
             return path, strip_section(f.read())
@@ -172,7 +164,7 @@ def read_guide(store: Store, path: Optional[str] = None) -> Tuple[Optional[str],
 def set_guide(store: Store, path: str) -> str:
     """Record ``path`` (repository-relative, must exist) as the guide in the repo's git config."""
     full = os.path.abspath(path)
-    root = os.path.abspath(_workdir(store))
+    root = os.path.abspath(store.workdir)
     rel = os.path.relpath(full, root) if os.path.isabs(path) or os.path.exists(full) else path
     rel = check_path(rel.replace(os.sep, "/"))
     if not os.path.isfile(os.path.join(root, rel)):
@@ -189,9 +181,7 @@ def _anchor_key(store: Store) -> str:
 
 
 def anchor_of(store: Store) -> Optional[str]:
-    from .repo import config_get
-
-    return config_get(store.repo, _anchor_key(store)) or None
+    return store.config(_anchor_key(store)) or None
 
 
 def set_anchor(store: Store, commit: Optional[str] = None) -> Optional[str]:

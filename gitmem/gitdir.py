@@ -159,3 +159,66 @@ def has_no_remotes(git: GitDir) -> bool:
         except OSError:
             return False
     return True
+
+
+_SECTION = re.compile(r'\[\s*([A-Za-z0-9.-]+)\s*(?:"((?:[^"\\]|\\.)*)")?\s*\]\s*(?:[#;].*)?')
+_ENTRY = re.compile(r"([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?")
+
+
+def config(git: GitDir, key: str) -> Optional[str]:
+    """``git config --get key`` from the files git reads (system, global, the repository's), for a
+    plain value; anything this reader does not handle exactly (includes, quotes, escapes,
+    continuation lines, inline comments in the value, config from the environment) is Unsure."""
+    if any(os.environ.get(v) for v in ("GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG", "GIT_CONFIG_SYSTEM")):
+        raise Unsure("config from the environment")
+    home = os.path.expanduser("~")
+    user = os.path.join(home, ".gitconfig")
+    chosen = os.environ.get("GIT_CONFIG_GLOBAL")
+    if chosen and os.path.realpath(chosen) != os.path.realpath(user):
+        raise Unsure("a global config file libgit2 does not read")
+    if os.path.exists(os.path.join(git.path, "config.worktree")):
+        raise Unsure("per-worktree config")
+    section, _, name = key.rpartition(".")
+    head, _, sub = section.partition(".")
+    wanted = (head.lower(), sub or None, name.lower())
+    files = [] if os.environ.get("GIT_CONFIG_NOSYSTEM") else ["/etc/gitconfig"]
+    files += [os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "git", "config"),
+              user, os.path.join(git.common, "config")]
+    found: Optional[str] = None
+    for file in files:
+        try:
+            with open(file, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            continue
+        except (OSError, UnicodeDecodeError):
+            raise Unsure(f"{file} unreadable") from None
+        where: Optional[tuple] = None
+        for line in lines:
+            text = line.strip()
+            if not text or text[0] in "#;":
+                continue
+            if text.endswith("\\"):
+                raise Unsure("a continued line")
+            if text[0] == "[":
+                match = _SECTION.fullmatch(text)
+                if match is None or match.group(1).lower() in ("include", "includeif"):
+                    raise Unsure("a section this reader does not follow")
+                title, subsection = match.group(1), match.group(2)
+                if subsection is not None and "\\" in subsection:
+                    raise Unsure("an escaped subsection")
+                if subsection is None and "." in title:  # [section.sub], the old spelling
+                    title, _, subsection = title.partition(".")
+                    subsection = subsection.lower()
+                where = (title.lower(), subsection)
+                continue
+            entry = _ENTRY.fullmatch(text)
+            if entry is None:
+                raise Unsure("a line this reader does not follow")
+            if where is None or (*where, entry.group(1).lower()) != wanted:
+                continue
+            value = entry.group(2)
+            if value is None or any(c in value for c in '"\\#;'):
+                raise Unsure("a value this reader does not follow")
+            found = value.strip()
+    return found

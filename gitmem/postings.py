@@ -227,10 +227,10 @@ def _read(store: "Store", at: Optional[str], empty: Any, work: Callable[[sqlite3
     tip = at or tip
     if branch is None or tip is None:
         return empty
-    snap = store.snapshot(tip)
-    if snap.tree is None:
+    root = store.snapshot(tip).tree_id
+    if root is None:
         return empty
-    ref, root = memory_ref(branch), str(snap.tree.id)
+    ref = memory_ref(branch)
     for _ in range(3):  # another process may move the view between our update and our read
         view = _update(store, ref, root)
         if view is None:

@@ -9,6 +9,7 @@ The working tree, the index and code refs are never touched.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -22,7 +23,7 @@ from . import gitdir
 from .gitdir import GitDir
 from .index import Entry
 from .repo import (
-    blob_at, check_branch_name, common_dir, current_blob, current_branch, damaged, default_author, head_commit,
+    blob_at, check_branch_name, common_dir, config_get, current_blob, current_branch, damaged, default_author, head_commit,
     memory_ref, open_repository, parent_chain, ref_target,
 )
 from .warm import Warm, warm_for
@@ -198,6 +199,22 @@ class Store:
     @property
     def repo(self) -> pygit2.Repository:
         return self.repository()
+
+    @property
+    def workdir(self) -> str:
+        """The worktree's root (a bare repository's git directory)."""
+        if self._repo is None and self.git is not None:
+            return self.git.workdir
+        return self.repo.workdir or os.path.dirname(self.repo.path.rstrip("/"))
+
+    def config(self, key: str) -> Optional[str]:
+        """``git config key`` of the repository, read without libgit2 where gitdir can."""
+        if self._repo is None and self.git is not None:
+            try:
+                return gitdir.config(self.git, key)
+            except gitdir.Unsure:
+                pass
+        return config_get(self.repo, key)
 
     # --- reading -----------------------------------------------------------
 

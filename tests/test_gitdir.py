@@ -114,3 +114,56 @@ def test_status_with_a_remote_still_reports_divergence(tmp_path):
 
     remotes = json.loads(gitmem_process(mine, "status", "--json").stdout)["remotes"]
     assert [(r["remote"], r["branch"], r["ahead"], r["behind"]) for r in remotes] == [("origin", "main", 1, 0)]
+
+
+@pytest.mark.parametrize("key,value", [
+    ("gitmem.guide", "docs/agents.md"),
+    ("gitmem.branch.main.contextAnchor", "0123456789abcdef0123456789abcdef01234567"),
+    ("gitmem.branch.Feature/X.contextAnchor", "abc"),
+    ("gitmem.prices", "prices with spaces.yaml"),
+])
+def test_config_reads_what_git_config_wrote(repo, key, value):
+    found = gitdir.discover(str(repo))
+    assert gitdir.config(found, key) is None
+    git(repo, "config", key, value)
+    assert gitdir.config(found, key) == git(repo, "config", "--get", key).strip() == value
+    git(repo, "config", "--add", key, value + "2")  # the last of several wins, as `git config --get` reads it
+    assert gitdir.config(found, key) == value + "2"
+
+
+def test_config_reads_the_global_file_under_the_repositorys(repo):
+    found = gitdir.discover(str(repo))
+    git(repo, "config", "--global", "gitmem.prices", "/global/prices.yaml")
+    try:
+        assert gitdir.config(found, "gitmem.prices") == "/global/prices.yaml"
+        git(repo, "config", "gitmem.prices", "local.yaml")
+        assert gitdir.config(found, "gitmem.prices") == "local.yaml"
+    finally:
+        git(repo, "config", "--global", "--unset", "gitmem.prices")
+
+
+@pytest.mark.parametrize("text", [
+    '[gitmem]\n\tguide = "quoted; value"\n',
+    "[gitmem]\n\tguide = a\\\n b\n",
+    "[include]\n\tpath = other.config\n",
+    '[includeIf "gitdir:/x/"]\n\tpath = other.config\n',
+    "[gitmem]\n\tguide = a # comment\n",
+])
+def test_config_leaves_what_it_does_not_follow_to_libgit2(repo, text):
+    with open(repo / ".git" / "config", "a", encoding="utf-8") as f:
+        f.write(text)
+    with pytest.raises(Unsure):
+        gitdir.config(gitdir.discover(str(repo)), "gitmem.guide")
+
+
+def test_warm_context_does_not_load_libgit2_and_reads_the_configured_guide(tmp_path):
+    repo = make_repo(tmp_path / "r")
+    (repo / "docs").mkdir()
+    (repo / "docs" / "agents.md").write_text("# Agents\nRun the tests before you push.\n")
+    gitmem_process(repo, "guide", "set", "docs/agents.md")
+    gitmem_process(repo, "add", "convention", "Tabs, never spaces")
+    first = gitmem_process(repo, "context", "--query", "indentation").stdout
+    assert "Run the tests before you push." in first and "Tabs, never spaces" in first
+    assert not _loads_libgit2(repo, "context", "--query", "indentation")
+    assert not _loads_libgit2(repo, "search", "tabs")
+    assert gitmem_process(repo, "context", "--query", "indentation").stdout == first
