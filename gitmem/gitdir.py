@@ -19,9 +19,10 @@ from typing import Optional
 #: set, libgit2 decides, as before.
 RELOCATING = ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_OBJECT_DIRECTORY",
               "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CEILING_DIRECTORIES", "GIT_NAMESPACE")
-_SHA = re.compile(r"[0-9a-f]{40}")
-#: Ref names plainly valid under every rule of git-check-ref-format; others are left to libgit2.
-_PLAIN_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+_HEX = frozenset("0123456789abcdef")
+#: Characters of ref names plainly valid under every rule of git-check-ref-format (others: libgit2
+#: judges). No regular expressions at import: every command imports this module.
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
 class Unsure(Exception):
@@ -85,10 +86,15 @@ def head_branch(git: GitDir) -> str:
     return text[len("ref: refs/heads/"):]
 
 
+def _is_sha(text: str) -> bool:
+    return len(text) == 40 and _HEX.issuperset(text)
+
+
 def plain_ref_name(name: str) -> bool:
     """Whether ``name`` is a ref name git accepts, judged without libgit2 (False: ask it)."""
-    return (len(name) <= 255 and _PLAIN_REF.fullmatch(name) is not None and ".." not in name
-            and not any(part.endswith((".lock", ".")) for part in name.split("/")))
+    return len(name) <= 255 and ".." not in name and all(
+        part and part[0] not in ".-" and _PLAIN.issuperset(part) and not part.endswith((".lock", "."))
+        for part in name.split("/"))
 
 
 def ref(git: GitDir, name: str) -> Optional[str]:
@@ -104,14 +110,14 @@ def ref(git: GitDir, name: str) -> Optional[str]:
     except OSError:
         raise Unsure(f"{name} unreadable") from None
     if text is not None:
-        if not _SHA.fullmatch(text):
+        if not _is_sha(text):
             raise Unsure(f"{name} is symbolic or unexpected")
         return text
     try:
         with open(os.path.join(git.common, "packed-refs"), encoding="utf-8") as f:
             for line in f:
                 sha, _, refname = line.rstrip("\n").partition(" ")
-                if refname == name and _SHA.fullmatch(sha):
+                if refname == name and _is_sha(sha):
                     return sha
     except FileNotFoundError:
         pass
@@ -120,7 +126,7 @@ def ref(git: GitDir, name: str) -> Optional[str]:
 
 def tree_of(git: GitDir, commit: str) -> str:
     """The tree of ``commit`` when it is a loose object (as every memory write leaves it)."""
-    if not _SHA.fullmatch(commit):
+    if not _is_sha(commit):
         raise Unsure("not an object id")
     try:
         with open(os.path.join(git.common, "objects", commit[:2], commit[2:]), "rb") as f:
@@ -131,12 +137,12 @@ def tree_of(git: GitDir, commit: str) -> str:
     if not kind.startswith(b"commit ") or not body.startswith(b"tree ") or len(body) < 45:
         raise Unsure("not a commit")
     tree = body[5:45].decode("ascii")
-    if not _SHA.fullmatch(tree):
+    if not _is_sha(tree):
         raise Unsure("unexpected commit")
     return tree
 
 
-_REMOTE_OR_INCLUDE = re.compile(r"^\s*\[\s*(remote|include|includeif)\b", re.IGNORECASE | re.MULTILINE)
+_REMOTE_OR_INCLUDE = r"^\s*\[\s*(remote|include|includeif)\b"
 
 
 def has_no_remotes(git: GitDir) -> bool:
@@ -152,7 +158,7 @@ def has_no_remotes(git: GitDir) -> bool:
     for file in files:
         try:
             with open(file, encoding="utf-8", errors="replace") as f:
-                if _REMOTE_OR_INCLUDE.search(f.read()):
+                if re.search(_REMOTE_OR_INCLUDE, f.read(), re.IGNORECASE | re.MULTILINE):
                     return False
         except FileNotFoundError:
             continue
@@ -161,8 +167,8 @@ def has_no_remotes(git: GitDir) -> bool:
     return True
 
 
-_SECTION = re.compile(r'\[\s*([A-Za-z0-9.-]+)\s*(?:"((?:[^"\\]|\\.)*)")?\s*\]\s*(?:[#;].*)?')
-_ENTRY = re.compile(r"([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?")
+_SECTION = r'\[\s*([A-Za-z0-9.-]+)\s*(?:"((?:[^"\\]|\\.)*)")?\s*\]\s*(?:[#;].*)?'
+_ENTRY = r"([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?"
 
 
 def config(git: GitDir, key: str) -> Optional[str]:
@@ -201,7 +207,7 @@ def config(git: GitDir, key: str) -> Optional[str]:
             if text.endswith("\\"):
                 raise Unsure("a continued line")
             if text[0] == "[":
-                match = _SECTION.fullmatch(text)
+                match = re.fullmatch(_SECTION, text)
                 if match is None or match.group(1).lower() in ("include", "includeif"):
                     raise Unsure("a section this reader does not follow")
                 title, subsection = match.group(1), match.group(2)
@@ -212,7 +218,7 @@ def config(git: GitDir, key: str) -> Optional[str]:
                     subsection = subsection.lower()
                 where = (title.lower(), subsection)
                 continue
-            entry = _ENTRY.fullmatch(text)
+            entry = re.fullmatch(_ENTRY, text)
             if entry is None:
                 raise Unsure("a line this reader does not follow")
             if where is None or (*where, entry.group(1).lower()) != wanted:

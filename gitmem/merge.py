@@ -94,8 +94,8 @@ def conflict_blobs(store: Store, commit: Optional[str]) -> Dict[str, str]:
     """conflicts/<id>.yaml path -> blob id at ``commit``."""
     if not commit:
         return {}
-    return {f"{CONFLICTS_DIR}/{name}": oid for name, kind, oid in store.snapshot(commit).listing(CONFLICTS_DIR)
-            if name.endswith(".yaml") and kind == "blob"}
+    found = store.snapshot(commit).listings([CONFLICTS_DIR]).get(CONFLICTS_DIR, [])
+    return {f"{CONFLICTS_DIR}/{name}": oid for name, kind, oid in found if name.endswith(".yaml") and kind == "blob"}
 
 
 def load_ids(store: Store, entries: Dict[str, Tuple[str, str]], ids: Sequence[str]) -> Dict[str, Memory]:

@@ -93,18 +93,16 @@ def short_ids(ids: Iterable[str], min_length: int = SHORT_ID_MIN) -> Dict[str, s
     so a short form printed here always names its id again. Sorting the reversed ids puts
     the ids sharing the longest tail next to each other: O(n log n)."""
     unique = sorted({i[::-1] for i in ids})
-    out: Dict[str, str] = {}
-    for n, rev in enumerate(unique):
-        shared = 0
-        for other in (unique[n - 1] if n else None, unique[n + 1] if n + 1 < len(unique) else None):
-            if other is not None:
-                k = 0
-                while k < len(rev) and k < len(other) and rev[k] == other[k]:
-                    k += 1
-                shared = max(shared, k)
-        length = min(max(shared + 1, min_length), len(rev))
-        out[rev[::-1]] = rev[:length][::-1]
-    return out
+    shared = [0] * len(unique)  # the longest tail each shares with a neighbour
+    for n in range(1, len(unique)):
+        k = 0
+        for a, b in zip(unique[n - 1], unique[n]):
+            if a != b:
+                break
+            k += 1
+        shared[n - 1] = max(shared[n - 1], k)
+        shared[n] = k
+    return {rev[::-1]: rev[:min(max(k + 1, min_length), len(rev))][::-1] for rev, k in zip(unique, shared)}
 
 
 def matching_ids(abbrev: str, ids: Iterable[str]) -> List[str]:

@@ -24,7 +24,6 @@ ranks the loaded memories.
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import sqlite3
 import time
@@ -33,7 +32,6 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
 
-from .context import Loaded, Ranking
 from .index import Index, batches
 from .errors import GitmemError
 from .model import TYPES, Memory, matches, memory_path
@@ -45,6 +43,7 @@ from .search import (
 from .warm import Progress
 
 if TYPE_CHECKING:
+    from .context import Ranking
     from .store import Store
 
 #: Views kept; the least recently used beyond this are dropped (each costs a row per memory).
@@ -140,6 +139,8 @@ class IndexedMemories:
 
     def ranked(self, text: str, limit: int) -> Ranking:
         """At least the best ``limit`` active memories for ``text`` (ids), from the index where it can."""
+        from .context import Loaded, Ranking  # a context's module: search alone need not import it
+
         hits = None if self.changed else rank(self.store, text, limit, at=self.at)
         if hits is None:
             return Loaded(self.get([i for i, _ in self.active()])).ranked(text, limit)
@@ -196,6 +197,8 @@ class IndexedMemories:
 def _code() -> str:
     """A hash of the code a memo's computation runs (the context's choosing, rendering and counting,
     over parsed memories): a memo is kept under it, so new code never reads an old memo."""
+    import hashlib
+
     from . import __version__, context, model, tokens
 
     digest = hashlib.sha1(__version__.encode())

@@ -11,7 +11,6 @@ search that needs them, not at write time (a write never waits on a model).
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -204,6 +203,8 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
     """The pool's vectors as one (n, dim) matrix: from this process, the index, else the encoder.
     After a write only the new memory's vector is looked up (or computed). Vectors are kept under
     the hash of the text embedded, so every view of a memory has its own."""
+    import hashlib
+
     import numpy as np
 
     from .embedding import document_text

@@ -10,9 +10,7 @@ writer won the race. A lock left by a dead writer is judged by
 from __future__ import annotations
 
 import os
-import random
 import re
-import subprocess
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
@@ -83,6 +81,8 @@ def clear_stale_lock(repo: pygit2.Repository, ref: str) -> LockFile:
     before it is deleted: a fresh lock a live writer took meanwhile is put back.
     ``gitmem doctor --fix`` and every writer (:func:`retrying`) use this one rule.
     """
+    import random
+
     lock = lock_file(repo, ref)
     if lock is None:
         raise GitmemError(f"{ref} is not locked")
@@ -152,6 +152,8 @@ def _create_ref(repo: pygit2.Repository, ref: str, new: str, reflog: str) -> Non
     lock (refdb_fs_backend__write), so two first writes on a branch could both
     succeed and the first would be lost (seen under load in the 8x50 test).
     `git update-ref REF NEW ""` checks under the lock; this runs once per branch."""
+    import subprocess
+
     try:
         result = subprocess.run(["git", f"--git-dir={repo.path}", "update-ref", "-m", reflog, ref, new, ""],
                                 capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -175,6 +177,8 @@ def retrying(repo: pygit2.Repository, ref: str, attempt: Callable[[], T]) -> T:
     :data:`STALE_LOCK_SECONDS`), so one killed writer does not block every later
     write. A lock a live process keeps longer than that ends the wait with
     :class:`RefLocked`, naming the lock and who holds it."""
+    import random
+
     lock_since: Optional[float] = None
     for n in range(MAX_ATTEMPTS):
         try:

@@ -77,17 +77,31 @@ class Snapshot:
         for name in path.split("/"):
             if found is None or found[1] != "tree":
                 return None
-            found = next((e for e in self._entries(found[2]) if e[0] == name), None)
+            found = next((e for e in self._entries([found[2]])[found[2]] if e[0] == name), None)
         return found
 
-    def listing(self, path: str) -> List[Entry]:
-        """The entries of the folder at ``path``; none when there is no such folder."""
-        found = self.lookup(path)
-        return self._entries(found[2]) if found is not None and found[1] == "tree" else []
+    def listings(self, paths: Sequence[str]) -> Dict[str, List[Entry]]:
+        """The entries of each folder of ``paths`` ("a/b") there is, read a level at a time."""
+        wanted = set(paths)
+        on_the_way = {p[:n] for p in wanted for n, c in enumerate(p) if c == "/"} | wanted
+        out: Dict[str, List[Entry]] = {}
+        level = {"": self.tree_id} if self.tree_id else {}
+        while level:
+            known = self._entries(list(dict.fromkeys(level.values())))
+            deeper: Dict[str, str] = {}
+            for prefix, tree in level.items():
+                if prefix in wanted:
+                    out[prefix] = known[tree]
+                for name, kind, oid in known[tree]:
+                    path = f"{prefix}/{name}" if prefix else name
+                    if kind == "tree" and path in on_the_way:
+                        deeper[path] = oid
+            level = deeper
+        return out
 
-    def _entries(self, tree: str) -> List[Entry]:
+    def _entries(self, trees: List[str]) -> Dict[str, List[Entry]]:
         try:
-            return self.store.warm.tree_entries(self.store.repository, [tree])[tree]
+            return self.store.warm.tree_entries(self.store.repository, trees)
         except (KeyError, ValueError, pygit2.GitError) as e:
             raise damaged(self.store.ref, self.commit, e) from None
 
@@ -111,21 +125,21 @@ class Snapshot:
                 if entry is not None and entry[1] == "blob":
                     return path, self.store.parse_blob(entry[2], path)
             raise NotFound(memory_id, ref)
-        hits = self._ending_with(wanted) or model.matching_ids(wanted, self.ids())
+        hits = self.ending_with([wanted])[wanted] or model.matching_ids(wanted, self.ids())
         if len(hits) > 1:
             raise AmbiguousId(given, hits)
         if not hits:
             raise NotFound(memory_id, ref)
         return self.find(hits[0])
 
-    def _ending_with(self, tail: str) -> List[str]:
-        """Ids ending with ``tail``: the fan-out is by the last two chars, so this reads one
-        folder per type instead of listing every memory."""
-        out: List[str] = []
-        for type_ in model.TYPES:
-            names = (name for name, kind, _ in self.listing(f"{type_}/{tail[-2]}/{tail[-1]}") if kind == "blob")
-            out.extend(n[:-5] for n in names if n.endswith(".yaml") and n[:-5].endswith(tail))
-        return sorted(out)
+    def ending_with(self, tails: Sequence[str]) -> Dict[str, List[str]]:
+        """Each tail's ids (those ending with it): the fan-out is by the last two chars, so this reads
+        one folder per type and tail instead of listing every memory."""
+        folders = {t: [f"{type_}/{t[-2]}/{t[-1]}" for type_ in model.TYPES] for t in tails}
+        found = self.listings([f for fs in folders.values() for f in fs])
+        return {t: sorted(name[:-5] for f in fs for name, kind, _ in found.get(f, ())
+                          if kind == "blob" and name.endswith(".yaml") and name[:-5].endswith(t))
+                for t, fs in folders.items()}
 
     def entries(self) -> Iterator[Tuple[str, str]]:
         """(path, blob id) of every memory blob, in tree order."""
@@ -279,9 +293,9 @@ class Store:
             found = model.short_ids(snap.ids())
             return found if of is None else {i: found[i] for i in of if i in found}
         out: Dict[str, str] = {}
-        for tail in sorted({i[-2:] for i in of}):
-            neighbours = model.short_ids(snap._ending_with(tail))
-            out.update((i, neighbours[i]) for i in of if i in neighbours)
+        for neighbours in snap.ending_with(sorted({i[-2:] for i in of})).values():
+            forms = model.short_ids(neighbours)
+            out.update((i, forms[i]) for i in of if i in forms)
         return out
 
     def memories(self, at: Optional[str] = None) -> Dict[str, Memory]:
