@@ -252,7 +252,8 @@ class Store:
                 if known:
                     return known
             tree = self._peel(commit)
-            self.warm.index.put_tree_of(commit, tree)
+            if len(commit) == 40:  # a full id names one commit forever; a prefix may come to name two
+                self.warm.index.put_tree_of(commit, tree)
             return tree
         return self._peel(commit)
 

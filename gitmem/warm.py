@@ -13,7 +13,7 @@ import itertools
 import json
 import os
 from collections import OrderedDict
-from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import pygit2
 
@@ -139,15 +139,17 @@ class Warm:
         (and its path), so after a write only the four trees the write changed are summed again:
         ``status``, the first page of ``list``, ``resume`` and the SessionStart hook cost what
         changed, not what is stored."""
-        absent = self._parse_backlog(git, root, ref)
-        return self._summary(git, "", root, ref, 0, absent)
+        absent, parsed = self._parse_backlog(git, root, ref)
+        return self._summary(git, "", root, ref, 0, absent, parsed)
 
-    def _parse_backlog(self, git: Git, root: str, ref: str) -> Set[str]:
+    def _parse_backlog(self, git: Git, root: str, ref: str) -> Tuple[Set[str], Dict[str, Parsed]]:
         """Parse, in one batch, every blob under the trees whose summary neither this process nor
         the index knows, walking level by level and asking the index once per level: on a first
         command after a clone that is the whole store, read with one progress line and, past
         :attr:`PARALLEL` blobs, a second process (:meth:`parse`), instead of bucket by bucket.
-        Answers the keys of the summaries to compute: the index does not hold them."""
+        Answers the keys of the summaries to compute (the index does not hold them) and the blobs
+        parsed, which the summing reads again: kept here, not in :attr:`parsed`, which a batch this
+        size would overflow (and the index has them only once this command flushes)."""
         absent: Set[str] = set()
         level = [("", root)]
         for depth in range(4):
@@ -161,12 +163,12 @@ class Warm:
             trees = self.tree_entries(git, [tree for _, tree in level])
             level = [(f"{prefix}{name}/" if depth < 3 else prefix + name, oid)
                      for prefix, tree in level for name, oid in layout(trees[tree], depth)]
-        self.parse(git, level, ref)
-        return absent
+        return absent, self.parse(git, level, ref)
 
     def _summary(self, git: Git, prefix: str, tree: str, ref: str, depth: int,
-                 absent: AbstractSet[str] = frozenset()) -> Dict[str, Any]:
-        """The summary of ``tree`` (``absent``: keys the index is known not to hold)."""
+                 absent: AbstractSet[str] = frozenset(), parsed: Mapping[str, Parsed] = {}) -> Dict[str, Any]:
+        """The summary of ``tree`` (``absent``: keys the index is known not to hold; ``parsed``: blobs
+        already parsed)."""
         key = f"{prefix}:{tree}"
         known = self.summaries.get(key)
         if known is None and key not in absent:
@@ -178,7 +180,7 @@ class Warm:
         lists: Dict[str, List[List[str]]] = {name: [] for name in self.LISTS}
         paths: Optional[Set[str]] = set()
         if depth < 3:
-            children = [(name, self._summary(git, f"{prefix}{name}/", oid, ref, depth + 1, absent))
+            children = [(name, self._summary(git, f"{prefix}{name}/", oid, ref, depth + 1, absent, parsed))
                         for name, oid in layout(entries, depth)]
             for _, child in children:
                 for k, n in child["counts"].items():
@@ -191,24 +193,24 @@ class Warm:
                 lists[list_name] = list(itertools.islice(merged, self.NEWEST))
         else:
             blobs = layout(entries, depth)
-            found = self.parse(git, [(prefix + name, oid) for name, oid in blobs], ref)
+            found = self.parse(git, [(prefix + name, oid) for name, oid in blobs if oid not in parsed], ref)
             kinds: Dict[Tuple[str, str], Tuple[List[List[List[str]]], bool]] = {}  # (type, status) -> its lists
             for name, blob in blobs:
-                parsed = found[blob]
-                if isinstance(parsed, str):
+                memory = parsed[blob] if blob in parsed else found[blob]
+                if isinstance(memory, str):
                     counts["invalid"] = counts.get("invalid", 0) + 1
                     continue
-                kind = (parsed.type, parsed.status)
+                kind = (memory.type, memory.status)
                 if kind not in kinds:
-                    kinds[kind] = ([lists[n] for n, (wanted, _) in self.LISTS.items() if wanted(parsed)],
-                                   self.LISTS["choices"][0](parsed))
-                k = f"{parsed.type}/{parsed.status}"
+                    kinds[kind] = ([lists[n] for n, (wanted, _) in self.LISTS.items() if wanted(memory)],
+                                   self.LISTS["choices"][0](memory))
+                k = f"{memory.type}/{memory.status}"
                 counts[k] = counts.get(k, 0) + 1
                 into, choice = kinds[kind]
                 for kept in into:
-                    kept.append([parsed.id, name, blob])
+                    kept.append([memory.id, name, blob])
                 if paths is not None and choice:
-                    paths.update(parsed.paths)
+                    paths.update(memory.paths)
             for list_name, (_, newest_first) in self.LISTS.items():
                 lists[list_name] = sorted(lists[list_name], reverse=newest_first)[: self.NEWEST]
         kept_paths = sorted(paths) if paths is not None and len(paths) <= self.PATHS else None

@@ -18,7 +18,7 @@ PURE_CORE = ["model", "tokens", "redact", "policy", "pricing", "records", "searc
 EDGES = {
     "pygit2", "subprocess", "socket", "http", "httpx", "httpx2", "anthropic", "urllib", "sqlite3",
     "starlette", "uvicorn", "mcp", "shutil", "tempfile",
-    "gitmem.repo", "gitmem.refs", "gitmem.store", "gitmem.doctor", "gitmem.branches", "gitmem.remote",
+    "gitmem.repo", "gitmem.gitdir", "gitmem.refs", "gitmem.store", "gitmem.doctor", "gitmem.branches", "gitmem.remote",
     "gitmem.hooks", "gitmem.checkpoint", "gitmem.audit", "gitmem.index", "gitmem.backend", "gitmem.emulator",
 }
 #: Filesystem calls the pure core may not make (os.environ, os.urandom and os.getpid are fine).

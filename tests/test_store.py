@@ -221,6 +221,29 @@ def test_short_ids_of_a_few_memories_equal_their_forms_among_every_memory(store)
             assert store.short_ids(of=chosen) == {i: every[i] for i in chosen}
 
 
+def test_a_first_summary_after_a_clone_reads_each_blob_from_git_once(store, repo, monkeypatch):
+    """The cold path parses the whole backlog in one batch, then sums the buckets from it: forgetting
+    that batch (the bound on parsed blobs a server keeps) once made it parse the whole store twice."""
+    import os
+
+    from gitmem import warm
+    from gitmem.repo import common_dir
+
+    for i in range(60):
+        store.add("fact", f"note {i}")
+    warm.forget_warm()
+    for suffix in ("", "-wal", "-shm"):  # as after a clone: no derived index
+        path = os.path.join(common_dir(store.repo), "gitmem", "index.sqlite" + suffix)
+        if os.path.exists(path):
+            os.unlink(path)
+    monkeypatch.setattr(warm.Warm, "PARSED", 5)  # so that 60 blobs overflow what a process keeps parsed
+    reads = []
+    real = warm.read_memory
+    monkeypatch.setattr(warm, "read_memory", lambda *a: reads.append(a[2]) or real(*a))
+    assert Store.open(str(repo)).summary()["counts"] == {"fact/active": 60}
+    assert len(reads) == len(set(reads)) == 60
+
+
 def test_a_long_lived_store_keeps_bounded_caches_however_many_writes_it_makes(store, repo, monkeypatch):
     """An MCP server or the web UI holds one Store for hours: each write adds trees and a parsed
     memory, and recall reads them; what the process keeps of them stays under its bounds (RSS over
