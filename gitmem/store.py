@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 import pygit2
 
-from . import model, refs
-from .audit import Change, change_from_commit, commit_message
+from . import model
 from .errors import AmbiguousId, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
 from .model import Author, Memory, Problem
 from . import gitdir
@@ -27,6 +26,9 @@ from .repo import (
     memory_ref, open_repository, parent_chain, ref_target,
 )
 from .warm import Warm, warm_for
+
+if TYPE_CHECKING:
+    from .audit import Change
 
 COMMITTER = ("gitmem", "gitmem@localhost")
 T = TypeVar("T")
@@ -551,10 +553,14 @@ class Store:
 
     def move_ref(self, expected: Optional[str], new: str, reflog: str) -> None:
         """Compare-and-swap this branch's memory ref (see :func:`gitmem.refs.move_ref`)."""
+        from . import refs  # writes only, like audit
+
         refs.move_ref(self.repo, self.ref, expected, new, reflog)
 
     def retrying(self, attempt: Callable[[], T]) -> T:
         """Re-run ``attempt`` until it wins the race for this branch's ref (see :func:`gitmem.refs.retrying`)."""
+        from . import refs
+
         return refs.retrying(self.repo, self.ref, attempt)
 
     def commit(self, build: Callable[[Snapshot], Built], *, op: str, author: Author, source: str,
@@ -562,6 +568,8 @@ class Store:
         """One write: ``build`` turns the snapshot it is given into the tree changes and the memory the
         commit is about; the commit lands by compare-and-swap, re-built on a lost race. Returns
         what the attempt that landed built."""
+        from .audit import commit_message  # reads never need it: loaded with the first write
+
         def attempt() -> Write:
             expected = self.own_tip()
             base = expected or self.read_from()[1]  # a branch's first write forks from its parent
@@ -577,6 +585,8 @@ class Store:
 
     def log(self, limit: Optional[int] = None, at: Optional[str] = None) -> List[Change]:
         """The audit trail, newest first: one :class:`Change` per memory commit."""
+        from .audit import change_from_commit
+
         tip = at or self.tip()
         if not tip:
             return []
@@ -591,6 +601,8 @@ class Store:
     def history(self, memory_id: str) -> List[Change]:
         """Every commit that changed this memory's blob, newest first (merges and
         hand edits included, not only commits whose trailers name it)."""
+        from .audit import change_from_commit
+
         path, memory = self.snapshot().find(memory_id)
         out: List[Change] = []
         tip = self.tip()
