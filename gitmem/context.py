@@ -425,8 +425,12 @@ def _standing(then: MemoryView, budget: int) -> Dict[str, Any]:
     else:
         return {"whole": True, **_part(kept)}
     share = _share(then, standing, budget)
-    # The rest holds at least what was seen and not kept: enough, most often, to know it cannot fit.
-    return {"whole": False, "rest": seen - share["used"], **share}
+    kept_ids = set(share["ids"])
+    # The rest holds at least what was seen and not kept: enough, most often, to know it cannot fit. Its
+    # ids, in id order and as one string (a list of 100,000 costs more to read back), are the tail's
+    # candidates, so a context need not list every active memory again.
+    return {"whole": False, "rest": seen - share["used"],
+            "rest_ids": " ".join(i for i, _ in standing if i not in kept_ids), **share}
 
 
 def _was_active(m: Optional[Memory]) -> bool:
@@ -471,9 +475,12 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         cached = _share(then, then.active(), budget) if over and part["whole"] else part
         if over:
             # The cached part holds what every question needs in its share; the rest competes for the question's.
-            known = set(cached["ids"])
-            rest = [i for i in then.active_ids() if i not in known]  # in id order: sorting it again is one pass
-            tail_ids = sorted(rest + list(set(tail_ids).difference(rest)))
+            if "rest_ids" in cached:  # the anchor's memo lists them
+                rest = cached["rest_ids"].split()
+            else:
+                known = set(cached["ids"])
+                rest = [i for i in then.active_ids() if i not in known]
+            tail_ids = sorted(rest + list(set(tail_ids).difference(rest)))  # in id order: sorting again is one pass
 
         def read(ids: Sequence[str]) -> Dict[str, Memory]:
             """A tail candidate: its version at the tip if it changed, else at the anchor."""
