@@ -36,7 +36,7 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 __all__ = [
     "count_tokens",
@@ -172,12 +172,23 @@ def count_tokens(text: str, family: str = DEFAULT_FAMILY) -> int:
     count_tokens(b)`` whenever ``b`` starts with no whitespace, and a newline costs exactly 1.
     """
     costs = _costs(family)
+    known = _KNOWN.setdefault(family, {})
+    if len(known) > 100_000:  # bounded: a server counts many texts
+        known.clear()
     total, line = 0, 0.0
-    for kind, piece, _, _ in _pieces(text):
-        line += _piece_cost(kind, piece, costs)
+    for match in _PIECE.finditer(text):
+        kind, piece = match.lastgroup, match.group()
+        cost = known.get((kind, piece))
+        if cost is None:
+            cost = known[(kind, piece)] = _piece_cost(kind, piece, costs)  # type: ignore[arg-type]  # a named group matched
+        line += cost
         if kind == "newlines":
             total, line = total + _round(line), 0.0
     return total + _round(line)
+
+
+#: family -> (kind, piece) -> cost: the same words recur across memories, and this is the counter's hot loop.
+_KNOWN: Dict[str, Dict[Tuple[Optional[str], str], float]] = {}
 
 
 def truncate_to_tokens(text: str, max_tokens: int, family: str = DEFAULT_FAMILY) -> str:
