@@ -1,10 +1,12 @@
 """The few reads of a git directory a warm command needs, in pure Python: where the repository is,
-the branch HEAD names, where a ref points and the tree of a loose commit.
+the branch HEAD names, where a ref points, the tree of a loose commit, a plain config value and
+whether any config names a remote.
 
 Importing pygit2 costs about 65 ms (libgit2, OpenSSL, its enums): more than a warm ``list`` or
 ``status`` spends reading the derived index. These reads are all such a command asks of git, so the
 store opens libgit2 only when one of them raises :class:`Unsure` ("ask libgit2": a packed commit, a
-symbolic ref, a reftable, an environment that relocates the repository). A guess is never given.
+symbolic ref, a reftable, an include in config, an environment that relocates the repository). A
+guess is never given.
 """
 
 from __future__ import annotations
@@ -44,25 +46,29 @@ def discover(start: str) -> GitDir:
     if any(os.environ.get(name) for name in RELOCATING) or not os.path.isdir(start):
         raise Unsure("git environment set, or no such directory")
     here = os.path.abspath(start)
-    while True:
-        dot = os.path.join(here, ".git")
-        if os.path.isdir(dot):
-            path = dot
-            break
-        if os.path.isfile(dot):
-            path = _pointer(dot, "gitdir: ")
-            break
-        parent = os.path.dirname(here)
-        if parent == here:
-            raise Unsure("no .git found")  # libgit2 also knows bare repositories
-        here = parent
-    common = path
-    if os.path.isfile(os.path.join(path, "commondir")):
-        common = _pointer(os.path.join(path, "commondir"), "")
-    uid = os.geteuid() if hasattr(os, "geteuid") else None
-    if (uid is None or os.stat(here).st_uid != uid or os.stat(common).st_uid != uid
-            or os.path.exists(os.path.join(common, "reftable"))):
-        raise Unsure("ownership or ref format for libgit2 to judge")
+    try:
+        device = os.stat(here).st_dev
+        while True:
+            dot = os.path.join(here, ".git")
+            if os.path.isdir(dot):
+                path = dot
+                break
+            if os.path.isfile(dot):
+                path = _pointer(dot, "gitdir: ")
+                break
+            parent = os.path.dirname(here)
+            if parent == here or os.stat(parent).st_dev != device:  # git stops at a file system's edge
+                raise Unsure("no .git found")  # libgit2 also knows bare repositories
+            here = parent
+        common = path
+        if os.path.isfile(os.path.join(path, "commondir")):
+            common = _pointer(os.path.join(path, "commondir"), "")
+        uid = os.geteuid() if hasattr(os, "geteuid") else None
+        if (uid is None or os.stat(here).st_uid != uid or os.stat(common).st_uid != uid
+                or os.path.exists(os.path.join(common, "reftable"))):
+            raise Unsure("ownership or ref format for libgit2 to judge")
+    except (OSError, UnicodeDecodeError):
+        raise Unsure("unreadable") from None
     return GitDir(path=path, common=common, workdir=here)
 
 
@@ -79,7 +85,7 @@ def head_branch(git: GitDir) -> str:
     try:
         with open(os.path.join(git.path, "HEAD"), encoding="utf-8") as f:
             text = f.read().strip()
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         raise Unsure("no HEAD") from None
     if not text.startswith("ref: refs/heads/"):
         raise Unsure("detached HEAD")  # the default branch comes from config and remotes
@@ -107,7 +113,7 @@ def ref(git: GitDir, name: str) -> Optional[str]:
             text = f.read().strip()
     except FileNotFoundError:
         text = None
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         raise Unsure(f"{name} unreadable") from None
     if text is not None:
         if not _is_sha(text):
@@ -121,6 +127,8 @@ def ref(git: GitDir, name: str) -> Optional[str]:
                     return sha
     except FileNotFoundError:
         pass
+    except (OSError, UnicodeDecodeError):
+        raise Unsure("packed-refs unreadable") from None
     return None
 
 

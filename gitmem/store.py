@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, 
 
 import pygit2
 
-from . import model
+from . import gitdir, model
 from .errors import AmbiguousId, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
-from .model import Author, Memory, Problem
-from . import gitdir
 from .gitdir import GitDir
 from .index import Entry
+from .model import Author, Memory, Problem
 from .repo import (
     blob_at, check_branch_name, common_dir, config_get, current_blob, current_branch, damaged, default_author, head_commit,
     memory_ref, open_repository, parent_chain, ref_target,
@@ -218,7 +217,7 @@ class Store:
 
     @property
     def workdir(self) -> str:
-        """The worktree's root (a bare repository's git directory)."""
+        """The worktree's root (for a bare repository, the folder that holds it)."""
         if self._repo is None and self.git is not None:
             return self.git.workdir
         return self.repo.workdir or os.path.dirname(self.repo.path.rstrip("/"))
