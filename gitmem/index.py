@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from .model import Author, Memory
 
-SCHEMA = 8
+SCHEMA = 9
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.
@@ -68,6 +68,7 @@ CREATE TABLE IF NOT EXISTS members(view INTEGER NOT NULL, doc INTEGER NOT NULL, 
                                    type TEXT NOT NULL, active INTEGER NOT NULL,
                                    PRIMARY KEY(view, id)) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS members_doc ON members(view, doc);
+CREATE INDEX IF NOT EXISTS members_tail ON members(view, substr(id, -2));
 CREATE TABLE IF NOT EXISTS view_df(view INTEGER NOT NULL, tid INTEGER NOT NULL, df INTEGER NOT NULL,
                                    PRIMARY KEY(view, tid)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS memos(tree TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, used REAL NOT NULL,

@@ -288,14 +288,20 @@ class Store:
     def short_ids(self, at: Optional[str] = None, of: Optional[Sequence[str]] = None) -> Dict[str, str]:
         """id -> its short form among every memory at the tip (see :func:`gitmem.model.short_ids`);
         any command taking an ID accepts it. With ``of``, only those ids' forms; for a page of
-        them (``SHORT_ID_PAGE``) only the folders of ids sharing their last two chars are read,
-        since a shorter tail is never shared."""
+        them (``SHORT_ID_PAGE``) only the ids sharing their last two chars are read (from the index,
+        else the tree's folders), since a shorter tail is never shared."""
         snap = self.snapshot(at)
         if of is None or len(of) > self.SHORT_ID_PAGE:
             found = model.short_ids(snap.ids())
             return found if of is None else {i: found[i] for i in of if i in found}
+        tails = sorted({i[-2:] for i in of})
+        near = None
+        if at is None and not self.summary()["counts"].get("invalid"):  # an invalid blob's name counts too
+            from .postings import ids_ending_with
+
+            near = ids_ending_with(self, tails)  # from the search view's index, when there is one
         out: Dict[str, str] = {}
-        for neighbours in snap.ending_with(sorted({i[-2:] for i in of})).values():
+        for neighbours in (near if near is not None else snap.ending_with(tails)).values():
             forms = model.short_ids(neighbours)
             out.update((i, forms[i]) for i in of if i in forms)
         return out

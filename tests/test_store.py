@@ -265,3 +265,27 @@ def test_a_long_lived_store_keeps_bounded_caches_however_many_writes_it_makes(st
     walk = len(git(repo, "ls-tree", "-r", "-t", store.ref).splitlines()) + 1  # every entry of every tree
     assert seen_trees <= 200 + walk < 120 * 8  # the bound, plus one whole walk; unbounded, ~8 entries a write
     assert len(store.memories()) == 120
+
+
+def test_short_ids_from_the_search_index_are_those_the_tree_gives(store, repo, monkeypatch):
+    """A page's short ids come from the search view's index once a search has built one; they must be
+    the forms a full listing of the tree gives, ids sharing 2, 3 and 4 last chars included."""
+    from gitmem import model, postings
+    from gitmem.warm import forget_warm
+
+    tails = iter(["4k", "4k", "a4k", "ba4k", "ca4k", "zz", "qzz", "9m", "x1", "x1"] * 3)
+    real = model.new_id
+    monkeypatch.setattr(model, "new_id", lambda: (lambda i, t: i[:-len(t)] + t)(real(), next(tails)))
+    ids = [store.add("fact", f"retry note {n}").memory.id for n in range(30)]
+    everyone = model.short_ids(ids)
+    forget_warm()
+    fresh = Store.open(str(repo))
+    assert postings.ids_ending_with(fresh, ["4k"]) is None  # no search view yet: the tree's folders answer
+    assert fresh.short_ids(of=ids[:12]) == {i: everyone[i] for i in ids[:12]}
+    assert postings.rank(fresh, "retry note", 5)  # a search builds the ref's view
+    forget_warm()
+    fresh = Store.open(str(repo))
+    near = postings.ids_ending_with(fresh, ["4k", "zz", "x1"])
+    assert near == {t: sorted(i for i in ids if i.endswith(t)) for t in ("4k", "zz", "x1")}
+    assert fresh.short_ids(of=ids[:12]) == {i: everyone[i] for i in ids[:12]}
+    assert fresh.short_ids(of=ids) == everyone
