@@ -593,6 +593,11 @@ def load_own_yaml(text: str) -> Optional[Dict[str, Any]]:
     return out
 
 
+#: The folder beside the type folders where a merge keeps the conflicts it could not settle
+#: (``conflicts/<id>.yaml``, see :mod:`gitmem.records`).
+CONFLICTS_DIR = "conflicts"
+
+
 def memory_path(m_or_type: Any, memory_id: Optional[str] = None) -> str:
     """Where a memory lives in the tree: ``<type>/<id[-2]>/<id[-1]>/<id>.yaml``.
 

@@ -19,12 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-
 from . import model
 from .errors import InvalidMemory
-from .model import Memory
+from .model import CONFLICTS_DIR, Memory
 
-CONFLICTS_DIR = "conflicts"
 #: What a conflict file may name as clashing: real memory fields, never the id, the schema or anything else.
 CONFLICT_FIELDS = tuple(f.name for f in fields(model.Memory) if f.name not in ("id", "schema"))
 _LIST_FIELDS = ("tags", "paths", "commits")

@@ -480,9 +480,13 @@ def status(store: Store, as_json: bool) -> None:
     data: Dict[str, Any] = {"branch": store.branch, "ref": store.ref, "own_tip": store.own_tip(), "reads": branch,
             "tip": tip, "counts": counts, "notice": store.notice}
     from ..gitdir import has_no_remotes
-    from ..merge import list_conflicts
+    from ..model import CONFLICTS_DIR
 
-    data["conflicts"] = [c.id for c in list_conflicts(store)]
+    data["conflicts"] = []
+    if tip and store.snapshot(tip).has(CONFLICTS_DIR):  # the merge machinery loads only when there are some
+        from ..merge import list_conflicts
+
+        data["conflicts"] = [c.id for c in list_conflicts(store)]
     if store.git is None or not has_no_remotes(store.git):
         from ..remote import divergence
 
