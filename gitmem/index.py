@@ -257,6 +257,26 @@ class Index:
     def put_tree_of(self, commit: str, tree: str) -> None:
         self._write("INSERT OR IGNORE INTO commits VALUES (?, ?)", [(commit, tree)], wait_ms=20)
 
+    # --- ids by their tail, from a search view -------------------------------------------
+
+    def ids_ending_with(self, ref: str, tree: str, tails: Sequence[str]) -> Optional[Dict[str, List[str]]]:
+        """The ids ending with each two-char tail among the memories of ``ref``'s search view (see
+        :mod:`gitmem.postings`), if that view is usable and reflects ``tree``; else None."""
+        marks = ",".join("?" * len(tails))
+
+        def read(db: sqlite3.Connection) -> Optional[List[Tuple[str]]]:
+            view = db.execute("SELECT view FROM views WHERE ref=? AND tree=? AND usable=1", (ref, tree)).fetchone()
+            return None if view is None else db.execute(
+                f"SELECT id FROM members WHERE view=? AND substr(id, -2) IN ({marks})", [view[0], *tails]).fetchall()
+
+        found = self.run(read, write=False)
+        if found is None:
+            return None
+        out: Dict[str, List[str]] = {t: [] for t in tails}
+        for (i,) in sorted(found):
+            out[i[-2:]].append(i)
+        return out
+
     # --- where doctor last found a ref's history sound --------------------------------
 
     def verified(self, ref: str) -> Optional[str]:

@@ -222,25 +222,6 @@ def drop_view(store: "Store") -> None:
     store.warm.index.run(drop, write=True)
 
 
-def ids_ending_with(store: "Store", tails: Sequence[str]) -> Optional[Dict[str, List[str]]]:
-    """The ids at the tip ending with each two-char tail (what short ids are judged among), from the
-    ref's search view, moved to the tip as a search moves it; None when the ref has none yet:
-    building one is a first search's cost, not a listing's."""
-    branch = store.read_from()[0]
-    if branch is None or not store.warm.index.run(lambda db: db.execute(
-            "SELECT 1 FROM views WHERE ref=? AND usable=1", (memory_ref(branch),)).fetchone(), write=False):
-        return None
-    marks = ",".join("?" * len(tails))
-    found = _read(store, None, [], lambda db, view: db.execute(
-        f"SELECT id FROM members WHERE view=? AND substr(id, -2) IN ({marks})", [view, *tails]).fetchall())
-    if found is None:
-        return None
-    out: Dict[str, List[str]] = {t: [] for t in tails}
-    for (i,) in sorted(found):
-        out[i[-2:]].append(i)
-    return out
-
-
 def _read(store: "Store", at: Optional[str], empty: Any, work: Callable[[sqlite3.Connection, int], Any]) -> Any:
     """``work(connection, view)`` on the view of the store's ref brought to commit ``at`` (default
     the tip), in one read that finds it still there; ``empty`` when there is no memory, None when the

@@ -295,14 +295,18 @@ class Store:
             found = model.short_ids(snap.ids())
             return found if of is None else {i: found[i] for i in of if i in found}
         tails = sorted({i[-2:] for i in of})
+        branch = self.read_from()[0]
         near = None
-        if at is None and not self.summary()["counts"].get("invalid"):  # an invalid blob's name counts too
-            from .postings import ids_ending_with
-
-            near = ids_ending_with(self, tails)  # from the search view's index, when there is one
+        if at is None and branch and snap.tree_id and not self.summary()["counts"].get("invalid"):
+            # From the ref's search view when a search has brought it to this tree (an invalid blob's
+            # name counts too, and a view holds only valid memories).
+            near = self.warm.index.ids_ending_with(memory_ref(branch), snap.tree_id, tails)
+        # Only ids sharing at least SHORT_ID_MIN - 1 last chars with one of ``of`` can lengthen its form.
+        close = model.SHORT_ID_MIN - 1
+        wanted = {i[-close:] for i in of}
         out: Dict[str, str] = {}
         for neighbours in (near if near is not None else snap.ending_with(tails)).values():
-            forms = model.short_ids(neighbours)
+            forms = model.short_ids([n for n in neighbours if n[-close:] in wanted])
             out.update((i, forms[i]) for i in of if i in forms)
         return out
 

@@ -268,8 +268,8 @@ def test_a_long_lived_store_keeps_bounded_caches_however_many_writes_it_makes(st
 
 
 def test_short_ids_from_the_search_index_are_those_the_tree_gives(store, repo, monkeypatch):
-    """A page's short ids come from the search view's index once a search has built one; they must be
-    the forms a full listing of the tree gives, ids sharing 2, 3 and 4 last chars included."""
+    """A page's short ids come from the search view's index when a search has brought it to the tip;
+    they must be the forms a full listing of the tree gives, ids sharing 2, 3 and 4 last chars included."""
     from gitmem import model, postings
     from gitmem.warm import forget_warm
 
@@ -280,12 +280,16 @@ def test_short_ids_from_the_search_index_are_those_the_tree_gives(store, repo, m
     everyone = model.short_ids(ids)
     forget_warm()
     fresh = Store.open(str(repo))
-    assert postings.ids_ending_with(fresh, ["4k"]) is None  # no search view yet: the tree's folders answer
+    tree = fresh.snapshot().tree_id
+    assert fresh.warm.index.ids_ending_with("refs/memory/main", tree, ["4k"]) is None  # no view: folders answer
     assert fresh.short_ids(of=ids[:12]) == {i: everyone[i] for i in ids[:12]}
-    assert postings.rank(fresh, "retry note", 5)  # a search builds the ref's view
+    assert postings.rank(fresh, "retry note", 5)  # a search brings the ref's view to the tip
     forget_warm()
     fresh = Store.open(str(repo))
-    near = postings.ids_ending_with(fresh, ["4k", "zz", "x1"])
+    near = fresh.warm.index.ids_ending_with("refs/memory/main", tree, ["4k", "zz", "x1"])
     assert near == {t: sorted(i for i in ids if i.endswith(t)) for t in ("4k", "zz", "x1")}
     assert fresh.short_ids(of=ids[:12]) == {i: everyone[i] for i in ids[:12]}
     assert fresh.short_ids(of=ids) == everyone
+    monkeypatch.setattr(model, "new_id", real)
+    fresh.add("fact", "one more")  # the view is behind the new tip: the folders answer again
+    assert fresh.warm.index.ids_ending_with("refs/memory/main", fresh.snapshot().tree_id, ["4k"]) is None
