@@ -2,15 +2,16 @@
 
 Every row is keyed by what names its content: a blob's parsed memory (or why it did
 not parse), its search terms and what ranking reads of it (``docs``, ``postings``, ``doc_paths``:
-see :mod:`gitmem.postings`), a tree's memory-relevant entries and summary by object id, a commit's tree by the commit id, what a
-computation made of a tree (a context's cached part) by the tree id and a key naming the computation
-and its code, a vector
-by the encoder and the hash of the text it was computed from, a blob the secret scan
-found clean by the blob id and a hash of the rules it was scanned with. Two kinds of rows per ref
-are hints, not facts: the last commit whose whole history `doctor` found sound, where the next
-`doctor` starts (a commit id names its history, so the finding stays true); and the ref's search
-view (``views``, ``members``, ``view_df``), which names the tree it reflects and is moved to a new
-tree in one transaction, so it is never half-moved. A key that names its
+see :mod:`gitmem.postings`), a tree's memory-relevant entries and summary by object id, a commit's
+tree by the commit id (so a read need not open libgit2 for a packed commit: :mod:`gitmem.gitdir`),
+what a computation made of a tree (a context's cached part) by the tree id and a key naming the
+computation and its code, a vector by the encoder and the hash of the text it was computed from, a
+blob the secret scan found clean by the blob id and a hash of the rules it was scanned with. Two
+kinds of rows per ref are hints, not facts: the last commit whose whole history `doctor` found sound,
+where the next `doctor` starts (a commit id names its history, so the finding stays true); and the
+ref's search view (``views``, ``members``, ``view_df``), which names the tree it reflects and is moved
+to a new tree in one transaction, so it is never half-moved (its members are also found by their ids'
+last two chars: a page's short ids). A key that names its
 content cannot point at a wrong row, only at a missing one; that
 is why a write, a merge or a pull costs what it changed: the new tip's walk
 reads the few new trees and blobs from git and every unchanged subtree from
