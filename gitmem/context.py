@@ -343,18 +343,21 @@ def relevance_text(query: Optional[str], paths: Sequence[str]) -> str:
     return " ".join([query or ""] + list(paths))
 
 
-#: How many memories the tail's ranking lists first; four times as many each time that runs out with
-#: room left (a short list is what the index answers fastest).
+#: At most how many memories the tail's ranking lists first; four times as many each time that runs
+#: out with room left (a short list is what the index answers fastest).
 TAIL_RANKED = 512
 
 
 def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict[str, Memory]], on_path: Set[str],
-                 room: int, text: str, ranked: Callable[[str, int], Ranking]) -> List[Memory]:
+                 room: int, text: str, ranked: Callable[[str, int], Ranking], fits: int) -> List[Memory]:
     """The most relevant ``candidates`` (ids in id order, read by ``read``) that fit in ``room``
     tokens: those ``on_path`` first, then by words (``ranked``: weighed over every active memory at
-    the tip), then newest; in id order. Only the listed part of that order is ever sorted."""
+    the tip), then newest; in id order. Only the listed part of that order is ever sorted.
+
+    ``fits`` is about how many memories the room holds: the first ranking lists a quarter more
+    (ranking costs what it lists, and a second, longer list is rarely needed)."""
     pool = set(candidates)
-    limit = TAIL_RANKED
+    limit = min(TAIL_RANKED, fits * 5 // 4 + 16)
     while True:
         ranking = ranked(text, limit)
         position = {i: n for n, i in enumerate(ranking.ids)}
@@ -497,7 +500,8 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             text = relevance_text(query, paths)
             on_path = (then.touching(paths) - set(by_id)) | {m.id for m in by_id.values()
                                                              if any(matches(m, path=p, status=None) for p in paths)}
-            fresh = _choose_tail(tail_ids, read, on_path, max(0, left), text, now.ranked)
+            per_memory = cached["used"] // max(1, len(cached["ids"])) or 1  # the cached part's mean
+            fresh = _choose_tail(tail_ids, read, on_path, max(0, left), text, now.ranked, max(0, left) // per_memory)
             chosen_ids = {m.id for m in fresh}
             dropped = [i for i in tail_ids if i not in chosen_ids]
             relevance_tail = True

@@ -30,6 +30,7 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 from functools import lru_cache
+from itertools import takewhile
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from .index import Index, batches
@@ -61,11 +62,13 @@ T = TypeVar("T")
 
 def rank(store: "Store", query: str, limit: int = 10, *, paths: Sequence[str] = (), types_first: Sequence[str] = (),
          only_types: Optional[Sequence[str]] = None, now: Optional[datetime] = None,
-         at: Optional[str] = None) -> Optional[List[Hit]]:
+         at: Optional[str] = None, matches: bool = True) -> Optional[List[Hit]]:
     """:func:`gitmem.search.rank` of the store's active memories (at commit ``at``, default the tip),
-    by words (no dense similarity), from the index; None when the index cannot answer."""
+    by words (no dense similarity), from the index; None when the index cannot answer. Without
+    ``matches`` each hit's match is 0.0, not computed: for a caller that wants the order alone."""
     when = now or datetime.now(timezone.utc)
-    return _read(store, at, [], lambda db, view: _ranked(store, db, view, query, limit, paths, types_first, only_types, when))
+    return _read(store, at, [], lambda db, view: _ranked(store, db, view, query, limit, paths, types_first, only_types,
+                                                          when, matches))
 
 
 #: A memory of a view: its type, whether it is active, and its doc number in the index.
@@ -141,7 +144,7 @@ class IndexedMemories:
         """At least the best ``limit`` active memories for ``text`` (ids), from the index where it can."""
         from .context import Loaded, Ranking  # a context's module: search alone need not import it
 
-        hits = None if self.changed else rank(self.store, text, limit, at=self.at)
+        hits = None if self.changed else rank(self.store, text, limit, at=self.at, matches=False)
         if hits is None:
             return Loaded(self.get([i for i, _ in self.active()])).ranked(text, limit)
         return Ranking(text, tuple(h.memory.id for h in hits), len(hits) < limit)
@@ -409,7 +412,7 @@ _Row = Tuple[int, str, str, str, int, float]
 
 def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit: int,
             paths: Sequence[str], types_first: Sequence[str], only_types: Optional[Sequence[str]],
-            now: datetime) -> List[Hit]:
+            now: datetime, matches: bool = True) -> List[Hit]:
     n, total = db.execute("SELECT n, total FROM views WHERE view=?", (view,)).fetchone()
     terms = list(dict.fromkeys(tokenize(query)))
     wanted = [p.strip("/") for p in paths if p and p.strip("/")]
@@ -440,7 +443,10 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
             f"(SELECT DISTINCT doc FROM postings WHERE tid IN ({','.join('?' * len(within))})) c "
             "CROSS JOIN q CROSS JOIN postings p ON p.tid=q.tid AND p.doc=c.doc")
         return (f"WITH q(tid, w) AS (VALUES {','.join('(?, ?)' for _ in known)}), "
-                "s AS (SELECT p.doc AS doc, SUM(q.w * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?))) AS base "
+                # The doc's columns ride along the sum (one value per group), so the order below reads
+                # no row of ``docs`` again.
+                "s AS (SELECT p.doc AS doc, d.blob AS blob, d.id AS id, d.type AS type, d.length AS length, "
+                "d.epoch AS epoch, SUM(q.w * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?))) AS base "
                 f"FROM {source} JOIN members m ON m.view=? AND m.doc=p.doc "
                 f"JOIN docs d ON d.doc=p.doc WHERE d.active=1{kept} GROUP BY p.doc) "), \
             q_args[:2 * len(known) + 5] + [*within] + q_args[2 * len(known) + 5:]
@@ -479,11 +485,11 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         """Consider candidates best first until no later one can make the cut. SQLite orders them by
         every factor but staleness (which only lowers a score), computed as :func:`gitmem.search.rank`
         does, in the same order, so equal scores are equal floats and ties go by id as there."""
-        path = "COALESCE((SELECT 1 + 0.6 * g.overlap FROM temp.gm_overlap g WHERE g.doc=s.doc), 1.0) * " \
+        path = "COALESCE((SELECT 1 + 0.6 * g.overlap FROM temp.gm_overlap g WHERE g.doc=d.doc), 1.0) * " \
             if overlap else ""
         sql, args = scored(within)
-        sql += (f"SELECT s.doc, d.blob, d.id, d.type, d.length, s.base * {path}({_boost_sql(boosts)} * {_RECENCY_SQL}) "
-                "AS score FROM s JOIN docs d ON d.doc=s.doc ORDER BY score DESC, d.id DESC LIMIT ?")
+        sql += (f"SELECT d.doc, d.blob, d.id, d.type, d.length, d.base * {path}({_boost_sql(boosts)} * {_RECENCY_SQL}) "
+                "AS score FROM s d ORDER BY score DESC, d.id DESC LIMIT ?")
         cap = max(4 * limit, 2 * FETCH)  # a bounded sort is cheaper than sorting every match
         while True:
             cursor = db.execute(sql, [*args, now.timestamp(), cap])
@@ -493,9 +499,12 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
                 seen += len(rows)
                 if not rows:
                     break
+                below = False
+                if len(best) == limit:  # past the cut by SQLite's score, past it by rank's (staleness only lowers)
+                    head = list(takewhile(lambda r: _key(r) >= best[0][:2], rows))
+                    below, rows = len(head) < len(rows), head
                 consider(rows)
-                last = rows[-1]
-                if len(best) == limit and (last[5], tuple(map(ord, last[2]))) < best[0][:2]:
+                if below or (len(best) == limit and _key(rows[-1]) < best[0][:2]):
                     cursor.close()  # every later candidate ranks lower still
                     return
             if seen < cap:
@@ -524,13 +533,21 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         if not (pruned and len(best) == limit and best[0][0] > ceiling * (1 + 1e-9)):
             stream()
     ranked = sorted(best, reverse=True)
-    core = _frequencies(db, view, sorted({t for _, _, doc in ranked for t in core_terms(found[doc][0])}))
+    if not matches:
+        return [Hit(found[doc][0], score, 0.0, found[doc][2], None) for score, _, doc in ranked]
+    terms_of = {doc: core_terms(found[doc][0]) for _, _, doc in ranked}
+    core = _frequencies(db, view, sorted({t for terms in terms_of.values() for t in terms}))
     hits = []
     for score, _, doc in ranked:
         m, _, stale, mass = found[doc]
-        core_mass = sum(idf(n, core[t][1] if t in core else 0) for t in core_terms(m))
+        core_mass = sum(idf(n, core[t][1] if t in core else 0) for t in terms_of[doc])
         hits.append(Hit(m, score, match_of(mass, query_mass, core_mass) if mass else 0.0, stale, None))
     return hits
+
+
+def _key(row: _Row) -> Tuple[float, Tuple[int, ...]]:
+    """A candidate's place by SQLite's score: ties go by id, newer first, as in :func:`gitmem.search.rank`."""
+    return row[5], tuple(map(ord, row[2]))
 
 
 def _frequencies(db: sqlite3.Connection, view: int, terms: Sequence[str]) -> Dict[str, Tuple[int, int]]:
