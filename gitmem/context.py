@@ -45,6 +45,7 @@ the derived index keeps it under the anchor's tree and a hash of the code that m
 from __future__ import annotations
 
 import html
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import chain, islice
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
@@ -356,22 +357,21 @@ def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict
 
     ``fits`` is about how many memories the room holds: the first ranking lists a quarter more
     (ranking costs what it lists, and a second, longer list is rarely needed)."""
-    pool = set(candidates)
     limit = min(TAIL_RANKED, fits * 5 // 4 + 16)
     while True:
         ranking = ranked(text, limit)
         position = {i: n for n, i in enumerate(ranking.ids)}
-        near = [i for i in on_path if i in pool]
+        near = [i for i in on_path if _has(candidates, i)]
         listed = sorted((i for i in near if i in position), key=position.__getitem__)
         unlisted = sorted((i for i in near if i not in position), reverse=True)
-        farther = [i for i in ranking.ids if i in pool and i not in on_path]
+        farther = [i for i in ranking.ids if _has(candidates, i) and i not in on_path]
         if ranking.complete:  # the rest, newest first, only as far as the room goes
             order: Iterable[str] = chain(listed, unlisted, farther, (
                 i for i in reversed(candidates) if i not in position and i not in on_path))
             more = False
         else:  # the order past the first unlisted candidate needs a longer list
             order = listed if unlisted else listed + farther
-            more = bool(unlisted) or len(listed) + len(farther) < len(pool)
+            more = bool(unlisted) or len(listed) + len(farther) < len(candidates)
         chosen: List[Memory] = []
         used, misses, full = 0, 0, False
         for m in _in_order(order, read):
@@ -387,6 +387,24 @@ def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict
         if full or not more:
             return sorted(chosen, key=lambda m: m.id)
         limit *= 4
+
+
+def _has(ids: Sequence[str], i: str) -> bool:
+    """Whether ``ids`` (sorted) holds ``i``: a tail's candidates can be every memory, too many to hash."""
+    at = bisect_left(ids, i)
+    return at < len(ids) and ids[at] == i
+
+
+def _without(ids: Sequence[str], removed: Iterable[str]) -> List[str]:
+    """``ids`` (sorted) less ``removed`` (sorted, a few), copied a slice at a time."""
+    out: List[str] = []
+    start = 0
+    for i in removed:
+        at = bisect_left(ids, i, start)
+        if at < len(ids) and ids[at] == i:
+            out += ids[start:at]
+            start = at + 1
+    return out + list(ids[start:])
 
 
 def _part(kept: List[Memory]) -> Dict[str, Any]:
@@ -483,7 +501,8 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             else:
                 known = set(cached["ids"])
                 rest = [i for i in then.active_ids() if i not in known]
-            tail_ids = sorted(rest + list(set(tail_ids).difference(rest)))  # in id order: sorting again is one pass
+            extra = [i for i in tail_ids if not _has(rest, i)]
+            tail_ids = sorted(rest + extra) if extra else rest  # in id order: sorting again is one pass
 
         def read(ids: Sequence[str]) -> Dict[str, Memory]:
             """A tail candidate: its version at the tip if it changed, else at the anchor."""
@@ -502,8 +521,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
                                                              if any(matches(m, path=p, status=None) for p in paths)}
             per_memory = cached["used"] // max(1, len(cached["ids"])) or 1  # the cached part's mean
             fresh = _choose_tail(tail_ids, read, on_path, max(0, left), text, now.ranked, max(0, left) // per_memory)
-            chosen_ids = {m.id for m in fresh}
-            dropped = [i for i in tail_ids if i not in chosen_ids]
+            dropped = _without(tail_ids, [m.id for m in fresh])  # both in id order
             relevance_tail = True
             warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(fresh)} most "
                             f"relevant of {len(fresh) + len(dropped)} newer memories")
