@@ -8,11 +8,13 @@ it makes, and the disk index keeps the rest for the next process.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import json
 import os
 from collections import OrderedDict
+from contextlib import contextmanager
 from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import pygit2
@@ -139,8 +141,9 @@ class Warm:
         (and its path), so after a write only the four trees the write changed are summed again:
         ``status``, the first page of ``list``, ``resume`` and the SessionStart hook cost what
         changed, not what is stored."""
-        absent, parsed = self._parse_backlog(git, root, ref)
-        return self._summary(git, "", root, ref, 0, absent, parsed)
+        with _collector_paused():
+            absent, parsed = self._parse_backlog(git, root, ref)
+            return self._summary(git, "", root, ref, 0, absent, parsed)
 
     def _parse_backlog(self, git: Git, root: str, ref: str) -> Tuple[Set[str], Dict[str, Parsed]]:
         """Parse, in one batch, every blob under the trees whose summary neither this process nor
@@ -387,14 +390,21 @@ class _Helper:
     @staticmethod
     def usable() -> bool:
         """Only with a core to spare: on a busy machine (load average 4-5 on 2 cores, measured) a
-        helper took CPU from this process and the cold start ran about 15% longer, not shorter."""
+        helper took CPU from this process and the cold start ran about 15% longer, not shorter.
+        Spare now, where Linux says how many threads are runnable at this instant: the load average
+        trails by a minute, so right after any busy minute it refused a helper to an idle machine."""
         import sys
 
         cores = os.cpu_count() or 1
         try:
-            spare = os.getloadavg()[0] <= cores - 1
-        except OSError:  # no load average on this platform
-            spare = True
+            with open("/proc/loadavg", encoding="ascii") as f:
+                running = int(f.read().split()[3].split("/")[0])  # this process among them
+            spare = running <= cores - 1
+        except (OSError, ValueError, IndexError):
+            try:
+                spare = os.getloadavg()[0] <= cores - 1
+            except OSError:  # no load average on this platform
+                spare = True
         return bool(sys.executable) and cores > 1 and spare
 
     def answered(self) -> List[Tuple[str, Parsed]]:
@@ -428,6 +438,7 @@ def _serve() -> None:
     batch at a time (the caller reads the file as it grows)."""
     import sys
 
+    gc.disable()  # see _collector_paused: nothing this process makes holds a cycle
     job = json.load(sys.stdin)
     repo = pygit2.Repository(job["repo"])
     write = sys.stdout.write
@@ -436,6 +447,20 @@ def _serve() -> None:
         if n % Warm.STEAL == 0:
             sys.stdout.flush()
     sys.stdout.flush()
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while memories are parsed and summed in bulk: a cold
+    start makes millions of objects that hold no cycles (memories, index rows, lists), which plain
+    reference counting frees, and each full collection would walk every one still alive again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _under(name: str, entries: List[List[str]]) -> Iterator[List[str]]:
