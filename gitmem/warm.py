@@ -390,22 +390,11 @@ class _Helper:
     @staticmethod
     def usable() -> bool:
         """Only with a core to spare: on a busy machine (load average 4-5 on 2 cores, measured) a
-        helper took CPU from this process and the cold start ran about 15% longer, not shorter.
-        Spare now, where Linux says how many threads are runnable at this instant: the load average
-        trails by a minute, so right after any busy minute it refused a helper to an idle machine."""
+        helper took CPU from this process and the cold start ran about 15% longer, not shorter."""
         import sys
 
         cores = os.cpu_count() or 1
-        try:
-            with open("/proc/loadavg", encoding="ascii") as f:
-                running = int(f.read().split()[3].split("/")[0])  # this process among them
-            spare = running <= cores - 1
-        except (OSError, ValueError, IndexError):
-            try:
-                spare = os.getloadavg()[0] <= cores - 1
-            except OSError:  # no load average on this platform
-                spare = True
-        return bool(sys.executable) and cores > 1 and spare
+        return bool(sys.executable) and cores > 1 and _load() <= cores - 1
 
     def answered(self) -> List[Tuple[str, Parsed]]:
         """(row, parsed) of the blobs answered since the last call, in order. Only whole lines
@@ -447,6 +436,20 @@ def _serve() -> None:
         if n % Warm.STEAL == 0:
             sys.stdout.flush()
     sys.stdout.flush()
+
+
+def _load() -> float:
+    """How many threads want a core, this process among them: runnable at this instant where Linux
+    says (the load average trails by a minute, so right after a busy minute it would refuse a helper
+    to an idle machine), else the load average; 0 where neither is known."""
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return float(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        try:
+            return os.getloadavg()[0]
+        except OSError:
+            return 0.0
 
 
 @contextmanager

@@ -328,10 +328,16 @@ def test_a_helper_that_stops_at_a_missing_object_answers_only_what_it_read(repo,
 
 def test_a_helper_is_started_only_with_a_core_to_spare(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.6, 0.6, 0.6))
+    monkeypatch.setattr(warm_module, "_load", lambda: 1.0)  # this process alone
     assert warm_module._Helper.usable()
-    monkeypatch.setattr(os, "getloadavg", lambda: (1.8, 1.0, 1.0))
+    monkeypatch.setattr(warm_module, "_load", lambda: 2.0)
     assert not warm_module._Helper.usable()
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
-    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(warm_module, "_load", lambda: 0.0)
     assert not warm_module._Helper.usable()
+
+
+def test_the_load_counts_this_process_where_linux_says_what_runs_now():
+    if not os.path.exists("/proc/loadavg"):
+        pytest.skip("no /proc/loadavg on this platform: the load average is used")
+    assert warm_module._load() >= 1  # this process is running while it asks
