@@ -81,12 +81,10 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
     from the index; None when the store is small, damaged, or the index cannot answer."""
     tip_tree = store.tree_of(tip)
     at_tip = IndexedMemories(store, tip, tip_tree)
-    if store.summary(tip)["counts"].get("invalid"):  # a full load reports each one
+    counts = store.summary(tip)["counts"]  # by type and status: the valid memories, and how many are not
+    if counts.get("invalid") or sum(counts.values()) <= FROM_INDEX:  # a full load reports each invalid one
         return None
-    try:
-        if at_tip.count() <= FROM_INDEX:
-            return None
-    except GitmemError:  # the index cannot answer
+    if not at_tip.answers():
         return None
     if anchor == tip:
         return at_tip, None, (), anchor

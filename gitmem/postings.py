@@ -106,6 +106,10 @@ class IndexedMemories:
                               "run the command again")
         return out
 
+    def answers(self) -> bool:
+        """Whether the index can answer for this commit (its view brought there, as every read does)."""
+        return _read(self.store, self.at, None, lambda db, view: True) is not None
+
     def count(self) -> int:
         """How many valid memories the commit holds."""
         def read(db: sqlite3.Connection, view: int) -> Tuple[int, Set[str]]:
