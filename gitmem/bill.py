@@ -18,8 +18,7 @@ request and ping through ``gitmem router``) are appended to ``.git/gitmem/reques
 memory commit they were built from; :func:`router_bill` prices the router's share by session and
 break (``gitmem bill --router``).
 
-The price table in effect is read here too (:func:`configured_price_table`: an override file named by
-``$GITMEM_PRICES`` or ``git config gitmem.prices``), so :mod:`gitmem.pricing` stays free of I/O.
+The price table a bill is priced with is the one in effect (:mod:`gitmem.price_table`).
 """
 
 from __future__ import annotations
@@ -31,9 +30,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
-from .errors import GitmemError, PriceTableError
+from .errors import GitmemError
 from .policy import FIXED, PHASES, KeepAlive, Row, Workload, break_table
-from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost, parse_price_table
+from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
 
 if TYPE_CHECKING:
     from .store import Store
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PolicyBill", "Bill", "make_bill", "runs_dir", "record_run", "latest_run", "load_run", "record_request",
     "latest_request", "render_text", "render_plot", "render_svg", "RUN_VERSION", "requests_path", "read_requests",
-    "router_bill", "render_router_text", "load_price_table", "configured_price_table",
+    "router_bill", "render_router_text",
 ]
 
 RUN_VERSION = 1
@@ -154,31 +153,6 @@ def make_bill(run: Mapping[str, Any], table: PriceTable = DEFAULT_TABLE) -> Bill
 
 
 # --- storage -------------------------------------------------------------------
-
-
-def load_price_table(path: Optional[str] = None, base: PriceTable = DEFAULT_TABLE) -> PriceTable:
-    """``base`` (the shipped table), overridden by the YAML file at ``path`` when one is given
-    (:func:`gitmem.pricing.parse_price_table` describes the file); any problem is a
-    :class:`PriceTableError` naming the file."""
-    if path is None:
-        return base
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise PriceTableError(f"cannot read price table {path}: {exc.strerror or exc}") from None
-    return parse_price_table(text, path, base)
-
-
-def configured_price_table(store: Optional[Store] = None) -> PriceTable:
-    """The table in effect: ``$GITMEM_PRICES``, else ``git config gitmem.prices`` of ``store``'s
-    repository (a relative path is taken from the worktree root), else the shipped table."""
-    path = os.environ.get("GITMEM_PRICES") or None
-    if path is None and store is not None:
-        path = store.config("gitmem.prices") or None
-        if path and not os.path.isabs(path):
-            path = os.path.join(store.workdir, path)
-    return load_price_table(path)
 
 
 def runs_dir(store: Store) -> str:

@@ -346,18 +346,21 @@ def relevance_text(query: Optional[str], paths: Sequence[str]) -> str:
 
 #: At most how many memories the tail's ranking lists first; four times as many each time that runs
 #: out with room left (a short list is what the index answers fastest).
-TAIL_RANKED = 512
+TAIL_RANKED = 4096
 
 
 def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict[str, Memory]], on_path: Set[str],
-                 room: int, text: str, ranked: Callable[[str, int], Ranking], fits: int) -> List[Memory]:
+                 room: int, text: str, ranked: Callable[[str, int], Ranking], fits: int,
+                 others: int) -> List[Memory]:
     """The most relevant ``candidates`` (ids in id order, read by ``read``) that fit in ``room``
     tokens: those ``on_path`` first, then by words (``ranked``: weighed over every active memory at
     the tip), then newest; in id order. Only the listed part of that order is ever sorted.
 
-    ``fits`` is about how many memories the room holds: the first ranking lists a quarter more
-    (ranking costs what it lists, and a second, longer list is rarely needed)."""
-    limit = min(TAIL_RANKED, fits * 5 // 4 + 16)
+    ``fits`` is about how many memories the room holds, ``others`` how many active memories are not
+    candidates (the cached part's): the first ranking lists a quarter more than it takes to meet
+    that many candidates where they are spread evenly (ranking costs what it lists, and a second,
+    longer list is rarely needed)."""
+    limit = min(TAIL_RANKED, fits * (len(candidates) + others) // max(1, len(candidates)) * 5 // 4 + 16)
     while True:
         ranking = ranked(text, limit)
         position = {i: n for n, i in enumerate(ranking.ids)}
@@ -520,7 +523,8 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             on_path = (then.touching(paths) - set(by_id)) | {m.id for m in by_id.values()
                                                              if any(matches(m, path=p, status=None) for p in paths)}
             per_memory = cached["used"] // max(1, len(cached["ids"])) or 1  # the cached part's mean
-            fresh = _choose_tail(tail_ids, read, on_path, max(0, left), text, now.ranked, max(0, left) // per_memory)
+            fresh = _choose_tail(tail_ids, read, on_path, max(0, left), text, now.ranked, max(0, left) // per_memory,
+                                 len(cached["ids"]))
             dropped = _without(tail_ids, [m.id for m in fresh])  # both in id order
             relevance_tail = True
             warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(fresh)} most "

@@ -31,15 +31,15 @@ from collections import Counter
 from datetime import datetime, timezone
 from functools import lru_cache
 from itertools import takewhile
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar
 
 from .index import Index, batches
 from .errors import GitmemError
 from .model import TYPES, Memory, matches, memory_path
 from .repo import current_blob, memory_ref
 from .search import (
-    Hit, core_terms, epoch, factor, idf, is_stale, match_of, memory_terms, path_factor, path_only_score, path_overlap,
-    term_score, tokenize, type_boosts,
+    Hit, core_terms, epoch, idf, is_stale, match_of, memory_terms, path_factor, path_only_score, path_overlap,
+    term_score, tokenize, type_boosts, weight,
 )
 from .warm import Progress
 
@@ -62,13 +62,20 @@ T = TypeVar("T")
 
 def rank(store: "Store", query: str, limit: int = 10, *, paths: Sequence[str] = (), types_first: Sequence[str] = (),
          only_types: Optional[Sequence[str]] = None, now: Optional[datetime] = None,
-         at: Optional[str] = None, matches: bool = True) -> Optional[List[Hit]]:
+         at: Optional[str] = None) -> Optional[List[Hit]]:
     """:func:`gitmem.search.rank` of the store's active memories (at commit ``at``, default the tip),
-    by words (no dense similarity), from the index; None when the index cannot answer. Without
-    ``matches`` each hit's match is 0.0, not computed: for a caller that wants the order alone."""
+    by words (no dense similarity), from the index; None when the index cannot answer."""
     when = now or datetime.now(timezone.utc)
-    return _read(store, at, [], lambda db, view: _ranked(store, db, view, query, limit, paths, types_first, only_types,
-                                                          when, matches))
+    return _read(store, at, [], lambda db, view: _hits(store, db, view, *_ranked(
+        store, db, view, query, limit, paths, types_first, only_types, when)))
+
+
+def ranked_ids(store: "Store", query: str, limit: int, *, at: Optional[str] = None) -> Optional[List[str]]:
+    """The ids of :func:`rank`'s hits, in order, reading no memory but the file memories among the
+    candidates (whose staleness lowers a score): for a caller that reads only the few it keeps."""
+    when = datetime.now(timezone.utc)
+    return _read(store, at, [], lambda db, view: [c.id for c in _ranked(
+        store, db, view, query, limit, (), (), None, when)[0]])
 
 
 #: A memory of a view: its type, whether it is active, and its doc number in the index.
@@ -148,10 +155,10 @@ class IndexedMemories:
         """At least the best ``limit`` active memories for ``text`` (ids), from the index where it can."""
         from .context import Loaded, Ranking  # a context's module: search alone need not import it
 
-        hits = None if self.changed else rank(self.store, text, limit, at=self.at, matches=False)
-        if hits is None:
+        ids = None if self.changed else ranked_ids(self.store, text, limit, at=self.at)
+        if ids is None:
             return Loaded(self.get([i for i, _ in self.active()])).ranked(text, limit)
-        return Ranking(text, tuple(h.memory.id for h in hits), len(hits) < limit)
+        return Ranking(text, tuple(ids), len(ids) < limit)
 
     def active(self) -> List[Tuple[str, str]]:
         """(id, type) of every active memory, by id."""
@@ -410,18 +417,32 @@ def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Coun
 
 # --- answering a query from a view -------------------------------------------------
 
-#: One candidate: doc number, blob, memory id, type, length, and the score SQLite gave it.
-_Row = Tuple[int, str, str, str, int, float]
+#: One candidate: doc number, blob, memory id, type, length, time (seconds since the epoch), and the
+#: score SQLite gave it.
+_Row = Tuple[int, str, str, str, int, Optional[float], float]
+
+
+class _Scored(NamedTuple):
+    """A memory scored from its row in the index: read whole only if it makes the cut."""
+
+    doc: int
+    blob: str
+    id: str
+    type: str
+    score: float
+    stale: bool
+    mass: float  # the word weight it shares with the query
 
 
 def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit: int,
             paths: Sequence[str], types_first: Sequence[str], only_types: Optional[Sequence[str]],
-            now: datetime, matches: bool = True) -> List[Hit]:
+            now: datetime) -> Tuple[List[_Scored], float, int]:
+    """The best ``limit``, best first, the query's word weight, and how many active memories the view has."""
     n, total = db.execute("SELECT n, total FROM views WHERE view=?", (view,)).fetchone()
     terms = list(dict.fromkeys(tokenize(query)))
     wanted = [p.strip("/") for p in paths if p and p.strip("/")]
     if not n or not (terms or wanted) or limit <= 0:
-        return []
+        return [], 0.0, n
     avg = total / n
     known = _frequencies(db, view, terms)  # term -> (tid, df), in the query's order
     weights = {t: idf(n, df) for t, (_, df) in known.items()}
@@ -456,18 +477,22 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
             q_args[:2 * len(known) + 5] + [*within] + q_args[2 * len(known) + 5:]
 
     best: List[Tuple[float, Tuple[int, ...], int]] = []  # the best ``limit`` so far, worst first
-    found: Dict[int, Tuple[Memory, float, bool, float]] = {}  # doc -> (memory, score, stale, word weight shared)
+    found: Dict[int, _Scored] = {}
     floor = 1.0  # what a memory that only shares a path scores from: half the weakest word match
 
     def consider(rows: Sequence[_Row]) -> None:
         rows = [r for r in rows if r[0] not in found]
-        memories = store.warm.parse(store.repository, [(memory_path(kind, mid), blob) for _, blob, mid, kind, _, _ in rows],
-                                    store.ref)
+        # The row has all a score needs but a file memory's staleness (its file may have changed since).
+        files = [(memory_path(kind, mid), blob) for _, blob, mid, kind, _, _, _ in rows if kind == "file"]
+        memories = store.warm.parse(store.repository, files, store.ref) if files else {}
         counts = _term_counts(db, [r[0] for r in rows], tids)
-        for doc, blob, _, _, length, _ in rows:
-            m = memories[blob]
-            if not isinstance(m, Memory):
-                continue
+        for doc, blob, mid, kind, length, when, _ in rows:
+            stale = False
+            if kind == "file":
+                m = memories[blob]
+                if not isinstance(m, Memory):
+                    continue
+                stale = is_stale(m, _current_blob_of(store, m))
             base = mass = 0.0
             mine = counts.get(doc, {})
             for t, (tid, _) in known.items():
@@ -476,10 +501,9 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
                     mass += weights[t]
             if doc in overlap:
                 base = base * path_factor(overlap[doc]) if mass else path_only_score(overlap[doc], floor)
-            stale = is_stale(m, _current_blob_of(store, m))
-            score = base * factor(m, boosts, now, stale)
-            found[doc] = (m, score, stale, mass)
-            key = (score, tuple(ord(c) for c in m.id), doc)  # ties: the newer id first, as rank does
+            score = base * weight(kind, when, boosts, now, stale)
+            found[doc] = _Scored(doc, blob, mid, kind, score, stale, mass)
+            key = (score, tuple(map(ord, mid)), doc)  # ties: the newer id first, as rank does
             if len(best) < limit:
                 heapq.heappush(best, key)
             elif key > best[0]:
@@ -492,7 +516,8 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         path = "COALESCE((SELECT 1 + 0.6 * g.overlap FROM temp.gm_overlap g WHERE g.doc=d.doc), 1.0) * " \
             if overlap else ""
         sql, args = scored(within)
-        sql += (f"SELECT d.doc, d.blob, d.id, d.type, d.length, d.base * {path}({_boost_sql(boosts)} * {_RECENCY_SQL}) "
+        sql += (f"SELECT d.doc, d.blob, d.id, d.type, d.length, d.epoch, "
+                f"d.base * {path}({_boost_sql(boosts)} * {_RECENCY_SQL}) "
                 "AS score FROM s d ORDER BY score DESC, d.id DESC LIMIT ?")
         cap = max(4 * limit, 2 * FETCH)  # a bounded sort is cheaper than sorting every match
         while True:
@@ -523,7 +548,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
             weakest = db.execute(sql + "SELECT MIN(base) FROM s", args).fetchone()[0]
             floor = weakest if weakest is not None else 1.0
         for chunk, marks in batches(path_only):
-            consider(db.execute(f"SELECT doc, blob, id, type, length, 0.0 FROM docs WHERE doc IN ({marks})",
+            consider(db.execute(f"SELECT doc, blob, id, type, length, epoch, 0.0 FROM docs WHERE doc IN ({marks})",
                                 chunk).fetchall())
     if known:
         # MaxScore: a memory with none of the query's rarer words scores at most what its common words
@@ -536,22 +561,27 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
             stream(rare)
         if not (pruned and len(best) == limit and best[0][0] > ceiling * (1 + 1e-9)):
             stream()
-    ranked = sorted(best, reverse=True)
-    if not matches:
-        return [Hit(found[doc][0], score, 0.0, found[doc][2], None) for score, _, doc in ranked]
-    terms_of = {doc: core_terms(found[doc][0]) for _, _, doc in ranked}
+    return [found[doc] for _, _, doc in sorted(best, reverse=True)], query_mass, n
+
+
+def _hits(store: "Store", db: sqlite3.Connection, view: int, ranked: List[_Scored], query_mass: float,
+          n: int) -> List[Hit]:
+    """:func:`_ranked`'s answer as :func:`gitmem.search.rank`'s hits: the memories read, and each
+    one's match (the share of the query's word weight it holds, against its own core words)."""
+    memories = store.warm.parse(store.repository, [(memory_path(c.type, c.id), c.blob) for c in ranked], store.ref)
+    kept = [(c, m) for c in ranked if isinstance(m := memories[c.blob], Memory)]
+    terms_of = {c.doc: core_terms(m) for c, m in kept}
     core = _frequencies(db, view, sorted({t for terms in terms_of.values() for t in terms}))
     hits = []
-    for score, _, doc in ranked:
-        m, _, stale, mass = found[doc]
-        core_mass = sum(idf(n, core[t][1] if t in core else 0) for t in terms_of[doc])
-        hits.append(Hit(m, score, match_of(mass, query_mass, core_mass) if mass else 0.0, stale, None))
+    for c, m in kept:
+        core_mass = sum(idf(n, core[t][1] if t in core else 0) for t in terms_of[c.doc])
+        hits.append(Hit(m, c.score, match_of(c.mass, query_mass, core_mass) if c.mass else 0.0, c.stale, None))
     return hits
 
 
 def _key(row: _Row) -> Tuple[float, Tuple[int, ...]]:
     """A candidate's place by SQLite's score: ties go by id, newer first, as in :func:`gitmem.search.rank`."""
-    return row[5], tuple(map(ord, row[2]))
+    return row[6], tuple(map(ord, row[2]))
 
 
 def _frequencies(db: sqlite3.Connection, view: int, terms: Sequence[str]) -> Dict[str, Tuple[int, int]]:

@@ -1,6 +1,6 @@
 """The shipped price table, usage fields as the API reports them, and what a request cost.
 
-Pure core, no I/O: an override file is read at the edge (:func:`gitmem.bill.load_price_table`, from the
+Pure core, no I/O: an override file is read at the edge (:func:`gitmem.price_table.load_price_table`, from the
 path in ``$GITMEM_PRICES`` or ``git config gitmem.prices``) and its text handed to :func:`parse_price_table`.
 
 Sources, checked on :data:`CHECKED` (stored copies of the pages, read through the docs search; each

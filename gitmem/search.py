@@ -195,7 +195,13 @@ def match_of(mass: float, query_mass: float, core_mass: float) -> float:
 
 def factor(m: Memory, boosts: Mapping[str, float], now: datetime, stale: bool) -> float:
     """What multiplies a memory's word score: its type's boost, its recency, its staleness."""
-    return boosts.get(m.type, 1.0) * recency(m, now) * (STALE_FACTOR if stale else 1.0)
+    return weight(m.type, epoch(m.updated or m.created), boosts, now, stale)
+
+
+def weight(kind: str, when: Optional[float], boosts: Mapping[str, float], now: datetime, stale: bool) -> float:
+    """:func:`factor` of a memory of type ``kind`` last written at ``when`` (seconds since the epoch):
+    the derived index keeps both, so a memory can be ranked from its row, unread."""
+    return boosts.get(kind, 1.0) * recency(when, now) * (STALE_FACTOR if stale else 1.0)
 
 
 def path_only_score(overlap: float, floor: float) -> float:
@@ -564,9 +570,9 @@ def is_stale(m: Memory, blobs: Optional[Mapping[str, Optional[str]]]) -> bool:
     return blobs[m.paths[0]] != m.blob
 
 
-def recency(m: Memory, now: datetime) -> float:
-    """Up to +15%, halving every 180 days (:mod:`gitmem.postings` computes the same in SQL)."""
-    when = epoch(m.updated or m.created)
+def recency(when: Optional[float], now: datetime) -> float:
+    """Up to +15% for a memory last written at ``when`` (seconds since the epoch), halving every 180
+    days (:mod:`gitmem.postings` computes the same in SQL)."""
     if when is None:
         return 1.0
     age_days = max((now.timestamp() - when) / 86400.0, 0.0)

@@ -12,9 +12,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gitmem.bill import (latest_run, load_price_table, load_run, make_bill, record_request, record_run, render_plot,
+from gitmem.bill import (latest_run, load_run, make_bill, record_request, record_run, render_plot,
                          render_svg, render_text)
 from gitmem.errors import GitmemError, PriceTableError
+from gitmem.price_table import load_price_table
 from gitmem.pricing import DEFAULT_TABLE
 
 MICRO = 1e-6

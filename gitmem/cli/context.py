@@ -49,9 +49,9 @@ def context_(store: Store, query, paths, ttl, model, budget, advance, as_json) -
 
     Example: gitmem context --query "how do refunds work?" --ttl 1h --json
     """
-    from ..bill import configured_price_table
     from ..context import assemble
     from ..context_inputs import gather, set_anchor
+    from ..price_table import configured_price_table
 
     if advance:
         set_anchor(store)
@@ -156,7 +156,8 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
     """
     import os
 
-    from ..bill import configured_price_table, record_request
+    from ..bill import record_request
+    from ..price_table import configured_price_table
     from ..context_inputs import build, note_sent
     from ..backend import open_backend
     from ..pricing import cost
@@ -223,7 +224,8 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_tr
 
     Example: gitmem demo && gitmem bill --svg bill.svg
     """
-    from ..bill import configured_price_table, latest_run, load_run, make_bill, render_plot, render_svg, render_text
+    from ..bill import latest_run, load_run, make_bill, render_plot, render_svg, render_text
+    from ..price_table import configured_price_table
     from ..errors import GitmemError
     from .base import open_store
 

@@ -30,7 +30,7 @@ def _store_or_none() -> Optional[Store]:
 
 def _price_table():
     """The configured price table; outside a repository, $GITMEM_PRICES or the shipped one."""
-    from ..bill import configured_price_table
+    from ..price_table import configured_price_table
 
     return configured_price_table(_store_or_none())
 

@@ -53,7 +53,7 @@ def serve(ctx: click.Context, port: int, policy: str, upstream: Optional[str], r
     """
     import os
 
-    from ..bill import configured_price_table
+    from ..price_table import configured_price_table
     from ..emulator import VirtualClock
     from ..router_app import Router
     from ..router_app import serve as run

@@ -274,8 +274,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
 
     @page
     def cost(request: Request) -> Response:
-        from ..bill import (POLICY_LABELS, configured_price_table, latest_request, latest_run, load_run, make_bill,
-                            render_svg)
+        from ..bill import POLICY_LABELS, latest_request, latest_run, load_run, make_bill, render_svg
+        from ..price_table import configured_price_table
 
         path = latest_run(root)
         run = bill = svg = None
