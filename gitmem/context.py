@@ -48,7 +48,7 @@ import html
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import chain, islice
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
 
 from .errors import GitmemError
 from .model import Memory, matches
@@ -177,9 +177,9 @@ class MemoryView(Protocol):
     def touching(self, paths: Sequence[str]) -> Set[str]:
         """Ids of the active memories with a path that is, holds or is held by one of ``paths``."""
 
-    def ranked(self, text: str, limit: int) -> "Ranking":
-        """At least the best ``limit`` active memories for ``text``, as :func:`gitmem.search.rank`
-        orders them over every active memory (a large store's from the index)."""
+    def ranked(self, text: str, limit: int, exclude: AbstractSet[str] = frozenset()) -> "Ranking":
+        """At least the best ``limit`` active memories for ``text`` but those ``exclude`` names, as
+        :func:`gitmem.search.rank` orders them over every active memory (a large store's from the index)."""
 
     def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
         """``compute()``, a pure function of these memories and of this module's code named by ``key``,
@@ -205,11 +205,12 @@ class Loaded:
         return {i for i, m in self.memories.items()
                 if m.status == "active" and any(matches(m, path=p, status=None) for p in paths)}
 
-    def ranked(self, text: str, limit: int) -> "Ranking":
+    def ranked(self, text: str, limit: int, exclude: AbstractSet[str] = frozenset()) -> "Ranking":
         from .search import rank
 
         pool = [m for _, m in sorted(self.memories.items()) if m.status == "active"]
-        return Ranking(text, tuple(h.memory.id for h in rank(pool, text, limit=len(pool))), True)
+        return Ranking(text, tuple(h.memory.id for h in rank(pool, text, limit=len(pool))
+                                   if h.memory.id not in exclude), True)
 
     def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
         return compute()
@@ -350,19 +351,19 @@ TAIL_RANKED = 4096
 
 
 def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict[str, Memory]], on_path: Set[str],
-                 room: int, text: str, ranked: Callable[[str, int], Ranking], fits: int,
-                 others: int) -> List[Memory]:
+                 room: int, text: str, ranked: Callable[[str, int, AbstractSet[str]], Ranking], fits: int,
+                 others: AbstractSet[str]) -> List[Memory]:
     """The most relevant ``candidates`` (ids in id order, read by ``read``) that fit in ``room``
     tokens: those ``on_path`` first, then by words (``ranked``: weighed over every active memory at
     the tip), then newest; in id order. Only the listed part of that order is ever sorted.
 
-    ``fits`` is about how many memories the room holds, ``others`` how many active memories are not
-    candidates (the cached part's): the first ranking lists a quarter more than it takes to meet
-    that many candidates where they are spread evenly (ranking costs what it lists, and a second,
-    longer list is rarely needed)."""
-    limit = min(TAIL_RANKED, fits * (len(candidates) + others) // max(1, len(candidates)) * 5 // 4 + 16)
+    ``fits`` is about how many memories the room holds, and the first ranking lists a quarter more
+    (ranking costs what it lists, and a second, longer list is rarely needed); it leaves out the
+    active memories that are not candidates, ``others`` (the cached part's), which would otherwise
+    fill it: they are the newest conventions, rejections and decisions, as the newest rank first."""
+    limit = min(TAIL_RANKED, fits * 5 // 4 + 16)
     while True:
-        ranking = ranked(text, limit)
+        ranking = ranked(text, limit, others)
         position = {i: n for n, i in enumerate(ranking.ids)}
         near = [i for i in on_path if _has(candidates, i)]
         listed = sorted((i for i in near if i in position), key=position.__getitem__)
@@ -524,7 +525,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
                                                              if any(matches(m, path=p, status=None) for p in paths)}
             per_memory = cached["used"] // max(1, len(cached["ids"])) or 1  # the cached part's mean
             fresh = _choose_tail(tail_ids, read, on_path, max(0, left), text, now.ranked, max(0, left) // per_memory,
-                                 len(cached["ids"]))
+                                 set(cached["ids"]).difference(by_id))
             dropped = _without(tail_ids, [m.id for m in fresh])  # both in id order
             relevance_tail = True
             warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(fresh)} most "

@@ -31,7 +31,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from functools import lru_cache
 from itertools import takewhile
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar
+from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar
 
 from .index import Index, batches
 from .errors import GitmemError
@@ -70,12 +70,14 @@ def rank(store: "Store", query: str, limit: int = 10, *, paths: Sequence[str] = 
         store, db, view, query, limit, paths, types_first, only_types, when)))
 
 
-def ranked_ids(store: "Store", query: str, limit: int, *, at: Optional[str] = None) -> Optional[List[str]]:
-    """The ids of :func:`rank`'s hits, in order, reading no memory but the file memories among the
-    candidates (whose staleness lowers a score): for a caller that reads only the few it keeps."""
+def ranked_ids(store: "Store", query: str, limit: int, *, at: Optional[str] = None,
+               exclude: AbstractSet[str] = frozenset()) -> Optional[List[str]]:
+    """The ids of :func:`rank`'s hits but those ``exclude`` names (the words still weighed over every
+    memory), in order, reading no memory but the file memories among the candidates (whose staleness
+    lowers a score): for a caller that reads only the few it keeps."""
     when = datetime.now(timezone.utc)
     return _read(store, at, [], lambda db, view: [c.id for c in _ranked(
-        store, db, view, query, limit, (), (), None, when)[0]])
+        store, db, view, query, limit, (), (), None, when, exclude)[0]])
 
 
 #: A memory of a view: its type, whether it is active, and its doc number in the index.
@@ -151,13 +153,13 @@ class IndexedMemories:
                 self.store.warm.index.put_memo(self.tree, key, kept)
         return kept
 
-    def ranked(self, text: str, limit: int) -> Ranking:
-        """At least the best ``limit`` active memories for ``text`` (ids), from the index where it can."""
+    def ranked(self, text: str, limit: int, exclude: AbstractSet[str] = frozenset()) -> Ranking:
+        """At least the best ``limit`` active memories for ``text`` but ``exclude`` (ids), from the index where it can."""
         from .context import Loaded, Ranking  # a context's module: search alone need not import it
 
-        ids = None if self.changed else ranked_ids(self.store, text, limit, at=self.at)
+        ids = None if self.changed else ranked_ids(self.store, text, limit, at=self.at, exclude=exclude)
         if ids is None:
-            return Loaded(self.get([i for i, _ in self.active()])).ranked(text, limit)
+            return Loaded(self.get([i for i, _ in self.active()])).ranked(text, limit, exclude)
         return Ranking(text, tuple(ids), len(ids) < limit)
 
     def active(self) -> List[Tuple[str, str]]:
@@ -436,8 +438,9 @@ class _Scored(NamedTuple):
 
 def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit: int,
             paths: Sequence[str], types_first: Sequence[str], only_types: Optional[Sequence[str]],
-            now: datetime) -> Tuple[List[_Scored], float, int]:
-    """The best ``limit``, best first, the query's word weight, and how many active memories the view has."""
+            now: datetime, exclude: AbstractSet[str] = frozenset()) -> Tuple[List[_Scored], float, int]:
+    """The best ``limit`` but those ``exclude`` names, best first, the query's word weight, and how
+    many active memories the view has."""
     n, total = db.execute("SELECT n, total FROM views WHERE view=?", (view,)).fetchone()
     terms = list(dict.fromkeys(tokenize(query)))
     wanted = [p.strip("/") for p in paths if p and p.strip("/")]
@@ -481,7 +484,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
     floor = 1.0  # what a memory that only shares a path scores from: half the weakest word match
 
     def consider(rows: Sequence[_Row]) -> None:
-        rows = [r for r in rows if r[0] not in found]
+        rows = [r for r in rows if r[0] not in found and r[2] not in exclude]
         # The row has all a score needs but a file memory's staleness (its file may have changed since).
         files = [(memory_path(kind, mid), blob) for _, blob, mid, kind, _, _, _ in rows if kind == "file"]
         memories = store.warm.parse(store.repository, files, store.ref) if files else {}
