@@ -523,8 +523,9 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             text = relevance_text(query, paths)
             on_path = (then.touching(paths) - set(by_id)) | {m.id for m in by_id.values()
                                                              if any(matches(m, path=p, status=None) for p in paths)}
-            per_memory = cached["used"] // max(1, len(cached["ids"])) or 1  # the cached part's mean
-            fresh = _choose_tail(tail_ids, read, on_path, max(0, left), text, now.ranked, max(0, left) // per_memory,
+            # About how many fit: the room over the cached part's mean (none cached: start short, grow).
+            fits = max(0, left) * len(cached["ids"]) // cached["used"] if cached["used"] else 0
+            fresh = _choose_tail(tail_ids, read, on_path, max(0, left), text, now.ranked, fits,
                                  set(cached["ids"]).difference(by_id))
             dropped = _without(tail_ids, [m.id for m in fresh])  # both in id order
             relevance_tail = True
