@@ -167,13 +167,11 @@ def damage(repo: pygit2.Repository, tip: Optional[str], known: Sequence[str] = (
                 obj = repo[oid]
                 if isinstance(obj, pygit2.Tree):
                     for entry in obj:  # a submodule entry names a commit of another repository
-                        if entry.filemode == pygit2.GIT_FILEMODE_COMMIT:
-                            continue
+                        if entry.filemode == pygit2.GIT_FILEMODE_COMMIT or any(
+                                entry.name in t and t[entry.name].id == entry.id for t in twins):
+                            continue  # or a parent holds this very object here: read with that parent
                         below = [t[entry.name].peel(pygit2.Tree) for t in twins if entry.name in t
                                  and t[entry.name].filemode == pygit2.GIT_FILEMODE_TREE]
-                        if entry.filemode != pygit2.GIT_FILEMODE_TREE and any(
-                                entry.name in t and t[entry.name].id == entry.id for t in twins):
-                            continue
                         stack.append((entry.id, below))
                 elif isinstance(obj, pygit2.Blob):
                     obj.data  # noqa: B018 - reading the content checks it
