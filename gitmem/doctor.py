@@ -16,7 +16,7 @@ from .errors import GitmemError, InvalidMemory, StorageError
 from . import model
 from .model import Author, Memory
 from .refs import lock_file
-from .repo import blob_at, default_author, memory_ref
+from .repo import blob_at, default_author, memory_ref, objects_read_once
 from .model import Problem, parse_memory
 from .store import Store
 
@@ -148,33 +148,34 @@ def damage(repo: pygit2.Repository, tip: Optional[str], known: Sequence[str] = (
     seen: set = set()
     oid: Any = tip
     try:
-        walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
-        for k in known:
-            walker.hide(pygit2.Oid(hex=k))
-        stack: List[Any] = []
-        for commit in walker:
-            oid = commit.id
-            parents = []
-            for parent_id in commit.parent_ids:
-                oid = parent_id
-                parents.append(repo[parent_id].peel(pygit2.Tree))
-            stack.append((commit.tree_id, parents))
-            while stack:
-                oid, twins = stack.pop()
-                if oid in seen or any(t.id == oid for t in twins):
-                    continue
-                seen.add(oid)
-                obj = repo[oid]
-                if isinstance(obj, pygit2.Tree):
-                    for entry in obj:  # a submodule entry names a commit of another repository
-                        if entry.filemode == pygit2.GIT_FILEMODE_COMMIT or any(
-                                entry.name in t and t[entry.name].id == entry.id for t in twins):
-                            continue  # or a parent holds this very object here: read with that parent
-                        below = [t[entry.name].peel(pygit2.Tree) for t in twins if entry.name in t
-                                 and t[entry.name].filemode == pygit2.GIT_FILEMODE_TREE]
-                        stack.append((entry.id, below))
-                elif isinstance(obj, pygit2.Blob):
-                    obj.data  # noqa: B018 - reading the content checks it
+        with objects_read_once():  # each object is read once
+            walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
+            for k in known:
+                walker.hide(pygit2.Oid(hex=k))
+            stack: List[Any] = []
+            for commit in walker:
+                oid = commit.id
+                parents = []
+                for parent_id in commit.parent_ids:
+                    oid = parent_id
+                    parents.append(repo[parent_id].peel(pygit2.Tree))
+                stack.append((commit.tree_id, parents))
+                while stack:
+                    oid, twins = stack.pop()
+                    if oid in seen or any(t.id == oid for t in twins):
+                        continue
+                    seen.add(oid)
+                    obj = repo[oid]
+                    if isinstance(obj, pygit2.Tree):
+                        for entry in obj:  # a submodule entry names a commit of another repository
+                            if entry.filemode == pygit2.GIT_FILEMODE_COMMIT or any(
+                                    entry.name in t and t[entry.name].id == entry.id for t in twins):
+                                continue  # or a parent holds this very object here: read with that parent
+                            below = [t[entry.name].peel(pygit2.Tree) for t in twins if entry.name in t
+                                     and t[entry.name].filemode == pygit2.GIT_FILEMODE_TREE]
+                            stack.append((entry.id, below))
+                    elif isinstance(obj, pygit2.Blob):
+                        obj.data  # noqa: B018 - reading the content checks it
     except KeyError:
         return f"object {oid} is missing"
     except (pygit2.GitError, ValueError, OSError) as e:

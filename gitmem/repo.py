@@ -8,7 +8,8 @@ of the import graph.
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Tuple
+from contextlib import contextmanager
+from typing import Iterator, List, Optional, Tuple
 
 import pygit2
 
@@ -37,6 +38,18 @@ def check_branch_name(name: str) -> str:
 #: what it reuses in its own bounded caches and in the derived index, so a server that makes 100,000
 #: writes lets libgit2 hold this much at most (each write reads a few new trees).
 GIT_OBJECT_CACHE = 16 * 1024 * 1024
+
+
+@contextmanager
+def objects_read_once() -> Iterator[None]:
+    """libgit2's object cache off for a walk of a whole history, which reads each object once: caching
+    them only fills the cache, and its size counts an object's raw bytes, not what its parsed form
+    holds (about 50 MB more at 10,000 commits, under a 16 MiB cap). Process-wide, for the walk only."""
+    pygit2.settings.enable_caching(False)
+    try:
+        yield
+    finally:
+        pygit2.settings.enable_caching(True)
 
 
 def open_repository(path: str = ".") -> pygit2.Repository:

@@ -30,7 +30,7 @@ import pygit2
 from . import model
 from .errors import BranchError, InvalidMemory, Untrusted
 from .records import CONFLICTS_DIR, check_conflict
-from .repo import check_branch_name
+from .repo import check_branch_name, objects_read_once
 
 #: A conflict file holds three versions of one memory plus a little framing.
 MAX_CONFLICT_BYTES = 4 * model.MAX_BLOB_BYTES
@@ -174,11 +174,12 @@ def history_problem(repo: pygit2.Repository, tip: str, known: Iterable[str] = ()
             continue
     seen: Set[str] = set()
     try:
-        for commit in walker:
-            parents = [p.tree for p in commit.parents]
-            why = _tree_problem(repo, commit.tree, parents, (), seen)
-            if why:
-                return printable(f"commit {str(commit.id)[:10]}: {why}")
+        with objects_read_once():  # each object is read once
+            for commit in walker:
+                parents = [p.tree for p in commit.parents]
+                why = _tree_problem(repo, commit.tree, parents, (), seen)
+                if why:
+                    return printable(f"commit {str(commit.id)[:10]}: {why}")
     except (KeyError, ValueError, pygit2.GitError) as e:
         return f"history is unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
     return None
