@@ -16,7 +16,7 @@ from .errors import GitmemError, InvalidMemory, StorageError
 from . import model
 from .model import Author, Memory
 from .refs import lock_file
-from .repo import blob_at, default_author, memory_ref, objects_read_once
+from .repo import blob_at, default_author, entries_by_name, memory_ref, objects_read_once
 from .model import Problem, parse_memory
 from .store import Store
 
@@ -167,12 +167,14 @@ def damage(repo: pygit2.Repository, tip: Optional[str], known: Sequence[str] = (
                     seen.add(oid)
                     obj = repo[oid]
                     if isinstance(obj, pygit2.Tree):
+                        held = entries_by_name(twins)
                         for entry in obj:  # a submodule entry names a commit of another repository
+                            name = entry.name
                             if entry.filemode == pygit2.GIT_FILEMODE_COMMIT or any(
-                                    entry.name in t and t[entry.name].id == entry.id for t in twins):
+                                    name in h and h[name].id == entry.id for h in held):
                                 continue  # or a parent holds this very object here: read with that parent
-                            below = [t[entry.name].peel(pygit2.Tree) for t in twins if entry.name in t
-                                     and t[entry.name].filemode == pygit2.GIT_FILEMODE_TREE]
+                            below = [h[name].peel(pygit2.Tree) for h in held
+                                     if name in h and h[name].filemode == pygit2.GIT_FILEMODE_TREE]
                             stack.append((entry.id, below))
                     elif isinstance(obj, pygit2.Blob):
                         obj.data  # noqa: B018 - reading the content checks it

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pygit2
 
@@ -50,6 +50,13 @@ def objects_read_once() -> Iterator[None]:
         yield
     finally:
         pygit2.settings.enable_caching(True)
+
+
+def entries_by_name(trees: Sequence[pygit2.Tree]) -> List[Dict[str, pygit2.Object]]:
+    """Each tree's entries by name, read by iterating it: pygit2 1.21 keeps every str it is given as
+    a key (``name in tree``, ``tree[name]``) alive, so a history walk that looks names up in parent
+    trees grew by the names it asked (about 210 MB over 100,000 commits); iterating keeps nothing."""
+    return [{entry.name or "": entry for entry in tree} for tree in trees]
 
 
 def open_repository(path: str = ".") -> pygit2.Repository:
