@@ -17,7 +17,7 @@ import pygit2
 
 from . import model
 from .model import Author, Memory
-from .repo import REF_PREFIX
+from .repo import REF_PREFIX, blob_at
 
 if TYPE_CHECKING:
     from .store import Store
@@ -185,10 +185,8 @@ def versions(store: Store, memory_id: str) -> List[Version]:
     def text_at(commit: Optional[pygit2.Commit]) -> str:
         if commit is None:
             return ""
-        try:
-            return repo[commit.tree[path].id].peel(pygit2.Blob).data.decode("utf-8", "replace")
-        except KeyError:
-            return ""
+        blob = blob_at(repo, str(commit.id), path)
+        return "" if blob is None else repo[blob].peel(pygit2.Blob).data.decode("utf-8", "replace")
 
     out = []
     for change in store.history(memory_id):

@@ -209,10 +209,9 @@ def recover(store: Store, author: Optional[Author] = None, source: str = "doctor
     if good is None:
         raise StorageError(f"{store.ref} is damaged ({found}) and its reflog has no intact earlier tip")
     readable, lost = _salvage(store.repo, tip)
-    good_tree = store.repo[good].peel(pygit2.Tree)
     updates: Dict[str, Optional[bytes]] = {}
     for path, data in readable.items():
-        if blob_at(good_tree, path) == str(pygit2.hash(data)):
+        if blob_at(store.repo, good, path) == str(pygit2.hash(data)):
             continue
         try:
             parse_memory(data, path)
@@ -271,8 +270,7 @@ def drop_invalid(store: Store, author: Optional[Author] = None, source: str = "d
         if tip is None:
             return []
         store.memories(tip)
-        tree = store.repo[tip].peel(pygit2.Tree)
-        bad = sorted(p.where for p in store.problems if blob_at(tree, p.where) is not None)
+        bad = sorted(p.where for p in store.problems if blob_at(store.repo, tip, p.where) is not None)
         if not bad:
             return []
         message = (f"drop {len(bad)} blob(s) that are not valid memories\n\n" + "\n".join(bad) +

@@ -177,10 +177,13 @@ def head_commit(repo: pygit2.Repository) -> Optional[str]:
         return None
 
 
-def blob_at(tree: pygit2.Tree, path: str) -> Optional[str]:
+def blob_at(repo: pygit2.Repository, treeish: str, path: str) -> Optional[str]:
+    """The id of what ``path`` names in the commit or tree ``treeish``, or None. Asked of libgit2 by
+    revision (``<treeish>:<path>``), not as ``tree[path]``: pygit2 1.21 keeps every str key a tree is
+    given alive (see :func:`entries_by_name`), and a server asks this on every recall."""
     try:
-        return str(tree[path].id)
-    except KeyError:
+        return str(repo.revparse_single(f"{treeish}:{path}").id)
+    except (KeyError, ValueError, pygit2.GitError):
         return None
 
 
@@ -193,7 +196,7 @@ def current_blob(repo: pygit2.Repository, path: str) -> Optional[str]:
             return str(pygit2.hashfile(full))
     head = head_commit(repo)
     if head:
-        return blob_at(repo[head].peel(pygit2.Tree), path)
+        return blob_at(repo, head, path)
     return None
 
 

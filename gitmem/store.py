@@ -616,10 +616,10 @@ class Store:
         out: List[Change] = []
         tip = self.tip()
         for commit in self.repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME):
-            mine = blob_at(commit.tree, path)
+            mine = blob_at(self.repo, str(commit.id), path)
             if mine is None:
                 continue
-            if not commit.parents or all(blob_at(p.tree, path) != mine for p in commit.parents):
+            if not commit.parents or all(blob_at(self.repo, str(p), path) != mine for p in commit.parent_ids):
                 out.append(change_from_commit(commit))
         return out
 

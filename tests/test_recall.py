@@ -233,3 +233,30 @@ def test_without_minilm_packages_recall_is_e5_alone_and_says_so(store, monkeypat
     assert np.allclose([got[m.id] for m in pool],
                        e5 @ default_encoder().embed_queries(["how do we represent prices and amounts"])[0], atol=1e-6)
     assert ids[2] in [h.memory.id for h in recall(store, "how do we represent prices and amounts", paths=[], limit=3)]
+
+
+def test_asking_a_files_current_blob_keeps_nothing(repo):
+    """A file memory's staleness asks for its file's blob at HEAD on every recall: asked as
+    ``tree[path]``, pygit2 1.21 kept every path string alive, so a long-lived server grew with each."""
+    import tracemalloc
+
+    from gitmem.repo import current_blob
+
+    (repo / "src").mkdir()
+    (repo / "src" / "app.py").write_text("print('hi')\n")
+    git(repo, "add", "src/app.py")
+    git(repo, "commit", "-qm", "app")
+    expected = git(repo, "rev-parse", "HEAD:src/app.py").strip()
+    (repo / "src" / "app.py").unlink()  # not in the working tree: HEAD's blob is asked for
+    store = Store.open(str(repo))
+    assert current_blob(store.repo, "src/app.py") == expected
+    assert current_blob(store.repo, "src/gone.py") is None
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(2000):
+            assert current_blob(store.repo, "/".join(["src", "app.py"])) == expected  # a new str each time
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 16 * 1024, kept
