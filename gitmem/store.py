@@ -21,7 +21,8 @@ from .gitdir import GitDir
 from .index import Entry
 from .model import Author, Memory, Problem
 from .repo import (
-    blob_at, check_branch_name, common_dir, config_get, current_blob, current_branch, damaged, default_author, head_commit,
+    blob_at, check_branch_name, common_dir, config_get, current_blob, current_branch, damaged, default_author,
+    entries_by_name, head_commit,
     memory_ref, open_repository, parent_chain, ref_target,
 )
 from .warm import Warm, warm_for
@@ -650,18 +651,19 @@ def _write_tree(repo: pygit2.Repository, base: Optional[pygit2.Tree],
         else:
             here[head] = data
     builder = repo.TreeBuilder(base) if base is not None else repo.TreeBuilder()
+    held = entries_by_name([base])[0] if base is not None else {}  # not base[name]: see entries_by_name
     for name, data in here.items():
         if data is None:
-            if builder.get(name) is not None:
+            if name in held:
                 builder.remove(name)
         else:
             builder.insert(name, repo.create_blob(data), pygit2.GIT_FILEMODE_BLOB)
     for name, sub in below.items():
-        existing = base[name] if base is not None and name in base else None
+        existing = held.get(name)
         subtree = existing.peel(pygit2.Tree) if existing is not None and existing.type_str == "tree" else None
         oid = _write_tree(repo, subtree, sub)
         if len(repo[oid].peel(pygit2.Tree)) == 0:
-            if builder.get(name) is not None:
+            if name in held:
                 builder.remove(name)
         else:
             builder.insert(name, oid, pygit2.GIT_FILEMODE_TREE)

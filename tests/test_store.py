@@ -293,3 +293,34 @@ def test_short_ids_from_the_search_index_are_those_the_tree_gives(store, repo, m
     monkeypatch.setattr(model, "new_id", real)
     fresh.add("fact", "one more")  # the view is behind the new tip: the folders answer again
     assert fresh.warm.index.ids_ending_with("refs/memory/main", fresh.snapshot().tree_id, ["4k"]) is None
+
+
+def test_writing_trees_keeps_nothing(repo):
+    """Each write rewrites the trees on its path, looking names up in its parent trees: asked as
+    ``name in tree`` and ``tree[name]``, pygit2 1.21 kept every name alive, so a server grew by
+    about 0.3 KiB per write (bench/server_memory.py's residual growth)."""
+    import tracemalloc
+
+    from gitmem.model import Memory, dump_yaml, memory_path, new_id, utc_now
+
+    store = Store.open(str(repo))
+    author = Author("bench", "bench@example.com", "agent")
+
+    def memory(n: int) -> Memory:
+        return Memory(id=new_id(1_760_000_000_000 + n), type="fact", text=f"fact {n}", author=author,
+                      source="test", created=utc_now())
+
+    tip = None
+    for n in range(50):  # buckets at every level, and a first pass through the code
+        m = memory(n)
+        tip = store.commit_tree({memory_path(m): dump_yaml(m)}, "w", author, base=tip)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(50, 250):
+            m = memory(n)
+            tip = store.commit_tree({memory_path(m): dump_yaml(m)}, "w", author, base=tip)
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 16 * 1024, kept
