@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
@@ -130,7 +131,7 @@ def move_ref(repo: pygit2.Repository, ref: str, expected: Optional[str], new: st
     if expected is None:
         return _create_ref(repo, ref, new, reflog)
     try:
-        found = repo.lookup_reference(ref)
+        found = repo.lookup_reference(sys.intern(ref))  # interned: see repo.entries_by_name
         if str(found.target) != expected:
             raise ConcurrentUpdate(ref, expected, str(found.target))
         found.set_target(new, reflog)

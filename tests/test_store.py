@@ -324,3 +324,23 @@ def test_writing_trees_keeps_nothing(repo):
     finally:
         tracemalloc.stop()
     assert kept < 16 * 1024, kept
+
+
+def test_reading_and_moving_the_ref_keeps_nothing(repo):
+    """A server opens a new Store (so a new ref string) on every call: pygit2 1.21 kept every ref name
+    it was asked for alive, until the name was interned."""
+    import tracemalloc
+
+    from gitmem.repo import ref_target
+
+    store = Store.open(str(repo))
+    store.add("fact", "first")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(2000):
+            assert ref_target(store.repo, "/".join(["refs", "memory", "main"])) == store.own_tip()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 16 * 1024, kept
