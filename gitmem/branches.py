@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence,
 import pygit2
 
 from .errors import BranchError, GitmemError
-from .repo import REF_PREFIX, parent_chain
+from .repo import REF_PREFIX, parent_chain, ref_target
 
 if TYPE_CHECKING:
     from .store import Store
@@ -106,18 +106,11 @@ def ref_names(repo: pygit2.Repository, prefix: str) -> Iterator[Tuple[str, str]]
             yield name[len(prefix):], name
 
 
-def _target(repo: pygit2.Repository, ref: str) -> Optional[str]:
-    try:
-        return str(repo.references[ref].resolve().target)
-    except (KeyError, pygit2.GitError):
-        return None
-
-
 def code_tips(repo: pygit2.Repository, branch: str, *, local: bool = True) -> List[str]:
     """Commits the code branch points at: local first (unless ``local`` is False), then remote-tracking copies."""
-    tips = [_target(repo, f"refs/heads/{branch}")] if local else []
+    tips = [ref_target(repo, f"refs/heads/{branch}")] if local else []
     for remote in repo.remotes.names():
-        tips.append(_target(repo, f"refs/remotes/{remote}/{branch}"))
+        tips.append(ref_target(repo, f"refs/remotes/{remote}/{branch}"))
     return list(dict.fromkeys(t for t in tips if t))
 
 
@@ -128,7 +121,7 @@ def memory_tips(repo: pygit2.Repository, branch: str, *, remotes: bool = True) -
     refs = [memory_ref(branch)]
     if remotes:
         refs += [f"{REMOTE_PREFIX}{r}/{branch}" for r in repo.remotes.names()]
-    return [(ref, tip) for ref, tip in ((ref, _target(repo, ref)) for ref in refs) if tip]
+    return [(ref, tip) for ref, tip in ((ref, ref_target(repo, ref)) for ref in refs) if tip]
 
 
 def reachable(repo: pygit2.Repository, commit: str, tip: Optional[str]) -> bool:
@@ -312,7 +305,7 @@ def sync(store: Store, *, author=None, source: str = "sync") -> SyncResult:
     branch's own fetched memory when the code it came with is here (a `git pull` without hooks).
     Works on what was fetched: :func:`gitmem.remote.sync` fetches first."""
     repo = store.repo
-    head = _target(repo, f"refs/heads/{store.branch}")
+    head = ref_target(repo, f"refs/heads/{store.branch}")
     if not head:
         return SyncResult()
     names = merged_elsewhere(repo, store.branch, head)
