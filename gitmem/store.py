@@ -616,11 +616,19 @@ class Store:
         path, memory = self.snapshot().find(memory_id)
         out: List[Change] = []
         tip = self.tip()
+        # A parent's blob, asked for by its children, is kept until the walk reaches the parent (topological:
+        # after every child), so each commit's blob is looked up once, not once more for each child.
+        asked: Dict[str, Optional[str]] = {}
         for commit in self.repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME):
-            mine = blob_at(self.repo, str(commit.id), path)
+            here = str(commit.id)
+            mine = asked.pop(here) if here in asked else blob_at(self.repo, here, path)
             if mine is None:
                 continue
-            if not commit.parents or all(blob_at(self.repo, str(p), path) != mine for p in commit.parent_ids):
+            parents = [str(p) for p in commit.parent_ids]
+            for parent in parents:
+                if parent not in asked:
+                    asked[parent] = blob_at(self.repo, parent, path)
+            if not parents or all(asked[parent] != mine for parent in parents):
                 out.append(change_from_commit(commit))
         return out
 

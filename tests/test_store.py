@@ -73,6 +73,22 @@ def test_history_lists_every_commit_that_touched_a_memory(store):
     assert ops == ["edit", "add"]
 
 
+def test_history_across_a_merge_lists_each_change_once(repo, store):
+    """A merge commit that takes one side's blob is not a change; the edit made on the branch is."""
+    from gitmem.merge import merge_into
+
+    m = store.add("fact", "v1").memory
+    git(repo, "checkout", "-q", "-b", "feature")
+    Store.open(str(repo)).edit(m.id, text="v2 on the feature branch")
+    git(repo, "checkout", "-q", "main")
+    main = Store.open(str(repo), branch="main")
+    main.add("fact", "unrelated, on main")  # so the merge is a merge commit, not a fast-forward
+    merge_into(main, Store.open(str(repo), branch="feature").own_tip())
+    assert len(main.repo[main.own_tip()].parents) == 2
+    assert [c.op for c in main.history(m.id)] == ["edit", "add"]
+    assert main.get(m.id).text == "v2 on the feature branch"
+
+
 def test_id_prefix_resolution(store):
     m = store.add("fact", "x").memory
     assert store.get(m.id[:8]).id == m.id
