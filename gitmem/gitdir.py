@@ -15,7 +15,7 @@ import os
 import re
 import zlib
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 #: Variables with which git (and the hooks it runs) relocate or reshape a repository: with any of them
 #: set, libgit2 decides, as before.
@@ -158,11 +158,9 @@ def has_no_remotes(git: GitDir) -> bool:
     ``[include]`` section); False means "maybe": ask libgit2."""
     if os.environ.get("GIT_CONFIG_COUNT"):
         return False
-    home = os.path.expanduser("~")
+    chosen = os.environ.get("GIT_CONFIG_GLOBAL")
     files = [os.path.join(git.common, "config"), os.path.join(git.path, "config.worktree"),
-             os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
-             os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "git", "config"),
-             os.path.join(home, ".gitconfig"), "/etc/gitconfig"]
+             *([chosen] if chosen else []), *_user_files(), "/etc/gitconfig"]
     for file in files:
         try:
             with open(file, encoding="utf-8", errors="replace") as f:
@@ -175,6 +173,13 @@ def has_no_remotes(git: GitDir) -> bool:
     return True
 
 
+def _user_files() -> Tuple[str, str]:
+    """The user's config files, in the order git reads them: the XDG one, then ``~/.gitconfig``."""
+    home = os.path.expanduser("~")
+    return (os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "git", "config"),
+            os.path.join(home, ".gitconfig"))
+
+
 _SECTION = r'\[\s*([A-Za-z0-9.-]+)\s*(?:"((?:[^"\\]|\\.)*)")?\s*\]\s*(?:[#;].*)?'
 _ENTRY = r"([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?"
 
@@ -185,8 +190,7 @@ def config(git: GitDir, key: str) -> Optional[str]:
     continuation lines, inline comments in the value, config from the environment) is Unsure."""
     if any(os.environ.get(v) for v in ("GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG", "GIT_CONFIG_SYSTEM")):
         raise Unsure("config from the environment")
-    home = os.path.expanduser("~")
-    user = os.path.join(home, ".gitconfig")
+    xdg, user = _user_files()
     chosen = os.environ.get("GIT_CONFIG_GLOBAL")
     if chosen and os.path.realpath(chosen) != os.path.realpath(user):
         raise Unsure("a global config file libgit2 does not read")
@@ -196,8 +200,7 @@ def config(git: GitDir, key: str) -> Optional[str]:
     head, _, sub = section.partition(".")
     wanted = (head.lower(), sub or None, name.lower())
     files = [] if os.environ.get("GIT_CONFIG_NOSYSTEM") else ["/etc/gitconfig"]
-    files += [os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "git", "config"),
-              user, os.path.join(git.common, "config")]
+    files += [xdg, user, os.path.join(git.common, "config")]
     found: Optional[str] = None
     for file in files:
         try:
