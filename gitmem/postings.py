@@ -466,17 +466,19 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
     def scored(within: Sequence[int] = ()) -> Tuple[str, List[Any]]:
         """SQL for the BM25 sums of the memories that share a word with the query (``within``: only
         those that have one of these words)."""
-        # With ``within``, read from the few memories that have a rare word, each word looked up by key.
-        source = "q JOIN postings p ON p.tid=q.tid" if not within else (
-            f"(SELECT DISTINCT doc FROM postings WHERE tid IN ({','.join('?' * len(within))})) c "
-            "CROSS JOIN q CROSS JOIN postings p ON p.tid=q.tid AND p.doc=c.doc")
-        return (f"WITH q(tid, w) AS (VALUES {','.join('(?, ?)' for _ in known)}), "
-                # The doc's columns ride along the sum (one value per group), so the order below reads
-                # no row of ``docs`` again.
-                "s AS (SELECT p.doc AS doc, d.blob AS blob, d.id AS id, d.type AS type, d.length AS length, "
-                "d.epoch AS epoch, SUM(q.w * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?))) AS base "
-                f"FROM {source} JOIN members m ON m.view=? AND m.doc=p.doc "
-                f"JOIN docs d ON d.doc=p.doc WHERE d.active=1{kept} GROUP BY p.doc) "), \
+        bm25 = "q.w * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?))"
+        # The doc's columns ride along the sum, so the order below reads no row of ``docs`` again.
+        columns = "d.blob AS blob, d.id AS id, d.type AS type, d.length AS length, d.epoch AS epoch"
+        if within:  # the few memories with a rare word, each summed over the query's words looked up by key
+            s = (f"SELECT c.doc AS doc, {columns}, (SELECT SUM({bm25}) FROM q CROSS JOIN postings p "
+                 "ON p.tid=q.tid AND p.doc=c.doc) AS base "
+                 f"FROM (SELECT DISTINCT doc FROM postings WHERE tid IN ({','.join('?' * len(within))})) c "
+                 f"JOIN members m ON m.view=? AND m.doc=c.doc JOIN docs d ON d.doc=c.doc WHERE d.active=1{kept}")
+        else:
+            s = (f"SELECT p.doc AS doc, {columns}, SUM({bm25}) AS base FROM q JOIN postings p ON p.tid=q.tid "
+                 f"JOIN members m ON m.view=? AND m.doc=p.doc JOIN docs d ON d.doc=p.doc WHERE d.active=1{kept} "
+                 "GROUP BY p.doc")
+        return f"WITH q(tid, w) AS (VALUES {','.join('(?, ?)' for _ in known)}), s AS ({s}) ", \
             q_args[:2 * len(known) + 5] + [*within] + q_args[2 * len(known) + 5:]
 
     best: List[Tuple[float, Tuple[int, ...], int]] = []  # the best ``limit`` so far, worst first
