@@ -200,7 +200,7 @@ def check_figures(memories, key_of, bench, vectors: Vectors) -> Dict[str, float]
     """The check as ``gitmem.recall.check`` runs it (``judge`` with the whole memories' and the options'
     cosines): re-proposals flagged with the right rejection first, and false alarms on fresh proposals."""
     from gitmem.model import CHOICE_TYPES
-    from gitmem.search import judge
+    from gitmem.check import judge
 
     vs = views(vectors, memories, ("memory", "option"))
     P = vectors.get([p.text for p in bench.proposals], query=True)

@@ -33,7 +33,8 @@ from test_search import FIXTURES, NOW, load_corpus  # noqa: E402  (the labelled 
 from gitmem import Store  # noqa: E402
 from gitmem import warm as warm_module  # noqa: E402
 from gitmem.model import Memory, dump_yaml, memory_path, new_id  # noqa: E402
-from gitmem.search import check_proposal, rank  # noqa: E402
+from gitmem.check import check_proposal  # noqa: E402
+from gitmem.search import rank  # noqa: E402
 
 
 def distractors(corpus, n: int, seed: int = 1):

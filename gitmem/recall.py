@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 
 from .model import CHOICE_TYPES, Memory
 from .repo import current_blob
-from .search import Check, Hit, judge, rank
+from .search import Hit, rank
 
 if TYPE_CHECKING:
+    from .check import Check
     from .embedding import Encoder
     from .store import Store
 
@@ -94,6 +95,8 @@ def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths
 def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
           max_backlog: Optional[int] = None) -> Check:
     """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing."""
+    from .check import judge  # a search need not build the check's patterns
+
     pool = [m for _, m in sorted(store.memories().items())]
     similarity = similarities(store, pool, proposal, max_backlog=max_backlog, fuse=False)
     options = None

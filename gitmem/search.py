@@ -42,7 +42,7 @@ _JOINER = re.compile(r"[-_]")
 # search engines do for Chinese, Japanese and Korean, so any two-character word can be found. Kept as a
 # pattern: its ranges take ~1.6 ms to compile, and ASCII text never needs them (re compiles it on first use).
 _UNSPACED = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f]+"
-_STOP = frozenset(
+STOP_WORDS = frozenset(
     "a an and are as at be by can could do does for from has have how i if in into is it its let lets "
     "like me maybe of on or our should so that the then there these this those to us want was we what "
     "when where which why will with would you".split()
@@ -86,18 +86,18 @@ def tokenize(text: str) -> List[str]:
     for word in _WORD.findall(text.lower()):
         if word.isascii():
             if "-" not in word and "_" not in word:  # the common case, kept quick
-                if word not in _STOP:
+                if word not in STOP_WORDS:
                     out.append(stem(word))
                 continue
             parts = _JOINER.split(word)
-            out.extend(stem(p) for p in parts if p not in _STOP)
+            out.extend(stem(p) for p in parts if p not in STOP_WORDS)
             out.append("".join(parts))
             continue
         parts = _JOINER.split(word)
         for part in parts:
             if re.search(_UNSPACED, part):
                 out.extend(_pairs(part))
-            elif part not in _STOP:
+            elif part not in STOP_WORDS:
                 out.append(stem(part) if part.isascii() else part)
         if len(parts) > 1:
             out.append("".join(parts))
@@ -112,7 +112,7 @@ def _pairs(word: str) -> List[str]:
             continue
         if re.fullmatch(_UNSPACED, piece):
             out.extend([piece] if len(piece) == 1 else [piece[i:i + 2] for i in range(len(piece) - 1)])
-        elif piece not in _STOP:
+        elif piece not in STOP_WORDS:
             out.append(stem(piece) if piece.isascii() else piece)
     return out
 
@@ -149,7 +149,7 @@ class Hit:
         return out
 
 
-class _Index:
+class WordIndex:
     """Term counts, lengths and postings for one pool of memories."""
 
     def __init__(self, memories: Sequence[Memory]):
@@ -210,7 +210,7 @@ def path_only_score(overlap: float, floor: float) -> float:
 
 
 _TERMS: Dict[Memory, Counter] = {}
-_INDEXES: "OrderedDict[Tuple[int, ...], _Index]" = OrderedDict()
+_INDEXES: "OrderedDict[Tuple[int, ...], WordIndex]" = OrderedDict()
 
 
 def _terms(m: Memory) -> Counter:
@@ -222,14 +222,14 @@ def _terms(m: Memory) -> Counter:
     return counts
 
 
-def _index(memories: Sequence[Memory]) -> _Index:
+def word_index(memories: Sequence[Memory]) -> WordIndex:
     # Keyed by object identity: the cached index holds its memories, so while an entry
     # exists none of its ids can be reused, and identity is far cheaper than hashing
     # every field of 10,000 memories per query.
     key = tuple(map(id, memories))
     index = _INDEXES.get(key)
     if index is None:
-        index = _INDEXES[key] = _Index(memories)
+        index = _INDEXES[key] = WordIndex(memories)
         while len(_INDEXES) > 4:
             _INDEXES.popitem(last=False)
     else:
@@ -269,7 +269,7 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
     wanted = [p.strip("/") for p in paths if p and p.strip("/")]
     if not (terms or wanted):
         return []
-    index = _index([m for m in memories if include_inactive or m.status == "active"])
+    index = word_index([m for m in memories if include_inactive or m.status == "active"])
     if not index.docs:
         return []
     keep = set(only_types) if only_types is not None else None
@@ -300,7 +300,7 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
     lexical = {i: score * factor(index.docs[i], boosts, now, stale_of[i]) for i, score in scores.items()}
     fused = lexical
     if similarity is not None and terms:
-        z = _standardised(similarity)
+        z = standardised(similarity)
         # In a small store no cosine can stand that far out (at most sqrt(n - 1) deviations).
         floor = min(DENSE_FLOOR_Z, 0.7 * math.sqrt(max(len(similarity) - 1, 0)))
         dense = [(cos, i) for i, m in enumerate(index.docs)
@@ -342,172 +342,7 @@ def _best(scores: Mapping[int, float], docs: Sequence[Memory], limit: int) -> Li
     return sorted(pool, key=lambda i: (-scores[i], _neg(docs[i].id)))[:max(limit, 0)]
 
 
-# --- the proposal check ------------------------------------------------------------
-
-#: Below both floors a rejection is not even on the proposal's topic. Dense closeness is measured in
-#: standard deviations above the proposal's mean cosine to every memory in the store, since an
-#: encoder's raw cosines sit in a narrow band of their own (e5's between 0.75 and 0.9).
-RELATED_MATCH = 0.2
-RELATED_Z = 2.5
-#: A repeat shares this much with the rejection (lexically, or by the dense cosine) ...
-REPEAT_MATCH = 0.35
-REPEAT_Z = 5.0
-#: ... and brings at most this share of distinctive words the rejection does not have.
-REPEAT_NOVELTY = 0.9
-#: ... or, on the topic by meaning, the rejected option is nearer to the proposal than every decision's
-#: option by this cosine margin (the options compared without their reasons, see ``option_similarity``).
-OPTION_MARGIN = 0.02
-#: A word no memory uses: a paraphrase as often as a new option, so it weighs like a common word.
-UNKNOWN_WEIGHT = 1.0
-
-# Stance words: what a text proposes to do with the thing it names. Opposite stances on the
-# same thing ("keep the English fallback" against a rejected "drop the English fallback") are a
-# different option on the same topic, not a repeat.
-_REMOVE = frozenset("drop drops dropping remove removes removing delete deleting stop stopping abandon "
-                    "deprecate deprecating disable disabling avoid avoiding ban forbid eliminate eliminating "
-                    "sunset retire retiring rip kill ditch ditching off away against".split())
-_NEGATION = frozenset("not no never without dont don't doesnt doesn't shouldnt shouldn't wont won't "
-                      "cannot can't nor".split())
-_STANCE_WORDS = _REMOVE | _NEGATION | frozenset(
-    "use using adopt add adding introduce enable switch move migrate start keep keeping retain stay "
-    "preserve continue maintain leave let lets let's go going make try instead get rid".split())
-
-
-@dataclass(frozen=True)
-class Check:
-    """The proposal check's answer. ``repeat`` says the proposal re-proposes a rejected
-    option (``hits`` with tier "repeat" first); "related" hits are rejections on the same
-    topic that chose against another option. ``judge`` names what decided."""
-
-    proposal: str
-    repeat: bool
-    hits: Tuple[Hit, ...]
-    judge: str
-
-    @property
-    def repeats(self) -> List[Hit]:
-        return [h for h in self.hits if h.tier == "repeat"]
-
-    @property
-    def related(self) -> List[Hit]:
-        return [h for h in self.hits if h.tier == "related"]
-
-    def to_dict(self) -> Dict[str, Any]:
-        """The CLI's and MCP's shape: the repeated rejections, and the related ones for information."""
-        return {"proposal": self.proposal, "repeat": self.repeat, "judge": self.judge,
-                "rejections": [rejection_summary(h) for h in self.repeats],
-                "related": [rejection_summary(h) for h in self.related]}
-
-
-_CLAUSE_END = re.compile(r"[,;:()\u2013\u2014]| - |\b(?:so|because|since|which|while|unless|until|to avoid|"
-                         r"in order to|instead of|rather than)\b")
-_ADOPT = frozenset("use using adopt adopting add adding introduce introducing enable enabling switch "
-                   "switching move moving migrate migrating start starting keep keeping retain retaining "
-                   "stay staying preserve preserving continue maintain".split())
-
-
-#: Words that may come before the verb that says what to do ("we should just keep ...", "always use ...").
-_LEAD = frozenset("we i you should shall must just also then first simply always still please let lets let's do "
-                  "does really now rather finally turn".split())
-#: After an adopting verb, these turn it into a removal ("move away from", "switch off").
-_PARTICLE_OFF = frozenset("away off".split())
-
-
-def stance(text: str) -> int:
-    """What the main clause of ``text`` proposes: +1 to do or keep something, -1 to remove or
-    avoid it (each negation in the clause turns it around), 0 when it says neither explicitly.
-    The clause's leading verb says which: a stance word further on names the thing, not what to
-    do with it ("Grant the delete volume permission", "turn instances off at night")."""
-    main = _CLAUSE_END.split(text.lower(), maxsplit=1)[0]
-    words = re.findall(r"[a-z']+", main)
-    sign = 0
-    for i, w in enumerate(words):
-        if w in _REMOVE:
-            sign = -1
-        elif w in _ADOPT:
-            sign = -1 if i + 1 < len(words) and words[i + 1] in _PARTICLE_OFF else 1
-        elif w in _NEGATION or w in _LEAD:
-            continue
-        break
-    for w in words:
-        if w in _NEGATION:
-            sign = -sign
-    return sign
-
-
-def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
-          similarity: Optional[Mapping[str, float]] = None, now: Optional[datetime] = None,
-          judge_name: Optional[str] = None, option_similarity: Optional[Mapping[str, float]] = None) -> Check:
-    """Earlier rejections on ``proposal``'s topic, each judged a repeat of the rejected option
-    or a related one (same topic, another option).
-
-    A repeat shares the rejection's distinctive words (or is its close paraphrase by the
-    dense cosine), takes the same stance (both adopt, or both remove) and brings few
-    distinctive words of its own: a named alternative ("RabbitMQ" against a rejected
-    "Redis") makes it a different option. ``option_similarity`` maps rejection and decision
-    ids to the proposal's cosine to the option alone (title and text, no reason): a proposal
-    nearer to what a decision chose than to what a rejection turned down proposes the chosen
-    option, and one clearly nearest to a rejected option repeats it. Without it the full
-    ``similarity`` stands in.
-    """
-    pool = [m for m in memories if m.status == "active"]
-    z = _standardised(similarity)
-    options = option_similarity if option_similarity is not None else similarity
-    nearest_decision = max((options.get(m.id, -1.0) for m in pool if m.type == "decision"), default=-1.0) \
-        if options is not None else -1.0
-    # Words about what to do ("use", "drop") say nothing about which option: rank on the rest.
-    hits = rank(pool, _content_text(proposal), limit=max(limit * 2, 10), paths=paths, similarity=similarity,
-                only_types=("rejection",), now=now)
-    index = _index(pool)
-    mine = _content_terms(proposal)
-    mine_mass = sum(_weight(index, t) for t in mine) or 1.0
-    side = stance(proposal)
-    proposed_names = names(proposal)
-    out: List[Hit] = []
-    for h in hits:
-        m = h.memory
-        near = z.get(m.id, 0.0)
-        if h.match < RELATED_MATCH and near < RELATED_Z:
-            continue
-        theirs = _content_terms(f"{m.title or ''} {m.text} {' '.join(m.tags)}")
-        novelty = sum(_weight(index, t) for t in mine - theirs) / mine_mass
-        option = options.get(m.id, -1.0) if options is not None else -1.0
-        # Close in words, with few distinctive words of its own; or a paraphrase by meaning (new
-        # words are what a paraphrase is made of, so novelty does not count there); or on the topic
-        # by meaning and nearer to the rejected option than to anything the team chose.
-        repeat = ((h.match >= REPEAT_MATCH and novelty <= REPEAT_NOVELTY) or near >= REPEAT_Z
-                  or (near >= RELATED_Z and option >= nearest_decision + OPTION_MARGIN))
-        named = names(f"{m.title or ''}. {m.text}")  # a full stop: the text's first word is no name
-        if named and proposed_names and not named & (mine | proposed_names) and not proposed_names & theirs \
-                and near < REPEAT_Z:
-            # each names an option the other never mentions: RabbitMQ against a rejected Redis; unless the
-            # two are paraphrases by meaning ("the British way" against "the UK way")
-            repeat = False
-        if options is not None and nearest_decision > option:
-            repeat = False  # nearer to what the team chose than to what it rejected
-        if side * (stance(m.text) or stance(m.title or "")) < 0:
-            repeat = False  # both take a stance (the text's, else the title's), opposite ones: keep X against a rejected drop X
-        tier = "repeat" if repeat else "related"
-        out.append(Hit(m, h.score, h.match, h.stale, h.similarity, tier))
-    out.sort(key=lambda h: (h.tier != "repeat", -h.score))
-    out = out[:limit]
-    name = judge_name or ("hybrid: words, dense cosine and stance" if similarity is not None
-                          else "lexical: words and stance")
-    return Check(proposal, any(h.tier == "repeat" for h in out), tuple(out), name)
-
-
-_NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z0-9]*[A-Z0-9][\w+#.-]*|[A-Z]{2,}[\w+#-]*|[a-z]+[0-9A-Z][\w.-]*)")
-_CAPITALISED = re.compile(r"(?<=[a-z0-9,;:)] )[A-Z][a-z]+\b")
-
-
-def names(text: str) -> set:
-    """The named things ``text`` proposes: product and technology names (Redis, RabbitMQ, JWT,
-    gRPC, k8s), told from ordinary words by their capitals or digits, as search terms."""
-    found = _NAME.findall(text) + _CAPITALISED.findall(text)
-    return {t for word in found for t in tokenize(word) if t not in _STOP}
-
-
-def _standardised(similarity: Optional[Mapping[str, float]]) -> Dict[str, float]:
+def standardised(similarity: Optional[Mapping[str, float]]) -> Dict[str, float]:
     """Each cosine in standard deviations above the mean of all of them (empty when lexical)."""
     if not similarity or len(similarity) < 2:
         return {}
@@ -515,38 +350,6 @@ def _standardised(similarity: Optional[Mapping[str, float]]) -> Dict[str, float]
     mean = sum(values) / len(values)
     spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) or 1.0
     return {k: (v - mean) / spread for k, v in similarity.items()}
-
-
-def _content_text(text: str) -> str:
-    """``text`` without the words that say what to do with the things it names."""
-    return " ".join(w for w in re.split(r"\s+", text) if w.lower().strip(".,;:!?") not in _STANCE_WORDS)
-
-
-def _content_terms(text: str) -> set:
-    return set(tokenize(_content_text(text)))
-
-
-def _weight(index: "_Index", term: str) -> float:
-    """A word's idf in the store; a word no memory uses weighs as much as the rarest one."""
-    return index.idf(term) if term in index.postings else UNKNOWN_WEIGHT
-
-
-def check_proposal(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
-                   now: Optional[datetime] = None) -> List[Hit]:
-    """Rejections that ``proposal`` repeats, best first (the lexical judge; see :func:`judge`)."""
-    return judge(memories, proposal, paths=paths, limit=limit, now=now).repeats
-
-
-def rejection_summary(h: Hit) -> Dict[str, Any]:
-    """What an agent needs to know about a matching rejection (the MCP and CLI shape)."""
-    m = h.memory
-    out = {"id": m.id, "proposal": m.text, "reason": m.reason, "author": m.author.name,
-           "kind": m.author.kind, "source": m.source, "when": m.created, "match": round(h.match, 2)}
-    if h.tier:
-        out["tier"] = h.tier
-    if h.similarity is not None:
-        out["similarity"] = round(h.similarity, 2)
-    return out
 
 
 def path_overlap(mine: Sequence[str], wanted: Sequence[str]) -> float:

@@ -16,7 +16,8 @@ import yaml
 
 from gitmem.model import Author, Memory, validate
 from gitmem.recall import recall
-from gitmem.search import check_proposal, is_stale, judge, path_overlap, rank, stance, stem, tokenize
+from gitmem.check import check_proposal
+from gitmem.search import is_stale, path_overlap, rank, stem, tokenize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "relevance"
 NOW = datetime(2026, 1, 15, tzinfo=timezone.utc)
@@ -127,14 +128,6 @@ def test_file_memory_is_stale_when_the_blob_changed():
     assert hit.stale and hit.to_dict()["stale"] is True
 
 
-def test_check_proposal_is_empty_without_a_matching_rejection():
-    r = mem("Use Redis for the job queue", "rejection", n=1, reason="ops")
-    d = mem("Use Redis for the job queue", "decision", n=2)
-    assert check_proposal([d], "Move jobs to a Redis queue") == []
-    assert [h.memory.id for h in check_proposal([r, d], "Move jobs to a Redis queue")] == [r.id]
-    assert check_proposal([r], "Add a dark mode toggle") == []
-
-
 def test_recall_on_a_store_flags_stale_file_memories_and_uses_the_diff(repo, store):
     (repo / "app.py").write_text("print(1)\n")
     store.add("file", "app.py prints one", paths=["app.py"])
@@ -200,10 +193,8 @@ def test_superseded_fixture_memories_never_reach_recall(corpus):
         assert not inactive & {h.memory.id for h in rank(pool, query, 10, now=NOW)}
 
 
-# --- the two-tier proposal check ---------------------------------------------------
-
-
-def _quickstart():
+def quickstart():
+    """The README quickstart's memories."""
     return [mem("Queue jobs in Postgres with SKIP LOCKED", "decision", 1, reason="no new stateful services"),
             mem("Use Redis for the job queue", "rejection", 2, reason="ops will not run another stateful service"),
             mem("Drop the English fallback for missing translations", "rejection", 3,
@@ -211,54 +202,8 @@ def _quickstart():
             mem("Refunds are idempotent on payment_intent id", "fact", 4)]
 
 
-@pytest.mark.parametrize("proposal", ["move the job queue to Redis", "Let's put background jobs on Redis",
-                                      "use redis for queueing jobs"])
-def test_a_re_proposed_option_is_a_repeat_with_the_rejection_first(proposal):
-    verdict = judge(_quickstart(), proposal, now=NOW)
-    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(2)
-    assert verdict.judge.startswith("lexical")
-
-
-@pytest.mark.parametrize("proposal", ["use RabbitMQ for the job queue", "keep the English fallback for missing translations"])
-def test_another_option_on_the_same_topic_is_related_not_a_repeat(proposal):
-    verdict = judge(_quickstart(), proposal, now=NOW)
-    assert not verdict.repeat and verdict.related
-    assert verdict.to_dict()["related"][0]["tier"] == "related"
-
-
-@pytest.mark.parametrize("proposal", ["use tailwind for css", "add a dark mode toggle to settings"])
-def test_a_proposal_on_another_topic_matches_nothing(proposal):
-    verdict = judge(_quickstart(), proposal, now=NOW)
-    assert not verdict.repeat and not verdict.hits
-
-
-def test_word_weights_come_from_the_whole_store_not_from_rejections_alone():
-    pool = _quickstart() + [mem(f"Postgres note {i}", "note", 10 + i) for i in range(20)]
-    # "postgres" is common in the store, so it weighs little; it would weigh the most among rejections alone.
-    hits = rank(pool, "postgres", only_types=("rejection",), now=NOW)
-    assert hits == []
-    idx_all = rank(pool, "redis", now=NOW)
-    assert idx_all[0].memory.id == fixture_id(2)
-
-
-def test_stance_reads_the_main_clause_and_turns_on_negation():
-    assert stance("Keep the English fallback") == 1
-    assert stance("Drop the English fallback so pages load faster") == -1
-    assert stance("Do not use an ORM") == -1
-    assert stance("Add deleted_at to all tables and filter it so deleted rows vanish") == 1
-    assert stance("Redis for the queue") == 0
-
-
-def test_stance_is_the_leading_verb_s_not_a_word_naming_the_thing():
-    assert stance("Grant the list and delete volume permissions through the existing roles") == 0
-    assert stance("Deploy the scheduler stack to turn instances off at night") == 0
-    assert stance("We should just keep the English fallback") == 1
-    assert stance("Move away from Redis for the queue") == -1
-    assert stance("Keep only the decision makers and add no RACI roles") == -1  # a negation anywhere still turns it
-
-
 def test_fusion_lifts_a_memory_that_shares_no_word_with_the_query():
-    pool = _quickstart() + [mem("Notes on CSS", "note", 30)]
+    pool = quickstart() + [mem("Notes on CSS", "note", 30)]
     lexical = rank(pool, "where do background tasks wait", now=NOW)
     assert fixture_id(1) not in [h.memory.id for h in lexical]
     similarity = {m.id: 0.1 for m in pool}
@@ -269,7 +214,7 @@ def test_fusion_lifts_a_memory_that_shares_no_word_with_the_query():
 
 
 def test_fusion_keeps_a_lexical_hit_that_the_encoder_ranks_low():
-    pool = _quickstart()
+    pool = quickstart()
     similarity = {m.id: 0.35 for m in pool}
     fused = rank(pool, "payment_intent idempotency", similarity=similarity, now=NOW)
     assert fused[0].memory.id == fixture_id(4)
@@ -290,59 +235,3 @@ def test_a_hyphenated_compound_is_one_term_as_well_as_its_parts():
     assert rank(pool, "end-to-end", now=NOW)[0].memory.id == fixture_id(1)
 
 
-def _cosines(pool, base, **near):
-    """A sentence encoder's cosines: ``base`` give or take 0.02 for every memory, ``near`` by fixture
-    number (``m2=0.9``)."""
-    out = {m.id: base + (0.02 if i % 2 else -0.02) for i, m in enumerate(pool)}
-    out.update({fixture_id(int(k[1:])): v for k, v in near.items()})
-    return out
-
-
-def test_a_proposal_nearest_to_the_rejected_option_by_meaning_is_a_repeat():
-    pool = _quickstart() + [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
-    proposal = "put the background workers on an in-memory broker"  # no word of "Use Redis for the job queue"
-    similarity = _cosines(pool, 0.80, m1=0.89, m2=0.89)  # on the topic; with their reasons, as near the decision
-    assert not judge(pool, proposal, similarity=similarity, now=NOW).repeat
-    # The options alone (no reasons): the rejected one is clearly the nearest.
-    options = _cosines([m for m in pool if m.type in ("rejection", "decision")], 0.80, m1=0.85, m2=0.88)
-    verdict = judge(pool, proposal, similarity=similarity, option_similarity=options, now=NOW)
-    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(2)
-
-
-def test_a_proposal_nearer_to_the_chosen_option_than_to_the_rejected_one_is_related():
-    pool = _quickstart()
-    proposal = "use redis as the job queue's lock store, next to postgres"  # words of the rejection
-    assert judge(pool, proposal, now=NOW).repeat  # words alone
-    similarity = _cosines(pool, 0.80, m1=0.88, m2=0.88)
-    options = _cosines([m for m in pool if m.type in ("rejection", "decision")], 0.80, m1=0.9, m2=0.87)
-    verdict = judge(pool, proposal, similarity=similarity, option_similarity=options, now=NOW)
-    assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(2)
-
-
-def test_a_paraphrase_by_meaning_that_names_the_option_otherwise_is_a_repeat():
-    # "British" and "UK" look like two different named options to the names rule; only a cosine far
-    # above the store's (REPEAT_Z) may overrule it.
-    pool = [mem("Continue writing dates the UK way by default.", "rejection", 1, title="Keep the dd/mm/yyyy date format")]
-    pool += [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(80)]
-    proposal = "print dates the British way, day first"
-    on_topic = judge(pool, proposal, similarity=_cosines(pool, 0.80, m1=0.86), now=NOW)
-    assert not on_topic.repeat and on_topic.related[0].memory.id == fixture_id(1)
-    paraphrase = judge(pool, proposal, similarity=_cosines(pool, 0.80, m1=0.95), now=NOW)
-    assert paraphrase.repeat and paraphrase.repeats[0].memory.id == fixture_id(1)
-
-
-def test_the_first_word_of_a_rejection_after_its_title_is_no_name():
-    # Joined to the title, "Keep" would follow a lower-case word and pass for a product name, which
-    # the proposal's "API" never mentions: the two would look like different named options.
-    pool = [mem("Keep the configuration as a mutable store components write state to at runtime", "rejection", 1,
-                title="Mutable configuration store"), mem("Unrelated note", "note", 2)]
-    verdict = judge(pool, "let components write runtime state into the configuration through its API", now=NOW)
-    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(1)
-
-
-def test_a_rejection_whose_text_takes_no_stance_takes_its_title_s():
-    pool = [mem("Carry the nginx vhost in front of Elasticsearch over to the new hosts", "rejection", 1,
-                title="Keep the nginx proxy for Elasticsearch"), mem("Unrelated note", "note", 2)]
-    assert judge(pool, "carry the nginx proxy for elasticsearch over to the new hosts", now=NOW).repeat
-    verdict = judge(pool, "drop the nginx proxy for elasticsearch on the new hosts", now=NOW)
-    assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(1)
