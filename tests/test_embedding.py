@@ -190,6 +190,16 @@ def test_minilm_gives_the_same_vector_alone_in_a_batch_and_in_a_new_process(mini
 
 
 @needs_minilm
+def test_minilm_runs_a_text_at_its_own_length_with_the_vector_padding_would_give(minilm):
+    text = "how do retries work for service 42"
+    assert len(minilm._tokenizer.encode(text).ids) == 10  # [CLS], eight words' pieces, [SEP]: no padding
+    padded = embedding.MiniLMInt8()
+    padded._tokenizer.enable_padding(length=128)  # as the shipped tokenizer.json would
+    assert len(padded._tokenizer.encode(text).ids) == 128
+    assert np.array_equal(minilm.embed_documents([text]), padded.embed_documents([text]))
+
+
+@needs_minilm
 def test_minilm_rows_are_unit_float32_and_a_paraphrase_is_nearer_than_an_unrelated_text(minilm):
     texts = ["", "a longer memory about the job queue and its retries " * 60, "broken name \udce9.txt"]
     rows = minilm.embed_queries(texts)
