@@ -30,9 +30,11 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from .model import Memory
+
+K = TypeVar("K", bound=Hashable)
 
 # Words by Unicode rules: runs of letters and digits in any script; "-" or "_" inside a word also
 # joins its parts into one compound term ("end-to-end" is "end", "to", "end" and "endtoend").
@@ -248,6 +250,7 @@ DENSE_WEIGHT = 2.0
 #: Dense neighbours less than this many standard deviations above the query's mean cosine are not
 #: fused in: every text is a little similar to every other.
 DENSE_FLOOR_Z = 1.5
+#: How far down each ranking the fusion reads (see :func:`depth`).
 DENSE_DEPTH = 100
 
 
@@ -301,18 +304,15 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
     fused = lexical
     if similarity is not None and terms:
         z = standardised(similarity)
-        # In a small store no cosine can stand that far out (at most sqrt(n - 1) deviations).
-        floor = min(DENSE_FLOOR_Z, 0.7 * math.sqrt(max(len(similarity) - 1, 0)))
+        floor = dense_floor(len(similarity))
         dense = [(cos, i) for i, m in enumerate(index.docs)
                  if z.get(m.id, -1.0) >= floor and (keep is None or m.type in keep)
                  and (cos := similarity.get(m.id, 0.0))]
-        dense = heapq.nlargest(DENSE_DEPTH, dense)
-        fused = {}
-        for r, i in enumerate(_ordered(lexical, index.docs, lexical)):
-            fused[i] = 1.0 / (RRF_K + r + 1)
-        for r, (_cos, i) in enumerate(dense):
+        nearest = [i for _, i in heapq.nlargest(DENSE_DEPTH, dense)]
+        for i in nearest:
             stale_of.setdefault(i, is_stale(index.docs[i], blobs))
-            fused[i] = fused.get(i, 0.0) + DENSE_WEIGHT * factor(index.docs[i], boosts, now, stale_of[i]) / (RRF_K + r + 1)
+        fused = fuse(_ordered(lexical, index.docs, lexical)[:depth(limit)], nearest,
+                     lambda i: factor(index.docs[i], boosts, now, stale_of[i]))
     hits: List[Hit] = []
     for i in _best(fused, index.docs, limit):
         m = index.docs[i]
@@ -321,6 +321,29 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
         cosine = similarity.get(m.id) if similarity is not None else None
         hits.append(Hit(m, fused[i], match, stale_of[i], cosine))
     return hits
+
+
+def depth(limit: int) -> int:
+    """How far down each ranking reciprocal rank fusion reads: DENSE_DEPTH, or ``limit`` when more are
+    asked for. Past it a memory adds nothing from that ranking, so the index can fuse the first few of
+    each (:mod:`gitmem.postings`) without ranking every memory that shares a word with the question."""
+    return max(DENSE_DEPTH, limit)
+
+
+def dense_floor(n: int) -> float:
+    """How many deviations above the mean cosine a dense neighbour of ``n`` memories must stand: in a
+    small store no cosine can stand that far out (at most sqrt(n - 1) deviations)."""
+    return min(DENSE_FLOOR_Z, 0.7 * math.sqrt(max(n - 1, 0)))
+
+
+def fuse(lexical: Sequence[K], dense: Sequence[K], dense_factor: Callable[[K], float]) -> Dict[K, float]:
+    """Reciprocal rank fusion of the lexical order and the dense neighbours, each cut at its depth: 1 /
+    (RRF_K + rank) from the first, DENSE_WEIGHT times a memory's :func:`factor` over (RRF_K + rank) from
+    the second."""
+    fused = {k: 1.0 / (RRF_K + r + 1) for r, k in enumerate(lexical)}
+    for r, k in enumerate(dense):
+        fused[k] = fused.get(k, 0.0) + DENSE_WEIGHT * dense_factor(k) / (RRF_K + r + 1)
+    return fused
 
 
 def type_boosts(types_first: Sequence[str]) -> Dict[str, float]:
