@@ -5,7 +5,8 @@ not parse), its search terms and what ranking reads of it (``docs``, ``postings`
 see :mod:`gitmem.postings`), a tree's memory-relevant entries and summary by object id, a commit's
 tree by the commit id (so a read need not open libgit2 for a packed commit: :mod:`gitmem.gitdir`),
 what a computation made of a tree (a context's cached part) by the tree id and a key naming the
-computation and its code, a vector by the encoder and the hash of the text it was computed from, a
+computation and its code, a vector by the encoder and the hash of the text it was computed from (and
+that hash by the encoder and the blob, so a hybrid recall finds a memory's vector without reading it), a
 blob the secret scan found clean by the blob id and a hash of the rules it was scanned with. Two
 kinds of rows per ref are hints, not facts: the last commit whose whole history `doctor` found sound,
 where the next `doctor` starts (a commit id names its history, so the finding stays true); and the
@@ -53,6 +54,8 @@ CREATE TABLE IF NOT EXISTS verified(ref TEXT PRIMARY KEY, commit_id TEXT NOT NUL
 CREATE TABLE IF NOT EXISTS clean(rules TEXT NOT NULL, blob TEXT NOT NULL, PRIMARY KEY(rules, blob));
 CREATE TABLE IF NOT EXISTS vectors(encoder TEXT NOT NULL, text_sha1 TEXT NOT NULL, vec BLOB NOT NULL,
                                    PRIMARY KEY(encoder, text_sha1));
+CREATE TABLE IF NOT EXISTS vector_keys(encoder TEXT NOT NULL, blob TEXT NOT NULL, text_sha1 TEXT NOT NULL,
+                                       latin INTEGER NOT NULL, PRIMARY KEY(encoder, blob)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS docs(doc INTEGER PRIMARY KEY, blob TEXT NOT NULL UNIQUE, id TEXT NOT NULL,
                                 type TEXT NOT NULL, active INTEGER NOT NULL, length INTEGER NOT NULL,
                                 epoch REAL, tids TEXT NOT NULL);
@@ -352,6 +355,19 @@ class Index:
     def put_vectors(self, encoder: str, items: Mapping[str, bytes]) -> None:
         self._write("INSERT OR IGNORE INTO vectors VALUES (?, ?, ?)",
                     [(encoder, text_hash, vec) for text_hash, vec in items.items()])
+
+    def vector_keys(self, encoder: str, blob_ids: Sequence[str]) -> Dict[str, Tuple[str, bool]]:
+        """blob -> (the hash its vector under ``encoder`` is kept by, whether its text is mostly Latin
+        script), for the blobs whose key is known: a hybrid recall finds a memory's vector unread."""
+        out: Dict[str, Tuple[str, bool]] = {}
+        for chunk, marks in batches(blob_ids):
+            out.update((b, (k, bool(latin))) for b, k, latin in self._query(
+                f"SELECT blob, text_sha1, latin FROM vector_keys WHERE encoder=? AND blob IN ({marks})", [encoder, *chunk]))
+        return out
+
+    def put_vector_keys(self, encoder: str, items: Mapping[str, Tuple[str, bool]]) -> None:
+        self._write("INSERT OR IGNORE INTO vector_keys VALUES (?, ?, ?, ?)",
+                    [(encoder, blob, key, int(latin)) for blob, (key, latin) in items.items()])
 
     def close(self) -> None:
         if self._db is not None:

@@ -27,19 +27,22 @@ from __future__ import annotations
 import heapq
 import sqlite3
 import time
+from bisect import bisect_left
 from collections import Counter
 from datetime import datetime, timezone
 from functools import lru_cache
 from itertools import takewhile
-from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar
+from typing import (
+    TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar,
+)
 
 from .index import Index, batches
 from .errors import GitmemError
 from .model import TYPES, Memory, matches, memory_path
 from .repo import current_blob, memory_ref
 from .search import (
-    Hit, core_terms, epoch, idf, is_stale, match_of, memory_terms, path_factor, path_only_score, path_overlap,
-    term_score, tokenize, type_boosts, weight,
+    Hit, core_terms, depth, epoch, fuse, idf, is_stale, match_of, memory_terms, path_factor, path_only_score,
+    path_overlap, term_score, tokenize, type_boosts, weight,
 )
 from .warm import Progress
 
@@ -78,6 +81,37 @@ def ranked_ids(store: "Store", query: str, limit: int, *, at: Optional[str] = No
     when = datetime.now(timezone.utc)
     return _read(store, at, [], lambda db, view: [c.id for c in _ranked(
         store, db, view, query, limit, (), (), None, when, exclude)[0]])
+
+
+class Dense(NamedTuple):
+    """The dense half of a hybrid recall at one commit: every active memory's id, type and blob, in id
+    order, the question's similarity to each (what :func:`gitmem.search.rank` takes as ``similarity``),
+    and the positions of the neighbours it fuses, nearest first (:func:`gitmem.recall.dense`)."""
+
+    ids: Sequence[str]
+    types: Sequence[str]
+    blobs: Sequence[str]
+    values: Sequence[float]
+    nearest: Sequence[int]
+
+
+def hybrid(store: "Store", query: str, limit: int, dense: Dense, *, at: str, paths: Sequence[str] = (),
+           types_first: Sequence[str] = (), only_types: Optional[Sequence[str]] = None,
+           now: Optional[datetime] = None) -> Optional[List[Hit]]:
+    """:func:`gitmem.search.rank` of the active memories at commit ``at`` fused with ``dense`` (computed
+    for the same commit), from the index: the words' first :func:`gitmem.search.depth` and the dense
+    neighbours, each memory read only if it makes the cut; None when the index cannot answer."""
+    when = now or datetime.now(timezone.utc)
+    return _read(store, at, [], lambda db, view: _fused(store, db, view, query, limit, dense, paths, types_first,
+                                                         only_types, when))
+
+
+def active(store: "Store", at: str) -> Optional[List[Tuple[str, str, str]]]:
+    """(id, type, blob) of every active memory at commit ``at``, by id, from the index; None when it
+    cannot answer."""
+    return _read(store, at, [], lambda db, view: db.execute(
+        "SELECT m.id, m.type, d.blob FROM members m JOIN docs d ON d.doc=m.doc WHERE m.view=? AND m.active=1 "
+        "ORDER BY m.id", (view,)).fetchall())
 
 
 #: A memory of a view: its type, whether it is active, and its doc number in the index.
@@ -573,7 +607,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
 
 
 def _hits(store: "Store", db: sqlite3.Connection, view: int, ranked: List[_Scored], query_mass: float,
-          n: int) -> List[Hit]:
+          n: int, similarity: Optional[Mapping[str, float]] = None) -> List[Hit]:
     """:func:`_ranked`'s answer as :func:`gitmem.search.rank`'s hits: the memories read, and each
     one's match (the share of the query's word weight it holds, against its own core words)."""
     memories = store.warm.parse(store.repository, [(memory_path(c.type, c.id), c.blob) for c in ranked], store.ref)
@@ -583,8 +617,45 @@ def _hits(store: "Store", db: sqlite3.Connection, view: int, ranked: List[_Score
     hits = []
     for c, m in kept:
         core_mass = sum(idf(n, core[t][1] if t in core else 0) for t in terms_of[c.doc])
-        hits.append(Hit(m, c.score, match_of(c.mass, query_mass, core_mass) if c.mass else 0.0, c.stale, None))
+        hits.append(Hit(m, c.score, match_of(c.mass, query_mass, core_mass) if c.mass else 0.0, c.stale,
+                        similarity[c.id] if similarity is not None else None))
     return hits
+
+
+def _fused(store: "Store", db: sqlite3.Connection, view: int, query: str, limit: int, dense: Dense,
+           paths: Sequence[str], types_first: Sequence[str], only_types: Optional[Sequence[str]],
+           now: datetime) -> List[Hit]:
+    """:func:`hybrid` in one read of the view: :func:`gitmem.search.rank`'s fusion, step for step, over
+    the first words' candidates and the dense neighbours (a memory in neither adds nothing there)."""
+    words, query_mass, n = _ranked(store, db, view, query, depth(limit), paths, types_first, only_types, now)
+    by_id = {c.id: c for c in words}
+    rows = dict(_doc_rows(db, [dense.blobs[i] for i in dense.nearest]))  # blob -> (doc, epoch)
+    near = [i for i in dense.nearest if dense.ids[i] not in by_id]
+    files = [(memory_path(dense.types[i], dense.ids[i]), dense.blobs[i]) for i in near if dense.types[i] == "file"]
+    memories = store.warm.parse(store.repository, files, store.ref) if files else {}
+    known = _frequencies(db, view, list(dict.fromkeys(tokenize(query))))
+    counts = _term_counts(db, [rows[dense.blobs[i]][0] for i in near], [tid for tid, _ in known.values()])
+    for i in near:  # a neighbour past the words' first candidates: its staleness and share of the words
+        blob = dense.blobs[i]
+        m = memories.get(blob)
+        mine = counts.get(rows[blob][0], {})
+        by_id[dense.ids[i]] = _Scored(rows[blob][0], blob, dense.ids[i], dense.types[i], 0.0,
+                                      isinstance(m, Memory) and is_stale(m, _current_blob_of(store, m)),
+                                      sum(idf(n, df) for tid, df in known.values() if tid in mine))
+    boosts = type_boosts(types_first)
+    fused = fuse([c.id for c in words], [dense.ids[i] for i in dense.nearest],
+                 lambda i: weight(by_id[i].type, rows[by_id[i].blob][1], boosts, now, by_id[i].stale))
+    best = sorted(sorted(fused, reverse=True), key=fused.__getitem__, reverse=True)[:max(limit, 0)]
+    similarity = {i: dense.values[bisect_left(dense.ids, i)] for i in best}
+    return _hits(store, db, view, [by_id[i]._replace(score=fused[i]) for i in best], query_mass, n, similarity)
+
+
+def _doc_rows(db: sqlite3.Connection, blobs: Sequence[str]) -> List[Tuple[str, Tuple[int, Optional[float]]]]:
+    out: List[Tuple[str, Tuple[int, Optional[float]]]] = []
+    for chunk, marks in batches(blobs):
+        out += [(b, (doc, when)) for b, doc, when in db.execute(
+            f"SELECT blob, doc, epoch FROM docs WHERE blob IN ({marks})", chunk)]
+    return out
 
 
 def _key(row: _Row) -> Tuple[float, Tuple[int, ...]]:

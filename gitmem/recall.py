@@ -12,11 +12,11 @@ search that needs them, not at write time (a write never waits on a model).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-from .model import CHOICE_TYPES, Memory
+from .model import CHOICE_TYPES, Memory, memory_path
 from .repo import current_blob
-from .search import Hit, rank
+from .search import DENSE_DEPTH, Hit, dense_floor, deviation, rank, tokenize
 
 if TYPE_CHECKING:
     from .check import Check
@@ -80,10 +80,19 @@ def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths
     if paths is None:
         paths = changed_paths(store)
     only_types = (type,) if type is not None else None
-    if not include_inactive and (not query.strip() or _encoder() is None):
+    if not include_inactive:
         from . import postings
 
-        hits = postings.rank(store, query, limit, paths=paths, types_first=types_first, only_types=only_types)
+        tip = store.read_from()[1]
+        fused = tip is not None and _encoder() is not None and bool(tokenize(query))  # as rank fuses
+        near = dense(store, tip, query, only_types, max_backlog) if fused and tip is not None else None
+        if isinstance(near, postings.Dense) and tip is not None:
+            hits = postings.hybrid(store, query, limit, near, at=tip, paths=paths, types_first=types_first,
+                                   only_types=only_types)
+        elif not fused or near is BACKLOG:  # by words alone
+            hits = postings.rank(store, query, limit, paths=paths, types_first=types_first, only_types=only_types)
+        else:
+            hits = None  # the index cannot answer: rank the memories loaded
         if hits is not None:
             return hits
     pool = [m for _, m in sorted(store.memories().items())]
@@ -260,6 +269,160 @@ def _embed(store: "Store", encoder: "Encoder", memories: Sequence[Memory], hashe
     if loud:
         sys.stderr.write(f"\rgitmem: embedded {len(memories):,} memories in {time.monotonic() - started:.1f} s "
                          f"(kept in .git/gitmem/index.sqlite)\n")
+
+
+# --- the dense half from the index -----------------------------------------------------
+
+#: :func:`dense`'s answer when more memories are still to embed than the caller may wait for: recall is
+#: then by words alone, as :func:`similarities` answers None.
+BACKLOG: Any = object()
+class _Rows(NamedTuple):
+    """The active memories of one tree, in id order, and each encoder's matrix over them (MiniLM's over
+    those mostly in Latin script, with their positions)."""
+
+    tree: str
+    rows: List[Tuple[str, str, str]]  # (id, type, blob)
+    ids: List[str]
+    types: List[str]
+    blobs: List[str]
+    matrices: Dict[str, Any]
+
+
+#: Per index file, the last tree's rows: a long-lived server multiplies one matrix per question.
+_DENSE: Dict[Optional[str], _Rows] = {}
+
+
+def dense(store: "Store", tip: str, query: str, only_types: Optional[Sequence[str]] = None,
+          max_backlog: Optional[int] = None) -> Any:
+    """The dense half of recall at commit ``tip`` from the index (:class:`gitmem.postings.Dense`): the
+    question's similarity to every active memory, computed as :func:`similarities` computes it over the
+    same memories in the same order, and the neighbours :func:`gitmem.search.rank` would fuse. Each
+    memory's vector is found by its blob (``vector_keys``), so no memory is read unless it has none yet.
+    :data:`BACKLOG` when more than ``max_backlog`` are still to embed; None when the index cannot answer."""
+    import numpy as np
+
+    from . import postings
+
+    encoder = _encoder()
+    root = store.snapshot(tip).tree_id
+    if encoder is None or root is None:
+        return None
+    where = store.warm.index.path
+    cached = _DENSE.get(where)
+    if cached is None or cached.tree != root:
+        rows = postings.active(store, tip)
+        if rows is None:
+            return None
+        ids, types, blobs = ([r[k] for r in rows] for k in range(3))
+        cached = _DENSE[where] = _Rows(root, rows, ids, types, blobs, {} if cached is None else cached.matrices)
+    rows, matrices = cached.rows, cached.matrices
+    mine = _rows_matrix(store, encoder, rows, matrices, max_backlog)
+    if mine is None:
+        return BACKLOG
+    if len(mine[0]) != len(rows):  # a memory whose blob does not parse: the loaded path says what is wrong
+        return None
+    cosines = mine[1] @ _query_vector(encoder, query)
+    from .embedding import english_encoder, mostly_latin
+
+    english = english_encoder()
+    if english is not None and mostly_latin(query):
+        english_rows = _rows_matrix(store, english, rows, matrices, max_backlog, latin_only=True)
+        if english_rows is not None:
+            part = np.zeros(len(rows), dtype=np.float32)
+            if len(english_rows[0]):
+                part[english_rows[0]] = _z(english_rows[1] @ _query_vector(english, query))
+            cosines = _z(cosines) + ENGLISH_WEIGHT * part
+    values = cosines.tolist()
+    return postings.Dense(cached.ids, cached.types, cached.blobs, values,
+                          _nearest(cosines, values, cached.types, only_types))
+
+
+def _nearest(cosines: Any, values: List[float], types: Sequence[str], only_types: Optional[Sequence[str]]) -> List[int]:
+    """The positions :func:`gitmem.search.rank` fuses as dense neighbours, nearest first: the DENSE_DEPTH
+    largest similarities (ties: the later position first) that are not 0, of a type kept, and stand
+    :func:`gitmem.search.dense_floor` deviations above the mean (standardised to the same bits as
+    rank's). numpy picks the few largest; only those are ordered in Python."""
+    import numpy as np
+
+    n = len(values)
+    if n < 2:
+        return []
+    mean, spread = deviation(values)
+    floor = dense_floor(n)
+    out: List[int] = []
+    done = 0  # how many of the largest were looked at
+    k = min(n, 4 * DENSE_DEPTH)
+    while True:
+        threshold = np.partition(cosines, n - k)[n - k]
+        ahead = sorted((i for i in np.flatnonzero(cosines >= threshold).tolist()), key=lambda i: (values[i], i),
+                       reverse=True)
+        for i in ahead[done:]:
+            if (values[i] - mean) / spread < floor:
+                return out  # every later one is nearer the mean still
+            if values[i] and (only_types is None or types[i] in only_types):
+                out.append(i)
+                if len(out) == DENSE_DEPTH:
+                    return out
+        done = len(ahead)
+        if done >= n:
+            return out
+        k = min(n, 4 * k)
+
+
+def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, str]], matrices: Dict[str, Any],
+                 max_backlog: Optional[int], latin_only: bool = False) -> Optional[Tuple[Any, Any]]:
+    """(positions, matrix): the vectors of ``rows`` (of those mostly in Latin script, with ``latin_only``),
+    in their order, stacked as :func:`_matrix` stacks a loaded pool's; kept in ``matrices`` per encoder,
+    and reused by blob when the rows change. None when more than ``max_backlog`` are still to embed."""
+    import numpy as np
+
+    from .embedding import document_text, mostly_latin
+
+    kept = matrices.get(encoder.name)  # (the rows, positions, matrix, blobs of the matrix's rows)
+    if kept is not None and kept[0] is rows:
+        return kept[1], kept[2]
+    blobs = [b for _, _, b in rows]
+    index = store.warm.index
+    keys = index.vector_keys(encoder.name, blobs)
+    read: Dict[str, Memory] = {}
+
+    def memories(of: Sequence[Tuple[str, str, str]]) -> None:
+        parsed = store.warm.parse(store.repository, [(memory_path(kind, i), b) for i, kind, b in of], store.ref)
+        read.update((b, m) for b, m in parsed.items() if isinstance(m, Memory))
+
+    unkeyed = [r for r in rows if r[2] not in keys]
+    if unkeyed:  # a blob seen for the first time: its text names its vector, and says if MiniLM reads it
+        memories(unkeyed)
+        fresh = {b: (_vector_key(encoder, document_text(read[b])), mostly_latin(document_text(read[b])))
+                 for _, _, b in unkeyed if b in read}
+        index.put_vector_keys(encoder.name, fresh)
+        keys.update(fresh)
+    positions = [i for i, b in enumerate(blobs) if b in keys and (not latin_only or keys[b][1])]
+    wanted = [blobs[i] for i in positions]
+    known = {} if kept is None else {b: v for b, v in zip(kept[3], kept[2]) if b in keys}
+    looked = index.vectors(encoder.name, list(dict.fromkeys(keys[b][0] for b in wanted if b not in known)))
+    known.update((b, np.frombuffer(looked[keys[b][0]], dtype=np.float32)) for b in wanted
+                 if b not in known and keys[b][0] in looked)
+    todo = [b for b in wanted if b not in known]
+    if max_backlog is not None and len(todo) > max_backlog:
+        return None
+    if todo:
+        memories([r for r in rows if r[2] in set(todo) and r[2] not in read])
+        embedded: Dict[str, Any] = {}
+        texts = {keys[b][0]: read[b] for b in todo}
+        _embed(store, encoder, list(texts.values()), list(texts), embedded, document_text)
+        known.update((b, embedded[keys[b][0]]) for b in todo)
+    matrix = np.stack([known[b] for b in wanted]) if wanted else np.zeros((0, encoder.dim), dtype=np.float32)
+    at = np.array(positions, dtype=np.int64)
+    matrices[encoder.name] = (rows, at, matrix, wanted)
+    return at, matrix
+
+
+def _vector_key(encoder: "Encoder", text: str) -> str:
+    """The hash a vector is kept by: the encoder and the text embedded (see :func:`_matrix`)."""
+    import hashlib
+
+    return hashlib.sha1(f"{encoder.name}\0{text}".encode("utf-8")).hexdigest()
 
 
 def _encoder() -> Optional["Encoder"]:

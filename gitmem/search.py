@@ -375,10 +375,15 @@ def standardised(similarity: Optional[Mapping[str, float]]) -> Dict[str, float]:
     """Each cosine in standard deviations above the mean of all of them (empty when lexical)."""
     if not similarity or len(similarity) < 2:
         return {}
-    values = list(similarity.values())
-    mean = sum(values) / len(values)
-    spread = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) or 1.0
+    mean, spread = deviation(list(similarity.values()))
     return {k: (v - mean) / spread for k, v in similarity.items()}
+
+
+def deviation(values: Sequence[float]) -> Tuple[float, float]:
+    """The mean of ``values`` and their standard deviation (1 where they are all equal), summed in
+    order, so the index's ranking (:mod:`gitmem.recall`) standardises to the same bits."""
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) or 1.0
 
 
 def path_overlap(mine: Sequence[str], wanted: Sequence[str]) -> float:

@@ -75,6 +75,7 @@ def test_vectors_are_kept_in_the_index_and_a_rebuilt_index_gives_the_same_answer
     warm_module.forget_warm()
     recall_module._MATRICES.clear()
     recall_module._VECTORS.clear()
+    recall_module._DENSE.clear()
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(index + suffix):
             os.unlink(index + suffix)
@@ -260,3 +261,50 @@ def test_asking_a_files_current_blob_keeps_nothing(repo):
     finally:
         tracemalloc.stop()
     assert kept < 16 * 1024, kept
+
+
+@needs_encoder
+def test_the_index_fuses_as_rank_fuses_the_loaded_memories(repo, store):
+    """Hit for hit, score for score: the words' first candidates and the dense neighbours from the index
+    against rank over every memory loaded, past both depths (150 memories share a word), with types kept,
+    types first, paths, a stale file memory, and a memory in another script."""
+    from datetime import datetime, timezone
+
+    from gitmem import postings
+    from gitmem.recall import current_blobs, dense
+    from gitmem.search import rank
+
+    _team(store)
+    (repo / "app.py").write_text("print(1)\n")
+    git(repo, "add", "app.py")
+    git(repo, "commit", "-q", "-m", "app")
+    store.add("file", "app.py prints one number", paths=["app.py"], blob=git(repo, "rev-parse", "HEAD:app.py"))
+    (repo / "app.py").write_text("print(2)\n")  # the file memory is now stale
+    store.add("fact", "ジョブキューはPostgresに置く")
+    for i in range(150):
+        store.add(("note", "fact", "decision")[i % 3], f"Service {i} retries failed jobs {i % 7} times before paging",
+                  paths=[f"src/svc{i % 5}.py"])
+    retired = store.add("fact", "Retries used to be unlimited").memory.id
+    store.retract(retired, reason="replaced")
+    now = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    tip = store.read_from()[1]
+    pool = [m for _, m in sorted(store.memories().items())]
+    fused_in = 0  # questions with dense neighbours (the 150 alike leave none above the floor for some)
+    for question, limit, paths, first, only in [
+            ("where do background tasks wait", 10, [], (), None),
+            ("how many times are failed jobs retried", 5, ["src/svc2.py"], ("decision",), None),
+            ("retries", 120, [], (), None),
+            ("what does app.py print", 10, ["app.py"], (), None),
+            ("which jobs are retried", 10, [], (), ("fact",)),
+            ("ジョブキュー", 3, [], (), None)]:
+        near = dense(store, tip, question, only)
+        assert isinstance(near, postings.Dense)
+        fused_in += bool(near.nearest)
+        got = postings.hybrid(store, question, limit, near, at=tip, paths=paths, types_first=first, only_types=only,
+                              now=now)
+        want = rank(pool, question, limit, paths=paths, types_first=first, blobs=current_blobs(store, pool),
+                    similarity=similarities(store, pool, question), only_types=only, now=now)
+        assert [(h.memory.id, h.score, h.match, h.stale, h.similarity) for h in got] == \
+            [(h.memory.id, h.score, h.match, h.stale, h.similarity) for h in want], question
+    assert fused_in >= 3
+    assert any(h.stale for h in recall(store, "what does app.py print", paths=["app.py"]))
