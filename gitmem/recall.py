@@ -378,12 +378,14 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
 
     from .embedding import document_text, mostly_latin
 
-    kept = matrices.get(encoder.name)  # (the rows, positions, matrix, blobs of the matrix's rows)
+    kept = matrices.get(encoder.name)  # (the rows, positions, matrix, blobs of the matrix's rows, keys)
     if kept is not None and kept[0] is rows:
         return kept[1], kept[2]
     blobs = [b for _, _, b in rows]
     index = store.warm.index
-    keys = index.vector_keys(encoder.name, blobs)
+    before = kept[4] if kept is not None else {}
+    keys = {b: before[b] for b in blobs if b in before}  # after a write, only the new blobs are looked up
+    keys.update(index.vector_keys(encoder.name, [b for b in blobs if b not in keys]))
     read: Dict[str, Memory] = {}
 
     def memories(of: Sequence[Tuple[str, str, str]]) -> None:
@@ -414,7 +416,7 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
         known.update((b, embedded[keys[b][0]]) for b in todo)
     matrix = np.stack([known[b] for b in wanted]) if wanted else np.zeros((0, encoder.dim), dtype=np.float32)
     at = np.array(positions, dtype=np.int64)
-    matrices[encoder.name] = (rows, at, matrix, wanted)
+    matrices[encoder.name] = (rows, at, matrix, wanted, keys)
     return at, matrix
 
 

@@ -307,4 +307,16 @@ def test_the_index_fuses_as_rank_fuses_the_loaded_memories(repo, store):
         assert [(h.memory.id, h.score, h.match, h.stale, h.similarity) for h in got] == \
             [(h.memory.id, h.score, h.match, h.stale, h.similarity) for h in want], question
     assert fused_in >= 3
+    # After writes, the kept matrix is brought to the new tree: the new memory is in, the retracted one out.
+    added = store.add("decision", "Failed jobs wait in a dead-letter table for a human").memory.id
+    gone = pool[0].id
+    store.retract(gone, reason="gone")
+    tip = store.read_from()[1]
+    pool = [m for _, m in sorted(store.memories().items())]
+    near = dense(store, tip, "where do failed jobs wait", None)
+    got = postings.hybrid(store, "where do failed jobs wait", 10, near, at=tip, now=now)
+    want = rank(pool, "where do failed jobs wait", 10, blobs=current_blobs(store, pool),
+                similarity=similarities(store, pool, "where do failed jobs wait"), now=now)
+    assert [(h.memory.id, h.score, h.similarity) for h in got] == [(h.memory.id, h.score, h.similarity) for h in want]
+    assert added in [h.memory.id for h in got] and gone not in near.ids
     assert any(h.stale for h in recall(store, "what does app.py print", paths=["app.py"]))
