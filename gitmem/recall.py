@@ -401,20 +401,37 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
         keys.update(fresh)
     positions = [i for i, b in enumerate(blobs) if b in keys and (not latin_only or keys[b][1])]
     wanted = [blobs[i] for i in positions]
-    known = {} if kept is None else {b: v for b, v in zip(kept[3], kept[2]) if b in keys}
-    looked = index.vectors(encoder.name, list(dict.fromkeys(keys[b][0] for b in wanted if b not in known)))
-    known.update((b, np.frombuffer(looked[keys[b][0]], dtype=np.float32)) for b in wanted
-                 if b not in known and keys[b][0] in looked)
-    todo = [b for b in wanted if b not in known]
+    # Each row comes from the matrix kept for the last tree, else as the bytes the index keeps, else from
+    # the encoder; the matrix is filled row block by row block (one copy each, not a stack of 100,000).
+    was = {} if kept is None else {b: i for i, b in enumerate(kept[3])}
+    stored = [b for b in wanted if b not in was]
+    looked = index.vectors(encoder.name, list(dict.fromkeys(keys[b][0] for b in stored)))
+    todo = [b for b in stored if keys[b][0] not in looked]
     if max_backlog is not None and len(todo) > max_backlog:
         return None
+    embedded: Dict[str, Any] = {}
+    todo_set = set(todo)
     if todo:
-        memories([r for r in rows if r[2] in set(todo) and r[2] not in read])
-        embedded: Dict[str, Any] = {}
+        memories([r for r in rows if r[2] in todo_set and r[2] not in read])
         texts = {keys[b][0]: read[b] for b in todo}
         _embed(store, encoder, list(texts.values()), list(texts), embedded, document_text)
-        known.update((b, embedded[keys[b][0]]) for b in todo)
-    matrix = np.stack([known[b] for b in wanted]) if wanted else np.zeros((0, encoder.dim), dtype=np.float32)
+    kept_at: Tuple[List[int], List[int]] = ([], [])  # (row here, row in the kept matrix)
+    bytes_at: Tuple[List[int], List[bytes]] = ([], [])
+    for j, b in enumerate(wanted):
+        if b in was:
+            kept_at[0].append(j)
+            kept_at[1].append(was[b])
+        elif (v := looked.get(keys[b][0])) is not None:
+            bytes_at[0].append(j)
+            bytes_at[1].append(v)
+    matrix = np.empty((len(wanted), encoder.dim), dtype=np.float32)
+    if kept_at[0]:
+        matrix[kept_at[0]] = kept[2][kept_at[1]]  # type: ignore[index]
+    if bytes_at[0]:
+        matrix[bytes_at[0]] = np.frombuffer(b"".join(bytes_at[1]), dtype=np.float32).reshape(-1, encoder.dim)
+    for j, b in enumerate(wanted if todo_set else ()):
+        if b in todo_set:
+            matrix[j] = embedded[keys[b][0]]
     at = np.array(positions, dtype=np.int64)
     matrices[encoder.name] = (rows, at, matrix, wanted, keys)
     return at, matrix
