@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .model import Memory
 from .search import STOP_WORDS, Hit, WordIndex, rank, standardised, tokenize, word_index
@@ -129,34 +129,47 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
     nearest_decision = max((options.get(m.id, -1.0) for m in pool if m.type == "decision"), default=-1.0) \
         if options is not None else -1.0
     # Words about what to do ("use", "drop") say nothing about which option: rank on the rest.
-    hits = rank(pool, _content_text(proposal), limit=max(limit * 2, 10), paths=paths, similarity=similarity,
+    hits = rank(pool, content_text(proposal), limit=max(limit * 2, 10), paths=paths, similarity=similarity,
                 only_types=("rejection",), now=now)
     index = word_index(pool)
+    return verdict(proposal, hits, limit, near=lambda i: z.get(i, 0.0),
+                   option=(lambda i: options.get(i, -1.0)) if options is not None else None,
+                   nearest_decision=nearest_decision, weight=lambda t: _weight(index, t),
+                   judge_name=judge_name or ("hybrid: words, dense cosine and stance" if similarity is not None
+                                             else "lexical: words and stance"))
+
+
+def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[str], float],
+            option: Optional[Callable[[str], float]], nearest_decision: float, weight: Callable[[str], float],
+            judge_name: str) -> Check:
+    """:func:`judge`'s call on each ranked rejection (``hits``), from what it needs of the store: a memory's
+    cosine in deviations above the mean (``near``), its option's cosine (``option``), the nearest decision's,
+    and a word's weight in the whole store. The index answers the same (:func:`gitmem.recall.check`)."""
     mine = _content_terms(proposal)
-    mine_mass = sum(_weight(index, t) for t in mine) or 1.0
+    mine_mass = sum(weight(t) for t in mine) or 1.0
     side = stance(proposal)
     proposed_names = names(proposal)
     out: List[Hit] = []
     for h in hits:
         m = h.memory
-        near = z.get(m.id, 0.0)
-        if h.match < RELATED_MATCH and near < RELATED_Z:
+        z = near(m.id)
+        if h.match < RELATED_MATCH and z < RELATED_Z:
             continue
         theirs = _content_terms(f"{m.title or ''} {m.text} {' '.join(m.tags)}")
-        novelty = sum(_weight(index, t) for t in mine - theirs) / mine_mass
-        option = options.get(m.id, -1.0) if options is not None else -1.0
+        novelty = sum(weight(t) for t in mine - theirs) / mine_mass
+        cosine = option(m.id) if option is not None else -1.0
         # Close in words, with few distinctive words of its own; or a paraphrase by meaning (new
         # words are what a paraphrase is made of, so novelty does not count there); or on the topic
         # by meaning and nearer to the rejected option than to anything the team chose.
-        repeat = ((h.match >= REPEAT_MATCH and novelty <= REPEAT_NOVELTY) or near >= REPEAT_Z
-                  or (near >= RELATED_Z and option >= nearest_decision + OPTION_MARGIN))
+        repeat = ((h.match >= REPEAT_MATCH and novelty <= REPEAT_NOVELTY) or z >= REPEAT_Z
+                  or (z >= RELATED_Z and cosine >= nearest_decision + OPTION_MARGIN))
         named = names(f"{m.title or ''}. {m.text}")  # a full stop: the text's first word is no name
         if named and proposed_names and not named & (mine | proposed_names) and not proposed_names & theirs \
-                and near < REPEAT_Z:
+                and z < REPEAT_Z:
             # each names an option the other never mentions: RabbitMQ against a rejected Redis; unless the
             # two are paraphrases by meaning ("the British way" against "the UK way")
             repeat = False
-        if options is not None and nearest_decision > option:
+        if option is not None and nearest_decision > cosine:
             repeat = False  # nearer to what the team chose than to what it rejected
         if side * (stance(m.text) or stance(m.title or "")) < 0:
             repeat = False  # both take a stance (the text's, else the title's), opposite ones: keep X against a rejected drop X
@@ -164,9 +177,7 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
         out.append(Hit(m, h.score, h.match, h.stale, h.similarity, tier))
     out.sort(key=lambda h: (h.tier != "repeat", -h.score))
     out = out[:limit]
-    name = judge_name or ("hybrid: words, dense cosine and stance" if similarity is not None
-                          else "lexical: words and stance")
-    return Check(proposal, any(h.tier == "repeat" for h in out), tuple(out), name)
+    return Check(proposal, any(h.tier == "repeat" for h in out), tuple(out), judge_name)
 
 
 _NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z0-9]*[A-Z0-9][\w+#.-]*|[A-Z]{2,}[\w+#-]*|[a-z]+[0-9A-Z][\w.-]*)")
@@ -180,13 +191,13 @@ def names(text: str) -> set:
     return {t for word in found for t in tokenize(word) if t not in STOP_WORDS}
 
 
-def _content_text(text: str) -> str:
+def content_text(text: str) -> str:
     """``text`` without the words that say what to do with the things it names."""
     return " ".join(w for w in re.split(r"\s+", text) if w.lower().strip(".,;:!?") not in _STANCE_WORDS)
 
 
 def _content_terms(text: str) -> set:
-    return set(tokenize(_content_text(text)))
+    return set(tokenize(content_text(text)))
 
 
 def _weight(index: "WordIndex", term: str) -> float:
