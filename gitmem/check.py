@@ -145,7 +145,7 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
     """:func:`judge`'s call on each ranked rejection (``hits``), from what it needs of the store: a memory's
     cosine in deviations above the mean (``near``), its option's cosine (``option``), the nearest decision's,
     and a word's weight in the whole store. The index answers the same (:func:`gitmem.recall.check`)."""
-    mine = _content_terms(proposal)
+    mine = content_terms(proposal)
     mine_mass = sum(weight(t) for t in mine) or 1.0
     side = stance(proposal)
     proposed_names = names(proposal)
@@ -155,7 +155,7 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
         z = near(m.id)
         if h.match < RELATED_MATCH and z < RELATED_Z:
             continue
-        theirs = _content_terms(f"{m.title or ''} {m.text} {' '.join(m.tags)}")
+        theirs = content_terms(f"{m.title or ''} {m.text} {' '.join(m.tags)}")
         novelty = sum(weight(t) for t in mine - theirs) / mine_mass
         cosine = option(m.id) if option is not None else -1.0
         # Close in words, with few distinctive words of its own; or a paraphrase by meaning (new
@@ -196,7 +196,7 @@ def content_text(text: str) -> str:
     return " ".join(w for w in re.split(r"\s+", text) if w.lower().strip(".,;:!?") not in _STANCE_WORDS)
 
 
-def _content_terms(text: str) -> set:
+def content_terms(text: str) -> set:
     return set(tokenize(content_text(text)))
 
 

@@ -106,6 +106,16 @@ def hybrid(store: "Store", query: str, limit: int, dense: Dense, *, at: str, pat
                                                          only_types, when))
 
 
+def word_weights(store: "Store", at: str, terms: Sequence[str]) -> Optional[Dict[str, float]]:
+    """Each of ``terms`` that an active memory at commit ``at`` uses, with its weight among them (the idf
+    :class:`gitmem.search.WordIndex` gives the loaded memories); None when the index cannot answer."""
+    def read(db: sqlite3.Connection, view: int) -> Dict[str, float]:
+        n = db.execute("SELECT n FROM views WHERE view=?", (view,)).fetchone()[0]
+        return {t: idf(n, df) for t, (_, df) in _frequencies(db, view, terms).items()}
+
+    return _read(store, at, {}, read)
+
+
 def active(store: "Store", at: str) -> Optional[List[Tuple[str, str, str]]]:
     """(id, type, blob) of every active memory at commit ``at``, by id, from the index; None when it
     cannot answer."""

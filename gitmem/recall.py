@@ -12,6 +12,7 @@ search that needs them, not at write time (a write never waits on a model).
 from __future__ import annotations
 
 import sys
+from bisect import bisect_left
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from .model import CHOICE_TYPES, Memory, memory_path
@@ -103,9 +104,13 @@ def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths
 
 def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
           max_backlog: Optional[int] = None) -> Check:
-    """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing."""
+    """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing. From the
+    index where it can answer (the same call, see :func:`_check_from_index`), else over every memory."""
     from .check import judge  # a search need not build the check's patterns
 
+    answer = _check_from_index(store, proposal, paths, limit, max_backlog)
+    if answer is not None:
+        return answer
     pool = [m for _, m in sorted(store.memories().items())]
     similarity = similarities(store, pool, proposal, max_backlog=max_backlog, fuse=False)
     options = None
@@ -115,6 +120,50 @@ def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: in
         chosen = [m for m in pool if m.type in CHOICE_TYPES]
         options = similarities(store, chosen, proposal, max_backlog=max_backlog, text=option_text, fuse=False)
     return judge(pool, proposal, paths=paths, limit=limit, similarity=similarity, option_similarity=options)
+
+
+def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit: int,
+                      max_backlog: Optional[int]) -> Optional["Check"]:
+    """:func:`gitmem.check.judge`'s answer from the index: the rejections ranked by :mod:`gitmem.postings`
+    (fused with e5's cosine, as the loaded check fuses them), the cosines standardised over every active
+    memory, the options' cosines from their own matrix, the words' weights from the view; None when the
+    index cannot answer."""
+    from . import postings
+    from .check import UNKNOWN_WEIGHT, content_terms, content_text, verdict
+
+    tip = store.read_from()[1]
+    if tip is None:
+        return None
+    words, depth = content_text(proposal), max(limit * 2, 10)
+    embeds = _encoder() is not None and proposal.strip()  # as similarities() embeds
+    near = dense(store, tip, proposal, ("rejection",), max_backlog, fuse=False) if embeds else BACKLOG
+    if near is None:
+        return None
+    if isinstance(near, postings.Dense) and tokenize(words):
+        hits = postings.hybrid(store, words, depth, near, at=tip, paths=paths, only_types=("rejection",))
+    else:  # by words alone, as rank does without a similarity or without a word to fuse on
+        hits = postings.rank(store, words, depth, paths=paths, only_types=("rejection",), at=tip)
+    if hits is None:
+        return None
+    terms = sorted(content_terms(proposal).union(*(content_terms(f"{h.memory.title or ''} {h.memory.text} "
+                                                                 f"{' '.join(h.memory.tags)}") for h in hits)))
+    weights = postings.word_weights(store, tip, terms)
+    if weights is None:
+        return None
+    if not isinstance(near, postings.Dense):
+        return verdict(proposal, hits, limit, near=lambda i: 0.0, option=None, nearest_decision=-1.0,
+                       weight=lambda t: weights.get(t, UNKNOWN_WEIGHT), judge_name="lexical: words and stance")
+    values, ids = near.values, near.ids
+    mean, spread = deviation(values) if len(values) >= 2 else (0.0, 0.0)
+    z = (lambda i: (values[bisect_left(ids, i)] - mean) / spread) if len(values) >= 2 else (lambda i: 0.0)
+    options = _options(store, tip, proposal, max_backlog)
+    if options is None:  # the options' vectors are still to embed: the whole memory's cosine stands in
+        options = {i: values[n] for n, i in enumerate(ids) if near.types[n] in CHOICE_TYPES}
+    nearest_decision = max((c for i, c in options.items() if near.types[bisect_left(ids, i)] == "decision"),
+                           default=-1.0)
+    return verdict(proposal, hits, limit, near=z, option=lambda i: options.get(i, -1.0),
+                   nearest_decision=nearest_decision, weight=lambda t: weights.get(t, UNKNOWN_WEIGHT),
+                   judge_name="hybrid: words, dense cosine and stance")
 
 
 # --- dense similarity -------------------------------------------------------------
@@ -285,6 +334,7 @@ class _Rows(NamedTuple):
     ids: List[str]
     types: List[str]
     blobs: List[str]
+    choices: List[Tuple[str, str, str]]  # the rows of decisions and rejections
     matrices: Dict[str, Any]
 
 
@@ -293,19 +343,48 @@ _DENSE: Dict[Optional[str], _Rows] = {}
 
 
 def dense(store: "Store", tip: str, query: str, only_types: Optional[Sequence[str]] = None,
-          max_backlog: Optional[int] = None) -> Any:
+          max_backlog: Optional[int] = None, fuse: bool = True) -> Any:
     """The dense half of recall at commit ``tip`` from the index (:class:`gitmem.postings.Dense`): the
-    question's similarity to every active memory, computed as :func:`similarities` computes it over the
-    same memories in the same order, and the neighbours :func:`gitmem.search.rank` would fuse. Each
-    memory's vector is found by its blob (``vector_keys``), so no memory is read unless it has none yet.
-    :data:`BACKLOG` when more than ``max_backlog`` are still to embed; None when the index cannot answer."""
+    question's similarity to every active memory, computed as :func:`similarities` computes it (``fuse``
+    as there) over the same memories in the same order, and the neighbours :func:`gitmem.search.rank`
+    would fuse. Each memory's vector is found by its blob (``vector_keys``), so no memory is read unless
+    it has none yet. :data:`BACKLOG` when more than ``max_backlog`` are still to embed; None when the
+    index cannot answer."""
     import numpy as np
 
     from . import postings
 
     encoder = _encoder()
+    cached = _rows(store, tip)
+    if encoder is None or cached is None:
+        return None
+    mine = _rows_matrix(store, encoder, cached.rows, cached.matrices, max_backlog)
+    if mine is None:
+        return BACKLOG
+    if len(mine[0]) != len(cached.rows):  # a memory whose blob does not parse: the loaded path says what is wrong
+        return None
+    cosines = mine[1] @ _query_vector(encoder, query)
+    from .embedding import english_encoder, mostly_latin
+
+    english = english_encoder() if fuse else None
+    if english is not None and mostly_latin(query):
+        english_rows = _rows_matrix(store, english, cached.rows, cached.matrices, max_backlog, latin_only=True)
+        if english_rows is not None:
+            part = np.zeros(len(cached.rows), dtype=np.float32)
+            if len(english_rows[0]):
+                part[english_rows[0]] = _z(english_rows[1] @ _query_vector(english, query))
+            cosines = _z(cosines) + ENGLISH_WEIGHT * part
+    values = cosines.tolist()
+    return postings.Dense(cached.ids, cached.types, cached.blobs, values,
+                          _nearest(cosines, values, cached.types, only_types))
+
+
+def _rows(store: "Store", tip: str) -> Optional[_Rows]:
+    """The active memories at ``tip`` and the matrices kept over them (per index file, the last tree's)."""
+    from . import postings
+
     root = store.snapshot(tip).tree_id
-    if encoder is None or root is None:
+    if root is None:
         return None
     where = store.warm.index.path
     cached = _DENSE.get(where)
@@ -314,27 +393,25 @@ def dense(store: "Store", tip: str, query: str, only_types: Optional[Sequence[st
         if rows is None:
             return None
         ids, types, blobs = ([r[k] for r in rows] for k in range(3))
-        cached = _DENSE[where] = _Rows(root, rows, ids, types, blobs, {} if cached is None else cached.matrices)
-    rows, matrices = cached.rows, cached.matrices
-    mine = _rows_matrix(store, encoder, rows, matrices, max_backlog)
-    if mine is None:
-        return BACKLOG
-    if len(mine[0]) != len(rows):  # a memory whose blob does not parse: the loaded path says what is wrong
-        return None
-    cosines = mine[1] @ _query_vector(encoder, query)
-    from .embedding import english_encoder, mostly_latin
+        cached = _DENSE[where] = _Rows(root, rows, ids, types, blobs, [r for r in rows if r[1] in CHOICE_TYPES],
+                                       {} if cached is None else cached.matrices)
+    return cached
 
-    english = english_encoder()
-    if english is not None and mostly_latin(query):
-        english_rows = _rows_matrix(store, english, rows, matrices, max_backlog, latin_only=True)
-        if english_rows is not None:
-            part = np.zeros(len(rows), dtype=np.float32)
-            if len(english_rows[0]):
-                part[english_rows[0]] = _z(english_rows[1] @ _query_vector(english, query))
-            cosines = _z(cosines) + ENGLISH_WEIGHT * part
-    values = cosines.tolist()
-    return postings.Dense(cached.ids, cached.types, cached.blobs, values,
-                          _nearest(cosines, values, cached.types, only_types))
+
+def _options(store: "Store", tip: str, proposal: str, max_backlog: Optional[int]) -> Optional[Dict[str, float]]:
+    """The proposal's cosine to each active decision's and rejection's option (title and text, no reason),
+    as :func:`check` computes it over the loaded memories; None when more are still to embed than
+    ``max_backlog`` allows (or the index cannot answer)."""
+    from .embedding import option_text
+
+    encoder = _encoder()
+    cached = _rows(store, tip)
+    if encoder is None or cached is None:
+        return None
+    mine = _rows_matrix(store, encoder, cached.choices, cached.matrices, max_backlog, text=option_text)
+    if mine is None or len(mine[0]) != len(cached.choices):
+        return None
+    return dict(zip((i for i, _, _ in cached.choices), (mine[1] @ _query_vector(encoder, proposal)).tolist()))
 
 
 def _nearest(cosines: Any, values: List[float], types: Sequence[str], only_types: Optional[Sequence[str]]) -> List[int]:
@@ -370,7 +447,8 @@ def _nearest(cosines: Any, values: List[float], types: Sequence[str], only_types
 
 
 def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, str]], matrices: Dict[str, Any],
-                 max_backlog: Optional[int], latin_only: bool = False) -> Optional[Tuple[Any, Any]]:
+                 max_backlog: Optional[int], latin_only: bool = False,
+                 text: Optional[Callable[[Memory], str]] = None) -> Optional[Tuple[Any, Any]]:
     """(positions, matrix): the vectors of ``rows`` (of those mostly in Latin script, with ``latin_only``),
     in their order, stacked as :func:`_matrix` stacks a loaded pool's; kept in ``matrices`` per encoder,
     and reused by blob when the rows change. None when more than ``max_backlog`` are still to embed."""
@@ -378,14 +456,16 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
 
     from .embedding import document_text, mostly_latin
 
-    kept = matrices.get(encoder.name)  # (the rows, positions, matrix, blobs of the matrix's rows, keys)
+    view = text or document_text
+    name = encoder.name if text is None else f"{encoder.name} {view.__name__}"  # what the keys are kept under
+    kept = matrices.get(name)  # (the rows, positions, matrix, blobs of the matrix's rows, keys)
     if kept is not None and kept[0] is rows:
         return kept[1], kept[2]
     blobs = [b for _, _, b in rows]
     index = store.warm.index
     before = kept[4] if kept is not None else {}
     keys = {b: before[b] for b in blobs if b in before}  # after a write, only the new blobs are looked up
-    keys.update(index.vector_keys(encoder.name, [b for b in blobs if b not in keys]))
+    keys.update(index.vector_keys(name, [b for b in blobs if b not in keys]))
     read: Dict[str, Memory] = {}
 
     def memories(of: Sequence[Tuple[str, str, str]]) -> None:
@@ -395,9 +475,8 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
     unkeyed = [r for r in rows if r[2] not in keys]
     if unkeyed:  # a blob seen for the first time: its text names its vector, and says if MiniLM reads it
         memories(unkeyed)
-        fresh = {b: (_vector_key(encoder, document_text(read[b])), mostly_latin(document_text(read[b])))
-                 for _, _, b in unkeyed if b in read}
-        index.put_vector_keys(encoder.name, fresh)
+        fresh = {b: (_vector_key(encoder, view(read[b])), mostly_latin(view(read[b]))) for _, _, b in unkeyed if b in read}
+        index.put_vector_keys(name, fresh)
         keys.update(fresh)
     positions = [i for i, b in enumerate(blobs) if b in keys and (not latin_only or keys[b][1])]
     wanted = [blobs[i] for i in positions]
@@ -414,7 +493,7 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
     if todo:
         memories([r for r in rows if r[2] in todo_set and r[2] not in read])
         texts = {keys[b][0]: read[b] for b in todo}
-        _embed(store, encoder, list(texts.values()), list(texts), embedded, document_text)
+        _embed(store, encoder, list(texts.values()), list(texts), embedded, view)
     kept_at: Tuple[List[int], List[int]] = ([], [])  # (row here, row in the kept matrix)
     bytes_at: Tuple[List[int], List[bytes]] = ([], [])
     for j, b in enumerate(wanted):
@@ -433,7 +512,7 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
         if b in todo_set:
             matrix[j] = embedded[keys[b][0]]
     at = np.array(positions, dtype=np.int64)
-    matrices[encoder.name] = (rows, at, matrix, wanted, keys)
+    matrices[name] = (rows, at, matrix, wanted, keys)
     return at, matrix
 
 

@@ -320,3 +320,56 @@ def test_the_index_fuses_as_rank_fuses_the_loaded_memories(repo, store):
     assert [(h.memory.id, h.score, h.similarity) for h in got] == [(h.memory.id, h.score, h.similarity) for h in want]
     assert added in [h.memory.id for h in got] and gone not in near.ids
     assert any(h.stale for h in recall(store, "what does app.py print", paths=["app.py"]))
+
+
+@needs_encoder
+def test_the_check_from_the_index_judges_as_the_loaded_check(store):
+    """The same call, hit for hit, on repeats, other options on the same topic, and other topics; and by
+    words alone when the encoder is off."""
+    from gitmem.check import judge
+    from gitmem.embedding import option_text
+
+    _team(store)
+    for t, title, text, reason in ADR:
+        store.add(t, text, title=title, reason=reason)
+    store.add("rejection", "Drop the English fallback for missing translations", reason="support tickets doubled")
+    store.add("decision", "Keep the English fallback for missing translations", reason="users read English")
+    for i, topic in enumerate(("the office plants", "the lunch rota", "desk booking", "the coffee machine",
+                               "parking permits", "the summer party", "badge access", "meeting room names") * 3):
+        store.add("note", f"Note {i} on {topic}")  # so a rejection's cosine can stand out of the crowd
+    proposals = ["let's put the job queue on Redis", "use RabbitMQ for the job queue",
+                 "keep the English fallback for untranslated strings", "run the language models on our cluster",
+                 "use tailwind for css", "register services in AWS Cloud Map",
+                 "put the background workers on an in-memory broker",
+                 "use redis for the job queue with sentinel failover, a managed cluster and nightly snapshots",
+                 "containerise the llm inference and schedule it onto the shared kubernetes nodes"]
+
+    def loaded(proposal):
+        pool = [m for _, m in sorted(store.memories().items())]
+        similarity = similarities(store, pool, proposal, fuse=False)
+        chosen = [m for m in pool if m.type in ("decision", "rejection")]
+        options = similarities(store, chosen, proposal, text=option_text, fuse=False) if similarity else None
+        return judge(pool, proposal, similarity=similarity, option_similarity=options)
+
+    def shape(c):  # the score to 1e-6: each side reads the clock for recency
+        return c.repeat, c.judge, [(h.memory.id, h.tier, pytest.approx(h.score, rel=1e-6), h.match, h.similarity)
+                                   for h in c.hits]
+
+    repeats = 0
+    for proposal in proposals:
+        got = recall_module._check_from_index(store, proposal, (), 5, None)
+        assert got is not None and shape(got) == shape(loaded(proposal)), proposal
+        repeats += got.repeat
+    assert repeats >= 1 and check(store, proposals[0]).judge.startswith("hybrid")
+    from gitmem import postings
+    from gitmem.search import tokenize, word_index
+
+    active = [m for m in store.memories().values() if m.status == "active"]
+    terms = sorted({t for m in active for t in tokenize(f"{m.title or ''} {m.text}")} | {"nowhere"})
+    index = word_index(active)
+    assert postings.word_weights(store, store.read_from()[1], terms) == \
+        {t: index.idf(t) for t in terms if t in index.postings}
+    os.environ["GITMEM_ENCODER"] = "none"  # restored by the autouse fixture's monkeypatch
+    for proposal in proposals:
+        got = recall_module._check_from_index(store, proposal, (), 5, None)
+        assert got is not None and shape(got) == shape(loaded(proposal)), proposal
