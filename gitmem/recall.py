@@ -76,8 +76,8 @@ def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths
            max_backlog: Optional[int] = None) -> List[Hit]:
     """Rank the store's memories for ``query``; ``paths=None`` means the paths of the current diff.
 
-    By words alone (no encoder, or no words to embed) the index answers (:mod:`gitmem.postings`),
-    without loading the memories; it gives the same hits as ranking them loaded."""
+    The index answers (:mod:`gitmem.postings`, by words alone or fused with :func:`dense`) without loading
+    the memories, with the same hits as ranking them loaded; they are loaded only where it cannot."""
     if paths is None:
         paths = changed_paths(store)
     only_types = (type,) if type is not None else None
@@ -159,8 +159,10 @@ def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit
     options = _options(store, tip, proposal, max_backlog)
     if options is None:  # the options' vectors are still to embed: the whole memory's cosine stands in
         options = {i: values[n] for n, i in enumerate(ids) if near.types[n] in CHOICE_TYPES}
-    nearest_decision = max((c for i, c in options.items() if near.types[bisect_left(ids, i)] == "decision"),
-                           default=-1.0)
+    kept = _rows(store, tip)  # the rows ``near`` was computed over
+    if kept is None:
+        return None
+    nearest_decision = max((options[i] for i, kind, _ in kept.choices if kind == "decision"), default=-1.0)
     return verdict(proposal, hits, limit, near=z, option=lambda i: options.get(i, -1.0),
                    nearest_decision=nearest_decision, weight=lambda t: weights.get(t, UNKNOWN_WEIGHT),
                    judge_name="hybrid: words, dense cosine and stance")
