@@ -21,7 +21,9 @@ here. Deleting the file changes no answer, only the time.
 Several processes share the file (SQLite in WAL mode, a busy timeout); a write
 that cannot get the lock is skipped, since the row can be recomputed. A corrupt
 file is deleted and rebuilt, never trusted; where the repository cannot be
-written (read-only, full disk) gitmem runs without the file.
+written (read-only, full disk) gitmem runs without the file. A file another
+schema wrote is started again around the rows that cost most to make again
+(vectors, their keys, blobs found clean: :data:`LASTING`).
 """
 
 from __future__ import annotations
@@ -113,22 +115,25 @@ class Index:
                 db = sqlite3.connect(self.path, timeout=WAIT_MS / 1000, isolation_level=None, check_same_thread=False)
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
-                db.executescript(_TABLES)
+                # The schema first: another schema's tables may not take this one's indexes.
+                db.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                if row is None or row[0] != str(SCHEMA):
+                    _start_again(db)
+                else:
+                    db.executescript(_TABLES)  # tables added since the file was made (none is ever changed in place)
+                    if db.execute("SELECT 1 FROM meta WHERE key='layout:vectors'").fetchone() is None:
+                        db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", _LAYOUTS)  # written before layouts
                 try:
                     db.execute("SELECT pow(0.5, 1.0)")
                 except sqlite3.OperationalError:  # an SQLite without its math functions: the same C pow
                     db.create_function("pow", 2, math.pow, deterministic=True)
-                row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-                if row is None:
-                    db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
-                elif row[0] != str(SCHEMA):
-                    raise sqlite3.DatabaseError(f"index schema {row[0]}, expected {SCHEMA}")
                 self._db = db
                 return db
             except sqlite3.OperationalError:
                 break  # locked or unreadable just now: not damaged, so never deleted for it
             except sqlite3.DatabaseError:
-                # Not a database, another schema, or damaged: it is derived, so start again.
+                # Not a database, or damaged: it is derived, so start again.
                 if attempt == 0 and self._remove():
                     continue
                 break
@@ -376,6 +381,36 @@ class Index:
             except sqlite3.Error:
                 pass
             self._db = None
+
+
+#: Tables whose rows outlive a new schema, each with the version of its own layout: what they hold is
+#: named by content alone and costs the most to compute again (a vector is about 20 ms of an encoder per
+#: memory; a blob the secret scan found clean). A table is dropped with the rest once its layout changes.
+LASTING = {"vectors": 1, "vector_keys": 1, "clean": 1}
+_LAYOUTS = [(f"layout:{t}", str(v)) for t, v in LASTING.items()]
+
+
+def _start_again(db: sqlite3.Connection) -> None:
+    """Bring a new file, or one another schema wrote, to :data:`SCHEMA`: every table is dropped but those
+    in :data:`LASTING` at the layout this code writes, then made again. Under the write lock, and checked
+    again there, so two processes upgrading one file at once do it once."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if db.execute("SELECT value FROM meta WHERE key='schema'").fetchone() != (str(SCHEMA),):
+            layouts = dict(db.execute("SELECT key, value FROM meta WHERE key LIKE 'layout:%'").fetchall())
+            for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE "
+                                      "'sqlite_%'").fetchall():
+                if name != "meta" and layouts.get(f"layout:{name}") != str(LASTING.get(name)):
+                    db.execute(f'DROP TABLE "{name}"')
+            db.execute("DELETE FROM meta")
+            for statement in _TABLES.split(";"):  # one by one: executescript would commit first
+                if statement.strip():
+                    db.execute(statement)
+            db.executemany("INSERT INTO meta VALUES (?, ?)", [("schema", str(SCHEMA)), *_LAYOUTS])
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 _FIELDS = tuple(f.name for f in dataclass_fields(Memory))

@@ -341,3 +341,48 @@ def test_the_load_counts_this_process_where_linux_says_what_runs_now():
     if not os.path.exists("/proc/loadavg"):
         pytest.skip("no /proc/loadavg on this platform: the load average is used")
     assert warm_module._load() >= 1  # this process is running while it asks
+
+
+def test_a_new_schema_starts_the_index_again_but_keeps_vectors_and_clean_blobs(repo, store, monkeypatch):
+    """Vectors cost an encoder run per memory: an index another schema wrote is rebuilt around them (and
+    around the blobs the secret scan found clean), unless their own layout changed too."""
+    from gitmem import index as index_module
+
+    store.add("fact", "The CDN caches product images for a day")
+    index = store.warm.index
+    index.put_vectors("enc", {"k1": b"\x00" * 8})
+    index.put_vector_keys("enc", {"b1": ("k1", True)})
+    index.put_clean("rules", ["b1"])
+    assert index.parsed([git(repo, "rev-parse", "refs/memory/main:" + memory_path(store.list()[0])).strip()])
+
+    def reopen():
+        warm_module.forget_warm()
+        return Store.open(str(repo)).warm.index
+
+    monkeypatch.setattr(index_module, "SCHEMA", index_module.SCHEMA + 1)
+    again = reopen()
+    assert again.vectors("enc", ["k1"]) == {"k1": b"\x00" * 8}
+    assert again.vector_keys("enc", ["b1"]) == {"b1": ("k1", True)} and again.clean("rules", ["b1"]) == ["b1"]
+    assert again._query("SELECT count(*) FROM blobs") == [(0,)]  # the rest starts again
+    assert Store.open(str(repo)).list()[0].text == "The CDN caches product images for a day"
+    monkeypatch.setattr(index_module, "SCHEMA", index_module.SCHEMA + 1)
+    monkeypatch.setitem(index_module.LASTING, "vectors", 2)  # the vectors' own layout changed: they go too
+    monkeypatch.setattr(index_module, "_LAYOUTS", [(f"layout:{t}", str(v)) for t, v in index_module.LASTING.items()])
+    again = reopen()
+    assert again.vectors("enc", ["k1"]) == {} and again.clean("rules", ["b1"]) == ["b1"]
+
+
+def test_an_index_of_an_old_layout_whose_tables_take_no_new_index_is_started_again(repo, store):
+    import sqlite3
+
+    store.add("fact", "Nightly exports run at 02:00 UTC")
+    _drop_index(repo)
+    db = sqlite3.connect(_index_file(repo))
+    db.executescript("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES "
+                     "('schema', '3'); CREATE TABLE members(view INTEGER, doc INTEGER);")  # no id: members_tail fails
+    db.close()
+    assert [h.memory.text for h in recall(Store.open(str(repo)), "exports", paths=[])] == \
+        ["Nightly exports run at 02:00 UTC"]
+    from gitmem.index import SCHEMA
+
+    assert Store.open(str(repo)).warm.index._query("SELECT value FROM meta WHERE key='schema'") == [(str(SCHEMA),)]
