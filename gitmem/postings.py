@@ -248,13 +248,12 @@ class IndexedMemories:
         if not near:
             return found
         listed = self._sql(lambda db, view: {i for (i,) in db.execute(
-            f"SELECT m.id FROM doc_paths dp JOIN members m ON m.view=? AND m.doc=dp.doc "
-            f"WHERE m.active=1 AND ({near})", [view, *args])})
+            f"SELECT m.id FROM doc_paths dp CROSS JOIN members m ON m.view=? AND m.doc=dp.doc "
+            f"WHERE m.active=1 AND ({near})", [view, *args])})  # CROSS JOIN: the paths first, see _path_overlaps
         return found | {i for i in listed if i not in self.changed}
 
 
-@lru_cache(maxsize=None)
-@lru_cache(maxsize=1)  # the code this process runs: it never changes under it
+@lru_cache(maxsize=None)  # the code this process runs: it never changes under it
 def _code() -> str:
     """What names the code a memo's computation runs (the context's choosing, rendering and counting,
     over parsed memories): the version and a CRC-32 of each module's source. A memo is kept under it,
@@ -714,9 +713,12 @@ def _path_overlaps(db: sqlite3.Connection, view: int, wanted: Sequence[str], kep
     """doc -> how closely its paths touch ``wanted`` (:func:`gitmem.search.path_overlap`), for the
     view's active memories that touch them at all: the same path, one inside the other, or a sibling."""
     near, args = _near(wanted, siblings=True)
+    # CROSS JOIN keeps this order: the paths by their indexes, then each one's membership and doc. Left to
+    # itself SQLite read the view's members first and scanned the siblings' index for each: 22 s for one
+    # path at 10,000 memories in one folder, where this takes milliseconds.
     rows = db.execute(
-        "SELECT dp.doc, dp.path FROM doc_paths dp JOIN members m ON m.view=? AND m.doc=dp.doc "
-        f"JOIN docs d ON d.doc=dp.doc WHERE d.active=1{kept} AND ({near})", [view, *keep, *args]).fetchall()
+        "SELECT dp.doc, dp.path FROM doc_paths dp CROSS JOIN members m ON m.view=? AND m.doc=dp.doc "
+        f"CROSS JOIN docs d ON d.doc=dp.doc WHERE d.active=1{kept} AND ({near})", [view, *keep, *args]).fetchall()
     touching: Dict[int, List[str]] = {}
     for doc, path in rows:
         touching.setdefault(doc, []).append(path)
