@@ -722,7 +722,11 @@ def _path_overlaps(db: sqlite3.Connection, view: int, wanted: Sequence[str], kep
     touching: Dict[int, List[str]] = {}
     for doc, path in rows:
         touching.setdefault(doc, []).append(path)
-    return {doc: o for doc, mine in touching.items() if (o := path_overlap(mine, wanted))}
+    overlaps: Dict[Tuple[str, ...], float] = {}  # memories share paths: a file's summary, its decisions
+    for mine in touching.values():
+        if (key := tuple(mine)) not in overlaps:
+            overlaps[key] = path_overlap(mine, wanted)
+    return {doc: o for doc, mine in touching.items() if (o := overlaps[tuple(mine)])}
 
 
 def _current_blob_of(store: "Store", m: Memory) -> Optional[Dict[str, Optional[str]]]:
