@@ -463,6 +463,11 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
     kept = matrices.get(name)  # (the rows, positions, matrix, blobs of the matrix's rows, keys)
     if kept is not None and kept[0] is rows:
         return kept[1], kept[2]
+    # (the rows, how many had no vector), used once: a prompt hook asks twice (the check, then recall) and
+    # finds the same backlog once; a server asks again next time (another process may have embedded it).
+    behind = matrices.pop(f"{name} backlog", None)
+    if behind is not None and behind[0] is rows and max_backlog is not None and behind[1] > max_backlog:
+        return None
     blobs = [b for _, _, b in rows]
     index = store.warm.index
     before = kept[4] if kept is not None else {}
@@ -489,6 +494,7 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
     looked = index.vectors(encoder.name, list(dict.fromkeys(keys[b][0] for b in stored)))
     todo = [b for b in stored if keys[b][0] not in looked]
     if max_backlog is not None and len(todo) > max_backlog:
+        matrices[f"{name} backlog"] = (rows, len(todo))
         return None
     embedded: Dict[str, Any] = {}
     todo_set = set(todo)
