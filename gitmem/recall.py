@@ -327,6 +327,8 @@ def _embed(store: "Store", encoder: "Encoder", memories: Sequence[Memory], hashe
 #: :func:`dense`'s answer when more memories are still to embed than the caller may wait for: recall is
 #: then by words alone, as :func:`similarities` answers None.
 BACKLOG: Any = object()
+
+
 class _Rows(NamedTuple):
     """The active memories of one tree, in id order, and each encoder's matrix over them (MiniLM's over
     those mostly in Latin script, with their positions)."""
