@@ -349,13 +349,26 @@ class Index:
 
     # --- vectors -----------------------------------------------------------------
 
+    #: Past this many keys, and a quarter of an encoder's rows, they are read in one pass over the encoder's
+    #: rows: 100,000 vectors looked up by key took 2.6 s, the encoder's 100,000 rows in key order 0.4 s.
+    SCAN_FROM = 2_000
+
+    def _by_key(self, table: str, columns: str, key: str, encoder: str, keys: Sequence[str]) -> List[Tuple[Any, ...]]:
+        """Rows (``columns``, the first being ``key``) of ``table`` under ``encoder`` whose ``key`` is one of ``keys``."""
+        if len(keys) >= self.SCAN_FROM:
+            total = self._query(f"SELECT count(*) FROM {table} WHERE encoder=?", (encoder,))
+            if total and 4 * len(keys) >= total[0][0]:
+                wanted = set(keys)
+                return [row for row in self._query(f"SELECT {columns} FROM {table} WHERE encoder=?", (encoder,))
+                        if row[0] in wanted]
+        out: List[Tuple[Any, ...]] = []
+        for chunk, marks in batches(keys):
+            out += self._query(f"SELECT {columns} FROM {table} WHERE encoder=? AND {key} IN ({marks})", [encoder, *chunk])
+        return out
+
     def vectors(self, encoder: str, text_hashes: Sequence[str]) -> Dict[str, bytes]:
         """The stored vectors of these texts (by their hash) under ``encoder``."""
-        out: Dict[str, bytes] = {}
-        for chunk, marks in batches(text_hashes):
-            out.update(self._query(f"SELECT text_sha1, vec FROM vectors WHERE encoder=? AND text_sha1 IN ({marks})",
-                                   [encoder, *chunk]))
-        return out
+        return dict(self._by_key("vectors", "text_sha1, vec", "text_sha1", encoder, text_hashes))
 
     def put_vectors(self, encoder: str, items: Mapping[str, bytes]) -> None:
         self._write("INSERT OR IGNORE INTO vectors VALUES (?, ?, ?)",
@@ -364,11 +377,8 @@ class Index:
     def vector_keys(self, encoder: str, blob_ids: Sequence[str]) -> Dict[str, Tuple[str, bool]]:
         """blob -> (the hash its vector under ``encoder`` is kept by, whether its text is mostly Latin
         script), for the blobs whose key is known: a hybrid recall finds a memory's vector unread."""
-        out: Dict[str, Tuple[str, bool]] = {}
-        for chunk, marks in batches(blob_ids):
-            out.update((b, (k, bool(latin))) for b, k, latin in self._query(
-                f"SELECT blob, text_sha1, latin FROM vector_keys WHERE encoder=? AND blob IN ({marks})", [encoder, *chunk]))
-        return out
+        return {b: (k, bool(latin)) for b, k, latin in self._by_key("vector_keys", "blob, text_sha1, latin", "blob",
+                                                                    encoder, blob_ids)}
 
     def put_vector_keys(self, encoder: str, items: Mapping[str, Tuple[str, bool]]) -> None:
         self._write("INSERT OR IGNORE INTO vector_keys VALUES (?, ?, ?, ?)",

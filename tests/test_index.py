@@ -386,3 +386,15 @@ def test_an_index_of_an_old_layout_whose_tables_take_no_new_index_is_started_aga
     from gitmem.index import SCHEMA
 
     assert Store.open(str(repo)).warm.index._query("SELECT value FROM meta WHERE key='schema'") == [(str(SCHEMA),)]
+
+
+def test_many_vectors_are_read_in_one_pass_with_the_answers_of_lookups_by_key(repo, store, monkeypatch):
+    index = store.warm.index
+    index.put_vectors("enc", {f"k{i}": bytes([i]) * 4 for i in range(40)})
+    index.put_vectors("other", {f"k{i}": b"\xff" * 4 for i in range(40)})
+    index.put_vector_keys("enc", {f"b{i}": (f"k{i}", i % 2 == 0) for i in range(40)})
+    wanted, blobs = [f"k{i}" for i in range(0, 40, 3)] + ["missing"], [f"b{i}" for i in range(0, 40, 3)] + ["nob"]
+    by_key = index.vectors("enc", wanted), index.vector_keys("enc", blobs)
+    monkeypatch.setattr(type(index), "SCAN_FROM", 5)  # 15 keys of 40 rows: read in one pass
+    assert (index.vectors("enc", wanted), index.vector_keys("enc", blobs)) == by_key
+    assert by_key[0]["k3"] == bytes([3]) * 4 and "missing" not in by_key[0] and by_key[1]["b6"] == ("k6", True)
