@@ -199,26 +199,23 @@ def similarities(store: "Store", memories: Sequence[Memory], query: str, max_bac
 
         english = english_encoder()
         if english is not None and mostly_latin(query):
-            english_part = _english_part(store, english, pool, query, max_backlog, text)
-            if english_part is not None:  # else MiniLM's backlog is too large to wait for: e5 alone
-                cosines = _z(cosines) + ENGLISH_WEIGHT * english_part
+            latin = _latin_rows(pool, text)  # MiniLM reads these: the memories mostly in Latin script
+            matrix = _matrix(store, english, [pool[i] for i in latin], max_backlog, text)
+            if matrix is not None:  # else MiniLM's backlog is too large to wait for: e5 alone
+                cosines = _with_english(cosines, latin, matrix @ _query_vector(english, query))
     return {m.id: float(c) for m, c in zip(pool, cosines)}
 
 
-def _english_part(store: "Store", english: "Encoder", pool: Sequence[Memory], query: str,
-                  max_backlog: Optional[int], text: Optional[Callable[[Memory], str]]) -> Any:
-    """MiniLM's z-scored cosine per memory of ``pool``, 0 for a memory not mostly in Latin script (never
-    embedded by MiniLM); None when more than ``max_backlog`` are still to embed."""
+def _with_english(cosines: Any, latin: Any, english: Any) -> Any:
+    """e5's z-scored ``cosines`` plus :data:`ENGLISH_WEIGHT` times MiniLM's (``english``, for the rows at
+    positions ``latin``), z-scored over those rows, 0 for the rest (MiniLM never embedded them). Recall
+    over loaded memories and from the index both fuse here, so they fuse to the same bits."""
     import numpy as np
 
-    latin = _latin_rows(pool, text)
-    matrix = _matrix(store, english, [pool[i] for i in latin], max_backlog, text)
-    if matrix is None:
-        return None
-    out = np.zeros(len(pool), dtype=np.float32)
+    part = np.zeros(len(cosines), dtype=np.float32)
     if len(latin):
-        out[latin] = _z(matrix @ _query_vector(english, query))
-    return out
+        part[latin] = _z(english)
+    return _z(cosines) + ENGLISH_WEIGHT * part
 
 
 def _z(x: Any) -> Any:
@@ -266,7 +263,6 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
     """The pool's vectors as one (n, dim) matrix: from this process, the index, else the encoder.
     After a write only the new memory's vector is looked up (or computed). Vectors are kept under
     the hash of the text embedded, so every view of a memory has its own."""
-    import hashlib
 
     import numpy as np
 
@@ -278,7 +274,7 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
     cached = _MATRICES.get(view)
     if cached is not None and cached[0] == key:
         return cached[1]
-    hashes = [hashlib.sha1(f"{encoder.name}\0{text(m)}".encode("utf-8")).hexdigest() for m in pool]
+    hashes = [_vector_key(encoder, text(m)) for m in pool]
     where = store.warm.index.path
     kept = _VECTORS.get(view, {})
     known = {h: kept[where, h] for h in hashes if (where, h) in kept}
@@ -354,7 +350,6 @@ def dense(store: "Store", tip: str, query: str, only_types: Optional[Sequence[st
     would fuse. Each memory's vector is found by its blob (``vector_keys``), so no memory is read unless
     it has none yet. :data:`BACKLOG` when more than ``max_backlog`` are still to embed; None when the
     index cannot answer."""
-    import numpy as np
 
     from . import postings
 
@@ -374,10 +369,7 @@ def dense(store: "Store", tip: str, query: str, only_types: Optional[Sequence[st
     if english is not None and mostly_latin(query):
         english_rows = _rows_matrix(store, english, cached.rows, cached.matrices, max_backlog, latin_only=True)
         if english_rows is not None:
-            part = np.zeros(len(cached.rows), dtype=np.float32)
-            if len(english_rows[0]):
-                part[english_rows[0]] = _z(english_rows[1] @ _query_vector(english, query))
-            cosines = _z(cosines) + ENGLISH_WEIGHT * part
+            cosines = _with_english(cosines, english_rows[0], english_rows[1] @ _query_vector(english, query))
     values = cosines.tolist()
     return postings.Dense(cached.ids, cached.types, cached.blobs, values,
                           _nearest(cosines, values, cached.types, only_types))
