@@ -16,7 +16,7 @@ from .errors import GitmemError, InvalidMemory, StorageError
 from . import model
 from .model import Author, Memory
 from .refs import lock_file
-from .repo import blob_at, default_author, entries_by_name, memory_ref, objects_read_once
+from .repo import below_parents, blob_at, default_author, entries_by_name, memory_ref, objects_read_once
 from .model import Problem, parse_memory
 from .store import Store
 
@@ -169,13 +169,11 @@ def damage(repo: pygit2.Repository, tip: Optional[str], known: Sequence[str] = (
                     if isinstance(obj, pygit2.Tree):
                         held = entries_by_name(twins)
                         for entry in obj:  # a submodule entry names a commit of another repository
-                            name = entry.name
-                            if entry.filemode == pygit2.GIT_FILEMODE_COMMIT or any(
-                                    name in h and h[name].id == entry.id for h in held):
-                                continue  # or a parent holds this very object here: read with that parent
-                            below = [h[name].peel(pygit2.Tree) for h in held
-                                     if name in h and h[name].filemode == pygit2.GIT_FILEMODE_TREE]
-                            stack.append((entry.id, below))
+                            if entry.filemode == pygit2.GIT_FILEMODE_COMMIT:
+                                continue
+                            below = below_parents(held, entry)
+                            if below is not None:  # else a parent holds this very object: read with it
+                                stack.append((entry.id, below))
                     elif isinstance(obj, pygit2.Blob):
                         obj.data  # noqa: B018 - reading the content checks it
     except KeyError:

@@ -62,6 +62,16 @@ def entries_by_name(trees: Sequence[pygit2.Tree]) -> List[Dict[str, pygit2.Objec
     return [{entry.name or "": entry for entry in tree} for tree in trees]
 
 
+def below_parents(held: Sequence[Dict[str, pygit2.Object]], entry: pygit2.Object) -> Optional[List[pygit2.Tree]]:
+    """For a walk that checks each commit against its parents (``held``: their trees' entries, by
+    :func:`entries_by_name`): None when a parent holds this very ``entry`` under its name (it is checked
+    with that parent), else the parents' subtrees of that name, to compare the entry's own with."""
+    name = entry.name or ""
+    if any(name in h and h[name].id == entry.id for h in held):
+        return None
+    return [h[name].peel(pygit2.Tree) for h in held if name in h and h[name].filemode == pygit2.GIT_FILEMODE_TREE]
+
+
 def open_repository(path: str = ".") -> pygit2.Repository:
     if not os.path.isdir(path):
         where = os.path.abspath(path)

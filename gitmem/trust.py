@@ -30,7 +30,7 @@ import pygit2
 from . import model
 from .errors import BranchError, InvalidMemory, Untrusted
 from .records import CONFLICTS_DIR, check_conflict
-from .repo import check_branch_name, entries_by_name, objects_read_once
+from .repo import below_parents, check_branch_name, entries_by_name, objects_read_once
 
 #: A conflict file holds three versions of one memory plus a little framing.
 MAX_CONFLICT_BYTES = 4 * model.MAX_BLOB_BYTES
@@ -231,10 +231,9 @@ def _tree_problem(repo: pygit2.Repository, tree: pygit2.Tree, parents: List[pygi
             continue
         else:
             return f"{where} does not fit the layout <type>/<x>/<y>/<id>.yaml"
-        if any(name in h and h[name].id == entry.id for h in held):
+        below = below_parents(held, entry)
+        if below is None:
             continue  # a parent holds this very subtree here: judged with that parent (or trusted)
-        below = [h[name].peel(pygit2.Tree) for h in held
-                 if name in h and h[name].filemode == pygit2.GIT_FILEMODE_TREE]
         why = _tree_problem(repo, repo[entry.id].peel(pygit2.Tree), below, path + (name,), seen)
         if why:
             return why
