@@ -18,7 +18,6 @@ No Messages API model is involved.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import statistics
@@ -34,6 +33,7 @@ sys.path.insert(0, HERE)
 from common import seeded_store  # noqa: E402
 
 from gitmem.embedding import default_encoder, document_text, english_encoder, mostly_latin  # noqa: E402
+from gitmem.recall import vector_key  # noqa: E402
 
 QUESTIONS = ("how do retries work for service 42", "which queue does module 7 use", "retry policy for queues",
              "what about service 13")
@@ -58,7 +58,7 @@ def _vectors(store) -> List[str]:
             if enc is not encoders[0] and not mostly_latin(text):
                 continue
             v = rng.standard_normal(enc.dim).astype(np.float32)
-            rows[hashlib.sha1(f"{enc.name}\0{text}".encode("utf-8")).hexdigest()] = (v / np.linalg.norm(v)).tobytes()
+            rows[vector_key(enc, text)] = (v / np.linalg.norm(v)).tobytes()
         store.warm.index.put_vectors(enc.name, rows)
     return [e.name for e in encoders]
 

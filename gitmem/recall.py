@@ -274,7 +274,7 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
     cached = _MATRICES.get(view)
     if cached is not None and cached[0] == key:
         return cached[1]
-    hashes = [_vector_key(encoder, text(m)) for m in pool]
+    hashes = [vector_key(encoder, text(m)) for m in pool]
     where = store.warm.index.path
     kept = _VECTORS.get(view, {})
     known = {h: kept[where, h] for h in hashes if (where, h) in kept}
@@ -476,7 +476,7 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
     unkeyed = [r for r in rows if r[2] not in keys]
     if unkeyed:  # a blob seen for the first time: its text names its vector, and says if MiniLM reads it
         memories(unkeyed)
-        fresh = {b: (_vector_key(encoder, view(read[b])), mostly_latin(view(read[b]))) for _, _, b in unkeyed if b in read}
+        fresh = {b: (vector_key(encoder, view(read[b])), mostly_latin(view(read[b]))) for _, _, b in unkeyed if b in read}
         index.put_vector_keys(name, fresh)
         keys.update(fresh)
     positions = [i for i, b in enumerate(blobs) if b in keys and (not latin_only or keys[b][1])]
@@ -518,8 +518,8 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
     return at, matrix
 
 
-def _vector_key(encoder: "Encoder", text: str) -> str:
-    """The hash a vector is kept by: the encoder and the text embedded (see :func:`_matrix`)."""
+def vector_key(encoder: "Encoder", text: str) -> str:
+    """The hash a vector is kept by in the derived index: the encoder's name and the text embedded."""
     import hashlib
 
     return hashlib.sha1(f"{encoder.name}\0{text}".encode("utf-8")).hexdigest()
