@@ -35,8 +35,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from functools import lru_cache, reduce
+from operator import add
+from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 __all__ = [
     "count_tokens",
@@ -171,24 +172,45 @@ def count_tokens(text: str, family: str = DEFAULT_FAMILY) -> int:
     break count the sum of their counts: ``count_tokens(a + "\n" + b) == count_tokens(a + "\n") +
     count_tokens(b)`` whenever ``b`` starts with no whitespace, and a newline costs exactly 1.
     """
-    costs = _costs(family)
-    known = _KNOWN.setdefault(family, {})
-    if len(known) > 100_000:  # bounded: a server counts many texts
-        known.clear()
+    known = _known(family)
+    if "\n" not in text:  # one line: its pieces' costs, added in order in C (a memory element, a question)
+        return _round(reduce(add, map(known.__getitem__, _PIECES.findall(text)), 0.0))
     total, line = 0, 0.0
     for match in _PIECE.finditer(text):
-        kind, piece = match.lastgroup, match.group()
-        cost = known.get((kind, piece))
-        if cost is None:
-            cost = known[(kind, piece)] = _piece_cost(kind, piece, costs)  # type: ignore[arg-type]  # a named group matched
-        line += cost
-        if kind == "newlines":
+        line += known[match.group()]
+        if match.lastgroup == "newlines":
             total, line = total + _round(line), 0.0
     return total + _round(line)
 
 
-#: family -> (kind, piece) -> cost: the same words recur across memories, and this is the counter's hot loop.
-_KNOWN: Dict[str, Dict[Tuple[Optional[str], str], float]] = {}
+class _Known(Dict[str, float]):
+    """piece -> its cost in one family, filled as pieces are met: the same words recur across memories,
+    and this is the counter's hot loop. A piece's kind is the group it matches alone (an alternative
+    that fails on a text fails on each of its prefixes too, so the one that matched is the first that
+    matches the piece whole)."""
+
+    def __init__(self, family: str):
+        super().__init__()
+        self.costs = _costs(family)
+
+    def __missing__(self, piece: str) -> float:
+        if len(self) > 100_000:  # bounded: a server counts many texts
+            self.clear()
+        kind = _PIECE.fullmatch(piece).lastgroup  # type: ignore[union-attr]  # a piece of _PIECE's
+        cost = self[piece] = _piece_cost(kind, piece, self.costs)  # type: ignore[arg-type]  # a named group
+        return cost
+
+
+def _known(family: str) -> _Known:
+    known = _KNOWN.get(family)
+    if known is None:
+        known = _KNOWN[family] = _Known(family)
+    return known
+
+
+_KNOWN: Dict[str, _Known] = {}
+#: :data:`_PIECE` without its names, so ``findall`` hands back the pieces themselves.
+_PIECES = re.compile(re.sub(r"\(\?P<\w+>", "(?:", _PIECE.pattern))
 
 
 def truncate_to_tokens(text: str, max_tokens: int, family: str = DEFAULT_FAMILY) -> str:
