@@ -508,6 +508,9 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
                 rest = [i for i in then.active_ids() if i not in known]
             extra = [i for i in tail_ids if not _has(rest, i)]
             tail_ids = sorted(rest + extra) if extra else rest  # in id order: sorting again is one pass
+            # A memory withdrawn since the anchor is the tail's as withdrawn, never as a candidate: its
+            # version at the anchor still reads as active.
+            tail_ids = _without(tail_ids, sorted(m.id for m in changed if m.status != "active"))
 
         def read(ids: Sequence[str]) -> Dict[str, Memory]:
             """A tail candidate: its version at the tip if it changed, else at the anchor."""

@@ -391,3 +391,19 @@ def test_a_tail_is_judged_too_large_only_when_it_is(monkeypatch):
             slow = assemble(inputs, query="word", budget=budget)
             monkeypatch.undo()
             assert quick == slow, (trial, budget)
+
+
+def test_a_memory_withdrawn_since_the_anchor_never_returns_to_a_relevance_tail_as_active():
+    """Over budget, the tail's candidates are the anchor's memories: one retracted since then still reads
+    as active there, and its path or words must not bring that version back beside its withdrawal."""
+    anchored = by_id(*(memory(i, "fact", f"Service {i % 7} retries its queue jobs with backoff, note {i}",
+                              paths=(f"src/m{i}.py",)) for i in range(200)))
+    gone = "0000000000000150"
+    now = {**anchored, gone: anchored[gone].evolve(status="retracted")}
+    inputs = ContextInputs(memories=now, tip="c2", anchor="c1", anchored=anchored, guide_text=GUIDE)
+    for ctx in (assemble(inputs, query="retries", paths=["src/m150.py"], budget=1500),
+                assemble(inputs, query="queue jobs backoff note 150", budget=1500)):
+        tail = ctx.part("tail")
+        assert tail.memory_ids.count(gone) == 1 and tail.memory_ids[-1] == gone  # once, as withdrawn
+        assert ctx.body["system"][2]["text"].count(gone) == 1
+        assert any("over the 1500-token budget" in w for w in ctx.warnings)
