@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 #: Variables with which git (and the hooks it runs) relocate or reshape a repository: with any of them
 #: set, libgit2 decides, as before.
@@ -31,8 +30,7 @@ class Unsure(Exception):
     """This module cannot answer: ask libgit2."""
 
 
-@dataclass(frozen=True)
-class GitDir:
+class GitDir(NamedTuple):
     """A non-bare repository found by :func:`discover`."""
 
     path: str  # its git directory (a linked worktree has its own)

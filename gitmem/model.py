@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from .errors import InvalidMemory
 
@@ -644,8 +644,7 @@ def check_choice(name: str, value: Optional[str], choices: Iterable[str]) -> Non
         raise InvalidMemory(name, f"unknown {name} {value!r}", choices)
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """Something `doctor` found; ``level`` is "error" or "warning"."""
 
     level: str

@@ -22,15 +22,14 @@ memories cost only the postings they touch.
 
 from __future__ import annotations
 
-import calendar
 import heapq
 import math
 import re
 from collections import Counter, OrderedDict
-from dataclasses import dataclass
+from datetime import date, datetime, timezone
 from functools import lru_cache
-from datetime import datetime, timezone
-from typing import Any, Callable, Dict, Hashable, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeVar
+from typing import (Any, Callable, Dict, Hashable, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
+                    TypeVar)
 
 from .model import Memory
 
@@ -125,8 +124,7 @@ def memory_terms(m: Memory) -> List[str]:
     return tokenize(" ".join(parts))
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
     """A ranked memory. ``match`` (0-1) is how much of the query's and the memory's
     distinctive words they share; ``similarity`` is the dense encoder's cosine (None
     when recall is lexical); ``stale`` says a file memory no longer describes the
@@ -416,13 +414,16 @@ def recency(when: Optional[float], now: datetime) -> float:
     return 1.0 + 0.15 * 0.5 ** (age_days / 180.0)
 
 
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
+
+
 @lru_cache(maxsize=65536)
 def epoch(stamp: Optional[str]) -> Optional[float]:
     """Seconds since the epoch of a stored ``YYYY-MM-DDTHH:MM:SSZ`` time (memoised: strptime is slow)."""
     if stamp is None:
         return None
     try:
-        return calendar.timegm((int(stamp[0:4]), int(stamp[5:7]), int(stamp[8:10]),
-                                int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19]), 0, 0, 0))
+        day = date(int(stamp[0:4]), int(stamp[5:7]), 1).toordinal() - _EPOCH_DAY + int(stamp[8:10]) - 1
+        return ((day * 24 + int(stamp[11:13])) * 60 + int(stamp[14:16])) * 60 + int(stamp[17:19])  # calendar.timegm's sum
     except (TypeError, ValueError):
         return None

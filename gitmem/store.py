@@ -10,8 +10,8 @@ The working tree, the index and code refs are never touched.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
+                    TypeVar, Union)
 
 import pygit2
 
@@ -34,8 +34,7 @@ COMMITTER = ("gitmem", "gitmem@localhost")
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Write:
+class Write(NamedTuple):
     """What a successful write produced."""
 
     memory: Memory
@@ -43,8 +42,7 @@ class Write:
     redacted: int = 0
 
 
-@dataclass(frozen=True)
-class Built:
+class Built(NamedTuple):
     """What one attempt of a write builds on the snapshot it was given: the tree changes (path ->
     bytes, or None to delete), the memory the commit is about, and how many secrets were redacted."""
 
