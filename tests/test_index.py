@@ -398,3 +398,23 @@ def test_many_vectors_are_read_in_one_pass_with_the_answers_of_lookups_by_key(re
     monkeypatch.setattr(type(index), "SCAN_FROM", 5)  # 15 keys of 40 rows: read in one pass
     assert (index.vectors("enc", wanted), index.vector_keys("enc", blobs)) == by_key
     assert by_key[0]["k3"] == bytes([3]) * 4 and "missing" not in by_key[0] and by_key[1]["b6"] == ("k6", True)
+
+
+def test_a_bulk_batch_is_frozen_out_of_later_collections_and_a_small_one_is_not():
+    """A cold start leaves hundreds of thousands of objects alive in the warm caches: the collector's
+    first pass after it would walk them all. A server's small batches must not freeze what they touch,
+    or the reference cycles among it (asyncio's, an exception's) would never be collected."""
+    import gc
+
+    assert gc.isenabled()
+    before = gc.get_freeze_count()
+    try:
+        with warm_module._collector_paused():
+            small = [[i] for i in range(1_000)]
+        assert gc.get_freeze_count() == before and gc.isenabled()
+        with warm_module._collector_paused():
+            bulk = [[i] for i in range(warm_module._FREEZE_FROM + 10_000)]
+        assert gc.get_freeze_count() >= before + len(bulk) and gc.isenabled()
+    finally:
+        gc.unfreeze()
+    assert small and bulk
