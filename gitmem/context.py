@@ -105,7 +105,7 @@ class Context:
     guide_path: Optional[str]
     parts: Tuple[Part, ...]
     warnings: Tuple[str, ...] = ()
-    dropped: Tuple[str, ...] = field(default=())
+    dropped: Sequence[str] = field(default=())
 
     def part(self, name: str) -> Optional[Part]:
         return next((p for p in self.parts if p.name == name), None)
@@ -351,10 +351,10 @@ def relevance_text(query: Optional[str], paths: Sequence[str]) -> str:
 TAIL_RANKED = 4096
 
 
-def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict[str, Memory]], on_path: Set[str],
+def _choose_tail(candidates: "_Candidates", read: Callable[[Sequence[str]], Dict[str, Memory]], on_path: Set[str],
                  room: int, text: str, ranked: Callable[[str, int, AbstractSet[str]], Ranking], fits: int,
                  others: AbstractSet[str]) -> List[Memory]:
-    """The most relevant ``candidates`` (ids in id order, read by ``read``) that fit in ``room``
+    """The most relevant ``candidates`` (read by ``read``) that fit in ``room``
     tokens: those ``on_path`` first, then by words (``ranked``: weighed over every active memory at
     the tip), then newest; in id order. Only the listed part of that order is ever sorted.
 
@@ -366,13 +366,12 @@ def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict
     while True:
         ranking = ranked(text, limit, others)
         position = {i: n for n, i in enumerate(ranking.ids)}
-        near = [i for i in on_path if _has(candidates, i)]
+        near = [i for i in on_path if i in candidates]
         listed = sorted((i for i in near if i in position), key=position.__getitem__)
         unlisted = sorted((i for i in near if i not in position), reverse=True)
-        farther = [i for i in ranking.ids if _has(candidates, i) and i not in on_path]
+        farther = [i for i in ranking.ids if i in candidates and i not in on_path]
         if ranking.complete:  # the rest, newest first, only as far as the room goes
-            order: Iterable[str] = chain(listed, unlisted, farther, (
-                i for i in reversed(candidates) if i not in position and i not in on_path))
+            order: Iterable[str] = chain(listed, unlisted, farther, _newest_unranked(candidates, position, on_path))
             more = False
         else:  # the order past the first unlisted candidate needs a longer list
             order = listed if unlisted else listed + farther
@@ -394,10 +393,67 @@ def _choose_tail(candidates: Sequence[str], read: Callable[[Sequence[str]], Dict
         limit *= 4
 
 
-def _has(ids: Sequence[str], i: str) -> bool:
-    """Whether ``ids`` (sorted) holds ``i``: a tail's candidates can be every memory, too many to hash."""
-    at = bisect_left(ids, i)
-    return at < len(ids) and ids[at] == i
+def _newest_unranked(candidates: "_Candidates", ranked: Mapping[str, int], on_path: AbstractSet[str]) -> Iterator[str]:
+    """The candidates neither ranked nor on the paths in play, newest first: listed only if read."""
+    yield from (i for i in reversed(candidates.listed()) if i not in ranked and i not in on_path)
+
+
+class _Candidates:
+    """The tail's candidates when memory is over budget: the anchor's active memories that the cached
+    part leaves out, less those changed since (an edited one is read at the tip, a withdrawn one is the
+    tail's only as withdrawn), and the memories active at the tip that changed since the anchor.
+
+    A large store's are nearly all its memories, so they are told by id without being listed: an id
+    active at the tip or at the anchor (what the ranking and the paths in play name) is one unless the
+    cached part holds it or it changed, or it changed and is active. They are listed, in id order, only
+    for a ranking that runs out with room left and for the ids a context drops, when its caller reads them."""
+
+    def __init__(self, rest_ids: Callable[[], List[str]], cached: AbstractSet[str], changed: Mapping[str, Memory],
+                 rest: int, was: Mapping[str, Memory]):
+        """``rest_ids``: the active memories at the anchor the cached part leaves out, in id order
+        (``rest``: how many); ``was``: the anchor's version of those of ``changed`` it has."""
+        self.rest_ids, self.cached, self.changed = rest_ids, cached, changed
+        self.fresh = [i for i, m in changed.items() if m.status == "active"]
+        self.size = rest + len(self.fresh) - sum(1 for i, m in was.items() if m.status == "active" and i not in cached)
+        self._listed: Optional[List[str]] = None
+
+    def __contains__(self, i: str) -> bool:
+        m = self.changed.get(i)
+        return i not in self.cached if m is None else m.status == "active"
+
+    def __len__(self) -> int:
+        return self.size
+
+    def listed(self) -> List[str]:
+        if self._listed is None:
+            self._listed = sorted([i for i in self.rest_ids() if i not in self.changed] + self.fresh)
+        return self._listed
+
+
+class _Ids(Sequence[str]):
+    """Ids computed when first read (a context over budget drops nearly every memory of a large store,
+    and most callers never ask which); equal to any sequence of the same ids."""
+
+    def __init__(self, compute: Callable[[], Iterable[str]]):
+        self._compute: Optional[Callable[[], Iterable[str]]] = compute
+        self._ids: Tuple[str, ...] = ()
+
+    def _all(self) -> Tuple[str, ...]:
+        if self._compute is not None:
+            self._ids, self._compute = tuple(self._compute()), None
+        return self._ids
+
+    def __getitem__(self, k: Any) -> Any:
+        return self._all()[k]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and not isinstance(other, str) and self._all() == tuple(other)
+
+    def __repr__(self) -> str:
+        return repr(self._all())
 
 
 def _without(ids: Sequence[str], removed: Iterable[str]) -> List[str]:
@@ -424,15 +480,15 @@ def _share(then: MemoryView, standing: List[Tuple[str, str]], budget: int) -> Di
     kinds = dict(standing)
     order = _newest_first_by([i for i, _ in standing], lambda i: _STANDING.get(kinds[i], 3))
     kept = _fill(_in_order(order, then.get), int(budget * (1 - QUESTION_SHARE)))[0]
-    return _part(sorted(kept, key=lambda m: m.id))
+    return {**_part(sorted(kept, key=lambda m: m.id)), "rest_n": len(standing) - len(kept)}
 
 
-def _rest_at_least(part: Dict[str, Any], then: MemoryView, changed: Sequence[Memory]) -> int:
+def _rest_at_least(part: Dict[str, Any], was: Mapping[str, Memory]) -> int:
     """Tokens the tail holds at least (``part``: :func:`_standing`'s, over budget): the rest it saw at
-    the anchor, less what changed since (those memories come from the tip now)."""
+    the anchor, less what changed since (``was``: the anchor's version of what changed; those memories
+    come from the tip now)."""
     kept = set(part["ids"])
-    was = then.get([m.id for m in changed if m.id not in kept])
-    return part["rest"] - sum(_rendered(m)[1] for m in was.values() if m.status == "active")
+    return part["rest"] - sum(_rendered(m)[1] for i, m in was.items() if m.status == "active" and i not in kept)
 
 
 def _standing(then: MemoryView, budget: int) -> Dict[str, Any]:
@@ -451,12 +507,8 @@ def _standing(then: MemoryView, budget: int) -> Dict[str, Any]:
     else:
         return {"whole": True, **_part(kept)}
     share = _share(then, standing, budget)
-    kept_ids = set(share["ids"])
-    # The rest holds at least what was seen and not kept: enough, most often, to know it cannot fit. Its
-    # ids, in id order and as one string (a list of 100,000 costs more to read back), are the tail's
-    # candidates, so a context need not list every active memory again.
-    return {"whole": False, "rest": seen - share["used"],
-            "rest_ids": " ".join(i for i, _ in standing if i not in kept_ids), **share}
+    # The rest holds at least what was seen and not kept: enough, most often, to know it cannot fit.
+    return {"whole": False, "rest": seen - share["used"], **share}
 
 
 def _was_active(m: Optional[Memory]) -> bool:
@@ -487,30 +539,30 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         changed = [m for i, m in sorted(inputs.memories.items()) if inputs.anchored.get(i) != m]
 
     fresh = [m for m in changed if m.status == "active"]
-    was = then.get([m.id for m in changed if m.status != "active"])
+    was = then.get([m.id for m in changed])  # the anchor's version of what changed, where it has one
     withdrawn = [m for m in changed if m.status != "active" and _was_active(was.get(m.id))]
-    dropped: List[str] = []
+    dropped: Sequence[str] = ()
     relevance_tail = False
     if budget is None:
         cached = _part(list(_in_order([i for i, _ in then.active()], then.get)))
     else:
         part = then.remember(f"standing {budget}", lambda: _standing(then, budget))
         by_id = {m.id: m for m in fresh}
-        tail_ids = [m.id for m in fresh]
         over = not (part["whole"] and _fill(fresh, budget - part["used"])[2])
         cached = _share(then, then.active(), budget) if over and part["whole"] else part
-        if over:
-            # The cached part holds what every question needs in its share; the rest competes for the question's.
-            if "rest_ids" in cached:  # the anchor's memo lists them
-                rest = cached["rest_ids"].split()
-            else:
-                known = set(cached["ids"])
-                rest = [i for i in then.active_ids() if i not in known]
-            extra = [i for i in tail_ids if not _has(rest, i)]
-            tail_ids = sorted(rest + extra) if extra else rest  # in id order: sorting again is one pass
-            # A memory withdrawn since the anchor is the tail's as withdrawn, never as a candidate: its
-            # version at the anchor still reads as active.
-            tail_ids = _without(tail_ids, sorted(m.id for m in changed if m.status != "active"))
+        cached_ids = set(cached["ids"])
+
+        def rest_ids(kept: bool = True) -> List[str]:
+            """The anchor's active memories the cached part leaves out, in id order: kept by the view when the
+            cached part is (apart from it, so only a context that lists them reads them)."""
+            if kept and cached is part:
+                return then.remember(f"rest {budget}", lambda: {"ids": " ".join(rest_ids(False))})["ids"].split()
+            return [i for i in then.active_ids() if i not in cached_ids]
+
+        # Over budget, the cached part holds what every question needs in its share; the rest competes for
+        # the question's.
+        candidates = _Candidates(rest_ids, cached_ids, {m.id: m for m in changed}, cached["rest_n"], was) \
+            if over else None
 
         def read(ids: Sequence[str]) -> Dict[str, Memory]:
             """A tail candidate: its version at the tip if it changed, else at the anchor."""
@@ -519,22 +571,25 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             return out
 
         left = budget - cached["used"]
-        if part["whole"] or _rest_at_least(part, then, changed) <= left:
-            fresh, _, whole = _fill(_in_order(tail_ids, read), left)
+        if candidates is None:
+            whole = True
+        elif part["whole"] or _rest_at_least(part, was) <= left:
+            fresh, _, whole = _fill(_in_order(candidates.listed(), read), left)
         else:
             whole = False
-        if not whole:
+        if candidates is not None and not whole:
             text = relevance_text(query, paths)
             on_path = (then.touching(paths) - set(by_id)) | {m.id for m in by_id.values()
                                                              if any(matches(m, path=p, status=None) for p in paths)}
             # About how many fit: the room over the cached part's mean (none cached: start short, grow).
             fits = max(0, left) * len(cached["ids"]) // cached["used"] if cached["used"] else 0
-            fresh = _choose_tail(tail_ids, read, on_path, max(0, left), text, now.ranked, fits,
+            fresh = _choose_tail(candidates, read, on_path, max(0, left), text, now.ranked, fits,
                                  set(cached["ids"]).difference(by_id))
-            dropped = _without(tail_ids, [m.id for m in fresh])  # both in id order
+            chosen = [m.id for m in fresh]
+            dropped = _Ids(lambda: _without(candidates.listed(), chosen))  # both in id order
             relevance_tail = True
             warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(fresh)} most "
-                            f"relevant of {len(fresh) + len(dropped)} newer memories")
+                            f"relevant of {len(candidates)} newer memories")
 
     guide = inputs.guide_text.strip()
     pieces: List[Tuple[str, str, int, Tuple[str, ...]]] = []
@@ -569,4 +624,4 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
     }
     return Context(body=body, model=row.id, ttl=ttl, memory_commit=inputs.tip,
                    anchor_commit=inputs.anchor or inputs.tip, guide_path=inputs.guide_path, parts=tuple(parts),
-                   warnings=tuple(warnings), dropped=tuple(dropped))
+                   warnings=tuple(warnings), dropped=dropped)

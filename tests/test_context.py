@@ -289,6 +289,28 @@ def test_the_cached_part_of_a_large_memory_is_chosen_once_per_anchor_and_kept_in
     assert chosen == [1] and third.body == second.body
 
 
+
+def test_a_context_over_budget_lists_the_memories_it_leaves_out_only_when_they_are_read(repo, monkeypatch):
+    """Over budget the tail's candidates are nearly every memory of a large store: the body is chosen
+    without listing them; the ids a context drops are listed when read, and then they are every active
+    memory that neither part holds."""
+    import gitmem.context_inputs as inputs
+    from gitmem.postings import IndexedMemories
+
+    monkeypatch.setattr(inputs, "FROM_INDEX", 0)
+    store = _seeded(repo, 600)
+    set_anchor(store)
+    store.add("fact", "billing invoices round half up", paths=["src/billing.py"])
+    listings = []
+    real = IndexedMemories.active_ids
+    monkeypatch.setattr(IndexedMemories, "active_ids", lambda self: listings.append(1) or real(self))
+    ctx = build(store, query="note about billing invoices", budget=3_000)  # more memories share a word than fit
+    assert listings == [] and "billing invoices round half up" in ctx.body["system"][2]["text"]
+    held = set(ctx.part("memory").memory_ids) | set(ctx.part("tail").memory_ids)
+    assert sorted(set(store.memories()) - held) == list(ctx.dropped) and listings == [1]
+    assert build(store, query="note about billing invoices", budget=3_000).to_dict()["dropped"] == list(ctx.dropped)
+    assert listings == [1]  # the anchor's view kept them
+
 # --- the assembly from plain data: no repository, no files ----------------------------------------
 
 WHO = Author("Ana", "ana@example.com", "human")
