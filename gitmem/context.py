@@ -47,7 +47,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import chain, islice
-from typing import AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
+from typing import (AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Protocol,
+                    Sequence, Set, Tuple)
 
 from .errors import GitmemError
 from .model import Memory, matches
@@ -74,8 +75,7 @@ PREAMBLE = (
 )
 
 
-@dataclass(frozen=True)
-class Part:
+class Part(NamedTuple):
     """One block of the body: its name, tokens, cumulative prefix tokens, marker TTL (or None)."""
 
     name: str
@@ -215,8 +215,7 @@ class Loaded:
         return compute()
 
 
-@dataclass(frozen=True)
-class Ranking:
+class Ranking(NamedTuple):
     """Active memories ranked for ``text`` by :func:`gitmem.search.rank` (their ids, best first);
     ``complete`` says every memory with a score is listed."""
 

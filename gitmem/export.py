@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from .errors import GitmemError
 from .model import Memory
@@ -52,8 +51,7 @@ _SECTIONS = (
 CONFIG_KEY = "gitmem.export.formats"
 
 
-@dataclass(frozen=True)
-class Export:
+class Export(NamedTuple):
     format: str
     path: str
     changed: bool

@@ -34,10 +34,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache, reduce
 from operator import add
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional
 
 __all__ = [
     "count_tokens",
@@ -242,8 +241,7 @@ def tool_use_system_tokens(body: Mapping[str, Any]) -> int:
     return TOOL_USE_SYSTEM_TOKENS.get(kind, TOOL_USE_SYSTEM_TOKENS["auto"])
 
 
-@dataclass(frozen=True)
-class PromptBlock:
+class PromptBlock(NamedTuple):
     """One cacheable unit of a request, in the order the API processes them: tools, system, messages.
 
     ``block`` is the block as sent (a string message content or string system prompt becomes a text
