@@ -155,18 +155,37 @@ class Warm:
         size would overflow (and the index has them only once this command flushes)."""
         absent: Set[str] = set()
         level = [("", root)]
-        for depth in range(4):
-            keys = [f"{prefix}:{tree}" for prefix, tree in level]
-            known = {k: self.summaries[k] for k in keys if k in self.summaries}
-            known.update(self.index.summaries([k for k in keys if k not in known]))
-            for key, summary in known.items():
-                self._keep_summary(key, summary)
-            absent.update(k for k in keys if k not in known)
-            level = [(prefix, tree) for (prefix, tree), key in zip(level, keys) if key not in known]
-            trees = self.tree_entries(git, [tree for _, tree in level])
-            level = [(f"{prefix}{name}/" if depth < 3 else prefix + name, oid)
-                     for prefix, tree in level for name, oid in layout(trees[tree], depth)]
-        return absent, self.parse(git, level, ref)
+        helper = None
+        try:
+            for depth in range(4):
+                keys = [f"{prefix}:{tree}" for prefix, tree in level]
+                known = {k: self.summaries[k] for k in keys if k in self.summaries}
+                known.update(self.index.summaries([k for k in keys if k not in known]))
+                for key, summary in known.items():
+                    self._keep_summary(key, summary)
+                absent.update(k for k in keys if k not in known)
+                level = [(prefix, tree) for (prefix, tree), key in zip(level, keys) if key not in known]
+                if depth == 3:
+                    helper = self._early_helper(git, [tree for _, tree in level])
+                trees = self.tree_entries(git, [tree for _, tree in level])
+                level = [(f"{prefix}{name}/" if depth < 3 else prefix + name, oid)
+                         for prefix, tree in level for name, oid in layout(trees[tree], depth)]
+            return absent, self.parse(git, level, ref, helper)
+        finally:
+            if helper is not None:
+                helper.stop()
+
+    #: Buckets read to guess how many blobs the rest hold, before deciding on a helper.
+    SAMPLE = 16
+
+    def _early_helper(self, git: Git, buckets: Sequence[str]) -> Optional["_Helper"]:
+        """A helper started before the buckets (the trees of blobs) are read, when a sample of them says
+        they hold :attr:`PARALLEL` blobs or more: it starts Python and imports while they are read."""
+        if not buckets or not _Helper.usable():
+            return None
+        sample = self.tree_entries(git, buckets[:self.SAMPLE])  # read now, not again
+        held = sum(len(layout(entries, 3)) for entries in sample.values())
+        return _Helper() if held * len(buckets) >= self.PARALLEL * len(sample) else None
 
     def _summary(self, git: Git, prefix: str, tree: str, ref: str, depth: int,
                  absent: AbstractSet[str] = frozenset(), parsed: Mapping[str, Parsed] = {}) -> Dict[str, Any]:
@@ -256,14 +275,16 @@ class Warm:
                 kept.append((path, blob))
         return kept
 
-    #: From this many blobs to parse at once, a second process helps (starting one costs ~0.15 s,
-    #: about what this process parses 4,000 blobs in).
+    #: From this many blobs to parse at once, a second process helps (starting one costs ~0.1 s of its
+    #: core, about what this process parses 3,000 blobs in).
     PARALLEL = 20_000
     #: Blobs this process parses between two looks at what the helper answered.
     STEAL = 256
 
-    def parse(self, git: Git, entries: Sequence[Tuple[str, str]], ref: str) -> Dict[str, Parsed]:
-        """Each blob's memory (or why it is invalid): from this process, the index, else parsed from git."""
+    def parse(self, git: Git, entries: Sequence[Tuple[str, str]], ref: str,
+              helper: Optional["_Helper"] = None) -> Dict[str, Parsed]:
+        """Each blob's memory (or why it is invalid): from this process, the index, else parsed from git
+        (``helper``: a helper already started, used if there are enough to parse)."""
         out = {b: self.parsed[b] for _, b in entries if b in self.parsed}
         missing = [b for _, b in entries if b not in out]
         if missing:
@@ -277,14 +298,15 @@ class Warm:
                     out[blob_id] = found = read_memory(git(), path, blob_id, ref)
                     self.index.put_parsed(blob_id, found)
 
-            if len(todo) < self.PARALLEL or not _Helper.usable():
+            if len(todo) < self.PARALLEL or (helper is None and not _Helper.usable()):
                 for start in range(0, len(todo), self.STEAL):
                     take(todo[start:start + self.STEAL])
                     progress.step(min(start + self.STEAL, len(todo)))
             else:
                 # A helper parses from the front, this process from the back, until they meet: whichever
                 # is faster (or alive) does more, so a slow or dead helper only leaves more to this side.
-                helper = _Helper(git(), todo)
+                helper = helper or _Helper()
+                helper.send(git(), todo)
                 answered: List[Tuple[str, Parsed]] = []
                 end = len(todo)
                 try:
@@ -366,11 +388,13 @@ def read_memory(repo: pygit2.Repository, path: str, blob_id: str, ref: str) -> P
 
 
 class _Helper:
-    """A second process parsing the blobs ``items`` ((path, blob id)) in order (see :func:`_serve`).
-    It reads git itself and writes nothing but its answers, one index row per line, to a temporary
-    file read as it grows: a helper that dies or is stopped only leaves the caller more to parse."""
+    """A second process parsing blobs (see :func:`_serve`), started before it is given them: Python and
+    its imports (about 0.1 s) run while the caller still walks the trees. :meth:`send` hands it the
+    blobs ((path, blob id)), to parse in order. It reads git itself and writes nothing but its answers,
+    one index row per line, to a temporary file read as it grows: a helper that dies or is stopped only
+    leaves the caller more to parse."""
 
-    def __init__(self, repo: pygit2.Repository, items: List[Tuple[str, str]]):
+    def __init__(self) -> None:
         import subprocess
         import sys
         import tempfile
@@ -379,13 +403,23 @@ class _Helper:
         self.read = 0  # bytes of the file taken so far: whole lines only
         self.rows = 0  # rows answered so far
         self.broken = False
+        fd, self.job = tempfile.mkstemp(prefix="gitmem-", suffix=".json")
+        os.close(fd)
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where gitmem is imported from
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
-        with tempfile.TemporaryFile() as job:
-            job.write(json.dumps({"repo": repo.path, "blobs": items}).encode("utf-8"))
-            job.seek(0)
-            self.proc = subprocess.Popen([sys.executable, "-c", "from gitmem.warm import _serve; _serve()"],
-                                         stdin=job, stdout=self.out, stderr=subprocess.DEVNULL, env=env)
+        self.proc = subprocess.Popen([sys.executable, "-c", "from gitmem.warm import _serve; _serve()", self.job],
+                                     stdin=subprocess.PIPE, stdout=self.out, stderr=subprocess.DEVNULL, env=env)
+
+    def send(self, repo: pygit2.Repository, items: List[Tuple[str, str]]) -> None:
+        """The job: written whole to a file, then one line on the helper's stdin says it is there."""
+        with open(self.job, "w", encoding="utf-8") as f:
+            json.dump({"repo": repo.path, "blobs": items}, f)
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(b"go\n")
+            self.proc.stdin.close()
+        except OSError:  # it died starting: the caller parses everything
+            self.broken = True
 
     @staticmethod
     def usable() -> bool:
@@ -416,19 +450,33 @@ class _Helper:
         return out
 
     def stop(self) -> None:
+        """Stop it, if it runs, and remove what it used (again: no-op)."""
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-        self.out.close()
+        for f in (self.proc.stdin, self.out):
+            if f is not None and not f.closed:
+                try:
+                    f.close()
+                except OSError:  # the pipe to a process killed before it read
+                    pass
+        try:
+            os.unlink(self.job)
+        except OSError:
+            pass
 
 
 def _serve() -> None:
-    """The helper process (:class:`_Helper`): read the job on stdin, write one row per blob, a
-    batch at a time (the caller reads the file as it grows)."""
+    """The helper process (:class:`_Helper`): once stdin says the job is written, read it from the file
+    its command line names and write one row per blob, a batch at a time (the caller reads the file as
+    it grows)."""
     import sys
 
     gc.disable()  # see _collector_paused: nothing this process makes holds a cycle
-    job = json.load(sys.stdin)
+    if sys.stdin.readline() != "go\n":  # stopped before it was given a job
+        return
+    with open(sys.argv[1], encoding="utf-8") as f:
+        job = json.load(f)
     repo = pygit2.Repository(job["repo"])
     write = sys.stdout.write
     for n, (path, blob_id) in enumerate(job["blobs"], 1):

@@ -315,7 +315,8 @@ def test_a_helper_that_stops_at_a_missing_object_answers_only_what_it_read(repo,
     _seed(store, 6)
     entries = store.warm.entries(store.repository, store.snapshot().tree_id)
     missing = ("fact/z/z/zzzzzzzzzzzzzzzz.yaml", "0" * 40)
-    helper = warm_module._Helper(store.repo, entries[:3] + [missing] + entries[3:])
+    helper = warm_module._Helper()
+    helper.send(store.repo, entries[:3] + [missing] + entries[3:])
     assert helper.proc.wait() != 0
     answered = helper.answered()
     helper.stop()
@@ -325,6 +326,30 @@ def test_a_helper_that_stops_at_a_missing_object_answers_only_what_it_read(repo,
     with pytest.raises(StorageError, match="is damaged: object 0{40} is missing"):
         _fresh(repo).warm.parse(store.repository, [missing] + entries, store.ref)
 
+
+def test_a_helper_started_while_the_trees_are_read_is_given_the_blobs_or_stopped(repo, store, monkeypatch):
+    """A cold walk starts the helper before it reads the buckets when a sample of them says the blobs
+    are many, so Python starts while the trees are read. Given the blobs, it answers its share; when the
+    index turns out to know them (only the summaries were lost), it is stopped and leaves no file."""
+    import sqlite3
+    import tempfile
+
+    _seed(store, 24)
+    monkeypatch.setattr(warm_module._Helper, "usable", staticmethod(lambda: True))
+    monkeypatch.setattr(warm_module.Warm, "PARALLEL", 10)
+    started = []
+    real = warm_module._Helper.__init__
+    monkeypatch.setattr(warm_module._Helper, "__init__", lambda self: started.append(self) or real(self))
+    _drop_index(repo)
+    first = _fresh(repo).summary()
+    assert len(started) == 1 and started[0].proc.returncode is not None
+    db = sqlite3.connect(_index_file(repo))
+    with db:
+        db.execute("DELETE FROM summaries")
+    db.close()
+    assert _fresh(repo).summary() == first
+    assert len(started) == 2 and started[1].proc.wait() != 0  # killed: it was never given a job
+    assert not [f for f in os.listdir(tempfile.gettempdir()) if f in {os.path.basename(h.job) for h in started}]
 
 def test_a_helper_is_started_only_with_a_core_to_spare(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
