@@ -269,21 +269,24 @@ class Index:
     # --- ids by their tail, from a search view -------------------------------------------
 
     def ids_ending_with(self, ref: str, tree: str, tails: Sequence[str]) -> Optional[Dict[str, List[str]]]:
-        """The ids ending with each two-char tail among the memories of ``ref``'s search view (see
-        :mod:`gitmem.postings`), if that view is usable and reflects ``tree``; else None."""
-        marks = ",".join("?" * len(tails))
+        """The ids ending with each tail (all of one length, two chars or more) among the memories of
+        ``ref``'s search view (see :mod:`gitmem.postings`), if that view is usable and reflects ``tree``;
+        else None. The members' index on their last two chars finds them."""
+        size = len(tails[0]) if tails else 2
+        pairs = sorted({t[-2:] for t in tails})
 
         def read(db: sqlite3.Connection) -> Optional[List[Tuple[str]]]:
             view = db.execute("SELECT view FROM views WHERE ref=? AND tree=? AND usable=1", (ref, tree)).fetchone()
             return None if view is None else db.execute(
-                f"SELECT id FROM members WHERE view=? AND substr(id, -2) IN ({marks})", [view[0], *tails]).fetchall()
+                f"SELECT id FROM members WHERE view=? AND substr(id, -2) IN ({','.join('?' * len(pairs))}) "
+                f"AND substr(id, -{size}) IN ({','.join('?' * len(tails))})", [view[0], *pairs, *tails]).fetchall()
 
         found = self.run(read, write=False)
         if found is None:
             return None
         out: Dict[str, List[str]] = {t: [] for t in tails}
         for (i,) in sorted(found):
-            out[i[-2:]].append(i)
+            out[i[-size:]].append(i)
         return out
 
     # --- where doctor last found a ref's history sound --------------------------------

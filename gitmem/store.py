@@ -287,25 +287,22 @@ class Store:
     def short_ids(self, at: Optional[str] = None, of: Optional[Sequence[str]] = None) -> Dict[str, str]:
         """id -> its short form among every memory at the tip (see :func:`gitmem.model.short_ids`);
         any command taking an ID accepts it. With ``of``, only those ids' forms; for a page of
-        them (``SHORT_ID_PAGE``) only the ids sharing their last two chars are read (from the index,
-        else the tree's folders), since a shorter tail is never shared."""
+        them (``SHORT_ID_PAGE``) only the ids sharing their last SHORT_ID_MIN - 1 chars are read (from
+        the index, else the tree's folders): no other id can lengthen a form."""
         snap = self.snapshot(at)
         if of is None or len(of) > self.SHORT_ID_PAGE:
             found = model.short_ids(snap.ids())
             return found if of is None else {i: found[i] for i in of if i in found}
-        tails = sorted({i[-2:] for i in of})
+        tails = sorted({i[-(model.SHORT_ID_MIN - 1):] for i in of})
         branch = self.read_from()[0]
         near = None
         if at is None and branch and snap.tree_id and not self.summary()["counts"].get("invalid"):
             # From the ref's search view when a search has brought it to this tree (an invalid blob's
             # name counts too, and a view holds only valid memories).
             near = self.warm.index.ids_ending_with(memory_ref(branch), snap.tree_id, tails)
-        # Only ids sharing at least SHORT_ID_MIN - 1 last chars with one of ``of`` can lengthen its form.
-        close = model.SHORT_ID_MIN - 1
-        wanted = {i[-close:] for i in of}
         out: Dict[str, str] = {}
         for neighbours in (near if near is not None else snap.ending_with(tails)).values():
-            forms = model.short_ids([n for n in neighbours if n[-close:] in wanted])
+            forms = model.short_ids(neighbours)
             out.update((i, forms[i]) for i in of if i in forms)
         return out
 

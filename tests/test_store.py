@@ -304,6 +304,8 @@ def test_short_ids_from_the_search_index_are_those_the_tree_gives(store, repo, m
     fresh = Store.open(str(repo))
     near = fresh.warm.index.ids_ending_with("refs/memory/main", tree, ["4k", "zz", "x1"])
     assert near == {t: sorted(i for i in ids if i.endswith(t)) for t in ("4k", "zz", "x1")}
+    near = fresh.warm.index.ids_ending_with("refs/memory/main", tree, ["a4k", "qzz"])  # what a page asks
+    assert near == {t: sorted(i for i in ids if i.endswith(t)) for t in ("a4k", "qzz")} and all(near.values())
     assert fresh.short_ids(of=ids[:12]) == {i: everyone[i] for i in ids[:12]}
     assert fresh.short_ids(of=ids) == everyone
     monkeypatch.setattr(model, "new_id", real)
