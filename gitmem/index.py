@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from .model import Author, Memory
 
-SCHEMA = 9
+SCHEMA = 10  # 10: a bucket's summary is kept as its rows (warm._bucket), not its lists
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.

@@ -15,7 +15,7 @@ import json
 import os
 from collections import OrderedDict
 from contextlib import contextmanager
-from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 import pygit2
 
@@ -123,8 +123,8 @@ class Warm:
     #: ``resume`` and the SessionStart hook's budget; a caller that needs more reads everything.
     NEWEST = 50
     #: The lists a summary keeps: name -> (which memories, newest first). Each entry is [id, path, blob].
-    #: Each decides from a memory's type and status alone (a bucket's summary asks once per pair).
-    LISTS: Dict[str, Tuple[Callable[[Memory], bool], bool]] = {
+    #: Each decides from a memory's ``type`` and ``status`` alone (a bucket's are read from its kept rows).
+    LISTS: Dict[str, Tuple[Callable[[Any], bool], bool]] = {
         "newest": (lambda m: m.status == "active", True),
         "recent": (lambda m: m.type != "checkpoint", True),
         "conventions": (lambda m: m.type == "convention" and m.status == "active", False),
@@ -160,7 +160,7 @@ class Warm:
             for depth in range(4):
                 keys = [f"{prefix}:{tree}" for prefix, tree in level]
                 known = {k: self.summaries[k] for k in keys if k in self.summaries}
-                known.update(self.index.summaries([k for k in keys if k not in known]))
+                known.update((k, _expanded(v)) for k, v in self.index.summaries([k for k in keys if k not in known]).items())
                 for key, summary in known.items():
                     self._keep_summary(key, summary)
                 absent.update(k for k in keys if k not in known)
@@ -195,6 +195,7 @@ class Warm:
         known = self.summaries.get(key)
         if known is None and key not in absent:
             known = self.index.summary(key)
+            known = known if known is None else _expanded(known)
         if known is not None:
             return self._keep_summary(key, known)
         entries = self.tree_entries(git, [tree])[tree]
@@ -213,28 +214,24 @@ class Warm:
                 merged = heapq.merge(*(_under(name, child["lists"][list_name]) for name, child in children),
                                      reverse=newest_first)
                 lists[list_name] = list(itertools.islice(merged, self.NEWEST))
-        else:
+        else:  # a bucket: every valid memory in it is of the type its path names
             blobs = layout(entries, depth)
             found = self.parse(git, [(prefix + name, oid) for name, oid in blobs if oid not in parsed], ref)
-            kinds: Dict[Tuple[str, str], Tuple[List[List[List[str]]], bool]] = {}  # (type, status) -> its lists
-            for name, blob in blobs:
+            rows: List[Tuple[str, str, str]] = []
+            invalid = 0
+            chosen: Set[str]
+            choice, chosen = self.LISTS["choices"][0], set()  # paths of the bucket's active choices
+            for _, blob in blobs:
                 memory = parsed[blob] if blob in parsed else found[blob]
                 if isinstance(memory, str):
-                    counts["invalid"] = counts.get("invalid", 0) + 1
+                    invalid += 1
                     continue
-                kind = (memory.type, memory.status)
-                if kind not in kinds:
-                    kinds[kind] = ([lists[n] for n, (wanted, _) in self.LISTS.items() if wanted(memory)],
-                                   self.LISTS["choices"][0](memory))
-                k = f"{memory.type}/{memory.status}"
-                counts[k] = counts.get(k, 0) + 1
-                into, choice = kinds[kind]
-                for kept in into:
-                    kept.append([memory.id, name, blob])
-                if paths is not None and choice:
-                    paths.update(memory.paths)
-            for list_name, (_, newest_first) in self.LISTS.items():
-                lists[list_name] = sorted(lists[list_name], reverse=newest_first)[: self.NEWEST]
+                rows.append((memory.id, blob, memory.status))
+                if choice(memory):
+                    chosen.update(memory.paths)
+            stored = _bucket(prefix.split("/", 1)[0], rows, invalid, sorted(chosen) if len(chosen) <= self.PATHS else None)
+            self.index.put_summary(key, stored)
+            return self._keep_summary(key, _expanded(stored))
         kept_paths = sorted(paths) if paths is not None and len(paths) <= self.PATHS else None
         out = {"counts": counts, "lists": lists, "paths": kept_paths}
         self.index.put_summary(key, out)
@@ -522,6 +519,45 @@ def _collector_paused() -> Iterator[None]:
 
 #: Objects left alive by a batch (Python's count of allocations less deallocations) from which it is frozen.
 _FREEZE_FROM = 200_000
+
+
+class _Kind(NamedTuple):
+    """What :attr:`Warm.LISTS` decide on: a memory's type and status."""
+
+    type: str
+    status: str
+
+
+def _bucket(kind: str, rows: List[Tuple[str, str, str]], invalid: int, paths: Optional[List[str]]) -> Dict[str, Any]:
+    """A bucket's summary as the index keeps it: the (id, blob, status) ``rows`` of its memories, all of
+    type ``kind``, from which :func:`_expanded` makes its counts and lists. The buckets' summaries are most
+    of what a cold start writes: these are about 40% of the size of the lists (which name most memories
+    two or three times over)."""
+    rows = sorted(rows)
+    return {"bucket": kind, "ids": " ".join(r[0] for r in rows), "blobs": " ".join(r[1] for r in rows),
+            "inactive": [[n, r[2]] for n, r in enumerate(rows) if r[2] != "active"], "invalid": invalid,
+            "paths": paths}
+
+
+def _expanded(summary: Dict[str, Any]) -> Dict[str, Any]:
+    """A summary as :meth:`Warm._summary` makes it, from what the index keeps (see :func:`_bucket`)."""
+    if "bucket" not in summary:
+        return summary
+    kind = summary["bucket"]
+    ids, blobs = summary["ids"].split(), summary["blobs"].split()
+    statuses = ["active"] * len(ids)
+    for n, status in summary["inactive"]:
+        statuses[n] = status
+    counts: Dict[str, int] = {}
+    for status in statuses:
+        counts[f"{kind}/{status}"] = counts.get(f"{kind}/{status}", 0) + 1
+    if summary["invalid"]:
+        counts["invalid"] = summary["invalid"]
+    lists: Dict[str, List[List[str]]] = {}
+    for name, (wanted, newest_first) in Warm.LISTS.items():
+        entries = [[i, f"{i}.yaml", b] for i, b, s in zip(ids, blobs, statuses) if wanted(_Kind(kind, s))]
+        lists[name] = (entries[::-1] if newest_first else entries)[:Warm.NEWEST]
+    return {"counts": counts, "lists": lists, "paths": summary["paths"]}
 
 
 def _under(name: str, entries: List[List[str]]) -> Iterator[List[str]]:
