@@ -5,8 +5,8 @@ The real server (`python -m gitmem mcp`) is driven by the official `mcp` SDK's s
 Claude Code or Cursor drive it: one `remember` per memory (each its own commit) and a `recall`
 every 100 writes. The server's resident set size (VmRSS, read from /proc) is sampled at every
 tenth of the run. A server whose caches are bounded grows fast at first (imports, SQLite's page
-cache, the stem and time caches filling) and then stays flat: the figure that matters is the growth
-per write over the second half, measured against the first tenth in the same run.
+cache, the caches of tree entries and parsed blobs filling) and then stays flat: the figure that
+matters is the growth per write over the second half, measured against the first tenth in the same run.
 
 Run: python bench/server_memory.py [--writes 100000] [--json]
 Target (issue 20): the MCP server stays flat in memory over 100,000 writes.

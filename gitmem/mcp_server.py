@@ -211,6 +211,7 @@ def build_server(path: str = ".", branch: Optional[str] = None):
 
     from . import __version__
     from .model import TYPES
+    from .serving import on_library_thread
 
     impl = Gitmem(path, branch)
     names = {"Annotated": Annotated, "Context": Context, "Field": Field}
@@ -226,8 +227,8 @@ def build_server(path: str = ".", branch: Optional[str] = None):
     server = Server("gitmem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     def call(fn, *args: Any, **kwargs: Any) -> Dict[str, Any]:
-        try:
-            return fn(*args, **{k: v for k, v in kwargs.items() if v is not None})
+        try:  # every tool on one thread: see on_library_thread
+            return on_library_thread(fn, *args, **{k: v for k, v in kwargs.items() if v is not None})
         except GitmemError as e:
             raise ToolError(str(e)) from None
 
@@ -288,13 +289,13 @@ def build_server(path: str = ".", branch: Optional[str] = None):
     @server.resource("gitmem://memories", name="memories", description="Active memories of this branch",
                      mime_type="application/json")
     def memories() -> str:
-        return impl.memory_list()
+        return on_library_thread(impl.memory_list)
 
     @server.resource("gitmem://memory/{id}", name="memory", description="One memory (YAML)",
                      mime_type="application/yaml")
     def memory(id: str) -> str:
         try:
-            return impl.memory_yaml(id)
+            return on_library_thread(impl.memory_yaml, id)
         except GitmemError as e:
             from mcp.server.mcpserver.exceptions import ResourceError
 

@@ -87,11 +87,11 @@ def tokenize(text: str) -> List[str]:
     for word in _WORD.findall(text.lower()):
         if word.isascii():
             if "-" not in word and "_" not in word:  # the common case, kept quick
-                if word not in STOP_WORDS:
-                    out.append(stem(word))
+                if word not in STOP_WORDS:  # a number never stems: kept out of stem's cache, which a
+                    out.append(word if word.isdigit() else stem(word))  # server's unique numbers would fill
                 continue
             parts = _JOINER.split(word)
-            out.extend(stem(p) for p in parts if p not in STOP_WORDS)
+            out.extend(p if p.isdigit() else stem(p) for p in parts if p not in STOP_WORDS)
             out.append("".join(parts))
             continue
         parts = _JOINER.split(word)

@@ -186,3 +186,31 @@ def test_every_malformed_stdio_request_gets_a_reply_and_the_server_keeps_serving
         proc.stdin.close()
         proc.wait(timeout=20)
     assert git(repo, "for-each-ref", "refs/memory/") == ""
+
+
+def test_every_tool_and_resource_runs_on_the_library_thread(repo, monkeypatch):
+    """The SDK runs each synchronous tool on whichever worker thread is free; gitmem's work runs on one
+    (see gitmem.serving.on_library_thread): one malloc arena, and one caller of the shared index at a time."""
+    import threading
+
+    from gitmem import mcp_server
+
+    threads = []
+    for name in ("remember", "recall", "memory_list"):
+        original = getattr(mcp_server.Gitmem, name)
+
+        def spy(self, *args, _original=original, **kwargs):
+            threads.append(threading.current_thread().name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(mcp_server.Gitmem, name, spy)
+    server = mcp_server.build_server(str(repo))
+
+    async def main():
+        for i in range(3):
+            await server.call_tool("remember", {"type": "fact", "text": f"Fact {i}"})
+            await server.call_tool("recall", {"query": "fact"})
+        await server.read_resource("gitmem://memories")
+
+    run(main)
+    assert len(threads) == 7 and len(set(threads)) == 1 and threads[0].startswith("gitmem-library")

@@ -20,3 +20,30 @@ def test_a_taken_port_is_one_error_and_nothing_says_it_is_serving(repo, argv):
     expected = f"Error: cannot listen on 127.0.0.1:{port}: Address already in use (choose another with --port)"
     assert result.stderr.strip() == expected
     assert "serving" not in result.stdout + result.stderr and "http://" not in result.stdout
+
+
+def test_the_library_runs_on_one_thread_whichever_thread_asks():
+    """A server's handlers run on anyio's worker threads, each with a malloc arena of its own: the library's
+    calls all run on one thread, so its caches fill one arena (bench/README, server memory)."""
+    import threading
+
+    from gitmem.errors import GitmemError
+    from gitmem.serving import on_library_thread
+
+    def where():
+        return threading.current_thread().ident
+
+    seen = set()
+    askers = [threading.Thread(target=lambda: seen.add(on_library_thread(where))) for _ in range(8)]
+    for t in askers:
+        t.start()
+    for t in askers:
+        t.join()
+    assert len(seen) == 1 and threading.current_thread().ident not in seen
+    assert on_library_thread(lambda: on_library_thread(where)) in seen  # a nested call runs there, no deadlock
+
+    def fails():
+        raise GitmemError("no such memory")
+
+    with pytest.raises(GitmemError, match="no such memory"):
+        on_library_thread(fails)
