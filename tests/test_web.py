@@ -482,3 +482,19 @@ def test_the_cost_chart_places_breaks_by_their_length(demo_run):
     # the distance between two breaks grows with the square root of their lengths
     assert (ticks[-1] - ticks[0]) / (ticks[1] - ticks[0]) == pytest.approx(
         (minutes[-1] ** 0.5 - minutes[0] ** 0.5) / (minutes[1] ** 0.5 - minutes[0] ** 0.5), rel=0.01)
+
+
+def test_pages_and_writes_run_on_the_library_thread(repo, store, web, monkeypatch):
+    """Starlette runs each synchronous page and form on whichever worker thread is free: gitmem's work runs
+    on one (gitmem.serving.on_library_thread), so its caches fill one malloc arena, as in the MCP server."""
+    import threading
+
+    threads = []
+    for name in ("list", "add"):
+        real = getattr(Store, name)
+        monkeypatch.setattr(Store, name, lambda self, *a, _real=real, **k: threads.append(
+            threading.current_thread().name) or _real(self, *a, **k))
+    form = web.get("/memory").text
+    r = web.post("/add", data={"csrf": csrf(form), "branch": "main", "type": "fact", "text": "Refunds are idempotent"})
+    assert r.status_code == 303 and web.get("/memory").status_code == 200
+    assert len(threads) >= 3 and {t.split("_")[0] for t in threads} == {"gitmem-library"}

@@ -34,6 +34,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import GitmemError, NotFound
 from ..model import ID_RE, Author
+from ..serving import on_library_thread
 from . import pages
 from .html import url
 
@@ -134,12 +135,13 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         return html(pages.error_page(repo=repo_label, status=status, message=str(e)), status)
 
     def page(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
-        """A GET page: library errors become an escaped error page, not a traceback."""
+        """A GET page, run on the library's one thread (see :func:`gitmem.serving.on_library_thread`): library
+        errors become an escaped error page, not a traceback."""
 
         @functools.wraps(fn)
         def wrapper(request: Request) -> Any:
             try:
-                return fn(request)
+                return on_library_thread(fn, request)
             except GitmemError as e:
                 return failure(e)
 
@@ -323,7 +325,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
                 form = await read_form(request)
             except _Refused as e:
                 return PlainTextResponse(str(e) + "\n", status_code=e.status)
-            return await run_in_threadpool(fn, form)
+            return await run_in_threadpool(on_library_thread, fn, form)
 
         return endpoint
 
