@@ -234,6 +234,8 @@ class Index:
     def parsed(self, blob_ids: Sequence[str]) -> Dict[str, Parsed]:
         """What is known of these blobs: a memory, or the reason one is invalid."""
         out: Dict[str, Parsed] = {}
+        if len(blob_ids) >= 1000 and not self._query("SELECT 1 FROM blobs LIMIT 1"):
+            return out  # a new index, asked for a whole store's blobs: 100,000 lookups took 90 ms to find none
         for chunk, marks in batches(blob_ids):  # a batch at a time: the rows' text is freed as it goes
             rows = self._query(f"SELECT blob, row FROM blobs WHERE blob IN ({marks})", chunk)
             for (blob, _), parsed in zip(rows, from_rows([row for _, row in rows])):
