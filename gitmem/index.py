@@ -101,7 +101,7 @@ class Index:
         self._db: Optional[sqlite3.Connection] = None
         self._broken = path is None
         self._pending_blobs: List[Tuple[str, str]] = []
-        self._pending_trees: List[Tuple[str, str]] = []
+        self._pending_trees: Dict[str, List[Entry]] = {}
         self._pending_summaries: Dict[str, Any] = {}
 
     # --- connection --------------------------------------------------------------
@@ -219,15 +219,16 @@ class Index:
     # --- trees -------------------------------------------------------------------
 
     def trees(self, tree_ids: Sequence[str]) -> Dict[str, List[Entry]]:
-        """The entries of those trees the index knows."""
-        out: Dict[str, List[Entry]] = {}
-        for chunk, marks in batches(tree_ids):
+        """The entries of those trees the index knows, or this command learned (a cold walk reads more
+        trees than a process keeps, then asks for them again to sum them)."""
+        out = {t: self._pending_trees[t] for t in tree_ids if t in self._pending_trees}
+        for chunk, marks in batches([t for t in tree_ids if t not in out]):
             for tree, entries in self._query(f"SELECT tree, entries FROM trees WHERE tree IN ({marks})", chunk):
                 out[tree] = [tuple(e) for e in json.loads(entries)]
         return out
 
     def put_tree(self, tree_id: str, entries: List[Entry]) -> None:
-        self._pending_trees.append((tree_id, json.dumps(entries, separators=(",", ":"))))
+        self._pending_trees[tree_id] = entries
 
     # --- blobs -------------------------------------------------------------------
 
@@ -254,11 +255,10 @@ class Index:
         """Store what this command learned, in one transaction per table (blobs in key order, so a
         cold start appends to the table's B-tree instead of splitting pages all over it)."""
         blobs, trees, summaries = self._pending_blobs, self._pending_trees, self._pending_summaries
-        self._pending_blobs, self._pending_trees, self._pending_summaries = [], [], {}
+        self._pending_blobs, self._pending_trees, self._pending_summaries = [], {}, {}
         self._write("INSERT OR IGNORE INTO blobs VALUES (?, ?)", sorted(blobs))
-        self._write("INSERT OR IGNORE INTO trees VALUES (?, ?)", trees)
-        self._write("INSERT OR IGNORE INTO summaries VALUES (?, ?)",
-                    [(k, json.dumps(v, separators=(",", ":"))) for k, v in summaries.items()])
+        self._write("INSERT OR IGNORE INTO trees VALUES (?, ?)", [(t, _ENCODE(e)) for t, e in trees.items()])
+        self._write("INSERT OR IGNORE INTO summaries VALUES (?, ?)", [(k, _ENCODE(v)) for k, v in summaries.items()])
 
     # --- the tree of a commit ----------------------------------------------------------
 
