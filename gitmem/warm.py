@@ -410,8 +410,8 @@ class _Helper:
 
     def send(self, repo: pygit2.Repository, items: List[Tuple[str, str]]) -> None:
         """The job: written whole to a file, then one line on the helper's stdin says it is there."""
-        with open(self.job, "w", encoding="utf-8") as f:
-            f.write(json.dumps({"repo": repo.path, "blobs": items}))  # one C call: json.dump streams in Python
+        with open(self.job, "w", encoding="utf-8") as f:  # one C call (json.dump streams in Python), flat lists
+            f.write(json.dumps({"repo": repo.path, "paths": [p for p, _ in items], "blobs": [b for _, b in items]}))
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.write(b"go\n")
@@ -477,7 +477,7 @@ def _serve() -> None:
         job = json.load(f)
     repo = pygit2.Repository(job["repo"])
     write = sys.stdout.write
-    for n, (path, blob_id) in enumerate(job["blobs"], 1):
+    for n, (path, blob_id) in enumerate(zip(job["paths"], job["blobs"]), 1):
         write(row_text(read_memory(repo, path, blob_id, "")) + "\n")
         if n % Warm.STEAL == 0:
             sys.stdout.flush()
@@ -548,9 +548,10 @@ def _bucket_summary(kind: str, rows: Sequence[Tuple[str, str, str]], invalid: in
     if invalid:
         counts["invalid"] = invalid
     lists: Dict[str, List[List[str]]] = {}
+    every = [[i, f"{i}.yaml", b] for i, b, _ in rows]  # one entry a memory, in every list that takes it (read only)
     for name, (wanted, newest_first) in Warm.LISTS.items():
         takes = {status: wanted(_Kind(kind, status)) for status in {r[2] for r in rows}}
-        entries = [[i, f"{i}.yaml", b] for i, b, status in rows if takes[status]]
+        entries = [e for e, (_, _, status) in zip(every, rows) if takes[status]]
         lists[name] = (entries[::-1] if newest_first else entries)[:Warm.NEWEST]
     return {"counts": counts, "lists": lists, "paths": paths}
 
