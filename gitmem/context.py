@@ -94,7 +94,9 @@ class Context:
     """A built request: the body to send and what it was built from.
 
     ``memory_commit`` is the memory tip the body reflects (record it with the request to know later
-    exactly what the agent knew); ``anchor_commit`` is where the cached memory part stops.
+    exactly what the agent knew); ``anchor_commit`` is where the cached memory part stops. ``dropped``
+    are the ids of the memories over budget that neither part holds, in id order (listed when first
+    read: at 100,000 memories they are nearly all of them, and only ``--json`` shows them).
     """
 
     body: Dict[str, Any]
