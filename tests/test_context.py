@@ -311,6 +311,7 @@ def test_a_context_over_budget_lists_the_memories_it_leaves_out_only_when_they_a
     assert build(store, query="note about billing invoices", budget=3_000).to_dict()["dropped"] == list(ctx.dropped)
     assert listings == [1]  # the anchor's view kept them
 
+
 # --- the assembly from plain data: no repository, no files ----------------------------------------
 
 WHO = Author("Ana", "ana@example.com", "human")
