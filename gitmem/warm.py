@@ -199,28 +199,13 @@ class Warm:
         if known is not None:
             return self._keep_summary(key, known)
         entries = self.tree_entries(git, [tree])[tree]
-        counts: Dict[str, int] = {}
-        lists: Dict[str, List[List[str]]] = {name: [] for name in self.LISTS}
-        paths: Optional[Set[str]] = set()
-        if depth < 3:
-            children = [(name, self._summary(git, f"{prefix}{name}/", oid, ref, depth + 1, absent, parsed))
-                        for name, oid in layout(entries, depth)]
-            for _, child in children:
-                for k, n in child["counts"].items():
-                    counts[k] = counts.get(k, 0) + n
-                paths = None if paths is None or child["paths"] is None else paths.union(child["paths"])
-            for list_name, (_, newest_first) in self.LISTS.items():
-                # Each child's list is sorted already: merge them, and name only the entries kept.
-                merged = heapq.merge(*(_under(name, child["lists"][list_name]) for name, child in children),
-                                     reverse=newest_first)
-                lists[list_name] = list(itertools.islice(merged, self.NEWEST))
-        else:  # a bucket: every valid memory in it is of the type its path names
+        if depth == 3:  # a bucket: every valid memory in it is of the type its path names
             blobs = layout(entries, depth)
             found = self.parse(git, [(prefix + name, oid) for name, oid in blobs if oid not in parsed], ref)
             rows: List[Tuple[str, str, str]] = []
             invalid = 0
-            chosen: Set[str]
-            choice, chosen = self.LISTS["choices"][0], set()  # paths of the bucket's active choices
+            choice = self.LISTS["choices"][0]
+            chosen: Set[str] = set()  # paths of the bucket's active choices
             for _, blob in blobs:
                 memory = parsed[blob] if blob in parsed else found[blob]
                 if isinstance(memory, str):
@@ -229,14 +214,31 @@ class Warm:
                 rows.append((memory.id, blob, memory.status))
                 if choice(memory):
                     chosen.update(memory.paths)
-            kind, kept = prefix.split("/", 1)[0], sorted(chosen) if len(chosen) <= self.PATHS else None
+            kind, kept = prefix.split("/", 1)[0], self._kept_paths(chosen)
             rows.sort()
             self.index.put_summary(key, _bucket(kind, rows, invalid, kept))
             return self._keep_summary(key, _bucket_summary(kind, rows, invalid, kept))
-        kept_paths = sorted(paths) if paths is not None and len(paths) <= self.PATHS else None
-        out = {"counts": counts, "lists": lists, "paths": kept_paths}
+        children = [(name, self._summary(git, f"{prefix}{name}/", oid, ref, depth + 1, absent, parsed))
+                    for name, oid in layout(entries, depth)]
+        counts: Dict[str, int] = {}
+        paths: Optional[Set[str]] = set()
+        for _, child in children:
+            for k, n in child["counts"].items():
+                counts[k] = counts.get(k, 0) + n
+            paths = None if paths is None or child["paths"] is None else paths.union(child["paths"])
+        lists: Dict[str, List[List[str]]] = {}
+        for list_name, (_, newest_first) in self.LISTS.items():
+            # Each child's list is sorted already: merge them, and name only the entries kept.
+            merged = heapq.merge(*(_under(name, child["lists"][list_name]) for name, child in children),
+                                 reverse=newest_first)
+            lists[list_name] = list(itertools.islice(merged, self.NEWEST))
+        out = {"counts": counts, "lists": lists, "paths": self._kept_paths(paths)}
         self.index.put_summary(key, out)
         return self._keep_summary(key, out)
+
+    def _kept_paths(self, paths: Optional[Set[str]]) -> Optional[List[str]]:
+        """What a summary keeps of the paths its active choices name: them sorted, or None past :attr:`PATHS`."""
+        return sorted(paths) if paths is not None and len(paths) <= self.PATHS else None
 
     def _keep_summary(self, key: str, summary: Dict[str, Any]) -> Dict[str, Any]:
         """Remember a tree's summary in this process (``resume``, SessionStart and a pruned walk ask
