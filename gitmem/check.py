@@ -30,6 +30,9 @@ REPEAT_NOVELTY = 0.9
 #: ... or, on the topic by meaning, the rejected option is nearer to the proposal than every decision's
 #: option by this cosine margin (the options compared without their reasons, see ``option_similarity``).
 OPTION_MARGIN = 0.02
+#: What each answer says decided it (:attr:`Check.judge`).
+HYBRID_JUDGE = "hybrid: words, dense cosine and stance"
+LEXICAL_JUDGE = "lexical: words and stance"
 #: A word no memory uses: a paraphrase as often as a new option, so it weighs like a common word.
 UNKNOWN_WEIGHT = 1.0
 
@@ -135,8 +138,7 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
     return verdict(proposal, hits, limit, near=lambda i: z.get(i, 0.0),
                    option=(lambda i: options.get(i, -1.0)) if options is not None else None,
                    nearest_decision=nearest_decision, weight=lambda t: _weight(index, t),
-                   judge_name=judge_name or ("hybrid: words, dense cosine and stance" if similarity is not None
-                                             else "lexical: words and stance"))
+                   judge_name=judge_name or (HYBRID_JUDGE if similarity is not None else LEXICAL_JUDGE))
 
 
 def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[str], float],
@@ -155,7 +157,7 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
         z = near(m.id)
         if h.match < RELATED_MATCH and z < RELATED_Z:
             continue
-        theirs = content_terms(f"{m.title or ''} {m.text} {' '.join(m.tags)}")
+        theirs = rejected_terms(m)
         novelty = sum(weight(t) for t in mine - theirs) / mine_mass
         cosine = option(m.id) if option is not None else -1.0
         # Close in words, with few distinctive words of its own; or a paraphrase by meaning (new
@@ -198,6 +200,11 @@ def content_text(text: str) -> str:
 
 def content_terms(text: str) -> set:
     return set(tokenize(content_text(text)))
+
+
+def rejected_terms(m: Memory) -> set:
+    """The words a rejection's option is told by (title, text and tags): what a proposal's are compared with."""
+    return content_terms(f"{m.title or ''} {m.text} {' '.join(m.tags)}")
 
 
 def _weight(index: "WordIndex", term: str) -> float:

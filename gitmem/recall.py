@@ -129,7 +129,7 @@ def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit
     memory, the options' cosines from their own matrix, the words' weights from the view; None when the
     index cannot answer."""
     from . import postings
-    from .check import UNKNOWN_WEIGHT, content_terms, content_text, verdict
+    from .check import HYBRID_JUDGE, LEXICAL_JUDGE, UNKNOWN_WEIGHT, content_terms, content_text, rejected_terms, verdict
 
     tip = store.read_from()[1]
     if tip is None:
@@ -145,14 +145,13 @@ def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit
         hits = postings.rank(store, words, depth, paths=paths, only_types=("rejection",), at=tip)
     if hits is None:
         return None
-    terms = sorted(content_terms(proposal).union(*(content_terms(f"{h.memory.title or ''} {h.memory.text} "
-                                                                 f"{' '.join(h.memory.tags)}") for h in hits)))
+    terms = sorted(content_terms(proposal).union(*(rejected_terms(h.memory) for h in hits)))
     weights = postings.word_weights(store, tip, terms)
     if weights is None:
         return None
     if not isinstance(near, postings.Dense):
         return verdict(proposal, hits, limit, near=lambda i: 0.0, option=None, nearest_decision=-1.0,
-                       weight=lambda t: weights.get(t, UNKNOWN_WEIGHT), judge_name="lexical: words and stance")
+                       weight=lambda t: weights.get(t, UNKNOWN_WEIGHT), judge_name=LEXICAL_JUDGE)
     values, ids = near.values, near.ids
     mean, spread = deviation(values) if len(values) >= 2 else (0.0, 0.0)
     z = (lambda i: (values[bisect_left(ids, i)] - mean) / spread) if len(values) >= 2 else (lambda i: 0.0)
@@ -165,7 +164,7 @@ def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit
     nearest_decision = max((options[i] for i, kind, _ in kept.choices if kind == "decision"), default=-1.0)
     return verdict(proposal, hits, limit, near=z, option=lambda i: options.get(i, -1.0),
                    nearest_decision=nearest_decision, weight=lambda t: weights.get(t, UNKNOWN_WEIGHT),
-                   judge_name="hybrid: words, dense cosine and stance")
+                   judge_name=HYBRID_JUDGE)
 
 
 # --- dense similarity -------------------------------------------------------------
