@@ -181,11 +181,10 @@ class Warm:
     def _early_helper(self, git: Git, buckets: Sequence[str]) -> Optional["_Helper"]:
         """A helper started before the buckets (the trees of blobs) are read, when a sample of them says
         they hold :attr:`PARALLEL` blobs or more: it starts Python and imports while they are read."""
-        if not buckets or not _Helper.usable():
-            return None
         sample = self.tree_entries(git, buckets[:self.SAMPLE])  # read now, not again
         held = sum(len(layout(entries, 3)) for entries in sample.values())
-        return _Helper() if held * len(buckets) >= self.PARALLEL * len(sample) else None
+        many = bool(sample) and held * len(buckets) >= self.PARALLEL * len(sample)
+        return _Helper() if many and _Helper.usable() else None  # the load is read only for a large backlog
 
     def _summary(self, git: Git, prefix: str, tree: str, ref: str, depth: int,
                  absent: AbstractSet[str] = frozenset(), parsed: Mapping[str, Parsed] = {}) -> Dict[str, Any]:
