@@ -63,11 +63,15 @@ _ALIASES = {
 _SUFFIXES = (("ies", "y"), ("ied", "y"), ("ying", "y"), ("ing", ""), ("ation", ""), ("ate", ""), ("ion", ""), ("ed", ""))
 
 
-@lru_cache(maxsize=65536)  # a store's vocabulary is small; indexing 10,000 memories stems ~200,000 words
 def stem(word: str) -> str:
-    """A deliberately small stemmer: plural, -ing/-ed/-ion and a final -e go."""
+    """A deliberately small stemmer: plural, -ing/-ed/-ion and a final -e go; a number stays as it is."""
+    return word if word.isdigit() else _stem(word)  # numbers kept out of the cache: a server's would fill it
+
+
+@lru_cache(maxsize=65536)  # a store's vocabulary is small; indexing 10,000 memories stems ~200,000 words
+def _stem(word: str) -> str:
     word = _ALIASES.get(word, word)
-    if len(word) <= 3 or word.isdigit():
+    if len(word) <= 3:
         return word
     if word.endswith("s") and not word.endswith(("ss", "us", "is")):
         word = word[:-1]
@@ -87,11 +91,11 @@ def tokenize(text: str) -> List[str]:
     for word in _WORD.findall(text.lower()):
         if word.isascii():
             if "-" not in word and "_" not in word:  # the common case, kept quick
-                if word not in STOP_WORDS:  # a number never stems: kept out of stem's cache, which a
-                    out.append(word if word.isdigit() else stem(word))  # server's unique numbers would fill
+                if word not in STOP_WORDS:
+                    out.append(stem(word))
                 continue
             parts = _JOINER.split(word)
-            out.extend(p if p.isdigit() else stem(p) for p in parts if p not in STOP_WORDS)
+            out.extend(stem(p) for p in parts if p not in STOP_WORDS)
             out.append("".join(parts))
             continue
         parts = _JOINER.split(word)
