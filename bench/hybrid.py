@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from common import seeded_store  # noqa: E402
+from common import median_time, seeded_store  # noqa: E402
 
 from gitmem.embedding import default_encoder, document_text, english_encoder, mostly_latin  # noqa: E402
 from gitmem.recall import vector_key  # noqa: E402
@@ -64,12 +64,8 @@ def _vectors(store) -> List[str]:
 
 
 def _process(argv: List[str], cwd: str, env: Dict[str, str], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+    return median_time(lambda: subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL, check=True), runs)
 
 
 def measure(n: int, runs: int) -> Dict[str, object]:
