@@ -190,8 +190,11 @@ def test_every_malformed_stdio_request_gets_a_reply_and_the_server_keeps_serving
 
 def test_every_tool_and_resource_runs_on_the_library_thread(repo, monkeypatch):
     """The SDK runs each synchronous tool on whichever worker thread is free; gitmem's work runs on one
-    (see gitmem.serving.on_library_thread): one malloc arena, and one caller of the shared index at a time."""
+    (see gitmem.serving.on_library_thread): one malloc arena, and one caller of the shared index at a time.
+    Driven by the SDK's own client, connected to the server in this process so the threads can be seen."""
     import threading
+
+    from mcp import Client
 
     from gitmem import mcp_server
 
@@ -207,10 +210,11 @@ def test_every_tool_and_resource_runs_on_the_library_thread(repo, monkeypatch):
     server = mcp_server.build_server(str(repo))
 
     async def main():
-        for i in range(3):
-            await server.call_tool("remember", {"type": "fact", "text": f"Fact {i}"})
-            await server.call_tool("recall", {"query": "fact"})
-        await server.read_resource("gitmem://memories")
+        async with Client(server) as client:
+            for i in range(3):
+                assert not (await client.call_tool("remember", {"type": "fact", "text": f"Fact {i}"})).is_error
+                assert not (await client.call_tool("recall", {"query": "fact"})).is_error
+            await client.read_resource("gitmem://memories")
 
     run(main)
     assert len(threads) == 7 and len(set(threads)) == 1 and threads[0].startswith("gitmem-library")
