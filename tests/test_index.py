@@ -161,6 +161,27 @@ def test_a_process_killed_while_filling_the_index_leaves_one_the_next_command_ca
         assert sorted(m.id for m in s.memories().values()) == expected and s.problems == []
 
 
+def test_a_first_build_takes_its_place_whole_and_one_whose_process_died_is_removed(repo, store):
+    """A cold start writes the index in a file of its own (no journal to write twice) and links it into
+    place when done: others never open it half made, and a build whose process died is never read."""
+    _seed(store, 20)
+    listing = _answers(repo)
+    _drop_index(repo)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    leftover = f"{_index_file(repo)}.new-{dead.pid}"
+    with open(leftover, "w") as f:
+        f.write("a build its process never finished")
+    s = _fresh(repo)
+    assert s.warm.index.tree_of("0" * 40) is None  # opens the index: a new file, this process's own
+    assert os.path.exists(s.warm.index._building) and not os.path.exists(_index_file(repo))
+    assert not os.path.exists(leftover)
+    s.memories()  # the read stores what it learned: the build is done and linked into place
+    assert os.path.exists(_index_file(repo))
+    assert sorted(os.listdir(os.path.dirname(_index_file(repo)))) == ["index.sqlite"]
+    assert _answers(repo) == listing
+
+
 def test_status_counts_and_the_first_page_of_list_agree_with_a_full_scan_and_follow_each_write(repo, store):
     from gitmem.cli import main as cli
     from click.testing import CliRunner
@@ -245,6 +266,7 @@ def test_a_write_goes_through_while_another_process_holds_the_index(repo):
 
     store = Store.open(str(repo))
     store.add("fact", "opens the index")
+    store.memories()  # a read stores what it learned, which makes a first build the index others open
     holder = sqlite3.connect(str(repo / ".git" / "gitmem" / "index.sqlite"), isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
