@@ -50,6 +50,7 @@ def listen(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # connections wait from the moment the address is printed, not once uvicorn has started
     except OSError as e:
         sock.close()
         raise GitmemError(f"cannot listen on {host}:{port}: {e.strerror or e} (choose another with --port)") from None
