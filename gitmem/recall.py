@@ -102,6 +102,20 @@ def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths
                 blobs=current_blobs(store, pool), similarity=similarity, only_types=only_types)
 
 
+def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, Optional[str]]] = None,
+         paths: Sequence[str] = (), status: Optional[str] = "active", max_backlog: Optional[int] = None) -> List[Hit]:
+    """A search under listing filters (``gitmem search``, the web UI's page): :func:`recall` from the index
+    when nothing narrows it; else the memories :meth:`Store.list` keeps for ``filters`` and ``status``
+    (None: any), ranked among themselves (their word weights)."""
+    if not any((filters or {}).values()) and status == "active":
+        return recall(store, query, paths=list(paths), limit=limit, max_backlog=max_backlog)
+    f = filters or {}
+    pool = store.list(type=f.get("type"), tag=f.get("tag"), path=f.get("path"), author_kind=f.get("author_kind"),
+                      source=f.get("source"), status=status)
+    return rank(pool, query, limit=limit, paths=paths, include_inactive=status != "active",
+                blobs=current_blobs(store, pool), similarity=similarities(store, pool, query, max_backlog=max_backlog))
+
+
 def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
           max_backlog: Optional[int] = None) -> Check:
     """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing. From the

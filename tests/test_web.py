@@ -128,6 +128,28 @@ def test_branch_switcher_shows_a_feature_branch_inheriting_then_its_own_memory(r
     assert "Only the feature knows this" not in web.get("/memory", params={"branch": "main"}).text
 
 
+def test_the_memory_page_and_a_search_read_only_what_they_show(repo, store, web, monkeypatch):
+    """The plain page comes from the tree's summary and a search from the index, as `gitmem list` and
+    `gitmem search` do: at 100,000 memories reading every one cost 2 s a view and grew the server."""
+    from gitmem.postings import IndexedMemories
+    from gitmem.warm import Warm
+    from gitmem.web.app import LIST_LIMIT
+
+    written = [store.add("fact", f"fact number {i} about the queue").memory.id for i in range(4 * LIST_LIMIT)]
+    web.get("/memory")  # the server's first view builds the index for this tip
+    read = []
+    for cls, name in ((IndexedMemories, "get"), (Warm, "parse")):
+        real = getattr(cls, name)
+        monkeypatch.setattr(cls, name, lambda self, *a, _real=real, **k: read.append(len(a[-1] if len(a) < 3 else a[1]))
+                            or _real(self, *a, **k))
+    page = web.get("/memory").text
+    assert ids_on(page) == written[::-1][:LIST_LIMIT]
+    assert f"The newest {LIST_LIMIT} of {4 * LIST_LIMIT} memories" in page
+    assert sum(read) <= LIST_LIMIT
+    monkeypatch.setattr(Store, "list", lambda *a, **k: pytest.fail("the search listed the branch to rank it"))
+    assert ids_on(web.get("/memory", params={"q": "number 7 queue"}).text)[0] == written[7]
+
+
 def test_a_long_memory_list_shows_the_newest_and_says_how_to_find_the_rest(repo, store, web):
     from gitmem.web.app import LIST_LIMIT
 
@@ -490,7 +512,7 @@ def test_pages_and_writes_run_on_the_library_thread(repo, store, web, monkeypatc
     import threading
 
     threads = []
-    for name in ("list", "add"):
+    for name in ("summary", "add"):  # the memory page reads the tree's summary, the form adds
         real = getattr(Store, name)
         monkeypatch.setattr(Store, name, lambda self, *a, _real=real, **k: threads.append(
             threading.current_thread().name) or _real(self, *a, **k))

@@ -250,18 +250,12 @@ def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, 
 
     Example: gitmem search "job queue redis"
     """
-    from ..recall import current_blobs, mode, recall, similarities
-    from ..search import rank
+    from ..recall import find, mode
 
     if not query.strip():
         raise click.UsageError("QUERY is empty: give words to search for (or use `gitmem list`)")
-    if not (type_ or tag or author_kind or source) and status == "active":
-        hits = recall(store, query, paths=[path] if path else [], limit=limit)  # answered by the index when it can
-    else:  # word weights among the memories the filters keep
-        pool = store.list(type=type_, tag=tag, author_kind=author_kind, source=source,
-                          status=None if status == "any" else status)
-        hits = rank(pool, query, limit=limit, paths=[path] if path else (), include_inactive=status != "active",
-                    blobs=current_blobs(store, pool), similarity=similarities(store, pool, query))
+    hits = find(store, query, limit, filters={"type": type_, "tag": tag, "author_kind": author_kind, "source": source},
+                paths=[path] if path else [], status=None if status == "any" else status)
     if as_json:
         emit_json({"query": query, "ref": store.ref, "recall": mode(), "hits": [h.to_dict() for h in hits]})
         return

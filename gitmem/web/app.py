@@ -21,7 +21,7 @@ import functools
 import hmac
 import os
 import secrets
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import parse_qs, urlsplit
 
 from starlette.applications import Starlette
@@ -35,6 +35,7 @@ from starlette.staticfiles import StaticFiles
 from ..errors import GitmemError, NotFound
 from ..model import ID_RE, Author
 from ..serving import on_library_thread
+from ..warm import Warm
 from . import pages
 from .html import url
 
@@ -46,9 +47,9 @@ DEFAULT_PORT = 8737
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_FORM_BYTES = 256 * 1024
 PAGE_SIZE = 50
-#: The memory page shows the newest this many; filters and search narrow the rest (a page of
-#: 10,000 cards helps nobody and takes seconds to render).
-LIST_LIMIT = 200
+#: The memory page shows the newest this many, the newest a tree's summary keeps; filters and search
+#: narrow the rest (a page of 10,000 cards helps nobody and takes seconds to render).
+LIST_LIMIT = Warm.NEWEST
 HEADERS = [
     (b"content-security-policy", b"default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
                                  b"frame-ancestors 'none'; base-uri 'none'"),
@@ -106,6 +107,18 @@ class _Refused(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+def newest_page(store: "Store") -> Optional[Tuple[List[Any], int]]:
+    """The newest :data:`LIST_LIMIT` active memories (newest first) and how many are active, from the
+    summaries kept per tree: no other memory is read (at 100,000 memories the page loaded them all, 2 s
+    a view). None where the page must load them: blobs that are not valid memories, which it names."""
+    summary = store.summary()
+    counts = summary["counts"]
+    newest = None if counts.get("invalid") else store.newest(LIST_LIMIT, summary)
+    if newest is None:
+        return None
+    return newest[::-1], sum(n for key, n in counts.items() if key.endswith("/active"))
 
 
 def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Starlette:
@@ -167,29 +180,37 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
 
     def memory_view(params: Mapping[str, str], *, form: Optional[Mapping[str, str]] = None,
                     error: Optional[str] = None, status: int = 200) -> HTMLResponse:
-        from ..recall import AGENT_BACKLOG, current_blobs, similarities
-        from ..search import is_stale, rank
+        from ..recall import AGENT_BACKLOG, current_blobs, find
+        from ..search import is_stale
 
         store = open_store(params.get("branch"))
         read_from, tip = store.read_from()
         keys = ("q", "type", "tag", "path", "author_kind", "source", "status")
         filters = {k: params.get(k, "").strip() for k in keys}
         wanted = filters["status"] or "active"
-        memories = store.list(type=filters["type"] or None, tag=filters["tag"] or None,
-                              path=filters["path"] or None, author_kind=filters["author_kind"] or None,
-                              source=filters["source"] or None, status=None if wanted == "all" else wanted)
-        blobs = current_blobs(store, memories)
+        narrowing = {k: filters[k] or None for k in ("type", "tag", "path", "author_kind", "source")}
+        status_kept = None if wanted == "all" else wanted
         items: List[Any]
-        if filters["q"]:
-            items = rank(memories, filters["q"], limit=100, include_inactive=wanted != "active", blobs=blobs,
-                         similarity=similarities(store, memories, filters["q"], max_backlog=AGENT_BACKLOG))
+        shown: List[Any]
+        problems: List[Any] = []
+        if filters["q"]:  # from the index when nothing narrows it, as `gitmem search`
+            items = find(store, filters["q"], 100, filters=narrowing, status=status_kept, max_backlog=AGENT_BACKLOG)
+            total, shown = len(items), []  # a hit says whether it is stale
         else:
-            items = list(reversed(memories))[:LIST_LIMIT]  # ids sort by creation time: newest first
+            first = None if any(narrowing.values()) or wanted != "active" else newest_page(store)
+            if first is None:
+                memories = store.list(type=narrowing["type"], tag=narrowing["tag"], path=narrowing["path"],
+                                      author_kind=narrowing["author_kind"], source=narrowing["source"], status=status_kept)
+                first = list(reversed(memories))[:LIST_LIMIT], len(memories)  # ids sort by creation: newest first
+                problems = store.problems
+            items, total = first
+            shown = items
+        blobs = current_blobs(store, shown)
         body = pages.memory_page(
             repo=repo_label, branch=store.branch, branches=branch_names(store), read_from=read_from, tip=tip,
-            filters=filters, items=items, total=len(memories), searched=bool(filters["q"]),
-            stale_ids={m.id for m in memories if is_stale(m, blobs)}, csrf=token, who=person(store),
-            form=form or {}, flash=done(params), error=error, problems=store.problems)
+            filters=filters, items=items, total=total, searched=bool(filters["q"]),
+            stale_ids={m.id for m in shown if is_stale(m, blobs)}, csrf=token, who=person(store),
+            form=form or {}, flash=done(params), error=error, problems=problems)
         return html(body, status)
 
     @page
