@@ -4,8 +4,9 @@ Run: python bench/web.py [--sizes 100,10000] [--json]
 Target (issue 8): the audit trail's first page at 10,000 writes / at 100 writes <= 4. A page parses
 the trailers of one page of commits only; what grows is libgit2's topological pre-pass over commit
 headers (about 2.5 us a commit, in C), the price of an exact newest-first order with each commit's
-branches across forks and merges. The memory page is listed for reference: it loads every memory
-(cached by blob id) and shows the newest 200.
+branches across forks and merges. The memory page is listed for reference: it shows the newest 50
+from the tree's summary, and a search is answered by the index (at 100,000 memories
+`bench/server_memory.py --server ui` measures the server's memory).
 """
 
 from __future__ import annotations
