@@ -37,6 +37,7 @@ import os
 import sqlite3
 import time
 from dataclasses import fields as dataclass_fields
+from functools import lru_cache
 from operator import attrgetter, itemgetter
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -451,6 +452,25 @@ class Index:
 #: memory; a blob the secret scan found clean). A table is dropped with the rest once its layout changes.
 LASTING = {"vectors": 1, "vector_keys": 1, "clean": 1}
 _LAYOUTS = [(f"layout:{t}", str(v)) for t, v in LASTING.items()]
+
+
+@lru_cache(maxsize=None)  # the code this process runs: it never changes under it
+def code_key(*modules: str) -> str:
+    """What names the code of a computation kept as a memo (:meth:`Index.memo`): the version and a CRC-32
+    of each module's source, so new code never reads an old memo (zlib, which reading git already loads,
+    not hashlib's OpenSSL: 3 ms of a start)."""
+    import importlib
+    import zlib
+
+    from . import __version__
+
+    parts = [__version__]
+    for name in modules:
+        source = importlib.import_module(name).__file__
+        if source:  # none where modules come without source files: the version names the code
+            with open(source, "rb") as f:
+                parts.append(f"{zlib.crc32(f.read()):08x}")
+    return "-".join(parts)
 
 
 def _private_file(path: str) -> str:

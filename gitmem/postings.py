@@ -30,13 +30,12 @@ import time
 from bisect import bisect_left
 from collections import Counter
 from datetime import datetime, timezone
-from functools import lru_cache
 from itertools import takewhile
 from typing import (
     TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar,
 )
 
-from .index import Index, batches
+from .index import Index, batches, code_key
 from .errors import GitmemError
 from .model import TYPES, Memory, matches, memory_path
 from .repo import current_blob, memory_ref
@@ -189,7 +188,7 @@ class IndexedMemories:
         return sorted(kept + extra)
 
     def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
-        key = f"{key} {_code()}"
+        key = f"{key} {code_key('gitmem.context', 'gitmem.tokens', 'gitmem.model')}"  # choosing, rendering, counting
         kept = self.store.warm.index.memo(self.tree, key) if self.tree else None
         if kept is None:
             kept = compute()
@@ -251,24 +250,6 @@ class IndexedMemories:
             f"SELECT m.id FROM doc_paths dp CROSS JOIN members m ON m.view=? AND m.doc=dp.doc "
             f"WHERE m.active=1 AND ({near})", [view, *args])})  # CROSS JOIN: the paths first, see _path_overlaps
         return found | {i for i in listed if i not in self.changed}
-
-
-@lru_cache(maxsize=None)  # the code this process runs: it never changes under it
-def _code() -> str:
-    """What names the code a memo's computation runs (the context's choosing, rendering and counting,
-    over parsed memories): the version and a CRC-32 of each module's source. A memo is kept under it,
-    so new code never reads an old memo (zlib, which reading git already loads, not hashlib's OpenSSL:
-    3 ms of a context's start)."""
-    import zlib
-
-    from . import __version__, context, model, tokens
-
-    parts = [__version__]
-    for module in (context, tokens, model):
-        if module.__file__:  # none where modules come without source files: the version names the code
-            with open(module.__file__, "rb") as f:
-                parts.append(f"{zlib.crc32(f.read()):08x}")
-    return "-".join(parts)
 
 
 def drop_view(store: "Store") -> None:

@@ -18,7 +18,7 @@ import pygit2
 from . import gitdir, model
 from .errors import AmbiguousId, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
 from .gitdir import GitDir
-from .index import Entry
+from .index import Entry, code_key
 from .model import Author, Memory, Problem
 from .repo import (
     blob_at, check_branch_name, common_dir, config_get, current_blob, current_branch, damaged, default_author,
@@ -134,12 +134,21 @@ class Snapshot:
 
     def ending_with(self, tails: Sequence[str]) -> Dict[str, List[str]]:
         """Each tail's ids (those ending with it): the fan-out is by the last two chars, so this reads
-        one folder per type and tail instead of listing every memory."""
+        one folder per type and tail instead of listing every memory; kept per tree, so the same page
+        listed again reads nothing (at 100,000 memories a page's 150 folders took 4.5 ms)."""
+        index = self.store.warm.index
+        key = f"ids ending with {','.join(tails)} {code_key('gitmem.store')}"
+        kept = index.memo(self.tree_id, key) if self.tree_id else None
+        if kept is not None:
+            return {t: kept[t] for t in tails}
         folders = {t: [f"{type_}/{t[-2]}/{t[-1]}" for type_ in model.TYPES] for t in tails}
         found = self.listings([f for fs in folders.values() for f in fs])
-        return {t: sorted(name[:-5] for f in fs for name, kind, _ in found.get(f, ())
-                          if kind == "blob" and name.endswith(".yaml") and name[:-5].endswith(t))
-                for t, fs in folders.items()}
+        out = {t: sorted(name[:-5] for f in fs for name, kind, _ in found.get(f, ())
+                         if kind == "blob" and name.endswith(".yaml") and name[:-5].endswith(t))
+               for t, fs in folders.items()}
+        if self.tree_id:
+            index.put_memo(self.tree_id, key, out)
+        return out
 
     def entries(self) -> Iterator[Tuple[str, str]]:
         """(path, blob id) of every memory blob, in tree order."""

@@ -8,7 +8,7 @@ import yaml
 
 from conftest import git
 from gitmem import Author, GitmemError, InvalidMemory, NotARepository, NotFound, Store
-from gitmem.model import TYPES, Memory
+from gitmem.model import TYPES, Memory, dump_yaml, memory_path
 from gitmem.doctor import doctor
 
 AGENT = Author("claude", "agent@example.com", "agent")
@@ -235,6 +235,29 @@ def test_short_ids_of_a_few_memories_equal_their_forms_among_every_memory(store)
         store.SHORT_ID_PAGE = page
         for chosen in (ids, ids[:3], [i for i in ids if i.endswith("ef")], [base.id]):
             assert store.short_ids(of=chosen) == {i: every[i] for i in chosen}
+
+
+def test_a_page_of_short_ids_listed_again_on_the_same_tree_reads_no_folder(store, repo, monkeypatch):
+    """The neighbours of a page's ids are kept per tree: `gitmem list` run twice reads the folders once;
+    after a write (a new tree) they are read again and the new memory's neighbour shows."""
+    from gitmem import warm as warm_module
+    from gitmem.store import Snapshot
+
+    first = store.add("fact", "the first memory").memory
+    page = [first.id]
+    forms = store.short_ids(of=page)
+    warm_module.forget_warm()
+    read = []
+    real = Snapshot.listings
+    monkeypatch.setattr(Snapshot, "listings", lambda self, paths: read.append(paths) or real(self, paths))
+    again = Store.open(str(repo))
+    assert again.short_ids(of=page) == forms and read == []
+    other = "0" if first.id[-5] != "0" else "1"
+    twin = first.evolve(id=first.id[:-5] + other + first.id[-4:])  # shares the page's last four chars
+    tip = again.tip()
+    again.move_ref(tip, again.commit_tree({memory_path(twin): dump_yaml(twin)}, "a twin", first.author, base=tip), "t")
+    longer = again.short_ids(of=page)
+    assert read and len(longer[first.id]) > len(forms[first.id])
 
 
 def test_a_first_summary_after_a_clone_reads_each_blob_from_git_once(store, repo, monkeypatch):
