@@ -146,6 +146,13 @@ def test_the_memory_page_and_a_search_read_only_what_they_show(repo, store, web,
     assert ids_on(page) == written[::-1][:LIST_LIMIT]
     assert f"The newest {LIST_LIMIT} of {4 * LIST_LIMIT} memories" in page
     assert sum(read) <= LIST_LIMIT
+    decisions = [store.add("decision", f"decision number {i}", reason="r").memory.id for i in range(3)]
+    store.retract(written[0], reason="wrong")
+    page = web.get("/memory", params={"type": "fact"}).text  # the newest facts, counted by the summary
+    assert ids_on(page) == written[::-1][:LIST_LIMIT]
+    assert f"The newest {LIST_LIMIT} of {4 * LIST_LIMIT - 1} memories" in page
+    assert ids_on(web.get("/memory", params={"type": "decision", "status": "all"}).text) == decisions[::-1]
+    assert ids_on(web.get("/memory", params={"status": "retracted"}).text) == [written[0]]
     monkeypatch.setattr(Store, "list", lambda *a, **k: pytest.fail("the search listed the branch to rank it"))
     assert ids_on(web.get("/memory", params={"q": "number 7 queue"}).text)[0] == written[7]
 

@@ -109,16 +109,21 @@ class _Refused(Exception):
         self.status = status
 
 
-def newest_page(store: "Store") -> Optional[Tuple[List[Any], int]]:
-    """The newest :data:`LIST_LIMIT` active memories (newest first) and how many are active, from the
-    summaries kept per tree: no other memory is read (at 100,000 memories the page loaded them all, 2 s
-    a view). None where the page must load them: blobs that are not valid memories, which it names."""
+def first_page(store: "Store", type: Optional[str], status: Optional[str]) -> Optional[Tuple[List[Any], int]]:
+    """The newest :data:`LIST_LIMIT` memories of a type and status (None: any), newest first, and how many
+    there are, counted by the summaries kept per tree: the plain page reads the summary's own list, a type
+    or status reads only the newest that many (at 100,000 memories the page read them all: 2 s a view).
+    None where the page must load them all: blobs that are not valid memories, which it names."""
     summary = store.summary()
     counts = summary["counts"]
-    newest = None if counts.get("invalid") else store.newest(LIST_LIMIT, summary)
-    if newest is None:
+    if counts.get("invalid"):
         return None
-    return newest[::-1], sum(n for key, n in counts.items() if key.endswith("/active"))
+    total = sum(n for key, n in counts.items()
+                if (type is None or key.split("/")[0] == type) and (status is None or key.split("/")[-1] == status))
+    newest = store.newest(LIST_LIMIT, summary) if type is None and status == "active" else None
+    if newest is None:
+        newest = store.list(type=type, status=status, limit=LIST_LIMIT)
+    return newest[::-1], total
 
 
 def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Starlette:
@@ -197,7 +202,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
             items = find(store, filters["q"], 100, filters=narrowing, status=status_kept, max_backlog=AGENT_BACKLOG)
             total, shown = len(items), []  # a hit says whether it is stale
         else:
-            first = None if any(narrowing.values()) or wanted != "active" else newest_page(store)
+            only_kind = not any(v for k, v in narrowing.items() if k != "type")
+            first = first_page(store, narrowing["type"], status_kept) if only_kind else None
             if first is None:
                 memories = store.list(type=narrowing["type"], tag=narrowing["tag"], path=narrowing["path"],
                                       author_kind=narrowing["author_kind"], source=narrowing["source"], status=status_kept)
