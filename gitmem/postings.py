@@ -187,6 +187,23 @@ class IndexedMemories:
                  and (active is None or (m.status == "active") == active)]
         return sorted(kept + extra)
 
+    def having(self, terms: Sequence[str]) -> Set[str]:
+        """Ids of the memories whose search terms include every one of ``terms``: a superset of those with a tag
+        made of them (a tag's words are among its memory's terms), found by the postings, not by reading each."""
+        assert not self.changed, "read through a commit's own view"
+
+        def read(db: sqlite3.Connection, view: int) -> Set[str]:
+            found: Optional[Set[str]] = None
+            for term in dict.fromkeys(terms):
+                ids = {i for (i,) in db.execute("SELECT m.id FROM terms t JOIN postings p ON p.tid=t.tid JOIN members m "
+                                                "ON m.view=? AND m.doc=p.doc WHERE t.term=?", (view, term))}
+                found = ids if found is None else found & ids
+                if not found:
+                    break
+            return found or set()
+
+        return self._sql(read)
+
     def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
         key = f"{key} {code_key('gitmem.context', 'gitmem.tokens', 'gitmem.model')}"  # choosing, rendering, counting
         kept = self.store.warm.index.memo(self.tree, key) if self.tree else None

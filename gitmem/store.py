@@ -334,7 +334,7 @@ class Store:
             return model.matches(m, type=type, tag=tag, path=path, author_kind=author_kind, source=source,
                                  status=status)
 
-        listed = self._listed(at, type, status, path)
+        listed = self._listed(at, type, status, path, tag)
         if listed is None:
             found = [m for _, m in sorted(self.memories(at).items()) if wanted(m)]
             return found if not limit else found[-limit:]
@@ -351,9 +351,10 @@ class Store:
         return out
 
     def _listed(self, at: Optional[str], type: Optional[str], status: Optional[str],
-                path: Optional[str]) -> Optional[Tuple[Any, List[str]]]:
+                path: Optional[str], tag: Optional[str] = None) -> Optional[Tuple[Any, List[str]]]:
         """(the index's view of the memories at ``at``, the ids there of the given type, status and
-        path, by id); None where the index cannot answer or a full load must report invalid blobs."""
+        path, by id, and only those whose words hold a ``tag``'s); None where the index cannot answer or a
+        full load must report invalid blobs."""
         from .postings import IndexedMemories
 
         tip = at or self.tip()
@@ -365,6 +366,13 @@ class Store:
             if path is not None:
                 near = view.touching([path])
                 ids = [i for i in ids if i in near]
+            if tag is not None:
+                from .search import tokenize
+
+                terms = tokenize(tag)
+                if terms:  # a tag of stop words alone narrows nothing here
+                    having = view.having(terms)
+                    ids = [i for i in ids if i in having]
             return (view, ids) if ids or view.count() else None
         except GitmemError:  # the index cannot answer
             return None

@@ -229,9 +229,13 @@ def test_a_filtered_list_read_through_the_index_is_the_full_list(repo, store, mo
     store.retract(ids[0])
     store.supersede(ids[1], "redis queue, superseded")
     store.add("fact", "tagged one", tags=["ops"], paths=["src/lib"])
+    store.add("note", "kept by the memory tool", tags=["memory-tool"])
+    gone = store.add("note", "tagged in three ways", tags=["memory-tool", "日本語", "the"]).memory.id
+    store.retract(gone)
     asks = [dict(), dict(type="rejection"), dict(path="src"), dict(path="src/lib/x.py", type="fact"),
             dict(tag="ops"), dict(status=None), dict(status="retracted"), dict(status="superseded", type="fact"),
-            dict(author_kind="agent"), dict(source="api")]
+            dict(author_kind="agent"), dict(source="api"), dict(tag="memory-tool"), dict(tag="memory-tool", status=None),
+            dict(tag="日本語", status=None), dict(tag="the", status=None), dict(tag="memory", status=None)]
     for limit in (None, 1, 3):
         indexed = [[m.id for m in _fresh(repo).list(limit=limit, **ask)] for ask in asks]
         with monkeypatch.context() as patched:
@@ -239,6 +243,10 @@ def test_a_filtered_list_read_through_the_index_is_the_full_list(repo, store, mo
             full = [[m.id for m in _fresh(repo).list(limit=limit, **ask)] for ask in asks]
         assert indexed == full
     assert any(indexed) and all(len(ids) <= 3 for ids in indexed)
+    read: list = []  # a tag is narrowed by the postings of its words: only the two notes that have them are read
+    real = postings.IndexedMemories.get
+    monkeypatch.setattr(postings.IndexedMemories, "get", lambda self, ids: read.extend(ids) or real(self, ids))
+    assert len(_fresh(repo).list(tag="memory-tool", status=None)) == 2 and len(read) == 2
 
 
 def test_the_paths_in_play_are_found_by_their_indexes_not_once_per_memory(repo, store):
