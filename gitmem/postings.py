@@ -187,22 +187,37 @@ class IndexedMemories:
                  and (active is None or (m.status == "active") == active)]
         return sorted(kept + extra)
 
-    def having(self, terms: Sequence[str]) -> Set[str]:
-        """Ids of the memories whose search terms include every one of ``terms``: a superset of those with a tag
-        made of them (a tag's words are among its memory's terms), found by the postings, not by reading each."""
+    def having(self, terms: Sequence[str], type: Optional[str] = None, active: Optional[bool] = None,
+               at_most: Optional[int] = None) -> Optional[List[str]]:
+        """:meth:`ids`, of only the memories whose search terms include every one of ``terms``: a superset of
+        those with a tag made of them (a tag's words are among its memory's terms), found by the postings of
+        the rarest first, not by reading each memory. None when more than ``at_most`` active memories have
+        even the rarest (reading the newest memories finds a few of them sooner)."""
         assert not self.changed, "read through a commit's own view"
+        where = "".join(f" AND m.{c}=?" for c, v in (("type", type), ("active", active)) if v is not None)
+        args = [v if c == "type" else int(bool(v)) for c, v in (("type", type), ("active", active)) if v is not None]
 
-        def read(db: sqlite3.Connection, view: int) -> Set[str]:
+        def read(db: sqlite3.Connection, view: int) -> Tuple[bool, List[str]]:  # (too common, the ids)
+            wanted = list(dict.fromkeys(terms))
+            # ordered by how many active memories have each (inactive ones are not counted, but have postings)
+            known = db.execute(f"SELECT t.tid, COALESCE(v.df, 0) FROM terms t LEFT JOIN view_df v ON v.view=? AND "
+                               f"v.tid=t.tid WHERE t.term IN ({','.join('?' * len(wanted))}) ORDER BY 2",
+                               [view, *wanted]).fetchall()
+            if len(known) < len(wanted):
+                return False, []  # a word no memory has
+            if at_most is not None and known[0][1] > at_most:
+                return True, []
             found: Optional[Set[str]] = None
-            for term in dict.fromkeys(terms):
-                ids = {i for (i,) in db.execute("SELECT m.id FROM terms t JOIN postings p ON p.tid=t.tid JOIN members m "
-                                                "ON m.view=? AND m.doc=p.doc WHERE t.term=?", (view, term))}
+            for tid, _ in known:  # the rarest first: "memory-tool" before "memory"
+                ids = {i for (i,) in db.execute(f"SELECT m.id FROM postings p JOIN members m ON m.view=? AND "
+                                                f"m.doc=p.doc WHERE p.tid=?{where}", (view, tid, *args))}
                 found = ids if found is None else found & ids
                 if not found:
                     break
-            return found or set()
+            return False, sorted(found or ())
 
-        return self._sql(read)
+        common, ids = self._sql(read)
+        return None if common else ids
 
     def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
         key = f"{key} {code_key('gitmem.context', 'gitmem.tokens', 'gitmem.model')}"  # choosing, rendering, counting

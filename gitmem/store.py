@@ -166,6 +166,15 @@ class Snapshot:
         return self.store._load_all(self)
 
 
+def _tag_terms(tag: Optional[str]) -> List[str]:
+    """The search terms of a tag, which every memory with it has among its own (none for a tag of stop words)."""
+    if tag is None:
+        return []
+    from .search import tokenize  # only for a tag: a plain list need not build the tokenizer's patterns
+
+    return tokenize(tag)
+
+
 class Store:
     """Memory of one code branch. Open with :meth:`Store.open`.
 
@@ -334,7 +343,7 @@ class Store:
             return model.matches(m, type=type, tag=tag, path=path, author_kind=author_kind, source=source,
                                  status=status)
 
-        listed = self._listed(at, type, status, path, tag)
+        listed = self._listed(at, type, status, path, tag, limit)
         if listed is None:
             found = [m for _, m in sorted(self.memories(at).items()) if wanted(m)]
             return found if not limit else found[-limit:]
@@ -351,7 +360,8 @@ class Store:
         return out
 
     def _listed(self, at: Optional[str], type: Optional[str], status: Optional[str],
-                path: Optional[str], tag: Optional[str] = None) -> Optional[Tuple[Any, List[str]]]:
+                path: Optional[str], tag: Optional[str] = None,
+                limit: Optional[int] = None) -> Optional[Tuple[Any, List[str]]]:
         """(the index's view of the memories at ``at``, the ids there of the given type, status and
         path, by id, and only those whose words hold a ``tag``'s); None where the index cannot answer or a
         full load must report invalid blobs."""
@@ -362,17 +372,15 @@ class Store:
             return None
         view = IndexedMemories(self, tip)
         try:
-            ids = view.ids(type, None if status is None else status == "active")
+            active = None if status is None else status == "active"
+            terms = _tag_terms(tag)
+            # a tag's memories from the postings of its words, unless it is so common that the newest ``limit``
+            # of them are found sooner by reading the newest memories
+            having = view.having(terms, type, active, at_most=limit and 64 * limit) if terms else None
+            ids = having if having is not None else view.ids(type, active)
             if path is not None:
                 near = view.touching([path])
                 ids = [i for i in ids if i in near]
-            if tag is not None:
-                from .search import tokenize
-
-                terms = tokenize(tag)
-                if terms:  # a tag of stop words alone narrows nothing here
-                    having = view.having(terms)
-                    ids = [i for i in ids if i in having]
             return (view, ids) if ids or view.count() else None
         except GitmemError:  # the index cannot answer
             return None

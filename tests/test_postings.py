@@ -14,7 +14,7 @@ from gitmem import Store, postings
 from gitmem import warm as warm_module
 from gitmem.errors import GitmemError
 from gitmem.merge import merge_into
-from gitmem.model import dump_yaml, memory_path
+from gitmem.model import Author, Memory, dump_yaml, memory_path, new_id
 from gitmem.recall import current_blobs, recall
 from gitmem.search import rank
 
@@ -247,6 +247,13 @@ def test_a_filtered_list_read_through_the_index_is_the_full_list(repo, store, mo
     real = postings.IndexedMemories.get
     monkeypatch.setattr(postings.IndexedMemories, "get", lambda self, ids: read.extend(ids) or real(self, ids))
     assert len(_fresh(repo).list(tag="memory-tool", status=None)) == 2 and len(read) == 2
+    who = Author("Seed", "seed@example.com", "human")  # a tag on more than 64 memories a listed one asks for:
+    common = [Memory(id=new_id(1_760_000_000_000 + i), type="fact", author=who, source="test",  # its newest are read
+                     created="2026-01-01T00:00:00Z", text=f"common {i}", tags=("common",)) for i in range(70)]
+    store.move_ref(store.tip(), store.commit_tree({memory_path(m): dump_yaml(m) for m in common}, "seed", who,
+                                                  base=store.tip()), "seed")
+    monkeypatch.setattr(Store, "memories", lambda *a, **k: pytest.fail("a tagged list loaded every memory"))
+    assert [m.id for m in _fresh(repo).list(tag="common", limit=1)] == [common[-1].id]
 
 
 def test_the_paths_in_play_are_found_by_their_indexes_not_once_per_memory(repo, store):
