@@ -380,9 +380,8 @@ def log(store: Store, limit, memory_id, type_, since, author_kind, source, autho
     if as_json:
         emit_json({"ref": store.ref, "entries": [c.to_dict() for c in selected]})
         return
-    from ..model import short_ids
-
-    short = short_ids(set(store.snapshot().ids()) | {i for c in selected for i in c.memory_ids})
+    # the forms `gitmem list` prints, read for the ids shown (a memory gone from the tip keeps its full id)
+    short = store.short_ids(of=list(dict.fromkeys(c.memory_ids[0] for c in selected if c.memory_ids)))
     for c in selected:
         when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(c.time))
         ids = ",".join(short.get(i, i) for i in c.memory_ids[:1]) + ("+" if len(c.memory_ids) > 1 else "")
