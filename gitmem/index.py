@@ -31,6 +31,7 @@ schema wrote is started again around the rows that cost most to make again
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import math
 import os
@@ -118,7 +119,7 @@ class Index:
         for attempt in range(2):
             try:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                if not os.path.exists(self.path):
+                if not os.path.exists(self.path) and os.name == "posix":  # (os.kill(pid, 0) ends a process on Windows)
                     self._building = _private_file(self.path)
                     atexit.register(self.close)  # published by a command that only wrote, too
                 db = sqlite3.connect(self._building or self.path, timeout=WAIT_MS / 1000, isolation_level=None,
@@ -478,13 +479,16 @@ def _private_file(path: str) -> str:
     died building are removed (they were never read)."""
     folder, prefix = os.path.dirname(path), os.path.basename(path) + ".new-"
     for name in os.listdir(folder):
-        pid = name[len(prefix):]
+        pid = name[len(prefix):].split(".")[0]
         if name.startswith(prefix) and pid.isdigit() and not _alive(int(pid)):
             try:
                 os.unlink(os.path.join(folder, name))
             except OSError:
                 pass
-    return f"{path}.new-{os.getpid()}"
+    return f"{path}.new-{os.getpid()}.{next(_BUILDS)}"
+
+
+_BUILDS = itertools.count()  # two builds of one process never share a file
 
 
 def _alive(pid: int) -> bool:
