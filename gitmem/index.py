@@ -189,9 +189,14 @@ class Index:
                 for suffix in ("-wal", "-shm"):  # a deleted index's, which would be read as this one's
                     if os.path.exists(self.path + suffix):
                         os.unlink(self.path + suffix)
-                os.link(built, self.path)
+                try:
+                    os.link(built, self.path)
+                except FileExistsError:
+                    pass  # another process's came first: it is kept
+                except OSError:  # a file system without hard links: renamed, over nothing (looked at just above)
+                    os.replace(built, self.path)
         except (OSError, sqlite3.Error):
-            pass  # another's came first, or the link failed: the rows can be made again
+            pass  # the rows can be made again
         finally:
             try:
                 os.unlink(built)
