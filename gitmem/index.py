@@ -388,7 +388,8 @@ class Index:
 
     # --- what a computation made of a tree -------------------------------------------
 
-    #: Memos kept; the least recently written beyond this are deleted (a context's cached part is ~200 KB).
+    #: Memos kept of each kind (a key's first word: "standing", "rest", "ids"); the least recently written
+    #: beyond this are deleted (a context's cached part is ~200 KB, and a page's short ids never push it out).
     MEMOS = 16
 
     def memo(self, tree: str, key: str) -> Optional[Any]:
@@ -400,8 +401,9 @@ class Index:
         def keep(db: sqlite3.Connection) -> None:
             db.execute("INSERT OR REPLACE INTO memos VALUES (?, ?, ?, ?)",
                        (tree, key, _ENCODE(value), time.time()))
-            db.execute("DELETE FROM memos WHERE rowid IN (SELECT rowid FROM memos ORDER BY used DESC LIMIT -1 "
-                       "OFFSET ?)", (self.MEMOS,))
+            kind = key.split(" ", 1)[0]  # keys of a kind lie between "kind " and "kind!"
+            db.execute("DELETE FROM memos WHERE rowid IN (SELECT rowid FROM memos WHERE key >= ? AND key < ? "
+                       "ORDER BY used DESC LIMIT -1 OFFSET ?)", (kind + " ", kind + "!", self.MEMOS))
 
         self.run(keep, write=True)
 

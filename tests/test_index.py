@@ -182,6 +182,21 @@ def test_a_first_build_takes_its_place_whole_and_one_whose_process_died_is_remov
     assert _answers(repo) == listing
 
 
+def test_memos_of_one_kind_never_push_out_another_kind(repo, store):
+    """Each kind of memo (a key's first word) keeps its newest Index.MEMOS: a page's short ids, kept for
+    every tree a list reads, never push out a context's cached part, which costs far more to make again."""
+    from gitmem.index import Index
+
+    store.add("fact", "opens the index")
+    index = store.warm.index
+    index.put_memo("a" * 40, "standing 50000 code", {"part": "kept"})
+    for n in range(Index.MEMOS + 5):
+        index.put_memo(f"{n:040d}", "ids ending with abc code", {"abc": []})
+    assert index.memo("a" * 40, "standing 50000 code") == {"part": "kept"}
+    kept = [n for n in range(Index.MEMOS + 5) if index.memo(f"{n:040d}", "ids ending with abc code") is not None]
+    assert len(kept) == Index.MEMOS and kept[-1] == Index.MEMOS + 4  # the newest of its kind among them
+
+
 def test_status_counts_and_the_first_page_of_list_agree_with_a_full_scan_and_follow_each_write(repo, store):
     from gitmem.cli import main as cli
     from click.testing import CliRunner
