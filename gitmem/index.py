@@ -106,6 +106,7 @@ class Index:
         self._db: Optional[sqlite3.Connection] = None
         self._broken = path is None
         self._building: Optional[str] = None  # a first build's own file, until :meth:`_publish`
+        self._spoilt = False  # a write of the build failed: without a journal it cannot be rolled back
         self._pending_blobs: List[Tuple[str, str]] = []
         self._pending_trees: Dict[str, List[Entry]] = {}
         self._pending_summaries: Dict[str, Any] = {}
@@ -172,29 +173,18 @@ class Index:
     def _publish(self) -> None:
         """Make a first build the index. Built in a file of its own without a journal (through the WAL, a
         cold start at 100,000 memories wrote its 33 MB twice: 0.1 s of its 2.9), it takes its place in one
-        link, never over another process's index that came first (that one is kept, this one dropped)."""
-        built, db = self._building, self._db
+        link, never over another process's index that came first (that one is kept, this one dropped), and
+        never after a write of it failed half done (without a journal nothing rolls it back)."""
+        built, db, spoilt = self._building, self._db, self._spoilt
         assert built is not None and self.path is not None
-        self._building, self._db = None, None
+        self._building, self._db, self._spoilt = None, None, False
         try:
             if db is not None:
-                db.execute("PRAGMA journal_mode=WAL")  # what every later connection expects
+                if not spoilt:
+                    db.execute("PRAGMA journal_mode=WAL")  # what every later connection expects
                 db.close()
-            fd = os.open(built, os.O_RDONLY)
-            try:
-                os.fsync(fd)  # on disk before it is reachable: synchronous=OFF wrote without waiting
-            finally:
-                os.close(fd)
-            if not os.path.exists(self.path):
-                for suffix in ("-wal", "-shm"):  # a deleted index's, which would be read as this one's
-                    if os.path.exists(self.path + suffix):
-                        os.unlink(self.path + suffix)
-                try:
-                    os.link(built, self.path)
-                except FileExistsError:
-                    pass  # another process's came first: it is kept
-                except OSError:  # a file system without hard links: renamed, over nothing (looked at just above)
-                    os.replace(built, self.path)
+            if not spoilt:
+                self._link(built)
         except (OSError, sqlite3.Error):
             pass  # the rows can be made again
         finally:
@@ -202,6 +192,25 @@ class Index:
                 os.unlink(built)
             except OSError:
                 pass
+
+    def _link(self, built: str) -> None:
+        assert self.path is not None
+        fd = os.open(built, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # on disk before it is reachable: synchronous=OFF wrote without waiting
+        finally:
+            os.close(fd)
+        if os.path.exists(self.path):
+            return  # another process's came first: it is kept
+        for suffix in ("-wal", "-shm"):  # a deleted index's, which would be read as this one's
+            if os.path.exists(self.path + suffix):
+                os.unlink(self.path + suffix)
+        try:
+            os.link(built, self.path)
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links: renamed, over nothing (looked at just above)
+            os.replace(built, self.path)
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> List[Tuple[Any, ...]]:
         db = self._conn()
@@ -230,6 +239,7 @@ class Index:
             db.executemany(sql, rows)
             db.execute("COMMIT")
         except sqlite3.Error:
+            self._spoilt = self._spoilt or bool(self._building)
             try:
                 db.execute("ROLLBACK")
             except sqlite3.Error:
@@ -252,6 +262,7 @@ class Index:
             try:
                 out = work(db)
             except BaseException:
+                self._spoilt = self._spoilt or bool(self._building)
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")

@@ -180,6 +180,11 @@ def test_a_first_build_takes_its_place_whole_and_one_whose_process_died_is_remov
     assert os.path.exists(_index_file(repo))
     assert sorted(os.listdir(os.path.dirname(_index_file(repo)))) == ["index.sqlite"]
     assert _answers(repo) == listing
+    _drop_index(repo)  # a build one of whose writes failed (a full disk, say) is dropped, not linked: no journal undoes it
+    s = _fresh(repo)
+    s.warm.index._write("INSERT INTO no_such_table VALUES (?)", [(1,)])
+    s.memories()
+    assert os.listdir(os.path.dirname(_index_file(repo))) == [] and _answers(repo) == listing
 
 
 def test_memos_of_one_kind_never_push_out_another_kind(repo, store):
