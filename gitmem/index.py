@@ -107,6 +107,7 @@ class Index:
         self._broken = path is None
         self._building: Optional[str] = None  # a first build's own file, until :meth:`_publish`
         self._spoilt = False  # a write of the build failed: without a journal it cannot be rolled back
+        self._started = 0.0  # when the build began
         self._pending_blobs: List[Tuple[str, str]] = []
         self._pending_trees: Dict[str, List[Entry]] = {}
         self._pending_summaries: Dict[str, Any] = {}
@@ -120,9 +121,11 @@ class Index:
         for attempt in range(2):
             try:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                if not os.path.exists(self.path) and os.name == "posix":  # (os.kill(pid, 0) ends a process on Windows)
-                    self._building = _private_file(self.path)
-                    atexit.register(self.close)  # published by a command that only wrote, too
+                if os.name == "posix":  # (os.kill(pid, 0), which tells a dead builder, ends a process on Windows)
+                    _sweep(self.path)
+                    if not os.path.exists(self.path):
+                        self._building, self._started = f"{self.path}.new-{os.getpid()}.{next(_BUILDS)}", time.time()
+                        atexit.register(self.close)  # published by a command that only wrote, too
                 db = sqlite3.connect(self._building or self.path, timeout=WAIT_MS / 1000, isolation_level=None,
                                      check_same_thread=False)
                 if self._building:  # no other process reads it: nothing to journal
@@ -173,8 +176,9 @@ class Index:
     def _publish(self) -> None:
         """Make a first build the index. Built in a file of its own without a journal (through the WAL, a
         cold start at 100,000 memories wrote its 33 MB twice: 0.1 s of its 2.9), it takes its place in one
-        link, never over another process's index that came first (that one is kept, this one dropped), and
-        never after a write of it failed half done (without a journal nothing rolls it back)."""
+        link, never over another process's index that came first (that one is kept, this one dropped), never
+        after a write of it failed half done (without a journal nothing rolls it back). A light command's build
+        (what a write scanned clean, say) is linked too, so a heavy one after it writes through the WAL."""
         built, db, spoilt = self._building, self._db, self._spoilt
         assert built is not None and self.path is not None
         self._building, self._db, self._spoilt = None, None, False
@@ -202,15 +206,16 @@ class Index:
             os.close(fd)
         if os.path.exists(self.path):
             return  # another process's came first: it is kept
-        for suffix in ("-wal", "-shm"):  # a deleted index's, which would be read as this one's
-            if os.path.exists(self.path + suffix):
-                os.unlink(self.path + suffix)
+        for suffix in ("-wal", "-shm"):  # a deleted index's, which would be read as this one's; not one made
+            stale = self.path + suffix  # since this build began (another's, linked and opened meanwhile)
+            if os.path.exists(stale) and os.path.getmtime(stale) < self._started:
+                os.unlink(stale)
         try:
             os.link(built, self.path)
         except FileExistsError:
             pass
-        except OSError:  # a file system without hard links: renamed, over nothing (looked at just above)
-            os.replace(built, self.path)
+        except OSError:  # a file system without hard links: renamed, over nothing (looked at just above: a
+            os.replace(built, self.path)  # build linked by another in between would be replaced, rows lost)
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> List[Tuple[Any, ...]]:
         db = self._conn()
@@ -492,9 +497,9 @@ def code_key(*modules: str) -> str:
     return "-".join(parts)
 
 
-def _private_file(path: str) -> str:
-    """A first build's own file beside ``path``, named by this process; the files of processes that
-    died building are removed (they were never read)."""
+def _sweep(path: str) -> None:
+    """Remove the first builds beside ``path`` whose processes died (killed while building, or between the link
+    and the removal of their own name): they are never read, and one can hold tens of MB."""
     folder, prefix = os.path.dirname(path), os.path.basename(path) + ".new-"
     for name in os.listdir(folder):
         pid = name[len(prefix):].split(".")[0]
@@ -503,7 +508,6 @@ def _private_file(path: str) -> str:
                 os.unlink(os.path.join(folder, name))
             except OSError:
                 pass
-    return f"{path}.new-{os.getpid()}.{next(_BUILDS)}"
 
 
 _BUILDS = itertools.count()  # two builds of one process never share a file

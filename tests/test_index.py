@@ -180,11 +180,31 @@ def test_a_first_build_takes_its_place_whole_and_one_whose_process_died_is_remov
     assert os.path.exists(_index_file(repo))
     assert sorted(os.listdir(os.path.dirname(_index_file(repo)))) == ["index.sqlite"]
     assert _answers(repo) == listing
+    with open(leftover, "w") as f:  # a dead builder's file beside an index that exists: removed by any open
+        f.write("a build its process never finished")
+    assert _fresh(repo).warm.index.tree_of("0" * 40) is None and not os.path.exists(leftover)
     _drop_index(repo)  # a build one of whose writes failed (a full disk, say) is dropped, not linked: no journal undoes it
     s = _fresh(repo)
     s.warm.index._write("INSERT INTO no_such_table VALUES (?)", [(1,)])
     s.memories()
     assert os.listdir(os.path.dirname(_index_file(repo))) == [] and _answers(repo) == listing
+
+
+def test_the_search_terms_the_index_keeps_change_only_with_its_schema():
+    """Each blob's search terms are kept under the blob id alone, and ranking and tag filters trust them: what
+    gitmem.search.tokenize makes of text may change only with a new gitmem.index.SCHEMA, which starts the index
+    again. Changed tokenize on purpose? Bump SCHEMA and record the new digest here."""
+    import hashlib
+
+    from gitmem.index import SCHEMA
+    from gitmem.search import tokenize
+
+    texts = ["Use Redis for the job queue; retries are idempotent", "end-to-end tests run on back-end pods",
+             "payment_intent ids", "k8s db config auth repo deps env js ts pg", "東京のキャッシュ設定",
+             "Кэш для очереди задач", "המטמון של התור", "memory-tool c++ api:v2 x.y a/b İstanbul straße",
+             "running queued migrations 2026-12-05 v1.2.3", "the a an of to-do"]
+    digest = hashlib.sha1(json.dumps([tokenize(t) for t in texts], ensure_ascii=False).encode()).hexdigest()
+    assert (SCHEMA, digest) == (10, "81963866b741d84559d67f833ae501f5acc1068d")
 
 
 def test_memos_of_one_kind_never_push_out_another_kind(repo, store):
