@@ -189,32 +189,28 @@ class IndexedMemories:
 
     def having(self, terms: Sequence[str], type: Optional[str] = None, active: Optional[bool] = None,
                at_most: Optional[int] = None) -> Optional[List[str]]:
-        """:meth:`ids`, of only the memories whose search terms include every one of ``terms``: a superset of
-        those with a tag made of them (a tag's words are among its memory's terms), found by the postings of
-        the rarest first, not by reading each memory. None when more than ``at_most`` active memories have
-        even the rarest (reading the newest memories finds a few of them sooner)."""
+        """:meth:`ids`, of only the memories whose search terms include the rarest of ``terms``: a superset of
+        those with a tag made of them (a tag's words are among its memory's terms; the caller checks the tag),
+        found by the postings, not by reading each memory. None when more than ``at_most`` active memories
+        have even the rarest (reading the newest memories finds a few of them sooner)."""
         assert not self.changed, "read through a commit's own view"
         where = "".join(f" AND m.{c}=?" for c, v in (("type", type), ("active", active)) if v is not None)
         args = [v if c == "type" else int(bool(v)) for c, v in (("type", type), ("active", active)) if v is not None]
 
         def read(db: sqlite3.Connection, view: int) -> Tuple[bool, List[str]]:  # (too common, the ids)
             wanted = list(dict.fromkeys(terms))
-            # ordered by how many active memories have each (inactive ones are not counted, but have postings)
+            # by how many active memories have each (inactive ones are not counted, but have postings)
             known = db.execute(f"SELECT t.tid, COALESCE(v.df, 0) FROM terms t LEFT JOIN view_df v ON v.view=? AND "
-                               f"v.tid=t.tid WHERE t.term IN ({','.join('?' * len(wanted))}) ORDER BY 2",
+                               f"v.tid=t.tid WHERE t.term IN ({','.join('?' * len(wanted))}) ORDER BY 2 LIMIT 1",
                                [view, *wanted]).fetchall()
-            if len(known) < len(wanted):
+            if not known or db.execute(f"SELECT COUNT(*) FROM terms WHERE term IN ({','.join('?' * len(wanted))})",
+                                       wanted).fetchone()[0] < len(wanted):
                 return False, []  # a word no memory has
-            if at_most is not None and known[0][1] > at_most:
+            tid, df = known[0]
+            if at_most is not None and df > at_most:
                 return True, []
-            found: Optional[Set[str]] = None
-            for tid, _ in known:  # the rarest first: "memory-tool" before "memory"
-                ids = {i for (i,) in db.execute(f"SELECT m.id FROM postings p JOIN members m ON m.view=? AND "
-                                                f"m.doc=p.doc WHERE p.tid=?{where}", (view, tid, *args))}
-                found = ids if found is None else found & ids
-                if not found:
-                    break
-            return False, sorted(found or ())
+            return False, [i for (i,) in db.execute(f"SELECT m.id FROM postings p JOIN members m ON m.view=? AND "
+                                                    f"m.doc=p.doc WHERE p.tid=?{where} ORDER BY m.id", (view, tid, *args))]
 
         common, ids = self._sql(read)
         return None if common else ids

@@ -298,6 +298,10 @@ class Store:
         any command taking an ID accepts it. With ``of``, only those ids' forms; for a page of
         them (``SHORT_ID_PAGE``) only the ids sharing their last SHORT_ID_MIN - 1 chars are read (from
         the index, else the tree's folders): no other id can lengthen a form."""
+        if of is not None:
+            of = [i for i in of if model.ID_RE.match(i)]  # an id read from a commit's trailer may be anything
+            if not of:
+                return {}
         snap = self.snapshot(at)
         if of is None or len(of) > self.SHORT_ID_PAGE:
             found = model.short_ids(snap.ids())

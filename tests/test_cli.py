@@ -120,6 +120,18 @@ def test_edit_without_options_opens_the_editor_and_commits_what_was_saved(repo):
     assert refused.returncode == 1 and "only these fields can be edited" in refused.stderr
 
 
+def test_log_prints_a_commit_whose_memory_id_trailer_is_no_id(run, repo):
+    """Trailers are text anyone can write (a pulled commit too): `log` shows what one says, as it says it."""
+    m = run("add", "fact", "a real memory", "--json")
+    assert m.exit_code == 0
+    tip = git(repo, "rev-parse", "refs/memory/main").strip()
+    tree = git(repo, "rev-parse", "refs/memory/main^{tree}").strip()
+    odd = git(repo, "commit-tree", tree, "-p", tip, "-m", "hand-made\n\nMemory-Id: x\nMemory-Op: add").strip()
+    git(repo, "update-ref", "refs/memory/main", odd, tip)
+    out = run("log", "--limit", "5")
+    assert out.exit_code == 0 and "hand-made" in out.output
+
+
 def test_source_filters_match_the_same_family_in_list_and_log(run):
     run("add", "fact", "from cursor", "--agent", "--source", "mcp:cursor")
     run("add", "fact", "from the cli")
