@@ -10,8 +10,8 @@ matters is the growth per write over the second half, measured against the first
 
 `--server ui` measures the web UI (`python -m gitmem ui`) the same way, driven over HTTP as a browser
 drives it: one form POST to /add per memory (with the page's CSRF token, redirects not followed) and a
-search page (GET /memory?q=...) every 1,000 writes (a page ranks the whole branch: at 100,000 memories
-one every 100 writes would be most of the run).
+search page (GET /memory?q=...) every 1,000 writes (before the page was answered by the index it ranked the
+whole branch: at 100,000 memories one every 100 writes would have been most of the run).
 
 Run: python bench/server_memory.py [--server mcp|ui] [--writes 100000] [--json]
 Target (issue 20): the MCP server and the web UI stay flat in memory over 100,000 writes.
@@ -36,7 +36,7 @@ ENV = {**os.environ, "GITMEM_ENCODER": "none", "PYTHONPATH": os.path.join(HERE, 
 
 
 def _server_pid(command: bytes = b"mcp") -> Optional[int]:
-    """The `gitmem mcp` process this one started (the SDK does not expose it)."""
+    """The `gitmem <command>` process this one started (the mcp SDK does not expose it)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue

@@ -157,6 +157,16 @@ def test_the_memory_page_and_a_search_read_only_what_they_show(repo, store, web,
     assert ids_on(web.get("/memory", params={"q": "number 7 queue"}).text)[0] == written[7]
 
 
+def test_the_page_and_a_search_name_the_blobs_that_are_not_valid_memories(repo, store, web):
+    m = store.add("fact", "Refunds are idempotent").memory
+    bad = f"fact/x/y/{m.id[:-2]}xy.yaml"
+    tip = store.tip()
+    store.move_ref(tip, store.commit_tree({bad: b"id: [not valid\n"}, "a broken blob", m.author, base=tip), "t")
+    for params in ({}, {"q": "refunds"}):
+        page = web.get("/memory", params=params).text
+        assert "Skipped invalid memory blobs" in page and bad in page
+
+
 def test_a_long_memory_list_shows_the_newest_and_says_how_to_find_the_rest(repo, store, web):
     from gitmem.web.app import LIST_LIMIT
 

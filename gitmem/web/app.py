@@ -201,6 +201,9 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         if filters["q"]:  # from the index when nothing narrows it, as `gitmem search`
             items = find(store, filters["q"], 100, filters=narrowing, status=status_kept, max_backlog=AGENT_BACKLOG)
             total, shown = len(items), []  # a hit says whether it is stale
+            if store.summary()["counts"].get("invalid"):  # named as the plain page names them (a full load: rare)
+                store.memories()
+                problems = store.problems
         else:
             only_kind = not any(v for k, v in narrowing.items() if k != "type")
             first = first_page(store, narrowing["type"], status_kept) if only_kind else None
