@@ -27,7 +27,6 @@ from __future__ import annotations
 import heapq
 import sqlite3
 import time
-from bisect import bisect_left
 from collections import Counter
 from datetime import datetime, timezone
 from itertools import takewhile
@@ -664,6 +663,8 @@ def _fused(store: "Store", db: sqlite3.Connection, view: int, query: str, limit:
     fused = fuse([c.id for c in words], [dense.ids[i] for i in dense.nearest],
                  lambda i: weight(by_id[i].type, rows[by_id[i].blob][1], boosts, now, by_id[i].stale))
     best = sorted(sorted(fused, reverse=True), key=fused.__getitem__, reverse=True)[:max(limit, 0)]
+    from bisect import bisect_left  # here: a search by words alone need not load it
+
     similarity = {i: dense.values[bisect_left(dense.ids, i)] for i in best}
     return _hits(store, db, view, [by_id[i]._replace(score=fused[i]) for i in best], query_mass, n, similarity)
 

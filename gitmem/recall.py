@@ -12,7 +12,6 @@ search that needs them, not at write time (a write never waits on a model).
 from __future__ import annotations
 
 import sys
-from bisect import bisect_left
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from .model import CHOICE_TYPES, Memory, memory_path
@@ -166,6 +165,8 @@ def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit
     if not isinstance(near, postings.Dense):
         return verdict(proposal, hits, limit, near=lambda i: 0.0, option=None, nearest_decision=-1.0,
                        weight=lambda t: weights.get(t, UNKNOWN_WEIGHT), judge_name=LEXICAL_JUDGE)
+    from bisect import bisect_left  # here: a search need not load it
+
     values, ids = near.values, near.ids
     mean, spread = deviation(values) if len(values) >= 2 else (0.0, 0.0)
     z = (lambda i: (values[bisect_left(ids, i)] - mean) / spread) if len(values) >= 2 else (lambda i: 0.0)

@@ -9,7 +9,6 @@ it makes, and the disk index keeps the rest for the next process.
 from __future__ import annotations
 
 import gc
-import heapq
 import itertools
 import json
 import os
@@ -225,6 +224,8 @@ class Warm:
             for k, n in child["counts"].items():
                 counts[k] = counts.get(k, 0) + n
             paths = None if paths is None or child["paths"] is None else paths.union(child["paths"])
+        import heapq  # here: a command that sums nothing need not load it
+
         lists: Dict[str, List[List[str]]] = {}
         for list_name, (_, newest_first) in self.LISTS.items():
             # Each child's list is sorted already: merge them, and name only the entries kept.
