@@ -172,7 +172,7 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
         merged = bool(parent and tips and into and reachable(repo, tips[0], into[0])
                       and tips[0] != fork_point(repo, name)[1])
         into_memory = Store(repo, parent or default).tip() if name != default else None
-        out.append(BranchInfo(name, ref, tip, parent, sum(1 for _ in store.snapshot(tip).entries()),
+        out.append(BranchInfo(name, ref, tip, parent, sum(store.summary(tip)["counts"].values()),  # kept per tree
                               "exists" if f"refs/heads/{name}" in repo.references else "deleted",
                               merged, len(conflict_blobs(store, tip)), reachable(repo, tip, into_memory)))
     return out
