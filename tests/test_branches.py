@@ -191,6 +191,12 @@ def test_branch_list_diff_and_prune(repo):
     out = json.loads(gitmem(repo, "diff", "main..feature", "--json").stdout)
     assert [m["id"] for m in out["added"]] == [added.id]
 
+    spike = Store.open(str(repo), "spike")  # a blob that is no valid memory still counts (the summary counts it)
+    tip = spike.own_tip()
+    spike.move_ref(tip, spike.commit_tree({"note/x/y/0000000000000xy.yaml": b"id: [broken\n"}, "a broken blob",
+                                          added.author, base=tip), "test")
+    assert {b.name: b for b in list_branches(main.repo)}["spike"].memories == 3  # main fact, its note, the blob
+
     git(repo, "branch", "-D", "spike")
     assert [b.name for b in prune(main.repo)] == ["spike"]  # lists first, deletes nothing
     assert "refs/memory/spike" in main.repo.references
