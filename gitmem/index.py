@@ -502,8 +502,7 @@ def _sweep(path: str) -> None:
     and the removal of their own name): they are never read, and one can hold tens of MB."""
     folder, prefix = os.path.dirname(path), os.path.basename(path) + ".new-"
     for name in os.listdir(folder):
-        pid = name[len(prefix):].split(".")[0]
-        if name.startswith(prefix) and pid.isdigit() and not _alive(int(pid)):
+        if name.startswith(prefix) and process_gone(name[len(prefix):].split(".")[0]):
             try:
                 os.unlink(os.path.join(folder, name))
             except OSError:
@@ -513,14 +512,16 @@ def _sweep(path: str) -> None:
 _BUILDS = itertools.count()  # two builds of one process never share a file
 
 
-def _alive(pid: int) -> bool:
+def process_gone(pid: str) -> bool:
+    """Whether the process ``pid`` names has ended: what a process left behind under its id (a first build, a
+    fetch's quarantine refs) is then removed. Not for text that names no process, nor another user's."""
     try:
-        os.kill(pid, 0)
+        os.kill(int(pid), 0)
     except ProcessLookupError:
+        return True
+    except (ValueError, OverflowError, OSError):
         return False
-    except OSError:
-        return True  # another user's
-    return True
+    return False
 
 
 def _start_again(db: sqlite3.Connection) -> None:

@@ -35,6 +35,7 @@ import pygit2
 
 from .branches import REMOTE_PREFIX
 from .errors import GitmemError, RemoteError, SecretFound
+from .index import process_gone
 from .model import Author
 from .repo import REF_PREFIX, check_branch_name, common_dir, config_get, memory_ref, ref_target
 from .store import Store
@@ -306,15 +307,8 @@ def _incoming_ref(remote: str, branch: str) -> str:
 def _drop_dead_incoming(repo: pygit2.Repository) -> None:
     """Remove quarantine refs a killed fetch left behind (their process is gone)."""
     for name in [n for n in repo.references if n.startswith(INCOMING_PREFIX)]:
-        pid = name[len(INCOMING_PREFIX):].split("/", 1)[0]
-        try:
-            os.kill(int(pid), 0)
-            continue  # still running (or not ours to judge)
-        except ProcessLookupError:
-            pass
-        except (ValueError, OSError):
-            continue
-        _delete_ref(repo, name)
+        if process_gone(name[len(INCOMING_PREFIX):].split("/", 1)[0]):
+            _delete_ref(repo, name)
 
 
 def _fetch_incoming(repo, remote: str, wanted: Sequence[str], refused: List[Any],
