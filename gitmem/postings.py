@@ -175,8 +175,7 @@ class IndexedMemories:
 
     def ids(self, type: Optional[str] = None, active: Optional[bool] = None) -> List[str]:
         """Ids of the memories of ``type`` (None: any) that are (or are not) ``active`` (None: either), by id."""
-        where = "".join(f" AND {c}=?" for c, v in (("type", type), ("active", active)) if v is not None)
-        args = [v if c == "type" else int(bool(v)) for c, v in (("type", type), ("active", active)) if v is not None]
+        where, args = _members_where(type, active)
         listed = self._sql(lambda db, view: [i for (i,) in db.execute(
             f"SELECT id FROM members WHERE view=?{where} ORDER BY id", [view, *args])])
         if not self.changed:
@@ -193,17 +192,15 @@ class IndexedMemories:
         found by the postings, not by reading each memory. None when more than ``at_most`` active memories
         have even the rarest (reading the newest memories finds a few of them sooner)."""
         assert not self.changed, "read through a commit's own view"
-        where = "".join(f" AND m.{c}=?" for c, v in (("type", type), ("active", active)) if v is not None)
-        args = [v if c == "type" else int(bool(v)) for c, v in (("type", type), ("active", active)) if v is not None]
+        where, args = _members_where(type, active, "m.")
 
         def read(db: sqlite3.Connection, view: int) -> Tuple[bool, List[str]]:  # (too common, the ids)
             wanted = list(dict.fromkeys(terms))
             # by how many active memories have each (inactive ones are not counted, but have postings)
             known = db.execute(f"SELECT t.tid, COALESCE(v.df, 0) FROM terms t LEFT JOIN view_df v ON v.view=? AND "
-                               f"v.tid=t.tid WHERE t.term IN ({','.join('?' * len(wanted))}) ORDER BY 2 LIMIT 1",
+                               f"v.tid=t.tid WHERE t.term IN ({','.join('?' * len(wanted))}) ORDER BY 2",
                                [view, *wanted]).fetchall()
-            if not known or db.execute(f"SELECT COUNT(*) FROM terms WHERE term IN ({','.join('?' * len(wanted))})",
-                                       wanted).fetchone()[0] < len(wanted):
+            if len(known) < len(wanted):
                 return False, []  # a word no memory has
             tid, df = known[0]
             if at_most is not None and df > at_most:
@@ -277,6 +274,12 @@ class IndexedMemories:
             f"SELECT m.id FROM doc_paths dp CROSS JOIN members m ON m.view=? AND m.doc=dp.doc "
             f"WHERE m.active=1 AND ({near})", [view, *args])})  # CROSS JOIN: the paths first, see _path_overlaps
         return found | {i for i in listed if i not in self.changed}
+
+
+def _members_where(type: Optional[str], active: Optional[bool], table: str = "") -> Tuple[str, List[Any]]:
+    """The conditions on a view's members of a ``type`` and (not) ``active`` (None: any), and their values."""
+    asked = [(c, v) for c, v in (("type", type), ("active", active)) if v is not None]
+    return "".join(f" AND {table}{c}=?" for c, _ in asked), [v if c == "type" else int(bool(v)) for c, v in asked]
 
 
 def drop_view(store: "Store") -> None:
