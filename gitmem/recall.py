@@ -106,9 +106,9 @@ def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, 
     """A search under listing filters (``gitmem search``, the web UI's page): :func:`recall` from the index
     when nothing narrows it; else the memories :meth:`Store.list` keeps for ``filters`` and ``status``
     (None: any), ranked among themselves (their word weights)."""
-    if not any((filters or {}).values()) and status == "active":
-        return recall(store, query, paths=list(paths), limit=limit, max_backlog=max_backlog)
     f = filters or {}
+    if not any(f.values()) and status == "active":
+        return recall(store, query, paths=list(paths), limit=limit, max_backlog=max_backlog)
     pool = store.list(type=f.get("type"), tag=f.get("tag"), path=f.get("path"), author_kind=f.get("author_kind"),
                       source=f.get("source"), status=status)
     return rank(pool, query, limit=limit, paths=paths, include_inactive=status != "active",

@@ -306,14 +306,16 @@ class Store:
         if of is None or len(of) > self.SHORT_ID_PAGE:
             found = model.short_ids(snap.ids())
             return found if of is None else {i: found[i] for i in of if i in found}
+        if snap.tree_id is None:
+            return {}  # no memory yet: none of them is there
         tails = sorted({i[-(model.SHORT_ID_MIN - 1):] for i in of})
         branch = self.read_from()[0]
         near = None
-        if at is None and branch and snap.tree_id and not self.summary()["counts"].get("invalid"):
+        if at is None and branch and not self.summary()["counts"].get("invalid"):
             # From the ref's search view when a search has brought it to this tree (an invalid blob's
             # name counts too, and a view holds only valid memories).
             near = self.warm.index.ids_ending_with(memory_ref(branch), snap.tree_id, tails)
-        if near is None and snap.tree_id:
+        if near is None:
             # else from the tree's folders, kept per tree: the same page listed again reads none (at 100,000
             # memories a page's ~150 folders took 4.5 ms)
             key = f"ids ending with {','.join(tails)} {code_key('gitmem.store')}"
@@ -322,7 +324,7 @@ class Store:
                 near = snap.ending_with(tails)
                 self.warm.index.put_memo(snap.tree_id, key, near)
         out: Dict[str, str] = {}
-        for neighbours in (near if near is not None else snap.ending_with(tails)).values():
+        for neighbours in near.values():
             forms = model.short_ids(neighbours)
             out.update((i, forms[i]) for i in of if i in forms)
         return out
