@@ -35,8 +35,8 @@ from common import sample_repo  # noqa: E402
 ENV = {**os.environ, "GITMEM_ENCODER": "none", "PYTHONPATH": os.path.join(HERE, "..")}
 
 
-def _server_pid(command: bytes = b"mcp") -> Optional[int]:
-    """The `gitmem <command>` process this one started (the mcp SDK does not expose it)."""
+def _server_pid() -> Optional[int]:
+    """The `gitmem mcp` process this one started (the SDK does not expose it)."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -47,7 +47,7 @@ def _server_pid(command: bytes = b"mcp") -> Optional[int]:
                 argv = f.read().split(b"\0")
         except (OSError, ValueError, IndexError):
             continue
-        if ppid == os.getpid() and b"gitmem" in argv and command in argv:
+        if ppid == os.getpid() and b"gitmem" in argv and b"mcp" in argv:
             return int(entry)
     return None
 
