@@ -126,6 +126,15 @@ def test_add_a_memory_in_the_browser_and_find_it_in_the_list_in_git_and_on_every
     assert "git already is the database" in first.locator(".reason-rejection").inner_text()
     page.screenshot(path=str(SHOTS / "memory-added.png"), full_page=True)
 
+    search = page.locator("form.filters")  # answered by the index, as `gitmem search` is
+    search.locator("input[name=q]").fill("sql database")
+    with page.expect_navigation():
+        search.locator("button[type=submit]").click()
+    assert "best match" in page.locator("p.count").inner_text()
+    assert "Store memory in a SQL database" in page.locator("article.memory").first.inner_text()
+    page.goto(server + "/memory")
+    first = page.locator("article.memory").first
+
     log = git(repo, "log", "-1", "--format=%an <%ae>%n%B", "refs/memory/main")
     assert log.startswith("Test Human <human@example.com>\nadd rejection: Store memory in a SQL database")
     assert "Memory-Source: web-ui" in log
