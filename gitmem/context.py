@@ -56,7 +56,7 @@ from .pricing import DEFAULT_TABLE, PriceTable
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
 
 __all__ = [
-    "Context", "ContextInputs", "Part", "Ranking", "assemble", "relevance_text", "render_memory",
+    "Context", "ContextInputs", "Element", "Part", "Ranking", "assemble", "element", "relevance_text", "render_memory",
     "DEFAULT_MODEL", "DEFAULT_BUDGET", "TTLS",
 ]
 
@@ -175,6 +175,9 @@ class MemoryView(Protocol):
     def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
         """Those of ``ids`` there are, whatever their status."""
 
+    def rendered(self, ids: Sequence[str]) -> Dict[str, "Element"]:
+        """:meth:`get`'s memories as :func:`element` renders them (a large store's kept by the index)."""
+
     def touching(self, paths: Sequence[str]) -> Set[str]:
         """Ids of the active memories with a path that is, holds or is held by one of ``paths``."""
 
@@ -201,6 +204,9 @@ class Loaded:
 
     def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
         return {i: self.memories[i] for i in ids if i in self.memories}
+
+    def rendered(self, ids: Sequence[str]) -> Dict[str, "Element"]:
+        return {i: element(self.memories[i]) for i in ids if i in self.memories}
 
     def touching(self, paths: Sequence[str]) -> Set[str]:
         return {i for i, m in self.memories.items()
@@ -275,27 +281,40 @@ def _block(text: str, ttl: Optional[str]) -> dict:
     return block
 
 
-_RENDERED: Dict[Tuple[Memory, bool], Tuple[str, int]] = {}
+class Element(NamedTuple):
+    """A memory as a context holds it: its id, its ``<memory>`` element, and the element's tokens + 1 for
+    the newline after it."""
+
+    id: str
+    text: str
+    tokens: int
 
 
-def _rendered(m: Memory, withdrawn: bool = False) -> Tuple[str, int]:
-    """(element, its tokens + 1 for the newline after it), memoised: memories are immutable values."""
+_ELEMENTS: Dict[Tuple[Memory, bool], Element] = {}
+
+
+def element(m: Memory, withdrawn: bool = False) -> Element:
+    """``m`` rendered (:func:`render_memory`) and counted, memoised: memories are immutable values."""
     key = (m, withdrawn)
-    hit = _RENDERED.get(key)
+    hit = _ELEMENTS.get(key)
     if hit is None:
-        if len(_RENDERED) > 200_000:
-            _RENDERED.clear()
+        if len(_ELEMENTS) > 200_000:
+            _ELEMENTS.clear()
         text = render_memory(m, withdrawn)
-        hit = _RENDERED[key] = (text, count_tokens(text) + 1)
+        hit = _ELEMENTS[key] = Element(m.id, text, count_tokens(text) + 1)
     return hit
 
 
-def _memory_block(title: str, elements: Sequence[Tuple[str, int]]) -> Tuple[str, int]:
+#: What names this module's rendering and counting (:func:`element`), for the elements an index keeps.
+ELEMENT_CODE = ("gitmem.context", "gitmem.tokens", "gitmem.model")
+
+
+def _memory_block(title: str, elements: Sequence[Element]) -> Tuple[str, int]:
     """The block's text and tokens. Elements start with ``<`` and end with ``>``, so the counter's
     pieces never span two of them and the block's count is the sum of its pieces' counts."""
     header, footer = f"<team-memory part=\"{title}\">\n", "</team-memory>"
-    text = header + "".join(e + "\n" for e, _ in elements) + footer
-    return text, count_tokens(header) + sum(n for _, n in elements) + count_tokens(footer)
+    text = header + "".join(e.text + "\n" for e in elements) + footer
+    return text, count_tokens(header) + sum(e.tokens for e in elements) + count_tokens(footer)
 
 
 #: When memory is over budget, this share of the budget is kept for memories chosen for the question.
@@ -310,25 +329,24 @@ def _newest_first_by(ids: Sequence[str], key: Callable[[str], Any]) -> List[str]
     return sorted(sorted(ids, reverse=True), key=key)
 
 
-def _in_order(ids: Iterable[str], read: Callable[[Sequence[str]], Dict[str, Memory]]) -> Iterator[Memory]:
-    """The memories of ``ids`` in that order, read a few at a time, as far as the caller goes."""
+def _in_order(ids: Iterable[str], read: Callable[[Sequence[str]], Dict[str, Element]]) -> Iterator[Element]:
+    """The elements of ``ids`` in that order, read a few at a time, as far as the caller goes."""
     it = iter(ids)
     while chunk := list(islice(it, _READ)):
         found = read(chunk)
         yield from (found[i] for i in chunk)
 
 
-def _fill(memories: Iterable[Memory], room: int) -> Tuple[List[Memory], int, bool]:
-    """The leading memories that fit in ``room`` tokens, their tokens, and whether all did (reads
+def _fill(elements: Iterable[Element], room: int) -> Tuple[List[Element], int, bool]:
+    """The leading elements that fit in ``room`` tokens, their tokens, and whether all did (reads
     only as far as it needs)."""
-    kept: List[Memory] = []
+    kept: List[Element] = []
     used = 0
-    for m in memories:
-        n = _rendered(m)[1]
-        if used + n > room:
+    for e in elements:
+        if used + e.tokens > room:
             return kept, used, False
-        kept.append(m)
-        used += n
+        kept.append(e)
+        used += e.tokens
     return kept, used, True
 
 
@@ -352,9 +370,9 @@ def relevance_text(query: Optional[str], paths: Sequence[str]) -> str:
 TAIL_RANKED = 4096
 
 
-def _choose_tail(candidates: "_Candidates", read: Callable[[Sequence[str]], Dict[str, Memory]], on_path: Set[str],
+def _choose_tail(candidates: "_Candidates", read: Callable[[Sequence[str]], Dict[str, Element]], on_path: Set[str],
                  room: int, text: str, ranked: Callable[[str, int, AbstractSet[str]], Ranking], fits: int,
-                 others: AbstractSet[str]) -> List[Memory]:
+                 others: AbstractSet[str]) -> List[Element]:
     """The most relevant ``candidates`` (read by ``read``) that fit in ``room``
     tokens: those ``on_path`` first, then by words (``ranked``: weighed over every active memory at
     the tip), then newest; in id order. Only the listed part of that order is ever sorted.
@@ -377,20 +395,19 @@ def _choose_tail(candidates: "_Candidates", read: Callable[[Sequence[str]], Dict
         else:  # the order past the first unlisted candidate needs a longer list
             order = listed if unlisted else listed + farther
             more = bool(unlisted) or len(listed) + len(farther) < len(candidates)
-        chosen: List[Memory] = []
+        chosen: List[Element] = []
         used, misses, full = 0, 0, False
-        for m in _in_order(order, read):
-            n = _rendered(m)[1]
-            if used + n <= room:
-                chosen.append(m)
-                used += n
+        for e in _in_order(order, read):
+            if used + e.tokens <= room:
+                chosen.append(e)
+                used += e.tokens
             else:
                 misses += 1
                 if misses > 50:  # the budget is full: stop counting the long tail of low-ranked memories
                     full = True
                     break
         if full or not more:
-            return sorted(chosen, key=lambda m: m.id)
+            return sorted(chosen)
         limit *= 4
 
 
@@ -469,10 +486,10 @@ def _without(ids: Sequence[str], removed: Iterable[str]) -> List[str]:
     return out + list(ids[start:])
 
 
-def _part(kept: List[Memory]) -> Dict[str, Any]:
+def _part(kept: List[Element]) -> Dict[str, Any]:
     """A cached part of ``kept`` (in id order): ids, memory tokens, the rendered block and its tokens."""
-    text, tokens = _memory_block("earlier", [_rendered(m) for m in kept])
-    return {"ids": [m.id for m in kept], "used": sum(_rendered(m)[1] for m in kept), "text": text, "tokens": tokens}
+    text, tokens = _memory_block("earlier", kept)
+    return {"ids": [e.id for e in kept], "used": sum(e.tokens for e in kept), "text": text, "tokens": tokens}
 
 
 def _share(then: MemoryView, standing: List[Tuple[str, str]], budget: int) -> Dict[str, Any]:
@@ -480,8 +497,8 @@ def _share(then: MemoryView, standing: List[Tuple[str, str]], budget: int) -> Di
     decisions, newest first) in its share, as ids, memory tokens, and the rendered block."""
     kinds = dict(standing)
     order = _newest_first_by([i for i, _ in standing], lambda i: _STANDING.get(kinds[i], 3))
-    kept = _fill(_in_order(order, then.get), int(budget * (1 - QUESTION_SHARE)))[0]
-    return {**_part(sorted(kept, key=lambda m: m.id)), "rest_n": len(standing) - len(kept)}
+    kept = _fill(_in_order(order, then.rendered), int(budget * (1 - QUESTION_SHARE)))[0]
+    return {**_part(sorted(kept)), "rest_n": len(standing) - len(kept)}
 
 
 def _rest_at_least(part: Dict[str, Any], was: Mapping[str, Memory]) -> int:
@@ -489,7 +506,7 @@ def _rest_at_least(part: Dict[str, Any], was: Mapping[str, Memory]) -> int:
     the anchor, less what changed since (``was``: the anchor's version of what changed; those memories
     come from the tip now)."""
     kept = set(part["ids"])
-    return part["rest"] - sum(_rendered(m)[1] for i, m in was.items() if m.status == "active" and i not in kept)
+    return part["rest"] - sum(element(m).tokens for i, m in was.items() if m.status == "active" and i not in kept)
 
 
 def _standing(then: MemoryView, budget: int) -> Dict[str, Any]:
@@ -499,12 +516,12 @@ def _standing(then: MemoryView, budget: int) -> Dict[str, Any]:
     thousands of memories costs more than the rest of a context)."""
     standing = then.active()
     seen = 0  # tokens of the memories read, in id order, until they overflow the budget
-    kept: List[Memory] = []
-    for m in _in_order([i for i, _ in standing], then.get):
-        seen += _rendered(m)[1]
+    kept: List[Element] = []
+    for e in _in_order([i for i, _ in standing], then.rendered):
+        seen += e.tokens
         if seen > budget:
             break
-        kept.append(m)
+        kept.append(e)
     else:
         return {"whole": True, **_part(kept)}
     share = _share(then, standing, budget)
@@ -544,12 +561,14 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
     withdrawn = [m for m in changed if m.status != "active" and _was_active(was.get(m.id))]
     dropped: Sequence[str] = ()
     relevance_tail = False
+    tail: List[Element] = []
     if budget is None:
-        cached = _part(list(_in_order([i for i, _ in then.active()], then.get)))
+        cached = _part(list(_in_order([i for i, _ in then.active()], then.rendered)))
+        tail = [element(m) for m in fresh]
     else:
         part = then.remember(f"standing {budget}", lambda: _standing(then, budget))
         by_id = {m.id: m for m in fresh}
-        over = not (part["whole"] and _fill(fresh, budget - part["used"])[2])
+        over = not (part["whole"] and _fill(map(element, fresh), budget - part["used"])[2])
         cached = _share(then, then.active(), budget) if over and part["whole"] else part
         cached_ids = set(cached["ids"])
 
@@ -565,17 +584,17 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         candidates = _Candidates(rest_ids, cached_ids, {m.id: m for m in changed}, cached["rest_n"], was) \
             if over else None
 
-        def read(ids: Sequence[str]) -> Dict[str, Memory]:
+        def read(ids: Sequence[str]) -> Dict[str, Element]:
             """A tail candidate: its version at the tip if it changed, else at the anchor."""
-            out = {i: by_id[i] for i in ids if i in by_id}
-            out.update(then.get([i for i in ids if i not in by_id]))
+            out = {i: element(by_id[i]) for i in ids if i in by_id}
+            out.update(then.rendered([i for i in ids if i not in by_id]))
             return out
 
         left = budget - cached["used"]
         if candidates is None:
-            whole = True
+            tail, whole = [element(m) for m in fresh], True
         elif part["whole"] or _rest_at_least(part, was) <= left:
-            fresh, _, whole = _fill(_in_order(candidates.listed(), read), left)
+            tail, _, whole = _fill(_in_order(candidates.listed(), read), left)
         else:
             whole = False
         if candidates is not None and not whole:
@@ -584,12 +603,12 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
                                                              if any(matches(m, path=p, status=None) for p in paths)}
             # About how many fit: the room over the cached part's mean (none cached: start short, grow).
             fits = max(0, left) * len(cached["ids"]) // cached["used"] if cached["used"] else 0
-            fresh = _choose_tail(candidates, read, on_path, max(0, left), text, now.ranked, fits,
-                                 set(cached["ids"]).difference(by_id))
-            chosen = [m.id for m in fresh]
+            tail = _choose_tail(candidates, read, on_path, max(0, left), text, now.ranked, fits,
+                                set(cached["ids"]).difference(by_id))
+            chosen = [e.id for e in tail]
             dropped = _Ids(lambda: _without(candidates.listed(), chosen))  # both in id order
             relevance_tail = True
-            warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(fresh)} most "
+            warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(tail)} most "
                             f"relevant of {len(candidates)} newer memories")
 
     guide = inputs.guide_text.strip()
@@ -598,9 +617,9 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
     pieces.append(("guide", head, count_tokens(head), ()))
     if cached["ids"]:
         pieces.append(("memory", cached["text"], cached["tokens"], tuple(cached["ids"])))
-    if fresh or withdrawn:
-        elements = [_rendered(m) for m in fresh] + [_rendered(m, withdrawn=True) for m in withdrawn]
-        pieces.append(("tail", *_memory_block("recent", elements), tuple(m.id for m in fresh + withdrawn)))
+    if tail or withdrawn:
+        elements = tail + [element(m, withdrawn=True) for m in withdrawn]
+        pieces.append(("tail", *_memory_block("recent", elements), tuple(e.id for e in elements)))
 
     blocks, parts, total = [], [], 0
     for name, text, tokens, ids in pieces:

@@ -5,8 +5,9 @@ not parse), its search terms and what ranking reads of it (``docs``, ``postings`
 see :mod:`gitmem.postings`), a tree's memory-relevant entries and summary by object id, a commit's
 tree by the commit id (so a read need not open libgit2 for a packed commit: :mod:`gitmem.gitdir`),
 what a computation made of a tree (a context's cached part) by the tree id and a key naming the
-computation and its code, a vector by the encoder and the hash of the text it was computed from (and
-that hash by the encoder and the blob, so a hybrid recall finds a memory's vector without reading it), a
+computation and its code, a memory as a context renders it by the blob and the code, a vector by
+the encoder and the hash of the text it was computed from (and that hash by the encoder and the
+blob, so a hybrid recall finds a memory's vector without reading it), a
 blob the secret scan found clean by the blob id and a hash of the rules it was scanned with. Two
 kinds of rows per ref are hints, not facts: the last commit whose whole history `doctor` found sound,
 where the next `doctor` starts (a commit id names its history, so the finding stays true); and the
@@ -83,6 +84,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS members_doc ON members(view, doc);
 CREATE INDEX IF NOT EXISTS members_tail ON members(view, substr(id, -2));
 CREATE TABLE IF NOT EXISTS view_df(view INTEGER NOT NULL, tid INTEGER NOT NULL, df INTEGER NOT NULL,
                                    PRIMARY KEY(view, tid)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS elements(code TEXT NOT NULL, blob TEXT NOT NULL, text TEXT NOT NULL,
+                                    tokens INTEGER NOT NULL, PRIMARY KEY(code, blob)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS memos(tree TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, used REAL NOT NULL,
                                  PRIMARY KEY(tree, key));
 """
@@ -422,6 +425,18 @@ class Index:
                        "ORDER BY used DESC LIMIT -1 OFFSET ?)", (kind + " ", kind + "!", self.MEMOS))
 
         self.run(keep, write=True)
+
+    def put_elements(self, code: str, rows: Sequence[Tuple[str, str, int]]) -> None:
+        """Keep (blob, element, tokens) as a context renders the blob's memory, by the code ``code`` names
+        (:mod:`gitmem.context`'s): the rows another code rendered go."""
+        def keep(db: sqlite3.Connection) -> None:
+            if any(db.execute(f"SELECT 1 FROM elements WHERE code {op} ? LIMIT 1", (code,)).fetchone()
+                   for op in ("<", ">")):
+                db.execute("DELETE FROM elements WHERE code <> ?", (code,))
+            db.executemany("INSERT OR IGNORE INTO elements VALUES (?, ?, ?, ?)", [(code, *row) for row in rows])
+
+        if rows:
+            self.run(keep, write=True)
 
     # --- vectors -----------------------------------------------------------------
 

@@ -45,7 +45,7 @@ from .search import (
 from .warm import Progress
 
 if TYPE_CHECKING:
-    from .context import Ranking
+    from .context import Element, Ranking
     from .store import Store
 
 #: Views kept; the least recently used beyond this are dropped (each costs a row per memory).
@@ -262,6 +262,30 @@ class IndexedMemories:
                 raise GitmemError("the derived index changed while this command read it; run the command again")
             out[i] = found
         return out
+
+    def rendered(self, ids: Sequence[str]) -> Dict[str, "Element"]:
+        """:meth:`get`'s memories as contexts render them, kept in the index by blob: reading, rendering and
+        counting the few hundred memories of a context's tail cost more than the rest of its assembly."""
+        from .context import ELEMENT_CODE, Element, element
+
+        code = code_key(*ELEMENT_CODE)
+        out = {i: element(m) for i in ids if i in self.changed and (m := self.changed[i]) is not None}
+        wanted = [i for i in ids if i not in self.changed]
+
+        def read(db: sqlite3.Connection, view: int) -> List[Tuple[str, str, Optional[str], Optional[int]]]:
+            rows: List[Tuple[str, str, Optional[str], Optional[int]]] = []
+            for chunk, marks in batches(wanted):
+                rows += db.execute(f"SELECT m.id, d.blob, e.text, e.tokens FROM members m JOIN docs d ON d.doc=m.doc "
+                                   f"LEFT JOIN elements e ON e.code=? AND e.blob=d.blob WHERE m.view=? AND m.id IN "
+                                   f"({marks})", [code, view, *chunk]).fetchall()
+            return rows
+
+        rows = self._sql(read) if wanted else []
+        out.update((i, Element(i, text, tokens)) for i, _, text, tokens in rows if text is not None and tokens)
+        missing = {i: blob for i, blob, text, _ in rows if text is None}
+        made = {i: element(m) for i, m in self.get(list(missing)).items()}
+        self.store.warm.index.put_elements(code, [(missing[i], e.text, e.tokens) for i, e in made.items()])
+        return {**out, **made}
 
     def touching(self, paths: Sequence[str]) -> Set[str]:
         """Ids of the active memories with a path that is, holds or is held by one of ``paths``."""

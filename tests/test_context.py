@@ -312,6 +312,33 @@ def test_a_context_over_budget_lists_the_memories_it_leaves_out_only_when_they_a
     assert listings == [1]  # the anchor's view kept them
 
 
+def test_a_context_s_tail_is_rendered_once_per_memory_and_read_from_the_index_after(repo, monkeypatch):
+    """Reading, rendering and counting a tail of hundreds of memories cost more than the rest of a context:
+    the index keeps each memory's element by its blob, so the next process reads no memory for its tail,
+    and without those rows (or the index) the body is the same."""
+    import sqlite3
+
+    import gitmem.context_inputs as inputs
+    from gitmem.postings import IndexedMemories
+    from gitmem.warm import forget_warm
+
+    monkeypatch.setattr(inputs, "FROM_INDEX", 0)
+    store = _seeded(repo, 600)
+    set_anchor(store)
+    first = build(store, query="note about billing invoices", budget=3_000)
+    read = []
+    real = IndexedMemories.get
+    monkeypatch.setattr(IndexedMemories, "get", lambda self, ids: read.extend(ids) or real(self, ids))
+    forget_warm()  # as a new process would
+    assert build(Store.open(str(repo)), query="note about billing invoices", budget=3_000).body == first.body
+    assert read == []
+    with sqlite3.connect(repo / ".git" / "gitmem" / "index.sqlite") as db:
+        db.execute("DELETE FROM elements")
+    forget_warm()
+    assert build(Store.open(str(repo)), query="note about billing invoices", budget=3_000).body == first.body
+    assert set(first.part("tail").memory_ids) <= set(read)
+
+
 # --- the assembly from plain data: no repository, no files ----------------------------------------
 
 WHO = Author("Ana", "ana@example.com", "human")
@@ -407,7 +434,7 @@ def test_a_tail_is_judged_too_large_only_when_it_is(monkeypatch):
                 del now[i]
         now.update((m.id, m) for m in [memory(100 + trial, "fact", "new " * rng.randint(1, 9))])
         inputs = ContextInputs(memories=now, tip="c2", anchor="c1", anchored=anchored)
-        total = sum(context_module._rendered(m)[1] for m in anchored.values())
+        total = sum(context_module.element(m).tokens for m in anchored.values())
         for budget in (total // 3, total // 2, (2 * total) // 3, total - 5, total):
             quick = assemble(inputs, query="word", budget=budget)
             monkeypatch.setattr(context_module, "_rest_at_least", lambda *args: -1)
