@@ -529,7 +529,10 @@ _BUILDS = itertools.count()  # two builds of one process never share a file
 
 def process_gone(pid: str) -> bool:
     """Whether the process ``pid`` names has ended: what a process left behind under its id (a first build, a
-    fetch's quarantine refs) is then removed. Not for text that names no process, nor another user's."""
+    fetch's quarantine refs) is then removed. Not for text that names no process, nor another user's; never
+    on Windows, where ``os.kill(pid, 0)`` would end the process (what they left stays)."""
+    if os.name != "posix":
+        return False
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:

@@ -562,7 +562,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         return f"WITH q(tid, w) AS (VALUES {','.join('(?, ?)' for _ in known)}), s AS ({s}) ", \
             q_args[:2 * len(known) + 5] + [*within] + q_args[2 * len(known) + 5:]
 
-    best: List[Tuple[float, Tuple[int, ...], int]] = []  # the best ``limit`` so far, worst first
+    best: List[Tuple[float, str, int]] = []  # the best ``limit`` so far, worst first
     found: Dict[int, _Scored] = {}
     floor = 1.0  # what a memory that only shares a path scores from: half the weakest word match
 
@@ -589,7 +589,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
                 base = base * path_factor(overlap[doc]) if mass else path_only_score(overlap[doc], floor)
             score = base * weight(kind, when, boosts, now, stale)
             found[doc] = _Scored(doc, blob, mid, kind, score, stale, mass)
-            key = (score, tuple(map(ord, mid)), doc)  # ties: the newer id first, as rank does
+            key = (score, mid, doc)  # ties: the newer id first, as rank does (str order is code point order)
             if len(best) < limit:
                 heapq.heappush(best, key)
             elif key > best[0]:
@@ -704,9 +704,9 @@ def _doc_rows(db: sqlite3.Connection, blobs: Sequence[str]) -> List[Tuple[str, T
     return out
 
 
-def _key(row: _Row) -> Tuple[float, Tuple[int, ...]]:
+def _key(row: _Row) -> Tuple[float, str]:
     """A candidate's place by SQLite's score: ties go by id, newer first, as in :func:`gitmem.search.rank`."""
-    return row[6], tuple(map(ord, row[2]))
+    return row[6], row[2]
 
 
 def _frequencies(db: sqlite3.Connection, view: int, terms: Sequence[str]) -> Dict[str, Tuple[int, int]]:

@@ -190,6 +190,21 @@ def test_a_first_build_takes_its_place_whole_and_one_whose_process_died_is_remov
     assert os.listdir(os.path.dirname(_index_file(repo))) == [] and _answers(repo) == listing
 
 
+def test_a_process_is_known_to_have_ended_only_where_asking_cannot_end_it(monkeypatch):
+    """What a dead process left (a first build, a fetch's quarantine refs) is removed when its pid is gone;
+    on Windows ``os.kill(pid, 0)`` ends the process it names, so there nothing is asked and nothing removed."""
+    from gitmem import index
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert index.process_gone(str(dead.pid)) and not index.process_gone(str(os.getpid()))
+    assert not index.process_gone("not-a-pid")
+    asked = []
+    monkeypatch.setattr(index.os, "name", "nt")
+    monkeypatch.setattr(index.os, "kill", lambda *a: asked.append(a))
+    assert not index.process_gone(str(dead.pid)) and asked == []
+
+
 def test_the_search_terms_the_index_keeps_change_only_with_its_schema():
     """Each blob's search terms are kept under the blob id alone, and ranking and tag filters trust them: what
     gitmem.search.tokenize makes of text may change only with a new gitmem.index.SCHEMA, which starts the index
