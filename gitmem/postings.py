@@ -40,7 +40,7 @@ from .model import TYPES, Memory, matches, memory_path
 from .repo import current_blob, memory_ref
 from .search import (
     Hit, core_terms, depth, epoch, fuse, idf, is_stale, match_of, memory_terms, path_factor, path_only_score,
-    path_overlap, term_score, tokenize, type_boosts, weight,
+    path_overlap, tokenize, type_boosts, weight,
 )
 from .warm import Progress
 
@@ -500,9 +500,11 @@ def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Coun
 
 # --- answering a query from a view -------------------------------------------------
 
-#: One candidate: doc number, blob, memory id, type, length, time (seconds since the epoch), and the
-#: score SQLite gave it.
-_Row = Tuple[int, str, str, str, int, Optional[float], float]
+#: One candidate: doc number, blob, memory id, type, length, time (seconds since the epoch), its BM25
+#: sum (None: it shares only a path), and the score SQLite gave it.
+_Row = Tuple[int, str, str, str, int, Optional[float], Optional[float], float]
+#: The query's words the view has: (term id, weight), in the query's order.
+_Terms = List[Tuple[int, float]]
 
 
 class _Scored(NamedTuple):
@@ -514,23 +516,21 @@ class _Scored(NamedTuple):
     type: str
     score: float
     stale: bool
-    mass: float  # the word weight it shares with the query
 
 
 def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit: int,
             paths: Sequence[str], types_first: Sequence[str], only_types: Optional[Sequence[str]],
-            now: datetime, exclude: AbstractSet[str] = frozenset()) -> Tuple[List[_Scored], float, int]:
-    """The best ``limit`` but those ``exclude`` names, best first, the query's word weight, and how
-    many active memories the view has."""
+            now: datetime, exclude: AbstractSet[str] = frozenset()) -> Tuple[List[_Scored], _Terms, int]:
+    """The best ``limit`` but those ``exclude`` names, best first, the query's words, and how many
+    active memories the view has."""
     n, total = db.execute("SELECT n, total FROM views WHERE view=?", (view,)).fetchone()
     terms = list(dict.fromkeys(tokenize(query)))
     wanted = [p.strip("/") for p in paths if p and p.strip("/")]
     if not n or not (terms or wanted) or limit <= 0:
-        return [], 0.0, n
+        return [], [], n
     avg = total / n
     known = _frequencies(db, view, terms)  # term -> (tid, df), in the query's order
     weights = {t: idf(n, df) for t, (_, df) in known.items()}
-    query_mass = sum(weights.values())
     keep = list(only_types) if only_types is not None else []
     kept = f" AND d.type IN ({','.join('?' * len(keep))})" if only_types is not None else ""
     boosts = type_boosts(types_first)
@@ -540,27 +540,21 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         db.execute("DELETE FROM temp.gm_overlap")
         db.executemany("INSERT INTO temp.gm_overlap VALUES (?, ?)", overlap.items())
     tids = [tid for tid, _ in known.values()]
-    # In the order of their marks below: the query's words and weights, BM25's five constants, the
-    # rare words (if any), the view, the types kept.
-    q_args: List[Any] = [x for t, (tid, _) in known.items() for x in (tid, weights[t])] + [K1, K1, B, B, avg, view, *keep]
+    # BM25's share of each of the query's words, looked up by key and added in the query's order: the
+    # operations :func:`gitmem.search.term_score` and rank's sum make, so the same bits (no SUM(), whose
+    # summation differs between SQLite versions). In the order of the marks: weight, five constants, word.
+    share = "COALESCE((SELECT ? * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?)) FROM postings p " \
+        "WHERE p.tid=? AND p.doc=d.doc), 0.0)"
+    shares: List[Any] = [x for t, (tid, _) in known.items() for x in (weights[t], K1, K1, B, B, avg, tid)]
 
-    def scored(within: Sequence[int] = ()) -> Tuple[str, List[Any]]:
-        """SQL for the BM25 sums of the memories that share a word with the query (``within``: only
-        those that have one of these words)."""
-        bm25 = "q.w * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?))"
-        # The doc's columns ride along the sum, so the order below reads no row of ``docs`` again.
-        columns = "d.blob AS blob, d.id AS id, d.type AS type, d.length AS length, d.epoch AS epoch"
-        if within:  # the few memories with a rare word, each summed over the query's words looked up by key
-            s = (f"SELECT c.doc AS doc, {columns}, (SELECT SUM({bm25}) FROM q CROSS JOIN postings p "
-                 "ON p.tid=q.tid AND p.doc=c.doc) AS base "
-                 f"FROM (SELECT DISTINCT doc FROM postings WHERE tid IN ({','.join('?' * len(within))})) c "
-                 f"JOIN members m ON m.view=? AND m.doc=c.doc JOIN docs d ON d.doc=c.doc WHERE d.active=1{kept}")
-        else:
-            s = (f"SELECT p.doc AS doc, {columns}, SUM({bm25}) AS base FROM q JOIN postings p ON p.tid=q.tid "
-                 f"JOIN members m ON m.view=? AND m.doc=p.doc JOIN docs d ON d.doc=p.doc WHERE d.active=1{kept} "
-                 "GROUP BY p.doc")
-        return f"WITH q(tid, w) AS (VALUES {','.join('(?, ?)' for _ in known)}), s AS ({s}) ", \
-            q_args[:2 * len(known) + 5] + [*within] + q_args[2 * len(known) + 5:]
+    def scored(within: Sequence[int]) -> Tuple[str, List[Any]]:
+        """SQL for the BM25 sums of the memories that have one of the words ``within`` (their doc's columns
+        ride along, so the order below reads no row of ``docs`` again), and its arguments."""
+        s = (f"SELECT d.doc AS doc, d.blob AS blob, d.id AS id, d.type AS type, d.length AS length, "
+             f"d.epoch AS epoch, {' + '.join([share] * len(known))} AS base "
+             f"FROM (SELECT DISTINCT doc FROM postings WHERE tid IN ({','.join('?' * len(within))})) c "
+             f"JOIN members m ON m.view=? AND m.doc=c.doc JOIN docs d ON d.doc=c.doc WHERE d.active=1{kept}")
+        return f"WITH s AS ({s}) ", [*shares, *within, view, *keep]
 
     best: List[Tuple[float, str, int]] = []  # the best ``limit`` so far, worst first
     found: Dict[int, _Scored] = {}
@@ -569,40 +563,35 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
     def consider(rows: Sequence[_Row]) -> None:
         rows = [r for r in rows if r[0] not in found and r[2] not in exclude]
         # The row has all a score needs but a file memory's staleness (its file may have changed since).
-        files = [(memory_path(kind, mid), blob) for _, blob, mid, kind, _, _, _ in rows if kind == "file"]
+        files = [(memory_path(r[3], r[2]), r[1]) for r in rows if r[3] == "file"]
         memories = store.warm.parse(store.repository, files, store.ref) if files else {}
-        counts = _term_counts(db, [r[0] for r in rows], tids)
-        for doc, blob, mid, kind, length, when, _ in rows:
+        for doc, blob, mid, kind, _, when, base, _ in rows:
             stale = False
             if kind == "file":
                 m = memories[blob]
                 if not isinstance(m, Memory):
                     continue
                 stale = is_stale(m, _current_blob_of(store, m))
-            base = mass = 0.0
-            mine = counts.get(doc, {})
-            for t, (tid, _) in known.items():
-                if tid in mine:
-                    base += term_score(weights[t], mine[tid], length, avg, K1, B)
-                    mass += weights[t]
-            if doc in overlap:
-                base = base * path_factor(overlap[doc]) if mass else path_only_score(overlap[doc], floor)
+            if base is None:  # it shares a path, no word
+                base = path_only_score(overlap[doc], floor)
+            elif doc in overlap:
+                base = base * path_factor(overlap[doc])
             score = base * weight(kind, when, boosts, now, stale)
-            found[doc] = _Scored(doc, blob, mid, kind, score, stale, mass)
+            found[doc] = _Scored(doc, blob, mid, kind, score, stale)
             key = (score, mid, doc)  # ties: the newer id first, as rank does (str order is code point order)
             if len(best) < limit:
                 heapq.heappush(best, key)
             elif key > best[0]:
                 heapq.heapreplace(best, key)
 
-    def stream(within: Sequence[int] = ()) -> None:
+    def stream(within: Sequence[int]) -> None:
         """Consider candidates best first until no later one can make the cut. SQLite orders them by
         every factor but staleness (which only lowers a score), computed as :func:`gitmem.search.rank`
         does, in the same order, so equal scores are equal floats and ties go by id as there."""
         path = "COALESCE((SELECT 1 + 0.6 * g.overlap FROM temp.gm_overlap g WHERE g.doc=d.doc), 1.0) * " \
             if overlap else ""
         sql, args = scored(within)
-        sql += (f"SELECT d.doc, d.blob, d.id, d.type, d.length, d.epoch, "
+        sql += (f"SELECT d.doc, d.blob, d.id, d.type, d.length, d.epoch, d.base, "
                 f"d.base * {path}({_boost_sql(boosts)} * {_RECENCY_SQL}) "
                 "AS score FROM s d ORDER BY score DESC, d.id DESC LIMIT ?")
         cap = max(4 * limit, 2 * FETCH)  # a bounded sort is cheaper than sorting every match
@@ -630,12 +619,12 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         with_words = _term_counts(db, list(overlap), tids)
         path_only = [doc for doc in overlap if doc not in with_words]
         if path_only and known:
-            sql, args = scored()
+            sql, args = scored(tids)
             weakest = db.execute(sql + "SELECT MIN(base) FROM s", args).fetchone()[0]
             floor = weakest if weakest is not None else 1.0
         for chunk, marks in batches(path_only):
-            consider(db.execute(f"SELECT doc, blob, id, type, length, epoch, 0.0 FROM docs WHERE doc IN ({marks})",
-                                chunk).fetchall())
+            consider(db.execute(f"SELECT doc, blob, id, type, length, epoch, NULL, 0.0 FROM docs WHERE doc IN "
+                                f"({marks})", chunk).fetchall())
     if known:
         # MaxScore: a memory with none of the query's rarer words scores at most what its common words
         # can add; when the best found among those with a rare word all score above that, that is all.
@@ -646,11 +635,12 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         if pruned:
             stream(rare)
         if not (pruned and len(best) == limit and best[0][0] > ceiling * (1 + 1e-9)):
-            stream()
-    return [found[doc] for _, _, doc in sorted(best, reverse=True)], query_mass, n
+            stream(tids)
+    return [found[doc] for _, _, doc in sorted(best, reverse=True)], \
+        [(tid, weights[t]) for t, (tid, _) in known.items()], n
 
 
-def _hits(store: "Store", db: sqlite3.Connection, view: int, ranked: List[_Scored], query_mass: float,
+def _hits(store: "Store", db: sqlite3.Connection, view: int, ranked: List[_Scored], words: _Terms,
           n: int, similarity: Optional[Mapping[str, float]] = None) -> List[Hit]:
     """:func:`_ranked`'s answer as :func:`gitmem.search.rank`'s hits: the memories read, and each
     one's match (the share of the query's word weight it holds, against its own core words)."""
@@ -658,10 +648,14 @@ def _hits(store: "Store", db: sqlite3.Connection, view: int, ranked: List[_Score
     kept = [(c, m) for c in ranked if isinstance(m := memories[c.blob], Memory)]
     terms_of = {c.doc: core_terms(m) for c, m in kept}
     core = _frequencies(db, view, sorted({t for terms in terms_of.values() for t in terms}))
+    counts = _term_counts(db, [c.doc for c, _ in kept], [tid for tid, _ in words])
+    query_mass = sum(w for _, w in words)
     hits = []
     for c, m in kept:
+        mine = counts.get(c.doc, {})
+        mass = sum(w for tid, w in words if tid in mine)  # the word weight it shares with the query
         core_mass = sum(idf(n, core[t][1] if t in core else 0) for t in terms_of[c.doc])
-        hits.append(Hit(m, c.score, match_of(c.mass, query_mass, core_mass) if c.mass else 0.0, c.stale,
+        hits.append(Hit(m, c.score, match_of(mass, query_mass, core_mass) if mass else 0.0, c.stale,
                         similarity[c.id] if similarity is not None else None))
     return hits
 
@@ -671,21 +665,17 @@ def _fused(store: "Store", db: sqlite3.Connection, view: int, query: str, limit:
            now: datetime) -> List[Hit]:
     """:func:`hybrid` in one read of the view: :func:`gitmem.search.rank`'s fusion, step for step, over
     the first words' candidates and the dense neighbours (a memory in neither adds nothing there)."""
-    words, query_mass, n = _ranked(store, db, view, query, depth(limit), paths, types_first, only_types, now)
+    words, terms, n = _ranked(store, db, view, query, depth(limit), paths, types_first, only_types, now)
     by_id = {c.id: c for c in words}
     rows = dict(_doc_rows(db, [dense.blobs[i] for i in dense.nearest]))  # blob -> (doc, epoch)
     near = [i for i in dense.nearest if dense.ids[i] not in by_id]
     files = [(memory_path(dense.types[i], dense.ids[i]), dense.blobs[i]) for i in near if dense.types[i] == "file"]
     memories = store.warm.parse(store.repository, files, store.ref) if files else {}
-    known = _frequencies(db, view, list(dict.fromkeys(tokenize(query))))
-    counts = _term_counts(db, [rows[dense.blobs[i]][0] for i in near], [tid for tid, _ in known.values()])
-    for i in near:  # a neighbour past the words' first candidates: its staleness and share of the words
+    for i in near:  # a neighbour past the words' first candidates: its staleness
         blob = dense.blobs[i]
         m = memories.get(blob)
-        mine = counts.get(rows[blob][0], {})
         by_id[dense.ids[i]] = _Scored(rows[blob][0], blob, dense.ids[i], dense.types[i], 0.0,
-                                      isinstance(m, Memory) and is_stale(m, _current_blob_of(store, m)),
-                                      sum(idf(n, df) for tid, df in known.values() if tid in mine))
+                                      isinstance(m, Memory) and is_stale(m, _current_blob_of(store, m)))
     boosts = type_boosts(types_first)
     fused = fuse([c.id for c in words], [dense.ids[i] for i in dense.nearest],
                  lambda i: weight(by_id[i].type, rows[by_id[i].blob][1], boosts, now, by_id[i].stale))
@@ -693,7 +683,7 @@ def _fused(store: "Store", db: sqlite3.Connection, view: int, query: str, limit:
     from bisect import bisect_left  # here: a search by words alone need not load it
 
     similarity = {i: dense.values[bisect_left(dense.ids, i)] for i in best}
-    return _hits(store, db, view, [by_id[i]._replace(score=fused[i]) for i in best], query_mass, n, similarity)
+    return _hits(store, db, view, [by_id[i]._replace(score=fused[i]) for i in best], terms, n, similarity)
 
 
 def _doc_rows(db: sqlite3.Connection, blobs: Sequence[str]) -> List[Tuple[str, Tuple[int, Optional[float]]]]:
@@ -706,7 +696,7 @@ def _doc_rows(db: sqlite3.Connection, blobs: Sequence[str]) -> List[Tuple[str, T
 
 def _key(row: _Row) -> Tuple[float, str]:
     """A candidate's place by SQLite's score: ties go by id, newer first, as in :func:`gitmem.search.rank`."""
-    return row[6], row[2]
+    return row[7], row[2]
 
 
 def _frequencies(db: sqlite3.Connection, view: int, terms: Sequence[str]) -> Dict[str, Tuple[int, int]]:
