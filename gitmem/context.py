@@ -305,7 +305,8 @@ def element(m: Memory, withdrawn: bool = False) -> Element:
     return hit
 
 
-#: What names this module's rendering and counting (:func:`element`), for the elements an index keeps.
+#: The modules whose code renders, counts and chooses (:func:`element`, the cached part): what names the
+#: elements and cached parts an index keeps (:func:`gitmem.index.code_key`).
 ELEMENT_CODE = ("gitmem.context", "gitmem.tokens", "gitmem.model")
 
 

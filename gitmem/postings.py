@@ -212,7 +212,9 @@ class IndexedMemories:
         return None if common else ids
 
     def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
-        key = f"{key} {code_key('gitmem.context', 'gitmem.tokens', 'gitmem.model')}"  # choosing, rendering, counting
+        from .context import ELEMENT_CODE  # the caller's module: loaded
+
+        key = f"{key} {code_key(*ELEMENT_CODE)}"  # choosing, rendering, counting
         kept = self.store.warm.index.memo(self.tree, key) if self.tree else None
         if kept is None:
             kept = compute()
