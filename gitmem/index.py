@@ -43,7 +43,7 @@ from functools import lru_cache
 from operator import attrgetter, itemgetter
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
-from .model import Author, Memory
+from .model import Memory, author_of
 
 SCHEMA = 10  # 10: a bucket's summary is kept as its rows (warm._bucket), not its lists
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
@@ -607,7 +607,7 @@ def _from_row(row: Any) -> Parsed:
     if len(row) != len(_FIELDS):
         raise ValueError("index row of another shape")
     values = list(row)
-    values[_AUTHOR_AT] = Author(*values[_AUTHOR_AT])
+    values[_AUTHOR_AT] = author_of(*values[_AUTHOR_AT])
     for i in _TUPLES_AT:
         values[i] = tuple(values[i])
     return Memory(*values)

@@ -229,11 +229,7 @@ class Memory:
                         _expect_str(name, item)
                 value = tuple(value)
             elif name == "author":
-                value = Author(
-                    name=_expect_str("author.name", author.get("name")),
-                    email=_expect_str("author.email", author.get("email", "")),
-                    kind=_expect_str("author.kind", author.get("kind", "human")),
-                )
+                value = author_of(author.get("name"), author.get("email", ""), author.get("kind", "human"))
             elif not isinstance(value, int) or isinstance(value, bool):  # schema
                 raise InvalidMemory("schema", "expected an integer")
             kwargs[name] = value
@@ -253,6 +249,26 @@ _KEY_ORDER = (
 _KEY_SET = frozenset(_KEY_ORDER)
 _TUPLE_FIELDS = frozenset(("tags", "paths", "commits"))
 _TEXT_FIELDS = _KEY_SET - _TUPLE_FIELDS - {"author", "schema"}
+
+
+_AUTHORS: Dict[Tuple[Any, ...], Author] = {}
+_CHECKED: Dict[Author, None] = {}  # authors that passed validate's checks
+
+
+def author_of(name: Any, email: Any, kind: Any) -> Author:
+    """The :class:`Author` of these fields, one object per distinct author: a store's memories share a
+    few, and a cold start reads 100,000 (validate then checks each author once, not once a memory)."""
+    try:
+        found = _AUTHORS.get((name, email, kind))
+    except TypeError:  # not hashable, so not text: named below
+        found = None
+    if found is None:
+        found = Author(name=_expect_str("author.name", name), email=_expect_str("author.email", email),
+                       kind=_expect_str("author.kind", kind))
+        if len(_AUTHORS) >= 4096:
+            _AUTHORS.clear()
+        _AUTHORS[(name, email, kind)] = found
+    return found
 
 
 def _expect_str(name: str, value: Any) -> str:
@@ -336,22 +352,30 @@ def validate(m: Memory) -> None:
         check_text("next", m.next)
     if not isinstance(m.author, Author):
         raise InvalidMemory("author", "expected an Author")
-    if m.author.kind not in AUTHOR_KINDS:
-        raise InvalidMemory("author.kind", f"unknown kind {m.author.kind!r}", AUTHOR_KINDS)
-    check_text("author.name", m.author.name, 256)
-    if not isinstance(m.author.email, str) or len(m.author.email) > 256:
-        raise InvalidMemory("author.email", "expected text of at most 256 characters")
-    _check_utf8("author.email", m.author.email)
+    if m.author not in _CHECKED:
+        _check_author(m.author)
+        if len(_CHECKED) >= 4096:
+            _CHECKED.clear()
+        _CHECKED[m.author] = None
     for path in m.paths:
         _check_utf8("paths", path)
-    who = m.author.name + m.author.email
-    if "<" in who or ">" in who or "\n" in who:
-        raise InvalidMemory("author", "name and email must not contain <, > or newlines")
     if not _SOURCE_RE.match(m.source or ""):
         raise InvalidMemory("source", f"{(m.source or '')[:40]!r}: one short word such as cli, hook, ci, mcp:cursor")
     for name, value in (("created", m.created), ("updated", m.updated)):
         if value is not None and not _ISO_RE.match(value):
             raise InvalidMemory(name, f"{value[:40]!r} is not a UTC ISO 8601 time like 2026-01-31T12:00:00Z")
+
+
+def _check_author(a: Author) -> None:
+    if a.kind not in AUTHOR_KINDS:
+        raise InvalidMemory("author.kind", f"unknown kind {a.kind!r}", AUTHOR_KINDS)
+    check_text("author.name", a.name, 256)
+    if not isinstance(a.email, str) or len(a.email) > 256:
+        raise InvalidMemory("author.email", "expected text of at most 256 characters")
+    _check_utf8("author.email", a.email)
+    who = a.name + a.email
+    if "<" in who or ">" in who or "\n" in who:
+        raise InvalidMemory("author", "name and email must not contain <, > or newlines")
 
 
 def _check_utf8(name: str, value: str) -> None:
@@ -485,9 +509,24 @@ _YAML_WORDS = frozenset("yes Yes YES no No NO true True TRUE false False FALSE o
                         "null Null NULL".split())
 
 
+_SCALARS: Dict[str, Optional[str]] = {}  # short ones, read before: types, statuses, authors, sources, tags, paths
+_UNREAD: Any = object()
+
+
 def _own_scalar(value: str) -> Optional[str]:
     """A one-line scalar as the safe loader reads it, or None when it may mean more than a string:
     a single-quoted string, or a plain one that starts with a letter and holds nothing YAML reads."""
+    found = _SCALARS.get(value, _UNREAD)
+    if found is _UNREAD:
+        found = _read_scalar(value)
+        if len(value) <= 80:  # most of a blob's scalars repeat across a store; its text does not
+            if len(_SCALARS) >= 8192:
+                _SCALARS.clear()
+            _SCALARS[value] = found
+    return found
+
+
+def _read_scalar(value: str) -> Optional[str]:
     first = value[:1]
     if first == "'":
         if len(value) < 2 or value[-1] != "'":
@@ -508,9 +547,12 @@ def _own_scalar(value: str) -> Optional[str]:
     return value
 
 
+_AUTHOR_KEYS = frozenset(("name", "email", "kind"))
+
+
 def _own_key(key: str) -> bool:
     """A mapping key as dump_yaml writes one: lowercase letters and underscores."""
-    return key in _KEY_SET or _OWN_KEY.fullmatch(key) is not None
+    return key in _KEY_SET or key in _AUTHOR_KEYS or _OWN_KEY.fullmatch(key) is not None
 
 
 def _own_block(lines: List[str], start: int, header: str) -> Optional[Tuple[str, int]]:

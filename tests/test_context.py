@@ -207,6 +207,16 @@ def _seeded(repo, n: int) -> Store:
     return store
 
 
+def _anchored(repo, monkeypatch, n: int = 600) -> Store:
+    """``n`` memories read through the derived index, as a large store's are, anchored at their tip."""
+    import gitmem.context_inputs as inputs
+
+    monkeypatch.setattr(inputs, "FROM_INDEX", 0)
+    store = _seeded(repo, n)
+    set_anchor(store)
+    return store
+
+
 def test_at_5000_memories_the_question_chooses_the_tail_and_standing_memory_is_cached(repo):
     store = _seeded(repo, 5000)
     a = build(store, query="how are image uploads resized", budget=20_000)
@@ -267,12 +277,9 @@ def test_the_cached_part_of_a_large_memory_is_chosen_once_per_anchor_and_kept_in
     import shutil
 
     import gitmem.context as context_module
-    import gitmem.context_inputs as inputs
     from gitmem.warm import forget_warm
 
-    monkeypatch.setattr(inputs, "FROM_INDEX", 0)
-    store = _seeded(repo, 600)
-    set_anchor(store)
+    store = _anchored(repo, monkeypatch)
     first = build(store, query="billing", budget=3_000)
     chosen = []
     real = context_module._standing
@@ -294,12 +301,9 @@ def test_a_context_over_budget_lists_the_memories_it_leaves_out_only_when_they_a
     """Over budget the tail's candidates are nearly every memory of a large store: the body is chosen
     without listing them; the ids a context drops are listed when read, and then they are every active
     memory that neither part holds."""
-    import gitmem.context_inputs as inputs
     from gitmem.postings import IndexedMemories
 
-    monkeypatch.setattr(inputs, "FROM_INDEX", 0)
-    store = _seeded(repo, 600)
-    set_anchor(store)
+    store = _anchored(repo, monkeypatch)
     store.add("fact", "billing invoices round half up", paths=["src/billing.py"])
     listings = []
     real = IndexedMemories.active_ids
@@ -318,13 +322,10 @@ def test_a_context_s_tail_is_rendered_once_per_memory_and_read_from_the_index_af
     and without those rows (or the index) the body is the same."""
     import sqlite3
 
-    import gitmem.context_inputs as inputs
     from gitmem.postings import IndexedMemories
     from gitmem.warm import forget_warm
 
-    monkeypatch.setattr(inputs, "FROM_INDEX", 0)
-    store = _seeded(repo, 600)
-    set_anchor(store)
+    store = _anchored(repo, monkeypatch)
     first = build(store, query="note about billing invoices", budget=3_000)
     read = []
     real = IndexedMemories.get

@@ -97,6 +97,23 @@ def test_invalid_memories_name_the_problem(change, field):
     assert err.value.field == field
 
 
+def test_blobs_of_one_author_share_it_and_a_bad_author_is_refused_every_time():
+    """A store's memories share a few authors: one object each, checked once; what is refused stays refused."""
+    first, second = load_yaml(dump_yaml(mem(text="one"))), load_yaml(dump_yaml(mem(text="two")))
+    assert first.author is second.author and first.author == Author("A", "a@x", "human")
+    for _ in range(2):
+        with pytest.raises(InvalidMemory) as err:
+            load_yaml(dump_yaml(mem(author=Author("A <a@x>", "a@x", "human"))))
+        assert err.value.field == "author"
+        with pytest.raises(InvalidMemory) as err:
+            validate(mem(author=Author("A", "a@x", "robot")))
+        assert err.value.field == "author.kind"
+    data = yaml.safe_load(dump_yaml(mem()))
+    data["author"]["name"] = ["not", "text"]  # unhashable: named, not a TypeError
+    with pytest.raises(InvalidMemory, match="author.name"):
+        Memory.from_dict(data)
+
+
 def test_unknown_type_error_lists_the_valid_choices():
     with pytest.raises(InvalidMemory, match="valid: decision, rejection"):
         validate(mem(type="idea"))
