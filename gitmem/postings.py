@@ -503,8 +503,9 @@ def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Coun
 # --- answering a query from a view -------------------------------------------------
 
 #: One candidate: doc number, blob, memory id, type, length, time (seconds since the epoch), its BM25
-#: sum (None: it shares only a path), and the score SQLite gave it.
-_Row = Tuple[int, str, str, str, int, Optional[float], Optional[float], float]
+#: sum (a file memory's, whose staleness may lower its score), and the score SQLite gave it (None: it
+#: shares only a path).
+_Row = Tuple[int, str, str, str, int, Optional[float], Optional[float], Optional[float]]
 #: The query's words the view has: (term id, weight), in the query's order.
 _Terms = List[Tuple[int, float]]
 
@@ -567,18 +568,19 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         # The row has all a score needs but a file memory's staleness (its file may have changed since).
         files = [(memory_path(r[3], r[2]), r[1]) for r in rows if r[3] == "file"]
         memories = store.warm.parse(store.repository, files, store.ref) if files else {}
-        for doc, blob, mid, kind, _, when, base, _ in rows:
+        for doc, blob, mid, kind, _, when, base, score in rows:
             stale = False
             if kind == "file":
                 m = memories[blob]
                 if not isinstance(m, Memory):
                     continue
                 stale = is_stale(m, _current_blob_of(store, m))
-            if base is None:  # it shares a path, no word
-                base = path_only_score(overlap[doc], floor)
-            elif doc in overlap:
-                base = base * path_factor(overlap[doc])
-            score = base * weight(kind, when, boosts, now, stale)
+            if score is None:  # it shares a path, no word
+                score = path_only_score(overlap[doc], floor) * weight(kind, when, boosts, now, stale)
+            elif stale:  # SQLite's score is rank's (the same operations in the same order) but for staleness
+                assert base is not None
+                score = (base * path_factor(overlap[doc]) if doc in overlap else base) * \
+                    weight(kind, when, boosts, now, stale)
             found[doc] = _Scored(doc, blob, mid, kind, score, stale)
             key = (score, mid, doc)  # ties: the newer id first, as rank does (str order is code point order)
             if len(best) < limit:
@@ -593,7 +595,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         path = "COALESCE((SELECT 1 + 0.6 * g.overlap FROM temp.gm_overlap g WHERE g.doc=d.doc), 1.0) * " \
             if overlap else ""
         sql, args = scored(within)
-        sql += (f"SELECT d.doc, d.blob, d.id, d.type, d.length, d.epoch, d.base, "
+        sql += (f"SELECT d.doc, d.blob, d.id, d.type, d.length, d.epoch, CASE d.type WHEN 'file' THEN d.base END, "
                 f"d.base * {path}({_boost_sql(boosts)} * {_RECENCY_SQL}) "
                 "AS score FROM s d ORDER BY score DESC, d.id DESC LIMIT ?")
         cap = max(4 * limit, 2 * FETCH)  # a bounded sort is cheaper than sorting every match
@@ -625,7 +627,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
             weakest = db.execute(sql + "SELECT MIN(base) FROM s", args).fetchone()[0]
             floor = weakest if weakest is not None else 1.0
         for chunk, marks in batches(path_only):
-            consider(db.execute(f"SELECT doc, blob, id, type, length, epoch, NULL, 0.0 FROM docs WHERE doc IN "
+            consider(db.execute(f"SELECT doc, blob, id, type, length, epoch, NULL, NULL FROM docs WHERE doc IN "
                                 f"({marks})", chunk).fetchall())
     if known:
         # MaxScore: a memory with none of the query's rarer words scores at most what its common words
@@ -698,7 +700,9 @@ def _doc_rows(db: sqlite3.Connection, blobs: Sequence[str]) -> List[Tuple[str, T
 
 def _key(row: _Row) -> Tuple[float, str]:
     """A candidate's place by SQLite's score: ties go by id, newer first, as in :func:`gitmem.search.rank`."""
-    return row[7], row[2]
+    score = row[7]
+    assert score is not None, "a word match has a score"
+    return score, row[2]
 
 
 def _frequencies(db: sqlite3.Connection, view: int, terms: Sequence[str]) -> Dict[str, Tuple[int, int]]:
