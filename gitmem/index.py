@@ -428,15 +428,13 @@ class Index:
 
     def put_elements(self, code: str, rows: Sequence[Tuple[str, str, int]]) -> None:
         """Keep (blob, element, tokens) as a context renders the blob's memory, by the code ``code`` names
-        (:mod:`gitmem.context`'s): the rows another code rendered go."""
-        def keep(db: sqlite3.Connection) -> None:
-            if any(db.execute(f"SELECT 1 FROM elements WHERE code {op} ? LIMIT 1", (code,)).fetchone()
-                   for op in ("<", ">")):
-                db.execute("DELETE FROM elements WHERE code <> ?", (code,))
-            db.executemany("INSERT OR IGNORE INTO elements VALUES (?, ?, ?, ?)", [(code, *row) for row in rows])
-
-        if rows:
-            self.run(keep, write=True)
+        (:mod:`gitmem.context`'s): the rows another code rendered go. A context only reads: where another
+        process holds the lock, they are left for a later one to write."""
+        if not rows:
+            return
+        if any(self._query(f"SELECT 1 FROM elements WHERE code {op} ? LIMIT 1", (code,)) for op in ("<", ">")):
+            self._write("DELETE FROM elements WHERE code <> ?", [(code,)], wait_ms=20)
+        self._write("INSERT OR IGNORE INTO elements VALUES (?, ?, ?, ?)", [(code, *row) for row in rows], wait_ms=20)
 
     # --- vectors -----------------------------------------------------------------
 

@@ -13,10 +13,11 @@ them all (seconds at 100,000). Here the same ranking is answered by SQLite from 
   (branches share most of their memory), else from nothing (the first search after a clone, with a
   progress line on a terminal).
 
-SQLite sums the BM25 shares and orders the candidates with every factor but staleness (which only
-lowers a score); each candidate's score is then computed again in Python by the same functions
-:func:`~gitmem.search.rank` uses, until no lower candidate can make the cut. So the answer is
-:func:`~gitmem.search.rank`'s, score for score (``tests/test_postings.py`` compares them after
+SQLite scores the candidates as :func:`~gitmem.search.rank` does, the same operations on the same
+values in the same order (each word's BM25 share looked up by key and added in the query's order), so
+the same floats, with every factor but a file memory's staleness (which only lowers a score, and is
+applied in Python), and hands them over best first until no lower one can make the cut. So the answer
+is :func:`~gitmem.search.rank`'s, score for score (``tests/test_postings.py`` compares them after
 random writes, merges and branch switches). Where the index cannot answer (no file, busy, a view
 with two memories of one id, inactive memories asked for) :func:`rank` returns None and the caller
 ranks the loaded memories.
@@ -283,7 +284,7 @@ class IndexedMemories:
             return rows
 
         rows = self._sql(read) if wanted else []
-        out.update((i, Element(i, text, tokens)) for i, _, text, tokens in rows if text is not None and tokens)
+        out.update((i, Element(i, text, tokens)) for i, _, text, tokens in rows if text is not None and tokens is not None)
         missing = {i: blob for i, blob, text, _ in rows if text is None}
         made = {i: element(m) for i, m in self.get(list(missing)).items()}
         self.store.warm.index.put_elements(code, [(missing[i], e.text, e.tokens) for i, e in made.items()])

@@ -318,8 +318,8 @@ def test_a_context_over_budget_lists_the_memories_it_leaves_out_only_when_they_a
 
 def test_a_context_s_tail_is_rendered_once_per_memory_and_read_from_the_index_after(repo, monkeypatch):
     """Reading, rendering and counting a tail of hundreds of memories cost more than the rest of a context:
-    the index keeps each memory's element by its blob, so the next process reads no memory for its tail,
-    and without those rows (or the index) the body is the same."""
+    the index keeps each memory's element by its blob and the code that rendered it, so the next process reads
+    no memory for its tail; rows another version rendered are never read, and go."""
     import sqlite3
 
     from gitmem.postings import IndexedMemories
@@ -333,11 +333,14 @@ def test_a_context_s_tail_is_rendered_once_per_memory_and_read_from_the_index_af
     forget_warm()  # as a new process would
     assert build(Store.open(str(repo)), query="note about billing invoices", budget=3_000).body == first.body
     assert read == []
-    with sqlite3.connect(repo / ".git" / "gitmem" / "index.sqlite") as db:
-        db.execute("DELETE FROM elements")
+    index = repo / ".git" / "gitmem" / "index.sqlite"
+    with sqlite3.connect(index) as db:  # as another version of gitmem would have left them
+        db.execute("UPDATE elements SET code = 'another version', text = 'rendered otherwise'")
     forget_warm()
     assert build(Store.open(str(repo)), query="note about billing invoices", budget=3_000).body == first.body
     assert set(first.part("tail").memory_ids) <= set(read)
+    with sqlite3.connect(index) as db:
+        assert db.execute("SELECT count(*) FROM elements WHERE code = 'another version'").fetchone() == (0,)
 
 
 # --- the assembly from plain data: no repository, no files ----------------------------------------
