@@ -148,11 +148,11 @@ def read_guide(store: Store, path: Optional[str] = None) -> Tuple[Optional[str],
     A guide that is also an export target (``gitmem export --write`` into AGENTS.md) is read without
     gitmem's generated section: the memory reaches the context once, as memory inside its
     ``<memory>`` element, never a second time raw inside the guide."""
-    from .export import strip_section
-
     path = path or guide_path(store)
     if not path:
         return None, ""
+    from .export import strip_section  # here: a repository without a guide need not load it
+
     full = path if os.path.isabs(path) else os.path.join(store.workdir, path)
     try:
         with open(full, encoding="utf-8") as f:
