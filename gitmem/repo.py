@@ -132,8 +132,30 @@ def current_branch(repo: pygit2.Repository) -> Tuple[str, Optional[str]]:
     target = head.target
     if isinstance(target, str) and target.startswith("refs/heads/"):
         return target[len("refs/heads/"):], None
+    busy = branch_in_progress(repo.path)
+    if busy is not None:  # still a notice: hooks leave a rebase's or bisect's commits alone
+        return busy[0], f"HEAD is detached while {busy[1]} {busy[0]!r}: using its memory"
     branch = default_branch(repo)
     return branch, f"HEAD is detached: using the memory of {branch!r} (pass --branch to choose another)"
+
+
+def branch_in_progress(git_dir: str) -> Optional[Tuple[str, str]]:
+    """The branch a rebase or bisect under way in ``git_dir`` started from, and what is under way (HEAD stays
+    detached until it ends, and what is written meanwhile belongs to that branch, not the default one)."""
+    for name, doing in (("rebase-merge/head-name", "rebasing"), ("rebase-apply/head-name", "rebasing"),
+                        ("BISECT_START", "bisecting")):
+        try:
+            with open(os.path.join(git_dir, name), encoding="utf-8") as f:
+                text = f.read().strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if doing == "rebasing":  # refs/heads/<branch>, or "detached HEAD"
+            branch = text[len("refs/heads/"):] if text.startswith("refs/heads/") else ""
+        else:  # the branch bisect started on, or the commit id where HEAD was detached
+            branch = "" if len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text) else text
+        if branch and plain_ref_name(branch):
+            return branch, doing
+    return None
 
 
 def parent_chain(repo: pygit2.Repository, branch: str) -> List[str]:

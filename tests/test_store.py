@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 import yaml
 
@@ -158,6 +157,27 @@ def test_detached_head_says_what_it_does(repo):
     git(repo, "checkout", "-q", "--detach")
     s = Store.open(str(repo))
     assert s.branch == "main" and "detached" in s.notice
+
+
+def test_a_memory_written_while_a_branch_is_rebased_or_bisected_stays_on_that_branch(repo):
+    """git detaches HEAD for a rebase (and a bisect): what is written meanwhile is the branch's, not main's."""
+    git(repo, "checkout", "-q", "-b", "feat")
+    for name in ("a", "b"):
+        (repo / name).write_text(name)
+        git(repo, "add", name)
+        git(repo, "commit", "-q", "-m", name)
+    git(repo, "rebase", "-q", "-i", "HEAD~2", env={"GIT_SEQUENCE_EDITOR": "sed -i -e '1s/^pick/edit/'"})
+    during = Store.open(str(repo))
+    during.add("decision", "decided while rebasing feat")
+    assert during.branch == "feat" and "rebasing 'feat'" in during.notice
+    git(repo, "rebase", "--continue")
+    assert [m.text for m in Store.open(str(repo), branch="feat").list()] == ["decided while rebasing feat"]
+    assert Store.open(str(repo), branch="main").list() == []
+    git(repo, "bisect", "start", "HEAD", "HEAD~2")  # HEAD detaches at a commit between them
+    assert git(repo, "symbolic-ref", "-q", "HEAD", check=False) == "" and Store.open(str(repo)).branch == "feat"
+    git(repo, "bisect", "reset")
+    git(repo, "checkout", "-q", "--detach")
+    assert Store.open(str(repo)).branch == "main"  # detached by hand: the default branch, as before
 
 
 def test_branch_without_memory_reads_the_default_branch_and_creates_no_ref(repo):
