@@ -182,16 +182,22 @@ _SECTION = r'\[\s*([A-Za-z0-9.-]+)\s*(?:"((?:[^"\\]|\\.)*)")?\s*\]\s*(?:[#;].*)?
 _ENTRY = r"([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?"
 
 
+def config_in_environment() -> bool:
+    """Whether the environment gives git configuration of its own (``git -c``, CI's GIT_CONFIG_COUNT, another
+    global or system file), which libgit2 does not read: then only git itself answers as git would."""
+    if any(os.environ.get(v) for v in ("GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG", "GIT_CONFIG_SYSTEM")):
+        return True
+    chosen = os.environ.get("GIT_CONFIG_GLOBAL")
+    return chosen is not None and chosen != "" and os.path.realpath(chosen) != os.path.realpath(_user_files()[1])
+
+
 def config(git: GitDir, key: str) -> Optional[str]:
     """``git config --get key`` from the files git reads (system, global, the repository's), for a
     plain value; anything this reader does not handle exactly (includes, quotes, escapes,
     continuation lines, inline comments in the value, config from the environment) is Unsure."""
-    if any(os.environ.get(v) for v in ("GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG", "GIT_CONFIG_SYSTEM")):
+    if config_in_environment():
         raise Unsure("config from the environment")
     xdg, user = _user_files()
-    chosen = os.environ.get("GIT_CONFIG_GLOBAL")
-    if chosen and os.path.realpath(chosen) != os.path.realpath(user):
-        raise Unsure("a global config file libgit2 does not read")
     if os.path.exists(os.path.join(git.path, "config.worktree")):
         raise Unsure("per-worktree config")
     section, _, name = key.rpartition(".")

@@ -15,7 +15,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import pygit2
 
 from .errors import BranchError, GitmemError, NotARepository, StorageError
-from .gitdir import plain_ref_name
+from .gitdir import config_in_environment, plain_ref_name
 from .model import Author
 
 REF_PREFIX = "refs/memory/"
@@ -100,6 +100,17 @@ def common_dir(repo: pygit2.Repository) -> str:
 
 
 def config_get(repo: pygit2.Repository, key: str) -> Optional[str]:
+    """``git config --get key``: read by libgit2 from the files git reads, or by git itself where the
+    environment gives it configuration libgit2 does not read (a CI job's identity, for one)."""
+    if config_in_environment():
+        import subprocess  # here: most commands never need it
+
+        try:
+            done = subprocess.run(["git", "config", "--get", key], cwd=repo.workdir or repo.path, capture_output=True,
+                                  text=True, timeout=30)
+            return done.stdout.rstrip("\n") if done.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):  # no git to ask: what libgit2 reads
+            pass
     try:
         return repo.config[key]
     except (KeyError, pygit2.GitError):

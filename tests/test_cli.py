@@ -202,6 +202,22 @@ def test_a_missing_git_identity_is_an_error_not_a_made_up_author(tmp_path):
     assert git(repo, "log", "-1", "--format=%an <%ae>", "refs/memory/main", env=env).strip() == "Ann <ann@example.com>"
 
 
+def test_the_author_is_the_identity_git_would_use_even_when_the_environment_gives_it(tmp_path):
+    """A CI job sets its identity through the environment (GIT_CONFIG_COUNT, or GIT_CONFIG_GLOBAL naming
+    another file), which libgit2 does not read: the memory is signed as git signs the job's commits."""
+    repo = tmp_path / "ci"
+    git(tmp_path, "init", "-q", "-b", "main", "ci")
+    alice = tmp_path / "alice.gitconfig"
+    alice.write_text("[user]\n\tname = Alice\n\temail = alice@example.com\n")
+    no_env_identity = {"GIT_AUTHOR_NAME": "", "GIT_AUTHOR_EMAIL": "", "EMAIL": ""}
+    gitmem(repo, "fact", "add", "from another global file", env={**no_env_identity, "GIT_CONFIG_GLOBAL": str(alice)})
+    counted = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "user.name", "GIT_CONFIG_VALUE_0": "CI",
+               "GIT_CONFIG_KEY_1": "user.email", "GIT_CONFIG_VALUE_1": "ci@example.com"}
+    gitmem(repo, "fact", "add", "from the environment", env={**no_env_identity, **counted})
+    log = git(repo, "log", "--format=%an <%ae>", "refs/memory/main").split("\n")
+    assert log[:2] == ["CI <ci@example.com>", "Alice <alice@example.com>"]
+
+
 def test_a_missing_directory_says_so(tmp_path):
     result = gitmem(tmp_path, "-C", str(tmp_path / "nowhere"), "list", check=False)
     assert result.returncode == 1 and result.stderr.strip() == f"Error: no such directory: {tmp_path / 'nowhere'}"
