@@ -249,6 +249,16 @@ def test_add_on_a_branch_without_memory_forks_it(repo, store, web):
     assert "From the feature" not in memory_log(repo, "refs/memory/main")
 
 
+def test_a_branch_that_is_not_here_is_an_error_on_a_page_and_on_a_form(repo, store, web):
+    store.add("fact", "From main")
+    page = web.get("/memory?branch=mian")
+    assert page.status_code == 400 and "no branch &#x27;mian&#x27; here" in page.text and "From main" not in page.text
+    token = csrf(web.get("/memory").text)
+    r = web.post("/add", data={"csrf": token, "branch": "mian", "type": "fact", "text": "Lost on a typo"})
+    assert r.status_code == 400 and "did you mean &#x27;main&#x27;" in r.text
+    assert git(repo, "for-each-ref", "refs/memory") == git(repo, "for-each-ref", "refs/memory/main")
+
+
 def test_retract_through_the_form(repo, store, web):
     w = store.add("fact", "The API is v1")
     page = web.get(f"/memory/{w.memory.id}").text

@@ -137,7 +137,14 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
     token = csrf_token or secrets.token_urlsafe(32)
 
     def open_store(branch: Optional[str]) -> Store:
-        return Store.open(repo_path, branch or None)
+        """The store of ``branch`` (none: the one HEAD names); a name that is no branch here is an error, as
+        the CLI's ``--branch`` is, never a read of main's memory or, on a form, a stray memory ref."""
+        from ..branches import require_known
+
+        store = Store.open(repo_path, branch or None)
+        if branch:
+            require_known(store.repo, branch)
+        return store
 
     def person(store: Store) -> Author:
         from ..repo import default_author
