@@ -223,11 +223,15 @@ def test_a_missing_directory_says_so(tmp_path):
     assert result.returncode == 1 and result.stderr.strip() == f"Error: no such directory: {tmp_path / 'nowhere'}"
 
 
-def test_text_dash_reads_stdin_for_add_and_fact_add(run):
+def test_text_dash_reads_stdin_for_add_fact_add_edit_and_supersede(run):
     run("add", "decision", "-", "--because", "piped", input="Queue jobs in Postgres\n")
     run("fact", "add", "-", input="line one\nline two\n")
-    texts = {m["text"] for m in json.loads(run("list", "--json").output)["memories"]}
-    assert texts == {"Queue jobs in Postgres", "line one\nline two"}
+    texts = {m["text"]: m["id"] for m in json.loads(run("list", "--json").output)["memories"]}
+    assert set(texts) == {"Queue jobs in Postgres", "line one\nline two"}
+    run("edit", texts["line one\nline two"], "--text", "-", input="edited from stdin\n")
+    run("supersede", texts["Queue jobs in Postgres"], "-", input="Queue jobs in Redis\n")
+    after = {m["text"] for m in json.loads(run("list", "--json").output)["memories"]}
+    assert after == {"edited from stdin", "Queue jobs in Redis"}
 
 
 def test_limit_means_at_most_n_everywhere_and_log_filters_by_type_and_since(run):

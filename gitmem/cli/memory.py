@@ -271,7 +271,7 @@ _EDITABLE = ("text", "title", "reason", "tags", "paths", "next")
 
 @main.command()
 @click.argument("memory_id", metavar="ID")
-@click.option("--text", help="New text.")
+@click.option("--text", help="New text ('-': read it from stdin).")
 @click.option("--title", help="New title.")
 @click.option("--because", "reason", metavar="REASON", help="New reason.")
 @click.option("--tag", "tags", multiple=True, help="Replace the tags (repeatable).")
@@ -286,7 +286,8 @@ def edit(store: Store, memory_id, text, title, reason, tags, paths, next_, who, 
     Example: gitmem edit 4vhr --text "Use advisory locks, not SELECT ... FOR UPDATE"
     """
     changes: Dict[str, Any] = {k: v for k, v in
-                               (("text", text), ("title", title), ("reason", reason), ("next", next_))
+                               (("text", text if text is None else read_text_argument(text)), ("title", title),
+                                ("reason", reason), ("next", next_))
                                if v is not None}
     if tags:
         changes["tags"] = tags
@@ -314,11 +315,11 @@ def _edit_in_editor(m: Memory) -> Dict[str, Any]:
 @author_options
 @json_option
 def supersede(store: Store, memory_id, text, title, reason, who, source, as_json) -> None:
-    """Replace a memory with a new one (the old one is kept, marked superseded).
+    """Replace a memory with a new one (the old one is kept, marked superseded). TEXT '-' reads stdin.
 
     Example: gitmem supersede 4vhr "Queue jobs in Postgres with SKIP LOCKED"
     """
-    w = store.supersede(memory_id, text, title=title, reason=reason, author=who, source=source)
+    w = store.supersede(memory_id, read_text_argument(text), title=title, reason=reason, author=who, source=source)
     report_write(store, w, f"Superseded {memory_id} with", as_json)
 
 
