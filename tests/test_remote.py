@@ -201,7 +201,10 @@ def test_remote_setup_makes_plain_git_carry_memory_and_undo_restores_the_config(
     assert remote_tip(origin) == Store.open(str(alice)).own_tip()
     assert git(origin, "rev-parse", "main").strip() == git(alice, "rev-parse", "HEAD").strip()
 
-    gitmem(bob, "remote", "setup")
+    assert "pre-push hook is not installed" in setup["warnings"][0]  # alice's plain push is not scanned
+    gitmem(bob, "hooks", "install")
+    bob_setup = gitmem(bob, "remote", "setup")
+    assert "warning" not in bob_setup.stderr
     git(bob, "fetch", "-q")
     assert git(bob, "rev-parse", "refs/memory-remotes/origin/main").strip() == remote_tip(origin)
 

@@ -170,20 +170,29 @@ def remote_setup(ctx, remote, undo, as_json) -> None:
     refspec, `HEAD`, because git ignores push.default once one exists.
     `--undo` removes exactly those values.
 
-    JSON: {"remote", "changes": [{"key", "value", "action", "why"}]}; action is added, kept or removed.
+    A plain `git push` scans memory for secrets only through the pre-push hook: without it, setup warns.
+
+    JSON: {"remote", "changes": [{"key", "value", "action", "why"}], "warnings"}; action is added, kept or removed.
 
     Example: gitmem remote setup origin
     """
+    from ..hooks import status as hook_status
     from ..remote import carry_memory, default_remote
 
     store = open_store(ctx)
     remote = remote or default_remote(store.repo, store.branch)
     changes = carry_memory(store.repo, remote, undo=undo)
+    warnings = []
+    if not undo and not any(h.name == "pre-push" and h.state == "installed" for h in hook_status(store.repo)):
+        warnings.append("the pre-push hook is not installed, so a plain `git push` now sends memory without the "
+                        "secret scan `gitmem push` makes: run `gitmem hooks install`")
     if as_json:
-        emit_json({"remote": remote, "changes": [c.to_dict() for c in changes]})
+        emit_json({"remote": remote, "changes": [c.to_dict() for c in changes], "warnings": warnings})
         return
     for c in changes:
         verb = {"added": "git config --add", "removed": "git config --unset", "kept": "unchanged:"}[c.action]
         click.echo(f"{verb} {c.key} {c.value!r}" + (f"  # {c.why}" if c.why else ""))
     if not changes:
         click.echo("nothing to change", err=True)
+    for warning in warnings:
+        click.echo(f"gitmem: warning: {warning}", err=True)
