@@ -218,6 +218,27 @@ def test_the_author_is_the_identity_git_would_use_even_when_the_environment_give
     assert log[:2] == ["CI <ci@example.com>", "Alice <alice@example.com>"]
 
 
+def test_a_path_is_taken_as_git_takes_one_relative_to_where_the_command_runs(repo):
+    sub = repo / "src" / "pay"
+    sub.mkdir(parents=True)
+    (sub / "refunds.py").write_text("def refund(): ...\n")
+    git(repo, "add", "src")
+    git(repo, "commit", "-q", "-m", "refunds")
+    gitmem(sub, "add", "file", "refunds, summarised", "--path", "refunds.py")
+    gitmem(sub, "add", "decision", "Refunds are idempotent", "--because", "retries", "--path", "./")
+    stored = json.loads(gitmem(repo, "list", "--json").stdout)["memories"]
+    assert {m["text"]: m["paths"] for m in stored} == {"refunds, summarised": ["src/pay/refunds.py"],
+                                                       "Refunds are idempotent": ["src/pay"]}
+    assert next(m for m in stored if m["type"] == "file")["blob"]  # tied to the file's blob, found at that path
+    for where, path in ((repo, "./src/pay/refunds.py"), (repo / "src", "pay"), (sub, "refunds.py"),
+                        (repo, str(sub / "refunds.py"))):
+        listed = json.loads(gitmem(where, "list", "--path", path, "--json").stdout)["memories"]
+        assert len(listed) == 2, (where, path)
+    assert len(json.loads(gitmem(repo, "-C", "src", "list", "--path", "pay", "--json").stdout)["memories"]) == 2
+    outside = gitmem(sub, "add", "fact", "escapes", "--path", "../../../x", check=False)
+    assert outside.returncode == 1 and "must stay inside the repository" in outside.stderr
+
+
 def test_a_missing_directory_says_so(tmp_path):
     result = gitmem(tmp_path, "-C", str(tmp_path / "nowhere"), "list", check=False)
     assert result.returncode == 1 and result.stderr.strip() == f"Error: no such directory: {tmp_path / 'nowhere'}"

@@ -93,6 +93,35 @@ def main(ctx: click.Context, path: str, branch: Optional[str]) -> None:
     ctx.obj = Settings(path=path, branch=branch)
 
 
+class RepoPath(click.ParamType):
+    """A path as git takes one on the command line: relative to where the command runs (``-C`` included),
+    given to the library relative to the repository's root (``sub/`` + ``x.py`` is ``sub/x.py``, and
+    ``./src`` is ``src``; one outside it keeps its ``..`` for the library to refuse). Where the work tree is
+    not found here, the path goes on as typed."""
+
+    name = "path"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        import os
+
+        from ..gitdir import Unsure, discover
+
+        settings = ctx.find_object(Settings) if ctx is not None else None
+        here = os.path.abspath(settings.path if settings is not None else ".")
+        try:
+            root = discover(here).workdir
+        except Unsure:
+            return value
+        if not value or "\x00" in value:
+            return value  # the library names what is wrong with it
+        inside = os.path.relpath(os.path.normpath(os.path.join(here, value)), root)
+        return value if inside == os.curdir else inside.replace(os.sep, "/")  # outside: the library refuses it
+
+
+#: The type of every ``--path`` option.
+REPO_PATH = RepoPath()
+
+
 def open_store(ctx: Optional[click.Context] = None) -> Store:
     """The store for the global -C/--branch options; prints a notice (detached HEAD) once."""
     from ..store import Store

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional
 
 import click
 
-from .base import emit_json, json_option, main, pass_store
+from .base import REPO_PATH, emit_json, json_option, main, pass_store
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -28,7 +28,7 @@ def _usage_line(u: dict) -> str:
 
 @main.command("context")
 @click.option("--query", "-q", help="The question the context is for (ranks an over-budget tail).")
-@click.option("--path", "paths", multiple=True, help="A file in play (repeatable): its memories are preferred.")
+@click.option("--path", "paths", multiple=True, type=REPO_PATH, help="A file in play (repeatable): its memories are preferred.")
 @click.option("--ttl", type=click.Choice(["none", "5m", "1h", "auto"]), default="5m", show_default=True,
               help="cache_control TTL of the breakpoints; auto: 5m or 1h, as the router's auto policy would choose "
                    "from the breaks recorded in this repository.")
@@ -135,7 +135,7 @@ def guide_show(store: Store, as_json: bool) -> None:
 
 @main.command()
 @click.argument("question")
-@click.option("--path", "paths", multiple=True, help="A file in play (repeatable).")
+@click.option("--path", "paths", multiple=True, type=REPO_PATH, help="A file in play (repeatable).")
 @click.option("--ttl", type=_TTL, default="5m", show_default=True, help="cache_control TTL.")
 @click.option("--model", default="claude-haiku-4-5", show_default=True)
 @click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True)

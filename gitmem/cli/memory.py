@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 import click
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, source_matches
-from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pass_store
+from .base import REPO_PATH, author_options, echo, edit_in_editor, emit_json, json_option, main, pass_store
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -69,7 +69,7 @@ def write_options(f):
         click.option("--because", "because", metavar="REASON",
                      help="Why: required for a rejection (why it was turned down), optional otherwise."),
         click.option("--tag", "tags", multiple=True, help="A tag (repeatable)."),
-        click.option("--path", "paths", multiple=True, help="A repository path it concerns (repeatable)."),
+        click.option("--path", "paths", multiple=True, type=REPO_PATH, help="A repository path it concerns (repeatable)."),
     ]):
         f = option(f)
     return f
@@ -168,7 +168,7 @@ def filter_options(f):
     for option in reversed([
         click.option("--type", "type_", type=click.Choice(TYPES), help="Only this type."),
         click.option("--tag", help="Only memories with this tag."),
-        click.option("--path", help="Only memories about this path (or a directory around it)."),
+        click.option("--path", type=REPO_PATH, help="Only memories about this path (or a directory around it)."),
         click.option("--kind", "author_kind", type=click.Choice(AUTHOR_KINDS), help="Only agent or human writes."),
         click.option("--source", help="Only from this tool (cli, hook, mcp:cursor, ...)."),
         click.option("--status", type=click.Choice(STATUSES + ("any",)), default="active", show_default=True),
@@ -275,7 +275,7 @@ _EDITABLE = ("text", "title", "reason", "tags", "paths", "next")
 @click.option("--title", help="New title.")
 @click.option("--because", "reason", metavar="REASON", help="New reason.")
 @click.option("--tag", "tags", multiple=True, help="Replace the tags (repeatable).")
-@click.option("--path", "paths", multiple=True, help="Replace the paths (repeatable).")
+@click.option("--path", "paths", multiple=True, type=REPO_PATH, help="Replace the paths (repeatable).")
 @click.option("--next", "next_", metavar="STEP", help="New next step (checkpoints).")
 @pass_store
 @author_options

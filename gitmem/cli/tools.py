@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import click
 
-from .base import Settings, emit_json, json_option, main, pass_store
+from .base import REPO_PATH, Settings, emit_json, json_option, main, pass_store
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -36,7 +36,7 @@ def mcp(ctx: click.Context, repo: Optional[str], http: bool, port: int) -> None:
 
 @main.command()
 @click.argument("proposal")
-@click.option("--path", "paths", multiple=True, help="A file the proposal touches (repeatable).")
+@click.option("--path", "paths", multiple=True, type=REPO_PATH, help="A file the proposal touches (repeatable).")
 @json_option
 @pass_store
 def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> None:
