@@ -190,7 +190,8 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True) -> List[BranchInfo]:
     from .repo import default_branch
 
     default = default_branch(repo)
-    gone = [b for b in list_branches(repo) if b.name != default and not code_tips(repo, b.name)]
+    moved = renames(repo)  # not gone: renamed by git, which left the memory behind (see move)
+    gone = [b for b in list_branches(repo) if b.name != default and not code_tips(repo, b.name) and b.name not in moved]
     if not dry_run:
         for b in gone:
             try:
@@ -206,6 +207,79 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True) -> List[BranchInfo]:
                 except (KeyError, pygit2.GitError):
                     pass
     return gone
+
+
+def move(repo: pygit2.Repository, old: str, new: str) -> str:
+    """Rename ``old``'s memory to ``new``, as `git branch -m old new` renames its code (git runs no hook for
+    it): ``refs/memory/<new>`` takes the tip, the fork record moves, and branches forked from ``old`` now name
+    ``new``. ``new`` must have no memory of its own (merge it instead). Returns the tip moved."""
+    from .refs import move_ref
+    from .repo import check_branch_name, config_get, memory_ref
+
+    check_branch_name(old)
+    check_branch_name(new)
+    tip = ref_target(repo, memory_ref(old))
+    if tip is None:
+        raise BranchError(f"{old!r} has no memory of its own to move")
+    if ref_target(repo, memory_ref(new)) is not None:
+        raise BranchError(f"{new!r} already has memory of its own: bring {old!r}'s in with "
+                          f"`gitmem --branch {new} merge {old}`")
+    try:
+        move_ref(repo, memory_ref(new), None, tip, f"gitmem: branch {old} renamed to {new}")
+    except GitmemError as e:
+        raise BranchError(f"could not create {memory_ref(new)}: {e}") from None
+    try:
+        found = repo.references[memory_ref(old)]
+        if str(found.target) != tip:
+            raise BranchError(f"{memory_ref(old)} moved while renaming; run it again")
+        found.delete()
+    except BranchError:
+        repo.references[memory_ref(new)].delete()  # as before: nothing half done
+        raise
+    except (KeyError, pygit2.GitError) as e:
+        raise BranchError(f"could not delete {memory_ref(old)}: {e}") from None
+    try:
+        config = repo.config
+        for key in ("parent", "forkPoint"):
+            value = config_get(repo, f"gitmem.branch.{old}.{key}")
+            if value is not None:
+                if config_get(repo, f"gitmem.branch.{new}.{key}") is None:
+                    config[f"gitmem.branch.{new}.{key}"] = value
+                del config[f"gitmem.branch.{old}.{key}"]
+        for entry in list(config):  # the branches forked from it
+            if entry.name.startswith("gitmem.branch.") and entry.name.endswith(".parent") and entry.value == old:
+                config[entry.name] = new
+    except (KeyError, pygit2.GitError, OSError) as e:
+        raise BranchError(f"moved the memory to {memory_ref(new)}, but not its fork records: {e}") from None
+    return tip
+
+
+def renames(repo: pygit2.Repository) -> Dict[str, str]:
+    """old name -> new name, for each local code branch renamed from a branch whose memory stayed behind."""
+    from .repo import memory_ref
+
+    out: Dict[str, str] = {}
+    for name, _ in ref_names(repo, "refs/heads/"):
+        if ref_target(repo, memory_ref(name)) is None and (old := renamed_from(repo, name)):
+            out[old] = name
+    return out
+
+
+def renamed_from(repo: pygit2.Repository, branch: str) -> Optional[str]:
+    """The branch ``branch`` was renamed from (`git branch -m`), if its code's reflog says so and that name
+    still has memory of its own: the memory git did not move."""
+    from .repo import memory_ref
+
+    try:
+        entries = list(repo.references[f"refs/heads/{branch}"].log())
+    except (KeyError, pygit2.GitError, ValueError):
+        return None
+    for entry in entries:  # newest first
+        message = entry.message or ""
+        if message.startswith("Branch: renamed refs/heads/") and message.endswith(f" to refs/heads/{branch}"):
+            old = message[len("Branch: renamed refs/heads/"):-len(f" to refs/heads/{branch}")]
+            return old if ref_target(repo, memory_ref(old)) is not None else None
+    return None
 
 
 # --- finding merged branches ------------------------------------------------------

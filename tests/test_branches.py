@@ -207,6 +207,34 @@ def test_branch_list_diff_and_prune(repo):
     assert "refs/memory/feature" in pygit2.Repository(str(repo)).references
 
 
+def test_a_renamed_branch_is_named_in_status_kept_from_prune_and_its_memory_moved_with_it(repo):
+    """git branch -m renames the code and runs no hook: the memory stays under the old name until
+    `gitmem branch -m` moves it, and meanwhile nothing calls it deleted or prunes it."""
+    gitmem(repo, "hooks", "install")  # post-checkout records where each branch was forked from
+    gitmem(repo, "add", "decision", "base", "--because", "why")
+    git(repo, "checkout", "-q", "-b", "old")
+    note = json.loads(gitmem(repo, "add", "note", "old-branch note", "--json").stdout)["id"]
+    git(repo, "checkout", "-q", "-b", "child")  # forked from old
+    gitmem(repo, "add", "note", "child note")
+    git(repo, "checkout", "-q", "old")
+    git(repo, "branch", "-m", "old", "renamed")
+    assert "renamed from 'old', whose memory stayed behind: `gitmem branch -m old renamed`" in \
+        gitmem(repo, "status").stdout
+    assert "code renamed to renamed: gitmem branch -m old renamed" in gitmem(repo, "branch").stdout
+    assert "refs/memory/old" not in gitmem(repo, "prune").stdout
+
+    moved = json.loads(gitmem(repo, "branch", "-m", "old", "renamed", "--json").stdout)
+    assert moved["ref"] == "refs/memory/renamed"
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/memory").split()
+    assert "refs/memory/old" not in refs and "refs/memory/renamed" in refs
+    assert note in [m["id"] for m in json.loads(gitmem(repo, "list", "--json").stdout)["memories"]]
+    assert fork_point(pygit2.Repository(str(repo)), "renamed")[0] == "main"
+    assert fork_point(pygit2.Repository(str(repo)), "child")[0] == "renamed"
+    again = gitmem(repo, "branch", "-m", "child", "renamed", check=False)
+    assert again.returncode == 1 and "already has memory of its own" in again.stderr
+    assert gitmem(repo, "branch", "-m", "nope", "x", check=False).returncode == 1
+
+
 def test_diff_names_an_unknown_side_instead_of_showing_nothing(repo):
     Store.open(str(repo), "main").add("fact", "main fact")
     failed = gitmem(repo, "diff", "main..no-such-branch", check=False)

@@ -18,26 +18,43 @@ def _short(oid: Optional[str]) -> str:
 
 
 @main.command()
+@click.option("--move", "-m", "move", nargs=2, metavar="OLD NEW",
+              help="Rename OLD's memory to NEW, after `git branch -m OLD NEW` (git moves only the code).")
 @json_option
 @pass_store
-def branch(store: Store, as_json: bool) -> None:
+def branch(store: Store, move, as_json: bool) -> None:
     """List memory branches: parent, tip, memory count, whether the code branch
-    still exists and whether it is merged into its parent.
+    still exists and whether it is merged into its parent. With --move, rename one.
 
-    JSON: {"current", "branches": [{"name", "ref", "tip", "parent", "memories", "code", "merged", "conflicts"}]}.
+    JSON: {"current", "branches": [{"name", "ref", "tip", "parent", "memories", "code", "merged", "conflicts"}]};
+    with --move: {"from", "to", "ref", "tip"}.
 
-    Example: gitmem branch
+    Example: git branch -m payments billing && gitmem branch -m payments billing
     """
     from ..branches import list_branches
 
+    if move:
+        from ..branches import move as move_memory
+        from ..repo import memory_ref
+
+        tip = move_memory(store.repo, *move)
+        if as_json:
+            emit_json({"from": move[0], "to": move[1], "ref": memory_ref(move[1]), "tip": tip})
+        else:
+            click.echo(f"moved the memory of {move[0]!r} to {memory_ref(move[1])} (at {_short(tip)})")
+        return
     found = list_branches(store.repo)
     if as_json:
         emit_json({"current": store.branch, "branches": [b.to_dict() for b in found]})
         return
+    from ..branches import renames
+
+    moved = renames(store.repo) if any(b.code == "deleted" for b in found) else {}
     for b in found:
         mark = "*" if b.name == store.branch else " "
         notes = [f"from {b.parent}"] if b.parent else []
-        notes += ["code deleted"] if b.code == "deleted" else []
+        notes += [f"code renamed to {moved[b.name]}: gitmem branch -m {b.name} {moved[b.name]}"] if b.name in moved \
+            else ["code deleted"] if b.code == "deleted" else []
         notes += ["merged"] if b.merged else []
         notes += [f"{b.conflicts} conflict(s)"] if b.conflicts else []
         click.echo(f"{mark} {b.name:<24} {_short(b.tip)} {b.memories:>5} memories  {', '.join(notes)}")
