@@ -53,6 +53,8 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
     """
     from ..recall import check as check_proposal
 
+    if not proposal.strip():
+        raise click.UsageError("PROPOSAL is empty: say what you are about to do")
     verdict = check_proposal(store, proposal, paths=paths)
     if as_json:
         emit_json(verdict.to_dict())
