@@ -363,12 +363,23 @@ def check_request_line(line: str) -> Optional[Dict[str, Any]]:
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": problem[0], "message": problem[1]}}
 
 
+#: On end of input, how long the server waits for the requests it is still answering (a tool call that
+#: writes is answered before the server exits, so a client that closed its side early still learns the id).
+DRAIN_SECONDS = 60.0
+
+
 class _CheckedStdin:
-    """The wire's stdin for the SDK: lines it can take pass on; the others are answered here."""
+    """The wire's stdin for the SDK: lines it can take pass on; the others are answered here. End of input
+    is passed on only once every request passed on has been answered: the SDK cancels what is still running
+    then, and a write a tool had made would go unreported."""
 
     def __init__(self, stream: Any):
+        import anyio
+
         self.stream = stream
         self.reply: Any = None
+        self.pending: set = set()  # ids of requests passed on and not answered yet
+        self.answered = anyio.Event()
 
     def __aiter__(self) -> "_CheckedStdin":
         return self
@@ -377,14 +388,63 @@ class _CheckedStdin:
         while True:
             line = await self.stream.readline()
             if not line:
+                await self._drain()
                 raise StopAsyncIteration
             if not line.strip():
                 continue
             error = check_request_line(line)
             if error is None:
+                self._track(json.loads(line))
                 return line
             if error and self.reply is not None:
                 await self.reply(error)
+
+    def _track(self, message: Any) -> None:
+        if not isinstance(message, dict):
+            return
+        if "method" in message and "id" in message:
+            self.pending.add(message["id"])
+        elif message.get("method") == "notifications/cancelled":  # the SDK answers a cancelled request not at all
+            self.pending.discard((message.get("params") or {}).get("requestId"))
+
+    def sent(self, message: Any) -> None:
+        """Called with each message the server writes: a response or error settles its request."""
+        inner = getattr(message, "root", message)
+        if hasattr(inner, "id") and not hasattr(inner, "method"):
+            self.pending.discard(inner.id)
+            self.answered.set()
+
+    async def _drain(self) -> None:
+        import anyio
+
+        with anyio.move_on_after(DRAIN_SECONDS):
+            while self.pending:
+                await self.answered.wait()
+                self.answered = anyio.Event()
+
+
+class _Sending:
+    """The write stream the SDK is given: each message goes on, and ``stdin`` learns which requests it answers."""
+
+    def __init__(self, stream: Any, stdin: _CheckedStdin):
+        self.stream, self.stdin = stream, stdin
+
+    async def send(self, item: Any) -> None:
+        await self.stream.send(item)
+        self.stdin.sent(item.message)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    async def __aenter__(self) -> "_Sending":
+        await self.stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self.stream.__aexit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 async def _serve_stdio(server: Any) -> None:
@@ -411,7 +471,8 @@ async def _serve_stdio(server: Any) -> None:
             await write_stream.send(SessionMessage(JSONRPCError.model_validate(error)))
 
         stdin.reply = reply
-        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+        await lowlevel.run(read_stream, _Sending(write_stream, stdin),
+                           lowlevel.create_initialization_options())
 
 
 def tool_schema_tokens(server: Any = None) -> int:

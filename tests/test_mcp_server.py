@@ -188,6 +188,26 @@ def test_every_malformed_stdio_request_gets_a_reply_and_the_server_keeps_serving
     assert git(repo, "for-each-ref", "refs/memory/") == ""
 
 
+def test_requests_piped_in_before_the_input_ends_are_all_answered_before_the_server_exits(repo):
+    """A scripted client writes its requests and closes stdin: the SDK would cancel what is still running
+    at end of input, and a write a tool had made would go unreported. Every request gets its answer."""
+    import subprocess
+
+    lines = [json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "piped", "version": "1"}}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})]
+    lines += [json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+        "name": "remember", "arguments": {"type": "fact", "text": f"piped fact {i}"}}}) for i in range(2, 12)]
+    done = subprocess.run([sys.executable, "-m", "gitmem", "mcp"], cwd=str(repo), input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert sorted(r["id"] for r in replies) == list(range(1, 12)) and done.returncode == 0
+    stored = {r["result"]["structuredContent"]["id"] for r in replies if r["id"] > 1}
+    from gitmem import Store
+
+    assert len(stored) == 10 and stored == {m.id for m in Store.open(str(repo)).list()}
+
+
 def test_every_tool_and_resource_runs_on_the_library_thread(repo, monkeypatch):
     """The SDK runs each synchronous tool on whichever worker thread is free; gitmem's work runs on one
     (see gitmem.serving.on_library_thread): one malloc arena, and one caller of the shared index at a time.
