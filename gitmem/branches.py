@@ -147,10 +147,11 @@ class BranchInfo:
     merged: bool  # its code is reachable from the parent's (or default) code branch
     conflicts: int = 0
     memory_merged: bool = False  # its memory tip is in the parent's (or default) memory
+    active: int = 0  # of ``memories`` (which also counts superseded, retracted and invalid ones), as status counts
 
     def to_dict(self) -> Dict[str, Any]:
         return {"name": self.name, "ref": self.ref, "tip": self.tip, "parent": self.parent,
-                "memories": self.memories, "code": self.code, "merged": self.merged,
+                "memories": self.memories, "active": self.active, "code": self.code, "merged": self.merged,
                 "conflicts": self.conflicts, "memory_merged": self.memory_merged}
 
 
@@ -172,9 +173,11 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
         merged = bool(parent and tips and into and reachable(repo, tips[0], into[0])
                       and tips[0] != fork_point(repo, name)[1])
         into_memory = Store(repo, parent or default).tip() if name != default else None
-        out.append(BranchInfo(name, ref, tip, parent, sum(store.summary(tip)["counts"].values()),  # kept per tree
+        counts = store.summary(tip)["counts"]  # kept per tree
+        out.append(BranchInfo(name, ref, tip, parent, sum(counts.values()),
                               "exists" if f"refs/heads/{name}" in repo.references else "deleted",
-                              merged, len(conflict_blobs(store, tip)), reachable(repo, tip, into_memory)))
+                              merged, len(conflict_blobs(store, tip)), reachable(repo, tip, into_memory),
+                              sum(n for key, n in counts.items() if key.endswith("/active"))))
     return out
 
 

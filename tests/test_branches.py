@@ -195,7 +195,9 @@ def test_branch_list_diff_and_prune(repo):
     tip = spike.own_tip()
     spike.move_ref(tip, spike.commit_tree({"note/x/y/0000000000000xy.yaml": b"id: [broken\n"}, "a broken blob",
                                           added.author, base=tip), "test")
-    assert {b.name: b for b in list_branches(main.repo)}["spike"].memories == 3  # main fact, its note, the blob
+    spike_info = {b.name: b for b in list_branches(main.repo)}["spike"]
+    assert (spike_info.memories, spike_info.active) == (3, 2)  # main fact, its note, the blob; status counts 2
+    assert "    2 active of 3" in gitmem(repo, "branch").stdout
 
     git(repo, "branch", "-D", "spike")
     assert [b.name for b in prune(main.repo)] == ["spike"]  # lists first, deletes nothing

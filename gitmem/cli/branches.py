@@ -26,7 +26,8 @@ def branch(store: Store, move, as_json: bool) -> None:
     """List memory branches: parent, tip, memory count, whether the code branch
     still exists and whether it is merged into its parent. With --move, rename one.
 
-    JSON: {"current", "branches": [{"name", "ref", "tip", "parent", "memories", "code", "merged", "conflicts"}]};
+    JSON: {"current", "branches": [{"name", "ref", "tip", "parent", "memories", "active", "code", "merged",
+    "conflicts", "memory_merged"}]} (memories: every blob; active: as status counts);
     with --move: {"from", "to", "ref", "tip"}.
 
     Example: git branch -m payments billing && gitmem branch -m payments billing
@@ -57,7 +58,7 @@ def branch(store: Store, move, as_json: bool) -> None:
             else ["code deleted"] if b.code == "deleted" else []
         notes += ["merged"] if b.merged else []
         notes += [f"{b.conflicts} conflict(s)"] if b.conflicts else []
-        click.echo(f"{mark} {b.name:<24} {_short(b.tip)} {b.memories:>5} memories  {', '.join(notes)}")
+        click.echo(f"{mark} {b.name:<24} {_short(b.tip)} {b.active:>5} active of {b.memories:<5} {', '.join(notes)}")
     if not found:
         click.echo("no memory branches yet", err=True)
 
