@@ -147,8 +147,9 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
         if ours == theirs:
             return MergeResult("up-to-date", ours)
         if ours is None:
-            store.move_ref(None, theirs, f"gitmem merge: fast-forward to {theirs[:12]}")
-            return MergeResult("fast-forward", theirs, added=sorted(blobs_by_id(store, theirs)))
+            tip = redacted_onto(store, theirs, None, author, source)
+            store.move_ref(None, tip, f"gitmem merge: fast-forward to {theirs[:12]}")
+            return MergeResult("fast-forward", tip, added=sorted(blobs_by_id(store, theirs)))
         base_oid = repo.merge_base(ours, theirs)
         base = str(base_oid) if base_oid else None
         if base == theirs:
@@ -156,8 +157,9 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
         if base == ours:
             added, changed, removed = _fast_forward_changes(repo, ours, theirs)
             if not removed and not _future_changes(store, theirs, changed, not_after):
-                store.move_ref(expected, theirs, f"gitmem merge: fast-forward to {theirs[:12]}")
-                return MergeResult("fast-forward", theirs, added, changed)
+                tip = redacted_onto(store, theirs, ours, author, source)
+                store.move_ref(expected, tip, f"gitmem merge: fast-forward to {theirs[:12]}")
+                return MergeResult("fast-forward", tip, added, changed)
             # A descendant that deletes memory is never taken as it is: gitmem itself never
             # deletes (retract keeps), so the deletion is someone's hand edit. Nor one that
             # changes a known memory with a timestamp from the future. Merge it instead: the
@@ -190,6 +192,44 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
         return MergeResult("merge", commit, added, changed, list(result.conflicts), kept)
 
     return store.retrying(attempt)
+
+
+def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Optional[Author], source: str) -> str:
+    """``theirs``, or a commit on it that redacts the secrets in the blobs it brings that ``ours`` lacks.
+
+    Taking a descendant as it is (a fast-forward, a first pull) would make its blobs local memory
+    unread: a secret someone pushed with plain git would then be listed, searched and sent to a model.
+    Here each such blob is scanned (a clean one once: see :func:`gitmem.remote.secret_blobs`): a valid
+    memory is written again as every write is (:func:`gitmem.model.dump_yaml` redacts), anything else has
+    its text redacted. The blobs as they arrived stay in the history below."""
+    from .redact import redact
+    from .remote import secret_blobs
+
+    repo = store.repo
+    if ours is None:  # a first pull: every blob
+        paths = {blob: path for path, blob in store.snapshot(theirs).entries()}
+    else:  # what the tree diff brings: a fast-forward by one memory reads a few trees
+        diff = repo.diff(repo[ours].peel(pygit2.Tree), repo[theirs].peel(pygit2.Tree))  # type: ignore[call-overload]
+        paths = {str(d.new_file.id): d.new_file.path for d in diff.deltas if d.status_char() != "D"}
+    found = secret_blobs(repo, list(paths))
+    if not found:
+        return theirs
+    updates: Dict[str, Optional[bytes]] = {}
+    for blob in found:
+        try:
+            memory = store.parse_blob(blob, paths[blob])
+            updates[paths[blob]] = model.dump_yaml(memory)
+        except InvalidMemory:
+            text = repo[blob].data.decode("utf-8", "replace")  # type: ignore[attr-defined]
+            updates[paths[blob]] = redact(text)[0].encode("utf-8")
+    from .repo import default_author
+
+    author = author or default_author(repo)
+    count = sum(len(rules) for rules in found.values())
+    text = (f"redact {count} secret(s) that arrived in {theirs[:12]}\n\n"
+            f"{len(found)} memory blob(s) held them; they are redacted here, as every write is.\n\n"
+            f"Memory-Op: redact\nMemory-Source: {source}\nAuthor-Kind: {author.kind}\nRedacted: {count}\n")
+    return store.commit_tree(updates, text, author, base=theirs)
 
 
 def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Conflict]) -> Dict[str, Optional[bytes]]:

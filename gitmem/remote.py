@@ -400,8 +400,8 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 fetched.refused.append(Refusal(b.ref, why, remote))
                 continue
         target = store if b.branch == store.branch else Store(repo, b.branch)
-        if target.own_tip() is None and _create(target, b.new, remote):
-            merged.append({"branch": b.branch, "kind": "new", "commit": b.new,
+        if target.own_tip() is None and (tip := _create(target, b.new, remote, author, source)):
+            merged.append({"branch": b.branch, "kind": "new", "commit": tip,
                            "added": target.snapshot(b.new).ids(), "changed": [], "conflicts": []})
             continue
         r = merge_into(target, b.new, author=author, source=source,
@@ -426,15 +426,18 @@ def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True
     return result
 
 
-def _create(store: Store, tip: str, remote: str) -> bool:
-    """Start local memory at the remote's tip; False when a concurrent write created it first."""
+def _create(store: Store, tip: str, remote: str, author: Optional[Author], source: str) -> Optional[str]:
+    """Start local memory at the remote's tip (with the secrets it brings redacted on top: see
+    :func:`gitmem.merge.redacted_onto`); None when a concurrent write created it first."""
     from .errors import ConcurrentUpdate
+    from .merge import redacted_onto
 
+    start = redacted_onto(store, tip, None, author, source)
     try:
-        store.move_ref(None, tip, f"gitmem pull: from {remote}")
-        return True
+        store.move_ref(None, start, f"gitmem pull: from {remote}")
+        return start
     except ConcurrentUpdate:
-        return False
+        return None
 
 
 # --- the secret scan -----------------------------------------------------------------
@@ -452,8 +455,7 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
     has are skipped, so the cost is the new objects plus one walk of the known tips' trees.
     Blobs found clean are remembered in the derived index (under a hash of the rules), so a
     blob is read and scanned once, however many pushes send it."""
-    from .index import index_for
-    from .redact import blob_texts, redact, rules_key, scan
+    from .redact import redact, scan
     from .trust import printable
 
     known = [k for k in dict.fromkeys(known) if k]
@@ -509,19 +511,31 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
                 elif entry.type_str == "blob" and oid not in seen:
                     seen.add(oid)
                     blobs[oid] = f"{prefix}{entry.name} (commit {short})"
-    index, rules = index_for(common_dir(repo)), rules_key()
-    clean = set(index.clean(rules, list(blobs)))
-    newly_clean = []
-    for oid, where in blobs.items():
+    for oid, rules in secret_blobs(repo, list(blobs)).items():
+        found.extend((printable(redact(blobs[oid])[0], 200), rule) for rule in rules)
+    return sorted(set(found), key=found.index)
+
+
+def secret_blobs(repo: pygit2.Repository, blob_ids: Sequence[str]) -> Dict[str, List[str]]:
+    """Those of ``blob_ids`` whose text holds a secret, each with the rules it matched. Blobs found clean
+    are remembered in the derived index under a hash of the rules, so each is read and scanned once,
+    whichever way it came or goes (a blob with a secret is scanned every time)."""
+    from .index import index_for
+    from .redact import blob_texts, rules_key, scan
+
+    index, key = index_for(common_dir(repo)), rules_key()
+    clean = set(index.clean(key, list(blob_ids)))
+    newly_clean, found = [], {}
+    for oid in dict.fromkeys(blob_ids):
         if oid in clean:
             continue
-        before = len(found)
-        for text in blob_texts(repo[oid].data):  # type: ignore[attr-defined]  # pygit2 stub: repo[oid] is Object
-            look(text, where)
-        if len(found) == before:
+        rules = [f.rule for text in blob_texts(repo[oid].data) for f in scan(text)]  # type: ignore[attr-defined]
+        if rules:
+            found[oid] = rules
+        else:
             newly_clean.append(oid)
-    index.put_clean(rules, newly_clean)
-    return sorted(set(found), key=found.index)
+    index.put_clean(key, newly_clean)
+    return found
 
 
 def _commit_tip(repo: pygit2.Repository, tip: str, look) -> pygit2.Oid:

@@ -287,6 +287,38 @@ def test_the_secret_scan_looks_only_at_what_the_remote_lacks(alice):
         remote_mod.push(Store.open(str(alice)), "origin")
 
 
+def test_a_secret_pushed_with_plain_git_is_redacted_when_it_arrives_by_fast_forward_or_first_pull(
+        alice, bob, origin, tmp_path):
+    """Someone plants a secret on the remote with plain git. Taken as it is (a fast-forward, a new clone's
+    first pull), it would become local memory unread: listed, searched, sent to a model. It arrives
+    redacted instead, in a commit on the remote's tip (the next push takes it there too)."""
+    gitmem(alice, "add", "fact", "clean")
+    gitmem(alice, "push")
+    gitmem(bob, "pull")
+    token = _github_token()
+    git(alice, "config", "core.hooksPath", "/dev/null")  # no pre-push hook: the plain push goes through
+    planted = _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
+                     "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
+                     f"text: 'deploy key {token}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
+                     "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
+    _plant(alice, "note/z/z/01m92e2zzzzzzzzz.yaml", f"token: {token}\n", message="and a blob that is no memory")
+    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+
+    carol = clone(origin, tmp_path / "carol", "Carol")
+    for who in (bob, carol):  # a fast-forward, and a first pull
+        pulled = json.loads(gitmem(who, "pull", "--json").stdout)
+        tip = git(who, "rev-parse", "refs/memory/main").strip()
+        assert git(who, "rev-parse", f"{tip}^").strip() == remote_tip(origin)  # one commit on the remote's tip
+        assert "redact 2 secret(s)" in git(who, "log", "-1", "--format=%s", tip)
+        assert any(m["commit"] == tip for m in pulled["merged"])
+        shown = gitmem(who, "list", "--json").stdout + gitmem(who, "context", "--query", "deploy key").stdout
+        assert token not in shown and "deploy key [REDACTED:github-pat]" in shown
+        assert token not in git(who, "show", f"{tip}:note/z/z/01m92e2zzzzzzzzz.yaml")
+    assert planted  # the blob as it arrived stays in history, below the redaction
+    gitmem(bob, "push")
+    assert token not in git(origin, "show", "refs/memory/main:note/z/z/01m92e2zzzzzzzzz.yaml")
+
+
 def test_the_secret_scan_reads_a_clean_blob_once_and_a_secret_every_time(alice, monkeypatch):
     """gitmem scans each blob it writes, and the push scan each blob nobody scanned yet; a clean
     blob is remembered under a hash of the rules and not read again. The blob with a secret is
