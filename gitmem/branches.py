@@ -184,12 +184,13 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
 # --- prune ---------------------------------------------------------------------
 
 
-def prune(repo: pygit2.Repository, *, dry_run: bool = True) -> List[BranchInfo]:
+def prune(repo: pygit2.Repository, *, dry_run: bool = True, force: bool = False) -> List[BranchInfo]:
     """Memory branches whose code branch is gone (locally and on every remote).
 
-    With ``dry_run`` (the default) nothing is deleted: callers list first. The
-    deleted tips stay reachable through the reflog-free object store until gc;
-    the caller prints them so ``git update-ref`` can bring one back."""
+    With ``dry_run`` (the default) nothing is deleted: callers list first. Otherwise those whose memory
+    is all in their parent's are deleted, and the others only with ``force`` (as `git branch -d` and
+    `-D`): memory nobody merged may exist nowhere else. The deleted tips stay reachable through the
+    reflog-free object store until gc; the caller prints them so ``git update-ref`` can bring one back."""
     from .repo import default_branch
 
     default = default_branch(repo)
@@ -197,6 +198,8 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True) -> List[BranchInfo]:
     gone = [b for b in list_branches(repo) if b.name != default and not code_tips(repo, b.name) and b.name not in moved]
     if not dry_run:
         for b in gone:
+            if not (b.memory_merged or force):
+                continue
             try:
                 ref = repo.references[b.ref]
                 if str(ref.target) != b.tip:

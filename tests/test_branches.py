@@ -204,7 +204,7 @@ def test_branch_list_diff_and_prune(repo):
     assert "refs/memory/spike" in main.repo.references
     listing = gitmem(repo, "prune").stdout
     assert "would delete refs/memory/spike" in listing
-    gitmem(repo, "prune", "--yes")
+    gitmem(repo, "prune", "--yes", "--force")  # spike's note and blob are nowhere else
     assert "refs/memory/spike" not in pygit2.Repository(str(repo)).references
     assert "refs/memory/feature" in pygit2.Repository(str(repo)).references
 
@@ -257,6 +257,12 @@ def test_prune_says_whether_a_deleted_branchs_memory_is_already_merged_and_drops
     git(repo, "branch", "-q", "-D", "merged-one", "lost-one")
     listing = gitmem(repo, "prune").stdout
     assert "refs/memory/merged-one" in listing and "all of it is in main's memory" in listing
-    assert "refs/memory/lost-one" in listing and "`gitmem merge lost-one` first to keep it" in listing
-    gitmem(repo, "prune", "--yes")
+    assert "refs/memory/lost-one" in listing and "`gitmem merge lost-one` keeps it" in listing
+    pruned = gitmem(repo, "prune", "--yes").stdout  # memory that is nowhere else is not deleted without --force
+    assert "deleted refs/memory/merged-one" in pruned and "kept refs/memory/lost-one" in pruned
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/memory")
+    assert "refs/memory/merged-one" not in refs and "refs/memory/lost-one" in refs
+    assert json.loads(gitmem(repo, "prune", "--yes", "--json").stdout)["kept"] == ["lost-one"]
+    gitmem(repo, "prune", "--yes", "--force")
+    assert "refs/memory/lost-one" not in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory")
     assert git(repo, "config", "--get-regexp", r"gitmem\.branch\.", check=False) == ""

@@ -101,29 +101,35 @@ def diff(store: Store, range_: Optional[str], markdown: bool, as_json: bool) -> 
 
 @main.command()
 @click.option("--yes", is_flag=True, help="Really delete (default: only list what would go).")
+@click.option("--force", is_flag=True, help="With --yes, delete memory that is not in its parent's too.")
 @json_option
 @pass_store
-def prune(store: Store, yes: bool, as_json: bool) -> None:
+def prune(store: Store, yes: bool, force: bool, as_json: bool) -> None:
     """Drop the memory of code branches that no longer exist (here or on a remote).
 
-    Lists what it would drop first; pass --yes to delete. Each line names the
-    tip, so `git update-ref refs/memory/NAME TIP` brings one back until gc.
+    Lists what it would drop first; pass --yes to delete. A branch whose memory is not all in its
+    parent's is kept unless --force (it may exist nowhere else: `gitmem merge NAME` keeps it). Each
+    line names the tip, so `git update-ref refs/memory/NAME TIP` brings one back until gc.
 
-    JSON: {"deleted": bool, "branches": [branch]}.
+    JSON: {"deleted": bool, "branches": [branch], "kept": [name]} (kept: not deleted, for want of --force).
 
     Example: gitmem prune --yes
     """
     from ..branches import prune as prune_branches
 
-    gone = prune_branches(store.repo, dry_run=not yes)
+    gone = prune_branches(store.repo, dry_run=not yes, force=force)
+    kept = [b.name for b in gone if yes and not (b.memory_merged or force)]
     if as_json:
-        emit_json({"deleted": yes, "branches": [b.to_dict() for b in gone]})
+        emit_json({"deleted": yes, "branches": [b.to_dict() for b in gone if b.name not in kept], "kept": kept})
         return
-    verb = "deleted" if yes else "would delete"
     for b in gone:
         into = b.parent or "its parent"
-        state = (f"all of it is in {into}'s memory" if b.memory_merged else
-                 f"some of it is not in {into}'s memory: `gitmem merge {b.name}` first to keep it")
+        if b.memory_merged:
+            verb, state = ("deleted" if yes else "would delete"), f"all of it is in {into}'s memory"
+        else:
+            verb = "kept" if b.name in kept else "deleted" if yes else "would delete"
+            state = (f"some of it is not in {into}'s memory: `gitmem merge {b.name}` keeps it, "
+                     f"`gitmem prune --yes --force` drops it")
         click.echo(f"{verb} {b.ref} at {b.tip} ({b.memories} memories; {state})")
     if not gone:
         click.echo("nothing to prune")
