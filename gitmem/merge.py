@@ -156,6 +156,9 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
             return MergeResult("up-to-date", ours)
         if base == ours:
             added, changed, removed = _fast_forward_changes(repo, ours, theirs)
+            if removed:  # a blob that is no valid memory may go (doctor --drop-invalid): only memory is kept
+                e_ours = blobs_by_id(store, ours)
+                removed = [i for i in removed if i in e_ours and _is_memory(store, e_ours[i])]
             if not removed and not _future_changes(store, theirs, changed, not_after):
                 tip = redacted_onto(store, theirs, ours, author, source)
                 store.move_ref(expected, tip, f"gitmem merge: fast-forward to {theirs[:12]}")
@@ -165,12 +168,14 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
             # changes a known memory with a timestamp from the future. Merge it instead: the
             # record merge keeps every memory either side has, and ours over a future stamp.
         e_base, e_ours, e_theirs = blobs_by_id(store, base), blobs_by_id(store, ours), blobs_by_id(store, theirs)
-        kept = sorted(i for i in e_ours if i not in e_theirs and i in e_base)
+        gone = [i for i in e_ours if i not in e_theirs and i in e_base]  # their side deleted it
+        kept = sorted(i for i in gone if _is_memory(store, e_ours[i]))
+        dropped = [e_ours[i][0] for i in gone if i not in kept and e_ours[i] == e_base[i]]  # no memory, unchanged here
         touched = sorted(i for i in set(e_ours) | set(e_theirs)
                          if not (e_ours.get(i) == e_theirs.get(i) or e_theirs.get(i) == e_base.get(i)))
         result = merge_records(load_ids(store, e_base, touched), load_ids(store, e_ours, touched),
                                load_ids(store, e_theirs, touched), not_after=not_after)
-        updates: Dict[str, Optional[bytes]] = {}
+        updates: Dict[str, Optional[bytes]] = dict.fromkeys(dropped)
         added, changed = [], []
         for i, m in result.merged.items():
             data = model.dump_yaml(m)
@@ -192,6 +197,15 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
         return MergeResult("merge", commit, added, changed, list(result.conflicts), kept)
 
     return store.retrying(attempt)
+
+
+def _is_memory(store: Store, entry: Tuple[str, str]) -> bool:
+    """Whether the blob at (path, blob id) is a valid memory (what a merge never lets the other side delete)."""
+    try:
+        store.parse_blob(entry[1], entry[0])
+        return True
+    except InvalidMemory:
+        return False
 
 
 def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Optional[Author], source: str) -> str:

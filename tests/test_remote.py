@@ -319,6 +319,29 @@ def test_a_secret_pushed_with_plain_git_is_redacted_when_it_arrives_by_fast_forw
     assert token not in git(origin, "show", "refs/memory/main:note/z/z/01m92e2zzzzzzzzz.yaml")
 
 
+def test_a_blob_one_clone_dropped_with_doctor_stays_dropped_when_the_others_pull_and_push(alice, bob, origin, tmp_path):
+    """A merge never lets the other side delete a memory; a blob that is no valid memory is another thing:
+    once doctor --drop-invalid removed it, a teammate's pull (fast-forward or merge) must not bring it back."""
+    gitmem(alice, "add", "fact", "first")
+    _plant(alice, "fact/a/a/01m92e2aaaaaaaaa.yaml", "schema: 1\nid: 01m92e2aaaaaaaaa\ntext: [unclosed\n")
+    git(alice, "config", "core.hooksPath", "/dev/null")
+    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    carol = clone(origin, tmp_path / "carol", "Carol")
+    for who in (bob, carol):
+        gitmem(who, "pull")
+    gitmem(alice, "doctor", "--drop-invalid")
+    gitmem(alice, "push")
+    gitmem(bob, "add", "fact", "bob's own")  # bob has diverged: his pull merges
+    for who in (bob, carol):  # carol's pull is a fast-forward
+        gitmem(who, "pull")
+        assert "fact/a/a/01m92e2aaaaaaaaa.yaml" not in git(who, "ls-tree", "-r", "--name-only", "refs/memory/main")
+        assert gitmem(who, "doctor").returncode == 0
+    gitmem(bob, "push")
+    gitmem(alice, "pull")
+    assert gitmem(alice, "doctor").returncode == 0
+    assert {m["text"] for m in json.loads(gitmem(alice, "list", "--json").stdout)["memories"]} == {"first", "bob's own"}
+
+
 def test_the_secret_scan_reads_a_clean_blob_once_and_a_secret_every_time(alice, monkeypatch):
     """gitmem scans each blob it writes, and the push scan each blob nobody scanned yet; a clean
     blob is remembered under a hash of the rules and not read again. The blob with a secret is
