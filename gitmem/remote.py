@@ -209,7 +209,9 @@ def remote_branches(repo: pygit2.Repository, remote: str) -> Dict[str, str]:
 
 def _git(repo: pygit2.Repository, args: Sequence[str], *, interactive: Optional[bool] = None,
          what: str) -> subprocess.CompletedProcess:
-    """Run the user's git on this repository; a missing git or a failure to start is a RemoteError."""
+    """Run the user's git on this repository, from its work tree as git itself runs there (a remote's relative
+    URL is relative to it, whatever directory gitmem was started in); a missing git or a failure to start is
+    a RemoteError."""
     if interactive is None:
         interactive = sys.stdin is not None and sys.stdin.isatty()
     env = dict(os.environ)
@@ -217,7 +219,8 @@ def _git(repo: pygit2.Repository, args: Sequence[str], *, interactive: Optional[
         env["GIT_TERMINAL_PROMPT"] = "0"
     try:
         return subprocess.run(["git", f"--git-dir={repo.path}", *args], capture_output=True, text=True,
-                              env=env, stdin=None if interactive else subprocess.DEVNULL)
+                              env=env, stdin=None if interactive else subprocess.DEVNULL,
+                              cwd=repo.workdir or repo.path)
     except OSError as e:
         raise RemoteError(f"could not run git to {what}: {e}") from None
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clone, git, gitmem, make_origin
+from conftest import ROOT, clone, git, gitmem, make_origin, make_repo
 from gitmem import Store
 from gitmem import redact as redact_mod
 from gitmem import remote as remote_mod
@@ -340,6 +340,17 @@ def test_a_blob_one_clone_dropped_with_doctor_stays_dropped_when_the_others_pull
     gitmem(alice, "pull")
     assert gitmem(alice, "doctor").returncode == 0
     assert {m["text"] for m in json.loads(gitmem(alice, "list", "--json").stdout)["memories"]} == {"first", "bob's own"}
+
+
+def test_a_remote_with_a_relative_url_works_from_any_directory_as_git_does(tmp_path):
+    """git resolves a remote's relative URL from the repository's work tree: so does gitmem -C."""
+    git(tmp_path, "init", "-q", "--bare", "r.git")
+    make_repo(tmp_path / "a")
+    git(tmp_path / "a", "remote", "add", "origin", "../r.git")
+    gitmem(tmp_path, "-C", "a", "add", "fact", "pushed from elsewhere")
+    gitmem(tmp_path, "-C", "a", "push")
+    assert git(tmp_path / "r.git", "for-each-ref", "refs/memory/") != ""
+    gitmem(tmp_path, "-C", "a", "pull")
 
 
 def test_the_secret_scan_reads_a_clean_blob_once_and_a_secret_every_time(alice, monkeypatch):
