@@ -344,9 +344,10 @@ class SyncResult:
 
     merged: List[Dict[str, Any]] = field(default_factory=list)
     fetched: Optional[str] = None
+    refused: List[Any] = field(default_factory=list)  # what the fetch's trust gate kept out (trust.Refusal)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"fetched": self.fetched, "merged": self.merged}
+        return {"fetched": self.fetched, "merged": self.merged, "refused": [r.to_dict() for r in self.refused]}
 
 
 _KIND_RANK = {"up-to-date": 0, "new": 1, "fast-forward": 2, "merge": 3}

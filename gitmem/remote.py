@@ -405,7 +405,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         target = store if b.branch == store.branch else Store(repo, b.branch)
         if target.own_tip() is None and (tip := _create(target, b.new, remote, author, source)):
             merged.append({"branch": b.branch, "kind": "new", "commit": tip,
-                           "added": target.snapshot(b.new).ids(), "changed": [], "conflicts": []})
+                           "added": target.snapshot(b.new).ids(), "changed": [], "conflicts": [], "kept": []})
             continue
         r = merge_into(target, b.new, author=author, source=source,
                        message=f"merge memory of {b.branch} from {remote}", gated=True)
@@ -420,12 +420,12 @@ def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True
     remotes only merges; a failed fetch raises, so sync never reports stale memory as merged."""
     from .branches import sync as sync_branches
 
-    fetched = None
+    fetched, refused = None, []
     if fetch_first and (remote or list(store.repo.remotes.names())):
         fetched = _resolve_remote(store.repo, remote, store.branch)
-        fetch(store.repo, fetched, interactive=interactive)
+        refused = fetch(store.repo, fetched, interactive=interactive).refused
     result = sync_branches(store, author=author, source=source)
-    result.fetched = fetched
+    result.fetched, result.refused = fetched, refused
     return result
 
 

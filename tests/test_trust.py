@@ -293,8 +293,12 @@ def test_bad_remote_ref_names_are_skipped_one_by_one_and_the_rest_merge(team):
     for name in ("HEAD", "-rf", long_name):
         git(origin, "update-ref", f"refs/memory/{name}", good)
 
-    human = run(mine, "pull")
-    data = json.loads(run(mine, "fetch", "--json").stdout)
+    human = run(mine, "pull", check=False)
+    fetched = run(mine, "fetch", "--json", check=False)
+    data = json.loads(fetched.stdout)
+    assert human.returncode == fetched.returncode == 1  # a script must not take a partial fetch for the whole
+    synced = run(mine, "sync", "--json", check=False)
+    assert synced.returncode == 1 and len(json.loads(synced.stdout)["refused"]) == 3
 
     refused = [line for line in human.stderr.splitlines() if line.startswith("gitmem: refused")]
     assert len(refused) == 3 and all("skipped" in line for line in refused)
@@ -333,10 +337,11 @@ def test_objects_that_fail_git_fsck_strict_stay_out_and_the_other_branches_arriv
     git(mallory, "push", "-q", "-f", "origin", f"{bad}:refs/memory/main")
     plant(mallory, [("100644", blob(mallory, memory_yaml(NEW_ID)), NEW_PATH)], ref="refs/memory/feature")
 
-    human = run(mine, "pull", "--branch", "main", "--branch", "feature")
+    human = run(mine, "pull", "--branch", "main", "--branch", "feature", check=False)
 
     refused = [line for line in human.stderr.splitlines() if line.startswith("gitmem: refused")]
-    assert len(refused) == 1 and "refs/memory/main" in refused[0] and "git refused its objects" in refused[0]
+    assert human.returncode == 1 and len(refused) == 1
+    assert "refs/memory/main" in refused[0] and "git refused its objects" in refused[0]
     assert "planted" in {m.text for m in Store.open(str(mine), "feature").list()}
     assert git(mine, "rev-parse", "refs/memory/main").strip() == shared
     assert_intact(mine)

@@ -204,18 +204,22 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
     branch's upstream remote; none in a repository without remotes).
 
     JSON: {"fetched": REMOTE|null, "merged": [{"branch", "ref", "refs", "kind", "commit", "added", "changed",
-    "conflicts", "kept"}]}.
+    "conflicts", "kept"}], "refused": [{"what", "why", "remote"}]}; exit 1 when the trust gate refused anything.
 
     Example: git pull && gitmem sync
     """
     from ..remote import sync as sync_remote
+    from .remote import fail_if_refused, say_refused
 
     result = sync_remote(store, remote, fetch_first=not no_fetch, author=who, source="sync")
+    say_refused(result.refused)
     if result.fetched and not as_json:
         click.echo(f"fetched memory from {result.fetched}")
-    _report_merges(result.merged, as_json, {"fetched": result.fetched})
+    _report_merges(result.merged, as_json, {"fetched": result.fetched,
+                                            "refused": [r.to_dict() for r in result.refused]})
     if not result.merged and no_fetch and not as_json:
         click.echo("(merged only what was fetched before: run `gitmem sync` without --no-fetch to fetch)")
+    fail_if_refused(result.refused)
 
 
 @main.command()

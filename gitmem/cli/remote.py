@@ -71,10 +71,17 @@ def push(store: Store, remote, branch, all_, who, source, as_json) -> None:
                           + "; ".join(f"{r.branch}: {r.message}" for r in failed))
 
 
-def _say_refused(refused) -> None:
+def say_refused(refused) -> None:
     """One stderr line per thing the trust gate kept out (JSON has them under "refused")."""
     for r in refused:
         click.echo(f"gitmem: {r.line()}", err=True)
+
+
+def fail_if_refused(refused) -> None:
+    """Exit 1 once everything else is said when the trust gate kept something out, as git fetch exits
+    non-zero when a ref is rejected: a script must not take a partial fetch for the whole."""
+    if refused:
+        raise SystemExit(1)
 
 
 @main.command()
@@ -87,7 +94,7 @@ def fetch(ctx, remote, branch, as_json) -> None:
 
     Everything fetched passes the trust gate (docs/remotes.md): a bad ref name,
     objects git's strict checks refuse, or a history that is not gitmem's layout
-    is kept out, with one line on stderr saying what and why; the rest arrives.
+    is kept out, with one line on stderr saying what and why (and exit 1); the rest arrives.
 
     JSON: {"remote", "branches": [{"branch", "ref", "old", "new"}], "refused": [{"what", "why", "remote"}]}.
 
@@ -97,16 +104,17 @@ def fetch(ctx, remote, branch, as_json) -> None:
 
     store = open_store(ctx)
     result = fetch_memory(store.repo, remote, list(branch) or None)
-    _say_refused(result.refused)
+    say_refused(result.refused)
     if as_json:
         emit_json(result.to_dict())
-        return
-    for b in result.branches:
-        change = "new" if not b.old else ("deleted" if not b.new else
-                                         ("up to date" if b.old == b.new else f"{_short(b.old)}..{_short(b.new)}"))
-        click.echo(f"{b.ref}: {change} {_short(b.new)}")
-    if not result.branches:
-        click.echo(f"{result.remote} has no memory yet", err=True)
+    else:
+        for b in result.branches:
+            change = "new" if not b.old else ("deleted" if not b.new else
+                                             ("up to date" if b.old == b.new else f"{_short(b.old)}..{_short(b.new)}"))
+            click.echo(f"{b.ref}: {change} {_short(b.new)}")
+        if not result.branches:
+            click.echo(f"{result.remote} has no memory yet", err=True)
+    fail_if_refused(result.refused)
 
 
 @main.command()
@@ -126,16 +134,17 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
     JSON: {"remote", "fetched": [{"branch", "ref", "old", "new"}], "merged": [{"branch", "kind",
     "commit", "added", "changed", "conflicts", "kept"}]}; kind is new, up-to-date, fast-forward or merge;
     kept lists memories the remote's history deleted, which the merge kept; "refused": [{"what", "why",
-    "remote"}] is what the trust gate kept out (also one line each on stderr).
+    "remote"}] is what the trust gate kept out (also one line each on stderr, and exit 1).
 
     Example: gitmem pull
     """
     from ..remote import pull as pull_memory
 
     result = pull_memory(store, remote, list(branch) or None, author=who, source=source)
-    _say_refused(result.fetch.refused)
+    say_refused(result.fetch.refused)
     if as_json:
         emit_json(result.to_dict())
+        fail_if_refused(result.fetch.refused)
         return
     for m in result.merged:
         counts = f" ({len(m['added'])} added, {len(m['changed'])} changed)" if m["kind"] != "up-to-date" else ""
@@ -145,8 +154,9 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
         if m.get("kept"):
             click.echo(f"  refused to delete {len(m['kept'])} memories the remote's history removed: kept them"
                        " (retract a memory to take it out of use)", err=True)
-    if not result.merged:
+    if not result.merged and not result.fetch.refused:
         click.echo(f"{result.fetch.remote} has no memory yet", err=True)
+    fail_if_refused(result.fetch.refused)
 
 
 @main.group("remote")
