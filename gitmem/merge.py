@@ -176,6 +176,9 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
         result = merge_records(load_ids(store, e_base, touched), load_ids(store, e_ours, touched),
                                load_ids(store, e_theirs, touched), not_after=not_after)
         updates: Dict[str, Optional[bytes]] = dict.fromkeys(dropped)
+        for i, (path, blob) in e_theirs.items():  # one that is no valid memory comes as a fast-forward brings it:
+            if i not in e_ours and i not in e_base and not _is_memory(store, (path, blob)):  # doctor names it
+                updates[path] = repo[blob].data  # type: ignore[attr-defined]  # (a newer gitmem's memory, maybe)
         added, changed = [], []
         for i, m in result.merged.items():
             data = model.dump_yaml(m)

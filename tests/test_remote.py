@@ -319,9 +319,10 @@ def test_a_secret_pushed_with_plain_git_is_redacted_when_it_arrives_by_fast_forw
     assert token not in git(origin, "show", "refs/memory/main:note/z/z/01m92e2zzzzzzzzz.yaml")
 
 
-def test_a_blob_one_clone_dropped_with_doctor_stays_dropped_when_the_others_pull_and_push(alice, bob, origin, tmp_path):
-    """A merge never lets the other side delete a memory; a blob that is no valid memory is another thing:
-    once doctor --drop-invalid removed it, a teammate's pull (fast-forward or merge) must not bring it back."""
+def test_a_blob_that_is_no_memory_arrives_by_any_pull_and_once_dropped_stays_dropped(alice, bob, origin, tmp_path):
+    """A blob that is no valid memory (a hand edit, or a newer gitmem's memory) arrives as it is, by a
+    fast-forward or a merge alike, for doctor to name. A merge never lets the other side delete a memory,
+    but such a blob is none: once doctor --drop-invalid removed it, a teammate's pull must not bring it back."""
     gitmem(alice, "add", "fact", "first")
     _plant(alice, "fact/a/a/01m92e2aaaaaaaaa.yaml", "schema: 1\nid: 01m92e2aaaaaaaaa\ntext: [unclosed\n")
     git(alice, "config", "core.hooksPath", "/dev/null")
@@ -329,6 +330,12 @@ def test_a_blob_one_clone_dropped_with_doctor_stays_dropped_when_the_others_pull
     carol = clone(origin, tmp_path / "carol", "Carol")
     for who in (bob, carol):
         gitmem(who, "pull")
+    assert "fact/a/a/01m92e2aaaaaaaaa.yaml" in git(bob, "ls-tree", "-r", "--name-only", "refs/memory/main")
+    dave = clone(origin, tmp_path / "dave", "Dave")
+    gitmem(dave, "add", "fact", "dave's own")  # dave's pull merges: the blob arrives as a fast-forward brings it
+    gitmem(dave, "pull")
+    assert "fact/a/a/01m92e2aaaaaaaaa.yaml" in git(dave, "ls-tree", "-r", "--name-only", "refs/memory/main")
+    assert "not valid" in gitmem(dave, "doctor", check=False).stdout
     gitmem(alice, "doctor", "--drop-invalid")
     gitmem(alice, "push")
     gitmem(bob, "add", "fact", "bob's own")  # bob has diverged: his pull merges
