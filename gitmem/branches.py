@@ -345,9 +345,11 @@ class SyncResult:
     merged: List[Dict[str, Any]] = field(default_factory=list)
     fetched: Optional[str] = None
     refused: List[Any] = field(default_factory=list)  # what the fetch's trust gate kept out (trust.Refusal)
+    unmerged: List[str] = field(default_factory=list)  # see :func:`gone_unmerged`
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"fetched": self.fetched, "merged": self.merged, "refused": [r.to_dict() for r in self.refused]}
+        return {"fetched": self.fetched, "merged": self.merged, "refused": [r.to_dict() for r in self.refused],
+                "unmerged": self.unmerged}
 
 
 _KIND_RANK = {"up-to-date": 0, "new": 1, "fast-forward": 2, "merge": 3}
@@ -392,7 +394,21 @@ def sync(store: Store, *, author=None, source: str = "sync") -> SyncResult:
     names = merged_elsewhere(repo, store.branch, head)
     if any(reachable(repo, tip, head) for tip in code_tips(repo, store.branch, local=False)):
         names.insert(0, store.branch)  # merge_branches skips the local ref itself: its fetched copies
-    return merge_branches(store, names, author=author, source=source)
+    result = merge_branches(store, names, author=author, source=source)
+    result.unmerged = gone_unmerged(store)
+    return result
+
+
+def gone_unmerged(store: Store) -> List[str]:
+    """Memory branches (own or fetched) whose code branch is gone everywhere and whose memory this branch's
+    lacks: what a squash or rebase merge on the server leaves, which no code history can tell sync about
+    (`gitmem merge NAME` brings one, `gitmem prune` drops it)."""
+    from .repo import default_branch
+
+    repo, tip = store.repo, store.tip()
+    names = {n for n, _ in ref_names(repo, REF_PREFIX)} | _remote_memory_names(repo)
+    return [name for name in sorted(names - {store.branch, default_branch(repo)})
+            if not code_tips(repo, name) and any(not reachable(repo, t, tip) for _, t in memory_tips(repo, name))]
 
 
 # --- diff ----------------------------------------------------------------------

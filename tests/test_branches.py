@@ -143,6 +143,26 @@ def test_gitmem_sync_after_a_merge_made_elsewhere(tmp_path):
     assert json.loads(gitmem(a, "sync", "--json").stdout)["merged"][0]["kind"] == "up-to-date"
 
 
+def test_sync_names_the_memory_a_squash_merge_on_the_server_left_behind(tmp_path):
+    """A squash merge leaves no code history joining the branch to main, so sync cannot merge its memory
+    by itself; once the branch is deleted on the server, sync names it and the command that brings it."""
+    remote, a, b = clones(tmp_path)
+    fid = push_feature(b)
+    server = tmp_path / "server"
+    git(tmp_path, "clone", "-q", str(remote), str(server))
+    git(server, "merge", "-q", "--squash", "origin/feature")
+    git(server, "commit", "-q", "-m", "feature (squashed)")
+    git(server, "push", "-q", "origin", "main", ":feature")
+    git(a, "pull", "-q", "--no-rebase", "--no-edit")
+    git(a, "fetch", "-q", "--prune", "origin")
+    synced = gitmem(a, "sync")
+    assert "feature: its code branch is gone and its memory is not in main's" in synced.stderr
+    assert "`gitmem merge feature` brings it" in synced.stderr
+    assert json.loads(gitmem(a, "sync", "--json").stdout)["unmerged"] == ["feature"]
+    gitmem(a, "merge", "feature")
+    assert fid in ids(a, "main") and json.loads(gitmem(a, "sync", "--json").stdout)["unmerged"] == []
+
+
 def test_a_conflict_from_a_git_merge_is_listed_shown_in_status_and_resolved(repo):
     with_hooks(repo)
     mid = add(repo, "convention", "Use tabs")["id"]

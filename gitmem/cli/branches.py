@@ -204,7 +204,9 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
     branch's upstream remote; none in a repository without remotes).
 
     JSON: {"fetched": REMOTE|null, "merged": [{"branch", "ref", "refs", "kind", "commit", "added", "changed",
-    "conflicts", "kept"}], "refused": [{"what", "why", "remote"}]}; exit 1 when the trust gate refused anything.
+    "conflicts", "kept"}], "refused": [{"what", "why", "remote"}], "unmerged": [branch]}; exit 1 when the trust
+    gate refused anything. unmerged: branches whose code is gone and whose memory this branch lacks (a squash
+    merge on the server leaves that: `gitmem merge NAME` brings one, and sync names each).
 
     Example: git pull && gitmem sync
     """
@@ -216,9 +218,13 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
     if result.fetched and not as_json:
         click.echo(f"fetched memory from {result.fetched}")
     _report_merges(result.merged, as_json, {"fetched": result.fetched,
-                                            "refused": [r.to_dict() for r in result.refused]})
+                                            "refused": [r.to_dict() for r in result.refused],
+                                            "unmerged": result.unmerged})
     if not result.merged and no_fetch and not as_json:
         click.echo("(merged only what was fetched before: run `gitmem sync` without --no-fetch to fetch)")
+    for name in [] if as_json else result.unmerged:
+        click.echo(f"{name}: its code branch is gone and its memory is not in {store.branch}'s (squash- or "
+                   f"rebase-merged?): `gitmem merge {name}` brings it, `gitmem prune` drops it", err=True)
     fail_if_refused(result.refused)
 
 
