@@ -170,15 +170,15 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
         e_base, e_ours, e_theirs = blobs_by_id(store, base), blobs_by_id(store, ours), blobs_by_id(store, theirs)
         gone = [i for i in e_ours if i not in e_theirs and i in e_base]  # their side deleted it
         kept = sorted(i for i in gone if _is_memory(store, e_ours[i]))
-        dropped = [e_ours[i][0] for i in gone if i not in kept and e_ours[i] == e_base[i]]  # no memory, unchanged here
+        dropped = [e_ours[i][0] for i in gone if i not in kept]  # no memory here: its deletion stands
         touched = sorted(i for i in set(e_ours) | set(e_theirs)
                          if not (e_ours.get(i) == e_theirs.get(i) or e_theirs.get(i) == e_base.get(i)))
         result = merge_records(load_ids(store, e_base, touched), load_ids(store, e_ours, touched),
                                load_ids(store, e_theirs, touched), not_after=not_after)
         updates: Dict[str, Optional[bytes]] = dict.fromkeys(dropped)
-        for i, (path, blob) in e_theirs.items():  # one that is no valid memory comes as a fast-forward brings it:
-            if i not in e_ours and i not in e_base and not _is_memory(store, (path, blob)):  # doctor names it
-                updates[path] = repo[blob].data  # type: ignore[attr-defined]  # (a newer gitmem's memory, maybe)
+        for i, (path, blob) in e_theirs.items():  # one that is no valid memory comes as a fast-forward brings it
+            if i not in e_ours and i not in e_base and not _is_memory(store, (path, blob)):  # (doctor names it)
+                updates[path] = _text_redacted(repo[blob].data)  # type: ignore[attr-defined]
         added, changed = [], []
         for i, m in result.merged.items():
             data = model.dump_yaml(m)
@@ -211,6 +211,14 @@ def _is_memory(store: Store, entry: Tuple[str, str]) -> bool:
         return False
 
 
+def _text_redacted(data: bytes) -> bytes:
+    """A blob that is no valid memory (a newer gitmem's, a hand edit), with any secret in its text redacted."""
+    from .redact import redact
+
+    text, found = redact(data.decode("utf-8", "replace"))
+    return text.encode("utf-8") if found else data
+
+
 def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Optional[Author], source: str) -> str:
     """``theirs``, or a commit on it that redacts the secrets in the blobs it brings that ``ours`` lacks.
 
@@ -219,7 +227,6 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
     Here each such blob is scanned (a clean one once: see :func:`gitmem.remote.secret_blobs`): a valid
     memory is written again as every write is (:func:`gitmem.model.dump_yaml` redacts), anything else has
     its text redacted. The blobs as they arrived stay in the history below."""
-    from .redact import redact
     from .remote import secret_blobs
 
     repo = store.repo
@@ -237,8 +244,7 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
             memory = store.parse_blob(blob, paths[blob])
             updates[paths[blob]] = model.dump_yaml(memory)
         except InvalidMemory:
-            text = repo[blob].data.decode("utf-8", "replace")  # type: ignore[attr-defined]
-            updates[paths[blob]] = redact(text)[0].encode("utf-8")
+            updates[paths[blob]] = _text_redacted(repo[blob].data)  # type: ignore[attr-defined]
     from .repo import default_author
 
     author = author or default_author(repo)

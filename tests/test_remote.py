@@ -324,7 +324,8 @@ def test_a_blob_that_is_no_memory_arrives_by_any_pull_and_once_dropped_stays_dro
     fast-forward or a merge alike, for doctor to name. A merge never lets the other side delete a memory,
     but such a blob is none: once doctor --drop-invalid removed it, a teammate's pull must not bring it back."""
     gitmem(alice, "add", "fact", "first")
-    _plant(alice, "fact/a/a/01m92e2aaaaaaaaa.yaml", "schema: 1\nid: 01m92e2aaaaaaaaa\ntext: [unclosed\n")
+    token = _github_token()
+    _plant(alice, "fact/a/a/01m92e2aaaaaaaaa.yaml", f"schema: 1\nid: 01m92e2aaaaaaaaa\ntext: [unclosed {token}\n")
     git(alice, "config", "core.hooksPath", "/dev/null")
     git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
     carol = clone(origin, tmp_path / "carol", "Carol")
@@ -336,6 +337,9 @@ def test_a_blob_that_is_no_memory_arrives_by_any_pull_and_once_dropped_stays_dro
     gitmem(dave, "pull")
     assert "fact/a/a/01m92e2aaaaaaaaa.yaml" in git(dave, "ls-tree", "-r", "--name-only", "refs/memory/main")
     assert "not valid" in gitmem(dave, "doctor", check=False).stdout
+    for who in (bob, dave):  # by a fast-forward and by a merge: its text redacted, as it is no memory
+        assert token not in git(who, "show", "refs/memory/main:fact/a/a/01m92e2aaaaaaaaa.yaml")
+    gitmem(alice, "fetch")  # her push scan then knows the remote holds the planted commit already
     gitmem(alice, "doctor", "--drop-invalid")
     gitmem(alice, "push")
     gitmem(bob, "add", "fact", "bob's own")  # bob has diverged: his pull merges
