@@ -130,8 +130,8 @@ has_work() {
 has_work || exit "$status"
 """,
     "post-rewrite": """\
-# nothing to do in a repository without memory of its own
-[ -n "$(git for-each-ref --count=1 --format=x refs/memory 2>/dev/null)" ] || exit "$status"
+# nothing to do in a repository without memory, its own or fetched (a rebasing pull brings the team's)
+[ -n "$(git for-each-ref --count=1 --format=x refs/memory refs/memory-remotes 2>/dev/null)" ] || exit "$status"
 """,
     "pre-push": """\
 # nothing to do unless memory is pushed, or a pushed branch has memory the remote lacks (gitmem.prePush)
@@ -461,7 +461,12 @@ def _post_rewrite(store: Store, args: List[str], stdin: str) -> List[str]:
         if len(parts) >= 2:
             mapping[parts[0]] = parts[1]
     commit = rewrite_commits(store, mapping, source="hook")
-    return [f"memory follows {len(mapping)} rewritten commit(s)"] if commit else []
+    out = [f"memory follows {len(mapping)} rewritten commit(s)"] if commit else []
+    if args and args[0] == "rebase":  # `git pull --rebase` runs no post-merge: the memory its code brings, as sync
+        from .branches import sync
+
+        out += [_describe(m) for m in sync(store, source="hook").merged if m["kind"] != "up-to-date"]
+    return out
 
 
 def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:

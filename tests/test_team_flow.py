@@ -67,6 +67,18 @@ def test_a_non_fast_forward_git_pull_merges_both_sides_memory(team):
     assert texts(alice) == texts(bob) == {"from alice", "from bob"}
 
 
+def test_a_git_pull_with_rebase_brings_the_teams_memory_too(team):
+    """`git pull --rebase` runs no post-merge hook; post-rewrite takes the memory its code brings."""
+    alice, bob, _ = team
+    gitmem(alice, "add", "fact", "from alice")
+    commit_code(alice, "a.txt")
+    git(alice, "push", "-q")
+    gitmem(bob, "add", "fact", "from bob")
+    commit_code(bob, "b.txt")
+    git(bob, "pull", "-q", "--rebase")
+    assert texts(bob) == {"from alice", "from bob"}
+
+
 def conflicts(path: Path) -> list:
     return json.loads(gitmem(path, "conflicts", "--json").stdout)["conflicts"]
 
