@@ -16,7 +16,7 @@ from .errors import GitmemError, InvalidMemory, NotFound, Untrusted
 from .model import Author, Memory
 from .records import (CONFLICT_FIELDS, CONFLICTS_DIR, Conflict, conflict_path, dump_conflict, from_future,
                       merge_records)
-from .trust import history_problem, load_conflict_data
+from .trust import history_problem, load_conflict_data, secret_blobs
 
 if TYPE_CHECKING:
     from .store import Snapshot, Store, Write
@@ -224,10 +224,9 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
 
     Taking a descendant as it is (a fast-forward, a first pull) would make its blobs local memory
     unread: a secret someone pushed with plain git would then be listed, searched and sent to a model.
-    Here each such blob is scanned (a clean one once: see :func:`gitmem.remote.secret_blobs`): a valid
+    Here each such blob is scanned (a clean one once: see :func:`gitmem.trust.secret_blobs`): a valid
     memory is written again as every write is (:func:`gitmem.model.dump_yaml` redacts), anything else has
     its text redacted. The blobs as they arrived stay in the history below."""
-    from .remote import secret_blobs
 
     repo = store.repo
     if ours is None:  # a first pull: every blob

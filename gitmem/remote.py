@@ -459,7 +459,7 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
     Blobs found clean are remembered in the derived index (under a hash of the rules), so a
     blob is read and scanned once, however many pushes send it."""
     from .redact import redact, scan
-    from .trust import printable
+    from .trust import printable, secret_blobs
 
     known = [k for k in dict.fromkeys(known) if k]
     seen: Set[str] = set()
@@ -517,28 +517,6 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
     for oid, rules in secret_blobs(repo, list(blobs)).items():
         found.extend((printable(redact(blobs[oid])[0], 200), rule) for rule in rules)
     return sorted(set(found), key=found.index)
-
-
-def secret_blobs(repo: pygit2.Repository, blob_ids: Sequence[str]) -> Dict[str, List[str]]:
-    """Those of ``blob_ids`` whose text holds a secret, each with the rules it matched. Blobs found clean
-    are remembered in the derived index under a hash of the rules, so each is read and scanned once,
-    whichever way it came or goes (a blob with a secret is scanned every time)."""
-    from .index import index_for
-    from .redact import blob_texts, rules_key, scan
-
-    index, key = index_for(common_dir(repo)), rules_key()
-    clean = set(index.clean(key, list(blob_ids)))
-    newly_clean, found = [], {}
-    for oid in dict.fromkeys(blob_ids):
-        if oid in clean:
-            continue
-        rules = [f.rule for text in blob_texts(repo[oid].data) for f in scan(text)]  # type: ignore[attr-defined]
-        if rules:
-            found[oid] = rules
-        else:
-            newly_clean.append(oid)
-    index.put_clean(key, newly_clean)
-    return found
 
 
 def _commit_tip(repo: pygit2.Repository, tip: str, look) -> pygit2.Oid:

@@ -14,6 +14,9 @@ fetched memory tip may land on ``refs/memory-remotes/`` (and so be merged),
   each blob within its size limit and free of YAML anchors and aliases; each
   conflict file a real conflict naming only memory fields.
 
+What a fast-forward or a first pull takes as it is is scanned for secrets here too (:func:`secret_blobs`,
+used by :func:`gitmem.merge.redacted_onto`), as what a push sends is.
+
 The same checks read conflict files for ``gitmem conflicts`` and ``status``
 (:func:`load_yaml`, :func:`load_conflict_data`) and judge local history in
 ``gitmem doctor``. gitmem itself never writes YAML anchors, aliases or nesting
@@ -23,14 +26,14 @@ deeper than three levels, so refusing them costs nothing legitimate.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Iterable, List, Optional, Set
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
 
 import pygit2
 
 from . import model
 from .errors import BranchError, InvalidMemory, Untrusted
 from .records import CONFLICTS_DIR, check_conflict
-from .repo import below_parents, check_branch_name, entries_by_name, objects_read_once
+from .repo import below_parents, check_branch_name, common_dir, entries_by_name, objects_read_once
 
 #: A conflict file holds three versions of one memory plus a little framing.
 MAX_CONFLICT_BYTES = 4 * model.MAX_BLOB_BYTES
@@ -152,6 +155,28 @@ def printable(text: str, limit: int = 400) -> str:
 
 
 # --- history and trees -------------------------------------------------------------
+
+
+def secret_blobs(repo: pygit2.Repository, blob_ids: Sequence[str]) -> Dict[str, List[str]]:
+    """Those of ``blob_ids`` whose text holds a secret, each with the rules it matched. Blobs found clean
+    are remembered in the derived index under a hash of the rules, so each is read and scanned once,
+    whichever way it came or goes (a blob with a secret is scanned every time)."""
+    from .index import index_for
+    from .redact import blob_texts, rules_key, scan
+
+    index, key = index_for(common_dir(repo)), rules_key()
+    clean = set(index.clean(key, list(blob_ids)))
+    newly_clean, found = [], {}
+    for oid in dict.fromkeys(blob_ids):
+        if oid in clean:
+            continue
+        rules = [f.rule for text in blob_texts(repo[oid].data) for f in scan(text)]  # type: ignore[attr-defined]
+        if rules:
+            found[oid] = rules
+        else:
+            newly_clean.append(oid)
+    index.put_clean(key, newly_clean)
+    return found
 
 
 def history_problem(repo: pygit2.Repository, tip: str, known: Iterable[str] = ()) -> Optional[str]:
