@@ -366,8 +366,9 @@ def merge_branches(store: Store, names: Sequence[str], *, author=None, source: s
         for ref, tip in memory_tips(store.repo, name):
             if ref == store.ref:
                 continue
-            r = merge_into(store, tip, author=author, source=source,
-                           message=f"merge memory of {name} into {store.branch}").to_dict()
+            fetched = f" from {ref[len(REMOTE_PREFIX):-len(name) - 1]}" if ref.startswith(REMOTE_PREFIX) else ""
+            r = merge_into(store, tip, author=author, source=source,  # the journal says which copy came in
+                           message=f"merge memory of {name}{fetched} into {store.branch}").to_dict()
             if entry is None:
                 entry = {"branch": name, "ref": ref, "refs": [ref], **r}
                 continue
