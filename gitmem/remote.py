@@ -770,13 +770,26 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
             mine, fetched = local.get(b), theirs.get(b)
             if not mine and not fetched:
                 continue
-            if mine and fetched:
-                ahead, behind = repo.ahead_behind(mine, fetched)
+            base = mine or (_inherited(repo, b) if fetched else None)  # no memory of its own: what it reads
+            if base and fetched:
+                ahead, behind = repo.ahead_behind(base, fetched)
+                ahead = ahead if mine else 0
             else:
                 ahead = _count(repo, mine) if mine else 0
                 behind = _count(repo, fetched) if fetched else 0
             out.append(Divergence(b, remote, mine, fetched, ahead, behind))  # type: ignore[arg-type]  # pygit2 stub
     return out
+
+
+def _inherited(repo: pygit2.Repository, branch: str) -> Optional[str]:
+    """The memory tip a branch without memory of its own reads (its parent's, or the default branch's)."""
+    from .repo import parent_chain
+
+    for parent in parent_chain(repo, branch):
+        tip = ref_target(repo, memory_ref(parent))
+        if tip:
+            return tip
+    return None
 
 
 def _count(repo: pygit2.Repository, tip: str) -> int:

@@ -438,6 +438,12 @@ def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
                                   "local": Store.open(str(bob)).own_tip(),
                                   "fetched": Store.open(str(alice)).own_tip()}]
     assert "origin: 2 ahead, 1 behind" in gitmem(bob, "status").stdout
+    git(alice, "branch", "feature")  # a branch bob has no memory of: counted against what it inherits, main's
+    gitmem(alice, "--branch", "feature", "add", "fact", "feature fact")
+    gitmem(alice, "push", "--all")
+    gitmem(bob, "fetch")
+    feature = next(r for r in json.loads(gitmem(bob, "status", "--json").stdout)["remotes"] if r["branch"] == "feature")
+    assert (feature["ahead"], feature["behind"]) == (0, 2)  # alice's "two" and the feature fact, not all of history
 
 
 def test_doctor_reports_memory_on_the_remote_but_not_here(alice, bob):
