@@ -252,11 +252,15 @@ def conflicts(store: Store, as_json: bool) -> None:
                    "refused": [{"path": p, "why": w} for p, w in refused]})
         return
     for c in found:
-        click.echo(f"{c.id}  {c.ours.type}: {', '.join(c.fields)} differ")
+        click.echo(f"{c.id}  {c.ours.type}: {', '.join(c.fields)} differ "
+                   f"(ours as of {c.ours.updated or c.ours.created}, theirs as of {c.theirs.updated or c.theirs.created})")
         for f in c.fields:
             click.echo(f"    ours:   {getattr(c.ours, f)!r}")
             click.echo(f"    theirs: {getattr(c.theirs, f)!r}")
-    if not found:
+    if found:  # a pull can bring a teammate's conflict: its sides are then theirs and whoever they merged
+        click.echo("ours: the side of the merge that found the conflict, theirs: what it merged in "
+                   "(`gitmem log --id ID` shows who wrote each)", err=True)
+    else:
         click.echo("no conflicts")
 
 
