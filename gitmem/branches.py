@@ -212,6 +212,10 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True, force: bool = False)
                     del repo.config[key]
                 except (KeyError, pygit2.GitError):
                     pass
+            try:  # a pull does not bring back what was dropped (the remote keeps its memory refs)
+                repo.config[f"gitmem.branch.{b.name}.pruned"] = b.tip
+            except (pygit2.GitError, OSError):
+                pass
     return gone
 
 

@@ -109,14 +109,16 @@ class FetchResult:
 @dataclass(frozen=True)
 class PullResult:
     """``merged``: one entry per branch: {"branch", "kind", "commit", "added", "changed", "conflicts"};
-    ``kind`` is "new" (local memory created at the remote's tip), or a MergeResult kind."""
+    ``kind`` is "new" (local memory created at the remote's tip), or a MergeResult kind. ``skipped``: branches
+    `gitmem prune` dropped here whose remote memory holds nothing newer (their fetched copy stays)."""
 
     fetch: FetchResult
     merged: List[Dict[str, Any]] = field(default_factory=list)
+    skipped: List[str] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"remote": self.fetch.remote, "fetched": self.fetch.to_dict()["branches"], "merged": self.merged,
-                "refused": [r.to_dict() for r in self.fetch.refused]}
+                "refused": [r.to_dict() for r in self.fetch.refused], "skipped": self.skipped}
 
 
 @dataclass(frozen=True)
@@ -386,13 +388,13 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     commit (conflicts are stored for ``gitmem conflicts``). ``branches``
     limits both steps."""
     from .merge import merge_into
-
     from .trust import Refusal, history_problem
 
     repo = store.repo
     remote = _resolve_remote(repo, remote, store.branch)
     fetched = fetch(repo, remote, branches, interactive=interactive)
     merged: List[Dict[str, Any]] = []
+    skipped: List[str] = []
     refused = fetched.refused_branches()
     for b in fetched.branches:
         if not b.new or b.branch in refused:
@@ -403,6 +405,9 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 fetched.refused.append(Refusal(b.ref, why, remote))
                 continue
         target = store if b.branch == store.branch else Store(repo, b.branch)
+        if target.own_tip() is None and _pruned_here(repo, b.branch, b.new):
+            skipped.append(b.branch)  # `gitmem prune` dropped it here, and the remote has nothing newer
+            continue
         if target.own_tip() is None and (tip := _create(target, b.new, remote, author, source)):
             merged.append({"branch": b.branch, "kind": "new", "commit": tip,
                            "added": target.snapshot(b.new).ids(), "changed": [], "conflicts": [], "kept": []})
@@ -410,7 +415,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         r = merge_into(target, b.new, author=author, source=source,
                        message=f"merge memory of {b.branch} from {remote}", gated=True)
         merged.append({"branch": b.branch, **r.to_dict(), "conflicts": [c.id for c in r.conflicts]})
-    return PullResult(fetched, merged)
+    return PullResult(fetched, merged, skipped)
 
 
 def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True, author: Optional[Author] = None,
@@ -427,6 +432,15 @@ def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True
     result = sync_branches(store, author=author, source=source)
     result.fetched, result.refused = fetched, refused
     return result
+
+
+def _pruned_here(repo: pygit2.Repository, branch: str, tip: str) -> bool:
+    """Whether `gitmem prune` dropped ``branch``'s memory here at a tip that holds ``tip`` (so a pull would
+    only bring back what was dropped: the remote still has its memory refs)."""
+    from .branches import reachable
+
+    dropped = config_get(repo, f"gitmem.branch.{branch}.pruned")
+    return bool(dropped) and reachable(repo, tip, dropped)
 
 
 def _create(store: Store, tip: str, remote: str, author: Optional[Author], source: str) -> Optional[str]:

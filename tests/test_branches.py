@@ -285,4 +285,4 @@ def test_prune_says_whether_a_deleted_branchs_memory_is_already_merged_and_drops
     assert json.loads(gitmem(repo, "prune", "--yes", "--json").stdout)["kept"] == ["lost-one"]
     gitmem(repo, "prune", "--yes", "--force")
     assert "refs/memory/lost-one" not in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory")
-    assert git(repo, "config", "--get-regexp", r"gitmem\.branch\.", check=False) == ""
+    assert git(repo, "config", "--get-regexp", r"gitmem\.branch\..*\.(parent|forkpoint)", check=False) == ""

@@ -422,6 +422,22 @@ def test_a_named_remote_must_exist(alice):
         remote_mod.fetch(Store.open(str(alice)).repo, "upstream")
 
 
+def test_a_pull_does_not_bring_back_the_memory_prune_dropped_unless_the_remote_has_more(alice, bob):
+    git(alice, "branch", "spike")
+    gitmem(alice, "--branch", "spike", "add", "fact", "spike fact")
+    gitmem(alice, "push", "--all")
+    git(alice, "branch", "-D", "spike")  # its memory stays on the remote; its code is nowhere
+    gitmem(bob, "pull")
+    gitmem(bob, "prune", "--yes", "--force")
+    assert "refs/memory/spike" not in git(bob, "for-each-ref", "refs/memory")
+    again = gitmem(bob, "pull")
+    assert "spike: not taken again" in again.stderr and "refs/memory/spike" not in git(bob, "for-each-ref", "refs/memory")
+    gitmem(alice, "--branch", "spike", "add", "fact", "spike goes on")  # something new: it is taken
+    gitmem(alice, "push", "--all")
+    gitmem(bob, "pull")
+    assert "refs/memory/spike" in git(bob, "for-each-ref", "refs/memory")
+
+
 def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
     gitmem(alice, "add", "fact", "one")
     gitmem(alice, "push")

@@ -134,7 +134,8 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
     JSON: {"remote", "fetched": [{"branch", "ref", "old", "new"}], "merged": [{"branch", "kind",
     "commit", "added", "changed", "conflicts", "kept"}]}; kind is new, up-to-date, fast-forward or merge;
     kept lists memories the remote's history deleted, which the merge kept; "refused": [{"what", "why",
-    "remote"}] is what the trust gate kept out (also one line each on stderr, and exit 1).
+    "remote"}] is what the trust gate kept out (also one line each on stderr, and exit 1); "skipped": branches
+    `gitmem prune` dropped here whose remote memory holds nothing newer (left fetched).
 
     Example: gitmem pull
     """
@@ -154,7 +155,10 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
         if m.get("kept"):
             click.echo(f"  refused to delete {len(m['kept'])} memories the remote's history removed: kept them"
                        " (retract a memory to take it out of use)", err=True)
-    if not result.merged and not result.fetch.refused:
+    for name in result.skipped:
+        click.echo(f"{name}: not taken again, `gitmem prune` dropped it here (`gitmem merge {name}` brings it)",
+                   err=True)
+    if not result.merged and not result.fetch.refused and not result.skipped:
         click.echo(f"{result.fetch.remote} has no memory yet", err=True)
     fail_if_refused(result.fetch.refused)
 
