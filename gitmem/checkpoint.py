@@ -299,12 +299,15 @@ def _changed_files(store: Store, head: Optional[str], since: Sequence[str]) -> L
 
 
 def render_resume(r: Resume, prompt: bool = False) -> str:
-    """For a person (default) or as prompt text for an agent picking the run up."""
+    """For a person (default) or as prompt text for an agent picking the run up. In a prompt, everything memory
+    and commits say is quoted (:func:`gitmem.model.quoted`), as the context builder quotes it: text that closes
+    the wrapper a hook puts around it stays data."""
+    q: Callable[[str], str] = model.quoted if prompt else str
     cp = r.checkpoint
     lines: List[str] = []
     if prompt:
-        lines.append(f"You are resuming work on branch {r.branch!r} (HEAD {(r.head or 'none')[:10]}).")
-        lines.append(f"Last checkpoint: {cp.text.strip()}" if cp else "There is no checkpoint yet.")
+        lines.append(f"You are resuming work on branch {q(repr(r.branch))} (HEAD {(r.head or 'none')[:10]}).")
+        lines.append(f"Last checkpoint: {q(cp.text.strip())}" if cp else "There is no checkpoint yet.")
         if cp and cp.commit:
             lines.append(f"It stands at commit {cp.commit[:10]}.")
     else:
@@ -313,13 +316,13 @@ def render_resume(r: Resume, prompt: bool = False) -> str:
                      if cp else "no checkpoint on this branch yet")
     head = "Commits since the checkpoint" if cp else "Recent commits"
     lines += ["", f"{head} ({len(r.commits_since)}):" if r.commits_since else f"{head}: none"]
-    lines += [f"  {c[:10]} {s}" for c, s in r.commits_since]
+    lines += [f"  {c[:10]} {q(s)}" for c, s in r.commits_since]
     if r.memories_since:
-        lines += ["", "Memories written since:"] + [f"  {m.id} {m.type}: {m.summary}" for m in r.memories_since]
+        lines += ["", "Memories written since:"] + [f"  {m.id} {m.type}: {q(m.summary)}" for m in r.memories_since]
     if r.relevant:
         lines += ["", "Decisions and rejections about the files this branch changed:"]
         for m in r.relevant:
-            why = f" (because: {m.reason})" if m.reason else ""
-            lines.append(f"  {m.type} {m.id}: {m.summary}{why} [{', '.join(m.paths)}]")
-    lines += ["", f"Next step: {r.next}" if r.next else "Next step: not recorded (see the checkpoint text)"]
+            why = f" (because: {q(m.reason)})" if m.reason else ""
+            lines.append(f"  {m.type} {m.id}: {q(m.summary)}{why} [{q(', '.join(m.paths))}]")
+    lines += ["", f"Next step: {q(r.next)}" if r.next else "Next step: not recorded (see the checkpoint text)"]
     return "\n".join(lines) + "\n"

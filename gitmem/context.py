@@ -51,7 +51,7 @@ from typing import (AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, 
                     Sequence, Set, Tuple)
 
 from .errors import GitmemError
-from .model import Memory, matches
+from .model import Memory, matches, quoted
 from .pricing import DEFAULT_TABLE, PriceTable
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
 
@@ -235,12 +235,6 @@ class Ranking(NamedTuple):
 # --- rendering (pure) ----------------------------------------------------------
 
 
-def _esc(text: str) -> str:
-    """``html.escape(text, quote=True)``, without importing :mod:`html` and its table of entities."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;") \
-        .replace("'", "&#x27;")
-
-
 def _statement(m: Memory) -> str:
     text = m.text.strip()
     if m.title and m.title.strip() != text.splitlines()[0].strip():
@@ -270,8 +264,8 @@ def render_memory(m: Memory, withdrawn: bool = False) -> str:
             ": this memory no longer holds; do not rely on it"
     else:
         text = _statement(m)
-    rendered = " ".join(f'{k}="{_esc(v)}"' for k, v in attrs)
-    return f"<memory {rendered}>{_esc(text)}</memory>"
+    rendered = " ".join(f'{k}="{quoted(v)}"' for k, v in attrs)
+    return f"<memory {rendered}>{quoted(text)}</memory>"
 
 
 def _block(text: str, ttl: Optional[str]) -> dict:
@@ -352,9 +346,9 @@ def _fill(elements: Iterable[Element], room: int) -> Tuple[List[Element], int, b
 
 
 def _question_text(query: Optional[str], paths: Sequence[str]) -> str:
-    text = f"<question>{_esc(query or NO_QUESTION)}</question>"
+    text = f"<question>{quoted(query or NO_QUESTION)}</question>"
     if paths:
-        text += "\n<files>" + _esc(", ".join(paths)) + "</files>"
+        text += "\n<files>" + quoted(", ".join(paths)) + "</files>"
     return text
 
 

@@ -135,6 +135,13 @@ def parse_since(text: str, now: float) -> int:
     raise ValueError(f"{text!r} is not a date (2026-12-01, 2026-12-01T10:00) or an age (3d, 2 hours ago)")
 
 
+def quoted(text: str) -> str:
+    """``text`` as XML text or an attribute value (``html.escape`` with quotes, without importing :mod:`html`):
+    whatever a memory says reaches a model as quoted data, never as markup that closes the element around it."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;") \
+        .replace("'", "&#x27;")
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
