@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import GitmemError
+from .serving import refusal
 from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan, hour_ping_after
 from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
 from .router import (Controls, RouterBlock, SseUsage, attach, controls, forward_headers, response_headers,
@@ -255,6 +256,11 @@ class Router:
                     return
         if scope["type"] != "http":
             return
+        sent = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        problem = refusal(sent.get("host"), sent.get("origin"))
+        if problem:  # as the web UI: a page rebinding its name to 127.0.0.1 must not read the team's memory
+            await _send_json(send, 403, _error(403, "permission_error", problem))
+            return
         chunks, more = [], True
         while more:
             message = await receive()
@@ -364,8 +370,11 @@ class Router:
         repo = self._repos.get(path)
         if repo is None:
             repo = self._repos[path] = open_repository(path)
-        branch = ctl.branch or current_branch(repo)[0]
-        return Store(repo, branch)
+        if ctl.branch:  # a misspelt gitmem-branch header must not attach main's memory (as --branch)
+            from .branches import require_known
+
+            return Store(repo, require_known(repo, ctl.branch))
+        return Store(repo, current_branch(repo)[0])
 
     def _attachment(self, store: Store, model: str) -> _Attachment:
         from .context import PREAMBLE, assemble

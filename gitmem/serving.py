@@ -43,6 +43,30 @@ def on_library_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return _LIBRARY.submit(fn, *args, **kwargs).result()
 
 
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _host_name(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def refusal(host: Optional[str], origin: Optional[str]) -> Optional[str]:
+    """Why a request to a local server must be refused (a Host or Origin that is not this machine's loopback
+    name: a page that rebinds its DNS name to 127.0.0.1 would read the team's memory), or None."""
+    from urllib.parse import urlsplit
+
+    if not host or _host_name(host) not in LOOPBACK:
+        return f"refused: Host {host or '(none)'!r} is not this machine's loopback address"
+    if origin is not None:
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or (parts.hostname or "") not in LOOPBACK:
+            return f"refused: Origin {origin!r} is not this machine's loopback address"
+    return None
+
+
 def listen(host: str, port: int) -> socket.socket:
     """A socket bound to ``host``:``port`` (0: a free port), or a one-line error naming the port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -22,7 +22,7 @@ import hmac
 import os
 import secrets
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -34,7 +34,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import GitmemError, NotFound
 from ..model import ID_RE, Author
-from ..serving import on_library_thread
+from ..serving import on_library_thread, refusal
 from ..warm import Warm
 from . import pages
 from .html import url
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
 
 SOURCE = "web-ui"
 DEFAULT_PORT = 8737
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_FORM_BYTES = 256 * 1024
 PAGE_SIZE = 50
 #: The memory page shows the newest this many, the newest a tree's summary keeps; filters and search
@@ -58,24 +57,6 @@ HEADERS = [
     (b"x-frame-options", b"DENY"),
 ]
 _STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
-
-
-def _host_name(host: str) -> str:
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1:host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-def refusal(host: Optional[str], origin: Optional[str]) -> Optional[str]:
-    """Why a request must be refused (foreign Host or Origin), or None when it is local."""
-    if not host or _host_name(host) not in LOOPBACK:
-        return f"refused: Host {host or '(none)'!r} is not this machine's loopback address"
-    if origin is not None:
-        parts = urlsplit(origin)
-        if parts.scheme not in ("http", "https") or (parts.hostname or "") not in LOOPBACK:
-            return f"refused: Origin {origin!r} is not this machine's loopback address"
-    return None
 
 
 class LocalOnly:
