@@ -291,6 +291,8 @@ class Router:
                 parsed = json.loads(raw.decode("utf-8") or "null")
             except (UnicodeDecodeError, ValueError):
                 parsed = None  # the upstream answers with the API's own error
+            if isinstance(parsed, dict) and not isinstance(parsed.get("system", ""), (str, list)):
+                parsed = None  # a system that is neither text nor blocks: as sent, for the API's 400
             if isinstance(parsed, dict):
                 data = parsed
                 policy = ctl.policy or self.policy

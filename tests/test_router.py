@@ -274,7 +274,8 @@ class Recorder:
         self.server.server_close()
 
 
-def test_a_foreign_host_or_origin_is_refused_and_a_misspelt_branch_attaches_no_memory(team, routed):
+def test_a_foreign_host_or_origin_is_refused_a_misspelt_branch_attaches_no_memory_and_a_bad_system_gets_400(
+        team, routed):
     """A page that rebinds its DNS name to 127.0.0.1 must not read the team's memory through the router (as
     the web UI refuses it); a gitmem-branch header naming no branch attaches none, never main's."""
     sent = {"x-api-key": SECRET, "anthropic-version": "2023-06-01"}
@@ -284,6 +285,9 @@ def test_a_foreign_host_or_origin_is_refused_and_a_misspelt_branch_attaches_no_m
         assert "Refunds" not in r.text
     r = client(routed.url).messages.with_raw_response.create(**body(), extra_headers={"gitmem-branch": "mian"})
     assert r.headers["gitmem-memory"].startswith("none: no branch 'mian' here")
+    for bad in (5, {"text": "x"}):  # a system of the wrong type gets the API's 400, as sent, not memory and a 200
+        r = httpx2.post(routed.url + "/v1/messages", json={**body(), "system": bad}, headers=sent)
+        assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
 
 
 def test_headers_pass_untouched_the_key_goes_upstream_only_and_memory_can_be_switched_off(team):
