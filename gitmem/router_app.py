@@ -625,8 +625,9 @@ class Router:
                 seconds = float(json.loads(raw or b"{}").get("advance", 0))
             except (ValueError, TypeError, AttributeError):
                 return 400, _error(400, "invalid_request_error", "advance: a number of seconds is required")
-            if seconds < 0:
-                return 400, _error(400, "invalid_request_error", "advance: the clock only moves forward")
+            if not 0 <= seconds < float("inf"):  # (NaN is neither)
+                return 400, _error(400, "invalid_request_error", "advance: the clock only moves forward, by a finite "
+                                                                  "number of seconds")
             try:
                 pings = await self.advance(seconds)
             except GitmemError as exc:

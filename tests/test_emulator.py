@@ -490,6 +490,9 @@ def test_admin_clock_moves_only_a_virtual_clock(emu, clock):
     assert state["clock"] == "virtual" and state["now"] == 90
     real = Emulator()
     assert real.handle("POST", "/_emulator/clock", {}, b'{"advance": 90}').status == 400
+    for bad in (b'{"advance": NaN}', b'{"advance": 1e400}', b'{"advance": -1}', b'{"advance": "5"}'):
+        assert emu.handle("POST", "/_emulator/clock", {}, bad).status == 400, bad  # NaN stopped the clock for good
+    assert emu.handle("GET", "/_emulator/state", {}).json()["now"] == 90
 
 
 def test_admin_state_shows_which_entries_survive(emu, clock):

@@ -343,8 +343,8 @@ class Emulator:
             if not getattr(self.clock, "virtual", False):
                 raise invalid("the emulator runs on the real clock; start it with --virtual-clock to move time")
             seconds = data.get("advance")
-            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
-                raise invalid("advance: expected a non-negative number of seconds")
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+                raise invalid("advance: expected a non-negative, finite number of seconds")
             self.clock.advance(seconds)
         else:
             status, count = data.get("status", 529), data.get("count", 1)

@@ -47,9 +47,9 @@ class VirtualClock:
             self._now = max(self._now, float(at))
 
     def advance(self, seconds: float) -> float:
-        """Move time forward by ``seconds`` (never backwards) and return the new time."""
-        if seconds < 0:
-            raise ValueError("a virtual clock only moves forward")
+        """Move time forward by ``seconds`` (never backwards, and by a finite amount) and return the new time."""
+        if not seconds >= 0 or seconds == float("inf"):  # NaN compares false: it would stop the clock for good
+            raise ValueError("a virtual clock only moves forward, by a finite number of seconds")
         with self._lock:
             self._now += float(seconds)
             return self._now
