@@ -180,12 +180,24 @@ def export(store: Store, fmt: str, *, write: bool = False) -> Export:
     text = splice(existing, section, fmt)
     changed = text != existing
     if write and changed:
+        path = _through_link(path, store.repo.workdir or "")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.gitmem-tmp"
         with open(tmp, "w", encoding="utf-8", newline="") as f:
             f.write(text)
         os.replace(tmp, path)
     return Export(fmt, FORMATS[fmt], changed, text)
+
+
+def _through_link(path: str, workdir: str) -> str:
+    """Where to write ``path``: the file a symlink names (teams link AGENTS.md to CLAUDE.md: replacing the link
+    would split them), only inside the work tree; a link that leads out of it is refused."""
+    if not os.path.islink(path):
+        return path
+    real, root = os.path.realpath(path), os.path.realpath(workdir)
+    if os.path.commonpath([real, root]) != root:
+        raise GitmemError(f"{os.path.basename(path)} links to {real}, outside the repository: not written")
+    return real
 
 
 def _read(path: str) -> Optional[str]:

@@ -34,6 +34,20 @@ def test_agents_md_is_created_with_the_memory_section(repo, remembered):
     assert "Fridays" not in text and "halfway" not in text  # retracted, and checkpoints are not rules
 
 
+def test_a_linked_rules_file_is_written_through_its_link_but_never_out_of_the_repository(repo, remembered, tmp_path):
+    (repo / "CLAUDE.md").write_text("# guide\n")
+    (repo / "AGENTS.md").symlink_to("CLAUDE.md")  # one file for both tools: the export must not split them
+    export(remembered, "agents-md", write=True)
+    assert (repo / "AGENTS.md").is_symlink() and "Money is integer cents" in (repo / "CLAUDE.md").read_text()
+    (repo / "AGENTS.md").unlink()
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("not the repository's\n")
+    (repo / "AGENTS.md").symlink_to(outside)
+    with pytest.raises(GitmemError, match="outside the repository"):
+        export(remembered, "agents-md", write=True)
+    assert outside.read_text() == "not the repository's\n"
+
+
 def test_hand_written_text_around_the_section_is_kept_and_a_second_run_changes_nothing(repo, remembered):
     before, after = "# Shop\n\nHand-written intro.\n\n", "\n## Build\n\nRun `make`.\n"
     (repo / "CLAUDE.md").write_text(before + BEGIN + "\nold generated text\n" + END + "\n" + after)
