@@ -25,7 +25,7 @@ import os
 import shlex
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .errors import GitmemError
 
@@ -61,6 +61,8 @@ class Setup:
     changed: bool = False
     notes: str = ""
     delete: bool = False         # undo left nothing in the file: remove it
+    entry: Optional[Dict[str, Any]] = None  # the mcpServers.gitmem entry written (None: taken out, or not a config)
+    record: Optional[str] = None  # where setup keeps the entries it wrote (see :func:`_written`)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"tool": self.tool, "path": self.path, "changed": self.changed, "commands": self.commands,
@@ -139,10 +141,36 @@ def _json_object(existing: Optional[str], path: str, key: str) -> Dict[str, Any]
     return data
 
 
-def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str) -> str:
-    """``existing`` JSON with ``mcpServers.gitmem`` set to ``entry``, other keys untouched."""
+def _record_path(store: Store) -> str:
+    from .repo import common_dir
+
+    return os.path.join(common_dir(store.repo), "gitmem", "agent-setup.json")
+
+
+def _written(record: Optional[str], path: str) -> Any:
+    """The ``mcpServers.gitmem`` entry setup last wrote to ``path`` (from its record), or None: an entry of that
+    name that is not it is a person's own, which setup neither replaces nor takes out."""
+    if not record:
+        return None
+    try:
+        with open(record, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data.get(os.path.abspath(path)) if isinstance(data, dict) else None
+
+
+def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str, written: Any = None) -> str:
+    """``existing`` JSON with ``mcpServers.gitmem`` set to ``entry``, other keys untouched; an entry of that
+    name that setup did not write (``written``: what it last wrote there) is the user's, and is refused."""
     data = _json_object(existing, path, "mcpServers")
-    data.setdefault("mcpServers", {})[SERVER_NAME] = entry
+    servers = data.setdefault("mcpServers", {})
+    mine = servers.get(SERVER_NAME)
+    if mine is not None and mine != entry and mine != written:
+        raise GitmemError(f"{path}: mcpServers.{SERVER_NAME} is set already, not by setup "
+                          f"(command {str(mine.get('command') if isinstance(mine, dict) else mine)[:60]!r}): "
+                          "left as it is; take it out to let setup write its own")
+    servers[SERVER_NAME] = entry
     return json.dumps(data, indent=2) + "\n"
 
 
@@ -183,9 +211,9 @@ def merged_settings(existing: Optional[str], command: Optional[Command], path: s
     return json.dumps(data, indent=2) + "\n"
 
 
-def unmerged(existing: Optional[str], path: str, key: str) -> Optional[str]:
-    """``existing`` with what setup added taken out (``key`` is ``hooks`` or ``mcpServers``);
-    None when nothing else is left in the file."""
+def unmerged(existing: Optional[str], path: str, key: str, written: Any = None) -> Optional[str]:
+    """``existing`` with what setup added taken out (``key`` is ``hooks`` or ``mcpServers``: its entry only if
+    it is still the one setup wrote, ``written``); None when nothing else is left in the file."""
     data = _json_object(existing, path, key)
     if key == "hooks":
         hooks = data.get("hooks", {})
@@ -194,8 +222,8 @@ def unmerged(existing: Optional[str], path: str, key: str) -> Optional[str]:
                 hooks[event] = _without_gitmem_hooks(hooks[event], path, event)
                 if not hooks[event]:
                     del hooks[event]
-    else:
-        data.get(key, {}).pop(SERVER_NAME, None)
+    elif written is not None and data.get(key, {}).get(SERVER_NAME) == written:  # a person's own entry stays
+        data[key].pop(SERVER_NAME)
     if key in data and not data[key]:
         del data[key]
     return json.dumps(data, indent=2) + "\n" if data else None
@@ -262,21 +290,26 @@ def plan(store: Store, tool: str, *, home: Optional[str] = None, command: Option
         return Setup(tool, path, content, ["gitmem setup claude-code --write --command gitmem  # the agent step "
                                            "reads .mcp.json; CI has gitmem on PATH"],
                      existing is None, "an existing workflow file is left as it is")
-    if tool == "windsurf":
-        base = home or os.path.expanduser("~")
-        path = os.path.join(base, ".codeium", "windsurf", "mcp_config.json")
-        entry = server_entry(tool, root, command)
-        notes = "user-level file: one gitmem entry points at one repository (--repo)"
-    else:
-        path = os.path.join(root, ".mcp.json" if tool == "claude-code" else os.path.join(".cursor", "mcp.json"))
-        entry = server_entry(tool, None, command)
-        notes = ("project file; it names this machine's gitmem by absolute path: before committing it for a team,"
-                 " write it with --command gitmem if gitmem is on everyone's PATH")
+    path, entry, notes = _server_config(root, tool, home, command)
     existing = _read(path)
-    content = merged_config(existing, entry, path)
+    record = _record_path(store)
+    content = merged_config(existing, entry, path, _written(record, path))
     argv = " ".join(shlex.quote(p) for p in command_parts(command))
     commands = [f"claude mcp add --scope project {SERVER_NAME} -- {argv} mcp"] if tool == "claude-code" else []
-    return Setup(tool, path, content, commands, content != existing, notes)
+    return Setup(tool, path, content, commands, content != existing, notes, entry=entry, record=record)
+
+
+def _server_config(root: str, tool: str, home: Optional[str], command: Optional[Command]
+                   ) -> Tuple[str, Dict[str, Any], str]:
+    """The file ``tool`` reads its MCP servers from, the gitmem entry setup writes there, and a note."""
+    if tool == "windsurf":
+        base = home or os.path.expanduser("~")
+        return (os.path.join(base, ".codeium", "windsurf", "mcp_config.json"), server_entry(tool, root, command),
+                "user-level file: one gitmem entry points at one repository (--repo)")
+    return (os.path.join(root, ".mcp.json" if tool == "claude-code" else os.path.join(".cursor", "mcp.json")),
+            server_entry(tool, None, command),
+            "project file; it names this machine's gitmem by absolute path: before committing it for a team,"
+            " write it with --command gitmem if gitmem is on everyone's PATH")
 
 
 def hooks_plan(store: Store, command: Optional[Command] = None) -> Setup:
@@ -294,9 +327,11 @@ def undo(store: Store, tool: str, *, home: Optional[str] = None) -> List[Setup]:
     hooks), keeping everything else; a file left with nothing in it is removed."""
     if tool == "ci":
         raise GitmemError("setup ci writes a workflow file of its own: delete .github/workflows/gitmem-agent.yml")
-    config = plan(store, tool, home=home)
-    assert config.path is not None  # every tool but ci writes a config file
-    targets = [(config.path, "mcpServers")]
+    if tool not in TOOLS:
+        raise GitmemError(f"unknown tool {tool!r} (valid: {', '.join(TOOLS)})")
+    config_path, entry, _ = _server_config(_root(store), tool, home, None)
+    record = _record_path(store)
+    targets = [(config_path, "mcpServers")]
     if tool == "claude-code":
         targets.append((os.path.join(_root(store), SETTINGS_PATH), "hooks"))
     out = []
@@ -304,8 +339,10 @@ def undo(store: Store, tool: str, *, home: Optional[str] = None) -> List[Setup]:
         existing = _read(path)
         if existing is None:
             continue
-        content = unmerged(existing, path, key)
-        out.append(Setup(tool, path, content or "", [], content != existing, delete=content is None))
+        ours = (_written(record, path) or entry) if key == "mcpServers" else None  # (or what it writes today)
+        content = unmerged(existing, path, key, ours)
+        out.append(Setup(tool, path, content or "", [], content != existing, delete=content is None,
+                         record=record if key == "mcpServers" else None))
     return out
 
 
@@ -317,16 +354,33 @@ def _root(store: Store) -> str:
 
 
 def apply(setup: Setup) -> Setup:
-    """Write the planned file if it changed (or remove it, for an undo that left it empty)."""
+    """Write the planned file if it changed (or remove it, for an undo that left it empty), and keep in the
+    record which server entry setup wrote there (undo forgets it)."""
     if setup.delete and setup.path:
         os.remove(setup.path)
     elif setup.changed and setup.path:
-        os.makedirs(os.path.dirname(setup.path), exist_ok=True)
-        tmp = setup.path + ".gitmem-tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(setup.content)
-        os.replace(tmp, setup.path)
+        _write(setup.path, setup.content)
+    if setup.record and setup.path:
+        try:
+            with open(setup.record, encoding="utf-8") as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            record = {}
+        record = record if isinstance(record, dict) else {}
+        if setup.entry is None:
+            record.pop(os.path.abspath(setup.path), None)
+        else:
+            record[os.path.abspath(setup.path)] = setup.entry
+        _write(setup.record, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return setup
+
+
+def _write(path: str, content: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".gitmem-tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(content)
+    os.replace(tmp, path)
 
 
 def _read(path: str) -> Optional[str]:

@@ -135,3 +135,19 @@ def test_settings_with_a_broken_hooks_shape_are_refused_not_overwritten(repo, st
     result = gitmem(repo, "setup", "claude-code", "--write", check=False)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert settings.read_text() == '{"hooks": {"SessionStart": "echo hi"}}'
+
+
+def test_a_gitmem_server_entry_the_user_wrote_is_neither_replaced_nor_taken_out(repo):
+    mine = {"mcpServers": {"gitmem": {"type": "stdio", "command": "uvx", "env": {"X": "1"},
+                                      "args": ["--from", "gitmem-memory", "gitmem", "mcp", "--repo", "/custom"]}}}
+    (repo / ".mcp.json").write_text(json.dumps(mine))
+    refused = gitmem(repo, "setup", "claude-code", "--write", check=False)
+    assert refused.returncode == 1 and "mcpServers.gitmem is set already, not by setup" in refused.stderr
+    assert json.loads((repo / ".mcp.json").read_text()) == mine
+    gitmem(repo, "setup", "claude-code", "--undo")
+    assert json.loads((repo / ".mcp.json").read_text()) == mine
+    (repo / ".mcp.json").unlink()
+    gitmem(repo, "setup", "claude-code", "--write")  # setup's own entry: written, then taken out again
+    assert "gitmem" in json.loads((repo / ".mcp.json").read_text())["mcpServers"]
+    gitmem(repo, "setup", "claude-code", "--undo")
+    assert not (repo / ".mcp.json").exists()
