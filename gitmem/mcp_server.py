@@ -136,8 +136,10 @@ class Gitmem:
         from .recall import AGENT_BACKLOG, recall
 
         check_choice("type", type, TYPES)
+        if limit < 1:  # as `gitmem search -n 0` is: asking for no memory is a mistake, not a request for one
+            raise GitmemError(f"limit must be at least 1 (got {limit}); at most 50 are returned")
         store = self.store()
-        hits = recall(store, query, type=type, paths=paths, limit=max(1, min(limit, 50)), max_backlog=AGENT_BACKLOG)
+        hits = recall(store, query, type=type, paths=paths, limit=min(limit, 50), max_backlog=AGENT_BACKLOG)
         out = {"ref": store.ref, "memories": [_hit(h) for h in hits]}
         if any(h.stale for h in hits):
             out["note"] = "stale: the file changed since that file memory was written; re-read it"

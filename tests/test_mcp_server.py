@@ -107,12 +107,14 @@ def test_a_malformed_call_is_an_mcp_error_and_writes_nothing(repo):
             bad_type = await s.call_tool("remember", {"type": "gossip", "text": "x"})
             bad_path = await s.call_tool("remember", {"type": "fact", "text": "x", "paths": ["../outside"]})
             unknown = await s.call_tool("forget_everything", {})
+            no_limit = await s.call_tool("recall", {"query": "redis", "limit": 0})
             _, still = await call(s, "recall", query="redis")
-            return missing, bad_type, bad_path, unknown, still
+            return missing, bad_type, bad_path, unknown, no_limit, still
 
-    missing, bad_type, bad_path, unknown, still = run(main)
-    for result in (missing, bad_type, bad_path, unknown):
+    missing, bad_type, bad_path, unknown, no_limit, still = run(main)
+    for result in (missing, bad_type, bad_path, unknown, no_limit):
         assert result.is_error
+    assert "limit must be at least 1" in no_limit.content[0].text
     assert "reason" in missing.content[0].text
     assert "must stay inside the repository" in bad_path.content[0].text
     assert still == {"ref": "refs/memory/main", "memories": []}
