@@ -53,30 +53,20 @@ def test_a_fast_forward_git_pull_brings_the_teams_memory(team):
     assert texts(alice) == texts(bob) == {"bob was here first", "Queue jobs in Postgres"}
 
 
-def test_a_non_fast_forward_git_pull_merges_both_sides_memory(team):
+@pytest.mark.parametrize("how", [("--no-rebase", "--no-edit"), ("--rebase",)], ids=["merge", "rebase"])
+def test_a_non_fast_forward_git_pull_merges_both_sides_memory(team, how):
+    """By a merge (post-merge) or by a rebase (git runs no post-merge then: post-rewrite takes the memory)."""
     alice, bob, _ = team
     gitmem(alice, "add", "fact", "from alice")
     commit_code(alice, "a.txt")
     git(alice, "push", "-q")
     gitmem(bob, "add", "fact", "from bob")
     commit_code(bob, "b.txt")
-    git(bob, "pull", "-q", "--no-rebase", "--no-edit")
+    git(bob, "pull", "-q", *how)
     git(bob, "push", "-q")
     git(alice, "pull", "-q", "--ff-only")
 
     assert texts(alice) == texts(bob) == {"from alice", "from bob"}
-
-
-def test_a_git_pull_with_rebase_brings_the_teams_memory_too(team):
-    """`git pull --rebase` runs no post-merge hook; post-rewrite takes the memory its code brings."""
-    alice, bob, _ = team
-    gitmem(alice, "add", "fact", "from alice")
-    commit_code(alice, "a.txt")
-    git(alice, "push", "-q")
-    gitmem(bob, "add", "fact", "from bob")
-    commit_code(bob, "b.txt")
-    git(bob, "pull", "-q", "--rebase")
-    assert texts(bob) == {"from alice", "from bob"}
 
 
 def conflicts(path: Path) -> list:
