@@ -71,6 +71,15 @@ def source_for(client: Optional[Any]) -> str:
     return f"mcp:{name}/{version}" if version else f"mcp:{name}"
 
 
+def client_secrets(client: Optional[Any]) -> int:
+    """How many secrets :func:`source_for` redacted from the client's name and version (a write reports them
+    with the rest, though the memory it stores never held them)."""
+    from .redact import redact_bare
+
+    return sum(len(redact_bare(value)[1]) for value in (getattr(client, "name", ""), getattr(client, "version", ""))
+               if isinstance(value, str))
+
+
 def _client(ctx: Any) -> Optional[Any]:
     try:
         params = ctx.session.client_params
@@ -253,8 +262,9 @@ def build_server(path: str = ".", branch: Optional[str] = None):
     def remember(type: Kind, text: str, ctx: Context, title: Optional[str] = None,
                  tags: Optional[List[str]] = None, paths: Paths = None,
                  reason: Annotated[Optional[str], Field(description="why")] = None) -> dict[str, Any]:
-        return call(impl.remember, source_for(_client(ctx)), type, text, title=title, tags=tags, paths=paths,
-                    reason=reason)
+        out = call(impl.remember, source_for(_client(ctx)), type, text, title=title, tags=tags, paths=paths,
+                   reason=reason)
+        return {**out, "redacted": out["redacted"] + client_secrets(_client(ctx))}
 
     @tool
     def recall(query: str, type: Optional[Type] = None, paths: Paths = None, limit: int = 10) -> dict[str, Any]:
@@ -270,7 +280,8 @@ def build_server(path: str = ".", branch: Optional[str] = None):
 
     @tool
     def reject(proposal: str, reason: str, ctx: Context, paths: Paths = None) -> dict[str, Any]:
-        return call(impl.reject, source_for(_client(ctx)), proposal, reason, paths=paths)
+        out = call(impl.reject, source_for(_client(ctx)), proposal, reason, paths=paths)
+        return {**out, "redacted": out["redacted"] + client_secrets(_client(ctx))}
 
     @tool
     def check_proposal(proposal: str, paths: Paths = None) -> dict[str, Any]:
