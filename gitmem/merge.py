@@ -168,16 +168,17 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
             # changes a known memory with a timestamp from the future. Merge it instead: the
             # record merge keeps every memory either side has, and ours over a future stamp.
         e_base, e_ours, e_theirs = blobs_by_id(store, base), blobs_by_id(store, ours), blobs_by_id(store, theirs)
-        gone = [i for i in e_ours if i not in e_theirs and i in e_base]  # their side deleted it
-        kept = sorted(i for i in gone if _is_memory(store, e_ours[i]))
-        dropped = [e_ours[i][0] for i in gone if i not in kept]  # no memory here: its deletion stands
         touched = sorted(i for i in set(e_ours) | set(e_theirs)
                          if not (e_ours.get(i) == e_theirs.get(i) or e_theirs.get(i) == e_base.get(i)))
-        result = merge_records(load_ids(store, e_base, touched), load_ids(store, e_ours, touched),
-                               load_ids(store, e_theirs, touched), not_after=not_after)
+        # Every id one side deleted or added is touched, so what loads here says which are valid memories.
+        m_base, m_ours, m_theirs = (load_ids(store, e, touched) for e in (e_base, e_ours, e_theirs))
+        gone = [i for i in e_ours if i not in e_theirs and i in e_base]  # their side deleted it
+        kept = sorted(i for i in gone if i in m_ours)
+        dropped = [e_ours[i][0] for i in gone if i not in m_ours]  # no memory here: its deletion stands
+        result = merge_records(m_base, m_ours, m_theirs, not_after=not_after)
         updates: Dict[str, Optional[bytes]] = dict.fromkeys(dropped)
         for i, (path, blob) in e_theirs.items():  # one that is no valid memory comes as a fast-forward brings it
-            if i not in e_ours and i not in e_base and not _is_memory(store, (path, blob)):  # (doctor names it)
+            if i not in e_ours and i not in e_base and i not in m_theirs:  # (doctor names it)
                 updates[path] = _text_redacted(repo[blob].data)  # type: ignore[attr-defined]
         added, changed = [], []
         for i, m in result.merged.items():
@@ -227,6 +228,7 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
     Here each such blob is scanned (a clean one once: see :func:`gitmem.trust.secret_blobs`): a valid
     memory is written again as every write is (:func:`gitmem.model.dump_yaml` redacts), anything else has
     its text redacted. The blobs as they arrived stay in the history below."""
+    from .repo import default_author
 
     repo = store.repo
     if ours is None:  # a first pull: every blob
@@ -244,8 +246,6 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
             updates[paths[blob]] = model.dump_yaml(memory)
         except InvalidMemory:
             updates[paths[blob]] = _text_redacted(repo[blob].data)  # type: ignore[attr-defined]
-    from .repo import default_author
-
     author = author or default_author(repo)
     count = sum(len(rules) for rules in found.values())
     text = (f"redact {count} secret(s) that arrived in {theirs[:12]}\n\n"
