@@ -256,7 +256,8 @@ class Router:
                     return
         if scope["type"] != "http":
             return
-        sent = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
+        sent = {k.lower(): v for k, v in headers}
         problem = refusal(sent.get("host"), sent.get("origin"))
         if problem:  # as the web UI: a page rebinding its name to 127.0.0.1 must not read the team's memory
             await _send_json(send, 403, _error(403, "permission_error", problem))
@@ -272,7 +273,6 @@ class Router:
             status, payload = await self._admin(scope["method"], path[len("/_router/"):], raw)
             await _send_json(send, status, payload, [(UPSTREAM_HEADER, self.upstream_name)])
             return
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
         await self._proxy(scope["method"], path, scope.get("query_string", b"").decode("latin-1"), headers, raw, send)
 
     # -- the proxy ----------------------------------------------------------------------------
@@ -587,6 +587,8 @@ class Router:
         """Virtual clock: move time ``seconds`` forward, sending each ping as it falls due."""
         if not self.virtual:
             raise GitmemError("the router runs on the real clock: only a --virtual-clock router can be advanced")
+        if not 0 <= seconds < float("inf"):  # (NaN is neither) an endless time would send pings for ever
+            raise GitmemError("advance: the clock only moves forward, by a finite number of seconds")
         target = self.clock.now() + float(seconds)
         sent = []
         while True:
@@ -625,9 +627,6 @@ class Router:
                 seconds = float(json.loads(raw or b"{}").get("advance", 0))
             except (ValueError, TypeError, AttributeError):
                 return 400, _error(400, "invalid_request_error", "advance: a number of seconds is required")
-            if not 0 <= seconds < float("inf"):  # (NaN is neither)
-                return 400, _error(400, "invalid_request_error", "advance: the clock only moves forward, by a finite "
-                                                                  "number of seconds")
             try:
                 pings = await self.advance(seconds)
             except GitmemError as exc:
