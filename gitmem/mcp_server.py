@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, get_type_hints
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, get_type_hints
 
 from .errors import GitmemError
 from .model import Author
@@ -50,34 +50,31 @@ DESCRIPTIONS = {
 }
 
 
-def source_for(client: Optional[Any]) -> str:
-    """``mcp:<name>/<version>`` from the client's Implementation info (``mcp`` when unknown).
+def source_for(client: Optional[Any]) -> Tuple[str, int]:
+    """``mcp:<name>/<version>`` from the client's Implementation info (``mcp`` when unknown), and how many
+    secrets were redacted from them (a write reports those with its own, though the memory never held them).
 
     A secret in either is redacted before they are cut to length, so no piece of one survives."""
     from .redact import redact_bare
 
+    found = 0
+
     def clean(value: Any, limit: int) -> str:
+        nonlocal found
         text = value if isinstance(value, str) else ""
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
             text = text.encode("utf-8", "replace").decode("utf-8")
-        return _SOURCE_CHARS.sub("-", redact_bare(text)[0]).strip("-")[:limit]
+        text, hits = redact_bare(text)
+        found += len(hits)
+        return _SOURCE_CHARS.sub("-", text).strip("-")[:limit]
 
     name = clean(getattr(client, "name", ""), 40)
     version = clean(getattr(client, "version", ""), 20)
     if not name:
-        return "mcp"
-    return f"mcp:{name}/{version}" if version else f"mcp:{name}"
-
-
-def client_secrets(client: Optional[Any]) -> int:
-    """How many secrets :func:`source_for` redacted from the client's name and version (a write reports them
-    with the rest, though the memory it stores never held them)."""
-    from .redact import redact_bare
-
-    return sum(len(redact_bare(value)[1]) for value in (getattr(client, "name", ""), getattr(client, "version", ""))
-               if isinstance(value, str))
+        return "mcp", found
+    return (f"mcp:{name}/{version}" if version else f"mcp:{name}"), found
 
 
 def _client(ctx: Any) -> Optional[Any]:
@@ -262,9 +259,9 @@ def build_server(path: str = ".", branch: Optional[str] = None):
     def remember(type: Kind, text: str, ctx: Context, title: Optional[str] = None,
                  tags: Optional[List[str]] = None, paths: Paths = None,
                  reason: Annotated[Optional[str], Field(description="why")] = None) -> dict[str, Any]:
-        out = call(impl.remember, source_for(_client(ctx)), type, text, title=title, tags=tags, paths=paths,
-                   reason=reason)
-        return {**out, "redacted": out["redacted"] + client_secrets(_client(ctx))}
+        source, redacted = source_for(_client(ctx))
+        out = call(impl.remember, source, type, text, title=title, tags=tags, paths=paths, reason=reason)
+        return {**out, "redacted": out["redacted"] + redacted}
 
     @tool
     def recall(query: str, type: Optional[Type] = None, paths: Paths = None, limit: int = 10) -> dict[str, Any]:
@@ -280,8 +277,9 @@ def build_server(path: str = ".", branch: Optional[str] = None):
 
     @tool
     def reject(proposal: str, reason: str, ctx: Context, paths: Paths = None) -> dict[str, Any]:
-        out = call(impl.reject, source_for(_client(ctx)), proposal, reason, paths=paths)
-        return {**out, "redacted": out["redacted"] + client_secrets(_client(ctx))}
+        source, redacted = source_for(_client(ctx))
+        out = call(impl.reject, source, proposal, reason, paths=paths)
+        return {**out, "redacted": out["redacted"] + redacted}
 
     @tool
     def check_proposal(proposal: str, paths: Paths = None) -> dict[str, Any]:
@@ -293,7 +291,7 @@ def build_server(path: str = ".", branch: Optional[str] = None):
 
     @tool
     def checkpoint(text: str, ctx: Context, next: Optional[str] = None) -> dict[str, Any]:
-        return call(impl.checkpoint, source_for(_client(ctx)), text, next=next)
+        return call(impl.checkpoint, source_for(_client(ctx))[0], text, next=next)
 
     @tool
     def resume() -> dict[str, Any]:
@@ -345,8 +343,8 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def check_request_line(line: str) -> Optional[Dict[str, Any]]:
-    """None when the SDK can take ``line``; else the JSON-RPC error reply it must get instead.
+def check_request_line(line: str) -> Tuple[Optional[Dict[str, Any]], Any]:
+    """(None, the message) when the SDK can take ``line``; else the JSON-RPC error reply it must get instead.
 
     The SDK drops a line it cannot parse or validate without a word, so a client waits for ever.
     Three cases get a reply here: not JSON (-32700, id null), a lone surrogate anywhere (-32602,
@@ -357,7 +355,7 @@ def check_request_line(line: str) -> Optional[Dict[str, Any]]:
     try:
         data = json.loads(line)
     except ValueError:
-        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: not JSON"}}
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: not JSON"}}, None
     request_id = data.get("id") if isinstance(data, dict) else None
     if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
         request_id = None
@@ -370,10 +368,10 @@ def check_request_line(line: str) -> Optional[Dict[str, Any]]:
         except Exception:  # noqa: BLE001 - whatever the SDK's schema refuses
             problem = (-32600, "Invalid Request: not a JSON-RPC 2.0 message the server understands")
     if problem is None:
-        return None
+        return None, data
     if request_id is None and isinstance(data, dict) and "method" in data and "id" not in data:
-        return {}  # a malformed notification: no reply, but not passed on either
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": problem[0], "message": problem[1]}}
+        return {}, data  # a malformed notification: no reply, but not passed on either
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": problem[0], "message": problem[1]}}, data
 
 
 #: On end of input, how long the server waits for the requests it is still answering (a tool call that
@@ -405,9 +403,9 @@ class _CheckedStdin:
                 raise StopAsyncIteration
             if not line.strip():
                 continue
-            error = check_request_line(line)
+            error, message = check_request_line(line)
             if error is None:
-                self._track(json.loads(line))
+                self._track(message)
                 return line
             if error and self.reply is not None:
                 await self.reply(error)
