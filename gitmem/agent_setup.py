@@ -147,17 +147,20 @@ def _record_path(store: Store) -> str:
     return os.path.join(common_dir(store.repo), "gitmem", "agent-setup.json")
 
 
+def _record(record: Optional[str]) -> Dict[str, Any]:
+    """The entries setup wrote: config file path -> its ``mcpServers.gitmem`` entry (none or unreadable: {})."""
+    try:
+        with open(record or "", encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _written(record: Optional[str], path: str) -> Any:
     """The ``mcpServers.gitmem`` entry setup last wrote to ``path`` (from its record), or None: an entry of that
     name that is not it is a person's own, which setup neither replaces nor takes out."""
-    if not record:
-        return None
-    try:
-        with open(record, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return data.get(os.path.abspath(path)) if isinstance(data, dict) else None
+    return _record(record).get(os.path.abspath(path))
 
 
 def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str, written: Any = None) -> str:
@@ -361,12 +364,7 @@ def apply(setup: Setup) -> Setup:
     elif setup.changed and setup.path:
         _write(setup.path, setup.content)
     if setup.record and setup.path:
-        try:
-            with open(setup.record, encoding="utf-8") as f:
-                record = json.load(f)
-        except (OSError, ValueError):
-            record = {}
-        record = record if isinstance(record, dict) else {}
+        record = _record(setup.record)
         if setup.entry is None:
             record.pop(os.path.abspath(setup.path), None)
         else:
