@@ -349,7 +349,7 @@ class SyncResult:
     merged: List[Dict[str, Any]] = field(default_factory=list)
     fetched: Optional[str] = None
     refused: List[Any] = field(default_factory=list)  # what the fetch's trust gate kept out (trust.Refusal)
-    unmerged: List[str] = field(default_factory=list)  # see :func:`gone_unmerged`
+    unmerged: List[str] = field(default_factory=list)  # :func:`gone_unmerged`, as `gitmem sync` reports it
 
     def to_dict(self) -> Dict[str, Any]:
         return {"fetched": self.fetched, "merged": self.merged, "refused": [r.to_dict() for r in self.refused],
@@ -399,9 +399,7 @@ def sync(store: Store, *, author=None, source: str = "sync") -> SyncResult:
     names = merged_elsewhere(repo, store.branch, head)
     if any(reachable(repo, tip, head) for tip in code_tips(repo, store.branch, local=False)):
         names.insert(0, store.branch)  # merge_branches skips the local ref itself: its fetched copies
-    result = merge_branches(store, names, author=author, source=source)
-    result.unmerged = gone_unmerged(store)
-    return result
+    return merge_branches(store, names, author=author, source=source)
 
 
 def gone_unmerged(store: Store) -> List[str]:

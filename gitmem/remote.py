@@ -423,7 +423,7 @@ def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True
     """`git pull && gitmem sync`: fetch memory first (a plain `git pull` fetches none unless
     `gitmem remote setup` was run), then :func:`gitmem.branches.sync`. A repository without
     remotes only merges; a failed fetch raises, so sync never reports stale memory as merged."""
-    from .branches import sync as sync_branches
+    from .branches import gone_unmerged, sync as sync_branches
 
     fetched, refused = None, []
     if fetch_first and (remote or list(store.repo.remotes.names())):
@@ -431,6 +431,7 @@ def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True
         refused = fetch(store.repo, fetched, interactive=interactive).refused
     result = sync_branches(store, author=author, source=source)
     result.fetched, result.refused = fetched, refused
+    result.unmerged = gone_unmerged(store)  # what sync cannot merge by itself: the command names it (the hooks do not)
     return result
 
 
