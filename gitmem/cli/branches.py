@@ -124,12 +124,10 @@ def prune(store: Store, yes: bool, force: bool, as_json: bool) -> None:
         return
     for b in gone:
         into = b.parent or "its parent"
-        if b.memory_merged:
-            verb, state = ("deleted" if yes else "would delete"), f"all of it is in {into}'s memory"
-        else:
-            verb = "kept" if b.name in kept else "deleted" if yes else "would delete"
-            state = (f"some of it is not in {into}'s memory: `gitmem merge {b.name}` keeps it, "
-                     f"`gitmem prune --yes --force` drops it")
+        verb = "kept" if b.name in kept else "deleted" if yes else "would delete"
+        state = (f"all of it is in {into}'s memory" if b.memory_merged else
+                 f"some of it is not in {into}'s memory: `gitmem merge {b.name}` keeps it, "
+                 f"`gitmem prune --yes --force` drops it")
         click.echo(f"{verb} {b.ref} at {b.tip} ({b.memories} memories; {state})")
     if not gone:
         click.echo("nothing to prune")

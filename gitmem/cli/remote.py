@@ -145,8 +145,12 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
     say_refused(result.fetch.refused)
     if as_json:
         emit_json(result.to_dict())
-        fail_if_refused(result.fetch.refused)
-        return
+    else:
+        _say_pulled(result)
+    fail_if_refused(result.fetch.refused)
+
+
+def _say_pulled(result) -> None:
     for m in result.merged:
         counts = f" ({len(m['added'])} added, {len(m['changed'])} changed)" if m["kind"] != "up-to-date" else ""
         click.echo(f"{m['branch']}: {m['kind']} {_short(m['commit'])}{counts}")
@@ -160,7 +164,6 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
                    err=True)
     if not result.merged and not result.fetch.refused and not result.skipped:
         click.echo(f"{result.fetch.remote} has no memory yet", err=True)
-    fail_if_refused(result.fetch.refused)
 
 
 @main.group("remote")
