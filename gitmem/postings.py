@@ -13,10 +13,12 @@ them all (seconds at 100,000). Here the same ranking is answered by SQLite from 
   (branches share most of their memory), else from nothing (the first search after a clone, with a
   progress line on a terminal).
 
-SQLite scores the candidates as :func:`~gitmem.search.rank` does, the same operations on the same
-values in the same order (each word's BM25 share looked up by key and added in the query's order), so
-the same floats, with every factor but a file memory's staleness (which only lowers a score, and is
-applied in Python), and hands them over best first until no lower one can make the cut. So the answer
+SQLite first orders the candidates' postings by the score each bounds from its own row (a posting
+carries its memory's length, type, status and time; a term, the most times a memory holds it and the
+fewest words of one that does). Only the memories whose bound reaches the cut are scored in full, as
+:func:`~gitmem.search.rank` does: the same operations on the same values in the same order (each
+word's BM25 share looked up by key and added in the query's order), so the same floats, with every
+factor but a file memory's staleness (which only lowers a score, and is applied in Python). So the answer
 is :func:`~gitmem.search.rank`'s, score for score (``tests/test_postings.py`` compares them after
 random writes, merges and branch switches). Where the index cannot answer (no file, busy, a view
 with two memories of one id, inactive memories asked for) :func:`rank` returns None and the caller
@@ -30,7 +32,6 @@ import sqlite3
 import time
 from collections import Counter
 from datetime import datetime, timezone
-from itertools import takewhile
 from typing import (
     TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar,
 )
@@ -487,16 +488,23 @@ def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Coun
             tid.update(db.execute(f"SELECT term, tid FROM terms WHERE term IN ({marks})", batch))
         first = db.execute("SELECT COALESCE(MAX(doc), 0) + 1 FROM docs").fetchone()[0]
         docs: List[Tuple[Any, ...]] = []
-        postings: List[Tuple[int, int, int]] = []
+        postings: List[Tuple[Any, ...]] = []
         paths: List[Tuple[str, str, int]] = []
         for doc, (blob, m, counts) in enumerate(chunk, first):
-            docs.append((doc, blob, m.id, m.type, int(m.status == "active"), sum(counts.values()),
-                         epoch(m.updated or m.created), ",".join(map(str, map(tid.__getitem__, counts)))))
-            postings += [(tid[t], doc, n) for t, n in counts.items()]
+            active, length, when = int(m.status == "active"), sum(counts.values()), epoch(m.updated or m.created)
+            docs.append((doc, blob, m.id, m.type, active, length, when, ",".join(map(str, map(tid.__getitem__, counts)))))
+            kind = TYPES.index(m.type)
+            postings += [(tid[t], doc, n, kind, active, length, when) for t, n in counts.items()]
             paths += [(p, p.rsplit("/", 1)[0], doc) for p in dict.fromkeys(m.paths)]
         db.executemany("INSERT INTO docs(doc, blob, id, type, active, length, epoch, tids) VALUES (?,?,?,?,?,?,?,?)",
                        docs)
-        db.executemany("INSERT INTO postings VALUES (?, ?, ?)", sorted(postings))  # in key order: appends, not page splits
+        db.executemany("INSERT INTO postings VALUES (?, ?, ?, ?, ?, ?, ?)", sorted(postings))  # key order: appends
+        bounds: Dict[int, Tuple[int, int]] = {}  # term id -> (most times in a memory, fewest words of a memory)
+        for t, _, n, _, _, length, _ in postings:
+            most, least = bounds.get(t, (n, length))
+            bounds[t] = (max(most, n), min(least, length))
+        db.executemany("UPDATE terms SET most_tf=MAX(most_tf, ?), least_length=MIN(COALESCE(least_length, ?), ?) "
+                       "WHERE tid=?", [(most, least, least, t) for t, (most, least) in bounds.items()])
         db.executemany("INSERT OR IGNORE INTO doc_paths VALUES (?, ?, ?)", paths)
         progress.step(min(start + chunk_size, len(new_docs)))
 
@@ -550,15 +558,29 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
     share = "COALESCE((SELECT ? * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?)) FROM postings p " \
         "WHERE p.tid=? AND p.doc=d.doc), 0.0)"
     shares: List[Any] = [x for t, (tid, _) in known.items() for x in (weights[t], K1, K1, B, B, avg, tid)]
+    path = "COALESCE((SELECT 1 + 0.6 * g.overlap FROM temp.gm_overlap g WHERE g.doc=d.doc), 1.0) * " \
+        if overlap else ""
 
-    def scored(within: Sequence[int]) -> Tuple[str, List[Any]]:
-        """SQL for the BM25 sums of the memories that have one of the words ``within`` (their doc's columns
-        ride along, so the order below reads no row of ``docs`` again), and its arguments."""
+    def scored(source: str, source_args: Sequence[Any]) -> Tuple[str, List[Any]]:
+        """SQL for the BM25 sums of the view's active memories among the docs ``source`` selects (their doc's
+        columns ride along, so the select below reads no row of ``docs`` again), and its arguments."""
         s = (f"SELECT d.doc AS doc, d.blob AS blob, d.id AS id, d.type AS type, d.length AS length, "
              f"d.epoch AS epoch, {' + '.join([share] * len(known))} AS base "
-             f"FROM (SELECT DISTINCT doc FROM postings WHERE tid IN ({','.join('?' * len(within))})) c "
-             f"JOIN members m ON m.view=? AND m.doc=c.doc JOIN docs d ON d.doc=c.doc WHERE d.active=1{kept}")
-        return f"WITH s AS ({s}) ", [*shares, *within, view, *keep]
+             f"FROM {source} c JOIN members m ON m.view=? AND m.doc=c.doc JOIN docs d ON d.doc=c.doc "
+             f"WHERE d.active=1{kept}")
+        return f"WITH s AS ({s}) ", [*shares, *source_args, view, *keep]
+
+    def having(within: Sequence[int]) -> Tuple[str, Sequence[int]]:
+        return f"(SELECT DISTINCT doc FROM postings WHERE tid IN ({','.join('?' * len(within))}))", within
+
+    def score_in_full(docs: Sequence[int]) -> None:
+        """Score ``docs`` as :func:`gitmem.search.rank` does, with every factor but staleness (which only
+        lowers a score), the same operations in the same order, so equal scores are equal floats."""
+        for chunk, marks in batches(docs):
+            sql, args = scored(f"(SELECT doc FROM docs WHERE doc IN ({marks}))", chunk)
+            consider(db.execute(sql + "SELECT d.doc, d.blob, d.id, d.type, d.length, d.epoch, CASE d.type WHEN "
+                                f"'file' THEN d.base END, d.base * {path}({_boost_sql(boosts)} * {_RECENCY_SQL}) "
+                                "FROM s d", [*args, now.timestamp()]).fetchall())
 
     best: List[Tuple[float, str, int]] = []  # the best ``limit`` so far, worst first
     found: Dict[int, _Scored] = {}
@@ -589,32 +611,42 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
             elif key > best[0]:
                 heapq.heapreplace(best, key)
 
-    def stream(within: Sequence[int]) -> None:
-        """Consider candidates best first until no later one can make the cut. SQLite orders them by
-        every factor but staleness (which only lowers a score), computed as :func:`gitmem.search.rank`
-        does, in the same order, so equal scores are equal floats and ties go by id as there."""
-        path = "COALESCE((SELECT 1 + 0.6 * g.overlap FROM temp.gm_overlap g WHERE g.doc=d.doc), 1.0) * " \
-            if overlap else ""
-        sql, args = scored(within)
-        sql += (f"SELECT d.doc, d.blob, d.id, d.type, d.length, d.epoch, CASE d.type WHEN 'file' THEN d.base END, "
-                f"d.base * {path}({_boost_sql(boosts)} * {_RECENCY_SQL}) "
-                "AS score FROM s d ORDER BY score DESC, d.id DESC LIMIT ?")
+    # A word's share grows with its count and shrinks with the memory's length, so none exceeds its share
+    # at the most times any memory holds it in the fewest words any memory that has it holds: a posting
+    # bounds its memory's score by its word's share plus the most the other words could add, times the
+    # other factors. The bound needs only the posting's row.
+    weight_of = {tid: weights[t] for t, (tid, _) in known.items()}
+    most = {tid: weight_of[tid] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * least / avg)) for tid, tf, least in db.execute(
+        f"SELECT tid, most_tf, least_length FROM terms WHERE tid IN ({','.join('?' * len(tids))})", tids)}
+    boost_no = " ".join(f"WHEN {TYPES.index(t)} THEN {w!r}" for t, w in boosts.items() if t in TYPES)
+    kinds = f" AND p.type_no IN ({','.join(str(TYPES.index(t)) for t in keep if t in TYPES)})" \
+        if only_types is not None else ""
+    looked: Set[int] = set()
+
+    def stream(within: Sequence[int], also: Sequence[int]) -> None:
+        """Consider the memories that have one of the words ``within`` (and maybe those ``also`` lists),
+        best first, until no later one can make the cut: SQLite orders their postings by the score each
+        bounds, and only a memory whose bound reaches the cut is scored in full (at its first posting)."""
+        bounds = " ".join(["WHEN ? THEN ? * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * p.length / ?)) + ?"] * len(within))
+        rest = sum(most[tid] for tid in also)
+        args = [x for tid in within for x in (tid, weight_of[tid], K1, K1, B, B, avg, rest - most[tid])]
+        sql = (f"WITH s AS (SELECT p.doc AS doc, p.type_no AS type_no, p.epoch AS epoch, CASE p.tid {bounds} END AS "
+               f"bound FROM postings p WHERE p.tid IN ({','.join('?' * len(within))}) AND p.active=1{kinds}) "
+               f"SELECT d.doc, d.bound * {path}({f'(CASE d.type_no {boost_no} ELSE 1.0 END)' if boost_no else '1.0'} "
+               f"* {_RECENCY_SQL}) AS most FROM s d ORDER BY most DESC LIMIT ?")
         cap = max(4 * limit, 2 * FETCH)  # a bounded sort is cheaper than sorting every match
         while True:
-            cursor = db.execute(sql, [*args, now.timestamp(), cap])
+            cursor = db.execute(sql, [*args, *within, now.timestamp(), cap])
             seen = 0
-            while True:
-                rows = cursor.fetchmany(max(limit, FETCH))
+            while rows := cursor.fetchmany(max(limit, FETCH)):
                 seen += len(rows)
-                if not rows:
-                    break
-                below = False
-                if len(best) == limit:  # past the cut by SQLite's score, past it by rank's (staleness only lowers)
-                    head = list(takewhile(lambda r: _key(r) >= best[0][:2], rows))
-                    below, rows = len(head) < len(rows), head
-                consider(rows)
-                if below or (len(best) == limit and _key(rows[-1]) < best[0][:2]):
-                    cursor.close()  # every later candidate ranks lower still
+                # A bound below the cut (with room for rounding) and every later one are out.
+                head = rows if len(best) < limit else [r for r in rows if r[1] * (1 + 1e-9) >= best[0][0]]
+                fresh = [doc for doc, _ in head if doc not in looked]
+                looked.update(fresh)
+                score_in_full(fresh)
+                if len(head) < len(rows):
+                    cursor.close()
                     return
             if seen < cap:
                 return
@@ -624,7 +656,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         with_words = _term_counts(db, list(overlap), tids)
         path_only = [doc for doc in overlap if doc not in with_words]
         if path_only and known:
-            sql, args = scored(tids)
+            sql, args = scored(*having(tids))
             weakest = db.execute(sql + "SELECT MIN(base) FROM s", args).fetchone()[0]
             floor = weakest if weakest is not None else 1.0
         for chunk, marks in batches(path_only):
@@ -637,10 +669,15 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         ceiling = sum(weights[t] * (K1 + 1) for t, (_, df) in known.items() if df > n * RARE) * \
             max([1.0, *boosts.values()]) * 1.15 * (path_factor(1.0) if overlap else 1.0)
         pruned = bool(rare) and len(rare) < len(known)
-        if pruned:
-            stream(rare)
-        if not (pruned and len(best) == limit and best[0][0] > ceiling * (1 + 1e-9)):
-            stream(tids)
+        if not pruned:
+            stream(tids, tids)
+        else:
+            stream(rare, tids)
+            if len(best) < limit or best[0][0] <= ceiling * (1 + 1e-9):
+                # A memory with a rare word that was not scored cannot make the cut: its bound did not reach
+                # the cut then, and the cut only rises. So the rest need bounds only for the common words.
+                common = [tid for tid in tids if tid not in rare]
+                stream(common, common)
     return [found[doc] for _, _, doc in sorted(best, reverse=True)], \
         [(tid, weights[t]) for t, (tid, _) in known.items()], n
 
@@ -697,13 +734,6 @@ def _doc_rows(db: sqlite3.Connection, blobs: Sequence[str]) -> List[Tuple[str, T
         out += [(b, (doc, when)) for b, doc, when in db.execute(
             f"SELECT blob, doc, epoch FROM docs WHERE blob IN ({marks})", chunk)]
     return out
-
-
-def _key(row: _Row) -> Tuple[float, str]:
-    """A candidate's place by SQLite's score: ties go by id, newer first, as in :func:`gitmem.search.rank`."""
-    score = row[7]
-    assert score is not None, "a word match has a score"
-    return score, row[2]
 
 
 def _frequencies(db: sqlite3.Connection, view: int, terms: Sequence[str]) -> Dict[str, Tuple[int, int]]:

@@ -1,6 +1,7 @@
 """The word ranking answered from the index gives rank()'s answer over the loaded memories, hit for hit."""
 
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -191,10 +192,33 @@ def test_a_query_with_a_rare_word_ranks_only_the_memories_that_have_it(repo, sto
     postings.rank(store, "x", 1)  # the view is built
     store.warm.index._conn().set_trace_callback(statements.append)
     hits = postings.rank(store, "zebra service logs", 1, now=NOW)
-    ranked = [s for s in statements if "ORDER BY score" in s]
+    bounded = [s for s in statements if "ORDER BY most" in s]
     assert [h.memory.text for h in hits] == ["the zebra service logs to a file"]
-    assert len(ranked) == 1 and "DISTINCT doc" in ranked[0]  # the common words alone could not win
+    assert len(bounded) == 1 and re.search(r"p\.tid IN \(\d+\)", bounded[0])  # the common words alone could not win
+    assert _scored_in_full(statements) == 1
     _same_answers(store, queries=("zebra service logs",), limits=(1, 5))
+
+
+def _scored_in_full(statements) -> int:
+    """How many memories the traced ``statements`` scored in full (not only bounded from a posting)."""
+    return sum(len(s.split("FROM docs WHERE doc IN (", 1)[1].split(")", 1)[0].split(","))
+               for s in statements if "FROM docs WHERE doc IN (" in s)
+
+
+def test_a_search_scores_in_full_only_the_memories_whose_bound_reaches_the_cut(repo, store):
+    """Each posting bounds its memory's score from its own row; a memory is read and scored in full only if
+    that bound could still make the cut, not every memory that has one of the words."""
+    for i in range(60):  # each longer than the last: the shorter, the higher a match scores
+        store.add("fact", " ".join(["zebra"] + [f"filler{j}" for j in range(i)]))
+    for i in range(60):
+        store.add("fact", f"the service number {i} logs to stdout")
+    statements = []
+    postings.rank(store, "x", 1)  # the view is built
+    store.warm.index._conn().set_trace_callback(statements.append)
+    hits = postings.rank(store, "zebra", 3, now=NOW)
+    assert [h.memory.text for h in hits] == ["zebra", "zebra filler0", "zebra filler0 filler1"]
+    assert _scored_in_full(statements) == 3  # of the 60 that have the word: one word's bound is its score
+    _same_answers(store, queries=("zebra", "zebra filler3", "filler7 service", "service logs"), limits=(1, 3, 50))
 
 
 def test_after_pulls_each_clone_ranks_as_its_loaded_memories(tmp_path):
