@@ -141,6 +141,20 @@ def _json_object(existing: Optional[str], path: str, key: str) -> Dict[str, Any]
     return data
 
 
+def _dumped(data: Dict[str, Any], existing: Optional[str]) -> str:
+    """``data`` as JSON in the layout of the file it came from (``existing``), so taking out what setup
+    added gives the person's file back as they wrote it: the same indent (two spaces in a new or
+    one-line file), characters as written (not ``\\u`` escapes), a final newline only if it had one."""
+    indent: Any = 2
+    for line in (existing or "").splitlines()[1:]:
+        lead = line[:len(line) - len(line.lstrip(" \t"))]
+        if lead:
+            indent = lead if "\t" in lead else len(lead)
+            break
+    end = "" if existing and existing.strip() and not existing.endswith("\n") else "\n"
+    return json.dumps(data, indent=indent, ensure_ascii=False) + end
+
+
 def _record_path(store: Store) -> str:
     from .repo import common_dir
 
@@ -174,7 +188,7 @@ def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str, wri
                           f"(command {str(mine.get('command') if isinstance(mine, dict) else mine)[:60]!r}): "
                           "left as it is; take it out to let setup write its own")
     servers[SERVER_NAME] = entry
-    return json.dumps(data, indent=2) + "\n"
+    return _dumped(data, existing)
 
 
 def hook_command(command: Optional[Command], event: str) -> str:
@@ -211,7 +225,7 @@ def merged_settings(existing: Optional[str], command: Optional[Command], path: s
         group: Dict[str, Any] = {"matcher": matcher} if matcher else {}
         group["hooks"] = [{"type": "command", "command": hook_command(command, event), "timeout": timeout}]
         hooks[event] = _without_gitmem_hooks(hooks.get(event, []), path, event) + [group]
-    return json.dumps(data, indent=2) + "\n"
+    return _dumped(data, existing)
 
 
 def unmerged(existing: Optional[str], path: str, key: str, written: Any = None) -> Optional[str]:
@@ -229,7 +243,7 @@ def unmerged(existing: Optional[str], path: str, key: str, written: Any = None) 
         data[key].pop(SERVER_NAME)
     if key in data and not data[key]:
         del data[key]
-    return json.dumps(data, indent=2) + "\n" if data else None
+    return _dumped(data, existing) if data else None
 
 
 def ci_workflow(branch: str = "main") -> str:

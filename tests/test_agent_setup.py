@@ -124,6 +124,27 @@ def test_setup_claude_code_writes_both_files_and_undo_takes_out_only_gitmem(repo
     assert gitmem(repo, "setup", "claude-code", "--undo").stdout == f"unchanged: {settings.resolve()}\n"
 
 
+def test_setup_and_undo_give_a_person_s_files_back_as_they_wrote_them(repo):
+    """Undo takes out what setup added and leaves the file byte for byte: its indent, its characters (not
+    \\u escapes), its final newline or lack of one."""
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = {"permissions": {"allow": ["Bash(npm run lint)"]},
+            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send 'Fertig, Zoë ✓'"}]}]}}
+    written = json.dumps(mine, indent=4, ensure_ascii=False)  # four spaces, no final newline
+    settings.write_text(written, encoding="utf-8")
+    servers = repo / ".mcp.json"
+    tabbed = json.dumps({"mcpServers": {"docs": {"command": "docs-mcp"}}}, indent="\t") + "\n"
+    servers.write_text(tabbed)
+    gitmem(repo, "setup", "claude-code", "--write")
+    added = settings.read_text(encoding="utf-8")
+    assert "Zoë ✓" in added and '\n    "hooks": {' in added and not added.endswith("\n")
+    assert '\n\t"mcpServers": {' in servers.read_text()
+    gitmem(repo, "setup", "claude-code", "--undo")
+    assert settings.read_text(encoding="utf-8") == written
+    assert servers.read_text() == tabbed
+
+
 def test_settings_with_a_broken_hooks_shape_are_refused_not_overwritten(repo, store):
     from gitmem.agent_setup import hooks_plan
 
