@@ -14,8 +14,8 @@ them all (seconds at 100,000). Here the same ranking is answered by SQLite from 
   progress line on a terminal).
 
 SQLite first orders the candidates' postings by the score each bounds from its own row (a posting
-carries its memory's length, type, status and time; a term, the most times a memory holds it and the
-fewest words of one that does). Only the memories whose bound reaches the cut are scored in full, as
+carries its memory's length, type, status and time; a term, the most times one memory holds it). Only
+the memories whose bound reaches the cut are scored in full, as
 :func:`~gitmem.search.rank` does: the same operations on the same values in the same order (each
 word's BM25 share looked up by key and added in the query's order), so the same floats, with every
 factor but a file memory's staleness (which only lowers a score, and is applied in Python). So the answer
@@ -499,12 +499,10 @@ def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Coun
         db.executemany("INSERT INTO docs(doc, blob, id, type, active, length, epoch, tids) VALUES (?,?,?,?,?,?,?,?)",
                        docs)
         db.executemany("INSERT INTO postings VALUES (?, ?, ?, ?, ?, ?, ?)", sorted(postings))  # key order: appends
-        bounds: Dict[int, Tuple[int, int]] = {}  # term id -> (most times in a memory, fewest words of a memory)
-        for t, _, n, _, _, length, _ in postings:
-            most, least = bounds.get(t, (n, length))
-            bounds[t] = (max(most, n), min(least, length))
-        db.executemany("UPDATE terms SET most_tf=MAX(most_tf, ?), least_length=MIN(COALESCE(least_length, ?), ?) "
-                       "WHERE tid=?", [(most, least, least, t) for t, (most, least) in bounds.items()])
+        most: Dict[int, int] = {}  # term id -> the most times one of these memories holds it
+        for t, _, n, *_ in postings:
+            most[t] = max(most.get(t, 0), n)
+        db.executemany("UPDATE terms SET most_tf=MAX(most_tf, ?) WHERE tid=?", [(n, t) for t, n in most.items()])
         db.executemany("INSERT OR IGNORE INTO doc_paths VALUES (?, ?, ?)", paths)
         progress.step(min(start + chunk_size, len(new_docs)))
 
@@ -611,13 +609,19 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
             elif key > best[0]:
                 heapq.heapreplace(best, key)
 
-    # A word's share grows with its count and shrinks with the memory's length, so none exceeds its share
-    # at the most times any memory holds it in the fewest words any memory that has it holds: a posting
-    # bounds its memory's score by its word's share plus the most the other words could add, times the
-    # other factors. The bound needs only the posting's row.
+    # A word's share grows with its count and shrinks with the memory's length, so in a memory of a given
+    # length none exceeds its share at the most times any memory holds it (``terms.most_tf``): a posting
+    # bounds its memory's score by its word's share plus the most the other words could add at that
+    # length, times the other factors. The bound needs only the posting's row; it is compared with a
+    # margin for rounding, so its constants are written into the SQL as they are.
     weight_of = {tid: weights[t] for t, (tid, _) in known.items()}
-    most = {tid: weight_of[tid] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * least / avg)) for tid, tf, least in db.execute(
-        f"SELECT tid, most_tf, least_length FROM terms WHERE tid IN ({','.join('?' * len(tids))})", tids)}
+    most_tf = dict(db.execute(f"SELECT tid, most_tf FROM terms WHERE tid IN ({','.join('?' * len(tids))})", tids))
+    norm = f"(p.tf + {K1!r} * (1 - {B!r} + {B!r} * p.length / {avg!r}))"  # a count's BM25 denominator
+
+    def most(tid: int) -> str:
+        """The most word ``tid`` adds to the score of the memory of this row's length."""
+        return f"{weight_of[tid] * most_tf[tid] * (K1 + 1)!r} / {norm.replace('p.tf', str(most_tf[tid]))}"
+
     boost_no = " ".join(f"WHEN {TYPES.index(t)} THEN {w!r}" for t, w in boosts.items() if t in TYPES)
     kinds = f" AND p.type_no IN ({','.join(str(TYPES.index(t)) for t in keep if t in TYPES)})" \
         if only_types is not None else ""
@@ -627,18 +631,17 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         """Consider the memories that have one of the words ``within`` (and maybe those ``also`` lists),
         best first, until no later one can make the cut: SQLite orders their postings by the score each
         bounds, and only a memory whose bound reaches the cut is scored in full (at its first posting)."""
-        bounds = " ".join(["WHEN ? THEN ? * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * p.length / ?)) + ?"] * len(within))
-        rest = sum(most[tid] for tid in also)
-        args = [x for tid in within for x in (tid, weight_of[tid], K1, K1, B, B, avg, rest - most[tid])]
-        sql = (f"WITH s AS (SELECT p.doc AS doc, p.type_no AS type_no, p.epoch AS epoch, CASE p.tid {bounds} END AS "
-               f"bound FROM postings p WHERE p.tid IN ({','.join('?' * len(within))}) AND p.active=1{kinds}) "
+        own = " ".join(f"WHEN {tid} THEN {weight_of[tid] * (K1 + 1)!r} * p.tf / {norm} - {most(tid)}" for tid in within)
+        bound = f"CASE p.tid {own} END + {' + '.join(most(tid) for tid in also)}"
+        sql = (f"WITH s AS (SELECT p.doc AS doc, p.type_no AS type_no, p.epoch AS epoch, {bound} AS bound "
+               f"FROM postings p WHERE p.tid IN ({','.join('?' * len(within))}) AND p.active=1{kinds}) "
                f"SELECT d.doc, d.bound * {path}({f'(CASE d.type_no {boost_no} ELSE 1.0 END)' if boost_no else '1.0'} "
                f"* {_RECENCY_SQL}) AS most FROM s d ORDER BY most DESC LIMIT ?")
         cap = max(4 * limit, 2 * FETCH)  # a bounded sort is cheaper than sorting every match
         while True:
-            cursor = db.execute(sql, [*args, *within, now.timestamp(), cap])
+            cursor = db.execute(sql, [*within, now.timestamp(), cap])
             seen = 0
-            while rows := cursor.fetchmany(max(limit, FETCH)):
+            while rows := cursor.fetchmany(max(limit - len(best), FETCH)):  # no more than could make the cut
                 seen += len(rows)
                 # A bound below the cut (with room for rounding) and every later one are out.
                 head = rows if len(best) < limit else [r for r in rows if r[1] * (1 + 1e-9) >= best[0][0]]
