@@ -13,9 +13,9 @@ them all (seconds at 100,000). Here the same ranking is answered by SQLite from 
   (branches share most of their memory), else from nothing (the first search after a clone, with a
   progress line on a terminal).
 
-SQLite first orders the candidates' postings by the score each bounds from its own row (a posting
-carries its memory's length, type, status and time; a term, the most times one memory holds it). Only
-the memories whose bound reaches the cut are scored in full, as
+SQLite first orders the candidates by the score their postings bound (a posting carries its memory's
+length, type, status and time; a term, the most times one memory holds it). Only the memories whose
+bound reaches the cut are scored in full, as
 :func:`~gitmem.search.rank` does: the same operations on the same values in the same order (each
 word's BM25 share looked up by key and added in the query's order), so the same floats, with every
 factor but a file memory's staleness (which only lowers a score, and is applied in Python). So the answer
@@ -610,17 +610,16 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
                 heapq.heapreplace(best, key)
 
     # A word's share grows with its count and shrinks with the memory's length, so in a memory of a given
-    # length none exceeds its share at the most times any memory holds it (``terms.most_tf``): a posting
-    # bounds its memory's score by its word's share plus the most the other words could add at that
-    # length, times the other factors. The bound needs only the posting's row; it is compared with a
-    # margin for rounding, so its constants are written into the SQL as they are.
+    # length none exceeds its share at the most times any memory holds it (``terms.most_tf``). The
+    # postings of some of the query's words so bound a memory's score: the shares of those words it has,
+    # plus the most each other word could add at its length, times the other factors. The bound is
+    # compared with a margin for rounding, so its constants are written into the SQL as they are.
     weight_of = {tid: weights[t] for t, (tid, _) in known.items()}
     most_tf = dict(db.execute(f"SELECT tid, most_tf FROM terms WHERE tid IN ({','.join('?' * len(tids))})", tids))
-    norm = f"(p.tf + {K1!r} * (1 - {B!r} + {B!r} * p.length / {avg!r}))"  # a count's BM25 denominator
 
-    def most(tid: int) -> str:
-        """The most word ``tid`` adds to the score of the memory of this row's length."""
-        return f"{weight_of[tid] * most_tf[tid] * (K1 + 1)!r} / {norm.replace('p.tf', str(most_tf[tid]))}"
+    def norm(tf: str, length: str) -> str:
+        """BM25's denominator for ``tf`` times a word in a memory of ``length`` words (SQL for both)."""
+        return f"({tf} + {K1!r} * (1 - {B!r} + {B!r} * {length} / {avg!r}))"
 
     boost_no = " ".join(f"WHEN {TYPES.index(t)} THEN {w!r}" for t, w in boosts.items() if t in TYPES)
     kinds = f" AND p.type_no IN ({','.join(str(TYPES.index(t)) for t in keep if t in TYPES)})" \
@@ -629,31 +628,28 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
 
     def stream(within: Sequence[int], also: Sequence[int]) -> None:
         """Consider the memories that have one of the words ``within`` (and maybe those ``also`` lists),
-        best first, until no later one can make the cut: SQLite orders their postings by the score each
-        bounds, and only a memory whose bound reaches the cut is scored in full (at its first posting)."""
-        own = " ".join(f"WHEN {tid} THEN {weight_of[tid] * (K1 + 1)!r} * p.tf / {norm} - {most(tid)}" for tid in within)
-        bound = f"CASE p.tid {own} END + {' + '.join(most(tid) for tid in also)}"
-        sql = (f"WITH s AS (SELECT p.doc AS doc, p.type_no AS type_no, p.epoch AS epoch, {bound} AS bound "
-               f"FROM postings p WHERE p.tid IN ({','.join('?' * len(within))}) AND p.active=1{kinds}) "
-               f"SELECT d.doc, d.bound * {path}({f'(CASE d.type_no {boost_no} ELSE 1.0 END)' if boost_no else '1.0'} "
-               f"* {_RECENCY_SQL}) AS most FROM s d ORDER BY most DESC LIMIT ?")
-        cap = max(4 * limit, 2 * FETCH)  # a bounded sort is cheaper than sorting every match
-        while True:
-            cursor = db.execute(sql, [*within, now.timestamp(), cap])
-            seen = 0
-            while rows := cursor.fetchmany(max(limit - len(best), FETCH)):  # no more than could make the cut
-                seen += len(rows)
-                # A bound below the cut (with room for rounding) and every later one are out.
-                head = rows if len(best) < limit else [r for r in rows if r[1] * (1 + 1e-9) >= best[0][0]]
-                fresh = [doc for doc, _ in head if doc not in looked]
-                looked.update(fresh)
-                score_in_full(fresh)
-                if len(head) < len(rows):
-                    cursor.close()
-                    return
-            if seen < cap:
-                return
-            cap *= 8
+        best first, until no later one can make the cut: SQLite orders them by the score their postings
+        of those words bound, and only a memory whose bound reaches the cut is scored in full."""
+        words = ",".join(f"({tid}, {weight_of[tid] * (K1 + 1)!r})" for tid in within)
+        others = "".join(f" + {weight_of[t] * most_tf[t] * (K1 + 1)!r} / {norm(str(most_tf[t]), 'd.length')}"
+                         for t in also if t not in within)
+        sql = (f"WITH q(tid, w) AS (VALUES {words}), s AS (SELECT p.doc AS doc, p.type_no AS type_no, p.epoch AS epoch, "
+               f"p.length AS length, SUM(q.w * p.tf / {norm('p.tf', 'p.length')}) AS own "
+               f"FROM q JOIN postings p ON p.tid=q.tid WHERE p.active=1{kinds} GROUP BY p.doc) "
+               f"SELECT d.doc, (d.own{others}) * {path}({f'(CASE d.type_no {boost_no} ELSE 1.0 END)' if boost_no else '1.0'} "
+               f"* {_RECENCY_SQL}) AS most FROM s d ORDER BY most DESC")
+        cursor = db.execute(sql, [now.timestamp()])  # grouping sorted them all: no LIMIT would save a sort
+        size = max(limit - len(best), FETCH)  # no more than could make the cut, then more while all do (ties)
+        while rows := cursor.fetchmany(size):
+            # A bound below the cut (with room for rounding) and every later one are out.
+            head = rows if len(best) < limit else [r for r in rows if r[1] * (1 + 1e-9) >= best[0][0]]
+            fresh = [doc for doc, _ in head if doc not in looked]
+            looked.update(fresh)
+            score_in_full(fresh)
+            if len(head) < len(rows):
+                break
+            size = min(2 * size, 256)
+        cursor.close()
 
     if overlap:
         with_words = _term_counts(db, list(overlap), tids)
@@ -810,7 +806,5 @@ _RECENCY_SQL = ("(CASE WHEN d.epoch IS NULL THEN 1.0 ELSE 1.0 + 0.15 * pow(0.5, 
 
 
 def _boost_sql(boosts: Dict[str, float]) -> str:
-    if not boosts:
-        return "1.0"
     whens = " ".join(f"WHEN '{t}' THEN {w!r}" for t, w in boosts.items() if t in TYPES)
-    return f"(CASE d.type {whens} ELSE 1.0 END)"
+    return f"(CASE d.type {whens} ELSE 1.0 END)" if whens else "1.0"  # no type gitmem knows: no boost

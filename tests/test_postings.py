@@ -194,9 +194,17 @@ def test_a_query_with_a_rare_word_ranks_only_the_memories_that_have_it(repo, sto
     hits = postings.rank(store, "zebra service logs", 1, now=NOW)
     bounded = [s for s in statements if "ORDER BY most" in s]
     assert [h.memory.text for h in hits] == ["the zebra service logs to a file"]
-    assert len(bounded) == 1 and re.search(r"p\.tid IN \(\d+\)", bounded[0])  # the common words alone could not win
+    assert len(bounded) == 1 and re.search(r"VALUES \(\d+, [^)]+\)\)", bounded[0])  # one word's: the common ones could not win
     assert _scored_in_full(statements) == 1
     _same_answers(store, queries=("zebra service logs",), limits=(1, 5))
+
+
+def test_a_type_gitmem_does_not_know_boosts_nothing_and_the_index_still_answers(repo, store):
+    for i in range(6):
+        store.add("fact", f"the cache {i} expires hourly")
+    hits = postings.rank(store, "cache expires", 3, types_first=("bogus",), now=NOW)
+    assert hits is not None and hits == postings.rank(store, "cache expires", 3, now=NOW)
+    _same_answers(store, queries=("cache expires",), limits=(3,))
 
 
 def _scored_in_full(statements) -> int:
@@ -219,6 +227,23 @@ def test_a_search_scores_in_full_only_the_memories_whose_bound_reaches_the_cut(r
     assert [h.memory.text for h in hits] == ["zebra", "zebra filler0", "zebra filler0 filler1"]
     assert _scored_in_full(statements) == 3  # of the 60 that have the word: one word's bound is its score
     _same_answers(store, queries=("zebra", "zebra filler3", "filler7 service", "service logs"), limits=(1, 3, 50))
+
+
+def test_a_long_question_scores_in_full_only_what_can_make_the_cut(repo, store):
+    """A memory is bounded by the shares of the question's words it holds, not by every word it might hold:
+    a proposal's whole text as the query scores a few memories in full, not each that shares a word."""
+    rng = random.Random(5)
+    vocab = [f"word{i}" for i in range(300)]
+    for _ in range(150):
+        store.add("fact", " ".join(rng.sample(vocab, 4)))
+    query = " ".join(rng.sample(vocab, 80))
+    sharing = sum(1 for m in store.memories().values() if set(m.text.split()) & set(query.split()))
+    statements = []
+    postings.rank(store, "x", 1)  # the view is built
+    store.warm.index._conn().set_trace_callback(statements.append)
+    postings.rank(store, query, 3, now=NOW)
+    assert _scored_in_full(statements) * 5 < sharing
+    _same_answers(store, queries=(query,), limits=(1, 3, 10))
 
 
 def test_after_pulls_each_clone_ranks_as_its_loaded_memories(tmp_path):
