@@ -143,8 +143,10 @@ class ContextInputs:
 
     ``memories`` is every valid memory at the memory tip ``tip``, by id. ``anchored`` holds the
     memories at the cache anchor ``anchor`` when that is not the tip; None means the anchor is the
-    tip, so everything is cached and nothing is tail. ``guide_path`` only names ``guide_text`` in
-    the result. ``warnings`` are what reading these found; they come first in the context's.
+    tip, so everything is cached and nothing is tail. ``blobs`` maps each file a file memory of
+    ``memories`` is tied to, to its current blob (None: gone): a stale summary ranks lower in the tail,
+    as in a search. ``guide_path`` only names ``guide_text`` in the result. ``warnings`` are what
+    reading these found; they come first in the context's.
     """
 
     memories: Mapping[str, Memory] = field(default_factory=dict)
@@ -154,6 +156,7 @@ class ContextInputs:
     guide_text: str = ""
     guide_path: Optional[str] = None
     warnings: Tuple[str, ...] = ()
+    blobs: Mapping[str, Optional[str]] = field(default_factory=dict)
     #: The same memories read lazily (a large store, from the derived index): when set, they stand
     #: in for ``memories`` and ``anchored``, and ``changed`` holds the memories at the tip that differ
     #: from the anchor's (by id).
@@ -191,10 +194,10 @@ class MemoryView(Protocol):
 
 
 class Loaded:
-    """A :class:`MemoryView` of memories already in hand."""
+    """A :class:`MemoryView` of memories already in hand (``blobs``: :attr:`ContextInputs.blobs` for them)."""
 
-    def __init__(self, memories: Mapping[str, Memory]):
-        self.memories = memories
+    def __init__(self, memories: Mapping[str, Memory], blobs: Optional[Mapping[str, Optional[str]]] = None):
+        self.memories, self.blobs = memories, blobs
 
     def active(self) -> List[Tuple[str, str]]:
         return [(i, m.type) for i, m in sorted(self.memories.items()) if m.status == "active"]
@@ -216,7 +219,7 @@ class Loaded:
         from .search import rank
 
         pool = [m for _, m in sorted(self.memories.items()) if m.status == "active"]
-        return Ranking(text, tuple(h.memory.id for h in rank(pool, text, limit=len(pool))
+        return Ranking(text, tuple(h.memory.id for h in rank(pool, text, limit=len(pool), blobs=self.blobs)
                                    if h.memory.id not in exclude), True)
 
     def remember(self, key: str, compute: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
@@ -541,7 +544,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         raise GitmemError(f"invalid ttl {ttl!r} (valid: {', '.join(TTLS)})")
     row = table.get(model)
     warnings: List[str] = list(inputs.warnings)
-    now = inputs.at_tip or Loaded(inputs.memories)
+    now = inputs.at_tip or Loaded(inputs.memories, inputs.blobs)
     if inputs.at_tip is not None:
         then = inputs.at_anchor or now
         changed = list(inputs.changed or ())

@@ -230,7 +230,10 @@ class IndexedMemories:
 
         ids = None if self.changed else ranked_ids(self.store, text, limit, at=self.at, exclude=exclude)
         if ids is None:
-            return Loaded(self.get([i for i, _ in self.active()])).ranked(text, limit, exclude)
+            from .recall import current_blobs
+
+            memories = self.get([i for i, _ in self.active()])
+            return Loaded(memories, current_blobs(self.store, memories.values())).ranked(text, limit, exclude)
         return Ranking(text, tuple(ids), len(ids) < limit)
 
     def active(self) -> List[Tuple[str, str]]:

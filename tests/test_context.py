@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import git, gitmem
-from gitmem.context import ContextInputs, assemble
+from gitmem.context import ContextInputs, Loaded, assemble
 from gitmem.context_inputs import build, note_sent, read_guide, set_anchor, set_guide
 from gitmem.emulator import VirtualClock
 from gitmem.emulator.reply import items_of
@@ -187,6 +187,27 @@ def test_cli_guide_set_context_and_ask_record_what_the_agent_knew(guided, repo):
     lines = (repo / ".git" / "gitmem" / "requests.jsonl").read_text().splitlines()
     assert [json.loads(line)["memory_commit"] for line in lines] == [guided.tip()] * 2
     assert git(repo, "config", "gitmem.branch.main.contextAnchor").strip() == guided.tip()
+
+
+def test_a_stale_file_summary_ranks_below_a_fresh_one_whether_read_in_full_or_from_the_index(repo, monkeypatch):
+    """The tail's ranking lowers a file memory whose file changed since, as a search does, in a small store
+    (read in full) as in a large one (read from the index): the same memories rank in the same order."""
+    import gitmem.context_inputs as inputs
+    from gitmem.context_inputs import gather
+
+    (repo / "parser.py").write_text("one\n")
+    git(repo, "add", "parser.py")
+    git(repo, "commit", "-q", "-m", "parser")
+    store = _seeded(repo, 250)
+    fresh = store.add("file", "the parser summary", paths=["parser.py"]).memory.id
+    stale = store.add("file", "the parser summary", paths=["parser.py"], blob="1" * 40).memory.id  # read at another blob
+    orders = []
+    for threshold in (10**9, 0):  # in full, then from the index
+        monkeypatch.setattr(inputs, "FROM_INDEX", threshold)
+        view = gather(store, budget=3_000)
+        orders.append((view.at_tip is not None, (view.at_tip or Loaded(view.memories, view.blobs)).ranked(
+            "parser summary", 5).ids[:2]))
+    assert orders == [(False, (fresh, stale)), (True, (fresh, stale))]
 
 
 def _seeded(repo, n: int) -> Store:
