@@ -24,7 +24,6 @@ blocks the session: any failure is a warning on stderr and exit status 0.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -33,6 +32,8 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+from .gitdir import blob_id
 
 if TYPE_CHECKING:
     from .store import Store
@@ -124,16 +125,6 @@ def source_for(env: Mapping[str, str], transcript_path: str = "") -> str:
 
 def session_tag(session_id: str) -> str:
     return f"session:{session_id}"
-
-
-def blob_id(path: str) -> Optional[str]:
-    """git's blob id of a file's bytes (what ``git hash-object`` prints), without pygit2."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 # --- the session's own state (not memory: a scratch file under .git/gitmem/) ------------

@@ -66,10 +66,8 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
             anchor = tip
     for problem in store.problems:
         warnings.append(f"skipped {problem.where}: {problem.message}")
-    from .recall import current_blobs
-
     return ContextInputs(memories=now, tip=tip, anchor=anchor, anchored=then, guide_text=guide_text,
-                         guide_path=guide_file, warnings=tuple(warnings), blobs=current_blobs(store, now.values()))
+                         guide_path=guide_file, warnings=tuple(warnings), blobs=store.current_blobs(now.values()))
 
 
 #: Past this many memories a context is read from the derived index (:mod:`gitmem.postings`): the

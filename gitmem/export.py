@@ -169,12 +169,11 @@ def target(store: Store, fmt: str) -> str:
 
 def export(store: Store, fmt: str, *, write: bool = False) -> Export:
     """Render ``fmt`` for the store's memory; with ``write``, update the file if it changed."""
-    from .recall import current_blobs
     from .search import is_stale
 
     path = target(store, fmt)
     memories = list(store.memories().values())
-    blobs = current_blobs(store, memories)
+    blobs = store.current_blobs(memories)
     section = render(memories, ref=store.ref, stale=[m.id for m in memories if is_stale(m, blobs)])
     existing = _read(path)
     text = splice(existing, section, fmt)

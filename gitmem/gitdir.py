@@ -243,3 +243,15 @@ def config(git: GitDir, key: str) -> Optional[str]:
                 raise Unsure("a value this reader does not follow")
             found = value.strip()
     return found
+
+
+def blob_id(path: str) -> Optional[str]:
+    """git's blob id of a file's bytes (what ``git hash-object`` prints); None when it cannot be read."""
+    import hashlib  # here: most commands never hash a file
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()

@@ -39,7 +39,7 @@ from typing import (
 from .index import Index, batches, code_key
 from .errors import GitmemError
 from .model import TYPES, Memory, matches, memory_path
-from .repo import current_blob, memory_ref
+from .repo import memory_ref
 from .search import (
     Hit, core_terms, depth, epoch, fuse, idf, is_stale, match_of, memory_terms, path_factor, path_only_score,
     path_overlap, tokenize, type_boosts, weight,
@@ -230,10 +230,8 @@ class IndexedMemories:
 
         ids = None if self.changed else ranked_ids(self.store, text, limit, at=self.at, exclude=exclude)
         if ids is None:
-            from .recall import current_blobs
-
             memories = self.get([i for i, _ in self.active()])
-            return Loaded(memories, current_blobs(self.store, memories.values())).ranked(text, limit, exclude)
+            return Loaded(memories, self.store.current_blobs(memories.values())).ranked(text, limit, exclude)
         return Ranking(text, tuple(ids), len(ids) < limit)
 
     def active(self) -> List[Tuple[str, str]]:
@@ -799,7 +797,7 @@ def _current_blob_of(store: "Store", m: Memory) -> Optional[Dict[str, Optional[s
     """The current blob of the file a ``file`` memory describes (what :func:`is_stale` compares)."""
     if m.type != "file" or not m.blob or not m.paths:
         return None
-    return {m.paths[0]: current_blob(store.repo, m.paths[0])}
+    return {m.paths[0]: store.current_blob(m.paths[0])}
 
 
 #: :func:`gitmem.search.recency` in SQL: the same operations on the same doubles, so the same bits

@@ -12,10 +12,9 @@ search that needs them, not at write time (a write never waits on a model).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .model import CHOICE_TYPES, Memory, memory_path
-from .repo import current_blob
 from .search import DENSE_DEPTH, Hit, dense_floor, deviation, rank, tokenize
 
 if TYPE_CHECKING:
@@ -36,15 +35,6 @@ def changed_paths(store: "Store") -> List[str]:
     except Exception:  # noqa: BLE001 - a broken index must not stop a recall
         return []
     return sorted(p for p, flags in status.items() if not flags & _GIT_STATUS_IGNORED)
-
-
-def current_blobs(store: "Store", memories: Iterable[Memory]) -> Dict[str, Optional[str]]:
-    """Current blob id of every path a file memory is tied to (working file, else HEAD)."""
-    out: Dict[str, Optional[str]] = {}
-    for m in memories:
-        if m.type == "file" and m.blob and m.paths and m.paths[0] not in out:
-            out[m.paths[0]] = current_blob(store.repo, m.paths[0])
-    return out
 
 
 def mode() -> str:
@@ -98,7 +88,7 @@ def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths
     pool = [m for _, m in sorted(store.memories().items())]
     similarity = similarities(store, pool, query, max_backlog=max_backlog)
     return rank(pool, query, limit, paths=paths, types_first=types_first, include_inactive=include_inactive,
-                blobs=current_blobs(store, pool), similarity=similarity, only_types=only_types)
+                blobs=store.current_blobs(pool), similarity=similarity, only_types=only_types)
 
 
 def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, Optional[str]]] = None,
@@ -112,7 +102,7 @@ def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, 
     pool = store.list(type=f.get("type"), tag=f.get("tag"), path=f.get("path"), author_kind=f.get("author_kind"),
                       source=f.get("source"), status=status)
     return rank(pool, query, limit=limit, paths=paths, include_inactive=status != "active",
-                blobs=current_blobs(store, pool), similarity=similarities(store, pool, query, max_backlog=max_backlog))
+                blobs=store.current_blobs(pool), similarity=similarities(store, pool, query, max_backlog=max_backlog))
 
 
 def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: int = 5,

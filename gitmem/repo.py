@@ -233,19 +233,6 @@ def blob_at(repo: pygit2.Repository, treeish: str, path: str) -> Optional[str]:
         return None
 
 
-def current_blob(repo: pygit2.Repository, path: str) -> Optional[str]:
-    """The blob id of ``path`` as an agent read it: the working file, else HEAD's."""
-    workdir = repo.workdir
-    if workdir:
-        full = os.path.join(workdir, path)
-        if os.path.isfile(full):
-            return str(pygit2.hashfile(full))
-    head = head_commit(repo)
-    if head:
-        return blob_at(repo, head, path)
-    return None
-
-
 def damaged(ref: str, oid: Optional[str], e: Exception) -> StorageError:
     """The error for an object that cannot be read: names the ref and points at `gitmem doctor`."""
     detail = "missing" if isinstance(e, KeyError) else f"unreadable ({str(e).splitlines()[0] if str(e) else e!r})"

@@ -10,7 +10,7 @@ The working tree, the index and code refs are never touched.
 from __future__ import annotations
 
 import os
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
                     TypeVar, Union)
 
 import pygit2
@@ -21,7 +21,7 @@ from .gitdir import GitDir
 from .index import Entry, code_key
 from .model import Author, Memory, Problem
 from .repo import (
-    blob_at, check_branch_name, common_dir, config_get, current_blob, current_branch, damaged, default_author,
+    blob_at, check_branch_name, common_dir, config_get, current_branch, damaged, default_author,
     entries_by_name, head_commit,
     memory_ref, open_repository, parent_chain, ref_target,
 )
@@ -222,6 +222,24 @@ class Store:
     @property
     def repo(self) -> pygit2.Repository:
         return self.repository()
+
+    def current_blob(self, path: str) -> Optional[str]:
+        """The blob id of ``path`` as an agent read it: the working file's (hashed without libgit2), else
+        HEAD's."""
+        workdir = self.git.workdir if self._repo is None and self.git is not None else self.repo.workdir
+        blob = gitdir.blob_id(os.path.join(workdir, path)) if workdir else None
+        if blob is None and (head := head_commit(self.repo)):
+            blob = blob_at(self.repo, head, path)
+        return blob
+
+    def current_blobs(self, memories: Iterable[Memory]) -> Dict[str, Optional[str]]:
+        """:meth:`current_blob` of every path a file memory of ``memories`` is tied to (what
+        :func:`gitmem.search.rank` takes as ``blobs``: a stale summary ranks lower)."""
+        out: Dict[str, Optional[str]] = {}
+        for m in memories:
+            if m.type == "file" and m.blob and m.paths and m.paths[0] not in out:
+                out[m.paths[0]] = self.current_blob(m.paths[0])
+        return out
 
     @property
     def workdir(self) -> str:
@@ -485,7 +503,7 @@ class Store:
         author = author or default_author(self.repo)
         paths = tuple(model.check_path(p) for p in paths)
         if type == "file" and blob is None and paths:
-            blob = current_blob(self.repo, paths[0])
+            blob = self.current_blob(paths[0])
         if type == "checkpoint" and commit is None:
             commit = head_commit(self.repo)
         memory = Memory(

@@ -162,8 +162,13 @@ def test_warm_context_does_not_load_libgit2_and_reads_the_configured_guide(tmp_p
     (repo / "docs" / "agents.md").write_text("# Agents\nRun the tests before you push.\n")
     gitmem_process(repo, "guide", "set", "docs/agents.md")
     gitmem_process(repo, "add", "convention", "Tabs, never spaces")
+    (repo / "parser.py").write_text("def parse(): ...\n")
+    gitmem_process(repo, "add", "file", "parser.py parses indentation", "--path", "parser.py")
+    (repo / "parser.py").write_text("def parse(text): ...\n")  # changed since: the summary is stale
     first = gitmem_process(repo, "context", "--query", "indentation").stdout
     assert "Run the tests before you push." in first and "Tabs, never spaces" in first
-    assert not _loads_libgit2(repo, "context", "--query", "indentation")
+    assert not _loads_libgit2(repo, "context", "--query", "indentation")  # a file's blob is hashed in Python
     assert not _loads_libgit2(repo, "search", "tabs")
+    assert not _loads_libgit2(repo, "search", "parser indentation")
+    assert Store.open(str(repo)).current_blob("parser.py") == git(repo, "hash-object", "parser.py").strip()
     assert gitmem_process(repo, "context", "--query", "indentation").stdout == first

@@ -16,7 +16,7 @@ from gitmem import warm as warm_module
 from gitmem.errors import GitmemError
 from gitmem.merge import merge_into
 from gitmem.model import Author, Memory, dump_yaml, memory_path, new_id
-from gitmem.recall import current_blobs, recall
+from gitmem.recall import recall
 from gitmem.search import rank
 
 NOW = datetime(2026, 12, 4, tzinfo=timezone.utc)
@@ -60,7 +60,7 @@ def _same_answers(store: Store, queries=QUERIES, limits=(3, 10)) -> None:
             for limit in limits:
                 indexed = postings.rank(store, query, limit, now=NOW, **ask)
                 assert indexed is not None
-                assert indexed == rank(loaded, query, limit, now=NOW, blobs=current_blobs(store, loaded), **ask), \
+                assert indexed == rank(loaded, query, limit, now=NOW, blobs=store.current_blobs(loaded), **ask), \
                     (query, ask, limit)
 
 

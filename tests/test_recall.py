@@ -241,8 +241,6 @@ def test_asking_a_files_current_blob_keeps_nothing(repo):
     ``tree[path]``, pygit2 1.21 kept every path string alive, so a long-lived server grew with each."""
     import tracemalloc
 
-    from gitmem.repo import current_blob
-
     (repo / "src").mkdir()
     (repo / "src" / "app.py").write_text("print('hi')\n")
     git(repo, "add", "src/app.py")
@@ -250,13 +248,13 @@ def test_asking_a_files_current_blob_keeps_nothing(repo):
     expected = git(repo, "rev-parse", "HEAD:src/app.py").strip()
     (repo / "src" / "app.py").unlink()  # not in the working tree: HEAD's blob is asked for
     store = Store.open(str(repo))
-    assert current_blob(store.repo, "src/app.py") == expected
-    assert current_blob(store.repo, "src/gone.py") is None
+    assert store.current_blob("src/app.py") == expected
+    assert store.current_blob("src/gone.py") is None
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         for _ in range(2000):
-            assert current_blob(store.repo, "/".join(["src", "app.py"])) == expected  # a new str each time
+            assert store.current_blob("/".join(["src", "app.py"])) == expected  # a new str each time
         kept = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
@@ -271,7 +269,7 @@ def test_the_index_fuses_as_rank_fuses_the_loaded_memories(repo, store):
     from datetime import datetime, timezone
 
     from gitmem import postings
-    from gitmem.recall import current_blobs, dense
+    from gitmem.recall import dense
     from gitmem.search import rank
 
     _team(store)
@@ -302,7 +300,7 @@ def test_the_index_fuses_as_rank_fuses_the_loaded_memories(repo, store):
         fused_in += bool(near.nearest)
         got = postings.hybrid(store, question, limit, near, at=tip, paths=paths, types_first=first, only_types=only,
                               now=now)
-        want = rank(pool, question, limit, paths=paths, types_first=first, blobs=current_blobs(store, pool),
+        want = rank(pool, question, limit, paths=paths, types_first=first, blobs=store.current_blobs(pool),
                     similarity=similarities(store, pool, question), only_types=only, now=now)
         assert [(h.memory.id, h.score, h.match, h.stale, h.similarity) for h in got] == \
             [(h.memory.id, h.score, h.match, h.stale, h.similarity) for h in want], question
@@ -315,7 +313,7 @@ def test_the_index_fuses_as_rank_fuses_the_loaded_memories(repo, store):
     pool = [m for _, m in sorted(store.memories().items())]
     near = dense(store, tip, "where do failed jobs wait", None)
     got = postings.hybrid(store, "where do failed jobs wait", 10, near, at=tip, now=now)
-    want = rank(pool, "where do failed jobs wait", 10, blobs=current_blobs(store, pool),
+    want = rank(pool, "where do failed jobs wait", 10, blobs=store.current_blobs(pool),
                 similarity=similarities(store, pool, "where do failed jobs wait"), now=now)
     assert [(h.memory.id, h.score, h.similarity) for h in got] == [(h.memory.id, h.score, h.similarity) for h in want]
     assert added in [h.memory.id for h in got] and gone not in near.ids

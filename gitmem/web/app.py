@@ -173,7 +173,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
 
     def memory_view(params: Mapping[str, str], *, form: Optional[Mapping[str, str]] = None,
                     error: Optional[str] = None, status: int = 200) -> HTMLResponse:
-        from ..recall import AGENT_BACKLOG, current_blobs, find
+        from ..recall import AGENT_BACKLOG, find
         from ..search import is_stale
 
         store = open_store(params.get("branch"))
@@ -202,7 +202,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
                 problems = store.problems
             items, total = first
             shown = items
-        blobs = current_blobs(store, shown)
+        blobs = store.current_blobs(shown)
         body = pages.memory_page(
             repo=repo_label, branch=store.branch, branches=branch_names(store), read_from=read_from, tip=tip,
             filters=filters, items=items, total=total, searched=bool(filters["q"]),
@@ -218,7 +218,6 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
     def one_memory(request: Request) -> Response:
         from ..audit import code_commits, versions
         from ..model import dump_yaml
-        from ..recall import current_blobs
         from ..search import is_stale
 
         store = open_store(request.query_params.get("branch"))
@@ -227,7 +226,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         body = pages.one_memory_page(
             repo=repo_label, branch=store.branch, m=m, yaml_text=dump_yaml(m).decode("utf-8"),
             versions=versions(store, m.id), commits=code_commits(store.repo, linked),
-            stale=is_stale(m, current_blobs(store, [m])), csrf=token, who=person(store),
+            stale=is_stale(m, store.current_blobs([m])), csrf=token, who=person(store),
             flash=done(request.query_params))
         return html(body)
 
