@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -136,6 +137,8 @@ def _json_object(existing: Optional[str], path: str, key: str) -> Dict[str, Any]
         data = json.loads(existing) if existing and existing.strip() else {}
     except ValueError as e:
         raise GitmemError(f"{path} is not valid JSON ({e}); fix it or move it aside first") from None
+    except RecursionError:
+        raise GitmemError(f"{path} is nested too deeply to read; fix it or move it aside first") from None
     if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
         raise GitmemError(f"{path}: expected an object with an {key} object")
     return data
@@ -144,7 +147,8 @@ def _json_object(existing: Optional[str], path: str, key: str) -> Dict[str, Any]
 def _dumped(data: Dict[str, Any], existing: Optional[str]) -> str:
     """``data`` as JSON in the layout of the file it came from (``existing``), so taking out what setup
     added gives the person's file back as they wrote it: the same indent (two spaces in a new or
-    one-line file), characters as written (not ``\\u`` escapes), a final newline only if it had one."""
+    one-line file), characters as written (not ``\\u`` escapes), its line ends, a final newline only if it
+    had one. (A layout json cannot write, such as a one-line file, comes out in the nearest it can.)"""
     indent: Any = 2
     for line in (existing or "").splitlines()[1:]:
         lead = line[:len(line) - len(line.lstrip(" \t"))]
@@ -152,7 +156,8 @@ def _dumped(data: Dict[str, Any], existing: Optional[str]) -> str:
             indent = lead if "\t" in lead else len(lead)
             break
     end = "" if existing and existing.strip() and not existing.endswith("\n") else "\n"
-    return json.dumps(data, indent=indent, ensure_ascii=False) + end
+    text = json.dumps(data, indent=indent, ensure_ascii=False) + end
+    return text.replace("\n", "\r\n") if existing and "\r\n" in existing else text
 
 
 def _record_path(store: Store) -> str:
@@ -232,15 +237,20 @@ def unmerged(existing: Optional[str], path: str, key: str, written: Any = None) 
     """``existing`` with what setup added taken out (``key`` is ``hooks`` or ``mcpServers``: its entry only if
     it is still the one setup wrote, ``written``); None when nothing else is left in the file."""
     data = _json_object(existing, path, key)
+    removed = False
     if key == "hooks":
         hooks = data.get("hooks", {})
         for event in list(hooks):
             if isinstance(hooks[event], list):
-                hooks[event] = _without_gitmem_hooks(hooks[event], path, event)
-                if not hooks[event]:
-                    del hooks[event]
+                kept = _without_gitmem_hooks(hooks[event], path, event)
+                if kept != hooks[event]:
+                    removed, hooks[event] = True, kept
+                    if not kept:
+                        del hooks[event]
     elif written is not None and data.get(key, {}).get(SERVER_NAME) == written:  # a person's own entry stays
-        data[key].pop(SERVER_NAME)
+        removed = data[key].pop(SERVER_NAME) is not None
+    if not removed:
+        return existing  # nothing of setup's in it: the file stays as it is, byte for byte
     if key in data and not data[key]:
         del data[key]
     return _dumped(data, existing) if data else None
@@ -373,8 +383,10 @@ def _root(store: Store) -> str:
 def apply(setup: Setup) -> Setup:
     """Write the planned file if it changed (or remove it, for an undo that left it empty), and keep in the
     record which server entry setup wrote there (undo forgets it)."""
-    if setup.delete and setup.path:
+    if setup.delete and setup.path and not os.path.islink(setup.path):
         os.remove(setup.path)
+    elif setup.delete and setup.path:  # the file a link names may be another's: emptied, not removed
+        _write(setup.path, _dumped({}, _read(setup.path)))
     elif setup.changed and setup.path:
         _write(setup.path, setup.content)
     if setup.record and setup.path:
@@ -388,16 +400,23 @@ def apply(setup: Setup) -> Setup:
 
 
 def _write(path: str, content: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".gitmem-tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    """Replace the file whole (a crash leaves the old one), through a symbolic link to the file it names
+    (which stays a link), keeping its permissions."""
+    target = os.path.realpath(path)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    tmp = target + ".gitmem-tmp"
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
         f.write(content)
-    os.replace(tmp, path)
+    try:
+        os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+    except FileNotFoundError:
+        pass
+    os.replace(tmp, target)
 
 
 def _read(path: str) -> Optional[str]:
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", newline="") as f:  # its line ends as they are
             return f.read()
     except FileNotFoundError:
         return None

@@ -145,6 +145,37 @@ def test_setup_and_undo_give_a_person_s_files_back_as_they_wrote_them(repo):
     assert servers.read_text() == tabbed
 
 
+def test_undo_leaves_files_without_setup_s_entries_as_they_are(repo):
+    """Undo takes out only what setup put in: a file with none of it is not rewritten or removed."""
+    (repo / ".mcp.json").write_text("{}\n")
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = '{"model": "opus", "hooks": {}, "permissions": {"allow": ["Bash(ls)"]}}\n'
+    settings.write_text(mine)
+    undone = json.loads(gitmem(repo, "setup", "claude-code", "--undo", "--json").stdout)["undone"]
+    assert not any(u["delete"] for u in undone)
+    assert (repo / ".mcp.json").read_text() == "{}\n" and settings.read_text() == mine
+
+
+def test_setup_writes_through_a_link_keeps_permissions_and_line_ends_and_refuses_deep_nesting(repo, tmp_path):
+    shared = tmp_path / "shared.json"
+    shared.write_bytes(b'{\r\n  "env": {\r\n    "TOKEN_FILE": "~/.token"\r\n  }\r\n}\r\n')
+    shared.chmod(0o600)
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.symlink_to(shared)
+    gitmem(repo, "setup", "claude-code", "--write")
+    assert settings.is_symlink() and "hook claude-code SessionStart" in shared.read_text()
+    assert oct(shared.stat().st_mode & 0o777) == "0o600" and b"\r\n" in shared.read_bytes()
+    assert b"\n" not in shared.read_bytes().replace(b"\r\n", b"")
+    gitmem(repo, "setup", "claude-code", "--undo")
+    assert shared.read_bytes() == b'{\r\n  "env": {\r\n    "TOKEN_FILE": "~/.token"\r\n  }\r\n}\r\n'
+    settings.unlink()
+    settings.write_text('{"a": ' * 5000 + "1" + "}" * 5000)
+    refused = gitmem(repo, "setup", "claude-code", "--write", check=False)
+    assert refused.returncode == 1 and "nested too deeply" in refused.stderr and "Traceback" not in refused.stderr
+
+
 def test_settings_with_a_broken_hooks_shape_are_refused_not_overwritten(repo, store):
     from gitmem.agent_setup import hooks_plan
 
