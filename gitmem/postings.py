@@ -583,6 +583,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
 
     best: List[Tuple[float, str, int]] = []  # the best ``limit`` so far, worst first
     found: Dict[int, _Scored] = {}
+    current: Dict[str, Optional[str]] = {}  # the blob each file memory's file has now, by path
     floor = 1.0  # what a memory that only shares a path scores from: half the weakest word match
 
     def consider(rows: Sequence[_Row]) -> None:
@@ -590,13 +591,15 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         # The row has all a score needs but a file memory's staleness (its file may have changed since).
         files = [(memory_path(r[3], r[2]), r[1]) for r in rows if r[3] == "file"]
         memories = store.warm.parse(store.repository, files, store.ref) if files else {}
+        current.update(store.current_blobs(m for m in memories.values() if isinstance(m, Memory)
+                                           and m.paths and m.paths[0] not in current))  # each file read once
         for doc, blob, mid, kind, _, when, base, score in rows:
             stale = False
             if kind == "file":
                 m = memories[blob]
                 if not isinstance(m, Memory):
                     continue
-                stale = is_stale(m, _current_blob_of(store, m))
+                stale = is_stale(m, current)
             if score is None:  # it shares a path, no word
                 score = path_only_score(overlap[doc], floor) * weight(kind, when, boosts, now, stale)
             elif stale:  # SQLite's score is rank's (the same operations in the same order) but for staleness
@@ -713,11 +716,12 @@ def _fused(store: "Store", db: sqlite3.Connection, view: int, query: str, limit:
     near = [i for i in dense.nearest if dense.ids[i] not in by_id]
     files = [(memory_path(dense.types[i], dense.ids[i]), dense.blobs[i]) for i in near if dense.types[i] == "file"]
     memories = store.warm.parse(store.repository, files, store.ref) if files else {}
+    current = store.current_blobs(m for m in memories.values() if isinstance(m, Memory))
     for i in near:  # a neighbour past the words' first candidates: its staleness
         blob = dense.blobs[i]
         m = memories.get(blob)
         by_id[dense.ids[i]] = _Scored(rows[blob][0], blob, dense.ids[i], dense.types[i], 0.0,
-                                      isinstance(m, Memory) and is_stale(m, _current_blob_of(store, m)))
+                                      isinstance(m, Memory) and is_stale(m, current))
     boosts = type_boosts(types_first)
     fused = fuse([c.id for c in words], [dense.ids[i] for i in dense.nearest],
                  lambda i: weight(by_id[i].type, rows[by_id[i].blob][1], boosts, now, by_id[i].stale))
@@ -791,13 +795,6 @@ def _path_overlaps(db: sqlite3.Connection, view: int, wanted: Sequence[str], kep
         if (key := tuple(mine)) not in overlaps:
             overlaps[key] = path_overlap(mine, wanted)
     return {doc: o for doc, mine in touching.items() if (o := overlaps[tuple(mine)])}
-
-
-def _current_blob_of(store: "Store", m: Memory) -> Optional[Dict[str, Optional[str]]]:
-    """The current blob of the file a ``file`` memory describes (what :func:`is_stale` compares)."""
-    if m.type != "file" or not m.blob or not m.paths:
-        return None
-    return {m.paths[0]: store.current_blob(m.paths[0])}
 
 
 #: :func:`gitmem.search.recency` in SQL: the same operations on the same doubles, so the same bits

@@ -207,6 +207,23 @@ def test_a_type_gitmem_does_not_know_boosts_nothing_and_the_index_still_answers(
     _same_answers(store, queries=("cache expires",), limits=(3,))
 
 
+def test_a_search_reads_each_file_in_play_once_not_once_per_memory_about_it(repo, store, monkeypatch):
+    """Whether a file memory is stale needs its file's blob now: a file 30 memories describe is read and hashed
+    once per ranking (a 30 MB file under 300 summaries took 16 s when each read it again)."""
+    from gitmem import gitdir
+
+    (repo / "telemetry.bin").write_bytes(b"x" * 1000)
+    for i in range(30):
+        store.add("file", f"summary of the telemetry blob part {i}", paths=["telemetry.bin"])
+    postings.rank(store, "x", 1)  # the view is built
+    reads = []
+    real = gitdir.blob_id
+    monkeypatch.setattr(gitdir, "blob_id", lambda path: reads.append(path) or real(path))
+    hits = postings.rank(store, "telemetry blob summary", 30, now=NOW)
+    assert len(hits) == 30 and len(reads) == 1
+    _same_answers(store, queries=("telemetry blob summary",), limits=(3, 30))
+
+
 def _scored_in_full(statements) -> int:
     """How many memories the traced ``statements`` scored in full (not only bounded from a posting)."""
     return sum(len(s.split("FROM docs WHERE doc IN (", 1)[1].split(")", 1)[0].split(","))
