@@ -154,6 +154,8 @@ class Gitmem:
     def check_proposal(self, proposal: str, paths: Optional[List[str]] = None) -> Dict[str, Any]:
         from .recall import AGENT_BACKLOG, check
 
+        if not proposal.strip():  # as `gitmem check ""` is: there is nothing to judge
+            raise GitmemError("proposal is empty: say what you are about to do")
         return check(self.store(), proposal, paths=paths or (), max_backlog=AGENT_BACKLOG).to_dict()
 
     def get(self, id: str) -> Dict[str, Any]:

@@ -108,13 +108,15 @@ def test_a_malformed_call_is_an_mcp_error_and_writes_nothing(repo):
             bad_path = await s.call_tool("remember", {"type": "fact", "text": "x", "paths": ["../outside"]})
             unknown = await s.call_tool("forget_everything", {})
             no_limit = await s.call_tool("recall", {"query": "redis", "limit": 0})
+            blank = await s.call_tool("check_proposal", {"proposal": "  "})
             _, still = await call(s, "recall", query="redis")
-            return missing, bad_type, bad_path, unknown, no_limit, still
+            return missing, bad_type, bad_path, unknown, no_limit, blank, still
 
-    missing, bad_type, bad_path, unknown, no_limit, still = run(main)
-    for result in (missing, bad_type, bad_path, unknown, no_limit):
+    missing, bad_type, bad_path, unknown, no_limit, blank, still = run(main)
+    for result in (missing, bad_type, bad_path, unknown, no_limit, blank):
         assert result.is_error
     assert "limit must be at least 1" in no_limit.content[0].text
+    assert "proposal is empty" in blank.content[0].text
     assert "reason" in missing.content[0].text
     assert "must stay inside the repository" in bad_path.content[0].text
     assert still == {"ref": "refs/memory/main", "memories": []}
