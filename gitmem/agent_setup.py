@@ -182,12 +182,25 @@ def _written(record: Optional[str], path: str) -> Any:
     return _record(record).get(os.path.abspath(path))
 
 
+def _written_by_setup(found: Any, entry: Dict[str, Any]) -> bool:
+    """Whether ``found`` is an entry setup writes, for another ``--command`` (a teammate's, committed with the
+    file): the same keys, and gitmem's ``mcp`` command (with this entry's ``--repo``, if any) at the end."""
+    if not isinstance(found, dict) or set(found) != set(entry) or found.get("type") != entry.get("type"):
+        return False
+    program, args = found.get("command"), found.get("args")
+    tail = entry["args"][entry["args"].index("mcp"):]
+    return isinstance(program, str) and isinstance(args, list) and args[-len(tail):] == tail \
+        and "gitmem" in " ".join([os.path.basename(program), *map(str, args[:-len(tail)])])
+
+
 def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str, written: Any = None) -> str:
     """``existing`` JSON with ``mcpServers.gitmem`` set to ``entry``, other keys untouched; an entry of that
     name that setup did not write (``written``: what it last wrote there) is the user's, and is refused."""
     data = _json_object(existing, path, "mcpServers")
     servers = data.setdefault("mcpServers", {})
     mine = servers.get(SERVER_NAME)
+    if mine is not None and mine != entry and mine != written and _written_by_setup(mine, entry):
+        return existing or ""  # a teammate's setup wrote it (`--command gitmem`, committed): it serves as it is
     if mine is not None and mine != entry and mine != written:
         raise GitmemError(f"{path}: mcpServers.{SERVER_NAME} is set already, not by setup "
                           f"(command {str(mine.get('command') if isinstance(mine, dict) else mine)[:60]!r}): "

@@ -176,6 +176,16 @@ def test_setup_writes_through_a_link_keeps_permissions_and_line_ends_and_refuses
     assert refused.returncode == 1 and "nested too deeply" in refused.stderr and "Traceback" not in refused.stderr
 
 
+def test_a_teammate_s_committed_entry_serves_as_it_is_not_refused(repo):
+    """A team commits .mcp.json written with `--command gitmem`; in another clone (no record of it), setup
+    finds gitmem's entry there and leaves it, instead of calling it a person's own and refusing."""
+    gitmem(repo, "setup", "claude-code", "--write", "--command", "gitmem")
+    team = (repo / ".mcp.json").read_text()
+    (repo / ".git" / "gitmem" / "agent-setup.json").unlink()  # another clone: setup never wrote here
+    again = gitmem(repo, "setup", "claude-code", "--write", "--json")
+    assert not json.loads(again.stdout)["written"] and (repo / ".mcp.json").read_text() == team
+
+
 def test_settings_with_a_broken_hooks_shape_are_refused_not_overwritten(repo, store):
     from gitmem.agent_setup import hooks_plan
 
