@@ -193,18 +193,22 @@ def _written_by_setup(found: Any, entry: Dict[str, Any]) -> bool:
         and "gitmem" in " ".join([os.path.basename(program), *map(str, args[:-len(tail)])])
 
 
-def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str, written: Any = None) -> str:
+def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str, written: Any = None,
+                  named: bool = False) -> str:
     """``existing`` JSON with ``mcpServers.gitmem`` set to ``entry``, other keys untouched; an entry of that
-    name that setup did not write (``written``: what it last wrote there) is the user's, and is refused."""
+    name that setup did not write (``written``: what it last wrote there) is the user's, and is refused,
+    unless setup writes ones like it: a teammate's (``--command gitmem``, committed), which serves as it is,
+    or is replaced when a command was ``named``."""
     data = _json_object(existing, path, "mcpServers")
     servers = data.setdefault("mcpServers", {})
     mine = servers.get(SERVER_NAME)
-    if mine is not None and mine != entry and mine != written and _written_by_setup(mine, entry):
-        return existing or ""  # a teammate's setup wrote it (`--command gitmem`, committed): it serves as it is
     if mine is not None and mine != entry and mine != written:
-        raise GitmemError(f"{path}: mcpServers.{SERVER_NAME} is set already, not by setup "
-                          f"(command {str(mine.get('command') if isinstance(mine, dict) else mine)[:60]!r}): "
-                          "left as it is; take it out to let setup write its own")
+        if not _written_by_setup(mine, entry):
+            raise GitmemError(f"{path}: mcpServers.{SERVER_NAME} is set already, not by setup "
+                              f"(command {str(mine.get('command') if isinstance(mine, dict) else mine)[:60]!r}): "
+                              "left as it is; take it out to let setup write its own")
+        if not named:
+            return existing or ""
     servers[SERVER_NAME] = entry
     return _dumped(data, existing)
 
@@ -234,11 +238,26 @@ def _without_gitmem_hooks(groups: Any, path: str, event: str) -> List[Any]:
     return out
 
 
+def _hooks_command(hooks: Dict[str, Any]) -> Optional[str]:
+    """The command gitmem's hooks in these settings run (what comes before `` hook claude-code ``), if any."""
+    for groups in hooks.values():
+        for group in groups if isinstance(groups, list) else ():
+            for hook in (group.get("hooks") if isinstance(group, dict) else None) or ():
+                if _is_gitmem_hook(hook) and isinstance(hook.get("command"), str):
+                    return hook["command"][:hook["command"].index(_HOOK_MARK)]
+    return None
+
+
 def merged_settings(existing: Optional[str], command: Optional[Command], path: str) -> str:
     """``existing`` Claude Code settings with gitmem's hooks in (each event's own group, last),
-    every other key, event, group and hook untouched; the same input gives the same output."""
+    every other key, event, group and hook untouched; the same input gives the same output.
+
+    Without a ``command``, hooks gitmem already has there keep the command they run: settings a team
+    committed with ``--command gitmem`` are not rewritten with this machine's path to gitmem."""
     data = _json_object(existing, path, "hooks")
     hooks = data.setdefault("hooks", {})
+    if command is None:
+        command = _hooks_command(hooks)
     for event, matcher, timeout in CLAUDE_HOOKS:
         group: Dict[str, Any] = {"matcher": matcher} if matcher else {}
         group["hooks"] = [{"type": "command", "command": hook_command(command, event), "timeout": timeout}]
@@ -333,7 +352,7 @@ def plan(store: Store, tool: str, *, home: Optional[str] = None, command: Option
     path, entry, notes = _server_config(root, tool, home, command)
     existing = _read(path)
     record = _record_path(store)
-    content = merged_config(existing, entry, path, _written(record, path))
+    content = merged_config(existing, entry, path, _written(record, path), named=command is not None)
     argv = " ".join(shlex.quote(p) for p in command_parts(command))
     commands = [f"claude mcp add --scope project {SERVER_NAME} -- {argv} mcp"] if tool == "claude-code" else []
     return Setup(tool, path, content, commands, content != existing, notes, entry=entry, record=record)

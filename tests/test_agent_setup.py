@@ -177,13 +177,18 @@ def test_setup_writes_through_a_link_keeps_permissions_and_line_ends_and_refuses
 
 
 def test_a_teammate_s_committed_entry_serves_as_it_is_not_refused(repo):
-    """A team commits .mcp.json written with `--command gitmem`; in another clone (no record of it), setup
-    finds gitmem's entry there and leaves it, instead of calling it a person's own and refusing."""
+    """A team commits .mcp.json and .claude/settings.json written with `--command gitmem`; in another clone
+    (no record of them), setup finds gitmem's entry and hooks there and leaves them as they are, instead of
+    refusing the entry as a person's own or rewriting the hooks with this machine's path to gitmem."""
     gitmem(repo, "setup", "claude-code", "--write", "--command", "gitmem")
-    team = (repo / ".mcp.json").read_text()
+    team, settings = (repo / ".mcp.json").read_text(), (repo / ".claude" / "settings.json").read_text()
     (repo / ".git" / "gitmem" / "agent-setup.json").unlink()  # another clone: setup never wrote here
-    again = gitmem(repo, "setup", "claude-code", "--write", "--json")
-    assert not json.loads(again.stdout)["written"] and (repo / ".mcp.json").read_text() == team
+    again = json.loads(gitmem(repo, "setup", "claude-code", "--write", "--json").stdout)
+    assert not again["written"] and not again["hooks"]["written"]
+    assert (repo / ".mcp.json").read_text() == team and (repo / ".claude" / "settings.json").read_text() == settings
+    gitmem(repo, "setup", "claude-code", "--write", "--command", "/opt/gitmem/bin/gitmem")  # named: it replaces
+    assert "/opt/gitmem/bin/gitmem hook claude-code" in (repo / ".claude" / "settings.json").read_text()
+    assert json.loads((repo / ".mcp.json").read_text())["mcpServers"]["gitmem"]["command"] == "/opt/gitmem/bin/gitmem"
 
 
 def test_settings_with_a_broken_hooks_shape_are_refused_not_overwritten(repo, store):
