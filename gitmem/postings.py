@@ -632,8 +632,8 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
 
     def stream(within: Sequence[int], also: Sequence[int]) -> None:
         """Consider the memories that have one of the words ``within``, best first, until no later one can
-        make the cut: SQLite orders them by the score their postings of those words bound, each of the words
-        ``also`` names (``within`` and any a memory may hold unseen) adding the most it could, and only a
+        make the cut: SQLite orders them by the score their postings of those words bound, plus the most
+        each word of ``also`` outside ``within`` could add (one a memory may hold, unseen here), and only a
         memory whose bound reaches the cut is scored in full."""
         words = ",".join(f"({tid}, {weight_of[tid] * (K1 + 1)!r})" for tid in within)
         others = "".join(f" + {weight_of[t] * most_tf[t] * (K1 + 1)!r} / {norm(str(most_tf[t]), 'd.length')}"
