@@ -417,6 +417,10 @@ def apply(setup: Setup) -> Setup:
     record which server entry setup wrote there (undo forgets it)."""
     if setup.delete and setup.path and not os.path.islink(setup.path):
         os.remove(setup.path)
+        try:
+            os.rmdir(os.path.dirname(setup.path))  # a folder left empty (.claude/, .cursor/): as before the write
+        except OSError:
+            pass  # not empty (the repository's root, a folder with other files): it stays
     elif setup.delete and setup.path:  # the file a link names may be another's: emptied, not removed
         _write(setup.path, _dumped({}, _read(setup.path)))
     elif setup.changed and setup.path:

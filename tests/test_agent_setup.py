@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import gitmem
+from conftest import git, gitmem
 from gitmem.errors import GitmemError
 from gitmem.agent_setup import apply, plan
 
@@ -143,6 +143,16 @@ def test_setup_and_undo_give_a_person_s_files_back_as_they_wrote_them(repo):
     gitmem(repo, "setup", "claude-code", "--undo")
     assert settings.read_text(encoding="utf-8") == written
     assert servers.read_text() == tabbed
+
+
+def test_undo_after_a_write_into_an_empty_repository_leaves_no_file_or_folder(repo):
+    gitmem(repo, "setup", "claude-code", "--write")
+    gitmem(repo, "setup", "cursor", "--write")
+    assert (repo / ".claude" / "settings.json").exists() and (repo / ".cursor" / "mcp.json").exists()
+    gitmem(repo, "setup", "claude-code", "--undo")
+    gitmem(repo, "setup", "cursor", "--undo")
+    assert not (repo / ".claude").exists() and not (repo / ".cursor").exists() and not (repo / ".mcp.json").exists()
+    assert git(repo, "status", "--porcelain") == ""
 
 
 def test_undo_leaves_files_without_setup_s_entries_as_they_are(repo):
