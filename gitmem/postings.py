@@ -644,8 +644,8 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
                f"SELECT d.doc, (d.own{others}) * {path}({f'(CASE d.type_no {boost_no} ELSE 1.0 END)' if boost_no else '1.0'} "
                f"* {_RECENCY_SQL}) AS most FROM s d ORDER BY most DESC")
         cursor = db.execute(sql, [now.timestamp()])  # grouping sorted them all: no LIMIT would save a sort
-        size = max(limit - len(best), FETCH)  # no more than could make the cut, then more while all do (ties)
-        while rows := cursor.fetchmany(size):
+        more = FETCH  # past the cut's first reading, how many bounds to read at a time: more while all reach it (ties)
+        while rows := cursor.fetchmany(max(limit - len(best), more)):  # no more than could still make the cut
             # A bound below the cut (with room for rounding) and every later one are out.
             head = rows if len(best) < limit else [r for r in rows if r[1] * (1 + 1e-9) >= best[0][0]]
             fresh = [doc for doc, _ in head if doc not in looked]
@@ -653,7 +653,8 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
             score_in_full(fresh)
             if len(head) < len(rows):
                 break
-            size = min(2 * size, 256)
+            if len(best) == limit:
+                more = min(2 * more, 256)
         cursor.close()
 
     if overlap:
