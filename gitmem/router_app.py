@@ -587,8 +587,12 @@ class Router:
         """Virtual clock: move time ``seconds`` forward, sending each ping as it falls due."""
         if not self.virtual:
             raise GitmemError("the router runs on the real clock: only a --virtual-clock router can be advanced")
-        if not 0 <= seconds < float("inf"):  # (NaN is neither) an endless time would send pings for ever
-            raise GitmemError("advance: the clock only moves forward, by a finite number of seconds")
+        from .emulator.clock import check_advance
+
+        try:
+            check_advance(seconds)  # before the pings due on the way are sent, not when the clock moves
+        except ValueError as e:
+            raise GitmemError(f"advance: {e}") from None
         target = self.clock.now() + float(seconds)
         sent = []
         while True:

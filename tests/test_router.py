@@ -335,6 +335,9 @@ def test_keepalive_pings_start_and_stop_on_a_virtual_clock(team):
     try:
         sdk = client(running.url)
         first = sdk.messages.create(**body())
+        for bad in (b'{"advance": NaN}', b'{"advance": Infinity}', b'{"advance": -1}'):  # pings for ever, or none
+            refused = httpx2.post(f"{running.url}/_router/clock", content=bad, timeout=30)
+            assert refused.status_code == 400 and "finite number of seconds" in refused.text, bad
         assert advance(running.url, 200) == []  # idle under 4 minutes: no ping yet
         pings = advance(running.url, 100)  # 300 s idle: the ping at 240 s
         assert [p["at"] for p in pings] == [240.0]

@@ -28,6 +28,13 @@ class WallClock:
         return time.time()
 
 
+def check_advance(seconds: float) -> None:
+    """A virtual clock's one rule for moving it: forward, by a finite number of seconds (NaN compares false
+    with everything: it would stop the clock for good; an endless move would send pings for ever)."""
+    if not 0 <= seconds < float("inf"):
+        raise ValueError("a virtual clock only moves forward, by a finite number of seconds")
+
+
 class VirtualClock:
     """A clock that only moves when told to: ``advance(330)`` is a 5.5-minute break, instantly."""
 
@@ -48,8 +55,7 @@ class VirtualClock:
 
     def advance(self, seconds: float) -> float:
         """Move time forward by ``seconds`` (never backwards, and by a finite amount) and return the new time."""
-        if not seconds >= 0 or seconds == float("inf"):  # NaN compares false: it would stop the clock for good
-            raise ValueError("a virtual clock only moves forward, by a finite number of seconds")
+        check_advance(seconds)
         with self._lock:
             self._now += float(seconds)
             return self._now
