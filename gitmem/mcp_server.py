@@ -242,6 +242,13 @@ def build_server(path: str = ".", branch: Optional[str] = None):
         except GitmemError as e:
             raise ToolError(str(e)) from None
 
+    def write(ctx: Context, fn, *args: Any, **kwargs: Any) -> Dict[str, Any]:
+        """A write as the client (:func:`source_for`): its ``redacted`` counts the secrets taken out of the
+        client's name and version too."""
+        source, redacted = source_for(_client(ctx))
+        out = call(fn, source, *args, **kwargs)
+        return {**out, "redacted": out["redacted"] + redacted}
+
     Kind = Literal["decision", "convention", "fact", "action", "note", "file"]
     Type = Literal[TYPES]  # type: ignore[valid-type]
     Paths = Annotated[Optional[List[str]], Field(description="repo-relative file paths")]
@@ -261,9 +268,7 @@ def build_server(path: str = ".", branch: Optional[str] = None):
     def remember(type: Kind, text: str, ctx: Context, title: Optional[str] = None,
                  tags: Optional[List[str]] = None, paths: Paths = None,
                  reason: Annotated[Optional[str], Field(description="why")] = None) -> dict[str, Any]:
-        source, redacted = source_for(_client(ctx))
-        out = call(impl.remember, source, type, text, title=title, tags=tags, paths=paths, reason=reason)
-        return {**out, "redacted": out["redacted"] + redacted}
+        return write(ctx, impl.remember, type, text, title=title, tags=tags, paths=paths, reason=reason)
 
     @tool
     def recall(query: str, type: Optional[Type] = None, paths: Paths = None, limit: int = 10) -> dict[str, Any]:
@@ -279,9 +284,7 @@ def build_server(path: str = ".", branch: Optional[str] = None):
 
     @tool
     def reject(proposal: str, reason: str, ctx: Context, paths: Paths = None) -> dict[str, Any]:
-        source, redacted = source_for(_client(ctx))
-        out = call(impl.reject, source, proposal, reason, paths=paths)
-        return {**out, "redacted": out["redacted"] + redacted}
+        return write(ctx, impl.reject, proposal, reason, paths=paths)
 
     @tool
     def check_proposal(proposal: str, paths: Paths = None) -> dict[str, Any]:
