@@ -280,7 +280,8 @@ def unmerged(existing: Optional[str], path: str, key: str, written: Any = None) 
                     if not kept:
                         del hooks[event]
     elif written is not None and data.get(key, {}).get(SERVER_NAME) == written:  # a person's own entry stays
-        removed = data[key].pop(SERVER_NAME) is not None
+        del data[key][SERVER_NAME]
+        removed = True
     if not removed:
         return existing  # nothing of setup's in it: the file stays as it is, byte for byte
     if key in data and not data[key]:

@@ -569,9 +569,6 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
              f"WHERE d.active=1{kept}")
         return f"WITH s AS ({s}) ", [*shares, *source_args, view, *keep]
 
-    def having(within: Sequence[int]) -> Tuple[str, Sequence[int]]:
-        return f"(SELECT DISTINCT doc FROM postings WHERE tid IN ({','.join('?' * len(within))}))", within
-
     def score_in_full(docs: Sequence[int]) -> None:
         """Score ``docs`` as :func:`gitmem.search.rank` does, with every factor but staleness (which only
         lowers a score), the same operations in the same order, so equal scores are equal floats."""
@@ -661,7 +658,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         with_words = _term_counts(db, list(overlap), tids)
         path_only = [doc for doc in overlap if doc not in with_words]
         if path_only and known:
-            sql, args = scored(*having(tids))
+            sql, args = scored(f"(SELECT DISTINCT doc FROM postings WHERE tid IN ({','.join('?' * len(tids))}))", tids)
             weakest = db.execute(sql + "SELECT MIN(base) FROM s", args).fetchone()[0]
             floor = weakest if weakest is not None else 1.0
         for chunk, marks in batches(path_only):
