@@ -16,7 +16,7 @@ local state the context depends on, both in the repository's git config:
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .context import (
     DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, assemble,
@@ -67,7 +67,31 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
     for problem in store.problems:
         warnings.append(f"skipped {problem.where}: {problem.message}")
     return ContextInputs(memories=now, tip=tip, anchor=anchor, anchored=then, guide_text=guide_text,
-                         guide_path=guide_file, warnings=tuple(warnings), blobs=store.current_blobs(now.values()))
+                         guide_path=guide_file, warnings=tuple(warnings), blobs=_CurrentBlobs(store, now.values()))
+
+
+class _CurrentBlobs(Mapping[str, Optional[str]]):
+    """:meth:`Store.current_blobs` of ``memories``, read when first looked at: only a tail ranked for a
+    question needs them, and reading them hashes each file a file memory describes (a context within its
+    budget, such as a session's first, reads none)."""
+
+    def __init__(self, store: "Store", memories: Iterable[Memory]):
+        self._read: Optional[Callable[[], Dict[str, Optional[str]]]] = lambda: store.current_blobs(memories)
+        self._blobs: Dict[str, Optional[str]] = {}
+
+    def _all(self) -> Dict[str, Optional[str]]:
+        if self._read is not None:
+            self._blobs, self._read = self._read(), None
+        return self._blobs
+
+    def __getitem__(self, path: str) -> Optional[str]:
+        return self._all()[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 #: Past this many memories a context is read from the derived index (:mod:`gitmem.postings`): the

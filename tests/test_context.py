@@ -210,6 +210,23 @@ def test_a_stale_file_summary_ranks_below_a_fresh_one_whether_read_in_full_or_fr
     assert orders == [(False, (fresh, stale)), (True, (fresh, stale))]
 
 
+def test_a_context_within_its_budget_reads_no_file_a_file_memory_describes(repo, monkeypatch):
+    """Whether a file memory is stale matters only to a tail ranked for a question: a context that fits its
+    budget (a session's first, in a small store) hashes no file."""
+    from gitmem import gitdir
+
+    (repo / "parser.py").write_text("one\n")
+    store = Store.open(str(repo))
+    store.add("file", "the parser summary", paths=["parser.py"])
+    reads = []
+    real = gitdir.blob_id
+    monkeypatch.setattr(gitdir, "blob_id", lambda path: reads.append(path) or real(path))
+    assert "the parser summary" in json.dumps(build(store, query="parser").body)
+    assert reads == []
+    build(store, query="parser", budget=1)  # over budget: the tail is ranked, and the file read
+    assert reads
+
+
 def _seeded(repo, n: int) -> Store:
     """``n`` memories on five topics in one commit, a convention every 500."""
     from gitmem.model import Author, Memory, dump_yaml, memory_path, new_id
