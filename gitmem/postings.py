@@ -15,11 +15,9 @@ them all (seconds at 100,000). Here the same ranking is answered by SQLite from 
 
 SQLite first orders the candidates by the score their postings bound (a posting carries its memory's
 length, type, status and time; a term, the most times one memory holds it). Only the memories whose
-bound reaches the cut are scored in full, as
-:func:`~gitmem.search.rank` does: the same operations on the same values in the same order (each
-word's BM25 share looked up by key and added in the query's order), so the same floats, with every
-factor but a file memory's staleness (which only lowers a score, and is applied in Python). So the answer
-is :func:`~gitmem.search.rank`'s, score for score (``tests/test_postings.py`` compares them after
+bound reaches the cut are scored in full, by :func:`~gitmem.search.rank`'s own functions on their rows
+(their words' counts, length, type, time; a file memory's staleness), in its order, so to the same
+floats. So the answer is :func:`~gitmem.search.rank`'s, score for score (``tests/test_postings.py`` compares them after
 random writes, merges and branch switches). Where the index cannot answer (no file, busy, a view
 with two memories of one id, inactive memories asked for) :func:`rank` returns None and the caller
 ranks the loaded memories.
@@ -42,7 +40,7 @@ from .model import TYPES, Memory, matches, memory_path
 from .repo import memory_ref
 from .search import (
     Hit, core_terms, depth, epoch, fuse, idf, is_stale, match_of, memory_terms, path_factor, path_only_score,
-    path_overlap, tokenize, type_boosts, weight,
+    path_overlap, term_score, tokenize, type_boosts, weight,
 )
 from .warm import Progress
 
@@ -510,10 +508,9 @@ def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Coun
 
 # --- answering a query from a view -------------------------------------------------
 
-#: One candidate: doc number, blob, memory id, type, length, time (seconds since the epoch), its BM25
-#: sum (a file memory's, whose staleness may lower its score), and the score SQLite gave it (None: it
-#: shares only a path).
-_Row = Tuple[int, str, str, str, int, Optional[float], Optional[float], Optional[float]]
+#: One candidate: doc number, blob, memory id, type, length, time (seconds since the epoch) and the BM25
+#: sum of its words (None: it shares only a path).
+_Row = Tuple[int, str, str, str, int, Optional[float], Optional[float]]
 #: The query's words the view has: (term id, weight), in the query's order.
 _Terms = List[Tuple[int, float]]
 
@@ -551,32 +548,27 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         db.execute("DELETE FROM temp.gm_overlap")
         db.executemany("INSERT INTO temp.gm_overlap VALUES (?, ?)", overlap.items())
     tids = [tid for tid, _ in known.values()]
-    # BM25's share of each of the query's words, looked up by key and added in the query's order: the
-    # operations :func:`gitmem.search.term_score` and rank's sum make, so the same bits (no SUM(), whose
-    # summation differs between SQLite versions). In the order of the marks: weight, five constants, word.
-    share = "COALESCE((SELECT ? * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?)) FROM postings p " \
-        "WHERE p.tid=? AND p.doc=d.doc), 0.0)"
-    shares: List[Any] = [x for t, (tid, _) in known.items() for x in (weights[t], K1, K1, B, B, avg, tid)]
+    in_order = [(tid, weights[t]) for t, (tid, _) in known.items()]  # each word's id and weight
     path = "COALESCE((SELECT 1 + 0.6 * g.overlap FROM temp.gm_overlap g WHERE g.doc=d.doc), 1.0) * " \
         if overlap else ""
 
-    def scored(source: str, source_args: Sequence[Any]) -> Tuple[str, List[Any]]:
-        """SQL for the BM25 sums of the view's active memories among the docs ``source`` selects (their doc's
-        columns ride along, so the select below reads no row of ``docs`` again), and its arguments."""
-        s = (f"SELECT d.doc AS doc, d.blob AS blob, d.id AS id, d.type AS type, d.length AS length, "
-             f"d.epoch AS epoch, {' + '.join([share] * len(known))} AS base "
-             f"FROM {source} c JOIN members m ON m.view=? AND m.doc=c.doc JOIN docs d ON d.doc=c.doc "
-             f"WHERE d.active=1{kept}")
-        return f"WITH s AS ({s}) ", [*shares, *source_args, view, *keep]
-
     def score_in_full(docs: Sequence[int]) -> None:
-        """Score ``docs`` as :func:`gitmem.search.rank` does, with every factor but staleness (which only
-        lowers a score), the same operations in the same order, so equal scores are equal floats."""
+        """Score ``docs`` with :func:`gitmem.search.rank`'s own functions on their rows in the index (their
+        words' counts, length, type and time), adding the words' shares in the query's order as rank does."""
         for chunk, marks in batches(docs):
-            sql, args = scored(f"(SELECT doc FROM docs WHERE doc IN ({marks}))", chunk)
-            consider(db.execute(sql + "SELECT d.doc, d.blob, d.id, d.type, d.length, d.epoch, CASE d.type WHEN "
-                                f"'file' THEN d.base END, d.base * {path}({_boost_sql(boosts)} * {_RECENCY_SQL}) "
-                                "FROM s d", [*args, now.timestamp()]).fetchall())
+            rows = db.execute(f"SELECT d.doc, d.blob, d.id, d.type, d.length, d.epoch FROM docs d JOIN members m "
+                              f"ON m.view=? AND m.doc=d.doc WHERE d.doc IN ({marks}) AND d.active=1{kept}",
+                              [view, *chunk, *keep]).fetchall()
+            counts = _term_counts(db, [r[0] for r in rows], tids)
+            consider([(*r, _base(counts.get(r[0], {}), r[4])) for r in rows])
+
+    def _base(mine: Mapping[int, int], length: int) -> Optional[float]:
+        """The BM25 sum of a memory's counts ``mine`` of the query's words: None if it has none."""
+        base: Optional[float] = None
+        for tid, w in in_order:
+            if tid in mine:
+                base = (base or 0.0) + term_score(w, mine[tid], length, avg, K1, B)
+        return base
 
     best: List[Tuple[float, str, int]] = []  # the best ``limit`` so far, worst first
     found: Dict[int, _Scored] = {}
@@ -590,19 +582,17 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         memories = store.warm.parse(store.repository, files, store.ref) if files else {}
         current.update(store.current_blobs(m for m in memories.values() if isinstance(m, Memory)
                                            and m.paths and m.paths[0] not in current))  # each file read once
-        for doc, blob, mid, kind, _, when, base, score in rows:
+        for doc, blob, mid, kind, _, when, base in rows:
             stale = False
             if kind == "file":
                 m = memories[blob]
                 if not isinstance(m, Memory):
                     continue
                 stale = is_stale(m, current)
-            if score is None:  # it shares a path, no word
-                score = path_only_score(overlap[doc], floor) * weight(kind, when, boosts, now, stale)
-            elif stale:  # SQLite's score is rank's (the same operations in the same order) but for staleness
-                assert base is not None
-                score = (base * path_factor(overlap[doc]) if doc in overlap else base) * \
-                    weight(kind, when, boosts, now, stale)
+            # rank's operations in rank's order: the words' sum, times the path's factor, times the memory's.
+            score = (path_only_score(overlap[doc], floor) if base is None  # it shares a path, no word
+                     else base * path_factor(overlap[doc]) if doc in overlap else base) * \
+                weight(kind, when, boosts, now, stale)
             found[doc] = _Scored(doc, blob, mid, kind, score, stale)
             key = (score, mid, doc)  # ties: the newer id first, as rank does (str order is code point order)
             if len(best) < limit:
@@ -658,11 +648,19 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         with_words = _term_counts(db, list(overlap), tids)
         path_only = [doc for doc in overlap if doc not in with_words]
         if path_only and known:
-            sql, args = scored(f"(SELECT DISTINCT doc FROM postings WHERE tid IN ({','.join('?' * len(tids))}))", tids)
-            weakest = db.execute(sql + "SELECT MIN(base) FROM s", args).fetchone()[0]
+            # The weakest BM25 sum of a memory with a word: each word's share looked up by key and added in the
+            # query's order, as term_score and rank's sum do, so the same bits (no SUM(), whose summation
+            # differs between SQLite versions). In the order of the marks: weight, five constants, word.
+            share = "COALESCE((SELECT ? * p.tf * (? + 1) / (p.tf + ? * (1 - ? + ? * d.length / ?)) FROM postings p " \
+                "WHERE p.tid=? AND p.doc=d.doc), 0.0)"
+            shares = [x for tid, w in in_order for x in (w, K1, K1, B, B, avg, tid)]
+            weakest = db.execute(
+                f"SELECT MIN({' + '.join([share] * len(known))}) FROM docs d JOIN members m ON m.view=? AND "
+                f"m.doc=d.doc WHERE d.doc IN (SELECT doc FROM postings WHERE tid IN ({','.join('?' * len(tids))})) "
+                f"AND d.active=1{kept}", [*shares, view, *tids, *keep]).fetchone()[0]
             floor = weakest if weakest is not None else 1.0
         for chunk, marks in batches(path_only):
-            consider(db.execute(f"SELECT doc, blob, id, type, length, epoch, NULL, NULL FROM docs WHERE doc IN "
+            consider(db.execute(f"SELECT doc, blob, id, type, length, epoch, NULL FROM docs WHERE doc IN "
                                 f"({marks})", chunk).fetchall())
     if known:
         # MaxScore: a memory with none of the query's rarer words scores at most what its common words
@@ -680,8 +678,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
                 # the cut then, and the cut only rises. So the rest need bounds only for the common words.
                 common = [tid for tid in tids if tid not in rare]
                 stream(common, common)
-    return [found[doc] for _, _, doc in sorted(best, reverse=True)], \
-        [(tid, weights[t]) for t, (tid, _) in known.items()], n
+    return [found[doc] for _, _, doc in sorted(best, reverse=True)], in_order, n
 
 
 def _hits(store: "Store", db: sqlite3.Connection, view: int, ranked: List[_Scored], words: _Terms,

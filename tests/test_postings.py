@@ -226,8 +226,8 @@ def test_a_search_reads_each_file_in_play_once_not_once_per_memory_about_it(repo
 
 def _scored_in_full(statements) -> int:
     """How many memories the traced ``statements`` scored in full (not only bounded from a posting)."""
-    return sum(len(s.split("FROM docs WHERE doc IN (", 1)[1].split(")", 1)[0].split(","))
-               for s in statements if "FROM docs WHERE doc IN (" in s)
+    return sum(len(s.split("WHERE d.doc IN (", 1)[1].split(")", 1)[0].split(","))
+               for s in statements if "WHERE d.doc IN (" in s)
 
 
 def test_a_search_scores_in_full_only_the_memories_whose_bound_reaches_the_cut(repo, store):
