@@ -45,6 +45,7 @@ the derived index keeps it under the anchor's tree and a hash of the code that m
 from __future__ import annotations
 
 from bisect import bisect_left
+from heapq import merge
 from dataclasses import dataclass, field
 from itertools import chain, islice
 from typing import (AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Protocol,
@@ -175,6 +176,10 @@ class MemoryView(Protocol):
     def active_ids(self) -> List[str]:
         """The ids of :meth:`active` alone (cheaper to read)."""
 
+    def newest_active(self, before: Optional[str], limit: int) -> List[str]:
+        """Up to ``limit`` of :meth:`active_ids` older than ``before`` (None: any), newest first (ids sort by
+        time): a context without a question reads the few hundred newest memories, not every id."""
+
     def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
         """Those of ``ids`` there are, whatever their status."""
 
@@ -204,6 +209,11 @@ class Loaded:
 
     def active_ids(self) -> List[str]:
         return [i for i, m in sorted(self.memories.items()) if m.status == "active"]
+
+    def newest_active(self, before: Optional[str], limit: int) -> List[str]:
+        ids = self.active_ids()
+        end = len(ids) if before is None else bisect_left(ids, before)
+        return ids[max(0, end - limit):end][::-1]
 
     def get(self, ids: Sequence[str]) -> Dict[str, Memory]:
         return {i: self.memories[i] for i in ids if i in self.memories}
@@ -411,7 +421,7 @@ def _choose_tail(candidates: "_Candidates", read: Callable[[Sequence[str]], Dict
 
 def _newest_unranked(candidates: "_Candidates", ranked: Mapping[str, int], on_path: AbstractSet[str]) -> Iterator[str]:
     """The candidates neither ranked nor on the paths in play, newest first: listed only if read."""
-    yield from (i for i in reversed(candidates.listed()) if i not in ranked and i not in on_path)
+    yield from (i for i in candidates.newest() if i not in ranked and i not in on_path)
 
 
 class _Candidates:
@@ -424,11 +434,11 @@ class _Candidates:
     cached part holds it or it changed, or it changed and is active. They are listed, in id order, only
     for a ranking that runs out with room left and for the ids a context drops, when its caller reads them."""
 
-    def __init__(self, rest_ids: Callable[[], List[str]], cached: AbstractSet[str], changed: Mapping[str, Memory],
-                 rest: int, was: Mapping[str, Memory]):
-        """``rest_ids``: the active memories at the anchor the cached part leaves out, in id order
-        (``rest``: how many); ``was``: the anchor's version of those of ``changed`` it has."""
-        self.rest_ids, self.cached, self.changed = rest_ids, cached, changed
+    def __init__(self, then: MemoryView, rest_ids: Callable[[], List[str]], cached: AbstractSet[str],
+                 changed: Mapping[str, Memory], rest: int, was: Mapping[str, Memory]):
+        """``then``: the anchor's memories; ``rest_ids``: its active ones the cached part leaves out, in id
+        order (``rest``: how many); ``was``: the anchor's version of those of ``changed`` it has."""
+        self.then, self.rest_ids, self.cached, self.changed = then, rest_ids, cached, changed
         self.fresh = [i for i, m in changed.items() if m.status == "active"]
         self.size = rest + len(self.fresh) - sum(1 for i, m in was.items() if m.status == "active" and i not in cached)
         self._listed: Optional[List[str]] = None
@@ -440,9 +450,24 @@ class _Candidates:
     def __len__(self) -> int:
         return self.size
 
+    def newest(self) -> Iterator[str]:
+        """The candidates newest first, read a page at a time as far as the caller goes."""
+        if self._listed is not None:
+            yield from reversed(self._listed)
+            return
+
+        def rest() -> Iterator[str]:
+            before = None
+            while page := self.then.newest_active(before, _READ):
+                yield from (i for i in page if i not in self.cached and i not in self.changed)
+                before = page[-1]
+
+        yield from merge(rest(), sorted(self.fresh, reverse=True), reverse=True)
+
     def listed(self) -> List[str]:
         if self._listed is None:
-            self._listed = sorted([i for i in self.rest_ids() if i not in self.changed] + self.fresh)
+            rest = self.rest_ids()  # in id order: sorted again only with what changed since the anchor
+            self._listed = sorted([i for i in rest if i not in self.changed] + self.fresh) if self.changed else rest
         return self._listed
 
 
@@ -579,7 +604,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
 
         # Over budget, the cached part holds what every question needs in its share; the rest competes for
         # the question's.
-        candidates = _Candidates(rest_ids, cached_ids, {m.id: m for m in changed}, cached["rest_n"], was) \
+        candidates = _Candidates(then, rest_ids, cached_ids, {m.id: m for m in changed}, cached["rest_n"], was) \
             if over else None
 
         def read(ids: Sequence[str]) -> Dict[str, Element]:

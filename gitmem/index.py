@@ -622,8 +622,9 @@ def index_for(common_dir: str) -> Index:
     return _OPEN[common_dir]
 
 
+@atexit.register  # the exit collects no garbage (see gitmem.cli.base): a connection left open keeps its log
 def forget_all() -> None:
-    """Close every open index (tests and benchmarks that delete or replace the file)."""
+    """Close every open index (at exit; tests and benchmarks that delete or replace the file)."""
     for index in _OPEN.values():
         index.close()
     _OPEN.clear()

@@ -185,6 +185,24 @@ class IndexedMemories:
                  and (active is None or (m.status == "active") == active)]
         return sorted(kept + extra)
 
+    def newest_active(self, before: Optional[str], limit: int) -> List[str]:
+        def read(below: Optional[str]) -> List[str]:
+            older, args = (" AND id<?", [below]) if below is not None else ("", [])
+            return self._sql(lambda db, view: [i for (i,) in db.execute(
+                f"SELECT id FROM members WHERE view=? AND active=1{older} ORDER BY id DESC LIMIT ?",
+                [view, *args, limit])])
+
+        while True:
+            page = read(before)
+            floor = page[-1] if len(page) == limit else None  # the page says nothing of the view below it
+            # From ``floor`` up, the commit's: the view's but those that differ, and those active here.
+            ids = {i for i in page if i not in self.changed} | {
+                i for i, m in self.changed.items() if m is not None and m.status == "active"
+                and (before is None or i < before) and (floor is None or i >= floor)}
+            if ids or floor is None:
+                return sorted(ids, reverse=True)[:limit]
+            before = floor
+
     def having(self, terms: Sequence[str], type: Optional[str] = None, active: Optional[bool] = None,
                at_most: Optional[int] = None) -> Optional[List[str]]:
         """:meth:`ids`, of only the memories whose search terms include the rarest of ``terms``: a superset of

@@ -353,3 +353,35 @@ def test_the_paths_in_play_are_found_by_their_indexes_not_once_per_memory(repo, 
 
     small, large = steps(seeded(200)), steps(seeded(800))
     assert large < 8 * max(small, 1), (small, large)  # four times the memories: about four times the work (was 18)
+
+
+def test_the_newest_active_memories_are_read_a_page_at_a_time_as_the_commit_has_them(repo, store):
+    """A context without a question reads the newest memories: page after page they are the commit's active
+    ids, newest first, also for a commit read through another's view (what differs stands in for its rows)."""
+    from dataclasses import replace
+
+    from gitmem.context import Loaded
+    from gitmem.postings import IndexedMemories
+
+    ids = [store.add("fact", f"note {i}").memory.id for i in range(23)]
+    store.retract(ids[3])
+    tip = str(pygit2.Repository(str(repo)).references[store.ref].target)
+    rng = random.Random(3)
+    later = store.memories()
+    changed = {i: None for i in rng.sample(ids, 5)}  # gone at the commit read
+    changed.update({i: later[i] for i in rng.sample(ids, 3)})  # as they are
+    changed.update({i: replace(later[i], status="retracted") for i in rng.sample(ids, 2)})  # withdrawn since
+    extra = [store.add("fact", f"added {i}").memory for i in range(4)]
+    changed.update({m.id: m for m in extra[:3]})
+    for view_changed in ({}, changed):
+        at = {i: m for i, m in later.items() if i not in view_changed}
+        at.update({i: m for i, m in view_changed.items() if m is not None})
+        want = Loaded(at)
+        view = IndexedMemories(store, tip, changed=dict(view_changed))
+        for limit in (1, 2, 5, 64):
+            pages, before = [], None
+            while page := view.newest_active(before, limit):
+                assert len(page) <= limit and page == sorted(page, reverse=True)
+                pages += page
+                before = page[-1]
+            assert pages == want.active_ids()[::-1] == want.newest_active(None, 10**6)

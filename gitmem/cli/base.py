@@ -3,7 +3,9 @@ JSON output and the author options. Library errors become one line and exit 1 he
 
 from __future__ import annotations
 
+import atexit
 import functools
+import gc
 import importlib
 import re
 import sys
@@ -16,6 +18,12 @@ from ..errors import GitmemError
 
 if TYPE_CHECKING:
     from ..store import Store
+
+
+# A command's process is about to end: its objects need no last garbage collection (the exit frees them
+# all), and that collection scanned every object since start-up, 6-9 ms of each command. Registered first,
+# so it runs after every other exit handler (the index closing its connection, for one).
+atexit.register(gc.freeze)
 
 
 class Settings:
