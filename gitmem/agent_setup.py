@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import stat
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .errors import GitmemError
+from .files import inside, replace_file
 
 if TYPE_CHECKING:
     from .store import Store
@@ -64,6 +64,7 @@ class Setup:
     delete: bool = False         # undo left nothing in the file: remove it
     entry: Optional[Dict[str, Any]] = None  # the mcpServers.gitmem entry written (None: taken out, or not a config)
     record: Optional[str] = None  # where setup keeps the entries it wrote (see :func:`_written`)
+    within: Optional[str] = None  # the repository a project file must lead into (None: a user's own file)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"tool": self.tool, "path": self.path, "changed": self.changed, "commands": self.commands,
@@ -345,18 +346,20 @@ def plan(store: Store, tool: str, *, home: Optional[str] = None, command: Option
     root = _root(store)
     if tool == "ci":
         path = os.path.join(root, CI_PATH)
-        existing = _read(path)
+        existing = _read(path, root)
         content = existing if existing is not None else ci_workflow(store.branch)
         return Setup(tool, path, content, ["gitmem setup claude-code --write --command gitmem  # the agent step "
                                            "reads .mcp.json; CI has gitmem on PATH"],
-                     existing is None, "an existing workflow file is left as it is")
+                     existing is None, "an existing workflow file is left as it is", within=root)
     path, entry, notes = _server_config(root, tool, home, command)
-    existing = _read(path)
+    within = _project(path, root)
+    existing = _read(path, within)
     record = _record_path(store)
     content = merged_config(existing, entry, path, _written(record, path), named=command is not None)
     argv = " ".join(shlex.quote(p) for p in command_parts(command))
     commands = [f"claude mcp add --scope project {SERVER_NAME} -- {argv} mcp"] if tool == "claude-code" else []
-    return Setup(tool, path, content, commands, content != existing, notes, entry=entry, record=record)
+    return Setup(tool, path, content, commands, content != existing, notes, entry=entry, record=record,
+                 within=within)
 
 
 def _server_config(root: str, tool: str, home: Optional[str], command: Optional[Command]
@@ -376,10 +379,10 @@ def hooks_plan(store: Store, command: Optional[Command] = None) -> Setup:
     """What ``gitmem setup claude-code`` merges into ``.claude/settings.json`` (nothing is written)."""
     root = _root(store)
     path = os.path.join(root, SETTINGS_PATH)
-    existing = _read(path)
+    existing = _read(path, root)
     content = merged_settings(existing, command, path)
     return Setup("claude-code", path, content, [], content != existing,
-                 "project settings: commit them so every session loads the team's memory")
+                 "project settings: commit them so every session loads the team's memory", within=root)
 
 
 def undo(store: Store, tool: str, *, home: Optional[str] = None) -> List[Setup]:
@@ -396,13 +399,14 @@ def undo(store: Store, tool: str, *, home: Optional[str] = None) -> List[Setup]:
         targets.append((os.path.join(_root(store), SETTINGS_PATH), "hooks"))
     out = []
     for path, key in targets:
-        existing = _read(path)
+        within = _project(path, _root(store))
+        existing = _read(path, within)
         if existing is None:
             continue
         ours = (_written(record, path) or entry) if key == "mcpServers" else None  # (or what it writes today)
         content = unmerged(existing, path, key, ours)
         out.append(Setup(tool, path, content or "", [], content != existing, delete=content is None,
-                         record=record if key == "mcpServers" else None))
+                         record=record if key == "mcpServers" else None, within=within))
     return out
 
 
@@ -416,6 +420,8 @@ def _root(store: Store) -> str:
 def apply(setup: Setup) -> Setup:
     """Write the planned file if it changed (or remove it, for an undo that left it empty), and keep in the
     record which server entry setup wrote there (undo forgets it)."""
+    if setup.path and setup.within:
+        inside(setup.path, setup.within)  # as when planned
     if setup.delete and setup.path and not os.path.islink(setup.path):
         os.remove(setup.path)
         try:
@@ -423,35 +429,28 @@ def apply(setup: Setup) -> Setup:
         except OSError:
             pass  # not empty (the repository's root, a folder with other files): it stays
     elif setup.delete and setup.path:  # the file a link names may be another's: emptied, not removed
-        _write(setup.path, _dumped({}, _read(setup.path)))
+        replace_file(setup.path, _dumped({}, _read(setup.path)), within=setup.within)
     elif setup.changed and setup.path:
-        _write(setup.path, setup.content)
+        replace_file(setup.path, setup.content, within=setup.within)
     if setup.record and setup.path:
         record = _record(setup.record)
         if setup.entry is None:
             record.pop(os.path.abspath(setup.path), None)
         else:
             record[os.path.abspath(setup.path)] = setup.entry
-        _write(setup.record, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        replace_file(setup.record, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return setup
 
 
-def _write(path: str, content: str) -> None:
-    """Replace the file whole (a crash leaves the old one), through a symbolic link to the file it names
-    (which stays a link), keeping its permissions."""
-    target = os.path.realpath(path)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    tmp = target + ".gitmem-tmp"
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        f.write(content)
-    try:
-        os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
-    except FileNotFoundError:
-        pass
-    os.replace(tmp, target)
+def _project(path: str, root: str) -> Optional[str]:
+    """The repository a file setup reads and writes must lead into, if it is one of the repository's."""
+    return root if os.path.commonpath([os.path.abspath(path), os.path.abspath(root)]) == os.path.abspath(root) else None
 
 
-def _read(path: str) -> Optional[str]:
+def _read(path: str, within: Optional[str] = None) -> Optional[str]:
+    """The file's text (None: there is none), read only if it leads into ``within`` when that is given."""
+    if within is not None:
+        inside(path, within)
     try:
         with open(path, encoding="utf-8", newline="") as f:  # its line ends as they are
             return f.read()

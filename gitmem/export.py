@@ -25,6 +25,7 @@ import re
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from .errors import GitmemError
+from .files import inside, replace_file
 from .model import Memory
 
 if TYPE_CHECKING:
@@ -164,7 +165,7 @@ def target(store: Store, fmt: str) -> str:
     workdir = store.repo.workdir
     if not workdir:
         raise GitmemError("export needs a working tree (this repository is bare)")
-    return os.path.join(workdir, FORMATS[fmt])
+    return inside(os.path.join(workdir, FORMATS[fmt]), workdir)  # through links (AGENTS.md to CLAUDE.md), not out
 
 
 def export(store: Store, fmt: str, *, write: bool = False) -> Export:
@@ -179,24 +180,8 @@ def export(store: Store, fmt: str, *, write: bool = False) -> Export:
     text = splice(existing, section, fmt)
     changed = text != existing
     if write and changed:
-        path = _through_link(path, store.repo.workdir or "")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.gitmem-tmp"
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        replace_file(path, text, within=store.repo.workdir)
     return Export(fmt, FORMATS[fmt], changed, text)
-
-
-def _through_link(path: str, workdir: str) -> str:
-    """Where to write ``path``: the file a symlink names (teams link AGENTS.md to CLAUDE.md: replacing the link
-    would split them), only inside the work tree; a link that leads out of it is refused."""
-    if not os.path.islink(path):
-        return path
-    real, root = os.path.realpath(path), os.path.realpath(workdir)
-    if os.path.commonpath([real, root]) != root:
-        raise GitmemError(f"{os.path.basename(path)} links to {real}, outside the repository: not written")
-    return real
 
 
 def _read(path: str) -> Optional[str]:

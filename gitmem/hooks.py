@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 import pygit2
 
 from .errors import GitmemError, SecretFound
+from .files import replace_file
 from .repo import REF_PREFIX, head_commit, ref_target
 
 if TYPE_CHECKING:
@@ -259,11 +260,7 @@ def install(repo: pygit2.Repository, *, python: Optional[str] = None,
                 if os.path.lexists(path + CHAINED_SUFFIX):
                     raise GitmemError(f"{path}{CHAINED_SUFFIX} already exists; move it away and install again")
                 os.rename(path, path + CHAINED_SUFFIX)
-            tmp = f"{path}.gitmem-tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(script(name, python))
-            os.chmod(tmp, 0o755)
-            os.replace(tmp, path)
+            replace_file(path, script(name, python), follow=False, mode=0o755)
     except OSError as e:
         raise GitmemError(f"could not install hooks in {folder}: {e}") from None
     return status(repo)

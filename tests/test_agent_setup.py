@@ -167,8 +167,8 @@ def test_undo_leaves_files_without_setup_s_entries_as_they_are(repo):
     assert (repo / ".mcp.json").read_text() == "{}\n" and settings.read_text() == mine
 
 
-def test_setup_writes_through_a_link_keeps_permissions_and_line_ends_and_refuses_deep_nesting(repo, tmp_path):
-    shared = tmp_path / "shared.json"
+def test_setup_writes_through_a_link_keeps_permissions_and_line_ends_and_refuses_deep_nesting(repo):
+    shared = repo / "shared.json"
     shared.write_bytes(b'{\r\n  "env": {\r\n    "TOKEN_FILE": "~/.token"\r\n  }\r\n}\r\n')
     shared.chmod(0o600)
     settings = repo / ".claude" / "settings.json"
