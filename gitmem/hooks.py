@@ -446,6 +446,10 @@ def _describe(m: Dict[str, Any]) -> str:
     text = f"merged memory of {m['branch']} ({m['kind']}: {len(m['added'])} added, {len(m['changed'])} changed)"
     if m["conflicts"]:
         text += f"; {len(m['conflicts'])} conflict(s): see `gitmem conflicts`"
+    if m.get("redacted"):
+        from .merge import arrival_notice
+
+        text += f"; {arrival_notice(m['redacted'])}"
     return text
 
 

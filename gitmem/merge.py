@@ -28,7 +28,8 @@ CLOCK_SKEW_SECONDS = 600
 @dataclass(frozen=True)
 class MergeResult:
     """``kind`` is "up-to-date", "fast-forward" or "merge"; ``commit`` the new tip; ``kept`` the
-    memories the incoming history deleted, which the merge kept (gitmem never deletes memory)."""
+    memories the incoming history deleted, which the merge kept (gitmem never deletes memory);
+    ``redacted`` how many secrets the incoming memory held, redacted here (its history still has them)."""
 
     kind: str
     commit: Optional[str]
@@ -36,11 +37,12 @@ class MergeResult:
     changed: List[str] = field(default_factory=list)
     conflicts: List[Conflict] = field(default_factory=list)
     kept: List[str] = field(default_factory=list)
+    redacted: int = 0
 
     def to_dict(self) -> Dict[str, Any]:
         return {"kind": self.kind, "commit": self.commit, "added": list(self.added),
                 "changed": list(self.changed), "conflicts": [c.to_dict() for c in self.conflicts],
-                "kept": list(self.kept)}
+                "kept": list(self.kept), "redacted": self.redacted}
 
 
 def blobs_by_id(store: Store, commit: Optional[str]) -> Dict[str, Tuple[str, str]]:
@@ -147,9 +149,9 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
         if ours == theirs:
             return MergeResult("up-to-date", ours)
         if ours is None:
-            tip = redacted_onto(store, theirs, None, author, source)
+            tip, redacted = redacted_onto(store, theirs, None, author, source)
             store.move_ref(None, tip, f"gitmem merge: fast-forward to {theirs[:12]}")
-            return MergeResult("fast-forward", tip, added=sorted(blobs_by_id(store, theirs)))
+            return MergeResult("fast-forward", tip, added=sorted(blobs_by_id(store, theirs)), redacted=redacted)
         base_oid = repo.merge_base(ours, theirs)
         base = str(base_oid) if base_oid else None
         if base == theirs:
@@ -160,9 +162,9 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
                 e_ours = blobs_by_id(store, ours)
                 removed = [i for i in removed if i in e_ours and _is_memory(store, e_ours[i])]
             if not removed and not _future_changes(store, theirs, changed, not_after):
-                tip = redacted_onto(store, theirs, ours, author, source)
+                tip, redacted = redacted_onto(store, theirs, ours, author, source)
                 store.move_ref(expected, tip, f"gitmem merge: fast-forward to {theirs[:12]}")
-                return MergeResult("fast-forward", tip, added, changed)
+                return MergeResult("fast-forward", tip, added, changed, redacted=redacted)
             # A descendant that deletes memory is never taken as it is: gitmem itself never
             # deletes (retract keeps), so the deletion is someone's hand edit. Nor one that
             # changes a known memory with a timestamp from the future. Merge it instead: the
@@ -198,9 +200,19 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
         text = _merge_message(message, store.branch, theirs, added, changed, result.conflicts, author, source, kept)
         commit = store.commit_tree(updates, text, author, base=ours, extra_parents=[theirs])
         store.move_ref(expected, commit, f"gitmem merge: {theirs[:12]}")
-        return MergeResult("merge", commit, added, changed, list(result.conflicts), kept)
+        # Every memory taken was written again, so redacted; the count says what arrived with secrets.
+        arrived = [blob for i, (_, blob) in e_theirs.items() if blob not in (e_ours.get(i, ("", ""))[1],
+                                                                          e_base.get(i, ("", ""))[1])]
+        redacted = sum(len(rules) for rules in secret_blobs(repo, arrived).values())
+        return MergeResult("merge", commit, added, changed, list(result.conflicts), kept, redacted)
 
     return store.retrying(attempt)
+
+
+def arrival_notice(redacted: int) -> str:
+    """What to tell whoever took memory that held secrets: redacted here, not in the history it came with."""
+    return (f"redacted {redacted} secret(s) that arrived with this memory; the history it came with (and the "
+            "remote) still holds them: rotate them") if redacted else ""
 
 
 def _is_memory(store: Store, entry: Tuple[str, str]) -> bool:
@@ -220,8 +232,10 @@ def _text_redacted(data: bytes) -> bytes:
     return text.encode("utf-8") if found else data
 
 
-def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Optional[Author], source: str) -> str:
-    """``theirs``, or a commit on it that redacts the secrets in the blobs it brings that ``ours`` lacks.
+def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Optional[Author],
+                  source: str) -> Tuple[str, int]:
+    """``theirs``, or a commit on it that redacts the secrets in the blobs it brings that ``ours`` lacks, and
+    how many secrets that commit redacted.
 
     Taking a descendant as it is (a fast-forward, a first pull) would make its blobs local memory
     unread: a secret someone pushed with plain git would then be listed, searched and sent to a model.
@@ -238,7 +252,7 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
         paths = {str(d.new_file.id): d.new_file.path for d in diff.deltas if d.status_char() != "D"}
     found = secret_blobs(repo, list(paths))
     if not found:
-        return theirs
+        return theirs, 0
     updates: Dict[str, Optional[bytes]] = {}
     for blob in found:
         try:
@@ -251,7 +265,7 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
     text = (f"redact {count} secret(s) that arrived in {theirs[:12]}\n\n"
             f"{len(found)} memory blob(s) held them; they are redacted here, as every write is.\n\n"
             f"Memory-Op: redact\nMemory-Source: {source}\nAuthor-Kind: {author.kind}\nRedacted: {count}\n")
-    return store.commit_tree(updates, text, author, base=theirs)
+    return store.commit_tree(updates, text, author, base=theirs), count
 
 
 def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Conflict]) -> Dict[str, Optional[bytes]]:

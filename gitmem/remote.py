@@ -408,9 +408,9 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         if target.own_tip() is None and _pruned_here(repo, b.branch, b.new):
             skipped.append(b.branch)  # `gitmem prune` dropped it here, and the remote has nothing newer
             continue
-        if target.own_tip() is None and (tip := _create(target, b.new, remote, author, source)):
-            merged.append({"branch": b.branch, "kind": "new", "commit": tip,
-                           "added": target.snapshot(b.new).ids(), "changed": [], "conflicts": [], "kept": []})
+        if target.own_tip() is None and (created := _create(target, b.new, remote, author, source)):
+            merged.append({"branch": b.branch, "kind": "new", "commit": created[0], "added": target.snapshot(b.new).ids(),
+                           "changed": [], "conflicts": [], "kept": [], "redacted": created[1]})
             continue
         r = merge_into(target, b.new, author=author, source=source,
                        message=f"merge memory of {b.branch} from {remote}", gated=True)
@@ -444,16 +444,16 @@ def _pruned_here(repo: pygit2.Repository, branch: str, tip: str) -> bool:
     return bool(dropped) and reachable(repo, tip, dropped)
 
 
-def _create(store: Store, tip: str, remote: str, author: Optional[Author], source: str) -> Optional[str]:
+def _create(store: Store, tip: str, remote: str, author: Optional[Author], source: str) -> Optional[Tuple[str, int]]:
     """Start local memory at the remote's tip (with the secrets it brings redacted on top: see
-    :func:`gitmem.merge.redacted_onto`); None when a concurrent write created it first."""
+    :func:`gitmem.merge.redacted_onto`) and say how many; None when a concurrent write created it first."""
     from .errors import ConcurrentUpdate
     from .merge import redacted_onto
 
-    start = redacted_onto(store, tip, None, author, source)
+    start, redacted = redacted_onto(store, tip, None, author, source)
     try:
         store.move_ref(None, start, f"gitmem pull: from {remote}")
-        return start
+        return start, redacted
     except ConcurrentUpdate:
         return None
 

@@ -256,6 +256,11 @@ def test_a_secret_planted_with_plain_git_is_caught_at_push(alice, origin):
     assert "secret" in result.stderr and "note/zz/planted.yaml" in result.stderr and "github-pat" in result.stderr
     assert token not in result.stderr + result.stdout
     assert remote_tip(origin) == pushed_before
+    assert "git update-ref refs/memory/main refs/memory-remotes/origin/main" in result.stderr  # origin's is clean
+    git(alice.parent, "init", "-q", "--bare", "mirror.git")
+    git(alice, "remote", "add", "mirror", str(alice.parent / "mirror.git"))
+    to_mirror = gitmem(alice, "push", "mirror", check=False)  # no memory there to go back to
+    assert to_mirror.returncode == 1 and "rotate them" in to_mirror.stderr and "update-ref" not in to_mirror.stderr
 
 
 def test_plain_git_push_of_memory_with_a_planted_secret_is_refused_by_the_hook(alice, origin):
@@ -305,12 +310,17 @@ def test_a_secret_pushed_with_plain_git_is_redacted_when_it_arrives_by_fast_forw
     git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
 
     carol = clone(origin, tmp_path / "carol", "Carol")
+    dave = clone(origin, tmp_path / "dave", "Dave")
+    gitmem(dave, "add", "fact", "dave's own, not pushed")
+    merged = gitmem(dave, "pull")  # a merge: every memory taken is written again
+    assert "redacted 2 secret(s) that arrived" in merged.stderr and "rotate them" in merged.stderr
+    assert token not in gitmem(dave, "list", "--json").stdout
     for who in (bob, carol):  # a fast-forward, and a first pull
         pulled = json.loads(gitmem(who, "pull", "--json").stdout)
         tip = git(who, "rev-parse", "refs/memory/main").strip()
         assert git(who, "rev-parse", f"{tip}^").strip() == remote_tip(origin)  # one commit on the remote's tip
         assert "redact 2 secret(s)" in git(who, "log", "-1", "--format=%s", tip)
-        assert any(m["commit"] == tip for m in pulled["merged"])
+        assert [(m["commit"], m["redacted"]) for m in pulled["merged"]] == [(tip, 2)]  # and the pull says so
         shown = gitmem(who, "list", "--json").stdout + gitmem(who, "context", "--query", "deploy key").stdout
         assert token not in shown and "deploy key [REDACTED:github-pat]" in shown
         assert token not in git(who, "show", f"{tip}:note/z/z/01m92e2zzzzzzzzz.yaml")

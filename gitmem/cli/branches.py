@@ -136,6 +136,8 @@ def prune(store: Store, yes: bool, force: bool, as_json: bool) -> None:
 
 
 def _report_merges(merged: List[Dict[str, Any]], as_json: bool, extra: Optional[Dict[str, Any]] = None) -> None:
+    from ..merge import arrival_notice
+
     if as_json:
         emit_json({**(extra or {}), "merged": merged})
         return
@@ -146,6 +148,8 @@ def _report_merges(merged: List[Dict[str, Any]], as_json: bool, extra: Optional[
         click.echo(line)
         for c in m["conflicts"]:
             click.echo(f"  conflict {c['id']} ({', '.join(c['fields'])}): run `gitmem resolve {c['id']} --ours|--theirs|--edit`")
+        if m.get("redacted"):
+            click.echo(f"  {arrival_notice(m['redacted'])}", err=True)
     if not merged:
         click.echo("nothing to merge")
 

@@ -52,10 +52,16 @@ def push(store: Store, remote, branch, all_, who, source, as_json) -> None:
     try:
         results = push_memory(store, remote, _branches(store, branch, all_), author=who, source=source)
     except SecretFound:
-        click.echo("gitmem: nothing was pushed. Those commits are only local and stay in history even if the "
-                   "memory is retracted: move the memory ref back past them (e.g. `git update-ref "
-                   f"{store.ref} refs/memory-remotes/{remote}/{store.branch}`) and re-add what came after "
-                   "(see docs/remotes.md)", err=True)
+        fetched = f"refs/memory-remotes/{remote}/{store.branch}"
+        if fetched in store.repo.references:
+            click.echo("gitmem: nothing was pushed. Those commits stay in history even if the memory is retracted: "
+                       f"move the memory ref back past them (e.g. `git update-ref {store.ref} {fetched}`, "
+                       f"{remote}'s memory) and re-add what came after (see docs/remotes.md)", err=True)
+        else:
+            click.echo(f"gitmem: nothing was pushed. {remote} has none of this memory yet, so its whole history "
+                       "would go, and the secrets stay in history even if the memory is retracted (a pull redacts "
+                       "what arrives, not the history it came with): rotate them; only a rewrite of the "
+                       "history removes them (see docs/remotes.md)", err=True)
         raise
     failed = [r for r in results if r.status in ("conflict", "rejected")]
     if as_json:
@@ -132,8 +138,9 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
     team's memory arrives.
 
     JSON: {"remote", "fetched": [{"branch", "ref", "old", "new"}], "merged": [{"branch", "kind",
-    "commit", "added", "changed", "conflicts", "kept"}]}; kind is new, up-to-date, fast-forward or merge;
-    kept lists memories the remote's history deleted, which the merge kept; "refused": [{"what", "why",
+    "commit", "added", "changed", "conflicts", "kept", "redacted"}]}; kind is new, up-to-date, fast-forward or
+    merge; kept lists memories the remote's history deleted, which the merge kept; redacted counts the secrets
+    the remote's memory held, redacted on arrival (its history still holds them: rotate them); "refused": [{"what", "why",
     "remote"}] is what the trust gate kept out (also one line each on stderr, and exit 1); "skipped": branches
     `gitmem prune` dropped here whose remote memory holds nothing newer (left fetched).
 
@@ -151,6 +158,8 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
 
 
 def _say_pulled(result) -> None:
+    from ..merge import arrival_notice
+
     for m in result.merged:
         counts = f" ({len(m['added'])} added, {len(m['changed'])} changed)" if m["kind"] != "up-to-date" else ""
         click.echo(f"{m['branch']}: {m['kind']} {_short(m['commit'])}{counts}")
@@ -159,6 +168,8 @@ def _say_pulled(result) -> None:
         if m.get("kept"):
             click.echo(f"  refused to delete {len(m['kept'])} memories the remote's history removed: kept them"
                        " (retract a memory to take it out of use)", err=True)
+        if m.get("redacted"):
+            click.echo(f"  {arrival_notice(m['redacted'])}", err=True)
     for name in result.skipped:
         click.echo(f"{name}: not taken again, `gitmem prune` dropped it here (`gitmem merge {name}` brings it)",
                    err=True)
