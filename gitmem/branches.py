@@ -450,10 +450,17 @@ def resolve_side(store: Store, name: str) -> Optional[str]:
             return tip
     except BranchError:
         pass
+    from .trust import tip_tree_problem
+
     try:
-        return str(store.repo.revparse_single(name).peel(pygit2.Commit).id)
+        commit = str(store.repo.revparse_single(name).peel(pygit2.Commit).id)
     except (KeyError, ValueError, pygit2.GitError):
         raise BranchError(f"{name!r} is neither a branch with memory nor a commit") from None
+    why = tip_tree_problem(store.repo, commit)  # a code commit, most often (`HEAD~1`, `refs/heads/main`)
+    if why:
+        raise BranchError(f"{name!r} is not a memory commit ({why}): name a branch, or a commit of "
+                          "`git log refs/memory/<branch>`")
+    return commit
 
 
 def diff(store: Store, left: str, right: str) -> MemoryDiff:

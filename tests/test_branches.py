@@ -263,6 +263,11 @@ def test_diff_names_an_unknown_side_instead_of_showing_nothing(repo):
     assert failed.returncode == 1 and "neither a branch with memory nor a commit" in failed.stderr
     on_default = gitmem(repo, "diff", check=False)
     assert on_default.returncode == 2 and "give a range" in on_default.stderr
+    for code in ("refs/heads/main..main", "main..HEAD"):  # code revisions are not memory: never "0 added"
+        refused = gitmem(repo, "diff", code, check=False)
+        assert refused.returncode == 1 and "is not a memory commit" in refused.stderr, code
+    tip = git(repo, "rev-parse", "refs/memory/main").strip()
+    assert "0 added" in gitmem(repo, "diff", f"{tip}..main").stdout  # a memory commit by id is one
 
 
 def test_prune_says_whether_a_deleted_branchs_memory_is_already_merged_and_drops_its_fork_record(repo):
