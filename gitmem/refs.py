@@ -167,7 +167,21 @@ def _create_ref(repo: pygit2.Repository, ref: str, new: str, reflog: str) -> Non
         raise ConcurrentUpdate(ref, None, ref_target(repo, ref))
     if ".lock" in text:
         raise Locked(ref, text)
+    clash = _clashing_ref(repo, ref)
+    if clash:  # git's own words ("cannot lock ref ... exists") do not say what to do
+        raise StorageError(f"could not create {ref}: {clash} exists, and git cannot keep a ref name that is also "
+                           f"a folder of refs; `gitmem prune` drops the memory of a branch whose code is gone, "
+                           f"`gitmem branch -m OLD NEW` renames one")
     raise StorageError(f"could not create {ref}: {text}")
+
+
+def _clashing_ref(repo: pygit2.Repository, ref: str) -> Optional[str]:
+    """A ref whose name is a folder of ``ref``'s, or the first one inside ``ref`` as a folder, if one exists."""
+    parts = ref.split("/")
+    for n in range(3, len(parts)):  # refs/memory/<first part>, ...
+        if "/".join(parts[:n]) in repo.references:
+            return "/".join(parts[:n])
+    return next((name for name in repo.references if name.startswith(ref + "/")), None)
 
 
 def retrying(repo: pygit2.Repository, ref: str, attempt: Callable[[], T]) -> T:

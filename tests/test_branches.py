@@ -291,3 +291,16 @@ def test_prune_says_whether_a_deleted_branchs_memory_is_already_merged_and_drops
     gitmem(repo, "prune", "--yes", "--force")
     assert "refs/memory/lost-one" not in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory")
     assert git(repo, "config", "--get-regexp", r"gitmem\.branch\..*\.(parent|forkpoint)", check=False) == ""
+
+
+def test_a_branch_under_a_name_that_still_has_memory_gets_a_line_that_says_what_to_do(repo):
+    """git cannot hold refs/memory/feat and refs/memory/feat/sub at once: the memory of a deleted branch
+    `feat` blocks the first write on `feat/sub`, and the error names the ref and the way out."""
+    git(repo, "checkout", "-q", "-b", "feat")
+    add(repo, "fact", "on feat")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-q", "-D", "feat")
+    git(repo, "checkout", "-q", "-b", "feat/sub")
+    failed = gitmem(repo, "add", "fact", "on feat/sub", check=False)
+    assert failed.returncode == 1 and "refs/memory/feat exists" in failed.stderr and "gitmem prune" in failed.stderr
+    assert "Traceback" not in failed.stderr and git(repo, "for-each-ref", "refs/memory/feat/").strip() == ""
