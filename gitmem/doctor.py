@@ -17,7 +17,7 @@ from . import model
 from .model import Author, Memory
 from .refs import lock_file
 from .repo import below_parents, blob_at, default_author, entries_by_name, memory_ref, objects_read_once
-from .model import Problem, parse_memory
+from .model import CONFLICTS_DIR, Problem, parse_memory
 from .store import Store
 
 
@@ -191,16 +191,25 @@ def last_good_tip(store: Store) -> Optional[str]:
     except (KeyError, pygit2.GitError, OSError):
         return None
     for oid in dict.fromkeys(entries):
-        if oid != current and not set(oid) <= {"0"} and damage(store.repo, oid) is None:
+        if oid != current and not set(oid) <= {"0"} and _unsound(store.repo, oid) is None:
             return oid
     return None
 
 
+def _unsound(repo: pygit2.Repository, tip: Optional[str]) -> Optional[str]:
+    """Why the history of ``tip`` cannot stand: a missing or corrupt object, or a commit that is not
+    gitmem's layout (a hand edit the trust gate would refuse from a remote)."""
+    from .trust import history_problem
+
+    return damage(repo, tip) or (history_problem(repo, tip) if tip else None)
+
+
 def recover(store: Store, author: Optional[Author] = None, source: str = "doctor") -> Recovery:
-    """Move a damaged ref back to its last intact tip, re-adding every memory of the
-    damaged tip that can still be read (one commit). Names what could not be saved."""
+    """Move a damaged ref (or one whose history holds a commit that is not gitmem's layout) back to its
+    last sound tip, re-adding every memory of the damaged tip that can still be read (one commit). Names
+    what could not be saved."""
     tip = store.own_tip()
-    found = damage(store.repo, tip)
+    found = _unsound(store.repo, tip)
     if tip is None or found is None:
         raise GitmemError(f"nothing to recover: the history of {store.ref} is intact")
     good = last_good_tip(store)
@@ -259,8 +268,8 @@ def _salvage(repo: pygit2.Repository, tip: str) -> Tuple[Dict[str, bytes], List[
 
 def drop_invalid(store: Store, author: Optional[Author] = None, source: str = "doctor") -> List[str]:
     """Remove, in one commit, every blob on the branch's memory ref that is not a valid memory (a hand
-    edit or a bad merge planted it), and return their paths. Valid memories are never touched, and the
-    removed blobs stay in history (``git show <commit>^:<path>``)."""
+    edit or a bad merge planted it) and anything outside gitmem's folders, and return their paths. Valid
+    memories are never touched, and what is removed stays in history (``git show <commit>^:<path>``)."""
     author = author or default_author(store.repo)
 
     def attempt() -> List[str]:
@@ -269,6 +278,9 @@ def drop_invalid(store: Store, author: Optional[Author] = None, source: str = "d
             return []
         store.memories(tip)
         bad = sorted(p.where for p in store.problems if blob_at(store.repo, tip, p.where) is not None)
+        # What is no memory type's folder nor conflicts/ (a README added by hand) is read by nothing.
+        bad += sorted(e.name or "" for e in store.repo[tip].peel(pygit2.Tree)
+                      if e.name not in model.TYPES and e.name != CONFLICTS_DIR)
         if not bad:
             return []
         message = (f"drop {len(bad)} blob(s) that are not valid memories\n\n" + "\n".join(bad) +

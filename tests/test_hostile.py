@@ -318,12 +318,14 @@ def test_doctor_drop_invalid_removes_planted_blobs_in_one_commit_and_keeps_every
     good = json.loads(gitmem(repo, "fact", "add", "a good memory", "--json").stdout)["id"]
     planted = {memory_path("fact", "0mzzzzzzzz000000"): BILLION_LAUGHS,
                memory_path("fact", "0mzzzzzzzz000001"): b"not: [a memory\n"}
-    plant(repo, planted)
+    outside = {"README.md": b"# our memory\n", "notes/todo.txt": b"later\n"}  # read by nothing
+    plant(repo, {**planted, **outside})
+    assert run_cli(repo, "doctor").returncode == 1  # not gitmem's layout
     before = git(repo, "rev-parse", "refs/memory/main").strip()
     result = run_cli(repo, "doctor", "--drop-invalid", "--json")
     no_traceback(result)
     report = json.loads(result.stdout)
-    assert result.returncode == 0 and report["ok"] and sorted(report["dropped"]) == sorted(planted)
+    assert result.returncode == 0 and report["ok"] and sorted(report["dropped"]) == sorted([*planted, "README.md", "notes"])
     assert git(repo, "rev-parse", "refs/memory/main^").strip() == before  # one commit on top
     assert [m["id"] for m in json.loads(gitmem(repo, "list", "--json").stdout)["memories"]] == [good]
     for path in planted:  # still in history
