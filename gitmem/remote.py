@@ -590,8 +590,9 @@ _RETRY_REASONS = ("fetch first", "non-fast-forward", "stale info", "failed to up
 
 
 def _push_once(repo: pygit2.Repository, remote: str, tips: Dict[str, str],
-               interactive: Optional[bool]) -> Dict[str, Tuple[str, str]]:
-    """One `git push --porcelain` of exactly these commits: branch -> (flag, summary).
+               interactive: Optional[bool]) -> Tuple[Dict[str, Tuple[str, str]], List[str]]:
+    """One `git push --porcelain` of exactly these commits: branch -> (flag, summary), and what the remote
+    said (its `remote:` lines: why a server hook declined, made printable).
 
     The commit ids, not the ref names, are pushed, so a write landing locally
     meanwhile is never sent unscanned. --no-verify: the pre-push hook is what
@@ -606,7 +607,11 @@ def _push_once(repo: pygit2.Repository, remote: str, tips: Dict[str, str],
             out[m.group("dst")[len(REF_PREFIX):]] = (m.group("flag"), m.group("summary"))
     if result.returncode != 0 and not out:
         raise RemoteError(f"could not push memory to {remote}: {_failure(result)}")
-    return out
+    from .trust import printable
+
+    said = [printable(line[len("remote:"):].strip(), 200) for line in result.stderr.splitlines()
+            if line.startswith("remote:") and line[len("remote:"):].strip()]
+    return out, said
 
 
 def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence[str]] = None, *,
@@ -639,7 +644,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         attempt += 1
         tips = {b: stores[b].own_tip() for b in pending}
         _refuse_secrets(repo, remote, tips)  # type: ignore[arg-type]
-        outcome = _push_once(repo, remote, tips, interactive)  # type: ignore[arg-type]
+        outcome, said = _push_once(repo, remote, tips, interactive)  # type: ignore[arg-type]
         retry = []
         for b in pending:
             flag, summary = outcome.get(b, ("!", "[no status] (git reported nothing for this ref)"))
@@ -652,6 +657,8 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
             else:
                 if any(reason in summary for reason in _RETRY_REASONS):
                     summary += f"; the remote kept moving for {attempt} attempts, run `gitmem push` again"
+                elif said:  # a server hook's reason (branch protection, a policy): the user needs its words
+                    summary += f"; {remote} said: {' / '.join(said[:5])}"
                 done[b] = BranchPush(b, "rejected", tips[b], merges[b], attempt, message=summary)
         if retry:
             fetched = fetch(repo, remote, retry, interactive=interactive)

@@ -502,3 +502,14 @@ def test_the_pre_push_hook_in_push_mode_sends_the_branchs_memory_with_the_code(a
     git(alice, "push", "-q", "origin", "main")
 
     assert remote_tip(origin) == Store.open(str(alice)).own_tip()
+
+
+def test_a_push_a_server_hook_declines_shows_what_the_server_said(alice, origin):
+    """Branch protection or a policy hook on the server declines the push: its own words say why and what to do."""
+    hook = origin / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'memory is frozen for the release, ask #ops' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    gitmem(alice, "add", "fact", "clean")
+    result = gitmem(alice, "push", check=False)
+    assert result.returncode == 1 and "rejected" in result.stdout
+    assert "origin said: memory is frozen for the release, ask #ops" in result.stdout
