@@ -325,3 +325,17 @@ def test_version_starts_without_any_command_module_or_git():
     imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines()}
     assert "gitmem.cli.base" in imported
     assert not {"pygit2", "yaml", "gitmem.cli.memory", "gitmem.store", "gitmem.model"} & imported
+
+
+def test_add_says_when_its_options_do_not_fit_the_type(repo):
+    """--next belongs to a checkpoint; a file memory for a path that is no file (a typo, a folder) is stored,
+    but the user hears that it can never be flagged stale."""
+    wrong = gitmem(repo, "add", "fact", "x", "--next", "y", check=False)
+    assert wrong.returncode == 2 and "--next is a checkpoint's next step" in wrong.stderr
+    assert gitmem(repo, "add", "checkpoint", "halfway", "--next", "tests").returncode == 0
+    (repo / "src").mkdir()
+    (repo / "src" / "a.py").write_text("x = 1\n")
+    for path in ("src/nope.py", "src"):
+        added = gitmem(repo, "add", "file", "a summary", "--path", path)
+        assert "is no file in this repository" in added.stderr
+    assert "warning" not in gitmem(repo, "add", "file", "a summary", "--path", "src/a.py").stderr

@@ -60,6 +60,9 @@ def _add(store: Store, type_: str, text: str, title, because, tags, paths, who, 
     text = read_text_argument(text)
     w = store.add(type_, text, title=title, reason=because, tags=tags, paths=paths,
                   author=who, source=source, **extra)
+    if type_ == "file" and w.memory.blob is None:
+        echo(f"gitmem: warning: {w.memory.paths[0]} is no file in this repository (a typo, a folder?): the summary "
+             "is tied to no version of it, so it is never flagged stale", err=True)
     report_write(store, w, "Added", as_json)
 
 
@@ -139,6 +142,8 @@ def add(store: Store, type_: str, text: str, title, because, tags, paths, next_,
 
     Example: gitmem add rejection "Use Redis for the job queue" --because "ops won't run another stateful service"
     """
+    if next_ is not None and type_ != "checkpoint":
+        raise click.UsageError(f"--next is a checkpoint's next step; a {type_} has none")
     _add(store, type_, text, title, because, tags, paths, who, source, as_json, next=next_)
 
 
