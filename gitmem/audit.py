@@ -49,9 +49,11 @@ class Change:
 
 def commit_message(op: str, m: Memory, author: Author, source: str, redacted: int, note: Optional[str]) -> str:
     """The subject, optional body and trailers of a memory write; :func:`change_from_commit` reads them back."""
+    from .redact import redact_bare  # a source is redacted as the memory's own is, so the two read the same
+
     trailers = [
         f"Memory-Id: {m.id}", f"Memory-Type: {m.type}", f"Memory-Op: {op}",
-        f"Memory-Source: {source}", f"Author-Kind: {author.kind}",
+        f"Memory-Source: {redact_bare(source)[0]}", f"Author-Kind: {author.kind}",
     ]
     if m.supersedes and op == "supersede":
         trailers.append(f"Supersedes: {m.supersedes}")

@@ -68,6 +68,10 @@ def test_a_secret_in_any_cli_flag_is_never_stored_raw(repo, route):
     assert "redacted" in result.stderr
     assert secret not in result.stdout
     assert_never_stored(repo, secret)
+    if route == "--source":  # the commit's trailer reads as the memory does
+        stored = json.loads(gitmem(repo, "list", "--json").stdout)["memories"][0]["source"]
+        message = git(repo, "log", "-1", "--format=%B", "refs/memory/main")
+        assert stored == "ci:REDACTED:github-pat" and f"Memory-Source: {stored}\n" in message
 
 
 ENV_ROUTES = {
