@@ -224,10 +224,14 @@ class Store:
         return self.repository()
 
     def current_blob(self, path: str) -> Optional[str]:
-        """The blob id of ``path`` as an agent read it: the working file's (hashed without libgit2), else
-        HEAD's."""
+        """The blob id of ``path`` as an agent read it: the working file's (hashed without libgit2); None when
+        the working tree has no such file (deleted, not yet committed: its summary is stale), unless there is
+        no working tree or a sparse checkout leaves files out of it: then HEAD's."""
         workdir = self.git.workdir if self._repo is None and self.git is not None else self.repo.workdir
         blob = gitdir.blob_id(os.path.join(workdir, path)) if workdir else None
+        if blob is None and workdir and not os.path.lexists(os.path.join(workdir, path)) and \
+                (self.config("core.sparseCheckout") or "").lower() not in ("true", "yes", "on", "1"):
+            return None
         if blob is None and (head := head_commit(self.repo)):
             blob = blob_at(self.repo, head, path)
         return blob

@@ -138,6 +138,25 @@ def test_recall_on_a_store_flags_stale_file_memories_and_uses_the_diff(repo, sto
     assert [h.memory.text for h in hits] == ["app.py prints one"] and hits[0].stale
 
 
+def test_a_file_deleted_from_the_working_tree_makes_its_summary_stale_before_the_commit(repo, store):
+    """An agent that deleted a file has not committed yet: HEAD still has it, the working tree does not,
+    and a summary of it describes nothing an agent can read."""
+    from conftest import git
+    from gitmem import Store
+
+    (repo / "app.py").write_text("print(1)\n")
+    git(repo, "add", "app.py")
+    git(repo, "commit", "-qm", "app")
+    store.add("file", "app.py prints one", paths=["app.py"])
+    assert [h.stale for h in recall(store, "app prints")] == [False]
+    (repo / "app.py").unlink()
+    assert [h.stale for h in recall(store, "app prints")] == [True]
+    git(repo, "sparse-checkout", "set", "--no-cone", "/README*")  # left out of a sparse checkout: HEAD's
+    git(repo, "checkout", "-q", "--", ".")
+    fresh = Store.open(str(repo))  # as the next command reads the configuration
+    assert not (repo / "app.py").exists() and [h.stale for h in recall(fresh, "app prints")] == [False]
+
+
 def _evaluate(corpus: Dict[str, Memory]):
     queries = yaml.safe_load((FIXTURES / "queries.yaml").read_text())
     pool: List[Memory] = list(corpus.values())
