@@ -246,7 +246,8 @@ def test_asking_a_files_current_blob_keeps_nothing(repo):
     git(repo, "add", "src/app.py")
     git(repo, "commit", "-qm", "app")
     expected = git(repo, "rev-parse", "HEAD:src/app.py").strip()
-    (repo / "src" / "app.py").unlink()  # not in the working tree: HEAD's blob is asked for
+    git(repo, "sparse-checkout", "set", "--no-cone", "/README*")  # left out of the working tree: HEAD's is asked for
+    assert not (repo / "src" / "app.py").exists()
     store = Store.open(str(repo))
     assert store.current_blob("src/app.py") == expected
     assert store.current_blob("src/gone.py") is None
