@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 REMOTE_PREFIX = "refs/memory-remotes/"
 _MOVING_RE = re.compile(r"^checkout: moving from (\S+) to (\S+)$")
+_CREATED_RE = re.compile(r"^branch: Created from (.+)$")
 
 
 # --- fork points ---------------------------------------------------------------
@@ -41,15 +42,16 @@ def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = No
                 commit: Optional[str] = None) -> Optional[str]:
     """Record where ``branch`` was created from, once (an existing record is kept).
 
-    ``parent`` defaults to the branch HEAD's reflog says we came from, else the
-    default branch. Returns the parent recorded now, or None when nothing changed
-    (already recorded, the default branch itself, or it already has memory)."""
+    ``parent`` defaults to the branch whose memory applies at its start point (see
+    :func:`_started_from`), else the default branch. Returns the parent recorded now,
+    or None when nothing changed (already recorded, the default branch itself, or it
+    already has memory)."""
     from .repo import check_branch_name, default_branch, memory_ref
 
     check_branch_name(branch)
     if fork_point(repo, branch)[0] or branch == default_branch(repo) or memory_ref(branch) in repo.references:
         return None
-    parent = parent or _checked_out_from(repo, branch) or default_branch(repo)
+    parent = parent or _started_from(repo, branch) or default_branch(repo)
     if parent == branch:
         return None
     check_branch_name(parent)
@@ -60,6 +62,51 @@ def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = No
     except (pygit2.GitError, OSError) as e:
         raise GitmemError(f"could not record the fork point of {branch!r}: {e}") from None
     return parent
+
+
+def _started_from(repo: pygit2.Repository, branch: str) -> Optional[str]:
+    """The code branch whose memory ``branch`` starts from: the start point its own reflog names ("branch:
+    Created from <start>"), not the branch HEAD was on, which `git checkout -b hotfix main` made on an
+    experiment would leak into main. Without that entry (no reflog; made by a fetch), the branch HEAD was on."""
+    try:
+        entries = list(repo.references[f"refs/heads/{branch}"].log())  # newest first
+    except (KeyError, pygit2.GitError, OSError):
+        entries = []
+    m = _CREATED_RE.match(entries[-1].message or "") if entries else None
+    if not m:
+        return _checked_out_from(repo, branch)
+    return _branch_named(repo, m.group(1)) or _branch_at(repo, branch, m.group(1), str(entries[-1].oid_new))
+
+
+def _branch_named(repo: pygit2.Repository, start: str) -> Optional[str]:
+    """The code branch ``start`` names: a local branch, or a remote-tracking one (``origin/x`` is ``x``)."""
+    for ref in (start, f"refs/heads/{start}", f"refs/remotes/{start}"):
+        if not ref.startswith(("refs/heads/", "refs/remotes/")) or ref_target(repo, ref) is None:
+            continue
+        if ref.startswith("refs/heads/"):
+            return ref[len("refs/heads/"):]
+        for remote in repo.remotes.names():
+            if ref.startswith(f"refs/remotes/{remote}/") and ref != f"refs/remotes/{remote}/HEAD":
+                return ref[len(f"refs/remotes/{remote}/"):]
+    return None
+
+
+def _branch_at(repo: pygit2.Repository, branch: str, start: str, commit: str) -> Optional[str]:
+    """The branch whose memory applies at ``commit``, where ``branch`` was created from ``start`` (HEAD, a tag,
+    a commit id): the branch whose tip it is, else the first that contains it. For HEAD the branch HEAD was on
+    comes first (`git checkout -b x` forks the branch you are on), then the default branch; for a tag or an
+    id the default branch comes first (a release tag is main's, whatever branch it was typed on); then the
+    others by name. None (the default branch) when no branch has the commit."""
+    from .repo import default_branch
+
+    came, default = _checked_out_from(repo, branch), default_branch(repo)
+    first = [came, default] if start == "HEAD" else [default, came]
+    names = [n for n in dict.fromkeys([*first, *sorted(_all_code_branch_names(repo))]) if n and n != branch]
+    for has in (lambda tip: tip == commit, lambda tip: reachable(repo, commit, tip)):
+        for name in names:
+            if any(has(tip) for tip in code_tips(repo, name)):
+                return name
+    return None
 
 
 def _checked_out_from(repo: pygit2.Repository, branch: str) -> Optional[str]:

@@ -421,14 +421,7 @@ def _post_merge(store: Store, args: List[str], stdin: str) -> List[str]:
     if not head:
         return []
     commit = repo[head].peel(pygit2.Commit)
-    if len(commit.parents) > 1:
-        before: Optional[str] = str(commit.parent_ids[0])
-    else:
-        try:
-            before = str(repo.revparse_single("ORIG_HEAD").id)
-        except (KeyError, pygit2.GitError):
-            before = None
-    names = merged_by(repo, store.branch, head, before)
+    names = merged_by(repo, store.branch, head, _before_merge(repo, head, commit))
     merged = merge_branches(store, names, source="hook").merged
     out = [_describe(m) for m in merged]
     if len(commit.parents) > 1 and any(m["kind"] != "up-to-date" for m in merged):
@@ -438,6 +431,21 @@ def _post_merge(store: Store, args: List[str], stdin: str) -> List[str]:
     if args and args[0] == "1":
         out.append("squash merge: git does not say which branch it was; run `gitmem merge BRANCH`")
     return [line for line in out if line]
+
+
+def _before_merge(repo: pygit2.Repository, head: str, commit: pygit2.Commit) -> Optional[str]:
+    """Where the branch stood before the merge: ORIG_HEAD, which git sets then. Not the merge commit's first
+    parent: `git merge A B C` first fast-forwards to A when it can, which makes A's tip the first parent.
+    A missing or stale ORIG_HEAD (not an ancestor of HEAD) gives the first parent, or None: all is new."""
+    from .branches import reachable
+
+    try:
+        orig: Optional[str] = str(repo.revparse_single("ORIG_HEAD").peel(pygit2.Commit).id)
+    except (KeyError, ValueError, pygit2.GitError):
+        orig = None
+    if orig and reachable(repo, orig, head):
+        return orig
+    return str(commit.parent_ids[0]) if len(commit.parents) > 1 else None
 
 
 def _describe(m: Dict[str, Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pygit2
 
@@ -304,3 +305,78 @@ def test_a_branch_under_a_name_that_still_has_memory_gets_a_line_that_says_what_
     failed = gitmem(repo, "add", "fact", "on feat/sub", check=False)
     assert failed.returncode == 1 and "refs/memory/feat exists" in failed.stderr and "gitmem prune" in failed.stderr
     assert "Traceback" not in failed.stderr and git(repo, "for-each-ref", "refs/memory/feat/").strip() == ""
+
+
+def test_an_octopus_merge_brings_the_memory_of_every_branch_even_the_one_git_fast_forwards_to(repo):
+    """git merge A B C first fast-forwards to A when it can, so the merge commit's first parent is A's tip:
+    the memory of A must merge all the same (a name with quotes and a semicolon is just a name)."""
+    with_hooks(repo)
+    add(repo, "fact", "main fact")
+    merged = {}
+    for name in ("it's;\"first\"", "b2", "b3"):
+        git(repo, "checkout", "-q", "main")
+        git(repo, "checkout", "-q", "-b", name)
+        merged[name] = add(repo, "fact", f"fact of {name}")["id"]
+        commit_file(repo, f"{name[-2:]}.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-edit", *merged)
+    assert len(parents(repo, git(repo, "rev-parse", "HEAD").strip())) == 3
+    assert set(merged.values()) <= ids(repo, "main")
+
+
+def test_a_new_branch_reads_the_memory_of_its_start_point_not_of_the_branch_it_was_made_on(repo):
+    """`git checkout -b hotfix main` made on an experiment: the experiment's memory must neither be read on
+    hotfix nor reach main when hotfix merges. `git checkout -b x` (start HEAD) still forks the branch you are on."""
+    with_hooks(repo)
+    add(repo, "fact", "main fact")
+    git(repo, "checkout", "-q", "-b", "experiment")
+    secret = add(repo, "rejection", "experimental idea: drop the database", "--because", "secret plan")["id"]
+    for how in (["checkout", "-b", "hotfix", "main"], ["switch", "-c", "sw", "main"]):
+        git(repo, "checkout", "-q", "experiment")  # no code commit yet: the experiment's tip is main's
+        created = subprocess.run(["git", *how], cwd=repo, capture_output=True, text=True, check=True)
+        assert "reads the memory of 'main'" in created.stderr and secret not in ids(repo, how[2])
+    git(repo, "checkout", "-q", "experiment")
+    commit_file(repo, "experiment.txt")
+    git(repo, "branch", "fromx", "main")
+    git(repo, "checkout", "-q", "fromx")
+    git(repo, "checkout", "-q", "experiment")
+    git(repo, "checkout", "-q", "-b", "child")
+    config = pygit2.Repository(str(repo)).config
+    assert [config[f"gitmem.branch.{b}.parent"] for b in ("hotfix", "sw", "fromx", "child")] == [
+        "main", "main", "main", "experiment"]
+    assert secret in ids(repo, "child")
+
+    git(repo, "checkout", "-q", "hotfix")
+    fix = add(repo, "fact", "the hotfix fact")["id"]
+    commit_file(repo, "fix.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "--no-edit", "hotfix")
+    assert fix in ids(repo, "main") and secret not in ids(repo, "main")
+
+
+def test_a_branch_started_at_a_tag_a_commit_or_a_remote_branch_reads_the_memory_that_applies_there(tmp_path):
+    """A start that names no local branch is resolved to one: a remote branch to its name; a tag or a commit
+    to the branch whose tip it is (the default branch first), else the default branch if it has the commit,
+    else a branch that has it (here experiment, or at-tip, which reads experiment's memory)."""
+    _, a, b = clones(tmp_path)
+    with_hooks(a)
+    add(a, "fact", "main fact")
+    commit_file(a, "second.txt")
+    git(a, "tag", "v1")
+    old = git(a, "rev-parse", "main~1").strip()
+    git(b, "checkout", "-q", "-b", "shared")
+    commit_file(b, "shared.txt")
+    git(b, "push", "-q", "origin", "shared")
+    git(a, "fetch", "-q", "origin")
+    git(a, "checkout", "-q", "-b", "experiment")
+    theirs = add(a, "fact", "experiment fact")["id"]
+    commit_file(a, "e1.txt")
+    commit_file(a, "e2.txt")
+    starts = {"at-tag": ("v1", "experiment"), "at-old": (old, "experiment"), "at-remote": ("origin/shared", "main"),
+              "at-tip": (git(a, "rev-parse", "experiment").strip(), "main"), "inside": ("experiment~1", "main")}
+    for new, (start, on) in starts.items():
+        git(a, "checkout", "-q", on)
+        git(a, "checkout", "-q", "-b", new, start)
+    assert {new: fork_point(pygit2.Repository(str(a)), new)[0] for new in ("at-tag", "at-old", "at-remote")} == {
+        "at-tag": "main", "at-old": "main", "at-remote": "shared"}
+    assert {new for new in starts if theirs in ids(a, new)} == {"at-tip", "inside"}
