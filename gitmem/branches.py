@@ -484,11 +484,23 @@ class MemoryDiff:
                 "removed": [m.to_dict() for m in self.removed]}
 
 
+def check_side(name: str) -> str:
+    """``name``, a branch or a commit-ish, unless it is not valid UTF-8: then a BranchError that says so
+    (libgit2 can name neither), rather than "neither a branch nor a commit"."""
+    from .repo import undecodable
+
+    shown = undecodable(name)
+    if shown is not None:
+        raise BranchError(f"invalid branch or commit {shown}: not valid UTF-8")
+    return name
+
+
 def resolve_side(store: Store, name: str) -> Optional[str]:
     """A branch name (its memory, own or inherited) or any commit-ish, as a memory commit."""
     from .repo import check_branch_name
     from .store import Store
 
+    check_side(name)
     try:
         check_branch_name(name)
         known = code_tips(store.repo, name) or memory_tips(store.repo, name)

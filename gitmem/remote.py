@@ -219,9 +219,9 @@ def _git(repo: pygit2.Repository, args: Sequence[str], *, interactive: Optional[
     env = dict(os.environ)
     if not interactive:
         env["GIT_TERMINAL_PROMPT"] = "0"
-    try:
+    try:  # surrogateescape: a remote's ref names need not be UTF-8 (they are refused by name, not crashed on)
         return subprocess.run(["git", f"--git-dir={repo.path}", *args], capture_output=True, text=True,
-                              env=env, stdin=None if interactive else subprocess.DEVNULL,
+                              errors="surrogateescape", env=env, stdin=None if interactive else subprocess.DEVNULL,
                               cwd=repo.workdir or repo.path)
     except OSError as e:
         raise RemoteError(f"could not run git to {what}: {e}") from None

@@ -25,10 +25,30 @@ def memory_ref(branch: str) -> str:
     return REF_PREFIX + branch
 
 
+def undecodable(text: str) -> Optional[str]:
+    """``text`` quoted with what is not UTF-8 in it escaped (``'b\\xff'``), or None when it is valid UTF-8.
+
+    argv and libgit2 hand Python bytes that are not UTF-8 as lone surrogates, which libgit2, SQLite and
+    YAML all refuse to encode: a name must be checked where it comes in, and shown as the bytes it was."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate no byte decodes to (from JSON's \ud800, say)
+            shown = text.encode("utf-8", "backslashreplace").decode("ascii")
+        return f"'{shown}'"
+    return None
+
+
 def check_branch_name(name: str) -> str:
     """Refuse names git would refuse, so a branch can never address outside refs/memory/."""
-    if not name or len(name) > 255 or "\x00" in name or not (
-            plain_ref_name(memory_ref(name)) or pygit2.reference_is_valid_name(memory_ref(name))):
+    if not name or len(name) > 255 or "\x00" in name:
+        raise BranchError(f"invalid branch name {name[:80]!r}")
+    shown = undecodable(name)
+    if shown is not None:
+        raise BranchError(f"invalid branch name {shown}: not valid UTF-8")
+    if not (plain_ref_name(memory_ref(name)) or pygit2.reference_is_valid_name(memory_ref(name))):
         raise BranchError(f"invalid branch name {name[:80]!r}")
     if name == "HEAD" or name.startswith("-"):
         raise BranchError(f"invalid branch name {name!r}")
@@ -73,20 +93,45 @@ def below_parents(held: Sequence[Dict[str, pygit2.Object]], entry: pygit2.Object
 
 
 def open_repository(path: str = ".") -> pygit2.Repository:
-    if not os.path.isdir(path):
-        where = os.path.abspath(path)
-        raise NotARepository(where, f"no such directory: {where}")
-    try:
-        found = pygit2.discover_repository(os.path.abspath(path))
-    except (pygit2.GitError, OSError, ValueError):
-        found = None
+    """The repository git would use when run in ``path``. libgit2 reads none of git's environment, and git
+    and its hooks may set it, so it is followed here: GIT_DIR is the git directory (no search), GIT_WORK_TREE
+    the work tree (with GIT_DIR alone, ``path`` itself unless core.worktree says), each relative to ``path``
+    as under ``git -C path``. A GIT_COMMON_DIR libgit2 would not use is refused, not ignored."""
+    here = os.path.abspath(path)
+    if not os.path.isdir(here):
+        raise NotARepository(here, f"no such directory: {here}")
+    named = os.environ.get("GIT_DIR")
+    if named:
+        found: Optional[str] = os.path.join(here, named)
+    else:
+        try:
+            found = pygit2.discover_repository(here)
+        except (pygit2.GitError, OSError, ValueError):
+            found = None
     if not found:
-        raise NotARepository(os.path.abspath(path))
+        raise NotARepository(here)
     pygit2.settings.cache_max_size(GIT_OBJECT_CACHE)
     try:
-        return pygit2.Repository(found)
+        repo = pygit2.Repository(found, pygit2.enums.RepositoryOpenFlag.NO_SEARCH
+                                 | pygit2.enums.RepositoryOpenFlag.NO_DOTGIT)
     except pygit2.GitError as e:
+        if named:
+            raise NotARepository(found, f"not a git repository: {found} (GIT_DIR)") from None
         raise NotARepository(f"{path} ({e})") from None
+    work_tree = os.environ.get("GIT_WORK_TREE")
+    if work_tree:
+        work_tree = os.path.join(here, work_tree)
+        if not os.path.isdir(work_tree):
+            raise NotARepository(work_tree, f"no such directory: {work_tree} (GIT_WORK_TREE)")
+        repo.workdir = work_tree
+    elif named and not repo.is_bare and "core.worktree" not in repo.config:
+        repo.workdir = here
+    shared = os.environ.get("GIT_COMMON_DIR")
+    if shared:
+        common = common_dir(repo)
+        if os.path.realpath(os.path.join(here, shared)) != os.path.realpath(common):
+            raise GitmemError(f"GIT_COMMON_DIR={shared} is not supported (libgit2 reads {common}): unset it")
+    return repo
 
 
 def common_dir(repo: pygit2.Repository) -> str:

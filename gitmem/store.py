@@ -16,14 +16,14 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 import pygit2
 
 from . import gitdir, model
-from .errors import AmbiguousId, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
+from .errors import AmbiguousId, BranchError, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
 from .gitdir import GitDir
 from .index import Entry, code_key
 from .model import Author, Memory, Problem
 from .repo import (
     blob_at, check_branch_name, common_dir, config_get, current_branch, damaged, default_author,
     entries_by_name, head_commit,
-    memory_ref, open_repository, parent_chain, ref_target,
+    memory_ref, open_repository, parent_chain, ref_target, undecodable,
 )
 from .warm import Warm, warm_for
 
@@ -210,6 +210,10 @@ class Store:
         notice = None
         if branch is None:
             branch, notice = current_branch(repo)
+            shown = undecodable(branch)
+            if shown is not None:  # git allows it, but no memory ref can be named for it: refuse, not guess
+                raise BranchError(f"the checked-out branch {shown} is not valid UTF-8, so it has no memory: "
+                                  "pass --branch NAME, or rename it (git branch -m)")
         return cls(repo, branch, notice)
 
     def repository(self) -> pygit2.Repository:

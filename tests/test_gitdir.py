@@ -1,12 +1,15 @@
-"""gitmem.gitdir answers what git answers, or says it cannot (Unsure), on real repositories; and a
-warm read through the command line answers from it without loading libgit2."""
+"""gitmem.gitdir answers what git answers, or says it cannot (Unsure), on real repositories; a warm read
+through the command line answers from it without loading libgit2; and the repository opened is the one
+git's environment names (GIT_DIR, GIT_WORK_TREE), as git would open it."""
 
 from __future__ import annotations
+
+import json
 
 import pygit2
 import pytest
 
-from conftest import git, gitmem_process, make_repo
+from conftest import git, gitmem, gitmem_process, make_repo
 from gitmem import Store
 from gitmem import gitdir
 from gitmem.gitdir import Unsure
@@ -35,6 +38,45 @@ def test_discover_leaves_relocated_missing_and_bare_repositories_to_libgit2(repo
     monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
     with pytest.raises(Unsure):
         gitdir.discover(str(repo))
+
+
+def test_git_dir_names_the_repository_written_to_as_git_reads_it(tmp_path):
+    """GIT_DIR is the git directory, with no search; relative, it is read from where the command runs (after
+    -C, as git does); the work tree is then the current directory."""
+    alice, bob = make_repo(tmp_path / "alice"), make_repo(tmp_path / "bob")
+    gitmem(bob, "add", "fact", "Written for alice", env={"GIT_DIR": str(alice / ".git")})
+    assert git(bob, "for-each-ref", "refs/memory/") == ""
+    assert [m.text for m in Store.open(str(alice)).memories().values()] == ["Written for alice"]
+
+    assert "Written for alice" in gitmem(tmp_path, "list", env={"GIT_DIR": "alice/.git"}).stdout  # outside any repo
+    assert "Written for alice" in gitmem(tmp_path, "-C", "alice", "list", env={"GIT_DIR": ".git"}).stdout
+    init = json.loads(gitmem(bob, "init", "--json", env={"GIT_DIR": "../alice/.git"}).stdout)
+    assert (init["tip"], init["repository"]) == (git(alice, "rev-parse", "refs/memory/main").strip(), f"{bob}/")
+
+
+def test_git_work_tree_is_where_a_path_given_from_a_subfolder_is_read_against(tmp_path):
+    alice = make_repo(tmp_path / "alice")
+    (alice / "src").mkdir()
+    env = {"GIT_DIR": str(alice / ".git"), "GIT_WORK_TREE": ".."}
+    added = json.loads(gitmem(alice / "src", "add", "fact", "Parses lazily", "--path", "app.py", "--json",
+                              env=env).stdout)
+    assert added["memory"]["paths"] == ["src/app.py"]
+
+
+@pytest.mark.parametrize("named", ["missing/.git", "alice"])
+def test_a_git_dir_that_is_no_git_directory_is_refused_in_one_line(tmp_path, named):
+    make_repo(tmp_path / "alice")
+    result = gitmem(tmp_path / "alice", "list", check=False, env={"GIT_DIR": str(tmp_path / named)})
+    assert (result.returncode, result.stderr) == (1, f"Error: not a git repository: {tmp_path / named} (GIT_DIR)\n")
+
+
+def test_a_git_common_dir_libgit2_would_not_read_is_refused_rather_than_ignored(tmp_path):
+    alice, bob = make_repo(tmp_path / "alice"), make_repo(tmp_path / "bob")
+    env = {"GIT_DIR": str(alice / ".git"), "GIT_COMMON_DIR": str(bob / ".git")}
+    result = gitmem(alice, "add", "fact", "x", check=False, env=env)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"Error: GIT_COMMON_DIR={bob / '.git'} is not supported")
+    assert git(alice, "for-each-ref", "refs/memory/") == git(bob, "for-each-ref", "refs/memory/") == ""
 
 
 def test_head_detached_is_left_to_libgit2(repo):

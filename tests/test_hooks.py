@@ -149,6 +149,24 @@ def test_hooks_installed_from_a_linked_worktree_serve_every_worktree(tmp_path, r
     assert m.id not in Store.open(str(repo), "main").memories()
 
 
+def test_hooks_serve_a_git_directory_kept_apart_from_its_work_tree(tmp_path):
+    """The dotfiles layout (`git --git-dir=... --work-tree=...`, no .git in the work tree): git runs the hooks
+    there with GIT_DIR and GIT_WORK_TREE set, and gitmem follows them as git does."""
+    home, dotfiles = tmp_path / "home", tmp_path / "dotfiles.git"
+    home.mkdir()
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(dotfiles))
+    env = {"GIT_DIR": str(dotfiles), "GIT_WORK_TREE": str(home)}
+    git(home, "config", "gitmem.hookMode", "foreground", env=env)
+    gitmem(home, "hooks", "install", env=env)
+    m = json.loads(gitmem(home, "add", "fact", "The shell is zsh", "--json", env=env).stdout)["memory"]
+    (home / ".zshrc").write_text("setopt autocd\n")
+    git(home, "add", ".zshrc", env=env)
+    done = subprocess.run(["git", "commit", "-q", "-m", "zshrc"], cwd=home, capture_output=True, text=True,
+                          env={**os.environ, **env})
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    assert Store.open(str(dotfiles)).get(m["id"]).commits == (git(home, "rev-parse", "HEAD", env=env).strip(),)
+
+
 def test_a_failing_hook_warns_and_never_fails_the_commit(repo):
     install(repo)
     blob = git(repo, "hash-object", "-w", "README.md").strip()

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import GITMEM, ROOT, git, gitmem
+from conftest import GITMEM, ROOT, git, gitmem, gitmem_process
 from gitmem import GitmemError, Store
 from gitmem.errors import BranchError, InvalidMemory, NotFound
 from gitmem.model import Author, Memory, dump_yaml, load_yaml, memory_path, new_id, utc_now
@@ -74,6 +74,32 @@ def test_the_cli_refuses_a_hostile_branch_name_in_one_line(repo, name):
     no_traceback(result)
     assert result.returncode == 1 and result.stderr.startswith("Error: invalid branch name")
     assert git(repo, "for-each-ref", "refs/memory/") == ""
+
+
+NOT_UTF8 = os.fsdecode(b"b\xff")  # how argv (and libgit2) hand Python a name in Latin-1 bytes
+
+
+@pytest.mark.parametrize("args", [
+    ("--branch", NOT_UTF8, "list"), ("merge", NOT_UTF8), ("diff", f"{NOT_UTF8}..main"), ("branch", "-m", NOT_UTF8, "x"),
+    ("branch", "-m", "main", NOT_UTF8), ("list", "--path", NOT_UTF8), ("ask", NOT_UTF8),
+])
+def test_a_name_that_is_not_utf8_is_refused_in_one_line_showing_its_bytes(repo, args):
+    gitmem(repo, "add", "fact", "something")
+    result = run_cli(repo, *args)
+    no_traceback(result)
+    assert result.returncode == 1 and re.fullmatch(r"Error: invalid [a-z ]+ 'b\\xff': not valid UTF-8\n", result.stderr)
+
+
+def test_a_checked_out_branch_that_is_not_utf8_is_named_in_one_line_and_branch_still_works(repo):
+    """git allows such a branch, but no memory ref can be named for it: every command says so, rather
+    than crash or use another branch's memory, and --branch chooses one."""
+    git(repo, "checkout", "-q", "-b", NOT_UTF8)
+    result = gitmem_process(repo, "add", "fact", "x", check=False)
+    assert (result.returncode, result.stderr) == (1, "Error: the checked-out branch 'b\\xff' is not valid UTF-8, "
+                                                     "so it has no memory: pass --branch NAME, or rename it "
+                                                     "(git branch -m)\n")
+    gitmem(repo, "--branch", "main", "add", "fact", "Written on main's memory")
+    assert "Written on main's memory" in gitmem(repo, "--branch", "main", "list").stdout
 
 
 @pytest.mark.parametrize("memory_id", ["../../HEAD", "a/b", "x" * 5000, "0m", "ZZZZZZZZZZZZZZZZ", "-h2"])

@@ -290,7 +290,7 @@ def test_bad_remote_ref_names_are_skipped_one_by_one_and_the_rest_merge(team):
     mine, mallory, origin = team
     good = plant(mallory, [("100644", blob(mallory, memory_yaml(NEW_ID)), NEW_PATH)])
     long_name = "a" * 200 + "/" + "b" * 100
-    for name in ("HEAD", "-rf", long_name):
+    for name in ("HEAD", "-rf", long_name, os.fsdecode(b"b\xff")):  # the last: git allows it, but not UTF-8
         git(origin, "update-ref", f"refs/memory/{name}", good)
 
     human = run(mine, "pull", check=False)
@@ -298,13 +298,15 @@ def test_bad_remote_ref_names_are_skipped_one_by_one_and_the_rest_merge(team):
     data = json.loads(fetched.stdout)
     assert human.returncode == fetched.returncode == 1  # a script must not take a partial fetch for the whole
     synced = run(mine, "sync", "--json", check=False)
-    assert synced.returncode == 1 and len(json.loads(synced.stdout)["refused"]) == 3
+    assert synced.returncode == 1 and len(json.loads(synced.stdout)["refused"]) == 4
 
     refused = [line for line in human.stderr.splitlines() if line.startswith("gitmem: refused")]
-    assert len(refused) == 3 and all("skipped" in line for line in refused)
+    assert len(refused) == 4 and all("skipped" in line for line in refused)
     assert any("refs/memory/HEAD" in line for line in refused) and any("-rf" in line for line in refused)
     assert any("301 characters" in line for line in refused)
-    assert {r["what"][:16] for r in data["refused"]} == {"refs/memory/HEAD", "refs/memory/-rf", "refs/memory/aaaa"}
+    assert any("refs/memory/b\\udcff from origin" in line for line in refused)  # named in one line, escaped
+    assert {r["what"][:16] for r in data["refused"]} == {"refs/memory/HEAD", "refs/memory/-rf", "refs/memory/aaaa",
+                                                         "refs/memory/b\\ud"}
     assert {m.text for m in Store.open(str(mine)).list()} == KEPT | {"planted"}
     assert_intact(mine)
 

@@ -113,12 +113,23 @@ class RepoPath(click.ParamType):
         import os
 
         from ..gitdir import Unsure, discover
+        from ..repo import open_repository, undecodable
 
+        shown = undecodable(value)
+        if shown is not None:  # an error here, not a crash where SQLite or libgit2 meets it
+            raise GitmemError(f"invalid path {shown}: not valid UTF-8")
         settings = ctx.find_object(Settings) if ctx is not None else None
         here = os.path.abspath(settings.path if settings is not None else ".")
         try:
-            root = discover(here).workdir
+            root: Optional[str] = discover(here).workdir
         except Unsure:
+            root = None
+            if os.environ.get("GIT_DIR") or os.environ.get("GIT_WORK_TREE"):  # the work tree they name
+                try:
+                    root = open_repository(here).workdir
+                except GitmemError:
+                    pass
+        if not root:
             return value
         if not value or "\x00" in value:
             return value  # the library names what is wrong with it

@@ -169,11 +169,12 @@ def merge(store: Store, source_: str, who, source, as_json: bool) -> None:
 
     Example: gitmem merge feature/queue
     """
-    from ..branches import memory_tips, merge_branches
+    from ..branches import check_side, memory_tips, merge_branches
     from ..errors import BranchError
     from ..merge import merge_into
     from ..repo import check_branch_name
 
+    check_side(source_)
     try:
         tips = memory_tips(store.repo, check_branch_name(source_))
     except BranchError:  # not a branch name: a commit
