@@ -191,25 +191,16 @@ def last_good_tip(store: Store) -> Optional[str]:
     except (KeyError, pygit2.GitError, OSError):
         return None
     for oid in dict.fromkeys(entries):
-        if oid != current and not set(oid) <= {"0"} and _unsound(store.repo, oid) is None:
+        if oid != current and not set(oid) <= {"0"} and damage(store.repo, oid) is None:
             return oid
     return None
 
 
-def _unsound(repo: pygit2.Repository, tip: Optional[str]) -> Optional[str]:
-    """Why the history of ``tip`` cannot stand: a missing or corrupt object, or a commit that is not
-    gitmem's layout (a hand edit the trust gate would refuse from a remote)."""
-    from .trust import history_problem
-
-    return damage(repo, tip) or (history_problem(repo, tip) if tip else None)
-
-
 def recover(store: Store, author: Optional[Author] = None, source: str = "doctor") -> Recovery:
-    """Move a damaged ref (or one whose history holds a commit that is not gitmem's layout) back to its
-    last sound tip, re-adding every memory of the damaged tip that can still be read (one commit). Names
-    what could not be saved."""
+    """Move a damaged ref back to its last intact tip, re-adding every memory of the
+    damaged tip that can still be read (one commit). Names what could not be saved."""
     tip = store.own_tip()
-    found = _unsound(store.repo, tip)
+    found = damage(store.repo, tip)
     if tip is None or found is None:
         raise GitmemError(f"nothing to recover: the history of {store.ref} is intact")
     good = last_good_tip(store)

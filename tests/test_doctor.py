@@ -138,20 +138,3 @@ def test_the_history_walks_keep_nothing_once_done(repo):
         tracemalloc.stop()
     assert kept < 16 * 1024, kept
 
-
-def test_recover_moves_back_past_a_hand_edit_that_is_not_gitmems_layout_and_keeps_later_memory(repo):
-    """A commit made with plain git that adds what is no memory (a README at the top) makes the history one
-    the trust gate would refuse: --recover moves the ref back to the tip before it and re-adds every memory
-    written since; what is no memory is named, not kept."""
-    store = Store.open(str(repo))
-    first = store.add("fact", "written before the hand edit").memory.id
-    before = store.own_tip()
-    edit = store.commit_tree({"README.md": b"# our memory\n"}, "hand edit", Author("M", "m@x.com"), base=before)
-    store.move_ref(before, edit, "hand edit")
-    later = store.add("fact", "written after the hand edit").memory.id
-    assert gitmem(repo, "doctor", check=False).returncode == 1
-    report = json.loads(gitmem(repo, "doctor", "--recover", "--json").stdout)
-    assert report["recovered"]["good"] == before and report["recovered"]["lost"] == ["README.md"]
-    assert git(repo, "rev-parse", "refs/memory/main^").strip() == before
-    assert sorted(Store.open(str(repo)).memories()) == sorted([first, later])
-    assert gitmem(repo, "doctor").returncode == 0

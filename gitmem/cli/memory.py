@@ -399,8 +399,8 @@ def log(store: Store, limit, memory_id, type_, since, author_kind, source, autho
 @click.option("--fix", is_flag=True,
               help="Remove the ref's lock file if it is stale (no process holds it, older than 5 s).")
 @click.option("--recover", is_flag=True,
-              help="If objects are missing or corrupt, or a commit is not gitmem's layout (a hand edit), move "
-                   "the ref back to the last sound tip in its reflog, re-adding every memory that can still be read.")
+              help="If objects are missing or corrupt, move the ref back to the last intact tip in its "
+                   "reflog, re-adding every memory that can still be read.")
 @click.option("--drop-invalid", is_flag=True,
               help="Remove, in one commit, the blobs that are not valid memories and whatever is outside "
                    "gitmem's folders (they stay in history).")
