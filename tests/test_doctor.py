@@ -137,4 +137,3 @@ def test_the_history_walks_keep_nothing_once_done(repo):
     finally:
         tracemalloc.stop()
     assert kept < 16 * 1024, kept
-
