@@ -30,6 +30,22 @@ REPEAT_NOVELTY = 0.9
 #: ... or, on the topic by meaning, the rejected option is nearer to the proposal than every decision's
 #: option by this cosine margin (the options compared without their reasons, see ``option_similarity``).
 OPTION_MARGIN = 0.02
+#: A sentence of a longer proposal is judged as a proposal of its own (:func:`sentences`), but calls a
+#: rejection a repeat only on stronger evidence than a whole proposal needs. With the encoder: a paraphrase
+#: by meaning (PART_Z standard deviations above the mean cosine, REPEAT_Z's) whose rejected option is nearer
+#: than every decision's by PART_MARGIN. A short sentence sits near some memory by chance: judged like whole
+#: proposals, the sentences of long fresh plans raised false alarms on about half of them, and PART_Z 4
+#: still on a few more than whole proposals among 5,000 memories. By words alone: PART_MATCH of the word
+#: weight with at most PART_NOVELTY, or PART_COVER of the rejected option's own word weight (title and
+#: text: "For the cache I'll use Redis with a 5-minute TTL" names all of "Use Redis for the cache").
+#: Picked on the tune half of bench/check_long.py, alone and among 5,000 distractors.
+PART_Z = 5.0
+PART_MARGIN = 0.03
+PART_MATCH = 0.6
+PART_NOVELTY = 0.3
+PART_COVER = 0.8
+#: At most this many sentences of a proposal are judged one by one (each costs a query embedding).
+MAX_PARTS = 8
 #: What each answer says decided it (:attr:`Check.judge`).
 HYBRID_JUDGE = "hybrid: words, dense cosine and stance"
 LEXICAL_JUDGE = "lexical: words and stance"
@@ -113,7 +129,8 @@ def stance(text: str) -> int:
 
 def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
           similarity: Optional[Mapping[str, float]] = None, now: Optional[datetime] = None,
-          judge_name: Optional[str] = None, option_similarity: Optional[Mapping[str, float]] = None) -> Check:
+          judge_name: Optional[str] = None, option_similarity: Optional[Mapping[str, float]] = None,
+          part: bool = False) -> Check:
     """Earlier rejections on ``proposal``'s topic, each judged a repeat of the rejected option
     or a related one (same topic, another option).
 
@@ -124,7 +141,8 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
     ids to the proposal's cosine to the option alone (title and text, no reason): a proposal
     nearer to what a decision chose than to what a rejection turned down proposes the chosen
     option, and one clearly nearest to a rejected option repeats it. Without it the full
-    ``similarity`` stands in.
+    ``similarity`` stands in. ``part``: ``proposal`` is one sentence of a longer one, held to
+    :data:`PART_Z` (see :func:`judge_sentences`).
     """
     pool = [m for m in memories if m.status == "active"]
     z = standardised(similarity)
@@ -138,12 +156,12 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
     return verdict(proposal, hits, limit, near=lambda i: z.get(i, 0.0),
                    option=(lambda i: options.get(i, -1.0)) if options is not None else None,
                    nearest_decision=nearest_decision, weight=lambda t: _weight(index, t),
-                   judge_name=judge_name or (HYBRID_JUDGE if similarity is not None else LEXICAL_JUDGE))
+                   judge_name=judge_name or (HYBRID_JUDGE if similarity is not None else LEXICAL_JUDGE), part=part)
 
 
 def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[str], float],
             option: Optional[Callable[[str], float]], nearest_decision: float, weight: Callable[[str], float],
-            judge_name: str) -> Check:
+            judge_name: str, part: bool = False) -> Check:
     """:func:`judge`'s call on each ranked rejection (``hits``), from what it needs of the store: a memory's
     cosine in deviations above the mean (``near``), its option's cosine (``option``), the nearest decision's,
     and a word's weight in the whole store. The index answers the same (:func:`gitmem.recall.check`)."""
@@ -175,6 +193,9 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
             repeat = False  # nearer to what the team chose than to what it rejected
         if side * (stance(m.text) or stance(m.title or "")) < 0:
             repeat = False  # both take a stance (the text's, else the title's), opposite ones: keep X against a rejected drop X
+        if part and repeat:  # one sentence of a longer proposal: stronger evidence
+            repeat = z >= PART_Z and cosine >= nearest_decision + PART_MARGIN if option is not None \
+                else (h.match >= PART_MATCH and novelty <= PART_NOVELTY) or covered(m, mine, weight) >= PART_COVER
         tier = "repeat" if repeat else "related"
         out.append(Hit(m, h.score, h.match, h.stale, h.similarity, tier))
     out.sort(key=lambda h: (h.tier != "repeat", -h.score))
@@ -182,8 +203,83 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
     return Check(proposal, any(h.tier == "repeat" for h in out), tuple(out), judge_name)
 
 
+# --- long proposals: each sentence judged too ------------------------------------------------------
+
+#: Where a sentence or a list item ends: a full stop, "!" or "?" before a space, a semicolon, a line break
+#: (and the bullet or number that opens the next line).
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+|;\s+|\s*\n\s*(?:[-*+\u2022]\s+|\d+[.)]\s+)?")
+_BULLET = re.compile(r"^(?:[-*+\u2022]|\d+[.)])\s+")
+#: Words whose full stop ends no sentence ("e.g. Redis").
+_ABBREVIATION = frozenset("e.g eg i.e ie etc vs cf approx incl esp resp mr mrs ms dr st no fig".split())
+#: A connective that opens a step of a plan ("Next, ...", "After that ..."): it is no part of the step's
+#: main clause, whose leading verb says its stance.
+_CONNECTIVE = re.compile(r"^(?:(?:and|but|so|then|also|first(?:ly)?|second(?:ly)?|third(?:ly)?|next|finally|lastly|"
+                         r"afterwards|later|meanwhile|additionally|separately|besides|plus|otherwise|after that|"
+                         r"on top of that|in addition|as well|for now)\s*,\s*|(?:after that|on top of that|in addition|"
+                         r"additionally|separately|afterwards|next|lastly|meanwhile)\s+)", re.IGNORECASE)
+
+
+def sentences(text: str) -> List[str]:
+    """The sentences (and list items, and clauses after a semicolon) of ``text`` that name something, each
+    without the connective that opens it; [] when ``text`` is one sentence. At most :data:`MAX_PARTS`."""
+    out: List[str] = []
+    start = 0
+    for m in _BOUNDARY.finditer(text):
+        piece = text[start:m.start()]
+        last = piece.rstrip(".!?\"')]").rsplit(None, 1)[-1].lower() if piece.strip() else ""
+        if piece.rstrip().endswith(".") and (last in _ABBREVIATION or len(last) == 1):
+            continue  # "e.g. Redis", "option B. ...": no sentence ends here
+        out.append(piece)
+        start = m.end()
+    out.append(text[start:])
+    parts = [_CONNECTIVE.sub("", _BULLET.sub("", p.strip())) for p in out]
+    parts = [p for p in parts if content_terms(p)]
+    return parts[:MAX_PARTS] if len(parts) > 1 else []
+
+
+def judge_sentences(proposal: str, whole: Check, parts: Sequence[Check], limit: int = 5) -> Check:
+    """One answer for a long ``proposal`` from the judge's answer on the ``whole`` of it and on each of its
+    :func:`sentences` (judged with ``part``): a repeat when the whole is one or any sentence is. A
+    rejection is named once, a repeat where either calls it one; the whole's repeats first, then the
+    sentences' (the closest by cosine, else by words, first), then the related ones."""
+    repeats: Dict[str, Hit] = {h.memory.id: h for h in whole.repeats}
+    found = sorted((h for c in parts for h in c.repeats if h.memory.id not in repeats),
+                   key=lambda h: (-(h.similarity if h.similarity is not None else -1.0), -h.match))
+    for h in found:
+        repeats.setdefault(h.memory.id, h)
+    related: Dict[str, Hit] = {}
+    for h in list(whole.related) + [h for c in parts for h in c.related]:
+        if h.memory.id not in repeats:
+            related.setdefault(h.memory.id, h)
+    hits = (list(repeats.values()) + list(related.values()))[:limit]
+    return Check(proposal, any(h.tier == "repeat" for h in hits), tuple(hits), whole.judge)
+
+
+def judge_long(memories: Sequence[Memory], proposal: str, *, limit: int = 5,
+               inputs: Callable[[str], Tuple[Optional[Mapping[str, float]], Optional[Mapping[str, float]]]],
+               paths: Sequence[str] = (), now: Optional[datetime] = None) -> Check:
+    """:func:`judge` on ``proposal`` and, when it has several :func:`sentences`, on each of them
+    (:func:`judge_sentences`). ``inputs`` gives a text's ``similarity`` and ``option_similarity``."""
+    def one(text: str, part: bool) -> Check:
+        similarity, options = inputs(text)
+        return judge(memories, text, paths=paths, limit=limit, similarity=similarity, now=now,
+                     option_similarity=options, part=part)
+
+    pieces = sentences(proposal)
+    parts = [one(p, True) for p in pieces]
+    whole = one(proposal, False)
+    return judge_sentences(proposal, whole, parts, limit) if parts else whole
+
+
 _NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z0-9]*[A-Z0-9][\w+#.-]*|[A-Z]{2,}[\w+#-]*|[a-z]+[0-9A-Z][\w.-]*)")
 _CAPITALISED = re.compile(r"(?<=[a-z0-9,;:)] )[A-Z][a-z]+\b")
+
+
+def covered(m: Memory, mine: set, weight: Callable[[str], float]) -> float:
+    """The share of the word weight of a rejection's option (title and text) that ``mine`` names."""
+    option = content_terms(f"{m.title or ''} {m.text}")
+    total = sum(weight(t) for t in option)
+    return sum(weight(t) for t in option & mine) / total if total else 0.0
 
 
 def names(text: str) -> set:
@@ -214,8 +310,10 @@ def _weight(index: "WordIndex", term: str) -> float:
 
 def check_proposal(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
                    now: Optional[datetime] = None) -> List[Hit]:
-    """Rejections that ``proposal`` repeats, best first (the lexical judge; see :func:`judge`)."""
-    return judge(memories, proposal, paths=paths, limit=limit, now=now).repeats
+    """Rejections that ``proposal`` repeats, best first (the lexical judge, on each sentence of a longer
+    one too; see :func:`judge_long`)."""
+    return judge_long(list(memories), proposal, limit=limit, inputs=lambda text: (None, None), paths=paths,
+                      now=now).repeats
 
 
 def rejection_summary(h: Hit) -> Dict[str, Any]:

@@ -107,11 +107,25 @@ def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, 
 
 def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
           max_backlog: Optional[int] = None) -> Check:
-    """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing. From the
-    index where it can answer (the same call, see :func:`_check_from_index`), else over every memory."""
-    from .check import judge  # a search need not build the check's patterns
+    """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing. A proposal
+    of several sentences is judged whole and sentence by sentence (:func:`gitmem.check.judge_sentences`:
+    a sentence needs stronger evidence than a whole proposal)."""
+    from .check import judge_sentences, sentences  # a search need not build the check's patterns
 
-    answer = _check_from_index(store, proposal, paths, limit, max_backlog)
+    parts = [_check(store, p, paths, limit, max_backlog, part=True) for p in sentences(proposal)]
+    # the whole last: the query vector kept (:func:`_query_vector`) is then the proposal's, which the
+    # prompt hook's recall asks for next
+    whole = _check(store, proposal, paths, limit, max_backlog)
+    return judge_sentences(proposal, whole, parts, limit) if parts else whole
+
+
+def _check(store: "Store", proposal: str, paths: Sequence[str], limit: int, max_backlog: Optional[int],
+           part: bool = False) -> Check:
+    """One text judged: from the index where it can answer (the same call, see :func:`_check_from_index`),
+    else over every memory."""
+    from .check import judge
+
+    answer = _check_from_index(store, proposal, paths, limit, max_backlog, part)
     if answer is not None:
         return answer
     pool = [m for _, m in sorted(store.memories().items())]
@@ -122,11 +136,12 @@ def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: in
 
         chosen = [m for m in pool if m.type in CHOICE_TYPES]
         options = similarities(store, chosen, proposal, max_backlog=max_backlog, text=option_text, fuse=False)
-    return judge(pool, proposal, paths=paths, limit=limit, similarity=similarity, option_similarity=options)
+    return judge(pool, proposal, paths=paths, limit=limit, similarity=similarity, option_similarity=options,
+                 part=part)
 
 
 def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit: int,
-                      max_backlog: Optional[int]) -> Optional["Check"]:
+                      max_backlog: Optional[int], part: bool = False) -> Optional["Check"]:
     """:func:`gitmem.check.judge`'s answer from the index: the rejections ranked by :mod:`gitmem.postings`
     (fused with e5's cosine, as the loaded check fuses them), the cosines standardised over every active
     memory, the options' cosines from their own matrix, the words' weights from the view; None when the
@@ -154,7 +169,7 @@ def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit
         return None
     if not isinstance(near, postings.Dense):
         return verdict(proposal, hits, limit, near=lambda i: 0.0, option=None, nearest_decision=-1.0,
-                       weight=lambda t: weights.get(t, UNKNOWN_WEIGHT), judge_name=LEXICAL_JUDGE)
+                       weight=lambda t: weights.get(t, UNKNOWN_WEIGHT), judge_name=LEXICAL_JUDGE, part=part)
     from bisect import bisect_left  # here: a search need not load it
 
     values, ids = near.values, near.ids
@@ -169,7 +184,7 @@ def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit
     nearest_decision = max((options[i] for i, kind, _ in kept.choices if kind == "decision"), default=-1.0)
     return verdict(proposal, hits, limit, near=z, option=lambda i: options.get(i, -1.0),
                    nearest_decision=nearest_decision, weight=lambda t: weights.get(t, UNKNOWN_WEIGHT),
-                   judge_name=HYBRID_JUDGE)
+                   judge_name=HYBRID_JUDGE, part=part)
 
 
 # --- dense similarity -------------------------------------------------------------

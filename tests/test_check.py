@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gitmem.check import check_proposal, judge, stance
+from gitmem.check import check_proposal, judge, judge_long, sentences, stance
 from gitmem.search import rank
 from test_search import NOW, fixture_id, mem, quickstart
 
@@ -119,3 +119,58 @@ def test_a_rejection_whose_text_takes_no_stance_takes_its_title_s():
     assert judge(pool, "carry the nginx proxy for elasticsearch over to the new hosts", now=NOW).repeat
     verdict = judge(pool, "drop the nginx proxy for elasticsearch on the new hosts", now=NOW)
     assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(1)
+
+
+PLAN = "First I'll add the endpoint and tests. For the cache I'll use Redis with a 5-minute TTL. Then update the docs."
+
+
+def test_a_long_proposal_is_split_into_its_sentences_without_their_connectives():
+    assert sentences(PLAN) == ["First I'll add the endpoint and tests.", "For the cache I'll use Redis with a 5-minute TTL.",
+                               "Then update the docs."]
+    assert sentences("use redis for the cache") == []  # one sentence: judged whole, as before
+    assert sentences("Next, use Redis e.g. for sessions. After that drop the v1.2 API; then bump it") == \
+        ["use Redis e.g. for sessions.", "drop the v1.2 API", "then bump it"]
+    assert sentences("- add tests\n- use kafka\n1. ship it") == ["add tests", "use kafka", "ship it"]
+
+
+def _lexical(text):
+    return None, None
+
+
+def _store_with_a_cache_rejection():
+    """The quickstart, a rejected Redis cache, and notes where a plan's other words are as rare as "redis"."""
+    notes = ["The billing endpoint returns cents", "Integration tests run nightly", "The docs site builds on merge",
+             "Session TTL is one hour", "Deploys take a minute"] + [f"Unrelated note {i}" for i in range(20)]
+    return quickstart() + [mem("Use Redis for the cache", "rejection", 5, reason="ops will not run another stateful service")] \
+        + [mem(text, "note", 10 + i) for i, text in enumerate(notes)]
+
+
+def test_a_repeat_buried_in_a_long_proposal_is_a_repeat():
+    pool = _store_with_a_cache_rejection()
+    assert not judge(pool, PLAN, now=NOW).repeat  # whole, its own words drown the rejected option
+    verdict = judge_long(pool, PLAN, inputs=_lexical, now=NOW)
+    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(5) and verdict.proposal == PLAN
+
+
+def test_a_long_fresh_proposal_is_no_repeat_though_one_sentence_is_on_a_rejected_topic():
+    pool = _store_with_a_cache_rejection()
+    plan = "First I'll add the endpoint and tests. Use RabbitMQ for the job queue. Then update the docs."
+    verdict = judge_long(pool, plan, inputs=_lexical, now=NOW)
+    assert not verdict.repeat and fixture_id(2) in [h.memory.id for h in verdict.related]
+
+
+def test_a_sentence_needs_stronger_evidence_by_meaning_than_a_whole_proposal():
+    pool = quickstart() + [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(40)]
+    sentence = "put the background workers on an in-memory broker"  # no word of "Use Redis for the job queue"
+    plan = f"I'll add a regression test first. Then {sentence}. Finally I'll update the runbook."
+    chosen = [m for m in pool if m.type in ("rejection", "decision")]
+
+    def inputs(m2, option):  # on the topic (z about 3) or a paraphrase (z about 9); the option this near
+        similarity, options = _cosines(pool, 0.80, m2=m2), _cosines(chosen, 0.80, m1=0.85, m2=option)
+        return lambda text: (similarity, options) if sentence in text and text != plan else (_cosines(pool, 0.80), None)
+
+    weak = inputs(0.86, 0.88)
+    assert judge(pool, sentence, similarity=weak(sentence)[0], option_similarity=weak(sentence)[1], now=NOW).repeat
+    assert not judge_long(pool, plan, inputs=weak, now=NOW).repeat  # enough alone, not for a sentence of a plan
+    verdict = judge_long(pool, plan, inputs=inputs(0.98, 0.89), now=NOW)
+    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(2)

@@ -44,9 +44,10 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
 
     Two answers: a **repeat** (the proposal re-proposes an option the team rejected: exit 1, with
     the rejection, its reason, who and when), or **related** rejections (the same topic, another
-    option: listed for information, exit 0). The last line names the judge that decided. Check one
-    approach at a time, in a sentence or two: a long text is judged as a whole, and its own words count
-    against a repeat, so one sentence of a design note that repeats a rejection can pass unflagged.
+    option: listed for information, exit 0). The last line names the judge that decided. A plan of
+    several sentences is judged whole and sentence by sentence (a sentence needs stronger evidence than a
+    whole proposal), so a rejected option buried in it is often, not always, caught: about half of such
+    plans in bench/check_long.py. Checking each approach on its own is surer.
 
     JSON: {"proposal", "repeat", "judge", "rejections": [{"id", "proposal", "reason", "author",
     "kind", "source", "when", "match", "tier", "similarity"?}], "related": [...]}.
