@@ -321,3 +321,10 @@ def test_a_detached_hook_in_a_worktree_whose_path_has_spaces_logs_inside_the_rep
     assert "linked" in (repo / ".git" / "gitmem" / "hooks.log").read_text()
     strays = [p for p in tmp_path.rglob("hooks.log") if repo / ".git" not in p.parents]
     assert strays == [] and sorted(p.name for p in tmp_path.iterdir()) == ["my repo", "my work tree"]
+
+
+def test_installing_the_hooks_in_a_bare_repository_says_only_pre_push_can_run(tmp_path):
+    bare = tmp_path / "server.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    result = gitmem(bare, "hooks", "install")
+    assert "repository is bare" in result.stderr and "install the hooks in each clone" in result.stderr

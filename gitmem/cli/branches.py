@@ -344,6 +344,9 @@ def hooks_install(store: Store, as_json: bool) -> None:
     """
     from ..hooks import hooks_dir, install
 
+    if store.repo.is_bare:  # a server's copy, most often: the team's clones are where the hooks belong
+        click.echo("gitmem: warning: this repository is bare: git runs no commit, checkout or merge here, so "
+                   "only the pre-push hook can ever run; install the hooks in each clone", err=True)
     _report_hooks(install(store.repo), as_json, hooks_dir(store.repo))
 
 
