@@ -218,7 +218,9 @@ def test_branch_list_diff_and_prune(repo):
                                           added.author, base=tip), "test")
     spike_info = {b.name: b for b in list_branches(main.repo)}["spike"]
     assert (spike_info.memories, spike_info.active) == (3, 2)  # main fact, its note, the blob; status counts 2
-    assert "    2 active of 3" in gitmem(repo, "branch").stdout
+    listing = gitmem(repo, "branch").stdout
+    assert "    2 active of 3" in listing
+    assert "code merged, memory not yet: gitmem merge feature" in listing  # git's "merged" is the code's alone
 
     git(repo, "branch", "-D", "spike")
     assert [b.name for b in prune(main.repo)] == ["spike"]  # lists first, deletes nothing

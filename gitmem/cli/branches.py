@@ -56,7 +56,8 @@ def branch(store: Store, move, as_json: bool) -> None:
         notes = [f"from {b.parent}"] if b.parent else []
         notes += [f"code renamed to {moved[b.name]}: gitmem branch -m {b.name} {moved[b.name]}"] if b.name in moved \
             else ["code deleted"] if b.code == "deleted" else []
-        notes += ["merged"] if b.merged else []
+        notes += ([f"code and memory merged into {b.parent or 'the default branch'}"] if b.memory_merged else
+                  [f"code merged, memory not yet: gitmem merge {b.name}"]) if b.merged else []
         notes += [f"{b.conflicts} conflict(s)"] if b.conflicts else []
         click.echo(f"{mark} {b.name:<24} {_short(b.tip)} {b.active:>5} active of {b.memories:<5} {', '.join(notes)}")
     if not found:
