@@ -231,6 +231,11 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
 # --- prune ---------------------------------------------------------------------
 
 
+def prunable(b: BranchInfo, force: bool = False) -> bool:
+    """Whether prune deletes ``b``: all its memory is in its parent's, or ``force`` (as `git branch -d`, `-D`)."""
+    return b.memory_merged or force
+
+
 def prune(repo: pygit2.Repository, *, dry_run: bool = True, force: bool = False) -> List[BranchInfo]:
     """Memory branches whose code branch is gone (locally and on every remote).
 
@@ -245,7 +250,7 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True, force: bool = False)
     gone = [b for b in list_branches(repo) if b.name != default and not code_tips(repo, b.name) and b.name not in moved]
     if not dry_run:
         for b in gone:
-            if not (b.memory_merged or force):
+            if not prunable(b, force):
                 continue
             try:
                 ref = repo.references[b.ref]

@@ -116,10 +116,10 @@ def prune(store: Store, yes: bool, force: bool, as_json: bool) -> None:
 
     Example: gitmem prune --yes
     """
-    from ..branches import prune as prune_branches
+    from ..branches import prunable, prune as prune_branches
 
     gone = prune_branches(store.repo, dry_run=not yes, force=force)
-    kept = [b.name for b in gone if yes and not (b.memory_merged or force)]
+    kept = [b.name for b in gone if yes and not prunable(b, force)]
     if as_json:
         emit_json({"deleted": yes, "branches": [b.to_dict() for b in gone if b.name not in kept], "kept": kept})
         return
