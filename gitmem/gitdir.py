@@ -246,12 +246,29 @@ def config(git: GitDir, key: str) -> Optional[str]:
 
 
 def blob_id(path: str) -> Optional[str]:
-    """git's blob id of a file's bytes (what ``git hash-object`` prints); None when it cannot be read."""
+    """git's blob id of a working file (what ``git hash-object`` prints, what a commit of it holds); None when
+    it cannot be read. A link is its target's path, as git stores one. A file with CRLF line ends is hashed
+    by git itself: its attributes and core.autocrlf may turn them to LF in the blob, and a teammate whose
+    checkout has LF must get the same id (else every summary of the file reads as stale there)."""
     import hashlib  # here: most commands never hash a file
 
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = os.fsencode(os.readlink(path)) if os.path.islink(path) else _read_bytes(path)
     except OSError:
         return None
+    if b"\r\n" in data and not os.path.islink(path):
+        import subprocess
+
+        try:
+            found = subprocess.run(["git", "hash-object", "--", os.path.basename(path)], cwd=os.path.dirname(path) or ".",
+                                   capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            if found.returncode == 0 and len(found.stdout.strip()) in (40, 64):
+                return found.stdout.strip()
+        except OSError:
+            pass  # no git to ask: the bytes as they are
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()

@@ -214,3 +214,20 @@ def test_warm_context_does_not_load_libgit2_and_reads_the_configured_guide(tmp_p
     assert not _loads_libgit2(repo, "search", "parser indentation")
     assert Store.open(str(repo)).current_blob("parser.py") == git(repo, "hash-object", "parser.py").strip()
     assert gitmem_process(repo, "context", "--query", "indentation").stdout == first
+
+
+def test_a_working_files_blob_id_is_the_one_git_commits_for_crlf_files_and_links(repo):
+    """A file memory keeps its file's blob id to tell when the file changed: for a file checked out with CRLF
+    (git turns it to LF in the blob) and for a symbolic link (git keeps its target), the id must be git's, or
+    a teammate whose checkout differs sees every summary of the file as stale."""
+    from gitmem.gitdir import blob_id
+
+    (repo / ".gitattributes").write_text("*.txt text=auto\n")
+    (repo / "notes.txt").write_bytes(b"one\r\ntwo\r\n")
+    (repo / "raw.bin").write_bytes(b"kept\r\nas is\r\n")  # no attribute: the bytes as they are
+    (repo / "link").symlink_to("notes.txt")
+    git(repo, "add", ".gitattributes", "notes.txt", "raw.bin", "link")
+    git(repo, "commit", "-qm", "files")
+    for name in ("notes.txt", "raw.bin", "link"):
+        assert blob_id(str(repo / name)) == git(repo, "rev-parse", f"HEAD:{name}").strip(), name
+    assert blob_id(str(repo / "missing.txt")) is None
