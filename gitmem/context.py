@@ -631,8 +631,9 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             chosen = [e.id for e in tail]
             dropped = _Ids(lambda: _without(candidates.listed(), chosen))  # both in id order
             relevance_tail = True
-            warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(tail)} most "
-                            f"relevant of {len(candidates)} newer memories")
+            chosen_by = "most relevant" if text else "newest (no question or file given)"
+            warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(tail)} {chosen_by} "
+                            f"of {len(candidates)} newer memories")
 
     guide = inputs.guide_text.strip()
     pieces: List[Tuple[str, str, int, Tuple[str, ...]]] = []

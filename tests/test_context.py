@@ -145,8 +145,10 @@ def test_over_budget_the_tail_is_chosen_by_relevance_and_the_cached_part_stays(g
     for ctx in (by_topic, by_path):
         assert "Chargeback disputes" in ctx.body["system"][2]["text"]
         assert ctx.dropped and "cache_control" not in ctx.body["system"][2]
-        assert any("over the 300-token budget" in w for w in ctx.warnings)
+        assert any("over the 300-token budget" in w and "most relevant" in w for w in ctx.warnings)
         assert sum(p.tokens for p in ctx.parts if p.name in ("memory", "tail")) <= 300 + 40  # block framing
+    plain = build(guided, budget=300)  # nothing to be relevant to: the newest
+    assert any("the tail holds the" in w and "newest (no question or file given)" in w for w in plain.warnings)
 
 
 def test_guide_set_is_recorded_in_git_config_and_validated(guided, repo):
