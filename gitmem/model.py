@@ -439,6 +439,19 @@ def redact_memory(m: Memory) -> Tuple[Memory, int]:
     return (replace(m, **changes) if changes else m), count
 
 
+def redacted_valid(m: Memory) -> Tuple[Memory, int]:
+    """``m`` redacted (:func:`redact_memory`) and validated, and how many secrets were redacted. A placeholder
+    can be longer than the secret it replaces, so a limit only the redacted text breaks says so."""
+    out, count = redact_memory(m)
+    try:
+        validate(out)
+    except InvalidMemory as e:
+        if not count:
+            raise
+        raise InvalidMemory(e.field, f"{e.problem}, once {count} secret(s) in it were redacted", e.choices) from None
+    return out, count
+
+
 # --- YAML ------------------------------------------------------------------
 
 @lru_cache(maxsize=1)

@@ -519,8 +519,7 @@ class Store:
             tags=tuple(dict.fromkeys(tags)), paths=tuple(dict.fromkeys(paths)), supersedes=supersedes,
             blob=blob, commit=commit, commits=tuple(commits), text=text, title=title, reason=reason, next=next,
         )
-        memory, redacted = model.redact_memory(memory)
-        model.validate(memory)
+        memory, redacted = model.redacted_valid(memory)
         return self.commit(lambda snap: Built({model.memory_path(memory): model.dump_yaml(memory)}, memory, redacted),
                            op="add", author=author, source=source)
 
@@ -540,8 +539,7 @@ class Store:
                 changes[key] = tuple(dict.fromkeys(values))
         def apply(snap: Snapshot) -> Built:
             path, old = snap.find(memory_id)
-            new, redacted = model.redact_memory(old.evolve(**changes, updated=model.utc_now()))
-            model.validate(new)
+            new, redacted = model.redacted_valid(old.evolve(**changes, updated=model.utc_now()))
             if new.evolve(updated=old.updated) == old:
                 raise GitmemError(f"nothing to change in {old.id}")
             return Built({path: model.dump_yaml(new)}, new, redacted)
@@ -579,10 +577,9 @@ class Store:
             keep = {k: getattr(old, k) for k in ("title", "reason", "tags", "paths")}
             keep.update({k: v for k, v in new_fields.items() if v is not None or k == "text"})
             keep.update({k: tuple(v) for k, v in fields_.items() if k in ("tags", "paths")})
-            new, redacted = model.redact_memory(Memory(
+            new, redacted = model.redacted_valid(Memory(
                 id=model.new_id(), type=old.type, author=author, source=source,
                 created=model.utc_now(), supersedes=old.id, **keep))
-            model.validate(new)
             replaced = old.evolve(status="superseded", superseded_by=new.id, updated=model.utc_now())
             return Built({path: model.dump_yaml(replaced), model.memory_path(new): model.dump_yaml(new)}, new, redacted)
 

@@ -257,3 +257,16 @@ def test_what_gitmem_writes_is_read_directly():
               mem(type="checkpoint", text="queue done\n\nnext: retries with backoff", next="add retries")):
         stored = dump_yaml(m).decode("utf-8")
         assert load_own_yaml(stored) == safe_load(stored)
+
+
+def test_a_text_only_its_redaction_makes_too_long_says_so(repo):
+    """A placeholder can be longer than the secret it replaces: a text under the limit as given, over it
+    once redacted, is refused with the reason, not with a size the user never wrote."""
+    from gitmem import Store
+    from gitmem.model import MAX_TEXT_BYTES
+
+    line = "DB_PASSWORD=Sup3rFAKEVTJlvf!\n"
+    text = line * (MAX_TEXT_BYTES // len(line) - 1)
+    assert len(text.encode()) < MAX_TEXT_BYTES
+    with pytest.raises(InvalidMemory, match=r"over the \d+-byte limit, once \d+ secret\(s\) in it were redacted"):
+        Store.open(str(repo)).add("fact", text)
