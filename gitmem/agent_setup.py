@@ -331,9 +331,10 @@ jobs:
       - name: Run the agent
         env:
           ANTHROPIC_API_KEY: ${{{{ secrets.ANTHROPIC_API_KEY }}}}
+          TASK: ${{{{ inputs.task }}}}  # through the environment: pasted into the script, a quote or $(...) would run
         run: |
           npm install -g @anthropic-ai/claude-code
-          claude -p "${{{{ inputs.task }}}}" --mcp-config .mcp.json --allowedTools "mcp__gitmem"
+          claude -p "$TASK" --mcp-config .mcp.json --allowedTools "mcp__gitmem"
       - name: Push memory
         run: gitmem push origin --branch {branch}
 """

@@ -195,12 +195,26 @@ def load_run(path: str) -> dict:
 
 
 def record_request(store: Store, entry: Mapping[str, Any]) -> str:
-    """Append one sent request (backend, model, memory commit, usage, cost) to requests.jsonl."""
+    """Append one sent request (backend, model, memory commit, usage, cost) to requests.jsonl, every text in
+    it redacted: a question or a session name can hold a secret pasted into it, and nothing else gitmem keeps
+    does."""
     path = requests_path(store)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(dict(entry), ensure_ascii=False, sort_keys=True) + "\n")
+        f.write(json.dumps(_redacted(dict(entry)), ensure_ascii=False, sort_keys=True) + "\n")
     return path
+
+
+def _redacted(value: Any) -> Any:
+    from .redact import redact
+
+    if isinstance(value, str):
+        return redact(value)[0]
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def latest_request(store: Store) -> Optional[dict]:

@@ -508,10 +508,8 @@ def resolve_side(store: Store, name: str) -> Optional[str]:
     check_side(name)
     try:
         check_branch_name(name)
-        known = code_tips(store.repo, name) or memory_tips(store.repo, name)
-        tip = Store(store.repo, name).tip() if known else None  # a branch: its memory, own or inherited
-        if tip:
-            return tip
+        if code_tips(store.repo, name) or memory_tips(store.repo, name):  # a branch: its memory, own or inherited
+            return Store(store.repo, name).tip()  # None: none yet, an empty memory (not its code commit)
     except BranchError:
         pass
     from .trust import tip_tree_problem

@@ -34,6 +34,7 @@ INSTRUCTIONS = (
     "reject ideas you turn down, with the reason."
 )
 _SOURCE_CHARS = re.compile(r"[^A-Za-z0-9_.@/:+-]+")
+_PLACEHOLDER = re.compile(r"REDACTED:[a-z0-9-]+")
 
 # Short descriptions: every word here is paid for on every request.
 DESCRIPTIONS = {
@@ -68,7 +69,10 @@ def source_for(client: Optional[Any]) -> Tuple[str, int]:
             text = text.encode("utf-8", "replace").decode("utf-8")
         text, hits = redact_bare(text)
         found += len(hits)
-        return _SOURCE_CHARS.sub("-", text).strip("-")[:limit]
+        # "/" parts name from version, and "." alone is no name: a client called "../../x" is "x"
+        text = _SOURCE_CHARS.sub("-", text.replace("/", "-")).strip("-.")
+        cut = min((m.start() for m in _PLACEHOLDER.finditer(text) if m.start() < limit < m.end()), default=limit)
+        return text[:cut].rstrip("-.")  # a placeholder is kept whole or left out, never cut to "REDACTED:ge"
 
     name = clean(getattr(client, "name", ""), 40)
     version = clean(getattr(client, "version", ""), 20)
@@ -177,7 +181,7 @@ class Gitmem:
 
         store = self.store()
         w = checkpoint(store, text, next=next, author=self.author(store, source), source=source)
-        return {"id": w.memory.id, "commit": w.commit, "ref": store.ref}
+        return {"id": w.memory.id, "commit": w.commit, "ref": store.ref, "redacted": w.redacted}
 
     def resume(self) -> Dict[str, Any]:
         from .checkpoint import resume
@@ -296,7 +300,7 @@ def build_server(path: str = ".", branch: Optional[str] = None):
 
     @tool
     def checkpoint(text: str, ctx: Context, next: Optional[str] = None) -> dict[str, Any]:
-        return call(impl.checkpoint, source_for(_client(ctx))[0], text, next=next)
+        return write(ctx, impl.checkpoint, text, next=next)
 
     @tool
     def resume() -> dict[str, Any]:
@@ -327,25 +331,14 @@ def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, por
     open_repository(path)  # fail fast, before the client waits on a handshake
     server = build_server(path, branch)
     if http:
+        from .serving import listen
+
+        listen("127.0.0.1", port).close()  # a taken port: one clear line, not uvicorn's error and exit 3
         server.run("streamable-http", host="127.0.0.1", port=port)
     else:
         import anyio
 
         anyio.run(_serve_stdio, server)
-
-
-def _has_lone_surrogate(value: Any) -> bool:
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, dict):
-        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_lone_surrogate(v) for v in value)
-    return False
 
 
 def check_request_line(line: str) -> Tuple[Optional[Dict[str, Any]], Any]:
@@ -357,15 +350,20 @@ def check_request_line(line: str) -> Tuple[Optional[Dict[str, Any]], Any]:
     (-32600). A notification (no id) that is malformed is dropped, as JSON-RPC says."""
     from mcp.server import stdio as sdk_stdio
 
+    from .serving import lone_surrogate
+
     try:
         data = json.loads(line)
     except ValueError:
         return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: not JSON"}}, None
     request_id = data.get("id") if isinstance(data, dict) else None
-    if not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+    if not _valid_id(request_id):
         request_id = None
     problem = None
-    if _has_lone_surrogate(data):
+    if isinstance(data, dict) and data.get("id") is not None and request_id is None:
+        # The SDK takes a list, an object, 1.5 or true as an id (or as no id at all) and then fails on it.
+        problem = (-32600, "Invalid Request: an id must be a string or an integer")
+    elif lone_surrogate(data):
         problem = (-32602, "Invalid params: text that is not valid UTF-8 (a lone surrogate)")
     else:
         try:
@@ -377,6 +375,11 @@ def check_request_line(line: str) -> Tuple[Optional[Dict[str, Any]], Any]:
     if request_id is None and isinstance(data, dict) and "method" in data and "id" not in data:
         return {}, data  # a malformed notification: no reply, but not passed on either
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": problem[0], "message": problem[1]}}, data
+
+
+def _valid_id(value: Any) -> bool:
+    """A JSON-RPC id the server answers by: a string or an integer (not a bool, a float, a list or an object)."""
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
 
 
 #: On end of input, how long the server waits for the requests it is still answering (a tool call that
@@ -418,10 +421,12 @@ class _CheckedStdin:
     def _track(self, message: Any) -> None:
         if not isinstance(message, dict):
             return
-        if "method" in message and "id" in message:
+        if "method" in message and _valid_id(message.get("id")):
             self.pending.add(message["id"])
         elif message.get("method") == "notifications/cancelled":  # the SDK answers a cancelled request not at all
-            self.pending.discard((message.get("params") or {}).get("requestId"))
+            cancelled = (message.get("params") or {}).get("requestId")
+            if _valid_id(cancelled):
+                self.pending.discard(cancelled)
 
     def sent(self, message: Any) -> None:
         """Called with each message the server writes: a response or error settles its request."""

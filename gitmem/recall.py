@@ -270,10 +270,16 @@ _VECTORS: Dict[Any, Dict[Tuple[Optional[str], str], Any]] = {}  # (encoder, view
 _QUERY: Dict[str, Tuple[str, Any]] = {}  # encoder -> its last query and vector: asked twice by a check and the prompt hook
 
 
+#: A question's first characters that are embedded (about two of e5's 512-token windows): the encoder
+#: embeds a longer text window by window, so a pasted 500 KB "question" held an MCP server for minutes.
+#: Its words still all count in the word ranking.
+QUERY_CHARS = 4096
+
+
 def _query_vector(encoder: "Encoder", query: str) -> Any:
     last = _QUERY.get(encoder.name)
     if last is None or last[0] != query:
-        last = _QUERY[encoder.name] = (query, encoder.embed_queries([query])[0])
+        last = _QUERY[encoder.name] = (query, encoder.embed_queries([query[:QUERY_CHARS]])[0])
     return last[1]
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import GitmemError
-from .serving import refusal
+from .serving import lone_surrogate, refusal
 from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan, hour_ping_after
 from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
 from .router import (Controls, RouterBlock, SseUsage, attach, controls, forward_headers, response_headers,
@@ -138,8 +138,15 @@ def resolve_upstream(upstream: Optional[str], env: Mapping[str, str]) -> Tuple[s
     """(name, URL) of the upstream: ``--upstream``, else the real API with ``ANTHROPIC_API_KEY``, else
     the embedded emulator (URL None)."""
     if upstream:
-        if not upstream.startswith(("http://", "https://")):
-            raise GitmemError(f"--upstream must be an http(s) URL, not {upstream!r}")
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(upstream)
+            parts.port  # noqa: B018  (raises on a port out of range or not a number)
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise GitmemError(f"--upstream must be an http(s) URL with a host (and a port 1-65535), not {upstream!r}")
         return upstream.rstrip("/"), upstream
     if env.get("ANTHROPIC_API_KEY"):
         return "anthropic-api", ANTHROPIC_URL
@@ -293,6 +300,11 @@ class Router:
                 parsed = None  # the upstream answers with the API's own error
             if isinstance(parsed, dict) and not isinstance(parsed.get("system", ""), (str, list)):
                 parsed = None  # a system that is neither text nor blocks: as sent, for the API's 400
+            if lone_surrogate(parsed):  # no UTF-8 can carry it on: the client's error, said as the API says one
+                await _send_json(send, 400, _error(400, "invalid_request_error", "There was an error parsing the "
+                                                   "body of your request: it holds a lone surrogate, which is not "
+                                                   "valid UTF-8."), extra)
+                return
             if isinstance(parsed, dict):
                 data = parsed
                 policy = ctl.policy or self.policy
@@ -672,11 +684,16 @@ def _read_gaps(path: str, run_id: str) -> List[float]:
 
 
 def _error(status: int, error_type: str, message: str) -> dict:
-    return {"type": "error", "error": {"type": error_type, "message": message}, "request_id": None}
+    """An error the router itself answers, in the API's shape, with a request id of its own as the API's have
+    (a client logs and quotes it)."""
+    return {"type": "error", "error": {"type": error_type, "message": message},
+            "request_id": f"req_router_{uuid.uuid4().hex[:24]}"}
 
 
 async def _send_json(send: Any, status: int, payload: Any, headers: Sequence[Tuple[str, str]] = ()) -> None:
     body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    request_id = payload.get("request_id") if isinstance(payload, dict) else None
+    headers = [*headers, *([("request-id", request_id)] if request_id else [])]
     out = [(b"content-type", b"application/json")] + [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
     await send({"type": "http.response.start", "status": status, "headers": out})
     await send({"type": "http.response.body", "body": body})

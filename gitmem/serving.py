@@ -69,6 +69,8 @@ def refusal(host: Optional[str], origin: Optional[str]) -> Optional[str]:
 
 def listen(host: str, port: int) -> socket.socket:
     """A socket bound to ``host``:``port`` (0: a free port), or a one-line error naming the port."""
+    if not 0 <= port <= 65535:
+        raise GitmemError(f"cannot listen on {host}:{port}: a port is 0-65535 (0: any free one)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -87,3 +89,19 @@ def run(app: Any, sock: socket.socket, log_level: str = "warning",
     import uvicorn
 
     uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan=lifespan)).run(sockets=[sock])
+
+
+def lone_surrogate(value: Any) -> bool:
+    """Whether parsed JSON holds a lone surrogate anywhere: ``"\\ud800"`` is valid JSON and no valid UTF-8,
+    so a server refuses it as the client's error, or encoding the text later fails as the server's."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(lone_surrogate(k) or lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(lone_surrogate(v) for v in value)
+    return False

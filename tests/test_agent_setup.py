@@ -66,6 +66,11 @@ def test_ci_workflow_fetches_runs_an_agent_and_pushes_memory(repo, store):
     assert f'pip install "gitmem-memory=={__version__}"' in steps  # `gitmem` on PyPI is another project
     assert not any("pip install gitmem" in r for r in steps)
     assert s.changed and not plan(store, "ci").changed  # an existing workflow is left alone
+    # GitHub pastes ${{ ... }} into the script before the shell reads it: a task with a quote or $(...) would
+    # run as commands next to the API key. No expression appears in any script, only in env.
+    assert not any("${{" in r for r in steps)
+    agent = next(step for step in workflow["jobs"]["agent"]["steps"] if "claude -p" in step.get("run", ""))
+    assert agent["env"]["TASK"] == "${{ inputs.task }}" and 'claude -p "$TASK"' in agent["run"]
 
 
 def test_broken_json_is_refused_not_overwritten(repo, store):

@@ -271,6 +271,10 @@ def test_diff_names_an_unknown_side_instead_of_showing_nothing(repo):
         assert refused.returncode == 1 and "is not a memory commit" in refused.stderr, code
     tip = git(repo, "rev-parse", "refs/memory/main").strip()
     assert "0 added" in gitmem(repo, "diff", f"{tip}..main").stdout  # a memory commit by id is one
+    git(repo, "branch", "empty")  # a branch whose parent has no memory: the parent's side is empty memory
+    git(repo, "update-ref", "-d", "refs/memory/main")
+    Store.open(str(repo), "empty").add("fact", "on empty")
+    assert "1 added" in gitmem(repo, "diff", "main..empty").stdout
 
 
 def test_prune_says_whether_a_deleted_branchs_memory_is_already_merged_and_drops_its_fork_record(repo):

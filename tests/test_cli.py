@@ -287,9 +287,12 @@ def test_terminal_escapes_in_memory_text_and_commit_authors_are_inert_in_human_o
     memory_id = json_.loads(gitmem(repo, "add", "decision", f"plan {ESCAPES}", "--title", f"t {ESCAPES[:12]}",
                                    "--author", "Mallory\x1b[8m <m@example.com>", "--json").stdout)["id"]
     gitmem(repo, "checkpoint", f"halfway {ESCAPES} / next: finish {ESCAPES}")
-    outputs = {name: gitmem(repo, *args).stdout for name, args in {
+    gitmem(repo, "add", "rejection", f"Use Mongo {ESCAPES} for the queue", "--because", f"bad {ESCAPES}")
+    outputs = {name: gitmem(repo, *args, check=False).stdout for name, args in {
         "list": ["list"], "show": ["show", memory_id], "log": ["log"], "resume": ["resume"],
-        "resume --prompt": ["resume", "--prompt"], "search": ["search", "plan"]}.items()}
+        "resume --prompt": ["resume", "--prompt"], "search": ["search", "plan"],
+        "check": ["check", "use mongo for the queue"], "context": ["context"],
+        "export": ["export", "--format", "agents-md"], "ask": ["ask", "which queue"]}.items()}
     for name, out in outputs.items():
         assert not any(c in out for c in "\x1b\x07\r\x9b\u202e"), name
     assert "\\x1b[31mred" in outputs["log"] or "\\x1b" in outputs["log"]

@@ -179,6 +179,12 @@ def test_bill_requests_bills_what_ask_and_messages_recorded_from_their_usage(run
     assert traffic["total_cost"] == pytest.approx(sum(e["cost"]["total"] for e in log))
     ask = next(s for s in traffic["sessions"] if s["session"] == "ask")
     assert ask["usage"]["output_tokens"] == sum(a["usage"]["output_tokens"] for a in asked)
+    from gitmem.redact import RULES
+
+    token = next(r for r in RULES if r.id == "github-pat").true_samples[0]
+    run("ask", f"why does the deploy key {token} fail?")  # a secret pasted into a question is not kept
+    kept = (repo / ".git" / "gitmem" / "requests.jsonl").read_text()
+    assert token not in kept and "deploy key [REDACTED:github-pat] fail" in kept
 
 
 def test_context_ttl_auto_chooses_from_the_breaks_recorded_in_the_repository(run, repo):

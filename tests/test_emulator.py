@@ -380,6 +380,10 @@ def test_transport_level_errors(emu):
     denied = emu.handle("POST", "/v1/messages", {"anthropic-version": "2023-06-01"}, b"{}")
     assert error_of(denied)["type"] == "authentication_error"
     assert error_of(emu.handle("POST", "/v1/messages", HEADERS, b"{not json"))["type"] == "invalid_request_error"
+    lone = b'{"model": "claude-haiku-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "\\ud800"}]}'
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):  # valid JSON, no valid UTF-8: the client's error
+        answer = emu.handle("POST", path, HEADERS, lone)
+        assert answer.status == 400 and error_of(answer)["type"] == "invalid_request_error", path
     assert emu.handle("GET", "/v1/messages", HEADERS).status == 405
     assert emu.handle("GET", "/v1/files", HEADERS).status == 404
     too_big = emu.handle("POST", "/v1/messages", HEADERS, b" " * (32 * 1024 * 1024 + 1))

@@ -183,6 +183,11 @@ def test_every_malformed_stdio_request_gets_a_reply_and_the_server_keeps_serving
         assert receive() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: not JSON"}}
         send('{"jsonrpc":"2.0","id":4,"method":5}')
         assert receive()["error"]["code"] == -32600
+        for bad_id in ("[1]", '{"a": 1}', "1.5", "true"):  # ids the SDK would crash on, or leave unanswered
+            send('{"jsonrpc":"2.0","id":%s,"method":"tools/list"}' % bad_id)
+            assert receive() == {"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": "Invalid Request: an id must be a string or an integer"}}, bad_id
+        send('{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":[1]}}')
         send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}))
         reply = receive()
         assert reply["id"] == 5 and reply["result"]["tools"]
@@ -242,3 +247,16 @@ def test_every_tool_and_resource_runs_on_the_library_thread(repo, monkeypatch):
 
     run(main)
     assert len(threads) == 7 and len(set(threads)) == 1 and threads[0].startswith("gitmem-library")
+
+
+def test_a_clients_name_and_version_become_a_source_that_says_no_more_than_they_do():
+    """"../../x" is no author name; a secret in the version is redacted, and its placeholder is kept whole or
+    left out when the version is cut to length, never cut to "REDACTED:ge"."""
+    from types import SimpleNamespace
+
+    from gitmem.mcp_server import source_for
+
+    assert source_for(SimpleNamespace(name="../../x", version="1.2")) == ("mcp:x/1.2", 0)
+    source, redacted = source_for(SimpleNamespace(name="cc", version="DB_PASSWORD=Sup3rFAKEVTJlvf!"))
+    assert source == "mcp:cc/DB_PASSWORD" and redacted == 1
+    assert source_for(SimpleNamespace(name="claude-code", version="2.0.1")) == ("mcp:claude-code/2.0.1", 0)

@@ -372,3 +372,22 @@ def test_the_check_from_the_index_judges_as_the_loaded_check(store):
     for proposal in proposals:
         got = recall_module._check_from_index(store, proposal, (), 5, None)
         assert got is not None and shape(got) == shape(loaded(proposal)), proposal
+
+
+def test_a_pasted_megabyte_question_embeds_only_its_first_characters():
+    """An encoder embeds a long text window by window: a 1 MB question through MCP held the server for
+    minutes. Only its first QUERY_CHARS are embedded (every word still counts in the word ranking)."""
+    from gitmem import recall as recall_module
+
+    seen = []
+
+    class Recording:
+        name = "recording"
+
+        def embed_queries(self, texts):
+            seen.extend(texts)
+            return [[1.0]]
+
+    recall_module._QUERY.pop("recording", None)
+    recall_module._query_vector(Recording(), "word " * 200_000)
+    assert [len(t) for t in seen] == [recall_module.QUERY_CHARS]

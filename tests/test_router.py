@@ -190,6 +190,13 @@ def test_upstream_errors_come_back_in_the_api_shape(team, routed):
     assert overloaded.value.status_code == 529 and overloaded.value.body["error"]["type"] == "overloaded_error"
     with pytest.raises(anthropic.BadRequestError, match="gitmem-policy"):
         sdk.messages.create(**body(), extra_headers={"gitmem-policy": "forever"})
+    lone = httpx2.post(f"{routed.url}/v1/messages", timeout=60, headers={
+        "content-type": "application/json", "x-api-key": "k", "anthropic-version": "2023-06-01"},
+        content=json.dumps({**body(), "messages": [{"role": "user", "content": "half a pair \ud800"}]}))
+    assert lone.status_code == 400  # not a 500, which a client retries
+    error = lone.json()
+    assert error["error"]["type"] == "invalid_request_error" and "lone surrogate" in error["error"]["message"]
+    assert error["request_id"].startswith("req_") and lone.headers["request-id"] == error["request_id"]
 
 
 def free_port():
@@ -484,8 +491,9 @@ def test_the_upstream_is_the_flag_then_the_real_api_with_a_key_then_the_emulator
     assert resolve_upstream("http://127.0.0.1:9/", {"ANTHROPIC_API_KEY": "k"}) == ("http://127.0.0.1:9", "http://127.0.0.1:9/")
     assert resolve_upstream(None, {"ANTHROPIC_API_KEY": "k"}) == ("anthropic-api", ANTHROPIC_URL)
     assert resolve_upstream(None, {}) == ("emulator", None)
-    with pytest.raises(GitmemError, match="http"):
-        resolve_upstream("api.anthropic.com", {})
+    for bad in ("api.anthropic.com", "http://", "http://127.0.0.1:99999", "https://host:port"):
+        with pytest.raises(GitmemError, match="http"):
+            resolve_upstream(bad, {})
     refused = gitmem_process(".", "router", "serve", "--upstream", "ftp://x", check=False, timeout=60)
     assert refused.returncode == 1 and refused.stderr.startswith("Error: --upstream must be an http(s) URL")
 

@@ -6,7 +6,7 @@ import pytest
 from conftest import gitmem_process
 
 
-@pytest.mark.parametrize("argv", [["ui"], ["emulator", "serve"], ["router", "serve"]])
+@pytest.mark.parametrize("argv", [["ui"], ["emulator", "serve"], ["router", "serve"], ["mcp", "--http"]])
 def test_a_taken_port_is_one_error_and_nothing_says_it_is_serving(repo, argv):
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
@@ -20,6 +20,14 @@ def test_a_taken_port_is_one_error_and_nothing_says_it_is_serving(repo, argv):
     expected = f"Error: cannot listen on 127.0.0.1:{port}: Address already in use (choose another with --port)"
     assert result.stderr.strip() == expected
     assert "serving" not in result.stdout + result.stderr and "http://" not in result.stdout
+
+
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_a_port_out_of_range_is_one_error(repo, port):
+    for argv in (["ui"], ["emulator", "serve"]):
+        result = gitmem_process(repo, *argv, "--port", port, check=False, timeout=60)
+        assert result.returncode in (1, 2) and "Traceback" not in result.stderr, argv
+        assert len(result.stderr.strip().splitlines()) <= 3 and "port" in result.stderr, argv
 
 
 def test_the_library_runs_on_one_thread_whichever_thread_asks():

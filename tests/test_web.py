@@ -237,6 +237,10 @@ def test_an_invalid_add_shows_why_and_keeps_what_was_typed(repo, web):
     assert "Not added:" in r.text and "needs the reason" in r.text
     assert "Use &lt;Mongo&gt;</textarea>" in r.text
     assert git(repo, "for-each-ref", "refs/memory/") == ""
+    body = f"csrf={csrf(form)}&branch=main&type=fact&text=%ff%fe"  # percent-escaped bytes that are no UTF-8
+    r = web.post("/add", content=body, headers={"content-type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 400 and "form is not UTF-8" in r.text
+    assert git(repo, "for-each-ref", "refs/memory/") == ""
 
 
 def test_add_on_a_branch_without_memory_forks_it(repo, store, web):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional
 
 import click
 
-from .base import REPO_PATH, emit_json, json_option, main, pass_store
+from .base import REPO_PATH, echo, emit_json, json_option, main, pass_store
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -80,10 +80,10 @@ def context_(store: Store, query, paths, ttl, model, budget, advance, as_json) -
     from ..tokens import ESTIMATE_NOTE
 
     click.echo(f"# {ESTIMATE_NOTE}")
-    for block in ctx.body["system"]:
-        click.echo(block["text"])
+    for block in ctx.body["system"]:  # for a person to read (the request itself is --json): made inert
+        echo(block["text"])
         click.echo("")
-    click.echo(ctx.body["messages"][0]["content"][0]["text"])
+    echo(ctx.body["messages"][0]["content"][0]["text"])
 
 
 @main.group()
@@ -184,7 +184,7 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
         return
     for warning in ctx.warnings:
         click.echo(f"gitmem: warning: {warning}", err=True)
-    click.echo(reply.text)
+    echo(reply.text)  # a model's reply may quote memory, which anyone who can push wrote
     click.echo("")
     click.echo(f"backend: {reply.backend}, model {reply.model}, request-id {reply.request_id}, "
                f"memory commit {ctx.memory_commit or '-'}")

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import click
 
-from .base import REPO_PATH, Settings, emit_json, json_option, main, pass_store
+from .base import REPO_PATH, Settings, echo, emit_json, json_option, main, pass_store
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -62,15 +62,15 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
     if as_json:
         emit_json(verdict.to_dict())
     else:
-        for h in verdict.repeats:
+        for h in verdict.repeats:  # memory text and authors come from anyone who can push: made inert
             m = h.memory
-            click.echo(f"repeat: rejected {m.created[:10]} by {m.author.name} ({m.source}): {m.summary}")
-            click.echo(f"  because: {m.reason}")
-            click.echo(f"  id {m.id}, match {h.match:.2f}")
+            echo(f"repeat: rejected {m.created[:10]} by {m.author.name} ({m.source}): {m.summary}")
+            echo(f"  because: {m.reason}")
+            echo(f"  id {m.id}, match {h.match:.2f}")
         for h in verdict.related:
             m = h.memory
-            click.echo(f"related (another option on the same topic): {m.summary}")
-            click.echo(f"  rejected because: {m.reason}  (id {m.id})")
+            echo(f"related (another option on the same topic): {m.summary}")
+            echo(f"  rejected because: {m.reason}  (id {m.id})")
         if not verdict.hits:
             click.echo("no earlier rejection matches", err=True)
         click.echo(f"judge: {verdict.judge}", err=True)
@@ -110,7 +110,7 @@ def export_(store: Store, fmt: str, write: bool, on_commit: bool, as_json: bool)
         emit_json({**result.to_dict(), "written": write and result.changed, "on_commit": list(formats)})
         return
     if not write:
-        click.echo(result.text, nl=False)
+        echo(result.text, nl=False)
         return
     click.echo(f"{'updated' if result.changed else 'unchanged'}: {result.path}")
     if on_commit:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
 
 from ..pricing import ModelPrice, PriceTable
+from ..serving import lone_surrogate
 from ..tokens import PromptBlock, prompt_blocks
 from .cache import Breakpoint, prefix_keys
 
@@ -80,6 +81,9 @@ def parse_json(raw: bytes) -> Mapping[str, Any]:
         raise invalid("There was an error parsing the body of your request: it is not valid JSON.") from None
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.")
+    if lone_surrogate(body):
+        raise invalid("There was an error parsing the body of your request: it holds a lone surrogate "
+                      "(\\ud800-\\udfff), which is not valid UTF-8.")
     return body
 
 

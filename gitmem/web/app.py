@@ -327,7 +327,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
             chunks.append(chunk)
         body = b"".join(chunks)
         try:
-            parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+            # strict: %ff%fe is bytes that are no UTF-8 as much as raw ones are (not stored as U+FFFD)
+            parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, errors="strict")
         except UnicodeDecodeError:
             raise _Refused(400, "form is not UTF-8") from None
         form = {k: v[0] for k, v in parsed.items()}
