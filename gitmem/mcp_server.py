@@ -221,7 +221,7 @@ def build_server(path: str = ".", branch: Optional[str] = None):
         from mcp.server.mcpserver.exceptions import ToolError
     except ImportError:
         raise GitmemError("the MCP server needs the mcp SDK 2.x: pip install 'mcp>=2.3'") from None
-    from pydantic import Field
+    from pydantic import Field, ValidationError
 
     from . import __version__
     from .model import TYPES
@@ -231,6 +231,17 @@ def build_server(path: str = ".", branch: Optional[str] = None):
     names = {"Annotated": Annotated, "Context": Context, "Field": Field}
 
     class Server(MCPServer):
+        async def call_tool(self, name: str, arguments: Dict[str, Any], context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as e:
+                if not isinstance(e.__cause__, ValidationError):
+                    raise
+                # pydantic's report is several lines and a link; a model reads one line, as a person does
+                problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                                     for err in e.__cause__.errors())
+                raise ToolError(f"invalid arguments for {name}: {problems}") from e.__cause__
+
         async def list_tools(self):
             tools = await super().list_tools()
             for tool in tools:

@@ -260,3 +260,22 @@ def test_a_clients_name_and_version_become_a_source_that_says_no_more_than_they_
     source, redacted = source_for(SimpleNamespace(name="cc", version="DB_PASSWORD=Sup3rFAKEVTJlvf!"))
     assert source == "mcp:cc/DB_PASSWORD" and redacted == 1
     assert source_for(SimpleNamespace(name="claude-code", version="2.0.1")) == ("mcp:claude-code/2.0.1", 0)
+
+
+def test_wrongly_typed_or_missing_arguments_are_one_line_naming_each_field(repo):
+    """The SDK validates arguments before gitmem's code runs; its report is pydantic's, several lines and a
+    link. The agent gets one line that names each field and what is wrong with it, and nothing is stored."""
+    async def main():
+        async with session(repo) as s:
+            wrong = await s.call_tool("remember", {"type": "fact", "text": 123, "tags": "notalist"})
+            missing = await s.call_tool("reject", {"proposal": "use redis"})
+            return wrong, missing
+
+    wrong, missing = run(main)
+    for result in (wrong, missing):
+        text = result.content[0].text
+        assert result.is_error and "\n" not in text and "pydantic" not in text, text
+    assert wrong.content[0].text.startswith("invalid arguments for remember: text: Input should be a valid string")
+    assert "tags: Input should be a valid list" in wrong.content[0].text
+    assert "reason: Field required" in missing.content[0].text
+    assert git(repo, "for-each-ref", "refs/memory/") == ""
