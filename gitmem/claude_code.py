@@ -106,10 +106,10 @@ def client_version(env: Mapping[str, str], transcript_path: str = "") -> Optiona
     match = _AGENT_RE.match(env.get("AI_AGENT", ""))
     if match:
         return match.group(1).replace("-", ".")
-    if transcript_path:
+    if transcript_path and os.path.isfile(transcript_path):  # not a FIFO or a device: a hook must not wait on one
         try:
-            with open(transcript_path, encoding="utf-8") as f:
-                for _, line in zip(range(20), f):
+            with open(transcript_path, encoding="utf-8", errors="replace") as f:
+                for line in f.read(256 * 1024).splitlines()[:20]:
                     version = json.loads(line).get("version")
                     if isinstance(version, str) and re.match(r"^\d+(\.\d+)*$", version):
                         return version
@@ -262,8 +262,12 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
     ranked = sorted(reversed(r.relevant), key=lambda m: not changed.intersection(m.paths))
     about = {m.id for m in ranked}
     newest_first = (m for m in listed("choices", n_choices, Warm.LISTS["choices"][0], True) if m.id not in about)
-    header = (f'<gitmem branch="{store.branch}" memory_commit="{store.tip() or "none"}" '
-              f'session_source="{hook.text("source") or "startup"}">')
+    from .model import quoted
+
+    # A branch name is anyone's who can push, the source is the hook input's: quoted, or one could close the
+    # element and speak to the model outside it.
+    header = (f'<gitmem branch="{quoted(store.branch)}" memory_commit="{store.tip() or "none"}" '
+              f'session_source="{quoted(hook.text("source") or "startup")}">')
     intro = ("The team's conventions, then decisions and rejections"
              + (" about the files this branch changed first:" if ranked else ":"))
     total = n_conventions + n_choices
@@ -353,6 +357,10 @@ def summarize_file(path: str, full_path: str) -> str:
     return summary if len(summary) <= FILE_SUMMARY_CHARS else summary[: FILE_SUMMARY_CHARS - 3] + "..."
 
 
+#: A file read past this size gets no file memory (hashing it would hold the agent).
+MAX_READ_BYTES = 16 * 1024 * 1024
+
+
 def capture(tool: str, tool_input: Mapping[str, Any], cwd: str) -> Optional[Dict[str, Any]]:
     """The little a detached capture needs from a PostToolUse input (None: nothing to do).
 
@@ -370,7 +378,12 @@ def capture(tool: str, tool_input: Mapping[str, Any], cwd: str) -> Optional[Dict
     full = os.path.join(cwd, path)
     out: Dict[str, Any] = {"tool": tool, "file_path": full}
     if tool == "Read":
-        blob = blob_id(full)
+        # The memory is about the file a link names (see _repo_path), and only a regular file of a bounded
+        # size is hashed: a FIFO or /dev/zero would hold the agent, a huge log hashes for seconds.
+        target = os.path.realpath(full)
+        if not os.path.isfile(target) or os.path.getsize(target) > MAX_READ_BYTES:
+            return None
+        blob = blob_id(target)
         if blob is None:
             return None
         out["blob"] = blob
@@ -468,7 +481,7 @@ def _link_commit(store: Store, source: str, after: float) -> Outcome:
 
 def _last_reply(transcript_path: str, limit: int = 300) -> str:
     """The last assistant text in a Claude Code transcript (JSON lines), shortened."""
-    if not transcript_path:
+    if not transcript_path or not os.path.isfile(transcript_path):
         return ""
     try:
         with open(transcript_path, "rb") as f:
