@@ -104,8 +104,16 @@ def _after_break(first: Usage, guide_tokens: int) -> str:
 def make_bill(run: Mapping[str, Any], table: PriceTable = DEFAULT_TABLE) -> Bill:
     """Price a recorded run. The ratio is to the run's own uncached policy when it has one, else to
     the same requests priced without caching (pings excluded: an uncached agent sends none)."""
-    if run.get("version") != RUN_VERSION or not isinstance(run.get("requests"), list):
+    if not isinstance(run, Mapping) or run.get("version") != RUN_VERSION or not isinstance(run.get("requests"), list) \
+            or not run["requests"]:
         raise GitmemError("not a gitmem run record (expected version 1 with requests)")
+    try:
+        return _priced(run, table)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a file edited or cut by hand
+        raise GitmemError(f"not a gitmem run record: {type(e).__name__} {e}") from None
+
+
+def _priced(run: Mapping[str, Any], table: PriceTable) -> Bill:
     model = run["model"]
     guide_tokens = int(run.get("guide_tokens") or 0)
     by_policy: Dict[str, List[Mapping[str, Any]]] = {}
@@ -220,7 +228,7 @@ def _redacted(value: Any) -> Any:
 def latest_request(store: Store) -> Optional[dict]:
     """The last request ``record_request`` appended (by ``gitmem ask`` or ``messages``), or None."""
     try:
-        with open(requests_path(store), encoding="utf-8") as f:
+        with open(requests_path(store), encoding="utf-8", errors="replace") as f:
             lines = [line for line in f if line.strip()]
     except OSError:
         return None
@@ -240,8 +248,8 @@ def requests_path(store: Store) -> str:
 
 def read_requests(store: Store, command: Optional[str] = None) -> List[dict]:
     """Every whole line of requests.jsonl (optionally only one ``command``'s), oldest first."""
-    try:
-        with open(requests_path(store), encoding="utf-8") as f:
+    try:  # a line cut inside a character by a crash is skipped below, not a reason to read nothing
+        with open(requests_path(store), encoding="utf-8", errors="replace") as f:
             lines = [line for line in f if line.strip()]
     except OSError:
         return []

@@ -116,6 +116,14 @@ def test_runs_are_recorded_in_the_repository_and_the_latest_is_found(store):
 def test_a_file_that_is_not_a_run_is_refused(tmp_path):
     with pytest.raises(GitmemError, match="not a gitmem run"):
         make_bill({"version": 9})
+    good = make_run()
+    first = good["requests"][0]
+    for broken in ([1, 2], None, {**good, "requests": []}, {k: v for k, v in good.items() if k != "model"},
+                   {**good, "requests": ["a string"]}, {**good, "break_seconds": "soon"},
+                   {**good, "requests": [{**first, "usage": {"input_tokens": "abc"}}]},
+                   {**good, "keepalive": {"bogus": 1}}):  # valid JSON of the wrong shape: one error, no traceback
+        with pytest.raises(GitmemError, match="not a gitmem run record"):
+            make_bill(broken)
     bad = tmp_path / "x.json"
     bad.write_text("{")
     with pytest.raises(GitmemError, match="not valid JSON"):

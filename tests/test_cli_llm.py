@@ -185,6 +185,11 @@ def test_bill_requests_bills_what_ask_and_messages_recorded_from_their_usage(run
     run("ask", f"why does the deploy key {token} fail?")  # a secret pasted into a question is not kept
     kept = (repo / ".git" / "gitmem" / "requests.jsonl").read_text()
     assert token not in kept and "deploy key [REDACTED:github-pat] fail" in kept
+    with open(repo / ".git" / "gitmem" / "requests.jsonl", "ab") as f:
+        f.write(b'{"question": "caf\xc3')  # a line cut inside a character by a crash
+    assert json.loads(run("bill", "--requests", "--json").output)["requests"] == traffic["requests"] + 1
+    bad_svg = run("bill", "--svg", str(repo / "no-such-folder" / "x.svg"))
+    assert bad_svg.exit_code == 2 and "--svg" in bad_svg.output and "Traceback" not in bad_svg.output
 
 
 def test_context_ttl_auto_chooses_from_the_breaks_recorded_in_the_repository(run, repo):

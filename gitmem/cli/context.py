@@ -5,6 +5,7 @@ The SDK, the emulator and the demo are imported inside the commands, so `gitmem 
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING, Optional
 
@@ -154,8 +155,6 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
 
     Example: gitmem ask "Can a refund be retried after a timeout?"
     """
-    import os
-
     from ..bill import record_request
     from ..price_table import configured_price_table
     from ..context_inputs import build, note_sent
@@ -198,7 +197,8 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
 
 @main.command()
 @click.option("--run", "run_path", metavar="FILE", help="A recorded run (default: the newest in .git/gitmem/runs/).")
-@click.option("--svg", "svg_path", metavar="OUT", help="Also write the break-length chart as SVG to OUT.")
+@click.option("--svg", "svg_path", metavar="OUT", callback=lambda ctx, param, value: _svg_target(value),
+              help="Also write the break-length chart as SVG to OUT.")
 @click.option("--plot/--no-plot", default=True, show_default=True, help="Print the terminal chart.")
 @click.option("--router", "router_traffic", is_flag=True,
               help="Bill the traffic `gitmem router` recorded instead: by session and break, pings included.")
@@ -261,8 +261,7 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_tr
     run = load_run(run_path)
     result = make_bill(run, configured_price_table(store))
     if svg_path:
-        with open(svg_path, "w", encoding="utf-8") as f:
-            f.write(render_svg(result))
+        _write_svg(svg_path, render_svg(result))
     if as_json:
         emit_json({**result.to_dict(), "run": run_path})
         return
@@ -288,7 +287,8 @@ def _demo_options(f):
         click.option("--backend", type=click.Choice(["emulator", "anthropic"]), default="emulator", show_default=True,
                      help="anthropic: the real API (needs ANTHROPIC_API_KEY and --real-time; costs money)."),
         click.option("--keep", metavar="DIR", help="Build the sample repository in DIR and keep it."),
-        click.option("--svg", "svg_path", metavar="OUT", help="Write the break-length chart as SVG to OUT."),
+        click.option("--svg", "svg_path", metavar="OUT", callback=lambda ctx, param, value: _svg_target(value),
+                     help="Write the break-length chart as SVG to OUT."),
         click.option("--via-router", is_flag=True,
                      help="Send every request through `gitmem router` (in-process, loopback), which attaches the "
                           "memory and sends the keep-alive pings."),
@@ -350,8 +350,7 @@ def cache_ttl(runs: int, break_minutes: float, real_time: bool, backend: str, ke
     except NotARepository:
         pass
     if svg_path:
-        with open(svg_path, "w", encoding="utf-8") as f:
-            f.write(render_svg(result.bill))
+        _write_svg(svg_path, render_svg(result.bill))
     if as_json:
         emit_json({"backend": result.run["backend"], "clock": result.run["clock"], "model": result.run["model"],
                    "context": result.context, "checks": result.checks, "bill": result.bill.to_dict(),
@@ -394,3 +393,25 @@ def cache_ttl(runs: int, break_minutes: float, real_time: bool, backend: str, ke
         "Not recorded: not inside a git repository (run it in one to keep the run for `gitmem bill`).")
     if svg_path:
         say(f"Chart written to {svg_path}")
+
+
+def _svg_target(path: Optional[str]) -> Optional[str]:
+    """``--svg``'s file, checked before the work that fills it (a demo runs for a while): in a folder that
+    exists, and no folder itself."""
+    if path is None:
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    if not path or os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise click.BadParameter(f"cannot write {path!r}: give a file in a folder that exists and you can write to",
+                                 param_hint="--svg")
+    return path
+
+
+def _write_svg(path: str, text: str) -> None:
+    from ..errors import GitmemError
+
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise GitmemError(f"cannot write {path}: {e.strerror or e}") from None
