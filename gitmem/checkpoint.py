@@ -223,17 +223,22 @@ class Resume:
 
 def resume(store: Store, *, limit: int = 50) -> Resume:
     repo = store.repo
-    head = head_commit(store.repo)
+    # where the branch's code stands: HEAD when it is the branch checked out (or HEAD is detached), else the
+    # branch's own tip (`gitmem --branch main resume` from another branch is about main)
+    own = None if repo.head_is_unborn or repo.head_is_detached or repo.head.shorthand == store.branch \
+        else ref_target(repo, f"refs/heads/{store.branch}")
+    head = own or head_commit(store.repo)
     cp = latest_checkpoint(store)
     point = cp[1] if cp else None
     commits: List[Tuple[str, str]] = []
     if head:
         # commits the hooks linked to the checkpoint after it was written, then any
-        # made without hooks after the commit it stands at
+        # made without hooks after the commit it stands at (none when that commit is not here, a reset or
+        # a teammate's unpushed one: else all of history would read as made since)
         walker = repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
         if point and point.commit and point.commit in repo:
             walker.hide(point.commit)
-        later = [c for c in walker][:limit]
+        later = [c for c in walker][:limit] if not (point and point.commit and point.commit not in repo) else []
         linked = [repo[c].peel(pygit2.Commit) for c in (point.commits if point else ()) if c in repo and _on_line(repo, c, head)]
         for commit in later + linked[::-1]:
             entry = (str(commit.id), commit.message.splitlines()[0] if commit.message else "")

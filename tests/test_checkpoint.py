@@ -68,3 +68,31 @@ def test_resume_on_a_branch_with_no_checkpoint_says_so(repo):
     r = resume(Store.open(str(repo)))
     assert r.checkpoint is None and r.next is None
     assert "no checkpoint on this branch yet" in render_resume(r)
+
+
+def _commit(repo, name):
+    (repo / f"{name}.txt").write_text(name)
+    git(repo, "add", f"{name}.txt")
+    git(repo, "commit", "-q", "-m", name)
+
+
+def test_resume_of_another_branch_reads_that_branchs_commits_not_heads(repo):
+    checkpoint(Store.open(str(repo)), "on main", next="main's next step")
+    _commit(repo, "main-work")
+    git(repo, "checkout", "-q", "-b", "feat")
+    _commit(repo, "feat-work")
+    r = resume(Store.open(str(repo), "main"))  # `gitmem --branch main resume`, from feat
+    assert r.head == git(repo, "rev-parse", "main").strip()
+    assert [s for _, s in r.commits_since] == ["main-work"]
+
+
+def test_resume_lists_no_commits_when_the_checkpoints_commit_is_not_here(repo):
+    """After a reset and gc (or a teammate's checkpoint on an unpushed commit), walking from HEAD with nothing
+    to stop at would list all of history as made since the checkpoint."""
+    _commit(repo, "c1")
+    _commit(repo, "c2")
+    checkpoint(Store.open(str(repo)), "at c2", next="c3")
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    git(repo, "reflog", "expire", "--expire=now", "--all")
+    git(repo, "gc", "-q", "--prune=now")
+    assert resume(Store.open(str(repo))).commits_since == []
