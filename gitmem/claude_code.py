@@ -421,25 +421,27 @@ def _author(store: Store, source: str):
 def _record_read(hook: HookInput, store: Store, source: str, rel: str, blob: str) -> Outcome:
     if not blob:
         return Outcome(note="no blob")
+    # Under the session's lock: two captures of one file (parallel reads, detached) would each find no
+    # memory of its blob and both add one.
     with SessionState(store, hook.session_id) as state:
         state.add("read", rel)
-    mine = None
-    for m in store.list(type="file", path=rel):
-        if not m.paths or m.paths[0] != rel:
-            continue
-        if m.blob == blob:
-            return Outcome(note=f"{rel} already recorded at {blob[:10]} ({m.id})")
-        if m.source.startswith("claude-code") and mine is None:
-            mine = m
-    full = os.path.join(store.repo.workdir, rel)
-    text = summarize_file(rel, full)
-    tags = ("claude-code", session_tag(hook.session_id))
-    author = _author(store, source)
-    if mine is not None:  # a file memory written by a hook: bring it up to the new content
-        w = store.edit(mine.id, text=text, blob=blob, tags=tuple(dict.fromkeys(mine.tags + tags)),
-                       author=author, source=source)
-    else:
-        w = store.add("file", text, paths=[rel], blob=blob, tags=tags, author=author, source=source)
+        mine = None
+        for m in store.list(type="file", path=rel):
+            if not m.paths or m.paths[0] != rel:
+                continue
+            if m.blob == blob:
+                return Outcome(note=f"{rel} already recorded at {blob[:10]} ({m.id})")
+            if m.source.startswith("claude-code") and mine is None:
+                mine = m
+        full = os.path.join(store.repo.workdir, rel)
+        text = summarize_file(rel, full)
+        tags = ("claude-code", session_tag(hook.session_id))
+        author = _author(store, source)
+        if mine is not None:  # a file memory written by a hook: bring it up to the new content
+            w = store.edit(mine.id, text=text, blob=blob, tags=tuple(dict.fromkeys(mine.tags + tags)),
+                           author=author, source=source)
+        else:
+            w = store.add("file", text, paths=[rel], blob=blob, tags=tags, author=author, source=source)
     return Outcome(written=[w.memory.id], note=f"file memory {w.memory.id} for {rel} at {blob[:10]}")
 
 

@@ -510,3 +510,27 @@ def test_the_real_claude_code_loads_memory_calls_gitmem_and_records_what_it_read
     assert len(sessions) >= 4 and "default" not in sessions  # one per `claude -p`, named by Claude Code
     assert all(s["usage"]["cache_read_input_tokens"] > 0 for s in bill["sessions"] if s["requests"] > 1)
     print(gitmem(repo, "bill", "--router").stdout)
+
+
+def test_reads_of_one_file_at_once_record_one_file_memory(repo):
+    """Claude Code reads files in parallel, and each capture runs in a process of its own: two captures of
+    one file must not both find no memory of its blob and both add one."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    names = [f"m{i}.py" for i in range(4)]
+    for name in names:
+        (repo / name).write_text(f"x = {name!r}\n")
+    procs = []
+    for name in names * 3:
+        data = {"session_id": SESSION, "transcript_path": "", "cwd": str(repo), "hook_event_name": "PostToolUse",
+                "tool_name": "Read", "tool_input": {"file_path": str(repo / name)}}
+        procs.append(subprocess.Popen([sys.executable, "-m", "gitmem", "hook", "claude-code", "PostToolUse"],
+                                      cwd=str(repo), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, env={**os.environ, **FOREGROUND, "PYTHONPATH": str(ROOT)}))
+        procs[-1].stdin.write(json.dumps(data).encode())
+        procs[-1].stdin.close()
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    assert sorted(m.paths[0] for m in file_memories(repo)) == names
