@@ -295,7 +295,9 @@ def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code
     from .context import render_memory
     from .recall import AGENT_BACKLOG, check, recall
 
-    prompt = hook.text("prompt").strip()
+    # A pasted log of megabytes is a prompt too: its head says what it is about, and Claude Code waits
+    # on this hook (judging 20 MB took 9 s of its 10).
+    prompt = hook.text("prompt").strip()[:PROMPT_CHARS]
     if not prompt:
         return Outcome(note="empty prompt")
     with SessionState(store, hook.session_id) as state:
@@ -357,6 +359,8 @@ def summarize_file(path: str, full_path: str) -> str:
     return summary if len(summary) <= FILE_SUMMARY_CHARS else summary[: FILE_SUMMARY_CHARS - 3] + "..."
 
 
+#: The prompt's first characters that are judged and recalled on (see user_prompt_submit).
+PROMPT_CHARS = 32 * 1024
 #: A file read past this size gets no file memory (hashing it would hold the agent).
 MAX_READ_BYTES = 16 * 1024 * 1024
 

@@ -534,3 +534,16 @@ def test_reads_of_one_file_at_once_record_one_file_memory(repo):
         procs[-1].stdin.close()
     assert all(p.wait(timeout=120) == 0 for p in procs)
     assert sorted(m.paths[0] for m in file_memories(repo)) == names
+
+
+def test_a_prompt_of_megabytes_is_judged_on_its_head(repo, team, monkeypatch):
+    """Claude Code waits on UserPromptSubmit (10 s at most): a pasted 20 MB log is judged and recalled on by
+    its first PROMPT_CHARS, which say what it is about."""
+    import gitmem.claude_code as claude_code
+    import gitmem.recall as recall_module
+
+    judged = []
+    real = recall_module.check
+    monkeypatch.setattr(recall_module, "check", lambda store, text, **kw: judged.append(len(text)) or real(store, text, **kw))
+    text = context_of(hook(repo, "UserPromptSubmit", prompt="Should we move the job queue to Redis? " + "log line " * 2_000_000))
+    assert f'id="{team["rejection"]}"' in text and judged == [claude_code.PROMPT_CHARS]
