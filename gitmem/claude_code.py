@@ -345,6 +345,8 @@ def summarize_file(path: str, full_path: str) -> str:
             data = f.read(256 * 1024)
     except OSError:
         return f"{path} (not readable)"
+    if b"\0" in data[:8192]:  # git's own test for binary: no lines, names or first line to quote
+        return f"{path}: binary, {os.path.getsize(full_path):,} bytes"
     text = data.decode("utf-8", "replace")
     lines = text.splitlines()
     names = list(dict.fromkeys(_DEFINES_RE.findall(text)))
@@ -438,6 +440,8 @@ def _record_read(hook: HookInput, store: Store, source: str, rel: str, blob: str
             if m.source.startswith("claude-code") and mine is None:
                 mine = m
         full = os.path.join(store.repo.workdir, rel)
+        if not os.path.isfile(full):  # gone before a detached capture ran: nothing to describe
+            return Outcome(note=f"{rel} is gone")
         text = summarize_file(rel, full)
         tags = ("claude-code", session_tag(hook.session_id))
         author = _author(store, source)

@@ -159,6 +159,13 @@ def test_a_read_of_a_fifo_a_device_or_a_huge_file_records_nothing_and_returns_at
     hook(repo, "SessionStart", source="startup", transcript_path="/dev/zero")  # returns: not a regular file
 
 
+def test_a_binary_file_is_summarised_as_binary_not_as_garbage(repo):
+    from gitmem.claude_code import summarize_file
+
+    (repo / "blob.dat").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x06'v" * 10)
+    assert summarize_file("blob.dat", str(repo / "blob.dat")) == "blob.dat: binary, 130 bytes"
+
+
 def test_capture_runs_detached_and_claude_code_does_not_wait(repo):
     started = time.monotonic()
     result = hook(repo, "PostToolUse", env=AGENT, tool_name="Read", tool_input={"file_path": str(repo / "README.md")})

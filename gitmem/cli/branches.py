@@ -421,7 +421,7 @@ def checkpoint_cmd(store: Store, text: str, next_: Optional[str], who, source, a
     from .memory import report_write
 
     w = checkpoint(store, text, next=next_, author=who, source=source)
-    report_write(store, w, "Checkpoint", as_json)
+    report_write(store, w, "Wrote", as_json)
 
 
 @main.command()
