@@ -311,7 +311,7 @@ def render_resume(r: Resume, prompt: bool = False) -> str:
     cp = r.checkpoint
     lines: List[str] = []
     if prompt:
-        lines.append(f"You are resuming work on branch {q(repr(r.branch))} (HEAD {(r.head or 'none')[:10]}).")
+        lines.append(f"You are resuming work on branch '{q(r.branch)}' (HEAD {(r.head or 'none')[:10]}).")
         lines.append(f"Last checkpoint: {q(cp.text.strip())}" if cp else "There is no checkpoint yet.")
         if cp and cp.commit:
             lines.append(f"It stands at commit {cp.commit[:10]}.")

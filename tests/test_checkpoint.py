@@ -62,6 +62,7 @@ def test_resume_without_hooks_lists_the_commits_after_the_checkpoint(repo):
     assert [m.id for m in r.memories_since] == [note.id]
     assert r.next == "wire the parser into the CLI"
     assert "Next step: wire the parser into the CLI" in render_resume(r)
+    assert "You are resuming work on branch 'main' (HEAD" in render_resume(r, prompt=True)  # not &#x27;main&#x27;
 
 
 def test_resume_on_a_branch_with_no_checkpoint_says_so(repo):
