@@ -256,7 +256,7 @@ def blob_id(path: str) -> Optional[str]:
         data = os.fsencode(os.readlink(path)) if os.path.islink(path) else _read_bytes(path)
     except OSError:
         return None
-    if b"\r\n" in data and not os.path.islink(path):
+    if b"\r\n" in data and not os.path.islink(path) and _may_convert(path):
         import subprocess
 
         try:
@@ -267,6 +267,32 @@ def blob_id(path: str) -> Optional[str]:
         except OSError:
             pass  # no git to ask: the bytes as they are
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _may_convert(path: str) -> bool:
+    """Whether git may store this file's CRLF as LF: core.autocrlf, or an attributes file that could name it
+    (a few stats and the config files; asking git costs a process per file, and a repository committed with
+    CRLF and no attributes has many such files). True when it cannot tell."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        git = discover(folder)
+        if (config(git, "core.autocrlf") or "false").lower() not in ("false", "no", "off", "0") or \
+                config(git, "core.attributesFile"):
+            return True
+    except Unsure:
+        return True
+    home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    if os.path.exists(os.path.join(git.common, "info", "attributes")) or \
+            os.path.exists(os.path.join(home, "git", "attributes")):  # core.attributesFile's default
+        return True
+    top = os.path.abspath(git.workdir)
+    while True:
+        if os.path.exists(os.path.join(folder, ".gitattributes")):
+            return True
+        parent = os.path.dirname(folder)
+        if folder == top or parent == folder:
+            return False
+        folder = parent
 
 
 def _read_bytes(path: str) -> bytes:

@@ -231,3 +231,22 @@ def test_a_working_files_blob_id_is_the_one_git_commits_for_crlf_files_and_links
     for name in ("notes.txt", "raw.bin", "link"):
         assert blob_id(str(repo / name)) == git(repo, "rev-parse", f"HEAD:{name}").strip(), name
     assert blob_id(str(repo / "missing.txt")) is None
+
+
+def test_crlf_files_of_a_repository_that_converts_nothing_are_hashed_without_asking_git(repo, monkeypatch):
+    """No core.autocrlf and no attributes file: git stores CRLF as it is, so no process is started per file."""
+    import subprocess
+
+    from gitmem.gitdir import blob_id
+
+    (repo / "win.txt").write_bytes(b"one\r\ntwo\r\n")
+    git(repo, "add", "win.txt")
+    git(repo, "commit", "-qm", "crlf as is")
+    expected = git(repo, "rev-parse", "HEAD:win.txt").strip()
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(repo / "no-such-config"))
+
+    def no_git(*args, **kwargs):
+        raise AssertionError("git was started")
+
+    monkeypatch.setattr(subprocess, "run", no_git)
+    assert blob_id(str(repo / "win.txt")) == expected
