@@ -234,7 +234,7 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
     """The branch's standing, conventions, and the decisions and rejections for the branch's files."""
     from .checkpoint import render_resume, resume
     from .context import render_memory
-    from .model import Memory
+    from .model import Memory, quoted
     from .warm import Warm
     from .tokens import count_tokens
 
@@ -262,8 +262,6 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
     ranked = sorted(reversed(r.relevant), key=lambda m: not changed.intersection(m.paths))
     about = {m.id for m in ranked}
     newest_first = (m for m in listed("choices", n_choices, Warm.LISTS["choices"][0], True) if m.id not in about)
-    from .model import quoted
-
     # A branch name is anyone's who can push, the source is the hook input's: quoted, or one could close the
     # element and speak to the model outside it.
     header = (f'<gitmem branch="{quoted(store.branch)}" memory_commit="{store.tip() or "none"}" '
