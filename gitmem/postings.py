@@ -55,6 +55,8 @@ BULK = 2_000
 #: A word in at most this share of memories is rare: memories without any rare word of a query are
 #: ranked only if the best of those with one could be beaten (MaxScore).
 RARE = 0.05
+#: Bounds SQLite keeps at first (a top-k sort) when ranking the memories with some of a query's words.
+TOP = 256
 #: Candidates read from SQLite at a time, best first, until no later one can make the cut.
 FETCH = 32
 K1, B = 1.2, 0.75
@@ -643,24 +645,41 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         words = ",".join(f"({tid}, {weight_of[tid] * (K1 + 1)!r})" for tid in within)
         others = "".join(f" + {weight_of[t] * most_tf[t] * (K1 + 1)!r} / {norm(str(most_tf[t]), 'd.length')}"
                          for t in also if t not in within)
-        sql = (f"WITH q(tid, w) AS (VALUES {words}), s AS (SELECT p.doc AS doc, p.type_no AS type_no, p.epoch AS epoch, "
-               f"p.length AS length, SUM(q.w * p.tf / {norm('p.tf', 'p.length')}) AS own "
-               f"FROM q JOIN postings p ON p.tid=q.tid WHERE p.active=1{kinds} GROUP BY p.doc) "
-               f"SELECT d.doc, (d.own{others}) * {path}({f'(CASE d.type_no {boost_no} ELSE 1.0 END)' if boost_no else '1.0'} "
-               f"* {_RECENCY_SQL}) AS most FROM s d ORDER BY most DESC")
-        cursor = db.execute(sql, [now.timestamp()])  # grouping sorted them all: no LIMIT would save a sort
-        more = FETCH  # past the cut's first reading, how many bounds to read at a time: more while all reach it (ties)
-        while rows := cursor.fetchmany(max(limit - len(best), more)):  # no more than could still make the cut
-            # A bound below the cut (with room for rounding) and every later one are out.
-            head = rows if len(best) < limit else [r for r in rows if r[1] * (1 + 1e-9) >= best[0][0]]
-            fresh = [doc for doc, _ in head if doc not in looked]
-            looked.update(fresh)
-            score_in_full(fresh)
-            if len(head) < len(rows):
-                break
-            if len(best) == limit:
-                more = min(2 * more, 256)
-        cursor.close()
+        # One word: a memory has one posting of it, nothing to group (the temporary b-tree cost a third).
+        own = (f"q.w * p.tf / {norm('p.tf', 'p.length')} AS own FROM q JOIN postings p ON p.tid=q.tid WHERE "
+               f"p.active=1{kinds}") if len(within) == 1 else \
+            (f"SUM(q.w * p.tf / {norm('p.tf', 'p.length')}) AS own FROM q JOIN postings p ON p.tid=q.tid WHERE "
+             f"p.active=1{kinds} GROUP BY p.doc")
+        ranked = (f"WITH q(tid, w) AS (VALUES {words}), s AS (SELECT p.doc AS doc, p.type_no AS type_no, "
+                  f"p.epoch AS epoch, p.length AS length, {own}) SELECT d.doc AS doc, (d.own{others}) * {path}("
+                  f"{f'(CASE d.type_no {boost_no} ELSE 1.0 END)' if boost_no else '1.0'} * {_RECENCY_SQL}) AS most "
+                  f"FROM s d")
+        # First SQLite keeps only the best ``TOP`` bounds (a top-k sort, not a sort of every memory with the
+        # word). Only if every one of them reached the cut (ties) does it sort, in a second pass, every bound
+        # that still reaches it: the cut only rises, so no other can make it.
+        passes = [(f"{ranked} ORDER BY most DESC LIMIT ?", lambda: [now.timestamp(), max(4 * limit, TOP)]),
+                  (f"SELECT doc, most FROM ({ranked}) WHERE most * (1 + 1e-9) >= ? ORDER BY most DESC",
+                   lambda: [now.timestamp(), best[0][0] if len(best) == limit else float("-inf")])]
+        for n, (sql, args) in enumerate(passes):
+            wanted = args()
+            cursor = db.execute(sql, wanted)
+            more = FETCH  # past the cut's first reading, how many bounds to read at a time: more while all reach it
+            read, stopped = 0, False
+            while rows := cursor.fetchmany(max(limit - len(best), more)):  # no more than could still make the cut
+                read += len(rows)
+                # A bound below the cut (with room for rounding) and every later one are out.
+                head = rows if len(best) < limit else [r for r in rows if r[1] * (1 + 1e-9) >= best[0][0]]
+                fresh = [doc for doc, _ in head if doc not in looked]
+                looked.update(fresh)
+                score_in_full(fresh)
+                if len(head) < len(rows):
+                    stopped = True
+                    break
+                if len(best) == limit:
+                    more = min(2 * more, 256)
+            cursor.close()
+            if stopped or n == 0 and read < wanted[1]:  # a bound below the cut, or no memory left unread
+                return
 
     if overlap:
         with_words = _term_counts(db, list(overlap), tids)

@@ -32,9 +32,11 @@ ASKS = [dict(paths=()), dict(paths=("src/a.py",)), dict(paths=("src",)), dict(pa
 @pytest.fixture(autouse=True)
 def few_candidates_at_a_time(monkeypatch):
     """Read candidates two at a time, so the stop rule (no later candidate can make the cut) is what
-    decides, not the first read holding every match; and call a word rare up to a third of the store,
-    so the small stores here take the pruned path (MaxScore) as a large one does."""
+    decides, not the first read holding every match; keep as few bounds per sort as a query's limit allows,
+    so a sort is run again for more when all it kept reach the cut; and call a word rare up to a third of
+    the store, so the small stores here take the pruned path (MaxScore) as a large one does."""
     monkeypatch.setattr(postings, "FETCH", 2)
+    monkeypatch.setattr(postings, "TOP", 1)
     monkeypatch.setattr(postings, "RARE", 0.3)
 
 
