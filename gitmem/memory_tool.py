@@ -225,31 +225,46 @@ class MemoryTool:
         if self._is_dir(files, path):
             raise MemoryToolError(f"The path {path} is a directory")
         type_ = type_for(path)
+
+        def none_there(snap: Any) -> None:
+            """Two creates of one path at once each found none above: the one whose commit lands second
+            finds the first's there, and is refused as it would have been."""
+            if any(m.title == path and m.status == "active" and TAG in m.tags for m in snap.memories().values()):
+                raise MemoryToolError(f"File {path} already exists")
+
         store.add(type_, file_text, title=path, reason=_reason(type_, file_text, path), tags=(TAG,),
-                  author=self.author(store), source=self.source)
+                  author=self.author(store), source=self.source, guard=none_there)
         return f"File created successfully at: {path}"
 
-    def _rewrite(self, store: Store, m: Memory, text: str) -> None:
-        store.edit(m.id, text=text, reason=_reason(m.type, text, m.title or ""), author=self.author(store),
-                   source=self.source)
+    def _rewrite(self, store: Store, m: Memory, change: Callable[[str], str]) -> Memory:
+        """``m`` with its text changed by ``change``, applied to the text the write finds (a concurrent edit
+        made in between is changed too, not lost)."""
+        def changes_of(current: Memory) -> Dict[str, Any]:
+            text = change(current.text)
+            return {"text": text, "reason": _reason(current.type, text, current.title or "")}
+
+        return store.edit(m.id, changes_of=changes_of, author=self.author(store), source=self.source).memory
 
     def str_replace(self, path: str, old_str: str, new_str: str) -> str:
         path = check_path(path)
         store = self.store()
         m = self._file(store, path)
-        count = m.text.count(old_str) if old_str else 0
-        if count == 0:
-            raise MemoryToolError(
-                f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}.")
-        if count > 1:
-            raise MemoryToolError(
-                f"No replacement was performed. Multiple occurrences of old_str `{old_str}` in {path}. "
-                "Please ensure it is unique")
-        line = m.text[:m.text.find(old_str)].count("\n")
-        text = m.text.replace(old_str, new_str)
-        self._rewrite(store, m, text)
-        lines = text.split("\n")
-        lo, hi = max(0, line - 2), min(len(lines), line + 3)
+        at: List[int] = []
+
+        def replace(text: str) -> str:
+            count = text.count(old_str) if old_str else 0
+            if count == 0:
+                raise MemoryToolError(
+                    f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}.")
+            if count > 1:
+                raise MemoryToolError(
+                    f"No replacement was performed. Multiple occurrences of old_str `{old_str}` in {path}. "
+                    "Please ensure it is unique")
+            at[:] = [text[:text.find(old_str)].count("\n")]
+            return text.replace(old_str, new_str)
+
+        lines = self._rewrite(store, m, replace).text.split("\n")
+        lo, hi = max(0, at[0] - 2), min(len(lines), at[0] + 3)
         return ("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n"
                 + _numbered(lines[lo:hi], lo + 1))
 
@@ -257,12 +272,16 @@ class MemoryTool:
         path = check_path(path)
         store = self.store()
         m = self._file(store, path)
-        lines = m.text.split("\n")
-        if not isinstance(insert_line, int) or insert_line < 0 or insert_line > len(lines):
-            raise MemoryToolError(f"Invalid `insert_line` parameter: {insert_line}. "
-                                  f"It should be within the range [0, {len(lines)}].")
-        lines.insert(insert_line, insert_text.rstrip("\n"))
-        self._rewrite(store, m, "\n".join(lines))
+
+        def insert(text: str) -> str:
+            lines = text.split("\n")
+            if not isinstance(insert_line, int) or insert_line < 0 or insert_line > len(lines):
+                raise MemoryToolError(f"Invalid `insert_line` parameter: {insert_line}. "
+                                      f"It should be within the range [0, {len(lines)}].")
+            lines.insert(insert_line, insert_text.rstrip("\n"))
+            return "\n".join(lines)
+
+        self._rewrite(store, m, insert)
         return f"The file {path} has been edited."
 
     def delete(self, path: str) -> str:
@@ -293,12 +312,13 @@ class MemoryTool:
         if not moves:
             raise MemoryToolError(f"The path {old_path} does not exist")
         who = self.author(store)
-        for m, target in moves:
-            type_ = type_for(target)
+        # Every move is judged before the first is made (a rejection needs its reason): none or all apply.
+        planned = [(m, target, type_for(target), _reason(type_for(target), m.text, target)) for m, target in moves]
+        for m, target, type_, reason in planned:
             if type_ == m.type:
                 store.edit(m.id, title=target, author=who, source=self.source)
             else:  # a memory's type is fixed: the renamed file is a new memory of the new type
-                store.add(type_, m.text, title=target, reason=_reason(type_, m.text, target), tags=m.tags,
+                store.add(type_, m.text, title=target, reason=reason, tags=m.tags,
                           paths=m.paths, author=who, source=self.source)
                 store.retract(m.id, reason=f"moved to {target} through the memory tool", author=who,
                               source=self.source)

@@ -502,11 +502,13 @@ class Store:
             tags: Sequence[str] = (), paths: Sequence[str] = (), author: Optional[Author] = None,
             source: str = "api", supersedes: Optional[str] = None, blob: Optional[str] = None,
             commit: Optional[str] = None, next: Optional[str] = None,
-            commits: Sequence[str] = ()) -> Write:
+            commits: Sequence[str] = (), guard: Optional[Callable[[Snapshot], None]] = None) -> Write:
         """Validate, redact and store one new memory in one commit.
 
         ``file`` memories get the blob id of the path's current content and
-        checkpoints the HEAD commit, unless given.
+        checkpoints the HEAD commit, unless given. ``guard`` is called with the snapshot the write builds on
+        and raises to refuse it: a condition that must hold where the commit lands (no file of that name
+        yet), checked again on every attempt, not once before a race.
         """
         author = author or default_author(self.repo)
         paths = tuple(model.check_path(p) for p in paths)
@@ -520,26 +522,40 @@ class Store:
             blob=blob, commit=commit, commits=tuple(commits), text=text, title=title, reason=reason, next=next,
         )
         memory, redacted = model.redacted_valid(memory)
-        return self.commit(lambda snap: Built({model.memory_path(memory): model.dump_yaml(memory)}, memory, redacted),
-                           op="add", author=author, source=source)
+
+        def build(snap: Snapshot) -> Built:
+            if guard is not None:
+                guard(snap)
+            return Built({model.memory_path(memory): model.dump_yaml(memory)}, memory, redacted)
+
+        return self.commit(build, op="add", author=author, source=source)
 
     def edit(self, memory_id: str, *, author: Optional[Author] = None, source: str = "api",
-             **changes: Any) -> Write:
-        """Change fields of a memory (text, title, reason, tags, paths, next, commits)."""
+             changes_of: Optional[Callable[[Memory], Dict[str, Any]]] = None, **changes: Any) -> Write:
+        """Change fields of a memory (text, title, reason, tags, paths, next, commits). ``changes_of`` gives
+        changes computed from the memory as the write finds it: a read-modify-write (insert a line) that a lost
+        race runs again on the newer version, so no concurrent edit is lost."""
         allowed = {"text", "title", "reason", "tags", "paths", "next", "commits", "blob"}
-        bad = set(changes) - allowed
-        if bad:
-            raise InvalidMemory(", ".join(sorted(bad)), "cannot be edited", sorted(allowed))
         author = author or default_author(self.repo)
-        for key in ("tags", "paths", "commits"):
-            if key in changes and changes[key] is not None:
-                values = changes[key]
-                if key == "paths":
-                    values = [model.check_path(p) for p in values]
-                changes[key] = tuple(dict.fromkeys(values))
+
+        def checked(changes: Dict[str, Any]) -> Dict[str, Any]:
+            bad = set(changes) - allowed
+            if bad:
+                raise InvalidMemory(", ".join(sorted(bad)), "cannot be edited", sorted(allowed))
+            for key in ("tags", "paths", "commits"):
+                if key in changes and changes[key] is not None:
+                    values = changes[key]
+                    if key == "paths":
+                        values = [model.check_path(p) for p in values]
+                    changes[key] = tuple(dict.fromkeys(values))
+            return changes
+
+        fixed = checked(changes)
+
         def apply(snap: Snapshot) -> Built:
             path, old = snap.find(memory_id)
-            new, redacted = model.redacted_valid(old.evolve(**changes, updated=model.utc_now()))
+            wanted = checked(dict(changes_of(old))) if changes_of is not None else fixed
+            new, redacted = model.redacted_valid(old.evolve(**wanted, updated=model.utc_now()))
             if new.evolve(updated=old.updated) == old:
                 raise GitmemError(f"nothing to change in {old.id}")
             return Built({path: model.dump_yaml(new)}, new, redacted)

@@ -188,3 +188,46 @@ def test_the_cli_reports_a_wrongly_typed_field_in_one_line(repo):
                     check=False)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip() == "Error: invalid arguments for create: file_text must be text, got int"
+
+
+def _at_once(repo, commands):
+    """Run each command in a `gitmem memory-tool` process of its own, all started together: (exit code, output)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    procs = [subprocess.Popen([sys.executable, "-m", "gitmem", "memory-tool", json.dumps(c)], cwd=str(repo),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}) for c in commands]
+    return [(p.wait(timeout=120), p.stdout.read()) for p in procs]
+
+
+def test_edits_of_one_file_at_once_lose_nothing(repo, tool):
+    """Each insert is applied to the text its write finds: a lost race runs it again on the newer text."""
+    tool.execute({"command": "create", "path": "/memories/facts/counter.md", "file_text": "line0"})
+    results = _at_once(repo, [{"command": "insert", "path": "/memories/facts/counter.md", "insert_line": 1,
+                               "insert_text": f"ins {i}"} for i in range(6)])
+    assert [code for code, _ in results] == [0] * 6, results
+    text = tool.execute({"command": "view", "path": "/memories/facts/counter.md"})
+    assert sorted(line.split("\t", 1)[1] for line in text.splitlines()[1:]) == ["ins 0", "ins 1", "ins 2", "ins 3",
+                                                                                "ins 4", "ins 5", "line0"]
+
+
+def test_creates_of_one_path_at_once_leave_one_file_and_tell_the_others(repo, tool):
+    results = _at_once(repo, [{"command": "create", "path": "/memories/facts/race.md", "file_text": f"writer {i}"}
+                              for i in range(5)])
+    assert [code for code, _ in results].count(0) == 1, results
+    assert all("already exists" in out for code, out in results if code != 0)
+    assert len([m for m in memories(str(repo)) if m.title == "/memories/facts/race.md"]) == 1
+
+
+def test_a_rename_that_cannot_move_every_file_moves_none(repo, tool):
+    tool.execute({"command": "create", "path": "/memories/y/a1.md", "file_text": "use redis\nbecause: ops"})
+    tool.execute({"command": "create", "path": "/memories/y/b2.md", "file_text": "no reason"})
+    before = git(repo, "rev-parse", "refs/memory/main").strip()
+    with pytest.raises(MemoryToolError, match="is a rejection"):
+        tool.execute({"command": "rename", "old_path": "/memories/y", "new_path": "/memories/rejections"})
+    assert git(repo, "rev-parse", "refs/memory/main").strip() == before
