@@ -285,8 +285,8 @@ def schedule(body: Mapping[str, Any], ping_at: Sequence[float] = (), repeat_at: 
     steps = [Step(0.0, "request", body)]
     steps += [Step(float(t), "ping", keepalive_body(body)) for t in ping_at]
     steps += [Step(float(t), "repeat", body) for t in repeat_at]
-    if any(step.at < 0 for step in steps):
-        raise BackendError("schedule times must be >= 0 seconds")
+    if not all(0 <= step.at < float("inf") for step in steps):  # NaN compares false: it would stop the clock
+        raise BackendError("schedule times must be a finite number of seconds >= 0")
     return sorted(steps, key=lambda step: (step.at, step.label != "request"))
 
 

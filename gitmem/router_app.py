@@ -661,7 +661,7 @@ def _read_gaps(path: str, run_id: str) -> List[float]:
     last: Dict[str, float] = {}
     gaps: List[float] = []
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:  # a line torn inside a character: skipped
             for text in handle:
                 try:
                     entry = json.loads(text)

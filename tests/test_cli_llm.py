@@ -88,6 +88,12 @@ def test_messages_with_1h_ttl_or_a_keepalive_reads_after_the_break(run, body_fil
     assert after["usage"]["cache_read_input_tokens"] == first["usage"]["cache_creation_input_tokens"]
 
 
+def test_messages_refuses_a_schedule_time_that_is_not_a_finite_number(run, body_file):
+    for bad in ("nan", "inf", "-1"):
+        result = run("messages", "--body", body_file, "--repeat-at", bad)
+        assert result.exit_code == 1 and "finite number of seconds" in result.output, bad
+
+
 def test_messages_without_cache_control_pays_full_input(run, body_file):
     (only,) = _requests(run, "--body", body_file, "--ttl", "none")
     assert only["usage"]["cache_creation_input_tokens"] == only["usage"]["cache_read_input_tokens"] == 0
@@ -205,3 +211,12 @@ def test_context_ttl_auto_chooses_from_the_breaks_recorded_in_the_repository(run
                                 "at": 1_000_000.0 + n * 3000}) + "\n")
     warm = run("context", "--ttl", "auto", "--json")
     assert json.loads(warm.stdout)["ttl"] == "1h" and "recorded breaks" in warm.stderr
+
+
+def test_context_ttl_auto_skips_a_request_line_torn_inside_a_character(run, repo):
+    run("fact", "add", "Refunds go through the ledger")
+    log = repo / ".git" / "gitmem" / "requests.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(b'{"command": "router", "kind": "request", "question": "caf\xc3')
+    result = run("context", "--ttl", "auto", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["ttl"] in ("5m", "1h", "none")

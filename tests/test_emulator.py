@@ -497,6 +497,9 @@ def test_admin_clock_moves_only_a_virtual_clock(emu, clock):
     for bad in (b'{"advance": NaN}', b'{"advance": 1e400}', b'{"advance": -1}', b'{"advance": "5"}'):
         assert emu.handle("POST", "/_emulator/clock", {}, bad).status == 400, bad  # NaN stopped the clock for good
     assert emu.handle("GET", "/_emulator/state", {}).json()["now"] == 90
+    assert emu.handle("POST", "/_emulator/clock", {}, b'{"advance": 1e308}').status == 200
+    assert emu.handle("POST", "/_emulator/clock", {}, b'{"advance": 1e308}').status == 400  # would reach Infinity
+    assert emu.handle("POST", "/_emulator/fail", {}, b'{"status": 529, "count": 100000000}').status == 400  # 800 MB
 
 
 def test_admin_state_shows_which_entries_survive(emu, clock):

@@ -231,3 +231,20 @@ def test_a_rename_that_cannot_move_every_file_moves_none(repo, tool):
     with pytest.raises(MemoryToolError, match="is a rejection"):
         tool.execute({"command": "rename", "old_path": "/memories/y", "new_path": "/memories/rejections"})
     assert git(repo, "rev-parse", "refs/memory/main").strip() == before
+
+
+def test_the_cli_reads_a_command_from_stdin_and_refuses_bytes_that_are_not_utf8(repo):
+    from conftest import gitmem
+
+    piped = gitmem(repo, "memory-tool", "-", input='{"command": "create", "path": "/memories/n/a.md", "file_text": "x"}')
+    assert piped.returncode == 0 and "File created successfully" in piped.stdout
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    bad = subprocess.run([sys.executable, "-m", "gitmem", "memory-tool"], cwd=str(repo), capture_output=True,
+                         input=b'{"command": "view", "path": "/memories/n/caf\xe9"}',
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert bad.returncode == 1 and b"not UTF-8" in bad.stderr and b"Traceback" not in bad.stderr

@@ -203,7 +203,16 @@ def memory_tool(ctx: click.Context, command_json: Optional[str], source: str) ->
     from ..memory_tool import MemoryTool
 
     settings: Settings = ctx.find_object(Settings) or Settings()
-    raw = command_json if command_json is not None else click.open_file("-").read()
+    if command_json in (None, "-"):  # stdin, as `-` means for every TEXT
+        import sys
+
+        data = sys.stdin.buffer.read()
+        try:
+            raw = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise GitmemError("the command on stdin is not UTF-8") from None
+    else:
+        raw = command_json
     try:
         command = json.loads(raw)
     except ValueError as e:

@@ -38,6 +38,8 @@ from .validate import MAX_REQUEST_BYTES, ApiError, invalid, parse_json, parse_re
 BACKEND_HEADER = "x-gitmem-backend"
 _MESSAGES = "/v1/messages"
 _COUNT = "/v1/messages/count_tokens"
+#: The most failures one ``/_emulator/fail`` queues (each is a list entry: 10^8 took 800 MB).
+MAX_FAILURES = 10_000
 _MODELS = "/v1/models"
 _ROUTES = {_MESSAGES: "POST", _COUNT: "POST", _MODELS: "GET"}
 _FAILURE_MESSAGES = {429: "Number of request tokens has exceeded your rate limit.", 500: "Internal server error",
@@ -352,8 +354,9 @@ class Emulator:
         else:
             status, count = data.get("status", 529), data.get("count", 1)
             mid_stream = data.get("mid_stream", False)
-            if status not in _FAILURE_MESSAGES or not isinstance(count, int) or count < 0:
-                raise invalid(f"fail: status must be one of {sorted(_FAILURE_MESSAGES)} and count a whole number")
+            if status not in _FAILURE_MESSAGES or not isinstance(count, int) or not 0 <= count <= MAX_FAILURES:
+                raise invalid(f"fail: status must be one of {sorted(_FAILURE_MESSAGES)} and count a whole number "
+                              f"up to {MAX_FAILURES}")
             if not isinstance(mid_stream, bool):
                 raise invalid("fail: mid_stream must be true or false")
             with self._lock:

@@ -57,5 +57,7 @@ class VirtualClock:
         """Move time forward by ``seconds`` (never backwards, and by a finite amount) and return the new time."""
         check_advance(seconds)
         with self._lock:
+            if not self._now + float(seconds) < float("inf"):  # two finite moves can still overflow
+                raise ValueError("a virtual clock only moves to a finite time")
             self._now += float(seconds)
             return self._now
