@@ -194,9 +194,13 @@ class MemoryTool:
         if path in files:
             lines = files[path].text.split("\n")
             start = 1
-            if view_range and len(view_range) == 2:
-                first = max(1, int(view_range[0]))
-                last = len(lines) if int(view_range[1]) == -1 else int(view_range[1])
+            if view_range is not None:
+                if len(view_range) != 2 or not all(isinstance(n, int) for n in view_range) or \
+                        view_range[0] < 1 or not (view_range[1] == -1 or view_range[0] <= view_range[1]):
+                    raise MemoryToolError(f"Invalid `view_range` parameter: {view_range}. It should be [start, end] "
+                                          f"with 1 <= start <= end, or end -1 for the last line.")
+                first = view_range[0]
+                last = len(lines) if view_range[1] == -1 else view_range[1]
                 lines, start = lines[first - 1:last], first
             return f"Here's the content of {path} with line numbers:\n" + _numbered(lines, start)
         if not self._is_dir(files, path):
@@ -224,6 +228,9 @@ class MemoryTool:
             raise MemoryToolError(f"File {path} already exists")
         if self._is_dir(files, path):
             raise MemoryToolError(f"The path {path} is a directory")
+        inside = next((p for p in files if path.startswith(p + "/")), None)
+        if inside is not None:  # as a file system refuses it: one path is a file or a directory, not both
+            raise MemoryToolError(f"Cannot create {path}: {inside} is a file, not a directory")
         type_ = type_for(path)
 
         def none_there(snap: Any) -> None:
@@ -232,8 +239,10 @@ class MemoryTool:
             if any(m.title == path and m.status == "active" and TAG in m.tags for m in snap.memories().values()):
                 raise MemoryToolError(f"File {path} already exists")
 
-        store.add(type_, file_text, title=path, reason=_reason(type_, file_text, path), tags=(TAG,),
-                  author=self.author(store), source=self.source, guard=none_there)
+        w = store.add(type_, file_text, title=path, reason=_reason(type_, file_text, path), tags=(TAG,),
+                      author=self.author(store), source=self.source, guard=none_there)
+        if w.memory.title != path:  # the path itself held a secret: name the file by the path it has now
+            return f"File created successfully at: {w.memory.title} (a secret in the path was redacted)"
         return f"File created successfully at: {path}"
 
     def _rewrite(self, store: Store, m: Memory, change: Callable[[str], str]) -> Memory:

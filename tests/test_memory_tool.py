@@ -248,3 +248,19 @@ def test_the_cli_reads_a_command_from_stdin_and_refuses_bytes_that_are_not_utf8(
                          input=b'{"command": "view", "path": "/memories/n/caf\xe9"}',
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert bad.returncode == 1 and b"not UTF-8" in bad.stderr and b"Traceback" not in bad.stderr
+
+
+def test_paths_view_ranges_and_secrets_as_a_file_system_would_treat_them(repo, tool):
+    """A path is a file or a directory, not both; a view range is [start, end]; a secret in a path is
+    redacted, and the reply names the path the file has now."""
+    tool.execute({"command": "create", "path": "/memories/notes/a.md", "file_text": "one\ntwo\nthree"})
+    with pytest.raises(MemoryToolError, match="a.md is a file, not a directory"):
+        tool.execute({"command": "create", "path": "/memories/notes/a.md/b.md", "file_text": "x"})
+    for bad in ([3, 2], [0, 2], [1, 2, 3]):
+        with pytest.raises(MemoryToolError, match="Invalid `view_range`"):
+            tool.execute({"command": "view", "path": "/memories/notes/a.md", "view_range": bad})
+    from gitmem.redact import RULES
+
+    token = next(r for r in RULES if r.id == "github-pat").true_samples[0]
+    reply = tool.execute({"command": "create", "path": f"/memories/notes/{token}.md", "file_text": "x"})
+    assert token not in reply and "/memories/notes/[REDACTED:github-pat].md" in reply and "redacted" in reply
