@@ -350,6 +350,21 @@ def test_an_image_after_a_breakpoint_invalidates_the_message_cache(emu):
     assert got["cache_creation_input_tokens"] == tokens_through(chat(True), 1) - tokens_through(chat(True), 0)
 
 
+def test_naming_the_default_tool_choice_keeps_the_message_cache(emu):
+    """{"type": "auto"} is what no tool_choice means when tools are given: no choice changed, no cache lost."""
+    def chat(choice):
+        req = {"model": SONNET, "max_tokens": 50,
+               "tools": [{"name": "lookup", "description": "Look up an order", "input_schema": {"type": "object"}}],
+               "system": [{"type": "text", "text": GUIDE}],
+               "messages": [{"role": "user", "content": [
+                   {"type": "text", "text": "Question about refunds?", "cache_control": {"type": "ephemeral"}}]}]}
+        return {**req, "tool_choice": choice} if choice else req
+
+    written = usage(emu, chat(None))["cache_creation_input_tokens"]
+    assert usage(emu, chat({"type": "auto"}))["cache_read_input_tokens"] == written > 0
+    assert usage(emu, chat({"type": "any"}))["cache_read_input_tokens"] < written  # a change of choice
+
+
 @pytest.mark.parametrize(
     "change, status, error_type, message",
     [

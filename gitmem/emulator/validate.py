@@ -252,8 +252,9 @@ def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock]) -> Li
         if block.section == "messages" and first_message:
             first_message = False
             images_key = hashlib.sha256("\x00".join(images).encode("utf-8")).hexdigest() if images else None
-            text = _canonical({"tool_choice": body.get("tool_choice"), "thinking": body.get("thinking"),
-                               "images": images_key}) + text
+            # {"type": "auto"} is what no tool_choice means: naming the default changes no choice
+            choice = None if body.get("tool_choice") == {"type": "auto"} else body.get("tool_choice")
+            text = _canonical({"tool_choice": choice, "thinking": body.get("thinking"), "images": images_key}) + text
         material.append(f"{block.section}:{text}")
     return material
 
