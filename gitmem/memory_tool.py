@@ -235,8 +235,9 @@ class MemoryTool:
 
         def none_there(snap: Any) -> None:
             """Two creates of one path at once each found none above: the one whose commit lands second
-            finds the first's there, and is refused as it would have been."""
-            if any(m.title == path and m.status == "active" and TAG in m.tags for m in snap.memories().values()):
+            finds the first's there, and is refused as it would have been. Read from the index at the tip,
+            which is the snapshot's or a later one (then this attempt's commit loses its race and runs again)."""
+            if path in self.files(store):
                 raise MemoryToolError(f"File {path} already exists")
 
         w = store.add(type_, file_text, title=path, reason=_reason(type_, file_text, path), tags=(TAG,),
