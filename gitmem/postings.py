@@ -830,12 +830,6 @@ def _path_overlaps(db: sqlite3.Connection, view: int, wanted: Sequence[str], kep
     return {doc: o for doc, mine in touching.items() if (o := overlaps[tuple(mine)])}
 
 
-#: :func:`gitmem.search.recency` in SQL: the same operations on the same doubles, so the same bits
-#: (the time is bound, not printed, so it is not rounded through decimal).
+#: :func:`gitmem.search.recency` in SQL, for a memory's bound (the time is bound, not printed).
 _RECENCY_SQL = ("(CASE WHEN d.epoch IS NULL THEN 1.0 ELSE 1.0 + 0.15 * pow(0.5, MAX((? - d.epoch) / 86400.0, 0.0) "
                 "/ 180.0) END)")
-
-
-def _boost_sql(boosts: Dict[str, float]) -> str:
-    whens = " ".join(f"WHEN '{t}' THEN {w!r}" for t, w in boosts.items() if t in TYPES)
-    return f"(CASE d.type {whens} ELSE 1.0 END)" if whens else "1.0"  # no type gitmem knows: no boost
