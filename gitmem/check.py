@@ -255,6 +255,15 @@ def judge_sentences(proposal: str, whole: Check, parts: Sequence[Check], limit: 
     return Check(proposal, any(h.tier == "repeat" for h in hits), tuple(hits), whole.judge)
 
 
+def judged_whole_and_by_sentence(proposal: str, one: Callable[[str, bool], Check], limit: int = 5) -> Check:
+    """``one(text, part)`` on each of ``proposal``'s :func:`sentences` (``part``), then on the whole of it,
+    as one answer (:func:`judge_sentences`). The whole is judged last: a query vector an encoder keeps is
+    then the proposal's, which a recall of the same prompt asks for next."""
+    parts = [one(p, True) for p in sentences(proposal)]
+    whole = one(proposal, False)
+    return judge_sentences(proposal, whole, parts, limit) if parts else whole
+
+
 def judge_long(memories: Sequence[Memory], proposal: str, *, limit: int = 5,
                inputs: Callable[[str], Tuple[Optional[Mapping[str, float]], Optional[Mapping[str, float]]]],
                paths: Sequence[str] = (), now: Optional[datetime] = None) -> Check:
@@ -265,10 +274,7 @@ def judge_long(memories: Sequence[Memory], proposal: str, *, limit: int = 5,
         return judge(memories, text, paths=paths, limit=limit, similarity=similarity, now=now,
                      option_similarity=options, part=part)
 
-    pieces = sentences(proposal)
-    parts = [one(p, True) for p in pieces]
-    whole = one(proposal, False)
-    return judge_sentences(proposal, whole, parts, limit) if parts else whole
+    return judged_whole_and_by_sentence(proposal, one, limit)
 
 
 _NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z0-9]*[A-Z0-9][\w+#.-]*|[A-Z]{2,}[\w+#-]*|[a-z]+[0-9A-Z][\w.-]*)")

@@ -110,13 +110,10 @@ def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: in
     """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing. A proposal
     of several sentences is judged whole and sentence by sentence (:func:`gitmem.check.judge_sentences`:
     a sentence needs stronger evidence than a whole proposal)."""
-    from .check import judge_sentences, sentences  # a search need not build the check's patterns
+    from .check import judged_whole_and_by_sentence  # a search need not build the check's patterns
 
-    parts = [_check(store, p, paths, limit, max_backlog, part=True) for p in sentences(proposal)]
-    # the whole last: the query vector kept (:func:`_query_vector`) is then the proposal's, which the
-    # prompt hook's recall asks for next
-    whole = _check(store, proposal, paths, limit, max_backlog)
-    return judge_sentences(proposal, whole, parts, limit) if parts else whole
+    return judged_whole_and_by_sentence(
+        proposal, lambda text, part: _check(store, text, paths, limit, max_backlog, part), limit)
 
 
 def _check(store: "Store", proposal: str, paths: Sequence[str], limit: int, max_backlog: Optional[int],
