@@ -252,11 +252,12 @@ def blob_id(path: str) -> Optional[str]:
     checkout has LF must get the same id (else every summary of the file reads as stale there)."""
     import hashlib  # here: most commands never hash a file
 
+    link = os.path.islink(path)
     try:
-        data = os.fsencode(os.readlink(path)) if os.path.islink(path) else _read_bytes(path)
+        data = os.fsencode(os.readlink(path)) if link else _read_bytes(path)
     except OSError:
         return None
-    if b"\r\n" in data and not os.path.islink(path) and _may_convert(path):
+    if b"\r\n" in data and not link and _may_convert(path):
         import subprocess
 
         try:

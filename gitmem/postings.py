@@ -625,7 +625,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
     # postings of some of the query's words so bound a memory's score: the shares of those words it has,
     # plus the most each other word could add at its length, times the other factors. The bound is
     # compared with a margin for rounding, so its constants are written into the SQL as they are.
-    weight_of = {tid: weights[t] for t, (tid, _) in known.items()}
+    weight_of = dict(in_order)
     most_tf = dict(db.execute(f"SELECT tid, most_tf FROM terms WHERE tid IN ({','.join('?' * len(tids))})", tids))
 
     def norm(tf: str, length: str) -> str:
