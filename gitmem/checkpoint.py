@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pygit2
@@ -236,9 +237,10 @@ def resume(store: Store, *, limit: int = 50) -> Resume:
         # made without hooks after the commit it stands at (none when that commit is not here, a reset or
         # a teammate's unpushed one: else all of history would read as made since)
         walker = repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
-        if point and point.commit and point.commit in repo:
+        gone = bool(point and point.commit and point.commit not in repo)
+        if point and point.commit and not gone:
             walker.hide(point.commit)
-        later = [c for c in walker][:limit] if not (point and point.commit and point.commit not in repo) else []
+        later = [] if gone else list(islice(walker, limit))  # not the whole history, to keep ``limit``
         linked = [repo[c].peel(pygit2.Commit) for c in (point.commits if point else ()) if c in repo and _on_line(repo, c, head)]
         for commit in later + linked[::-1]:
             entry = (str(commit.id), commit.message.splitlines()[0] if commit.message else "")
