@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import GitmemError
-from .serving import lone_surrogate, refusal
+from .serving import LONE_SURROGATE, lone_surrogate, refusal
 from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan, hour_ping_after
 from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
 from .router import (Controls, RouterBlock, SseUsage, attach, controls, forward_headers, response_headers,
@@ -301,9 +301,7 @@ class Router:
             if isinstance(parsed, dict) and not isinstance(parsed.get("system", ""), (str, list)):
                 parsed = None  # a system that is neither text nor blocks: as sent, for the API's 400
             if lone_surrogate(parsed):  # no UTF-8 can carry it on: the client's error, said as the API says one
-                await _send_json(send, 400, _error(400, "invalid_request_error", "There was an error parsing the "
-                                                   "body of your request: it holds a lone surrogate, which is not "
-                                                   "valid UTF-8."), extra)
+                await _send_json(send, 400, _error(400, "invalid_request_error", LONE_SURROGATE), extra)
                 return
             if isinstance(parsed, dict):
                 data = parsed

@@ -91,6 +91,11 @@ def run(app: Any, sock: socket.socket, log_level: str = "warning",
     uvicorn.Server(uvicorn.Config(app, log_level=log_level, lifespan=lifespan)).run(sockets=[sock])
 
 
+#: What a server answers for a body :func:`lone_surrogate` finds one in (the API's words for a body it cannot read).
+LONE_SURROGATE = ("There was an error parsing the body of your request: it holds a lone surrogate (\\ud800-\\udfff), "
+                  "which is not valid UTF-8.")
+
+
 def lone_surrogate(value: Any) -> bool:
     """Whether parsed JSON holds a lone surrogate anywhere: ``"\\ud800"`` is valid JSON and no valid UTF-8,
     so a server refuses it as the client's error, or encoding the text later fails as the server's."""

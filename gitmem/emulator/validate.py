@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Tuple
 
 from ..pricing import ModelPrice, PriceTable
-from ..serving import lone_surrogate
+from ..serving import LONE_SURROGATE, lone_surrogate
 from ..tokens import PromptBlock, prompt_blocks
 from .cache import Breakpoint, prefix_keys
 
@@ -82,8 +82,7 @@ def parse_json(raw: bytes) -> Mapping[str, Any]:
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.")
     if lone_surrogate(body):
-        raise invalid("There was an error parsing the body of your request: it holds a lone surrogate "
-                      "(\\ud800-\\udfff), which is not valid UTF-8.")
+        raise invalid(LONE_SURROGATE)
     return body
 
 
