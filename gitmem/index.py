@@ -45,7 +45,8 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from .model import Memory, author_of
 
-SCHEMA = 11  # 11: postings carry their memory's type, status, length, time; terms the most a memory holds
+SCHEMA = 12  # 11: postings carry their memory's type, status, length, time; terms the most a memory holds;
+#             12: docs carry their words' counts (tfs, in the order of tids)
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.
@@ -67,7 +68,7 @@ CREATE TABLE IF NOT EXISTS vector_keys(encoder TEXT NOT NULL, blob TEXT NOT NULL
                                        latin INTEGER NOT NULL, PRIMARY KEY(encoder, blob)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS docs(doc INTEGER PRIMARY KEY, blob TEXT NOT NULL UNIQUE, id TEXT NOT NULL,
                                 type TEXT NOT NULL, active INTEGER NOT NULL, length INTEGER NOT NULL,
-                                epoch REAL, tids TEXT NOT NULL);
+                                epoch REAL, tids TEXT NOT NULL, tfs TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS terms(tid INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE, most_tf INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS postings(tid INTEGER NOT NULL, doc INTEGER NOT NULL, tf INTEGER NOT NULL,
                                     type_no INTEGER NOT NULL, active INTEGER NOT NULL, length INTEGER NOT NULL,

@@ -511,12 +511,13 @@ def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Coun
         paths: List[Tuple[str, str, int]] = []
         for doc, (blob, m, counts) in enumerate(chunk, first):
             active, length, when = int(m.status == "active"), sum(counts.values()), epoch(m.updated or m.created)
-            docs.append((doc, blob, m.id, m.type, active, length, when, ",".join(map(str, map(tid.__getitem__, counts)))))
+            docs.append((doc, blob, m.id, m.type, active, length, when, ",".join(map(str, map(tid.__getitem__, counts))),
+                         ",".join(map(str, counts.values()))))
             kind = TYPES.index(m.type)
             postings += [(tid[t], doc, n, kind, active, length, when) for t, n in counts.items()]
             paths += [(p, p.rsplit("/", 1)[0], doc) for p in dict.fromkeys(m.paths)]
-        db.executemany("INSERT INTO docs(doc, blob, id, type, active, length, epoch, tids) VALUES (?,?,?,?,?,?,?,?)",
-                       docs)
+        db.executemany("INSERT INTO docs(doc, blob, id, type, active, length, epoch, tids, tfs) "
+                       "VALUES (?,?,?,?,?,?,?,?,?)", docs)
         db.executemany("INSERT INTO postings VALUES (?, ?, ?, ?, ?, ?, ?)", sorted(postings))  # key order: appends
         most: Dict[int, int] = {}  # term id -> the most times one of these memories holds it
         for t, _, n, *_ in postings:
@@ -568,6 +569,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         db.execute("DELETE FROM temp.gm_overlap")
         db.executemany("INSERT INTO temp.gm_overlap VALUES (?, ?)", overlap.items())
     tids = [tid for tid, _ in known.values()]
+    wanted_tids = {str(tid): tid for tid in tids}
     in_order = [(tid, weights[t]) for t, (tid, _) in known.items()]  # each word's id and weight
     path = "COALESCE((SELECT 1 + 0.6 * g.overlap FROM temp.gm_overlap g WHERE g.doc=d.doc), 1.0) * " \
         if overlap else ""
@@ -576,11 +578,10 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         """Score ``docs`` with :func:`gitmem.search.rank`'s own functions on their rows in the index (their
         words' counts, length, type and time), adding the words' shares in the query's order as rank does."""
         for chunk, marks in batches(docs):
-            rows = db.execute(f"SELECT d.doc, d.blob, d.id, d.type, d.length, d.epoch FROM docs d JOIN members m "
-                              f"ON m.view=? AND m.doc=d.doc WHERE d.doc IN ({marks}) AND d.active=1{kept}",
-                              [view, *chunk, *keep]).fetchall()
-            counts = _term_counts(db, [r[0] for r in rows], tids)
-            consider([(*r, _base(counts.get(r[0], {}), r[4])) for r in rows])
+            rows = db.execute(f"SELECT d.doc, d.blob, d.id, d.type, d.length, d.epoch, d.tids, d.tfs FROM docs d "
+                              f"JOIN members m ON m.view=? AND m.doc=d.doc WHERE d.doc IN ({marks}) AND d.active=1"
+                              f"{kept}", [view, *chunk, *keep]).fetchall()
+            consider([(*r[:6], _base(_counts(r[6], r[7], wanted_tids), r[4])) for r in rows])
 
     def _base(mine: Mapping[int, int], length: int) -> Optional[float]:
         """The BM25 sum of a memory's counts ``mine`` of the query's words: None if it has none."""
@@ -784,14 +785,20 @@ def _frequencies(db: sqlite3.Connection, view: int, terms: Sequence[str]) -> Dic
 
 
 def _term_counts(db: sqlite3.Connection, docs: Sequence[int], tids: Sequence[int]) -> Dict[int, Dict[int, int]]:
-    """doc -> term id -> count, for these docs and these terms."""
+    """doc -> term id -> count, for these docs and these terms (docs with none of them left out)."""
+    wanted = {str(tid): tid for tid in tids}
     out: Dict[int, Dict[int, int]] = {}
     for chunk, marks in batches(docs if tids else []):
-        for doc, tid, tf in db.execute(
-                f"SELECT doc, tid, tf FROM postings WHERE tid IN ({','.join('?' * len(tids))}) "
-                f"AND doc IN ({marks})", [*tids, *chunk]):
-            out.setdefault(doc, {})[tid] = tf
+        for doc, words, tfs in db.execute(f"SELECT doc, tids, tfs FROM docs WHERE doc IN ({marks})", chunk):
+            if mine := _counts(words, tfs, wanted):
+                out[doc] = mine
     return out
+
+
+def _counts(words: str, tfs: str, wanted: Mapping[str, int]) -> Dict[int, int]:
+    """Term id -> count of the ``wanted`` ones (by their ids as text) in a doc's word list and counts: one
+    read of its row, where the postings would take a lookup per word."""
+    return {wanted[t]: int(n) for t, n in zip(words.split(","), tfs.split(",")) if t in wanted}
 
 
 def _near(wanted: Sequence[str], siblings: bool) -> Tuple[str, List[Any]]:
