@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import zlib
 from typing import NamedTuple, Optional, Tuple
 
 #: Variables with which git (and the hooks it runs) relocate or reshape a repository: with any of them
@@ -134,6 +133,8 @@ def tree_of(git: GitDir, commit: str) -> str:
     """The tree of ``commit`` when it is a loose object (as every memory write leaves it)."""
     if not _is_sha(commit):
         raise Unsure("not an object id")
+    import zlib  # here: a command that reads no loose commit need not load it
+
     try:
         with open(os.path.join(git.common, "objects", commit[:2], commit[2:]), "rb") as f:
             head = zlib.decompressobj().decompress(f.read(512), 64)
@@ -162,7 +163,8 @@ def has_no_remotes(git: GitDir) -> bool:
     for file in files:
         try:
             with open(file, encoding="utf-8", errors="replace") as f:
-                if re.search(_REMOTE_OR_INCLUDE, f.read(), re.IGNORECASE | re.MULTILINE):
+                text = f.read().lower()  # the words first: most files have neither, and need no pattern compiled
+                if ("remote" in text or "include" in text) and re.search(_REMOTE_OR_INCLUDE, text, re.MULTILINE):
                     return False
         except FileNotFoundError:
             continue
