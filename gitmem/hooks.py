@@ -356,8 +356,10 @@ def _post_commit(store: Store, args: List[str], stdin: str) -> List[str]:
     if not head:
         return []
     record_fork(store.repo, store.branch)  # first use of a branch created without the hook
+    # A merge commit made by `git commit` concludes a merge that stopped (a conflict, or --no-commit): git
+    # runs post-merge only for a merge it commits itself, so the branches' memory merges here.
+    out = _merge_memory(store, head) if len(store.repo[head].peel(pygit2.Commit).parents) > 1 else []
     link = link_commit(store, head, source="hook")
-    out = []
     if link.memory_ids:
         out.append(f"linked {head[:10]} to {len(link.memory_ids)} memor{'y' if len(link.memory_ids) == 1 else 'ies'}")
     out.extend(_cherry_pick_hint(store, head))
@@ -414,23 +416,28 @@ def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
 
 
 def _post_merge(store: Store, args: List[str], stdin: str) -> List[str]:
-    from .branches import merge_branches, merged_by
-
-    repo = store.repo
     head = head_commit(store.repo)
     if not head:
         return []
+    out = _merge_memory(store, head)
+    if args and args[0] == "1":
+        out.append("squash merge: git does not say which branch it was; run `gitmem merge BRANCH`")
+    return out
+
+
+def _merge_memory(store: Store, head: str) -> List[str]:
+    """Merge the memory of the branches whose code the merge at ``head`` brought in; what it did, as lines."""
+    from .branches import merge_branches, merged_by
+
+    repo = store.repo
     commit = repo[head].peel(pygit2.Commit)
     names = merged_by(repo, store.branch, head, _before_merge(repo, head, commit))
     merged = merge_branches(store, names, source="hook").merged
-    out = [_describe(m) for m in merged]
     if len(commit.parents) > 1 and any(m["kind"] != "up-to-date" for m in merged):
         from .checkpoint import link_commit  # a merge commit that brought memory: the checkpoint stands at it
 
         link_commit(store, head, source="hook")
-    if args and args[0] == "1":
-        out.append("squash merge: git does not say which branch it was; run `gitmem merge BRANCH`")
-    return [line for line in out if line]
+    return [line for line in map(_describe, merged) if line]
 
 
 def _before_merge(repo: pygit2.Repository, head: str, commit: pygit2.Commit) -> Optional[str]:

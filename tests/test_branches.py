@@ -62,6 +62,25 @@ def test_feature_memory_stays_off_main_until_the_code_merges(repo):
     assert parents(repo, tip(repo, "main")) == [before, tip(repo, "feature")]
 
 
+def test_a_merge_concluded_with_git_commit_after_a_conflict_merges_memory(repo):
+    """git runs post-merge only for a merge it commits itself: one that stopped on a conflict and was
+    concluded with `git commit` reaches gitmem through post-commit, and the memory merges there."""
+    with_hooks(repo)
+    git(repo, "checkout", "-q", "-b", "feature")
+    decided = add(repo, "decision", "Queue jobs in Postgres")["id"]
+    commit_file(repo, "f.txt", "feature\n")
+    git(repo, "checkout", "-q", "main")
+    add(repo, "fact", "main moved on")
+    commit_file(repo, "f.txt", "main\n")
+    stopped = subprocess.run(["git", "merge", "feature"], cwd=repo, capture_output=True, text=True)
+    assert stopped.returncode != 0 and decided not in ids(repo, "main")  # the code conflict stops it
+    (repo / "f.txt").write_text("both\n")
+    git(repo, "add", "f.txt")
+    git(repo, "commit", "-q", "--no-edit")
+    assert decided in ids(repo, "main")
+    assert tip(repo, "feature") in parents(repo, tip(repo, "main"))
+
+
 def test_a_fast_forward_code_merge_fast_forwards_memory(repo):
     with_hooks(repo)
     git(repo, "checkout", "-q", "-b", "feature")
