@@ -232,6 +232,18 @@ def _text_redacted(data: bytes) -> bytes:
     return text.encode("utf-8") if found else data
 
 
+def _written_again(store: Store, blob: str, path: str) -> bytes:
+    """A blob from elsewhere that holds a secret, written again as gitmem writes it, so redacted: a memory
+    (:func:`gitmem.model.dump_yaml`), a conflict file (:func:`gitmem.records.dump_conflict`), else its text."""
+    data = store.repo[blob].peel(pygit2.Blob).data
+    try:
+        if path.startswith(f"{CONFLICTS_DIR}/"):
+            return dump_conflict(Conflict.from_dict(load_conflict_data(data)))
+        return model.dump_yaml(store.parse_blob(blob, path))
+    except (InvalidMemory, Untrusted):
+        return _text_redacted(data)
+
+
 def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Optional[Author],
                   source: str) -> Tuple[str, int]:
     """``theirs``, or a commit on it that redacts the secrets in the blobs it brings that ``ours`` lacks, and
@@ -245,21 +257,16 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
     from .repo import default_author
 
     repo = store.repo
-    if ours is None:  # a first pull: every blob
+    if ours is None:  # a first pull: every blob, its conflict files' too
         paths = {blob: path for path, blob in store.snapshot(theirs).entries()}
+        paths.update((blob, path) for path, blob in conflict_blobs(store, theirs).items())
     else:  # what the tree diff brings: a fast-forward by one memory reads a few trees
         diff = repo.diff(repo[ours].peel(pygit2.Tree), repo[theirs].peel(pygit2.Tree))  # type: ignore[call-overload]
         paths = {str(d.new_file.id): d.new_file.path for d in diff.deltas if d.status_char() != "D"}
     found = secret_blobs(repo, list(paths))
     if not found:
         return theirs, 0
-    updates: Dict[str, Optional[bytes]] = {}
-    for blob in found:
-        try:
-            memory = store.parse_blob(blob, paths[blob])
-            updates[paths[blob]] = model.dump_yaml(memory)
-        except InvalidMemory:
-            updates[paths[blob]] = _text_redacted(repo[blob].data)  # type: ignore[attr-defined]
+    updates = {paths[blob]: _written_again(store, blob, paths[blob]) for blob in found}
     author = author or default_author(repo)
     count = sum(len(rules) for rules in found.values())
     text = (f"redact {count} secret(s) that arrived in {theirs[:12]}\n\n"
@@ -283,7 +290,8 @@ def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Confli
             continue
         else:
             chosen = max(ov, tv)
-        updates[path] = store.repo[chosen].peel(pygit2.Blob).data if chosen else None
+        updates[path] = None if chosen is None else _written_again(store, chosen, path) \
+            if secret_blobs(store.repo, [chosen]) else store.repo[chosen].peel(pygit2.Blob).data
     for c in new:
         updates[conflict_path(c.id)] = dump_conflict(c)
     return updates

@@ -89,9 +89,15 @@ def conflict_path(memory_id: str) -> str:
 
 
 def dump_conflict(c: Conflict) -> bytes:
+    """The conflict file's bytes, each version redacted as :func:`gitmem.model.dump_yaml` redacts a memory
+    (a side may have arrived from a remote with a secret): the only way a conflict becomes a blob."""
     import yaml
 
-    return yaml.safe_dump(c.to_dict(), sort_keys=False, allow_unicode=True, width=100).encode("utf-8")
+    def clean(m: Memory) -> Memory:
+        return model.redact_memory(m)[0]
+
+    clean_c = Conflict(c.id, c.fields, c.base and clean(c.base), clean(c.ours), clean(c.theirs))
+    return yaml.safe_dump(clean_c.to_dict(), sort_keys=False, allow_unicode=True, width=100).encode("utf-8")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import ROOT, clone, git, gitmem, make_origin, make_repo
 from gitmem import Store
@@ -327,6 +328,34 @@ def test_a_secret_pushed_with_plain_git_is_redacted_when_it_arrives_by_fast_forw
     assert planted  # the blob as it arrived stays in history, below the redaction
     gitmem(bob, "push")
     assert token not in git(origin, "show", "refs/memory/main:note/z/z/01m92e2zzzzzzzzz.yaml")
+
+
+def test_a_secret_in_a_conflict_file_arrives_redacted_by_a_first_pull_and_by_a_merge(alice, origin, tmp_path):
+    """A conflict file travels with the memory: one planted with a secret in a version arrives redacted,
+    whether a new clone takes the remote's tip or a clone with memory of its own merges it."""
+    from gitmem.records import Conflict, dump_conflict
+
+    mid = json.loads(gitmem(alice, "add", "fact", "Port 8080", "--json").stdout)["id"]
+    gitmem(alice, "push")
+    token = _github_token()
+    ours = Store.open(str(alice)).get(mid)
+    data = Conflict(mid, ("text",), ours, ours, ours).to_dict()
+    data["theirs"]["text"] = f"token {token}"  # as a teammate's side would hold it, written by hand
+    raw = yaml.safe_dump(data)
+    assert Conflict.from_dict(yaml.safe_load(raw)).theirs.text == f"token {token}"
+    assert token not in dump_conflict(Conflict.from_dict(data)).decode()  # gitmem never writes one so
+    git(alice, "config", "core.hooksPath", "/dev/null")
+    _plant(alice, f"conflicts/{mid}.yaml", raw)
+    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+
+    carol = clone(origin, tmp_path / "carol", "Carol")  # a first pull
+    dave = clone(origin, tmp_path / "dave", "Dave")
+    gitmem(dave, "add", "fact", "dave's own, not pushed")  # a merge
+    for who in (carol, dave):
+        gitmem(who, "pull")
+        shown = gitmem(who, "conflicts", "--json").stdout
+        assert mid in shown and token not in shown and "[REDACTED:github-pat]" in shown
+        assert token not in git(who, "show", f"refs/memory/main:conflicts/{mid}.yaml")
 
 
 def test_a_blob_that_is_no_memory_arrives_by_any_pull_and_once_dropped_stays_dropped(alice, bob, origin, tmp_path):
