@@ -268,7 +268,7 @@ def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optio
     """Fetch the remote's memory refs into ``refs/memory-remotes/<remote>/``, through the trust gate.
 
     Local memory is never touched. Without ``branches`` every memory branch is
-    fetched and fetched copies of branches deleted on the remote are pruned.
+    fetched; fetched copies of branches deleted on the remote are pruned.
     The remote's memory refs are listed first and each name is checked
     (:func:`gitmem.trust.ref_name_problem`); the good ones are fetched into
     ``refs/gitmem-incoming/`` with git's strict object checks, and each tip
@@ -295,8 +295,8 @@ def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optio
     _drop_dead_incoming(repo)
     landed = _fetch_incoming(repo, remote, wanted, refused, interactive)
     _gate(repo, remote, landed, refused)
-    if names is None:  # prune what the remote no longer has
-        for b in set(before) - set(on_remote):
+    for b in set(before) - set(on_remote):  # prune what the remote no longer has (of ``branches``, if given)
+        if names is None or b in names:
             _delete_ref(repo, tracking_ref(remote, b))
     after = remote_branches(repo, remote)
     shown = names if names is not None else sorted(set(before) | set(after))
@@ -569,10 +569,29 @@ def _mark(repo: pygit2.Repository, tree: pygit2.Tree, seen: Set[str]) -> None:
                 seen.add(str(entry.id))
 
 
-def _refuse_secrets(repo: pygit2.Repository, remote: str, tips: Dict[str, str]) -> None:
+def _leases(repo: pygit2.Repository, remote: str, tips: Dict[str, str]) -> Dict[str, str]:
+    """branch -> the remote's tip as last fetched, for each branch whose ``tips`` tip is or descends from it.
+
+    The scan skips what lies below such a tip, as what the remote has; the push then sends only while the
+    remote still has it (``--force-with-lease``), so a ref the remote dropped or moved since the last fetch
+    (a purge of a secret, say) is never taken for what it holds: the push is refused, fetched and scanned
+    again. A branch without one is scanned whole (a blob found clean before is not read again)."""
+    tracked = remote_branches(repo, remote)
+    out = {}
+    for b, tip in tips.items():
+        known = tracked.get(b)
+        try:
+            if known and (known == tip or repo.descendant_of(tip, known)):
+                out[b] = known
+        except (KeyError, ValueError, pygit2.GitError):
+            continue
+    return out
+
+
+def _refuse_secrets(repo: pygit2.Repository, tips: Dict[str, str], known: Iterable[str]) -> None:
     """Fail closed: a secret, a tip that is not a commit, or any error while scanning stops the push."""
     try:
-        found = outgoing_secrets(repo, tips.values(), remote_branches(repo, remote).values())
+        found = outgoing_secrets(repo, tips.values(), known)
     except GitmemError:
         raise
     except Exception as e:  # noqa: BLE001 - an unscanned push never goes out
@@ -589,16 +608,17 @@ _RETRY_REASONS = ("fetch first", "non-fast-forward", "stale info", "failed to up
                   "failed to lock", "incorrect old value")
 
 
-def _push_once(repo: pygit2.Repository, remote: str, tips: Dict[str, str],
+def _push_once(repo: pygit2.Repository, remote: str, tips: Dict[str, str], leases: Dict[str, str],
                interactive: Optional[bool]) -> Tuple[Dict[str, Tuple[str, str]], List[str]]:
     """One `git push --porcelain` of exactly these commits: branch -> (flag, summary), and what the remote
     said (its `remote:` lines: why a server hook declined, made printable).
 
     The commit ids, not the ref names, are pushed, so a write landing locally
     meanwhile is never sent unscanned. --no-verify: the pre-push hook is what
-    calls us, and the scan already ran."""
+    calls us, and the scan already ran. ``leases`` (:func:`_leases`): only fast-forwards of them."""
     specs = [f"{tip}:{memory_ref(b)}" for b, tip in sorted(tips.items())]
-    result = _git(repo, ["push", "--porcelain", "--no-verify", "--recurse-submodules=no", remote, *specs],
+    leased = [f"--force-with-lease={memory_ref(b)}:{known}" for b, known in sorted(leases.items())]
+    result = _git(repo, ["push", "--porcelain", "--no-verify", "--recurse-submodules=no", *leased, remote, *specs],
                   interactive=interactive, what=f"push to {remote}")
     out: Dict[str, Tuple[str, str]] = {}
     for line in result.stdout.splitlines():
@@ -643,8 +663,9 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     while pending:
         attempt += 1
         tips = {b: stores[b].own_tip() for b in pending}
-        _refuse_secrets(repo, remote, tips)  # type: ignore[arg-type]
-        outcome, said = _push_once(repo, remote, tips, interactive)  # type: ignore[arg-type]
+        leases = _leases(repo, remote, tips)  # type: ignore[arg-type]
+        _refuse_secrets(repo, tips, leases.values())  # type: ignore[arg-type]
+        outcome, said = _push_once(repo, remote, tips, leases, interactive)  # type: ignore[arg-type]
         retry = []
         for b in pending:
             flag, summary = outcome.get(b, ("!", "[no status] (git reported nothing for this ref)"))

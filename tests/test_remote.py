@@ -330,6 +330,28 @@ def test_a_secret_pushed_with_plain_git_is_redacted_when_it_arrives_by_fast_forw
     assert token not in git(origin, "show", "refs/memory/main:note/z/z/01m92e2zzzzzzzzz.yaml")
 
 
+def test_a_remote_that_dropped_its_memory_ref_gets_no_history_unscanned(alice, bob, origin):
+    """The remote's tip as last fetched is what the push takes the remote to have, and scans past: when an
+    admin has since deleted the ref to purge a secret, the push must not send that history back unscanned."""
+    gitmem(alice, "add", "fact", "clean")
+    gitmem(alice, "push")
+    token = _github_token()
+    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
+           "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
+           f"text: 'deploy key {token}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
+           "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
+    git(alice, "config", "core.hooksPath", "/dev/null")
+    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    gitmem(bob, "pull")  # redacted on arrival; the history below still holds it
+    git(origin, "update-ref", "-d", "refs/memory/main")  # the purge
+    gitmem(bob, "add", "fact", "written after the purge")
+
+    result = gitmem(bob, "push", check=False)
+
+    assert result.returncode == 1 and "possible secret" in result.stderr
+    assert remote_tip(origin) is None
+
+
 def test_a_secret_in_a_conflict_file_arrives_redacted_by_a_first_pull_and_by_a_merge(alice, origin, tmp_path):
     """A conflict file travels with the memory: one planted with a secret in a version arrives redacted,
     whether a new clone takes the remote's tip or a clone with memory of its own merges it."""
