@@ -353,12 +353,15 @@ def merged_by(repo: pygit2.Repository, branch: str, head: str, before: Optional[
     ``head`` but not from ``before``. Used by the post-merge hook.
 
     For ``branch`` itself only its remote-tracking tips count (a `git pull`): after a
-    fast-forward the local tip equals the pulled one, and the pulled memory must merge too."""
+    fast-forward the local tip equals the pulled one, and the pulled memory must merge too.
+    A tip still at its branch's recorded fork point is no code of that branch's (a spike forked
+    from a merged branch, with memory but no commit yet): as in :func:`merged_elsewhere`."""
     names = set(_all_code_branch_names(repo)) | {n for n, _ in ref_names(repo, REF_PREFIX)}
     out = []
     for name in sorted(names):
+        fork = fork_point(repo, name)[1]
         for tip in code_tips(repo, name, local=name != branch):
-            if reachable(repo, tip, head) and not reachable(repo, tip, before):
+            if tip != fork and reachable(repo, tip, head) and not reachable(repo, tip, before):
                 out.append(name)
                 break
     return out

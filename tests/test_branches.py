@@ -81,6 +81,22 @@ def test_a_merge_concluded_with_git_commit_after_a_conflict_merges_memory(repo):
     assert tip(repo, "feature") in parents(repo, tip(repo, "main"))
 
 
+def test_a_spike_forked_from_a_merged_branch_without_a_commit_keeps_its_memory_to_itself(repo):
+    """The spike's tip is the commit of feature it forked at, so the merge contains it: only a commit past
+    its recorded fork point makes a branch's memory part of a merge."""
+    with_hooks(repo)
+    git(repo, "checkout", "-q", "-b", "feature")
+    kept = add(repo, "fact", "feature fact")["id"]
+    commit_file(repo, "f1.txt")
+    git(repo, "checkout", "-q", "-b", "spike")
+    tried = add(repo, "rejection", "Redis is fine for queues", "--because", "just trying")["id"]
+    git(repo, "checkout", "-q", "feature")
+    commit_file(repo, "f2.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "--no-edit", "feature")
+    assert kept in ids(repo, "main") and tried not in ids(repo, "main")
+
+
 def test_a_fast_forward_code_merge_fast_forwards_memory(repo):
     with_hooks(repo)
     git(repo, "checkout", "-q", "-b", "feature")
