@@ -39,8 +39,9 @@ def fork_point(repo: pygit2.Repository, branch: str) -> Tuple[Optional[str], Opt
 
 
 def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = None,
-                commit: Optional[str] = None) -> Optional[str]:
-    """Record where ``branch`` was created from, once (an existing record is kept).
+                commit: Optional[str] = None, created: bool = False) -> Optional[str]:
+    """Record where ``branch`` was created from, once (an existing record is kept, unless ``created``: the
+    code branch was created just now, so a record is an earlier branch's of that name, deleted since).
 
     ``parent`` defaults to the branch whose memory applies at its start point (see
     :func:`_started_from`), else the default branch. Returns the parent recorded now,
@@ -49,16 +50,19 @@ def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = No
     from .repo import check_branch_name, default_branch, memory_ref
 
     check_branch_name(branch)
-    if fork_point(repo, branch)[0] or branch == default_branch(repo) or memory_ref(branch) in repo.references:
+    if (fork_point(repo, branch)[0] and not created) or branch == default_branch(repo) \
+            or memory_ref(branch) in repo.references:
         return None
     parent = parent or _started_from(repo, branch) or default_branch(repo)
-    if parent == branch:
-        return None
+    if parent == branch or (created and fork_point(repo, branch) == (parent, commit)):
+        return None  # (the branch checked out again before its first commit: recorded as it is)
     check_branch_name(parent)
     try:
         repo.config[f"gitmem.branch.{branch}.parent"] = parent
         if commit:
             repo.config[f"gitmem.branch.{branch}.forkPoint"] = commit
+        elif created and fork_point(repo, branch)[1]:
+            del repo.config[f"gitmem.branch.{branch}.forkPoint"]
     except (pygit2.GitError, OSError) as e:
         raise GitmemError(f"could not record the fork point of {branch!r}: {e}") from None
     return parent
@@ -314,6 +318,38 @@ def move(repo: pygit2.Repository, old: str, new: str) -> str:
     except (KeyError, pygit2.GitError, OSError) as e:
         raise BranchError(f"moved the memory to {memory_ref(new)}, but not its fork records: {e}") from None
     return tip
+
+
+def set_aside(repo: pygit2.Repository, branch: str) -> Optional[str]:
+    """For a code branch created just now: rename the memory an earlier code branch of that name left to
+    ``<branch>.earlier-<tip>``, and return that name; None when ``branch`` has no memory or it is not an
+    earlier branch's.
+
+    `git branch -D wip` leaves wip's memory behind (`gitmem branch` names it; only prune drops it), and a
+    pull brings the memory of branches a teammate deleted. A new wip would take that memory as its own and,
+    once merged, bring an abandoned spike's memory to main. It is an earlier branch's when one of its
+    memories is linked to a code commit that no branch has any more (nor any remote-tracking one): the code
+    it was written for is gone. A teammate's branch checked out has its commits; memory linked to nothing
+    cannot be told apart, and stays. Renamed, never deleted: `gitmem merge <name>` brings it in, and a pull
+    does not bring it back (as after prune) until the remote has more of it."""
+    from .repo import memory_ref
+    from .store import Store
+
+    tip = ref_target(repo, memory_ref(branch))
+    if tip is None:
+        return None
+    tips = [t for prefix in ("refs/heads/", "refs/remotes/") for _, ref in ref_names(repo, prefix)
+            if (t := ref_target(repo, ref))]
+    linked = {c for m in Store(repo, branch).memories().values() for c in m.commits}
+    if not any(not any(reachable(repo, c, t) for t in tips) for c in linked):
+        return None
+    aside = f"{branch}.earlier-{tip[:8]}"
+    move(repo, branch, aside)
+    try:
+        repo.config[f"gitmem.branch.{branch}.pruned"] = tip
+    except (pygit2.GitError, OSError):
+        pass
+    return aside
 
 
 def renames(repo: pygit2.Repository) -> Dict[str, str]:

@@ -90,16 +90,7 @@ has_work() {
         if [ "$n" -gt 1 ]; then return 1; fi  # the branch existed and moved before
     done < "$common/logs/$ref"
     [ "$n" -eq 1 ] || return 1
-    section=
-    while IFS= read -r line; do  # recorded already? (read from the config file: no process)
-        case "$line" in
-            "[gitmem \\"branch.${ref#refs/heads/}\\"]"*) section=1 ;;
-            "["*) section= ;;
-            *parent*=*) [ -n "$section" ] && return 1 ;;
-        esac
-    done < "$common/config"
-    git rev-parse -q --verify "refs/memory/${ref#refs/heads/}" >/dev/null && return 1  # has memory of its own
-    return 0
+    return 0  # created just now: its fork to record (memory or a record of that name is an earlier branch's)
 }
 has_work "$@" || exit "$status"
 """,
@@ -401,7 +392,7 @@ def _cherry_pick_hint(store: Store, head: str) -> List[str]:
 
 
 def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
-    from .branches import record_fork
+    from .branches import record_fork, set_aside
 
     if len(args) < 3 or args[2] != "1" or args[0] == _ZERO:
         return []  # a file checkout, or the initial checkout of a clone
@@ -411,8 +402,14 @@ def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
         return []
     if len(log) != 1:  # not a branch created just now
         return []
-    parent = record_fork(store.repo, store.branch, commit=args[1])
-    return [f"branch {store.branch!r} reads the memory of {parent!r} until its first write"] if parent else []
+    out = []
+    if aside := set_aside(store.repo, store.branch):
+        out.append(f"the memory an earlier branch {store.branch!r} left (linked to commits no branch has) is now "
+                   f"{aside!r}: `gitmem merge {aside}` brings it in")
+    parent = record_fork(store.repo, store.branch, commit=args[1], created=True)
+    if parent:
+        out.append(f"branch {store.branch!r} reads the memory of {parent!r} until its first write")
+    return out
 
 
 def _post_merge(store: Store, args: List[str], stdin: str) -> List[str]:

@@ -97,6 +97,59 @@ def test_a_spike_forked_from_a_merged_branch_without_a_commit_keeps_its_memory_t
     assert kept in ids(repo, "main") and tried not in ids(repo, "main")
 
 
+def test_a_branch_created_again_under_a_deleted_ones_name_starts_from_its_parents_memory(repo):
+    """`git branch -D` leaves the branch's memory behind: a new branch of that name must not take an abandoned
+    spike's memory as its own (and merge it into main); it is set aside under another name, kept whole."""
+    with_hooks(repo)
+    git(repo, "checkout", "-q", "-b", "wip")
+    spike = add(repo, "rejection", "Drop the retry queue", "--because", "spike only")["id"]
+    commit_file(repo, "spike.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-q", "-D", "wip")
+    git(repo, "checkout", "-q", "-b", "wip")
+    assert spike not in ids(repo, "wip")
+    aside = [n for n in pygit2.Repository(str(repo)).references if n.startswith("refs/memory/wip.earlier-")]
+    assert len(aside) == 1 and spike in ids(repo, aside[0][len("refs/memory/"):])  # kept, under another name
+    commit_file(repo, "work.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "--no-edit", "wip")
+    assert spike not in ids(repo, "main")
+
+
+def test_a_branch_created_again_from_another_start_reads_that_starts_memory(repo):
+    """x was made from spike and deleted without a write: its fork record is an earlier branch's, and the
+    new x, made from main, reads main's memory, not spike's."""
+    with_hooks(repo)
+    add(repo, "note", "main memory")
+    git(repo, "checkout", "-q", "-b", "spike")
+    idea = add(repo, "note", "spike-only idea")["id"]
+    git(repo, "checkout", "-q", "-b", "x")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-q", "-D", "x")
+    git(repo, "checkout", "-q", "-b", "x", "main")
+    assert fork_point(pygit2.Repository(str(repo)), "x")[0] == "main"
+    add(repo, "note", "x work")
+    assert idea not in ids(repo, "x")
+
+
+def test_a_teammates_branch_checked_out_keeps_its_memory(tmp_path):
+    """Memory pulled for a branch whose code is here (its commits on a remote-tracking branch) is that
+    branch's: checking the branch out takes it, nothing is set aside."""
+    _, a, b = clones(tmp_path)
+    with_hooks(a)
+    git(a, "checkout", "-q", "-b", "fix")
+    shared = add(a, "decision", "Retry twice")["id"]
+    commit_file(a, "fix.txt")  # links the decision to this commit
+    git(a, "push", "-q", "origin", "fix")
+    gitmem(a, "push")
+    with_hooks(b)
+    git(b, "fetch", "-q", "origin")
+    gitmem(b, "pull")
+    git(b, "checkout", "-q", "fix")
+    assert shared in ids(b, "fix")
+    assert not [n for n in pygit2.Repository(str(b)).references if ".earlier-" in n]
+
+
 def test_a_fast_forward_code_merge_fast_forwards_memory(repo):
     with_hooks(repo)
     git(repo, "checkout", "-q", "-b", "feature")
