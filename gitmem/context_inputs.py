@@ -25,6 +25,7 @@ from .errors import GitmemError, StorageError
 from .model import Memory, check_path
 from .postings import IndexedMemories
 from .pricing import DEFAULT_TABLE, PriceTable
+from .warm import placed
 
 if TYPE_CHECKING:
     from .store import Store
@@ -123,8 +124,8 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
         return None
     added, removed = store.warm.diff(store.repository, anchor_tree, tip_tree)
     parsed = store.warm.parse(store.repository, added + removed, store.ref)
-    now = {m.id: m for _, b in added if isinstance(m := parsed[b], Memory)}
-    was = {m.id: m for _, b in removed if isinstance(m := parsed[b], Memory)}
+    now = {m.id: m for p, b in added if isinstance(m := placed(parsed[b], p), Memory)}
+    was = {m.id: m for p, b in removed if isinstance(m := placed(parsed[b], p), Memory)}
     then: Dict[str, Optional[Memory]] = {i: None for i in now}
     then.update(was)
     changed = tuple(m for i, m in sorted(now.items()) if was.get(i) != m)

@@ -719,10 +719,21 @@ class Problem(NamedTuple):
 
 def parse_memory(data: bytes, path: str) -> Memory:
     """Parse and validate one memory blob, refusing one stored under the wrong path."""
+    memory = parse_content(data, path)
+    if memory_path(memory) != path:
+        raise misplaced(memory, path)
+    return memory
+
+
+def parse_content(data: bytes, path: str) -> Memory:
+    """Parse and validate one memory blob's content (``path`` only names it in errors): what holds of the
+    blob wherever it sits. Where it sits is :func:`misplaced`'s to judge: the same blob may be a memory at
+    its own path and a stray copy at another's."""
     try:
-        memory = load_yaml(data)
+        return load_yaml(data)
     except InvalidMemory as e:
         raise InvalidMemory(f"{path}: {e.field}", e.problem, e.choices) from None
-    if memory_path(memory) != path:
-        raise InvalidMemory(path, f"stored under the wrong path (expected {memory_path(memory)})")
-    return memory
+
+
+def misplaced(memory: Memory, path: str) -> InvalidMemory:
+    return InvalidMemory(path, f"stored under the wrong path (expected {memory_path(memory)})")

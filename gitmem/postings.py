@@ -42,7 +42,7 @@ from .search import (
     Hit, core_terms, depth, epoch, fuse, idf, is_stale, match_of, memory_terms, path_factor, path_only_score,
     path_overlap, term_score, tokenize, type_boosts, weight,
 )
-from .warm import Progress
+from .warm import Progress, placed
 
 if TYPE_CHECKING:
     from .context import Element, Ranking
@@ -395,13 +395,15 @@ def _update(store: "Store", ref: str, root: str) -> Optional[int]:
         parsed = store.warm.parse(store.repository, added, ref)
     finally:
         index.flush()
-    fresh = [(blob, m) for _, blob in added if isinstance(m := parsed[blob], Memory)]
+    # A view's members are the entries that are memories at their paths: a stray copy of a blob under
+    # another path, added or removed, leaves the memory at its own path as it is.
+    fresh = [(blob, m) for path, blob in added if isinstance(m := placed(parsed[blob], path), Memory)]
     known = _doc_numbers_of(index, [b for b, _ in fresh])
     new_docs = [(blob, m, Counter(memory_terms(m))) for blob, m in fresh if blob not in known]
     progress = Progress(len(new_docs), "memory for search")
     try:
-        return index.run(lambda db: _apply(db, ref, row, copy, start, root, fresh, new_docs,
-                                           [b for _, b in removed], progress), write=True)
+        return index.run(lambda db: _apply(db, ref, row, copy, start, root, fresh, new_docs, removed, progress),
+                         write=True)
     finally:
         progress.done()
 
@@ -417,9 +419,20 @@ def _doc_numbers(db: sqlite3.Connection, blobs: Sequence[str]) -> Dict[str, int]
     return out
 
 
+def _members_among(db: sqlite3.Connection, entries: Sequence[Tuple[str, str]]) -> Dict[str, int]:
+    """blob -> doc of those ``entries`` (path, blob) that are memories at their paths (their docs' type and
+    id name the path), as a view counts its members: a stray copy's removal leaves the memory alone."""
+    rows: Dict[str, Tuple[int, str]] = {}
+    for chunk, marks in batches([b for _, b in entries]):
+        rows.update((b, (doc, memory_path(kind, i))) for b, doc, kind, i in db.execute(
+            f"SELECT blob, doc, type, id FROM docs WHERE blob IN ({marks})", chunk))
+    return {b: rows[b][0] for p, b in entries if b in rows and rows[b][1] == p}
+
+
 def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], copy: Optional[Tuple[Any, ...]],
            start: Optional[str], root: str, fresh: Sequence[Tuple[str, Memory]],
-           new_docs: Sequence[Tuple[str, Memory, Counter]], removed: Sequence[str], progress: Progress) -> Optional[int]:
+           new_docs: Sequence[Tuple[str, Memory, Counter]], removed: Sequence[Tuple[str, str]],
+           progress: Progress) -> Optional[int]:
     """Under the write lock: add the docs the index lacks, then move ``ref``'s view from ``start``
     to ``root``; None (nothing written) if another process moved either view first."""
     if db.execute("SELECT view, tree, usable FROM views WHERE ref=?", (ref,)).fetchone() != row:
@@ -428,7 +441,7 @@ def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], cop
         return None
     _add_docs(db, new_docs, progress)
     docs = _doc_numbers(db, [b for b, _ in fresh])
-    gone = _doc_numbers(db, removed)
+    gone = _members_among(db, removed)
     if row is None:
         view: int = db.execute("INSERT INTO views(ref, tree, n, total, usable, used) VALUES (?, NULL, 0, 0, 1, 0)",
                                (ref,)).lastrowid or 0
@@ -443,10 +456,9 @@ def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], cop
         db.execute("UPDATE views SET (n, total) = (SELECT n, total FROM views WHERE view=?) WHERE view=?",
                    (copy[0], view))
     bulk = len(fresh) + len(removed) > BULK
-    for blob in removed:
-        if blob in gone and db.execute("DELETE FROM members WHERE view=? AND doc=?", (view, gone[blob])).rowcount \
-                and not bulk:
-            _count(db, view, gone[blob], -1)
+    for doc in gone.values():
+        if db.execute("DELETE FROM members WHERE view=? AND doc=?", (view, doc)).rowcount and not bulk:
+            _count(db, view, doc, -1)
     try:
         db.executemany("INSERT INTO members VALUES (?, ?, ?, ?, ?)",
                        [(view, docs[b], m.id, m.type, int(m.status == "active")) for b, m in fresh])

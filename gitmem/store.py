@@ -25,7 +25,7 @@ from .repo import (
     entries_by_name, head_commit,
     memory_ref, open_repository, parent_chain, ref_target, undecodable,
 )
-from .warm import Warm, warm_for
+from .warm import Warm, placed, warm_for
 
 if TYPE_CHECKING:
     from .audit import Change
@@ -439,7 +439,7 @@ class Store:
             return None
         rows = (summary or self.summary())["lists"][name][:limit]
         parsed = self.warm.parse(self.repository, [(p, b) for _, p, b in rows], self.ref)
-        return [m for m in (parsed[b] for _, _, b in rows) if isinstance(m, Memory)]
+        return [m for m in (placed(parsed[b], p) for _, p, b in rows) if isinstance(m, Memory)]
 
     def newest(self, limit: int, summary: Optional[Dict[str, Any]] = None) -> Optional[List[Memory]]:
         """The ``limit`` newest active memories, oldest first (see :meth:`listed`)."""
@@ -459,11 +459,11 @@ class Store:
             raise damaged(self.ref, snap.commit, e) from None
         finally:
             self.warm.index.flush()
-        return sorted((m for m in (parsed[b] for _, b in found) if isinstance(m, Memory)), key=lambda m: m.id)
+        return sorted((m for m in (placed(parsed[b], p) for p, b in found) if isinstance(m, Memory)), key=lambda m: m.id)
 
     def parse_blob(self, blob_id: Any, path: str) -> Memory:
         """The memory stored in blob ``blob_id`` at ``path`` (remembered by blob id)."""
-        parsed = self.warm.parse(self.repository, [(path, str(blob_id))], self.ref)[str(blob_id)]
+        parsed = placed(self.warm.parse(self.repository, [(path, str(blob_id))], self.ref)[str(blob_id)], path)
         if isinstance(parsed, str):
             raise InvalidMemory(path, parsed)
         return parsed
@@ -484,7 +484,7 @@ class Store:
             memories: Dict[str, Memory] = {}
             problems: List[Problem] = []
             for path, blob_id in entries:
-                found = parsed[blob_id]
+                found = placed(parsed[blob_id], path)
                 if isinstance(found, str):
                     problems.append(Problem("error", path, found))
                 elif found.id in memories:

@@ -21,7 +21,7 @@ import pygit2
 from . import model
 from .errors import InvalidMemory
 from .index import Entry, Index, Parsed, forget_all, from_rows, index_for, row_text
-from .model import Memory, Problem, parse_memory
+from .model import Memory, Problem, memory_path, misplaced, parse_content
 from .repo import damaged
 
 #: Opens the repository (libgit2): called only when an object must be read from git, so a read the
@@ -204,8 +204,8 @@ class Warm:
             invalid = 0
             choice = self.LISTS["choices"][0]
             chosen: Set[str] = set()  # paths of the bucket's active choices
-            for _, blob in blobs:
-                memory = parsed[blob] if blob in parsed else found[blob]
+            for name, blob in blobs:
+                memory = placed(parsed[blob] if blob in parsed else found[blob], prefix + name)
                 if isinstance(memory, str):
                     invalid += 1
                     continue
@@ -270,7 +270,7 @@ class Warm:
         parsed = self.parse(git, out, ref)
         kept = []
         for path, blob in out:
-            m = parsed[blob]
+            m = placed(parsed[blob], path)
             if isinstance(m, Memory) and wanted(m) and touches(m.paths):
                 kept.append((path, blob))
         return kept
@@ -283,8 +283,9 @@ class Warm:
 
     def parse(self, git: Git, entries: Sequence[Tuple[str, str]], ref: str,
               helper: Optional["_Helper"] = None) -> Dict[str, Parsed]:
-        """Each blob's memory (or why it is invalid): from this process, the index, else parsed from git
-        (``helper``: a helper already started, used if there are enough to parse)."""
+        """Each blob's memory (or why its content is invalid): from this process, the index, else parsed
+        from git (``helper``: a helper already started, used if there are enough to parse). Whether an
+        entry's path fits its memory is :func:`placed`'s to say."""
         out = {b: self.parsed[b] for _, b in entries if b in self.parsed}
         missing = [b for _, b in entries if b not in out]
         if missing:
@@ -382,9 +383,16 @@ def read_memory(repo: pygit2.Repository, path: str, blob_id: str, ref: str) -> P
     if kind != pygit2.GIT_OBJECT_BLOB:
         raise damaged(ref, blob_id, ValueError("not a blob"))
     try:
-        return parse_memory(data, path)
+        return parse_content(data, path)
     except InvalidMemory as e:
         return str(e)
+
+
+def placed(parsed: Parsed, path: str) -> Parsed:
+    """A blob's verdict (:meth:`Warm.parse`: its content's, kept by blob id) for the entry at ``path``: a
+    memory stored under another path is invalid there. Every reader of tree entries asks this, never the
+    cache alone: one blob can be a memory at its own path and a stray copy at another's."""
+    return str(misplaced(parsed, path)) if isinstance(parsed, Memory) and memory_path(parsed) != path else parsed
 
 
 class _Helper:

@@ -520,3 +520,49 @@ def test_a_bulk_batch_is_frozen_out_of_later_collections_and_a_small_one_is_not(
     finally:
         gc.unfreeze()
     assert small and bulk
+
+
+def _commit_tree_by_hand(repo, changes) -> str:
+    """refs/memory/main moved to a commit made with plain git: ``changes`` maps a path to a blob (None: gone)."""
+    env = {"GIT_INDEX_FILE": os.path.join(str(repo), ".git", "by-hand-index")}
+    tip = git(repo, "rev-parse", "refs/memory/main").strip()
+    git(repo, "read-tree", tip, env=env)
+    for path, blob in changes.items():
+        if blob is None:
+            git(repo, "update-index", "--force-remove", path, env=env)
+        else:
+            git(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
+    tree = git(repo, "write-tree", env=env).strip()
+    commit = git(repo, "commit-tree", tree, "-p", tip, "-m", "by hand").strip()
+    git(repo, "update-ref", "refs/memory/main", commit)
+    return commit
+
+
+def test_a_blob_is_a_memory_at_its_own_path_and_a_stray_copy_at_another_whatever_the_index_saw_first(repo, store):
+    """What the index keeps of a blob is its content's verdict; where the blob sits is judged at each read. A
+    copy of a memory's blob under another type's folder is invalid there, the memory at its own path is not,
+    and both answers are the same with the index as without it, whichever the index saw first."""
+    from gitmem.doctor import doctor
+
+    _seed(store, 6)
+    m = store.add("decision", "Queue jobs in Postgres", reason="no new service").memory
+    own = memory_path(m)
+    stray = "note/" + own.split("/", 1)[1]
+    blob = git(repo, "rev-parse", f"refs/memory/main:{own}").strip()
+
+    def answers():
+        s = _fresh(repo)
+        return _answers(repo), s.summary()["counts"], [p.where for p in doctor(s, full=True)]
+
+    good = git(repo, "rev-parse", "refs/memory/main").strip()
+    moved = _commit_tree_by_hand(repo, {own: None, stray: blob})  # at the wrong path only
+    copied = _commit_tree_by_hand(repo, {own: blob, stray: blob})  # at both
+    for tip in (moved, good, copied, moved, copied, good):  # the index sees each first in turn
+        git(repo, "update-ref", "refs/memory/main", tip)
+        with_index = answers()
+        _drop_index(repo)
+        assert answers() == with_index
+        listing = with_index[0][0]
+        assert (m.id in [i for i, _, _ in listing]) == (tip != moved)
+        problems = with_index[2]
+        assert (stray in problems) == (tip != good) and own not in problems
