@@ -67,9 +67,15 @@ def latest_checkpoint(store: Store, at: Optional[str] = None) -> Optional[Tuple[
 # --- links written by hooks -------------------------------------------------------
 
 
+#: The reflog messages of the moves that take a tip made elsewhere as it is (a pull's, a merge's fast-forward).
+_TAKEN = ("gitmem merge: fast-forward", "gitmem pull:")
+
+
 def unlinked_since_last_commit(store: Store, previous_code_commit_time: Optional[int]) -> List[str]:
     """Ids of memories written on this branch's own ref since the last link
-    (or since the previous code commit, when nothing was linked yet)."""
+    (or since the previous code commit, when nothing was linked yet). What a pull or a fast-forward
+    merge brought as it is (the ref's reflog names the tips) is another clone's or branch's work:
+    linked there, or by nobody, never to this clone's next commit."""
     tip = store.own_tip()
     if not tip:
         return []
@@ -83,6 +89,14 @@ def unlinked_since_last_commit(store: Store, previous_code_commit_time: Optional
         inherited = ref_target(store.repo, memory_ref(parent))
         if inherited:
             walker.hide(inherited)
+    try:
+        for n, entry in enumerate(store.repo.references[memory_ref(store.branch)].log()):  # newest first
+            if n >= _MAX_WALK:
+                break
+            if (entry.message or "").startswith(_TAKEN):
+                walker.hide(entry.oid_new)
+    except (KeyError, pygit2.GitError, OSError):
+        pass  # no reflog: every commit since the last link counts, as before there were pulls
     for n, commit in enumerate(walker):
         change = change_from_commit(commit)
         if n >= _MAX_WALK or change.op in ("link", "merge", "rewrite"):

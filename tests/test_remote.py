@@ -330,6 +330,30 @@ def test_a_secret_pushed_with_plain_git_is_redacted_when_it_arrives_by_fast_forw
     assert token not in git(origin, "show", "refs/memory/main:note/z/z/01m92e2zzzzzzzzz.yaml")
 
 
+def test_memory_a_pull_brought_is_never_linked_to_this_clones_next_commit(alice, bob):
+    """The post-commit hook links what this clone wrote since its last commit: a teammate's decision taken
+    by a fast-forward pull was written for the teammate's code, not for the next unrelated commit here."""
+    git(alice, "config", "gitmem.hookMode", "foreground")
+    gitmem(alice, "hooks", "install")
+    mine = json.loads(gitmem(alice, "add", "fact", "alice fact", "--json").stdout)["id"]
+    (alice / "a.txt").write_text("a\n")
+    git(alice, "add", "a.txt")
+    git(alice, "commit", "-q", "-m", "c1")
+    gitmem(alice, "push")
+    gitmem(bob, "pull")
+    theirs = json.loads(gitmem(bob, "add", "decision", "Use gRPC for billing", "--json").stdout)["id"]
+    gitmem(bob, "push")
+    assert json.loads(gitmem(alice, "pull", "--json").stdout)["merged"][0]["kind"] == "fast-forward"
+    own = json.loads(gitmem(alice, "add", "fact", "written after the pull", "--json").stdout)["id"]
+    (alice / "css.txt").write_text("css\n")
+    git(alice, "add", "css.txt")
+    git(alice, "commit", "-q", "-m", "unrelated css fix")
+    head = git(alice, "rev-parse", "HEAD").strip()
+    store = Store.open(str(alice))
+    assert head not in store.get(theirs).commits and head not in store.get(mine).commits
+    assert store.get(own).commits == (head,)
+
+
 def test_a_remote_that_dropped_its_memory_ref_gets_no_history_unscanned(alice, bob, origin):
     """The remote's tip as last fetched is what the push takes the remote to have, and scans past: when an
     admin has since deleted the ref to purge a secret, the push must not send that history back unscanned."""
