@@ -149,7 +149,7 @@ def mcp_recall(root: str, runs: int) -> Tuple[float, float]:
 
 def run(sizes=SIZES, runs: int = 3, stores: Tuple[str, ...] = tuple(STORES)) -> dict:
     rows = [measure(n, runs, kind) for kind in stores for n in sizes]
-    writes = write_times((100, sizes[-1]), 30)
+    writes = write_times((100, sizes[-1]), 100)
     return {"sizes": rows, "write_ms": {"100": writes[0] * 1e3, str(sizes[-1]): writes[1] * 1e3},
             "write_growth_ratio": writes[1] / writes[0],
             "backend": "none (no model involved)", "encoder": "none (GITMEM_ENCODER=none)"}
