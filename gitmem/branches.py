@@ -68,18 +68,24 @@ def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = No
     return parent
 
 
+def _created_from(repo: pygit2.Repository, branch: str) -> Optional[Tuple[str, str]]:
+    """(start point, commit) as the branch's own reflog names them ("branch: Created from <start>"), if it does."""
+    try:
+        entries = list(repo.references[f"refs/heads/{branch}"].log())  # newest first
+    except (KeyError, pygit2.GitError, OSError):
+        return None
+    m = _CREATED_RE.match(entries[-1].message or "") if entries else None
+    return (m.group(1), str(entries[-1].oid_new)) if m else None
+
+
 def _started_from(repo: pygit2.Repository, branch: str) -> Optional[str]:
     """The code branch whose memory ``branch`` starts from: the start point its own reflog names ("branch:
     Created from <start>"), not the branch HEAD was on, which `git checkout -b hotfix main` made on an
     experiment would leak into main. Without that entry (no reflog; made by a fetch), the branch HEAD was on."""
-    try:
-        entries = list(repo.references[f"refs/heads/{branch}"].log())  # newest first
-    except (KeyError, pygit2.GitError, OSError):
-        entries = []
-    m = _CREATED_RE.match(entries[-1].message or "") if entries else None
-    if not m:
+    created = _created_from(repo, branch)
+    if created is None:
         return _checked_out_from(repo, branch)
-    return _branch_named(repo, m.group(1)) or _branch_at(repo, branch, m.group(1), str(entries[-1].oid_new))
+    return _branch_named(repo, created[0]) or _branch_at(repo, branch, *created)
 
 
 def _branch_named(repo: pygit2.Repository, start: str) -> Optional[str]:
@@ -329,14 +335,16 @@ def set_aside(repo: pygit2.Repository, branch: str) -> Optional[str]:
     pull brings the memory of branches a teammate deleted. A new wip would take that memory as its own and,
     once merged, bring an abandoned spike's memory to main. It is an earlier branch's when one of its
     memories is linked to a code commit that no branch has any more (nor any remote-tracking one): the code
-    it was written for is gone. A teammate's branch checked out has its commits; memory linked to nothing
-    cannot be told apart, and stays. Renamed, never deleted: `gitmem merge <name>` brings it in, and a pull
-    does not bring it back (as after prune) until the remote has more of it."""
+    it was written for is gone. A teammate's branch checked out (created from ``<remote>/<branch>``) is
+    that branch, whatever its memory is linked to (a commit rewritten before the push, say); memory linked to
+    nothing cannot be told apart, and stays. Renamed, never deleted: `gitmem merge <name>` brings it in, and
+    a pull does not bring it back (as after prune) until the remote has more of it."""
     from .repo import memory_ref
     from .store import Store
 
     tip = ref_target(repo, memory_ref(branch))
-    if tip is None:
+    created = _created_from(repo, branch)
+    if tip is None or (created and _branch_named(repo, created[0]) == branch):
         return None
     tips = [t for prefix in ("refs/heads/", "refs/remotes/") for _, ref in ref_names(repo, prefix)
             if (t := ref_target(repo, ref))]

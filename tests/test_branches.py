@@ -133,13 +133,15 @@ def test_a_branch_created_again_from_another_start_reads_that_starts_memory(repo
 
 
 def test_a_teammates_branch_checked_out_keeps_its_memory(tmp_path):
-    """Memory pulled for a branch whose code is here (its commits on a remote-tracking branch) is that
-    branch's: checking the branch out takes it, nothing is set aside."""
+    """Memory pulled for a branch checked out from its remote-tracking copy is that branch's: checking the
+    branch out takes it, nothing is set aside, even when the commit it is linked to was rewritten before
+    the push (here without the hooks, so the link still names the old commit)."""
     _, a, b = clones(tmp_path)
     with_hooks(a)
     git(a, "checkout", "-q", "-b", "fix")
     shared = add(a, "decision", "Retry twice")["id"]
     commit_file(a, "fix.txt")  # links the decision to this commit
+    git(a, "-c", "core.hooksPath=/dev/null", "commit", "-q", "--amend", "-m", "fix, reworded")
     git(a, "push", "-q", "origin", "fix")
     gitmem(a, "push")
     with_hooks(b)
