@@ -77,7 +77,7 @@ def parse_json(raw: bytes) -> Mapping[str, Any]:
         raise ApiError(413, "Request exceeds the maximum allowed number of bytes.")
     try:
         body = json.loads(raw.decode("utf-8") or "null")
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # (nested past the parser's depth)
         raise invalid("There was an error parsing the body of your request: it is not valid JSON.") from None
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object.")
@@ -159,13 +159,15 @@ def _check_scalars(body: Mapping[str, Any], model: ModelPrice, for_count: bool) 
                 raise invalid("max_tokens: 0 cannot be used with streaming")
             if isinstance(thinking, Mapping) and thinking.get("type") not in (None, "disabled"):
                 raise invalid("max_tokens: 0 cannot be used with extended thinking")
-            if body.get("output_format") is not None:
+            config = body.get("output_config")
+            if body.get("output_format") is not None or (isinstance(config, Mapping) and config.get("format")):
                 raise invalid("max_tokens: 0 cannot be used with structured outputs")
         if max_tokens > model.max_output_tokens:
             raise invalid(
                 f"max_tokens: {max_tokens} > {model.max_output_tokens}, which is the maximum allowed "
                 f"number of output tokens for {model.id}"
             )
+        _check_thinking(body, max_tokens)
         temperature = body.get("temperature")
         if temperature is not None and (not isinstance(temperature, (int, float)) or not 0 <= temperature <= 1):
             raise invalid("temperature: Input should be a number between 0 and 1")
@@ -185,6 +187,39 @@ def _check_scalars(body: Mapping[str, Any], model: ModelPrice, for_count: bool) 
         for i, tool in enumerate(tools):
             if not isinstance(tool, Mapping) or not isinstance(tool.get("name"), str):
                 raise invalid(f"tools.{i}.name: Field required")
+        names = [t["name"] for t in tools]
+        if len(set(names)) < len(names):
+            raise invalid("tools: Tool names must be unique.")
+    _check_tool_choice(body.get("tool_choice"), [t["name"] for t in tools or []])
+
+
+def _check_thinking(body: Mapping[str, Any], max_tokens: int) -> None:
+    """Extended thinking's documented limits: "budget_tokens must be set to a value less than max_tokens"
+    (and at least 1,024), and a tool_choice that forces tool use ("any" or a named tool) is refused with it."""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, Mapping) or thinking.get("type") != "enabled":
+        return
+    budget = thinking.get("budget_tokens")
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise invalid("thinking.enabled.budget_tokens: Field required")
+    if budget < 1024:
+        raise invalid("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+    if max_tokens and budget >= max_tokens:
+        raise invalid("`max_tokens` must be greater than `thinking.budget_tokens`")
+    choice = body.get("tool_choice")
+    if isinstance(choice, Mapping) and choice.get("type") in ("any", "tool"):
+        raise invalid("Thinking may not be enabled when tool_choice forces tool use.")
+
+
+def _check_tool_choice(choice: Any, tools: List[str]) -> None:
+    if choice is None:
+        return
+    if not isinstance(choice, Mapping) or choice.get("type") not in ("auto", "any", "tool", "none"):
+        raise invalid("tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'")
+    if choice["type"] in ("any", "tool") and not tools:
+        raise invalid("tool_choice: tool_choice may only be specified while providing tools.")
+    if choice["type"] == "tool" and choice.get("name") not in tools:
+        raise invalid(f"tool_choice.name: Tool {choice.get('name')!r} not found in the request's tools.")
 
 
 def _breakpoints(body: Mapping[str, Any], blocks: List[PromptBlock]) -> Tuple[Breakpoint, ...]:
