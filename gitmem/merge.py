@@ -258,15 +258,17 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
 
     repo = store.repo
     if ours is None:  # a first pull: every blob, its conflict files' too
-        paths = {blob: path for path, blob in store.snapshot(theirs).entries()}
-        paths.update((blob, path) for path, blob in conflict_blobs(store, theirs).items())
+        arrived = [*store.snapshot(theirs).entries(), *conflict_blobs(store, theirs).items()]
     else:  # what the tree diff brings: a fast-forward by one memory reads a few trees
         diff = repo.diff(repo[ours].peel(pygit2.Tree), repo[theirs].peel(pygit2.Tree))  # type: ignore[call-overload]
-        paths = {str(d.new_file.id): d.new_file.path for d in diff.deltas if d.status_char() != "D"}
+        arrived = [(d.new_file.path, str(d.new_file.id)) for d in diff.deltas if d.status_char() != "D"]
+    paths: Dict[str, List[str]] = {}  # blob -> every path it arrived at (a stray copy shares a memory's blob)
+    for path, blob in arrived:
+        paths.setdefault(blob, []).append(path)
     found = secret_blobs(repo, list(paths))
     if not found:
         return theirs, 0
-    updates = {paths[blob]: _written_again(store, blob, paths[blob]) for blob in found}
+    updates = {path: _written_again(store, blob, path) for blob in found for path in paths[blob]}
     author = author or default_author(repo)
     count = sum(len(rules) for rules in found.values())
     text = (f"redact {count} secret(s) that arrived in {theirs[:12]}\n\n"

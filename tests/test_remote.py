@@ -376,6 +376,26 @@ def test_a_remote_that_dropped_its_memory_ref_gets_no_history_unscanned(alice, b
     assert remote_tip(origin) is None
 
 
+def test_a_secret_blob_at_two_paths_arrives_redacted_at_both(alice, origin, tmp_path):
+    """A stray copy of a memory's blob under another folder shares its blob: redacting the blob at one of
+    its paths only would leave the memory at its own path holding the secret."""
+    gitmem(alice, "add", "fact", "clean")
+    gitmem(alice, "push")
+    token = _github_token()
+    blob = ("schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
+            f"text: 'deploy key {token}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
+            "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
+    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml", blob)
+    _plant(alice, "note/b/b/01m92e2bbbbbbbbb.yaml", blob)  # sorts after the memory's own path
+    git(alice, "config", "core.hooksPath", "/dev/null")
+    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    carol = clone(origin, tmp_path / "carol", "Carol")
+    gitmem(carol, "pull")
+    assert token not in gitmem(carol, "list", "--json").stdout
+    for path in ("fact/b/b/01m92e2bbbbbbbbb.yaml", "note/b/b/01m92e2bbbbbbbbb.yaml"):
+        assert token not in git(carol, "show", f"refs/memory/main:{path}")
+
+
 def test_a_secret_in_a_conflict_file_arrives_redacted_by_a_first_pull_and_by_a_merge(alice, origin, tmp_path):
     """A conflict file travels with the memory: one planted with a secret in a version arrives redacted,
     whether a new clone takes the remote's tip or a clone with memory of its own merges it."""
