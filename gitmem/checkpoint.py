@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import pygit2
 
@@ -71,11 +71,35 @@ def latest_checkpoint(store: Store, at: Optional[str] = None) -> Optional[Tuple[
 _TAKEN = ("gitmem merge: fast-forward", "gitmem pull:")
 
 
+def _taken(store: Store) -> Set[str]:
+    """The commits the ref's recent moves by a pull or a fast-forward merge added (each move's new tip and
+    what lies below it but not below the old one), at most :data:`_MAX_WALK` of them."""
+    from .repo import memory_ref
+
+    out: Set[str] = set()
+    try:
+        entries = list(islice(store.repo.references[memory_ref(store.branch)].log(), _MAX_WALK))
+    except (KeyError, pygit2.GitError, OSError):
+        return out  # no reflog: every commit since the last link counts, as before there were pulls
+    for entry in entries:  # newest first
+        if not (entry.message or "").startswith(_TAKEN) or len(out) >= _MAX_WALK:
+            continue
+        try:
+            walker = store.repo.walk(entry.oid_new)
+            if entry.oid_old != pygit2.Oid(hex="0" * 40):
+                walker.hide(entry.oid_old)
+            out.update(str(c.id) for c in islice(walker, _MAX_WALK))
+        except (KeyError, ValueError, pygit2.GitError):
+            continue
+    return out
+
+
 def unlinked_since_last_commit(store: Store, previous_code_commit_time: Optional[int]) -> List[str]:
     """Ids of memories written on this branch's own ref since the last link
-    (or since the previous code commit, when nothing was linked yet). What a pull or a fast-forward
-    merge brought as it is (the ref's reflog names the tips) is another clone's or branch's work:
-    linked there, or by nobody, never to this clone's next commit."""
+    (or since the previous code commit, when nothing was linked yet). The commits a pull or a
+    fast-forward merge brought as they are (the ref's reflog names each move) are another clone's or
+    branch's work: linked there, or by nobody, never to this clone's next commit. This clone's own
+    writes below them (pushed, then brought back under a teammate's) still are."""
     tip = store.own_tip()
     if not tip:
         return []
@@ -89,21 +113,14 @@ def unlinked_since_last_commit(store: Store, previous_code_commit_time: Optional
         inherited = ref_target(store.repo, memory_ref(parent))
         if inherited:
             walker.hide(inherited)
-    try:
-        for n, entry in enumerate(store.repo.references[memory_ref(store.branch)].log()):  # newest first
-            if n >= _MAX_WALK:
-                break
-            if (entry.message or "").startswith(_TAKEN):
-                walker.hide(entry.oid_new)
-    except (KeyError, pygit2.GitError, OSError):
-        pass  # no reflog: every commit since the last link counts, as before there were pulls
+    taken = _taken(store)
     for n, commit in enumerate(walker):
         change = change_from_commit(commit)
         if n >= _MAX_WALK or change.op in ("link", "merge", "rewrite"):
             break
         if previous_code_commit_time is not None and commit.commit_time < previous_code_commit_time:
             break
-        if change.op in _LINKABLE_OPS:
+        if change.op in _LINKABLE_OPS and str(commit.id) not in taken:
             ids.extend(i for i in change.memory_ids[:1] if i not in ids)
     return ids
 

@@ -347,10 +347,10 @@ def _post_commit(store: Store, args: List[str], stdin: str) -> List[str]:
     if not head:
         return []
     record_fork(store.repo, store.branch)  # first use of a branch created without the hook
+    link = link_commit(store, head, source="hook")  # first: what was written while resolving, say
     # A merge commit made by `git commit` concludes a merge that stopped (a conflict, or --no-commit): git
     # runs post-merge only for a merge it commits itself, so the branches' memory merges here.
     out = _merge_memory(store, head) if len(store.repo[head].peel(pygit2.Commit).parents) > 1 else []
-    link = link_commit(store, head, source="hook")
     if link.memory_ids:
         out.append(f"linked {head[:10]} to {len(link.memory_ids)} memor{'y' if len(link.memory_ids) == 1 else 'ies'}")
     out.extend(_cherry_pick_hint(store, head))

@@ -74,11 +74,14 @@ def test_a_merge_concluded_with_git_commit_after_a_conflict_merges_memory(repo):
     commit_file(repo, "f.txt", "main\n")
     stopped = subprocess.run(["git", "merge", "feature"], cwd=repo, capture_output=True, text=True)
     assert stopped.returncode != 0 and decided not in ids(repo, "main")  # the code conflict stops it
+    resolved = add(repo, "decision", "Took the feature side", "--because", "newer")["id"]
     (repo / "f.txt").write_text("both\n")
     git(repo, "add", "f.txt")
     git(repo, "commit", "-q", "--no-edit")
     assert decided in ids(repo, "main")
-    assert tip(repo, "feature") in parents(repo, tip(repo, "main"))
+    assert any(tip(repo, "feature") in parents(repo, c) for c in (tip(repo, "main"), *parents(repo, tip(repo, "main"))))
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert Store.open(str(repo)).get(resolved).commits == (head,)  # written while resolving: linked to it
 
 
 def test_a_spike_forked_from_a_merged_branch_without_a_commit_keeps_its_memory_to_itself(repo):

@@ -340,6 +340,8 @@ def test_memory_a_pull_brought_is_never_linked_to_this_clones_next_commit(alice,
     git(alice, "add", "a.txt")
     git(alice, "commit", "-q", "-m", "c1")
     gitmem(alice, "push")
+    pushed = json.loads(gitmem(alice, "add", "fact", "alice's, pushed before her next commit", "--json").stdout)["id"]
+    gitmem(alice, "push")
     gitmem(bob, "pull")
     theirs = json.loads(gitmem(bob, "add", "decision", "Use gRPC for billing", "--json").stdout)["id"]
     gitmem(bob, "push")
@@ -351,7 +353,7 @@ def test_memory_a_pull_brought_is_never_linked_to_this_clones_next_commit(alice,
     head = git(alice, "rev-parse", "HEAD").strip()
     store = Store.open(str(alice))
     assert head not in store.get(theirs).commits and head not in store.get(mine).commits
-    assert store.get(own).commits == (head,)
+    assert store.get(own).commits == (head,) and store.get(pushed).commits == (head,)  # hers, pulled back or not
 
 
 def test_a_remote_that_dropped_its_memory_ref_gets_no_history_unscanned(alice, bob, origin):
