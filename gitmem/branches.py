@@ -10,13 +10,14 @@ default branch is the parent. Memory fetched from a remote lives on
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import pygit2
 
-from .errors import BranchError, GitmemError
+from .errors import BranchError, GitmemError, InvalidMemory
 from .repo import REF_PREFIX, parent_chain, ref_target
 
 if TYPE_CHECKING:
@@ -39,33 +40,57 @@ def fork_point(repo: pygit2.Repository, branch: str) -> Tuple[Optional[str], Opt
 
 
 def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = None,
-                commit: Optional[str] = None, created: bool = False) -> Optional[str]:
-    """Record where ``branch`` was created from, once (an existing record is kept, unless ``created``: the
-    code branch was created just now, so a record is an earlier branch's of that name, deleted since).
+                commit: Optional[str] = None, created: Optional[str] = None) -> Optional[str]:
+    """Record where ``branch`` was created from, once: an existing record is kept, unless ``created`` (the
+    code branch's :func:`creation`) differs from the one recorded with it, so the record is an earlier,
+    deleted branch's of that name.
 
     ``parent`` defaults to the branch whose memory applies at its start point (see
     :func:`_started_from`), else the default branch. Returns the parent recorded now,
     or None when nothing changed (already recorded, the default branch itself, or it
     already has memory)."""
-    from .repo import check_branch_name, default_branch, memory_ref
+    from .repo import check_branch_name, config_get, default_branch, memory_ref
 
     check_branch_name(branch)
-    if (fork_point(repo, branch)[0] and not created) or branch == default_branch(repo) \
-            or memory_ref(branch) in repo.references:
+    recorded = fork_point(repo, branch)[0]
+    if (recorded and (created is None or fork_recorded(repo, branch, created))) \
+            or branch == default_branch(repo) or memory_ref(branch) in repo.references:
         return None
     parent = parent or _started_from(repo, branch) or default_branch(repo)
-    if parent == branch or (created and fork_point(repo, branch) == (parent, commit)):
-        return None  # (the branch checked out again before its first commit: recorded as it is)
+    if parent == branch:
+        return None
     check_branch_name(parent)
     try:
-        repo.config[f"gitmem.branch.{branch}.parent"] = parent
-        if commit:
-            repo.config[f"gitmem.branch.{branch}.forkPoint"] = commit
-        elif created and fork_point(repo, branch)[1]:
-            del repo.config[f"gitmem.branch.{branch}.forkPoint"]
+        config = repo.config
+        config[f"gitmem.branch.{branch}.parent"] = parent
+        for key, value in (("forkPoint", commit), ("created", created)):
+            if value:
+                config[f"gitmem.branch.{branch}.{key}"] = value
+            elif recorded and config_get(repo, f"gitmem.branch.{branch}.{key}") is not None:
+                del config[f"gitmem.branch.{branch}.{key}"]  # an earlier branch's
     except (pygit2.GitError, OSError) as e:
         raise GitmemError(f"could not record the fork point of {branch!r}: {e}") from None
     return parent
+
+
+def fork_recorded(repo: pygit2.Repository, branch: str, created: Optional[str]) -> bool:
+    """Whether the fork record of ``branch`` is this code branch's (made at its :func:`creation`)."""
+    from .repo import config_get
+
+    return bool(fork_point(repo, branch)[0]) and config_get(repo, f"gitmem.branch.{branch}.created") == created
+
+
+def creation(repo: pygit2.Repository, branch: str) -> Optional[str]:
+    """What tells a code branch created just now (its reflog holds one entry) from an earlier one of its name:
+    when that reflog was written, to the nanosecond (a deleted branch's reflog goes with it; checking the
+    branch out again writes HEAD's, not this one). The entry's own time is in seconds: a script deletes and
+    creates a branch again within one. None without a reflog file (a reftable repository)."""
+    from .repo import common_dir
+
+    try:
+        return str(os.stat(os.path.join(common_dir(repo), "logs", "refs", "heads", *branch.split("/"))).st_mtime_ns)
+    except (OSError, ValueError):
+        return None
 
 
 def _created_from(repo: pygit2.Repository, branch: str) -> Optional[Tuple[str, str]]:
@@ -269,7 +294,7 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True, force: bool = False)
                 ref.delete()
             except (KeyError, pygit2.GitError) as e:
                 raise BranchError(f"could not delete {b.ref}: {e}") from None
-            for key in (f"gitmem.branch.{b.name}.parent", f"gitmem.branch.{b.name}.forkPoint"):
+            for key in (f"gitmem.branch.{b.name}.{k}" for k in ("parent", "forkPoint", "created")):
                 try:  # the fork record goes with the memory (a new branch of that name starts afresh)
                     del repo.config[key]
                 except (KeyError, pygit2.GitError):
@@ -312,7 +337,7 @@ def move(repo: pygit2.Repository, old: str, new: str) -> str:
         raise BranchError(f"could not delete {memory_ref(old)}: {e}") from None
     try:
         config = repo.config
-        for key in ("parent", "forkPoint"):
+        for key in ("parent", "forkPoint", "created"):
             value = config_get(repo, f"gitmem.branch.{old}.{key}")
             if value is not None:
                 if config_get(repo, f"gitmem.branch.{new}.{key}") is None:
@@ -339,25 +364,56 @@ def set_aside(repo: pygit2.Repository, branch: str) -> Optional[str]:
     that branch, whatever its memory is linked to (a commit rewritten before the push, say); memory linked to
     nothing cannot be told apart, and stays. Renamed, never deleted: `gitmem merge <name>` brings it in, and
     a pull does not bring it back (as after prune) until the remote has more of it."""
-    from .repo import memory_ref
+    from .repo import default_branch, memory_ref
     from .store import Store
 
     tip = ref_target(repo, memory_ref(branch))
     created = _created_from(repo, branch)
-    if tip is None or (created and _branch_named(repo, created[0]) == branch):
-        return None
-    tips = [t for prefix in ("refs/heads/", "refs/remotes/") for _, ref in ref_names(repo, prefix)
-            if (t := ref_target(repo, ref))]
-    linked = {c for m in Store(repo, branch).memories().values() for c in m.commits}
-    if not any(not any(reachable(repo, c, t) for t in tips) for c in linked):
+    if tip is None or (created and _branch_named(repo, created[0]) == branch) or code_tips(repo, branch, local=False):
+        return None  # a branch the remote has, checked out: its memory is that branch's
+    inherited = {b for _, b in Store(repo, default_branch(repo)).snapshot().entries()}
+    own = Store(repo, branch)
+    linked: Set[str] = set()  # the code commits its own memories (not the default branch's) are linked to
+    for path, blob in own.snapshot().entries():
+        if blob not in inherited:
+            try:
+                linked.update(own.parse_blob(blob, path).commits)
+            except InvalidMemory:
+                continue
+    if not _any_unreachable(repo, linked):
         return None
     aside = f"{branch}.earlier-{tip[:8]}"
-    move(repo, branch, aside)
+    if ref_target(repo, memory_ref(aside)) == tip:  # set aside before, merged back unchanged: kept there
+        repo.references[memory_ref(branch)].delete()
+    else:
+        move(repo, branch, aside if ref_target(repo, memory_ref(aside)) is None else f"{branch}.earlier-{tip}")
     try:
         repo.config[f"gitmem.branch.{branch}.pruned"] = tip
     except (pygit2.GitError, OSError):
         pass
     return aside
+
+
+def _any_unreachable(repo: pygit2.Repository, commits: Iterable[str]) -> bool:
+    """Whether one of ``commits`` is on no local or remote-tracking branch (or not in this repository): one
+    walk from them all that stops at every branch tip, so it reads only what no branch has."""
+    tips = [t for prefix in ("refs/heads/", "refs/remotes/") for _, ref in ref_names(repo, prefix)
+            if (t := ref_target(repo, ref))]
+    wanted = set(commits)
+    walker = None
+    for c in wanted:
+        try:
+            if walker is None:
+                walker = repo.walk(c)
+            else:
+                walker.push(c)
+        except (KeyError, ValueError, pygit2.GitError):
+            return True  # gone from this repository (gc'd, or a teammate's never fetched)
+    if walker is None:
+        return False
+    for t in tips:
+        walker.hide(t)
+    return any(str(commit.id) in wanted for commit in walker)
 
 
 def renames(repo: pygit2.Repository) -> Dict[str, str]:

@@ -71,7 +71,7 @@ _PRECHECKS = {
     "post-checkout": """\
 # nothing to do unless this checkout created a branch (its reflog has one entry); see gitmem.hooks
 has_work() {
-    [ "$3" = 1 ] && [ "$1" != 0000000000000000000000000000000000000000 ] || return 1
+    [ "$3" = 1 ] || return 1
     if [ -z "${GIT_DIR:-}" ] && [ -d .git ] && [ ! -f .git/commondir ] && read -r head < .git/HEAD; then
         common=.git  # the usual layout, read without starting git
         ref=${head#ref: }
@@ -85,11 +85,15 @@ has_work() {
     case "$ref" in refs/heads/*) ;; *) return 1 ;; esac  # detached
     [ -f "$common/logs/$ref" ] || return 1  # no reflog: gitmem cannot tell either
     n=0
-    while read -r _; do
+    while read -r line; do
+        entry=$line  # (the read that ends the loop empties line)
         n=$((n + 1))
         if [ "$n" -gt 1 ]; then return 1; fi  # the branch existed and moved before
     done < "$common/logs/$ref"
     [ "$n" -eq 1 ] || return 1
+    if [ "$1" = 0000000000000000000000000000000000000000 ]; then  # a clone's first checkout, or `git worktree add -b`
+        case "$entry" in *"branch: Created from "*) ;; *) return 1 ;; esac
+    fi
     return 0  # created just now: its fork to record (memory or a record of that name is an earlier branch's)
 }
 has_work "$@" || exit "$status"
@@ -392,21 +396,26 @@ def _cherry_pick_hint(store: Store, head: str) -> List[str]:
 
 
 def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
-    from .branches import record_fork, set_aside
+    from .branches import creation, fork_recorded, record_fork, set_aside
 
-    if len(args) < 3 or args[2] != "1" or args[0] == _ZERO:
-        return []  # a file checkout, or the initial checkout of a clone
+    if len(args) < 3 or args[2] != "1":
+        return []  # a file checkout
     try:
         log = list(store.repo.references[f"refs/heads/{store.branch}"].log())
     except (KeyError, pygit2.GitError, OSError):
         return []
     if len(log) != 1:  # not a branch created just now
         return []
+    if args[0] == _ZERO and not (log[0].message or "").startswith("branch: Created from"):
+        return []  # the initial checkout of a clone (`git worktree add -b` creates a branch from nothing, too)
+    created = creation(store.repo, store.branch)
+    if fork_recorded(store.repo, store.branch, created):
+        return []  # checked out again before its first commit: recorded when it was created
     out = []
     if aside := set_aside(store.repo, store.branch):
         out.append(f"the memory an earlier branch {store.branch!r} left (linked to commits no branch has) is now "
                    f"{aside!r}: `gitmem merge {aside}` brings it in")
-    parent = record_fork(store.repo, store.branch, commit=args[1], created=True)
+    parent = record_fork(store.repo, store.branch, commit=args[1], created=created)
     if parent:
         out.append(f"branch {store.branch!r} reads the memory of {parent!r} until its first write")
     return out

@@ -135,6 +135,44 @@ def test_a_branch_created_again_from_another_start_reads_that_starts_memory(repo
     assert idea not in ids(repo, "x")
 
 
+def test_only_a_branchs_own_memory_tells_whether_it_is_an_earlier_branchs(repo):
+    """Main's memory may be linked to commits no branch has (a spike merged by gitmem, its branch deleted):
+    a branch inherits that memory, and it says nothing about whose the branch's memory is."""
+    with_hooks(repo)
+    git(repo, "checkout", "-q", "-b", "spike")
+    add(repo, "decision", "Spike: Redis", "--because", "tried")
+    commit_file(repo, "spike.txt")
+    git(repo, "checkout", "-q", "main")
+    gitmem(repo, "merge", "spike")
+    git(repo, "branch", "-q", "-D", "spike")  # main's memory now names a commit no branch has
+    git(repo, "checkout", "-q", "-b", "topic")
+    mine = add(repo, "decision", "Topic: gRPC", "--because", "typed")["id"]
+    commit_file(repo, "topic.txt")
+    git(repo, "branch", "-q", "keep", "topic")  # topic's commit stays on a branch
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-q", "-D", "topic")
+    git(repo, "checkout", "-q", "-b", "topic")
+    assert mine in ids(repo, "topic")
+    assert not [n for n in pygit2.Repository(str(repo)).references if ".earlier-" in n]
+
+
+def test_a_branch_checked_out_again_before_its_first_commit_keeps_its_record(repo):
+    with_hooks(repo)
+    git(repo, "checkout", "-q", "-b", "dev")
+    decided = add(repo, "decision", "dev D", "--because", "d")["id"]
+    git(repo, "checkout", "-q", "-b", "feat")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "feat")
+    assert fork_point(pygit2.Repository(str(repo)), "feat")[0] == "dev" and decided in ids(repo, "feat")
+
+
+def test_a_branch_a_new_worktree_creates_is_recorded_as_any_new_branch(repo, tmp_path):
+    with_hooks(repo)
+    add(repo, "fact", "main memory")
+    git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "side"))
+    assert fork_point(pygit2.Repository(str(repo)), "side")[0] == "main"
+
+
 def test_a_teammates_branch_checked_out_keeps_its_memory(tmp_path):
     """Memory pulled for a branch checked out from its remote-tracking copy is that branch's: checking the
     branch out takes it, nothing is set aside, even when the commit it is linked to was rewritten before
