@@ -660,10 +660,13 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         else:
             pending.append(b)
     attempt = 0
+    # Branches whose lease the remote refused although a fetch finds its tip where the lease said (the push
+    # goes elsewhere than the fetch: a pushurl, a mirror): pushed without one, and scanned whole.
+    unleased: Set[str] = set()
     while pending:
         attempt += 1
         tips = {b: stores[b].own_tip() for b in pending}
-        leases = _leases(repo, remote, tips)  # type: ignore[arg-type]
+        leases = {b: t for b, t in _leases(repo, remote, tips).items() if b not in unleased}  # type: ignore[arg-type]
         _refuse_secrets(repo, tips, leases.values())  # type: ignore[arg-type]
         outcome, said = _push_once(repo, remote, tips, leases, interactive)  # type: ignore[arg-type]
         retry = []
@@ -690,6 +693,9 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                                          message=f"{refusal.line()}; nothing pushed")
                     retry.remove(b)
             for r in fetched.branches:
+                if r.branch in leases and "stale info" in outcome.get(r.branch, ("", ""))[1] \
+                        and r.new == leases[r.branch]:
+                    unleased.add(r.branch)
                 if not r.new or r.branch not in retry:  # the remote lost the branch meanwhile: just push again
                     continue
                 result = merge_into(stores[r.branch], r.new, author=author, source=source,

@@ -398,6 +398,20 @@ def test_a_secret_blob_at_two_paths_arrives_redacted_at_both(alice, origin, tmp_
         assert token not in git(carol, "show", f"refs/memory/main:{path}")
 
 
+def test_a_push_to_a_pushurl_apart_from_the_fetch_url_goes_through(alice, tmp_path):
+    """The lease names the tip fetched from the remote's url; pushes go to its pushurl, which may hold another
+    tip: a refused lease that a fetch cannot explain is dropped, and the push scans everything instead."""
+    gitmem(alice, "add", "fact", "one")
+    gitmem(alice, "push")
+    fork = tmp_path / "fork.git"
+    git(tmp_path, "init", "-q", "--bare", str(fork))
+    git(alice, "remote", "set-url", "--push", "origin", str(fork))
+    gitmem(alice, "add", "fact", "two")
+    pushed = json.loads(gitmem(alice, "push", "--json").stdout)
+    assert [b["status"] for b in pushed["branches"]] == ["pushed"]
+    assert git(fork, "rev-parse", "refs/memory/main").strip() == git(alice, "rev-parse", "refs/memory/main").strip()
+
+
 def test_a_secret_in_a_conflict_file_arrives_redacted_by_a_first_pull_and_by_a_merge(alice, origin, tmp_path):
     """A conflict file travels with the memory: one planted with a secret in a version arrives redacted,
     whether a new clone takes the remote's tip or a clone with memory of its own merges it."""
