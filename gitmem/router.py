@@ -195,6 +195,7 @@ def attach(body: Mapping[str, Any], blocks: Sequence[RouterBlock], ttl: str = "5
         system = [{"type": "text", "text": system}] if system else []
     elif not isinstance(system, list):
         system = []
+    out["system"] = system  # as blocks before the markers are counted: a string system is one block
     client = markers(out)
     n_tools = len(out.get("tools") or [])
     insert_at = n_tools + len(system)  # prefix position of the first router block

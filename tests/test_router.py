@@ -153,6 +153,14 @@ def test_attach_moves_or_merges_instead_of_adding_a_fifth_breakpoint():
     assert raised.raised == 1 and ttl_order_ok(raised.body)
     assert [ttl for _, ttl in markers(raised.body)] == ["1h", "1h", "1h"]
     assert attach(four_in_system, blocks, "none").body["system"][-1] == {"type": "text", "text": "<team-memory/>"}
+    # A string system is one block: a client marker in the conversation stays where the client put it.
+    marked = {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}
+    string_system = {"model": HAIKU, "max_tokens": 1, "system": "You are helpful",
+                     "tools": [{"name": f"t{i}", "input_schema": {"type": "object"},
+                                "cache_control": {"type": "ephemeral"}} for i in range(3)],
+                     "messages": [{"role": "user", "content": [marked]}]}
+    kept = attach(string_system, blocks, "5m")
+    assert not kept.moved and kept.body["messages"][0]["content"][0] == marked and len(markers(kept.body)) == 4
 
 
 def test_streaming_arrives_in_more_than_one_chunk(team):
