@@ -314,11 +314,34 @@ def test_max_tokens_0_prewarms_the_cache_with_an_empty_reply(emu):
     assert usage(emu, body())["cache_read_input_tokens"] == tokens_through(body(), 0)
 
 
-@pytest.mark.parametrize("extra", [{"stream": True}, {"thinking": {"type": "enabled", "budget_tokens": 1024}}])
-def test_max_tokens_0_is_refused_with_streaming_or_thinking(emu, extra):
+@pytest.mark.parametrize("extra", [{"stream": True}, {"thinking": {"type": "enabled", "budget_tokens": 1024}},
+                                   {"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}}])
+def test_max_tokens_0_is_refused_with_streaming_thinking_or_structured_outputs(emu, extra):
     response = send(emu, body(max_tokens=0, **extra))
     assert response.status == 400 and error_of(response)["message"].startswith("max_tokens: 0")
     assert send(emu, body(max_tokens=-1)).status == 400
+
+
+# Extended thinking: "budget_tokens must be set to a value less than max_tokens", at least 1,024, and a
+# tool_choice that forces tool use is refused with it; a tool_choice needs tools, and names one of them.
+@pytest.mark.parametrize("extra", [
+    {"max_tokens": 2000, "thinking": {"type": "enabled", "budget_tokens": 4000}},
+    {"max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 512}},
+    {"max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 2000}, "tool_choice": {"type": "any"},
+     "tools": [{"name": "lookup", "input_schema": {"type": "object"}}]},
+    {"tool_choice": {"type": "any"}},
+    {"tool_choice": {"type": "tool", "name": "nope"}, "tools": [{"name": "lookup", "input_schema": {"type": "object"}}]},
+    {"tools": [{"name": "t", "input_schema": {"type": "object"}}, {"name": "t", "input_schema": {"type": "object"}}]},
+])
+def test_what_the_docs_call_invalid_gets_a_400(emu, extra):
+    response = send(emu, body(**extra))
+    assert response.status == 400 and error_of(response)["type"] == "invalid_request_error"
+
+
+def test_json_nested_past_the_parser_gets_a_400_in_the_api_shape(emu):
+    deep = b'{"model": "claude-haiku-4-5", "metadata": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    response = emu.handle("POST", "/v1/messages", HEADERS, deep)
+    assert response.status == 400 and error_of(response)["type"] == "invalid_request_error"
 
 
 # Undocumented: whether a hit by a 1h-marked request turns a 5m entry into a 1h one. The emulator
@@ -348,6 +371,28 @@ def test_an_image_after_a_breakpoint_invalidates_the_message_cache(emu):
     got = usage(emu, chat(True))
     assert got["cache_read_input_tokens"] == tokens_through(chat(True), 0)  # system survives
     assert got["cache_creation_input_tokens"] == tokens_through(chat(True), 1) - tokens_through(chat(True), 0)
+
+
+# The table "What invalidates the cache": switching speed invalidates the system and message caches, a
+# changed effort the message blocks; the structured-outputs page: a changed output_config.format invalidates
+# the conversation's cache.
+@pytest.mark.parametrize("change, survives", [({"speed": "fast"}, "tools"),
+                                              ({"output_config": {"format": {"type": "json_schema", "schema": {
+                                                  "type": "object"}}}}, "tools"),
+                                              ({"output_config": {"effort": "low"}}, "system")])
+def test_speed_format_and_effort_invalidate_what_the_docs_say(emu, change, survives):
+    def chat(extra):
+        return {"model": SONNET, "max_tokens": 50, **extra,
+                "tools": [{"name": "lookup", "description": GUIDE, "input_schema": {"type": "object"},
+                           "cache_control": {"type": "ephemeral"}}],
+                "system": [{"type": "text", "text": GUIDE, "cache_control": {"type": "ephemeral"}}],
+                "messages": [{"role": "user", "content": [
+                    {"type": "text", "text": "Question about refunds?", "cache_control": {"type": "ephemeral"}}]}]}
+
+    usage(emu, chat({}))
+    got = usage(emu, chat(change))
+    kept = tokens_through(chat(change), 0 if survives == "tools" else 1)
+    assert got["cache_read_input_tokens"] == kept and got["cache_creation_input_tokens"] > 0
 
 
 def test_naming_the_default_tool_choice_keeps_the_message_cache(emu):

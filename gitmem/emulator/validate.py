@@ -269,26 +269,37 @@ def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock]) -> Li
     """What each block contributes to the cumulative cache key.
 
     The ``cache_control`` marker itself is not part of the key (moving a breakpoint must still hit
-    an earlier prefix, which is what lookback is for). ``tool_choice``, ``thinking`` and the
-    request's images are mixed into the first message block: the caching docs' table "What
-    invalidates the cache" lists tool choice, thinking parameters and "adding/removing images
-    anywhere in the prompt" as invalidating the message blocks (not tools or system). So an image
-    added *after* a breakpoint still misses the message cache.
+    an earlier prefix, which is what lookback is for). ``tool_choice``, ``thinking``, the effort
+    (``output_config.effort``) and the request's images are mixed into the first message block: the
+    caching docs' table "What invalidates the cache" lists tool choice, thinking parameters, effort and
+    "adding/removing images anywhere in the prompt" as invalidating the message blocks (not tools or
+    system). So an image added *after* a breakpoint still misses the message cache. The speed
+    (``speed: "fast"``) and the structured-output format (``output_config.format``) are mixed into the
+    first system block (else the first message block): the table has switching speed invalidate the
+    system and message caches, and the structured-outputs page has a changed format "invalidate any
+    prompt cache for that conversation thread" (its schema is read as part of the system prompt).
     """
     images = [_canonical(b.block) for b in blocks if b.block.get("type") == "image"]
     images += [_canonical(part) for b in blocks if b.block.get("type") == "tool_result"
                and isinstance(b.block.get("content"), list)
                for part in b.block["content"] if isinstance(part, Mapping) and part.get("type") == "image"]
+    config: Mapping[str, Any] = body["output_config"] if isinstance(body.get("output_config"), Mapping) else {}
+    output = {"speed": body.get("speed"), "format": config.get("format")}
     material = []
-    first_message = True
+    first_message = first_system = True
     for block in blocks:
         text = _canonical({k: v for k, v in block.block.items() if k != "cache_control"})
+        if block.section in ("system", "messages") and first_system:
+            first_system = False
+            if any(output.values()):
+                text = _canonical(output) + text
         if block.section == "messages" and first_message:
             first_message = False
             images_key = hashlib.sha256("\x00".join(images).encode("utf-8")).hexdigest() if images else None
             # {"type": "auto"} is what no tool_choice means: naming the default changes no choice
             choice = None if body.get("tool_choice") == {"type": "auto"} else body.get("tool_choice")
-            text = _canonical({"tool_choice": choice, "thinking": body.get("thinking"), "images": images_key}) + text
+            text = _canonical({"tool_choice": choice, "thinking": body.get("thinking"), "images": images_key,
+                               **({"effort": config["effort"]} if config.get("effort") else {})}) + text
         material.append(f"{block.section}:{text}")
     return material
 
