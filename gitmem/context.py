@@ -32,7 +32,9 @@ tail with 5 minutes (the API requires 1h markers before 5m ones; the tail change
 write costs 2x base input against 1.25x). A marker whose prefix is shorter than the model's minimum
 cacheable length would be ignored by the API; it is left out, with a warning.
 
-**Budget.** When the memory exceeds ``budget`` tokens, the cached part keeps, within 75% of the
+**Budget.** ``budget`` caps the memory blocks' tokens, their ``<team-memory>`` lines included; only the
+tail's notices of memories withdrawn since the anchor may go past it (the cached part still shows them
+active: a notice is never left out). When the memory exceeds it, the cached part keeps, within 75% of the
 budget, what every question needs: conventions, then rejections, then decisions, then the rest, newest
 first (rendered in id order, the same for every question); the other 25% or more holds the memories
 most relevant to the question and the files in play, chosen from the rest
@@ -567,8 +569,15 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
     """
     if ttl not in TTLS:
         raise GitmemError(f"invalid ttl {ttl!r} (valid: {', '.join(TTLS)})")
+    for value, what in ((query or "", "the question"), *((p, "a path") for p in paths)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # bytes a terminal or a file gave that are not UTF-8: the body could not be sent
+            raise GitmemError(f"{what} is not valid UTF-8 text") from None
     row = table.get(model)
     warnings: List[str] = list(inputs.warnings)
+    if row.retired:
+        warnings.append(f"{row.id} is retired: the API refuses requests to it (`gitmem models` lists the others)")
     now = inputs.at_tip or Loaded(inputs.memories, inputs.blobs)
     if inputs.at_tip is not None:
         then = inputs.at_anchor or now
@@ -589,17 +598,21 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         cached = _part(list(_in_order([i for i, _ in then.active()], then.rendered)))
         tail = [element(m) for m in fresh]
     else:
-        part = then.remember(f"standing {budget}", lambda: _standing(then, budget))
+        # The budget holds the blocks' <team-memory> lines (a constant, so the cached part stays a function of
+        # the anchor's memories) and the tail's notices of withdrawn memories, besides the memories.
+        room = max(0, budget - sum(_memory_block(title, [])[1] for title in ("earlier", "recent")))
+        notices = sum(element(m, withdrawn=True).tokens for m in withdrawn)
+        part = then.remember(f"standing {room}", lambda: _standing(then, room))
         by_id = {m.id: m for m in fresh}
-        over = not (part["whole"] and _fill(map(element, fresh), budget - part["used"])[2])
-        cached = _share(then, then.active(), budget) if over and part["whole"] else part
+        over = not (part["whole"] and _fill(map(element, fresh), room - part["used"] - notices)[2])
+        cached = _share(then, then.active(), room) if over and part["whole"] else part
         cached_ids = set(cached["ids"])
 
         def rest_ids(kept: bool = True) -> List[str]:
             """The anchor's active memories the cached part leaves out, in id order: kept by the view when the
             cached part is (apart from it, so only a context that lists them reads them)."""
             if kept and cached is part:
-                return then.remember(f"rest {budget}", lambda: {"ids": " ".join(rest_ids(False))})["ids"].split()
+                return then.remember(f"rest {room}", lambda: {"ids": " ".join(rest_ids(False))})["ids"].split()
             return [i for i in then.active_ids() if i not in cached_ids]
 
         # Over budget, the cached part holds what every question needs in its share; the rest competes for
@@ -613,7 +626,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             out.update(then.rendered([i for i in ids if i not in by_id]))
             return out
 
-        left = budget - cached["used"]
+        left = room - cached["used"] - notices
         if candidates is None:
             tail, whole = [element(m) for m in fresh], True
         elif part["whole"] or _rest_at_least(part, was) <= left:

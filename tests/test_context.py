@@ -487,6 +487,27 @@ def test_a_tail_is_judged_too_large_only_when_it_is(monkeypatch):
             assert quick == slow, (trial, budget)
 
 
+def test_the_memory_blocks_never_exceed_the_budget_framing_and_withdrawal_notices_included():
+    """``budget`` caps what memory costs the request: the memory and tail blocks whole, their <team-memory>
+    lines and the notices of memories withdrawn since the anchor included. Only those notices may go past
+    it, alone in the tail: the cached part still shows those memories as active, and must not be believed."""
+    import random
+
+    rng = random.Random(3)
+    anchored = by_id(*(memory(i, rng.choice(["fact", "decision", "convention"]), "word " * rng.randint(1, 30))
+                       for i in range(260)))
+    withdrawn = rng.sample(sorted(anchored), 2)
+    now = {**anchored, **{i: anchored[i].evolve(status="retracted") for i in withdrawn},
+           **by_id(memory(500, "fact", "written after the anchor"))}
+    for inputs in (ContextInputs(memories=anchored, tip="c1"),
+                   ContextInputs(memories=now, tip="c2", anchor="c1", anchored=anchored)):
+        for budget in (40, 100, 1000, 3000):
+            ctx = assemble(inputs, query="word", budget=budget)
+            used = sum(p.tokens for p in ctx.parts if p.name in ("memory", "tail"))
+            tail = ctx.part("tail")
+            assert used <= budget or (tail and set(tail.memory_ids) <= set(withdrawn)), (budget, used)
+
+
 def test_a_memory_withdrawn_since_the_anchor_never_returns_to_a_relevance_tail_as_active():
     """Over budget, the tail's candidates are the anchor's memories: one retracted since then still reads
     as active there, and its path or words must not bring that version back beside its withdrawal."""
@@ -501,3 +522,15 @@ def test_a_memory_withdrawn_since_the_anchor_never_returns_to_a_relevance_tail_a
         assert tail.memory_ids.count(gone) == 1 and tail.memory_ids[-1] == gone  # once, as withdrawn
         assert ctx.body["system"][2]["text"].count(gone) == 1
         assert any("over the 1500-token budget" in w for w in ctx.warnings)
+
+
+def test_a_question_that_is_not_utf8_is_refused_and_a_retired_model_is_named():
+    """A terminal's stray bytes arrive as lone surrogates: no request body can carry them. A retired model
+    gets a body with a warning: the API refuses requests to it."""
+    inputs = ContextInputs(memories=by_id(memory(1, "fact", "Refunds are idempotent")), tip="c1")
+    with pytest.raises(GitmemError, match="not valid UTF-8"):
+        assemble(inputs, query="refunds a\udcff")
+    with pytest.raises(GitmemError, match="not valid UTF-8"):
+        assemble(inputs, paths=["src/\udcfe.py"])
+    assert any("is retired" in w for w in assemble(inputs, model="claude-3-haiku-20240307").warnings)
+    assert not any("is retired" in w for w in assemble(inputs).warnings)

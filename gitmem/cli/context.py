@@ -34,7 +34,9 @@ def _usage_line(u: dict) -> str:
               help="cache_control TTL of the breakpoints; auto: 5m or 1h, as the router's auto policy would choose "
                    "from the breaks recorded in this repository.")
 @click.option("--model", default="claude-haiku-4-5", show_default=True, help="Model (its cache minimum applies).")
-@click.option("--budget", type=click.IntRange(0), default=50_000, show_default=True, help="Memory token budget.")
+@click.option("--budget", type=click.IntRange(0), default=50_000, show_default=True,
+              help="Tokens the memory blocks may take, their framing included (only notices of memories "
+              "withdrawn since the cached part may go past it).")
 @click.option("--advance", is_flag=True, help="First move the cache anchor to the memory tip.")
 @json_option
 @pass_store
