@@ -338,6 +338,19 @@ def test_what_the_docs_call_invalid_gets_a_400(emu, extra):
     assert response.status == 400 and error_of(response)["type"] == "invalid_request_error"
 
 
+@pytest.mark.parametrize("messages, said", [
+    ([{"role": "user", "content": "hi"},
+      {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}]},
+      {"role": "user", "content": "and?"}], "without `tool_result` blocks"),
+    ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9", "content": "42"}]}],
+     "unexpected `tool_use_id`"),
+])
+def test_tool_results_must_answer_the_tool_uses_just_before(emu, messages, said):
+    response = send(emu, {"model": HAIKU, "max_tokens": 10, "messages": messages,
+                          "tools": [{"name": "lookup", "input_schema": {"type": "object"}}]})
+    assert response.status == 400 and said in error_of(response)["message"]
+
+
 def test_json_nested_past_the_parser_gets_a_400_in_the_api_shape(emu):
     deep = b'{"model": "claude-haiku-4-5", "metadata": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     response = emu.handle("POST", "/v1/messages", HEADERS, deep)
@@ -729,6 +742,7 @@ def test_earlier_turn_thinking_is_free_but_a_tool_loops_thinking_counts(emu):
     count = lambda req: send(emu, {"model": SONNET, **req}, "/v1/messages/count_tokens").json()["input_tokens"]  # noqa: E731
     assert count(example) == count(without)
     loop = json.loads(json.dumps(example))
+    loop["messages"][1]["content"].append({"type": "tool_use", "id": "t1", "name": "calc", "input": {}})
     loop["messages"][2]["content"] = [{"type": "tool_result", "tool_use_id": "t1", "content": "42"}]
     shorter = json.loads(json.dumps(loop))
     shorter["messages"][1]["content"][0]["thinking"] = "x"

@@ -139,6 +139,32 @@ def _check_messages(messages: Any) -> None:
                 raise invalid(f"{bpath}.type: Input tag {block['type']!r} does not match any of the expected content block types")
             if block["type"] == "text":
                 _check_text_block(block, bpath)
+    _check_tool_pairs(messages)
+
+
+def _ids_of(message: Mapping[str, Any], kind: str, key: str) -> List[Any]:
+    content = message.get("content")
+    return [b.get(key) for b in content if b.get("type") == kind] if isinstance(content, list) else []
+
+
+def _check_tool_pairs(messages: List[Mapping[str, Any]]) -> None:
+    """Each tool_use answered by a tool_result in the next (user) message, and each tool_result answering one
+    in the message before: the API's two errors, in its words."""
+    for m, message in enumerate(messages):
+        if message["role"] == "assistant" and m + 1 < len(messages):
+            answered = set(_ids_of(messages[m + 1], "tool_result", "tool_use_id"))
+            missing = [i for i in _ids_of(message, "tool_use", "id") if i not in answered]
+            if missing:
+                raise invalid(f"messages.{m + 1}: `tool_use` ids were found without `tool_result` blocks immediately "
+                              f"after: {', '.join(map(str, missing))}. Each `tool_use` block must have a "
+                              "corresponding `tool_result` block in the next message.")
+        if message["role"] == "user":
+            asked = set(_ids_of(messages[m - 1], "tool_use", "id")) if m else set()
+            stray = [i for i in _ids_of(message, "tool_result", "tool_use_id") if i not in asked]
+            if stray:
+                raise invalid(f"messages.{m}.content: unexpected `tool_use_id` found in `tool_result` blocks: "
+                              f"{', '.join(map(str, stray))}. Each `tool_result` block must have a corresponding "
+                              "`tool_use` block in the previous message.")
 
 
 def _check_scalars(body: Mapping[str, Any], model: ModelPrice, for_count: bool) -> None:
