@@ -360,9 +360,10 @@ def set_aside(repo: pygit2.Repository, branch: str) -> Optional[str]:
     pull brings the memory of branches a teammate deleted. A new wip would take that memory as its own and,
     once merged, bring an abandoned spike's memory to main. It is an earlier branch's when one of its
     memories is linked to a code commit that no branch has any more (nor any remote-tracking one): the code
-    it was written for is gone. A teammate's branch checked out (created from ``<remote>/<branch>``) is
-    that branch, whatever its memory is linked to (a commit rewritten before the push, say); memory linked to
-    nothing cannot be told apart, and stays. Renamed, never deleted: `gitmem merge <name>` brings it in, and
+    it was written for is gone. Only its own memories count (what the default branch has, it inherited). A
+    branch a remote has, or one created from ``<remote>/<branch>``, is that branch, whatever its memory is
+    linked to (a commit rewritten before the push, say); memory linked to nothing cannot be told apart, and
+    stays. Renamed, never deleted: `gitmem merge <name>` brings it in, and
     a pull does not bring it back (as after prune) until the remote has more of it."""
     from .repo import default_branch, memory_ref
     from .store import Store
@@ -383,10 +384,12 @@ def set_aside(repo: pygit2.Repository, branch: str) -> Optional[str]:
     if not _any_unreachable(repo, linked):
         return None
     aside = f"{branch}.earlier-{tip[:8]}"
+    if ref_target(repo, memory_ref(aside)) not in (None, tip):
+        aside = f"{branch}.earlier-{tip}"  # that name holds other memory: the whole tip names this
     if ref_target(repo, memory_ref(aside)) == tip:  # set aside before, merged back unchanged: kept there
         repo.references[memory_ref(branch)].delete()
     else:
-        move(repo, branch, aside if ref_target(repo, memory_ref(aside)) is None else f"{branch}.earlier-{tip}")
+        move(repo, branch, aside)
     try:
         repo.config[f"gitmem.branch.{branch}.pruned"] = tip
     except (pygit2.GitError, OSError):
