@@ -10,7 +10,6 @@ default branch is the parent. Memory fetched from a remote lives on
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
@@ -40,10 +39,9 @@ def fork_point(repo: pygit2.Repository, branch: str) -> Tuple[Optional[str], Opt
 
 
 def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = None,
-                commit: Optional[str] = None, created: Optional[str] = None) -> Optional[str]:
-    """Record where ``branch`` was created from, once: an existing record is kept, unless ``created`` (the
-    code branch's :func:`creation`) differs from the one recorded with it, so the record is an earlier,
-    deleted branch's of that name.
+                commit: Optional[str] = None, again: bool = False) -> Optional[str]:
+    """Record where ``branch`` was created from, once (an existing record is kept, unless ``again``: the code
+    branch is new, see :func:`created_now`, so a record is an earlier, deleted branch's of that name).
 
     ``parent`` defaults to the branch whose memory applies at its start point (see
     :func:`_started_from`), else the default branch. Returns the parent recorded now,
@@ -53,8 +51,7 @@ def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = No
 
     check_branch_name(branch)
     recorded = fork_point(repo, branch)[0]
-    if (recorded and (created is None or fork_recorded(repo, branch, created))) \
-            or branch == default_branch(repo) or memory_ref(branch) in repo.references:
+    if (recorded and not again) or branch == default_branch(repo) or memory_ref(branch) in repo.references:
         return None
     parent = parent or _started_from(repo, branch) or default_branch(repo)
     if parent == branch:
@@ -63,34 +60,31 @@ def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = No
     try:
         config = repo.config
         config[f"gitmem.branch.{branch}.parent"] = parent
-        for key, value in (("forkPoint", commit), ("created", created)):
-            if value:
-                config[f"gitmem.branch.{branch}.{key}"] = value
-            elif recorded and config_get(repo, f"gitmem.branch.{branch}.{key}") is not None:
-                del config[f"gitmem.branch.{branch}.{key}"]  # an earlier branch's
+        if commit:
+            config[f"gitmem.branch.{branch}.forkPoint"] = commit
+        elif recorded and config_get(repo, f"gitmem.branch.{branch}.forkPoint") is not None:
+            del config[f"gitmem.branch.{branch}.forkPoint"]  # an earlier branch's
     except (pygit2.GitError, OSError) as e:
         raise GitmemError(f"could not record the fork point of {branch!r}: {e}") from None
     return parent
 
 
-def fork_recorded(repo: pygit2.Repository, branch: str, created: Optional[str]) -> bool:
-    """Whether the fork record of ``branch`` is this code branch's (made at its :func:`creation`)."""
+def created_now(repo: pygit2.Repository, branch: str, entry: Any) -> bool:
+    """Whether the code branch whose reflog's first entry is ``entry`` is one gitmem has not seen yet, and note
+    that it has: the entry's time, commit and message tell it from an earlier branch of its name (a deleted
+    branch's reflog goes with it), and stay as they are when the branch is checked out again or `git gc`
+    rewrites the reflog. Decided once per branch, whatever it finds then."""
     from .repo import config_get
 
-    return bool(fork_point(repo, branch)[0]) and config_get(repo, f"gitmem.branch.{branch}.created") == created
-
-
-def creation(repo: pygit2.Repository, branch: str) -> Optional[str]:
-    """What tells a code branch created just now (its reflog holds one entry) from an earlier one of its name:
-    when that reflog was written, to the nanosecond (a deleted branch's reflog goes with it; checking the
-    branch out again writes HEAD's, not this one). The entry's own time is in seconds: a script deletes and
-    creates a branch again within one. None without a reflog file (a reftable repository)."""
-    from .repo import common_dir
-
+    seen = f"{entry.committer.time} {entry.oid_new} {entry.message or ''}".strip()
+    key = f"gitmem.branch.{branch}.created"
+    if config_get(repo, key) == seen:
+        return False
     try:
-        return str(os.stat(os.path.join(common_dir(repo), "logs", "refs", "heads", *branch.split("/"))).st_mtime_ns)
-    except (OSError, ValueError):
-        return None
+        repo.config[key] = seen
+    except (pygit2.GitError, OSError):
+        pass
+    return True
 
 
 def _created_from(repo: pygit2.Repository, branch: str) -> Optional[Tuple[str, str]]:
@@ -337,7 +331,7 @@ def move(repo: pygit2.Repository, old: str, new: str) -> str:
         raise BranchError(f"could not delete {memory_ref(old)}: {e}") from None
     try:
         config = repo.config
-        for key in ("parent", "forkPoint", "created"):
+        for key in ("parent", "forkPoint"):
             value = config_get(repo, f"gitmem.branch.{old}.{key}")
             if value is not None:
                 if config_get(repo, f"gitmem.branch.{new}.{key}") is None:

@@ -115,12 +115,16 @@ def unlinked_since_last_commit(store: Store, previous_code_commit_time: Optional
             walker.hide(inherited)
     taken = _taken(store)
     for n, commit in enumerate(walker):
+        if n >= _MAX_WALK:
+            break
+        if str(commit.id) in taken:
+            continue  # a teammate's (their link commits too): neither linked here nor the end of this clone's writes
         change = change_from_commit(commit)
-        if n >= _MAX_WALK or change.op in ("link", "merge", "rewrite"):
+        if change.op in ("link", "merge", "rewrite"):
             break
         if previous_code_commit_time is not None and commit.commit_time < previous_code_commit_time:
             break
-        if change.op in _LINKABLE_OPS and str(commit.id) not in taken:
+        if change.op in _LINKABLE_OPS:
             ids.extend(i for i in change.memory_ids[:1] if i not in ids)
     return ids
 

@@ -396,7 +396,7 @@ def _cherry_pick_hint(store: Store, head: str) -> List[str]:
 
 
 def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
-    from .branches import creation, fork_recorded, record_fork, set_aside
+    from .branches import created_now, record_fork, set_aside
 
     if len(args) < 3 or args[2] != "1":
         return []  # a file checkout
@@ -408,14 +408,13 @@ def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
         return []
     if args[0] == _ZERO and not (log[0].message or "").startswith("branch: Created from"):
         return []  # the initial checkout of a clone (`git worktree add -b` creates a branch from nothing, too)
-    created = creation(store.repo, store.branch)
-    if fork_recorded(store.repo, store.branch, created):
-        return []  # checked out again before its first commit: recorded when it was created
+    if not created_now(store.repo, store.branch, log[0]):
+        return []  # checked out again before its first commit: decided when it was created
     out = []
     if aside := set_aside(store.repo, store.branch):
         out.append(f"the memory an earlier branch {store.branch!r} left (linked to commits no branch has) is now "
                    f"{aside!r}: `gitmem merge {aside}` brings it in")
-    parent = record_fork(store.repo, store.branch, commit=args[1], created=created)
+    parent = record_fork(store.repo, store.branch, commit=args[1], again=True)
     if parent:
         out.append(f"branch {store.branch!r} reads the memory of {parent!r} until its first write")
     return out

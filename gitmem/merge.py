@@ -203,6 +203,9 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
         # Every memory taken was written again, so redacted; the count says what arrived with secrets.
         arrived = [blob for i, (_, blob) in e_theirs.items() if blob not in (e_ours.get(i, ("", ""))[1],
                                                                           e_base.get(i, ("", ""))[1])]
+        c_ours, c_base = conflict_blobs(store, ours), conflict_blobs(store, base)  # and its conflict files
+        arrived += [blob for path, blob in conflict_blobs(store, theirs).items()
+                    if blob not in (c_ours.get(path), c_base.get(path))]
         redacted = sum(len(rules) for rules in secret_blobs(repo, arrived).values())
         return MergeResult("merge", commit, added, changed, list(result.conflicts), kept, redacted)
 

@@ -405,8 +405,8 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 fetched.refused.append(Refusal(b.ref, why, remote))
                 continue
         target = store if b.branch == store.branch else Store(repo, b.branch)
-        if target.own_tip() is None and _pruned_here(repo, b.branch, b.new):
-            skipped.append(b.branch)  # `gitmem prune` dropped it here, and the remote has nothing newer
+        if _pruned_here(repo, b.branch, b.new):
+            skipped.append(b.branch)  # dropped or set aside here, and the remote has nothing newer
             continue
         if target.own_tip() is None and (created := _create(target, b.new, remote, author, source)):
             merged.append({"branch": b.branch, "kind": "new", "commit": created[0], "added": target.snapshot(b.new).ids(),
@@ -697,6 +697,14 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                         and r.new == leases[r.branch]:
                     unleased.add(r.branch)
                 if not r.new or r.branch not in retry:  # the remote lost the branch meanwhile: just push again
+                    continue
+                if _pruned_here(repo, r.branch, r.new):  # never merged back: a person decides
+                    done[r.branch] = BranchPush(
+                        r.branch, "rejected", tips[r.branch], merges[r.branch], attempt,
+                        message=f"{remote} holds the memory of an earlier {r.branch!r}, dropped or set aside here: "
+                        f"nothing pushed; delete it there (git push {remote} :{memory_ref(r.branch)}) or push this "
+                        f"branch's memory under another name (`gitmem branch -m`)")
+                    retry.remove(r.branch)
                     continue
                 result = merge_into(stores[r.branch], r.new, author=author, source=source,
                                     message=f"merge memory of {r.branch} from {remote}", gated=r.new != r.old)

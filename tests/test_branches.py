@@ -22,6 +22,11 @@ def parents(repo, commit):
     return [str(p) for p in pygit2.Repository(str(repo))[commit].parent_ids]
 
 
+#: A branch created again in the same second, from the same commit, as the deleted one of its name cannot be
+#: told from it (gitmem.branches.created_now): these tests create it again a second later, as people do.
+AGAIN = {"GIT_COMMITTER_DATE": "2031-01-01T00:00:00Z"}
+
+
 def with_hooks(path):
     git(path, "config", "gitmem.hookMode", "foreground")  # post-commit waits, so tests can look right after
     gitmem(path, "hooks", "install")
@@ -109,7 +114,7 @@ def test_a_branch_created_again_under_a_deleted_ones_name_starts_from_its_parent
     commit_file(repo, "spike.txt")
     git(repo, "checkout", "-q", "main")
     git(repo, "branch", "-q", "-D", "wip")
-    git(repo, "checkout", "-q", "-b", "wip")
+    git(repo, "checkout", "-q", "-b", "wip", env=AGAIN)  # (in another second than the deleted one: see created_now)
     assert spike not in ids(repo, "wip")
     aside = [n for n in pygit2.Repository(str(repo)).references if n.startswith("refs/memory/wip.earlier-")]
     assert len(aside) == 1 and spike in ids(repo, aside[0][len("refs/memory/"):])  # kept, under another name
@@ -129,7 +134,7 @@ def test_a_branch_created_again_from_another_start_reads_that_starts_memory(repo
     git(repo, "checkout", "-q", "-b", "x")
     git(repo, "checkout", "-q", "main")
     git(repo, "branch", "-q", "-D", "x")
-    git(repo, "checkout", "-q", "-b", "x", "main")
+    git(repo, "checkout", "-q", "-b", "x", "main", env=AGAIN)  # (in another second than the deleted one: see created_now)
     assert fork_point(pygit2.Repository(str(repo)), "x")[0] == "main"
     add(repo, "note", "x work")
     assert idea not in ids(repo, "x")
@@ -151,7 +156,7 @@ def test_only_a_branchs_own_memory_tells_whether_it_is_an_earlier_branchs(repo):
     git(repo, "branch", "-q", "keep", "topic")  # topic's commit stays on a branch
     git(repo, "checkout", "-q", "main")
     git(repo, "branch", "-q", "-D", "topic")
-    git(repo, "checkout", "-q", "-b", "topic")
+    git(repo, "checkout", "-q", "-b", "topic", env=AGAIN)  # (in another second than the deleted one: see created_now)
     assert mine in ids(repo, "topic")
     assert not [n for n in pygit2.Repository(str(repo)).references if ".earlier-" in n]
 
@@ -171,6 +176,25 @@ def test_a_branch_a_new_worktree_creates_is_recorded_as_any_new_branch(repo, tmp
     add(repo, "fact", "main memory")
     git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "side"))
     assert fork_point(pygit2.Repository(str(repo)), "side")[0] == "main"
+
+
+def test_memory_set_aside_stays_apart_when_the_remote_still_holds_it(tmp_path):
+    """The remote keeps the deleted branch's memory under the name: a pull does not merge it back into the
+    new branch, and a push says so rather than merging it (a person decides)."""
+    _, a, _ = clones(tmp_path)
+    with_hooks(a)
+    git(a, "checkout", "-q", "-b", "feature")
+    old = add(a, "decision", "Old spike", "--because", "x")["id"]
+    commit_file(a, "spike.txt")
+    gitmem(a, "push")
+    git(a, "checkout", "-q", "main")
+    git(a, "branch", "-q", "-D", "feature")
+    git(a, "checkout", "-q", "-b", "feature", env=AGAIN)
+    add(a, "decision", "New work", "--because", "y")
+    pushed = gitmem(a, "push", check=False)
+    assert pushed.returncode == 1 and "earlier 'feature'" in pushed.stderr
+    pulled = gitmem(a, "pull")
+    assert "not taken again" in pulled.stderr and old not in ids(a, "feature")
 
 
 def test_a_teammates_branch_checked_out_keeps_its_memory(tmp_path):

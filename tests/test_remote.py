@@ -343,7 +343,10 @@ def test_memory_a_pull_brought_is_never_linked_to_this_clones_next_commit(alice,
     pushed = json.loads(gitmem(alice, "add", "fact", "alice's, pushed before her next commit", "--json").stdout)["id"]
     gitmem(alice, "push")
     gitmem(bob, "pull")
+    git(bob, "config", "gitmem.hookMode", "foreground")
+    gitmem(bob, "hooks", "install")
     theirs = json.loads(gitmem(bob, "add", "decision", "Use gRPC for billing", "--json").stdout)["id"]
+    git(bob, "commit", "-q", "--allow-empty", "-m", "bob's code")  # his link commit lands above alice's write
     gitmem(bob, "push")
     assert json.loads(gitmem(alice, "pull", "--json").stdout)["merged"][0]["kind"] == "fast-forward"
     own = json.loads(gitmem(alice, "add", "fact", "written after the pull", "--json").stdout)["id"]
@@ -434,7 +437,8 @@ def test_a_secret_in_a_conflict_file_arrives_redacted_by_a_first_pull_and_by_a_m
     dave = clone(origin, tmp_path / "dave", "Dave")
     gitmem(dave, "add", "fact", "dave's own, not pushed")  # a merge
     for who in (carol, dave):
-        gitmem(who, "pull")
+        pulled = json.loads(gitmem(who, "pull", "--json").stdout)
+        assert [m["redacted"] for m in pulled["merged"]] == [1]  # and the pull says so: rotate it
         shown = gitmem(who, "conflicts", "--json").stdout
         assert mid in shown and token not in shown and "[REDACTED:github-pat]" in shown
         assert token not in git(who, "show", f"refs/memory/main:conflicts/{mid}.yaml")

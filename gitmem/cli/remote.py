@@ -142,7 +142,8 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
     merge; kept lists memories the remote's history deleted, which the merge kept; redacted counts the secrets
     the remote's memory held, redacted on arrival (its history still holds them: rotate them); "refused": [{"what", "why",
     "remote"}] is what the trust gate kept out (also one line each on stderr, and exit 1); "skipped": branches
-    `gitmem prune` dropped here whose remote memory holds nothing newer (left fetched).
+    whose memory `gitmem prune` dropped or a new branch of that name set aside here, and whose remote memory
+    holds nothing newer (left fetched).
 
     Example: gitmem pull
     """
@@ -171,8 +172,8 @@ def _say_pulled(result) -> None:
         if m.get("redacted"):
             click.echo(f"  {arrival_notice(m['redacted'])}", err=True)
     for name in result.skipped:
-        click.echo(f"{name}: not taken again, `gitmem prune` dropped it here (`gitmem merge {name}` brings it)",
-                   err=True)
+        click.echo(f"{name}: not taken again, it was dropped or set aside here (`gitmem merge "
+                   f"refs/memory-remotes/{result.fetch.remote}/{name}` brings it)", err=True)
     if not result.merged and not result.fetch.refused and not result.skipped:
         click.echo(f"{result.fetch.remote} has no memory yet", err=True)
 
