@@ -698,6 +698,16 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                     unleased.add(r.branch)
                 if not r.new or r.branch not in retry:  # the remote lost the branch meanwhile: just push again
                     continue
+                said_no = outcome.get(r.branch, ("", ""))[1]
+                if any(why in said_no for why in ("fetch first", "non-fast-forward")) and r.new != tips[r.branch] \
+                        and _contains(repo, tips[r.branch], r.new):  # type: ignore[arg-type]  # yet nothing it lacks
+                    done[r.branch] = BranchPush(
+                        r.branch, "rejected", tips[r.branch], merges[r.branch], attempt,
+                        message=f"{remote} refused it, yet fetching from {remote} shows nothing this memory lacks: "
+                        f"the push goes elsewhere than the fetch (remote.{remote}.pushurl?), and that repository's "
+                        "memory differs; push to it by its own name")
+                    retry.remove(r.branch)
+                    continue
                 if _pruned_here(repo, r.branch, r.new):  # never merged back: a person decides
                     done[r.branch] = BranchPush(
                         r.branch, "rejected", tips[r.branch], merges[r.branch], attempt,
@@ -719,6 +729,13 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
             time.sleep(random.uniform(0.01, 0.05) * attempt)  # two pushers retrying in lockstep would collide
         pending = retry
     return [done[b] for b in names]
+
+
+def _contains(repo: pygit2.Repository, tip: str, commit: str) -> bool:
+    try:
+        return repo.descendant_of(tip, commit)
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
 
 
 def _set_tracking(repo: pygit2.Repository, remote: str, branch: str, tip: str) -> None:

@@ -413,6 +413,15 @@ def test_a_push_to_a_pushurl_apart_from_the_fetch_url_goes_through(alice, tmp_pa
     pushed = json.loads(gitmem(alice, "push", "--json").stdout)
     assert [b["status"] for b in pushed["branches"]] == ["pushed"]
     assert git(fork, "rev-parse", "refs/memory/main").strip() == git(alice, "rev-parse", "refs/memory/main").strip()
+    git(alice, "push", "-q", str(fork), "main")  # (code to clone)
+    other = clone(fork, tmp_path / "other", "Other")  # the fork's memory moves on where fetching does not look
+    git(other, "checkout", "-q", "main")
+    gitmem(other, "pull")
+    gitmem(other, "add", "fact", "only on the fork")
+    gitmem(other, "push")
+    gitmem(alice, "add", "fact", "three")
+    stuck = json.loads(gitmem(alice, "push", "--json", check=False).stdout)["branches"][0]
+    assert stuck["status"] == "rejected" and stuck["attempts"] <= 3 and "pushurl" in stuck["message"]  # not 8
 
 
 def test_a_secret_in_a_conflict_file_arrives_redacted_by_a_first_pull_and_by_a_merge(alice, origin, tmp_path):
