@@ -94,7 +94,14 @@ has_work() {
     if [ "$1" = 0000000000000000000000000000000000000000 ]; then  # a clone's first checkout, or `git worktree add -b`
         case "$entry" in *"branch: Created from "*) ;; *) return 1 ;; esac
     fi
-    return 0  # created just now: its fork to record (memory or a record of that name is an earlier branch's)
+    # Seen already (checked out again before its first commit)? gitmem.branches.created_now notes the entry's
+    # time, commit and message; a deleted branch's reflog went with it, so a new one of the name differs.
+    seen=$(git config --get "gitmem.branch.${ref#refs/heads/}.created" 2>/dev/null) || return 0
+    tab=$(printf '\t')
+    when=${entry%%"$tab"*}
+    when=${when% *}
+    new=${entry#* }
+    [ "$seen" != "${when##* } ${new%% *} ${entry#*"$tab"}" ]
 }
 has_work "$@" || exit "$status"
 """,

@@ -281,10 +281,15 @@ def test_hooks_with_nothing_to_do_do_not_start_python(repo, tmp_path):
     git(repo, "branch", "plain")
     git(repo, "checkout", "-q", "-b", "other", env=env)
     assert started() == ["post-checkout"]  # a new branch: its fork point is recorded
-    commit(repo, "other.txt")  # (until its first commit, a branch checked out again looks created just now)
     git(repo, "checkout", "-q", "main", env=env)
     git(repo, "checkout", "-q", "other", env=env)
-    assert started() == []  # switching between existing branches: nothing to do
+    git(repo, "checkout", "-q", "plain", env=env)
+    git(repo, "checkout", "-q", "plain", env=env)
+    assert started() == ["post-checkout"]  # switching back to other (seen): nothing; plain, never seen: once
+    git(repo, "checkout", "-q", "main", env=env)
+    git(repo, "checkout", "-q", "plain", env=env)
+    git(repo, "checkout", "-q", "other", env=env)
+    assert started() == []  # plain, seen now
     (repo / "o.txt").write_text("o\n")
     git(repo, "add", "o.txt")
     git(repo, "commit", "-q", "-m", "o", env={**env, "GITMEM_HOOKS": "0"})
