@@ -354,7 +354,9 @@ def set_aside(repo: pygit2.Repository, branch: str) -> Optional[str]:
     pull brings the memory of branches a teammate deleted. A new wip would take that memory as its own and,
     once merged, bring an abandoned spike's memory to main. It is an earlier branch's when one of its
     memories is linked to a code commit that no branch has any more (nor any remote-tracking one): the code
-    it was written for is gone. Only its own memories count (what the default branch has, it inherited). A
+    it was written for is gone, or when all of it is in the memory the new branch starts from already (merged
+    there: the new branch would read that old tip instead of its parent's). Only its own memories count (what
+    the default branch has, it inherited). A
     branch a remote has, or one created from ``<remote>/<branch>``, is that branch, whatever its memory is
     linked to (a commit rewritten before the push, say); memory linked to nothing cannot be told apart, and
     stays. Renamed, never deleted: `gitmem merge <name>` brings it in, and
@@ -364,19 +366,23 @@ def set_aside(repo: pygit2.Repository, branch: str) -> Optional[str]:
 
     tip = ref_target(repo, memory_ref(branch))
     created = _created_from(repo, branch)
-    if tip is None or (created and _branch_named(repo, created[0]) == branch) or code_tips(repo, branch, local=False):
-        return None  # a branch the remote has, checked out: its memory is that branch's
-    inherited = {b for _, b in Store(repo, default_branch(repo)).snapshot().entries()}
-    own = Store(repo, branch)
-    linked: Set[str] = set()  # the code commits its own memories (not the default branch's) are linked to
-    for path, blob in own.snapshot().entries():
-        if blob not in inherited:
-            try:
-                linked.update(own.parse_blob(blob, path).commits)
-            except InvalidMemory:
-                continue
-    if not _any_unreachable(repo, linked):
-        return None
+    if tip is None or created is None or branch == default_branch(repo) or code_tips(repo, branch, local=False) \
+            or _branch_named(repo, created[0]) == branch:
+        return None  # not a branch created from another (the first one), or one a remote has: its memory is its own
+    parents = {_started_from(repo, branch), default_branch(repo)}
+    merged = [t for name in parents if name and (t := ref_target(repo, memory_ref(name)))]
+    if not any(reachable(repo, tip, t) for t in merged):  # in the memory it starts from already: nothing its own
+        inherited = {b for _, b in Store(repo, default_branch(repo)).snapshot().entries()}
+        own = Store(repo, branch)
+        linked: Set[str] = set()  # the code commits its own memories (not the default branch's) are linked to
+        for path, blob in own.snapshot().entries():
+            if blob not in inherited:
+                try:
+                    linked.update(own.parse_blob(blob, path).commits)
+                except InvalidMemory:
+                    continue
+        if not _any_unreachable(repo, linked):
+            return None
     aside = f"{branch}.earlier-{tip[:8]}"
     if ref_target(repo, memory_ref(aside)) not in (None, tip):
         aside = f"{branch}.earlier-{tip}"  # that name holds other memory: the whole tip names this
@@ -511,16 +517,26 @@ class SyncResult:
 _KIND_RANK = {"up-to-date": 0, "new": 1, "fast-forward": 2, "merge": 3}
 
 
+def dropped_here(repo: pygit2.Repository, branch: str, tip: str) -> bool:
+    """Whether ``branch``'s memory was dropped here (`gitmem prune`) or set aside (:func:`set_aside`) at a tip
+    that holds ``tip``: a remote's copy then only brings back what was dropped (the remote keeps its refs)."""
+    from .repo import config_get
+
+    dropped = config_get(repo, f"gitmem.branch.{branch}.pruned")
+    return bool(dropped) and reachable(repo, tip, dropped)
+
+
 def merge_branches(store: Store, names: Sequence[str], *, author=None, source: str = "merge") -> SyncResult:
     """Merge the memory of each named branch (local ref and fetched copies) into ``store``:
-    one entry per branch, however many copies of its memory there are."""
+    one entry per branch, however many copies of its memory there are; never a fetched copy of what was
+    dropped or set aside here (:func:`dropped_here`)."""
     from .merge import merge_into
 
     result = SyncResult()
     for name in names:
         entry: Optional[Dict[str, Any]] = None
         for ref, tip in memory_tips(store.repo, name):
-            if ref == store.ref:
+            if ref == store.ref or (ref.startswith(REMOTE_PREFIX) and dropped_here(store.repo, name, tip)):
                 continue
             fetched = f" from {ref[len(REMOTE_PREFIX):-len(name) - 1]}" if ref.startswith(REMOTE_PREFIX) else ""
             r = merge_into(store, tip, author=author, source=source,  # the journal says which copy came in

@@ -99,7 +99,8 @@ def unlinked_since_last_commit(store: Store, previous_code_commit_time: Optional
     (or since the previous code commit, when nothing was linked yet). The commits a pull or a
     fast-forward merge brought as they are (the ref's reflog names each move) are another clone's or
     branch's work: linked there, or by nobody, never to this clone's next commit. This clone's own
-    writes below them (pushed, then brought back under a teammate's) still are."""
+    writes below them (pushed, then brought back under a teammate's) still are, and so are those
+    before a merge this clone made (a pull's): the walk follows first parents, this clone's side."""
     tip = store.own_tip()
     if not tip:
         return []
@@ -109,6 +110,7 @@ def unlinked_since_last_commit(store: Store, previous_code_commit_time: Optional
 
     ids: List[str] = []
     walker = store.repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
+    walker.simplify_first_parent()
     for parent in parent_chain(store.repo, store.branch):  # inherited memory is not this branch's work
         inherited = ref_target(store.repo, memory_ref(parent))
         if inherited:
@@ -120,7 +122,7 @@ def unlinked_since_last_commit(store: Store, previous_code_commit_time: Optional
         if str(commit.id) in taken:
             continue  # a teammate's (their link commits too): neither linked here nor the end of this clone's writes
         change = change_from_commit(commit)
-        if change.op in ("link", "merge", "rewrite"):
+        if change.op in ("link", "rewrite"):
             break
         if previous_code_commit_time is not None and commit.commit_time < previous_code_commit_time:
             break

@@ -33,7 +33,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import pygit2
 
-from .branches import REMOTE_PREFIX
+from .branches import REMOTE_PREFIX, dropped_here
 from .errors import GitmemError, RemoteError, SecretFound
 from .index import process_gone
 from .model import Author
@@ -405,7 +405,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 fetched.refused.append(Refusal(b.ref, why, remote))
                 continue
         target = store if b.branch == store.branch else Store(repo, b.branch)
-        if _pruned_here(repo, b.branch, b.new):
+        if dropped_here(repo, b.branch, b.new):
             skipped.append(b.branch)  # dropped or set aside here, and the remote has nothing newer
             continue
         if target.own_tip() is None and (created := _create(target, b.new, remote, author, source)):
@@ -433,15 +433,6 @@ def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True
     result.fetched, result.refused = fetched, refused
     result.unmerged = gone_unmerged(store)  # what sync cannot merge by itself: the command names it (the hooks do not)
     return result
-
-
-def _pruned_here(repo: pygit2.Repository, branch: str, tip: str) -> bool:
-    """Whether `gitmem prune` dropped ``branch``'s memory here at a tip that holds ``tip`` (so a pull would
-    only bring back what was dropped: the remote still has its memory refs)."""
-    from .branches import reachable
-
-    dropped = config_get(repo, f"gitmem.branch.{branch}.pruned")
-    return bool(dropped) and reachable(repo, tip, dropped)
 
 
 def _create(store: Store, tip: str, remote: str, author: Optional[Author], source: str) -> Optional[Tuple[str, int]]:
@@ -708,7 +699,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                         "memory differs; push to it by its own name")
                     retry.remove(r.branch)
                     continue
-                if _pruned_here(repo, r.branch, r.new):  # never merged back: a person decides
+                if dropped_here(repo, r.branch, r.new):  # never merged back: a person decides
                     done[r.branch] = BranchPush(
                         r.branch, "rejected", tips[r.branch], merges[r.branch], attempt,
                         message=f"{remote} holds the memory of an earlier {r.branch!r}, dropped or set aside here: "

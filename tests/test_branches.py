@@ -60,11 +60,15 @@ def test_feature_memory_stays_off_main_until_the_code_merges(repo):
     assert tip(repo, "main") == main_tip and speculative not in ids(repo, "main")
 
     git(repo, "checkout", "-q", "main")
-    add(repo, "fact", "main moved on")
+    moved = add(repo, "fact", "main moved on")["id"]
     before = tip(repo, "main")
     git(repo, "merge", "-q", "--no-ff", "--no-edit", "feature")
     assert speculative in ids(repo, "main")
-    assert parents(repo, tip(repo, "main")) == [before, tip(repo, "feature")]
+    merge, link = parents(repo, tip(repo, "main"))[0], tip(repo, "main")  # the memory merge, then its link
+    assert parents(repo, merge) == [before, tip(repo, "feature")]
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert Store.open(str(repo)).get(moved).commits == (head,)  # main's own write since its last commit
+    assert head in pygit2.Repository(str(repo))[link].message
 
 
 def test_a_merge_concluded_with_git_commit_after_a_conflict_merges_memory(repo):
@@ -195,6 +199,28 @@ def test_memory_set_aside_stays_apart_when_the_remote_still_holds_it(tmp_path):
     assert pushed.returncode == 1 and "earlier 'feature'" in pushed.stderr
     pulled = gitmem(a, "pull")
     assert "not taken again" in pulled.stderr and old not in ids(a, "feature")
+    commit_file(a, "new.txt")
+    git(a, "push", "-q", "origin", "feature")  # the code of the new feature, there now
+    gitmem(a, "sync")
+    assert old not in ids(a, "feature")
+
+
+def test_a_branch_created_again_under_a_merged_ones_name_reads_its_new_parents_memory(repo):
+    """The old feat's memory is all in main's (merged there): a new feat made from rel reads rel's memory, not
+    that old tip."""
+    with_hooks(repo)
+    add(repo, "fact", "main fact")
+    git(repo, "checkout", "-q", "-b", "feat")
+    add(repo, "decision", "Feat decision", "--because", "x")
+    commit_file(repo, "feat.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "feat")
+    git(repo, "branch", "-q", "-d", "feat")
+    git(repo, "checkout", "-q", "-b", "rel")
+    later = add(repo, "fact", "rel fact")["id"]
+    commit_file(repo, "rel.txt")
+    git(repo, "checkout", "-q", "-b", "feat", "rel", env=AGAIN)
+    assert later in ids(repo, "feat") and fork_point(pygit2.Repository(str(repo)), "feat")[0] == "rel"
 
 
 def test_a_teammates_branch_checked_out_keeps_its_memory(tmp_path):
