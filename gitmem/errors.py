@@ -107,6 +107,10 @@ class RemoteError(GitmemError):
     """A fetch or push failed (unreachable remote, rejected update)."""
 
 
+class ForcedMemory(RemoteError):
+    """A plain `git push` would move a remote's memory ref to a commit that lacks its tip: memory is never forced."""
+
+
 class BackendError(GitmemError):
     """The Messages API backend (real or emulated) failed or refused the request."""
 

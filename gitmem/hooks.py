@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 import pygit2
 
-from .errors import GitmemError, SecretFound
+from .errors import ForcedMemory, GitmemError, SecretFound
 from .files import replace_file
 from .repo import REF_PREFIX, head_commit, ref_target
 
@@ -300,8 +300,11 @@ def main(argv: Sequence[str], stdin: Optional[str] = None, cwd: str = ".") -> in
             args, stdin = _from_pre_commit(name, stdin)
         for line in run(name, args, stdin, cwd):
             print(f"gitmem: {line}", file=sys.stderr)
-    except SecretFound as e:  # the one refusal: memory pushed by plain git with a secret in it
+    except SecretFound as e:  # the refusals: memory pushed by plain git with a secret in it ...
         print(f"gitmem: {e}; push refused (see docs/remotes.md to remove it)", file=sys.stderr)
+        return REFUSED
+    except ForcedMemory as e:  # ... or forced back
+        print(f"gitmem: {e}", file=sys.stderr)
         return REFUSED
     except Exception as e:  # noqa: BLE001 - a hook must never break git
         if name == "pre-push" and memory_updates(stdin or ""):  # ... but memory never leaves unscanned
@@ -501,6 +504,7 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
     from .branches import REMOTE_PREFIX, reachable
     from .repo import config_get, memory_ref
 
+    _refuse_forced_memory(store, args[0] if args else "the remote", stdin)
     _refuse_memory_secrets(store, stdin)
     if os.environ.get("GITMEM_HOOK") == "pre-push":
         return []  # the memory push gitmem itself runs from here (it scanned already)
@@ -550,6 +554,27 @@ def memory_updates(stdin: str) -> List[List[str]]:
         if parts[2].startswith("refs/memory/") or parts[0].startswith("refs/memory/"):
             out.append(parts)
     return out
+
+
+def _refuse_forced_memory(store: Store, remote: str, stdin: str) -> None:
+    """Memory is never forced. git applies `git push -f` and `--force-with-lease`, given for code, to every
+    refspec, `gitmem remote setup`'s memory one too: a memory ref behind the remote's would be forced back and
+    the team's memory rewound. So a push that would move a remote memory ref to a commit lacking its tip (or
+    whose tip is not here to tell) is refused whole, before anything is sent."""
+    behind = []
+    for _, local, remote_ref, remote_tip in memory_updates(stdin):
+        if remote_tip == _ZERO or remote_tip == local:
+            continue
+        try:
+            ahead = store.repo.descendant_of(local, remote_tip)
+        except (KeyError, ValueError, pygit2.GitError):
+            ahead = False
+        if not ahead:
+            behind.append(remote_ref)
+    if behind:
+        raise ForcedMemory(f"refusing: {remote}'s {', '.join(behind)} holds memory this push lacks, and memory is "
+                           "never forced back; push refused: run `gitmem pull` first, or push the code alone "
+                           f"(`git push {remote} <branch>`)")
 
 
 def _refuse_memory_secrets(store: Store, stdin: str) -> None:

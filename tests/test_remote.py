@@ -214,6 +214,30 @@ def test_remote_setup_makes_plain_git_carry_memory_and_undo_restores_the_config(
     assert config.read_bytes() == before
 
 
+def test_a_forced_plain_push_never_forces_memory_back(alice, bob, origin):
+    """git applies `git push -f` (given for code) to `remote setup`'s memory refspec too: bob's memory of main,
+    behind the remote's, would rewind the team's memory. The pre-push hook refuses such a push whole."""
+    for who in (alice, bob):
+        gitmem(who, "hooks", "install")
+        gitmem(who, "remote", "setup")
+    gitmem(bob, "add", "fact", "bob's, pushed first")
+    gitmem(bob, "push")
+    gitmem(alice, "pull")
+    gitmem(alice, "add", "fact", "alice's, which bob has not pulled")
+    gitmem(alice, "push")
+    team = remote_tip(origin)
+    (bob / "b.txt").write_text("b\n")
+    git(bob, "add", "b.txt")
+    git(bob, "commit", "-q", "-m", "rewritten history")
+    forced = subprocess.run(["git", "push", "-q", "--force"], cwd=bob, capture_output=True, text=True)
+    assert forced.returncode != 0 and "never forced back" in forced.stderr
+    assert remote_tip(origin) == team
+    gitmem(bob, "pull")
+    git(bob, "push", "-q", "--force")  # with the team's memory merged in, the code goes, and memory fast-forwards
+    assert git(origin, "rev-parse", "main").strip() == git(bob, "rev-parse", "HEAD").strip()
+    assert subprocess.run(["git", "merge-base", "--is-ancestor", team, "refs/memory/main"], cwd=origin).returncode == 0
+
+
 def test_remote_setup_keeps_an_existing_push_refspec_and_undo_leaves_it(alice):
     git(alice, "config", "--add", "remote.origin.push", "refs/heads/main:refs/heads/main")
     config = Path(alice, ".git", "config")
