@@ -362,7 +362,6 @@ def set_aside(repo: pygit2.Repository, branch: str) -> Optional[str]:
     stays. Renamed, never deleted: `gitmem merge <name>` brings it in, and
     a pull does not bring it back (as after prune) until the remote has more of it."""
     from .repo import default_branch, memory_ref
-    from .store import Store
 
     tip = ref_target(repo, memory_ref(branch))
     created = _created_from(repo, branch)
@@ -372,16 +371,7 @@ def set_aside(repo: pygit2.Repository, branch: str) -> Optional[str]:
     parents = {_started_from(repo, branch), default_branch(repo)}
     merged = [t for name in parents if name and (t := ref_target(repo, memory_ref(name)))]
     if not any(reachable(repo, tip, t) for t in merged):  # in the memory it starts from already: nothing its own
-        inherited = {b for _, b in Store(repo, default_branch(repo)).snapshot().entries()}
-        own = Store(repo, branch)
-        linked: Set[str] = set()  # the code commits its own memories (not the default branch's) are linked to
-        for path, blob in own.snapshot().entries():
-            if blob not in inherited:
-                try:
-                    linked.update(own.parse_blob(blob, path).commits)
-                except InvalidMemory:
-                    continue
-        if not _any_unreachable(repo, linked):
+        if not _any_unreachable(repo, _own_links(repo, branch, tip)):
             return None
     aside = f"{branch}.earlier-{tip[:8]}"
     if ref_target(repo, memory_ref(aside)) not in (None, tip):
@@ -395,6 +385,24 @@ def set_aside(repo: pygit2.Repository, branch: str) -> Optional[str]:
     except (pygit2.GitError, OSError):
         pass
     return aside
+
+
+def _own_links(repo: pygit2.Repository, branch: str, tip: str) -> Set[str]:
+    """The code commits the memories at ``tip`` of ``branch``'s memory are linked to, but those the default
+    branch's memory has (inherited, not the branch's own)."""
+    from .repo import default_branch
+    from .store import Store
+
+    inherited = {b for _, b in Store(repo, default_branch(repo)).snapshot().entries()}
+    own = Store(repo, branch)
+    linked: Set[str] = set()
+    for path, blob in own.snapshot(tip).entries():
+        if blob not in inherited:
+            try:
+                linked.update(own.parse_blob(blob, path).commits)
+            except InvalidMemory:
+                continue
+    return linked
 
 
 def _any_unreachable(repo: pygit2.Repository, commits: Iterable[str]) -> bool:
@@ -474,14 +482,18 @@ def merged_elsewhere(repo: pygit2.Repository, branch: str, head: str) -> List[st
     """Code branches whose tip ``head`` already contains although no local merge
     ran (a pull request merged on the server, seen after ``git pull``). A branch
     that has no commit of its own past its recorded fork point is not counted,
-    nor are the branches ``branch`` itself was forked from."""
+    nor are the branches ``branch`` itself was forked from. A branch whose code is gone (deleted once its
+    pull request merged) counts when ``head`` has every code commit its own memories are linked to."""
     skip = set(parent_chain(repo, branch)) | {branch}
     out = []
     for name in sorted({n for n, _ in ref_names(repo, REF_PREFIX)} | _remote_memory_names(repo)):
         if name in skip:
             continue
         fork = fork_point(repo, name)[1]
-        if any(reachable(repo, tip, head) and tip != fork for tip in code_tips(repo, name)):
+        tips = code_tips(repo, name)
+        if any(reachable(repo, tip, head) and tip != fork for tip in tips) or not tips and any(
+                (linked := _own_links(repo, name, memory)) and all(reachable(repo, c, head) for c in linked)
+                for _, memory in memory_tips(repo, name)):
             out.append(name)
     return out
 

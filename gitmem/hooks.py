@@ -504,8 +504,8 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
     from .branches import REMOTE_PREFIX, reachable
     from .repo import config_get, memory_ref
 
+    _refuse_memory_secrets(store, stdin)  # first: what a push would send, and that its tips are commits
     _refuse_forced_memory(store, args[0] if args else "the remote", stdin)
-    _refuse_memory_secrets(store, stdin)
     if os.environ.get("GITMEM_HOOK") == "pre-push":
         return []  # the memory push gitmem itself runs from here (it scanned already)
     mode = (config_get(store.repo, "gitmem.prePush") or "warn").lower()
