@@ -495,8 +495,13 @@ def _post_rewrite(store: Store, args: List[str], stdin: str) -> List[str]:
     out = [f"memory follows {len(mapping)} rewritten commit(s)"] if commit else []
     if args and args[0] == "rebase":  # `git pull --rebase` runs no post-merge: the memory its code brings, as sync
         from .branches import sync
+        from .checkpoint import link_commit
 
-        out += [_describe(m) for m in sync(store, source="hook").merged if m["kind"] != "up-to-date"]
+        merged = [m for m in sync(store, source="hook").merged if m["kind"] != "up-to-date"]
+        head = head_commit(store.repo)
+        if merged and head:  # the checkpoint stands at HEAD, as after a merge (not at a merged branch's commit)
+            link_commit(store, head, source="hook")
+        out += [_describe(m) for m in merged]
     return out
 
 

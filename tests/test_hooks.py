@@ -241,6 +241,27 @@ def test_post_rewrite_after_a_rebase_maps_recorded_commits(repo):
     assert new != old and Store.open(str(repo), "topic").get(m.id).commits == (new,)
 
 
+def test_a_rebase_that_brings_a_branchs_memory_leaves_the_checkpoint_at_head(repo):
+    """The rebase onto main brings feat's memory (merged there by git); feat's checkpoint is newer, and a
+    record merge would keep its commit: the checkpoint must stand at the rebased HEAD, as after a merge."""
+    from gitmem.checkpoint import latest_checkpoint
+
+    install(repo)
+    gitmem(repo, "checkpoint", "step 1 / next: step 2")
+    git(repo, "checkout", "-q", "-b", "long")
+    Store.open(str(repo)).add("fact", "long fact")
+    commit(repo, "l.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "-b", "feat")
+    Store.open(str(repo)).add("fact", "feat fact")
+    commit(repo, "f.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge feat", "feat")
+    git(repo, "checkout", "-q", "long")
+    git(repo, "rebase", "-q", "main")
+    assert latest_checkpoint(Store.open(str(repo), "long"))[1].commit == head(repo)
+
+
 def test_the_pre_commit_framework_route_reads_git_arguments_from_its_variables(repo):
     git(repo, "branch", "made-by-pre-commit")
     git(repo, "symbolic-ref", "HEAD", "refs/heads/made-by-pre-commit")
