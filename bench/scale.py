@@ -10,7 +10,7 @@ runs, printed as a ratio to its baseline measured in the same run:
 - warm `list --limit 20` (the first page), `search`, `context`, `status` and `doctor` against
   `gitmem --version` (the cost of starting at all), and doctor also against cat-file: doctor
   after one new memory since the last sound check (incremental), and `doctor --full` once;
-- a write, at this size against the smallest (bench/store.write_times);
+- a write, at this size against the smallest (bench/store.write_times, in a process of its own);
 - max RSS of the warm commands.
 
 Semantic recall embeds every memory once (a backlog of minutes at 100,000 on a 2-core machine), so
@@ -40,7 +40,6 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
 from common import cat_file_batch, seeded_store, written_store  # noqa: E402
-from store import write_times  # noqa: E402  (bench/store.py)
 
 SIZES = (1_000, 10_000, 100_000)
 ENV = {**os.environ, "GITMEM_ENCODER": "none", "PYTHONPATH": os.path.join(HERE, "..")}
@@ -147,9 +146,17 @@ def mcp_recall(root: str, runs: int) -> Tuple[float, float]:
     return anyio.run(main)
 
 
+def _write_times(sizes: Tuple[int, int], writes: int) -> List[float]:
+    """bench/store.write_times in a process of its own: this one holds what it built to measure (a history of
+    100,000 commits, say), whose memory and collections would land on the writes, not the store's cost."""
+    code = f"import json, store; print(json.dumps(store.write_times({tuple(sizes)!r}, {writes})))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=HERE, env=ENV, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def run(sizes=SIZES, runs: int = 3, stores: Tuple[str, ...] = tuple(STORES)) -> dict:
     rows = [measure(n, runs, kind) for kind in stores for n in sizes]
-    writes = write_times((100, sizes[-1]), 100)
+    writes = _write_times((100, sizes[-1]), 100)
     return {"sizes": rows, "write_ms": {"100": writes[0] * 1e3, str(sizes[-1]): writes[1] * 1e3},
             "write_growth_ratio": writes[1] / writes[0],
             "backend": "none (no model involved)", "encoder": "none (GITMEM_ENCODER=none)"}
