@@ -96,7 +96,16 @@ has_work() {
     fi
     # Seen already (checked out again before its first commit)? gitmem.branches.created_now notes the entry's
     # time, commit and message; a deleted branch's reflog went with it, so a new one of the name differs.
-    seen=$(git config --get "gitmem.branch.${ref#refs/heads/}.created" 2>/dev/null) || return 0
+    section=
+    seen=
+    while IFS= read -r line; do  # gitmem.branch.<name>.created, read from the config file: no process
+        case "$line" in
+            "[gitmem \\"branch.${ref#refs/heads/}\\"]"*) section=1 ;;
+            "["*) section= ;;
+            *created*=*) [ -n "$section" ] && seen=${line#*= } ;;
+        esac
+    done < "$common/config"
+    [ -n "$seen" ] || return 0
     tab=$(printf '\t')
     when=${entry%%"$tab"*}
     when=${when% *}
