@@ -431,8 +431,8 @@ def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
         return []  # checked out again before its first commit: decided when it was created
     out = []
     if aside := set_aside(store.repo, store.branch):
-        out.append(f"the memory an earlier branch {store.branch!r} left (linked to commits no branch has) is now "
-                   f"{aside!r}: `gitmem merge {aside}` brings it in")
+        out.append(f"the memory an earlier branch {store.branch!r} left is now {aside!r} (the code it was written for "
+                   f"is gone, or it is merged already): `gitmem merge {aside}` brings it in")
     parent = record_fork(store.repo, store.branch, commit=args[1], again=True)
     if parent:
         out.append(f"branch {store.branch!r} reads the memory of {parent!r} until its first write")
