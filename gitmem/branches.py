@@ -482,18 +482,16 @@ def merged_elsewhere(repo: pygit2.Repository, branch: str, head: str) -> List[st
     """Code branches whose tip ``head`` already contains although no local merge
     ran (a pull request merged on the server, seen after ``git pull``). A branch
     that has no commit of its own past its recorded fork point is not counted,
-    nor are the branches ``branch`` itself was forked from. A branch whose code is gone (deleted once its
-    pull request merged) counts when ``head`` has every code commit its own memories are linked to."""
+    nor are the branches ``branch`` itself was forked from. A branch whose code is gone everywhere (deleted
+    once its pull request merged) is not counted: which of its memories are its own, and which a branch it
+    was forked from holds, the fetched copies cannot tell; :func:`gone_unmerged` names it for a person."""
     skip = set(parent_chain(repo, branch)) | {branch}
     out = []
     for name in sorted({n for n, _ in ref_names(repo, REF_PREFIX)} | _remote_memory_names(repo)):
         if name in skip:
             continue
         fork = fork_point(repo, name)[1]
-        tips = code_tips(repo, name)
-        if any(reachable(repo, tip, head) and tip != fork for tip in tips) or not tips and any(
-                (linked := _own_links(repo, name, memory)) and all(reachable(repo, c, head) for c in linked)
-                for _, memory in memory_tips(repo, name)):
+        if any(reachable(repo, tip, head) and tip != fork for tip in code_tips(repo, name)):
             out.append(name)
     return out
 

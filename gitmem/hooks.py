@@ -575,20 +575,19 @@ def _refuse_forced_memory(store: Store, remote: str, stdin: str) -> None:
     refspec, `gitmem remote setup`'s memory one too: a memory ref behind the remote's would be forced back and
     the team's memory rewound. So a push that would move a remote memory ref to a commit lacking its tip (or
     whose tip is not here to tell) is refused whole, before anything is sent."""
-    behind = []
+    behind, unseen = [], []
     for _, local, remote_ref, remote_tip in memory_updates(stdin):
         if remote_tip == _ZERO or remote_tip == local:
             continue
-        try:
-            ahead = store.repo.descendant_of(local, remote_tip)
-        except (KeyError, ValueError, pygit2.GitError):
-            ahead = False
-        if not ahead:
+        if remote_tip not in store.repo:  # moved since this clone's last fetch: no telling what would be lost
+            unseen.append(remote_ref)
+        elif not store.repo.descendant_of(local, remote_tip):
             behind.append(remote_ref)
-    if behind:
-        raise ForcedMemory(f"refusing: {remote}'s {', '.join(behind)} holds memory this push lacks, and memory is "
-                           "never forced back; push refused: run `gitmem pull` first, or push the code alone "
-                           f"(`git push {remote} <branch>`)")
+    if behind or unseen:
+        why = f"{remote}'s {', '.join(behind)} holds memory this push lacks" if behind else \
+            f"{remote}'s {', '.join(unseen)} moved since the last fetch"
+        raise ForcedMemory(f"refusing: {why}, and memory is never forced back; push refused: run `gitmem pull` "
+                           f"first (or `git fetch {remote}`), or push the code alone (`git push {remote} <branch>`)")
 
 
 def _refuse_memory_secrets(store: Store, stdin: str) -> None:

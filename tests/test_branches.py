@@ -325,24 +325,6 @@ def test_gitmem_sync_after_a_merge_made_elsewhere(tmp_path):
     assert json.loads(gitmem(a, "sync", "--json").stdout)["merged"][0]["kind"] == "up-to-date"
 
 
-def test_sync_merges_a_merged_pull_requests_memory_after_its_branch_is_deleted(tmp_path):
-    """The server deletes the merged branch (as hosts do), so no code tip names it here: the code commits
-    its own memories are linked to, all in main now, say it was merged."""
-    remote, a, b = clones(tmp_path)
-    with_hooks(b)  # (the feature's memory linked to its commit)
-    fid = push_feature(b)
-    server = tmp_path / "server"
-    git(tmp_path, "clone", "-q", str(remote), str(server))
-    git(server, "merge", "-q", "--no-ff", "--no-edit", "origin/feature")
-    git(server, "push", "-q", "origin", "main")
-    git(server, "push", "-q", "origin", "--delete", "feature")
-    git(a, "pull", "-q", "--no-rebase", "--no-edit")
-    git(a, "fetch", "-q", "--prune")
-    assert "refs/remotes/origin/feature" not in pygit2.Repository(str(a)).references
-    out = json.loads(gitmem(a, "sync", "--json").stdout)
-    assert [m["branch"] for m in out["merged"]] == ["feature"] and fid in ids(a, "main")
-
-
 def test_sync_names_the_memory_a_squash_merge_on_the_server_left_behind(tmp_path):
     """A squash merge leaves no code history joining the branch to main, so sync cannot merge its memory
     by itself; once the branch is deleted on the server, sync names it and the command that brings it."""
