@@ -117,6 +117,7 @@ has_work "$@" || exit "$status"
     "post-merge": """\
 # nothing to do unless a branch with memory came in (tips reachable from HEAD, not from ORIG_HEAD)
 has_work() {
+    [ "$1" = 1 ] && return 0  # a squash merge moves no HEAD: Python says which command brings its memory
     mem=$(git for-each-ref --format='%(refname)' refs/memory refs/memory-remotes 2>/dev/null) || return 0
     [ -n "$mem" ] || return 1
     if [ -z "${GIT_DIR:-}" ] && [ -d .git ] && [ ! -f .git/commondir ] && read -r head < .git/HEAD; then
@@ -139,7 +140,7 @@ has_work() {
     done
     return 1
 }
-has_work || exit "$status"
+has_work "$@" || exit "$status"
 """,
     "post-rewrite": """\
 # nothing to do in a repository without memory, its own or fetched (a rebasing pull brings the team's)

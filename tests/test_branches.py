@@ -296,7 +296,8 @@ def test_gitmem_merge_after_a_squash_merge(repo):
     commit_file(repo, "f.txt")
     git(repo, "checkout", "-q", "main")
     add(repo, "fact", "main fact")
-    git(repo, "merge", "-q", "--squash", "feature")
+    squashed = subprocess.run(["git", "merge", "-q", "--squash", "feature"], cwd=repo, capture_output=True, text=True)
+    assert "squash merge: git does not say which branch it was; run `gitmem merge BRANCH`" in squashed.stderr
     git(repo, "commit", "-q", "-m", "squashed feature")
     assert fid not in ids(repo, "main")  # git does not say what a squash merged
     before = tip(repo, "main")
