@@ -54,7 +54,7 @@ from typing import (AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, 
                     Sequence, Set, Tuple)
 
 from .errors import GitmemError
-from .model import Memory, matches, quoted
+from .model import Memory, matches, quoted, undecodable
 from .pricing import DEFAULT_TABLE, PriceTable
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
 
@@ -569,11 +569,9 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
     """
     if ttl not in TTLS:
         raise GitmemError(f"invalid ttl {ttl!r} (valid: {', '.join(TTLS)})")
-    for value, what in ((query or "", "the question"), *((p, "a path") for p in paths)):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:  # bytes a terminal or a file gave that are not UTF-8: the body could not be sent
-            raise GitmemError(f"{what} is not valid UTF-8 text") from None
+    for value, what in ((query or "", "question"), *((p, "path") for p in paths)):
+        if (shown := undecodable(value)) is not None:  # a terminal's or a file's bytes: no request body carries them
+            raise GitmemError(f"invalid {what} {shown}: not valid UTF-8")
     row = table.get(model)
     warnings: List[str] = list(inputs.warnings)
     if row.retired:

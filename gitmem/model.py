@@ -50,6 +50,22 @@ _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
 
 
+def undecodable(text: str) -> Optional[str]:
+    """``text`` quoted with what is not UTF-8 in it escaped (``'b\\xff'``), or None when it is valid UTF-8.
+
+    argv and libgit2 hand Python bytes that are not UTF-8 as lone surrogates, which libgit2, SQLite and
+    YAML all refuse to encode: a name must be checked where it comes in, and shown as the bytes it was."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate no byte decodes to (from JSON's \ud800, say)
+            shown = text.encode("utf-8", "backslashreplace").decode("ascii")
+        return f"'{shown}'"
+    return None
+
+
 _last_id = (0, 0, 0)  # (pid, ms, random) of the last id this process made
 
 

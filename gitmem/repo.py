@@ -16,29 +16,13 @@ import pygit2
 
 from .errors import BranchError, GitmemError, NotARepository, StorageError
 from .gitdir import config_in_environment, plain_ref_name
-from .model import Author
+from .model import Author, undecodable
 
 REF_PREFIX = "refs/memory/"
 
 
 def memory_ref(branch: str) -> str:
     return REF_PREFIX + branch
-
-
-def undecodable(text: str) -> Optional[str]:
-    """``text`` quoted with what is not UTF-8 in it escaped (``'b\\xff'``), or None when it is valid UTF-8.
-
-    argv and libgit2 hand Python bytes that are not UTF-8 as lone surrogates, which libgit2, SQLite and
-    YAML all refuse to encode: a name must be checked where it comes in, and shown as the bytes it was."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        try:
-            shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        except UnicodeEncodeError:  # a surrogate no byte decodes to (from JSON's \ud800, say)
-            shown = text.encode("utf-8", "backslashreplace").decode("ascii")
-        return f"'{shown}'"
-    return None
 
 
 def check_branch_name(name: str) -> str:

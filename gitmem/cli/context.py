@@ -161,12 +161,9 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
     from ..price_table import configured_price_table
     from ..context_inputs import build, note_sent
     from ..backend import open_backend
-    from ..errors import GitmemError
     from ..pricing import cost
-    from ..repo import common_dir, undecodable
+    from ..repo import common_dir
 
-    if (shown := undecodable(question)) is not None:  # no request body can carry it
-        raise GitmemError(f"invalid question {shown}: not valid UTF-8")
     table = configured_price_table(store)
     ctx = build(store, query=question, paths=paths, ttl=ttl, model=model, max_tokens=max_tokens, table=table)
     # The in-process emulator keeps its cache in .git/gitmem/, so the next ask reads what this one wrote.
