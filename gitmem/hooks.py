@@ -576,13 +576,15 @@ def _refuse_forced_memory(store: Store, remote: str, stdin: str) -> None:
     refspec, `gitmem remote setup`'s memory one too: a memory ref behind the remote's would be forced back and
     the team's memory rewound. So a push that would move a remote memory ref to a commit lacking its tip (or
     whose tip is not here to tell) is refused whole, before anything is sent."""
+    from .branches import reachable
+
     behind, unseen = [], []
     for _, local, remote_ref, remote_tip in memory_updates(stdin):
-        if remote_tip == _ZERO or remote_tip == local:
+        if remote_tip == _ZERO:
             continue
         if remote_tip not in store.repo:  # moved since this clone's last fetch: no telling what would be lost
             unseen.append(remote_ref)
-        elif not store.repo.descendant_of(local, remote_tip):
+        elif not reachable(store.repo, remote_tip, local):
             behind.append(remote_ref)
     if behind or unseen:
         why = f"{remote}'s {', '.join(behind)} holds memory this push lacks" if behind else \

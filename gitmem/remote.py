@@ -33,7 +33,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import pygit2
 
-from .branches import REMOTE_PREFIX, dropped_here
+from .branches import REMOTE_PREFIX, dropped_here, reachable
 from .errors import GitmemError, RemoteError, SecretFound
 from .index import process_gone
 from .model import Author
@@ -568,15 +568,7 @@ def _leases(repo: pygit2.Repository, remote: str, tips: Dict[str, str]) -> Dict[
     (a purge of a secret, say) is never taken for what it holds: the push is refused, fetched and scanned
     again. A branch without one is scanned whole (a blob found clean before is not read again)."""
     tracked = remote_branches(repo, remote)
-    out = {}
-    for b, tip in tips.items():
-        known = tracked.get(b)
-        try:
-            if known and (known == tip or repo.descendant_of(tip, known)):
-                out[b] = known
-        except (KeyError, ValueError, pygit2.GitError):
-            continue
-    return out
+    return {b: known for b, tip in tips.items() if (known := tracked.get(b)) and reachable(repo, known, tip)}
 
 
 def _refuse_secrets(repo: pygit2.Repository, tips: Dict[str, str], known: Iterable[str]) -> None:
@@ -691,7 +683,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                     continue
                 said_no = outcome.get(r.branch, ("", ""))[1]
                 if any(why in said_no for why in ("fetch first", "non-fast-forward")) and r.new != tips[r.branch] \
-                        and _contains(repo, tips[r.branch], r.new):  # type: ignore[arg-type]  # yet nothing it lacks
+                        and reachable(repo, r.new, tips[r.branch]):  # yet fetching shows nothing it lacks
                     done[r.branch] = BranchPush(
                         r.branch, "rejected", tips[r.branch], merges[r.branch], attempt,
                         message=f"{remote} refused it, yet fetching from {remote} shows nothing this memory lacks: "
@@ -720,13 +712,6 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
             time.sleep(random.uniform(0.01, 0.05) * attempt)  # two pushers retrying in lockstep would collide
         pending = retry
     return [done[b] for b in names]
-
-
-def _contains(repo: pygit2.Repository, tip: str, commit: str) -> bool:
-    try:
-        return repo.descendant_of(tip, commit)
-    except (KeyError, ValueError, pygit2.GitError):
-        return False
 
 
 def _set_tracking(repo: pygit2.Repository, remote: str, branch: str, tip: str) -> None:
