@@ -16,7 +16,7 @@ Plain memories in, plain memories out: no repository, no clock, no files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import model
@@ -24,13 +24,13 @@ from .errors import InvalidMemory
 from .model import CONFLICTS_DIR, Memory
 
 #: What a conflict file may name as clashing: real memory fields, never the id, the schema or anything else.
-CONFLICT_FIELDS = tuple(f.name for f in fields(model.Memory) if f.name not in ("id", "schema"))
+CONFLICT_FIELDS = tuple(f for f in model.Memory._fields if f not in ("id", "schema"))
 _LIST_FIELDS = ("tags", "paths", "commits")
 #: Fields only gitmem's hooks move, never a person (the post-commit hook advances a checkpoint's
 #: ``commit`` on every branch that commits): the newer side's value wins, never a conflict.
 _BOOKKEEPING_FIELDS = ("commit",)
 _STATUS_RANK = {"active": 0, "retracted": 1, "superseded": 2}
-_FIELDS = tuple(f.name for f in fields(Memory) if f.name != "id")
+_FIELDS = tuple(f for f in Memory._fields if f != "id")
 
 
 def check_conflict(data: Any) -> None:

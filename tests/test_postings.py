@@ -360,7 +360,6 @@ def test_the_paths_in_play_are_found_by_their_indexes_not_once_per_memory(repo, 
 def test_the_newest_active_memories_are_read_a_page_at_a_time_as_the_commit_has_them(repo, store):
     """A context without a question reads the newest memories: page after page they are the commit's active
     ids, newest first, also for a commit read through another's view (what differs stands in for its rows)."""
-    from dataclasses import replace
 
     from gitmem.context import Loaded
     from gitmem.postings import IndexedMemories
@@ -372,7 +371,7 @@ def test_the_newest_active_memories_are_read_a_page_at_a_time_as_the_commit_has_
     later = store.memories()
     changed = {i: None for i in rng.sample(ids, 5)}  # gone at the commit read
     changed.update({i: later[i] for i in rng.sample(ids, 3)})  # as they are
-    changed.update({i: replace(later[i], status="retracted") for i in rng.sample(ids, 2)})  # withdrawn since
+    changed.update({i: later[i]._replace(status="retracted") for i in rng.sample(ids, 2)})  # withdrawn since
     extra = [store.add("fact", f"added {i}").memory for i in range(4)]
     changed.update({m.id: m for m in extra[:3]})
     for view_changed in ({}, changed):
