@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import yaml
@@ -59,6 +60,8 @@ def test_edit_supersede_retract_and_log(run, repo):
     assert entries[0]["author"] == {"name": "Test Human", "email": "human@example.com", "kind": "human"}
     assert [e["op"] for e in json.loads(run("log", "--id", mid, "--json").output)["entries"]] == [
         "supersede", "edit", "add"]
+    when = time.strftime("%Y-%m-%d %H:%MZ", time.gmtime(entries[-1]["time"]))  # UTC, marked as such
+    assert f" {when} human " in run("log").output.splitlines()[-1]
     assert json.loads(run("list", "--json").output)["memories"] == []
     assert len(json.loads(run("list", "--status", "any", "--json").output)["memories"]) == 2
 

@@ -389,7 +389,7 @@ def log(store: Store, limit, memory_id, type_, since, author_kind, source, autho
     # the forms `gitmem list` prints, read for the ids shown (a memory gone from the tip keeps its full id)
     short = store.short_ids(of=list(dict.fromkeys(c.memory_ids[0] for c in selected if c.memory_ids)))
     for c in selected:
-        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(c.time))
+        when = time.strftime("%Y-%m-%d %H:%MZ", time.gmtime(c.time))  # UTC, and says so: a team spans zones
         ids = ",".join(short.get(i, i) for i in c.memory_ids[:1]) + ("+" if len(c.memory_ids) > 1 else "")
         echo(f"{c.commit[:10]} {when} {c.author.kind:<5} {c.author.name:<16} {c.source:<12} {ids or '-':<6} "
              f"{c.summary}")
