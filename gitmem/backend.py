@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
 from .errors import BackendError
-from .pricing import Usage
+from .usage import Usage
 
 __all__ = [
     "Backend", "Reply", "Step", "open_backend", "place_cache_control", "keepalive_body", "schedule",

@@ -2,7 +2,7 @@
 
 A *run* is one JSON document (written by ``gitmem demo``; shape below) holding every request's
 ``usage`` exactly as the backend returned it. Every number of a bill is computed from those usage
-fields and the price table the run names (:func:`gitmem.pricing.cost`); the break-length table is
+fields and the price table the run names (:func:`gitmem.usage.cost`); the break-length table is
 :func:`gitmem.policy.break_table` over the workload the run measured.
 
 Run shape (``version`` 1)::
@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
 from .errors import GitmemError
 from .policy import FIXED, PHASES, KeepAlive, Row, Workload, break_table
-from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
+from .pricing import DEFAULT_TABLE, PriceTable
+from .usage import Usage, cost
 
 if TYPE_CHECKING:
     from .store import Store

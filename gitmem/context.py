@@ -48,8 +48,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from heapq import merge
-from dataclasses import dataclass, field
 from itertools import chain, islice
+from types import MappingProxyType
 from typing import (AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Protocol,
                     Sequence, Set, Tuple)
 
@@ -78,6 +78,10 @@ PREAMBLE = (
 )
 
 
+#: The default of a mapping field of a named tuple: one shared value, so one nobody can change.
+_NONE: Mapping[str, Any] = MappingProxyType({})
+
+
 class Part(NamedTuple):
     """One block of the body: its name, tokens, cumulative prefix tokens, marker TTL (or None)."""
 
@@ -92,8 +96,7 @@ class Part(NamedTuple):
                 "cache_control": self.ttl, "memory_ids": list(self.memory_ids)}
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(NamedTuple):
     """A built request: the body to send and what it was built from.
 
     ``memory_commit`` is the memory tip the body reflects (record it with the request to know later
@@ -110,7 +113,7 @@ class Context:
     guide_path: Optional[str]
     parts: Tuple[Part, ...]
     warnings: Tuple[str, ...] = ()
-    dropped: Sequence[str] = field(default=())
+    dropped: Sequence[str] = ()
 
     def part(self, name: str) -> Optional[Part]:
         return next((p for p in self.parts if p.name == name), None)
@@ -140,8 +143,7 @@ class Context:
         }
 
 
-@dataclass(frozen=True)
-class ContextInputs:
+class ContextInputs(NamedTuple):
     """What a context is built from, read from the repository by the git edge (or written by a test).
 
     ``memories`` is every valid memory at the memory tip ``tip``, by id. ``anchored`` holds the
@@ -152,14 +154,14 @@ class ContextInputs:
     reading these found; they come first in the context's.
     """
 
-    memories: Mapping[str, Memory] = field(default_factory=dict)
+    memories: Mapping[str, Memory] = _NONE
     tip: Optional[str] = None
     anchor: Optional[str] = None
     anchored: Optional[Mapping[str, Memory]] = None
     guide_text: str = ""
     guide_path: Optional[str] = None
     warnings: Tuple[str, ...] = ()
-    blobs: Mapping[str, Optional[str]] = field(default_factory=dict)
+    blobs: Mapping[str, Optional[str]] = _NONE
     #: The same memories read lazily (a large store, from the derived index): when set, they stand
     #: in for ``memories`` and ``anchored``, and ``changed`` holds the memories at the tip that differ
     #: from the anchor's (by id).

@@ -14,7 +14,7 @@ its run and policy: that keeps the cache prefixes of different timelines apart, 
 real API, where all of them share one organization's cache. On the emulator the clock is virtual by
 default and the whole demo takes seconds.
 
-Every number comes from the ``usage`` a backend returned, priced with :mod:`gitmem.pricing`; the run
+Every number comes from the ``usage`` a backend returned, priced with :func:`gitmem.usage.cost`; the run
 is recorded (see :mod:`gitmem.bill`) so ``gitmem bill`` can show it again.
 """
 
@@ -285,7 +285,7 @@ class _ViaRouter:
 
     def send(self, body: Dict[str, Any], policy: str, line: str) -> Any:
         from .backend import EMULATOR, Reply
-        from .pricing import Usage
+        from .usage import Usage
 
         raw = self.client.messages.with_raw_response.create(
             **body, extra_headers={"gitmem-policy": policy, "gitmem-session": line})

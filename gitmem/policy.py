@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .errors import GitmemError
-from .pricing import DEFAULT_TABLE, Cost, PriceTable, Usage, cost
+from .pricing import DEFAULT_TABLE, PriceTable
+from .usage import Cost, Usage, cost
 
 __all__ = [
     "POLICIES", "FIXED", "TTL_SECONDS", "DEFAULT_BREAKS", "Request", "Workload", "KeepAlive",

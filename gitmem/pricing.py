@@ -1,4 +1,7 @@
-"""The shipped price table, usage fields as the API reports them, and what a request cost.
+"""The shipped price table: what each model costs, its caching and size limits, and its lifecycle.
+
+What a reply used and what it cost are :mod:`gitmem.usage`'s. The rows are named tuples: every context
+build reads this table, and a frozen dataclass costs about a millisecond to define at import.
 
 Pure core, no I/O: an override file is read at the edge (:func:`gitmem.price_table.load_price_table`, from the
 path in ``$GITMEM_PRICES`` or ``git config gitmem.prices``) and its text handed to :func:`parse_price_table`.
@@ -33,8 +36,7 @@ row's ``source`` names the page it came from):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from .errors import PriceTableError, UnknownModel
 
@@ -46,11 +48,8 @@ __all__ = [
     "CHECKED",
     "ModelPrice",
     "PriceTable",
-    "Usage",
-    "Cost",
     "DEFAULT_TABLE",
     "parse_price_table",
-    "cost",
 ]
 
 PRICES_SOURCE = "https://platform.claude.com/docs/en/about-claude/pricing"
@@ -63,8 +62,7 @@ LIFECYCLES = ("active", "deprecated", "retired")
 PRICE_FIELDS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
 
 
-@dataclass(frozen=True)
-class ModelPrice:
+class ModelPrice(NamedTuple):
     """One model's row: prices in USD per million tokens, and its caching and size limits."""
 
     id: str
@@ -90,7 +88,7 @@ class ModelPrice:
         return self.lifecycle == "retired"
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        data = self._asdict()
         data["aliases"] = list(self.aliases)
         data["long_prompt"] = dict(zip(PRICE_FIELDS, self.long_prompt)) if self.long_prompt else None
         return data
@@ -151,8 +149,7 @@ _SHIPPED = (
 )
 
 
-@dataclass(frozen=True)
-class PriceTable:
+class PriceTable(NamedTuple):
     """Rows plus where they came from; every printed cost should name ``source`` and ``checked``."""
 
     models: Tuple[ModelPrice, ...]
@@ -201,7 +198,7 @@ def _number(value: Any, where: str, integer: bool = False) -> Any:
 def _apply_row(base: Optional[ModelPrice], model_id: str, data: Any, where: str) -> ModelPrice:
     if not isinstance(data, Mapping):
         raise PriceTableError(f"{where}: expected a mapping of fields")
-    known = {f.name for f in fields(ModelPrice)} - {"id"}
+    known = set(ModelPrice._fields) - {"id"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise PriceTableError(f"{where}: unknown field(s) {', '.join(map(str, unknown))} (valid: {', '.join(sorted(known))})")
@@ -232,7 +229,7 @@ def _apply_row(base: Optional[ModelPrice], model_id: str, data: Any, where: str)
         else:
             values[key] = str(value)
     if base is not None:
-        return replace(base, **values)
+        return base._replace(**values)
     missing = [name for name in PRICE_FIELDS + ("min_cacheable_tokens",) if name not in values]
     if missing:
         raise PriceTableError(f"{where}: a new model needs {', '.join(missing)}")
@@ -284,130 +281,4 @@ def parse_price_table(text: str, path: str, base: PriceTable = DEFAULT_TABLE) ->
         source=str(data.get("source", f"{base.source} (overridden by {path})")),
         checked=str(data.get("checked", base.checked)),
         caching_source=base.caching_source,
-    )
-
-
-def _get(obj: Any, name: str) -> Any:
-    if obj is None:
-        return None
-    if isinstance(obj, Mapping):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
-@dataclass(frozen=True)
-class Usage:
-    """The ``usage`` fields of a Messages API reply, flattened.
-
-    Arithmetic the API documents (prompt-caching page, "Tracking cache performance"): total input =
-    ``cache_read_input_tokens + cache_creation_input_tokens + input_tokens``, where ``input_tokens``
-    counts only what follows the last cache hit or write, and ``cache_creation_input_tokens`` =
-    ``ephemeral_5m_input_tokens + ephemeral_1h_input_tokens`` (``usage.cache_creation.*``).
-    """
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    ephemeral_5m_input_tokens: int = 0
-    ephemeral_1h_input_tokens: int = 0
-
-    @classmethod
-    def from_api(cls, usage: Any) -> "Usage":
-        """From an SDK ``Usage`` object or its JSON dict; missing or null fields count as 0.
-
-        A reply without the ``cache_creation`` breakdown (older API versions) has all its cache
-        writes counted as 5-minute writes, which is what they were before 1-hour TTLs existed.
-        """
-        created = int(_get(usage, "cache_creation_input_tokens") or 0)
-        breakdown = _get(usage, "cache_creation")
-        five = _get(breakdown, "ephemeral_5m_input_tokens")
-        hour = _get(breakdown, "ephemeral_1h_input_tokens")
-        if five is None and hour is None:
-            five, hour = created, 0
-        return cls(
-            input_tokens=int(_get(usage, "input_tokens") or 0),
-            output_tokens=int(_get(usage, "output_tokens") or 0),
-            cache_creation_input_tokens=created,
-            cache_read_input_tokens=int(_get(usage, "cache_read_input_tokens") or 0),
-            ephemeral_5m_input_tokens=int(five or 0),
-            ephemeral_1h_input_tokens=int(hour or 0),
-        )
-
-    def to_api(self) -> dict:
-        """The API's JSON shape (nested ``cache_creation``)."""
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_creation_input_tokens": self.cache_creation_input_tokens,
-            "cache_read_input_tokens": self.cache_read_input_tokens,
-            "cache_creation": {
-                "ephemeral_5m_input_tokens": self.ephemeral_5m_input_tokens,
-                "ephemeral_1h_input_tokens": self.ephemeral_1h_input_tokens,
-            },
-        }
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @property
-    def total_input_tokens(self) -> int:
-        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
-
-    def __add__(self, other: "Usage") -> "Usage":
-        if not isinstance(other, Usage):
-            return NotImplemented
-        return Usage(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(Usage)})
-
-
-@dataclass(frozen=True)
-class Cost:
-    """What one reply (or a sum of replies) cost, in USD, per usage field."""
-
-    model: str
-    input: float = 0.0
-    cache_write_5m: float = 0.0
-    cache_write_1h: float = 0.0
-    cache_read: float = 0.0
-    output: float = 0.0
-    source: str = field(default=PRICES_SOURCE, compare=False)
-
-    @property
-    def total(self) -> float:
-        return self.input + self.cache_write_5m + self.cache_write_1h + self.cache_read + self.output
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        data["total"] = self.total
-        return data
-
-    def __add__(self, other: "Cost") -> "Cost":
-        if not isinstance(other, Cost):
-            return NotImplemented
-        model = self.model if self.model == other.model else "mixed"
-        return Cost(model, **{n: getattr(self, n) + getattr(other, n) for n in PRICE_FIELDS}, source=self.source)
-
-
-def cost(usage: Usage, model: str, table: PriceTable = DEFAULT_TABLE) -> Cost:
-    """Price ``usage`` for ``model`` (id or alias) with ``table``.
-
-    Writes are priced by their TTL from the ``cache_creation`` breakdown; if the breakdown sums to
-    less than ``cache_creation_input_tokens``, the rest is priced as 5-minute writes.
-    """
-    row = table.get(model)
-    prices = dict(zip(PRICE_FIELDS, (row.input, row.cache_write_5m, row.cache_write_1h, row.cache_read, row.output)))
-    if row.long_prompt and row.long_prompt_threshold and usage.total_input_tokens > row.long_prompt_threshold:
-        prices = dict(zip(PRICE_FIELDS, row.long_prompt))  # every token of a long prompt, output included
-    per = 1_000_000
-    five = usage.ephemeral_5m_input_tokens + max(
-        0, usage.cache_creation_input_tokens - usage.ephemeral_5m_input_tokens - usage.ephemeral_1h_input_tokens
-    )
-    return Cost(
-        model=row.id,
-        input=usage.input_tokens * prices["input"] / per,
-        cache_write_5m=five * prices["cache_write_5m"] / per,
-        cache_write_1h=usage.ephemeral_1h_input_tokens * prices["cache_write_1h"] / per,
-        cache_read=usage.cache_read_input_tokens * prices["cache_read"] / per,
-        output=usage.output_tokens * prices["output"] / per,
-        source=table.source,
     )

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Mapping, Optio
 from .errors import GitmemError
 from .serving import LONE_SURROGATE, lone_surrogate, refusal
 from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan, hour_ping_after
-from .pricing import DEFAULT_TABLE, PriceTable, Usage, cost
+from .pricing import DEFAULT_TABLE, PriceTable
+from .usage import Usage, cost
 from .router import (Controls, RouterBlock, SseUsage, attach, controls, forward_headers, response_headers,
                      session_of)
 

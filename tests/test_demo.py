@@ -9,7 +9,7 @@ import pytest
 from conftest import git, gitmem
 from gitmem.demo import DECISIONS, GUIDE_TOKENS, run_demo, sample_guide
 from gitmem.policy import FIXED, Workload, simulate
-from gitmem.pricing import Usage, cost
+from gitmem.usage import Usage, cost
 from gitmem.tokens import count_tokens
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gitmem.errors import PriceTableError, UnknownModel
-from gitmem.pricing import CHECKED, DEFAULT_TABLE, LIFECYCLES, PRICES_SOURCE, Usage, cost, parse_price_table
+from gitmem.pricing import CHECKED, DEFAULT_TABLE, LIFECYCLES, PRICES_SOURCE, parse_price_table
+from gitmem.usage import Usage, cost
 from gitmem.tokens import FAMILIES
 
 

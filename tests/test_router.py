@@ -22,7 +22,7 @@ from gitmem.bill import read_requests, router_bill
 from gitmem.emulator import Emulator, VirtualClock
 from gitmem.policy import (FIXED, Plan, PrefixCosts, break_cost, choose_plan, fixed_cost, hindsight_cost, online_cost,
                            ski_rental_pings)
-from gitmem.pricing import Usage, cost
+from gitmem.usage import Usage, cost
 from gitmem.router import RouterBlock, attach, markers, ttl_order_ok
 from gitmem.router_app import Router, serve_in_thread
 from gitmem.store import Store

@@ -161,7 +161,7 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
     from ..price_table import configured_price_table
     from ..context_inputs import build, note_sent
     from ..backend import open_backend
-    from ..pricing import cost
+    from ..usage import cost
     from ..repo import common_dir
 
     table = configured_price_table(store)

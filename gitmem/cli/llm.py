@@ -165,7 +165,7 @@ def messages(body_path: str, boundary: Optional[int], ttl: Optional[str], ping_a
     """
     from ..emulator import RealClock, VirtualClock
     from ..backend import open_backend, place_cache_control, run_schedule, schedule
-    from ..pricing import cost
+    from ..usage import cost
 
     table = _price_table()
     body = _read_body(body_path)

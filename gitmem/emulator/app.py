@@ -28,7 +28,8 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 from urllib.parse import parse_qs
 
-from ..pricing import DEFAULT_TABLE, ModelPrice, PriceTable, Usage
+from ..pricing import DEFAULT_TABLE, ModelPrice, PriceTable
+from ..usage import Usage
 from ..tokens import ESTIMATE_ERROR, count_tokens, truncate_to_tokens
 from .cache import PromptCache
 from .clock import RealClock, WallClock
