@@ -519,7 +519,8 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
     from .branches import REMOTE_PREFIX, reachable
     from .repo import config_get, memory_ref
 
-    _refuse_memory_secrets(store, stdin)  # first: what a push would send, and that its tips are commits
+    url = args[1] if len(args) > 1 else None  # where git pushes
+    _refuse_memory_secrets(store, stdin, url)  # first: what a push would send, and that its tips are commits
     _refuse_forced_memory(store, args[0] if args else "the remote", stdin)
     if os.environ.get("GITMEM_HOOK") == "pre-push":
         return []  # the memory push gitmem itself runs from here (it scanned already)
@@ -593,16 +594,20 @@ def _refuse_forced_memory(store: Store, remote: str, stdin: str) -> None:
                            f"first (or `git fetch {remote}`), or push the code alone (`git push {remote} <branch>`)")
 
 
-def _refuse_memory_secrets(store: Store, stdin: str) -> None:
+def _refuse_memory_secrets(store: Store, stdin: str, url: Optional[str] = None) -> None:
     """A plain `git push` sending anything to refs/memory/* (after `gitmem remote setup`, or
     by hand) gets the same outgoing scan as `gitmem push`: every object it sends, and the
-    tip must be a memory commit. Anything that goes wrong here refuses the push (see :func:`main`)."""
+    tip must be a memory commit. Anything that goes wrong here refuses the push (see :func:`main`).
+    A ref new to the remote is scanned past what ``url`` (where git pushes) holds under its other memory refs."""
     updates = memory_updates(stdin)
     if not updates:
         return
     tips = [parts[1] for parts in updates]
     known = [parts[3] for parts in updates if parts[3] != _ZERO and parts[3] in store.repo]
-    from .remote import outgoing_secrets
+    from .remote import held_at, outgoing_secrets
+
+    if url and any(parts[3] == _ZERO for parts in updates):
+        known += held_at(store.repo, url, interactive=False)
 
     found = outgoing_secrets(store.repo, tips, known)
     if found:

@@ -571,6 +571,34 @@ def _leases(repo: pygit2.Repository, remote: str, tips: Dict[str, str]) -> Dict[
     return {b: known for b, tip in tips.items() if (known := tracked.get(b)) and reachable(repo, known, tip)}
 
 
+def held_tips(repo: pygit2.Repository, remote: str, *, interactive: Optional[bool] = None) -> List[str]:
+    """The memory tips every URL `git push REMOTE` sends to holds right now, of those this repository has.
+
+    A branch new to the remote has no lease, yet its history is mostly the memory it forked from, which the
+    remote holds under other refs: a push sends none of that, so the scan need not read it (reading it, a
+    secret a pull redacted here, on the remote below main's tip already, refused every new branch for good).
+    Asked of the push URLs themselves, not of fetched copies, so a ref purged since the last fetch, or a
+    pushurl apart from the fetch URL, is not taken for what is there. Empty when one cannot be asked: the
+    history is then scanned whole."""
+    urls = _git(repo, ["remote", "get-url", "--push", "--all", remote], what=f"read the push URLs of {remote}")
+    held: Optional[Set[str]] = None
+    for url in urls.stdout.splitlines() if urls.returncode == 0 else []:
+        here = set(held_at(repo, url, interactive=interactive))
+        held = here if held is None else held & here
+    return sorted(held or ())
+
+
+def held_at(repo: pygit2.Repository, url: str, *, interactive: Optional[bool] = None) -> List[str]:
+    """The memory tips the repository at ``url`` holds right now, of those this repository has (see
+    :func:`held_tips`); empty when it cannot be asked."""
+    result = _git(repo, ["ls-remote", "--refs", url, REF_PREFIX + "*"], interactive=interactive,
+                  what=f"list the memory {url} holds")
+    if result.returncode != 0:
+        return []
+    oids = {m.group(1) for line in result.stdout.splitlines() if (m := re.match(r"([0-9a-f]{40,64})\t", line))}
+    return sorted(oid for oid in oids if oid in repo)
+
+
 def _refuse_secrets(repo: pygit2.Repository, tips: Dict[str, str], known: Iterable[str]) -> None:
     """Fail closed: a secret, a tip that is not a commit, or any error while scanning stops the push."""
     try:
@@ -650,7 +678,10 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         attempt += 1
         tips = {b: stores[b].own_tip() for b in pending}
         leases = {b: t for b, t in _leases(repo, remote, tips).items() if b not in unleased}  # type: ignore[arg-type]
-        _refuse_secrets(repo, tips, leases.values())  # type: ignore[arg-type]
+        known = list(leases.values())
+        if any(b not in leases for b in tips):  # new to the remote: what it holds under its other refs
+            known += held_tips(repo, remote, interactive=interactive)
+        _refuse_secrets(repo, tips, known)  # type: ignore[arg-type]
         outcome, said = _push_once(repo, remote, tips, leases, interactive)  # type: ignore[arg-type]
         retry = []
         for b in pending:

@@ -405,6 +405,45 @@ def test_a_remote_that_dropped_its_memory_ref_gets_no_history_unscanned(alice, b
     assert remote_tip(origin) is None
 
 
+def test_a_new_branchs_memory_goes_out_when_the_secret_in_its_history_is_on_the_remote_already(alice, bob, origin):
+    """A secret someone pushed with plain git is on the remote in main's memory; a pull redacted it here, and
+    the history below keeps it. A feature branch's memory, new to the remote, shares that history, which the
+    remote holds: neither `gitmem push` nor a plain `git push` may be refused for it (it was, for good: the
+    whole history was scanned, as for a remote with none of it)."""
+    gitmem(alice, "add", "fact", "clean")
+    gitmem(alice, "push")
+    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
+           "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
+           f"text: 'deploy key {_github_token()}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
+           "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
+    git(alice, "config", "core.hooksPath", "/dev/null")
+    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    gitmem(bob, "hooks", "install")
+    gitmem(bob, "remote", "setup")
+    gitmem(bob, "pull")  # redacted on arrival; the history below (on the remote too) still holds it
+    gitmem(bob, "push")  # main's memory is up to date there: a plain push below sends only the new branch's
+
+    git(bob, "switch", "-q", "-c", "feature")
+    gitmem(bob, "add", "fact", "the feature's own")
+    pushed = gitmem(bob, "push", check=False)
+    assert pushed.returncode == 0, pushed.stderr
+    assert remote_tip(origin, "feature") == git(bob, "rev-parse", "refs/memory/feature").strip()
+
+    git(bob, "switch", "-q", "-c", "feature2")
+    gitmem(bob, "add", "fact", "the second feature's own")
+    git(bob, "commit", "-q", "--allow-empty", "-m", "feature2")
+    plain = subprocess.run(["git", "push"], cwd=bob, capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stderr
+    assert remote_tip(origin, "feature2") == git(bob, "rev-parse", "refs/memory/feature2").strip()
+
+    git(bob.parent, "init", "-q", "--bare", "mirror.git")  # a remote with none of it: the history would go
+    git(bob, "remote", "add", "mirror", str(bob.parent / "mirror.git"))
+    assert gitmem(bob, "push", "mirror", check=False).returncode == 1
+    assert subprocess.run(["git", "push", "mirror", "refs/memory/feature:refs/memory/feature"], cwd=bob,
+                          capture_output=True, text=True).returncode != 0
+    assert remote_tip(bob.parent / "mirror.git", "feature") is None
+
+
 def test_a_secret_blob_at_two_paths_arrives_redacted_at_both(alice, origin, tmp_path):
     """A stray copy of a memory's blob under another folder shares its blob: redacting the blob at one of
     its paths only would leave the memory at its own path holding the secret."""
