@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 REMOTE_PREFIX = "refs/memory-remotes/"
 _MOVING_RE = re.compile(r"^checkout: moving from (\S+) to (\S+)$")
 _CREATED_RE = re.compile(r"^branch: Created from (.+)$")
+FORK_TRAILER = "Fork-Point"
+_OID_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_FORK_RE = re.compile(rf"^{FORK_TRAILER}: ({_OID_RE.pattern})$", re.MULTILINE)
 
 
 # --- fork points ---------------------------------------------------------------
@@ -36,6 +39,42 @@ def fork_point(repo: pygit2.Repository, branch: str) -> Tuple[Optional[str], Opt
 
     return (config_get(repo, f"gitmem.branch.{branch}.parent"),
             config_get(repo, f"gitmem.branch.{branch}.forkPoint"))
+
+
+def fork_trailer(repo: pygit2.Repository, branch: str) -> str:
+    """``Fork-Point: <commit>`` for a write on ``branch`` when this clone recorded where its code forked, else
+    "": the record is this clone's config, and a teammate's clone reads it from the memory (:func:`code_fork`)."""
+    commit = fork_point(repo, branch)[1]
+    return f"{FORK_TRAILER}: {commit}\n" if commit and _OID_RE.fullmatch(commit) else ""
+
+
+def code_fork(repo: pygit2.Repository, branch: str) -> Optional[str]:
+    """The commit ``branch``'s code was created at: this clone's record, else the one its memory carries (the
+    newest ``Fork-Point:`` trailer among the memory commits the default branch's memory lacks). A teammate's
+    branch with no commit of its own has a tip main has, which only its fork point tells from a merged one."""
+    from .repo import default_branch
+
+    recorded = fork_point(repo, branch)[1]
+    if recorded or branch == default_branch(repo):
+        return recorded
+    try:
+        walker = None
+        for _, tip in memory_tips(repo, branch):
+            if walker is None:
+                walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
+            else:
+                walker.push(tip)
+        if walker is None:
+            return None
+        for _, tip in memory_tips(repo, default_branch(repo)):
+            walker.hide(tip)
+        for commit in walker:
+            m = _FORK_RE.search(commit.message)
+            if m:
+                return m.group(1)
+    except (KeyError, ValueError, pygit2.GitError):  # a memory ref that is no commit: no record to read
+        return None
+    return None
 
 
 def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = None,
@@ -470,11 +509,10 @@ def merged_by(repo: pygit2.Repository, branch: str, head: str, before: Optional[
     names = set(_all_code_branch_names(repo)) | {n for n, _ in ref_names(repo, REF_PREFIX)}
     out = []
     for name in sorted(names):
-        fork = fork_point(repo, name)[1]
-        for tip in code_tips(repo, name, local=name != branch):
-            if tip != fork and reachable(repo, tip, head) and not reachable(repo, tip, before):
-                out.append(name)
-                break
+        tips = [t for t in code_tips(repo, name, local=name != branch)
+                if reachable(repo, t, head) and not reachable(repo, t, before)]
+        if tips and any(tip != code_fork(repo, name) for tip in tips):
+            out.append(name)
     return out
 
 
@@ -490,8 +528,8 @@ def merged_elsewhere(repo: pygit2.Repository, branch: str, head: str) -> List[st
     for name in sorted({n for n, _ in ref_names(repo, REF_PREFIX)} | _remote_memory_names(repo)):
         if name in skip:
             continue
-        fork = fork_point(repo, name)[1]
-        if any(reachable(repo, tip, head) and tip != fork for tip in code_tips(repo, name)):
+        tips = [tip for tip in code_tips(repo, name) if reachable(repo, tip, head)]
+        if tips and any(tip != code_fork(repo, name) for tip in tips):
             out.append(name)
     return out
 

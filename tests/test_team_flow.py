@@ -124,6 +124,41 @@ def test_a_merge_on_the_server_then_git_pull_and_sync_brings_the_branchs_memory_
     assert texts(alice) == texts(bob) == {"on main", "Retry webhooks with backoff"}
 
 
+def test_a_teammates_branch_with_no_commit_of_its_own_keeps_its_memory_off_main(team):
+    """Bob pushes a new branch with speculative memory and no commit yet: its tip is a commit main has. Only a
+    commit past the branch's fork point makes its memory part of main's; bob's clone recorded that fork point,
+    alice's had no record of it, so her sync (and a `git pull` that brought the commit) merged bob's
+    speculation into main. The fork point travels with the branch's memory. Once bob commits and the branch
+    merges, its memory reaches main as before."""
+    alice, bob, origin = team
+    gitmem(alice, "add", "fact", "on main")
+    commit_code(alice, "main.txt")
+    git(alice, "push", "-q")
+    git(bob, "pull", "-q")
+    git(bob, "checkout", "-q", "-b", "spike")
+    gitmem(bob, "add", "decision", "Move the queue to Kafka", "--because", "just trying")
+    git(bob, "push", "-q", "-u", "origin", "HEAD", "refs/memory/spike")
+
+    git(alice, "pull", "-q")  # fetches the spike's code and memory
+    gitmem(alice, "sync")
+    assert texts(alice) == {"on main"}
+    git(bob, "checkout", "-q", "main")
+    commit_code(bob, "later.txt")  # a commit alice lacks; the next spike starts at it
+    git(bob, "checkout", "-q", "-b", "spike2")
+    gitmem(bob, "add", "decision", "Drop the retry queue", "--because", "just trying too")
+    git(bob, "push", "-q", "origin", "main", "spike2", "refs/memory/spike2")
+    git(alice, "pull", "-q", "--ff-only")  # brings spike2's tip into main: post-merge
+    gitmem(alice, "sync")
+    assert texts(alice) == {"on main"}
+
+    git(bob, "checkout", "-q", "spike")
+    commit_code(bob, "kafka.txt")
+    git(bob, "push", "-q")
+    git(alice, "fetch", "-q")
+    git(alice, "merge", "-q", "--no-ff", "--no-edit", "origin/spike")
+    assert texts(alice) == {"on main", "Move the queue to Kafka"}
+
+
 def test_git_pull_and_sync_in_a_plain_clone_fetches_the_memory_it_needs(team, tmp_path):
     alice, _, origin = team
     git(alice, "checkout", "-q", "-b", "feature")
