@@ -479,18 +479,21 @@ def renames(repo: pygit2.Repository) -> Dict[str, str]:
 
 def renamed_from(repo: pygit2.Repository, branch: str) -> Optional[str]:
     """The branch ``branch`` was renamed from (`git branch -m`), if its code's reflog says so and that name
-    still has memory of its own: the memory git did not move."""
+    still has memory of its own: the memory git did not move. Renamed twice (a to b, then b to c), the reflog
+    (which git moves with the branch) is followed back to the name the memory stayed under."""
     from .repo import memory_ref
 
     try:
         entries = list(repo.references[f"refs/heads/{branch}"].log())
     except (KeyError, pygit2.GitError, ValueError):
         return None
+    name = branch
     for entry in entries:  # newest first
         message = entry.message or ""
-        if message.startswith("Branch: renamed refs/heads/") and message.endswith(f" to refs/heads/{branch}"):
-            old = message[len("Branch: renamed refs/heads/"):-len(f" to refs/heads/{branch}")]
-            return old if ref_target(repo, memory_ref(old)) is not None else None
+        if message.startswith("Branch: renamed refs/heads/") and message.endswith(f" to refs/heads/{name}"):
+            name = message[len("Branch: renamed refs/heads/"):-len(f" to refs/heads/{name}")]
+            if ref_target(repo, memory_ref(name)) is not None:
+                return name
     return None
 
 

@@ -442,6 +442,24 @@ def test_a_renamed_branch_is_named_in_status_kept_from_prune_and_its_memory_move
     assert gitmem(repo, "branch", "-m", "nope", "x", check=False).returncode == 1
 
 
+def test_a_branch_renamed_twice_is_still_named_in_status_and_kept_from_prune(repo):
+    """`git branch -m a b` then `git branch -m b c` (a typo fixed): the memory stayed under a. Only the newest
+    rename was read, and b has no memory, so c read main's memory with no word of a's, and a was called
+    deleted and offered to prune."""
+    gitmem(repo, "hooks", "install")
+    git(repo, "checkout", "-q", "-b", "a")
+    gitmem(repo, "add", "note", "a's note")
+    commit_file(repo, "a.txt")
+    git(repo, "branch", "-m", "a", "b")
+    git(repo, "branch", "-m", "b", "c")
+
+    assert "renamed from 'a', whose memory stayed behind: `gitmem branch -m a c`" in gitmem(repo, "status").stdout
+    assert "code renamed to c: gitmem branch -m a c" in gitmem(repo, "branch").stdout
+    assert "refs/memory/a" not in gitmem(repo, "prune").stdout
+    gitmem(repo, "branch", "-m", "a", "c")
+    assert "a's note" in gitmem(repo, "list").stdout
+
+
 def test_diff_names_an_unknown_side_instead_of_showing_nothing(repo):
     Store.open(str(repo), "main").add("fact", "main fact")
     failed = gitmem(repo, "diff", "main..no-such-branch", check=False)

@@ -499,6 +499,7 @@ def status(store: Store, as_json: bool) -> None:
     click.echo(f"branch {store.branch}: memory {store.ref} at {_short(store.own_tip())}")
     if branch and branch != store.branch:
         click.echo(f"  no memory of its own yet: reading {branch!r} at {_short(tip)}")
+    if not store.own_tip():  # renamed by git, the memory left behind (whether or not a parent has memory to read)
         from ..branches import renamed_from
 
         old = renamed_from(store.repo, store.branch)
