@@ -47,8 +47,16 @@ class Change:
         }
 
 
-def commit_message(op: str, m: Memory, author: Author, source: str, redacted: int, note: Optional[str]) -> str:
-    """The subject, optional body and trailers of a memory write; :func:`change_from_commit` reads them back."""
+#: The trailer of a write on a branch whose clone recorded where the branch's code forked: a teammate's
+#: clone, without that record, reads it (:func:`gitmem.branches.code_fork`).
+FORK_TRAILER = "Fork-Point"
+_FORK_RE = re.compile(rf"^{FORK_TRAILER}: ([0-9a-f]{{40}}|[0-9a-f]{{64}})$", re.MULTILINE)
+
+
+def commit_message(op: str, m: Memory, author: Author, source: str, redacted: int, note: Optional[str],
+                   fork: Optional[str] = None) -> str:
+    """The subject, optional body and trailers of a memory write; :func:`change_from_commit` reads them back.
+    ``fork``: the commit the branch's code forked at, as this clone recorded it (a commit id, else left out)."""
     from .redact import redact_bare  # a source is redacted as the memory's own is, so the two read the same
 
     trailers = [
@@ -59,8 +67,16 @@ def commit_message(op: str, m: Memory, author: Author, source: str, redacted: in
         trailers.append(f"Supersedes: {m.supersedes}")
     if redacted:
         trailers.append(f"Redacted: {redacted}")
+    if fork and _FORK_RE.match(f"{FORK_TRAILER}: {fork}"):
+        trailers.append(f"{FORK_TRAILER}: {fork}")
     body = f"\n\n{note.strip()}" if note else ""
     return f"{op} {m.type}: {m.summary}{body}\n\n" + "\n".join(trailers) + "\n"
+
+
+def fork_in(message: str) -> Optional[str]:
+    """The commit a write's ``Fork-Point:`` trailer names, if it has one."""
+    found = _FORK_RE.search(message)
+    return found.group(1) if found else None
 
 
 def change_from_commit(commit: pygit2.Commit) -> Change:

@@ -25,9 +25,6 @@ if TYPE_CHECKING:
 REMOTE_PREFIX = "refs/memory-remotes/"
 _MOVING_RE = re.compile(r"^checkout: moving from (\S+) to (\S+)$")
 _CREATED_RE = re.compile(r"^branch: Created from (.+)$")
-FORK_TRAILER = "Fork-Point"
-_OID_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-_FORK_RE = re.compile(rf"^{FORK_TRAILER}: ({_OID_RE.pattern})$", re.MULTILINE)
 
 
 # --- fork points ---------------------------------------------------------------
@@ -41,17 +38,11 @@ def fork_point(repo: pygit2.Repository, branch: str) -> Tuple[Optional[str], Opt
             config_get(repo, f"gitmem.branch.{branch}.forkPoint"))
 
 
-def fork_trailer(repo: pygit2.Repository, branch: str) -> str:
-    """``Fork-Point: <commit>`` for a write on ``branch`` when this clone recorded where its code forked, else
-    "": the record is this clone's config, and a teammate's clone reads it from the memory (:func:`code_fork`)."""
-    commit = fork_point(repo, branch)[1]
-    return f"{FORK_TRAILER}: {commit}\n" if commit and _OID_RE.fullmatch(commit) else ""
-
-
 def code_fork(repo: pygit2.Repository, branch: str) -> Optional[str]:
     """The commit ``branch``'s code was created at: this clone's record, else the one its memory carries (the
     newest ``Fork-Point:`` trailer among the memory commits the default branch's memory lacks). A teammate's
     branch with no commit of its own has a tip main has, which only its fork point tells from a merged one."""
+    from .audit import fork_in
     from .repo import default_branch
 
     recorded = fork_point(repo, branch)[1]
@@ -69,9 +60,8 @@ def code_fork(repo: pygit2.Repository, branch: str) -> Optional[str]:
         for _, tip in memory_tips(repo, default_branch(repo)):
             walker.hide(tip)
         for commit in walker:
-            m = _FORK_RE.search(commit.message)
-            if m:
-                return m.group(1)
+            if fork := fork_in(commit.message):
+                return fork
     except (KeyError, ValueError, pygit2.GitError):  # a memory ref that is no commit: no record to read
         return None
     return None

@@ -643,14 +643,13 @@ class Store:
         commit is about; the commit lands by compare-and-swap, re-built on a lost race. Returns
         what the attempt that landed built."""
         from .audit import commit_message  # reads never need it: loaded with the first write
-        from .branches import fork_trailer
 
         def attempt() -> Write:
             expected = self.own_tip()
             base = expected or self.read_from()[1]  # a branch's first write forks from its parent
             built = build(Snapshot(self, base))
-            message = commit_message(op, built.memory, author, source, built.redacted, note)
-            message += fork_trailer(self.repo, self.branch)  # where the branch's code forked, for teammates
+            message = commit_message(op, built.memory, author, source, built.redacted, note,
+                                     fork=self.config(f"gitmem.branch.{self.branch}.forkPoint"))  # branches.record_fork's
             commit = self.commit_tree(built.updates, message, author, base=base)
             self.move_ref(expected, commit, f"gitmem {op}: {built.memory.id}")
             return Write(built.memory, commit, built.redacted)
