@@ -569,6 +569,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
     wanted = [p.strip("/") for p in paths if p and p.strip("/")]
     if not n or not (terms or wanted) or limit <= 0:
         return [], [], n
+    limit = min(limit, n)  # no more hits than memories, and SQLite's LIMIT takes no int past 64 bits (`-n 1e20`)
     avg = total / n
     known = _frequencies(db, view, terms)  # term -> (tid, df), in the query's order
     weights = {t: idf(n, df) for t, (_, df) in known.items()}

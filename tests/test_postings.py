@@ -1,5 +1,6 @@
 """The word ranking answered from the index gives rank()'s answer over the loaded memories, hit for hit."""
 
+import json
 import random
 import re
 import signal
@@ -9,7 +10,7 @@ from datetime import datetime, timezone
 
 import pygit2
 import pytest
-from conftest import git
+from conftest import git, gitmem
 
 from gitmem import Store, postings
 from gitmem import warm as warm_module
@@ -386,3 +387,14 @@ def test_the_newest_active_memories_are_read_a_page_at_a_time_as_the_commit_has_
                 pages += page
                 before = page[-1]
             assert pages == want.active_ids()[::-1] == want.newest_active(None, 10**6)
+
+
+def test_a_limit_past_64_bits_ranks_every_match_not_a_sqlite_overflow(repo, store):
+    store.add("fact", "redis is the cache")
+    store.add("rejection", "use redis for the queue", reason="ops")
+    for limit in (2**63 - 1, 10**20):
+        hits = postings.rank(store, "redis", limit, now=NOW)
+        assert sorted(h.memory.text for h in hits) == ["redis is the cache", "use redis for the queue"]
+    result = gitmem(repo, "search", "redis", "-n", str(10**20), "--json", check=False)
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["hits"]) == 2
