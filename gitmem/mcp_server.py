@@ -119,10 +119,12 @@ class Gitmem:
         return Store.open(self.path, self.branch)
 
     def author(self, store: Store, source: str) -> Author:
-        from .repo import config_get
+        """The client as the writer, with the email the CLI would sign with: with none anywhere the write is
+        refused (as the CLI's is), never signed ``unknown@localhost``."""
+        from .repo import default_author
 
+        email = default_author(store.repo).email
         name = os.environ.get("GITMEM_AUTHOR_NAME") or source.split(":", 1)[-1].split("/", 1)[0] or "agent"
-        email = os.environ.get("GITMEM_AUTHOR_EMAIL") or config_get(store.repo, "user.email") or ""
         return Author(name=name, email=email, kind="agent")
 
     def _write(self, source: str, type_: str, text: str, **fields: Any) -> Dict[str, Any]:

@@ -279,3 +279,21 @@ def test_wrongly_typed_or_missing_arguments_are_one_line_naming_each_field(repo)
     assert "tags: Input should be a valid list" in wrong.content[0].text
     assert "reason: Field required" in missing.content[0].text
     assert git(repo, "for-each-ref", "refs/memory/") == ""
+
+
+def test_a_write_takes_the_email_the_cli_would_and_is_refused_with_none_anywhere(repo, monkeypatch):
+    git(repo, "config", "--unset", "user.email")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "ci@example.com")  # a CI job's identity, as the CLI reads it
+
+    async def write():
+        async with session(repo) as s:
+            return await s.call_tool("remember", {"type": "fact", "text": "Refunds are idempotent"})
+
+    result = run(write)
+    assert not result.is_error, result.content[0].text
+    assert git(repo, "log", "-1", "--format=%an <%ae>", "refs/memory/main").strip() == "claude-code <ci@example.com>"
+
+    monkeypatch.delenv("GIT_AUTHOR_EMAIL")
+    refused = run(write)
+    assert refused.is_error and "no git identity" in refused.content[0].text
+    assert len(git(repo, "rev-list", "refs/memory/main").split()) == 1  # nothing signed unknown@localhost
