@@ -414,11 +414,13 @@ def post_tool_use(hook: HookInput, store: Store, source: str = "claude-code") ->
 
 
 def _author(store: Store, source: str):
+    """Claude Code as the writer, with the email the CLI would sign with (none anywhere: refused, as the CLI
+    refuses, never signed ``unknown@localhost``)."""
     from .model import Author
-    from .repo import config_get
+    from .repo import default_author
 
+    email = default_author(store.repo).email
     name = os.environ.get("GITMEM_AUTHOR_NAME") or "claude-code"
-    email = os.environ.get("GITMEM_AUTHOR_EMAIL") or config_get(store.repo, "user.email") or ""
     return Author(name=name, email=email, kind="agent")
 
 

@@ -147,6 +147,16 @@ def test_a_read_records_one_file_memory_per_blob(repo):
     assert [(x.id, x.blob) for x in file_memories(repo)] == [(m2.id, m2.blob)]
 
 
+def test_a_capture_signs_with_the_email_the_cli_would_and_writes_nothing_without_one(repo):
+    git(repo, "config", "--unset", "user.email")
+    read = dict(tool_name="Read", tool_input={"file_path": str(repo / "README.md")})
+    hook(repo, "PostToolUse", env={**FOREGROUND, "GIT_AUTHOR_EMAIL": "ci@example.com"}, **read)
+    assert git(repo, "log", "-1", "--format=%an <%ae>", "refs/memory/main").strip() == "claude-code <ci@example.com>"
+    (repo / "README.md").write_text("# sample\n\nchanged\n")
+    hook(repo, "PostToolUse", env={**FOREGROUND, "GIT_AUTHOR_EMAIL": ""}, **read)  # warns, exits 0
+    assert len(git(repo, "rev-list", "refs/memory/main").split()) == 1  # nothing signed unknown@localhost
+
+
 def test_a_read_of_a_fifo_a_device_or_a_huge_file_records_nothing_and_returns_at_once(repo, monkeypatch):
     """Hashing a FIFO or /dev/zero would hold the agent for ever, a log of gigabytes for seconds."""
     import gitmem.claude_code as claude_code
