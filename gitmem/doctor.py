@@ -148,6 +148,9 @@ def damage(repo: pygit2.Repository, tip: Optional[str], known: Sequence[str] = (
     seen: set = set()
     oid: Any = tip
     try:
+        kind = repo[tip].type_str
+        if kind != "commit":  # a walk peels a tag, but a write cannot build on one: recover moves the ref back
+            return f"tip {tip[:10]} is a {kind}, not a commit"
         with objects_read_once():  # each object is read once
             walker = repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TOPOLOGICAL)
             for k in known:

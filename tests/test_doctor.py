@@ -137,3 +137,20 @@ def test_the_history_walks_keep_nothing_once_done(repo):
     finally:
         tracemalloc.stop()
     assert kept < 16 * 1024, kept
+
+
+def test_a_ref_moved_onto_an_annotated_tag_is_an_error_that_recover_repairs(repo):
+    """A walk peels a tag, so its history looked intact while every write failed on it."""
+    first = json.loads(gitmem(repo, "fact", "add", "kept", "--json").stdout)["id"]
+    git(repo, "tag", "-a", "-m", "a tag", "memtag", "refs/memory/main")
+    git(repo, "update-ref", "refs/memory/main", git(repo, "rev-parse", "memtag").strip())
+    checked = gitmem(repo, "doctor", "--json", check=False)
+    assert checked.returncode == 1
+    [problem] = json.loads(checked.stdout)["problems"]
+    assert problem["level"] == "error" and "is a tag, not a commit" in problem["message"]
+    assert "--recover" in problem["message"]
+    gitmem(repo, "doctor", "--recover")
+    assert git(repo, "cat-file", "-t", "refs/memory/main").strip() == "commit"
+    added = json.loads(gitmem(repo, "fact", "add", "written after", "--json").stdout)["id"]
+    listed = json.loads(gitmem(repo, "list", "--json").stdout)["memories"]
+    assert [m["id"] for m in listed] == [first, added]
