@@ -172,13 +172,17 @@ def read_guide(store: Store, path: Optional[str] = None) -> Tuple[Optional[str],
 
     A guide that is also an export target (``gitmem export --write`` into AGENTS.md) is read without
     gitmem's generated section: the memory reaches the context once, as memory inside its
-    ``<memory>`` element, never a second time raw inside the guide."""
+    ``<memory>`` element, never a second time raw inside the guide.
+
+    A guide that leads out of the work tree (a clone's AGENTS.md linked to ``~/.aws/credentials``) is
+    refused, as an export target is: its text would be sent to the model with every request."""
     path = path or guide_path(store)
     if not path:
         return None, ""
     from .export import strip_section  # here: a repository without a guide need not load it
+    from .files import inside
 
-    full = path if os.path.isabs(path) else os.path.join(store.workdir, path)
+    full = inside(path if os.path.isabs(path) else os.path.join(store.workdir, path), store.workdir)
     try:
         with open(full, encoding="utf-8") as f:
             return path, strip_section(f.read())

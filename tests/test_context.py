@@ -162,6 +162,28 @@ def test_guide_set_is_recorded_in_git_config_and_validated(guided, repo):
         set_guide(guided, "../outside.md")
 
 
+def test_a_guide_linked_out_of_the_repository_is_never_read_into_a_request(tmp_path, repo):
+    """A clone's AGENTS.md (the fallback guide) linked to a file of the user's: refused as an export target is."""
+    secret = tmp_path / "credentials"
+    secret.write_text("aws_secret_access_key = not-for-the-model\n")
+    (repo / "AGENTS.md").symlink_to(secret)
+    (repo / "docs").mkdir()
+    (repo / "docs" / "agents.md").write_text("# Team guide\n")
+    store = Store.open(str(repo))
+    set_guide(store, "docs/agents.md")
+    (repo / "docs" / "agents.md").unlink()
+    (repo / "docs" / "agents.md").symlink_to(secret)  # a set guide replaced by a link later (a pull)
+    for configured in (True, False):
+        if not configured:
+            git(repo, "config", "--unset", "gitmem.guide")
+        with pytest.raises(GitmemError, match="outside the repository"):
+            build(store, query="hello")
+        for command in (["context", "-q", "hello"], ["ask", "hello", "--backend", "emulator"]):
+            result = gitmem(repo, *command, check=False)
+            assert result.returncode == 1 and "not-for-the-model" not in result.stdout + result.stderr
+            assert result.stderr.startswith("Error: ") and "outside the repository" in result.stderr
+
+
 def test_an_empty_repository_builds_a_body_with_only_the_preamble(empty_repo):
     ctx = build(Store.open(str(empty_repo)), query="hello")
     assert ctx.memory_commit is None and len(ctx.body["system"]) == 1
