@@ -42,10 +42,11 @@ GUIDE_FALLBACKS = ("AGENTS.md", "CLAUDE.md")
 
 
 def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] = None,
-           budget: Optional[int] = None) -> ContextInputs:
+           budget: Optional[int] = None, with_guide: bool = True) -> ContextInputs:
     """The inputs of a context from ``store``: the memory tip, the anchor, the guide.
 
-    ``guide`` is a guide path (default: :func:`guide_path`); ``anchor`` overrides the recorded
+    ``guide`` is a guide path (default: :func:`guide_path`; ``with_guide`` False: no guide is read, for a
+    caller that sends none, so a guide it cannot read is no error of its); ``anchor`` overrides the recorded
     cache anchor. An anchor not in the repository falls back to the tip, with a warning. With a
     ``budget``, a store of more than :data:`FROM_INDEX` memories is read lazily from the derived
     index (:class:`~gitmem.postings.IndexedMemories`): the body is the same, only the reading is cheaper.
@@ -53,7 +54,7 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
     warnings: List[str] = []
     tip = store.tip()
     anchor = anchor or anchor_of(store) or tip
-    guide_file, guide_text = read_guide(store, guide)
+    guide_file, guide_text = read_guide(store, guide) if with_guide else (None, "")
     lazy = _indexed(store, tip, anchor or tip, warnings) if tip and budget is not None else None
     if lazy is not None:
         at_tip, at_anchor, changed, anchor = lazy

@@ -397,7 +397,7 @@ class Router:
         hit = self._attachments.get(key)
         if hit is not None:
             return hit
-        inputs = gather(store)
+        inputs = gather(store, with_guide=self.guide)  # off: a guide it cannot read must not fail every request
         try:
             ctx = assemble(inputs, ttl="5m", model=model, table=self.table)
         except GitmemError:  # a model the price table does not know: the text does not depend on it
@@ -438,7 +438,11 @@ class Router:
             ttl = plan.ttl
         else:
             ttl = {"none": "none", "1h": "1h"}.get(policy, "5m")
-        attachment = self._attachment(store, model)
+        try:
+            attachment = self._attachment(store, model)
+        except GitmemError as exc:  # damaged memory, an unreadable guide: sent on without memory, saying why
+            info["memory_header"] = "none: " + str(exc).splitlines()[0][:120]
+            return info
         attached = attach(data, attachment.blocks, "none" if count else ttl, copy_body=False)
         info.update(body=attached.body, attached=attached.to_dict(), ttl=ttl, context=attachment.context,
                     memory_commit=attachment.context.memory_commit, anchor_commit=attachment.context.anchor_commit)

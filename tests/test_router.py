@@ -17,7 +17,7 @@ import anthropic
 import httpx2
 import pytest
 
-from conftest import GUIDE, gitmem, gitmem_process, make_repo
+from conftest import GUIDE, git, gitmem, gitmem_process, make_repo
 from gitmem.bill import read_requests, router_bill
 from gitmem.emulator import Emulator, VirtualClock
 from gitmem.policy import (FIXED, Plan, PrefixCosts, break_cost, choose_plan, fixed_cost, hindsight_cost, online_cost,
@@ -329,6 +329,30 @@ def test_headers_pass_untouched_the_key_goes_upstream_only_and_memory_can_be_swi
     log = (repo / ".git" / "gitmem" / "requests.jsonl").read_text()
     assert SECRET not in log and "router-test-secret" not in log
     assert [e["memory"] is None for e in read_requests(Store.open(str(repo)), "router")] == [False, True]
+
+
+def test_a_guide_it_cannot_read_or_a_damaged_memory_ref_never_makes_the_router_answer_500(team):
+    """Off by default, the guide is not read: AGENTS.md that is not UTF-8 leaves the memory attached. Memory
+    that cannot be read at all (a ref moved onto a blob) sends the request on without it, the header saying why."""
+    repo, refund = team
+    (repo / "AGENTS.md").write_bytes(b"# caf\xe9 guide\n")
+    running = start(repo)
+    try:
+        r = client(running.url).messages.with_raw_response.create(**body())
+        assert r.headers["gitmem-memory"] == f"attached {Store.open(str(repo)).tip()}"
+        assert f"[{refund}]" in r.parse().content[0].text
+        guided = start(repo, guide=True)
+        try:
+            r = client(guided.url).messages.with_raw_response.create(**body())
+            assert r.status_code == 200 and r.headers["gitmem-memory"].startswith("none: cannot read the guide")
+        finally:
+            guided.stop()
+        blob = git(repo, "hash-object", "-w", "--stdin", input="not a commit\n").strip()
+        git(repo, "update-ref", "refs/memory/main", blob)
+        r = client(running.url).messages.with_raw_response.create(**body())
+        assert r.status_code == 200 and r.headers["gitmem-memory"].startswith("none: refs/memory/main is damaged")
+    finally:
+        running.stop()
 
 
 def test_count_tokens_counts_the_memory_and_models_pass_through(routed):
