@@ -44,8 +44,8 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from .model import Memory, author_of
 
-SCHEMA = 12  # 11: postings carry their memory's type, status, length, time; terms the most a memory holds;
-#             12: docs carry their words' counts (tfs, in the order of tids)
+SCHEMA = 13  # 11: postings carry their memory's type, status, length, time; terms the most a memory holds;
+#             12: docs carry their words' counts (tfs, in the order of tids); 13: words are composed (NFC)
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.

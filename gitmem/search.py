@@ -25,6 +25,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+import unicodedata
 from collections import Counter, OrderedDict
 from datetime import date, datetime, timezone
 from functools import lru_cache
@@ -86,8 +87,13 @@ def _stem(word: str) -> str:
 
 def tokenize(text: str) -> List[str]:
     """Search terms of ``text``: stemmed English words, words of any other script as they are,
-    character pairs of unspaced scripts, and hyphenated or snake_case compounds whole as well."""
+    character pairs of unspaced scripts, and hyphenated or snake_case compounds whole as well.
+
+    Composed first (NFC): "café" typed as e + a combining accent (macOS file names, some keyboards) is the
+    same word as the one-character é, so a search or a check finds the memory written either way."""
     out: List[str] = []
+    if not text.isascii():
+        text = unicodedata.normalize("NFC", text)
     for word in _WORD.findall(text.lower()):
         if word.isascii():
             if "-" not in word and "_" not in word:  # the common case, kept quick

@@ -7,12 +7,15 @@ in docs/relevance.md.
 
 from __future__ import annotations
 
+import json
+
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Dict, List
 
 import pytest
 import yaml
+from conftest import gitmem
 
 from gitmem.model import Author, Memory, validate
 from gitmem.recall import recall
@@ -254,3 +257,16 @@ def test_a_hyphenated_compound_is_one_term_as_well_as_its_parts():
     assert rank(pool, "end-to-end", now=NOW)[0].memory.id == fixture_id(1)
 
 
+
+
+def test_a_word_typed_decomposed_finds_the_composed_one_and_a_check_sees_the_repeat(repo):
+    """"café" as e + U+0301 (macOS file names, some keyboards) is the word written with the one-character é."""
+    composed, decomposed = "Servir le caf\u00e9 froid", "servir le cafe\u0301 froid"
+    assert tokenize(decomposed) == tokenize(composed.lower())
+    pool = [mem(composed, "rejection", 1), mem("Unrelated English words", "fact", 2)]
+    assert [h.memory.id for h in rank(pool, "cafe\u0301", now=NOW)] == [fixture_id(1)]
+    gitmem(repo, "add", "rejection", composed, "--because", "il refroidit")
+    found = gitmem(repo, "search", "cafe\u0301", "--json")  # from the derived index
+    assert [h["memory"]["text"] for h in json.loads(found.stdout)["hits"]] == [composed]
+    repeat = gitmem(repo, "check", decomposed, check=False)
+    assert repeat.returncode == 1 and repeat.stdout.startswith("repeat: ")
