@@ -125,6 +125,23 @@ def test_edit_without_options_opens_the_editor_and_commits_what_was_saved(repo):
     assert refused.returncode == 1 and "only these fields can be edited" in refused.stderr
 
 
+@pytest.mark.parametrize("saved,field", [("text: [1, 2]", "invalid text: expected text, got list"),
+                                         ("text: null", "invalid text: expected text, got NoneType"),
+                                         ("text: 2026-01-01", "invalid text: expected text, got date"),
+                                         ("text: !!binary aGVsbG8=", "invalid text: expected text, got bytes"),
+                                         ("tags: 5", "invalid tags: expected a list of strings"),
+                                         ("tags: [a, [b]]", "invalid tags: expected text, got list"),
+                                         ("paths: {src: x}", "invalid paths: expected a list of strings"),
+                                         ("next: [x]", "invalid next: expected text, got list")])
+def test_a_wrongly_typed_value_saved_in_the_editor_is_one_line_naming_the_field(repo, tmp_path, saved, field):
+    mid = json.loads(gitmem(repo, "add", "fact", "Payouts run at 01:00", "--json").stdout)["id"]
+    (tmp_path / "saved.yaml").write_text(saved + "\n")
+    tip = git(repo, "rev-parse", "refs/memory/main")
+    refused = gitmem(repo, "edit", mid, check=False, env={"EDITOR": f"cp {tmp_path / 'saved.yaml'}"})
+    assert refused.returncode == 1 and refused.stderr == f"Error: {field}\n", refused.stderr
+    assert git(repo, "rev-parse", "refs/memory/main") == tip
+
+
 def test_log_prints_a_commit_whose_memory_id_trailer_is_no_id(run, repo):
     """Trailers are text anyone can write (a pulled commit too): `log` shows what one says, as it says it."""
     m = run("add", "fact", "a real memory", "--json")
