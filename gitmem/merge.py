@@ -364,6 +364,7 @@ def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values:
                                 CONFLICT_FIELDS)
         redacted = 0
         if values is not None:
+            model.check_types(values)
             texts, redacted = redact_fields(**{k: v for k, v in values.items() if isinstance(v, str)})
             chosen = {**values, **texts}
         else:

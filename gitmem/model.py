@@ -13,7 +13,7 @@ import re
 import time
 from functools import lru_cache
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from .errors import InvalidMemory
 
@@ -273,6 +273,7 @@ _KEY_ORDER = (
 _KEY_SET = frozenset(_KEY_ORDER)
 _TUPLE_FIELDS = frozenset(("tags", "paths", "commits"))
 _TEXT_FIELDS = _KEY_SET - _TUPLE_FIELDS - {"author", "schema"}
+_REQUIRED = ("id", "type", "status", "text", "source", "created")
 
 
 _AUTHORS: Dict[Tuple[Any, ...], Author] = {}
@@ -299,6 +300,23 @@ def _expect_str(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise InvalidMemory(name, f"expected text, got {type(value).__name__}")
     return value
+
+
+def check_types(changes: Mapping[str, Any]) -> None:
+    """Each new value of ``changes`` (field -> value) of its field's type, else :class:`InvalidMemory` naming it:
+    what a person saved in $EDITOR is YAML, and ``text: [1, 2]`` or ``tags: 5`` must be one line, not a
+    traceback where the value is first used as text (a mapping of paths is not taken as its keys either)."""
+    for name, value in changes.items():
+        if name in _TUPLE_FIELDS:
+            if value is not None and not isinstance(value, (list, tuple)):
+                raise InvalidMemory(name, "expected a list of strings")
+            for item in value or ():
+                _expect_str(name, item)
+        elif name == "author":
+            if not isinstance(value, Author):
+                raise InvalidMemory(name, "expected a mapping with name, email, kind")
+        elif name in _TEXT_FIELDS and (value is not None or name in _REQUIRED):
+            _expect_str(name, value)
 
 
 def check_text(name: str, value: str, limit: int = MAX_TEXT_BYTES) -> None:

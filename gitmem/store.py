@@ -542,15 +542,7 @@ class Store:
             bad = set(changes) - allowed
             if bad:
                 raise InvalidMemory(", ".join(sorted(bad)), "cannot be edited", sorted(allowed))
-            for key, value in changes.items():  # YAML from $EDITOR may hold any type: named, not a traceback
-                if key in ("tags", "paths", "commits"):
-                    if value is not None and (isinstance(value, (str, bytes, Mapping)) or
-                                              not isinstance(value, (list, tuple))):
-                        raise InvalidMemory(key, "expected a list of strings")
-                    for item in value or ():
-                        model._expect_str(key, item)
-                elif value is not None or key == "text":
-                    model._expect_str(key, value)
+            model.check_types(changes)
             for key in ("tags", "paths", "commits"):
                 if key in changes and changes[key] is not None:
                     values = changes[key]

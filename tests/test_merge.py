@@ -6,9 +6,10 @@ import pytest
 
 from gitmem import Store
 from gitmem.merge import list_conflicts, merge_into, resolve
+from gitmem.errors import InvalidMemory
 from gitmem.model import Author
 
-from conftest import git
+from conftest import git, gitmem
 
 ALICE = Author("Alice", "alice@example.com", "human")
 
@@ -97,6 +98,24 @@ def test_a_resolution_typed_with_a_secret_is_redacted_and_its_commit_says_so(rep
     w = resolve(main, shared.id, values={"text": f"Use Postgres 16; deploy with {token}"}, author=ALICE)
     assert w.redacted == 1 and token not in main.get(shared.id).text
     assert "Redacted: 1" in main.repo[w.commit].message
+
+
+@pytest.mark.parametrize("saved,problem", [("text: [1, 2]", "invalid text: expected text"),
+                                           ("text: null", "invalid text: expected text, got NoneType"),
+                                           ("text: 2026-01-01", "invalid text: expected text, got date")])
+def test_a_wrongly_typed_value_saved_by_resolve_edit_is_one_line_and_the_conflict_stays(repo, tmp_path, saved,
+                                                                                       problem):
+    main, feature, shared = two_branches(repo)
+    feature.edit(shared.id, text="Use Postgres 15", author=ALICE)
+    main.edit(shared.id, text="Use Postgres 16", author=ALICE)
+    merge_into(main, feature.own_tip())
+    (tmp_path / "saved.yaml").write_text(saved + "\n")
+    refused = gitmem(repo, "resolve", shared.id, "--edit", check=False,
+                     env={"EDITOR": f"cp {tmp_path / 'saved.yaml'}"})
+    assert refused.returncode == 1 and refused.stderr.startswith(f"Error: {problem}"), refused.stderr
+    assert [c.id for c in list_conflicts(main)] == [shared.id]
+    with pytest.raises(InvalidMemory, match="tags: expected a list of strings"):
+        resolve(main, shared.id, values={"text": "Use Postgres 16", "tags": 5}, author=ALICE)
 
 
 def test_resolve_without_a_conflict_is_a_clear_error(repo):
