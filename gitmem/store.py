@@ -510,6 +510,9 @@ class Store:
         and raises to refuse it: a condition that must hold where the commit lands (no file of that name
         yet), checked again on every attempt, not once before a race.
         """
+        model.check_types({"type": type, "text": text, "title": title, "reason": reason, "tags": tags, "paths": paths,
+                           "source": source, "supersedes": supersedes, "blob": blob, "commit": commit, "next": next,
+                           "commits": commits})  # tags="abc" is not the tags a, b and c
         author = author or default_author(self.repo)
         paths = tuple(model.check_path(p) for p in paths)
         if type == "file" and blob is None and paths:

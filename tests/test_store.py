@@ -130,6 +130,16 @@ def test_invalid_input_leaves_the_ref_unchanged(store, repo):
     assert store.own_tip() == tip
 
 
+def test_a_wrongly_typed_argument_is_invalid_memory_never_a_traceback_or_a_string_split_into_tags(store):
+    store.add("fact", "keep me")
+    tip = store.own_tip()
+    for bad, field in ((dict(text=5), "text"), (dict(text=None), "text"), (dict(text="x", tags="abc"), "tags"),
+                       (dict(text="x", paths={"src": 1}), "paths"), (dict(text="x", title=["t"]), "title")):
+        with pytest.raises(InvalidMemory, match=f"^invalid {field}: expected"):
+            store.add("fact", **bad)
+    assert store.own_tip() == tip
+
+
 def test_secrets_are_redacted_before_storing(store, repo):
     key = "sk-ant-api03-" + "Zq7xY2" * 15 + "AA"
     w = store.add("fact", f"the staging key is {key}")
