@@ -517,11 +517,25 @@ def dump_yaml(m: Memory) -> bytes:
     ).encode("utf-8")
 
 
+@lru_cache(maxsize=1)
 def safe_loader() -> Any:
-    """PyYAML's safe loader class, its C one where PyYAML was built with libyaml (imported on first use)."""
+    """PyYAML's safe loader class (its C one where PyYAML was built with libyaml, imported on first use),
+    refusing a mapping that names a key twice: PyYAML keeps the last, so a planted blob could show a
+    reviewer one ``text:`` near its top and have gitmem read another further down."""
     import yaml
 
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # chosen at run time
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen = set()
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    if (key.tag, key.value) in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"found duplicate key {key.value[:40]!r}", key.start_mark)
+                    seen.add((key.tag, key.value))
+            return super().construct_mapping(node, deep=deep)
+
+    return Loader
 
 
 def safe_load(text: str) -> Any:

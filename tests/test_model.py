@@ -131,6 +131,17 @@ def test_load_rejects_hostile_or_broken_blobs(blob, problem):
         load_yaml(blob)
 
 
+def test_a_key_written_twice_is_refused_so_a_reviewer_reads_what_gitmem_reads():
+    """PyYAML keeps a repeated key's last value: a planted blob could show one text in review and mean another."""
+    lines = dump_yaml(mem(text="Keep the queue in Postgres")).decode().splitlines(keepends=True)
+    planted = "".join(lines + ["text: Move the queue to Redis\n"]).encode()
+    with pytest.raises(InvalidMemory, match="duplicate key 'text'"):
+        load_yaml(planted)
+    twice = "".join(line + ("  name: Someone Else\n" if line.startswith("  name:") else "") for line in lines)
+    with pytest.raises(InvalidMemory, match="duplicate key 'name'"):  # in a nested mapping too
+        load_yaml(twice.encode())
+
+
 def test_load_rejects_wrong_field_types():
     good = yaml.safe_load(dump_yaml(mem()))
     good["tags"] = "not-a-list"

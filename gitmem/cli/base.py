@@ -189,8 +189,10 @@ def edit_in_editor(header: str, values: dict, allowed) -> dict:
     edited = click.edit(header + yaml.safe_dump(values, sort_keys=False, allow_unicode=True))
     if edited is None:
         raise click.ClickException("edit aborted: nothing saved")
+    from ..model import safe_load
+
     try:
-        data = yaml.safe_load(edited) or {}
+        data = safe_load(edited) or {}  # a key typed twice is named, not the last one silently kept
     except yaml.YAMLError as e:
         raise click.ClickException(f"not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(data, dict) or set(data) - set(allowed):
