@@ -275,6 +275,9 @@ def test_text_dash_reads_stdin_for_add_fact_add_edit_and_supersede(run):
     run("supersede", texts["Queue jobs in Postgres"], "-", input="Queue jobs in Redis\n")
     after = {m["text"] for m in json.loads(run("list", "--json").output)["memories"]}
     assert after == {"edited from stdin", "Queue jobs in Redis"}
+    # a file saved on Windows: a byte-order mark and CRLF line ends, read as the same text
+    run("fact", "add", "-", input="\ufeffwindows one\r\nwindows two\r\n")
+    assert "windows one\nwindows two" in {m["text"] for m in json.loads(run("list", "--json").output)["memories"]}
 
 
 def test_limit_means_at_most_n_everywhere_and_log_filters_by_type_and_since(run):

@@ -44,7 +44,8 @@ def read_text_argument(text: str) -> str:
     """TEXT ``-`` means: read it from stdin (`echo ... | gitmem add fact -`), as git and most tools do."""
     if text != "-":
         return text
-    data = sys.stdin.read()
+    # A file saved on Windows (CRLF, a byte-order mark) reads as the same text as one saved elsewhere.
+    data = sys.stdin.read().removeprefix("\ufeff").replace("\r\n", "\n")
     if not data.strip():
         raise click.UsageError("TEXT is '-' but stdin was empty")
     return data.rstrip("\n")
