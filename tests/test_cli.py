@@ -199,6 +199,7 @@ def test_a_branch_typo_is_an_error_that_suggests_the_name_and_creates_no_ref(run
     (["fact", "add", "x", "--author", "bob <not-an-email>"], 'use "Name <email>"'),
     (["fact", "add", "x", "--agent", "--human"], "contradict"),
     (["search", ""], "QUERY is empty"),
+    (["ask", "  "], "QUESTION is empty"),
     (["show", "01m"], "too short"),
     (["merge", "nosuch"], "neither a branch with memory nor a commit"),
 ])

@@ -157,6 +157,8 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
 
     Example: gitmem ask "Can a refund be retried after a timeout?"
     """
+    if not question.strip():  # a paid request (on the API) that asks nothing
+        raise click.UsageError("QUESTION is empty: give the question to ask")
     from ..bill import record_request
     from ..price_table import configured_price_table
     from ..context_inputs import build, note_sent
