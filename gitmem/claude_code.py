@@ -394,6 +394,12 @@ def capture(tool: str, tool_input: Mapping[str, Any], cwd: str) -> Optional[Dict
     return out
 
 
+def _author(store: Store) -> Any:
+    from .repo import agent_author  # on first write: reads never load pygit2 for it
+
+    return agent_author(store.repo, "claude-code")
+
+
 def post_tool_use(hook: HookInput, store: Store, source: str = "claude-code") -> Outcome:
     """Record what a tool did: a file memory for Read, the session's changes, a commit link."""
     job = hook.data.get("capture")
@@ -412,16 +418,6 @@ def post_tool_use(hook: HookInput, store: Store, source: str = "claude-code") ->
         return _record_read(hook, store, source, rel, str(job.get("blob") or ""))
     return _record_change(hook, store, source, rel)
 
-
-def _author(store: Store, source: str):
-    """Claude Code as the writer, with the email the CLI would sign with (none anywhere: refused, as the CLI
-    refuses, never signed ``unknown@localhost``)."""
-    from .model import Author
-    from .repo import default_author
-
-    email = default_author(store.repo).email
-    name = os.environ.get("GITMEM_AUTHOR_NAME") or "claude-code"
-    return Author(name=name, email=email, kind="agent")
 
 
 def _record_read(hook: HookInput, store: Store, source: str, rel: str, blob: str) -> Outcome:
@@ -444,7 +440,7 @@ def _record_read(hook: HookInput, store: Store, source: str, rel: str, blob: str
             return Outcome(note=f"{rel} is gone")
         text = summarize_file(rel, full)
         tags = ("claude-code", session_tag(hook.session_id))
-        author = _author(store, source)
+        author = _author(store)
         if mine is not None:  # a file memory written by a hook: bring it up to the new content
             w = store.edit(mine.id, text=text, blob=blob, tags=tuple(dict.fromkeys(mine.tags + tags)),
                            author=author, source=source)
@@ -463,7 +459,7 @@ def _record_change(hook: HookInput, store: Store, source: str, rel: str) -> Outc
         action = state.data.get("action")
         text = f"Claude Code session {hook.session_id} changed {', '.join(changed)}"
         tags = ("claude-code", session_tag(hook.session_id))
-        author = _author(store, source)
+        author = _author(store)
         w = None
         if isinstance(action, str):
             try:
@@ -485,7 +481,7 @@ def _link_commit(store: Store, source: str, after: float) -> Outcome:
     head = head_commit(store.repo)
     if not head or store.repo[head].peel(pygit2.Commit).commit_time < after:
         return Outcome(note="no new commit")
-    link = link_commit(store, head, author=_author(store, source), source=source)
+    link = link_commit(store, head, author=_author(store), source=source)
     return Outcome(written=list(link.memory_ids), note=f"linked {head[:10]} to {len(link.memory_ids)} memories")
 
 
@@ -550,7 +546,7 @@ def session_checkpoint(hook: HookInput, store: Store, source: str = "claude-code
         previous = latest[1].next if latest is not None else None
         next_step = (f"continue: {' '.join(prompts[-1].split())[:300]}" if hook.event == "PreCompact" and prompts
                      else previous)
-        w = checkpoint(store, "\n".join(parts), next=next_step, author=_author(store, source), source=source,
+        w = checkpoint(store, "\n".join(parts), next=next_step, author=_author(store), source=source,
                        tags=("claude-code", session_tag(hook.session_id)), paths=changed[:64])
         state.data["checkpointed"] = done
     return Outcome(written=[w.memory.id], note=f"checkpoint {w.memory.id}")

@@ -119,13 +119,10 @@ class Gitmem:
         return Store.open(self.path, self.branch)
 
     def author(self, store: Store, source: str) -> Author:
-        """The client as the writer, with the email the CLI would sign with: with none anywhere the write is
-        refused (as the CLI's is), never signed ``unknown@localhost``."""
-        from .repo import default_author
+        """The client as the writer, named by its source (``mcp:cursor/1.2``: cursor)."""
+        from .repo import agent_author
 
-        email = default_author(store.repo).email
-        name = os.environ.get("GITMEM_AUTHOR_NAME") or source.split(":", 1)[-1].split("/", 1)[0] or "agent"
-        return Author(name=name, email=email, kind="agent")
+        return agent_author(store.repo, source.split(":", 1)[-1].split("/", 1)[0] or "agent")
 
     def _write(self, source: str, type_: str, text: str, **fields: Any) -> Dict[str, Any]:
         store = self.store()

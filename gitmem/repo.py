@@ -236,6 +236,12 @@ def default_author(repo: pygit2.Repository) -> Author:
     return Author(name=name, email=email, kind=kind)
 
 
+def agent_author(repo: pygit2.Repository, name: str) -> Author:
+    """An agent tool as the writer (``GITMEM_AUTHOR_NAME`` names it otherwise), signing with the email the
+    CLI would: with none anywhere the write is refused, never signed with a made-up address."""
+    return Author(name=os.environ.get("GITMEM_AUTHOR_NAME") or name, email=default_author(repo).email, kind="agent")
+
+
 def ref_target(repo: pygit2.Repository, ref: str) -> Optional[str]:
     """The commit ``ref`` points at (symbolic refs resolved), or None when it does not exist."""
     try:
