@@ -51,12 +51,18 @@ class Change:
 #: clone, without that record, reads it (:func:`gitmem.branches.code_fork`).
 FORK_TRAILER = "Fork-Point"
 _FORK_RE = re.compile(rf"^{FORK_TRAILER}: ([0-9a-f]{{40}}|[0-9a-f]{{64}})$", re.MULTILINE)
+#: The trailer of a write on a branch created again under a name whose earlier memory this clone set aside or
+#: dropped: it names the first commits of that memory, so a teammate who still holds it sets it aside too
+#: rather than merge it into the new branch's (:func:`gitmem.branches.earlier_root`).
+ASIDE_TRAILER = "Set-Aside"
+_ASIDE_RE = re.compile(rf"^{ASIDE_TRAILER}: ([0-9a-f]{{40}}|[0-9a-f]{{64}})$", re.MULTILINE)
 
 
 def commit_message(op: str, m: Memory, author: Author, source: str, redacted: int, note: Optional[str],
-                   fork: Optional[str] = None) -> str:
+                   fork: Optional[str] = None, aside: Sequence[str] = ()) -> str:
     """The subject, optional body and trailers of a memory write; :func:`change_from_commit` reads them back.
-    ``fork``: the commit the branch's code forked at, as this clone recorded it (a commit id, else left out)."""
+    ``fork``: the commit the branch's code forked at, as this clone recorded it (a commit id, else left out);
+    ``aside``: the first commits of an earlier branch's memory of this name, set aside here."""
     from .redact import redact_bare  # a source is redacted as the memory's own is, so the two read the same
 
     trailers = [
@@ -69,6 +75,7 @@ def commit_message(op: str, m: Memory, author: Author, source: str, redacted: in
         trailers.append(f"Redacted: {redacted}")
     if fork and _FORK_RE.match(f"{FORK_TRAILER}: {fork}"):
         trailers.append(f"{FORK_TRAILER}: {fork}")
+    trailers += [line for line in (f"{ASIDE_TRAILER}: {c}" for c in aside) if _ASIDE_RE.match(line)]
     body = f"\n\n{note.strip()}" if note else ""
     return f"{op} {m.type}: {m.summary}{body}\n\n" + "\n".join(trailers) + "\n"
 
@@ -77,6 +84,11 @@ def fork_in(message: str) -> Optional[str]:
     """The commit a write's ``Fork-Point:`` trailer names, if it has one."""
     found = _FORK_RE.search(message)
     return found.group(1) if found else None
+
+
+def aside_in(message: str) -> List[str]:
+    """The commits a write's ``Set-Aside:`` trailers name."""
+    return _ASIDE_RE.findall(message)
 
 
 def change_from_commit(commit: pygit2.Commit) -> Change:

@@ -317,15 +317,12 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True, force: bool = False)
                 ref.delete()
             except (KeyError, pygit2.GitError) as e:
                 raise BranchError(f"could not delete {b.ref}: {e}") from None
+            _record_dropped(repo, b.name, b.tip)
             for key in (f"gitmem.branch.{b.name}.{k}" for k in ("parent", "forkPoint", "created")):
                 try:  # the fork record goes with the memory (a new branch of that name starts afresh)
                     del repo.config[key]
                 except (KeyError, pygit2.GitError):
                     pass
-            try:  # a pull does not bring back what was dropped (the remote keeps its memory refs)
-                repo.config[f"gitmem.branch.{b.name}.pruned"] = b.tip
-            except (pygit2.GitError, OSError):
-                pass
     return gone
 
 
@@ -402,18 +399,90 @@ def set_aside(repo: pygit2.Repository, branch: str) -> Optional[str]:
     if not any(reachable(repo, tip, t) for t in merged):  # in the memory it starts from already: nothing its own
         if not _any_unreachable(repo, _own_links(repo, branch, tip)):
             return None
+    return _put_aside(repo, branch, tip)
+
+
+def set_aside_for(repo: pygit2.Repository, branch: str, tips: Optional[Iterable[str]] = None) -> Optional[str]:
+    """Set this clone's memory of ``branch`` aside, as :func:`set_aside` would, when one of ``tips`` (copies of
+    it from a remote; by default every fetched one) is the memory of a new branch of that name whose writes say
+    they set it aside (:func:`earlier_root`): a teammate deleted the branch and created it again. Return the
+    name it is kept under, or None. Merging it instead would bring the earlier branch's speculative memory
+    into the new one."""
+    from .repo import memory_ref
+
+    own = ref_target(repo, memory_ref(branch))
+    if own is None:
+        return None
+    if tips is None:
+        tips = [tip for ref, tip in memory_tips(repo, branch) if ref.startswith(REMOTE_PREFIX)]
+    return _put_aside(repo, branch, own) if any(earlier_root(repo, branch, own, tip) for tip in tips) else None
+
+
+def _put_aside(repo: pygit2.Repository, branch: str, tip: str) -> str:
+    """Rename ``branch``'s memory (at ``tip``) to ``<branch>.earlier-<tip>`` and record it as dropped here."""
+    from .repo import memory_ref
+
     aside = f"{branch}.earlier-{tip[:8]}"
     if ref_target(repo, memory_ref(aside)) not in (None, tip):
         aside = f"{branch}.earlier-{tip}"  # that name holds other memory: the whole tip names this
+    _record_dropped(repo, branch, tip)  # first: its first commits are found past its parents' memory
     if ref_target(repo, memory_ref(aside)) == tip:  # set aside before, merged back unchanged: kept there
         repo.references[memory_ref(branch)].delete()
     else:
         move(repo, branch, aside)
-    try:
-        repo.config[f"gitmem.branch.{branch}.pruned"] = tip
-    except (pygit2.GitError, OSError):
-        pass
     return aside
+
+
+def _record_dropped(repo: pygit2.Repository, branch: str, tip: str) -> None:
+    """Keep the memory of ``branch`` dropped or set aside here at ``tip`` apart from what comes later: its tip (a
+    remote's copy holding nothing newer is not taken again, :func:`dropped_here`) and its first commits, which
+    the next writes on ``branch`` name (``Set-Aside:`` trailers) for teammates' clones that still hold it."""
+    for key, value in (("pruned", tip), ("setAside", " ".join(_first_commits(repo, branch, tip)))):
+        try:
+            repo.config[f"gitmem.branch.{branch}.{key}"] = value
+        except (pygit2.GitError, OSError):
+            pass
+
+
+def _first_commits(repo: pygit2.Repository, branch: str, tip: str, limit: int = 8) -> List[str]:
+    """The commits ``branch``'s memory at ``tip`` began with: of those the memory of its parents lacks, the ones
+    whose parents it has. Every later copy of that memory holds one; a new branch of the name, forked from its
+    parent's memory, none."""
+    from .repo import memory_ref
+
+    try:
+        walker = repo.walk(tip)
+        for parent in parent_chain(repo, branch):
+            if (held := ref_target(repo, memory_ref(parent))) is not None:
+                walker.hide(held)
+        own = {str(c.id): c for c in walker}
+    except (KeyError, ValueError, pygit2.GitError):
+        return []
+    return sorted(c for c, commit in own.items() if not any(str(p) in own for p in commit.parent_ids))[:limit]
+
+
+def earlier_root(repo: pygit2.Repository, branch: str, tip: str, current: Optional[str]) -> Optional[str]:
+    """A first commit (:func:`_first_commits`) of memory of ``branch`` that was set aside or dropped, which
+    ``tip`` holds and ``current`` (the memory of the branch of that name now; None before its first write)
+    lacks: ``tip`` is then that earlier branch's memory, never merged into ``current``. What was set aside
+    ``current``'s writes say (``Set-Aside:`` trailers, so a teammate's clone knows it too); for this clone's
+    own memory, or a branch of that name here that has not written yet, also this clone's record."""
+    from .audit import aside_in
+    from .repo import config_get, memory_ref
+
+    declared: Set[str] = set()
+    here = ref_target(repo, memory_ref(branch))
+    if current == here and (current or f"refs/heads/{branch}" in repo.references):
+        declared.update((config_get(repo, f"gitmem.branch.{branch}.setAside") or "").split())
+    if current:
+        try:
+            walker = repo.walk(current)
+            walker.hide(tip)
+            for commit in walker:
+                declared.update(aside_in(commit.message))
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+    return next((c for c in sorted(declared) if reachable(repo, c, tip) and not reachable(repo, c, current)), None)
 
 
 def _own_links(repo: pygit2.Repository, branch: str, tip: str) -> Set[str]:
@@ -549,10 +618,18 @@ class SyncResult:
     fetched: Optional[str] = None
     refused: List[Any] = field(default_factory=list)  # what the fetch's trust gate kept out (trust.Refusal)
     unmerged: List[str] = field(default_factory=list)  # :func:`gone_unmerged`, as `gitmem sync` reports it
+    set_aside: Dict[str, str] = field(default_factory=dict)  # branch -> where :func:`set_aside_for` put its memory
 
     def to_dict(self) -> Dict[str, Any]:
         return {"fetched": self.fetched, "merged": self.merged, "refused": [r.to_dict() for r in self.refused],
-                "unmerged": self.unmerged}
+                "unmerged": self.unmerged, "set_aside": self.set_aside}
+
+
+def aside_notice(branch: str, aside: str) -> str:
+    """What a person is told when :func:`set_aside_for` set their memory of ``branch`` aside."""
+    return (f"the remote's memory of {branch!r} is a new branch's of that name, which set aside the earlier "
+            f"one's: your memory of the earlier {branch!r} is now {aside!r}, not merged (`gitmem merge {aside}` "
+            "brings it in)")
 
 
 _KIND_RANK = {"up-to-date": 0, "new": 1, "fast-forward": 2, "merge": 3}
@@ -560,21 +637,27 @@ _KIND_RANK = {"up-to-date": 0, "new": 1, "fast-forward": 2, "merge": 3}
 
 def dropped_here(repo: pygit2.Repository, branch: str, tip: str) -> bool:
     """Whether ``branch``'s memory was dropped here (`gitmem prune`) or set aside (:func:`set_aside`) at a tip
-    that holds ``tip``: a remote's copy then only brings back what was dropped (the remote keeps its refs)."""
-    from .repo import config_get
+    that holds ``tip``: a remote's copy then only brings back what was dropped (the remote keeps its refs). Or
+    whether ``tip`` is an earlier branch's memory, with more on it, that the branch of that name now lacks
+    (:func:`earlier_root`): a teammate still writing to it must not bring it into the new branch."""
+    from .repo import config_get, memory_ref
 
     dropped = config_get(repo, f"gitmem.branch.{branch}.pruned")
-    return bool(dropped) and reachable(repo, tip, dropped)
+    return (bool(dropped) and reachable(repo, tip, dropped)) or \
+        earlier_root(repo, branch, tip, ref_target(repo, memory_ref(branch))) is not None
 
 
 def merge_branches(store: Store, names: Sequence[str], *, author=None, source: str = "merge") -> SyncResult:
     """Merge the memory of each named branch (local ref and fetched copies) into ``store``:
     one entry per branch, however many copies of its memory there are; never a fetched copy of what was
-    dropped or set aside here (:func:`dropped_here`)."""
+    dropped or set aside here (:func:`dropped_here`), nor this clone's memory of an earlier branch of that name
+    that a fetched copy says was set aside (:func:`set_aside_for`: it is set aside here too)."""
     from .merge import merge_into
 
     result = SyncResult()
     for name in names:
+        if aside := set_aside_for(store.repo, name):
+            result.set_aside[name] = aside
         entry: Optional[Dict[str, Any]] = None
         for ref, tip in memory_tips(store.repo, name):
             if ref == store.ref or (ref.startswith(REMOTE_PREFIX) and dropped_here(store.repo, name, tip)):

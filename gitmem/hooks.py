@@ -416,7 +416,7 @@ def _cherry_pick_hint(store: Store, head: str) -> List[str]:
 
 
 def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
-    from .branches import created_now, record_fork, set_aside
+    from .branches import aside_notice, created_now, record_fork, set_aside, set_aside_for
 
     if len(args) < 3 or args[2] != "1":
         return []  # a file checkout
@@ -434,6 +434,8 @@ def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
     if aside := set_aside(store.repo, store.branch):
         out.append(f"the memory an earlier branch {store.branch!r} left is now {aside!r} (the code it was written for "
                    f"is gone, or it is merged already): `gitmem merge {aside}` brings it in")
+    elif aside := set_aside_for(store.repo, store.branch):  # a teammate's branch, made again under that name
+        out.append(aside_notice(store.branch, aside))
     parent = record_fork(store.repo, store.branch, commit=args[1], again=True)
     if parent:
         out.append(f"branch {store.branch!r} reads the memory of {parent!r} until its first write")
@@ -452,17 +454,18 @@ def _post_merge(store: Store, args: List[str], stdin: str) -> List[str]:
 
 def _merge_memory(store: Store, head: str) -> List[str]:
     """Merge the memory of the branches whose code the merge at ``head`` brought in; what it did, as lines."""
-    from .branches import merge_branches, merged_by
+    from .branches import aside_notice, merge_branches, merged_by
 
     repo = store.repo
     commit = repo[head].peel(pygit2.Commit)
     names = merged_by(repo, store.branch, head, _before_merge(repo, head, commit))
-    merged = merge_branches(store, names, source="hook").merged
+    result = merge_branches(store, names, source="hook")
+    merged = result.merged
     if len(commit.parents) > 1 and any(m["kind"] != "up-to-date" for m in merged):
         from .checkpoint import link_commit  # a merge commit that brought memory: the checkpoint stands at it
 
         link_commit(store, head, source="hook")
-    return [line for line in map(_describe, merged) if line]
+    return [aside_notice(*item) for item in result.set_aside.items()] + [line for line in map(_describe, merged) if line]
 
 
 def _before_merge(repo: pygit2.Repository, head: str, commit: pygit2.Commit) -> Optional[str]:

@@ -33,7 +33,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import pygit2
 
-from .branches import REMOTE_PREFIX, dropped_here, reachable
+from .branches import REMOTE_PREFIX, aside_notice, dropped_here, reachable, set_aside_for
 from .errors import GitmemError, RemoteError, SecretFound
 from .index import process_gone
 from .model import Author
@@ -110,15 +110,19 @@ class FetchResult:
 class PullResult:
     """``merged``: one entry per branch: {"branch", "kind", "commit", "added", "changed", "conflicts"};
     ``kind`` is "new" (local memory created at the remote's tip), or a MergeResult kind. ``skipped``: branches
-    `gitmem prune` dropped here whose remote memory holds nothing newer (their fetched copy stays)."""
+    `gitmem prune` dropped here whose remote memory holds nothing newer (their fetched copy stays).
+    ``set_aside``: branch -> the name this clone's memory of an earlier branch of that name is kept under, set
+    aside because the remote's is a new branch's (:func:`gitmem.branches.set_aside_for`)."""
 
     fetch: FetchResult
     merged: List[Dict[str, Any]] = field(default_factory=list)
     skipped: List[str] = field(default_factory=list)
+    set_aside: Dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"remote": self.fetch.remote, "fetched": self.fetch.to_dict()["branches"], "merged": self.merged,
-                "refused": [r.to_dict() for r in self.fetch.refused], "skipped": self.skipped}
+                "refused": [r.to_dict() for r in self.fetch.refused], "skipped": self.skipped,
+                "set_aside": self.set_aside}
 
 
 @dataclass(frozen=True)
@@ -395,6 +399,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     fetched = fetch(repo, remote, branches, interactive=interactive)
     merged: List[Dict[str, Any]] = []
     skipped: List[str] = []
+    aside: Dict[str, str] = {}
     refused = fetched.refused_branches()
     for b in fetched.branches:
         if not b.new or b.branch in refused:
@@ -408,6 +413,8 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         if dropped_here(repo, b.branch, b.new):
             skipped.append(b.branch)  # dropped or set aside here, and the remote has nothing newer
             continue
+        if name := set_aside_for(repo, b.branch, [b.new]):
+            aside[b.branch] = name
         if target.own_tip() is None and (created := _create(target, b.new, remote, author, source)):
             merged.append({"branch": b.branch, "kind": "new", "commit": created[0], "added": target.snapshot(b.new).ids(),
                            "changed": [], "conflicts": [], "kept": [], "redacted": created[1]})
@@ -415,7 +422,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         r = merge_into(target, b.new, author=author, source=source,
                        message=f"merge memory of {b.branch} from {remote}", gated=True)
         merged.append({"branch": b.branch, **r.to_dict(), "conflicts": [c.id for c in r.conflicts]})
-    return PullResult(fetched, merged, skipped)
+    return PullResult(fetched, merged, skipped, aside)
 
 
 def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True, author: Optional[Author] = None,
@@ -728,6 +735,11 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                         message=f"{remote} holds the memory of an earlier {r.branch!r}, dropped or set aside here: "
                         f"nothing pushed; delete it there (git push {remote} :{memory_ref(r.branch)}) or push this "
                         f"branch's memory under another name (`gitmem branch -m`)")
+                    retry.remove(r.branch)
+                    continue
+                if aside := set_aside_for(repo, r.branch, [r.new]):
+                    done[r.branch] = BranchPush(r.branch, "rejected", tips[r.branch], merges[r.branch], attempt,
+                                                message=f"{aside_notice(r.branch, aside)}; nothing pushed")
                     retry.remove(r.branch)
                     continue
                 result = merge_into(stores[r.branch], r.new, author=author, source=source,

@@ -653,7 +653,8 @@ class Store:
             base = expected or self.read_from()[1]  # a branch's first write forks from its parent
             built = build(Snapshot(self, base))
             message = commit_message(op, built.memory, author, source, built.redacted, note,
-                                     fork=self.config(f"gitmem.branch.{self.branch}.forkPoint"))  # branches.record_fork's
+                                     fork=self.config(f"gitmem.branch.{self.branch}.forkPoint"),  # branches.record_fork's
+                                     aside=(self.config(f"gitmem.branch.{self.branch}.setAside") or "").split())
             commit = self.commit_tree(built.updates, message, author, base=base)
             self.move_ref(expected, commit, f"gitmem {op}: {built.memory.id}")
             return Write(built.memory, commit, built.redacted)

@@ -205,6 +205,85 @@ def test_memory_set_aside_stays_apart_when_the_remote_still_holds_it(tmp_path):
     assert old not in ids(a, "feature")
 
 
+def _feature_created_again(tmp_path):
+    """Clone a pushes feature's memory, b pulls it, then a deletes feature and creates it again (setting the old
+    memory aside). Returns (a, b, the old memory's id)."""
+    _, a, b = clones(tmp_path)
+    with_hooks(a)
+    git(a, "checkout", "-q", "-b", "feature")
+    old = add(a, "decision", "Old spike", "--because", "x")["id"]
+    commit_file(a, "spike.txt")
+    git(a, "push", "-q", "origin", "feature")
+    gitmem(a, "push")
+    gitmem(b, "pull")
+    git(a, "checkout", "-q", "main")
+    git(a, "branch", "-q", "-D", "feature")
+    git(a, "push", "-q", "origin", ":feature")
+    git(a, "checkout", "-q", "-b", "feature", env=AGAIN)
+    return a, b, old
+
+
+def _new_feature_pushed(a):
+    new = add(a, "decision", "New work", "--because", "y")["id"]
+    commit_file(a, "new.txt")
+    git(a, "push", "-q", "origin", "feature")
+    git(a, "push", "-q", "origin", ":refs/memory/feature")  # as a's push tells: the remote's copy is the old one
+    gitmem(a, "push")
+    return new
+
+
+def test_a_teammate_holding_memory_set_aside_elsewhere_sets_it_aside_too(tmp_path):
+    """b still holds the old feature's memory: his pull must not merge it into the new feature's (and his push
+    send it back to a), nor lose it: it is set aside on his clone too, under the name the message gives."""
+    a, b, old = _feature_created_again(tmp_path)
+    new = _new_feature_pushed(a)
+    pulled = json.loads(gitmem(b, "pull", "--json").stdout)
+    assert ids(b, "feature") == {new}
+    assert old in ids(b, pulled["set_aside"]["feature"])
+    gitmem(b, "push", "--all")
+    gitmem(a, "pull")
+    assert old not in ids(a, "feature")
+
+
+def test_a_teammates_push_of_memory_set_aside_elsewhere_is_refused_and_sets_it_aside(tmp_path):
+    a, b, old = _feature_created_again(tmp_path)
+    new = _new_feature_pushed(a)
+    gitmem(b, "--branch", "feature", "add", "fact", "More on the spike")
+    pushed = gitmem(b, "push", "--branch", "feature", check=False)
+    aside = [n[len("refs/memory/"):] for n in pygit2.Repository(str(b)).references
+             if n.startswith("refs/memory/feature.earlier-")]
+    assert pushed.returncode == 1 and len(aside) == 1 and f"now '{aside[0]}'" in pushed.stderr
+    assert old in ids(b, aside[0]) and "refs/memory/feature" not in pygit2.Repository(str(b)).references
+    gitmem(a, "pull")
+    assert ids(a, "feature") == {new}
+
+
+def test_a_teammates_sync_does_not_bring_memory_set_aside_elsewhere_to_main(tmp_path):
+    """The new feature merged into main on the server: b's sync merges its memory, not the old one b holds."""
+    a, b, old = _feature_created_again(tmp_path)
+    new = _new_feature_pushed(a)
+    git(a, "checkout", "-q", "main")
+    git(a, "merge", "-q", "--no-ff", "--no-edit", "feature")
+    git(a, "push", "-q", "origin", "main")
+    git(b, "pull", "-q")
+    synced = json.loads(gitmem(b, "sync", "--json").stdout)
+    assert new in ids(b, "main") and old not in ids(b, "main")
+    assert old in ids(b, synced["set_aside"]["feature"])
+
+
+def test_memory_set_aside_here_that_a_teammate_added_to_is_not_taken_by_the_new_branch(tmp_path):
+    """b writes more to the old feature's memory and pushes it: the remote now has more of it than a set aside,
+    but a's new feature, before and after its first write, does not take it."""
+    a, b, old = _feature_created_again(tmp_path)
+    gitmem(b, "--branch", "feature", "add", "fact", "More on the spike")
+    gitmem(b, "push", "--branch", "feature")
+    assert "feature: not taken again" in gitmem(a, "pull").stderr
+    assert old not in ids(a, "feature")
+    new = add(a, "decision", "New work", "--because", "y")["id"]
+    gitmem(a, "pull")
+    assert ids(a, "feature") == {new}
+
+
 def test_a_branch_created_again_under_a_merged_ones_name_reads_its_new_parents_memory(repo):
     """The old feat's memory is all in main's (merged there): a new feat made from rel reads rel's memory, not
     that old tip."""

@@ -3,13 +3,14 @@ hooks install/uninstall/status, hook, checkpoint, resume."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import click
 
 from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pass_store
 
 if TYPE_CHECKING:
+    from ..branches import SyncResult
     from ..store import Store
 
 
@@ -136,12 +137,16 @@ def prune(store: Store, yes: bool, force: bool, as_json: bool) -> None:
         click.echo("run `gitmem prune --yes` to delete them", err=True)
 
 
-def _report_merges(merged: List[Dict[str, Any]], as_json: bool, extra: Optional[Dict[str, Any]] = None) -> None:
+def _report_merges(result: SyncResult, as_json: bool, extra: Optional[Dict[str, Any]] = None) -> None:
+    from ..branches import aside_notice
     from ..merge import arrival_notice
 
+    merged = result.merged
     if as_json:
-        emit_json({**(extra or {}), "merged": merged})
+        emit_json({**(extra or {}), "merged": merged, "set_aside": result.set_aside})
         return
+    for name, aside in result.set_aside.items():
+        click.echo(f"gitmem: {aside_notice(name, aside)}", err=True)
     for m in merged:
         line = (f"{m['branch']}: {m['kind']}" if m["kind"] == "up-to-date" else
                 f"{m['branch']}: {m['kind']} at {_short(m['commit'])} "
@@ -166,11 +171,13 @@ def merge(store: Store, source_: str, who, source, as_json: bool) -> None:
     For merges git does not show as merges (squash, rebase) or when hooks are
     not installed. Merging the same thing twice changes nothing.
 
-    JSON: {"merged": [{"branch", "ref", "kind", "commit", "added", "changed", "conflicts"}]}.
+    JSON: {"merged": [{"branch", "ref", "kind", "commit", "added", "changed", "conflicts"}], "set_aside":
+    {branch: name}} (set_aside: this clone's memory of an earlier BRANCH, put aside, not merged, because the
+    fetched one is a new branch of that name).
 
     Example: gitmem merge feature/queue
     """
-    from ..branches import check_side, memory_tips, merge_branches
+    from ..branches import SyncResult, check_side, memory_tips, merge_branches
     from ..errors import BranchError
     from ..merge import merge_into
     from ..repo import check_branch_name
@@ -181,7 +188,7 @@ def merge(store: Store, source_: str, who, source, as_json: bool) -> None:
     except BranchError:  # not a branch name: a commit
         tips = []
     if tips:
-        merged = merge_branches(store, [source_], author=who, source=source).merged
+        result = merge_branches(store, [source_], author=who, source=source)
     else:
         from ..errors import NotFound
 
@@ -189,8 +196,8 @@ def merge(store: Store, source_: str, who, source, as_json: bool) -> None:
             r = merge_into(store, source_, author=who, source=source)
         except NotFound:
             raise BranchError(f"{source_!r} is neither a branch with memory nor a commit") from None
-        merged = [{"branch": source_, "ref": None, **r.to_dict()}]
-    _report_merges(merged, as_json)
+        result = SyncResult(merged=[{"branch": source_, "ref": None, **r.to_dict()}])
+    _report_merges(result, as_json)
 
 
 @main.command()
@@ -208,9 +215,11 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
     branch's upstream remote; none in a repository without remotes).
 
     JSON: {"fetched": REMOTE|null, "merged": [{"branch", "ref", "refs", "kind", "commit", "added", "changed",
-    "conflicts", "kept"}], "refused": [{"what", "why", "remote"}], "unmerged": [branch]}; exit 1 when the trust
-    gate refused anything. unmerged: branches whose code is gone and whose memory this branch lacks (a squash
-    merge on the server leaves that: `gitmem merge NAME` brings one, and sync names each).
+    "conflicts", "kept"}], "refused": [{"what", "why", "remote"}], "unmerged": [branch], "set_aside": {branch:
+    name}}; exit 1 when the trust gate refused anything. unmerged: branches whose code is gone and whose memory
+    this branch lacks (a squash merge on the server leaves that: `gitmem merge NAME` brings one, and sync names
+    each). set_aside: this clone's memory of an earlier branch, put aside, not merged, because the fetched one is
+    a new branch of that name.
 
     Example: git pull && gitmem sync
     """
@@ -221,7 +230,7 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
     say_refused(result.refused)
     if result.fetched and not as_json:
         click.echo(f"fetched memory from {result.fetched}")
-    _report_merges(result.merged, as_json, {"fetched": result.fetched,
+    _report_merges(result, as_json, {"fetched": result.fetched,
                                             "refused": [r.to_dict() for r in result.refused],
                                             "unmerged": result.unmerged})
     if not result.merged and no_fetch and not as_json:

@@ -143,7 +143,8 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
     the remote's memory held, redacted on arrival (its history still holds them: rotate them); "refused": [{"what", "why",
     "remote"}] is what the trust gate kept out (also one line each on stderr, and exit 1); "skipped": branches
     whose memory `gitmem prune` dropped or a new branch of that name set aside here, and whose remote memory
-    holds nothing newer (left fetched).
+    holds nothing newer (left fetched); "set_aside": {branch: name} where this clone's memory of an earlier
+    branch was put because the remote's is a new branch of that name (not merged).
 
     Example: gitmem pull
     """
@@ -159,6 +160,7 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
 
 
 def _say_pulled(result) -> None:
+    from ..branches import aside_notice
     from ..merge import arrival_notice
 
     for m in result.merged:
@@ -171,10 +173,12 @@ def _say_pulled(result) -> None:
                        " (retract a memory to take it out of use)", err=True)
         if m.get("redacted"):
             click.echo(f"  {arrival_notice(m['redacted'])}", err=True)
+    for name, aside in result.set_aside.items():
+        click.echo(f"gitmem: {aside_notice(name, aside)}", err=True)
     for name in result.skipped:
         click.echo(f"{name}: not taken again, it was dropped or set aside here (`gitmem merge "
                    f"refs/memory-remotes/{result.fetch.remote}/{name}` brings it)", err=True)
-    if not result.merged and not result.fetch.refused and not result.skipped:
+    if not result.merged and not result.fetch.refused and not result.skipped and not result.set_aside:
         click.echo(f"{result.fetch.remote} has no memory yet", err=True)
 
 
