@@ -389,8 +389,9 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
 
     A branch with no local memory yet is created at the remote's tip ("new");
     otherwise :func:`gitmem.merge.merge_into` fast-forwards or writes a merge
-    commit (conflicts are stored for ``gitmem conflicts``). ``branches``
-    limits both steps."""
+    commit (conflicts are stored for ``gitmem conflicts``), and so for a code
+    branch here whose parent's memory, which it reads, holds what the remote's
+    lacks. ``branches`` limits both steps."""
     from .merge import merge_into
     from .trust import Refusal, history_problem
 
@@ -415,7 +416,11 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
             continue
         if name := set_aside_for(repo, b.branch, [b.new]):
             aside[b.branch] = name
-        if target.own_tip() is None and (created := _create(target, b.new, remote, author, source)):
+        # A code branch here without memory of its own reads its parent's, which may hold what the copy lacks
+        # (unpushed writes): merged below, as a `git pull` or sync would, so the branch's view loses nothing.
+        read = target.tip() if f"refs/heads/{b.branch}" in repo.references else None
+        if target.own_tip() is None and (read is None or reachable(repo, read, b.new)) \
+                and (created := _create(target, b.new, remote, author, source)):
             merged.append({"branch": b.branch, "kind": "new", "commit": created[0], "added": target.snapshot(b.new).ids(),
                            "changed": [], "conflicts": [], "kept": [], "redacted": created[1]})
             continue

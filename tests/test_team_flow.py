@@ -124,6 +124,28 @@ def test_a_merge_on_the_server_then_git_pull_and_sync_brings_the_branchs_memory_
     assert texts(alice) == texts(bob) == {"on main", "Retry webhooks with backoff"}
 
 
+def test_a_pull_keeps_what_a_branch_without_memory_of_its_own_read_from_its_parent(team):
+    """bob's feature reads main's memory, which holds a decision bob has not pushed; alice writes feature's first
+    memory and pushes it. bob's pull must not start his feature at alice's copy, which lacks the decision: it
+    merges the two, as a `git pull` (post-merge) and sync do. A branch bob has no code of starts at the copy."""
+    alice, bob, origin = team
+    git(bob, "checkout", "-q", "-b", "feature")
+    commit_code(bob, "f.txt")
+    git(bob, "push", "-q", "origin", "feature")
+    git(bob, "checkout", "-q", "main")
+    gitmem(bob, "add", "decision", "Queue jobs in Postgres", "--because", "no new service")
+    git(bob, "checkout", "-q", "feature")
+    git(alice, "fetch", "-q")
+    git(alice, "checkout", "-q", "feature")
+    gitmem(alice, "add", "fact", "Feature flags live in config")
+    git(alice, "branch", "-q", "spike")
+    gitmem(alice, "--branch", "spike", "add", "fact", "Spike fact")
+    gitmem(alice, "push", "--all")
+    gitmem(bob, "pull")
+    assert texts(bob) == {"Queue jobs in Postgres", "Feature flags live in config"}
+    assert Store.open(str(bob), "spike").own_tip() == Store.open(str(alice), "spike").own_tip()
+
+
 def test_a_teammates_branch_with_no_commit_of_its_own_keeps_its_memory_off_main(team):
     """Bob pushes a new branch with speculative memory and no commit yet: its tip is a commit main has. Only a
     commit past the branch's fork point makes its memory part of main's; bob's clone recorded that fork point,

@@ -134,8 +134,9 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
 
     Fast-forwards where possible, otherwise writes a merge commit; clashing
     edits of one memory are kept for `gitmem conflicts`. A branch with no local
-    memory yet starts at the remote's tip. On a fresh clone this is how the
-    team's memory arrives.
+    memory yet starts at the remote's tip, unless it is a code branch here whose
+    parent's memory (which it reads) holds more: then the two merge. On a fresh
+    clone this is how the team's memory arrives.
 
     JSON: {"remote", "fetched": [{"branch", "ref", "old", "new"}], "merged": [{"branch", "kind",
     "commit", "added", "changed", "conflicts", "kept", "redacted"}]}; kind is new, up-to-date, fast-forward or
