@@ -96,3 +96,12 @@ def test_the_readme_quickstart_runs_as_written_in_a_new_repository(tmp_path):
     assert listed and "Use Redis for the job queue" in result.stdout
     assert Path(repo, ".git", "refs", "memory", "main").exists() or "refs/memory/main" in \
         subprocess.run(["git", "for-each-ref"], cwd=str(repo), capture_output=True, text=True).stdout
+
+
+def test_the_readme_python_api_runs_as_written(tmp_path, monkeypatch):
+    """Every line of the README's Python API block runs, in order, on a new repository (it once
+    called a Store.doctor that had moved to gitmem.doctor, and retracted a memory it had superseded)."""
+    section = README.split("## Python API", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    monkeypatch.chdir(make_repo(tmp_path / "repo"))
+    exec(compile(code, "README.md (Python API)", "exec"), {})
