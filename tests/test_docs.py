@@ -105,3 +105,11 @@ def test_the_readme_python_api_runs_as_written(tmp_path, monkeypatch):
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     monkeypatch.chdir(make_repo(tmp_path / "repo"))
     exec(compile(code, "README.md (Python API)", "exec"), {})
+
+
+def test_every_command_with_json_output_names_its_shape_in_its_help():
+    """--json's own help points at the JSON line of the command's help, so each command has one
+    (status, resolve, guide show and others once had none, while --json said the README had it)."""
+    missing = [" ".join(p) for p, cmd in commands()
+               if any(param.name == "as_json" for param in cmd.params) and "JSON: " not in (cmd.help or "")]
+    assert missing == []

@@ -167,7 +167,7 @@ def pass_store(f: Callable) -> Callable:
 
 
 def json_option(f: Callable) -> Callable:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON (shape documented in README).")(f)
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON (its shape: the JSON line above).")(f)
 
 
 def emit_json(data: Any) -> None:

@@ -288,6 +288,8 @@ def conflicts(store: Store, as_json: bool) -> None:
 def resolve(store: Store, memory_id: str, ours: bool, theirs: bool, edit_: bool, who, source, as_json: bool) -> None:
     """Resolve a memory conflict: keep ours, take theirs, or edit (one commit).
 
+    JSON: {"id", "commit", "ref", "redacted", "memory"} (memory: the stored memory, as `gitmem show --json`).
+
     Example: gitmem resolve 4vhr --theirs
     """
     from ..merge import list_conflicts, resolve as resolve_conflict
@@ -366,6 +368,8 @@ def hooks_install(store: Store, as_json: bool) -> None:
 def hooks_uninstall(store: Store, as_json: bool) -> None:
     """Remove gitmem's hooks and restore what was there, byte for byte.
 
+    JSON: {"hooks_dir", "hooks": [{"name", "path", "state", "chained"}]}.
+
     Example: gitmem hooks uninstall
     """
     from ..hooks import hooks_dir, uninstall
@@ -378,6 +382,8 @@ def hooks_uninstall(store: Store, as_json: bool) -> None:
 @pass_store
 def hooks_status(store: Store, as_json: bool) -> None:
     """Show which hooks are installed, absent, or someone else's.
+
+    JSON: {"hooks_dir", "hooks": [{"name", "path", "state", "chained"}]}.
 
     Example: gitmem hooks status
     """
@@ -423,6 +429,8 @@ def hook(ctx: click.Context, name: str, args) -> None:
 @json_option
 def checkpoint_cmd(store: Store, text: str, next_: Optional[str], who, source, as_json: bool) -> None:
     """Record where a run stands, tied to HEAD, so a crash resumes from here.
+
+    JSON: {"id", "commit", "ref", "redacted", "memory"} (memory: the stored memory, as `gitmem show --json`).
 
     Example: gitmem checkpoint "parser done / next: wire it into the CLI"
     """

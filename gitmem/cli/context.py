@@ -104,6 +104,8 @@ def guide() -> None:
 def guide_set(store: Store, path: str, as_json: bool) -> None:
     """Use PATH (a file in the repository, e.g. AGENTS.md or docs/agents.md) as the guide.
 
+    JSON: {"guide", "tokens"} (guide: null when none is set).
+
     Example: gitmem guide set AGENTS.md
     """
     from ..context_inputs import read_guide, set_guide
@@ -122,6 +124,8 @@ def guide_set(store: Store, path: str, as_json: bool) -> None:
 @pass_store
 def guide_show(store: Store, as_json: bool) -> None:
     """Show which guide is used and its size.
+
+    JSON: {"guide", "tokens"} (guide: null when none is set).
 
     Example: gitmem guide show
     """
@@ -304,6 +308,8 @@ def _demo_options(f):
 @click.pass_context
 def demo(ctx: click.Context, **options) -> None:
     """Demos; without a subcommand, runs `gitmem demo cache-ttl`.
+
+    JSON: as `gitmem demo cache-ttl --json`.
 
     Example: gitmem demo
     """

@@ -141,6 +141,8 @@ def add(store: Store, type_: str, text: str, title, because, tags, paths, next_,
     file (needs --path; tied to the file's current blob), checkpoint, note.
     TEXT `-` reads the text from stdin.
 
+    JSON: {"id", "commit", "ref", "redacted", "memory"} (memory: the stored memory, as `gitmem show --json`).
+
     Example: gitmem add rejection "Use Redis for the job queue" --because "ops won't run another stateful service"
     """
     if next_ is not None and type_ != "checkpoint":
@@ -164,6 +166,8 @@ def fact() -> None:
 @json_option
 def fact_add(store: Store, text: str, title, because, tags, paths, who, source, as_json) -> None:
     """Add a fact (same as `gitmem add fact TEXT`; TEXT `-` reads stdin).
+
+    JSON: {"id", "commit", "ref", "redacted", "memory"} (memory: the stored memory, as `gitmem show --json`).
 
     Example: gitmem fact add "Refunds are idempotent on payment_intent id" --tag payments
     """
@@ -228,6 +232,8 @@ def show(store: Store, memory_id: str, as_json: bool) -> None:
     """Show one memory as stored (YAML). ID is the full id or the short id
     `gitmem list` prints (or a unique prefix); case does not matter.
 
+    JSON: the memory, the YAML document as a JSON object.
+
     Example: gitmem show 4vhr
     """
     from ..model import dump_yaml
@@ -289,6 +295,8 @@ _EDITABLE = ("text", "title", "reason", "tags", "paths", "next")
 def edit(store: Store, memory_id, text, title, reason, tags, paths, next_, who, source, as_json) -> None:
     """Edit a memory in place (one commit). With no field options, opens $EDITOR.
 
+    JSON: {"id", "commit", "ref", "redacted", "memory"} (memory: the stored memory, as `gitmem show --json`).
+
     Example: gitmem edit 4vhr --text "Use advisory locks, not SELECT ... FOR UPDATE"
     """
     changes: Dict[str, Any] = {k: v for k, v in
@@ -323,6 +331,8 @@ def _edit_in_editor(m: Memory) -> Dict[str, Any]:
 def supersede(store: Store, memory_id, text, title, reason, who, source, as_json) -> None:
     """Replace a memory with a new one (the old one is kept, marked superseded). TEXT '-' reads stdin.
 
+    JSON: {"id", "commit", "ref", "redacted", "memory"} (memory: the stored memory, as `gitmem show --json`).
+
     Example: gitmem supersede 4vhr "Queue jobs in Postgres with SKIP LOCKED"
     """
     w = store.supersede(memory_id, read_text_argument(text), title=title, reason=reason, author=who, source=source)
@@ -337,6 +347,8 @@ def supersede(store: Store, memory_id, text, title, reason, who, source, as_json
 @json_option
 def retract(store: Store, memory_id, reason, who, source, as_json) -> None:
     """Retract a memory: it leaves lists and context but stays in history.
+
+    JSON: {"id", "commit", "ref", "redacted", "memory"} (memory: the stored memory, as `gitmem show --json`).
 
     Example: gitmem retract 4vhr --because "we moved off Heroku"
     """
@@ -469,6 +481,9 @@ def doctor(store: Store, fix: bool, recover: bool, drop_invalid: bool, full: boo
 @pass_store
 def status(store: Store, as_json: bool) -> None:
     """Where memory is read from and written to, and what it holds.
+
+    JSON: {"branch", "ref", "own_tip", "reads", "tip", "counts": {type: active memories}, "notice",
+    "conflicts": [id], "remotes": [{"branch", "remote", "local", "fetched", "ahead", "behind"}]}.
 
     Example: gitmem status
     """
