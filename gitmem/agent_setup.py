@@ -351,16 +351,28 @@ def plan(store: Store, tool: str, *, home: Optional[str] = None, command: Option
         content = existing if existing is not None else ci_workflow(store.branch)
         return Setup(tool, path, content, ["gitmem setup claude-code --write --command gitmem  # the agent step "
                                            "reads .mcp.json; CI has gitmem on PATH"],
-                     existing is None, "an existing workflow file is left as it is", within=root)
+                     existing is None, "" if existing is None else "an existing workflow file is left as it is",
+                     within=root)
     path, entry, notes = _server_config(root, tool, home, command)
     within = _project(path, root)
     existing = _read(path, within)
     record = _record_path(store)
     content = merged_config(existing, entry, path, _written(record, path), named=command is not None)
+    if tool != "windsurf" and not _names_absolute_path(content):
+        notes = "project file: commit it, so every clone's sessions start gitmem"
     argv = " ".join(shlex.quote(p) for p in command_parts(command))
     commands = [f"claude mcp add --scope project {SERVER_NAME} -- {argv} mcp"] if tool == "claude-code" else []
     return Setup(tool, path, content, commands, content != existing, notes, entry=entry, record=record,
                  within=within)
+
+
+def _names_absolute_path(content: str) -> bool:
+    """Whether the gitmem entry in the config ``content`` starts gitmem by an absolute path (this machine's)."""
+    try:
+        entry = json.loads(content).get("mcpServers", {}).get(SERVER_NAME, {})
+    except (ValueError, AttributeError):
+        return True  # not a config: say the cautious thing
+    return isinstance(entry, dict) and os.path.isabs(str(entry.get("command", "")))
 
 
 def _server_config(root: str, tool: str, home: Optional[str], command: Optional[Command]

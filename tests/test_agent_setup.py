@@ -32,6 +32,17 @@ def test_by_default_the_config_names_this_gitmem_by_absolute_path_not_a_bare_nam
             os.path.dirname(program) == os.path.dirname(sys.executable)
 
 
+def test_the_notes_say_what_setup_wrote(repo, store):
+    """The absolute-path warning only when the file names one, and the existing-workflow note only
+    when there was one (both were printed whatever setup wrote)."""
+    assert "absolute path" in plan(store, "claude-code").notes
+    for tool in ("claude-code", "cursor"):
+        assert "absolute path" not in plan(store, tool, command="gitmem").notes
+    assert plan(store, "ci").notes == ""
+    apply(plan(store, "ci"))
+    assert plan(store, "ci").notes == "an existing workflow file is left as it is"
+
+
 def test_the_server_a_written_config_names_starts_and_lists_its_tools(repo):
     """Started as Claude Code starts it: the config's command and args, with a PATH that does not
     hold this venv, through the official MCP client."""
