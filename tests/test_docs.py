@@ -113,3 +113,12 @@ def test_every_command_with_json_output_names_its_shape_in_its_help():
     missing = [" ".join(p) for p, cmd in commands()
                if any(param.name == "as_json" for param in cmd.params) and "JSON: " not in (cmd.help or "")]
     assert missing == []
+
+
+def test_every_limit_option_is_also_n_as_the_readme_says():
+    """The README: "`-n N` / `--limit N` means "at most N" on every command that lists" (resume had
+    only --limit)."""
+    only_long = [" ".join(p) for p, cmd in commands() for param in cmd.params
+                 if isinstance(param, click.Option) and "--limit" in param.opts and "-n" not in param.opts]
+    assert only_long == []
+    assert "`-n N` / `--limit N`" in README

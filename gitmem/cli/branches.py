@@ -443,7 +443,7 @@ def checkpoint_cmd(store: Store, text: str, next_: Optional[str], who, source, a
 
 @main.command()
 @click.option("--prompt", is_flag=True, help="Print it as prompt text for an agent.")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000),
+@click.option("--limit", "-n", "limit", metavar="N", default=50, show_default=True, type=click.IntRange(1, 1000),
               help="At most this many commits and memories.")
 @json_option
 @pass_store
