@@ -154,3 +154,18 @@ def test_a_ref_moved_onto_an_annotated_tag_is_an_error_that_recover_repairs(repo
     added = json.loads(gitmem(repo, "fact", "add", "written after", "--json").stdout)["id"]
     listed = json.loads(gitmem(repo, "list", "--json").stdout)["memories"]
     assert [m["id"] for m in listed] == [first, added]
+
+
+def test_contradictory_doctor_options_are_refused_before_anything_is_changed(repo):
+    """--remotes with --offline is a usage error; it once came after --drop-invalid had already
+    written its commit."""
+    gitmem(repo, "fact", "add", "a good memory")
+    tree = git(repo, "rev-parse", "refs/memory/main^{tree}").strip()
+    blob = git(repo, "hash-object", "-w", "--stdin", input="# not memory\n").strip()
+    entries = git(repo, "ls-tree", tree) + f"100644 blob {blob}\tREADME.md\n"
+    planted = git(repo, "mktree", input=entries).strip()
+    tip = git(repo, "commit-tree", planted, "-p", "refs/memory/main", "-m", "planted").strip()
+    git(repo, "update-ref", "refs/memory/main", tip)
+    result = gitmem(repo, "doctor", "--drop-invalid", "--remotes", "--offline", check=False)
+    assert result.returncode == 2 and "contradict" in result.stderr
+    assert git(repo, "rev-parse", "refs/memory/main").strip() == tip

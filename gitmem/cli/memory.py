@@ -444,14 +444,14 @@ def doctor(store: Store, fix: bool, recover: bool, drop_invalid: bool, full: boo
     from ..refs import clear_stale_lock, lock_file
     from ..remote import doctor_problems
 
+    if ask_remotes and offline:  # before --fix, --recover or --drop-invalid change anything
+        raise click.UsageError("--remotes and --offline contradict each other: give one")
     fixed = recovered = None
     if fix and lock_file(store.repo, store.ref) is not None:
         fixed = clear_stale_lock(store.repo, store.ref)
     if recover:
         recovered = recover_ref(store)
     dropped = drop(store) if drop_invalid else []
-    if ask_remotes and offline:
-        raise click.UsageError("--remotes and --offline contradict each other: give one")
     problems = check(store, full=full) + (doctor_problems(store.repo) if ask_remotes else [])
     errors = [p for p in problems if p.level == "error"]
     if as_json:
