@@ -220,3 +220,11 @@ def test_context_ttl_auto_skips_a_request_line_torn_inside_a_character(run, repo
     log.write_bytes(b'{"command": "router", "kind": "request", "question": "caf\xc3')
     result = run("context", "--ttl", "auto", "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["ttl"] in ("5m", "1h", "none")
+
+
+def test_ask_and_messages_help_name_both_variables_that_choose_the_api():
+    """--backend auto goes to ANTHROPIC_BASE_URL when it is set, key or not (open_backend); ask's
+    --help named only ANTHROPIC_API_KEY."""
+    for command in ("ask", "messages"):
+        text = " ".join(CliRunner().invoke(main, [command, "--help"]).output.split())
+        assert "ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL is set" in text, command

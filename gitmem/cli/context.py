@@ -147,7 +147,8 @@ def guide_show(store: Store, as_json: bool) -> None:
 @click.option("--model", default="claude-haiku-4-5", show_default=True)
 @click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True)
 @click.option("--backend", type=click.Choice(["auto", "emulator", "anthropic"]), default="auto", show_default=True,
-              help="auto: the API with ANTHROPIC_API_KEY set, else the in-process emulator.")
+              help="auto: the real API when ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL is set, else the in-process "
+                   "emulator.")
 @json_option
 @pass_store
 def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json) -> None:
