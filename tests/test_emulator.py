@@ -241,6 +241,42 @@ def test_an_entry_exactly_20_blocks_back_is_a_miss(emu):
     assert got["cache_creation_input_tokens"] == tokens_through(far, 27)
 
 
+def sdk_client(emulator):
+    """The official SDK, talking to ``emulator`` in-process."""
+    import anthropic
+    import httpx2
+
+    return anthropic.Anthropic(api_key="k", base_url="http://emulator.invalid",
+                               http_client=httpx2.Client(transport=emulator.transport()))
+
+
+# PC (the lookback window, as the page reads since mid-2026, quoted in the commit): "a run of
+# consecutive tool_use blocks counts as one position, and so does a run of consecutive tool_result
+# blocks, so a turn with many parallel tool calls doesn't push the previous request's entry out of
+# the window on its own."
+def test_a_run_of_parallel_tool_calls_counts_as_one_lookback_position(emu):
+    client = sdk_client(emu)
+    tools = [{"name": "read", "description": "Read a file.", "input_schema": {"type": "object", "properties": {}}}]
+    ask = {"role": "user", "content": [{"type": "text", "text": "Read the 25 files."}]}
+    first = {"model": SONNET, "max_tokens": 100, "system": GUIDE, "tools": tools,
+             "messages": [{**ask, "content": [{**ask["content"][0], "cache_control": {"type": "ephemeral"}}]}]}
+    client.messages.create(**first)
+    calls = [{"type": "tool_use", "id": f"toolu_{i:02d}", "name": "read", "input": {"n": i}} for i in range(25)]
+    results = [{"type": "tool_result", "tool_use_id": f"toolu_{i:02d}", "content": f"file {i}"} for i in range(25)]
+    results[-1]["cache_control"] = {"type": "ephemeral"}
+    # 51 blocks after the first request's breakpoint, but 2 positions: the tool_use run and the tool_result run
+    second = {**first, "messages": [ask, {"role": "assistant", "content": calls}, {"role": "user", "content": results}]}
+    got = client.messages.create(**second).usage
+    assert got.cache_read_input_tokens == tokens_through(first, 2)
+    assert got.cache_creation_input_tokens == count_request_tokens(second) - tokens_through(first, 2)
+    # without runs (tool_use and text alternating) the same 50 blocks are 50 positions: a miss
+    chatty = [block for call in calls for block in (call, {"type": "text", "text": "and"})][:-1]
+    emu.cache.clear()
+    client.messages.create(**first)
+    third = {**first, "messages": [ask, {"role": "assistant", "content": chatty}, {"role": "user", "content": results}]}
+    assert client.messages.create(**third).usage.cache_read_input_tokens == 0
+
+
 # PC: "Cache hits require 100% identical prompt segments, including all text and images up to and
 # including the block marked with cache control"; caches are model-specific.
 def test_any_change_before_the_breakpoint_misses_and_a_change_after_it_does_not(emu):

@@ -31,7 +31,7 @@ from urllib.parse import parse_qs
 from ..pricing import DEFAULT_TABLE, ModelPrice, PriceTable
 from ..usage import Usage
 from ..tokens import ESTIMATE_ERROR, count_tokens, truncate_to_tokens
-from .cache import PromptCache
+from .cache import PromptCache, lookback_positions
 from .clock import RealClock, WallClock
 from .reply import respond, tool_use_tokens
 from .validate import MAX_REQUEST_BYTES, ApiError, invalid, parse_json, parse_request
@@ -229,6 +229,7 @@ class Emulator:
                 parsed.breakpoints,
                 cacheable_minimum(parsed.model),
                 self.clock.now(),
+                lookback_positions([block.block.get("type") for block in parsed.blocks]),
             )
             message_id = self._next_id("msg_", raw)
         content = respond(data)

@@ -10,7 +10,8 @@ on" record them):
 - From each breakpoint the service also checks earlier block boundaries for a hit: it "checks at
   most 20 positions per breakpoint, counting the breakpoint itself as the first", so an entry
   exactly 20 blocks back "is one position outside the window, so there is no cache hit". The
-  longest hit wins.
+  longest hit wins. A position is a block, except that "a run of consecutive tool_use blocks counts
+  as one position, and so does a run of consecutive tool_result blocks" (:func:`lookback_positions`).
 - ``{"type": "ephemeral"}`` lives 5 minutes, ``{"type": "ephemeral", "ttl": "1h"}`` one hour; a hit
   refreshes the entry at no extra cost (the pricing page's column is "Cache hits & refreshes").
   A hit refreshes the entry with the TTL it was written with: the docs say nothing of a 5-minute
@@ -38,6 +39,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 LOOKBACK_BLOCKS = 20
+#: Block types whose consecutive runs count as one lookback position.
+RUN_TYPES = ("tool_use", "tool_result")
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,20 @@ def prefix_keys(seed: str, canonical_blocks: Sequence[str]) -> List[str]:
     return keys
 
 
+def lookback_positions(block_types: Sequence[Optional[str]]) -> List[int]:
+    """The lookback position of each block: one per block, but one per run of tool_use or tool_result blocks.
+
+    The caching docs: "a run of consecutive tool_use blocks counts as one position, and so does a run
+    of consecutive tool_result blocks, so a turn with many parallel tool calls doesn't push the
+    previous request's entry out of the window on its own."
+    """
+    positions: List[int] = []
+    for index, kind in enumerate(block_types):
+        same_run = index > 0 and kind in RUN_TYPES and block_types[index - 1] == kind
+        positions.append(positions[-1] if same_run else (positions[-1] + 1 if positions else 0))
+    return positions
+
+
 def cumulative(tokens: Sequence[int]) -> List[int]:
     total, out = 0, []
     for n in tokens:
@@ -150,15 +167,18 @@ class PromptCache:
         with self._lock:
             self._entries = entries
 
-    def find_hit(self, keys: Sequence[str], breakpoints: Sequence[Breakpoint], now: float) -> Optional[int]:
+    def find_hit(self, keys: Sequence[str], breakpoints: Sequence[Breakpoint], now: float,
+                 positions: Optional[Sequence[int]] = None) -> Optional[int]:
         """The highest block index with a live entry among the 20 positions of some breakpoint.
 
-        The positions are the breakpoint's own block and the 19 before it.
+        The positions are the breakpoint's own and the 19 before it; ``positions`` gives each block's
+        (:func:`lookback_positions`), one per block when omitted.
         """
+        pos = list(range(len(keys))) if positions is None else positions
         hit: Optional[int] = None
         for bp in breakpoints:
-            for index in range(bp.index, max(-1, bp.index - LOOKBACK_BLOCKS), -1):
-                if hit is not None and index <= hit:
+            for index in range(bp.index, -1, -1):
+                if pos[index] <= pos[bp.index] - LOOKBACK_BLOCKS or (hit is not None and index <= hit):
                     break
                 if self._live(keys[index], now) is not None:
                     hit = index
@@ -172,16 +192,18 @@ class PromptCache:
         breakpoints: Sequence[Breakpoint],
         min_tokens: int,
         now: float,
+        positions: Optional[Sequence[int]] = None,
     ) -> Outcome:
         """Serve one request: find the hit, refresh it, write entries after it, return the usage.
 
         ``keys`` and ``tokens`` are per block (see :func:`prefix_keys`); ``breakpoints`` are
-        validated already (at most 4, sorted, no 1h after 5m).
+        validated already (at most 4, sorted, no 1h after 5m); ``positions`` are the blocks'
+        lookback positions (:func:`lookback_positions`).
         """
         upto = cumulative(tokens)
         total = upto[-1] if upto else 0
         with self._lock:
-            hit = self.find_hit(keys, breakpoints, now)
+            hit = self.find_hit(keys, breakpoints, now, positions)
             read = upto[hit] if hit is not None else 0
             if hit is not None:
                 self._refresh(keys, hit, breakpoints, now)
