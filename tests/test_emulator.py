@@ -444,6 +444,28 @@ def test_speed_format_and_effort_invalidate_what_the_docs_say(emu, change, survi
     assert got["cache_read_input_tokens"] == kept and got["cache_creation_input_tokens"] > 0
 
 
+# PC, "What invalidates the cache": "Citations toggle | ✓ | ✘ | ✘ | Enabling/disabling citations modifies
+# the system prompt": the tools cache survives, the system and message caches do not.
+def test_toggling_citations_invalidates_the_system_and_message_caches(emu):
+    def chat(cite):
+        document = {"type": "document", "title": "Refund policy", "citations": {"enabled": cite},
+                    "source": {"type": "text", "media_type": "text/plain", "data": "Refunds go through the ledger."}}
+        return {"model": SONNET, "max_tokens": 50,
+                "tools": [{"name": "lookup", "description": GUIDE, "input_schema": {"type": "object"},
+                           "cache_control": {"type": "ephemeral"}}],
+                "system": [{"type": "text", "text": GUIDE, "cache_control": {"type": "ephemeral"}}],
+                "messages": [{"role": "user", "content": [
+                    document, {"type": "text", "text": "How are refunds paid?", "cache_control": {"type": "ephemeral"}}]}]}
+
+    client = sdk_client(emu)
+    client.messages.create(**chat(False))
+    on = client.messages.create(**chat(True)).usage
+    assert on.cache_read_input_tokens == tokens_through(chat(True), 0)  # the tools entry only
+    assert on.cache_creation_input_tokens == count_request_tokens(chat(True)) - tokens_through(chat(True), 0)
+    off = client.messages.create(**chat(False)).usage  # back off: the first request's entries are live again
+    assert off.cache_read_input_tokens == count_request_tokens(chat(False))
+
+
 def test_naming_the_default_tool_choice_keeps_the_message_cache(emu):
     """{"type": "auto"} is what no tool_choice means when tools are given: no choice changed, no cache lost."""
     def chat(choice):

@@ -291,6 +291,15 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _citations_on(blocks: List[PromptBlock]) -> bool:
+    """Whether any document block (also inside a tool_result) has ``citations: {"enabled": true}``."""
+    parts = [b.block for b in blocks]
+    parts += [part for b in blocks if b.block.get("type") == "tool_result" and isinstance(b.block.get("content"), list)
+              for part in b.block["content"] if isinstance(part, Mapping)]
+    return any(part.get("type") == "document" and isinstance(part.get("citations"), Mapping)
+               and part["citations"].get("enabled") is True for part in parts)
+
+
 def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock]) -> List[str]:
     """What each block contributes to the cumulative cache key.
 
@@ -300,17 +309,20 @@ def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock]) -> Li
     caching docs' table "What invalidates the cache" lists tool choice, thinking parameters, effort and
     "adding/removing images anywhere in the prompt" as invalidating the message blocks (not tools or
     system). So an image added *after* a breakpoint still misses the message cache. The speed
-    (``speed: "fast"``) and the structured-output format (``output_config.format``) are mixed into the
-    first system block (else the first message block): the table has switching speed invalidate the
-    system and message caches, and the structured-outputs page has a changed format "invalidate any
-    prompt cache for that conversation thread" (its schema is read as part of the system prompt).
+    (``speed: "fast"``), the structured-output format (``output_config.format``) and whether citations
+    are on are mixed into the first system block (else the first message block): the table has
+    switching speed invalidate the system and message caches, and "Enabling/disabling citations
+    modifies the system prompt" (tools cache kept, system and messages lost), and the
+    structured-outputs page has a changed format "invalidate any prompt cache for that conversation
+    thread" (its schema is read as part of the system prompt).
     """
     images = [_canonical(b.block) for b in blocks if b.block.get("type") == "image"]
     images += [_canonical(part) for b in blocks if b.block.get("type") == "tool_result"
                and isinstance(b.block.get("content"), list)
                for part in b.block["content"] if isinstance(part, Mapping) and part.get("type") == "image"]
     config: Mapping[str, Any] = body["output_config"] if isinstance(body.get("output_config"), Mapping) else {}
-    output = {"speed": body.get("speed"), "format": config.get("format")}
+    output = {"speed": body.get("speed"), "format": config.get("format"),
+              **({"citations": True} if _citations_on(blocks) else {})}
     material = []
     first_message = first_system = True
     for block in blocks:
