@@ -334,7 +334,7 @@ def build_server(path: str = ".", branch: Optional[str] = None):
     return server
 
 
-def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, port: int = 8765) -> None:
+def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, port: int = 8767) -> None:
     """Run until the client disconnects: stdio by default, or streamable HTTP on 127.0.0.1."""
     from .repo import open_repository
 

@@ -55,3 +55,17 @@ def test_the_library_runs_on_one_thread_whichever_thread_asks():
 
     with pytest.raises(GitmemError, match="no such memory"):
         on_library_thread(fails)
+
+
+def test_the_servers_default_ports_differ_so_all_can_run_at_once():
+    """An offline Claude Code session runs the emulator, the router and an MCP server over HTTP together."""
+    from gitmem.cli import main
+
+    def port_of(*names: str) -> int:
+        command = main
+        for name in names:
+            command = command.get_command(None, name)  # type: ignore[attr-defined]
+        return next(p.default for p in command.params if p.name == "port")
+
+    ports = [port_of("ui"), port_of("emulator", "serve"), port_of("router", "serve"), port_of("mcp")]
+    assert len(set(ports)) == 4, ports
