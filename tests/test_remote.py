@@ -76,6 +76,12 @@ def test_fetch_puts_the_remotes_memory_beside_local_memory_never_over_it(alice, 
                                     "new": Store.open(str(alice)).own_tip()}]
     assert bob_store.repo.references["refs/memory-remotes/origin/main"].target == \
         Store.open(str(alice)).repo.references["refs/memory/main"].target
+    tip = Store.open(str(alice)).own_tip()
+    assert gitmem(bob, "fetch").stdout == f"refs/memory-remotes/origin/main: up to date {tip[:10]}\n"
+    gitmem(alice, "add", "fact", "more from alice")
+    gitmem(alice, "push")
+    moved = Store.open(str(alice)).own_tip()
+    assert gitmem(bob, "fetch").stdout == f"refs/memory-remotes/origin/main: {tip[:10]}..{moved[:10]}\n"  # once each
 
 
 def test_push_after_a_teammate_pushed_fetches_merges_and_lands_without_force(alice, bob, origin):

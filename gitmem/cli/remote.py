@@ -115,9 +115,9 @@ def fetch(ctx, remote, branch, as_json) -> None:
         emit_json(result.to_dict())
     else:
         for b in result.branches:
-            change = "new" if not b.old else ("deleted" if not b.new else
-                                             ("up to date" if b.old == b.new else f"{_short(b.old)}..{_short(b.new)}"))
-            click.echo(f"{b.ref}: {change} {_short(b.new)}")
+            change = f"new {_short(b.new)}" if not b.old else (f"deleted (was {_short(b.old)})" if not b.new else (
+                f"up to date {_short(b.new)}" if b.old == b.new else f"{_short(b.old)}..{_short(b.new)}"))
+            click.echo(f"{b.ref}: {change}")
         if not result.branches:
             click.echo(f"{result.remote} has no memory yet", err=True)
     fail_if_refused(result.refused)
