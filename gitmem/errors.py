@@ -73,6 +73,11 @@ class ConcurrentUpdate(GitmemError):
         )
 
 
+class Changed(GitmemError):
+    """The memory is no longer the version the writer saw (another process wrote it since): a write decided
+    on the old version is refused, so it never lands on a newer one nobody looked at."""
+
+
 class RefLocked(GitmemError):
     """Another process holds (or a dead one left) the ref's lock file."""
 

@@ -517,6 +517,14 @@ def dump_yaml(m: Memory) -> bytes:
     ).encode("utf-8")
 
 
+def version(m: Memory) -> str:
+    """A short fingerprint of ``m`` as stored: a form carries the one it showed, so a write can tell
+    whether the memory changed since (:class:`~gitmem.errors.Changed`)."""
+    import hashlib
+
+    return hashlib.sha1(dump_yaml(m)).hexdigest()[:16]
+
+
 @lru_cache(maxsize=1)
 def safe_loader() -> Any:
     """PyYAML's safe loader class (its C one where PyYAML was built with libyaml, imported on first use),

@@ -16,7 +16,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 import pygit2
 
 from . import gitdir, model
-from .errors import AmbiguousId, BranchError, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
+from .errors import AmbiguousId, BranchError, Changed, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
 from .gitdir import GitDir
 from .index import Entry, code_key
 from .model import Author, Memory, Problem
@@ -567,8 +567,9 @@ class Store:
         return self.commit(apply, op="edit", author=author, source=source)
 
     def retract(self, memory_id: str, *, reason: Optional[str] = None, author: Optional[Author] = None,
-                source: str = "api") -> Write:
-        """Mark a memory retracted: kept in history and in the tree, out of lists and context."""
+                source: str = "api", seen: Optional[str] = None) -> Write:
+        """Mark a memory retracted: kept in history and in the tree, out of lists and context. ``seen``: the
+        :func:`~gitmem.model.version` the writer decided on; a memory changed since raises :class:`Changed`."""
         from .redact import redact_fields  # the secret rules load with the first write, not with every read
 
         author = author or default_author(self.repo)
@@ -577,6 +578,8 @@ class Store:
             path, old = snap.find(memory_id)
             if old.status != "active":
                 raise GitmemError(f"{old.id} is already {old.status}")
+            if seen is not None and model.version(old) != seen:
+                raise Changed(f"{old.id} changed since you opened it: read this version, then retract it again")
             new = old.evolve(status="retracted", updated=model.utc_now())
             return Built({path: model.dump_yaml(new)}, new, redacted)
 

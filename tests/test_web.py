@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("starlette")
 from starlette.testclient import TestClient  # noqa: E402
 
-from conftest import ROOT, git, gitmem  # noqa: E402
+from conftest import ROOT, git, gitmem, gitmem_process  # noqa: E402
 from gitmem import Store  # noqa: E402
 from gitmem.model import Author  # noqa: E402
 from gitmem.web import create_app  # noqa: E402
@@ -29,6 +29,11 @@ def client(path, base_url=LOCAL) -> TestClient:
 def csrf(page_html: str) -> str:
     """The token exactly as a browser gets it: from the hidden field of a form on the page."""
     return re.search(r'name="csrf" value="([^"]+)"', page_html).group(1)
+
+
+def seen(page_html: str) -> str:
+    """The version of the memory the retract form showed (its hidden field)."""
+    return re.search(r'name="seen" value="([^"]+)"', page_html).group(1)
 
 
 def ids_on(page_html: str):
@@ -275,6 +280,21 @@ def test_retract_through_the_form(repo, store, web):
     assert Store.open(str(repo)).get(w.memory.id).status == "retracted"
     again = web.post("/retract", data={"csrf": csrf(page), "branch": "main", "id": w.memory.id})
     assert again.status_code == 400 and "already retracted" in again.text
+
+
+def test_a_retract_form_opened_before_someone_else_edited_the_memory_is_refused_and_shows_the_edit(repo, store, web):
+    """The person decided on the version the page showed: a newer one (another process's edit) is shown
+    to them first, never retracted unseen; the form on the refusal page then retracts it."""
+    w = store.add("fact", "The API is v1")
+    page = web.get(f"/memory/{w.memory.id}").text
+    gitmem_process(repo, "edit", w.memory.id, "--text", "The API is v2, and v1 stays up until June")  # another process
+    form = {"csrf": csrf(page), "branch": "main", "id": w.memory.id, "seen": seen(page), "reason": "old"}
+    r = web.post("/retract", data=form)  # the form as the browser sends it, hidden fields and all
+    assert r.status_code == 409
+    assert "changed since" in r.text and "The API is v2, and v1 stays up until June" in r.text
+    assert Store.open(str(repo)).get(w.memory.id).status == "active"
+    r = web.post("/retract", data={**form, "seen": seen(r.text)})
+    assert r.status_code == 303 and Store.open(str(repo)).get(w.memory.id).status == "retracted"
 
 
 # --- branches and conflicts ----------------------------------------------------------------

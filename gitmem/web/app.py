@@ -32,7 +32,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..errors import GitmemError, NotFound
+from ..errors import Changed, GitmemError, NotFound
 from ..model import ID_RE, Author
 from ..serving import on_library_thread, refusal
 from ..warm import Warm
@@ -214,21 +214,25 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
     def memory(request: Request) -> Response:
         return memory_view(request.query_params)
 
-    @page
-    def one_memory(request: Request) -> Response:
+    def one_memory_view(branch: Optional[str], memory_id: str, params: Mapping[str, str], *,
+                        error: Optional[str] = None, status: int = 200) -> HTMLResponse:
         from ..audit import code_commits, versions
         from ..model import dump_yaml
         from ..search import is_stale
 
-        store = open_store(request.query_params.get("branch"))
-        m = store.get(request.path_params["id"])
+        store = open_store(branch)
+        m = store.get(memory_id)
         linked = list(m.commits) + ([m.commit] if m.commit else [])
         body = pages.one_memory_page(
             repo=repo_label, branch=store.branch, m=m, yaml_text=dump_yaml(m).decode("utf-8"),
             versions=versions(store, m.id), commits=code_commits(store.repo, linked),
             stale=is_stale(m, store.current_blobs([m])), csrf=token, who=person(store),
-            flash=done(request.query_params))
-        return html(body)
+            flash=done(params), error=error)
+        return html(body, status)
+
+    @page
+    def one_memory(request: Request) -> Response:
+        return one_memory_view(request.query_params.get("branch"), request.path_params["id"], request.query_params)
 
     # --- audit -------------------------------------------------------------------
 
@@ -370,7 +374,13 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         try:
             store = open_store(form.get("branch"))
             w = store.retract(form.get("id", ""), reason=form.get("reason", "").strip() or None,
-                              author=person(store), source=SOURCE)
+                              author=person(store), source=SOURCE, seen=form.get("seen") or None)
+        except Changed as e:  # decided on an older version: show the newer one, with a form for it
+            try:
+                return one_memory_view(form.get("branch"), form.get("id", ""), {}, error=f"Not retracted: {e}",
+                                       status=409)
+            except GitmemError:
+                return failure(e)
         except GitmemError as e:
             return failure(e)
         return RedirectResponse(url(f"/memory/{w.memory.id}", branch=store.branch, retracted=w.memory.id),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Optional, Sequence
 
-from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory
+from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, version
 from ..policy import FIXED
 from .html import Safe, h, join, options, url
 
@@ -178,9 +178,11 @@ def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versio
     if m.status == "active":
         retract = h("""<form method="post" action="/retract" class="retract">{csrf}
 <input type="hidden" name="branch" value="{branch}"><input type="hidden" name="id" value="{id}">
+<input type="hidden" name="seen" value="{seen}">
 <label>Reason <input name="reason" placeholder="why it no longer holds"></label>
 <button type="submit" class="danger">Retract</button> <span class="hint">as {who}, source web-ui</span></form>""",
-                    csrf=csrf_field(csrf), branch=branch, id=m.id, who=author_line(who.name, who.email, "human"))
+                    csrf=csrf_field(csrf), branch=branch, id=m.id, seen=version(m),
+                    who=author_line(who.name, who.email, "human"))
     body = h("""<p><a href="{back}">&larr; memory of {branch}</a></p>{card}{links}{retract}
 <section><h2>YAML</h2><pre class="yaml">{yaml}</pre></section>
 <section><h2>Linked code commits</h2>{linked}</section>
