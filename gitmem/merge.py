@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 import pygit2
 
 from . import model
-from .errors import GitmemError, InvalidMemory, NotFound, Untrusted
+from .errors import Changed, GitmemError, InvalidMemory, NotFound, Untrusted
 from .model import Author, Memory
 from .records import (CONFLICT_FIELDS, CONFLICTS_DIR, Conflict, conflict_path, dump_conflict, from_future,
                       merge_records)
@@ -337,10 +337,11 @@ def conflicts_and_problems(store: Store, at: Optional[str] = None) -> Tuple[List
 
 
 def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values: Optional[Dict[str, Any]] = None,
-            author: Optional[Author] = None, source: str = "cli") -> Write:
+            author: Optional[Author] = None, source: str = "cli", seen: Optional[str] = None) -> Write:
     """Settle a conflict in one commit: ``take`` "ours" or "theirs" for the clashing
     fields, or give ``values`` (field -> value, e.g. edited text). Other fields keep
-    their merged values. Returns the store's :class:`Write`."""
+    their merged values. ``seen``: the :meth:`~gitmem.records.Conflict.version` the choice was made on; a
+    conflict that is another one now raises :class:`~gitmem.errors.Changed`. Returns the store's :class:`Write`."""
     from .redact import redact_fields
     from .repo import default_author
 
@@ -357,6 +358,8 @@ def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values:
             raise GitmemError(f"no unresolved conflict for {memory_id!r}" if not found
                               else f"{memory_id!r} matches {len(found)} conflicts")
         c = found[0]
+        if seen is not None and c.version() != seen:
+            raise Changed(f"the conflict on {c.id} changed since you opened it: read it again, then choose")
         path, current = snap.find(c.id)
         bad = set(values or ()) - set(CONFLICT_FIELDS)
         if bad:

@@ -68,6 +68,11 @@ class Conflict:
     def swapped(self) -> "Conflict":
         return Conflict(self.id, self.fields, self.base, self.theirs, self.ours)
 
+    def version(self) -> str:
+        """A fingerprint of the two versions a person is shown (:func:`gitmem.model.version` of each): a form
+        carries it, so a choice made on them never settles another conflict on the same memory."""
+        return model.version(self.ours)[:8] + model.version(self.theirs)[:8]
+
     def to_dict(self) -> Dict[str, Any]:
         return {"id": self.id, "type": self.ours.type, "fields": list(self.fields),
                 "base": self.base.to_dict() if self.base else None,

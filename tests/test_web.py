@@ -32,7 +32,7 @@ def csrf(page_html: str) -> str:
 
 
 def seen(page_html: str) -> str:
-    """The version of the memory the retract form showed (its hidden field)."""
+    """The version of the memory (or of the conflict) the first write form on the page showed (its hidden field)."""
     return re.search(r'name="seen" value="([^"]+)"', page_html).group(1)
 
 
@@ -338,6 +338,27 @@ def test_resolve_keeps_the_chosen_side_and_clears_the_conflict(repo, store, web,
     assert log.startswith("Test Human <human@example.com>\nresolve decision:") and "Memory-Source: web-ui" in log
     again = web.post("/resolve", data={"csrf": csrf(page), "branch": "main", "id": conflicted, "take": "theirs"})
     assert again.status_code == 400 and "no unresolved conflict" in again.text
+
+
+def test_a_resolve_form_opened_before_the_conflict_changed_is_refused_and_shows_the_new_one(repo, store, web,
+                                                                                           conflicted):
+    """The choice was made between the two versions the page showed: settled elsewhere and then in conflict
+    again on the same memory, the new conflict is shown first, never settled with a side nobody saw."""
+    from gitmem.merge import merge_into, resolve
+
+    page = web.get("/branches").text
+    resolve(store, conflicted, take="ours")  # settled elsewhere...
+    feature = Store.open(str(repo), "feature")
+    feature.edit(conflicted, text="Timeouts are 5 seconds")
+    store.edit(conflicted, text="Timeouts are 90 seconds")
+    assert [c.id for c in merge_into(store, feature.own_tip()).conflicts] == [conflicted]  # ...and in conflict again
+    form = {"csrf": csrf(page), "branch": "main", "id": conflicted, "take": "theirs", "seen": seen(page)}
+    r = web.post("/resolve", data=form)
+    assert r.status_code == 409 and "changed since" in r.text
+    assert "Timeouts are 5 seconds" in r.text and "Timeouts are 90 seconds" in r.text
+    assert Store.open(str(repo)).get(conflicted).text == "Timeouts are 90 seconds"  # nothing settled
+    r = web.post("/resolve", data={**form, "seen": seen(r.text)})
+    assert r.status_code == 303 and Store.open(str(repo)).get(conflicted).text == "Timeouts are 5 seconds"
 
 
 # --- audit trail -----------------------------------------------------------------------------

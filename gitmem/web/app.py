@@ -395,10 +395,11 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
             take = form.get("take", "")
             if take not in ("ours", "theirs"):
                 raise GitmemError("choose which side to keep: ours or theirs")
-            w = resolve_conflict(store, form.get("id", ""), take=take, author=person(store), source=SOURCE)
-        except GitmemError as e:
+            w = resolve_conflict(store, form.get("id", ""), take=take, author=person(store), source=SOURCE,
+                                 seen=form.get("seen") or None)
+        except GitmemError as e:  # a conflict changed since the page showed it (409) is shown as it is now
             try:
-                return branches_view({}, error=f"Not resolved: {e}", status=400)
+                return branches_view({}, error=f"Not resolved: {e}", status=409 if isinstance(e, Changed) else 400)
             except GitmemError:
                 return failure(e)
         return RedirectResponse(url("/branches", resolved=w.memory.id), status_code=303)

@@ -294,8 +294,9 @@ def conflict_box(branch: str, c: Any, csrf: str, who: Any) -> Safe:
                       _field(c.base, name), _field(c.ours, name), _field(c.theirs, name)))
     buttons = join(h("""<form method="post" action="/resolve" class="inline">{csrf}
 <input type="hidden" name="branch" value="{branch}"><input type="hidden" name="id" value="{id}">
-<input type="hidden" name="take" value="{take}"><button type="submit">Keep {label}</button></form>""",
-                     csrf=csrf_field(csrf), branch=branch, id=c.id, take=take, label=label)
+<input type="hidden" name="take" value="{take}"><input type="hidden" name="seen" value="{seen}">
+<button type="submit">Keep {label}</button></form>""",
+                     csrf=csrf_field(csrf), branch=branch, id=c.id, take=take, seen=c.version(), label=label)
                    for take, label in (("ours", "ours"), ("theirs", "theirs")))
     return h("""<div class="conflict" id="conflict-{id}"><h3>Conflict in {type} <a href="{href}"><code>{id}</code></a></h3>
 <table><thead><tr><th>Field</th><th>Base</th><th>Ours</th><th>Theirs</th></tr></thead><tbody>{rows}</tbody></table>
