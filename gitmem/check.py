@@ -44,6 +44,10 @@ PART_MARGIN = 0.03
 PART_MATCH = 0.6
 PART_NOVELTY = 0.3
 PART_COVER = 0.8
+#: A proposal that has at least this share of its word weight in a rejection's reason alone (words its option
+#: does not use), and more there than in the option, proposes what the reason says was done instead
+#: (:func:`answered_by_reason`). One or two stray words of a reason ("reader", "markdown") are not that.
+REASON_SHARE = 1 / 3
 #: At most this many sentences of a proposal are judged one by one (each costs a query embedding).
 MAX_PARTS = 8
 #: What each answer says decided it (:attr:`Check.judge`).
@@ -191,6 +195,8 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
             repeat = False
         if option is not None and nearest_decision > cosine:
             repeat = False  # nearer to what the team chose than to what it rejected
+        if answered_by_reason(m, mine, theirs, weight):
+            repeat = False  # proposes what the reason says was done instead: buffer in RAM against a rejected write-each
         if side * (stance(m.text) or stance(m.title or "")) < 0:
             repeat = False  # both take a stance (the text's, else the title's), opposite ones: keep X against a rejected drop X
         if part and repeat:  # one sentence of a longer proposal: stronger evidence
@@ -286,6 +292,18 @@ def covered(m: Memory, mine: set, weight: Callable[[str], float]) -> float:
     option = content_terms(f"{m.title or ''} {m.text}")
     total = sum(weight(t) for t in option)
     return sum(weight(t) for t in option & mine) / total if total else 0.0
+
+
+def answered_by_reason(m: Memory, mine: set, theirs: set, weight: Callable[[str], float]) -> bool:
+    """Whether a proposal shares at least as much word weight with the rejection's reason alone (its words
+    the option does not use) as with the rejected option: a reason says why, and often what the team does
+    instead ("readings are buffered in RAM and flushed every 12"), so a proposal that shares a good part of
+    its words with the reason, and more than with the option, is that alternative,
+    not the option. A paraphrase of the option shares its words, seldom the reason's."""
+    reason = content_terms(m.reason or "") - theirs
+    because = sum(weight(t) for t in mine & reason)
+    mass = sum(weight(t) for t in mine) or 1.0
+    return because >= REASON_SHARE * mass and because > sum(weight(t) for t in mine & theirs)
 
 
 def names(text: str) -> set:

