@@ -25,7 +25,6 @@ from __future__ import annotations
 import heapq
 import math
 import re
-import unicodedata
 from collections import Counter, OrderedDict
 from datetime import date, datetime, timezone
 from functools import lru_cache
@@ -93,6 +92,8 @@ def tokenize(text: str) -> List[str]:
     same word as the one-character é, so a search or a check finds the memory written either way."""
     out: List[str] = []
     if not text.isascii():
+        import unicodedata  # here: a 1 MB extension that ASCII text, most of it, never needs
+
         text = unicodedata.normalize("NFC", text)
     for word in _WORD.findall(text.lower()):
         if word.isascii():
