@@ -330,6 +330,10 @@ def _fetch_incoming(repo, remote: str, wanted: Sequence[str], refused: List[Any]
     if not wanted:
         return {}
     args = [*FSCK_CONFIG, "fetch", "--quiet", "--no-tags", "--recurse-submodules=no"]  # options git 2.8 knows
+    if config_get(repo, f"remote.{remote}.partialCloneFilter"):
+        # A partial clone's fetches take its filter (blob:none ...), memory's too: libgit2 cannot fetch the
+        # blobs left out later, so the memory would be unreadable. Such a clone's git knows --no-filter.
+        args.append("--no-filter")
     specs = [f"+{memory_ref(b)}:{_incoming_ref(remote, b)}" for b in wanted]
     result = _git(repo, args + [remote, *specs], interactive=interactive, what=f"fetch from {remote}")
     if result.returncode != 0:

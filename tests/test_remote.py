@@ -166,6 +166,21 @@ def test_a_fresh_clone_sees_the_teams_memory_after_gitmem_pull(alice, origin, tm
     assert "Redis for the job queue" in listed and "because: ops won't run it" in listed
 
 
+def test_a_partial_clone_pulls_the_memory_whole(alice, origin, tmp_path):
+    """`git clone --filter=blob:none`: the clone's filter would leave the memory's blobs behind too."""
+    gitmem(alice, "add", "decision", "Queue jobs in Postgres", "--because", "no new service")
+    gitmem(alice, "push")
+    git(origin, "config", "uploadpack.allowFilter", "true")
+    git(tmp_path, "clone", "-q", "--filter=blob:none", origin.as_uri(), "partial")
+    partial = tmp_path / "partial"
+    assert git(partial, "config", "remote.origin.partialclonefilter").strip() == "blob:none"
+
+    pulled = json.loads(gitmem(partial, "pull", "--json").stdout)
+
+    assert pulled["refused"] == [] and texts(partial) == {"Queue jobs in Postgres"}
+    assert "ok" in gitmem(partial, "doctor").stdout
+
+
 def test_init_fetch_does_the_first_fetch(alice, origin, tmp_path):
     gitmem(alice, "add", "fact", "the team knows this")
     gitmem(alice, "push")
