@@ -115,7 +115,36 @@ def open_repository(path: str = ".") -> pygit2.Repository:
         common = common_dir(repo)
         if os.path.realpath(os.path.join(here, shared)) != os.path.realpath(common):
             raise GitmemError(f"GIT_COMMON_DIR={shared} is not supported (libgit2 reads {common}): unset it")
+    follow_shared_repository(config_get(repo, "core.sharedRepository"))
     return repo
+
+
+#: core.sharedRepository's names, as the umask bits each clears: group may read and write (rwx on folders),
+#: everybody also reads.
+_SHARED = {**dict.fromkeys(("group", "true", "yes", "on", "1"), 0o070),
+           **dict.fromkeys(("all", "world", "everybody", "2"), 0o075)}
+
+
+def follow_shared_repository(value: Optional[str]) -> None:
+    """`git init --shared=group`: git makes each object, ref and folder it writes there readable by the group
+    whatever the writer's umask; libgit2 does not, so memory one teammate wrote under umask 077 would be
+    objects and refs the others' git cannot read ("fatal: bad object refs/memory/main"). This process's umask
+    is loosened to match (an octal value, as git, sets the mode exactly; folders get x where r)."""
+    if not value or os.name != "posix":
+        return
+    value = value.strip().lower()
+    if value in _SHARED:
+        clear, exact = _SHARED[value], None
+    else:
+        try:
+            perm = int(value, 8) & 0o666
+        except ValueError:
+            return  # umask, false, no, off, 0 or something git refuses: the user's umask stands
+        if not perm:
+            return
+        clear, exact = 0, 0o777 & ~(perm | (perm & 0o444) >> 2)
+    mask = os.umask(0)
+    os.umask(exact if exact is not None else mask & ~clear)
 
 
 def common_dir(repo: pygit2.Repository) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import yaml
 
@@ -35,6 +37,26 @@ def test_each_write_is_one_commit_with_author_and_trailers(store, repo):
     assert "Memory-Source: mcp:claude-code" in body and "Author-Kind: agent" in body
     assert git(repo, "log", "--format=%H", "--author=claude", "refs/memory/main").split() == [w1.commit]
     assert len(git(repo, "log", "--format=%H", "--grep=Memory-Op: edit", "refs/memory/main").split()) == 1
+
+
+@pytest.mark.skipif(os.name != "posix", reason="file modes")
+@pytest.mark.parametrize("shared, readable", [("group", 0o040), ("all", 0o044), ("0640", 0o040)])
+def test_a_shared_repositorys_memory_is_readable_by_the_group_whatever_the_umask(tmp_path, shared, readable):
+    """`git init --shared=group`: git writes every object and ref group-readable under umask 077; libgit2
+    does not, and the teammates' git then failed on the memory ref ("fatal: bad object")."""
+    repo = tmp_path / "shared"
+    git(tmp_path, "init", "-q", "-b", "main", f"--shared={shared}", str(repo))
+    mask = os.umask(0o077)
+    try:
+        git(repo, "commit", "-q", "--allow-empty", "-m", "initial")
+        Store.open(str(repo)).add("fact", "the team shares this repository")
+    finally:
+        os.umask(mask)
+    objects = repo / ".git" / "objects"
+    written = [p for p in objects.rglob("*") if p.parent != objects / "info" and p.name != "pack"]
+    written.append(repo / ".git" / "refs" / "memory" / "main")
+    assert written and all(p.stat().st_mode & readable == readable for p in written), \
+        [(str(p), oct(p.stat().st_mode)) for p in written if p.stat().st_mode & readable != readable]
 
 
 def test_blobs_are_browsable_and_parse_with_safe_load(store, repo):
