@@ -227,6 +227,22 @@ def hooks_dir(repo: pygit2.Repository) -> str:
     return os.path.join(common_dir(repo), "hooks")
 
 
+def hooks_path_beyond(repo: pygit2.Repository) -> bool:
+    """Whether ``core.hooksPath`` comes from a config file beyond this repository's (the user's or the system's):
+    hooks installed there then run in every repository that reads that file, not only in this one."""
+    from .repo import common_dir, config_get
+
+    if not config_get(repo, "core.hooksPath"):
+        return False
+    for own in (os.path.join(common_dir(repo), "config"), os.path.join(repo.path, "config.worktree")):
+        try:
+            if "core.hooksPath" in pygit2.Config(own):
+                return False
+        except (pygit2.GitError, OSError):
+            continue
+    return True
+
+
 @dataclass(frozen=True)
 class HookState:
     """``state``: "installed" (ours), "absent", or "other" (a hook gitmem did not write)."""

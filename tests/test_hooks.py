@@ -137,6 +137,19 @@ def test_core_hooks_path_is_honoured(repo):
     assert Store.open(str(repo)).get(m.id).commits == (head(repo),)
 
 
+def test_a_hooks_path_from_the_user_config_is_named_with_what_it_means(repo, tmp_path):
+    """A user-wide core.hooksPath runs the hooks in every repository: the install says so (a repository's
+    own setting does not need saying)."""
+    assert "every repository" not in install(repo).stderr
+    git(repo, "config", "--global", "core.hooksPath", str(tmp_path / "all-hooks"))
+    try:
+        out = install(repo)
+    finally:
+        git(repo, "config", "--global", "--unset", "core.hooksPath")
+    assert "core.hooksPath" in out.stderr and "every repository" in out.stderr
+    assert (tmp_path / "all-hooks" / "post-commit").exists()  # installed as asked, and said
+
+
 def test_hooks_installed_from_a_linked_worktree_serve_every_worktree(tmp_path, repo):
     wt = tmp_path / "wt"
     git(repo, "worktree", "add", "-q", "-b", "topic", str(wt))

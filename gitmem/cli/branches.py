@@ -354,8 +354,13 @@ def hooks_install(store: Store, as_json: bool) -> None:
 
     Example: gitmem hooks install
     """
-    from ..hooks import hooks_dir, install
+    from ..hooks import hooks_dir, hooks_path_beyond, install
 
+    if hooks_path_beyond(store.repo):
+        click.echo(f"gitmem: warning: core.hooksPath ({hooks_dir(store.repo)}) is set in your user or system git "
+                   "config, so these hooks will run in every repository that uses it; to keep them to this one, "
+                   "set core.hooksPath in this repository (`git config core.hooksPath .git/hooks`) and install "
+                   "again", err=True)
     if store.repo.is_bare:  # a server's copy, most often: the team's clones are where the hooks belong
         click.echo("gitmem: warning: this repository is bare: git runs no commit, checkout or merge here, so "
                    "only the pre-push hook can ever run; install the hooks in each clone", err=True)
