@@ -767,14 +767,14 @@ def resolve_side(store: Store, name: str) -> Optional[str]:
 
 def diff(store: Store, left: str, right: str) -> MemoryDiff:
     """What ``right`` changed since it diverged from ``left`` (like ``git diff A...B``)."""
-    from .merge import blobs_by_id, load_ids
+    from .merge import changed_blobs, load_ids
 
     a, b = resolve_side(store, left), resolve_side(store, right)
     base = None
     if a and b:
         found = store.repo.merge_base(a, b)
         base = str(found) if found else None
-    e_base, e_to = blobs_by_id(store, base), blobs_by_id(store, b)
+    e_base, e_to = changed_blobs(store, base, b)
     touched = sorted(i for i in set(e_base) | set(e_to) if e_base.get(i) != e_to.get(i))
     before, after = load_ids(store, e_base, touched), load_ids(store, e_to, touched)
     added = [after[i] for i in touched if i in after and i not in before]

@@ -52,6 +52,24 @@ def blobs_by_id(store: Store, commit: Optional[str]) -> Dict[str, Tuple[str, str
     return {p.rsplit("/", 1)[1][:-5]: (p, b) for p, b in store.snapshot(commit).entries()}
 
 
+def changed_blobs(store: Store, old: Optional[str], new: Optional[str]
+                  ) -> Tuple[Dict[str, Tuple[str, str]], Dict[str, Tuple[str, str]]]:
+    """:func:`blobs_by_id` of ``old`` and of ``new``, each kept to the memories whose blob or path differs
+    between them, by the tree diff (:meth:`gitmem.warm.Warm.diff`): subtrees both share are not read, so
+    this costs what changed, not what is stored."""
+    from .repo import damaged
+
+    if not new:
+        return blobs_by_id(store, old), {}
+    old_tree = store.tree_of(old) if old else None
+    try:
+        added, removed = store.warm.diff(store.repository, old_tree, store.tree_of(new))
+    except (KeyError, ValueError, pygit2.GitError) as e:
+        raise damaged(store.ref, new, e) from None
+    return ({p.rsplit("/", 1)[1][:-5]: (p, b) for p, b in removed},
+            {p.rsplit("/", 1)[1][:-5]: (p, b) for p, b in added})
+
+
 def _fast_forward_changes(repo: pygit2.Repository, ours: str,
                           theirs: str) -> Tuple[List[str], List[str], List[str]]:
     """(added, changed, removed) memory ids from ours to theirs, by a tree diff: shared subtrees

@@ -539,6 +539,47 @@ def test_a_branch_renamed_twice_is_still_named_in_status_and_kept_from_prune(rep
     assert "a's note" in gitmem(repo, "list").stdout
 
 
+def test_diff_reads_the_trees_that_differ_and_answers_as_a_full_listing_does(repo):
+    """diff walks the tree diff from the merge base (what changed costs, not what is stored): its answer is
+    the one comparing every memory of both sides, for added, edited, retracted, moved and deleted memories."""
+    from gitmem import model
+    from gitmem.merge import blobs_by_id, load_ids
+
+    main = Store.open(str(repo), "main")
+    written = [main.add("fact" if i % 2 else "decision", f"memory {i}", tags=[f"t{i % 3}"]).memory for i in range(40)]
+    git(repo, "branch", "feature")
+    feature = Store.open(str(repo), "feature")
+    feature.add("rejection", "Use Redis", reason="one more service to run")
+    feature.edit(written[3].id, text="memory 3, edited")
+    feature.retract(written[4].id, reason="no longer true")
+    moved, dropped = written[5], written[6]
+    data = main.repo[main.snapshot().lookup(model.memory_path(moved))[2]].data
+    tip = feature.own_tip()
+    feature.move_ref(tip, feature.commit_tree({model.memory_path(moved): None, model.memory_path(dropped): None,
+                                               model.memory_path("note", moved.id): data},
+                                              "by hand: one moved, one deleted", moved.author, base=tip), "test")
+    main.add("note", "main moved on")
+
+    def by_full_listing(left, right):
+        a, b = main.repo.lookup_reference(f"refs/memory/{left}").target, \
+            main.repo.lookup_reference(f"refs/memory/{right}").target
+        base = str(main.repo.merge_base(a, b))
+        e_base, e_to = blobs_by_id(main, base), blobs_by_id(main, str(b))
+        touched = sorted(i for i in set(e_base) | set(e_to) if e_base.get(i) != e_to.get(i))
+        before, after = load_ids(main, e_base, touched), load_ids(main, e_to, touched)
+        return ([i for i in touched if i in after and i not in before], [i for i in touched if i in after and i in before],
+                [i for i in touched if i in before and i not in after])
+
+    for left, right in (("main", "feature"), ("feature", "main")):
+        d = diff(main, left, right)
+        assert ([m.id for m in d.added], [n.id for _, n, _ in d.changed], [m.id for m in d.removed]) == \
+            by_full_listing(left, right)
+    d = diff(main, "main", "feature")
+    assert len(d.added) == 1 and len(d.changed) == 2  # a fact at a note's path is no valid memory: removed
+    assert sorted(m.id for m in d.removed) == sorted([moved.id, dropped.id])
+    assert {n.id: f for _, n, f in d.changed}[written[4].id] == ("status",)
+
+
 def test_diff_names_an_unknown_side_instead_of_showing_nothing(repo):
     Store.open(str(repo), "main").add("fact", "main fact")
     failed = gitmem(repo, "diff", "main..no-such-branch", check=False)
