@@ -150,7 +150,8 @@ def show_ref(ref: str) -> str:
 
 def printable(text: str, limit: int = 400) -> str:
     """One line for a terminal: names from outside (tree entries, refs) may hold newlines or escapes."""
-    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    if not text.isprintable():  # most text is: then it is its own escape, unread a character at a time
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
