@@ -321,17 +321,16 @@ class Store:
 
     def short_ids(self, at: Optional[str] = None, of: Optional[Sequence[str]] = None) -> Dict[str, str]:
         """id -> its short form among every memory at the tip (see :func:`gitmem.model.short_ids`);
-        any command taking an ID accepts it. With ``of``, only those ids' forms; for a page of
-        them (``SHORT_ID_PAGE``) only the ids sharing their last SHORT_ID_MIN - 1 chars are read (from
-        the index, else the tree's folders): no other id can lengthen a form."""
+        any command taking an ID accepts it. With ``of``, only those ids' forms, from the ids sharing their last
+        SHORT_ID_MIN - 1 chars (no other id can lengthen a form): read from the index, else, for a page of them
+        (``SHORT_ID_PAGE``), from the tree's folders."""
         if of is not None:
             of = [i for i in of if model.ID_RE.match(i)]  # an id read from a commit's trailer may be anything
             if not of:
                 return {}
         snap = self.snapshot(at)
-        if of is None or len(of) > self.SHORT_ID_PAGE:
-            found = model.short_ids(snap.ids())
-            return found if of is None else {i: found[i] for i in of if i in found}
+        if of is None:
+            return model.short_ids(snap.ids())
         if snap.tree_id is None:
             return {}  # no memory yet: none of them is there
         tails = sorted({i[-(model.SHORT_ID_MIN - 1):] for i in of})
@@ -339,8 +338,11 @@ class Store:
         near = None
         if at is None and branch and not self.summary()["counts"].get("invalid"):
             # From the ref's search view when a search has brought it to this tree (an invalid blob's
-            # name counts too, and a view holds only valid memories).
+            # name counts too, and a view holds only valid memories): a few ids a tail, for any number of ids.
             near = self.warm.index.ids_ending_with(memory_ref(branch), snap.tree_id, tails)
+        if near is None and len(of) > self.SHORT_ID_PAGE:
+            found = model.short_ids(snap.ids())
+            return {i: found[i] for i in of if i in found}
         if near is None:
             # else from the tree's folders, kept per tree: the same page listed again reads none (at 100,000
             # memories a page's ~150 folders took 4.5 ms)
@@ -350,9 +352,10 @@ class Store:
                 near = snap.ending_with(tails)
                 self.warm.index.put_memo(snap.tree_id, key, near)
         out: Dict[str, str] = {}
+        wanted = set(of)
         for neighbours in near.values():
             forms = model.short_ids(neighbours)
-            out.update((i, forms[i]) for i in of if i in forms)
+            out.update((i, forms[i]) for i in neighbours if i in wanted)
         return out
 
     def memories(self, at: Optional[str] = None) -> Dict[str, Memory]:

@@ -384,6 +384,13 @@ def test_short_ids_from_the_search_index_are_those_the_tree_gives(store, repo, m
     assert near == {t: sorted(i for i in ids if i.endswith(t)) for t in ("a4k", "qzz")} and all(near.values())
     assert fresh.short_ids(of=ids[:12]) == {i: everyone[i] for i in ids[:12]}
     assert fresh.short_ids(of=ids) == everyone
+    from gitmem.store import Snapshot
+
+    listed = Snapshot.ids
+    fresh.SHORT_ID_PAGE = 2  # past a page the view answers too (a few ids a tail), never a sort of every id
+    monkeypatch.setattr(Snapshot, "ids", lambda self: pytest.fail("every id was listed"))
+    assert fresh.short_ids(of=ids) == everyone
+    monkeypatch.setattr(Snapshot, "ids", listed)
     monkeypatch.setattr(model, "new_id", real)
     fresh.add("fact", "one more")  # the view is behind the new tip: the folders answer again
     assert fresh.warm.index.ids_ending_with("refs/memory/main", fresh.snapshot().tree_id, ["4k"]) is None
