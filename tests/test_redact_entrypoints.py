@@ -102,7 +102,9 @@ def test_edit_supersede_and_retract_never_store_a_secret_raw(repo):
     gitmem(repo, "edit", memory_id, "--text", f"now {secrets[0]}", "--tag", f"x:{secrets[1]}",
            "--path", f"{secrets[2]}/a.py")
     new_id = json.loads(gitmem(repo, "supersede", memory_id, f"newer {secrets[3]}", "--json").stdout)["id"]
-    gitmem(repo, "retract", new_id, "--because", f"it printed {secrets[4]}")
+    retracted = json.loads(gitmem(repo, "retract", new_id, "--because", f"it printed {secrets[4]}", "--json").stdout)
+    assert retracted["redacted"] == 1  # the command says how many, and the commit's trailer agrees
+    assert "Redacted: 1\n" in git(repo, "log", "-1", "--format=%B", "--glob=refs/memory/*")
     for secret in secrets:
         assert_never_stored(repo, secret)
 
