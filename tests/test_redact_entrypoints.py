@@ -120,12 +120,13 @@ def test_the_post_commit_link_and_checkpoint_advance_never_sign_with_a_secret(re
     (repo / "a.py").write_text("x = 1\n")
     git(repo, "add", "a.py")
     git(repo, "commit", "-q", "-m", "a")
-    secret = fresh_secret()
+    secret, in_source = fresh_secret(), fresh_secret()
     link = link_commit(store, git(repo, "rev-parse", "HEAD").strip(),
                        author=Author(f"hook {secret}", f"{fresh_secret()}@example.com", "agent"),
-                       source="hook")
+                       source=f"hook:{in_source}")  # a message trailer only Store.commit_tree redacts
     assert link.commit is not None
     assert_never_stored(repo, secret)
+    assert_never_stored(repo, in_source)
 
 
 def test_a_memory_built_by_hand_is_redacted_when_it_becomes_a_blob():
