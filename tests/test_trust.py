@@ -512,6 +512,34 @@ def test_a_writer_takes_over_a_lock_a_dead_writer_left_by_the_rule_doctor_fix_us
     assert_intact(mine)
 
 
+def test_a_fresh_lock_taken_while_a_stale_one_is_cleared_is_given_back(team, monkeypatch):
+    """The stale lock is moved aside, then checked to be the file that was judged: a live writer that took
+    the lock in between (the old file gone, its own new one at the name) keeps its lock."""
+    import time
+
+    from gitmem import refs
+
+    mine, mallory, origin = team
+    lock = mine / ".git" / "refs" / "memory" / "main.lock"
+    lock.write_text("")
+    os.utime(lock, (time.time() - 120, time.time() - 120))  # left by a dead writer: stale
+    rename = os.rename
+
+    def a_writer_takes_the_lock_first(src, dst):
+        if str(src) == str(lock):
+            lock.unlink()  # the stale file goes, and a live writer's fresh lock takes its name
+            lock.write_text("fresh\n")
+        return rename(src, dst)
+
+    monkeypatch.setattr(refs.os, "rename", a_writer_takes_the_lock_first)
+    repo = Store.open(str(mine)).repo
+    with pytest.raises(refs.RefLocked):
+        refs.clear_stale_lock(repo, "refs/memory/main")
+
+    assert lock.read_text() == "fresh\n"  # given back, whole, at its name
+    assert [p.name for p in lock.parent.glob("main.lock*")] == ["main.lock"]  # nothing left aside
+
+
 def test_merging_a_fetched_copy_that_plain_git_brought_in_goes_through_the_gate(team):
     mine, mallory, origin = team
     plant(mallory, [("120000", blob(mallory, "/etc/passwd"), NEW_PATH)], ref="refs/memory/feature")
