@@ -145,11 +145,13 @@ def test_lost_race_is_retried_on_the_new_tip(store, repo):
 def test_invalid_input_leaves_the_ref_unchanged(store, repo):
     store.add("fact", "keep me")
     tip = store.own_tip()
+    objects = git(repo, "cat-file", "--batch-all-objects", "--batch-check")
     for bad in (dict(type_="idea", text="x"), dict(type_="rejection", text="no reason"),
                 dict(type_="fact", text=""), dict(type_="fact", text="x", paths=["../../etc"])):
         with pytest.raises(InvalidMemory):
             store.add(bad.pop("type_"), **bad)
     assert store.own_tip() == tip
+    assert git(repo, "cat-file", "--batch-all-objects", "--batch-check") == objects  # no half-written object
 
 
 def test_a_wrongly_typed_argument_is_invalid_memory_never_a_traceback_or_a_string_split_into_tags(store):
