@@ -275,6 +275,14 @@ def test_an_oversized_memory_blob_stays_out(team):
     pull_refused(mine, "byte limit")
 
 
+def test_a_memory_blob_with_yaml_anchors_or_aliases_stays_out(team):
+    mine, mallory, origin = team
+    planted = memory_yaml(NEW_ID, "&t planted").replace("source: cli\n", "source: cli\ntitle: *t\n")
+    plant(mallory, [("100644", blob(mallory, planted), NEW_PATH)])
+
+    pull_refused(mine, "anchors or aliases")
+
+
 def test_a_refused_tip_brought_in_by_plain_git_fetch_is_not_merged(team):
     mine, mallory, origin = team
     plant(mallory, [("120000", blob(mallory, "/etc/passwd"), NEW_PATH)])
