@@ -283,6 +283,18 @@ def test_a_memory_blob_with_yaml_anchors_or_aliases_stays_out(team):
     pull_refused(mine, "anchors or aliases")
 
 
+def test_a_commit_below_a_clean_tip_is_checked_too(team):
+    """Every new commit is gitmem's layout, not only the tip: a symlink added and removed again stays out."""
+    mine, mallory, origin = team
+    shared = git(mallory, "rev-parse", "refs/memory/main").strip()
+    evil = commit(mallory, tree_with(mallory, shared, [("120000", blob(mallory, "/etc/passwd"), NEW_PATH)]), shared)
+    clean = commit(mallory, git(mallory, "rev-parse", f"{shared}^{{tree}}").strip(), evil, "add fact: tidy")
+    git(mallory, "push", "-q", "-f", "origin", f"{clean}:refs/memory/main")
+
+    pull_refused(mine, "symlink")
+    assert evil not in git(mine, "rev-list", "--all")  # the refused commit is in no local ref's history
+
+
 def test_a_refused_tip_brought_in_by_plain_git_fetch_is_not_merged(team):
     mine, mallory, origin = team
     plant(mallory, [("120000", blob(mallory, "/etc/passwd"), NEW_PATH)])
