@@ -457,7 +457,8 @@ def test_plain_git_push_to_a_memory_ref_is_scanned_by_destination_and_refused_be
     assert not _has(origin, sha)
 
 
-@pytest.mark.parametrize("kind", ["blob", "annotated tag", "annotated tag with a secret"])
+@pytest.mark.parametrize("kind", ["blob", "annotated tag", "annotated tag with a secret",
+                                  "annotated tag with a secret tagger"])
 def test_plain_git_push_of_a_memory_ref_that_is_not_a_commit_fails_closed(team, kind):
     mine, mallory, origin = team
     _hooked(mine)
@@ -465,8 +466,9 @@ def test_plain_git_push_of_a_memory_ref_that_is_not_a_commit_fails_closed(team, 
     if kind == "blob":
         oid = blob(mine, "just a blob\n")
     else:
-        message = f"release {_token()}" if "secret" in kind else "release"
-        git(mine, "tag", "-a", "t", tip, "-m", message)
+        message = f"release {_token()}" if kind.endswith("a secret") else "release"
+        tagger = {"GIT_COMMITTER_NAME": f"ci {_token()}"} if kind.endswith("tagger") else {}
+        git(mine, "tag", "-a", "t", tip, "-m", message, env=tagger)
         oid = git(mine, "rev-parse", "refs/tags/t").strip()
 
     result = subprocess.run(["git", "push", "origin", f"{oid}:refs/memory/main"], cwd=mine, capture_output=True,
