@@ -73,6 +73,22 @@ def test_a_corrupt_index_file_is_rebuilt_not_trusted(repo, store):
         assert db.execute("SELECT count(*) FROM blobs").fetchone()[0] == 10
 
 
+@pytest.mark.parametrize("damage", ["not json", "[1, 2]", '{"no": "reason"}', '"a string"'])
+def test_a_damaged_row_in_a_sound_index_is_read_again_from_its_blob_not_trusted(repo, store, damage):
+    _seed(store, 10)
+    before = _answers(repo)
+    loaded = _fresh(repo).memories()
+    warm_module.forget_warm()
+    import sqlite3
+
+    with sqlite3.connect(_index_file(repo)) as db:  # a sound database, one of its rows damaged
+        (blob,) = db.execute("SELECT blob FROM blobs ORDER BY blob LIMIT 1").fetchone()
+        db.execute("UPDATE blobs SET row = ? WHERE blob = ?", (damage, blob))
+    assert _answers(repo) == before  # the same memories, none called invalid, none dropped
+    fresh = _fresh(repo)
+    assert fresh.memories() == loaded and fresh.problems == []  # a full load reads the same
+
+
 def test_the_index_agrees_with_a_full_scan_after_writes_merges_and_branch_switches(repo, store):
     ids = _seed(store, 12)
     rng = random.Random(3)
