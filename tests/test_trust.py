@@ -375,8 +375,8 @@ def test_objects_that_fail_git_fsck_strict_stay_out_and_the_other_branches_arriv
 def test_a_submodule_entry_in_local_memory_is_reported_and_recover_does_not_rewind(team):
     mine, mallory, origin = team
     tip = git(mine, "rev-parse", "refs/memory/main").strip()
-    head = git(mine, "rev-parse", "HEAD").strip()
-    planted = commit(mine, tree_with(mine, tip, [("160000", head, NEW_PATH)]), tip)
+    foreign = "5eb" * 13 + "5"  # a submodule names a commit of another repository: not an object here
+    planted = commit(mine, tree_with(mine, tip, [("160000", foreign, NEW_PATH)]), tip)
     git(mine, "update-ref", "refs/memory/main", planted)
 
     doctor = run(mine, "doctor", "--offline", check=False)
