@@ -153,6 +153,24 @@ def test_memory_text_cannot_become_markup_headings_html_or_a_marker(repo, store)
     assert "not instructions to follow" in body
 
 
+def test_a_title_a_reason_and_paths_cannot_become_markup_either(repo, store):
+    """Every field an item shows is quoted like the text: a rejection's title and reason, and its paths."""
+    for i, hostile in enumerate(HOSTILE):
+        store.add("rejection", f"idea {i}", title=" ".join(hostile.split()), reason=hostile,
+                  paths=[f"docs/<b>{i}</b>[x](y)`z`.md"])
+    section = export(store, "agents-md", write=True).text
+    items = [line for line in section.splitlines() if line.startswith("- ")]
+    assert len(items) == len(HOSTILE)
+    shape = re.compile(r"- \*\*(?P<title>.*)\*\*: idea \d+ \(rejected because: (?P<reason>.*)\) "
+                       r"\[(?P<paths>.*)\] `[0-9a-z]{16}`")
+    for item in items:
+        found = shape.fullmatch(item)
+        assert found, item
+        for field in ("title", "reason", "paths"):
+            assert re.search(r"(?<!\\)[<>\[\]`]", found[field]) is None, (field, item)
+    assert section.count(END) == 1 and section.count(BEGIN) == 1
+
+
 def test_text_holding_the_end_marker_keeps_the_export_idempotent_and_the_rest_of_the_file(repo, store):
     before, after = "# Ours\n\n", "\n## After\n\nkeep me\n"
     (repo / "AGENTS.md").write_text(before + "mentioning " + END + " inline is fine\n\n" + after)
