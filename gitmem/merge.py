@@ -7,7 +7,7 @@ resolves them in one commit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import pygit2
 
@@ -47,9 +47,12 @@ class MergeResult:
 
 def blobs_by_id(store: Store, commit: Optional[str]) -> Dict[str, Tuple[str, str]]:
     """id -> (path, blob id) for every memory blob at ``commit``."""
-    if not commit:
-        return {}
-    return {p.rsplit("/", 1)[1][:-5]: (p, b) for p, b in store.snapshot(commit).entries()}
+    return _by_id(store.snapshot(commit).entries()) if commit else {}
+
+
+def _by_id(entries: Iterable[Tuple[str, str]]) -> Dict[str, Tuple[str, str]]:
+    """(path, blob id) of memory blobs, by the id their file names (``<type>/<x>/<y>/<id>.yaml``)."""
+    return {p.rsplit("/", 1)[1][:-5]: (p, b) for p, b in entries}
 
 
 def changed_blobs(store: Store, old: Optional[str], new: Optional[str]
@@ -66,8 +69,7 @@ def changed_blobs(store: Store, old: Optional[str], new: Optional[str]
         added, removed = store.warm.diff(store.repository, old_tree, store.tree_of(new))
     except (KeyError, ValueError, pygit2.GitError) as e:
         raise damaged(store.ref, new, e) from None
-    return ({p.rsplit("/", 1)[1][:-5]: (p, b) for p, b in removed},
-            {p.rsplit("/", 1)[1][:-5]: (p, b) for p, b in added})
+    return _by_id(removed), _by_id(added)
 
 
 def _fast_forward_changes(repo: pygit2.Repository, ours: str,
