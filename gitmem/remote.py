@@ -370,10 +370,28 @@ def _gate(repo, remote: str, landed: Dict[str, str], refused: List[Any]) -> None
             refused.append(Refusal(memory_ref(b), why, remote))
         else:
             try:
-                repo.references.create(tracking_ref(remote, b), tip, force=True)
-            except (pygit2.GitError, OSError, ValueError) as e:
+                _record(repo, tracking_ref(remote, b), tip)
+            except (GitmemError, pygit2.GitError, OSError, ValueError) as e:
                 refused.append(Refusal(memory_ref(b), f"could not record it: {e}", remote))
         _delete_ref(repo, _incoming_ref(remote, b))
+
+
+def _record(repo: pygit2.Repository, ref: str, tip: str) -> None:
+    """Point the tracking ref ``ref`` at ``tip``. A lock no process holds (a gitmem killed while it wrote
+    here) is taken over once stale, by the rule every write follows (:func:`gitmem.refs.clear_stale_lock`):
+    it would otherwise refuse every later fetch and push of that branch."""
+    from .refs import STALE_LOCK_SECONDS, clear_stale_lock, lock_file
+
+    try:
+        repo.references.create(ref, tip, force=True)
+        return
+    except (pygit2.GitError, OSError) as e:
+        lock = lock_file(repo, ref)
+        if lock is None or lock.holders:
+            raise e from None
+        time.sleep(max(0.0, STALE_LOCK_SECONDS - lock.age) + 0.05)
+    clear_stale_lock(repo, ref)
+    repo.references.create(ref, tip, force=True)
 
 
 def _delete_ref(repo, ref: str) -> None:

@@ -84,6 +84,20 @@ def test_fetch_puts_the_remotes_memory_beside_local_memory_never_over_it(alice, 
     assert gitmem(bob, "fetch").stdout == f"refs/memory-remotes/origin/main: {tip[:10]}..{moved[:10]}\n"  # once each
 
 
+def test_a_tracking_ref_lock_a_killed_gitmem_left_is_taken_over_once_stale(alice, bob):
+    """A gitmem killed while it recorded a fetched tip leaves that ref's lock, which no process holds: the next
+    fetch waits until it is stale and takes it over, as a write does, instead of refusing the branch for good."""
+    gitmem(alice, "add", "fact", "from alice")
+    gitmem(alice, "push")
+    lock = bob / ".git" / "refs" / "memory-remotes" / "origin" / "main.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")  # just left by a killed process: no holder, not yet stale
+    fetched = json.loads(gitmem(bob, "fetch", "--json").stdout)
+    assert fetched["refused"] == [] and not lock.exists()
+    assert Store.open(str(bob)).repo.references["refs/memory-remotes/origin/main"].target == \
+        Store.open(str(alice)).repo.references["refs/memory/main"].target
+
+
 def test_push_after_a_teammate_pushed_fetches_merges_and_lands_without_force(alice, bob, origin):
     gitmem(alice, "add", "fact", "alice's")
     gitmem(alice, "push")
