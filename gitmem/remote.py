@@ -377,21 +377,19 @@ def _gate(repo, remote: str, landed: Dict[str, str], refused: List[Any]) -> None
 
 
 def _record(repo: pygit2.Repository, ref: str, tip: str) -> None:
-    """Point the tracking ref ``ref`` at ``tip``. A lock no process holds (a gitmem killed while it wrote
-    here) is taken over once stale, by the rule every write follows (:func:`gitmem.refs.clear_stale_lock`):
-    it would otherwise refuse every later fetch and push of that branch."""
-    from .refs import STALE_LOCK_SECONDS, clear_stale_lock, lock_file
+    """Point the tracking ref ``ref`` at ``tip``, through the writes' retry (:func:`gitmem.refs.retrying`): a
+    lock a killed gitmem left here is taken over once stale, where it refused every later fetch and push."""
+    from .refs import Locked, retrying
 
-    try:
-        repo.references.create(ref, tip, force=True)
-        return
-    except (pygit2.GitError, OSError) as e:
-        lock = lock_file(repo, ref)
-        if lock is None or lock.holders:
-            raise e from None
-        time.sleep(max(0.0, STALE_LOCK_SECONDS - lock.age) + 0.05)
-    clear_stale_lock(repo, ref)
-    repo.references.create(ref, tip, force=True)
+    def attempt() -> None:
+        try:
+            repo.references.create(ref, tip, force=True)
+        except (pygit2.GitError, OSError) as e:  # libgit2 reports lock failures as OSError
+            if "lock" in str(e):
+                raise Locked(ref, str(e)) from None
+            raise
+
+    retrying(repo, ref, attempt)
 
 
 def _delete_ref(repo, ref: str) -> None:
