@@ -67,6 +67,15 @@ def code_fork(repo: pygit2.Repository, branch: str) -> Optional[str]:
     return None
 
 
+def _past_fork(repo: pygit2.Repository, name: str, tips: Sequence[str]) -> bool:
+    """Whether one of ``tips`` (code of branch ``name``) is past the commit it was created at
+    (:func:`code_fork`, read once): a branch with no commit of its own brings nothing a merge could take."""
+    if not tips:
+        return False
+    fork = code_fork(repo, name)
+    return any(tip != fork for tip in tips)
+
+
 def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = None,
                 commit: Optional[str] = None, again: bool = False) -> Optional[str]:
     """Record where ``branch`` was created from, once (an existing record is kept, unless ``again``: the code
@@ -573,7 +582,7 @@ def merged_by(repo: pygit2.Repository, branch: str, head: str, before: Optional[
     for name in sorted(names):
         tips = [t for t in code_tips(repo, name, local=name != branch)
                 if reachable(repo, t, head) and not reachable(repo, t, before)]
-        if tips and any(tip != code_fork(repo, name) for tip in tips):
+        if _past_fork(repo, name, tips):
             out.append(name)
     return out
 
@@ -591,7 +600,7 @@ def merged_elsewhere(repo: pygit2.Repository, branch: str, head: str) -> List[st
         if name in skip:
             continue
         tips = [tip for tip in code_tips(repo, name) if reachable(repo, tip, head)]
-        if tips and any(tip != code_fork(repo, name) for tip in tips):
+        if _past_fork(repo, name, tips):
             out.append(name)
     return out
 
