@@ -50,12 +50,12 @@ class Change:
 #: The trailer of a write on a branch whose clone recorded where the branch's code forked: a teammate's
 #: clone, without that record, reads it (:func:`gitmem.branches.code_fork`).
 FORK_TRAILER = "Fork-Point"
-_FORK_RE = re.compile(rf"^{FORK_TRAILER}: ([0-9a-f]{{40}}|[0-9a-f]{{64}})$", re.MULTILINE)
 #: The trailer of a write on a branch created again under a name whose earlier memory this clone set aside or
 #: dropped: it names the first commits of that memory, so a teammate who still holds it sets it aside too
 #: rather than merge it into the new branch's (:func:`gitmem.branches.earlier_root`).
 ASIDE_TRAILER = "Set-Aside"
-_ASIDE_RE = re.compile(rf"^{ASIDE_TRAILER}: ([0-9a-f]{{40}}|[0-9a-f]{{64}})$", re.MULTILINE)
+_OID = r"[0-9a-f]{40}|[0-9a-f]{64}"
+_FORK_RE, _ASIDE_RE = (re.compile(rf"^{name}: ({_OID})$", re.MULTILINE) for name in (FORK_TRAILER, ASIDE_TRAILER))
 
 
 def commit_message(op: str, m: Memory, author: Author, source: str, redacted: int, note: Optional[str],
@@ -73,9 +73,9 @@ def commit_message(op: str, m: Memory, author: Author, source: str, redacted: in
         trailers.append(f"Supersedes: {m.supersedes}")
     if redacted:
         trailers.append(f"Redacted: {redacted}")
-    if fork and _FORK_RE.match(f"{FORK_TRAILER}: {fork}"):
+    if fork and re.fullmatch(_OID, fork):
         trailers.append(f"{FORK_TRAILER}: {fork}")
-    trailers += [line for line in (f"{ASIDE_TRAILER}: {c}" for c in aside) if _ASIDE_RE.match(line)]
+    trailers += [f"{ASIDE_TRAILER}: {c}" for c in aside if re.fullmatch(_OID, c)]
     body = f"\n\n{note.strip()}" if note else ""
     return f"{op} {m.type}: {m.summary}{body}\n\n" + "\n".join(trailers) + "\n"
 
