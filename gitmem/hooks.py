@@ -539,8 +539,9 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
     from .repo import config_get, memory_ref
 
     url = args[1] if len(args) > 1 else None  # where git pushes
-    _refuse_memory_secrets(store, stdin, url)  # first: what a push would send, and that its tips are commits
-    _refuse_forced_memory(store, args[0] if args else "the remote", stdin)
+    updates = memory_updates(stdin)
+    _refuse_memory_secrets(store, updates, url)  # first: what a push would send, and that its tips are commits
+    _refuse_forced_memory(store, args[0] if args else "the remote", updates)
     if os.environ.get("GITMEM_HOOK") == "pre-push":
         return []  # the memory push gitmem itself runs from here (it scanned already)
     mode = (config_get(store.repo, "gitmem.prePush") or "warn").lower()
@@ -591,7 +592,7 @@ def memory_updates(stdin: str) -> List[List[str]]:
     return out
 
 
-def _refuse_forced_memory(store: Store, remote: str, stdin: str) -> None:
+def _refuse_forced_memory(store: Store, remote: str, updates: List[List[str]]) -> None:
     """Memory is never forced. git applies `git push -f` and `--force-with-lease`, given for code, to every
     refspec, `gitmem remote setup`'s memory one too: a memory ref behind the remote's would be forced back and
     the team's memory rewound. So a push that would move a remote memory ref to a commit lacking its tip (or
@@ -599,7 +600,7 @@ def _refuse_forced_memory(store: Store, remote: str, stdin: str) -> None:
     from .branches import reachable
 
     behind, unseen = [], []
-    for _, local, remote_ref, remote_tip in memory_updates(stdin):
+    for _, local, remote_ref, remote_tip in updates:
         if remote_tip == _ZERO:
             continue
         if remote_tip not in store.repo:  # moved since this clone's last fetch: no telling what would be lost
@@ -613,12 +614,11 @@ def _refuse_forced_memory(store: Store, remote: str, stdin: str) -> None:
                            f"first (or `git fetch {remote}`), or push the code alone (`git push {remote} <branch>`)")
 
 
-def _refuse_memory_secrets(store: Store, stdin: str, url: Optional[str] = None) -> None:
+def _refuse_memory_secrets(store: Store, updates: List[List[str]], url: Optional[str] = None) -> None:
     """A plain `git push` sending anything to refs/memory/* (after `gitmem remote setup`, or
     by hand) gets the same outgoing scan as `gitmem push`: every object it sends, and the
     tip must be a memory commit. Anything that goes wrong here refuses the push (see :func:`main`).
     A ref new to the remote is scanned past what ``url`` (where git pushes) holds under its other memory refs."""
-    updates = memory_updates(stdin)
     if not updates:
         return
     tips = [parts[1] for parts in updates]
