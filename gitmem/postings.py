@@ -74,12 +74,12 @@ def rank(store: "Store", query: str, limit: int = 10, *, paths: Sequence[str] = 
 
 
 def ranked_ids(store: "Store", query: str, limit: int, *, at: Optional[str] = None,
-               exclude: AbstractSet[str] = frozenset()) -> Optional[List[str]]:
+               exclude: AbstractSet[str] = frozenset()) -> Optional[List[Tuple[str, str]]]:
     """The ids of :func:`rank`'s hits but those ``exclude`` names (the words still weighed over every
-    memory), in order, reading no memory but the file memories among the candidates (whose staleness
-    lowers a score): for a caller that reads only the few it keeps."""
+    memory), in order, with their blobs, reading no memory but the file memories among the candidates
+    (whose staleness lowers a score): for a caller that reads only the few it keeps."""
     when = datetime.now(timezone.utc)
-    return _read(store, at, [], lambda db, view: [c.id for c in _ranked(
+    return _read(store, at, [], lambda db, view: [(c.id, c.blob) for c in _ranked(
         store, db, view, query, limit, (), (), None, when, exclude)[0]])
 
 
@@ -151,6 +151,7 @@ class IndexedMemories:
     def __init__(self, store: "Store", at: str, tree: Optional[str] = None,
                  changed: Optional[Dict[str, Optional[Memory]]] = None):
         self.store, self.at, self.tree, self.changed = store, at, tree, changed or {}
+        self._blobs: Dict[str, str] = {}  # id -> blob at ``at``, of those a ranking listed
 
     def _sql(self, work: Callable[[sqlite3.Connection, int], T]) -> T:
         out = _read(self.store, self.at, None, work)
@@ -246,11 +247,12 @@ class IndexedMemories:
         """At least the best ``limit`` active memories for ``text`` but ``exclude`` (ids), from the index where it can."""
         from .context import Loaded, Ranking  # a context's module: search alone need not import it
 
-        ids = None if self.changed else ranked_ids(self.store, text, limit, at=self.at, exclude=exclude)
-        if ids is None:
+        listed = None if self.changed else ranked_ids(self.store, text, limit, at=self.at, exclude=exclude)
+        if listed is None:
             memories = self.get([i for i, _ in self.active()])
             return Loaded(memories, self.store.current_blobs(memories.values())).ranked(text, limit, exclude)
-        return Ranking(text, tuple(ids), len(ids) < limit)
+        self._blobs.update(listed)  # what the tail renders next: its elements are then read by blob alone
+        return Ranking(text, tuple(i for i, _ in listed), len(listed) < limit)
 
     def active(self) -> List[Tuple[str, str]]:
         """(id, type) of every active memory, by id."""
@@ -295,9 +297,16 @@ class IndexedMemories:
         out = {i: element(m) for i in ids if i in self.changed and (m := self.changed[i]) is not None}
         wanted = [i for i in ids if i not in self.changed]
 
+        known = {self._blobs[i]: i for i in wanted if i in self._blobs}
+        unknown = [i for i in wanted if i not in self._blobs]
+
         def read(db: sqlite3.Connection, view: int) -> List[Tuple[str, str, Optional[str], Optional[int]]]:
             rows: List[Tuple[str, str, Optional[str], Optional[int]]] = []
-            for chunk, marks in batches(wanted):
+            for chunk, marks in batches(list(known)):  # a page per element, not three: a cold read's cost
+                found = {b: (text, tokens) for b, text, tokens in db.execute(
+                    f"SELECT blob, text, tokens FROM elements WHERE code=? AND blob IN ({marks})", [code, *chunk])}
+                rows += [(known[b], b, *found.get(b, (None, None))) for b in chunk]
+            for chunk, marks in batches(unknown):
                 rows += db.execute(f"SELECT m.id, d.blob, e.text, e.tokens FROM members m JOIN docs d ON d.doc=m.doc "
                                    f"LEFT JOIN elements e ON e.code=? AND e.blob=d.blob WHERE m.view=? AND m.id IN "
                                    f"({marks})", [code, view, *chunk]).fetchall()
