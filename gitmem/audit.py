@@ -56,13 +56,17 @@ FORK_TRAILER = "Fork-Point"
 ASIDE_TRAILER = "Set-Aside"
 _OID = r"[0-9a-f]{40}|[0-9a-f]{64}"
 _FORK_RE, _ASIDE_RE = (re.compile(rf"^{name}: ({_OID})$", re.MULTILINE) for name in (FORK_TRAILER, ASIDE_TRAILER))
+#: The trailer of an add made with a one-time key (a web form's): :func:`keyed` finds it, so the key adds once.
+KEY_TRAILER = "Request-Key"
+KEY_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
 
 def commit_message(op: str, m: Memory, author: Author, source: str, redacted: int, note: Optional[str],
-                   fork: Optional[str] = None, aside: Sequence[str] = ()) -> str:
+                   fork: Optional[str] = None, aside: Sequence[str] = (), key: Optional[str] = None) -> str:
     """The subject, optional body and trailers of a memory write; :func:`change_from_commit` reads them back.
     ``fork``: the commit the branch's code forked at, as this clone recorded it (a commit id, else left out);
-    ``aside``: the first commits of an earlier branch's memory of this name, set aside here."""
+    ``aside``: the first commits of an earlier branch's memory of this name, set aside here; ``key``: the
+    write's one-time key (:func:`keyed`)."""
     from .redact import redact_bare  # a source is redacted as the memory's own is, so the two read the same
 
     trailers = [
@@ -76,8 +80,29 @@ def commit_message(op: str, m: Memory, author: Author, source: str, redacted: in
     if fork and re.fullmatch(_OID, fork):
         trailers.append(f"{FORK_TRAILER}: {fork}")
     trailers += [f"{ASIDE_TRAILER}: {c}" for c in aside if re.fullmatch(_OID, c)]
+    if key:
+        trailers.append(f"{KEY_TRAILER}: {key}")
     body = f"\n\n{note.strip()}" if note else ""
     return f"{op} {m.type}: {m.summary}{body}\n\n" + "\n".join(trailers) + "\n"
+
+
+def keyed(repo: pygit2.Repository, key: str, tip: Optional[str], since: Optional[str]) -> Optional[str]:
+    """The memory an earlier write with one-time ``key`` made, looking at the commits of ``tip`` that ``since``
+    (the tip the key was handed out at; None or unknown: the whole history) does not hold, or None."""
+    if not tip:
+        return None
+    line = f"\n{KEY_TRAILER}: {key}\n"
+    walker = repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL)
+    if since and re.fullmatch(_OID, since):
+        try:
+            walker.hide(since)
+        except (KeyError, ValueError, pygit2.GitError):
+            pass  # not a commit here: every commit may hold the key
+    for commit in walker:
+        if line in commit.message:
+            ids = change_from_commit(commit).memory_ids
+            return ids[0] if ids else None
+    return None
 
 
 def fork_in(message: str) -> Optional[str]:

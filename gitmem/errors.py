@@ -78,6 +78,16 @@ class Changed(GitmemError):
     on the old version is refused, so it never lands on a newer one nobody looked at."""
 
 
+class Repeated(GitmemError):
+    """An add carries the one-time key of an earlier add (a form sent twice): it is not written again.
+    ``same``: whether it would have stored what the earlier one did (a replay) or other content."""
+
+    def __init__(self, memory_id: str, same: bool):
+        self.memory_id = memory_id
+        self.same = same
+        super().__init__(f"this form was already sent: it added {memory_id}")
+
+
 class RefLocked(GitmemError):
     """Another process holds (or a dead one left) the ref's lock file."""
 

@@ -16,7 +16,8 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 import pygit2
 
 from . import gitdir, model
-from .errors import AmbiguousId, BranchError, Changed, GitmemError, IdTooShort, InvalidMemory, NotFound, StorageError
+from .errors import (AmbiguousId, BranchError, Changed, GitmemError, IdTooShort, InvalidMemory, NotFound, Repeated,
+                     StorageError)
 from .gitdir import GitDir
 from .index import Entry, code_key
 from .model import Author, Memory, Problem
@@ -505,14 +506,20 @@ class Store:
             tags: Sequence[str] = (), paths: Sequence[str] = (), author: Optional[Author] = None,
             source: str = "api", supersedes: Optional[str] = None, blob: Optional[str] = None,
             commit: Optional[str] = None, next: Optional[str] = None,
-            commits: Sequence[str] = (), guard: Optional[Callable[[Snapshot], None]] = None) -> Write:
+            commits: Sequence[str] = (), guard: Optional[Callable[[Snapshot], None]] = None,
+            key: Optional[str] = None, since: Optional[str] = None) -> Write:
         """Validate, redact and store one new memory in one commit.
 
         ``file`` memories get the blob id of the path's current content and
         checkpoints the HEAD commit, unless given. ``guard`` is called with the snapshot the write builds on
         and raises to refuse it: a condition that must hold where the commit lands (no file of that name
         yet), checked again on every attempt, not once before a race.
+        ``key``: a one-time key (a web form's), recorded in the commit: an add whose key a commit after
+        ``since`` (the tip the key was handed out at) already carries raises :class:`Repeated` instead, so a
+        form sent twice, by one process or two, adds one memory.
         """
+        from .audit import KEY_RE, keyed  # writes only, as in commit
+
         model.check_types({"type": type, "text": text, "title": title, "reason": reason, "tags": tags, "paths": paths,
                            "source": source, "supersedes": supersedes, "blob": blob, "commit": commit, "next": next,
                            "commits": commits})  # tags="abc" is not the tags a, b and c
@@ -528,13 +535,18 @@ class Store:
             blob=blob, commit=commit, commits=tuple(commits), text=text, title=title, reason=reason, next=next,
         )
         memory, redacted = model.redacted_valid(memory)
+        if key is not None and not KEY_RE.match(key):
+            raise GitmemError(f"{key[:80]!r} is not a one-time key (16-64 letters, digits, - and _)")
 
         def build(snap: Snapshot) -> Built:
             if guard is not None:
                 guard(snap)
+            earlier = keyed(self.repo, key, snap.commit, since) if key else None
+            if earlier:
+                raise Repeated(earlier, same=_content(snap.find(earlier)[1]) == _content(memory))
             return Built({model.memory_path(memory): model.dump_yaml(memory)}, memory, redacted)
 
-        return self.commit(build, op="add", author=author, source=source)
+        return self.commit(build, op="add", author=author, source=source, key=key)
 
     def edit(self, memory_id: str, *, author: Optional[Author] = None, source: str = "api",
              changes_of: Optional[Callable[[Memory], Dict[str, Any]]] = None, **changes: Any) -> Write:
@@ -648,7 +660,7 @@ class Store:
         return refs.retrying(self.repo, self.ref, attempt)
 
     def commit(self, build: Callable[[Snapshot], Built], *, op: str, author: Author, source: str,
-               note: Optional[str] = None) -> Write:
+               note: Optional[str] = None, key: Optional[str] = None) -> Write:
         """One write: ``build`` turns the snapshot it is given into the tree changes and the memory the
         commit is about; the commit lands by compare-and-swap, re-built on a lost race. Returns
         what the attempt that landed built."""
@@ -660,7 +672,8 @@ class Store:
             built = build(Snapshot(self, base))
             message = commit_message(op, built.memory, author, source, built.redacted, note,
                                      fork=self.config(f"gitmem.branch.{self.branch}.forkPoint"),  # branches.record_fork's
-                                     aside=(self.config(f"gitmem.branch.{self.branch}.setAside") or "").split())
+                                     aside=(self.config(f"gitmem.branch.{self.branch}.setAside") or "").split(),
+                                     key=key)
             commit = self.commit_tree(built.updates, message, author, base=base)
             self.move_ref(expected, commit, f"gitmem {op}: {built.memory.id}")
             return Write(built.memory, commit, built.redacted)
@@ -709,6 +722,11 @@ class Store:
         return out
 
 # --- module helpers ----------------------------------------------------------
+
+
+def _content(m: Memory) -> Tuple[Any, ...]:
+    """What an add stores that a second send of its form must match to be the same add."""
+    return m.type, m.text, m.title, m.reason, m.tags, m.paths
 
 
 def _signature(author: Author) -> pygit2.Signature:

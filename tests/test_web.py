@@ -248,6 +248,35 @@ def test_an_invalid_add_shows_why_and_keeps_what_was_typed(repo, web):
     assert git(repo, "for-each-ref", "refs/memory/") == ""
 
 
+def add_fields(page_html: str) -> dict:
+    """The hidden fields of the add form as a browser sends them (its one-time key included)."""
+    form = re.search(r'<form method="post" action="/add".*?</form>', page_html, re.S).group(0)
+    return dict(re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)"', form))
+
+
+def test_an_add_form_sent_twice_adds_one_memory_and_answers_both_alike(repo, store, web):
+    """A double click, or a form restored by the back button and sent again, is the same form twice."""
+    store.add("fact", "Already here")
+    form = {**add_fields(web.get("/memory").text), "type": "fact", "text": "Sent twice"}
+    first, again = web.post("/add", data=form), web.post("/add", data=form)
+    assert first.status_code == again.status_code == 303
+    assert again.headers["location"] == first.headers["location"]
+    assert [m.text for m in Store.open(str(repo)).list()] == ["Already here", "Sent twice"]
+    assert memory_log(repo, n=3).count("add fact: Sent twice") == 1
+
+
+def test_an_add_form_sent_again_with_other_text_is_not_a_replay_it_asks(repo, web):
+    form = {**add_fields(web.get("/memory").text), "type": "fact", "text": "First text"}
+    added = re.search(r"added=([0-9a-z]{16})", web.post("/add", data=form).headers["location"]).group(1)
+    r = web.post("/add", data={**form, "text": "Edited after going back"})
+    assert r.status_code == 409
+    assert f"it added {added}" in r.text and "Edited after going back</textarea>" in r.text
+    assert [m.text for m in Store.open(str(repo)).list()] == ["First text"]
+    again = web.post("/add", data={**add_fields(r.text), "type": "fact", "text": "Edited after going back"})
+    assert again.status_code == 303  # the page it answered carries a new key: sending it adds the text
+    assert [m.text for m in Store.open(str(repo)).list()] == ["First text", "Edited after going back"]
+
+
 def test_add_on_a_branch_without_memory_forks_it(repo, store, web):
     store.add("fact", "From main")
     git(repo, "branch", "feature")

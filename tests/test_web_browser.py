@@ -169,6 +169,31 @@ def test_add_a_memory_in_the_browser_and_find_it_in_the_list_in_git_and_on_every
     page.screenshot(path=str(SHOTS / "cost.png"), full_page=True)
 
 
+def test_the_add_form_sent_again_after_going_back_adds_nothing(repo, server):
+    """Back restores the page as it was (a desktop Chrome keeps it in its back/forward cache, which
+    Playwright turns off unless told), with the text typed; clicking Add on it again sends the same form."""
+    sync_playwright = _playwright()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True,
+                                    ignore_default_args=["--disable-back-forward-cache"])
+        try:
+            page = browser.new_page()
+            page.goto(server + "/memory")
+            form = page.locator("#add-form")
+            form.locator("textarea[name=text]").fill("Sent from the browser once")
+            with page.expect_navigation():
+                form.locator("button[type=submit]").click()
+            added = page.locator(".flash").inner_text()
+            page.go_back(wait_until="commit")
+            assert form.locator("textarea[name=text]").input_value() == "Sent from the browser once"
+            with page.expect_navigation():
+                form.locator("button[type=submit]").click()
+            assert page.locator(".flash").inner_text() == added
+        finally:
+            browser.close()
+    assert git(repo, "log", "--format=%s", "refs/memory/main").count("Sent from the browser once") == 1
+
+
 def test_a_form_on_another_site_cannot_write(repo, server, page):
     """A page on a foreign origin posting to the UI (cross-site request forgery): the browser sends
     that page's Origin and the form has no token, so the server refuses it and nothing is written."""

@@ -6,7 +6,9 @@ Pages (GET, read-only): ``/memory`` (one branch's memory, filters, search),
 parent, conflicts), ``/cost`` (the last recorded run's bill and chart).
 Writes (POST, form-encoded, CSRF token required): ``/add``, ``/retract``,
 ``/resolve``; each is recorded with the person's git identity and source
-``web-ui``, then redirects back (post/redirect/get).
+``web-ui``, then redirects back (post/redirect/get). The add form carries a
+one-time key, so the same form sent twice (a double click, a page the back
+button restored) adds one memory.
 
 Security: the server only listens on 127.0.0.1; every request whose Host (or
 Origin, when sent) is not a loopback name is refused, which defeats DNS
@@ -32,7 +34,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..errors import Changed, GitmemError, NotFound
+from ..errors import Changed, GitmemError, NotFound, Repeated
 from ..model import ID_RE, Author
 from ..serving import on_library_thread, refusal
 from ..warm import Warm
@@ -206,8 +208,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         body = pages.memory_page(
             repo=repo_label, branch=store.branch, branches=branch_names(store), read_from=read_from, tip=tip,
             filters=filters, items=items, total=total, searched=bool(filters["q"]),
-            stale_ids={m.id for m in shown if is_stale(m, blobs)}, csrf=token, who=person(store),
-            form=form or {}, flash=done(params), error=error, problems=problems)
+            stale_ids={m.id for m in shown if is_stale(m, blobs)}, csrf=token, key=secrets.token_urlsafe(24),
+            who=person(store), form=form or {}, flash=done(params), error=error, problems=problems)
         return html(body, status)
 
     @page
@@ -361,10 +363,16 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
             store = open_store(branch)
             w = store.add(form.get("type", ""), form.get("text", ""), title=form.get("title", "").strip() or None,
                           reason=form.get("reason", "").strip() or None, tags=split(form.get("tags", "")),
-                          paths=split(form.get("paths", "")), author=person(store), source=SOURCE)
+                          paths=split(form.get("paths", "")), author=person(store), source=SOURCE,
+                          key=form.get("key") or None, since=form.get("since") or None)
         except GitmemError as e:
+            status, then = 400, ""
+            if isinstance(e, Repeated):
+                if e.same:  # the same form sent again (a double click): answered as the first send was
+                    return RedirectResponse(url("/memory", branch=store.branch, added=e.memory_id), status_code=303)
+                status, then = 409, "; send the form again to add this text as another memory"
             try:
-                return memory_view({"branch": branch}, form=form, error=f"Not added: {e}", status=400)
+                return memory_view({"branch": branch}, form=form, error=f"Not added: {e}{then}", status=status)
             except GitmemError:
                 return failure(e)
         return RedirectResponse(url("/memory", branch=store.branch, added=w.memory.id), status_code=303)

@@ -84,7 +84,7 @@ def memory_card(m: Memory, branch: str, *, stale: bool, score: Optional[float] =
 
 def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: Optional[str], tip: Optional[str],
                 filters: Mapping[str, str], items: Sequence[Any], total: int, searched: bool, stale_ids: set,
-                csrf: str, who: Any, form: Mapping[str, str], flash: Optional[str] = None,
+                csrf: str, key: str, who: Any, form: Mapping[str, str], flash: Optional[str] = None,
                 error: Optional[str] = None, problems: Sequence[Any] = ()) -> Safe:
     f = filters
     switcher = h("""<form class="switcher" method="get" action="/memory">
@@ -131,13 +131,16 @@ def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: O
     broken = h('<div class="error"><p>Skipped invalid memory blobs:</p><ul>{}</ul></div>', skipped) if problems else ""
     body = h("""<div class="toolbar">{switcher}</div>{where}{filters}{count}{broken}
 <section class="memories">{listing}</section>{add}""", switcher=switcher, where=where, filters=filter_form,
-             count=count, broken=broken, listing=listing, add=add_form(branch, csrf, who, form))
+             count=count, broken=broken, listing=listing, add=add_form(branch, csrf, key, tip, who, form))
     return layout("Memory", "memory", body, repo=repo, branch=branch, flash=flash, error=error)
 
 
-def add_form(branch: str, csrf: str, who: Any, form: Mapping[str, str]) -> Safe:
+def add_form(branch: str, csrf: str, key: str, since: Optional[str], who: Any, form: Mapping[str, str]) -> Safe:
+    """The add form; ``key`` (fresh for each page) and ``since`` (the tip shown) make a second send of this
+    page's form answer the memory the first one added (:meth:`gitmem.store.Store.add`)."""
     return h("""<section class="add"><h2>Add a memory</h2>
 <form method="post" action="/add" id="add-form">{csrf}<input type="hidden" name="branch" value="{branch}">
+<input type="hidden" name="key" value="{key}"><input type="hidden" name="since" value="{since}">
 <div class="row"><label>Type <select name="type" required>{types}</select></label>
 <label class="wide">Title <input name="title" value="{title}" maxlength="200" placeholder="optional one line"></label></div>
 <label>Text <textarea name="text" rows="3" required>{text}</textarea></label>
@@ -146,7 +149,8 @@ def add_form(branch: str, csrf: str, who: Any, form: Mapping[str, str]) -> Safe:
 <label>Paths <input name="paths" value="{paths}" placeholder="src/app.py, docs/"></label></div>
 <p class="hint">Recorded as {who} with source <code>web-ui</code> on <code>refs/memory/{branch}</code>.</p>
 <button type="submit">Add memory</button></form></section>""",
-             csrf=csrf_field(csrf), branch=branch, types=options(TYPES, form.get("type") or "decision"),
+             csrf=csrf_field(csrf), branch=branch, key=key, since=since or "",
+             types=options(TYPES, form.get("type") or "decision"),
              title=form.get("title", ""), text=form.get("text", ""), reason=form.get("reason", ""),
              tags=form.get("tags", ""), paths=form.get("paths", ""), who=author_line(who.name, who.email, "human"))
 
