@@ -93,6 +93,18 @@ def test_filters_by_type_tag_path_author_kind_and_source(repo, store, web):
         assert set(ids_on(web.get("/memory", params=dict(params)).text)) == expected, params
 
 
+def test_a_path_filter_reads_a_path_as_the_cli_does_typed_at_the_root(repo, store, web):
+    """`gitmem list --path ./src/money` finds the memories of src/money/; the page's Path box did not."""
+    money = store.add("convention", "Money is integer cents", paths=["src/money/"]).memory
+    store.add("fact", "Docs are in Markdown", paths=["docs/"])
+    for typed in ("./src/money/cents.py", "src//money", "./src", "src/./money/"):
+        cli = json.loads(gitmem(repo, "list", "--path", typed, "--json").stdout)["memories"]
+        assert [m["id"] for m in cli] == [money.id], typed
+        assert ids_on(web.get("/memory", params={"path": typed}).text) == [money.id], typed
+        assert ids_on(web.get("/memory", params={"path": typed, "q": "money cents"}).text) == [money.id], typed
+    assert ids_on(web.get("/memory", params={"path": "../src"}).text) == []  # outside: nothing, as the CLI says
+
+
 def test_status_filter_shows_retracted_memories_only_when_asked(repo, store, web):
     kept = store.add("fact", "Kept").memory
     gone = store.add("fact", "Gone").memory
