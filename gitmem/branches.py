@@ -257,7 +257,7 @@ class BranchInfo:
     tip: str
     parent: Optional[str]
     memories: int
-    code: str  # "exists" or "deleted"
+    code: str  # "exists" (a local or remote-tracking branch has it, as prune reads it) or "deleted"
     merged: bool  # its code is reachable from the parent's (or default) code branch
     conflicts: int = 0
     memory_merged: bool = False  # its memory tip is in the parent's (or default) memory
@@ -289,7 +289,7 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
         into_memory = Store(repo, parent or default).tip() if name != default else None
         counts = store.summary(tip)["counts"]  # kept per tree
         out.append(BranchInfo(name, ref, tip, parent, sum(counts.values()),
-                              "exists" if f"refs/heads/{name}" in repo.references else "deleted",
+                              "exists" if tips else "deleted",
                               merged, len(conflict_blobs(store, tip)), reachable(repo, tip, into_memory),
                               sum(n for key, n in counts.items() if key.endswith("/active"))))
     return out

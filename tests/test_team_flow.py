@@ -231,3 +231,29 @@ def test_a_cherry_pick_says_which_memory_stayed_behind_and_following_the_hint_sh
     git(alice, "push", "-q")
     git(bob, "pull", "-q", "--ff-only")
     assert texts(alice) == texts(bob) == {"on main", "Retry refunds once"}
+
+
+def test_a_teammates_branch_that_is_on_the_remote_is_not_called_deleted(team):
+    """After a pull, a teammate's branch has memory here and code only as origin/<branch>: its code exists
+    (prune leaves it alone), so `gitmem branch` must not call it deleted, nor list it deleted in --json; renamed
+    here, it is still named as renamed."""
+    alice, bob, _ = team
+    git(alice, "checkout", "-q", "-b", "feature")
+    gitmem(alice, "add", "fact", "feature memory")
+    commit_code(alice, "f.txt")
+    git(alice, "push", "-q", "-u", "origin", "feature")
+    gitmem(alice, "push")
+    git(bob, "pull", "-q")  # the code of feature arrives as origin/feature
+    gitmem(bob, "pull")  # and its memory as refs/memory/feature
+
+    assert "code deleted" not in gitmem(bob, "branch").stdout
+    listed = {b["name"]: b for b in json.loads(gitmem(bob, "branch", "--json").stdout)["branches"]}
+    assert listed["feature"]["code"] == "exists"
+    assert "nothing to prune" in gitmem(bob, "prune").stdout + gitmem(bob, "prune").stderr
+
+    git(alice, "branch", "-m", "feature", "renamed")  # origin/feature still has the code under the old name
+    assert "code renamed to renamed: gitmem branch -m feature renamed" in gitmem(alice, "branch").stdout
+
+    git(alice, "push", "-q", "origin", ":feature")  # merged on the server and deleted there
+    git(bob, "fetch", "-q", "--prune")
+    assert "code deleted" in gitmem(bob, "branch").stdout

@@ -51,7 +51,7 @@ def branch(store: Store, move, as_json: bool) -> None:
         return
     from ..branches import renames
 
-    moved = renames(store.repo) if any(b.code == "deleted" for b in found) else {}
+    moved = renames(store.repo)  # renamed here, its code may still be on a remote under the old name
     for b in found:
         mark = "*" if b.name == store.branch else " "
         notes = [f"from {b.parent}"] if b.parent else []
