@@ -536,19 +536,18 @@ def _any_unreachable(repo: pygit2.Repository, commits: Iterable[str]) -> bool:
 
 def renames(repo: pygit2.Repository) -> Dict[str, str]:
     """old name -> new name, for each local code branch renamed from a branch whose memory stayed behind."""
-    from .repo import memory_ref
-
     out: Dict[str, str] = {}
     for name, _ in ref_names(repo, "refs/heads/"):
-        if ref_target(repo, memory_ref(name)) is None and (old := renamed_from(repo, name)):
+        if old := renamed_from(repo, name):
             out[old] = name
     return out
 
 
 def renamed_from(repo: pygit2.Repository, branch: str) -> Optional[str]:
     """The branch ``branch`` was renamed from (`git branch -m`), if its code's reflog says so and that name
-    still has memory of its own: the memory git did not move. Renamed twice (a to b, then b to c), the reflog
-    (which git moves with the branch) is followed back to the name the memory stayed under."""
+    still has memory of its own that ``branch``'s lacks: the memory git did not move (``branch`` may have
+    written since, forking its parent's). Renamed twice (a to b, then b to c), the reflog (which git moves
+    with the branch) is followed back to the name the memory stayed under."""
     from .repo import memory_ref
 
     try:
@@ -560,9 +559,18 @@ def renamed_from(repo: pygit2.Repository, branch: str) -> Optional[str]:
         message = entry.message or ""
         if message.startswith("Branch: renamed refs/heads/") and message.endswith(f" to refs/heads/{name}"):
             name = message[len("Branch: renamed refs/heads/"):-len(f" to refs/heads/{name}")]
-            if ref_target(repo, memory_ref(name)) is not None:
-                return name
+            if (left := ref_target(repo, memory_ref(name))) is not None:
+                return None if reachable(repo, left, ref_target(repo, memory_ref(branch))) else name
     return None
+
+
+def carry_over(repo: pygit2.Repository, old: str, new: str) -> str:
+    """The command that brings the memory ``old`` left behind to ``new`` (renamed by git): a move, or a merge
+    once ``new`` has memory of its own."""
+    from .repo import memory_ref
+
+    return f"gitmem branch -m {old} {new}" if ref_target(repo, memory_ref(new)) is None \
+        else f"gitmem --branch {new} merge {old}"
 
 
 # --- finding merged branches ------------------------------------------------------

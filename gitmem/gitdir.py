@@ -173,6 +173,18 @@ def has_no_remotes(git: GitDir) -> bool:
     return True
 
 
+def may_be_renamed(git: GitDir, branch: str) -> bool:
+    """False when ``branch``'s reflog records no `git branch -m` (so no memory can have stayed behind under an
+    older name: see gitmem.branches.renamed_from); True means "maybe": ask libgit2."""
+    try:
+        with open(os.path.join(git.common, "logs", "refs", "heads", *branch.split("/")), "rb") as f:
+            return b"\tBranch: renamed refs/heads/" in f.read()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+
+
 def _user_files() -> Tuple[str, str]:
     """The user's config files, in the order git reads them: the XDG one, then ``~/.gitconfig``."""
     home = os.path.expanduser("~")

@@ -539,6 +539,30 @@ def test_a_branch_renamed_twice_is_still_named_in_status_and_kept_from_prune(rep
     assert "a's note" in gitmem(repo, "list").stdout
 
 
+def test_a_renamed_branch_that_wrote_before_its_memory_was_moved_still_names_what_stayed_behind(repo):
+    """`git branch -m old renamed`, then a write on renamed before `gitmem branch -m` (an agent at work):
+    renamed's first write forks main's memory, and old's memory is still the only copy of what the branch
+    knew. It must stay named (status, branch) and kept from prune, with the merge that brings it, until
+    it is in renamed's memory."""
+    gitmem(repo, "hooks", "install")
+    gitmem(repo, "add", "decision", "base", "--because", "why")
+    git(repo, "checkout", "-q", "-b", "old")
+    gitmem(repo, "add", "note", "old-branch note")
+    commit_file(repo, "old.txt")
+    git(repo, "branch", "-m", "old", "renamed")
+    gitmem(repo, "add", "note", "written after the rename")
+
+    command = "`gitmem --branch renamed merge old`"
+    assert f"renamed from 'old', whose memory stayed behind: {command}" in gitmem(repo, "status").stdout
+    assert "code renamed to renamed: gitmem --branch renamed merge old" in gitmem(repo, "branch").stdout
+    assert "refs/memory/old" not in gitmem(repo, "prune").stdout
+
+    gitmem(repo, "--branch", "renamed", "merge", "old")
+    assert {"old-branch note", "written after the rename"} <= {m.text for m in Store.open(str(repo)).list()}
+    assert "renamed from" not in gitmem(repo, "status").stdout
+    assert "code renamed" not in gitmem(repo, "branch").stdout
+
+
 def test_diff_reads_the_trees_that_differ_and_answers_as_a_full_listing_does(repo):
     """diff walks the tree diff from the merge base (what changed costs, not what is stored): its answer is
     the one comparing every memory of both sides, for added, edited, retracted, moved and deleted memories."""

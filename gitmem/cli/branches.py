@@ -49,13 +49,13 @@ def branch(store: Store, move, as_json: bool) -> None:
     if as_json:
         emit_json({"current": store.branch, "branches": [b.to_dict() for b in found]})
         return
-    from ..branches import renames
+    from ..branches import carry_over, renames
 
     moved = renames(store.repo)  # renamed here, its code may still be on a remote under the old name
     for b in found:
         mark = "*" if b.name == store.branch else " "
         notes = [f"from {b.parent}"] if b.parent else []
-        notes += [f"code renamed to {moved[b.name]}: gitmem branch -m {b.name} {moved[b.name]}"] if b.name in moved \
+        notes += [f"code renamed to {moved[b.name]}: {carry_over(store.repo, b.name, moved[b.name])}"] if b.name in moved \
             else ["code deleted"] if b.code == "deleted" else []
         notes += ([f"code and memory merged into {b.parent or 'the default branch'}"] if b.memory_merged else
                   [f"code merged, memory not yet: gitmem merge {b.name}"]) if b.merged else []

@@ -515,12 +515,14 @@ def status(store: Store, as_json: bool) -> None:
     click.echo(f"branch {store.branch}: memory {store.ref} at {_short(store.own_tip())}")
     if branch and branch != store.branch:
         click.echo(f"  no memory of its own yet: reading {branch!r} at {_short(tip)}")
-    if not store.own_tip():  # renamed by git, the memory left behind (whether or not a parent has memory to read)
-        from ..branches import renamed_from
+    from ..gitdir import may_be_renamed
+
+    if store.git is None or may_be_renamed(store.git, store.branch):  # renamed by git, the memory left behind
+        from ..branches import carry_over, renamed_from
 
         old = renamed_from(store.repo, store.branch)
         if old:
-            click.echo(f"  renamed from {old!r}, whose memory stayed behind: `gitmem branch -m {old} {store.branch}`")
+            click.echo(f"  renamed from {old!r}, whose memory stayed behind: `{carry_over(store.repo, old, store.branch)}`")
     click.echo("  " + (", ".join(f"{n} {t}" for t, n in sorted(counts.items())) or "no memories"))
     if data["conflicts"]:
         click.echo(f"  {len(data['conflicts'])} unresolved memory conflict(s): see `gitmem conflicts`")
