@@ -243,17 +243,81 @@ def hooks_path_beyond(repo: pygit2.Repository) -> bool:
     return True
 
 
+#: Where gitmem keeps its scripts, under the common git dir, when the hooks folder is not its to write.
+OWN_DIR = "gitmem/hooks"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where gitmem's scripts go. ``entry`` is None when git runs them straight from ``folder`` (the hooks
+    folder); else it is the folder of the user's own hook files, each of which must call gitmem's script
+    with :func:`line`, and ``reason`` says why gitmem may not write into the hooks folder."""
+
+    folder: str
+    entry: Optional[str] = None
+    reason: Optional[str] = None
+
+
+def placement(repo: pygit2.Repository) -> Placement:
+    """A hooks folder git sees (a hook file tracked, or one gitmem would add shown as untracked) is the
+    team's: a script written there would be committed with this machine's python in it, and a tracked hook
+    moved aside would show as deleted. gitmem's scripts then go under the git dir and the team's files call
+    them."""
+    folder = hooks_dir(repo)
+    seen = _seen_by_git(repo, folder)
+    if seen is None:
+        return Placement(folder)
+    from .repo import common_dir
+
+    return Placement(os.path.join(common_dir(repo), *OWN_DIR.split("/")), folder,
+                     f"core.hooksPath ({folder}) is a folder git {seen}")
+
+
+def _seen_by_git(repo: pygit2.Repository, folder: str) -> Optional[str]:
+    """How git sees hook files in ``folder`` ("tracks ..." / "would show ..."), or None when it does not."""
+    from .repo import common_dir
+
+    if repo.is_bare or not repo.workdir:
+        return None
+    root, where = os.path.realpath(repo.workdir), os.path.realpath(folder)
+    if os.path.commonpath([root, where]) != root or any(
+            os.path.commonpath([git_dir, where]) == git_dir for git_dir in map(os.path.realpath, (repo.path, common_dir(repo)))):
+        return None
+    rel = os.path.relpath(where, root).replace(os.sep, "/")
+    files = [name if rel == "." else f"{rel}/{name}" for name in HOOKS]
+    try:
+        tracked = [f for f in files if f in repo.index]
+        shown = [f for f in files if f not in tracked and not repo.path_is_ignored(f)]
+    except pygit2.GitError:
+        return "may track"
+    if tracked:
+        return f"tracks ({', '.join(tracked)})"
+    if shown:
+        return "would show as untracked files to commit"
+    return None
+
+
+def line(name: str) -> str:
+    """The line a user's own hook file needs to run gitmem's script for ``name``: a no-op in a clone
+    where gitmem's hooks are not installed; a refusing pre-push stops the hook (plain sh or ``sh -e``)."""
+    return (f'gitmem_hook="$(git rev-parse --git-common-dir)/{OWN_DIR}/{name}"; '
+            f'[ ! -x "$gitmem_hook" ] || "$gitmem_hook" "$@" || exit $?  # gitmem')
+
+
 @dataclass(frozen=True)
 class HookState:
-    """``state``: "installed" (ours), "absent", or "other" (a hook gitmem did not write)."""
+    """``state``: "installed" (ours), "absent", "other" (a hook gitmem did not write), or "needs-line"
+    (gitmem's script is ready but the user's hook file at ``path`` does not call it: add ``line``)."""
 
     name: str
     path: str
     state: str
     chained: bool
+    line: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"name": self.name, "path": self.path, "state": self.state, "chained": self.chained}
+        return {"name": self.name, "path": self.path, "state": self.state, "chained": self.chained,
+                "line": self.line}
 
 
 def _is_ours(path: str) -> bool:
@@ -264,21 +328,37 @@ def _is_ours(path: str) -> bool:
         return False
 
 
+def _calls_ours(path: str, name: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f"{OWN_DIR}/{name}".encode() in f.read()
+    except OSError:
+        return False
+
+
 def status(repo: pygit2.Repository) -> List[HookState]:
-    folder = hooks_dir(repo)
+    where = placement(repo)
     out = []
     for name in HOOKS:
-        path = os.path.join(folder, name)
+        path = os.path.join(where.folder, name)
         state = "absent" if not os.path.lexists(path) else ("installed" if _is_ours(path) else "other")
-        out.append(HookState(name, path, state, os.path.lexists(path + CHAINED_SUFFIX)))
+        if where.entry is None:
+            out.append(HookState(name, path, state, os.path.lexists(path + CHAINED_SUFFIX)))
+            continue
+        entry = os.path.join(where.entry, name)
+        if state == "installed" and not _calls_ours(entry, name):
+            state = "needs-line"
+        out.append(HookState(name, entry, state, False, line(name) if state != "installed" else None))
     return out
 
 
 def install(repo: pygit2.Repository, *, python: Optional[str] = None,
             names: Sequence[str] = HOOKS) -> List[HookState]:
     """Write the hooks, moving any existing hook aside to ``<hook>.gitmem-chained``
-    (it keeps running first). Re-installing only refreshes gitmem's scripts."""
-    folder = hooks_dir(repo)
+    (it keeps running first). Re-installing only refreshes gitmem's scripts.
+    Where the hooks folder is the team's (see :func:`placement`) nothing there changes:
+    the scripts go under the git dir, and hooks whose file lacks :func:`line` come back "needs-line"."""
+    folder = placement(repo).folder
     python = python or sys.executable
     try:
         os.makedirs(folder, exist_ok=True)
@@ -295,8 +375,9 @@ def install(repo: pygit2.Repository, *, python: Optional[str] = None,
 
 
 def uninstall(repo: pygit2.Repository) -> List[HookState]:
-    """Remove gitmem's hooks and put back what was there before, byte for byte."""
-    folder = hooks_dir(repo)
+    """Remove gitmem's hooks and put back what was there before, byte for byte
+    (a user's hook file calling gitmem is the user's: its line stays, and does nothing)."""
+    folder = placement(repo).folder
     try:
         for name in HOOKS:
             path = os.path.join(folder, name)

@@ -29,6 +29,8 @@ def test_a_link_planted_at_the_temporary_name_is_never_written_through(repo, vic
     """A clone can hold `<file>.gitmem-tmp` as a link to any file of the user's: the hooks' install, an
     export and setup write their files whole all the same, and the user's file stays as it was."""
     git(repo, "config", "core.hooksPath", ".husky")
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "exclude").write_text(".husky/\n")  # ignored: the hooks are gitmem's to write there
     (repo / ".husky").mkdir()
     (repo / ".cursor").mkdir()
     for name in (".husky/pre-push", "AGENTS.md", ".cursor/mcp.json", ".mcp.json", ".claude/settings.json"):

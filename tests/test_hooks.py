@@ -35,10 +35,10 @@ def commit(repo: Path, name: str, message: str = None) -> subprocess.CompletedPr
                           capture_output=True, text=True)
 
 
-def install(repo: Path, *args: str) -> subprocess.CompletedProcess:
+def install(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Install the hooks; post-commit waits for gitmem (foreground) so tests can look right after."""
     git(repo, "config", "gitmem.hookMode", "foreground")
-    return gitmem(repo, "hooks", "install", *args)
+    return gitmem(repo, "hooks", "install", *args, check=check)
 
 
 def head(repo: Path) -> str:
@@ -128,6 +128,9 @@ def test_pre_push_can_push_memory_with_the_code(tmp_path, repo):
 
 
 def test_core_hooks_path_is_honoured(repo):
+    """A folder in the work tree that git ignores is gitmem's to write (one git sees is not: see below)."""
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "exclude").write_text(".githooks/\n")
     git(repo, "config", "core.hooksPath", ".githooks")
     out = json.loads(install(repo, "--json").stdout)
     assert Path(out["hooks_dir"]) == (repo / ".githooks").resolve()
@@ -368,3 +371,54 @@ def test_installing_the_hooks_in_a_bare_repository_says_only_pre_push_can_run(tm
     git(tmp_path, "init", "-q", "--bare", str(bare))
     result = gitmem(bare, "hooks", "install")
     assert "repository is bare" in result.stderr and "install the hooks in each clone" in result.stderr
+
+
+def test_a_hooks_folder_git_tracks_is_left_unchanged_and_the_line_to_add_is_named(tmp_path, repo):
+    """core.hooksPath at a folder the team commits: gitmem writes nothing git sees (no tracked file renamed,
+    no new untracked one), says which line each hook file needs, and exits 1 until the lines are there."""
+    team_hook = b"#!/bin/sh\necho team-check >&2\n"
+    write_hook(repo / ".githooks", "pre-push", team_hook)
+    git(repo, "add", ".githooks")
+    git(repo, "commit", "-q", "-m", "team hooks")
+    git(repo, "config", "core.hooksPath", ".githooks")
+    before = git(repo, "status", "--porcelain", "--untracked-files=all")
+
+    done = install(repo, "--json", check=False)
+    assert done.returncode == 1
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == before
+    assert (repo / ".githooks" / "pre-push").read_bytes() == team_hook
+    out = json.loads(done.stdout)
+    assert out["reason"] and "tracks" in out["reason"]
+    states = {h["name"]: h for h in out["hooks"]}
+    assert {h["state"] for h in states.values()} == {"needs-line"}
+    assert Path(states["pre-push"]["path"]) == (repo / ".githooks" / "pre-push").resolve()
+    assert "gitmem/hooks/pre-push" in states["pre-push"]["line"]
+    plain = install(repo, check=False)
+    assert plain.returncode == 1 and states["pre-push"]["line"] in plain.stderr
+    assert "git status is unchanged" in plain.stderr
+
+    remote = tmp_path / "remote.git"  # the line added by hand, as the message says: gitmem runs from it
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    hook = repo / ".githooks" / "pre-push"
+    lines = hook.read_text().splitlines()
+    hook.write_text("\n".join([lines[0], states["pre-push"]["line"], *lines[1:]]) + "\n")
+    Store.open(str(repo)).add("fact", "not pushed yet")
+    pushed = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
+    assert pushed.returncode == 0 and "memory of main is not on origin" in pushed.stderr
+    assert "team-check" in pushed.stderr
+    status = {h["name"]: h["state"] for h in json.loads(gitmem(repo, "hooks", "status", "--json").stdout)["hooks"]}
+    assert status["pre-push"] == "installed" and status["post-commit"] == "needs-line"
+
+    gitmem(repo, "hooks", "uninstall")  # takes gitmem's scripts away; the team's file is the team's to edit
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == " M .githooks/pre-push\n"
+    assert subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True).returncode == 0
+
+
+def test_a_hooks_folder_in_the_work_tree_not_committed_yet_gets_no_gitmem_files_either(repo):
+    """Not tracked yet, not ignored: the next `git add .` would commit gitmem's scripts, with this machine's
+    python in them, for the whole team."""
+    git(repo, "config", "core.hooksPath", ".githooks")
+    done = install(repo, check=False)
+    assert done.returncode == 1 and not (repo / ".githooks").exists()
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""

@@ -3,6 +3,7 @@ hooks install/uninstall/status, hook, checkpoint, resume."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import click
@@ -334,13 +335,35 @@ def hooks() -> None:
     """
 
 
-def _report_hooks(states, as_json: bool, folder: str) -> None:
+def _report_hooks(states, as_json: bool, repo, strict: bool = False) -> None:
+    """The hooks, one a line, then what the user must do where gitmem may not write (see hooks.placement).
+    ``strict`` (install): exit 1 while a hook file does not call gitmem's yet, as memory does not follow commits."""
+    from ..hooks import placement
+
+    where = placement(repo)
+
+    def shown(path: str) -> str:  # the team's files, as the team names them
+        root = os.path.realpath(repo.workdir or repo.path)
+        return os.path.relpath(path, root) if os.path.realpath(path).startswith(root + os.sep) else path
+
+    pending = [s for s in states if s.state == "needs-line"]
     if as_json:
-        emit_json({"hooks_dir": folder, "hooks": [s.to_dict() for s in states]})
-        return
-    for s in states:
-        click.echo(f"{s.name:<14} {s.state}{' (chains the previous hook)' if s.chained else ''}")
-    click.echo(f"in {folder}")
+        emit_json({"hooks_dir": where.entry or where.folder, "reason": where.reason,
+                   "hooks": [s.to_dict() for s in states]})
+    else:
+        for s in states:
+            state = f"needs a line in {shown(s.path)}" if s.state == "needs-line" else s.state
+            click.echo(f"{s.name:<14} {state}{' (chains the previous hook)' if s.chained else ''}")
+        click.echo(f"in {where.folder}")
+    if pending:
+        click.echo(f"gitmem: {where.reason}, so gitmem wrote no file there (git status is unchanged); its hooks are "
+                   f"in {shown(where.folder)}. Until each hook file below calls them (add the line at its top, after "
+                   "`#!/bin/sh`; create the missing files, executable, and commit them: the line does nothing in a clone without "
+                   "`gitmem hooks install`), memory does not follow commits:", err=True)
+        for s in pending:
+            click.echo(f"  {shown(s.path)}:\n    {s.line}", err=True)
+        if strict:
+            raise SystemExit(1)
 
 
 @hooks.command("install")
@@ -348,9 +371,13 @@ def _report_hooks(states, as_json: bool, folder: str) -> None:
 @pass_store
 def hooks_install(store: Store, as_json: bool) -> None:
     """Install the hooks (honours core.hooksPath and linked worktrees); an
-    existing hook is kept and still runs first.
+    existing hook is kept and still runs first. A hooks folder git tracks
+    or would show is left as it is: the hooks go under .git/gitmem/hooks,
+    and the command names the line each hook file there must call them with
+    (exit 1 until it does; `gitmem hooks status` shows them again).
 
-    JSON: {"hooks_dir", "hooks": [{"name", "path", "state", "chained"}]}.
+    JSON: {"hooks_dir", "reason", "hooks": [{"name", "path", "state", "chained", "line"}]};
+    state is installed, absent, other or needs-line (add line to the file at path).
 
     Example: gitmem hooks install
     """
@@ -364,7 +391,7 @@ def hooks_install(store: Store, as_json: bool) -> None:
     if store.repo.is_bare:  # a server's copy, most often: the team's clones are where the hooks belong
         click.echo("gitmem: warning: this repository is bare: git runs no commit, checkout or merge here, so "
                    "only the pre-push hook can ever run; install the hooks in each clone", err=True)
-    _report_hooks(install(store.repo), as_json, hooks_dir(store.repo))
+    _report_hooks(install(store.repo), as_json, store.repo, strict=True)
 
 
 @hooks.command("uninstall")
@@ -373,28 +400,29 @@ def hooks_install(store: Store, as_json: bool) -> None:
 def hooks_uninstall(store: Store, as_json: bool) -> None:
     """Remove gitmem's hooks and restore what was there, byte for byte.
 
-    JSON: {"hooks_dir", "hooks": [{"name", "path", "state", "chained"}]}.
+    JSON: as `gitmem hooks install --json`.
 
     Example: gitmem hooks uninstall
     """
-    from ..hooks import hooks_dir, uninstall
+    from ..hooks import uninstall
 
-    _report_hooks(uninstall(store.repo), as_json, hooks_dir(store.repo))
+    _report_hooks(uninstall(store.repo), as_json, store.repo)
 
 
 @hooks.command("status")
 @json_option
 @pass_store
 def hooks_status(store: Store, as_json: bool) -> None:
-    """Show which hooks are installed, absent, or someone else's.
+    """Show which hooks are installed, absent, someone else's, or waiting for
+    the line that calls them in a hook file git tracks.
 
-    JSON: {"hooks_dir", "hooks": [{"name", "path", "state", "chained"}]}.
+    JSON: as `gitmem hooks install --json`.
 
     Example: gitmem hooks status
     """
-    from ..hooks import hooks_dir, status as hook_status
+    from ..hooks import status as hook_status
 
-    _report_hooks(hook_status(store.repo), as_json, hooks_dir(store.repo))
+    _report_hooks(hook_status(store.repo), as_json, store.repo)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
