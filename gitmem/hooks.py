@@ -261,16 +261,28 @@ class Placement:
 def placement(repo: pygit2.Repository) -> Placement:
     """A hooks folder git sees (a hook file tracked, or one gitmem would add shown as untracked) is the
     team's: a script written there would be committed with this machine's python in it, and a tracked hook
-    moved aside would show as deleted. gitmem's scripts then go under the git dir and the team's files call
-    them."""
+    moved aside would show as deleted. husky v9's folder (see :func:`husky_entry`) is husky's: rewritten on
+    every `npm install`. gitmem's scripts then go under the git dir, and the user's hook files call them."""
+    from .repo import common_dir
+
     folder = hooks_dir(repo)
+    own = os.path.join(common_dir(repo), *OWN_DIR.split("/"))
+    husky = husky_entry(folder)
+    if husky:
+        return Placement(own, husky, f"core.hooksPath ({folder}) is husky's folder, which husky writes again on "
+                                     f"every `npm install` (gitmem's hooks there would vanish)")
     seen = _seen_by_git(repo, folder)
     if seen is None:
         return Placement(folder)
-    from .repo import common_dir
+    return Placement(own, folder, f"core.hooksPath ({folder}) is a folder git {seen}")
 
-    return Placement(os.path.join(common_dir(repo), *OWN_DIR.split("/")), folder,
-                     f"core.hooksPath ({folder}) is a folder git {seen}")
+
+def husky_entry(folder: str) -> Optional[str]:
+    """The folder of the user's husky hooks (``.husky``) when ``folder`` is husky v9's generated one:
+    named ``_``, holding husky's dispatcher ``h``, which runs ``../<hook>`` with ``sh -e``."""
+    if os.path.basename(folder) == "_" and os.path.isfile(os.path.join(folder, "h")):
+        return os.path.dirname(folder)
+    return None
 
 
 def _seen_by_git(repo: pygit2.Repository, folder: str) -> Optional[str]:
@@ -358,9 +370,12 @@ def install(repo: pygit2.Repository, *, python: Optional[str] = None,
     (it keeps running first). Re-installing only refreshes gitmem's scripts.
     Where the hooks folder is the team's (see :func:`placement`) nothing there changes:
     the scripts go under the git dir, and hooks whose file lacks :func:`line` come back "needs-line"."""
-    folder = placement(repo).folder
+    where = placement(repo)
+    folder = where.folder
     python = python or sys.executable
     try:
+        if where.entry is not None:  # an earlier gitmem wrote there: put back what it moved aside
+            _remove_ours(hooks_dir(repo))
         os.makedirs(folder, exist_ok=True)
         for name in names:
             path = os.path.join(folder, name)
@@ -379,15 +394,20 @@ def uninstall(repo: pygit2.Repository) -> List[HookState]:
     (a user's hook file calling gitmem is the user's: its line stays, and does nothing)."""
     folder = placement(repo).folder
     try:
-        for name in HOOKS:
-            path = os.path.join(folder, name)
-            if os.path.lexists(path) and _is_ours(path):
-                os.unlink(path)
-                if os.path.lexists(path + CHAINED_SUFFIX):
-                    os.rename(path + CHAINED_SUFFIX, path)
+        for where in {folder, hooks_dir(repo)}:
+            _remove_ours(where)
     except OSError as e:
         raise GitmemError(f"could not uninstall hooks in {folder}: {e}") from None
     return status(repo)
+
+
+def _remove_ours(folder: str) -> None:
+    for name in HOOKS:
+        path = os.path.join(folder, name)
+        if os.path.lexists(path) and _is_ours(path):
+            os.unlink(path)
+            if os.path.lexists(path + CHAINED_SUFFIX):
+                os.rename(path + CHAINED_SUFFIX, path)
 
 
 # --- what the hooks do -----------------------------------------------------------

@@ -422,3 +422,127 @@ def test_a_hooks_folder_in_the_work_tree_not_committed_yet_gets_no_gitmem_files_
     done = install(repo, check=False)
     assert done.returncode == 1 and not (repo / ".githooks").exists()
     assert git(repo, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+HUSKY_H = b"""#!/usr/bin/env sh
+[ "$HUSKY" = "2" ] && set -x
+n=$(basename "$0")
+s=$(dirname "$(dirname "$0")")/$n
+
+[ ! -f "$s" ] && exit 0
+
+[ "${HUSKY-}" = "0" ] && exit 0
+
+export PATH="node_modules/.bin:$PATH"
+sh -e "$s" "$@"
+c=$?
+
+[ $c != 0 ] && echo "husky - $n script failed (code $c)"
+[ $c = 127 ] && echo "husky - command not found in PATH=$PATH"
+exit $c
+"""
+
+
+def husky_prepare(repo: Path) -> None:
+    """What husky v9's `prepare` script does on every `npm install` (husky/index.js, 9.1): hooksPath at
+    .husky/_, a folder that ignores itself, its dispatcher `h`, and one two-line script per git hook."""
+    git(repo, "config", "core.hooksPath", ".husky/_")
+    folder = repo / ".husky" / "_"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ".gitignore").write_text("*")
+    (folder / "h").write_bytes(HUSKY_H)
+    for name in (*HOOKS, "pre-commit", "commit-msg"):
+        write_hook(folder, name, b'#!/usr/bin/env sh\n. "$(dirname "$0")/h"')
+
+
+def husky_repo(repo: Path) -> Path:
+    husky_prepare(repo)
+    (repo / ".husky" / "pre-commit").write_text("echo team-pre-commit >&2\n")
+    git(repo, "add", ".husky/pre-commit")
+    git(repo, "commit", "-q", "-m", "husky")
+    return repo
+
+
+def add_line(hook_file: Path, line: str) -> None:
+    """What the user does with the line install names: at the top of their own hook file."""
+    body = hook_file.read_text() if hook_file.exists() else ""
+    hook_file.write_text(f"{line}\n{body}")
+
+
+def test_husky_v9s_regenerated_folder_is_left_to_husky_and_the_line_goes_into_the_husky_files(repo):
+    """husky rewrites .husky/_ on every `npm install`: scripts written there would vanish, and a husky script
+    moved aside stops running the team's .husky/<hook> (its `h` finds the hook by $0's name). gitmem leaves
+    .husky/_ alone, names .husky/<hook> and its line, and runs from that line across npm installs."""
+    husky_repo(repo)
+    husky_files = {p.name: p.read_bytes() for p in (repo / ".husky" / "_").iterdir()}
+    done = install(repo, "--json", check=False)
+    assert done.returncode == 1
+    assert {p.name: p.read_bytes() for p in (repo / ".husky" / "_").iterdir()} == husky_files
+    out = json.loads(done.stdout)
+    assert "npm install" in out["reason"] and Path(out["hooks_dir"]) == (repo / ".husky").resolve()
+    states = {h["name"]: h for h in out["hooks"]}
+    assert Path(states["post-commit"]["path"]) == (repo / ".husky" / "post-commit").resolve()
+    assert "husky" in install(repo, check=False).stderr
+
+    for name in HOOKS:
+        add_line(repo / ".husky" / name, states[name]["line"])
+    assert install(repo).returncode == 0
+    husky_prepare(repo)  # the next `npm install`
+    m = Store.open(str(repo)).add("fact", "followed through husky").memory
+    done = commit(repo, "a.txt")
+    assert done.returncode == 0 and "team-pre-commit" in done.stderr  # the team's husky hook still runs
+    assert Store.open(str(repo)).get(m.id).commits == (head(repo),)
+    assert {h["state"] for h in json.loads(gitmem(repo, "hooks", "status", "--json").stdout)["hooks"]} == {"installed"}
+
+
+def test_installing_again_puts_back_the_husky_scripts_an_earlier_install_moved_aside(repo):
+    husky_repo(repo)
+    folder = repo / ".husky" / "_"
+    husky_script = (folder / "post-commit").read_bytes()
+    (folder / "post-commit").rename(folder / ("post-commit" + CHAINED_SUFFIX))  # as gitmem did before
+    write_hook(folder, "post-commit", script("post-commit").encode())
+    install(repo, check=False)
+    assert (folder / "post-commit").read_bytes() == husky_script
+    assert not (folder / ("post-commit" + CHAINED_SUFFIX)).exists()
+
+
+def test_status_says_plainly_when_gitmems_hooks_were_replaced(repo):
+    """Another tool wrote over gitmem's post-commit: memory no longer follows commits, and status says so."""
+    install(repo)
+    write_hook(repo / ".git" / "hooks", "post-commit", b"#!/bin/sh\necho another tool\n")
+    shown = gitmem(repo, "hooks", "status")
+    assert "post-commit    other" in shown.stdout
+    assert "memory does not follow commits" in shown.stderr and "gitmem hooks install" in shown.stderr
+
+
+def test_the_line_works_with_the_real_husky_from_npm(tmp_path):
+    """The real husky v9 (skipped without npm or its registry): `npm install` regenerates .husky/_,
+    gitmem keeps working from the line in .husky/post-commit."""
+    import shutil
+
+    from conftest import make_repo
+
+    if not shutil.which("npm"):
+        pytest.skip("npm is not installed")
+    repo = make_repo(tmp_path / "web-app")
+    (repo / "package.json").write_text('{"name": "web-app", "private": true, "scripts": {"prepare": "husky"}}\n')
+    npm = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "husky@9"], cwd=repo,
+                         capture_output=True, text=True, timeout=300)
+    if npm.returncode != 0:
+        pytest.skip(f"npm could not install husky: {npm.stderr.strip()[-200:]}")
+    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefer-offline"], cwd=repo, check=True,
+                   capture_output=True, timeout=300)  # runs `prepare`: husky makes .husky/_ and sets hooksPath
+    (repo / ".gitignore").write_text("node_modules/\n")
+    (repo / ".husky" / "pre-commit").write_text("echo team-pre-commit >&2\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "husky")
+    before = git(repo, "status", "--porcelain", "--untracked-files=all")
+    out = json.loads(install(repo, "--json", check=False).stdout)
+    assert "husky" in out["reason"] and git(repo, "status", "--porcelain", "--untracked-files=all") == before
+    add_line(repo / ".husky" / "post-commit", next(h["line"] for h in out["hooks"] if h["name"] == "post-commit"))
+    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefer-offline"], cwd=repo, check=True,
+                   capture_output=True, timeout=300)
+    m = Store.open(str(repo)).add("fact", "followed through the real husky").memory
+    done = commit(repo, "a.txt")
+    assert done.returncode == 0 and "team-pre-commit" in done.stderr
+    assert Store.open(str(repo)).get(m.id).commits == (head(repo),)

@@ -335,9 +335,9 @@ def hooks() -> None:
     """
 
 
-def _report_hooks(states, as_json: bool, repo, strict: bool = False) -> None:
-    """The hooks, one a line, then what the user must do where gitmem may not write (see hooks.placement).
-    ``strict`` (install): exit 1 while a hook file does not call gitmem's yet, as memory does not follow commits."""
+def _report_hooks(states, as_json: bool, repo, strict: bool = False, uninstalled: bool = False) -> None:
+    """The hooks, one a line, then what the user must do for memory to follow commits (see hooks.placement).
+    ``strict`` (install): exit 1 while a hook file does not call gitmem's yet."""
     from ..hooks import placement
 
     where = placement(repo)
@@ -347,6 +347,7 @@ def _report_hooks(states, as_json: bool, repo, strict: bool = False) -> None:
         return os.path.relpath(path, root) if os.path.realpath(path).startswith(root + os.sep) else path
 
     pending = [s for s in states if s.state == "needs-line"]
+    missing = [s.name for s in states if s.state in ("other", "absent") and where.entry is None]
     if as_json:
         emit_json({"hooks_dir": where.entry or where.folder, "reason": where.reason,
                    "hooks": [s.to_dict() for s in states]})
@@ -357,13 +358,17 @@ def _report_hooks(states, as_json: bool, repo, strict: bool = False) -> None:
         click.echo(f"in {where.folder}")
     if pending:
         click.echo(f"gitmem: {where.reason}, so gitmem wrote no file there (git status is unchanged); its hooks are "
-                   f"in {shown(where.folder)}. Until each hook file below calls them (add the line at its top, after "
-                   "`#!/bin/sh`; create the missing files, executable, and commit them: the line does nothing in a clone without "
-                   "`gitmem hooks install`), memory does not follow commits:", err=True)
+                   f"in {shown(where.folder)}. Until each hook file below calls them (add the line at its top, below any "
+                   "`#!` line; create the missing files, executable, and commit them: the line does nothing in a clone "
+                   "without `gitmem hooks install`), memory does not follow commits:", err=True)
         for s in pending:
             click.echo(f"  {shown(s.path)}:\n    {s.line}", err=True)
         if strict:
             raise SystemExit(1)
+    elif missing and not uninstalled:
+        click.echo(f"gitmem: {', '.join(missing)}: not gitmem's (never installed, or another tool wrote over it), so "
+                   "memory does not follow commits, checkouts, merges or pushes there: `gitmem hooks install` puts "
+                   "gitmem's back, chaining the hook it finds", err=True)
 
 
 @hooks.command("install")
@@ -406,7 +411,7 @@ def hooks_uninstall(store: Store, as_json: bool) -> None:
     """
     from ..hooks import uninstall
 
-    _report_hooks(uninstall(store.repo), as_json, store.repo)
+    _report_hooks(uninstall(store.repo), as_json, store.repo, uninstalled=True)
 
 
 @hooks.command("status")
