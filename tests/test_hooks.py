@@ -546,3 +546,48 @@ def test_the_line_works_with_the_real_husky_from_npm(tmp_path):
     done = commit(repo, "a.txt")
     assert done.returncode == 0 and "team-pre-commit" in done.stderr
     assert Store.open(str(repo)).get(m.id).commits == (head(repo),)
+
+
+@pytest.mark.parametrize("layout", ["tracked folder", "husky"])
+def test_the_line_in_a_users_hook_file_passes_arguments_and_stdin_on_and_a_refusal_stops_the_push(
+        tmp_path, repo, layout):
+    """Called from the team's own files (plain sh, or husky's `sh -e`), gitmem's scripts get git's arguments
+    (post-checkout, pre-push) and stdin (post-rewrite, pre-push), and a push of memory holding a secret is
+    refused before the rest of the user's pre-push runs."""
+    from test_remote import _github_token, _plant
+
+    if layout == "husky":
+        husky_repo(repo)
+        folder = repo / ".husky"
+    else:
+        folder = repo / ".githooks"
+        write_hook(folder, "pre-commit", b"#!/bin/sh\nexit 0\n")
+        git(repo, "add", ".githooks")
+        git(repo, "commit", "-q", "-m", "team hooks")
+        git(repo, "config", "core.hooksPath", ".githooks")
+    lines = {h["name"]: h["line"] for h in json.loads(install(repo, "--json", check=False).stdout)["hooks"]}
+    for name, line in lines.items():
+        body = f"#!/bin/sh\n{line}\n" + ("echo user-pre-push-ran >&2\n" if name == "pre-push" else "")
+        write_hook(folder, name, body.encode())
+    assert install(repo).returncode == 0
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+
+    git(repo, "checkout", "-q", "-b", "topic")  # post-checkout's arguments
+    assert pygit2.Repository(str(repo)).config["gitmem.branch.topic.parent"] == "main"
+    m = Store.open(str(repo)).add("fact", "follows an amend").memory
+    commit(repo, "t.txt")
+    git(repo, "commit", "-q", "--amend", "-m", "amended")  # post-rewrite's stdin: old and new commit ids
+    assert Store.open(str(repo)).get(m.id).commits == (head(repo),)
+    pushed = subprocess.run(["git", "push", "origin", "topic"], cwd=repo, capture_output=True, text=True)
+    assert pushed.returncode == 0 and "memory of topic is not on origin" in pushed.stderr  # pre-push: both
+    assert "user-pre-push-ran" in pushed.stderr
+
+    git(repo, "checkout", "-q", "main")
+    gitmem(repo, "add", "fact", "clean")
+    _plant(repo, "note/zz/planted.yaml", f"text: deploy with {_github_token()}\n")
+    refused = subprocess.run(["git", "push", "origin", "refs/memory/main"], cwd=repo, capture_output=True, text=True)
+    assert refused.returncode != 0 and "push refused" in refused.stderr and "github-pat" in refused.stderr
+    assert "user-pre-push-ran" not in refused.stderr
+    assert git(remote, "for-each-ref", "refs/memory").strip() == ""
