@@ -56,6 +56,10 @@ FORK_TRAILER = "Fork-Point"
 ASIDE_TRAILER = "Set-Aside"
 _OID = r"[0-9a-f]{40}|[0-9a-f]{64}"
 _FORK_RE, _ASIDE_RE = (re.compile(rf"^{name}: ({_OID})$", re.MULTILINE) for name in (FORK_TRAILER, ASIDE_TRAILER))
+#: The trailer of a link commit (:func:`gitmem.checkpoint.link_commit`): the code commit its memories were linked
+#: to, so the link marks what the memory held when that commit was made (:func:`gitmem.branches.as_of_fork`).
+CODE_COMMIT_TRAILER = "Code-Commit"
+_CODE_COMMIT_RE = re.compile(rf"^{CODE_COMMIT_TRAILER}: ({_OID})$", re.MULTILINE)
 #: The trailer of an add made with a one-time key (a web form's): :func:`keyed` finds it, so the key adds once.
 KEY_TRAILER = "Request-Key"
 KEY_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
@@ -108,6 +112,12 @@ def keyed(repo: pygit2.Repository, key: str, tip: Optional[str], since: Optional
 def fork_in(message: str) -> Optional[str]:
     """The commit a write's ``Fork-Point:`` trailer names, if it has one."""
     found = _FORK_RE.search(message)
+    return found.group(1) if found else None
+
+
+def code_commit_in(message: str) -> Optional[str]:
+    """The code commit a link commit's ``Code-Commit:`` trailer names, if it has one."""
+    found = _CODE_COMMIT_RE.search(message)
     return found.group(1) if found else None
 
 

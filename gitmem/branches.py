@@ -102,6 +102,8 @@ def record_fork(repo: pygit2.Repository, branch: str, parent: Optional[str] = No
             config[f"gitmem.branch.{branch}.forkPoint"] = commit
         elif recorded and config_get(repo, f"gitmem.branch.{branch}.forkPoint") is not None:
             del config[f"gitmem.branch.{branch}.forkPoint"]  # an earlier branch's
+        if config_get(repo, f"gitmem.branch.{branch}.startedWithout") is not None:
+            del config[f"gitmem.branch.{branch}.startedWithout"]  # an earlier branch's too
     except (pygit2.GitError, OSError) as e:
         raise GitmemError(f"could not record the fork point of {branch!r}: {e}") from None
     return parent
@@ -327,7 +329,7 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True, force: bool = False)
             except (KeyError, pygit2.GitError) as e:
                 raise BranchError(f"could not delete {b.ref}: {e}") from None
             _record_dropped(repo, b.name, b.tip)
-            for key in (f"gitmem.branch.{b.name}.{k}" for k in ("parent", "forkPoint", "created")):
+            for key in (f"gitmem.branch.{b.name}.{k}" for k in ("parent", "forkPoint", "created", "startedWithout")):
                 try:  # the fork record goes with the memory (a new branch of that name starts afresh)
                     del repo.config[key]
                 except (KeyError, pygit2.GitError):
@@ -366,7 +368,7 @@ def move(repo: pygit2.Repository, old: str, new: str) -> str:
         raise BranchError(f"could not delete {memory_ref(old)}: {e}") from None
     try:
         config = repo.config
-        for key in ("parent", "forkPoint"):
+        for key in ("parent", "forkPoint", "startedWithout"):
             value = config_get(repo, f"gitmem.branch.{old}.{key}")
             if value is not None:
                 if config_get(repo, f"gitmem.branch.{new}.{key}") is None:
@@ -636,10 +638,11 @@ class SyncResult:
     refused: List[Any] = field(default_factory=list)  # what the fetch's trust gate kept out (trust.Refusal)
     unmerged: List[str] = field(default_factory=list)  # :func:`gone_unmerged`, as `gitmem sync` reports it
     set_aside: Dict[str, str] = field(default_factory=dict)  # branch -> where :func:`set_aside_for` put its memory
+    late: List["LateParent"] = field(default_factory=list)  # what :func:`take_late_parent` left to a person
 
     def to_dict(self) -> Dict[str, Any]:
         return {"fetched": self.fetched, "merged": self.merged, "refused": [r.to_dict() for r in self.refused],
-                "unmerged": self.unmerged, "set_aside": self.set_aside}
+                "unmerged": self.unmerged, "set_aside": self.set_aside, "late": [x.to_dict() for x in self.late]}
 
 
 def aside_notice(branch: str, aside: str) -> str:
@@ -708,7 +711,91 @@ def sync(store: Store, *, author=None, source: str = "sync") -> SyncResult:
     names = merged_elsewhere(repo, store.branch, head)
     if any(reachable(repo, tip, head) for tip in code_tips(repo, store.branch, local=False)):
         names.insert(0, store.branch)  # merge_branches skips the local ref itself: its fetched copies
-    return merge_branches(store, names, author=author, source=source)
+    result = merge_branches(store, names, author=author, source=source)
+    taken, result.late = take_late_parent(store, author=author, source=source)
+    result.merged += taken
+    return result
+
+
+@dataclass(frozen=True)
+class LateParent:
+    """A branch whose memory started while its parent had none here (its first write forked an older branch's,
+    see :meth:`gitmem.store.Store.commit`), and still lacks what the parent's held at the fork. ``as_of``: the
+    parent's memory commit that links the code commit the branch forked at (the post-commit hook writes it when
+    that commit is made: what the parent's memory held then, and nothing written after), None when no memory
+    commit tells that."""
+
+    branch: str
+    parent: str
+    fork: Optional[str]
+    as_of: Optional[str]
+
+    def notice(self) -> str:
+        """What a person is told, and the command that brings the parent's memory in."""
+        started = f"{self.branch} started before {self.parent}'s memory arrived"
+        if self.as_of:
+            return f"{started}: `gitmem sync` brings {self.parent}'s memory as of {(self.fork or '')[:10]}, where " \
+                   f"{self.branch} forked"
+        return (f"{started}; no memory commit of {self.parent}'s links the commit {self.branch} forked at, so what "
+                f"it held then cannot be told: `gitmem merge {self.parent}` brings all of it in (also what "
+                f"{self.parent} wrote after {self.branch} forked)")
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"branch": self.branch, "parent": self.parent, "fork": self.fork, "as_of": self.as_of,
+                "notice": self.notice()}
+
+
+def late_parent(repo: pygit2.Repository, branch: str) -> Optional[LateParent]:
+    """``branch``'s :class:`LateParent`, or None: it did not start without its parent's memory (no record), the
+    parent has none here yet, or the branch holds what it should. Sync skips a branch's parents (their later
+    writes are speculation it must not take), so without this it would never get what the parent held at the
+    fork. Only a link of the fork point (:func:`code_fork`) is taken as that: the writes after the parent's
+    previous link may precede the fork or follow it, and a guess could leak speculation."""
+    from .audit import code_commit_in
+    from .repo import config_get, memory_ref
+
+    parent = config_get(repo, f"gitmem.branch.{branch}.startedWithout")
+    own = ref_target(repo, memory_ref(branch))
+    tips = [tip for _, tip in memory_tips(repo, parent)] if parent and own else []
+    if not parent or not own or not tips:
+        return None
+    fork = code_fork(repo, branch)
+    try:
+        lacking = _walk(repo, tips, [own])
+        links = [c for c in lacking if fork and code_commit_in(c.message) == fork]
+        if links:
+            return LateParent(branch, parent, fork, str(links[-1].id))  # the oldest: made with the commit
+        inherited = [t for name in parent_chain(repo, parent) if (t := ref_target(repo, memory_ref(name)))]
+        parents_own = _walk(repo, tips, inherited)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    held = {str(c.id) for c in parents_own} - {str(c.id) for c in lacking}
+    return None if held or not parents_own else LateParent(branch, parent, fork, None)
+
+
+def _walk(repo: pygit2.Repository, tips: Sequence[str], hidden: Iterable[str]) -> List[pygit2.Commit]:
+    """The commits of ``tips`` that none of ``hidden`` holds, newest first."""
+    walker = repo.walk(tips[0], pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
+    for tip in tips[1:]:
+        walker.push(tip)
+    for tip in hidden:
+        walker.hide(tip)
+    return list(walker)
+
+
+def take_late_parent(store: Store, *, author=None, source: str = "sync") -> Tuple[List[Dict[str, Any]], List[LateParent]]:
+    """Bring in the memory ``store``'s branch's parent held at the fork, when :func:`late_parent` can tell it:
+    a three-way merge (conflicts kept, nothing dropped), as a sync entry of the parent with ``as_of`` (the fork
+    point). Returns (merged entries, the :class:`LateParent` it could not tell, for a person to decide)."""
+    from .merge import merge_into
+
+    late = late_parent(store.repo, store.branch)
+    if late is None or late.as_of is None or late.fork is None:
+        return [], [late] if late else []
+    r = merge_into(store, late.as_of, author=author, source=source,
+                   message=f"merge memory of {late.parent} as of {late.fork[:10]}, where {store.branch} forked, "
+                           f"into {store.branch}")
+    return [{"branch": late.parent, "ref": None, "refs": [], "as_of": late.fork, **r.to_dict()}], []
 
 
 def gone_unmerged(store: Store) -> List[str]:

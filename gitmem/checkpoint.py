@@ -143,6 +143,7 @@ def link_commit(store: Store, code_commit: str, *, author: Optional[Author] = No
     """Add ``code_commit`` to the ``commits`` of the memories written since the
     previous commit, and move the latest checkpoint's ``commit`` to it, in ONE
     memory commit. Nothing is written on a branch without memory of its own."""
+    from .audit import CODE_COMMIT_TRAILER
     from .repo import default_author
 
     repo = store.repo
@@ -181,7 +182,7 @@ def link_commit(store: Store, code_commit: str, *, author: Optional[Author] = No
                    + (", checkpoint advanced" if advanced else "") + "\n\n"
                    + "".join(f"Memory-Id: {i}\n" for i in ids)
                    + f"Memory-Op: link\nMemory-Source: {source}\nAuthor-Kind: {author.kind}\n"
-                   + f"Code-Commit: {code_commit}\n")
+                   + f"{CODE_COMMIT_TRAILER}: {code_commit}\n")
         commit = store.commit_tree(updates, message, author, base=expected)
         store.move_ref(expected, commit, f"gitmem link: {code_commit[:12]}")
         return Link(commit, code_commit, linked, advanced)

@@ -33,7 +33,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import pygit2
 
-from .branches import REMOTE_PREFIX, aside_notice, dropped_here, reachable, set_aside_for
+from .branches import REMOTE_PREFIX, aside_notice, dropped_here, reachable, set_aside_for, take_late_parent
 from .errors import GitmemError, RemoteError, SecretFound
 from .index import process_gone
 from .model import Author
@@ -112,17 +112,21 @@ class PullResult:
     ``kind`` is "new" (local memory created at the remote's tip), or a MergeResult kind. ``skipped``: branches
     `gitmem prune` dropped here whose remote memory holds nothing newer (their fetched copy stays).
     ``set_aside``: branch -> the name this clone's memory of an earlier branch of that name is kept under, set
-    aside because the remote's is a new branch's (:func:`gitmem.branches.set_aside_for`)."""
+    aside because the remote's is a new branch's (:func:`gitmem.branches.set_aside_for`). An entry with ``as_of``
+    and ``into`` merged the memory ``branch`` held at that fork point into branch ``into``, which started before
+    it arrived (:func:`gitmem.branches.take_late_parent`); ``late`` is such a branch whose parent's memory at the
+    fork cannot be told."""
 
     fetch: FetchResult
     merged: List[Dict[str, Any]] = field(default_factory=list)
     skipped: List[str] = field(default_factory=list)
     set_aside: Dict[str, str] = field(default_factory=dict)
+    late: List[Any] = field(default_factory=list)  # :class:`gitmem.branches.LateParent` left to a person
 
     def to_dict(self) -> Dict[str, Any]:
         return {"remote": self.fetch.remote, "fetched": self.fetch.to_dict()["branches"], "merged": self.merged,
                 "refused": [r.to_dict() for r in self.fetch.refused], "skipped": self.skipped,
-                "set_aside": self.set_aside}
+                "set_aside": self.set_aside, "late": [x.to_dict() for x in self.late]}
 
 
 @dataclass(frozen=True)
@@ -447,7 +451,14 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         r = merge_into(target, b.new, author=author, source=source,
                        message=f"merge memory of {b.branch} from {remote}", gated=True)
         merged.append({"branch": b.branch, **r.to_dict(), "conflicts": [c.id for c in r.conflicts]})
-    return PullResult(fetched, merged, skipped, aside)
+    late = []
+    for name in sorted(local_branches(repo)):  # a branch whose memory started before its parent's came
+        if branches is None or name in branches:
+            taken, left = take_late_parent(store if name == store.branch else Store(repo, name),
+                                           author=author, source=source)
+            merged += [{**m, "into": name, "conflicts": [c["id"] for c in m["conflicts"]]} for m in taken]
+            late += left
+    return PullResult(fetched, merged, skipped, aside, late)
 
 
 def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True, author: Optional[Author] = None,

@@ -668,7 +668,7 @@ class Store:
 
         def attempt() -> Write:
             expected = self.own_tip()
-            base = expected or self.read_from()[1]  # a branch's first write forks from its parent
+            reads, base = (self.branch, expected) if expected else self.read_from()  # a first write forks its parent's
             built = build(Snapshot(self, base))
             message = commit_message(op, built.memory, author, source, built.redacted, note,
                                      fork=self.config(f"gitmem.branch.{self.branch}.forkPoint"),  # branches.record_fork's
@@ -676,9 +676,22 @@ class Store:
                                      key=key)
             commit = self.commit_tree(built.updates, message, author, base=base)
             self.move_ref(expected, commit, f"gitmem {op}: {built.memory.id}")
+            if reads != self.branch:
+                self._note_start(reads)
             return Write(built.memory, commit, built.redacted)
 
         return self.retrying(attempt)
+
+    def _note_start(self, reads: Optional[str]) -> None:
+        """After a first write that forked ``reads``'s memory: when the branch's parent had no memory here then,
+        record it (``gitmem.branch.<b>.startedWithout``), so a pull or sync that brings it later can bring what
+        it held at the fork (:func:`gitmem.branches.late_parent`) rather than leave it out for good."""
+        chain = parent_chain(self.repo, self.branch)
+        if chain and chain[0] != reads:
+            try:
+                self.repo.config[f"gitmem.branch.{self.branch}.startedWithout"] = chain[0]
+            except (pygit2.GitError, OSError):
+                pass  # a notice lost, no memory
 
     # --- history -----------------------------------------------------------
 

@@ -257,3 +257,65 @@ def test_a_teammates_branch_that_is_on_the_remote_is_not_called_deleted(team):
     git(alice, "push", "-q", "origin", ":feature")  # merged on the server and deleted there
     git(bob, "fetch", "-q", "--prune")
     assert "code deleted" in gitmem(bob, "branch").stdout
+
+
+def stack_on_alices_branch(alice: Path, bob: Path, *, link: bool = True) -> None:
+    """Alice pushes feat-a (a fact written before its commit, linked to it by the hook unless ``link`` is False) and
+    its memory; bob, who has only main's memory, starts feat-b on origin/feat-a and writes before he pulls."""
+    gitmem(alice, "add", "fact", "on main")
+    commit_code(alice, "main.txt")
+    git(alice, "push", "-q")
+    git(bob, "pull", "-q")  # main's memory
+    git(alice, "checkout", "-q", "-b", "feat-a")
+    gitmem(alice, "add", "fact", "feat-a fact")
+    commit_code(alice, "a.txt") if link else git(alice, "commit", "-q", "--allow-empty", "-m", "a",
+                                                 env={"GITMEM_HOOKS": "0"})
+    gitmem(alice, "add", "fact", "feat-a after the fork")  # written for feat-a's next commit: speculative
+    git(alice, "push", "-q", "-u", "origin", "feat-a")
+    gitmem(alice, "push", "--all")
+    git(bob, "fetch", "-q")
+    git(bob, "checkout", "-q", "-b", "feat-b", "origin/feat-a")
+    gitmem(bob, "add", "fact", "bob")
+
+
+def test_a_branch_started_before_its_parents_memory_arrived_takes_it_as_of_the_fork(team):
+    """feat-b's first write forked main's memory (feat-a had none here yet). The memory commit that links
+    feat-b's fork point tells exactly what feat-a's memory held there: pull merges that, not feat-a's later
+    speculation; sync then has nothing more to do."""
+    alice, bob, _ = team
+    stack_on_alices_branch(alice, bob)
+
+    out = gitmem(bob, "pull")
+    assert "feat-b started before feat-a's memory arrived" in out.stdout
+    assert texts(bob) == {"on main", "feat-a fact", "bob"}
+    assert "nothing to merge" in gitmem(bob, "sync").stdout
+    assert "started before" not in gitmem(bob, "status").stdout
+    assert texts(bob) == {"on main", "feat-a fact", "bob"}
+
+
+def test_sync_brings_a_late_parents_memory_as_of_the_fork_too(team):
+    alice, bob, _ = team
+    stack_on_alices_branch(alice, bob)
+    gitmem(bob, "pull", "--branch", "feat-a")  # pulled for feat-a alone: feat-b is left to sync
+    assert "started before feat-a's memory arrived: `gitmem sync`" in gitmem(bob, "status").stdout
+
+    out = json.loads(gitmem(bob, "sync", "--json").stdout)
+    assert [(m["branch"], m["kind"], m["as_of"]) for m in out["merged"]] == [
+        ("feat-a", "merge", git(bob, "rev-parse", "origin/feat-a").strip())]
+    assert texts(bob) == {"on main", "feat-a fact", "bob"}
+
+
+def test_when_the_fork_point_is_linked_to_no_memory_commit_pull_status_and_sync_say_so(team):
+    """Without a link commit for the fork point (alice committed without the hooks), which of feat-a's memories
+    came before the fork cannot be told: nothing is merged silently, and each command names the one that would."""
+    alice, bob, _ = team
+    stack_on_alices_branch(alice, bob, link=False)
+
+    said = "feat-b started before feat-a's memory arrived"
+    assert said in gitmem(bob, "pull").stderr
+    assert texts(bob) == {"on main", "bob"}
+    assert said in gitmem(bob, "status").stdout and "`gitmem merge feat-a`" in gitmem(bob, "status").stdout
+    sync = gitmem(bob, "sync")
+    assert said in sync.stderr and "`gitmem merge feat-a`" in sync.stderr
+    gitmem(bob, "merge", "feat-a")
+    assert "started before" not in gitmem(bob, "status").stdout + gitmem(bob, "sync").stderr

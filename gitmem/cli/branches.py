@@ -152,6 +152,8 @@ def _report_merges(result: SyncResult, as_json: bool, extra: Optional[Dict[str, 
         line = (f"{m['branch']}: {m['kind']}" if m["kind"] == "up-to-date" else
                 f"{m['branch']}: {m['kind']} at {_short(m['commit'])} "
                 f"({len(m['added'])} added, {len(m['changed'])} changed)")
+        if m.get("as_of"):  # this branch started before its parent's memory arrived (branches.take_late_parent)
+            line += f", as of {m['as_of'][:10]}, where this branch forked (it started before that memory arrived)"
         click.echo(line)
         for c in m["conflicts"]:
             click.echo(f"  conflict {c['id']} ({', '.join(c['fields'])}): run `gitmem resolve {c['id']} --ours|--theirs|--edit`")
@@ -216,8 +218,11 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
     branch's upstream remote; none in a repository without remotes).
 
     JSON: {"fetched": REMOTE|null, "merged": [{"branch", "ref", "refs", "kind", "commit", "added", "changed",
-    "conflicts", "kept"}], "refused": [{"what", "why", "remote"}], "unmerged": [branch], "set_aside": {branch:
-    name}}; exit 1 when the trust gate refused anything. unmerged: branches whose code is gone and whose memory
+    "conflicts", "kept", "as_of"}], "refused": [{"what", "why", "remote"}], "unmerged": [branch], "set_aside":
+    {branch: name}, "late": [{"branch", "parent", "fork", "as_of", "notice"}]}; exit 1 when the trust gate refused
+    anything. as_of: this branch started before its parent's memory arrived, and that entry merged the parent's
+    memory as of the commit this branch forked at; late: such a branch whose parent's memory at the fork cannot
+    be told (the notice names the command that brings it all). unmerged: branches whose code is gone and whose memory
     this branch lacks (a squash merge on the server leaves that: `gitmem merge NAME` brings one, and sync names
     each). set_aside: this clone's memory of an earlier branch, put aside, not merged, because the fetched one is
     a new branch of that name.
@@ -233,9 +238,12 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
         click.echo(f"fetched memory from {result.fetched}")
     _report_merges(result, as_json, {"fetched": result.fetched,
                                             "refused": [r.to_dict() for r in result.refused],
-                                            "unmerged": result.unmerged})
+                                            "unmerged": result.unmerged,
+                                            "late": [x.to_dict() for x in result.late]})
     if not result.merged and no_fetch and not as_json:
         click.echo("(merged only what was fetched before: run `gitmem sync` without --no-fetch to fetch)")
+    for late in [] if as_json else result.late:
+        click.echo(f"gitmem: {late.notice()}", err=True)
     for name in [] if as_json else result.unmerged:
         click.echo(f"{name}: its code branch is gone and its memory is not in {store.branch}'s (squash- or "
                    f"rebase-merged?): `gitmem merge {name}` brings it, `gitmem prune` drops it", err=True)

@@ -483,7 +483,9 @@ def status(store: Store, as_json: bool) -> None:
     """Where memory is read from and written to, and what it holds.
 
     JSON: {"branch", "ref", "own_tip", "reads", "tip", "counts": {type: active memories}, "notice",
-    "conflicts": [id], "remotes": [{"branch", "remote", "local", "fetched", "ahead", "behind"}]}.
+    "conflicts": [id], "remotes": [{"branch", "remote", "local", "fetched", "ahead", "behind"}], "late_parent":
+    null or {"branch", "parent", "fork", "as_of", "notice"}} (late_parent: this branch's memory started before its
+    parent's arrived here, and lacks what the parent's held at the fork; the notice names the command).
 
     Example: gitmem status
     """
@@ -498,6 +500,12 @@ def status(store: Store, as_json: bool) -> None:
     from ..gitdir import has_no_remotes
     from ..model import CONFLICTS_DIR
 
+    data["late_parent"] = None
+    if data["own_tip"] and store.config(f"gitmem.branch.{store.branch}.startedWithout"):  # else nothing to read
+        from ..branches import late_parent
+
+        late = late_parent(store.repo, store.branch)
+        data["late_parent"] = late.to_dict() if late else None
     data["conflicts"] = []
     if tip and store.snapshot(tip).has(CONFLICTS_DIR):  # the merge machinery loads only when there are some
         from ..merge import list_conflicts
@@ -523,6 +531,8 @@ def status(store: Store, as_json: bool) -> None:
         old = renamed_from(store.repo, store.branch)
         if old:
             click.echo(f"  renamed from {old!r}, whose memory stayed behind: `{carry_over(store.repo, old, store.branch)}`")
+    if data["late_parent"]:
+        click.echo(f"  {data['late_parent']['notice']}")
     click.echo("  " + (", ".join(f"{n} {t}" for t, n in sorted(counts.items())) or "no memories"))
     if data["conflicts"]:
         click.echo(f"  {len(data['conflicts'])} unresolved memory conflict(s): see `gitmem conflicts`")

@@ -166,7 +166,11 @@ def _say_pulled(result) -> None:
 
     for m in result.merged:
         counts = f" ({len(m['added'])} added, {len(m['changed'])} changed)" if m["kind"] != "up-to-date" else ""
-        click.echo(f"{m['branch']}: {m['kind']} {_short(m['commit'])}{counts}")
+        if m.get("as_of"):  # a branch that started before its parent's memory arrived (branches.take_late_parent)
+            click.echo(f"{m['into']} started before {m['branch']}'s memory arrived: merged it as of "
+                       f"{m['as_of'][:10]}, where {m['into']} forked: {m['kind']} {_short(m['commit'])}{counts}")
+        else:
+            click.echo(f"{m['branch']}: {m['kind']} {_short(m['commit'])}{counts}")
         if m["conflicts"]:
             click.echo(f"  {len(m['conflicts'])} conflict(s): see `gitmem conflicts`", err=True)
         if m.get("kept"):
@@ -176,6 +180,8 @@ def _say_pulled(result) -> None:
             click.echo(f"  {arrival_notice(m['redacted'])}", err=True)
     for name, aside in result.set_aside.items():
         click.echo(f"gitmem: {aside_notice(name, aside)}", err=True)
+    for late in result.late:
+        click.echo(f"gitmem: {late.notice()}", err=True)
     for name in result.skipped:
         click.echo(f"{name}: not taken again, it was dropped or set aside here (`gitmem merge "
                    f"refs/memory-remotes/{result.fetch.remote}/{name}` brings it)", err=True)
