@@ -60,17 +60,23 @@ _FORK_RE, _ASIDE_RE = (re.compile(rf"^{name}: ({_OID})$", re.MULTILINE) for name
 #: to, so the link marks what the memory held when that commit was made (:func:`gitmem.branches.as_of_fork`).
 CODE_COMMIT_TRAILER = "Code-Commit"
 _CODE_COMMIT_RE = re.compile(rf"^{CODE_COMMIT_TRAILER}: ({_OID})$", re.MULTILINE)
+#: The trailer of a write made while HEAD was detached (a stopped rebase, say): the commit HEAD was at. The post-commit
+#: hook skips commits on a detached HEAD, so the write is linked when the commit made on top of that one lands on
+#: the branch (:func:`gitmem.checkpoint.link_landed`).
+DETACHED_TRAILER = "Detached-At"
+_DETACHED_RE = re.compile(rf"^{DETACHED_TRAILER}: ({_OID})$", re.MULTILINE)
 #: The trailer of an add made with a one-time key (a web form's): :func:`keyed` finds it, so the key adds once.
 KEY_TRAILER = "Request-Key"
 KEY_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 
 
 def commit_message(op: str, m: Memory, author: Author, source: str, redacted: int, note: Optional[str],
-                   fork: Optional[str] = None, aside: Sequence[str] = (), key: Optional[str] = None) -> str:
+                   fork: Optional[str] = None, aside: Sequence[str] = (), key: Optional[str] = None,
+                   detached: Optional[str] = None) -> str:
     """The subject, optional body and trailers of a memory write; :func:`change_from_commit` reads them back.
     ``fork``: the commit the branch's code forked at, as this clone recorded it (a commit id, else left out);
     ``aside``: the first commits of an earlier branch's memory of this name, set aside here; ``key``: the
-    write's one-time key (:func:`keyed`)."""
+    write's one-time key (:func:`keyed`); ``detached``: the commit HEAD was detached at (:data:`DETACHED_TRAILER`)."""
     from .redact import redact_bare  # a source is redacted as the memory's own is, so the two read the same
 
     trailers = [
@@ -86,6 +92,8 @@ def commit_message(op: str, m: Memory, author: Author, source: str, redacted: in
     trailers += [f"{ASIDE_TRAILER}: {c}" for c in aside if re.fullmatch(_OID, c)]
     if key:
         trailers.append(f"{KEY_TRAILER}: {key}")
+    if detached and re.fullmatch(_OID, detached):
+        trailers.append(f"{DETACHED_TRAILER}: {detached}")
     body = f"\n\n{note.strip()}" if note else ""
     return f"{op} {m.type}: {m.summary}{body}\n\n" + "\n".join(trailers) + "\n"
 
@@ -118,6 +126,12 @@ def fork_in(message: str) -> Optional[str]:
 def code_commit_in(message: str) -> Optional[str]:
     """The code commit a link commit's ``Code-Commit:`` trailer names, if it has one."""
     found = _CODE_COMMIT_RE.search(message)
+    return found.group(1) if found else None
+
+
+def detached_in(message: str) -> Optional[str]:
+    """The commit a write's ``Detached-At:`` trailer names, if it has one."""
+    found = _DETACHED_RE.search(message)
     return found.group(1) if found else None
 
 

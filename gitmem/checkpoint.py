@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from itertools import islice
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from itertools import islice, takewhile
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import pygit2
 
@@ -24,6 +24,7 @@ from .model import Author, Memory
 from .repo import head_commit, parent_chain, ref_target
 
 if TYPE_CHECKING:
+    from .audit import Change
     from .store import Store
 
 _LINKABLE_OPS = ("add", "edit", "supersede", "resolve")
@@ -94,21 +95,16 @@ def _taken(store: Store) -> Set[str]:
     return out
 
 
-def unlinked_since_last_commit(store: Store, previous_code_commit_time: Optional[int]) -> List[str]:
-    """Ids of memories written on this branch's own ref since the last link
-    (or since the previous code commit, when nothing was linked yet). The commits a pull or a
-    fast-forward merge brought as they are (the ref's reflog names each move) are another clone's or
-    branch's work: linked there, or by nobody, never to this clone's next commit. This clone's own
-    writes below them (pushed, then brought back under a teammate's) still are, and so are those
-    before a merge this clone made (a pull's): the walk follows first parents, this clone's side."""
-    tip = store.own_tip()
-    if not tip:
-        return []
+def _own_writes(store: Store) -> Iterator[Tuple[pygit2.Commit, Change]]:
+    """This clone's memory commits on the branch's own ref, newest first along first parents (this clone's side
+    of a pull's merge): not what it inherited from its parents, nor what a pull or a fast-forward merge took as
+    it is (:func:`_taken`); at most :data:`_MAX_WALK`."""
     from .audit import change_from_commit
-
     from .repo import memory_ref
 
-    ids: List[str] = []
+    tip = store.own_tip()
+    if not tip:
+        return
     walker = store.repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
     walker.simplify_first_parent()
     for parent in parent_chain(store.repo, store.branch):  # inherited memory is not this branch's work
@@ -116,19 +112,75 @@ def unlinked_since_last_commit(store: Store, previous_code_commit_time: Optional
         if inherited:
             walker.hide(inherited)
     taken = _taken(store)
-    for n, commit in enumerate(walker):
-        if n >= _MAX_WALK:
-            break
-        if str(commit.id) in taken:
-            continue  # a teammate's (their link commits too): neither linked here nor the end of this clone's writes
-        change = change_from_commit(commit)
+    for commit in islice(walker, _MAX_WALK):
+        if str(commit.id) not in taken:  # a teammate's (their link commits too): not the end of this clone's writes
+            yield commit, change_from_commit(commit)
+
+
+def unlinked_since_last_commit(store: Store, previous_code_commit_time: Optional[int],
+                               code_commit: Optional[str] = None) -> List[str]:
+    """Ids of memories written on this branch's own ref since the last link
+    (or since the previous code commit, when nothing was linked yet). The commits a pull or a
+    fast-forward merge brought as they are (the ref's reflog names each move) are another clone's or
+    branch's work: linked there, or by nobody, never to this clone's next commit. This clone's own
+    writes below them (pushed, then brought back under a teammate's) still are, and so are those
+    before a merge this clone made (a pull's): the walk follows first parents, this clone's side.
+    A write made on a detached HEAD counts only when ``code_commit`` is the commit made on top of where HEAD
+    was (:func:`lands_on`): one made looking at old code is not about the branch's next commit."""
+    from .audit import detached_in
+
+    ids: List[str] = []
+    for commit, change in _own_writes(store):
         if change.op in ("link", "rewrite"):
             break
         if previous_code_commit_time is not None and commit.commit_time < previous_code_commit_time:
             break
+        at = detached_in(commit.message)
+        if at and not (code_commit and lands_on(store.repo, at, code_commit)):
+            continue
         if change.op in _LINKABLE_OPS:
             ids.extend(i for i in change.memory_ids[:1] if i not in ids)
     return ids
+
+
+def lands_on(repo: pygit2.Repository, at: str, commit: str) -> bool:
+    """Whether ``commit`` is the one made on top of ``at`` (where HEAD was detached when a memory was written): it
+    is new there (``at`` does not hold it) and its first parent is ``at`` or in it (an amend of ``at`` too)."""
+    from .branches import reachable
+
+    try:
+        parents = repo[commit].peel(pygit2.Commit).parent_ids
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+    return bool(parents) and not reachable(repo, commit, at) and reachable(repo, str(parents[0]), at)
+
+
+def link_landed(store: Store, rewritten: Sequence[str], *, source: str = "hook") -> List[Link]:
+    """After a rebase (``rewritten``: the old commits it replaced), link each memory written on a detached HEAD since
+    the last link (while the rebase stopped on a conflict, say: the post-commit hook skips those commits) to the
+    first commit the rebase put on the branch on top of where HEAD was (:func:`lands_on`). A memory no such commit
+    lands on stays unlinked: linking it to an unrelated commit would say something false. One link commit per
+    code commit."""
+    from .audit import detached_in
+
+    writes = [(at, change.memory_ids[:1]) for commit, change in takewhile(lambda w: w[1].op != "link", _own_writes(store))
+              if change.op in _LINKABLE_OPS and (at := detached_in(commit.message))]
+    head = head_commit(store.repo)
+    if not writes or not head:
+        return []
+    walker = store.repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.REVERSE)
+    for old in rewritten:  # what remains: the rebase's commits, and the upstream's new ones (lands_on tells them apart)
+        try:
+            walker.hide(old)
+        except (KeyError, ValueError, pygit2.GitError):
+            continue  # gone already
+    landed = [str(c.id) for c in walker]
+    wanted: Dict[str, List[str]] = {}
+    for at, ids in writes:
+        code = next((c for c in landed if lands_on(store.repo, at, c)), None)
+        if code:
+            wanted.setdefault(code, []).extend(ids)
+    return [link_commit(store, code, source=source, memory_ids=ids) for code, ids in wanted.items()]
 
 
 @dataclass(frozen=True)
@@ -139,10 +191,12 @@ class Link:
     checkpoint: Optional[str] = None
 
 
-def link_commit(store: Store, code_commit: str, *, author: Optional[Author] = None, source: str = "hook") -> Link:
+def link_commit(store: Store, code_commit: str, *, author: Optional[Author] = None, source: str = "hook",
+                memory_ids: Optional[Sequence[str]] = None) -> Link:
     """Add ``code_commit`` to the ``commits`` of the memories written since the
     previous commit, and move the latest checkpoint's ``commit`` to it, in ONE
-    memory commit. Nothing is written on a branch without memory of its own."""
+    memory commit. Nothing is written on a branch without memory of its own.
+    With ``memory_ids`` (:func:`link_landed`), those memories are linked and the checkpoint stays."""
     from .audit import CODE_COMMIT_TRAILER
     from .repo import default_author
 
@@ -158,7 +212,8 @@ def link_commit(store: Store, code_commit: str, *, author: Optional[Author] = No
         snap = store.snapshot(expected)
         updates: Dict[str, bytes] = {}
         linked: List[str] = []
-        for memory_id in unlinked_since_last_commit(store, previous):
+        wanted = unlinked_since_last_commit(store, previous, code_commit) if memory_ids is None else memory_ids
+        for memory_id in wanted:
             try:
                 path, m = snap.find(memory_id)
             except GitmemError:
@@ -166,7 +221,7 @@ def link_commit(store: Store, code_commit: str, *, author: Optional[Author] = No
             if code_commit not in m.commits:
                 updates[path] = model.dump_yaml(m.evolve(commits=m.commits + (code_commit,)))
                 linked.append(m.id)
-        cp = latest_checkpoint(store, expected)
+        cp = latest_checkpoint(store, expected) if memory_ids is None else None
         advanced = None
         if cp is not None and cp[1].commit != code_commit and _on_line(repo, cp[1].commit, code_commit):
             path, m = cp

@@ -625,7 +625,11 @@ def _post_rewrite(store: Store, args: List[str], stdin: str) -> List[str]:
     out = [f"memory follows {len(mapping)} rewritten commit(s)"] if commit else []
     if args and args[0] == "rebase":  # `git pull --rebase` runs no post-merge: the memory its code brings, as sync
         from .branches import sync
-        from .checkpoint import link_commit
+        from .checkpoint import link_commit, link_landed
+
+        links = link_landed(store, list(mapping), source="hook")  # memory written while the rebase stopped
+        out += [f"linked {link.code_commit[:10]} to {len(link.memory_ids)} memor"
+                f"{'y' if len(link.memory_ids) == 1 else 'ies'} written during the rebase" for link in links]
 
         merged = [m for m in sync(store, source="hook").merged if m["kind"] != "up-to-date"]
         head = head_commit(store.repo)

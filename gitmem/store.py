@@ -673,7 +673,7 @@ class Store:
             message = commit_message(op, built.memory, author, source, built.redacted, note,
                                      fork=self.config(f"gitmem.branch.{self.branch}.forkPoint"),  # branches.record_fork's
                                      aside=(self.config(f"gitmem.branch.{self.branch}.setAside") or "").split(),
-                                     key=key)
+                                     key=key, detached=self._detached_head())
             commit = self.commit_tree(built.updates, message, author, base=base)
             self.move_ref(expected, commit, f"gitmem {op}: {built.memory.id}")
             if reads != self.branch:
@@ -681,6 +681,14 @@ class Store:
             return Write(built.memory, commit, built.redacted)
 
         return self.retrying(attempt)
+
+    def _detached_head(self) -> Optional[str]:
+        """The commit HEAD is detached at (a stopped rebase), else None: a write then names it, so it can be linked
+        to the commit made on top of it once that lands on the branch (the post-commit hook skips it)."""
+        try:
+            return str(self.repo.head.target) if self.repo.head_is_detached else None
+        except (pygit2.GitError, KeyError):
+            return None
 
     def _note_start(self, reads: Optional[str]) -> None:
         """After a first write that forked ``reads``'s memory: when the branch's parent had no memory here then,

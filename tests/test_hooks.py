@@ -257,6 +257,32 @@ def test_post_rewrite_after_a_rebase_maps_recorded_commits(repo):
     assert new != old and Store.open(str(repo), "topic").get(m.id).commits == (new,)
 
 
+def test_memory_written_while_a_rebase_is_stopped_is_linked_to_the_commit_that_lands(repo):
+    """The rebase stops on a conflict; a fact written while resolving belongs to the commit `--continue` makes
+    (post-commit skips the detached HEAD, so the link is made when the rebase lands), not to the pick after it,
+    nor to the next commit on the branch; a memory written before the rebase is linked to neither."""
+    install(repo)
+    git(repo, "checkout", "-q", "-b", "topic")
+    (repo / "README.md").write_text("topic\n")
+    git(repo, "commit", "-q", "-am", "topic readme")
+    commit(repo, "t.txt")
+    git(repo, "checkout", "-q", "main")
+    (repo / "README.md").write_text("main\n")
+    git(repo, "commit", "-q", "-am", "main readme")
+    git(repo, "checkout", "-q", "topic")
+    later = Store.open(str(repo)).add("fact", "for the next commit").memory
+    assert git(repo, "rebase", "-q", "main", check=False) is not None and (repo / ".git" / "rebase-merge").exists()
+    during = json.loads(gitmem(repo, "add", "fact", "README merges keep both lines", "--json").stdout)["id"]
+    (repo / "README.md").write_text("main\ntopic\n")
+    git(repo, "add", "README.md")
+    git(repo, "rebase", "--continue", env={"GIT_EDITOR": "true"})
+    resolved = git(repo, "rev-parse", "HEAD~1").strip()  # the commit --continue made; t.txt's pick is HEAD
+    assert Store.open(str(repo)).get(during).commits == (resolved,)
+    assert not Store.open(str(repo)).get(later.id).commits  # not about either rebased commit
+    commit(repo, "next.txt")
+    assert Store.open(str(repo)).get(during).commits == (resolved,)
+
+
 def test_a_rebase_that_brings_a_branchs_memory_leaves_the_checkpoint_at_head(repo):
     """The rebase onto main brings feat's memory (merged there by git); feat's checkpoint is newer, and a
     record merge would keep its commit: the checkpoint must stand at the rebased HEAD, as after a merge."""
