@@ -227,18 +227,9 @@ def _redacted(value: Any) -> Any:
 
 
 def latest_request(store: Store) -> Optional[dict]:
-    """The last request ``record_request`` appended (by ``gitmem ask`` or ``messages``), or None."""
-    try:
-        with open(requests_path(store), encoding="utf-8", errors="replace") as f:
-            lines = [line for line in f if line.strip()]
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            return json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a crash: the one before it is the last whole request
-    return None
+    """The last request ``record_request`` appended (by ``gitmem ask``, ``messages`` or the router), or None."""
+    entries = read_requests(store)
+    return entries[-1] if entries else None
 
 
 def requests_path(store: Store) -> str:
@@ -248,21 +239,55 @@ def requests_path(store: Store) -> str:
 
 
 def read_requests(store: Store, command: Optional[str] = None) -> List[dict]:
-    """Every whole line of requests.jsonl (optionally only one ``command``'s), oldest first."""
+    """Every whole line of requests.jsonl (optionally only one ``command``'s), oldest first.
+
+    A line cut short by a crash is skipped; a whole line that is not a request as gitmem records it (a hand
+    edit, another tool) raises :class:`GitmemError` naming it, since every reader would misread it."""
+    path = requests_path(store)
     try:  # a line cut inside a character by a crash is skipped below, not a reason to read nothing
-        with open(requests_path(store), encoding="utf-8", errors="replace") as f:
-            lines = [line for line in f if line.strip()]
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.readlines()
     except OSError:
         return []
     out = []
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         try:
             entry = json.loads(line)
         except ValueError:
             continue
-        if isinstance(entry, dict) and (command is None or entry.get("command") == command):
+        problem = _request_problem(entry)
+        if problem:
+            raise GitmemError(f"{path} line {number} is not a request gitmem recorded: {problem}")
+        if command is None or entry.get("command") == command:
             out.append(entry)
     return out
+
+
+_TEXT_FIELDS = ("command", "kind", "session", "policy", "upstream", "backend", "model", "memory_commit", "question",
+                "time")
+
+
+def _request_problem(entry: Any) -> Optional[str]:
+    """What in a parsed line the bill or the cost page could not read, or None."""
+    if not isinstance(entry, dict):
+        return "not a JSON object"
+    for key in _TEXT_FIELDS:
+        if not isinstance(entry.get(key), (str, type(None))):
+            return f"{key} is not text"
+    if not isinstance(entry.get("at"), (int, float, type(None))):
+        return "at is not a number"
+    usage = entry.get("usage")
+    try:
+        if usage is not None:
+            if not isinstance(usage, dict):
+                raise TypeError
+            Usage.from_api(usage)
+    except (TypeError, ValueError):
+        return "usage is not an object of token counts"
+    price = entry.get("cost")
+    if price is not None and not (isinstance(price, dict) and isinstance(price.get("total", 0.0), (int, float))):
+        return "cost is not an object with a numeric total"
+    return None
 
 
 #: A gap between two requests of one cache line at least this long is a break.

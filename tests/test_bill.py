@@ -12,8 +12,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gitmem.bill import (latest_run, load_run, make_bill, record_request, record_run, render_plot,
-                         render_svg, render_text)
+from conftest import gitmem
+from gitmem.bill import (latest_request, latest_run, load_run, make_bill, read_requests, record_request, record_run,
+                         render_plot, render_svg, render_text, requests_path)
 from gitmem.errors import GitmemError, PriceTableError
 from gitmem.price_table import load_price_table
 from gitmem.pricing import DEFAULT_TABLE
@@ -128,6 +129,34 @@ def test_a_file_that_is_not_a_run_is_refused(tmp_path):
     bad.write_text("{")
     with pytest.raises(GitmemError, match="not valid JSON"):
         load_run(str(bad))
+
+
+# Valid JSON of the wrong shape on a line of requests.jsonl (a hand edit, another tool writing there).
+NOT_REQUESTS = ['[1, 2]', '"text"', '{"usage": null, "cost": {"total": "x"}}', '{"command": "router", "usage": "x"}',
+                '{"command": "router", "usage": {"input_tokens": "abc"}}', '{"command": "router", "at": "soon"}',
+                '{"command": "router", "policy": [1]}', '{"command": ["router"]}']
+
+
+@pytest.mark.parametrize("line", NOT_REQUESTS)
+def test_a_recorded_line_that_is_not_a_request_is_an_error_naming_the_file_and_line(repo, store, line):
+    record_request(store, {"command": "router", "kind": "request", "at": 1.0, "usage": None, "cost": None})
+    with open(requests_path(store), "a") as f:
+        f.write(line + "\n")
+    for read in (read_requests, latest_request):
+        with pytest.raises(GitmemError, match=r"requests\.jsonl line 2 is not a request gitmem recorded"):
+            read(store)
+    for args in (("bill", "--router"), ("bill", "--requests", "--json")):
+        result = gitmem(repo, *args, check=False)
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert result.stderr.startswith("Error: ") and "line 2" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_a_line_cut_short_by_a_crash_is_skipped_and_a_failed_request_is_read(store):
+    failed = {"command": "router", "kind": "request", "at": 1.0, "status": 502, "usage": None, "cost": None}
+    record_request(store, failed)
+    with open(requests_path(store), "a") as f:
+        f.write('{"command": "router", "us\n')
+    assert read_requests(store) == [failed] and latest_request(store) == failed
 
 
 def test_the_price_table_is_read_from_the_override_file_named(tmp_path):

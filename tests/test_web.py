@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -468,6 +469,42 @@ def test_cost_page_shows_the_last_ask(repo, store, web):
                            "time": "2026-12-02T10:00:00Z", "memory_commit": None})
     page = web.get("/cost").text
     assert "Last request (<code>gitmem ask</code>)" in page and "Why &lt;b&gt;?" in page and "$0.000027" in page
+
+
+def test_cost_page_shows_a_failed_request_that_has_no_usage(repo, store, web):
+    from gitmem.bill import record_request
+
+    record_request(store, {"command": "router", "backend": "api", "model": "claude-haiku-4-5", "status": 502,
+                           "usage": None, "cost": None, "time": "2026-12-02T10:00:00Z"})
+    page = web.get("/cost")
+    assert page.status_code == 200 and "Last request (<code>gitmem router</code>)" in page.text
+
+
+@pytest.mark.parametrize("line", ['[1, 2]', '{"usage": null, "cost": {"total": "x"}}'])
+def test_cost_page_reports_a_request_log_it_cannot_read(repo, store, web, demo_run, line):
+    from gitmem.bill import record_run, requests_path
+
+    record_run(store, demo_run)
+    with open(requests_path(store), "w") as f:
+        f.write(line + "\n")
+    page = web.get("/cost")
+    assert page.status_code == 200
+    assert "requests.jsonl line 1 is not a request gitmem recorded" in page.text
+    assert "Last demo run" in page.text  # the run is still billed
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{", '"x"'])
+def test_cost_page_reports_a_run_file_it_cannot_read(repo, store, web, text):
+    from gitmem.bill import record_request, runs_dir
+
+    record_request(store, {"command": "ask", "backend": "emulator", "model": "claude-haiku-4-5", "question": "Why?",
+                           "usage": {"input_tokens": 12, "output_tokens": 3}, "cost": {"total": 0.000027}})
+    runs = Path(runs_dir(store))
+    runs.mkdir(parents=True)
+    (runs / "20260101T000000Z.001-cache-ttl.json").write_text(text)
+    page = web.get("/cost")
+    assert page.status_code == 200 and "20260101T000000Z.001-cache-ttl.json" in page.text
+    assert "Last request (<code>gitmem ask</code>)" in page.text  # the request is still shown
 
 
 # --- security ----------------------------------------------------------------------------

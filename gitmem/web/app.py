@@ -308,17 +308,21 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         from ..price_table import configured_price_table
 
         path = latest_run(root)
-        run = bill = svg = None
-        error = None
+        run = bill = svg = last = None
+        errors = []
         if path:
-            run = load_run(path)
             try:
+                run = load_run(path)
                 bill = make_bill(run, configured_price_table(root))
                 svg = render_svg(bill)
             except (GitmemError, KeyError, TypeError, ValueError) as e:
-                error = f"the last run ({os.path.basename(path)}) cannot be billed: {e}"
+                errors.append(f"the last run ({os.path.basename(path)}) cannot be billed: {e}")
+        try:
+            last = latest_request(root)
+        except GitmemError as e:
+            errors.append(str(e))
         body = pages.cost_page(repo=repo_label, bill=bill, run_path=path, run=run, svg=svg,
-                               request=latest_request(root), labels=POLICY_LABELS, error=error)
+                               request=last, labels=POLICY_LABELS, error="; ".join(errors) or None)
         return html(body)
 
     # --- writes ------------------------------------------------------------------

@@ -351,7 +351,7 @@ uncached, one line per TTL policy (a dot marks the cheapest).</p><figure class="
                        source=bill.source, checked=bill.checked, rows=join(rows), svg=Safe(svg or ""),
                        heads=join(h("<th>{}</th>", labels.get(p, p)) for p in FIXED), table=join(table_rows)))
     if request:
-        u = request.get("usage", {})
+        u = request.get("usage") or {}  # a failed request has none
         parts.append(h("""<section><h2>Last request (<code>gitmem {command}</code>)</h2><p class="meta">{time}, backend
 <strong>{backend}</strong>, model <code>{model}</code>, memory commit <code>{commit}</code></p>
 <p class="question">{question}</p><table class="bill"><tbody>
