@@ -7,6 +7,7 @@ error instead of a "serving ..." line followed by uvicorn's exit.
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar
@@ -43,26 +44,21 @@ def on_library_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return _LIBRARY.submit(fn, *args, **kwargs).result()
 
 
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-def _host_name(host: str) -> str:
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1:host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+#: A Host header (RFC 9110: host, optionally ``:port``) naming this machine's loopback, and nothing after it.
+_LOOPBACK_HOST = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\])(?::[0-9]{1,5})?", re.IGNORECASE)
 
 
 def refusal(host: Optional[str], origin: Optional[str]) -> Optional[str]:
     """Why a request to a local server must be refused (a Host or Origin that is not this machine's loopback
-    name: a page that rebinds its DNS name to 127.0.0.1 would read the team's memory), or None."""
-    from urllib.parse import urlsplit
+    name: a page that rebinds its DNS name to 127.0.0.1 would read the team's memory), or None.
 
-    if not host or _host_name(host) not in LOOPBACK:
+    Both are matched whole against the forms a client sends, not picked apart: a lenient parse reads
+    ``127.0.0.1:x@evil`` or ``[::1]evil`` as loopback."""
+    if not host or not _LOOPBACK_HOST.fullmatch(host.strip()):
         return f"refused: Host {host or '(none)'!r} is not this machine's loopback address"
     if origin is not None:
-        parts = urlsplit(origin)
-        if parts.scheme not in ("http", "https") or (parts.hostname or "") not in LOOPBACK:
+        scheme, _, rest = origin.partition("://")
+        if scheme.lower() not in ("http", "https") or not _LOOPBACK_HOST.fullmatch(rest):
             return f"refused: Origin {origin!r} is not this machine's loopback address"
     return None
 

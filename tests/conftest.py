@@ -50,6 +50,12 @@ GUIDE = "# Guide\n\n" + "\n".join(
 )
 
 
+#: Host headers naming this machine's loopback, and near misses a local server must refuse (web UI, router).
+LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:8765", "localhost:1234", "LocalHost", "[::1]:80", "[::1]"]
+FOREIGN_HOSTS = ["127.0.0.1:x@evil", "[::1]evil", "[::1]:80evil", "127.0.0.1:", "127.0.0.1:80:80", "localhost.",
+                 "127.0.0.1 evil", "::1", "[::1", "[127.0.0.1]", ""]
+
+
 def git(cwd, *args, check=True, env=None, input=None) -> str:
     """Run the real git executable; returns stdout."""
     result = subprocess.run(["git", *args], cwd=str(cwd), capture_output=True, text=True,

@@ -17,7 +17,7 @@ import anthropic
 import httpx2
 import pytest
 
-from conftest import GUIDE, git, gitmem, gitmem_process, make_repo
+from conftest import FOREIGN_HOSTS, GUIDE, LOOPBACK_HOSTS, git, gitmem, gitmem_process, make_repo
 from gitmem.bill import read_requests, router_bill
 from gitmem.emulator import Emulator, VirtualClock
 from gitmem.policy import (FIXED, Plan, PrefixCosts, break_cost, choose_plan, fixed_cost, hindsight_cost, online_cost,
@@ -303,6 +303,16 @@ def test_a_foreign_host_or_origin_is_refused_a_misspelt_branch_attaches_no_memor
     for bad in (5, {"text": "x"}):  # a system of the wrong type gets the API's 400, as sent, not memory and a 200
         r = httpx2.post(routed.url + "/v1/messages", json={**body(), "system": bad}, headers=sent)
         assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_the_router_serves_only_a_loopback_host_with_at_most_a_numeric_port(routed):
+    for host in LOOPBACK_HOSTS:  # past the guard: the admin API answers that it has no such endpoint
+        assert httpx2.get(routed.url + "/_router/nothing", headers={"Host": host}).status_code == 404, host
+    for host in FOREIGN_HOSTS:
+        r = httpx2.get(routed.url + "/_router/nothing", headers={"Host": host})
+        assert r.status_code == 403 and r.json()["error"]["type"] == "permission_error", host
+    for origin in ("http://127.0.0.1:x@evil", "http://[::1]evil", "http://[::1"):
+        assert httpx2.get(routed.url + "/_router/nothing", headers={"Origin": origin}).status_code == 403, origin
 
 
 def test_headers_pass_untouched_the_key_goes_upstream_only_and_memory_can_be_switched_off(team):

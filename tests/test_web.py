@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("starlette")
 from starlette.testclient import TestClient  # noqa: E402
 
-from conftest import ROOT, git, gitmem, gitmem_process  # noqa: E402
+from conftest import FOREIGN_HOSTS, LOOPBACK_HOSTS, ROOT, git, gitmem, gitmem_process  # noqa: E402
 from gitmem import Store  # noqa: E402
 from gitmem.model import Author  # noqa: E402
 from gitmem.web import create_app  # noqa: E402
@@ -517,6 +517,19 @@ def test_foreign_host_is_refused_for_pages_and_writes(repo, base):
     assert "is not this machine's loopback address" in c.get("/memory").text
     token = client(repo).app.state.csrf_token  # even with a valid token
     assert c.post("/add", data={"csrf": token, "type": "fact", "text": "x"}).status_code == 403
+    assert git(repo, "for-each-ref", "refs/memory/") == ""
+
+
+def test_only_a_loopback_host_with_at_most_a_numeric_port_is_served(repo, web):
+    for host in LOOPBACK_HOSTS:
+        assert web.get("/memory", headers={"Host": host}).status_code == 200, host
+    for host in FOREIGN_HOSTS:
+        r = web.get("/memory", headers={"Host": host})
+        assert r.status_code == 403 and "is not this machine's loopback address" in r.text, host
+    for origin in ("http://127.0.0.1:x@evil", "http://[::1]evil", "http://[::1", "http://127.0.0.1:8737/path"):
+        r = web.post("/add", data={"csrf": web.app.state.csrf_token, "type": "fact", "text": "x"},
+                     headers={"Origin": origin})
+        assert r.status_code == 403 and "Origin" in r.text, origin
     assert git(repo, "for-each-ref", "refs/memory/") == ""
 
 
