@@ -301,9 +301,13 @@ def test_add_on_a_branch_without_memory_forks_it(repo, store, web):
 
 
 def test_a_branch_that_is_not_here_is_an_error_on_a_page_and_on_a_form(repo, store, web):
-    store.add("fact", "From main")
-    page = web.get("/memory?branch=mian")
-    assert page.status_code == 400 and "no branch &#x27;mian&#x27; here" in page.text and "From main" not in page.text
+    m = store.add("fact", "From main").memory
+    for path in ("/memory", f"/memory/{m.id}", "/audit"):  # every page that takes branch=
+        page = web.get(path, params={"branch": "mian"})
+        assert page.status_code == 400 and "no branch &#x27;mian&#x27; here" in page.text, path
+        assert "From main" not in page.text, path
+    git(repo, "branch", "feature")  # a code branch with no memory yet is a branch here: nothing written on it
+    assert "No writes match" in web.get("/audit", params={"branch": "feature"}).text
     token = csrf(web.get("/memory").text)
     r = web.post("/add", data={"csrf": token, "branch": "mian", "type": "fact", "text": "Lost on a typo"})
     assert r.status_code == 400 and "did you mean &#x27;main&#x27;" in r.text

@@ -249,10 +249,13 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         import time
 
         from ..audit import memory_branches, trail
+        from ..branches import require_known
         from ..model import check_choice
 
         q = request.query_params
         filters = {k: q.get(k, "").strip() for k in ("branch", "kind", "source", "since", "until")}
+        if filters["branch"]:  # as open_store: a typo is an error, not an empty trail
+            require_known(root.repo, filters["branch"])
         check_choice("author kind", filters["kind"] or None, ("agent", "human"))
 
         def day(value: str, end: bool) -> Optional[int]:
