@@ -346,6 +346,16 @@ def check_path(path: str) -> str:
     return "/".join(parts)
 
 
+def filter_path(path: str) -> Optional[str]:
+    """``path`` as a filter or a file in play names stored paths, in :func:`check_path`'s form (``./src//x.py``
+    is ``src/x.py``), so every interface reads one the same way; None for a path no memory can have (empty,
+    absolute, outside the repository), which matches nothing."""
+    try:
+        return check_path(path)
+    except InvalidMemory:
+        return None
+
+
 def validate(m: Memory) -> None:
     """Raise :class:`InvalidMemory` naming the first problem found."""
     if m.schema != SCHEMA_VERSION:
@@ -751,8 +761,8 @@ def matches(m: Memory, *, type: Optional[str] = None, tag: Optional[str] = None,
     if not source_matches(m.source, source):
         return False
     if path is not None:
-        p = path.strip("/")
-        if not any(q == p or q.startswith(p + "/") or p.startswith(q + "/") for q in m.paths):
+        p = filter_path(path)
+        if p is None or not any(q == p or q.startswith(p + "/") or p.startswith(q + "/") for q in m.paths):
             return False
     return True
 

@@ -36,7 +36,7 @@ from typing import (
 
 from .index import Index, batches, code_key
 from .errors import GitmemError
-from .model import TYPES, Memory, matches, memory_path
+from .model import TYPES, Memory, filter_path, matches, memory_path
 from .repo import memory_ref
 from .search import (
     Hit, core_terms, depth, epoch, fuse, idf, is_stale, match_of, memory_terms, path_factor, path_only_score,
@@ -575,7 +575,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
     active memories the view has."""
     n, total = db.execute("SELECT n, total FROM views WHERE view=?", (view,)).fetchone()
     terms = list(dict.fromkeys(tokenize(query)))
-    wanted = [p.strip("/") for p in paths if p and p.strip("/")]
+    wanted = [q for q in map(filter_path, paths) if q]
     if not n or not (terms or wanted) or limit <= 0:
         return [], [], n
     limit = min(limit, n)  # no more hits than memories, and SQLite's LIMIT takes no int past 64 bits (`-n 1e20`)
@@ -828,7 +828,7 @@ def _near(wanted: Sequence[str], siblings: bool) -> Tuple[str, List[Any]]:
     ``wanted`` (and, with ``siblings``, share its directory), with its arguments."""
     near: List[str] = []
     args: List[Any] = []
-    for q in (p.strip("/") for p in wanted):
+    for q in map(filter_path, wanted):
         if not q:
             continue
         ancestors = [q.rsplit("/", i)[0] for i in range(1, q.count("/") + 1)]

@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import (Any, Callable, Dict, Hashable, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
                     TypeVar)
 
-from .model import Memory
+from .model import Memory, filter_path
 
 K = TypeVar("K", bound=Hashable)
 
@@ -278,7 +278,7 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
     ``now`` fixes the recency clock.
     """
     terms = list(dict.fromkeys(tokenize(query)))
-    wanted = [p.strip("/") for p in paths if p and p.strip("/")]
+    wanted = [q for q in map(filter_path, paths) if q]
     if not (terms or wanted):
         return []
     index = word_index([m for m in memories if include_inactive or m.status == "active"])

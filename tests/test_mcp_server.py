@@ -100,6 +100,18 @@ def test_remember_recall_reject_check_proposal_and_audit_trail(repo):
     assert [line for line in log.splitlines() if line] == ["claude-code|mcp:claude-code/2.1.0"] * 2
 
 
+def test_recall_reads_a_path_as_a_stored_path_is_written(repo):
+    typed = ("src/pay/refunds.py", "./src/pay/refunds.py", "src//pay", "./src", "../src/pay/refunds.py")
+
+    async def main():
+        async with session(repo) as s:
+            await call(s, "remember", type="decision", text="Refunds are idempotent", reason="retries",
+                       paths=["src/pay/refunds.py"])
+            return [len((await call(s, "recall", query="", paths=[p]))[1]["memories"]) for p in typed]
+
+    assert run(main) == [1, 1, 1, 1, 0]  # outside the repository: nothing
+
+
 def test_a_malformed_call_is_an_mcp_error_and_writes_nothing(repo):
     async def main():
         async with session(repo) as s:

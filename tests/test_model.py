@@ -9,8 +9,8 @@ import yaml
 
 from gitmem.errors import InvalidMemory
 from gitmem.model import (
-    ID_RE, MAX_TEXT_BYTES, TYPES, Author, Memory, check_path, dump_yaml, load_yaml, matching_ids, memory_path, new_id,
-    normalize_id, short_ids, validate,
+    ID_RE, MAX_TEXT_BYTES, TYPES, Author, Memory, check_path, dump_yaml, load_yaml, matches, matching_ids, memory_path,
+    new_id, normalize_id, short_ids, validate,
 )
 
 
@@ -154,6 +154,14 @@ def test_paths_are_normalised_and_kept_inside():
     for bad in ("..", "a/../../b", "/etc", "C:/x", "a\x00b", ""):
         with pytest.raises(InvalidMemory):
             check_path(bad)
+
+
+def test_a_path_filter_is_read_as_a_stored_path_is_written():
+    m = mem(paths=("src/pay/refunds.py",))
+    for typed in ("src/pay/refunds.py", "./src/pay/refunds.py", "src//pay/", "src/./pay", "./src", "src\\pay"):
+        assert matches(m, path=typed), typed
+    for typed in ("../src/pay/refunds.py", "/src/pay", "src/../../src", "", "src/pa"):  # outside, absolute: nothing
+        assert not matches(m, path=typed), typed
 
 
 def test_layout_fans_out_on_the_random_tail():

@@ -270,3 +270,21 @@ def test_a_word_typed_decomposed_finds_the_composed_one_and_a_check_sees_the_rep
     assert [h["memory"]["text"] for h in json.loads(found.stdout)["hits"]] == [composed]
     repeat = gitmem(repo, "check", decomposed, check=False)
     assert repeat.returncode == 1 and repeat.stdout.startswith("repeat: ")
+
+
+def test_every_library_entry_point_reads_a_path_as_a_stored_path_is_written(store):
+    """`gitmem list --path ./src` finds src's memories (the CLI makes the path relative to the root); the library
+    called directly, by the MCP server or the web UI, found nothing for ./src or src//pay."""
+    from gitmem.recall import find
+
+    pay = store.add("decision", "Refunds are idempotent", reason="retries", paths=["src/pay/refunds.py"]).memory
+    store.add("fact", "Docs are Markdown", paths=["docs/"])
+    for typed in ("./src/pay/refunds.py", "src//pay/refunds.py", "src/./pay/", "./src"):
+        assert [m.id for m in store.list(path=typed)] == [pay.id], typed  # the index narrows
+        assert [m.id for m in store.list(path=typed, status=None)] == [pay.id], typed  # every memory loaded
+        assert [h.memory.id for h in recall(store, "", paths=[typed])] == [pay.id], typed
+        assert [h.memory.id for h in rank(store.list(), "", paths=[typed])] == [pay.id], typed
+        assert [h.memory.id for h in find(store, "idempotent", 10, filters={"path": typed})] == [pay.id], typed
+    for typed in ("../src/pay/refunds.py", "/src/pay/refunds.py"):  # outside the repository, absolute: nothing
+        assert store.list(path=typed) == [] and store.list(path=typed, status=None) == [], typed
+        assert recall(store, "", paths=[typed]) == [] and rank(store.list(), "", paths=[typed]) == [], typed

@@ -34,8 +34,8 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..errors import Changed, GitmemError, InvalidMemory, NotFound, Repeated
-from ..model import ID_RE, Author, check_path
+from ..errors import Changed, GitmemError, NotFound, Repeated
+from ..model import ID_RE, Author
 from ..serving import on_library_thread, refusal
 from ..warm import Warm
 from . import pages
@@ -184,11 +184,6 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         filters = {k: params.get(k, "").strip() for k in keys}
         wanted = filters["status"] or "active"
         narrowing = {k: filters[k] or None for k in ("type", "tag", "path", "author_kind", "source")}
-        if narrowing["path"]:  # relative to the root, as `gitmem list --path` run there reads it: ./src/ is src
-            try:
-                narrowing["path"] = check_path(narrowing["path"])
-            except InvalidMemory:
-                pass  # outside the repository: it matches nothing, as the CLI's
         status_kept = None if wanted == "all" else wanted
         items: List[Any]
         shown: List[Any]
