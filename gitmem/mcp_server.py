@@ -341,14 +341,37 @@ def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, por
     open_repository(path)  # fail fast, before the client waits on a handshake
     server = build_server(path, branch)
     if http:
-        from .serving import listen
+        from mcp.server.transport_security import TransportSecuritySettings
 
-        listen("127.0.0.1", port).close()  # a taken port: one clear line, not uvicorn's error and exit 3
-        server.run("streamable-http", host="127.0.0.1", port=port)
+        from .serving import listen, run
+
+        sock = listen("127.0.0.1", port)  # a taken port: one clear line, not uvicorn's error and exit 3
+        sdk_check = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # loopback_only's instead
+        run(loopback_only(server.streamable_http_app(transport_security=sdk_check)), sock)
     else:
         import anyio
 
         anyio.run(_serve_stdio, server)
+
+
+def loopback_only(app: Any) -> Any:
+    """``app`` answering only a loopback Host and Origin, by the rule the web UI and the router use
+    (:func:`gitmem.serving.refusal`): a page that rebinds its DNS name to 127.0.0.1 must not reach the memory.
+    The SDK's own check, turned off for it, takes any Host that starts with ``localhost:``."""
+    from .serving import refusal
+
+    async def guarded(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            problem = refusal(headers.get("host"), headers.get("origin"))
+            if problem:
+                await send({"type": "http.response.start", "status": 403,
+                            "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+                await send({"type": "http.response.body", "body": problem.encode("utf-8") + b"\n"})
+                return
+        await app(scope, receive, send)
+
+    return guarded
 
 
 def check_request_line(line: str) -> Tuple[Optional[Dict[str, Any]], Any]:

@@ -309,3 +309,57 @@ def test_a_write_takes_the_email_the_cli_would_and_is_refused_with_none_anywhere
     refused = run(write)
     assert refused.is_error and "no git identity" in refused.content[0].text
     assert len(git(repo, "rev-list", "refs/memory/main").split()) == 1  # nothing signed unknown@localhost
+
+
+def test_the_http_transport_serves_only_a_loopback_host_and_origin_as_the_web_ui_does(repo):
+    """`gitmem mcp --http` answers a page that rebinds its DNS name to 127.0.0.1 as the web UI and the router
+    do: the SDK's own check took any Host or Origin that starts with `localhost:`, `localhost:1@evil` too."""
+    import socket
+    import subprocess
+    import time
+
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from conftest import FOREIGN_HOSTS, GITMEM, LOOPBACK_HOSTS
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/mcp"
+    server = subprocess.Popen([*GITMEM, "mcp", "--http", "--port", str(port)], cwd=str(repo),
+                              env={**os.environ, "PYTHONPATH": str(ROOT)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    def status(**headers):
+        return httpx2.post(url, json=initialize, headers={**accept, **headers}).status_code
+
+    try:
+        for _ in range(200):
+            try:
+                status()
+                break
+            except httpx2.TransportError:
+                time.sleep(0.05)
+        for host in LOOPBACK_HOSTS:
+            assert status(Host=host) == 200, host
+        for host in FOREIGN_HOSTS + ["localhost:1@evil.example", "localhost:*"]:
+            assert status(Host=host) == 403, host
+        for origin in ("http://127.0.0.1:1.evil.example", "http://localhost:1@evil.example", "http://[::1",
+                       "http://evil.example", "null"):
+            assert status(Origin=origin) == 403, origin
+
+        async def main():
+            async with streamable_http_client(url) as (read, write, *_):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    _, added = await call(s, "remember", type="fact", text="Refunds are idempotent")
+                    return added
+
+        assert run(main)["ref"] == "refs/memory/main"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
