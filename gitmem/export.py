@@ -137,13 +137,16 @@ def find_section(text: str) -> Optional[Tuple[int, int]]:
     """``[start, end)`` of the generated section in ``text`` (end after its END line), or None.
 
     Markers count only as whole lines: a marker quoted inside a line of prose, or inside memory
-    text (which :func:`quote` escapes anyway), is not one."""
+    text (which :func:`quote` escapes anyway), is not one. A second section is refused, as a
+    section without its end is: refreshing only one would leave the other's memory stale for ever."""
     begin = _BEGIN_RE.search(text)
     if begin is None:
         return None
     end = _END_RE.search(text, begin.end())
     if end is None:
         raise GitmemError(f"found {BEGIN[:18]}... without {END}: fix the file by hand first")
+    if _BEGIN_RE.search(text, end.end()):
+        raise GitmemError(f"found two gitmem sections ({BEGIN[:18]}...): delete one by hand first")
     return begin.start(), end.end()
 
 

@@ -96,6 +96,17 @@ def test_an_unterminated_section_is_refused(repo, remembered):
     assert (repo / "AGENTS.md").read_text() == BEGIN + "\nno end marker\n"
 
 
+def test_a_second_section_is_refused_not_left_stale_beside_the_refreshed_one(repo, remembered):
+    """Two sections (a merge that kept both sides, a paste) used to have the first refreshed and the second
+    left as it was for ever: memory retracted since kept reaching the agent."""
+    stale = BEGIN + "\n- Deploys happen on Fridays\n" + END + "\n"
+    text = "# Agents\n\n" + stale + "\nmine\n\n" + stale
+    (repo / "AGENTS.md").write_text(text)
+    with pytest.raises(GitmemError, match="two gitmem sections"):
+        export(remembered, "agents-md", write=True)
+    assert (repo / "AGENTS.md").read_text() == text
+
+
 def test_on_commit_refresh_rewrites_only_the_chosen_formats(repo, remembered):
     enable_on_commit(remembered, "claude-md")
     assert [e.format for e in refresh(remembered)] == ["claude-md"]
