@@ -117,16 +117,22 @@ def render(memories: Iterable[Memory], *, ref: str, stale: Iterable[str] = ()) -
 
 
 def splice(existing: Optional[str], section: str, fmt: str) -> str:
-    """Put ``section`` in place of the marked one in ``existing`` (or append it), keeping the rest."""
+    """Put ``section`` in place of the marked one in ``existing`` (or append it), keeping the rest.
+
+    A file whose first line ends in CRLF (a Windows checkout) gets the section with CRLF too: no mixed
+    line ends, and a checkout of an unchanged section is left as it is."""
     if existing is None:
         return (_CURSOR_FRONT if fmt == "cursor-rules" else "") + section
+    first = existing.find("\n")
+    nl = "\r\n" if first > 0 and existing[first - 1] == "\r" else "\n"
+    section = section.replace("\n", nl)
     span = find_section(existing)
     if span is not None:
         start, end = span
         return existing[:start] + section + existing[end:]
     if not existing:
         return section
-    return existing + ("\n" if existing.endswith("\n") else "\n\n") + section
+    return existing + (nl if existing.endswith("\n") else nl + nl) + section
 
 
 _BEGIN_RE = re.compile(r"^" + re.escape(BEGIN) + r"[ \t]*\r?$", re.MULTILINE)

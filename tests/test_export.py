@@ -66,6 +66,22 @@ def test_a_file_without_markers_gets_the_section_appended(repo, remembered):
     assert text.startswith("# Agents\n\nBe nice.\n\n" + BEGIN)
 
 
+def test_a_crlf_file_keeps_crlf_and_a_crlf_checkout_of_the_section_is_not_rewritten(repo, remembered):
+    """A file checked out with CRLF (core.autocrlf on Windows) got an LF section, so it mixed line ends, and
+    the export of a checkout holding the section with CRLF rewrote it with nothing new in memory."""
+    mine = b"# Agents\r\n\r\nBe nice.\r\n"
+    (repo / "AGENTS.md").write_bytes(mine)
+    assert export(remembered, "agents-md", write=True).changed
+    written = (repo / "AGENTS.md").read_bytes()
+    assert written.startswith(mine + b"\r\n" + BEGIN.encode() + b"\r\n") and b"\n" not in written.replace(b"\r\n", b"")
+    assert not export(remembered, "agents-md", write=True).changed
+    (repo / "CLAUDE.md").write_text("# Claude\n")
+    export(remembered, "claude-md", write=True)
+    checkout = (repo / "CLAUDE.md").read_bytes().replace(b"\n", b"\r\n")
+    (repo / "CLAUDE.md").write_bytes(checkout)
+    assert not export(remembered, "claude-md", write=True).changed and (repo / "CLAUDE.md").read_bytes() == checkout
+
+
 def test_new_memory_replaces_the_section_in_place(repo, remembered):
     (repo / "AGENTS.md").write_text("intro\n")
     export(remembered, "agents-md", write=True)
