@@ -9,7 +9,7 @@ import pytest
 
 from conftest import gitmem
 from gitmem.errors import GitmemError
-from gitmem.export import BEGIN, END, FORMATS, export, refresh, enable_on_commit
+from gitmem.export import BEGIN, END, FORMATS, MAX_SECTION_BYTES, export, refresh, enable_on_commit, render
 
 
 @pytest.fixture
@@ -208,6 +208,25 @@ def test_text_holding_the_end_marker_keeps_the_export_idempotent_and_the_rest_of
     for _ in range(2):
         assert not export(store, "agents-md", write=True).changed
     assert (repo / "AGENTS.md").read_text() == first
+
+
+def test_a_large_store_is_cut_to_the_budget_newest_first_rejections_kept_and_says_so(repo, store):
+    """Agents cap what they read (Codex reads AGENTS.md up to 32 KiB by default; Claude Code warns about a
+    large CLAUDE.md): the section used to hold every memory, and the rejections, listed after every
+    decision, were the first text cut off."""
+    rejection = store.add("rejection", "Use Redis for the job queue", reason="no Redis in production").memory
+    for i in range(40):
+        store.add("decision", f"Decision {i}: module m{i} keeps its own connection pool")
+    memories = list(store.memories().values())
+    full = render(memories, ref=store.ref, max_bytes=10**6)
+    assert "Decision 0:" in full and "not shown" not in full
+    cut = render(memories, ref=store.ref, max_bytes=2000)
+    assert len(cut.encode()) <= 2000 and cut.endswith(END + "\n")
+    assert rejection.text in cut and "Decision 39:" in cut and "Decision 0:" not in cut
+    shown = cut.count("\n- ")
+    assert f"{41 - shown} more memories are not shown here" in cut and "gitmem search" in cut
+    assert render(memories, ref=store.ref, max_bytes=2000) == cut
+    assert len(export(store, "agents-md").text.encode()) <= MAX_SECTION_BYTES
 
 
 def test_retracted_and_superseded_text_leaves_the_file(repo, store):
