@@ -358,12 +358,11 @@ def loopback_only(app: Any) -> Any:
     """``app`` answering only a loopback Host and Origin, by the rule the web UI and the router use
     (:func:`gitmem.serving.refusal`): a page that rebinds its DNS name to 127.0.0.1 must not reach the memory.
     The SDK's own check, turned off for it, takes any Host that starts with ``localhost:``."""
-    from .serving import refusal
+    from .serving import scope_refusal
 
     async def guarded(scope: Dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            problem = refusal(headers.get("host"), headers.get("origin"))
+            problem = scope_refusal(scope)
             if problem:
                 await send({"type": "http.response.start", "status": 403,
                             "headers": [(b"content-type", b"text/plain; charset=utf-8")]})

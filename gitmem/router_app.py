@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import GitmemError
-from .serving import LONE_SURROGATE, lone_surrogate, refusal
+from .serving import LONE_SURROGATE, lone_surrogate, scope_refusal
 from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan, hour_ping_after
 from .pricing import DEFAULT_TABLE, PriceTable
 from .usage import Usage, cost
@@ -265,8 +265,7 @@ class Router:
         if scope["type"] != "http":
             return
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
-        sent = {k.lower(): v for k, v in headers}
-        problem = refusal(sent.get("host"), sent.get("origin"))
+        problem = scope_refusal(scope)
         if problem:  # as the web UI: a page rebinding its name to 127.0.0.1 must not read the team's memory
             await _send_json(send, 403, _error(403, "permission_error", problem))
             return

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import socket
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Literal, Optional, TypeVar
 
 from .errors import GitmemError
 
@@ -46,6 +46,12 @@ def on_library_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 #: A Host header (RFC 9110: host, optionally ``:port``) naming this machine's loopback, and nothing after it.
 _LOOPBACK_HOST = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\])(?::[0-9]{1,5})?", re.IGNORECASE)
+
+
+def scope_refusal(scope: Dict[str, Any]) -> Optional[str]:
+    """:func:`refusal` of an ASGI HTTP request, from its Host and Origin headers."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    return refusal(headers.get("host"), headers.get("origin"))
 
 
 def refusal(host: Optional[str], origin: Optional[str]) -> Optional[str]:

@@ -36,7 +36,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import Changed, GitmemError, NotFound, Repeated
 from ..model import ID_RE, Author
-from ..serving import on_library_thread, refusal
+from ..serving import on_library_thread, scope_refusal
 from ..warm import Warm
 from . import pages
 from .html import url
@@ -71,8 +71,7 @@ class LocalOnly:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        problem = refusal(headers.get("host"), headers.get("origin"))
+        problem = scope_refusal(scope)
         if problem:
             await PlainTextResponse(problem + "\n", status_code=403)(scope, receive, send)
             return
@@ -457,4 +456,4 @@ def serve(repo_path: str = ".", port: int = DEFAULT_PORT, open_browser: bool = F
     run(app, sock)
 
 
-__all__ = ["create_app", "serve", "refusal", "SOURCE", "DEFAULT_PORT"]
+__all__ = ["create_app", "serve", "SOURCE", "DEFAULT_PORT"]
