@@ -65,7 +65,11 @@ class HookInput:
 
     @property
     def session_id(self) -> str:
-        return _SESSION_RE.sub("-", str(self.data.get("session_id") or "unknown"))[:64] or "unknown"
+        """Safe as a file name, and redacted: it names the session's scratch file and goes into tags and logs."""
+        from .redact import redact_bare
+
+        raw = redact_bare(str(self.data.get("session_id") or "unknown"))[0]
+        return _SESSION_RE.sub("-", raw)[:64] or "unknown"
 
     @property
     def cwd(self) -> str:
@@ -181,8 +185,13 @@ class SessionState:
             value = self.data[key] = []
         return value
 
-    def add(self, key: str, value: Any, keep: int = 200) -> bool:
-        """Append ``value`` to the list ``key`` unless present; True when it was new."""
+    def add(self, key: str, value: Any, keep: int = 200, chars: Optional[int] = None) -> bool:
+        """Append ``value`` to the list ``key`` unless present; True when it was new. A string (a prompt, a
+        path) is redacted first, as the store would, then cut to ``chars``: this file is on disk too."""
+        if isinstance(value, str):
+            from .redact import redact
+
+            value = redact(value)[0][:chars]
         values = self.items(key)
         if value in values:
             return False
@@ -299,7 +308,7 @@ def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code
     if not prompt:
         return Outcome(note="empty prompt")
     with SessionState(store, hook.session_id) as state:
-        state.add("prompts", prompt[:2000], keep=5)
+        state.add("prompts", prompt, keep=5, chars=2000)
         injected = set(state.items("injected"))
         rejections = check(store, prompt, max_backlog=AGENT_BACKLOG).repeats
         hits = [h for h in recall(store, prompt, limit=PROMPT_LIMIT + len(injected), max_backlog=AGENT_BACKLOG)

@@ -37,9 +37,18 @@ def all_objects(repo) -> bytes:
                           capture_output=True, check=True).stdout
 
 
-def assert_never_stored(repo, secret: str) -> None:
+def files_holding(repo, secret: str) -> list:
+    """Every file under .git whose bytes hold ``secret``: refs, reflogs, config, the derived index, gitmem's
+    scratch files and logs (objects are compressed: :func:`all_objects` reads those)."""
+    return sorted(str(p.relative_to(repo)) for p in (repo / ".git").rglob("*")
+                  if p.is_file() and secret.encode() in p.read_bytes())
+
+
+def assert_never_stored(repo, secret: str, put_there=()) -> None:
+    """``put_there``: the files the test itself wrote the secret into (git's config holding the identity)."""
     assert git(repo, "for-each-ref", "refs/memory/"), "nothing was written: the test proves nothing"
     assert secret.encode() not in all_objects(repo)
+    assert files_holding(repo, secret) == list(put_there)
     log = git(repo, "log", "--format=%an%n%ae%n%cn%n%ce%n%B", "--glob=refs/memory/*")
     assert secret not in log
     assert "REDACTED" in git(repo, "log", "-p", "--format=%an <%ae>%n%B", "--glob=refs/memory/*")
@@ -93,7 +102,7 @@ def test_a_secret_in_gits_identity_is_never_stored_raw(repo):
     git(repo, "config", "user.name", f"Ada {secret}")
     git(repo, "config", "user.email", f"{fresh_secret()}@example.com")
     gitmem(repo, "add", "fact", "plain text", env={"GIT_AUTHOR_NAME": "", "GIT_AUTHOR_EMAIL": ""})  # git's config, then
-    assert_never_stored(repo, secret)
+    assert_never_stored(repo, secret, put_there=[".git/config"])
 
 
 def test_edit_supersede_and_retract_never_store_a_secret_raw(repo):
@@ -234,3 +243,20 @@ def test_a_secret_in_what_claude_code_hooks_capture_is_never_stored_raw(repo):
     assert Store.open(str(repo)).list(type="file"), result.stderr
     assert_never_stored(repo, in_dir)
     assert_never_stored(repo, in_session)
+
+
+
+def claude_code_hook(repo, event: str, env=(), **fields) -> None:
+    data = {"session_id": "s1", "transcript_path": "", "cwd": str(repo), "hook_event_name": event, **fields}
+    gitmem(repo, "hook", "claude-code", event, input=json.dumps(data),
+           env={"AI_AGENT": "claude-code_2-1-332_harness", **dict(env)})
+
+
+def test_a_secret_in_a_prompt_stays_out_of_the_sessions_scratch_file(repo):
+    secret = fresh_secret()
+    claude_code_hook(repo, "UserPromptSubmit", prompt=f"deploy with {secret} " + "x" * 3000)  # cut after redacting
+    claude_code_hook(repo, "PreCompact")  # a checkpoint quoting the last prompt
+    state = json.loads((repo / ".git" / "gitmem" / "claude-code" / "s1.json").read_text())
+    assert state["prompts"][0].startswith("deploy with [REDACTED:github-pat] xxx")
+    assert_never_stored(repo, secret)
+
