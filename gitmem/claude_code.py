@@ -630,10 +630,18 @@ def main(event: str, stdin: Optional[str] = None, *, path: Optional[str] = None,
             sys.stdout.flush()
         if detached or env.get("GITMEM_HOOK_DEBUG"):
             ms = (time.monotonic() - started) * 1000
-            print(f"gitmem: claude-code {event} {hook.session_id}: {outcome.note} ({ms:.0f} ms)", file=sys.stderr)
+            _log(f"claude-code {event} {hook.session_id}: {outcome.note} ({ms:.0f} ms)")
     except Exception as e:  # noqa: BLE001 - a hook must never break the session
-        print(f"gitmem: warning: claude-code {event} hook skipped: {e}", file=sys.stderr)
+        _log(f"warning: claude-code {event} hook skipped: {e}")
     return 0
+
+
+def _log(line: str) -> None:
+    """One line on stderr, redacted: a detached capture's stderr is ``hooks.log``, and its notes name the paths
+    and errors the session handled."""
+    from .redact import redact
+
+    print(f"gitmem: {redact(line)[0]}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m gitmem.claude_code EVENT`

@@ -260,3 +260,18 @@ def test_a_secret_in_a_prompt_stays_out_of_the_sessions_scratch_file(repo):
     assert state["prompts"][0].startswith("deploy with [REDACTED:github-pat] xxx")
     assert_never_stored(repo, secret)
 
+
+def test_a_secret_in_a_captured_path_stays_out_of_the_hook_log(repo):
+    import time
+
+    secret = fresh_secret()
+    folder = repo / secret
+    folder.mkdir()
+    (folder / "notes.md").write_text("hello\n")
+    claude_code_hook(repo, "PostToolUse", tool_name="Read", tool_input={"file_path": str(folder / "notes.md")})
+    log = repo / ".git" / "gitmem" / "hooks.log"  # capture runs detached: its line goes to the log
+    deadline = time.monotonic() + 30
+    while "file memory" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "file memory" in log.read_text() and "REDACTED" in log.read_text()
+    assert_never_stored(repo, secret)
