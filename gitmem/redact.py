@@ -399,13 +399,40 @@ _BARE_PLACEHOLDER_RE = re.compile(
 
 
 def blob_texts(data: bytes) -> List[str]:
-    """A blob as the scan reads it: UTF-8; with NUL bytes (UTF-16 text has them) also as UTF-16 both ways."""
+    """A blob as the scan reads it: UTF-8; with NUL bytes (UTF-16 text has them) also as UTF-16 both ways;
+    with a backslash also as YAML reads it (:func:`_yaml_strings`)."""
     out = [data.decode("utf-8", "replace")]
     if b"\x00" in data:
         if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
             out.append(data.decode("utf-16", "replace"))
         else:
             out += [data.decode("utf-16-le", "replace"), data.decode("utf-16-be", "replace")]
+    if b"\\" in data:
+        out += _yaml_strings(out[0])
+    return out
+
+
+def _yaml_strings(text: str) -> List[str]:
+    """Every string in ``text`` read as YAML (none when it is no YAML). A double-quoted scalar's escapes
+    (``gh\\x70_``, an escaped line break) spell a token its bytes do not hold, and gitmem reads the memory,
+    not the bytes: a blob planted with plain git would pass the push scan and the pull's, token and all."""
+    import yaml
+
+    from .model import safe_load
+
+    try:
+        stack, seen, out = [safe_load(text)], set(), []
+    except (yaml.YAMLError, ValueError, RecursionError):  # no YAML, or a value no type takes (a 13th month)
+        return []
+    while stack:  # shared by aliases, a node is walked once
+        value = stack.pop()
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, (dict, list)) and id(value) not in seen:
+            seen.add(id(value))
+            stack.extend(value.items() if isinstance(value, dict) else value)
+        elif isinstance(value, tuple):  # a mapping's (key, value)
+            stack.extend(value)
     return out
 
 
@@ -420,7 +447,8 @@ def rules_key() -> str:
     code that applies them (validators, the keyword pre-filter, the scan), so changing any of it
     scans every blob again."""
     code: List[Callable[..., Any]] = [r.validate for r in RULES if r.validate is not None]
-    code += [shannon_entropy, Rule.spans, Rule._keyword_offsets, _candidate_rules, _hits, _fixpoint_hits, blob_texts]
+    code += [shannon_entropy, Rule.spans, Rule._keyword_offsets, _candidate_rules, _hits, _fixpoint_hits, blob_texts,
+             _yaml_strings]
     parts = [f"{r.id}\0{r.regex.pattern}\0{r.regex.flags}\0{r.keywords}\0{r.entropy}".encode("utf-8") for r in RULES]
     parts += [marshal.dumps(f.__code__) for f in code]
     return hashlib.sha1(b"\n".join(parts)).hexdigest()

@@ -735,3 +735,27 @@ def test_a_push_a_server_hook_declines_shows_what_the_server_said(alice, origin)
     result = gitmem(alice, "push", check=False)
     assert result.returncode == 1 and "rejected" in result.stdout
     assert "origin said: memory is frozen for the release, ask #ops" in result.stdout
+
+
+def test_a_secret_spelled_with_yaml_escapes_is_caught_at_push_and_redacted_when_pulled(alice, bob, origin):
+    """A double-quoted YAML scalar can spell a token its bytes do not hold (``gh\\x70_...``, an escaped line
+    break inside it): the memory gitmem loads holds the token all the same, so the scan reads it as loaded."""
+    gitmem(alice, "add", "fact", "clean")
+    gitmem(alice, "push")
+    gitmem(bob, "pull")
+    token = _github_token()
+    spelled = token[:2] + "\\x70" + token[3:20] + "\\\n  " + token[20:]  # "p" escaped, then an escaped line break
+    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
+           "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
+           f'text: "deploy key {spelled}"\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n'
+           "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
+    assert Store.open(str(alice)).get("01m92e2bbbbbbbbb").text == f"deploy key {token}"  # what gitmem reads
+
+    refused = gitmem(alice, "push", check=False)
+    assert refused.returncode == 1 and "github-pat" in refused.stderr
+
+    git(alice, "config", "core.hooksPath", "/dev/null")  # pushed with plain git, it arrives redacted all the same
+    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    assert "redacted 1 secret(s) that arrived" in gitmem(bob, "pull").stderr
+    assert token not in gitmem(bob, "list", "--json").stdout
+    assert "deploy key [REDACTED:github-pat]" in gitmem(bob, "show", "01m92e2bbbbbbbbb").stdout
