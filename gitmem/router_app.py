@@ -497,7 +497,9 @@ class Router:
         if info.get("plan"):
             entry["plan"] = info["plan"]
         if error:
-            entry["error"] = error[:300]
+            from .redact import redact
+
+            entry["error"] = redact(error)[0][:300]  # redacted whole: cut first, a token's head would pass the rules
         if store is not None:
             try:
                 record_request(store, entry)

@@ -18,7 +18,7 @@ import httpx2
 import pytest
 
 from conftest import FOREIGN_HOSTS, GUIDE, LOOPBACK_HOSTS, git, gitmem, gitmem_process, make_repo
-from gitmem.bill import read_requests, router_bill
+from gitmem.bill import read_requests, requests_path, router_bill
 from gitmem.emulator import Emulator, VirtualClock
 from gitmem.policy import (FIXED, Plan, PrefixCosts, break_cost, choose_plan, fixed_cost, hindsight_cost, online_cost,
                            ski_rental_pings)
@@ -205,6 +205,18 @@ def test_upstream_errors_come_back_in_the_api_shape(team, routed):
     error = lone.json()
     assert error["error"]["type"] == "invalid_request_error" and "lone surrogate" in error["error"]["message"]
     assert error["request_id"].startswith("req_") and lone.headers["request-id"] == error["request_id"]
+
+
+def test_an_upstream_error_is_redacted_before_it_is_cut_to_length(team, routed):
+    repo, _ = team
+    token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
+    model = "m" * 273 + token  # the error "model: <id>" puts the token across the record's 300-character cut
+    with pytest.raises(anthropic.NotFoundError):
+        client(routed.url).messages.create(**{**body(), "model": model})
+    recorded = open(requests_path(Store.open(str(repo))), encoding="utf-8").read()
+    entry = read_requests(Store.open(str(repo)), "router")[-1]
+    assert entry["status"] == 404 and "REDACTED" in entry["error"]
+    assert token[4:20] not in recorded  # no piece of it either, where a cut first would leave one
 
 
 def free_port():
