@@ -75,9 +75,13 @@ def quote(text: str) -> str:
     """``text`` as one line of inert Markdown: whitespace collapsed; control characters shown as escapes
     (``\\x1b``: a file people `cat` must not drive their terminal); backslashes, backticks, angle
     brackets and square brackets escaped (no HTML, comment, marker, link, image or code span can
-    start), and a leading character that would start a heading, list, quote or table escaped."""
+    start), and a leading character that would start a heading, list, quote or table escaped. Redacted first:
+    memory written around gitmem (a hand edit with plain git) must not reach a tracked file, which no memory
+    scan reads before it is pushed."""
+    from .redact import redact
     from .trust import printable
 
+    text = redact(text)[0]
     one = _SPECIAL.sub(r"\\\1", printable(" ".join(text.split()), limit=len(text) * 10 + 3))
     return _LEADING.sub(lambda m: m.group(0) + "\\" if m.group(0)[0].isdigit() else "\\" + m.group(0), one)
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import re
 
+import pygit2
 import pytest
 
 from conftest import gitmem
 from gitmem.errors import GitmemError
+from gitmem.model import Author, memory_path
+from gitmem.store import Store
 from gitmem.export import BEGIN, END, FORMATS, MAX_SECTION_BYTES, export, refresh, enable_on_commit, render
 
 
@@ -32,6 +35,20 @@ def test_agents_md_is_created_with_the_memory_section(repo, remembered):
     assert "Use Redis for the job queue (rejected because: ops won't run another stateful service)" in text
     assert "Money is integer cents" in text
     assert "Fridays" not in text and "halfway" not in text  # retracted, and checkpoints are not rules
+
+
+def test_a_secret_planted_in_the_memory_ref_with_plain_git_is_not_exported(repo, store):
+    token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
+    m = store.add("convention", "Deploy with the team token PLACEHOLDER").memory
+    path = memory_path(m)
+    tip = store.own_tip()
+    planted = store.repo[tip].peel(pygit2.Tree)[path].data.replace(b"PLACEHOLDER", token.encode())
+    hand = Author("Hand", "hand@example.com", "human")
+    store.move_ref(tip, store.commit_tree({path: planted}, "hand edit", hand, base=tip), "hand edit")
+    assert token in Store.open(str(repo)).get(m.id).text  # a hand edit is read as written
+    export(Store.open(str(repo)), "agents-md", write=True)
+    text = (repo / "AGENTS.md").read_text()
+    assert "Deploy with the team token" in text and token not in text and "REDACTED" in text
 
 
 def test_a_linked_rules_file_is_written_through_its_link_but_never_out_of_the_repository(repo, remembered, tmp_path):
