@@ -37,8 +37,9 @@ class NotFound(GitmemError):
     def __init__(self, memory_id: str, ref: str):
         self.memory_id = memory_id
         self.ref = ref
-        shown = memory_id if len(memory_id) <= 80 else memory_id[:40] + "..."  # an id is 16 characters: a pasted
-        super().__init__(f"no memory {shown!r} on {ref}")  # file must not come back whole in the message
+        # An id is 16 characters: one past 80 (a pasted file) is named, not echoed back whole.
+        shown = memory_id if len(memory_id) <= 80 else memory_id[:40] + "..."
+        super().__init__(f"no memory {shown!r} on {ref}")
 
 
 class AmbiguousId(GitmemError):
