@@ -198,13 +198,14 @@ def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str, wri
                   named: bool = False) -> str:
     """``existing`` JSON with ``mcpServers.gitmem`` set to ``entry``, other keys untouched; an entry of that
     name that setup did not write (``written``: what it last wrote there) is the user's, and is refused,
-    unless setup writes ones like it: a teammate's (``--command gitmem``, committed), which serves as it is,
-    or is replaced when a command was ``named``."""
+    unless setup writes ones like it: a teammate's (``--command gitmem``, committed). Setup's own or a
+    teammate's serves as it is, as the hooks keep their command (:func:`merged_settings`), unless a command
+    was ``named``: then it is replaced."""
     data = _json_object(existing, path, "mcpServers")
     servers = data.setdefault("mcpServers", {})
     mine = servers.get(SERVER_NAME)
-    if mine is not None and mine != entry and mine != written:
-        if not _written_by_setup(mine, entry):
+    if mine is not None and mine != entry:
+        if mine != written and not _written_by_setup(mine, entry):
             raise GitmemError(f"{path}: mcpServers.{SERVER_NAME} is set already, not by setup "
                               f"(command {str(mine.get('command') if isinstance(mine, dict) else mine)[:60]!r}): "
                               "left as it is; take it out to let setup write its own")
@@ -358,21 +359,14 @@ def plan(store: Store, tool: str, *, home: Optional[str] = None, command: Option
     existing = _read(path, within)
     record = _record_path(store)
     content = merged_config(existing, entry, path, _written(record, path), named=command is not None)
-    if tool != "windsurf" and not _names_absolute_path(content):
+    # the record holds the entry the file has now (it may be one kept as it was), so undo knows it as setup's
+    entry = json.loads(content)["mcpServers"][SERVER_NAME]
+    if tool != "windsurf" and not (isinstance(entry, dict) and os.path.isabs(str(entry.get("command", "")))):
         notes = "project file: commit it, so every clone's sessions start gitmem"
     argv = " ".join(shlex.quote(p) for p in command_parts(command))
     commands = [f"claude mcp add --scope project {SERVER_NAME} -- {argv} mcp"] if tool == "claude-code" else []
     return Setup(tool, path, content, commands, content != existing, notes, entry=entry, record=record,
                  within=within)
-
-
-def _names_absolute_path(content: str) -> bool:
-    """Whether the gitmem entry in the config ``content`` starts gitmem by an absolute path (this machine's)."""
-    try:
-        entry = json.loads(content).get("mcpServers", {}).get(SERVER_NAME, {})
-    except (ValueError, AttributeError):
-        return True  # not a config: say the cautious thing
-    return isinstance(entry, dict) and os.path.isabs(str(entry.get("command", "")))
 
 
 def _server_config(root: str, tool: str, home: Optional[str], command: Optional[Command]

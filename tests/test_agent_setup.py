@@ -244,3 +244,26 @@ def test_a_gitmem_server_entry_the_user_wrote_is_neither_replaced_nor_taken_out(
     assert "gitmem" in json.loads((repo / ".mcp.json").read_text())["mcpServers"]
     gitmem(repo, "setup", "claude-code", "--undo")
     assert not (repo / ".mcp.json").exists()
+
+
+def test_without_command_a_second_write_keeps_the_command_both_files_run(repo):
+    """Setup written with `--command gitmem` (to commit for the team), then run again without `--command`:
+    the MCP entry and the hooks go on running the same gitmem, the one already there, not this machine's path
+    in one file and `gitmem` in the other; undo then takes both out."""
+    gitmem(repo, "setup", "claude-code", "--write", "--command", "gitmem")
+    team, settings = (repo / ".mcp.json").read_text(), (repo / ".claude" / "settings.json").read_text()
+    again = json.loads(gitmem(repo, "setup", "claude-code", "--write", "--json").stdout)
+    assert not again["written"] and not again["hooks"]["written"]
+    assert (repo / ".mcp.json").read_text() == team and (repo / ".claude" / "settings.json").read_text() == settings
+    gitmem(repo, "setup", "claude-code", "--undo")
+    assert not (repo / ".mcp.json").exists() and not (repo / ".claude").exists()
+
+
+def test_undo_in_a_clone_of_a_team_s_setup_takes_out_the_entry_and_the_hooks_alike(repo):
+    """In a clone where the team committed setup's files (no record here), `--write` adopts them, so `--undo`
+    then takes out gitmem's server entry as it takes out gitmem's hooks: never one without the other."""
+    gitmem(repo, "setup", "claude-code", "--write", "--command", "gitmem")
+    (repo / ".git" / "gitmem" / "agent-setup.json").unlink()  # another clone: setup never wrote here
+    gitmem(repo, "setup", "claude-code", "--write")
+    gitmem(repo, "setup", "claude-code", "--undo")
+    assert not (repo / ".mcp.json").exists() and not (repo / ".claude").exists()
