@@ -15,7 +15,8 @@ other server and key; running it twice changes nothing.
 
 For Claude Code, setup also merges gitmem's hooks (``gitmem hook claude-code
 EVENT``, see :mod:`gitmem.claude_code`) into ``.claude/settings.json``, keeping
-every other key and hook; ``undo`` takes out only what setup put in.
+every other key and hook; ``undo`` takes out only what setup put in (a file still as setup wrote it
+comes back byte for byte as it was before).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Setup:
     delete: bool = False         # undo left nothing in the file: remove it
     entry: Optional[Dict[str, Any]] = None  # the mcpServers.gitmem entry written (None: taken out, or not a config)
     record: Optional[str] = None  # where setup keeps the entries it wrote (see :func:`_written`)
+    undo: bool = False           # an undo: apply forgets what setup wrote to the file
     within: Optional[str] = None  # the repository a project file must lead into (None: a user's own file)
 
     def to_dict(self) -> Dict[str, Any]:
@@ -161,6 +163,10 @@ def _dumped(data: Dict[str, Any], existing: Optional[str]) -> str:
     return text.replace("\n", "\r\n") if existing and "\r\n" in existing else text
 
 
+#: The record's key for the files setup wrote: path -> {"before": its text before setup, "after": what setup wrote}.
+FILES = "files"
+
+
 def _record_path(store: Store) -> str:
     from .repo import common_dir
 
@@ -168,13 +174,23 @@ def _record_path(store: Store) -> str:
 
 
 def _record(record: Optional[str]) -> Dict[str, Any]:
-    """The entries setup wrote: config file path -> its ``mcpServers.gitmem`` entry (none or unreadable: {})."""
+    """The entries setup wrote: config file path -> its ``mcpServers.gitmem`` entry, and under :data:`FILES` the
+    files' texts (none or unreadable: {})."""
     try:
         with open(record or "", encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
         return {}
-    return data if isinstance(data, dict) else {}
+    return data if isinstance(data, dict) and isinstance(data.get(FILES, {}), dict) else {}
+
+
+def _restorable(record: Optional[str], path: str, existing: str) -> Tuple[bool, Optional[str]]:
+    """Whether ``path`` still holds exactly what setup last wrote, and then the text it had before setup's first
+    write (None: there was no file). Undo gives that back byte for byte, in layouts json cannot write."""
+    kept = _record(record).get(FILES, {}).get(os.path.abspath(path))
+    if isinstance(kept, dict) and kept.get("after") == existing:
+        return True, kept.get("before")
+    return False, None
 
 
 def _written(record: Optional[str], path: str) -> Any:
@@ -389,7 +405,8 @@ def hooks_plan(store: Store, command: Optional[Command] = None) -> Setup:
     existing = _read(path, root)
     content = merged_settings(existing, command, path)
     return Setup("claude-code", path, content, [], content != existing,
-                 "project settings: commit them so every session loads the team's memory", within=root)
+                 "project settings: commit them so every session loads the team's memory", record=_record_path(store),
+                 within=root)
 
 
 def undo(store: Store, tool: str, *, home: Optional[str] = None) -> List[Setup]:
@@ -410,10 +427,12 @@ def undo(store: Store, tool: str, *, home: Optional[str] = None) -> List[Setup]:
         existing = _read(path, within)
         if existing is None:
             continue
-        ours = (_written(record, path) or entry) if key == "mcpServers" else None  # (or what it writes today)
-        content = unmerged(existing, path, key, ours)
+        restorable, content = _restorable(record, path, existing)
+        if not restorable:
+            ours = (_written(record, path) or entry) if key == "mcpServers" else None  # (or what it writes today)
+            content = unmerged(existing, path, key, ours)
         out.append(Setup(tool, path, content or "", [], content != existing, delete=content is None,
-                         record=record if key == "mcpServers" else None, within=within))
+                         record=record, within=within, undo=True))
     return out
 
 
@@ -426,9 +445,10 @@ def _root(store: Store) -> str:
 
 def apply(setup: Setup) -> Setup:
     """Write the planned file if it changed (or remove it, for an undo that left it empty), and keep in the
-    record which server entry setup wrote there (undo forgets it)."""
+    record which server entry setup wrote there and the file's text before and after (undo forgets both)."""
     if setup.path and setup.within:
         inside(setup.path, setup.within)  # as when planned
+    before = _read(setup.path, setup.within) if setup.path and setup.changed and not setup.undo else None
     if setup.delete and setup.path and not os.path.islink(setup.path):
         os.remove(setup.path)
         try:
@@ -441,10 +461,17 @@ def apply(setup: Setup) -> Setup:
         replace_file(setup.path, setup.content, within=setup.within)
     if setup.record and setup.path:
         record = _record(setup.record)
-        if setup.entry is None:
-            record.pop(os.path.abspath(setup.path), None)
-        else:
-            record[os.path.abspath(setup.path)] = setup.entry
+        key = os.path.abspath(setup.path)
+        files = record.setdefault(FILES, {})
+        if setup.undo:
+            record.pop(key, None)
+            files.pop(key, None)
+        elif setup.changed:
+            kept = files.get(key)
+            first = kept["before"] if isinstance(kept, dict) and kept.get("after") == before else before
+            files[key] = {"before": first, "after": setup.content}
+        if setup.entry is not None:
+            record[key] = setup.entry
         replace_file(setup.record, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return setup
 

@@ -267,3 +267,24 @@ def test_undo_in_a_clone_of_a_team_s_setup_takes_out_the_entry_and_the_hooks_ali
     gitmem(repo, "setup", "claude-code", "--write")
     gitmem(repo, "setup", "claude-code", "--undo")
     assert not (repo / ".mcp.json").exists() and not (repo / ".claude").exists()
+
+
+def test_undo_gives_back_a_settings_file_in_a_layout_json_cannot_write_byte_for_byte(repo):
+    """A person's settings with one-line arrays and objects (as people write permissions) come back from
+    write then undo as they were; once someone changes the file after setup, undo takes out only gitmem's."""
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = ('{\n    "permissions": {"allow": ["Bash(ls:*)", "Read"], "deny": ["Bash(rm:*)"]},\n'
+            '    "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]}\n}\n')
+    settings.write_text(mine)
+    gitmem(repo, "setup", "claude-code", "--write")
+    gitmem(repo, "setup", "claude-code", "--write", "--command", "gitmem")  # a second write: still undone to mine
+    assert "hook claude-code SessionStart" in settings.read_text()
+    gitmem(repo, "setup", "claude-code", "--undo")
+    assert settings.read_text() == mine and not (repo / ".mcp.json").exists()
+    gitmem(repo, "setup", "claude-code", "--write")
+    edited = settings.read_text().replace('"Read"', '"Read",\n            "Edit"')
+    settings.write_text(edited)
+    gitmem(repo, "setup", "claude-code", "--undo")
+    assert json.loads(settings.read_text()) == {**json.loads(mine), "permissions": {
+        "allow": ["Bash(ls:*)", "Read", "Edit"], "deny": ["Bash(rm:*)"]}}
