@@ -143,7 +143,7 @@ def _json_object(existing: Optional[str], path: str, key: str) -> Dict[str, Any]
     except RecursionError:
         raise GitmemError(f"{path} is nested too deeply to read; fix it or move it aside first") from None
     if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
-        raise GitmemError(f"{path}: expected an object with an {key} object")
+        raise GitmemError(f"{path}: expected a JSON object whose {key!r} is an object")
     return data
 
 
