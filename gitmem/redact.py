@@ -413,26 +413,28 @@ def blob_texts(data: bytes) -> List[str]:
 
 
 def _yaml_strings(text: str) -> List[str]:
-    """Every string in ``text`` read as YAML (none when it is no YAML). A double-quoted scalar's escapes
+    """Every scalar in ``text`` read as YAML (none when it is no YAML). A double-quoted scalar's escapes
     (``gh\\x70_``, an escaped line break) spell a token its bytes do not hold, and gitmem reads the memory,
-    not the bytes: a blob planted with plain git would pass the push scan and the pull's, token and all."""
+    not the bytes: a blob planted with plain git would pass the push scan and the pull's, token and all.
+    Composed, not constructed: a key written twice (which gitmem refuses to load) keeps both values here."""
     import yaml
 
-    from .model import safe_load
-
     try:
-        stack, seen, out = [safe_load(text)], set(), []
-    except (yaml.YAMLError, ValueError, RecursionError):  # no YAML, or a value no type takes (a 13th month)
+        stack = list(yaml.compose_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+    except (yaml.YAMLError, ValueError, RecursionError):  # no YAML
         return []
+    seen, out = set(), []
     while stack:  # shared by aliases, a node is walked once
-        value = stack.pop()
-        if isinstance(value, str):
-            out.append(value)
-        elif isinstance(value, (dict, list)) and id(value) not in seen:
-            seen.add(id(value))
-            stack.extend(value.items() if isinstance(value, dict) else value)
-        elif isinstance(value, tuple):  # a mapping's (key, value)
-            stack.extend(value)
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            out.append(node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
     return out
 
 

@@ -362,3 +362,12 @@ def test_what_a_push_remembers_as_clean_is_keyed_by_the_rules(monkeypatch):
         monkeypatch.undo()
         module.rules_key.cache_clear()
     assert module.rules_key() == before
+
+
+def test_the_blob_scan_reads_yaml_escapes_in_every_value_a_key_written_twice_included():
+    from gitmem.redact import blob_is_clean
+
+    escaped = b'text: "deploy gh\\x70_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"\n'
+    assert not blob_is_clean(escaped)  # the bytes hold no token; the YAML gitmem reads does
+    assert not blob_is_clean(escaped + b"text: harmless\n")  # a loader keeps the last of a key written twice
+    assert blob_is_clean(b'text: "a \\"quoted\\" word"\n') and blob_is_clean(b"text: [unclosed \\\n")
