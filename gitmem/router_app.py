@@ -656,8 +656,11 @@ class Router:
 
 
 def recorded_gaps(store: Store) -> List[float]:
-    """The gaps between the router's wall-clock requests recorded in this repository (for ``auto``)."""
-    return _read_gaps(os.path.join(store.repo.path, "gitmem", "requests.jsonl"), "")
+    """The gaps between the router's wall-clock requests recorded in this repository (for ``auto``): in the
+    log every worktree shares, where :func:`gitmem.bill.record_request` writes."""
+    from .bill import requests_path
+
+    return _read_gaps(requests_path(store), "")
 
 
 def _read_gaps(path: str, run_id: str) -> List[float]:

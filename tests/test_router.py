@@ -490,6 +490,19 @@ def test_auto_learns_the_cheapest_plan_from_the_recorded_gaps(gaps, ttl, pings):
     assert (plan.ttl, plan.pings) == (ttl, pings)
 
 
+def test_auto_reads_the_gaps_recorded_from_a_linked_worktree_too(tmp_path):
+    from gitmem.bill import record_request
+    from gitmem.router_app import recorded_gaps
+
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "side"))
+    for at in (1000.0, 1090.0, 1390.0):  # the router writes one log for every worktree: the common git dir's
+        record_request(Store.open(str(repo)), {"command": "router", "kind": "request", "clock": "wall", "line": "l",
+                                               "at": at})
+    assert recorded_gaps(Store.open(str(repo))) == [90.0, 300.0]
+    assert recorded_gaps(Store.open(str(tmp_path / "side"))) == [90.0, 300.0]
+
+
 def test_hindsight_is_a_lower_bound_for_every_policy_and_auto_learns_to_approach_it():
     import random
 
