@@ -481,6 +481,26 @@ def test_naming_the_default_tool_choice_keeps_the_message_cache(emu):
     assert usage(emu, chat({"type": "any"}))["cache_read_input_tokens"] < written  # a change of choice
 
 
+# PC, "What invalidates the cache", Effort setting: "Setting effort explicitly to the model's default is
+# equivalent to omitting it and does not invalidate." The effort page
+# (https://platform.claude.com/docs/en/build-with-claude/effort): "Most Claude models default to high
+# effort ...; Claude Opus 5.5 and Claude Haiku 5.5 default to medium."
+@pytest.mark.parametrize("model, default, other", [(SONNET, "high", "medium"), ("claude-opus-5-5", "medium", "high"),
+                                                   ("claude-haiku-5-5", "medium", "high")])
+def test_naming_the_models_default_effort_keeps_the_message_cache(emu, model, default, other):
+    def chat(effort):
+        req = {"model": model, "max_tokens": 50, "system": [{"type": "text", "text": GUIDE}],
+               "messages": [{"role": "user", "content": [
+                   {"type": "text", "text": GUIDE + "\nQuestion about refunds?", "cache_control": {"type": "ephemeral"}}]}]}
+        return {**req, "output_config": {"effort": effort}} if effort else req
+
+    client = sdk_client(emu)
+    written = client.messages.create(**chat(None)).usage.cache_creation_input_tokens
+    assert written > 0
+    assert client.messages.create(**chat(default)).usage.cache_read_input_tokens == written
+    assert client.messages.create(**chat(other)).usage.cache_read_input_tokens == 0
+
+
 @pytest.mark.parametrize(
     "change, status, error_type, message",
     [

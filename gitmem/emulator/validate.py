@@ -291,6 +291,17 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+#: Models whose effort defaults to ``medium``; every other model's default is ``high``. The effort page
+#: (https://platform.claude.com/docs/en/build-with-claude/effort, read 2026-12-05): "Most Claude models
+#: default to high effort ...; Claude Opus 5.5 and Claude Haiku 5.5 default to medium."
+_MEDIUM_EFFORT_DEFAULT = ("claude-opus-5-5", "claude-haiku-5-5")
+
+
+def default_effort(model_id: str) -> str:
+    """The effort a model uses when ``output_config.effort`` is omitted."""
+    return "medium" if model_id in _MEDIUM_EFFORT_DEFAULT else "high"
+
+
 def _citations_on(blocks: List[PromptBlock]) -> bool:
     """Whether any document block (also inside a tool_result) has ``citations: {"enabled": true}``."""
     parts = [b.block for b in blocks]
@@ -300,7 +311,7 @@ def _citations_on(blocks: List[PromptBlock]) -> bool:
                and part["citations"].get("enabled") is True for part in parts)
 
 
-def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock]) -> List[str]:
+def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock], model_id: str = "") -> List[str]:
     """What each block contributes to the cumulative cache key.
 
     The ``cache_control`` marker itself is not part of the key (moving a breakpoint must still hit
@@ -314,13 +325,16 @@ def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock]) -> Li
     switching speed invalidate the system and message caches, and "Enabling/disabling citations
     modifies the system prompt" (tools cache kept, system and messages lost), and the
     structured-outputs page has a changed format "invalidate any prompt cache for that conversation
-    thread" (its schema is read as part of the system prompt).
+    thread" (its schema is read as part of the system prompt). An effort equal to the model's default
+    (:func:`default_effort`) is left out: the table says "Setting effort explicitly to the model's default is
+    equivalent to omitting it and does not invalidate."
     """
     images = [_canonical(b.block) for b in blocks if b.block.get("type") == "image"]
     images += [_canonical(part) for b in blocks if b.block.get("type") == "tool_result"
                and isinstance(b.block.get("content"), list)
                for part in b.block["content"] if isinstance(part, Mapping) and part.get("type") == "image"]
     config: Mapping[str, Any] = body["output_config"] if isinstance(body.get("output_config"), Mapping) else {}
+    effort = config.get("effort") if config.get("effort") != default_effort(model_id) else None
     output = {"speed": body.get("speed"), "format": config.get("format"),
               **({"citations": True} if _citations_on(blocks) else {})}
     material = []
@@ -337,7 +351,7 @@ def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock]) -> Li
             # {"type": "auto"} is what no tool_choice means: naming the default changes no choice
             choice = None if body.get("tool_choice") == {"type": "auto"} else body.get("tool_choice")
             text = _canonical({"tool_choice": choice, "thinking": body.get("thinking"), "images": images_key,
-                               **({"effort": config["effort"]} if config.get("effort") else {})}) + text
+                               **({"effort": effort} if effort else {})}) + text
         material.append(f"{block.section}:{text}")
     return material
 
@@ -364,5 +378,5 @@ def parse_request(body: Mapping[str, Any], table: PriceTable, for_count: bool = 
     total = sum(block.tokens for block in blocks)
     if total > model.context_window:
         raise invalid(f"prompt is too long: {total} tokens > {model.context_window} maximum")
-    keys = prefix_keys(f"model:{model.id}", cache_key_material(body, blocks))
+    keys = prefix_keys(f"model:{model.id}", cache_key_material(body, blocks, model.id))
     return ParsedRequest(body=body, model=model, blocks=tuple(blocks), keys=tuple(keys), breakpoints=breakpoints)
