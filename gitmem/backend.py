@@ -262,13 +262,15 @@ def keepalive_body(body: Mapping[str, Any]) -> dict:
     """A request with the same prefix that generates nothing: it hits (so refreshes) ``body``'s entries.
 
     ``max_tokens: 0`` (the documented pre-warming request: no output tokens, ``stop_reason``
-    ``"max_tokens"``), not streamed. With extended thinking on, 0 is refused and dropping
-    ``thinking`` would miss the message cache, so such a body keeps the older 1-token ping.
+    ``"max_tokens"``), not streamed. With extended thinking (``thinking.type: "enabled"``) or a
+    ``tool_choice`` that forces a tool, 0 is refused (the caching page's "Limitations") and dropping
+    either would miss the message cache, so such a body keeps the older 1-token ping.
     """
     ping = {k: v for k, v in copy.deepcopy(dict(body)).items() if k != "stream"}
-    thinking = ping.get("thinking")
-    thinking_on = isinstance(thinking, Mapping) and thinking.get("type") not in (None, "disabled")
-    return {**ping, "max_tokens": 1 if thinking_on else 0}
+    thinking, choice = ping.get("thinking"), ping.get("tool_choice")
+    refused = (isinstance(thinking, Mapping) and thinking.get("type") == "enabled") or (
+        isinstance(choice, Mapping) and choice.get("type") in ("any", "tool"))
+    return {**ping, "max_tokens": 1 if refused else 0}
 
 
 @dataclass(frozen=True)

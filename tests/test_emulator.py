@@ -350,12 +350,39 @@ def test_max_tokens_0_prewarms_the_cache_with_an_empty_reply(emu):
     assert usage(emu, body())["cache_read_input_tokens"] == tokens_through(body(), 0)
 
 
+# PC, "Pre-warming the cache" > "Limitations": "A max_tokens: 0 request is rejected with an
+# invalid_request_error if any of the following are set": stream: true, extended thinking
+# (thinking.type: "enabled"), structured outputs (output_config.format), and "tool_choice of
+# {"type": "tool", ...} or {"type": "any"}".
+_LOOKUP = [{"name": "lookup", "input_schema": {"type": "object"}}]
+
+
 @pytest.mark.parametrize("extra", [{"stream": True}, {"thinking": {"type": "enabled", "budget_tokens": 1024}},
-                                   {"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}}])
+                                   {"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}},
+                                   {"tools": _LOOKUP, "tool_choice": {"type": "any"}},
+                                   {"tools": _LOOKUP, "tool_choice": {"type": "tool", "name": "lookup"}}])
 def test_max_tokens_0_is_refused_with_streaming_thinking_or_structured_outputs(emu, extra):
     response = send(emu, body(max_tokens=0, **extra))
     assert response.status == 400 and error_of(response)["message"].startswith("max_tokens: 0")
     assert send(emu, body(max_tokens=-1)).status == 400
+
+
+def test_a_keepalive_of_a_body_that_forces_a_tool_is_accepted_and_hits(emu):
+    from gitmem.backend import keepalive_body
+
+    req = body(tools=_LOOKUP, tool_choice={"type": "any"})
+    written = usage(emu, req)["cache_creation_input_tokens"]
+    assert written > 0 and usage(emu, keepalive_body(req))["cache_read_input_tokens"] == written
+
+
+# The list names extended thinking (thinking.type: "enabled") only, and the page pre-warms claude-opus-5, whose
+# adaptive thinking is on by default; a tool_choice that does not force a tool is not on the list either.
+@pytest.mark.parametrize("extra", [{"thinking": {"type": "adaptive"}}, {"tools": _LOOKUP, "tool_choice": {"type": "auto"}},
+                                   {"tools": _LOOKUP, "tool_choice": {"type": "none"}}])
+def test_max_tokens_0_prewarms_with_what_the_list_leaves_out(emu, extra):
+    reply = send(emu, body(max_tokens=0, model="claude-opus-5", **extra))
+    assert reply.status == 200, reply.body
+    assert reply.json()["content"] == [] and reply.json()["usage"]["output_tokens"] == 0
 
 
 # Extended thinking: "budget_tokens must be set to a value less than max_tokens", at least 1,024, and a

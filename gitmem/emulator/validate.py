@@ -177,17 +177,21 @@ def _check_scalars(body: Mapping[str, Any], model: ModelPrice, for_count: bool) 
         if max_tokens < 0:
             raise invalid("max_tokens: Input should be greater than or equal to 0")
         if max_tokens == 0:
-            # Pre-warming: the prompt is processed (and cached) with no output. The announcement of
-            # the feature: "max_tokens: 0 is incompatible with streaming, extended thinking, or
-            # structured outputs".
+            # Pre-warming: the prompt is processed (and cached) with no output. The caching page's
+            # "Limitations" list: rejected with stream: true, extended thinking (thinking.type:
+            # "enabled"; adaptive thinking is not on the list), structured outputs, and a tool_choice
+            # of {"type": "tool", ...} or {"type": "any"}.
             thinking = body.get("thinking")
+            choice = body.get("tool_choice")
             if body.get("stream"):
                 raise invalid("max_tokens: 0 cannot be used with streaming")
-            if isinstance(thinking, Mapping) and thinking.get("type") not in (None, "disabled"):
+            if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
                 raise invalid("max_tokens: 0 cannot be used with extended thinking")
             config = body.get("output_config")
             if body.get("output_format") is not None or (isinstance(config, Mapping) and config.get("format")):
                 raise invalid("max_tokens: 0 cannot be used with structured outputs")
+            if isinstance(choice, Mapping) and choice.get("type") in ("any", "tool"):
+                raise invalid("max_tokens: 0 cannot be used with a tool_choice that forces tool use")
         if max_tokens > model.max_output_tokens:
             raise invalid(
                 f"max_tokens: {max_tokens} > {model.max_output_tokens}, which is the maximum allowed "
