@@ -25,9 +25,10 @@ row's ``source`` names the page it came from):
   ``not_found_error``, ``model: <id>``) and ``GET /v1/models`` leaves them out.
 - minimum cacheable prefix: https://platform.claude.com/docs/en/build-with-claude/prompt-caching
   ("Cache limitations"): 4096 for Opus 4.6, Opus 4.5 and Haiku 4.5; 2048 for Opus 4.7; 1024 for
-  Opus 4.8, Sonnet 5, Sonnet 4.6/4.5, Opus 4.1/4 and Sonnet 4; 512 for Opus 5, Fable 5 and Mythos 5;
-  2048 for Haiku 3.5 and Haiku 3. The stored copies name no minimum for Opus 5.5, Sonnet 5.5, Haiku
-  5.5, Fable 5.1 and Mythos 5.1: their rows say ``min_cacheable_source: "assumed"`` and take their
+  Opus 4.8, Sonnet 5, Sonnet 4.6/4.5, Opus 4.1/4 and Sonnet 4; 512 for Fable 5.1, Mythos 5.1, Opus 5,
+  Fable 5 and Mythos 5 (Fable 5.1 and Mythos 5.1 from a full copy of the page stored in a public
+  repository, read 2026-12-05); 2048 for Haiku 3.5 and Haiku 3. No copy names a minimum for Opus 5.5,
+  Sonnet 5.5 or Haiku 5.5: their rows say ``min_cacheable_source: "assumed"`` and take their
   predecessor's (Haiku 5.5 takes Haiku 4.5's 4096, the conservative side).
 - model ids, context windows, output limits and tokenizer generation: the models overview and
   each model's page (Claude 4.7 and later use the newer tokenizer, ``tokenizer: "v4.7"``).
@@ -113,9 +114,9 @@ _OPUS_OLD = (15.0, 18.75, 30.0, 1.5, 75.0)
 # The pricing page's order: newest first within each line.
 _SHIPPED = (
     _row("claude-fable-5-1", "Claude Fable 5.1", (10.0, 12.5, 20.0, 0.25, 50.0), 512, context=_M, max_out=_K,
-         tokenizer="v4.7", assumed=True),
+         tokenizer="v4.7"),
     _row("claude-mythos-5-1", "Claude Mythos 5.1", (10.0, 12.5, 20.0, 0.25, 50.0), 512, context=_M, max_out=_K,
-         tokenizer="v4.7", assumed=True, note="limited availability"),
+         tokenizer="v4.7", note="limited availability"),
     _row("claude-fable-5", "Claude Fable 5", (10.0, 12.5, 20.0, 1.0, 50.0), 512, context=_M, max_out=_K,
          tokenizer="v4.7"),
     _row("claude-mythos-5", "Claude Mythos 5", (10.0, 12.5, 20.0, 1.0, 50.0), 512, context=_M, max_out=_K,

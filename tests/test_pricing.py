@@ -54,6 +54,17 @@ def test_every_row_has_a_lifecycle_a_tokenizer_and_says_where_its_minimum_came_f
     assert DEFAULT_TABLE.get("claude-opus-4-6").tokenizer == "v3"
 
 
+# https://platform.claude.com/docs/en/build-with-claude/prompt-caching, "Cache limitations" (a full copy of
+# the page stored in a public repository, read 2026-12-05): "512 tokens for Claude Fable 5.1, Claude Mythos
+# 5.1, Claude Opus 5, Claude Fable 5, and Claude Mythos 5". The 5.5 models are not on that copy.
+def test_the_documented_minimums_say_docs_and_only_the_5_5_rows_are_assumed():
+    for model in ("claude-fable-5-1", "claude-mythos-5-1", "claude-opus-5", "claude-fable-5", "claude-mythos-5"):
+        row = DEFAULT_TABLE.get(model)
+        assert (row.min_cacheable_tokens, row.min_cacheable_source) == (512, "docs"), model
+    assumed = {row.id for row in DEFAULT_TABLE.models if row.min_cacheable_source == "assumed"}
+    assert assumed == {"claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"}
+
+
 def test_haiku_5_5_bills_every_token_of_a_prompt_over_100k_at_the_long_prompt_prices():
     short = Usage(input_tokens=100_000, output_tokens=1_000_000)
     assert cost(short, "claude-haiku-5-5").total == pytest.approx(0.01 + 0.5)
