@@ -264,13 +264,17 @@ def keepalive_body(body: Mapping[str, Any]) -> dict:
     ``max_tokens: 0`` (the documented pre-warming request: no output tokens, ``stop_reason``
     ``"max_tokens"``), not streamed. With extended thinking (``thinking.type: "enabled"``) or a
     ``tool_choice`` that forces a tool, 0 is refused (the caching page's "Limitations") and dropping
-    either would miss the message cache, so such a body keeps the older 1-token ping.
+    either would miss the message cache, so such a body keeps the older 1-token ping; with extended
+    thinking the smallest valid ``max_tokens`` is ``budget_tokens + 1`` ("budget_tokens must be set to
+    a value less than max_tokens"), so that is what it sends.
     """
     ping = {k: v for k, v in copy.deepcopy(dict(body)).items() if k != "stream"}
     thinking, choice = ping.get("thinking"), ping.get("tool_choice")
-    refused = (isinstance(thinking, Mapping) and thinking.get("type") == "enabled") or (
-        isinstance(choice, Mapping) and choice.get("type") in ("any", "tool"))
-    return {**ping, "max_tokens": 1 if refused else 0}
+    if isinstance(thinking, Mapping) and thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens")
+        return {**ping, "max_tokens": budget + 1 if isinstance(budget, int) and not isinstance(budget, bool) else 1}
+    forced = isinstance(choice, Mapping) and choice.get("type") in ("any", "tool")
+    return {**ping, "max_tokens": 1 if forced else 0}
 
 
 @dataclass(frozen=True)

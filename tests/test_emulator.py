@@ -367,10 +367,14 @@ def test_max_tokens_0_is_refused_with_streaming_thinking_or_structured_outputs(e
     assert send(emu, body(max_tokens=-1)).status == 400
 
 
-def test_a_keepalive_of_a_body_that_forces_a_tool_is_accepted_and_hits(emu):
+# Extended thinking: "budget_tokens must be set to a value less than max_tokens", so a keep-alive that keeps
+# the thinking configuration (a change of it misses the message cache) needs max_tokens over the budget.
+@pytest.mark.parametrize("extra", [{"tools": _LOOKUP, "tool_choice": {"type": "any"}},
+                                   {"max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 2000}}])
+def test_a_keepalive_of_a_body_that_forces_a_tool_or_thinks_is_accepted_and_hits(emu, extra):
     from gitmem.backend import keepalive_body
 
-    req = body(tools=_LOOKUP, tool_choice={"type": "any"})
+    req = body(**extra)
     written = usage(emu, req)["cache_creation_input_tokens"]
     assert written > 0 and usage(emu, keepalive_body(req))["cache_read_input_tokens"] == written
 
