@@ -6,6 +6,7 @@ import json
 import subprocess
 
 import pygit2
+import pytest
 
 from gitmem import Store
 from gitmem.branches import diff, fork_point, list_branches, prune, render_diff
@@ -385,6 +386,21 @@ def test_gitmem_merge_after_a_squash_merge(repo):
     assert parents(repo, tip(repo, "main")) == [before, tip(repo, "feature")]
     again = json.loads(gitmem(repo, "merge", "feature", "--json").stdout)
     assert again["merged"][0]["kind"] == "up-to-date" and tip(repo, "main") != before
+
+
+@pytest.mark.parametrize("code", ["a file", "no file"])
+def test_gitmem_merge_of_a_code_branch_without_memory_merges_the_memory_it_reads_not_its_code(tmp_path, code):
+    repo = make_repo(tmp_path / "repo", commit=code == "a file")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "start")
+    add(repo, "fact", "main fact")
+    git(repo, "checkout", "-q", "-b", "feature")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "feature work")  # code only: feature reads main's memory
+    git(repo, "checkout", "-q", "main")
+    before = tip(repo, "main")
+    done = gitmem(repo, "merge", "feature", "--json", check=False)
+    assert done.returncode == 0, done.stderr
+    assert [m["kind"] for m in json.loads(done.stdout)["merged"]] == ["up-to-date"]
+    assert tip(repo, "main") == before  # no code commit among the memory's parents
 
 
 def test_gitmem_sync_after_a_merge_made_elsewhere(tmp_path):

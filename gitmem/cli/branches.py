@@ -180,7 +180,7 @@ def merge(store: Store, source_: str, who, source, as_json: bool) -> None:
 
     Example: gitmem merge feature/queue
     """
-    from ..branches import SyncResult, check_side, memory_tips, merge_branches
+    from ..branches import SyncResult, check_side, memory_tips, merge_branches, resolve_side
     from ..errors import BranchError
     from ..merge import merge_into
     from ..repo import check_branch_name
@@ -192,14 +192,10 @@ def merge(store: Store, source_: str, who, source, as_json: bool) -> None:
         tips = []
     if tips:
         result = merge_branches(store, [source_], author=who, source=source)
-    else:
-        from ..errors import NotFound
-
-        try:
-            r = merge_into(store, source_, author=who, source=source)
-        except NotFound:
-            raise BranchError(f"{source_!r} is neither a branch with memory nor a commit") from None
-        result = SyncResult(merged=[{"branch": source_, "ref": None, **r.to_dict()}])
+    else:  # a code branch without memory of its own is the memory it reads, never its code commit
+        commit = resolve_side(store, source_)
+        result = SyncResult(merged=[] if commit is None else [
+            {"branch": source_, "ref": None, **merge_into(store, commit, author=who, source=source).to_dict()}])
     _report_merges(result, as_json)
 
 
