@@ -32,7 +32,7 @@ class MergeResult:
     ``redacted`` how many secrets the incoming memory held, redacted here (its history still has them)."""
 
     kind: str
-    commit: Optional[str]
+    commit: str
     added: List[str] = field(default_factory=list)
     changed: List[str] = field(default_factory=list)
     conflicts: List[Conflict] = field(default_factory=list)
@@ -189,47 +189,86 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
             # deletes (retract keeps), so the deletion is someone's hand edit. Nor one that
             # changes a known memory with a timestamp from the future. Merge it instead: the
             # record merge keeps every memory either side has, and ours over a future stamp.
-        e_base, e_ours, e_theirs = blobs_by_id(store, base), blobs_by_id(store, ours), blobs_by_id(store, theirs)
-        touched = sorted(i for i in set(e_ours) | set(e_theirs)
-                         if not (e_ours.get(i) == e_theirs.get(i) or e_theirs.get(i) == e_base.get(i)))
-        # Every id one side deleted or added is touched, so what loads here says which are valid memories.
-        m_base, m_ours, m_theirs = (load_ids(store, e, touched) for e in (e_base, e_ours, e_theirs))
-        gone = [i for i in e_ours if i not in e_theirs and i in e_base]  # their side deleted it
-        kept = sorted(i for i in gone if i in m_ours)
-        dropped = [e_ours[i][0] for i in gone if i not in m_ours]  # no memory here: its deletion stands
-        result = merge_records(m_base, m_ours, m_theirs, not_after=not_after)
-        updates: Dict[str, Optional[bytes]] = dict.fromkeys(dropped)
-        for i, (path, blob) in e_theirs.items():  # one that is no valid memory comes as a fast-forward brings it
-            if i not in e_ours and i not in e_base and i not in m_theirs:  # (doctor names it)
-                updates[path] = _text_redacted(repo[blob].data)  # type: ignore[attr-defined]
-        added, changed = [], []
-        for i, m in result.merged.items():
-            data = model.dump_yaml(m)
-            path = model.memory_path(m)
-            old = e_ours.get(i)
-            if old is not None and old[0] != path:
-                updates[old[0]] = None
-            if old is None:
-                added.append(i)
-            elif str(pygit2.hash(data)) == old[1] and old[0] == path:
-                continue
-            else:
-                changed.append(i)
-            updates[path] = data
-        updates.update(_merge_conflict_files(store, base, ours, theirs, result.conflicts))
-        text = _merge_message(message, store.branch, theirs, added, changed, result.conflicts, author, source, kept)
-        commit = store.commit_tree(updates, text, author, base=ours, extra_parents=[theirs])
-        store.move_ref(expected, commit, f"gitmem merge: {theirs[:12]}")
-        # Every memory taken was written again, so redacted; the count says what arrived with secrets.
-        arrived = [blob for i, (_, blob) in e_theirs.items() if blob not in (e_ours.get(i, ("", ""))[1],
-                                                                          e_base.get(i, ("", ""))[1])]
-        c_ours, c_base = conflict_blobs(store, ours), conflict_blobs(store, base)  # and its conflict files
-        arrived += [blob for path, blob in conflict_blobs(store, theirs).items()
-                    if blob not in (c_ours.get(path), c_base.get(path))]
-        redacted = sum(len(rules) for rules in secret_blobs(repo, arrived).values())
-        return MergeResult("merge", commit, added, changed, list(result.conflicts), kept, redacted)
+        if base is not None:
+            base = _virtual_base(store, ours, theirs, base, author, source, not_after)
+        r = _merge_commit(store, base, ours, theirs, author, source, message, not_after)
+        store.move_ref(expected, r.commit, f"gitmem merge: {theirs[:12]}")
+        return r
 
     return store.retrying(attempt)
+
+
+def _merge_bases(repo: pygit2.Repository, ours: str, theirs: str, first: str) -> List[str]:
+    """Every best common ancestor of ``ours`` and ``theirs``, ``first`` (libgit2's one) first. Any other is
+    reachable from both tips and not from ``first``, so only the commits since ``first`` are walked."""
+    def since(tip: str) -> set:
+        walker = repo.walk(tip)
+        walker.hide(first)
+        return {str(c.id) for c in walker}
+
+    common = since(ours) & since(theirs)
+    below = {str(p) for c in common for p in repo[c].parent_ids}  # type: ignore[attr-defined]
+    return [first, *sorted(common - below)]
+
+
+def _virtual_base(store: Store, ours: str, theirs: str, first: str, author: Author, source: str,
+                  not_after: str) -> str:
+    """The merge base, or after criss-cross merges (several best common ancestors) the bases merged
+    together into a commit no ref holds, as git's recursive strategy does: measured against one base alone,
+    a change made after the criss-cross that sets a memory back to that base's value looks like no change
+    and is lost."""
+    bases = _merge_bases(store.repo, ours, theirs, first)
+    virtual = bases[0]
+    for other in bases[1:]:
+        below = store.repo.merge_base(virtual, other)
+        base = _virtual_base(store, virtual, other, str(below), author, source, not_after) if below else None
+        virtual = _merge_commit(store, base, virtual, other, author, source, "virtual merge base", not_after).commit
+    return virtual
+
+
+def _merge_commit(store: Store, base: Optional[str], ours: str, theirs: str, author: Author, source: str,
+                  message: Optional[str], not_after: str) -> MergeResult:
+    """The record merge of ``ours`` and ``theirs`` against ``base``, written as a commit with both as parents
+    (no ref moved), and what it added, changed, kept and redacted."""
+    repo = store.repo
+    e_base, e_ours, e_theirs = blobs_by_id(store, base), blobs_by_id(store, ours), blobs_by_id(store, theirs)
+    touched = sorted(i for i in set(e_ours) | set(e_theirs)
+                     if not (e_ours.get(i) == e_theirs.get(i) or e_theirs.get(i) == e_base.get(i)))
+    # Every id one side deleted or added is touched, so what loads here says which are valid memories.
+    m_base, m_ours, m_theirs = (load_ids(store, e, touched) for e in (e_base, e_ours, e_theirs))
+    gone = [i for i in e_ours if i not in e_theirs and i in e_base]  # their side deleted it
+    kept = sorted(i for i in gone if i in m_ours)
+    dropped = [e_ours[i][0] for i in gone if i not in m_ours]  # no memory here: its deletion stands
+    result = merge_records(m_base, m_ours, m_theirs, not_after=not_after)
+    updates: Dict[str, Optional[bytes]] = dict.fromkeys(dropped)
+    for i, (path, blob) in e_theirs.items():  # one that is no valid memory comes as a fast-forward brings it
+        if i not in e_ours and i not in e_base and i not in m_theirs:  # (doctor names it)
+            updates[path] = _text_redacted(repo[blob].data)  # type: ignore[attr-defined]
+    added, changed = [], []
+    for i, m in result.merged.items():
+        data = model.dump_yaml(m)
+        path = model.memory_path(m)
+        old = e_ours.get(i)
+        if old is not None and old[0] != path:
+            updates[old[0]] = None
+        if old is None:
+            added.append(i)
+        elif str(pygit2.hash(data)) == old[1] and old[0] == path:
+            continue
+        else:
+            changed.append(i)
+        updates[path] = data
+    updates.update(_merge_conflict_files(store, base, ours, theirs, result.conflicts))
+    text = _merge_message(message, store.branch, theirs, added, changed, result.conflicts, author, source, kept)
+    commit = store.commit_tree(updates, text, author, base=ours, extra_parents=[theirs])
+    # Every memory taken was written again, so redacted; the count says what arrived with secrets.
+    arrived = [blob for i, (_, blob) in e_theirs.items() if blob not in (e_ours.get(i, ("", ""))[1],
+                                                                      e_base.get(i, ("", ""))[1])]
+    c_ours, c_base = conflict_blobs(store, ours), conflict_blobs(store, base)  # and its conflict files
+    arrived += [blob for path, blob in conflict_blobs(store, theirs).items()
+                if blob not in (c_ours.get(path), c_base.get(path))]
+    redacted = sum(len(rules) for rules in secret_blobs(repo, arrived).values())
+    return MergeResult("merge", commit, added, changed, list(result.conflicts), kept, redacted)
 
 
 def arrival_notice(redacted: int) -> str:

@@ -77,6 +77,23 @@ def test_a_conflict_is_stored_listed_and_resolvable(repo):
     assert list_conflicts(main) == [] and main.get(shared.id).text == "Use Postgres 15"
 
 
+@pytest.mark.parametrize("reverted_on", ["main", "feature"])
+def test_a_change_after_criss_cross_merges_is_kept_whichever_merge_base_git_picks(repo, reverted_on):
+    # main and feature merge each other (two merge bases: main's edit and feature's add), then one side
+    # sets the memory back. Measured against feature's base alone that looks like no change: it was lost.
+    main, feature, shared = two_branches(repo)
+    feature.add("fact", "feature fact", author=ALICE)
+    main.edit(shared.id, text="Use Postgres 16", author=ALICE)
+    feature.add("fact", "another feature fact", author=ALICE)
+    ours_before, theirs_before = main.own_tip(), feature.own_tip()
+    merge_into(main, theirs_before)
+    merge_into(feature, ours_before)
+    {"main": main, "feature": feature}[reverted_on].edit(shared.id, text="Use Postgres", author=ALICE)
+    r = merge_into(main, feature.own_tip())
+    assert r.conflicts == [] and main.get(shared.id).text == "Use Postgres"
+    assert merge_into(feature, main.own_tip()).kind == "fast-forward"
+
+
 def test_a_conflict_travels_with_the_merge_and_a_resolution_merges_back(repo):
     main, feature, shared = two_branches(repo)
     feature.edit(shared.id, text="Use Postgres 15", author=ALICE)
