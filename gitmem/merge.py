@@ -398,8 +398,8 @@ def conflicts_and_problems(store: Store, at: Optional[str] = None) -> Tuple[List
 def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values: Optional[Dict[str, Any]] = None,
             author: Optional[Author] = None, source: str = "cli", seen: Optional[str] = None) -> Write:
     """Settle a conflict in one commit: ``take`` "ours" or "theirs" for the clashing
-    fields, or give ``values`` (field -> value, e.g. edited text). Other fields keep
-    their merged values. ``seen``: the :meth:`~gitmem.records.Conflict.version` the choice was made on; a
+    fields, or give ``values`` (field -> value, e.g. edited text), one for each clashing field. Other
+    fields keep their merged values. ``seen``: the :meth:`~gitmem.records.Conflict.version` the choice was made on; a
     conflict that is another one now raises :class:`~gitmem.errors.Changed`. Returns the store's :class:`Write`."""
     from .redact import redact_fields
     from .repo import default_author
@@ -420,6 +420,10 @@ def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values:
         if seen is not None and c.version() != seen:
             raise Changed(f"the conflict on {c.id} changed since you opened it: read it again, then choose")
         path, current = snap.find(c.id)
+        left_out = [f for f in c.fields if values is not None and f not in values]
+        if left_out:  # an emptied editor is no choice: the merged value would stand for it, the other side's gone
+            raise GitmemError(f"no value given for {', '.join(left_out)}, which clashed: nothing resolved "
+                              "(give each, or take ours or theirs)")
         bad = set(values or ()) - set(CONFLICT_FIELDS)
         if bad:
             raise InvalidMemory(", ".join(sorted(map(str, bad)))[:80], "not a field a resolution can set",

@@ -135,6 +135,21 @@ def test_a_wrongly_typed_value_saved_by_resolve_edit_is_one_line_and_the_conflic
         resolve(main, shared.id, values={"text": "Use Postgres 16", "tags": 5}, author=ALICE)
 
 
+@pytest.mark.parametrize("saved", ["", "# nothing\n"])
+def test_resolve_edit_saved_without_the_clashing_field_settles_nothing(repo, tmp_path, saved):
+    # An emptied file (how one aborts a git commit message) took the newer side's value for the
+    # clashing field and deleted the conflict: the other side's value was dropped, nobody chose it.
+    main, feature, shared = two_branches(repo)
+    feature.edit(shared.id, text="Use Postgres 15", author=ALICE)
+    main.edit(shared.id, text="Use Postgres 16", author=ALICE)
+    merge_into(main, feature.own_tip())
+    (tmp_path / "saved.yaml").write_text(saved)
+    refused = gitmem(repo, "resolve", shared.id, "--edit", check=False,
+                     env={"EDITOR": f"cp {tmp_path / 'saved.yaml'}"})
+    assert refused.returncode == 1 and "text" in refused.stderr, refused.stderr
+    assert [c.id for c in list_conflicts(main)] == [shared.id]
+
+
 def test_resolve_without_a_conflict_is_a_clear_error(repo):
     main, _, shared = two_branches(repo)
     from gitmem.errors import GitmemError
