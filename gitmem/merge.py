@@ -357,8 +357,26 @@ def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Confli
         updates[path] = None if chosen is None else _written_again(store, chosen, path) \
             if secret_blobs(store.repo, [chosen]) else store.repo[chosen].peel(pygit2.Blob).data
     for c in new:
-        updates[conflict_path(c.id)] = dump_conflict(c)
+        path = conflict_path(c.id)
+        for pending in {side[path] for side in (o, t) if path in side}:
+            _refuse_over_pending(store, c, pending)
+        updates[path] = dump_conflict(c)
     return updates
+
+
+def _refuse_over_pending(store: Store, c: Conflict, pending: str) -> None:
+    """A merge whose new conflict ``c`` would take the place of the unresolved one a side holds (blob ``pending``)
+    is refused, unless ``c`` shows both of its versions: a conflict file holds two, so a third version's clash
+    would drop one from everything a person is shown (nothing merged is silently dropped)."""
+    try:
+        held = Conflict.from_dict(load_conflict_data(store.repo[pending].peel(pygit2.Blob).data))
+    except (GitmemError, KeyError, ValueError, pygit2.GitError):
+        return  # no conflict gitmem can read (doctor names it): nothing of it is shown to lose
+    shown = {model.version(c.ours), model.version(c.theirs)}
+    if not {model.version(held.ours), model.version(held.theirs)} <= shown:
+        raise GitmemError(f"memory {c.id} has an unresolved conflict ({held.ours.text[:30]!r} against "
+                          f"{held.theirs.text[:30]!r}) and this merge clashes on it again: settle it first with "
+                          f"`gitmem resolve {c.id} --ours|--theirs|--edit`, then merge again")
 
 
 def _merge_message(message, branch, theirs, added, changed, conflicts, author, source, kept=()) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from gitmem import Store
 from gitmem.merge import list_conflicts, merge_into, resolve
-from gitmem.errors import InvalidMemory
+from gitmem.errors import GitmemError, InvalidMemory
 from gitmem.model import Author
 
 from conftest import git, gitmem
@@ -92,6 +92,23 @@ def test_a_change_after_criss_cross_merges_is_kept_whichever_merge_base_git_pick
     r = merge_into(main, feature.own_tip())
     assert r.conflicts == [] and main.get(shared.id).text == "Use Postgres"
     assert merge_into(feature, main.own_tip()).kind == "fast-forward"
+
+
+def test_a_second_clash_on_a_memory_with_a_conflict_pending_is_refused_not_written_over_it(repo):
+    main, feature, shared = two_branches(repo)
+    git(repo, "branch", "other")
+    other = Store.open(str(repo), "other")
+    feature.edit(shared.id, text="Use Postgres 15", author=ALICE)
+    other.edit(shared.id, text="Use Postgres 17", author=ALICE)
+    main.edit(shared.id, text="Use Postgres 16", author=ALICE)
+    merge_into(main, feature.own_tip())
+    pending, tip = list_conflicts(main), main.own_tip()
+    with pytest.raises(GitmemError, match=f"{shared.id}.*unresolved conflict.*gitmem resolve"):
+        merge_into(main, other.own_tip())  # a conflict file holds two versions: one of the three would go
+    assert main.own_tip() == tip and list_conflicts(main) == pending  # nothing written
+    resolve(main, shared.id, take="ours", author=ALICE)
+    r = merge_into(main, other.own_tip())  # settled: the next clash is a conflict of its own
+    assert [(c.ours.text, c.theirs.text) for c in r.conflicts] == [("Use Postgres 16", "Use Postgres 17")]
 
 
 def test_a_conflict_travels_with_the_merge_and_a_resolution_merges_back(repo):
