@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import git, gitmem
+from conftest import GITMEM, ROOT, git, gitmem
 from gitmem.cli import main
 from gitmem.model import TYPES
 
@@ -366,3 +368,14 @@ def test_add_says_when_its_options_do_not_fit_the_type(repo):
         added = gitmem(repo, "add", "file", "a summary", "--path", path)
         assert "is no file in this repository" in added.stderr
     assert "warning" not in gitmem(repo, "add", "file", "a summary", "--path", "src/a.py").stderr
+
+
+@pytest.mark.parametrize("args", [["add", "fact", "-"], ["messages", "--body", "-"]])
+def test_a_closed_stdin_reads_as_empty_not_as_a_crash(repo, args):
+    """Started with no stdin at all (`<&-`, a daemon), Python has no sys.stdin: `-` reads nothing."""
+    result = subprocess.run([*GITMEM, *args], cwd=repo, capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=lambda: os.close(0))
+    assert result.returncode in (1, 2) and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("Error: ")
+    assert git(repo, "for-each-ref", "refs/memory") == ""
+

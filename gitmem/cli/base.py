@@ -7,6 +7,7 @@ import atexit
 import functools
 import gc
 import importlib
+import os
 import re
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
@@ -98,6 +99,8 @@ def main(ctx: click.Context, path: str, branch: Optional[str]) -> None:
 
     Example: gitmem add decision "Use pygit2, not subprocess" --because "one process per write is slow"
     """
+    if sys.stdin is None:  # started with stdin closed (`<&-`): `-` reads nothing, and the next file opened
+        sys.stdin = open(os.devnull, encoding="utf-8")  # does not take descriptor 0, where children look for stdin
     ctx.obj = Settings(path=path, branch=branch)
 
 
@@ -110,8 +113,6 @@ class RepoPath(click.ParamType):
     name = "path"
 
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
-        import os
-
         from ..gitdir import Unsure, discover
         from ..repo import open_repository, undecodable
 
@@ -179,8 +180,6 @@ def emit_json(data: Any) -> None:
 def edit_in_editor(header: str, values: dict, allowed) -> dict:
     """Open $EDITOR on ``values`` as YAML under a comment ``header``; return the
     parsed mapping, refusing keys outside ``allowed``."""
-    import os
-
     import yaml
 
     if not (sys.stdin.isatty() and sys.stdout.isatty()) and not (os.environ.get("VISUAL") or os.environ.get("EDITOR")):
@@ -215,8 +214,6 @@ def author_options(f: Callable) -> Callable:
                   help="Which tool writes: cli, hook, ci, mcp:<client>... (default: cli, or $GITMEM_SOURCE).")
     @functools.wraps(f)
     def wrapper(*args: Any, author: Optional[str], agent: bool, human: bool, source: Optional[str], **kwargs: Any):
-        import os
-
         from ..model import Author
         from ..repo import default_author
 
