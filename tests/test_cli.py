@@ -379,3 +379,13 @@ def test_a_closed_stdin_reads_as_empty_not_as_a_crash(repo, args):
     assert result.stderr.strip().splitlines()[-1].startswith("Error: ")
     assert git(repo, "for-each-ref", "refs/memory") == ""
 
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_output_to_a_full_disk_is_a_one_line_error(repo):
+    gitmem(repo, "add", "fact", "Refunds are idempotent")
+    for args in (["list"], ["log", "--json"]):
+        with open("/dev/full", "w") as full:
+            result = subprocess.run([*GITMEM, *args], cwd=repo, stdout=full, stderr=subprocess.PIPE, text=True,
+                                    env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert result.returncode == 1 and result.stderr.strip() == "Error: No space left on device", result.stderr
+

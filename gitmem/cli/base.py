@@ -4,6 +4,8 @@ JSON output and the author options. Library errors become one line and exit 1 he
 from __future__ import annotations
 
 import atexit
+import contextlib
+import errno
 import functools
 import gc
 import importlib
@@ -82,6 +84,19 @@ class GitmemGroup(click.Group):
         except BrokenPipeError:  # `gitmem log | head`
             sys.stderr.close()
             raise SystemExit(0) from None
+        except OSError as e:
+            if e.errno not in _REFUSED:
+                raise
+            if e.filename is None:  # the output's own write: its flush at exit would fail and say so again
+                with contextlib.suppress(OSError):  # (output a test captures has no descriptor)
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            what = e.strerror or str(e)
+            raise click.ClickException(terminal_safe(f"{e.filename}: {what}" if e.filename else what)) from None
+
+
+# What the system refuses to a write anywhere (a read-only .git, a full disk, a file of another user's): the
+# machine's state, not a bug in gitmem, so one line like any other error and not a traceback.
+_REFUSED = frozenset((errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT))
 
 
 @click.group(cls=GitmemGroup, context_settings={"help_option_names": ["-h", "--help"]})
