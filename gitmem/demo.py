@@ -21,6 +21,7 @@ is recorded (see :mod:`gitmem.bill`) so ``gitmem bill`` can show it again.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -324,6 +325,8 @@ def run_demo(*, runs: int = 6, break_minutes: float = BREAK_MINUTES, real_time: 
 
     if runs < 1:
         raise GitmemError("--runs must be at least 1")
+    if not 0 <= break_minutes < math.inf:  # NaN too, which no comparison admits (a virtual clock cannot wait it)
+        raise GitmemError(f"--break-minutes must be a number of minutes, 0 or more, not {break_minutes}")
     if backend == "anthropic" and not real_time:
         raise GitmemError("the real API runs on real time: add --real-time (the break takes minutes)")
     if via_router and (real_time or backend != "emulator"):

@@ -389,3 +389,8 @@ def test_output_to_a_full_disk_is_a_one_line_error(repo):
                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert result.returncode == 1 and result.stderr.strip() == "Error: No space left on device", result.stderr
 
+
+def test_a_break_that_is_not_a_number_is_refused_before_the_demo_runs(run):
+    result = run("demo", "cache-ttl", "--break-minutes", "nan")
+    assert result.exit_code in (1, 2) and "--break-minutes" in result.output
+
