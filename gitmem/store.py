@@ -574,6 +574,8 @@ class Store:
         def apply(snap: Snapshot) -> Built:
             path, old = snap.find(memory_id)
             wanted = checked(dict(changes_of(old))) if changes_of is not None else fixed
+            if wanted.get("next") is not None and old.type != "checkpoint":  # as `gitmem add` refuses one
+                raise InvalidMemory("next", f"a {old.type} has none: only a checkpoint has a next step")
             new, redacted = model.redacted_valid(old.evolve(**wanted, updated=model.utc_now()))
             if new.evolve(updated=old.updated) == old:
                 raise GitmemError(f"nothing to change in {old.id}")

@@ -394,3 +394,13 @@ def test_a_break_that_is_not_a_number_is_refused_before_the_demo_runs(run):
     result = run("demo", "cache-ttl", "--break-minutes", "nan")
     assert result.exit_code in (1, 2) and "--break-minutes" in result.output
 
+
+def test_edit_refuses_a_next_step_on_a_memory_that_is_no_checkpoint(run, repo):
+    """As add does: a decision has no next step, and a stored one would show up nowhere."""
+    mid = json.loads(run("add", "decision", "Use Postgres", "--json").output)["id"]
+    tip = git(repo, "rev-parse", "refs/memory/main")
+    result = run("edit", mid, "--next", "write the migration")
+    assert result.exit_code == 1 and "only a checkpoint has a next step" in result.output
+    assert git(repo, "rev-parse", "refs/memory/main") == tip
+    cp = json.loads(run("add", "checkpoint", "halfway", "--json").output)["id"]
+    assert json.loads(run("edit", cp, "--next", "tests", "--json").output)["memory"]["next"] == "tests"
