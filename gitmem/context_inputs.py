@@ -199,7 +199,9 @@ def set_guide(store: Store, path: str) -> str:
     rel = check_path(rel.replace(os.sep, "/"))
     if not os.path.isfile(os.path.join(root, rel)):
         raise GitmemError(f"no such guide file in the repository: {rel}")
-    store.repo.config[GUIDE_KEY] = rel
+    from .repo import config_set
+
+    config_set(store.repo, GUIDE_KEY, rel)
     return rel
 
 
@@ -218,7 +220,9 @@ def set_anchor(store: Store, commit: Optional[str] = None) -> Optional[str]:
     """Record ``commit`` (default: the tip) as where the cached memory part ends."""
     commit = commit or store.tip()
     if commit:
-        store.repo.config[_anchor_key(store)] = commit
+        from .repo import config_set
+
+        config_set(store.repo, _anchor_key(store), commit)
     return commit
 
 

@@ -282,10 +282,9 @@ def enable_on_commit(store: Store, fmt: str) -> Tuple[str, ...]:
     check_on_commit(store, fmt)
     _exclude(store, FORMATS[fmt])
     formats = tuple(dict.fromkeys(on_commit_formats(store) + (fmt,)))
-    try:
-        store.repo.config[CONFIG_KEY] = ",".join(formats)
-    except Exception as e:  # noqa: BLE001 - pygit2.GitError must not leave the library
-        raise GitmemError(f"cannot record {CONFIG_KEY}: {e}") from None
+    from .repo import config_set
+
+    config_set(store.repo, CONFIG_KEY, ",".join(formats))
     return formats
 
 

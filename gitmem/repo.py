@@ -157,6 +157,15 @@ def common_dir(repo: pygit2.Repository) -> str:
     return os.path.normpath(path)
 
 
+def config_set(repo: pygit2.Repository, key: str, value: str) -> None:
+    """``git config key value``; a config file that cannot be written (a read-only .git) is one
+    :class:`StorageError` naming the key, not libgit2's error from the command."""
+    try:
+        repo.config[key] = value
+    except (pygit2.GitError, OSError) as e:
+        raise StorageError(f"cannot record {key} in the repository's config: {e}") from None
+
+
 def config_get(repo: pygit2.Repository, key: str) -> Optional[str]:
     """``git config --get key``: read by libgit2 from the files git reads, or by git itself where the
     environment gives it configuration libgit2 does not read (a CI job's identity, for one)."""

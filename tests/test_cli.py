@@ -404,3 +404,11 @@ def test_edit_refuses_a_next_step_on_a_memory_that_is_no_checkpoint(run, repo):
     assert git(repo, "rev-parse", "refs/memory/main") == tip
     cp = json.loads(run("add", "checkpoint", "halfway", "--json").output)["id"]
     assert json.loads(run("edit", cp, "--next", "tests", "--json").output)["memory"]["next"] == "tests"
+
+
+def test_a_config_git_will_not_let_gitmem_write_is_a_one_line_error(repo):
+    (repo / "AGENTS.md").write_text("# guide\n")
+    (repo / ".git" / "config.lock").mkdir()  # as a read-only .git or another git holding the lock: no write
+    r = gitmem(repo, "guide", "set", "AGENTS.md", check=False)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("Error: cannot record gitmem.guide in the repository's config")
