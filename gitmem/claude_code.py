@@ -242,7 +242,8 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
                   budget: int = SESSION_BUDGET) -> Outcome:
     """The branch's standing, conventions, and the decisions and rejections for the branch's files."""
     from .checkpoint import render_resume, resume
-    from .context import render_memory
+    from .context import render_conflict, render_memory
+    from .merge import list_conflicts
     from .model import Memory, quoted
     from .warm import Warm
     from .tokens import count_tokens
@@ -279,7 +280,9 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
              + (" about the files this branch changed first:" if ranked else ":"))
     total = n_conventions + n_choices
     more = "({} more not shown: call recall or check_proposal for them)"
-    fixed = [header, "Where this branch stands:", standing, intro, more.format(total), "</gitmem>"]
+    # A memory in conflict is shown as one side only: the notice (both versions) is never left out.
+    unsettled = [render_conflict(c) for c in list_conflicts(store)]
+    fixed = [header, "Where this branch stands:", standing, intro, more.format(total), *unsettled, "</gitmem>"]
     candidates = itertools.chain(conventions, ranked, newest_first)
     fitted = _fit(((m.id, render_memory(m)) for m in candidates), budget - count_tokens("\n".join(fixed)))
     lines = fixed[:3]
@@ -288,6 +291,7 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
         lines.extend(element for _, element in fitted)
     if total > len(fitted):
         lines.append(more.format(total - len(fitted)))
+    lines.extend(unsettled)
     lines.append("</gitmem>")
     with SessionState(store, hook.session_id) as state:
         for memory_id, _ in fitted:
@@ -298,8 +302,10 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
 
 def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code",
                        budget: int = PROMPT_BUDGET) -> Outcome:
-    """Memories relevant to the prompt (not injected yet) and rejections the prompt re-proposes."""
-    from .context import render_memory
+    """Memories relevant to the prompt (not injected yet) and rejections the prompt re-proposes, each in
+    conflict followed by its conflict's notice."""
+    from .context import render_conflict, render_memory
+    from .merge import list_conflicts
     from .recall import AGENT_BACKLOG, check, recall
 
     # A pasted log of megabytes is a prompt too: its head says what it is about, and Claude Code waits
@@ -326,6 +332,8 @@ def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code
             lines.extend(element for _, element in fitted)
         for memory_id, _ in fitted:
             state.add("injected", memory_id, keep=2000)
+        shown = {h.memory.id for h in rejections} | {i for i, _ in fitted}
+        lines.extend(render_conflict(c) for c in list_conflicts(store) if c.id in shown)
     if not lines:
         return Outcome(note="nothing relevant")
     text = "<gitmem>\n" + "\n".join(lines) + "\n</gitmem>"

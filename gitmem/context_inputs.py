@@ -22,6 +22,7 @@ from .context import (
     DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, assemble,
 )
 from .errors import GitmemError, StorageError
+from .merge import list_conflicts
 from .model import Memory, check_path
 from .postings import IndexedMemories
 from .pricing import DEFAULT_TABLE, PriceTable
@@ -47,7 +48,8 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
 
     ``guide`` is a guide path (default: :func:`guide_path`; ``with_guide`` False: no guide is read, for a
     caller that sends none, so a guide it cannot read is no error of its); ``anchor`` overrides the recorded
-    cache anchor. An anchor not in the repository falls back to the tip, with a warning. With a
+    cache anchor; the conflicts pending at the tip come along (the tail shows them). An anchor not in the
+    repository falls back to the tip, with a warning. With a
     ``budget``, a store of more than :data:`FROM_INDEX` memories is read lazily from the derived
     index (:class:`~gitmem.postings.IndexedMemories`): the body is the same, only the reading is cheaper.
     """
@@ -55,11 +57,13 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
     tip = store.tip()
     anchor = anchor or anchor_of(store) or tip
     guide_file, guide_text = read_guide(store, guide) if with_guide else (None, "")
+    conflicts = tuple(list_conflicts(store, tip)) if tip else ()
     lazy = _indexed(store, tip, anchor or tip, warnings) if tip and budget is not None else None
     if lazy is not None:
         at_tip, at_anchor, changed, anchor = lazy
         return ContextInputs(tip=tip, anchor=anchor, guide_text=guide_text, guide_path=guide_file,
-                             warnings=tuple(warnings), at_tip=at_tip, at_anchor=at_anchor, changed=changed)
+                             warnings=tuple(warnings), at_tip=at_tip, at_anchor=at_anchor, changed=changed,
+                             conflicts=conflicts)
     now = store.memories(tip) if tip else {}
     then = None  # the anchor is the tip
     if anchor != tip:
@@ -69,7 +73,8 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
     for problem in store.problems:
         warnings.append(f"skipped {problem.where}: {problem.message}")
     return ContextInputs(memories=now, tip=tip, anchor=anchor, anchored=then, guide_text=guide_text,
-                         guide_path=guide_file, warnings=tuple(warnings), blobs=_CurrentBlobs(store, now.values()))
+                         guide_path=guide_file, warnings=tuple(warnings), blobs=_CurrentBlobs(store, now.values()),
+                         conflicts=conflicts)
 
 
 class _CurrentBlobs(Mapping[str, Optional[str]]):

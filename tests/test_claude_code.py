@@ -564,3 +564,20 @@ def test_a_prompt_of_megabytes_is_judged_on_its_head(repo, team, monkeypatch):
     monkeypatch.setattr(recall_module, "check", lambda store, text, **kw: judged.append(len(text)) or real(store, text, **kw))
     text = context_of(hook(repo, "UserPromptSubmit", prompt="Should we move the job queue to Redis? " + "log line " * 2_000_000))
     assert f'id="{team["rejection"]}"' in text and judged == [claude_code.PROMPT_CHARS]
+
+
+def test_the_session_and_prompt_hooks_say_a_memory_is_in_conflict_with_both_versions(repo):
+    from gitmem.merge import merge_into, resolve
+
+    main = Store.open(str(repo), "main")
+    shared = main.add("decision", "Use Postgres for the ledger").memory.id
+    git(repo, "branch", "feature")
+    Store.open(str(repo), "feature").edit(shared, text="Use Postgres 15 for the ledger")
+    main.edit(shared, text="Use Postgres 16 for the ledger")
+    merge_into(main, Store.open(str(repo), "feature").own_tip())
+    for shown in (context_of(hook(repo, "SessionStart", source="startup")),
+                  context_of(hook(repo, "UserPromptSubmit", prompt="which Postgres for the ledger?",
+                                  session_id="another-session"))):
+        assert f'<conflict id="{shared}"' in shown and "Postgres 15" in shown and "Postgres 16" in shown
+    resolve(main, shared, take="ours")
+    assert "<conflict" not in context_of(hook(repo, "SessionStart", source="startup", session_id="third"))

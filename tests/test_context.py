@@ -556,3 +556,40 @@ def test_a_question_that_is_not_utf8_is_refused_and_a_retired_model_is_named():
         assemble(inputs, paths=["src/\udcfe.py"])
     assert any("is retired" in w for w in assemble(inputs, model="claude-3-haiku-20240307").warnings)
     assert not any("is retired" in w for w in assemble(inputs).warnings)
+
+
+def conflicted(repo):
+    """main, and a decision main and a branch both changed: merged, so its conflict is pending on main."""
+    main = Store.open(str(repo), "main")
+    shared = main.add("decision", "Use Postgres", author=Author("Alice", "alice@example.com", "human")).memory
+    git(repo, "branch", "feature")
+    Store.open(str(repo), "feature").edit(shared.id, text="Use Postgres 15")
+    main.edit(shared.id, text="Use Postgres 16")
+    return main, shared.id
+
+
+def system_text(ctx, name):
+    return next(b["text"] for b, p in zip(ctx.body["system"], ctx.parts) if p.name == name)
+
+
+def test_a_pending_conflict_is_a_notice_in_the_tail_with_both_versions_until_it_is_resolved(repo):
+    from gitmem.merge import merge_into, resolve
+
+    main, shared = conflicted(repo)
+    set_anchor(main)  # the cached part as of before the merge
+    before = system_text(build(main), "memory")
+    merge_into(main, Store.open(str(repo), "feature").own_tip())
+    ctx = build(main)
+    tail = system_text(ctx, "tail")
+    assert f'<conflict id="{shared}" type="decision" fields="text">' in tail
+    assert "Use Postgres 16" in tail.split("<conflict")[1] and "Use Postgres 15" in tail.split("<conflict")[1]
+    assert "not chosen" in tail and f"gitmem resolve {shared}" in tail
+    assert system_text(ctx, "memory") == before  # the cached prefix is untouched
+    assert json.dumps(build(Store.open(str(repo))).body) == json.dumps(ctx.body)  # same tip, same bytes
+    set_anchor(main)  # the anchor holds the conflicted memory now: the notice still comes after it
+    held = build(main)
+    assert "<conflict" not in system_text(held, "memory") and "<conflict" in system_text(held, "tail")
+    resolve(main, shared, take="ours")
+    settled = build(main)
+    assert "<conflict" not in json.dumps(settled.body)
+    assert system_text(settled, "memory") == system_text(held, "memory")  # resolving changes only the tail

@@ -363,3 +363,25 @@ def test_the_http_transport_serves_only_a_loopback_host_and_origin_as_the_web_ui
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_recall_and_get_say_a_memory_is_in_conflict_with_both_versions_until_it_is_resolved(repo):
+    from gitmem.mcp_server import Gitmem
+    from gitmem.merge import merge_into, resolve
+    from gitmem.store import Store
+
+    main = Store.open(str(repo), "main")
+    shared = main.add("decision", "Use Postgres").memory.id
+    git(repo, "branch", "feature")
+    Store.open(str(repo), "feature").edit(shared, text="Use Postgres 15")
+    main.edit(shared, text="Use Postgres 16")
+    merge_into(main, Store.open(str(repo), "feature").own_tip())
+    tools = Gitmem(str(repo))
+    [hit] = tools.recall("Postgres")["memories"]
+    for shown in (hit, tools.get(shared)):
+        assert shown["conflict"]["fields"] == ["text"]
+        assert {shown["conflict"]["ours"]["text"], shown["conflict"]["theirs"]["text"]} == \
+            {"Use Postgres 15", "Use Postgres 16"}
+        assert "not chosen" in shown["conflict"]["note"]
+    resolve(main, shared, take="theirs")
+    assert "conflict" not in tools.recall("Postgres")["memories"][0] and "conflict" not in tools.get(shared)
