@@ -639,10 +639,19 @@ class SyncResult:
     unmerged: List[str] = field(default_factory=list)  # :func:`gone_unmerged`, as `gitmem sync` reports it
     set_aside: Dict[str, str] = field(default_factory=dict)  # branch -> where :func:`set_aside_for` put its memory
     late: List["LateParent"] = field(default_factory=list)  # what :func:`take_late_parent` left to a person
+    #: {"branch", "ref", "id", "why"} of each memory copy not merged because it clashes again on a memory whose
+    #: conflict is pending (:class:`~gitmem.errors.PendingConflict`): the other branches are merged all the same.
+    blocked: List[Dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"fetched": self.fetched, "merged": self.merged, "refused": [r.to_dict() for r in self.refused],
-                "unmerged": self.unmerged, "set_aside": self.set_aside, "late": [x.to_dict() for x in self.late]}
+                "unmerged": self.unmerged, "set_aside": self.set_aside, "late": [x.to_dict() for x in self.late],
+                "blocked": self.blocked}
+
+
+def blocked_notice(entry: Dict[str, str]) -> str:
+    """What a person is told about a :attr:`SyncResult.blocked` entry: which branch waits, and on what."""
+    return f"{entry['branch']}: not merged: {entry['why']} (`gitmem merge {entry['branch']}`)"
 
 
 def aside_notice(branch: str, aside: str) -> str:
@@ -671,7 +680,9 @@ def merge_branches(store: Store, names: Sequence[str], *, author=None, source: s
     """Merge the memory of each named branch (local ref and fetched copies) into ``store``:
     one entry per branch, however many copies of its memory there are; never a fetched copy of what was
     dropped or set aside here (:func:`dropped_here`), nor this clone's memory of an earlier branch of that name
-    that a fetched copy says was set aside (:func:`set_aside_for`: it is set aside here too)."""
+    that a fetched copy says was set aside (:func:`set_aside_for`: it is set aside here too). A copy that
+    clashes again on a pending conflict is left out (``blocked``), the rest merged."""
+    from .errors import PendingConflict
     from .merge import merge_into
 
     result = SyncResult()
@@ -683,8 +694,12 @@ def merge_branches(store: Store, names: Sequence[str], *, author=None, source: s
             if ref == store.ref or (ref.startswith(REMOTE_PREFIX) and dropped_here(store.repo, name, tip)):
                 continue
             fetched = f" from {ref[len(REMOTE_PREFIX):-len(name) - 1]}" if ref.startswith(REMOTE_PREFIX) else ""
-            r = merge_into(store, tip, author=author, source=source,  # the journal says which copy came in
-                           message=f"merge memory of {name}{fetched} into {store.branch}").to_dict()
+            try:
+                r = merge_into(store, tip, author=author, source=source,  # the journal says which copy came in
+                               message=f"merge memory of {name}{fetched} into {store.branch}").to_dict()
+            except PendingConflict as e:
+                result.blocked.append({"branch": name, "ref": ref, "id": e.memory_id, "why": str(e)})
+                continue
             if entry is None:
                 entry = {"branch": name, "ref": ref, "refs": [ref], **r}
                 continue

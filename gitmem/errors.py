@@ -75,6 +75,15 @@ class ConcurrentUpdate(GitmemError):
         )
 
 
+class PendingConflict(GitmemError):
+    """A merge would clash again on memory ``memory_id``, whose earlier conflict nobody resolved: refused,
+    nothing written (a conflict file holds two versions). A caller merging several things merges the rest."""
+
+    def __init__(self, memory_id: str, message: str):
+        super().__init__(message)
+        self.memory_id = memory_id
+
+
 class Changed(GitmemError):
     """The memory is no longer the version the writer saw (another process wrote it since): a write decided
     on the old version is refused, so it never lands on a newer one nobody looked at."""

@@ -571,7 +571,7 @@ def _post_merge(store: Store, args: List[str], stdin: str) -> List[str]:
 
 def _merge_memory(store: Store, head: str) -> List[str]:
     """Merge the memory of the branches whose code the merge at ``head`` brought in; what it did, as lines."""
-    from .branches import aside_notice, merge_branches, merged_by
+    from .branches import aside_notice, blocked_notice, merge_branches, merged_by
 
     repo = store.repo
     commit = repo[head].peel(pygit2.Commit)
@@ -582,7 +582,8 @@ def _merge_memory(store: Store, head: str) -> List[str]:
         from .checkpoint import link_commit  # a merge commit that brought memory: the checkpoint stands at it
 
         link_commit(store, head, source="hook")
-    return [aside_notice(*item) for item in result.set_aside.items()] + [line for line in map(_describe, merged) if line]
+    return [aside_notice(*item) for item in result.set_aside.items()] + [line for line in map(_describe, merged) if line] \
+        + [blocked_notice(entry) for entry in result.blocked]
 
 
 def _before_merge(repo: pygit2.Repository, head: str, commit: pygit2.Commit) -> Optional[str]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence,
 import pygit2
 
 from . import model
-from .errors import Changed, GitmemError, InvalidMemory, NotFound, Untrusted
+from .errors import Changed, GitmemError, InvalidMemory, NotFound, PendingConflict, Untrusted
 from .model import Author, Memory
 from .records import (CONFLICT_FIELDS, CONFLICTS_DIR, Conflict, conflict_path, dump_conflict, from_future,
                       merge_records)
@@ -374,7 +374,7 @@ def _refuse_over_pending(store: Store, c: Conflict, pending: str) -> None:
         return  # no conflict gitmem can read (doctor names it): nothing of it is shown to lose
     shown = {model.version(c.ours), model.version(c.theirs)}
     if not {model.version(held.ours), model.version(held.theirs)} <= shown:
-        raise GitmemError(f"memory {c.id} has an unresolved conflict ({held.ours.text[:30]!r} against "
+        raise PendingConflict(c.id, f"memory {c.id} has an unresolved conflict ({held.ours.text[:30]!r} against "
                           f"{held.theirs.text[:30]!r}) and this merge clashes on it again: settle it first with "
                           f"`gitmem resolve {c.id} --ours|--theirs|--edit`, then merge again")
 

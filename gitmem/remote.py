@@ -122,11 +122,12 @@ class PullResult:
     skipped: List[str] = field(default_factory=list)
     set_aside: Dict[str, str] = field(default_factory=dict)
     late: List[Any] = field(default_factory=list)  # :class:`gitmem.branches.LateParent` left to a person
+    blocked: List[Dict[str, str]] = field(default_factory=list)  # as :attr:`gitmem.branches.SyncResult.blocked`
 
     def to_dict(self) -> Dict[str, Any]:
         return {"remote": self.fetch.remote, "fetched": self.fetch.to_dict()["branches"], "merged": self.merged,
                 "refused": [r.to_dict() for r in self.fetch.refused], "skipped": self.skipped,
-                "set_aside": self.set_aside, "late": [x.to_dict() for x in self.late]}
+                "set_aside": self.set_aside, "late": [x.to_dict() for x in self.late], "blocked": self.blocked}
 
 
 @dataclass(frozen=True)
@@ -415,7 +416,9 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     otherwise :func:`gitmem.merge.merge_into` fast-forwards or writes a merge
     commit (conflicts are stored for ``gitmem conflicts``), and so for a code
     branch here whose parent's memory, which it reads, holds what the remote's
-    lacks. ``branches`` limits both steps."""
+    lacks. ``branches`` limits both steps. A branch whose merge clashes again on a pending conflict is
+    left as it is (``blocked``), the others merged."""
+    from .errors import PendingConflict
     from .merge import merge_into
     from .trust import Refusal, history_problem
 
@@ -425,6 +428,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     merged: List[Dict[str, Any]] = []
     skipped: List[str] = []
     aside: Dict[str, str] = {}
+    blocked: List[Dict[str, str]] = []
     refused = fetched.refused_branches()
     for b in fetched.branches:
         if not b.new or b.branch in refused:
@@ -448,8 +452,12 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
             merged.append({"branch": b.branch, "kind": "new", "commit": created[0], "added": target.snapshot(b.new).ids(),
                            "changed": [], "conflicts": [], "kept": [], "redacted": created[1]})
             continue
-        r = merge_into(target, b.new, author=author, source=source,
-                       message=f"merge memory of {b.branch} from {remote}", gated=True)
+        try:
+            r = merge_into(target, b.new, author=author, source=source,
+                           message=f"merge memory of {b.branch} from {remote}", gated=True)
+        except PendingConflict as e:
+            blocked.append({"branch": b.branch, "ref": b.ref, "id": e.memory_id, "why": str(e)})
+            continue
         merged.append({"branch": b.branch, **r.to_dict(), "conflicts": [c.id for c in r.conflicts]})
     late = []
     for name in sorted(local_branches(repo)):  # a branch whose memory started before its parent's came
@@ -458,7 +466,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                                            author=author, source=source)
             merged += [{**m, "into": name, "conflicts": [c["id"] for c in m["conflicts"]]} for m in taken]
             late += left
-    return PullResult(fetched, merged, skipped, aside, late)
+    return PullResult(fetched, merged, skipped, aside, late, blocked)
 
 
 def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True, author: Optional[Author] = None,
@@ -699,6 +707,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     Raises SecretFound before anything is sent when outgoing memory holds a
     secret, RemoteError when the remote cannot be reached; local memory is
     unchanged in both cases. Returns one :class:`BranchPush` per branch."""
+    from .errors import PendingConflict
     from .merge import merge_into
 
     repo = store.repo
@@ -778,8 +787,14 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                                                 message=f"{aside_notice(r.branch, aside)}; nothing pushed")
                     retry.remove(r.branch)
                     continue
-                result = merge_into(stores[r.branch], r.new, author=author, source=source,
-                                    message=f"merge memory of {r.branch} from {remote}", gated=r.new != r.old)
+                try:
+                    result = merge_into(stores[r.branch], r.new, author=author, source=source,
+                                        message=f"merge memory of {r.branch} from {remote}", gated=r.new != r.old)
+                except PendingConflict as e:
+                    done[r.branch] = BranchPush(r.branch, "rejected", tips[r.branch], merges[r.branch], attempt,
+                                                message=f"{e}; nothing pushed")
+                    retry.remove(r.branch)
+                    continue
                 merges[r.branch] += result.kind == "merge"
                 if result.conflicts:
                     done[r.branch] = BranchPush(

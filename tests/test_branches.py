@@ -746,3 +746,79 @@ def test_a_branch_started_at_a_tag_a_commit_or_a_remote_branch_reads_the_memory_
     assert {new: fork_point(pygit2.Repository(str(a)), new)[0] for new in ("at-tag", "at-old", "at-remote")} == {
         "at-tag": "main", "at-old": "main", "at-remote": "shared"}
     assert {new for new in starts if theirs in ids(a, new)} == {"at-tip", "inside"}
+
+
+def three_clashing_branches(repo):
+    """main with a conflict pending on a decision (merged from "fifteen"), and three code branches, not merged
+    yet: "seventeen" clashes on that decision again, "another" and "zfact" add a fact each."""
+    shared = add(repo, "decision", "Use Postgres")["id"]
+    for name, text in (("fifteen", "Use Postgres 15"), ("seventeen", "Use Postgres 17")):
+        git(repo, "checkout", "-q", "-b", name, "main")
+        gitmem(repo, "edit", shared, "--text", text)
+        commit_file(repo, f"{name}.txt")
+    for name in ("another", "zfact"):
+        git(repo, "checkout", "-q", "-b", name, "main")
+        add(repo, "fact", f"{name} fact")
+        commit_file(repo, f"{name}.txt")
+    git(repo, "checkout", "-q", "main")
+    gitmem(repo, "edit", shared, "--text", "Use Postgres 16")
+    gitmem(repo, "merge", "fifteen")
+    assert [c["id"] for c in json.loads(gitmem(repo, "conflicts", "--json").stdout)["conflicts"]] == [shared]
+    return shared
+
+
+def test_sync_merges_the_others_and_reports_a_branch_refused_over_a_pending_conflict(repo):
+    shared = three_clashing_branches(repo)
+    git(repo, "merge", "-q", "--no-edit", "another", "seventeen", "zfact")  # no hooks: sync brings the memory
+    pending = tip(repo, "main")
+    r = gitmem(repo, "sync", check=False)
+    assert r.returncode == 1
+    assert f"seventeen: not merged: memory {shared} has an unresolved conflict" in r.stderr
+    assert f"gitmem resolve {shared}" in r.stderr
+    texts = {m.text for m in Store.open(str(repo)).list()}
+    assert {"another fact", "zfact fact"} <= texts and "Use Postgres 17" not in texts  # the others came in
+    assert tip(repo, "main") != pending
+    out = json.loads(gitmem(repo, "sync", "--json", check=False).stdout)
+    assert [(b["branch"], b["id"]) for b in out["blocked"]] == [("seventeen", shared)]
+    gitmem(repo, "resolve", shared, "--ours")
+    gitmem(repo, "sync")  # settled: seventeen's clash is a conflict of its own now
+    assert [c["theirs"]["text"] for c in json.loads(gitmem(repo, "conflicts", "--json").stdout)["conflicts"]] \
+        == ["Use Postgres 17"]
+
+
+def test_gitmem_merge_of_a_branch_refused_over_a_pending_conflict_exits_1_with_what_to_do(repo):
+    shared = three_clashing_branches(repo)
+    r = gitmem(repo, "merge", "seventeen", check=False)
+    assert r.returncode == 1 and f"gitmem resolve {shared}" in r.stderr
+
+
+def test_the_post_merge_hook_merges_the_others_and_says_what_to_do_when_one_is_refused(repo):
+    shared = three_clashing_branches(repo)
+    with_hooks(repo)
+    r = subprocess.run(["git", "merge", "-q", "--no-edit", "another", "seventeen", "zfact"], cwd=repo,
+                       capture_output=True, text=True)
+    assert r.returncode == 0  # git's merge never fails for gitmem
+    assert f"seventeen: not merged: memory {shared} has an unresolved conflict" in r.stderr
+    assert "gitmem merge seventeen" in r.stderr and "skipped" not in r.stderr
+    assert {"another fact", "zfact fact"} <= {m.text for m in Store.open(str(repo)).list()}
+
+
+def test_pull_over_a_pending_conflict_leaves_that_branch_and_says_what_to_do(tmp_path):
+    from conftest import clone, make_origin
+
+    origin = make_origin(tmp_path)
+    alice, bob = clone(origin, tmp_path / "alice", "Alice"), clone(origin, tmp_path / "bob", "Bob")
+    shared = add(alice, "decision", "Use Postgres")["id"]
+    gitmem(alice, "push")
+    gitmem(bob, "pull")
+    git(bob, "checkout", "-q", "-b", "fifteen")
+    gitmem(bob, "edit", shared, "--text", "Use Postgres 15")
+    git(bob, "checkout", "-q", "main")
+    gitmem(bob, "edit", shared, "--text", "Use Postgres 16")
+    gitmem(bob, "merge", "fifteen")
+    gitmem(alice, "edit", shared, "--text", "Use Postgres 17")
+    gitmem(alice, "push")
+    pending = tip(bob, "main")
+    r = gitmem(bob, "pull", check=False)
+    assert r.returncode == 1 and f"main: not merged: memory {shared}" in r.stderr
+    assert f"gitmem resolve {shared}" in r.stderr and tip(bob, "main") == pending

@@ -139,13 +139,15 @@ def prune(store: Store, yes: bool, force: bool, as_json: bool) -> None:
 
 
 def _report_merges(result: SyncResult, as_json: bool, extra: Optional[Dict[str, Any]] = None) -> None:
-    from ..branches import aside_notice
+    from ..branches import aside_notice, blocked_notice
     from ..merge import arrival_notice
 
     merged = result.merged
     if as_json:
-        emit_json({**(extra or {}), "merged": merged, "set_aside": result.set_aside})
+        emit_json({**(extra or {}), "merged": merged, "set_aside": result.set_aside, "blocked": result.blocked})
         return
+    for entry in result.blocked:
+        click.echo(f"gitmem: {blocked_notice(entry)}", err=True)
     for name, aside in result.set_aside.items():
         click.echo(f"gitmem: {aside_notice(name, aside)}", err=True)
     for m in merged:
@@ -159,7 +161,7 @@ def _report_merges(result: SyncResult, as_json: bool, extra: Optional[Dict[str, 
             click.echo(f"  conflict {c['id']} ({', '.join(c['fields'])}): run `gitmem resolve {c['id']} --ours|--theirs|--edit`")
         if m.get("redacted"):
             click.echo(f"  {arrival_notice(m['redacted'])}", err=True)
-    if not merged:
+    if not merged and not result.blocked:
         click.echo("nothing to merge")
 
 
@@ -175,13 +177,15 @@ def merge(store: Store, source_: str, who, source, as_json: bool) -> None:
     not installed. Merging the same thing twice changes nothing.
 
     JSON: {"merged": [{"branch", "ref", "kind", "commit", "added", "changed", "conflicts"}], "set_aside":
-    {branch: name}} (set_aside: this clone's memory of an earlier BRANCH, put aside, not merged, because the
-    fetched one is a new branch of that name).
+    {branch: name}, "blocked": [{"branch", "ref", "id", "why"}]} (set_aside: this clone's memory of an earlier
+    BRANCH, put aside, not merged, because the fetched one is a new branch of that name; blocked, exit 1: a
+    copy that clashes again on memory "id", whose conflict is pending).
 
     Example: gitmem merge feature/queue
     """
     from ..branches import SyncResult, check_side, memory_tips, merge_branches, resolve_side
     from ..errors import BranchError
+    from .remote import fail_if_refused
     from ..merge import merge_into
     from ..repo import check_branch_name
 
@@ -197,6 +201,7 @@ def merge(store: Store, source_: str, who, source, as_json: bool) -> None:
         result = SyncResult(merged=[] if commit is None else [
             {"branch": source_, "ref": None, **merge_into(store, commit, author=who, source=source).to_dict()}])
     _report_merges(result, as_json)
+    fail_if_refused(result.blocked)
 
 
 @main.command()
@@ -215,8 +220,10 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
 
     JSON: {"fetched": REMOTE|null, "merged": [{"branch", "ref", "refs", "kind", "commit", "added", "changed",
     "conflicts", "kept", "as_of"}], "refused": [{"what", "why", "remote"}], "unmerged": [branch], "set_aside":
-    {branch: name}, "late": [{"branch", "parent", "fork", "as_of", "notice"}]}; exit 1 when the trust gate refused
-    anything. as_of: this branch started before its parent's memory arrived, and that entry merged the parent's
+    {branch: name}, "late": [{"branch", "parent", "fork", "as_of", "notice"}], "blocked": [{"branch", "ref", "id",
+    "why"}]}; exit 1 when the trust gate refused anything, or a branch is blocked: its merge clashes again on
+    memory "id", whose conflict is pending (the other branches are merged; resolve it, then sync again).
+    as_of: this branch started before its parent's memory arrived, and that entry merged the parent's
     memory as of the commit this branch forked at; late: such a branch whose parent's memory at the fork cannot
     be told (the notice names the command that brings it all). unmerged: branches whose code is gone and whose memory
     this branch lacks (a squash merge on the server leaves that: `gitmem merge NAME` brings one, and sync names
@@ -243,7 +250,7 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
     for name in [] if as_json else result.unmerged:
         click.echo(f"{name}: its code branch is gone and its memory is not in {store.branch}'s (squash- or "
                    f"rebase-merged?): `gitmem merge {name}` brings it, `gitmem prune` drops it", err=True)
-    fail_if_refused(result.refused)
+    fail_if_refused(result.refused or result.blocked)
 
 
 @main.command()

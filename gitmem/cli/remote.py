@@ -84,8 +84,9 @@ def say_refused(refused) -> None:
 
 
 def fail_if_refused(refused) -> None:
-    """Exit 1 once everything else is said when the trust gate kept something out, as git fetch exits
-    non-zero when a ref is rejected: a script must not take a partial fetch for the whole."""
+    """Exit 1 once everything else is said when something was kept out (by the trust gate, or a merge refused
+    over a pending conflict), as git fetch exits non-zero when a ref is rejected: a script must not take a
+    partial fetch or merge for the whole."""
     if refused:
         raise SystemExit(1)
 
@@ -145,7 +146,9 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
     "remote"}] is what the trust gate kept out (also one line each on stderr, and exit 1); "skipped": branches
     whose memory `gitmem prune` dropped or a new branch of that name set aside here, and whose remote memory
     holds nothing newer (left fetched); "set_aside": {branch: name} where this clone's memory of an earlier
-    branch was put because the remote's is a new branch of that name (not merged).
+    branch was put because the remote's is a new branch of that name (not merged); "blocked": [{"branch", "ref",
+    "id", "why"}] branches not merged because they clash again on memory "id", whose conflict is pending (also on
+    stderr, and exit 1): resolve it, then pull again.
 
     Example: gitmem pull
     """
@@ -157,7 +160,7 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
         emit_json(result.to_dict())
     else:
         _say_pulled(result)
-    fail_if_refused(result.fetch.refused)
+    fail_if_refused(result.fetch.refused or result.blocked)
 
 
 def _say_pulled(result) -> None:
@@ -182,6 +185,8 @@ def _say_pulled(result) -> None:
         click.echo(f"gitmem: {aside_notice(name, aside)}", err=True)
     for late in result.late:
         click.echo(f"gitmem: {late.notice()}", err=True)
+    for b in result.blocked:
+        click.echo(f"gitmem: {b['branch']}: not merged: {b['why']} (`gitmem pull`)", err=True)
     for name in result.skipped:
         click.echo(f"{name}: not taken again, it was dropped or set aside here (`gitmem merge "
                    f"refs/memory-remotes/{result.fetch.remote}/{name}` brings it)", err=True)
