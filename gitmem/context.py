@@ -56,14 +56,16 @@ from bisect import bisect_left
 from heapq import merge
 from itertools import chain, islice
 from types import MappingProxyType
-from typing import (AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Protocol,
-                    Sequence, Set, Tuple)
+from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple,
+                    Optional, Protocol, Sequence, Set, Tuple)
 
 from .errors import GitmemError
 from .model import Memory, matches, quoted, undecodable
-from .records import Conflict
 from .pricing import DEFAULT_TABLE, PriceTable
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
+
+if TYPE_CHECKING:
+    from .records import Conflict  # only a context with conflicts pending holds one (records defines dataclasses)
 
 __all__ = [
     "Context", "ContextInputs", "Element", "Part", "Ranking", "assemble", "element", "relevance_text", "render_conflict",

@@ -22,13 +22,13 @@ from .context import (
     DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, assemble,
 )
 from .errors import GitmemError, StorageError
-from .merge import list_conflicts
-from .model import Memory, check_path
+from .model import CONFLICTS_DIR, Memory, check_path
 from .postings import IndexedMemories
 from .pricing import DEFAULT_TABLE, PriceTable
 from .warm import placed
 
 if TYPE_CHECKING:
+    from .records import Conflict
     from .store import Store
 
 __all__ = [
@@ -57,7 +57,11 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
     tip = store.tip()
     anchor = anchor or anchor_of(store) or tip
     guide_file, guide_text = read_guide(store, guide) if with_guide else (None, "")
-    conflicts = tuple(list_conflicts(store, tip)) if tip else ()
+    conflicts: Tuple[Conflict, ...] = ()
+    if tip and store.snapshot(tip).has(CONFLICTS_DIR):  # the merge machinery loads only when there are some
+        from .merge import list_conflicts
+
+        conflicts = tuple(list_conflicts(store, tip))
     lazy = _indexed(store, tip, anchor or tip, warnings) if tip and budget is not None else None
     if lazy is not None:
         at_tip, at_anchor, changed, anchor = lazy
