@@ -21,6 +21,7 @@ comes back byte for byte as it was before).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -443,37 +444,71 @@ def _root(store: Store) -> str:
     return os.path.abspath(root).rstrip(os.sep)
 
 
-def apply(setup: Setup) -> Setup:
-    """Write the planned file if it changed (or remove it, for an undo that left it empty), and keep in the
-    record which server entry setup wrote there and the file's text before and after (undo forgets both)."""
-    if setup.path and setup.within:
-        inside(setup.path, setup.within)  # as when planned
-    before = _read(setup.path, setup.within) if setup.path and setup.changed and not setup.undo else None
-    if setup.delete and setup.path and not os.path.islink(setup.path):
-        os.remove(setup.path)
+def apply(*setups: Setup) -> None:
+    """Write the planned files (or remove those an undo left empty) as one change, all or nothing.
+
+    The record of what setup wrote (which server entry, each file's text before and after; an undo forgets
+    both) goes first: a record gitmem cannot keep would leave files ``--undo`` cannot restore, so it stops
+    the write before any file changes. A file that then fails puts back the files before it and the record."""
+    for setup in setups:
+        if setup.path and setup.within:
+            inside(setup.path, setup.within)  # as when planned
+    written = [s for s in setups if s.path]
+    befores = [_read(s.path or "", s.within) for s in written]
+    record_path = next((s.record for s in written if s.record), None)
+    old_record = None
+    if record_path:
+        record = _record(record_path)
+        for setup, before in zip(written, befores):
+            _remember(record, setup, before)
         try:
-            os.rmdir(os.path.dirname(setup.path))  # a folder left empty (.claude/, .cursor/): as before the write
+            with contextlib.suppress(FileNotFoundError), open(record_path, encoding="utf-8", newline="") as f:
+                old_record = f.read()  # to put back, were a file to fail
+            replace_file(record_path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+        except (OSError, ValueError) as e:
+            raise GitmemError(f"cannot write setup's undo record {record_path} "
+                              f"({getattr(e, 'strerror', None) or e}): nothing was written; make that path a "
+                              "writable file (or move what is there aside) and run setup again") from None
+    done: List[Tuple[str, Optional[str], Optional[str]]] = [(record_path, old_record, None)] if record_path else []
+    try:
+        for setup, before in zip(written, befores):
+            if setup.delete or setup.changed:
+                done.append((setup.path or "", before, setup.within))
+                _write(setup.path or "", None if setup.delete else setup.content, setup.within)
+    except BaseException:
+        for path, before, within in reversed(done):
+            with contextlib.suppress(OSError):  # as much as can be put back; the first error is the one to see
+                _write(path, before, within)
+        raise
+
+
+def _remember(record: Dict[str, Any], setup: Setup, before: Optional[str]) -> None:
+    """Put in ``record`` what ``setup`` writes over ``before`` (the file's text now); an undo forgets it."""
+    key = os.path.abspath(setup.path or "")
+    files = record.setdefault(FILES, {})
+    if setup.undo:
+        record.pop(key, None)
+        files.pop(key, None)
+    elif setup.changed:
+        kept = files.get(key)  # setup wrote it before and no one changed it since: the text before that stays
+        first = kept["before"] if isinstance(kept, dict) and kept.get("after") == before else before
+        files[key] = {"before": first, "after": setup.content}
+    if setup.entry is not None:
+        record[key] = setup.entry
+
+
+def _write(path: str, content: Optional[str], within: Optional[str]) -> None:
+    """Make ``path`` hold ``content``; None removes it, and a folder that leaves empty."""
+    if content is not None:
+        replace_file(path, content, within=within)
+    elif os.path.islink(path):  # the file a link names may be another's: emptied, not removed
+        replace_file(path, _dumped({}, _read(path)), within=within)
+    elif os.path.lexists(path):
+        os.remove(path)
+        try:
+            os.rmdir(os.path.dirname(path))  # a folder left empty (.claude/, .cursor/): as before the write
         except OSError:
             pass  # not empty (the repository's root, a folder with other files): it stays
-    elif setup.delete and setup.path:  # the file a link names may be another's: emptied, not removed
-        replace_file(setup.path, _dumped({}, _read(setup.path)), within=setup.within)
-    elif setup.changed and setup.path:
-        replace_file(setup.path, setup.content, within=setup.within)
-    if setup.record and setup.path:
-        record = _record(setup.record)
-        key = os.path.abspath(setup.path)
-        files = record.setdefault(FILES, {})
-        if setup.undo:
-            record.pop(key, None)
-            files.pop(key, None)
-        elif setup.changed:
-            kept = files.get(key)
-            first = kept["before"] if isinstance(kept, dict) and kept.get("after") == before else before
-            files[key] = {"before": first, "after": setup.content}
-        if setup.entry is not None:
-            record[key] = setup.entry
-        replace_file(setup.record, json.dumps(record, indent=2, sort_keys=True) + "\n")
-    return setup
 
 
 def _project(path: str, root: str) -> Optional[str]:

@@ -15,7 +15,8 @@ from gitmem.agent_setup import apply, plan
 
 
 def test_claude_code_gets_a_project_mcp_json(repo, store):
-    s = apply(plan(store, "claude-code", command="gitmem"))
+    s = plan(store, "claude-code", command="gitmem")
+    apply(s)
     data = json.loads((repo / ".mcp.json").read_text())
     assert data == {"mcpServers": {"gitmem": {"type": "stdio", "command": "gitmem", "args": ["mcp"]}}}
     assert s.commands == ["claude mcp add --scope project gitmem -- gitmem mcp"]
@@ -66,7 +67,8 @@ def test_the_server_a_written_config_names_starts_and_lists_its_tools(repo):
 
 
 def test_ci_workflow_fetches_runs_an_agent_and_pushes_memory(repo, store):
-    s = apply(plan(store, "ci"))
+    s = plan(store, "ci")
+    apply(s)
     workflow = yaml.safe_load((repo / ".github" / "workflows" / "gitmem-agent.yml").read_text())
     steps = [step.get("run", "") for step in workflow["jobs"]["agent"]["steps"]]
     assert any("gitmem pull origin" in r for r in steps)
@@ -288,3 +290,42 @@ def test_undo_gives_back_a_settings_file_in_a_layout_json_cannot_write_byte_for_
     gitmem(repo, "setup", "claude-code", "--undo")
     assert json.loads(settings.read_text()) == {**json.loads(mine), "permissions": {
         "allow": ["Bash(ls:*)", "Read", "Edit"], "deny": ["Bash(rm:*)"]}}
+
+
+@pytest.mark.parametrize("block", ["record-is-a-folder", "gitmem-dir-is-a-file"])
+def test_a_record_setup_cannot_write_leaves_every_file_as_it_was(repo, block):
+    """Setup writes its undo record before any file: a record it cannot keep is one error line, and the work
+    tree holds nothing `--undo` could not take out."""
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"model": "opus"}\n')
+    if block == "record-is-a-folder":
+        (repo / ".git" / "gitmem" / "agent-setup.json").mkdir(parents=True)
+    else:
+        (repo / ".git" / "gitmem").write_text("")
+    out = gitmem(repo, "setup", "claude-code", "--write", check=False)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "agent-setup.json" in out.stderr and "nothing was written" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert not (repo / ".mcp.json").exists() and settings.read_text() == '{"model": "opus"}\n'
+
+
+def test_a_file_setup_cannot_write_puts_back_the_files_and_the_record_before_it(repo, monkeypatch):
+    """The second file failing (here: a full disk) leaves the first file and the record as they were."""
+    from gitmem import agent_setup
+
+    gitmem(repo, "setup", "cursor", "--write")
+    record = repo / ".git" / "gitmem" / "agent-setup.json"
+    kept = record.read_text()
+    real = agent_setup.replace_file
+
+    def full(path, content, **kw):
+        if path.endswith("settings.json"):
+            raise OSError(28, "No space left on device", path)
+        return real(path, content, **kw)
+
+    monkeypatch.setattr(agent_setup, "replace_file", full)
+    out = gitmem(repo, "setup", "claude-code", "--write", check=False)
+    assert out.returncode == 1 and "No space left on device" in out.stderr
+    assert not (repo / ".mcp.json").exists() and not (repo / ".claude").exists()
+    assert record.read_text() == kept

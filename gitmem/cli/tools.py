@@ -150,7 +150,8 @@ def setup(store: Store, tool: str, write: bool, undo: bool, command: Optional[st
     if undo:
         if write:
             raise click.UsageError("--undo and --write do not go together")
-        results = [apply(r) for r in undo_plan(store, tool)]
+        results = undo_plan(store, tool)
+        apply(*results)
         if as_json:
             emit_json({"tool": tool, "undone": [{"path": r.path, "changed": r.changed, "delete": r.delete}
                                                 for r in results]})
@@ -164,8 +165,7 @@ def setup(store: Store, tool: str, write: bool, undo: bool, command: Optional[st
     if tool == "claude-code":
         results.append(hooks_plan(store, command=command))
     if write:
-        for r in results:
-            apply(r)
+        apply(*results)
     if as_json:
         out = {**results[0].to_dict(), "written": write and results[0].changed}
         if len(results) > 1:
