@@ -380,8 +380,10 @@ def plan(store: Store, tool: str, *, home: Optional[str] = None, command: Option
     entry = json.loads(content)["mcpServers"][SERVER_NAME]
     if tool != "windsurf" and not (isinstance(entry, dict) and os.path.isabs(str(entry.get("command", "")))):
         notes = "project file: commit it, so every clone's sessions start gitmem"
-    argv = " ".join(shlex.quote(p) for p in command_parts(command))
-    commands = [f"claude mcp add --scope project {SERVER_NAME} -- {argv} mcp"] if tool == "claude-code" else []
+    commands = []
+    if tool == "claude-code":  # the entry the file holds, which may be one kept as it was
+        argv = " ".join(shlex.quote(str(p)) for p in [entry["command"], *entry["args"]])
+        commands = [f"claude mcp add --scope project {SERVER_NAME} -- {argv}"]
     return Setup(tool, path, content, commands, content != existing, notes, entry=entry, record=record,
                  within=within)
 

@@ -329,3 +329,11 @@ def test_a_file_setup_cannot_write_puts_back_the_files_and_the_record_before_it(
     assert out.returncode == 1 and "No space left on device" in out.stderr
     assert not (repo / ".mcp.json").exists() and not (repo / ".claude").exists()
     assert record.read_text() == kept
+
+
+def test_the_claude_mcp_add_line_names_the_command_the_file_keeps(repo):
+    """A write without `--command` keeps a team's `gitmem` entry: the equivalent `claude mcp add` says so."""
+    gitmem(repo, "setup", "claude-code", "--write", "--command", "uvx --from gitmem-memory gitmem")
+    for args in (["--write"], []):
+        out = gitmem(repo, "setup", "claude-code", *args).stdout
+        assert "# or: claude mcp add --scope project gitmem -- uvx --from gitmem-memory gitmem mcp\n" in out
