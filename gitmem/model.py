@@ -44,6 +44,8 @@ SHORT_ID_MIN = 4
 _CROCKFORD_READ = str.maketrans({"i": "1", "l": "1", "o": "0", "-": None})
 _TAG_RE = re.compile(r"^[^\W_][\w.:/+-]{0,63}$")  # letters and digits of any script
 _SOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@/:+ -]{0,79}$")
+_SOURCE_RULE = "one short word such as cli, hook, ci, mcp:cursor"
+_EMAIL_RE = re.compile(r"^[^<>@\s]+@[^<>@\s]+$")
 _OID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
@@ -412,15 +414,38 @@ def validate(m: Memory) -> None:
     for path in m.paths:
         _check_utf8("paths", path)
     if not _SOURCE_RE.match(m.source or ""):
-        raise InvalidMemory("source", f"{(m.source or '')[:40]!r}: one short word such as cli, hook, ci, mcp:cursor")
+        raise InvalidMemory("source", f"{(m.source or '')[:40]!r}: {_SOURCE_RULE}")
     for name, value in (("created", m.created), ("updated", m.updated)):
         if value is not None and not _ISO_RE.match(value):
             raise InvalidMemory(name, f"{value[:40]!r} is not a UTC ISO 8601 time like 2026-01-31T12:00:00Z")
 
 
+def check_source(source: str, where: str) -> None:
+    """Refuse a writer's ``source`` as a write would, naming ``where`` it came from (``--source``,
+    ``$GITMEM_SOURCE``). Judged, like the write, once redacted: a secret in it is neither refused nor shown."""
+    from .redact import redact_bare
+
+    shown = redact_bare(source)[0]
+    if not _SOURCE_RE.match(shown):
+        raise InvalidMemory(where, f"{shown[:40]!r}: {_SOURCE_RULE}")
+
+
+def check_email(email: str, where: str) -> None:
+    """Refuse a writer's email unless it is ``name@host``, naming ``where`` it came from (``--author``,
+    ``$GITMEM_AUTHOR_EMAIL``): the option and the variable follow one rule."""
+    if not _EMAIL_RE.match(email):
+        from .redact import redact
+
+        raise InvalidMemory(where, f"{redact(email)[0][:60]!r} is not an email address (like you@example.com)")
+
+
+def check_kind(kind: str, where: str) -> None:
+    if kind not in AUTHOR_KINDS:
+        raise InvalidMemory(where, f"unknown kind {kind!r}", AUTHOR_KINDS)
+
+
 def _check_author(a: Author) -> None:
-    if a.kind not in AUTHOR_KINDS:
-        raise InvalidMemory("author.kind", f"unknown kind {a.kind!r}", AUTHOR_KINDS)
+    check_kind(a.kind, "author.kind")
     check_text("author.name", a.name, 256)
     if not isinstance(a.email, str) or len(a.email) > 256:
         raise InvalidMemory("author.email", "expected text of at most 256 characters")

@@ -16,7 +16,7 @@ import pygit2
 
 from .errors import BranchError, GitmemError, NotARepository, StorageError
 from .gitdir import config_in_environment, plain_ref_name
-from .model import Author, undecodable
+from .model import Author, check_email, check_kind, undecodable
 
 REF_PREFIX = "refs/memory/"
 
@@ -266,12 +266,21 @@ def default_author(repo: pygit2.Repository) -> Author:
     env = os.environ
     name = (env.get("GITMEM_AUTHOR_NAME") or config_get(repo, "user.name") or env.get("GIT_AUTHOR_NAME")
             or env.get("USER") or "unknown")
-    email = env.get("GITMEM_AUTHOR_EMAIL") or config_get(repo, "user.email") or env.get("GIT_AUTHOR_EMAIL") or ""
+    email = env.get("GITMEM_AUTHOR_EMAIL")
+    if email:
+        check_email(email, "$GITMEM_AUTHOR_EMAIL")  # as --author's is
+    email = email or config_get(repo, "user.email") or env.get("GIT_AUTHOR_EMAIL") or ""
     if not email:
         raise GitmemError("who is writing? no git identity: run `git config user.email you@example.com` "
                           "(and user.name), set GITMEM_AUTHOR_EMAIL, or pass --author \"Name <email>\"")
-    kind = env.get("GITMEM_AUTHOR_KIND") or "human"
-    return Author(name=name, email=email, kind=kind)
+    return Author(name=name, email=email, kind=author_kind())
+
+
+def author_kind() -> str:
+    """``$GITMEM_AUTHOR_KIND`` (unset: human), refused by name unless it is agent or human."""
+    kind = os.environ.get("GITMEM_AUTHOR_KIND") or "human"
+    check_kind(kind, "$GITMEM_AUTHOR_KIND")
+    return kind
 
 
 def agent_author(repo: pygit2.Repository, name: str) -> Author:

@@ -214,7 +214,7 @@ def edit_in_editor(header: str, values: dict, allowed) -> dict:
     return data
 
 
-_AUTHOR_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>@\s]+@[^<>@\s]+)>\s*$")
+_AUTHOR_RE = re.compile(r"^\s*(?P<name>[^<>]+?)\s*<(?P<email>[^<>]*)>\s*$")
 
 
 def author_options(f: Callable) -> Callable:
@@ -229,21 +229,25 @@ def author_options(f: Callable) -> Callable:
                   help="Which tool writes: cli, hook, ci, mcp:<client>... (default: cli, or $GITMEM_SOURCE).")
     @functools.wraps(f)
     def wrapper(*args: Any, author: Optional[str], agent: bool, human: bool, source: Optional[str], **kwargs: Any):
-        from ..model import Author
-        from ..repo import default_author
+        from ..model import Author, check_email, check_source
+        from ..repo import author_kind, default_author
 
         if agent and human:
             raise click.UsageError("--agent and --human contradict each other: give one")
-        kind = "agent" if agent else "human" if human else (os.environ.get("GITMEM_AUTHOR_KIND") or "human")
+        kind = "agent" if agent else "human" if human else author_kind()
         if author:
             m = _AUTHOR_RE.match(author)
             if not m:
                 raise click.BadParameter(f'{author!r}: use "Name <email>"', param_hint="--author")
             name, email = m.group("name"), m.group("email")
+            check_email(email, "--author")
         else:
             base = default_author(args[0].repo)  # pass_store sits above: args[0] is the store
             name, email = base.name, base.email
         who = Author(name=name, email=email, kind=kind)
-        return f(*args, who=who, source=source or os.environ.get("GITMEM_SOURCE") or "cli", **kwargs)
+        where = "--source" if source else "$GITMEM_SOURCE"
+        source = source or os.environ.get("GITMEM_SOURCE") or "cli"
+        check_source(source, where)  # one rule, and the error names where the source came from
+        return f(*args, who=who, source=source, **kwargs)
 
     return wrapper
