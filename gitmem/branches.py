@@ -207,6 +207,9 @@ def require_known(repo: pygit2.Repository, name: str) -> str:
     known |= _remote_memory_names(repo) | {current_branch(repo)[0]}
     if name in known:
         return name
+    for prefix in ("refs/heads/", REF_PREFIX):  # a ref typed where its branch's name goes
+        if name.startswith(prefix) and name[len(prefix):] in known:
+            raise BranchError(f"no branch {name!r}: that is a ref; give the branch's name, {name[len(prefix):]!r}")
     close = difflib.get_close_matches(name, sorted(known), n=3)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise BranchError(f"no branch {name!r} here (no code branch, no memory){hint}")

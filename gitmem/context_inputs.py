@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Mapp
 from .context import (
     DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, assemble,
 )
-from .errors import GitmemError, StorageError
+from .errors import GitmemError, InvalidMemory, StorageError
 from .model import CONFLICTS_DIR, Memory, check_path
 from .postings import IndexedMemories
 from .pricing import DEFAULT_TABLE, PriceTable
@@ -202,10 +202,17 @@ def read_guide(store: Store, path: Optional[str] = None) -> Tuple[Optional[str],
 
 def set_guide(store: Store, path: str) -> str:
     """Record ``path`` (repository-relative, must exist) as the guide in the repo's git config."""
+    if not path.strip():
+        raise GitmemError("guide set needs a file: name one, e.g. gitmem guide set AGENTS.md")
     full = os.path.abspath(path)
     root = os.path.abspath(store.workdir)
     rel = os.path.relpath(full, root) if os.path.isabs(path) or os.path.exists(full) else path
-    rel = check_path(rel.replace(os.sep, "/"))
+    if os.path.isdir(os.path.join(root, rel)):
+        raise GitmemError(f"{path!r} is a folder: name the guide file in it, e.g. gitmem guide set AGENTS.md")
+    try:
+        rel = check_path(rel.replace(os.sep, "/"))
+    except InvalidMemory as e:  # it is no memory's path: say whose it is
+        raise InvalidMemory("guide", e.problem) from None
     if not os.path.isfile(os.path.join(root, rel)):
         raise GitmemError(f"no such guide file in the repository: {rel}")
     from .repo import config_set

@@ -27,8 +27,13 @@ def memory_ref(branch: str) -> str:
 
 def check_branch_name(name: str) -> str:
     """Refuse names git would refuse, so a branch can never address outside refs/memory/."""
-    if not name or len(name) > 255 or "\x00" in name:
-        raise BranchError(f"invalid branch name {name[:80]!r}")
+    if not name:
+        raise BranchError("invalid branch name '': it is empty; name a branch, e.g. main")
+    if len(name) > 255:
+        raise BranchError(f"invalid branch name {name[:40]!r}... ({len(name)} characters) is too long: "
+                          "git allows 255 at most; use a shorter name")
+    if "\x00" in name:
+        raise BranchError(f"invalid branch name {name[:80]!r}: it holds a NUL byte")
     shown = undecodable(name)
     if shown is not None:
         raise BranchError(f"invalid branch name {shown}: not valid UTF-8")

@@ -227,6 +227,21 @@ def test_a_writer_setting_from_the_environment_follows_its_option_s_rule_and_is_
     assert git(repo, "for-each-ref", "refs/memory") == ""
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--branch", "refs/heads/main", "list"], "that is a ref; give the branch's name, 'main'"),
+    (["--branch", "refs/memory/main", "list"], "that is a ref; give the branch's name, 'main'"),
+    (["--branch", "x" * 300, "list"], "(300 characters) is too long: git allows 255 at most"),
+    (["--branch", "", "list"], "invalid branch name '': it is empty"),
+    (["guide", "set", ""], "guide set needs a file: name one, e.g. gitmem guide set AGENTS.md"),
+    (["guide", "set", "."], "'.' is a folder: name the guide file in it, e.g. gitmem guide set AGENTS.md"),
+    (["guide", "set", "../x.md"], "invalid guide: '../x.md' must stay inside the repository"),
+])
+def test_a_refused_name_says_what_is_wrong_and_what_to_type(repo, args, message):
+    gitmem(repo, "add", "fact", "on main")
+    result = gitmem(repo, *args, check=False)
+    assert result.returncode == 1 and message in result.stderr and result.stderr.count("\n") == 1
+
+
 def test_resolve_refuses_ours_and_theirs_together(run):
     result = run("resolve", "abcd", "--ours", "--theirs")
     assert result.exit_code == 2 and "exactly one of --ours, --theirs, --edit" in result.output
