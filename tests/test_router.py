@@ -565,6 +565,16 @@ def test_the_upstream_is_the_flag_then_the_real_api_with_a_key_then_the_emulator
     assert refused.returncode == 1 and refused.stderr.startswith("Error: --upstream must be an http(s) URL")
 
 
+def test_a_repo_named_with_repo_that_is_none_is_refused_before_serving(tmp_path):
+    """`--repo` names where memory comes from: one that is no repository is an error, as it is for `gitmem mcp`
+    (the default, the directory it started in, still lets requests from outside a repository pass through)."""
+    for path in (tmp_path / "nonexistent", tmp_path):
+        refused = gitmem_process(tmp_path, "router", "serve", "--port", "0", "--repo", str(path), check=False,
+                                 timeout=60)
+        assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+        assert refused.stderr.startswith(("Error: no such directory", "Error: not a git repository"))
+
+
 def test_on_the_real_clock_a_background_task_sends_the_pings_and_stops_at_the_idle_limit(team):
     from gitmem.emulator import WallClock
     from gitmem.policy import KeepAlive

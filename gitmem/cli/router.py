@@ -60,6 +60,10 @@ def serve(ctx: click.Context, port: int, policy: str, upstream: Optional[str], r
     from .base import Settings
 
     settings = ctx.find_object(Settings) or Settings()
+    if repo:  # named, it must be one, as for `gitmem mcp`; by default, requests from outside one pass through
+        from ..repo import open_repository
+
+        open_repository(repo)
     where = os.path.abspath(repo or settings.path)
     table = configured_price_table(None)
     r = Router(policy=policy, repo=where, upstream=upstream, clock=VirtualClock() if virtual_clock else None,
