@@ -46,6 +46,8 @@ _TAG_RE = re.compile(r"^[^\W_][\w.:/+-]{0,63}$")  # letters and digits of any sc
 _SOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@/:+ -]{0,79}$")
 _SOURCE_RULE = "one short word such as cli, hook, ci, mcp:cursor"
 _EMAIL_RE = re.compile(r"^[^<>@\s]+@[^<>@\s]+$")
+#: What git trims from both ends of a name (control characters, spaces, , : ; < > " \ '): a name of only these is none.
+_NAME_TRIM = "".join(map(chr, range(33))) + ",:;<>\"\\'"
 _OID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _ISO_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$")
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
@@ -437,6 +439,14 @@ def check_email(email: str, where: str) -> None:
         from .redact import redact
 
         raise InvalidMemory(where, f"{redact(email)[0][:60]!r} is not an email address (like you@example.com)")
+
+
+def check_name(name: str, where: str) -> None:
+    """Refuse a writer's name git would read as empty (the commit would fail on it), naming ``where``
+    it came from (``--author``, ``$GITMEM_AUTHOR_NAME``)."""
+    if not name.strip(_NAME_TRIM):
+        raise InvalidMemory(where, f"{name[:40]!r} is no name: git trims control characters, spaces and "
+                                   "punctuation from its ends, leaving nothing; give a name such as Ada Lovelace")
 
 
 def check_kind(kind: str, where: str) -> None:

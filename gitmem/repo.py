@@ -16,7 +16,7 @@ import pygit2
 
 from .errors import BranchError, GitmemError, NotARepository, StorageError
 from .gitdir import config_in_environment, plain_ref_name
-from .model import Author, check_email, check_kind, undecodable
+from .model import Author, check_email, check_kind, check_name, undecodable
 
 REF_PREFIX = "refs/memory/"
 
@@ -269,6 +269,8 @@ def default_author(repo: pygit2.Repository) -> Author:
     git identity (user.name / user.email), else GIT_AUTHOR_*. Without an email anywhere it raises,
     as `git commit` does, rather than sign writes with a made-up address."""
     env = os.environ
+    if env.get("GITMEM_AUTHOR_NAME"):
+        check_name(env["GITMEM_AUTHOR_NAME"], "$GITMEM_AUTHOR_NAME")  # as --author's is
     name = (env.get("GITMEM_AUTHOR_NAME") or config_get(repo, "user.name") or env.get("GIT_AUTHOR_NAME")
             or env.get("USER") or "unknown")
     email = env.get("GITMEM_AUTHOR_EMAIL")

@@ -200,6 +200,8 @@ def test_a_branch_typo_is_an_error_that_suggests_the_name_and_creates_no_ref(run
     (["fact", "add", "x", "--author", "bob"], 'use "Name <email>"'),
     (["fact", "add", "x", "--author", "bob <not-an-email>"], "invalid --author: 'not-an-email' is not an email"),
     (["fact", "add", "x", "--source", "bad source!"], "invalid --source: 'bad source!': one short word"),
+    (["fact", "add", "x", "--author", "\x1b <a@b.c>"], "invalid --author: '\\x1b' is no name: git trims"),
+    (["fact", "add", "x", "--author", ", <a@b.c>"], "invalid --author: ',' is no name: git trims"),
     (["fact", "add", "x", "--agent", "--human"], "contradict"),
     (["search", ""], "QUERY is empty"),
     (["ask", "  "], "QUESTION is empty"),
@@ -216,11 +218,12 @@ def test_malformed_or_contradictory_input_is_refused_and_writes_nothing(run, rep
     ("GITMEM_SOURCE", "bad source!", "invalid $GITMEM_SOURCE: 'bad source!': one short word"),
     ("GITMEM_AUTHOR_EMAIL", "not-an-email", "invalid $GITMEM_AUTHOR_EMAIL: 'not-an-email' is not an email"),
     ("GITMEM_AUTHOR_KIND", "robot", "invalid $GITMEM_AUTHOR_KIND: unknown kind 'robot' (valid: agent, human)"),
+    ("GITMEM_AUTHOR_NAME", "\x1b", "invalid $GITMEM_AUTHOR_NAME: '\\x1b' is no name"),
 ])
 def test_a_writer_setting_from_the_environment_follows_its_option_s_rule_and_is_named(repo, variable, value, message):
     for author in ([], ["--author", "Ann <ann@example.com>"]):
-        if variable == "GITMEM_AUTHOR_EMAIL" and author:
-            continue  # --author names the email: the variable is not read
+        if variable in ("GITMEM_AUTHOR_EMAIL", "GITMEM_AUTHOR_NAME") and author:
+            continue  # --author gives the name and email: the variable is not read
         result = gitmem(repo, "add", "fact", "x", *author, check=False, env={variable: value})
         assert result.returncode == 1 and result.stderr.startswith(f"Error: {message}")
         assert len(result.stderr.splitlines()) == 1

@@ -229,7 +229,7 @@ def author_options(f: Callable) -> Callable:
                   help="Which tool writes: cli, hook, ci, mcp:<client>... (default: cli, or $GITMEM_SOURCE).")
     @functools.wraps(f)
     def wrapper(*args: Any, author: Optional[str], agent: bool, human: bool, source: Optional[str], **kwargs: Any):
-        from ..model import Author, check_email, check_source
+        from ..model import Author, check_email, check_name, check_source
         from ..repo import author_kind, default_author
 
         if agent and human:
@@ -240,6 +240,7 @@ def author_options(f: Callable) -> Callable:
             if not m:
                 raise click.BadParameter(f'{author!r}: use "Name <email>"', param_hint="--author")
             name, email = m.group("name"), m.group("email")
+            check_name(name, "--author")
             check_email(email, "--author")
         else:
             base = default_author(args[0].repo)  # pass_store sits above: args[0] is the store
