@@ -730,8 +730,9 @@ def sync(store: Store, *, author=None, source: str = "sync") -> SyncResult:
     if any(reachable(repo, tip, head) for tip in code_tips(repo, store.branch, local=False)):
         names.insert(0, store.branch)  # merge_branches skips the local ref itself: its fetched copies
     result = merge_branches(store, names, author=author, source=source)
-    taken, result.late = take_late_parent(store, author=author, source=source)
+    taken, result.late, blocked = take_late_parent(store, author=author, source=source)
     result.merged += taken
+    result.blocked += blocked
     return result
 
 
@@ -801,19 +802,25 @@ def _walk(repo: pygit2.Repository, tips: Sequence[str], hidden: Iterable[str]) -
     return list(walker)
 
 
-def take_late_parent(store: Store, *, author=None, source: str = "sync") -> Tuple[List[Dict[str, Any]], List[LateParent]]:
+def take_late_parent(store: Store, *, author=None, source: str = "sync"
+                     ) -> Tuple[List[Dict[str, Any]], List[LateParent], List[Dict[str, str]]]:
     """Bring in the memory ``store``'s branch's parent held at the fork, when :func:`late_parent` can tell it:
     a three-way merge (conflicts kept, nothing dropped), as a sync entry of the parent with ``as_of`` (the fork
-    point). Returns (merged entries, the :class:`LateParent` it could not tell, for a person to decide)."""
+    point). Returns (merged entries, the :class:`LateParent` it could not tell, for a person to decide, and the
+    merge refused over a pending conflict, as :attr:`SyncResult.blocked` lists one)."""
+    from .errors import PendingConflict
     from .merge import merge_into
 
     late = late_parent(store.repo, store.branch)
     if late is None or late.as_of is None or late.fork is None:
-        return [], [late] if late else []
-    r = merge_into(store, late.as_of, author=author, source=source,
-                   message=f"merge memory of {late.parent} as of {late.fork[:10]}, where {store.branch} forked, "
-                           f"into {store.branch}")
-    return [{"branch": late.parent, "ref": None, "refs": [], "as_of": late.fork, **r.to_dict()}], []
+        return [], [late] if late else [], []
+    try:
+        r = merge_into(store, late.as_of, author=author, source=source,
+                       message=f"merge memory of {late.parent} as of {late.fork[:10]}, where {store.branch} forked, "
+                               f"into {store.branch}")
+    except PendingConflict as e:
+        return [], [], [{"branch": late.parent, "ref": "", "id": e.memory_id, "why": str(e)}]
+    return [{"branch": late.parent, "ref": None, "refs": [], "as_of": late.fork, **r.to_dict()}], [], []
 
 
 def gone_unmerged(store: Store) -> List[str]:

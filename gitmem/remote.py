@@ -462,10 +462,11 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     late = []
     for name in sorted(local_branches(repo)):  # a branch whose memory started before its parent's came
         if branches is None or name in branches:
-            taken, left = take_late_parent(store if name == store.branch else Store(repo, name),
-                                           author=author, source=source)
+            taken, left, waiting = take_late_parent(store if name == store.branch else Store(repo, name),
+                                                    author=author, source=source)
             merged += [{**m, "into": name, "conflicts": [c["id"] for c in m["conflicts"]]} for m in taken]
             late += left
+            blocked += waiting
     return PullResult(fetched, merged, skipped, aside, late, blocked)
 
 

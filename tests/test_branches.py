@@ -822,3 +822,25 @@ def test_pull_over_a_pending_conflict_leaves_that_branch_and_says_what_to_do(tmp
     r = gitmem(bob, "pull", check=False)
     assert r.returncode == 1 and f"main: not merged: memory {shared}" in r.stderr
     assert f"gitmem resolve {shared}" in r.stderr and tip(bob, "main") == pending
+
+
+def test_a_late_parents_merge_refused_over_a_pending_conflict_is_reported_as_blocked(repo, monkeypatch):
+    # The catch-up merge of a parent's memory as of the fork (take_late_parent) is one more merge of sync's: a
+    # refusal there waits like any other branch's, it does not end the command after the others merged.
+    import gitmem.branches as branches
+    import gitmem.merge as merge
+    from gitmem.errors import PendingConflict
+
+    store = Store.open(str(repo))
+    store.add("fact", "here")
+    late = branches.LateParent(store.branch, "feat-a", "f" * 40, store.own_tip())
+    monkeypatch.setattr(branches, "late_parent", lambda repo, branch: late)
+
+    def refused(*args, **kwargs):
+        raise PendingConflict("0123456789abcdef", "memory 0123456789abcdef has an unresolved conflict")
+    monkeypatch.setattr(merge, "merge_into", refused)
+    taken, left, blocked = branches.take_late_parent(store)
+    assert (taken, left) == ([], [])
+    assert blocked == [{"branch": "feat-a", "ref": "", "id": "0123456789abcdef",
+                        "why": "memory 0123456789abcdef has an unresolved conflict"}]
+    assert branches.blocked_notice(blocked[0]).startswith("feat-a: not merged: memory 0123456789abcdef")
