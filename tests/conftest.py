@@ -157,3 +157,17 @@ def store(repo):
     from gitmem import Store
 
     return Store.open(str(repo))
+
+
+def conflicted(repo):
+    """main, and the id of a decision main ("Use Postgres 16") and branch feature ("Use Postgres 15") both
+    changed: merging feature's memory into main leaves its conflict pending there."""
+    from gitmem.model import Author
+    from gitmem.store import Store
+
+    main = Store.open(str(repo), "main")
+    shared = main.add("decision", "Use Postgres", author=Author("Alice", "alice@example.com", "human")).memory
+    git(repo, "branch", "feature")
+    Store.open(str(repo), "feature").edit(shared.id, text="Use Postgres 15")
+    main.edit(shared.id, text="Use Postgres 16")
+    return main, shared.id

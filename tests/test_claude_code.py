@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import git, gitmem
+from conftest import conflicted, git, gitmem
 from gitmem.store import Store
 
 SESSION = "5f0c7a1e-93b2-4c47-9a53-0d6a8e1f2b11"
@@ -569,14 +569,10 @@ def test_a_prompt_of_megabytes_is_judged_on_its_head(repo, team, monkeypatch):
 def test_the_session_and_prompt_hooks_say_a_memory_is_in_conflict_with_both_versions(repo):
     from gitmem.merge import merge_into, resolve
 
-    main = Store.open(str(repo), "main")
-    shared = main.add("decision", "Use Postgres for the ledger").memory.id
-    git(repo, "branch", "feature")
-    Store.open(str(repo), "feature").edit(shared, text="Use Postgres 15 for the ledger")
-    main.edit(shared, text="Use Postgres 16 for the ledger")
+    main, shared = conflicted(repo)
     merge_into(main, Store.open(str(repo), "feature").own_tip())
     for shown in (context_of(hook(repo, "SessionStart", source="startup")),
-                  context_of(hook(repo, "UserPromptSubmit", prompt="which Postgres for the ledger?",
+                  context_of(hook(repo, "UserPromptSubmit", prompt="which Postgres do we use?",
                                   session_id="another-session"))):
         assert f'<conflict id="{shared}"' in shown and "Postgres 15" in shown and "Postgres 16" in shown
     resolve(main, shared, take="ours")

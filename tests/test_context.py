@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import git, gitmem
+from conftest import conflicted, git, gitmem
 from gitmem.context import ContextInputs, Loaded, assemble
 from gitmem.context_inputs import build, note_sent, read_guide, set_anchor, set_guide
 from gitmem.emulator import VirtualClock
@@ -556,16 +556,6 @@ def test_a_question_that_is_not_utf8_is_refused_and_a_retired_model_is_named():
         assemble(inputs, paths=["src/\udcfe.py"])
     assert any("is retired" in w for w in assemble(inputs, model="claude-3-haiku-20240307").warnings)
     assert not any("is retired" in w for w in assemble(inputs).warnings)
-
-
-def conflicted(repo):
-    """main, and a decision main and a branch both changed: merged, so its conflict is pending on main."""
-    main = Store.open(str(repo), "main")
-    shared = main.add("decision", "Use Postgres", author=Author("Alice", "alice@example.com", "human")).memory
-    git(repo, "branch", "feature")
-    Store.open(str(repo), "feature").edit(shared.id, text="Use Postgres 15")
-    main.edit(shared.id, text="Use Postgres 16")
-    return main, shared.id
 
 
 def system_text(ctx, name):

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 import anyio
 import pytest
 
-from conftest import ROOT, git
+from conftest import ROOT, conflicted, git
 
 mcp = pytest.importorskip("mcp")
 
@@ -370,11 +370,7 @@ def test_recall_and_get_say_a_memory_is_in_conflict_with_both_versions_until_it_
     from gitmem.merge import merge_into, resolve
     from gitmem.store import Store
 
-    main = Store.open(str(repo), "main")
-    shared = main.add("decision", "Use Postgres").memory.id
-    git(repo, "branch", "feature")
-    Store.open(str(repo), "feature").edit(shared, text="Use Postgres 15")
-    main.edit(shared, text="Use Postgres 16")
+    main, shared = conflicted(repo)
     merge_into(main, Store.open(str(repo), "feature").own_tip())
     tools = Gitmem(str(repo))
     [hit] = tools.recall("Postgres")["memories"]
