@@ -201,12 +201,14 @@ def read_guide(store: Store, path: Optional[str] = None) -> Tuple[Optional[str],
 
 
 def set_guide(store: Store, path: str) -> str:
-    """Record ``path`` (repository-relative, must exist) as the guide in the repo's git config."""
+    """Record ``path`` (repository-relative or absolute, must exist) as the guide in the repo's git config.
+
+    A relative path is never read from the process's directory: that may be another checkout holding a
+    same-named file. The CLI turns what was typed into a repository path first (``REPO_PATH``)."""
     if not path.strip():
         raise GitmemError("guide set needs a file: name one, e.g. gitmem guide set AGENTS.md")
-    full = os.path.abspath(path)
     root = os.path.abspath(store.workdir)
-    rel = os.path.relpath(full, root) if os.path.isabs(path) or os.path.exists(full) else path
+    rel = os.path.relpath(path, root) if os.path.isabs(path) else path
     if os.path.isdir(os.path.join(root, rel)):
         raise GitmemError(f"{path!r} is a folder: name the guide file in it, e.g. gitmem guide set AGENTS.md")
     try:

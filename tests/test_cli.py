@@ -298,6 +298,35 @@ def test_a_path_is_taken_as_git_takes_one_relative_to_where_the_command_runs(rep
     assert outside.returncode == 1 and "must stay inside the repository" in outside.stderr
 
 
+def test_guide_set_reads_its_path_as_list_path_does_not_from_the_process_directory(tmp_path, repo):
+    (repo / "docs").mkdir()
+    (repo / "docs" / "agents.md").write_text("# Team guide\n")
+    (repo / "GUIDE.md").write_text("# Root guide\n")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "docs").mkdir(parents=True)
+    (elsewhere / "docs" / "agents.md").write_text("not the repository's\n")
+    (elsewhere / "notes.md").write_text("only here, not in the repository\n")
+    gitmem(repo, "add", "fact", "about the guide", "--path", "docs/agents.md")
+
+    def guide_set(where, *args, check=True):
+        return gitmem(where, *args, "--json", check=check)
+
+    # -C repo from a directory holding a same-named file: the repository's file, as `list --path` reads it
+    assert json.loads(guide_set(elsewhere, "-C", repo, "guide", "set", "docs/agents.md").stdout)["guide"] == \
+        "docs/agents.md"
+    assert json.loads(gitmem(elsewhere, "-C", repo, "list", "--path", "docs/agents.md", "--json").stdout)["memories"]
+    # a file only where the process runs is no repository file: refused, not recorded by a stray relpath
+    missing = guide_set(elsewhere, "-C", repo, "guide", "set", "notes.md", check=False)
+    assert missing.returncode == 1 and "no such guide file in the repository: notes.md" in missing.stderr
+    # from a subdirectory, relative to it (and -C into one): as `list --path agents.md` from there
+    assert json.loads(guide_set(repo / "docs", "guide", "set", "agents.md").stdout)["guide"] == "docs/agents.md"
+    assert json.loads(gitmem(repo / "docs", "list", "--path", "agents.md", "--json").stdout)["memories"]
+    assert json.loads(guide_set(repo / "docs", "guide", "set", "../GUIDE.md").stdout)["guide"] == "GUIDE.md"
+    assert json.loads(guide_set(elsewhere, "-C", repo / "docs", "guide", "set", "agents.md").stdout)["guide"] == \
+        "docs/agents.md"
+    assert git(repo, "config", "gitmem.guide").strip() == "docs/agents.md"
+
+
 def test_a_missing_directory_says_so(tmp_path):
     result = gitmem(tmp_path, "-C", str(tmp_path / "nowhere"), "list", check=False)
     assert result.returncode == 1 and result.stderr.strip() == f"Error: no such directory: {tmp_path / 'nowhere'}"

@@ -98,7 +98,7 @@ def guide() -> None:
 
 
 @guide.command("set")
-@click.argument("path")
+@click.argument("path", type=REPO_PATH)
 @json_option
 @pass_store
 def guide_set(store: Store, path: str, as_json: bool) -> None:
