@@ -18,11 +18,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from .conflicts import pending
 from .context import (
     DEFAULT_BUDGET, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, Context, ContextInputs, assemble,
 )
 from .errors import GitmemError, InvalidMemory, StorageError
-from .model import CONFLICTS_DIR, Memory, check_path
+from .model import Memory, check_path
 from .postings import IndexedMemories
 from .pricing import DEFAULT_TABLE, PriceTable
 from .warm import placed
@@ -57,11 +58,7 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
     tip = store.tip()
     anchor = anchor or anchor_of(store) or tip
     guide_file, guide_text = read_guide(store, guide) if with_guide else (None, "")
-    conflicts: Tuple[Conflict, ...] = ()
-    if tip and store.snapshot(tip).has(CONFLICTS_DIR):  # the merge machinery loads only when there are some
-        from .merge import list_conflicts
-
-        conflicts = tuple(list_conflicts(store, tip))
+    conflicts: Tuple[Conflict, ...] = tuple(pending(store, tip).values()) if tip else ()
     lazy = _indexed(store, tip, anchor or tip, warnings) if tip and budget is not None else None
     if lazy is not None:
         at_tip, at_anchor, changed, anchor = lazy

@@ -141,6 +141,7 @@ class Gitmem:
 
     def recall(self, query: str = "", type: Optional[str] = None, paths: Optional[List[str]] = None,
                limit: int = 10) -> Dict[str, Any]:
+        from .conflicts import pending
         from .model import TYPES, check_choice
         from .recall import AGENT_BACKLOG, recall
 
@@ -149,8 +150,8 @@ class Gitmem:
             raise GitmemError(f"limit must be at least 1 (got {limit}); at most 50 are returned")
         store = self.store()
         hits = recall(store, query, type=type, paths=paths, limit=min(limit, 50), max_backlog=AGENT_BACKLOG)
-        pending = _pending(store)
-        out = {"ref": store.ref, "memories": [_hit(h, pending) for h in hits]}
+        conflicts = pending(store)
+        out = {"ref": store.ref, "memories": [_hit(h, conflicts) for h in hits]}
         if any(h.stale for h in hits):
             out["note"] = "stale: the file changed since that file memory was written; re-read it"
         return out
@@ -163,9 +164,11 @@ class Gitmem:
         return check(self.store(), proposal, paths=paths or (), max_backlog=AGENT_BACKLOG).to_dict()
 
     def get(self, id: str) -> Dict[str, Any]:
+        from .conflicts import pending, with_conflict
+
         store = self.store()
         m = store.get(id)
-        return _with_conflict(m.to_dict(), m.id, _pending(store))
+        return with_conflict(m.to_dict(), m.id, pending(store))
 
     def history(self, id: str) -> Dict[str, Any]:
         return {"changes": [c.to_dict() for c in self.store().history(id)]}
@@ -201,25 +204,9 @@ class Gitmem:
         return dump_yaml(self.store().get(id)).decode("utf-8")
 
 
-def _pending(store: Store) -> Dict[str, Any]:
-    from .merge import list_conflicts
+def _hit(h: Any, conflicts: Dict[str, Any]) -> Dict[str, Any]:
+    from .conflicts import with_conflict
 
-    return {c.id: c for c in list_conflicts(store)}
-
-
-def _with_conflict(out: Dict[str, Any], memory_id: str, pending: Dict[str, Any]) -> Dict[str, Any]:
-    """``out`` with the memory's pending conflict, if any: its text is one side's only until a person chooses."""
-    c = pending.get(memory_id)
-    if c is not None:
-        out["conflict"] = {
-            "fields": list(c.fields), "ours": {f: c.ours.to_dict()[f] for f in c.fields},
-            "theirs": {f: c.theirs.to_dict()[f] for f in c.fields},
-            "note": f"in conflict: a person has not chosen between these versions yet, so do not rely on either; "
-                    f"settled by `gitmem resolve {c.id} --ours|--theirs|--edit`"}
-    return out
-
-
-def _hit(h: Any, pending: Dict[str, Any]) -> Dict[str, Any]:
     m = h.memory
     out = {"id": m.id, "type": m.type, "text": m.text, "score": round(h.score, 3)}
     for key in ("title", "reason", "next"):
@@ -229,7 +216,7 @@ def _hit(h: Any, pending: Dict[str, Any]) -> Dict[str, Any]:
         out["paths"] = list(m.paths)
     if h.stale:
         out["stale"] = True
-    return _with_conflict(out, m.id, pending)
+    return with_conflict(out, m.id, conflicts)
 
 
 def build_server(path: str = ".", branch: Optional[str] = None):

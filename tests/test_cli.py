@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -475,3 +476,45 @@ def test_a_config_git_will_not_let_gitmem_write_is_a_one_line_error(repo):
     r = gitmem(repo, "guide", "set", "AGENTS.md", check=False)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("Error: cannot record gitmem.guide in the repository's config")
+
+
+def test_show_list_and_search_say_a_memory_is_in_conflict_until_it_is_resolved(run, repo):
+    """A merge left the memory holding one side for now: the human-facing commands say so, text and JSON,
+    as the MCP tools and the context do, and stop saying it once it is resolved."""
+    from conftest import conflicted
+    from gitmem.merge import merge_into, resolve
+    from gitmem.store import Store
+
+    main, shared = conflicted(repo)
+    other = main.add("fact", "Deploys go out on Tuesdays").memory.id
+    merge_into(main, Store.open(str(repo), "feature").own_tip())
+    marker = f"(in conflict: gitmem resolve {shared})"
+    assert marker in run("show", shared).output
+    listed = run("list").output.splitlines()
+    assert [marker in line for line in listed] == [True, False]
+    assert marker in run("search", "Postgres").output
+    for memory in (json.loads(run("show", shared, "--json").output),
+                   json.loads(run("list", "--json").output)["memories"][0],
+                   json.loads(run("search", "Postgres", "--json").output)["hits"][0]["memory"]):
+        assert memory["id"] == shared and memory["conflict"]["fields"] == ["text"]
+        assert {memory["conflict"]["ours"]["text"], memory["conflict"]["theirs"]["text"]} == \
+            {"Use Postgres 15", "Use Postgres 16"}
+        assert f"gitmem resolve {shared}" in memory["conflict"]["note"]
+    assert "conflict" not in json.loads(run("show", other, "--json").output)
+    assert "conflict" not in json.loads(run("list", "--json").output)["memories"][1]
+    resolve(main, shared, take="theirs")
+    assert "in conflict" not in run("show", shared).output + run("list").output + run("search", "Postgres").output
+    assert "conflict" not in json.loads(run("show", shared, "--json").output)
+
+
+def test_show_list_and_search_never_load_the_merge_machinery_without_a_conflict(repo):
+    code = ("import sys; from gitmem.cli import main\n"
+            "for args in (['list'], ['list', '--json'], ['search', 'Postgres'], ['show', sys.argv[1]]):\n"
+            "    main(['-C', sys.argv[2], *args], standalone_mode=False)\n"
+            "assert 'gitmem.merge' not in sys.modules, 'merge loaded'\n")
+    from gitmem.store import Store
+
+    mid = Store.open(str(repo)).add("decision", "Use Postgres").memory.id
+    out = subprocess.run([sys.executable, "-c", code, mid, str(repo)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr

@@ -687,3 +687,19 @@ def test_pages_and_writes_run_on_the_library_thread(repo, store, web, monkeypatc
     r = web.post("/add", data={"csrf": csrf(form), "branch": "main", "type": "fact", "text": "Refunds are idempotent"})
     assert r.status_code == 303 and web.get("/memory").status_code == 200
     assert len(threads) >= 3 and {t.split("_")[0] for t in threads} == {"gitmem-library"}
+
+
+def test_memory_list_and_page_badge_a_memory_in_conflict_with_a_link_to_resolve_it(repo, store, web, conflicted):
+    """A merge left the memory holding one side for now: its card, in the list, in search and on its own page,
+    says so and links to the branches page, where the two versions wait for a choice."""
+    from gitmem.merge import resolve
+
+    settled = store.add("fact", "Deploys go out on Tuesdays").memory.id
+    link = f'href="/branches#conflict-{conflicted}"'
+    for page in (web.get("/memory").text, web.get("/memory?q=Timeouts").text, web.get(f"/memory/{conflicted}").text):
+        card = page.split(f'data-id="{conflicted}"')[1].split("</article>")[0]
+        assert 'class="badge conflict"' in card and link in card
+    other = web.get("/memory").text.split(f'data-id="{settled}"')[1].split("</article>")[0]
+    assert "badge conflict" not in other
+    resolve(store, conflicted, take="ours")
+    assert "badge conflict" not in web.get("/memory").text + web.get(f"/memory/{conflicted}").text

@@ -19,11 +19,17 @@ def _short(oid: Optional[str]) -> str:
     return oid[:10] if oid else "-"
 
 
-def memory_line(m: Memory, short: Optional[Dict[str, str]] = None) -> str:
-    """One memory per line, led by its short id (``short``: Store.short_ids) or its full id."""
+def memory_line(m: Memory, short: Optional[Dict[str, str]] = None, conflicts: Optional[Dict[str, Any]] = None) -> str:
+    """One memory per line, led by its short id (``short``: Store.short_ids) or its full id; a memory
+    in ``conflicts`` (:func:`gitmem.conflicts.pending`) is marked with the command that settles it."""
     flag = "" if m.status == "active" else f" [{m.status}]"
     extra = f"  (because: {m.reason})" if m.type == "rejection" and m.reason else ""
-    return f"{(short or {}).get(m.id, m.id):<6} {m.type:<10} {m.summary}{extra}{flag}"
+    line = f"{(short or {}).get(m.id, m.id):<6} {m.type:<10} {m.summary}{extra}{flag}"
+    if conflicts and m.id in conflicts:
+        from ..conflicts import marker
+
+        line += f"  {marker(m.id)}"
+    return line
 
 
 def write_json(store: Store, w) -> Dict[str, Any]:
@@ -195,7 +201,9 @@ def filter_options(f):
 def list_(store: Store, type_, tag, path, author_kind, source, status, limit, as_json) -> None:
     """List memories of the branch, oldest first (with -n N: the newest N).
 
-    JSON: {"branch", "ref", "tip", "memories": [memory, ...]}.
+    JSON: {"branch", "ref", "tip", "memories": [memory, ...]}; a memory in conflict after a merge also has
+    "conflict": {"fields", "ours", "theirs", "note"} (as MCP get), and its line ends "(in conflict: gitmem
+    resolve ID)".
 
     Example: gitmem list --type rejection --path src/payments
     """
@@ -213,13 +221,17 @@ def list_(store: Store, type_, tag, path, author_kind, source, status, limit, as
                            status=None if status == "any" else status, limit=limit or None)  # newest N, oldest first
         for problem in store.problems:
             echo(f"gitmem: warning: skipped {problem.where}: {problem.message}", err=True)
+    from ..conflicts import pending, with_conflict
+
+    tip = store.tip()
+    conflicts = pending(store, tip) if found else {}
     if as_json:
-        emit_json({"branch": store.branch, "ref": store.ref, "tip": store.tip(),
-                   "memories": [m.to_dict() for m in found]})
+        emit_json({"branch": store.branch, "ref": store.ref, "tip": tip,
+                   "memories": [with_conflict(m.to_dict(), m.id, conflicts) for m in found]})
         return
     short = store.short_ids(of=[m.id for m in found])
     for m in found:
-        echo(memory_line(m, short))
+        echo(memory_line(m, short, conflicts))
     if not found:
         click.echo("no memories match", err=True)
 
@@ -232,17 +244,27 @@ def show(store: Store, memory_id: str, as_json: bool) -> None:
     """Show one memory as stored (YAML). ID is the full id or the short id
     `gitmem list` prints (or a unique prefix); case does not matter.
 
-    JSON: the memory, the YAML document as a JSON object.
+    A memory in conflict after a merge holds one side only until `gitmem resolve`: the YAML ends with a
+    comment "# (in conflict: gitmem resolve ID)" naming the clashing fields.
+
+    JSON: the memory, the YAML document as a JSON object; in conflict, also "conflict": {"fields", "ours",
+    "theirs", "note"} (as MCP get).
 
     Example: gitmem show 4vhr
     """
+    from ..conflicts import marker, pending, with_conflict
     from ..model import dump_yaml
 
     m = store.get(memory_id)
+    conflicts = pending(store)
     if as_json:
-        emit_json(m.to_dict())
-    else:
-        echo(dump_yaml(m).decode("utf-8"), nl=False)
+        emit_json(with_conflict(m.to_dict(), m.id, conflicts))
+        return
+    echo(dump_yaml(m).decode("utf-8"), nl=False)
+    c = conflicts.get(m.id)
+    if c is not None:
+        echo(f"# {marker(m.id)}: {', '.join(c.fields)} shows one side only until a person chooses "
+             f"(gitmem conflicts shows both)")
 
 
 @main.command()
@@ -258,7 +280,9 @@ def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, 
     Words and meaning both count when a sentence encoder is installed (hybrid recall; the JSON's
     "recall" says which ran), else words alone.
 
-    JSON: {"query", "ref", "recall", "hits": [{"score", "match", "similarity"?, "stale"?, "memory"}]}.
+    JSON: {"query", "ref", "recall", "hits": [{"score", "match", "similarity"?, "stale"?, "memory"}]}; a memory
+    in conflict after a merge also has "conflict": {"fields", "ours", "theirs", "note"} (as MCP get), and its
+    line ends "(in conflict: gitmem resolve ID)".
 
     Example: gitmem search "job queue redis"
     """
@@ -268,12 +292,18 @@ def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, 
         raise click.UsageError("QUERY is empty: give words to search for (or use `gitmem list`)")
     hits = find(store, query, limit, filters={"type": type_, "tag": tag, "author_kind": author_kind, "source": source},
                 paths=[path] if path else [], status=None if status == "any" else status)
+    from ..conflicts import pending, with_conflict
+
+    conflicts = pending(store) if hits else {}
     if as_json:
-        emit_json({"query": query, "ref": store.ref, "recall": mode(), "hits": [h.to_dict() for h in hits]})
+        out = [h.to_dict() for h in hits]
+        for hit in out:
+            with_conflict(hit["memory"], hit["memory"]["id"], conflicts)
+        emit_json({"query": query, "ref": store.ref, "recall": mode(), "hits": out})
         return
     short = store.short_ids(of=[h.memory.id for h in hits])
     for h in hits:
-        echo(f"{h.score:6.2f}  {memory_line(h.memory, short)}{'  [stale: file changed]' if h.stale else ''}")
+        echo(f"{h.score:6.2f}  {memory_line(h.memory, short, conflicts)}{'  [stale: file changed]' if h.stale else ''}")
     if not hits:
         click.echo("no matches", err=True)
 
@@ -497,8 +527,8 @@ def status(store: Store, as_json: bool) -> None:
             counts[kind] = counts.get(kind, 0) + n
     data: Dict[str, Any] = {"branch": store.branch, "ref": store.ref, "own_tip": store.own_tip(), "reads": branch,
             "tip": tip, "counts": counts, "notice": store.notice}
+    from ..conflicts import pending
     from ..gitdir import has_no_remotes
-    from ..model import CONFLICTS_DIR
 
     data["late_parent"] = None
     if data["own_tip"] and store.config(f"gitmem.branch.{store.branch}.startedWithout"):  # else nothing to read
@@ -506,11 +536,7 @@ def status(store: Store, as_json: bool) -> None:
 
         late = late_parent(store.repo, store.branch)
         data["late_parent"] = late.to_dict() if late else None
-    data["conflicts"] = []
-    if tip and store.snapshot(tip).has(CONFLICTS_DIR):  # the merge machinery loads only when there are some
-        from ..merge import list_conflicts
-
-        data["conflicts"] = [c.id for c in list_conflicts(store)]
+    data["conflicts"] = list(pending(store, tip))  # the merge machinery loads only when there are some
     if store.git is None or not has_no_remotes(store.git):
         from ..remote import divergence
 

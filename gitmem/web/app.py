@@ -174,6 +174,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
 
     def memory_view(params: Mapping[str, str], *, form: Optional[Mapping[str, str]] = None,
                     error: Optional[str] = None, status: int = 200) -> HTMLResponse:
+        from ..conflicts import pending
         from ..recall import AGENT_BACKLOG, find
         from ..search import is_stale
 
@@ -204,7 +205,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
             items, total = first
             shown = items
         blobs = store.current_blobs(shown)
-        body = pages.memory_page(
+        body = pages.memory_page(conflicts=pending(store, tip) if items else {},
             repo=repo_label, branch=store.branch, branches=branch_names(store), read_from=read_from, tip=tip,
             filters=filters, items=items, total=total, searched=bool(filters["q"]),
             stale_ids={m.id for m in shown if is_stale(m, blobs)}, csrf=token, key=secrets.token_urlsafe(24),
@@ -218,6 +219,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
     def one_memory_view(branch: Optional[str], memory_id: str, params: Mapping[str, str], *,
                         error: Optional[str] = None, status: int = 200) -> HTMLResponse:
         from ..audit import code_commits, versions
+        from ..conflicts import pending
         from ..model import dump_yaml
         from ..search import is_stale
 
@@ -228,7 +230,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
             repo=repo_label, branch=store.branch, m=m, yaml_text=dump_yaml(m).decode("utf-8"),
             versions=versions(store, m.id), commits=code_commits(store.repo, linked),
             stale=is_stale(m, store.current_blobs([m])), csrf=token, who=person(store),
-            flash=done(params), error=error)
+            flash=done(params), error=error, conflict=pending(store).get(m.id))
         return html(body, status)
 
     @page

@@ -53,10 +53,15 @@ def author_line(name: str, email: str, kind: str) -> Safe:
 # --- memory ----------------------------------------------------------------------
 
 
-def memory_card(m: Memory, branch: str, *, stale: bool, score: Optional[float] = None) -> Safe:
+def memory_card(m: Memory, branch: str, *, stale: bool, score: Optional[float] = None,
+                conflict: Any = None) -> Safe:
     flags = []
     if m.status != "active":
         flags.append(h('<span class="badge status">{}</span>', m.status))
+    if conflict is not None:  # a merge left it holding one side for now: the branches page holds both
+        flags.append(h('<a class="badge conflict" href="{}" title="a merge found a clash in {}: this shows one '
+                       'side only until a person chooses (or gitmem resolve {})">in conflict: resolve</a>',
+                       url("/branches") + f"#conflict-{m.id}", ", ".join(conflict.fields), m.id))
     if stale:
         flags.append(Safe('<span class="badge stale" title="the file changed since this summary was written">'
                           'stale: file changed</span>'))
@@ -85,7 +90,9 @@ def memory_card(m: Memory, branch: str, *, stale: bool, score: Optional[float] =
 def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: Optional[str], tip: Optional[str],
                 filters: Mapping[str, str], items: Sequence[Any], total: int, searched: bool, stale_ids: set,
                 csrf: str, key: str, who: Any, form: Mapping[str, str], flash: Optional[str] = None,
-                error: Optional[str] = None, problems: Sequence[Any] = ()) -> Safe:
+                error: Optional[str] = None, problems: Sequence[Any] = (),
+                conflicts: Optional[Mapping[str, Any]] = None) -> Safe:
+    conflicts = conflicts or {}
     f = filters
     switcher = h("""<form class="switcher" method="get" action="/memory">
 <label>Branch <select name="branch">{opts}</select></label> <button type="submit">Switch</button></form>""",
@@ -117,11 +124,12 @@ def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: O
                                      f.get("status") or "active"),
                     clear=url("/memory", branch=branch))
     if searched:
-        cards = [memory_card(hit.memory, branch, stale=hit.stale, score=hit.score) for hit in items]
+        cards = [memory_card(hit.memory, branch, stale=hit.stale, score=hit.score,
+                             conflict=conflicts.get(hit.memory.id)) for hit in items]
         count = h('<p class="count">{} best match(es) for <q>{}</q>, ranked as <code>gitmem search</code> does.</p>',
                   len(items), f.get("q", ""))
     else:
-        cards = [memory_card(m, branch, stale=m.id in stale_ids) for m in items]
+        cards = [memory_card(m, branch, stale=m.id in stale_ids, conflict=conflicts.get(m.id)) for m in items]
         count = h('<p class="count">{} memor{}.</p>', total, "y" if total == 1 else "ies")
         if total > len(items):
             count = h('<p class="count">The newest {} of {} memories: filter or search to find the others.</p>',
@@ -157,7 +165,7 @@ def add_form(branch: str, csrf: str, key: str, since: Optional[str], who: Any, f
 
 def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versions: Sequence[Any],
                     commits: Sequence[Any], stale: bool, csrf: str, who: Any, flash: Optional[str] = None,
-                    error: Optional[str] = None) -> Safe:
+                    error: Optional[str] = None, conflict: Any = None) -> Safe:
     history = []
     for v in versions:
         c = v.change
@@ -191,7 +199,7 @@ def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versio
 <section><h2>YAML</h2><pre class="yaml">{yaml}</pre></section>
 <section><h2>Linked code commits</h2>{linked}</section>
 <section><h2>History</h2><ol class="history">{history}</ol></section>""",
-             back=url("/memory", branch=branch), branch=branch, card=memory_card(m, branch, stale=stale),
+             back=url("/memory", branch=branch), branch=branch, card=memory_card(m, branch, stale=stale, conflict=conflict),
              links=join(links), retract=retract, yaml=yaml_text,
              linked=h("<ul>{}</ul>", join(linked)) if linked else Safe('<p class="empty">None.</p>'),
              history=join(history))
