@@ -242,8 +242,8 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
                   budget: int = SESSION_BUDGET) -> Outcome:
     """The branch's standing, conventions, and the decisions and rejections for the branch's files."""
     from .checkpoint import render_resume, resume
+    from .conflicts import pending
     from .context import render_conflict, render_memory
-    from .merge import list_conflicts
     from .model import Memory, quoted
     from .warm import Warm
     from .tokens import count_tokens
@@ -281,7 +281,7 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
     total = n_conventions + n_choices
     more = "({} more not shown: call recall or check_proposal for them)"
     # A memory in conflict is shown as one side only: the notice (both versions) is never left out.
-    unsettled = [render_conflict(c) for c in list_conflicts(store)]
+    unsettled = [render_conflict(c) for c in pending(store).values()]
     fixed = [header, "Where this branch stands:", standing, intro, more.format(total), *unsettled, "</gitmem>"]
     candidates = itertools.chain(conventions, ranked, newest_first)
     fitted = _fit(((m.id, render_memory(m)) for m in candidates), budget - count_tokens("\n".join(fixed)))
@@ -304,8 +304,8 @@ def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code
                        budget: int = PROMPT_BUDGET) -> Outcome:
     """Memories relevant to the prompt (not injected yet) and rejections the prompt re-proposes, each in
     conflict followed by its conflict's notice."""
+    from .conflicts import pending
     from .context import render_conflict, render_memory
-    from .merge import list_conflicts
     from .recall import AGENT_BACKLOG, check, recall
 
     # A pasted log of megabytes is a prompt too: its head says what it is about, and Claude Code waits
@@ -333,7 +333,8 @@ def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code
         for memory_id, _ in fitted:
             state.add("injected", memory_id, keep=2000)
         shown = {h.memory.id for h in rejections} | {i for i, _ in fitted}
-        lines.extend(render_conflict(c) for c in list_conflicts(store) if c.id in shown)
+        conflicts = pending(store)
+        lines.extend(render_conflict(conflicts[i]) for i in sorted(shown) if i in conflicts)
     if not lines:
         return Outcome(note="nothing relevant")
     text = "<gitmem>\n" + "\n".join(lines) + "\n</gitmem>"
