@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional,
 
 import pygit2
 
-from .errors import BranchError, GitmemError, InvalidMemory
+from .errors import BranchError, GitmemError, InvalidMemory, PendingConflict
 from .repo import REF_PREFIX, parent_chain, ref_target
 
 if TYPE_CHECKING:
@@ -652,6 +652,11 @@ class SyncResult:
                 "blocked": self.blocked}
 
 
+def blocked_entry(branch: str, ref: str, refused: PendingConflict) -> Dict[str, str]:
+    """A :attr:`SyncResult.blocked` entry: the copy of ``branch``'s memory at ``ref`` that ``refused`` kept out."""
+    return {"branch": branch, "ref": ref, "id": refused.memory_id, "why": str(refused)}
+
+
 def blocked_notice(entry: Dict[str, str]) -> str:
     """What a person is told about a :attr:`SyncResult.blocked` entry: which branch waits, and on what."""
     return f"{entry['branch']}: not merged: {entry['why']} (`gitmem merge {entry['branch']}`)"
@@ -685,7 +690,6 @@ def merge_branches(store: Store, names: Sequence[str], *, author=None, source: s
     dropped or set aside here (:func:`dropped_here`), nor this clone's memory of an earlier branch of that name
     that a fetched copy says was set aside (:func:`set_aside_for`: it is set aside here too). A copy that
     clashes again on a pending conflict is left out (``blocked``), the rest merged."""
-    from .errors import PendingConflict
     from .merge import merge_into
 
     result = SyncResult()
@@ -701,7 +705,7 @@ def merge_branches(store: Store, names: Sequence[str], *, author=None, source: s
                 r = merge_into(store, tip, author=author, source=source,  # the journal says which copy came in
                                message=f"merge memory of {name}{fetched} into {store.branch}").to_dict()
             except PendingConflict as e:
-                result.blocked.append({"branch": name, "ref": ref, "id": e.memory_id, "why": str(e)})
+                result.blocked.append(blocked_entry(name, ref, e))
                 continue
             if entry is None:
                 entry = {"branch": name, "ref": ref, "refs": [ref], **r}
@@ -808,7 +812,6 @@ def take_late_parent(store: Store, *, author=None, source: str = "sync"
     a three-way merge (conflicts kept, nothing dropped), as a sync entry of the parent with ``as_of`` (the fork
     point). Returns (merged entries, the :class:`LateParent` it could not tell, for a person to decide, and the
     merge refused over a pending conflict, as :attr:`SyncResult.blocked` lists one)."""
-    from .errors import PendingConflict
     from .merge import merge_into
 
     late = late_parent(store.repo, store.branch)
@@ -819,7 +822,7 @@ def take_late_parent(store: Store, *, author=None, source: str = "sync"
                        message=f"merge memory of {late.parent} as of {late.fork[:10]}, where {store.branch} forked, "
                                f"into {store.branch}")
     except PendingConflict as e:
-        return [], [], [{"branch": late.parent, "ref": "", "id": e.memory_id, "why": str(e)}]
+        return [], [], [blocked_entry(late.parent, "", e)]
     return [{"branch": late.parent, "ref": None, "refs": [], "as_of": late.fork, **r.to_dict()}], [], []
 
 

@@ -33,7 +33,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import pygit2
 
-from .branches import REMOTE_PREFIX, aside_notice, dropped_here, reachable, set_aside_for, take_late_parent
+from .branches import (REMOTE_PREFIX, aside_notice, blocked_entry, dropped_here, reachable, set_aside_for,
+                       take_late_parent)
 from .errors import GitmemError, RemoteError, SecretFound
 from .index import process_gone
 from .model import Author
@@ -456,7 +457,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
             r = merge_into(target, b.new, author=author, source=source,
                            message=f"merge memory of {b.branch} from {remote}", gated=True)
         except PendingConflict as e:
-            blocked.append({"branch": b.branch, "ref": b.ref, "id": e.memory_id, "why": str(e)})
+            blocked.append(blocked_entry(b.branch, b.ref, e))
             continue
         merged.append({"branch": b.branch, **r.to_dict(), "conflicts": [c.id for c in r.conflicts]})
     late = []
