@@ -4,13 +4,13 @@ memories with keys and a queries.yaml of labelled proposals and questions; see a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Sequence, Set, Tuple
 
 import pytest
 import yaml
 
 from gitmem.model import Author
-from gitmem.recall import check
+from gitmem.recall import check, recall
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -43,3 +43,15 @@ def check_rates(store: Any, keys: Dict[str, str], queries: Dict[str, Any]) -> Tu
     fresh = [q["proposal"] for q in queries["fresh"] if check(store, q["proposal"]).repeat]
     unrelated = [q["proposal"] for q in queries["unrelated"] if check(store, q["proposal"]).repeat]
     return flagged, fresh, unrelated
+
+
+def not_answered_by_reason(store: Any, proposals: Sequence[str]) -> List[str]:
+    """Those of ``proposals`` (each the alternative a rejection's reason names) the check calls a repeat, or
+    does not list the rejection for at all: none, when it tells the alternative from the rejected option."""
+    return [p for p in proposals if (c := check(store, p)).repeat or not c.related]
+
+
+def recall_tops(store: Any, keys: Dict[str, str], queries: Dict[str, Any]) -> List[Tuple[List[str], Set[str]]]:
+    """For each labelled question, the keys of recall's top five, best first, and the keys that answer it."""
+    return [([keys[h.memory.id] for h in recall(store, q["query"], paths=[], limit=5)], set(q["relevant"]))
+            for q in queries["recall"]]
