@@ -208,4 +208,5 @@ def test_a_form_on_another_site_cannot_write(repo, server, page):
     assert response.value.status == 403
     assert "Origin 'http://evil.example' is not this machine's loopback address" in page.locator("body").inner_text()
     assert git(repo, "rev-parse", "refs/memory/main").strip() == before
+    page.wait_for_load_state("load")  # the refusal came from another site's process: let its document settle
     page.screenshot(path=str(SHOTS / "refused.png"))
