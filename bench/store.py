@@ -26,10 +26,12 @@ def write_times(sizes, writes: int = 100):
 
     What the benchmark built before (a 100,000-memory store with its history, in bench/scale.py) is frozen
     out of the garbage collector first: a collection scanning it would land on a write of either size by
-    chance, and measure the benchmark's leftovers, not the store (a command or a server has none of them)."""
+    chance, and measure the benchmark's leftovers, not the store (a command or a server has none of them).
+    For the same reason the seeds are flushed to disk before the first write is timed."""
     import gc
 
     stores = [seeded_store(n, "write") for n in sizes]
+    os.sync()  # the seeds' objects on disk first: else a write's fsync waits for their writeback, not its own
     gc.collect()
     gc.freeze()
     try:
