@@ -494,7 +494,6 @@ _LAYOUTS = [(f"layout:{t}", str(v)) for t, v in LASTING.items()]
 
 
 @lru_cache(maxsize=None)  # the code this process runs: it never changes under it
-@lru_cache(maxsize=None)
 def code_key(*modules: str) -> str:
     """What names the code of a computation kept as a memo (:meth:`Index.memo`): the version and a CRC-32
     of each module's source, so new code never reads an old memo (zlib, which reading git already loads,
