@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from .audit import Change
 
 COMMITTER = ("gitmem", "gitmem@localhost")
+#: Memories a listing reads from the index at a time.
+_CHUNK = 256
 T = TypeVar("T")
 
 
@@ -366,33 +368,55 @@ class Store:
 
     def list(self, *, type: Optional[str] = None, tag: Optional[str] = None, path: Optional[str] = None,
              author_kind: Optional[str] = None, source: Optional[str] = None,
-             status: Optional[str] = "active", at: Optional[str] = None, limit: Optional[int] = None) -> List[Memory]:
+             status: Optional[str] = "active", at: Optional[str] = None, limit: Optional[int] = None,
+             before: Optional[str] = None) -> List[Memory]:
         """Memories matching every given filter, oldest first; ``status=None`` means any; ``limit``:
-        only the newest that many. The derived index narrows by type, status and path first, so only
-        memories that can match are read (a full load where it cannot answer)."""
+        only the newest that many; ``before``: only those whose id sorts before it (ids sort by time:
+        the older ones, the next page of a newest-first listing)."""
+        return list(self.listing(type=type, tag=tag, path=path, author_kind=author_kind, source=source,
+                                 status=status, at=at, limit=limit, before=before))
+
+    def listing(self, *, type: Optional[str] = None, tag: Optional[str] = None, path: Optional[str] = None,
+                author_kind: Optional[str] = None, source: Optional[str] = None,
+                status: Optional[str] = "active", at: Optional[str] = None, limit: Optional[int] = None,
+                before: Optional[str] = None) -> Iterator[Memory]:
+        """:meth:`list`'s memories as they are read. The derived index narrows by type, status and path
+        first, so only memories that can match are read (a full load where it cannot answer), and without
+        ``limit`` a chunk at a time: a listing of 100,000 starts at once and holds one chunk, not all."""
         model.check_choice("type", type, model.TYPES)
         model.check_choice("status", status, model.STATUSES)
         model.check_choice("author kind", author_kind, model.AUTHOR_KINDS)
 
         def wanted(m: Memory) -> bool:
             return model.matches(m, type=type, tag=tag, path=path, author_kind=author_kind, source=source,
-                                 status=status)
+                                 status=status) and (before is None or m.id < before)
 
         listed = self._listed(at, type, status, path, tag, limit)
         if listed is None:
             found = [m for _, m in sorted(self.memories(at).items()) if wanted(m)]
-            return found if not limit else found[-limit:]
+            yield from (found if not limit else found[-limit:])
+            return
         view, ids = listed
+        if before is not None:
+            from bisect import bisect_left  # here: a listing without a cursor need not load it
+
+            ids = ids[:bisect_left(ids, before)]
         self.problems = []
+        if not limit:
+            for start in range(0, len(ids), _CHUNK):
+                chunk = ids[start:start + _CHUNK]
+                got = view.get(chunk)
+                yield from (got[i] for i in chunk if wanted(got[i]))
+            return
         out: List[Memory] = []
-        step = max(limit or 0, 256)
+        step = max(limit, _CHUNK)
         for end in range(len(ids), 0, -step):  # newest first, as far as ``limit`` needs
             chunk = ids[max(0, end - step):end]
             got = view.get(chunk)
             out[:0] = [got[i] for i in chunk if wanted(got[i])]
-            if limit and len(out) >= limit:
-                return out[-limit:]
-        return out
+            if len(out) >= limit:
+                break
+        yield from out[-limit:]
 
     def _listed(self, at: Optional[str], type: Optional[str], status: Optional[str],
                 path: Optional[str], tag: Optional[str] = None,

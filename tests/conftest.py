@@ -171,3 +171,23 @@ def conflicted(repo):
     Store.open(str(repo), "feature").edit(shared.id, text="Use Postgres 15")
     main.edit(shared.id, text="Use Postgres 16")
     return main, shared.id
+
+
+def seeded(repo: Path, n: int):
+    """A store of ``n`` memories on five topics in one commit (one id a millisecond, oldest first), a
+    convention every 500: a large store made in a moment."""
+    from gitmem.model import Author, Memory, dump_yaml, memory_path, new_id
+    from gitmem.store import Store
+
+    store = Store.open(str(repo))
+    who = Author("Seed", "seed@example.com", "human")
+    topics = ["billing invoices", "search ranking", "deploy pipeline", "auth sessions", "image uploads"]
+    updates = {}
+    for i in range(n):
+        kind = "convention" if i % 500 == 0 else "fact"
+        m = Memory(id=new_id(1_760_000_000_000 + i), type=kind, author=who, source="test",
+                   created="2026-01-01T00:00:00Z",
+                   text=f"Note {i} about {topics[i % len(topics)]}: detail {i * 7919 % 10007}")
+        updates[memory_path(m)] = dump_yaml(m)
+    store.move_ref(None, store.commit_tree(updates, "seed", who, base=None), "seed")
+    return store

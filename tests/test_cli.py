@@ -518,3 +518,33 @@ def test_show_list_and_search_never_load_the_merge_machinery_without_a_conflict(
     out = subprocess.run([sys.executable, "-c", code, mid, str(repo)], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
+
+
+def test_list_pages_newest_first_with_before_and_names_each_memory_once(run, repo):
+    from conftest import seeded
+
+    ids = sorted(m.id for m in seeded(repo, 700).list())  # more than a listing reads at a time
+    pages, before = [], []
+    while True:
+        page = [m["id"] for m in json.loads(run("list", "-n", "300", *before, "--json").output)["memories"]]
+        if not page:
+            break
+        pages.append(page)
+        before = ["--before", page[0]]  # each page oldest first: the next, older page is before its first
+    assert [len(p) for p in pages] == [300, 300, 100]
+    assert [i for p in reversed(pages) for i in p] == ids
+    whole = run("list", "--json").output  # streamed as read, and still the JSON it was
+    assert whole == json.dumps(json.loads(whole), indent=2, ensure_ascii=False) + "\n"
+    assert [m["id"] for m in json.loads(whole)["memories"]] == ids
+    assert run("list").output.splitlines()[0].split()[1:3] == ["convention", "Note"]
+    gone = run("list", "--before", "zzzz")
+    assert gone.exit_code == 1 and gone.output.splitlines() == ["Error: no memory 'zzzz' on refs/memory/main"]
+
+
+def test_list_into_a_closed_pipe_stops_quietly(repo):
+    from conftest import seeded
+
+    seeded(repo, 700)
+    proc = subprocess.run(f"{sys.executable} -m gitmem -C {repo} list | head -1", shell=True, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout.split()[1:3] == ["convention", "Note"] and proc.stderr == ""

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import conflicted, git, gitmem
+from conftest import conflicted, git, gitmem, seeded
 from gitmem.context import ContextInputs, Loaded, assemble
 from gitmem.context_inputs import build, note_sent, read_guide, set_anchor, set_guide
 from gitmem.emulator import VirtualClock
@@ -222,7 +222,7 @@ def test_a_stale_file_summary_ranks_below_a_fresh_one_whether_read_in_full_or_fr
     (repo / "parser.py").write_text("one\n")
     git(repo, "add", "parser.py")
     git(repo, "commit", "-q", "-m", "parser")
-    store = _seeded(repo, 250)
+    store = seeded(repo, 250)
     fresh = store.add("file", "the parser summary", paths=["parser.py"]).memory.id
     stale = store.add("file", "the parser summary", paths=["parser.py"], blob="1" * 40).memory.id  # read at another blob
     orders = []
@@ -251,36 +251,18 @@ def test_a_context_within_its_budget_reads_no_file_a_file_memory_describes(repo,
     assert reads
 
 
-def _seeded(repo, n: int) -> Store:
-    """``n`` memories on five topics in one commit, a convention every 500."""
-    from gitmem.model import Author, Memory, dump_yaml, memory_path, new_id
-
-    store = Store.open(str(repo))
-    who = Author("Seed", "seed@example.com", "human")
-    topics = ["billing invoices", "search ranking", "deploy pipeline", "auth sessions", "image uploads"]
-    updates = {}
-    for i in range(n):
-        kind = "convention" if i % 500 == 0 else "fact"
-        m = Memory(id=new_id(1_760_000_000_000 + i), type=kind, author=who, source="test",
-                   created="2026-01-01T00:00:00Z",
-                   text=f"Note {i} about {topics[i % len(topics)]}: detail {i * 7919 % 10007}")
-        updates[memory_path(m)] = dump_yaml(m)
-    store.move_ref(None, store.commit_tree(updates, "seed", who, base=None), "seed")
-    return store
-
-
 def _anchored(repo, monkeypatch, n: int = 600) -> Store:
     """``n`` memories read through the derived index, as a large store's are, anchored at their tip."""
     import gitmem.context_inputs as inputs
 
     monkeypatch.setattr(inputs, "FROM_INDEX", 0)
-    store = _seeded(repo, n)
+    store = seeded(repo, n)
     set_anchor(store)
     return store
 
 
 def test_at_5000_memories_the_question_chooses_the_tail_and_standing_memory_is_cached(repo):
-    store = _seeded(repo, 5000)
+    store = seeded(repo, 5000)
     a = build(store, query="how are image uploads resized", budget=20_000)
     b = build(store, query="why do billing invoices round up", budget=20_000)
     cached = {p.name: set(p.memory_ids) for p in a.parts}
@@ -303,7 +285,7 @@ def test_a_context_read_from_the_index_is_the_context_read_in_full(repo, monkeyp
     import gitmem.context as context_module
     import gitmem.context_inputs as inputs
 
-    store = _seeded(repo, 600)
+    store = seeded(repo, 600)
     first = store.add("fact", "image uploads are resized by the worker", paths=["src/upload.py"]).memory.id
     ids = sorted(store.memories())
     asks = [dict(query="how are image uploads resized"), dict(query="billing", paths=["src/upload.py"]),

@@ -453,3 +453,19 @@ def test_reading_and_moving_the_ref_keeps_nothing(repo):
     finally:
         tracemalloc.stop()
     assert kept < 16 * 1024, kept
+
+
+def test_a_listing_reads_a_chunk_at_a_time_so_the_first_memories_come_before_the_rest_are_read(repo):
+    from conftest import seeded
+
+    seeded(repo, 700)
+    store = Store.open(str(repo))
+    assert len(store.list()) == 700  # the index holds them all now
+    fresh = Store.open(str(repo))
+    read = []
+    parse = fresh.warm.parse
+    fresh.warm.parse = lambda git, entries, ref, *rest: read.extend(entries) or parse(git, entries, ref, *rest)
+    listing = fresh.listing()
+    first = next(listing)
+    assert first.text.startswith("Note 0 ") and 0 < len(read) <= 256
+    assert len([first, *listing]) == 700 and len(read) == 700

@@ -12,7 +12,7 @@ import importlib
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
 
 import click
 
@@ -193,6 +193,20 @@ def emit_json(data: Any) -> None:
     import json  # here, not at the top: `gitmem --version` and human output never need it
 
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False))
+
+
+def emit_json_list(head: Dict[str, Any], key: str, items: Iterable[Any]) -> int:
+    """:func:`emit_json` of ``head`` with ``key`` last holding ``items``, byte for byte, each item printed as
+    it comes (a listing of 100,000 memories need not be held whole); returns how many there were."""
+    import json
+
+    text = json.dumps({**head, key: []}, indent=2, ensure_ascii=False)
+    n = 0
+    for n, item in enumerate(items, 1):
+        body = json.dumps(item, indent=2, ensure_ascii=False).replace("\n", "\n    ")
+        click.echo(f"{text[:-3]}\n    {body}" if n == 1 else f",\n    {body}", nl=False)
+    click.echo(text if n == 0 else "\n  ]\n}")
+    return n
 
 
 def edit_in_editor(header: str, values: dict, allowed) -> dict:

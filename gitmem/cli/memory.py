@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from itertools import islice
+from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional
 
 import click
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, source_matches
-from .base import REPO_PATH, author_options, echo, edit_in_editor, emit_json, json_option, main, pass_store
+from .base import (REPO_PATH, author_options, echo, edit_in_editor, emit_json, emit_json_list, json_option, main,
+                   pass_store)
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -196,20 +198,29 @@ def filter_options(f):
 @main.command("list")
 @filter_options
 @limit_option()
+@click.option("--before", metavar="ID", help="Only memories older than ID (its id, short id or a prefix): with -n N, "
+              "the next page of a newest-first listing is --before the first ID of the page before.")
 @json_option
 @pass_store
-def list_(store: Store, type_, tag, path, author_kind, source, status, limit, as_json) -> None:
+def list_(store: Store, type_, tag, path, author_kind, source, status, limit, before, as_json) -> None:
     """List memories of the branch, oldest first (with -n N: the newest N).
+
+    The lines are printed as they are read, so a listing of the whole memory starts at once (`gitmem list |
+    less`) and holds little of it at a time; so is --json.
 
     JSON: {"branch", "ref", "tip", "memories": [memory, ...]}; a memory in conflict after a merge also has
     "conflict": {"fields", "ours", "theirs", "note"} (as MCP get), and its line ends "(in conflict: gitmem
     resolve ID)".
 
     Example: gitmem list --type rejection --path src/payments
+
+    Example: gitmem list -n 20 --before 4vhr   (the 20 memories before 4vhr)
     """
-    plain = not (type_ or tag or path or author_kind or source) and status == "active"
+    cursor = store.get(before).id if before else None  # a short id or prefix, resolved as every ID argument is
+    plain = not (type_ or tag or path or author_kind or source or cursor) and status == "active"
     summary = store.summary() if limit and plain and limit <= store.warm.NEWEST else None
     newest = store.newest(limit, summary) if summary is not None else None  # the first page, nothing more
+    found: Iterable[Memory]
     if summary is not None and newest is not None:
         found = newest
         invalid = summary["counts"].get("invalid", 0)
@@ -217,23 +228,33 @@ def list_(store: Store, type_, tag, path, author_kind, source, status, limit, as
             echo(f"gitmem: warning: skipped {invalid} blob(s) that are not valid memories (see gitmem doctor)",
                  err=True)
     else:
-        found = store.list(type=type_, tag=tag, path=path, author_kind=author_kind, source=source,
-                           status=None if status == "any" else status, limit=limit or None)  # newest N, oldest first
-        for problem in store.problems:
-            echo(f"gitmem: warning: skipped {problem.where}: {problem.message}", err=True)
+        found = store.listing(type=type_, tag=tag, path=path, author_kind=author_kind, source=source,
+                              status=None if status == "any" else status, limit=limit or None, before=cursor)
     from ..conflicts import pending, with_conflict
 
     tip = store.tip()
-    conflicts = pending(store, tip) if found else {}
+    conflicts = pending(store, tip) if tip else {}
+    shown = 0
     if as_json:
-        emit_json({"branch": store.branch, "ref": store.ref, "tip": tip,
-                   "memories": [with_conflict(m.to_dict(), m.id, conflicts) for m in found]})
-        return
-    short = store.short_ids(of=[m.id for m in found])
-    for m in found:
-        echo(memory_line(m, short, conflicts))
-    if not found:
+        shown = emit_json_list({"branch": store.branch, "ref": store.ref, "tip": tip}, "memories",
+                               (with_conflict(m.to_dict(), m.id, conflicts) for m in found))
+    else:
+        for page in _pages(found):
+            short = store.short_ids(of=[m.id for m in page])
+            for m in page:
+                echo(memory_line(m, short, conflicts))
+            shown += len(page)
+    for problem in store.problems:  # a full load's, known once it is read
+        echo(f"gitmem: warning: skipped {problem.where}: {problem.message}", err=True)
+    if not shown and not as_json:
         click.echo("no memories match", err=True)
+
+
+def _pages(memories: Iterable[Memory], size: int = 256) -> Iterator[List[Memory]]:
+    """``memories`` a few at a time: each page's short ids are read together, and printed before the next is read."""
+    it = iter(memories)
+    while page := list(islice(it, size)):
+        yield page
 
 
 @main.command()
