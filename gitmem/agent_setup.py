@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .errors import GitmemError
-from .files import inside, replace_file
+from .files import inside, replace_file, writable
 
 if TYPE_CHECKING:
     from .store import Store
@@ -455,6 +455,8 @@ def apply(*setups: Setup) -> None:
     for setup in setups:
         if setup.path and setup.within:
             inside(setup.path, setup.within)  # as when planned
+        if setup.path and (setup.changed or setup.delete):
+            writable(setup.path, setup.within)  # before the record: a refused file leaves nothing half done
     written = [s for s in setups if s.path]
     befores = [_read(s.path or "", s.within) for s in written]
     record_path = next((s.record for s in written if s.record), None)

@@ -9,12 +9,13 @@ user's shell profile, say, made executable by a hook's install.
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 from typing import Optional
 
 from .errors import GitmemError
 
-__all__ = ["inside", "replace_file"]
+__all__ = ["inside", "replace_file", "writable"]
 
 
 def inside(path: str, root: str) -> str:
@@ -26,6 +27,22 @@ def inside(path: str, root: str) -> str:
     return real
 
 
+def writable(path: str, root: Optional[str] = None, *, follow: bool = True) -> None:
+    """Refuse a file its owner made read-only (``chmod 444``), or one this user may not write: a rename over
+    it would succeed all the same (only the folder's permissions count), so the file's own say is asked here.
+    ``root``: the folder the message names the file from."""
+    try:
+        mode = os.stat(path, follow_symlinks=follow).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise GitmemError(f"cannot read {path}: {e.strerror or e}") from None
+    if not mode & stat.S_IWUSR or not os.access(path, os.W_OK, follow_symlinks=follow):
+        name = os.path.relpath(path, root) if root else path
+        raise GitmemError(f"{name} is read-only; left as it is (`chmod u+w {shlex.quote(name)}` lets gitmem "
+                          "update it)")
+
+
 def replace_file(path: str, content: str, *, follow: bool = True, within: Optional[str] = None,
                  mode: Optional[int] = None) -> str:
     """Replace the file at ``path`` with ``content`` (a crash leaves the old one) and return where it wrote.
@@ -33,8 +50,10 @@ def replace_file(path: str, content: str, *, follow: bool = True, within: Option
     ``follow``: through a symbolic link to the file it names, which stays a link (teams link AGENTS.md to
     CLAUDE.md: replacing the link would split them); else the link itself is replaced. ``within``: the
     folder the file must lead into. ``mode``: the new file's permissions (default: the old file's, else
-    the umask's). The temporary file beside it is created new, never opened through what is there."""
+    the umask's). The temporary file beside it is created new, never opened through what is there. A file
+    made read-only is refused (:func:`writable`)."""
     target = inside(path, within) if within is not None else os.path.realpath(path) if follow else path
+    writable(target, os.path.realpath(within) if within is not None else None, follow=follow)
     folder = os.path.dirname(target) or "."
     os.makedirs(folder, exist_ok=True)
     if mode is None:

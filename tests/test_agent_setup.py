@@ -337,3 +337,18 @@ def test_the_claude_mcp_add_line_names_the_command_the_file_keeps(repo):
     for args in (["--write"], []):
         out = gitmem(repo, "setup", "claude-code", *args).stdout
         assert "# or: claude mcp add --scope project gitmem -- uvx --from gitmem-memory gitmem mcp\n" in out
+
+
+def test_a_read_only_settings_file_is_refused_before_anything_is_written(repo):
+    """A settings file its owner made read-only is refused in one line; setup writes neither the other file
+    nor its record, so nothing is half done."""
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"model": "opus"}\n')
+    settings.chmod(0o444)
+    refused = gitmem(repo, "setup", "claude-code", "--write", check=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert ".claude/settings.json is read-only" in refused.stderr
+    assert settings.read_text() == '{"model": "opus"}\n' and oct(settings.stat().st_mode & 0o777) == "0o444"
+    assert not (repo / ".mcp.json").exists() and not (repo / ".git" / "gitmem" / "agent-setup.json").exists()

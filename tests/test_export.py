@@ -308,3 +308,21 @@ def test_on_commit_refresh_never_leaves_the_work_tree_dirty(repo, store):
     git(repo, "commit", "-q", "--allow-empty", "-m", "more")
     run("post-commit", [], cwd=str(repo))
     assert git(repo, "status", "--porcelain") == "" and "Another fact" not in (repo / FORMATS["cursor-rules"]).read_text()
+
+
+def test_a_read_only_rules_file_is_refused_in_one_line_and_left_as_it_was(repo, remembered):
+    """`chmod 444 AGENTS.md` says "do not change this": renaming a new file over it would succeed, so the export
+    asks first, and writes nothing (a dry run still prints what it would write)."""
+    agents = repo / "AGENTS.md"
+    agents.write_text("# Hand-kept guide\n")
+    agents.chmod(0o444)
+    refused = gitmem(repo, "export", "--format", "agents-md", "--write", check=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines() == [refused.stderr.strip()]
+    assert "AGENTS.md is read-only" in refused.stderr and "chmod u+w AGENTS.md" in refused.stderr
+    assert agents.read_text() == "# Hand-kept guide\n" and oct(agents.stat().st_mode & 0o777) == "0o444"
+    assert [p.name for p in repo.iterdir() if "gitmem-tmp" in p.name] == []
+    assert "Money is integer cents" in gitmem(repo, "export", "--format", "agents-md").stdout
+    agents.chmod(0o640)
+    gitmem(repo, "export", "--format", "agents-md", "--write")
+    assert "Money is integer cents" in agents.read_text() and oct(agents.stat().st_mode & 0o777) == "0o640"
