@@ -11,7 +11,8 @@
   the MCP config, and pushes the memory back.
 
 Writing merges the ``gitmem`` entry into an existing file and keeps every
-other server and key; running it twice changes nothing.
+other server and key, and the file's own layout (:mod:`gitmem.jsontext`: only the lines of gitmem's entries
+change); running it twice changes nothing. A file with comments (JSONC) is refused: they would be lost.
 
 For Claude Code, setup also merges gitmem's hooks (``gitmem hook claude-code
 EVENT``, see :mod:`gitmem.claude_code`) into ``.claude/settings.json``, keeping
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Un
 
 from .errors import GitmemError
 from .files import inside, replace_file, writable
+from .jsontext import edit as edit_json, has_comments
 
 if TYPE_CHECKING:
     from .store import Store
@@ -140,28 +142,15 @@ def _json_object(existing: Optional[str], path: str, key: str) -> Dict[str, Any]
     try:
         data = json.loads(existing) if existing and existing.strip() else {}
     except ValueError as e:
+        if has_comments(existing or ""):
+            raise GitmemError(f"{path} has comments (JSONC), which setup would drop: add gitmem's entry by hand "
+                              "(`gitmem setup` without --write prints it), or take the comments out") from None
         raise GitmemError(f"{path} is not valid JSON ({e}); fix it or move it aside first") from None
     except RecursionError:
         raise GitmemError(f"{path} is nested too deeply to read; fix it or move it aside first") from None
     if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
         raise GitmemError(f"{path}: expected a JSON object whose {key!r} is an object")
     return data
-
-
-def _dumped(data: Dict[str, Any], existing: Optional[str]) -> str:
-    """``data`` as JSON in the layout of the file it came from (``existing``), so taking out what setup
-    added gives the person's file back as they wrote it: the same indent (two spaces in a new or
-    one-line file), characters as written (not ``\\u`` escapes), its line ends, a final newline only if it
-    had one. (A layout json cannot write, such as a one-line file, comes out in the nearest it can.)"""
-    indent: Any = 2
-    for line in (existing or "").splitlines()[1:]:
-        lead = line[:len(line) - len(line.lstrip(" \t"))]
-        if lead:
-            indent = lead if "\t" in lead else len(lead)
-            break
-    end = "" if existing and existing.strip() and not existing.endswith("\n") else "\n"
-    text = json.dumps(data, indent=indent, ensure_ascii=False) + end
-    return text.replace("\n", "\r\n") if existing and "\r\n" in existing else text
 
 
 #: The record's key for the files setup wrote: path -> {"before": its text before setup, "after": what setup wrote}.
@@ -229,7 +218,15 @@ def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str, wri
         if not named:
             return existing or ""
     servers[SERVER_NAME] = entry
-    return _dumped(data, existing)
+    return _edited(existing, data, path)
+
+
+def _edited(existing: Optional[str], data: Dict[str, Any], path: str) -> str:
+    """``data`` written into ``existing`` in the file's own layout (:func:`gitmem.jsontext.edit`)."""
+    try:
+        return edit_json(existing, data)
+    except RecursionError:  # json reads a little deeper than the edit can follow
+        raise GitmemError(f"{path} is nested too deeply to edit; fix it or move it aside first") from None
 
 
 def hook_command(command: Optional[Command], event: str) -> str:
@@ -281,7 +278,7 @@ def merged_settings(existing: Optional[str], command: Optional[Command], path: s
         group: Dict[str, Any] = {"matcher": matcher} if matcher else {}
         group["hooks"] = [{"type": "command", "command": hook_command(command, event), "timeout": timeout}]
         hooks[event] = _without_gitmem_hooks(hooks.get(event, []), path, event) + [group]
-    return _dumped(data, existing)
+    return _edited(existing, data, path)
 
 
 def unmerged(existing: Optional[str], path: str, key: str, written: Any = None) -> Optional[str]:
@@ -305,7 +302,7 @@ def unmerged(existing: Optional[str], path: str, key: str, written: Any = None) 
         return existing  # nothing of setup's in it: the file stays as it is, byte for byte
     if key in data and not data[key]:
         del data[key]
-    return _dumped(data, existing) if data else None
+    return _edited(existing, data, path) if data else None
 
 
 def ci_workflow(branch: str = "main") -> str:
@@ -506,7 +503,7 @@ def _write(path: str, content: Optional[str], within: Optional[str]) -> None:
     if content is not None:
         replace_file(path, content, within=within)
     elif os.path.islink(path):  # the file a link names may be another's: emptied, not removed
-        replace_file(path, _dumped({}, _read(path)), within=within)
+        replace_file(path, _edited(_read(path), {}, path), within=within)
     elif os.path.lexists(path):
         os.remove(path)
         try:

@@ -202,6 +202,9 @@ def test_setup_writes_through_a_link_keeps_permissions_and_line_ends_and_refuses
     settings.write_text('{"a": ' * 5000 + "1" + "}" * 5000)
     refused = gitmem(repo, "setup", "claude-code", "--write", check=False)
     assert refused.returncode == 1 and "nested too deeply" in refused.stderr and "Traceback" not in refused.stderr
+    settings.write_text('{\n"a": ' + '{"a": ' * 900 + "1" + "}" * 901)  # json reads it; the edit cannot follow
+    refused = gitmem(repo, "setup", "claude-code", "--write", check=False)
+    assert refused.returncode == 1 and "nested too deeply to edit" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_a_teammate_s_committed_entry_serves_as_it_is_not_refused(repo):
@@ -352,3 +355,51 @@ def test_a_read_only_settings_file_is_refused_before_anything_is_written(repo):
     assert ".claude/settings.json is read-only" in refused.stderr
     assert settings.read_text() == '{"model": "opus"}\n' and oct(settings.stat().st_mode & 0o777) == "0o444"
     assert not (repo / ".mcp.json").exists() and not (repo / ".git" / "gitmem" / "agent-setup.json").exists()
+
+
+def test_setup_changes_a_hand_laid_out_file_only_where_gitmem_s_entries_go_in_and_come_out(repo):
+    """One-line arrays and objects, four-space indent, the person's key order, characters as written and no final
+    newline: setup adds its lines and touches none of the person's, and an undo after the person edited the file
+    (so the text from before setup no longer applies) takes out gitmem's lines and keeps the edit."""
+    import difflib
+
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    mine = ('{\n    "permissions": {"allow": ["Bash(ls:*)", "Read"], "deny": ["Bash(rm:*)"]},\n'
+            '    "model": "opus",\n    "env": {"GREETING": "Grüß dich ✓"},\n'
+            '    "hooks": {\n        "Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]\n    }\n}')
+    settings.write_text(mine, encoding="utf-8")
+    servers = repo / ".mcp.json"
+    tabbed = '{\n\t"mcpServers": {\n\t\t"docs": {"command": "docs-mcp", "args": ["--port", "1"]}\n\t}\n}\n'
+    servers.write_text(tabbed)
+    gitmem(repo, "setup", "claude-code", "--write", "--command", "gitmem")
+    def lines(text):  # a line that gets a member after it gains a comma, as JSON needs
+        return [line.removesuffix(",") for line in text.splitlines()]
+
+    for path, before in ((settings, mine), (servers, tabbed)):
+        changes = [d for d in difflib.ndiff(lines(before), lines(path.read_text(encoding="utf-8"))) if d[0] in "-?"]
+        assert changes == [], (path.name, changes)
+    added = settings.read_text(encoding="utf-8")
+    assert '\n        "SessionStart": [\n            {\n' in added and not added.endswith("\n")
+    assert list(json.loads(added)) == ["permissions", "model", "env", "hooks"]
+    assert '\n\t\t"gitmem": {\n\t\t\t"type": "stdio",' in servers.read_text()
+    edited = added.replace('"model": "opus"', '"model": "sonnet"')
+    settings.write_text(edited, encoding="utf-8")
+    servers.write_text(servers.read_text().replace('"--port", "1"', '"--port", "2"'))
+    gitmem(repo, "setup", "claude-code", "--undo")
+    assert settings.read_text(encoding="utf-8") == mine.replace('"model": "opus"', '"model": "sonnet"')
+    assert servers.read_text() == tabbed.replace('"--port", "1"', '"--port", "2"')
+
+
+@pytest.mark.parametrize("tool,path", [("cursor", ".cursor/mcp.json"), ("claude-code", ".claude/settings.json")])
+def test_a_settings_file_with_comments_is_refused_in_one_line_not_stripped(repo, tool, path):
+    target = repo / path
+    target.parent.mkdir()
+    jsonc = '{\n  // the docs server, see https://example.com/docs\n  "mcpServers": {}, /* and hooks */ "hooks": {}\n}\n'
+    target.write_text(jsonc)
+    refused = gitmem(repo, "setup", tool, "--write", check=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "has comments (JSONC)" in refused.stderr
+    assert target.read_text() == jsonc
+    target.write_text('{"url": "https://example.com/a//b",}')  # `//` in a string, and a trailing comma: no comment
+    assert "is not valid JSON" in gitmem(repo, "setup", tool, "--write", check=False).stderr
