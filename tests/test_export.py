@@ -326,3 +326,34 @@ def test_a_read_only_rules_file_is_refused_in_one_line_and_left_as_it_was(repo, 
     agents.chmod(0o640)
     gitmem(repo, "export", "--format", "agents-md", "--write")
     assert "Money is integer cents" in agents.read_text() and oct(agents.stat().st_mode & 0o777) == "0o640"
+
+
+def test_copilot_and_windsurf_read_their_own_current_files(repo, remembered):
+    """Copilot's repository instructions are plain Markdown at .github/copilot-instructions.md; Windsurf's
+    workspace rules are .windsurf/rules/*.md, read in every conversation only with `trigger: always_on`."""
+    gitmem(repo, "export", "--format", "copilot-instructions", "--write")
+    copilot = (repo / ".github" / "copilot-instructions.md").read_text()
+    assert copilot.startswith(BEGIN) and "Money is integer cents" in copilot
+    gitmem(repo, "export", "--format", "windsurf-workspace-rules", "--write")
+    windsurf = (repo / ".windsurf" / "rules" / "gitmem.md").read_text()
+    assert windsurf.startswith("---\ntrigger: always_on\n---\n\n" + BEGIN) and "Money is integer cents" in windsurf
+    assert not export(remembered, "windsurf-workspace-rules", write=True).changed
+    assert (repo / ".windsurfrules").exists() is False and export(remembered, "windsurf-rules").path == ".windsurfrules"
+
+
+def test_windsurf_rules_fit_windsurf_s_limit_of_12000_characters(repo, store):
+    """Windsurf cuts a rule file at 12,000 characters: the section, front matter and all, stays inside it."""
+    for i in range(400):
+        store.add("decision", f"Decision {i}: module m{i} keeps its own connection pool")
+    for fmt in ("windsurf-workspace-rules", "windsurf-rules"):
+        text = export(store, fmt).text
+        assert len(text) <= 12000 and "more memories are not shown here" in text, fmt
+    assert len(export(store, "copilot-instructions").text.encode()) > 12000  # the others keep the larger budget
+
+
+def test_every_format_is_a_cli_choice_named_with_its_file_in_the_help(repo):
+    from gitmem.cli import main
+
+    option = next(p for p in main.commands["export"].params if p.name == "fmt")
+    assert list(option.type.choices) == list(FORMATS)
+    assert all(f"{name}: {path}" in option.help for name, path in FORMATS.items())

@@ -80,10 +80,13 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
 
 
 @main.command("export")
-@click.option("--format", "fmt", required=True, type=click.Choice(["agents-md", "claude-md", "cursor-rules",
-                                                                   "windsurf-rules"]),
+@click.option("--format", "fmt", required=True,
+              type=click.Choice(["agents-md", "claude-md", "cursor-rules", "copilot-instructions", "windsurf-rules",
+                                 "windsurf-workspace-rules"]),  # export.FORMATS (not imported: --help stays quick)
               help="agents-md: AGENTS.md, claude-md: CLAUDE.md, cursor-rules: .cursor/rules/gitmem.mdc, "
-                   "windsurf-rules: .windsurfrules.")
+                   "copilot-instructions: .github/copilot-instructions.md (GitHub Copilot), "
+                   "windsurf-rules: .windsurfrules (Windsurf's older place), "
+                   "windsurf-workspace-rules: .windsurf/rules/gitmem.md (trigger: always_on).")
 @click.option("--write", is_flag=True, help="Update the file (default: print what it would contain).")
 @click.option("--on-commit", is_flag=True,
               help="Also refresh this file after every commit (post-commit hook); only for a file git does not "
