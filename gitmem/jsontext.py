@@ -111,6 +111,8 @@ def _render(text: str, node: _Node, new: Any, layout: _Layout, inline: bool) -> 
         lead, trail = text[node.start + 1:starts[0]], text[nodes[-1].end:node.end - 1]
         sep = text[nodes[0].end:starts[1]] if len(children) > 1 else \
             ", " if inline else "," + layout.newline + indent
+    elif inline:  # an empty one inside a one-line parent stays on that line
+        indent, lead, trail, sep = "", "", "", ", "
     else:
         unit = " " * layout.unit if isinstance(layout.unit, int) else layout.unit
         outer = _line_indent(text, node.start)
@@ -120,7 +122,7 @@ def _render(text: str, node: _Node, new: Any, layout: _Layout, inline: bool) -> 
     out: List[Tuple[Optional[int], str]] = []
     if is_object:
         last = {key: n for n, (key, _, _) in enumerate(children)}
-        colon = text[_end_of_key(text, starts[0]):nodes[0].start] if children else ": "  # as the file writes it
+        colon = text[_DECODER.raw_decode(text, starts[0])[1]:nodes[0].start] if children else ": "  # as written
         for n, (key, start, child) in enumerate(children):
             if key in new:
                 body = text[start:child.end] if last[key] != n else \
@@ -137,10 +139,6 @@ def _render(text: str, node: _Node, new: Any, layout: _Layout, inline: bool) -> 
         body += (text[nodes[before].end:starts[after]] if before is not None and after is not None
                  and after == before + 1 else sep) + piece
     return text[node.start] + lead + body + trail + text[node.end - 1]
-
-
-def _end_of_key(text: str, start: int) -> int:
-    return _DECODER.raw_decode(text, start)[1]
 
 
 def _aligned(text: str, nodes: List[_Node], new: List[Any], layout: _Layout, inline: bool,

@@ -49,6 +49,8 @@ def test_new_keys_go_last_in_the_indent_of_their_neighbours_and_an_emptied_objec
     assert edit(text, {"b": [1, 2, 4], "a": {}}) == '{\n    "b": [1, 2, 4],\n    "a": {}\n}'
     assert edit('{\n\t"s": {}\n}\n', {"s": {"k": "é"}}) == '{\n\t"s": {\n\t\t"k": "é"\n\t}\n}\n'
     assert edit(text, {}) == "{}"
+    assert edit('{\n  "p": {"a": {}, "b": []}\n}', {"p": {"a": {"k": 1}, "b": [2]}}) == \
+        '{\n  "p": {"a": {"k": 1}, "b": [2]}\n}'  # inside a one-line object, on its line
     assert edit(None, {"a": 1}) == edit("", {"a": 1}) == '{\n  "a": 1\n}\n'
     assert edit('{"a": 1}', {"a": 1, "b": 2}) == '{\n  "a": 1,\n  "b": 2\n}'  # one line: laid out anew
 
