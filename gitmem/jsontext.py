@@ -193,9 +193,10 @@ def edit(existing: Optional[str], data: Any) -> str:
         if lead:
             unit = lead if "\t" in lead else len(lead)
             break
+    anew = json.dumps(data, indent=unit, ensure_ascii=False).replace("\n", newline) + \
+        ("\n" if existing.endswith("\n") else "")
     root = _parse(existing, 0)
     if "\n" not in existing[root.start:root.end] and not _same(root.value, data):
-        end = "\n" if existing.endswith("\n") else ""
-        return json.dumps(data, indent=unit, ensure_ascii=False).replace("\n", newline) + end
-    return existing[:root.start] + _render(existing, root, data, _Layout(unit, newline), False) + \
-        existing[root.end:]
+        return anew
+    out = existing[:root.start] + _render(existing, root, data, _Layout(unit, newline), False) + existing[root.end:]
+    return out if _same(json.loads(out), data) else anew  # never a settings file saying other than meant
