@@ -127,15 +127,16 @@ def _item(m: Memory, stale: bool) -> str:
 
 
 def render(memories: Iterable[Memory], *, ref: str, stale: Iterable[str] = (),
-           max_bytes: int = MAX_SECTION_BYTES) -> str:
+           max_bytes: int = MAX_SECTION_BYTES, total: Optional[int] = None) -> str:
     """The generated section, markers included. Only active decisions, rejections,
     conventions, facts and file notes; sorted by id, so the same memory renders the same.
 
     At most ``max_bytes`` (UTF-8): what does not fit is left out, rejections and conventions last and
-    the oldest first within a type, and the section says how many it left out."""
+    the oldest first within a type, and the section says how many it left out (of ``total``, when
+    ``memories`` are only the newest of each type that could fit: see :func:`export`). Only the items
+    that are kept are rendered (each is redacted, which is most of the cost)."""
     stale_ids = set(stale)
     active = [m for m in memories if m.status == "active" and m.type in _PRIORITY]
-    items = {m.id: _item(m, m.id in stale_ids) for m in active}
     lines = [BEGIN, "## Project memory (gitmem)", "",
              f"From {_line(ref)}. Check a proposal against the rejected ideas before suggesting it "
              "(`gitmem check \"<proposal>\"`); record new decisions with `gitmem add`.",
@@ -144,23 +145,25 @@ def render(memories: Iterable[Memory], *, ref: str, stale: Iterable[str] = (),
     # fixed text, the end marker, every heading and the note on what was left out (its count at most 9 digits)
     room = max_bytes - len("\n".join(lines + [END, _left_out(10**9 - 1)]).encode()) - 4 - sum(
         len(f"\n\n### {heading}\n\n".encode()) for _, heading in _SECTIONS)
-    kept = set()
+    items: Dict[str, str] = {}  # the kept ones'
     for m in sorted(sorted(active, key=lambda m: m.id, reverse=True), key=lambda m: _PRIORITY.index(m.type)):
-        room -= len(items[m.id].encode()) + 1
+        item = _item(m, m.id in stale_ids)
+        room -= len(item.encode()) + 1
         if room < 0:
             break
-        kept.add(m.id)
+        items[m.id] = item
     by_type: Dict[str, List[Memory]] = {}
     for m in sorted(active, key=lambda m: m.id):
-        if m.id in kept:
+        if m.id in items:
             by_type.setdefault(m.type, []).append(m)
     for type_, heading in _SECTIONS:
         if by_type.get(type_):
             lines += ["", f"### {heading}", ""] + [items[m.id] for m in by_type[type_]]
     if not active:
         lines += ["", "No memories yet."]
-    if len(kept) < len(active):
-        lines += ["", _left_out(len(active) - len(kept))]
+    left = (len(active) if total is None else total) - len(items)
+    if left > 0:
+        lines += ["", _left_out(left)]
     lines.append(END)
     return "\n".join(lines) + "\n"
 
@@ -240,10 +243,15 @@ def export(store: Store, fmt: str, *, write: bool = False) -> Export:
     from .search import is_stale
 
     path = target(store, fmt)
-    memories = list(store.memories().values())
+    budget = TARGETS[fmt].max_bytes
+    # No more items fit than the section has bytes for its shortest (``- x `<id>```), so the newest that many
+    # of each type are all render can keep: a store of 100,000 is not read whole (nor rendered, 5 s).
+    most = budget // len(f"- x `{'0' * 16}`\n") + 1
+    memories = [m for t in _PRIORITY for m in store.list(type=t, limit=most)]
+    counts = store.summary()["counts"]
     blobs = store.current_blobs(memories)
     section = render(memories, ref=store.ref, stale=[m.id for m in memories if is_stale(m, blobs)],
-                     max_bytes=TARGETS[fmt].max_bytes)
+                     max_bytes=budget, total=sum(counts.get(f"{t}/active", 0) for t in _PRIORITY))
     existing = _read(path)
     text = splice(existing, section, fmt)
     changed = text != existing
