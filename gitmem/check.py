@@ -48,6 +48,10 @@ PART_COVER = 0.8
 #: does not use), and more there than in the option, proposes what the reason says was done instead
 #: (:func:`answered_by_reason`). One or two stray words of a reason ("reader", "markdown") are not that.
 REASON_SHARE = 1 / 3
+#: ... or has at least this share of its word weight in the reason alone, and at least as much there as in
+#: its other words the option does not use: what it adds to the option's words is the reason's (the
+#: alternative, or the case the reason exempts, worded with the option's topic words).
+REASON_NOVELTY_SHARE = 1 / 4
 #: At most this many sentences of a proposal are judged one by one (each costs a query embedding).
 MAX_PARTS = 8
 #: What each answer says decided it (:attr:`Check.judge`).
@@ -299,11 +303,17 @@ def answered_by_reason(m: Memory, mine: set, theirs: set, weight: Callable[[str]
     the option does not use) as with the rejected option: a reason says why, and often what the team does
     instead ("readings are buffered in RAM and flushed every 12"), so a proposal that shares a good part of
     its words with the reason, and more than with the option, is that alternative,
-    not the option. A paraphrase of the option shares its words, seldom the reason's."""
+    not the option; so is one whose words beyond the option's come mostly from the reason. A paraphrase of
+    the option shares its words, seldom the reason's."""
     reason = content_terms(m.reason or "") - theirs
     because = sum(weight(t) for t in mine & reason)
     mass = sum(weight(t) for t in mine) or 1.0
-    return because >= REASON_SHARE * mass and because > sum(weight(t) for t in mine & theirs)
+    if because >= REASON_SHARE * mass and because > sum(weight(t) for t in mine & theirs):
+        return True
+    # What it says beyond the option's words is mostly the reason's: "Cache product pages at the CDN for 60
+    # seconds and load price and stock from the API" against a rejected hour-long page cache whose reason
+    # says pages are cached 60 seconds and the browser loads price and stock from the API.
+    return because >= REASON_NOVELTY_SHARE * mass and because >= sum(weight(t) for t in mine - theirs - reason)
 
 
 def names(text: str) -> set:

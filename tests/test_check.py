@@ -174,3 +174,15 @@ def test_a_sentence_needs_stronger_evidence_by_meaning_than_a_whole_proposal():
     assert not judge_long(pool, plan, inputs=weak, now=NOW).repeat  # enough alone, not for a sentence of a plan
     verdict = judge_long(pool, plan, inputs=inputs(0.98, 0.89), now=NOW)
     assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(2)
+
+
+def test_a_proposal_whose_words_beyond_the_option_s_are_the_reason_s_is_related_not_a_repeat():
+    # The alternative the reason names, worded mostly in the rejected option's words: what it adds is the reason's.
+    pool = quickstart() + [mem("Cache product pages with their prices and stock at the CDN for an hour", "rejection", 5,
+                               reason="Customers saw stale prices and sold-out items for up to an hour. Pages are "
+                                      "cached for 60 seconds and the browser loads price and stock from the API.")]
+    alternative = judge(pool, "Cache product pages at the CDN for 60 seconds and load price and stock from the API "
+                              "in the browser", now=NOW)
+    assert not alternative.repeat and alternative.related[0].memory.id == fixture_id(5)
+    again = judge(pool, "Cache the product pages with prices and stock on the CDN for a full hour", now=NOW)
+    assert again.repeat and again.repeats[0].memory.id == fixture_id(5)
