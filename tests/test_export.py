@@ -357,3 +357,14 @@ def test_every_format_is_a_cli_choice_named_with_its_file_in_the_help(repo):
     option = next(p for p in main.commands["export"].params if p.name == "fmt")
     assert list(option.type.choices) == list(FORMATS)
     assert all(f"{name}: {path}" in option.help for name, path in FORMATS.items())
+
+
+def test_a_large_store_exports_the_section_rendering_all_of_it_would(repo):
+    from conftest import seeded
+    from gitmem.export import find_section
+
+    store = seeded(repo, 1_200)  # more of one type than any section holds
+    text = export(store, "agents-md").text
+    start, end = find_section(text)
+    assert text[start:end] == render(store.memories().values(), ref=store.ref, max_bytes=MAX_SECTION_BYTES)
+    assert "memories are not shown here" in text
