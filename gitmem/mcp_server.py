@@ -33,6 +33,9 @@ INSTRUCTIONS = (
     "call recall or context before your first step; remember decisions, facts and conventions; "
     "reject ideas you turn down, with the reason."
 )
+#: The memories resource lists at most this many, the newest: a client reads a resource whole into the agent's
+#: context, where 100,000 summaries would be megabytes (recall finds the rest).
+RESOURCE_LIMIT = 200
 _SOURCE_CHARS = re.compile(r"[^A-Za-z0-9_.@/:+-]+")
 _PLACEHOLDER = re.compile(r"REDACTED:[a-z0-9-]+")
 
@@ -195,8 +198,13 @@ class Gitmem:
 
     def memory_list(self) -> str:
         store = self.store()
-        return json.dumps({"ref": store.ref, "memories": [
-            {"id": m.id, "type": m.type, "summary": m.summary} for m in store.list()]}, ensure_ascii=False)
+        newest = store.list(limit=RESOURCE_LIMIT)
+        count = sum(n for key, n in store.summary()["counts"].items() if key.endswith("/active"))
+        listing: Dict[str, Any] = {"ref": store.ref, "count": count, "memories": [
+            {"id": m.id, "type": m.type, "summary": m.summary} for m in newest]}
+        if count > len(newest):
+            listing["note"] = f"the newest {len(newest)} of {count} active memories: recall finds the others"
+        return json.dumps(listing, ensure_ascii=False)
 
     def memory_yaml(self, id: str) -> str:
         from .model import dump_yaml
@@ -324,7 +332,8 @@ def build_server(path: str = ".", branch: Optional[str] = None):
     def resume() -> dict[str, Any]:
         return call(impl.resume)
 
-    @server.resource("gitmem://memories", name="memories", description="Active memories of this branch",
+    @server.resource("gitmem://memories", name="memories", description=f"The newest {RESOURCE_LIMIT} active memories "
+                     "of this branch (id, type, summary) and how many there are",
                      mime_type="application/json")
     def memories() -> str:
         return on_library_thread(impl.memory_list)

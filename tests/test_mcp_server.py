@@ -381,3 +381,18 @@ def test_recall_and_get_say_a_memory_is_in_conflict_with_both_versions_until_it_
         assert "not chosen" in shown["conflict"]["note"]
     resolve(main, shared, take="theirs")
     assert "conflict" not in tools.recall("Postgres")["memories"][0] and "conflict" not in tools.get(shared)
+
+
+def test_the_memories_resource_lists_the_newest_and_counts_them_all(repo):
+    from conftest import seeded
+    from gitmem.mcp_server import RESOURCE_LIMIT
+
+    ids = sorted(m.id for m in seeded(repo, RESOURCE_LIMIT + 50).list())
+
+    async def main():
+        async with session(repo) as s:
+            return json.loads((await s.read_resource("gitmem://memories")).contents[0].text)
+
+    listing = run(main)
+    assert [m["id"] for m in listing["memories"]] == ids[-RESOURCE_LIMIT:]
+    assert listing["count"] == RESOURCE_LIMIT + 50 and "recall" in listing["note"]
