@@ -17,14 +17,13 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional,
 import pygit2
 
 from .errors import BranchError, GitmemError, InvalidMemory, PendingConflict
-from .repo import REF_PREFIX, parent_chain, ref_target
+from .repo import REF_PREFIX, created_from, parent_chain, ref_target
 
 if TYPE_CHECKING:
     from .store import Store
 
 REMOTE_PREFIX = "refs/memory-remotes/"
 _MOVING_RE = re.compile(r"^checkout: moving from (\S+) to (\S+)$")
-_CREATED_RE = re.compile(r"^branch: Created from (.+)$")
 
 
 # --- fork points ---------------------------------------------------------------
@@ -127,21 +126,11 @@ def created_now(repo: pygit2.Repository, branch: str, entry: Any) -> bool:
     return True
 
 
-def _created_from(repo: pygit2.Repository, branch: str) -> Optional[Tuple[str, str]]:
-    """(start point, commit) as the branch's own reflog names them ("branch: Created from <start>"), if it does."""
-    try:
-        entries = list(repo.references[f"refs/heads/{branch}"].log())  # newest first
-    except (KeyError, pygit2.GitError, OSError):
-        return None
-    m = _CREATED_RE.match(entries[-1].message or "") if entries else None
-    return (m.group(1), str(entries[-1].oid_new)) if m else None
-
-
 def _started_from(repo: pygit2.Repository, branch: str) -> Optional[str]:
     """The code branch whose memory ``branch`` starts from: the start point its own reflog names ("branch:
     Created from <start>"), not the branch HEAD was on, which `git checkout -b hotfix main` made on an
     experiment would leak into main. Without that entry (no reflog; made by a fetch), the branch HEAD was on."""
-    created = _created_from(repo, branch)
+    created = created_from(repo, branch)
     if created is None:
         return _checked_out_from(repo, branch)
     return _branch_named(repo, created[0]) or _branch_at(repo, branch, *created)
@@ -404,7 +393,7 @@ def set_aside(repo: pygit2.Repository, branch: str) -> Optional[str]:
     from .repo import default_branch, memory_ref
 
     tip = ref_target(repo, memory_ref(branch))
-    created = _created_from(repo, branch)
+    created = created_from(repo, branch)
     if tip is None or created is None or branch == default_branch(repo) or code_tips(repo, branch, local=False) \
             or _branch_named(repo, created[0]) == branch:
         return None  # not a branch created from another (the first one), or one a remote has: its memory is its own

@@ -8,6 +8,7 @@ of the import graph.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from contextlib import contextmanager
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
@@ -19,6 +20,7 @@ from .gitdir import config_in_environment, plain_ref_name
 from .model import Author, check_email, check_kind, check_name, undecodable
 
 REF_PREFIX = "refs/memory/"
+_CREATED_RE = re.compile(r"^branch: Created from (.+)$")
 
 
 def memory_ref(branch: str) -> str:
@@ -220,6 +222,17 @@ def current_branch(repo: pygit2.Repository) -> Tuple[str, Optional[str]]:
         return busy[0], f"HEAD is detached while {busy[1]} {busy[0]!r}: using its memory"
     branch = default_branch(repo)
     return branch, f"HEAD is detached: using the memory of {branch!r} (pass --branch to choose another)"
+
+
+def created_from(repo: pygit2.Repository, branch: str) -> Optional[Tuple[str, str]]:
+    """(start point, commit) as the branch's own reflog names them ("branch: Created from <start>"), if it does:
+    git keeps it with or without gitmem's hooks, so the commit is where the branch forked in any clone."""
+    try:
+        entries = list(repo.references[f"refs/heads/{branch}"].log())  # newest first
+    except (KeyError, pygit2.GitError, OSError):
+        return None
+    m = _CREATED_RE.match(entries[-1].message or "") if entries else None
+    return (m.group(1), str(entries[-1].oid_new)) if m else None
 
 
 def branch_in_progress(git_dir: str) -> Optional[Tuple[str, str]]:

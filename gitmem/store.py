@@ -22,7 +22,8 @@ from .gitdir import GitDir
 from .index import Entry, code_key
 from .model import Author, Memory, Problem
 from .repo import (
-    blob_at, check_branch_name, common_dir, config_get, current_branch, damaged, default_author,
+    blob_at, check_branch_name, common_dir, config_get, created_from, current_branch, damaged, default_author,
+    default_branch,
     entries_by_name, head_commit,
     memory_ref, open_repository, parent_chain, ref_target, undecodable,
 )
@@ -697,7 +698,7 @@ class Store:
             reads, base = (self.branch, expected) if expected else self.read_from()  # a first write forks its parent's
             built = build(Snapshot(self, base))
             message = commit_message(op, built.memory, author, source, built.redacted, note,
-                                     fork=self.config(f"gitmem.branch.{self.branch}.forkPoint"),  # branches.record_fork's
+                                     fork=self._fork_point(),
                                      aside=(self.config(f"gitmem.branch.{self.branch}.setAside") or "").split(),
                                      key=key, detached=self._detached_head())
             commit = self.commit_tree(built.updates, message, author, base=base)
@@ -707,6 +708,19 @@ class Store:
             return Write(built.memory, commit, built.redacted)
 
         return self.retrying(attempt)
+
+    def _fork_point(self) -> Optional[str]:
+        """The commit this branch's code forked at, for a write's ``Fork-Point:`` trailer: as the post-checkout hook
+        recorded it (:func:`gitmem.branches.record_fork`), else as the branch's reflog names it, so a write from a
+        clone without the hooks still tells other clones' sync a branch with no commit of its own from a merged one."""
+        recorded = self.config(f"gitmem.branch.{self.branch}.forkPoint")
+        if recorded or self.branch == default_branch(self.repo):
+            return recorded
+        created = created_from(self.repo, self.branch)
+        if created is None or any(created[0] in (f"{r}/{self.branch}", f"refs/remotes/{r}/{self.branch}")
+                                  for r in self.repo.remotes.names()):
+            return None  # a teammate's branch checked out here: where it forked is theirs to say
+        return created[1]
 
     def _detached_head(self) -> Optional[str]:
         """The commit HEAD is detached at (a stopped rebase), else None: a write then names it, so it can be linked

@@ -319,3 +319,43 @@ def test_when_the_fork_point_is_linked_to_no_memory_commit_pull_status_and_sync_
     assert said in sync.stderr and "`gitmem merge feat-a`" in sync.stderr
     gitmem(bob, "merge", "feat-a")
     assert "started before" not in gitmem(bob, "status").stdout + gitmem(bob, "sync").stderr
+
+
+def test_a_branch_made_in_a_clone_without_the_hooks_keeps_its_memory_off_main_too(team, tmp_path):
+    """Carol never ran `gitmem hooks install`: no post-checkout recorded her branch's fork point, yet the
+    branch's own reflog names the commit it was created at, and her write carries it, so alice's sync
+    still tells her branch (no commit of its own yet) from a merged one."""
+    alice, _, origin = team
+    carol = clone(origin, tmp_path / "carol", "Carol")
+    git(carol, "checkout", "-q", "-b", "spike")
+    gitmem(carol, "add", "decision", "Move the queue to Kafka", "--because", "just trying")
+    git(carol, "push", "-q", "-u", "origin", "spike")
+    gitmem(carol, "push")
+
+    git(alice, "pull", "-q")
+    gitmem(alice, "sync")
+    assert texts(alice) == set()
+
+
+def test_a_teammates_branch_checked_out_without_the_hooks_still_merges_once_its_code_does(team, tmp_path):
+    """Dave checks out carol's branch, past its fork, and writes on it: that checkout is not where the branch
+    forked, so his write names no fork point there, and a fast-forward of main to the branch brings its memory."""
+    alice, _, origin = team
+    carol, dave = (clone(origin, tmp_path / name.lower(), name) for name in ("Carol", "Dave"))
+    git(carol, "checkout", "-q", "-b", "feature")
+    gitmem(carol, "add", "decision", "Retry webhooks with backoff", "--because", "providers flap")
+    commit_code(carol, "webhooks.txt")
+    git(carol, "push", "-q", "-u", "origin", "feature")
+    gitmem(carol, "push")
+    git(dave, "fetch", "-q")
+    git(dave, "checkout", "-q", "feature")
+    gitmem(dave, "pull")
+    gitmem(dave, "add", "fact", "Webhook retries stop after a day")
+    gitmem(dave, "push")
+    git(carol, "checkout", "-q", "main")
+    git(carol, "merge", "-q", "--ff-only", "feature")
+    git(carol, "push", "-q", "origin", "main")
+
+    git(alice, "pull", "-q", "--ff-only")
+    gitmem(alice, "sync")
+    assert texts(alice) == {"Retry webhooks with backoff", "Webhook retries stop after a day"}
