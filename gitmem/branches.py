@@ -278,8 +278,7 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
         parent = None if name == default else parent_chain(repo, name)[0]
         tips = code_tips(repo, name)
         into = code_tips(repo, parent or default)
-        merged = bool(parent and tips and into and reachable(repo, tips[0], into[0])
-                      and tips[0] != fork_point(repo, name)[1])
+        merged = bool(parent and tips and into and reachable(repo, tips[0], into[0]) and _past_fork(repo, name, tips[:1]))
         into_memory = Store(repo, parent or default).tip() if name != default else None
         counts = store.summary(tip)["counts"]  # kept per tree
         out.append(BranchInfo(name, ref, tip, parent, sum(counts.values()),

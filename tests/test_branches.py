@@ -323,6 +323,22 @@ def test_a_teammates_branch_checked_out_keeps_its_memory(tmp_path):
     assert not [n for n in pygit2.Repository(str(b)).references if ".earlier-" in n]
 
 
+def test_a_teammates_branch_with_no_commit_of_its_own_is_not_called_merged(tmp_path):
+    """Its tip is a commit main has, but its memory names where it forked: sync leaves it out, and so must
+    `gitmem branch`, whose hint would otherwise bring its speculation to main."""
+    _, a, b = clones(tmp_path)
+    with_hooks(a)
+    git(a, "checkout", "-q", "-b", "spike")
+    add(a, "decision", "Move the queue to Kafka", "--because", "just trying")
+    git(a, "push", "-q", "origin", "spike")
+    gitmem(a, "push")
+    git(b, "fetch", "-q", "origin")
+    gitmem(b, "pull")
+
+    assert not {i.name: i for i in list_branches(pygit2.Repository(str(b)))}["spike"].merged
+    assert "code merged" not in gitmem(b, "branch").stdout
+
+
 def test_a_fast_forward_code_merge_fast_forwards_memory(repo):
     with_hooks(repo)
     git(repo, "checkout", "-q", "-b", "feature")
@@ -478,6 +494,10 @@ def test_branch_list_diff_and_prune(repo):
     feature = Store.open(str(repo), "feature")
     added = feature.add("rejection", "Use Redis", reason="one more service to run").memory
     Store.open(str(repo), "spike").add("note", "try something")
+    git(repo, "checkout", "-q", "feature")
+    commit_file(repo, "feature.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "--no-edit", "feature")  # no hooks: the code merges, the memory does not
     listed = {b.name: b for b in list_branches(main.repo)}
     assert listed["feature"].parent == "main" and listed["feature"].memories == 2
     assert listed["feature"].code == "exists"
