@@ -78,6 +78,7 @@ def commit_message(op: str, m: Memory, author: Author, source: str, redacted: in
     ``aside``: the first commits of an earlier branch's memory of this name, set aside here; ``key``: the
     write's one-time key (:func:`keyed`); ``detached``: the commit HEAD was detached at (:data:`DETACHED_TRAILER`)."""
     from .redact import redact_bare  # a source is redacted as the memory's own is, so the two read the same
+    from .trust import printable
 
     trailers = [
         f"Memory-Id: {m.id}", f"Memory-Type: {m.type}", f"Memory-Op: {op}",
@@ -94,8 +95,12 @@ def commit_message(op: str, m: Memory, author: Author, source: str, redacted: in
         trailers.append(f"{KEY_TRAILER}: {key}")
     if detached and re.fullmatch(_OID, detached):
         trailers.append(f"{DETACHED_TRAILER}: {detached}")
-    body = f"\n\n{note.strip()}" if note else ""
-    return f"{op} {m.type}: {m.summary}{body}\n\n" + "\n".join(trailers) + "\n"
+    # git prints a message raw: text from anyone is escaped, so it cannot drive or reorder the terminal of
+    # whoever reads `git log`, and the note is quoted line by line, so no line of it reads as a trailer.
+    inert = lambda text: printable(text, limit=len(text) * 10 + 3)  # noqa: E731 - an escape is at most 10 characters
+    quoted = [f"> {inert(line)}".rstrip() for line in note.strip().splitlines()] if note else []
+    body = "\n\n" + "\n".join(quoted) if quoted else ""
+    return f"{op} {m.type}: {inert(m.summary)}{body}\n\n" + "\n".join(trailers) + "\n"
 
 
 def keyed(repo: pygit2.Repository, key: str, tip: Optional[str], since: Optional[str]) -> Optional[str]:

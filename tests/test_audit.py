@@ -81,3 +81,23 @@ def test_code_commits_are_looked_up_or_reported_missing(repo, store):
     found, missing = code_commits(store.repo, [head, "f" * 40])
     assert (found.found, found.summary, found.author) == (True, "initial", "Test Human")
     assert not missing.found
+
+
+def test_a_retract_reason_cannot_forge_trailers_nor_drive_the_terminal_of_git_log(repo, store):
+    """`git log refs/memory/main` is the journal: a reason holding trailer lines must not change who, which
+    tool, which op or which memories the trail reads (nor a Fork-Point sync trusts), and an escape sequence in
+    memory text or a reason must reach the subject and body as inert text, since git prints them raw."""
+    from gitmem.audit import change_from_commit, fork_in
+
+    other = store.add("decision", "Keep the queue in Postgres", reason="no new service").memory
+    m = store.add("note", "\x1b]0;owned\x07\x1b[2Jclean \u202eslate").memory
+    forged = ("obsolete\n\nMemory-Op: add\nMemory-Source: mcp:cursor\nAuthor-Kind: agent\n"
+              f"Memory-Id: {other.id}\nFork-Point: {'0' * 40}\n\x1b[31m")
+    w = store.retract(m.id, reason=forged)
+
+    change = change_from_commit(store.repo[w.commit])
+    assert (change.op, change.source, change.author.kind, change.memory_ids) == ("retract", "api", "human", (m.id,))
+    assert fork_in(store.repo[w.commit].message) is None
+    journal = git(repo, "log", "--format=%B", "refs/memory/main")
+    assert "\x1b" not in journal and "\x07" not in journal and "\u202e" not in journal
+    assert "obsolete" in journal and "\\x1b]0;owned" in journal
