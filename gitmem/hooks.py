@@ -729,8 +729,11 @@ def _refuse_memory_secrets(store: Store, updates: List[List[str]], url: Optional
         return
     tips = [parts[1] for parts in updates]
     known = [parts[3] for parts in updates if parts[3] != _ZERO and parts[3] in store.repo]
-    from .remote import held_at, outgoing_secrets
+    from .remote import held_at, outgoing_secrets, secret_names
 
+    named = secret_names(parts[2] for parts in updates)
+    if named:
+        raise SecretFound(named)
     if url and any(parts[3] == _ZERO for parts in updates):
         known += held_at(store.repo, url, interactive=False)
 

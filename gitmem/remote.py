@@ -578,6 +578,15 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
     return sorted(set(found), key=found.index)
 
 
+def secret_names(refs: Iterable[str]) -> List[Tuple[str, str]]:
+    """(where, rule) for each ref whose name holds a secret: a push sends the name too, which no object scan
+    reads, and a branch is named as freely as a memory is written (`git checkout -b fix/<a pasted token>`)."""
+    from .redact import redact, scan
+    from .trust import printable
+
+    return [(f"the name {printable(redact(ref)[0], 200)}", f.rule) for ref in dict.fromkeys(refs) for f in scan(ref)]
+
+
 def _commit_tip(repo: pygit2.Repository, tip: str, look) -> pygit2.Oid:
     """The pushed tip, which must be a commit; an annotated tag's message and tagger are scanned
     before it is refused."""
@@ -653,7 +662,11 @@ def held_at(repo: pygit2.Repository, url: str, *, interactive: Optional[bool] = 
 
 
 def _refuse_secrets(repo: pygit2.Repository, tips: Dict[str, str], known: Iterable[str]) -> None:
-    """Fail closed: a secret, a tip that is not a commit, or any error while scanning stops the push."""
+    """Fail closed: a secret (in a branch's name too), a tip that is not a commit, or any error while scanning
+    stops the push."""
+    named = secret_names(memory_ref(b) for b in tips)
+    if named:
+        raise SecretFound(named)
     try:
         found = outgoing_secrets(repo, tips.values(), known)
     except GitmemError:

@@ -339,6 +339,24 @@ def test_plain_git_push_of_memory_with_a_planted_secret_is_refused_by_the_hook(a
     assert remote_tip(origin) == pushed_before
 
 
+def test_a_branch_named_with_a_secret_is_refused_by_gitmem_push_and_by_the_hook(alice, origin):
+    """Memory goes out under its branch's name, which no object scan reads: a token pasted into a branch name
+    stays here, whichever way the push goes, and the message names the rule, never the token."""
+    token = _github_token()
+    gitmem(alice, "remote", "setup")
+    gitmem(alice, "hooks", "install")
+    git(alice, "checkout", "-q", "-b", f"fix/{token}")
+    gitmem(alice, "add", "fact", "clean text")
+
+    pushed = gitmem(alice, "push", check=False)
+    assert pushed.returncode == 1 and "github-pat" in pushed.stderr and "gitmem branch -m" in pushed.stderr
+    assert token not in pushed.stdout + pushed.stderr
+    plain = subprocess.run(["git", "push", "origin", f"refs/memory/fix/{token}"], cwd=alice, capture_output=True,
+                           text=True)
+    assert plain.returncode != 0 and "github-pat" in plain.stderr
+    assert git(origin, "for-each-ref", "refs/memory/") == ""
+
+
 def test_the_secret_scan_looks_only_at_what_the_remote_lacks(alice):
     token = _github_token()
     gitmem(alice, "add", "fact", "first")

@@ -51,9 +51,12 @@ def push(store: Store, remote, branch, all_, who, source, as_json) -> None:
     remote = remote or default_remote(store.repo, store.branch)
     try:
         results = push_memory(store, remote, _branches(store, branch, all_), author=who, source=source)
-    except SecretFound:
+    except SecretFound as e:
         fetched = f"refs/memory-remotes/{remote}/{store.branch}"
-        if fetched in store.repo.references:
+        if all(where.startswith("the name ") for where, _ in e.findings):
+            click.echo("gitmem: nothing was pushed. Memory goes out under its branch's name: rename the branch "
+                       "(`git branch -m OLD NEW`, then `gitmem branch -m OLD NEW`) and push again", err=True)
+        elif fetched in store.repo.references:
             click.echo("gitmem: nothing was pushed. Those commits stay in history even if the memory is retracted: "
                        f"move the memory ref back past them (e.g. `git update-ref {store.ref} {fetched}`, "
                        f"{remote}'s memory) and re-add what came after (see docs/remotes.md)", err=True)
