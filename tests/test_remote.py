@@ -710,6 +710,11 @@ def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
     gitmem(bob, "fetch")
     feature = next(r for r in json.loads(gitmem(bob, "status", "--json").stdout)["remotes"] if r["branch"] == "feature")
     assert (feature["ahead"], feature["behind"]) == (0, 2)  # alice's "two" and the feature fact, not all of history
+    git(bob, "branch", "spike")
+    gitmem(bob, "--branch", "spike", "add", "fact", "never pushed")
+    shown = gitmem(bob, "status").stdout
+    assert "memory spike: not on origin (as of the last fetch or push): `gitmem push origin --branch spike`" in shown
+    assert "spike vs origin" not in shown  # not "5 ahead": the remote is not behind on a branch it never had
 
 
 def test_doctor_reports_memory_on_the_remote_but_not_here(alice, bob):

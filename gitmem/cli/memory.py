@@ -584,6 +584,10 @@ def status(store: Store, as_json: bool) -> None:
     if data["conflicts"]:
         click.echo(f"  {len(data['conflicts'])} unresolved memory conflict(s): see `gitmem conflicts`")
     for d in data["remotes"]:
+        if d["fetched"] is None:  # "N ahead" would count its whole history, as if the remote were behind it
+            click.echo(f"  memory {d['branch']}: not on {d['remote']} (as of the last fetch or push): "
+                       f"`gitmem push {d['remote']} --branch {d['branch']}`")
+            continue
         click.echo(f"  memory {d['branch']} vs {d['remote']}: {d['ahead']} ahead, {d['behind']} behind"
                    " (as of the last fetch or push)")
 
