@@ -675,7 +675,9 @@ def test_prune_says_whether_a_deleted_branchs_memory_is_already_merged_and_drops
     refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/memory")
     assert "refs/memory/merged-one" not in refs and "refs/memory/lost-one" in refs
     assert json.loads(gitmem(repo, "prune", "--yes", "--json").stdout)["kept"] == ["lost-one"]
-    gitmem(repo, "prune", "--yes", "--force")
+    forced = gitmem(repo, "prune", "--yes", "--force").stdout  # says how to undo it, not how to keep it
+    assert "was not in main's memory: `git update-ref refs/memory/lost-one " in forced
+    assert "gitmem merge lost-one" not in forced
     assert "refs/memory/lost-one" not in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory")
     assert git(repo, "config", "--get-regexp", r"gitmem\.branch\..*\.(parent|forkpoint)", check=False) == ""
 

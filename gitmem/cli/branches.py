@@ -129,6 +129,8 @@ def prune(store: Store, yes: bool, force: bool, as_json: bool) -> None:
         into = b.parent or "its parent"
         verb = "kept" if b.name in kept else "deleted" if yes else "would delete"
         state = (f"all of it is in {into}'s memory" if b.memory_merged else
+                 f"some of it was not in {into}'s memory: `git update-ref {b.ref} {b.tip}` brings it back until gc"
+                 if verb == "deleted" else
                  f"some of it is not in {into}'s memory: `gitmem merge {b.name}` keeps it, "
                  f"`gitmem prune --yes --force` drops it")
         click.echo(f"{verb} {b.ref} at {b.tip} ({b.memories} memories; {state})")
