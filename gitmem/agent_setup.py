@@ -81,8 +81,9 @@ Command = Union[str, Sequence[str]]
 
 def installed_command() -> List[str]:
     """How another program starts this very gitmem: the absolute path of the ``gitmem`` script
-    installed with this interpreter (its ``#!`` line names it), else ``<this python> -m gitmem``.
-    A bare ``gitmem`` is only right when that install is on the PATH the tool inherits."""
+    installed with this interpreter (its ``#!`` line names it), else this python running gitmem's CLI with the
+    current folder off ``sys.path`` (``-m gitmem`` would put it first: a repository's ``queue.py`` would shadow the
+    standard library's). A bare ``gitmem`` is only right when that install is on the PATH the tool inherits."""
     import sysconfig
 
     name = "gitmem.exe" if os.name == "nt" else "gitmem"
@@ -101,7 +102,8 @@ def installed_command() -> List[str]:
         if os.name == "nt" or (named and (os.path.dirname(named) == here or (  # a Windows launcher has no #! line
                 not in_venv and os.path.realpath(named) == os.path.realpath(sys.executable)))):
             return [os.path.abspath(path)]
-    return [os.path.abspath(sys.executable), "-m", "gitmem"]
+    return [os.path.abspath(sys.executable), "-c", "import sys; del sys.path[0]; from gitmem.cli import main; "
+            "main(prog_name='gitmem')"]
 
 
 def _script_python(path: str) -> Optional[str]:

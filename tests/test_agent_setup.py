@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -27,7 +28,7 @@ def test_by_default_the_config_names_this_gitmem_by_absolute_path_not_a_bare_nam
     entry = json.loads(plan(store, "claude-code").content)["mcpServers"]["gitmem"]
     program = entry["command"]
     assert os.path.isabs(program) and os.access(program, os.X_OK)
-    assert entry["args"] in (["mcp"], ["-m", "gitmem", "mcp"])  # the gitmem script, or this python -m gitmem
+    assert entry["args"] == ["mcp"] or entry["args"][0] == "-c"  # the gitmem script, or this python running it
     if entry["args"] == ["mcp"]:
         assert open(program).readline().strip() == f"#!{sys.executable}" or \
             os.path.dirname(program) == os.path.dirname(sys.executable)
@@ -403,3 +404,17 @@ def test_a_settings_file_with_comments_is_refused_in_one_line_not_stripped(repo,
     assert target.read_text() == jsonc
     target.write_text('{"url": "https://example.com/a//b",}')  # `//` in a string, and a trailing comma: no comment
     assert "is not valid JSON" in gitmem(repo, "setup", tool, "--write", check=False).stderr
+
+
+def test_without_a_gitmem_script_the_command_runs_gitmem_even_from_a_folder_that_shadows_the_standard_library(
+        tmp_path, monkeypatch):
+    from gitmem.agent_setup import installed_command
+
+    monkeypatch.setattr(os.path, "isfile", lambda path: False)  # no gitmem script anywhere
+    command = installed_command()
+    monkeypatch.undo()
+    for name in ("typing", "queue", "json"):  # a repository's own modules, first on sys.path with `python -m`
+        (tmp_path / f"{name}.py").write_text(f"raise SystemExit('shadowed: {name}')\n")
+    ran = subprocess.run([*command, "--version"], cwd=tmp_path, capture_output=True, text=True)
+    assert command[0] == os.path.abspath(sys.executable) and ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("gitmem, version ")
