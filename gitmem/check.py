@@ -52,6 +52,10 @@ REASON_SHARE = 1 / 3
 #: its other words the option does not use: what it adds to the option's words is the reason's (the
 #: alternative, or the case the reason exempts, worded with the option's topic words).
 REASON_NOVELTY_SHARE = 1 / 4
+#: A proposal that shares at least this share of its word weight with a decision's option (title and text),
+#: and more than with the rejected option, proposes what the team chose (:func:`chosen_by_decision`): the
+#: word counterpart of the option cosine's "nearer to a decision", and the same third as REASON_SHARE.
+DECISION_SHARE = REASON_SHARE
 #: At most this many sentences of a proposal are judged one by one (each costs a query embedding).
 MAX_PARTS = 8
 #: What each answer says decided it (:attr:`Check.judge`).
@@ -150,7 +154,8 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
     nearer to what a decision chose than to what a rejection turned down proposes the chosen
     option, and one clearly nearest to a rejected option repeats it. Without it the full
     ``similarity`` stands in. ``part``: ``proposal`` is one sentence of a longer one, held to
-    :data:`PART_Z` (see :func:`judge_sentences`).
+    :data:`PART_Z` (see :func:`judge_sentences`). A version narrowed by a qualifier the option lacks
+    (:func:`qualifies`) is related; so, by words, is one sharing more with a decision (:func:`chosen_by_decision`).
     """
     pool = [m for m in memories if m.status == "active"]
     z = standardised(similarity)
@@ -161,7 +166,9 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
     hits = rank(pool, content_text(proposal), limit=max(limit * 2, 10), paths=paths, similarity=similarity,
                 only_types=("rejection",), now=now)
     index = word_index(pool)
-    return verdict(proposal, hits, limit, near=lambda i: z.get(i, 0.0),
+    decided = [h.memory for h in rank(pool, content_text(proposal), limit=max(limit * 2, 10), paths=paths,
+                                      only_types=("decision",), now=now)]
+    return verdict(proposal, hits, limit, near=lambda i: z.get(i, 0.0), decisions=decided,
                    option=(lambda i: options.get(i, -1.0)) if options is not None else None,
                    nearest_decision=nearest_decision, weight=lambda t: _weight(index, t),
                    judge_name=judge_name or (HYBRID_JUDGE if similarity is not None else LEXICAL_JUDGE), part=part)
@@ -169,10 +176,11 @@ def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (
 
 def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[str], float],
             option: Optional[Callable[[str], float]], nearest_decision: float, weight: Callable[[str], float],
-            judge_name: str, part: bool = False) -> Check:
+            judge_name: str, part: bool = False, decisions: Sequence[Memory] = ()) -> Check:
     """:func:`judge`'s call on each ranked rejection (``hits``), from what it needs of the store: a memory's
     cosine in deviations above the mean (``near``), its option's cosine (``option``), the nearest decision's,
-    and a word's weight in the whole store. The index answers the same (:func:`gitmem.recall.check`)."""
+    a word's weight in the whole store, and the decisions ranked first by the proposal's words
+    (``decisions``, for :func:`chosen_by_decision`). The index answers the same (:func:`gitmem.recall.check`)."""
     mine = content_terms(proposal)
     mine_mass = sum(weight(t) for t in mine) or 1.0
     side = stance(proposal)
@@ -199,6 +207,10 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
             repeat = False
         if option is not None and nearest_decision > cosine:
             repeat = False  # nearer to what the team chose than to what it rejected
+        if option is None and chosen_by_decision(mine, theirs, decisions, weight):
+            repeat = False  # by words, nearer to what a decision chose than to the rejected option (lexical judge)
+        if qualifies(proposal, m):
+            repeat = False  # narrows the option by a condition it does not have: only for X, when Y, optional
         if answered_by_reason(m, mine, theirs, weight):
             repeat = False  # proposes what the reason says was done instead: buffer in RAM against a rejected write-each
         if side * (stance(m.text) or stance(m.title or "")) < 0:
@@ -296,6 +308,37 @@ def covered(m: Memory, mine: set, weight: Callable[[str], float]) -> float:
     option = content_terms(f"{m.title or ''} {m.text}")
     total = sum(weight(t) for t in option)
     return sum(weight(t) for t in option & mine) / total if total else 0.0
+
+
+def chosen_by_decision(mine: set, theirs: set, decisions: Sequence[Memory], weight: Callable[[str], float]) -> bool:
+    """Whether a proposal shares at least :data:`DECISION_SHARE` of its word weight with one of ``decisions``'
+    options (title and text) and more than with the rejected option (``theirs``): it proposes what the team
+    chose ("Capture the picked amount when the order leaves the warehouse" against a rejected capture at
+    checkout, next to the decision to authorise at checkout and capture at dispatch). The option cosine says
+    the same by meaning; this says it by words, and is all the lexical judge has."""
+    mass = sum(weight(t) for t in mine) or 1.0
+    option = sum(weight(t) for t in mine & theirs)
+    for d in decisions:
+        shared = sum(weight(t) for t in mine & content_terms(f"{d.title or ''} {d.text}"))
+        if shared >= DECISION_SHARE * mass and shared > option:
+            return True
+    return False
+
+
+#: Words that narrow what a text proposes, in kinds: a condition, a restriction, an option left open.
+_QUALIFIERS = tuple(frozenset(g.split()) for g in ("when whenever if unless", "only solely except", "optional optionally"))
+
+
+def qualifies(proposal: str, m: Memory) -> bool:
+    """Whether ``proposal`` narrows what it proposes by a kind of qualifier the rejected option (title and text)
+    has none of: "Run a full reindex only when the index mapping changes" against a rejected nightly rebuild,
+    "Offer a magic link as an optional alternative to the password" against replacing passwords with magic
+    links. The rejection turned down the option as stated; a version of it only in some case, or only as
+    an option, is another proposal (the reason may not apply to it). A qualifier the option has too is part
+    of the option: "resend when the ack is missing" against "retransmits when no ACK arrives"."""
+    mine = set(re.findall(r"[a-z]+", proposal.lower()))
+    theirs = set(re.findall(r"[a-z]+", f"{m.title or ''} {m.text}".lower()))
+    return any(kind & mine and not kind & theirs for kind in _QUALIFIERS)
 
 
 def answered_by_reason(m: Memory, mine: set, theirs: set, weight: Callable[[str], float]) -> bool:

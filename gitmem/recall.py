@@ -158,15 +158,18 @@ def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit
         hits = postings.hybrid(store, words, depth, near, at=tip, paths=paths, only_types=("rejection",))
     else:  # by words alone, as rank does without a similarity or without a word to fuse on
         hits = postings.rank(store, words, depth, paths=paths, only_types=("rejection",), at=tip)
-    if hits is None:
+    decided = postings.rank(store, words, depth, paths=paths, only_types=("decision",), at=tip)
+    if hits is None or decided is None:
         return None
+    decisions = [h.memory for h in decided]
     terms = sorted(content_terms(proposal).union(*(rejected_terms(h.memory) for h in hits)))
     weights = postings.word_weights(store, tip, terms)
     if weights is None:
         return None
     if not isinstance(near, postings.Dense):
         return verdict(proposal, hits, limit, near=lambda i: 0.0, option=None, nearest_decision=-1.0,
-                       weight=lambda t: weights.get(t, UNKNOWN_WEIGHT), judge_name=LEXICAL_JUDGE, part=part)
+                       weight=lambda t: weights.get(t, UNKNOWN_WEIGHT), judge_name=LEXICAL_JUDGE, part=part,
+                       decisions=decisions)
     from bisect import bisect_left  # here: a search need not load it
 
     values, ids = near.values, near.ids
@@ -181,7 +184,7 @@ def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit
     nearest_decision = max((options[i] for i, kind, _ in kept.choices if kind == "decision"), default=-1.0)
     return verdict(proposal, hits, limit, near=z, option=lambda i: options.get(i, -1.0),
                    nearest_decision=nearest_decision, weight=lambda t: weights.get(t, UNKNOWN_WEIGHT),
-                   judge_name=HYBRID_JUDGE, part=part)
+                   judge_name=HYBRID_JUDGE, part=part, decisions=decisions)
 
 
 # --- dense similarity -------------------------------------------------------------

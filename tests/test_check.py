@@ -84,7 +84,7 @@ def test_a_proposal_nearest_to_the_rejected_option_by_meaning_is_a_repeat():
 
 def test_a_proposal_nearer_to_the_chosen_option_than_to_the_rejected_one_is_related():
     pool = quickstart()
-    proposal = "use redis as the job queue's lock store, next to postgres"  # words of the rejection
+    proposal = "use redis as the job queue's lock store"  # words of the rejection, as many of the decision's
     assert judge(pool, proposal, now=NOW).repeat  # words alone
     similarity = _cosines(pool, 0.80, m1=0.88, m2=0.88)
     options = _cosines([m for m in pool if m.type in ("rejection", "decision")], 0.80, m1=0.9, m2=0.87)
@@ -185,4 +185,30 @@ def test_a_proposal_whose_words_beyond_the_option_s_are_the_reason_s_is_related_
                               "in the browser", now=NOW)
     assert not alternative.repeat and alternative.related[0].memory.id == fixture_id(5)
     again = judge(pool, "Cache the product pages with prices and stock on the CDN for a full hour", now=NOW)
+    assert again.repeat and again.repeats[0].memory.id == fixture_id(5)
+
+
+@pytest.mark.parametrize("proposal", ["use redis for the job queue only for the nightly exports",
+                                      "use redis for the job queue when postgres is down",
+                                      "offer redis as an optional job queue backend"])
+def test_a_version_of_the_option_narrowed_by_a_qualifier_it_lacks_is_related_not_a_repeat(proposal):
+    # "Use Redis for the job queue" was turned down as stated; only in some case, or as an option, is another proposal.
+    verdict = judge(quickstart(), proposal, now=NOW)
+    assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(2)
+    assert judge(quickstart(), "use redis for the job queue", now=NOW).repeat
+
+
+def test_a_qualifier_the_rejected_option_has_too_is_part_of_the_option():
+    pool = quickstart() + [mem("Retransmit every reading when the gateway sends no ACK", "rejection", 5)]
+    verdict = judge(pool, "resend each reading whenever the gateway's ACK is missing", now=NOW)
+    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(5)
+
+
+def test_by_words_a_proposal_sharing_more_with_a_decision_than_with_the_rejected_option_is_related():
+    pool = quickstart() + [
+        mem("Capture the full basket amount at checkout", "rejection", 5, reason="orders change after picking"),
+        mem("Authorise at checkout and capture the picked amount at dispatch", "decision", 6)]
+    chosen = judge(pool, "capture the picked amount at dispatch and release the rest of the hold", now=NOW)
+    assert not chosen.repeat and chosen.related[0].memory.id == fixture_id(5)
+    again = judge(pool, "capture the whole basket amount at checkout right away", now=NOW)
     assert again.repeat and again.repeats[0].memory.id == fixture_id(5)
