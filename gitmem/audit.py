@@ -97,10 +97,9 @@ def commit_message(op: str, m: Memory, author: Author, source: str, redacted: in
         trailers.append(f"{DETACHED_TRAILER}: {detached}")
     # git prints a message raw: text from anyone is escaped, so it cannot drive or reorder the terminal of
     # whoever reads `git log`, and the note is quoted line by line, so no line of it reads as a trailer.
-    inert = lambda text: printable(text, limit=len(text) * 10 + 3)  # noqa: E731 - an escape is at most 10 characters
-    quoted = [f"> {inert(line)}".rstrip() for line in note.strip().splitlines()] if note else []
+    quoted = [f"> {printable(line, None)}".rstrip() for line in note.strip().splitlines()] if note else []
     body = "\n\n" + "\n".join(quoted) if quoted else ""
-    return f"{op} {m.type}: {inert(m.summary)}{body}\n\n" + "\n".join(trailers) + "\n"
+    return f"{op} {m.type}: {printable(m.summary, None)}{body}\n\n" + "\n".join(trailers) + "\n"
 
 
 def keyed(repo: pygit2.Repository, key: str, tip: Optional[str], since: Optional[str]) -> Optional[str]:

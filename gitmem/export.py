@@ -106,7 +106,7 @@ def quote(text: str) -> str:
     from .trust import printable
 
     text = redact(text)[0]
-    one = _SPECIAL.sub(r"\\\1", printable(" ".join(text.split()), limit=len(text) * 10 + 3))
+    one = _SPECIAL.sub(r"\\\1", printable(" ".join(text.split()), limit=None))
     return _LEADING.sub(lambda m: m.group(0) + "\\" if m.group(0)[0].isdigit() else "\\" + m.group(0), one)
 
 

@@ -148,11 +148,12 @@ def show_ref(ref: str) -> str:
     return printable(ref if len(ref) <= 100 else ref[:60] + f"...({len(ref)} characters)")
 
 
-def printable(text: str, limit: int = 400) -> str:
-    """One line for a terminal: names from outside (tree entries, refs) may hold newlines or escapes."""
+def printable(text: str, limit: Optional[int] = 400) -> str:
+    """One line for a terminal: names from outside (tree entries, refs) may hold newlines or escapes.
+    Cut to ``limit`` characters (None: never)."""
     if not text.isprintable():  # most text is: then it is its own escape, unread a character at a time
         text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if limit is None or len(text) <= limit else text[:limit - 3] + "..."
 
 
 # --- history and trees -------------------------------------------------------------
