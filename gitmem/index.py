@@ -44,8 +44,9 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from .model import Memory, author_of
 
-SCHEMA = 13  # 11: postings carry their memory's type, status, length, time; terms the most a memory holds;
-#             12: docs carry their words' counts (tfs, in the order of tids); 13: words are composed (NFC)
+SCHEMA = 14  # 11: postings carry their memory's type, status, length, time; terms the most a memory holds;
+#             12: docs carry their words' counts (tfs, in the order of tids); 13: words are composed (NFC);
+#             14: active postings also ordered by impact (postings_impact)
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.
@@ -72,6 +73,7 @@ CREATE TABLE IF NOT EXISTS terms(tid INTEGER PRIMARY KEY, term TEXT NOT NULL UNI
 CREATE TABLE IF NOT EXISTS postings(tid INTEGER NOT NULL, doc INTEGER NOT NULL, tf INTEGER NOT NULL,
                                     type_no INTEGER NOT NULL, active INTEGER NOT NULL, length INTEGER NOT NULL,
                                     epoch REAL, PRIMARY KEY(tid, doc)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS postings_impact ON postings(tid, type_no, tf, length, epoch DESC) WHERE active=1;
 CREATE TABLE IF NOT EXISTS doc_paths(path TEXT NOT NULL, dir TEXT NOT NULL, doc INTEGER NOT NULL,
                                      PRIMARY KEY(path, doc)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS doc_paths_dir ON doc_paths(dir);

@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import sqlite3
 import time
-from collections import Counter
+from collections import Counter, deque
 from datetime import datetime, timezone
 from typing import (
     TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar,
@@ -40,7 +40,7 @@ from .model import TYPES, Memory, filter_path, matches, memory_path
 from .repo import memory_ref
 from .search import (
     Hit, core_terms, depth, epoch, fuse, idf, is_stale, match_of, memory_terms, path_factor, path_only_score,
-    path_overlap, term_score, tokenize, type_boosts, weight,
+    path_overlap, recency, term_score, tokenize, type_boosts, weight,
 )
 from .warm import Progress, placed
 
@@ -59,6 +59,9 @@ RARE = 0.05
 TOP = 256
 #: Candidates read from SQLite at a time, best first, until no later one can make the cut.
 FETCH = 32
+#: The share of its common words' postings a query reads best first before it bounds every memory that
+#: has one instead (:func:`_ranked`'s ``by_impact``).
+IMPACT = 0.125
 K1, B = 1.2, 0.75
 T = TypeVar("T")
 
@@ -722,23 +725,137 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         for chunk, marks in batches(path_only):
             consider(db.execute(f"SELECT doc, blob, id, type, length, epoch, NULL FROM docs WHERE doc IN "
                                 f"({marks})", chunk).fetchall())
+    type_nos = [TYPES.index(t) for t in keep if t in TYPES] if only_types is not None else range(len(TYPES))
+
+    def by_impact(within: Sequence[int]) -> bool:
+        """Consider the memories that have one of the common words ``within`` by reading each word's postings
+        best first (``postings_impact``: per type and count, shortest memory first, then newest; along such a
+        run a word's share of a score only falls), a step of the run that bounds most at a time, each new
+        memory scored in full, until the sum of the words' best bounds falls below the cut (the threshold
+        algorithm): so it costs about what reaches the cut, not the words' frequencies. False when it read
+        :data:`IMPACT` of their postings without stopping (words seldom found together, whose bounds add up
+        long after any memory's score): the caller bounds every memory in SQL instead."""
+        runs: List[_Run] = []
+        for tid in within:
+            for type_no in type_nos:
+                tf = 0
+                while (row := db.execute(_Run.FIRST, (tid, type_no, tf)).fetchone()) is not None:
+                    tf = row[0]
+                    runs.append(_Run(db, tid, type_no, tf, row[1:]))
+        budget = max(TOP, int(IMPACT * sum(df for tid, df in known.values() if tid in within)))
+        lift = 1.0
+        if overlap:  # memories about the paths in play: scored first if few, else each bound by the most a path adds
+            if len(overlap) <= budget:
+                score_in_full(ahead := [doc for doc in overlap if doc not in looked])
+                looked.update(ahead)
+                budget -= len(ahead)
+            else:
+                lift = path_factor(max(overlap.values()))
+
+        shares: Dict[Tuple[Tuple[int, int, int], int, Optional[float]], float] = {}
+
+        def share(run: _Run, length: int, when: Optional[float]) -> float:
+            """What a posting of ``run`` in a memory of ``length`` words written at ``when`` adds to its score,
+            at most (its type's boost and recency times the word's BM25 share; a path's factor). Kept: a run
+            holds many memories of one length and time (those written together)."""
+            key = (run.key, length, when)
+            if key not in shares:
+                tid, type_no, tf = run.key
+                shares[key] = boosts.get(TYPES[type_no], 1.0) * lift * recency(when, now) * \
+                    term_score(weight_of[tid], tf, length, avg, K1, B)
+            return shares[key]
+
+        def bound(run: _Run) -> float:
+            """The most a posting at or past ``run``'s head adds: the head's share, or one of a memory a word
+            longer written now (a run is in order of length, then of time within a length)."""
+            assert run.head is not None
+            return max(share(run, *run.head), share(run, run.head[0] + 1, now.timestamp()))
+
+        for run in runs:
+            run.bound = bound(run)
+        while runs:
+            top: Dict[int, float] = {}
+            for run in runs:
+                top[run.key[0]] = max(top.get(run.key[0], 0.0), run.bound)
+            full = len(best) == limit
+            if full and sum(top.values()) * (1 + 1e-9) < best[0][0]:
+                return True
+            if budget <= 0:
+                return False
+            run = max(runs, key=lambda r: r.bound)
+            rows = run.take(run.step if full else limit - len(best))  # no more than could make the cut yet
+            budget -= len(rows)
+            if full:
+                run.step = min(2 * run.step, 256)
+            # A memory scores at most its share here plus the other words' best bounds (its postings of
+            # them are not read yet, or it was scored): below the cut, it never makes it, as the cut only rises.
+            cut = best[0][0] if full else float("-inf")
+            others = sum(top.values()) - top[run.key[0]]
+            new = []
+            for length, when, doc in rows:
+                if doc not in looked:
+                    looked.add(doc)
+                    if (share(run, length, when) + others) * (1 + 1e-9) >= cut:
+                        new.append(doc)
+            score_in_full(new)
+            if run.head is None:
+                runs.remove(run)
+            else:
+                run.bound = bound(run)
+        return True
+
     if known:
         # MaxScore: a memory with none of the query's rarer words scores at most what its common words
         # can add; when the best found among those with a rare word all score above that, that is all.
         rare = [tid for tid, df in known.values() if df <= n * RARE]
+        common = [tid for tid in tids if tid not in rare]
         ceiling = sum(weights[t] * (K1 + 1) for t, (_, df) in known.items() if df > n * RARE) * \
             max([1.0, *boosts.values()]) * 1.15 * (path_factor(1.0) if overlap else 1.0)
-        pruned = bool(rare) and len(rare) < len(known)
-        if not pruned:
+        if not common:
             stream(tids, tids)
+        elif not rare:
+            if not by_impact(common):
+                stream(tids, tids)
         else:
             stream(rare, tids)
             if len(best) < limit or best[0][0] <= ceiling * (1 + 1e-9):
                 # A memory with a rare word that was not scored cannot make the cut: its bound did not reach
                 # the cut then, and the cut only rises. So the rest need bounds only for the common words.
-                common = [tid for tid in tids if tid not in rare]
-                stream(common, common)
+                if not by_impact(common):
+                    stream(common, common)
     return [found[doc] for _, _, doc in sorted(best, reverse=True)], in_order, n
+
+
+class _Run:
+    """One word's active postings of one type and count, read in ``postings_impact``'s order (shortest memory
+    first, then newest), a step at a time; ``head`` is the (length, time) of the next one, None past the last."""
+
+    FIRST = ("SELECT tf, length, epoch FROM postings WHERE tid=? AND active=1 AND type_no=? AND tf>? "
+             "ORDER BY tf, length, epoch DESC LIMIT 1")  # the next count a word has in memories of a type
+    NEXT = "SELECT length, epoch, doc FROM postings WHERE tid=? AND active=1 AND type_no=? AND tf=? " \
+        "ORDER BY length, epoch DESC"
+
+    def __init__(self, db: sqlite3.Connection, tid: int, type_no: int, tf: int, head: Tuple[int, Optional[float]]):
+        self.db, self.key = db, (tid, type_no, tf)
+        self.head: Optional[Tuple[int, Optional[float]]] = head
+        self.bound, self.step = 0.0, FETCH
+        self.rows: "deque[Tuple[int, Optional[float], int]]" = deque()
+        self.cursor: Optional[sqlite3.Cursor] = None
+
+    def take(self, k: int) -> List[Tuple[int, Optional[float], int]]:
+        """The (length, time, doc) of the next ``k`` postings (fewer at the end), moving ``head`` past them."""
+        if self.cursor is None:
+            self.cursor = self.db.execute(self.NEXT, self.key)
+        rows: List[Tuple[int, Optional[float], int]] = []
+        while len(rows) < k and (self.rows or self._more(k)):
+            rows.append(self.rows.popleft())
+        self.head = self.rows[0][:2] if self.rows or self._more(k) else None
+        return rows
+
+    def _more(self, k: int) -> bool:
+        assert self.cursor is not None
+        self.rows.extend(self.cursor.fetchmany(max(k, 64)))
+        return bool(self.rows)
 
 
 def _hits(store: "Store", db: sqlite3.Connection, view: int, ranked: List[_Scored], words: _Terms,

@@ -13,6 +13,7 @@ import pytest
 from conftest import git, gitmem
 
 from gitmem import Store, postings
+from gitmem import model
 from gitmem import warm as warm_module
 from gitmem.errors import GitmemError
 from gitmem.merge import merge_into
@@ -200,6 +201,62 @@ def test_a_query_with_a_rare_word_ranks_only_the_memories_that_have_it(repo, sto
     assert len(bounded) == 1 and re.search(r"VALUES \(\d+, [^)]+\)\)", bounded[0])  # one word's: the common ones could not win
     assert _scored_in_full(statements) == 1
     _same_answers(store, queries=("zebra service logs",), limits=(1, 5))
+
+
+COMMON = ("service", "logs", "queue")
+
+
+def _crowd(store: Store, rng: random.Random, monkeypatch, n: int = 60) -> None:
+    """``n`` memories nearly all of which hold the common words, written at three times far apart (a longer
+    memory may outscore a shorter, older one), in few lengths and types: many tie on score (same words, length,
+    type and time) and are told apart by their ids alone. Some are edited, retracted or superseded (postings
+    of inactive memories and of older blobs stay)."""
+    times = ("2024-01-01T00:00:00Z", "2026-06-01T00:00:00Z", "2026-12-01T00:00:00Z")
+    stamps = iter(times[i % 3] for i in range(10 * n))
+    monkeypatch.setattr(model, "utc_now", lambda: next(stamps))
+    ids = []
+    for _ in range(n):
+        kind = rng.choice(["decision", "rejection", "fact", "fact", "convention", "file"])
+        words = [w for w in COMMON if rng.random() < 0.85] + rng.sample(WORDS, rng.randint(0, 1))
+        extra = {"blob": "0" * 40} if kind == "file" else {"reason": "ops"} if kind == "rejection" else {}
+        paths = rng.sample(PATHS, 1 if kind == "file" else rng.randint(0, 1))
+        ids.append(store.add(kind, " ".join(words) or "service", paths=paths, **extra).memory.id)
+    for k, i in enumerate(rng.sample(ids, 6)):
+        if k % 3 == 0:
+            store.edit(i, text="service logs queue " + rng.choice(WORDS))
+        elif k % 3 == 1:
+            store.retract(i)
+        else:
+            store.supersede(i, "service queue")
+
+
+@pytest.mark.parametrize("share", [0.0, postings.IMPACT, 1.0])
+def test_a_query_of_only_common_words_ranks_as_the_loaded_memories_ties_included(repo, store, monkeypatch, share):
+    """Words in most memories are read best first (by their impact) until no later posting can make the cut;
+    ``share`` of their postings read, the rest are bounded in SQL (0: at once; 1: never). Either way the answer
+    is rank()'s, score for score, ties told apart by id as rank does."""
+    _crowd(store, random.Random(7), monkeypatch)
+    monkeypatch.setattr(postings, "IMPACT", share)
+    queries = ("service", "service logs", "queue logs service", "service redis", "logs queue")
+    _same_answers(store, queries=queries, limits=(1, 3, 10))
+    fresh = _fresh(repo)
+    fresh.add("fact", "service logs queue")  # a memory written now: recency tells it from its ties
+    _same_answers(fresh, queries=queries[:2], limits=(1, 3))
+
+
+def test_a_query_of_only_common_words_scores_in_full_only_what_reaches_the_cut(repo, store):
+    """A query whose every word is in most memories does not bound each memory that has one: it reads the
+    words' postings shortest memory first and scores in full only those that could make the cut."""
+    for i in range(60):  # each longer than the last: the shorter, the higher a match scores
+        store.add("fact", " ".join(["service", "logs"] + [f"filler{j}" for j in range(i)]))
+    statements = []
+    postings.rank(store, "x", 1)  # the view is built
+    store.warm.index._conn().set_trace_callback(statements.append)
+    hits = postings.rank(store, "service logs", 3, now=NOW)
+    assert [h.memory.text for h in hits] == ["service logs", "service logs filler0", "service logs filler0 filler1"]
+    assert _scored_in_full(statements) == 3
+    assert not [s for s in statements if "ORDER BY most" in s]  # no memory's bound computed in SQL
+    _same_answers(store, queries=("service logs", "logs", "filler0 service"), limits=(1, 3, 50))
 
 
 def test_a_type_gitmem_does_not_know_boosts_nothing_and_the_index_still_answers(repo, store):
