@@ -620,6 +620,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
     found: Dict[int, _Scored] = {}
     current: Dict[str, Optional[str]] = {}  # the blob each file memory's file has now, by path
     floor = 1.0  # what a memory that only shares a path scores from: half the weakest word match
+    factors: Dict[Tuple[str, Optional[float], bool], float] = {}  # :func:`gitmem.search.weight` of each seen
 
     def consider(rows: Sequence[_Row]) -> None:
         rows = [r for r in rows if r[0] not in found and r[2] not in exclude]
@@ -635,10 +636,11 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
                 if not isinstance(m, Memory):
                     continue
                 stale = is_stale(m, current)
+            if (kind, when, stale) not in factors:  # many memories share a type and a time (written together)
+                factors[kind, when, stale] = weight(kind, when, boosts, now, stale)
             # rank's operations in rank's order: the words' sum, times the path's factor, times the memory's.
             score = (path_only_score(overlap[doc], floor) if base is None  # it shares a path, no word
-                     else base * path_factor(overlap[doc]) if doc in overlap else base) * \
-                weight(kind, when, boosts, now, stale)
+                     else base * path_factor(overlap[doc]) if doc in overlap else base) * factors[kind, when, stale]
             found[doc] = _Scored(doc, blob, mid, kind, score, stale)
             key = (score, mid, doc)  # ties: the newer id first, as rank does (str order is code point order)
             if len(best) < limit:
