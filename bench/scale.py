@@ -10,6 +10,8 @@ runs, printed as a ratio to its baseline measured in the same run:
 - warm `list --limit 20` (the first page), `search`, `context`, `status` and `doctor` against
   `gitmem --version` (the cost of starting at all), and doctor also against cat-file: doctor
   after one new memory since the last sound check (incremental), and `doctor --full` once;
+- `search` of words every memory holds (COMMON_WORDS) against the search above, which has a rare word,
+  and `gitmem --version`, interleaved, and an MCP `recall` of those words;
 - a write, at this size against the smallest (bench/store.write_times, in a process of its own);
 - max RSS of the warm commands.
 
@@ -50,6 +52,9 @@ COMMANDS = {
     "status": ["status"],
     "doctor": ["doctor", "--offline"],
 }
+#: Words every benchmark memory holds ("the service K uses queue Q for retries"): a query with no rare word
+#: to start from, as a real store's name, "use" or "test" are.
+COMMON_WORDS = "retries service"
 
 
 def _timed(argv: List[str], cwd: str) -> Tuple[float, int]:
@@ -109,7 +114,8 @@ def measure(n: int, runs: int, kind: str = "bulk") -> Dict[str, object]:
         rss = max(rss, peak)
         out[f"{name}_s"] = t
         out[f"{name}_ratio_version"] = t / version
-    out["mcp_recall_ms"], out["mcp_recall_after_remember_ms"] = mcp_recall(root, max(runs, 5))
+    out.update(common_words(root, max(runs, 5)))
+    out["mcp_recall_ms"], out["mcp_recall_after_remember_ms"], out["mcp_recall_common_ms"] = mcp_recall(root, max(runs, 5))
     out["doctor_ratio_cat_file"] = float(out["doctor_s"]) / cat  # type: ignore[arg-type]
     full, _ = _median(_gitmem("doctor", "--offline", "--full"), root, 1)
     out["doctor_full_s"], out["doctor_full_ratio_cat_file"] = full, full / cat
@@ -117,22 +123,40 @@ def measure(n: int, runs: int, kind: str = "bulk") -> Dict[str, object]:
     return out
 
 
-def mcp_recall(root: str, runs: int) -> Tuple[float, float]:
+def common_words(root: str, runs: int) -> Dict[str, float]:
+    """Seconds of `search` for COMMON_WORDS, of the search of COMMANDS (a rare word) and of `gitmem --version`,
+    a round of the three at a time (medians), with the ratios: the cost of a query whose words are all common
+    should follow what it returns, not how many memories hold them."""
+    argvs = {"common": _gitmem("search", COMMON_WORDS), "rare": _gitmem(*COMMANDS["search"]),
+             "version": _gitmem("--version")}
+    for argv in argvs.values():
+        _timed(argv, root)  # warm
+    samples: Dict[str, List[float]] = {k: [] for k in argvs}
+    for _ in range(runs):
+        for k, argv in argvs.items():
+            samples[k].append(_timed(argv, root)[0])
+    t = {k: statistics.median(v) for k, v in samples.items()}
+    return {"search_common_s": t["common"], "search_rare_s": t["rare"], "search_version_s": t["version"],
+            "search_common_ratio_version": t["common"] / t["version"], "search_common_ratio_rare": t["common"] / t["rare"]}
+
+
+def mcp_recall(root: str, runs: int) -> Tuple[float, float, float]:
     """Milliseconds of an MCP ``recall`` round trip through the official SDK's stdio client to a
-    running ``gitmem mcp`` (median): warm, and right after a ``remember`` (each a new memory)."""
+    running ``gitmem mcp`` (median): warm, right after a ``remember`` (each a new memory), and warm for
+    COMMON_WORDS."""
     import anyio
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     params = StdioServerParameters(command=sys.executable, args=["-m", "gitmem", "mcp"], cwd=root, env=ENV)
 
-    async def main() -> Tuple[float, float]:
+    async def main() -> Tuple[float, float, float]:
         with open(os.devnull, "w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write) as session:
                     await session.initialize()
                     ask = {"query": "queue retries for service 42", "limit": 10}
                     await session.call_tool("recall", ask)  # warm: the view is in step
-                    warm, after = [], []
+                    warm, after, common = [], [], []
                     for k in range(runs):
                         t0 = time.perf_counter()
                         await session.call_tool("recall", ask)
@@ -141,7 +165,12 @@ def mcp_recall(root: str, runs: int) -> Tuple[float, float]:
                         t0 = time.perf_counter()
                         await session.call_tool("recall", ask)
                         after.append(time.perf_counter() - t0)
-                    return statistics.median(warm) * 1e3, statistics.median(after) * 1e3
+                    await session.call_tool("recall", {"query": COMMON_WORDS, "limit": 10})
+                    for _ in range(runs):
+                        t0 = time.perf_counter()
+                        await session.call_tool("recall", {"query": COMMON_WORDS, "limit": 10})
+                        common.append(time.perf_counter() - t0)
+                    return statistics.median(warm) * 1e3, statistics.median(after) * 1e3, statistics.median(common) * 1e3
 
     return anyio.run(main)
 
@@ -175,7 +204,11 @@ def show(result: dict) -> None:
               f"status {r['status_s']:.3f}, doctor {r['doctor_s']:.3f} (--full {r['doctor_full_s']:.2f}, "
               f"{r['doctor_full_ratio_cat_file']:.1f}x cat-file)")
         print(f"{'':>18} MCP recall {r['mcp_recall_ms']:.1f} ms warm, {r['mcp_recall_after_remember_ms']:.1f} ms "
-              "right after a remember (targets at 100,000: 30 and 60 ms)")
+              f"right after a remember, {r['mcp_recall_common_ms']:.1f} ms of common words only (targets at 100,000: "
+              "30 and 60 ms)")
+        print(f"{'':>18} search {COMMON_WORDS!r} (common words only) {r['search_common_s']:.3f} s vs "
+              f"{COMMANDS['search'][1]!r} {r['search_rare_s']:.3f} s (x{r['search_common_ratio_rare']:.2f}) vs "
+              f"--version {r['search_version_s']:.3f} s (x{r['search_common_ratio_version']:.2f}), interleaved")
     n = list(result["write_ms"])[-1]
     print(f"write: {result['write_ms']['100']:.2f} ms at 100, {result['write_ms'][n]:.2f} ms at {int(n):,} "
           f"(ratio {result['write_growth_ratio']:.2f})")
