@@ -939,7 +939,14 @@ def _term_counts(db: sqlite3.Connection, docs: Sequence[int], tids: Sequence[int
 def _counts(words: str, tfs: str, wanted: Mapping[str, int]) -> Dict[int, int]:
     """Term id -> count of the ``wanted`` ones (by their ids as text) in a doc's word list and counts: one
     read of its row, where the postings would take a lookup per word."""
-    return {wanted[t]: int(n) for t, n in zip(words.split(","), tfs.split(",")) if t in wanted}
+    if len(wanted) > 8:  # a long question: one pass over the memory's words
+        return {wanted[t]: int(n) for t, n in zip(words.split(","), tfs.split(",")) if t in wanted}
+    listed, counts, out = words.split(","), None, {}
+    for t, tid in wanted.items():  # a few: each found in the list by C, not a Python loop over it
+        if t in listed:
+            counts = counts or tfs.split(",")
+            out[tid] = int(counts[listed.index(t)])
+    return out
 
 
 def _near(wanted: Sequence[str], siblings: bool) -> Tuple[str, List[Any]]:
