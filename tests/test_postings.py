@@ -230,13 +230,16 @@ def _crowd(store: Store, rng: random.Random, monkeypatch, n: int = 60) -> None:
             store.supersede(i, "service queue")
 
 
-@pytest.mark.parametrize("share", [0.0, postings.IMPACT, 1.0])
-def test_a_query_of_only_common_words_ranks_as_the_loaded_memories_ties_included(repo, store, monkeypatch, share):
-    """Words in most memories are read best first (by their impact) until no later posting can make the cut;
-    ``share`` of their postings read, the rest are bounded in SQL (0: at once; 1: never). Either way the answer
-    is rank()'s, score for score, ties told apart by id as rank does."""
+@pytest.mark.parametrize("share, words", [(0.0, postings.BEST_FIRST), (postings.IMPACT, postings.BEST_FIRST),
+                                          (1e9, 9)])
+def test_a_query_of_only_common_words_ranks_as_the_loaded_memories_ties_included(repo, store, monkeypatch, share,
+                                                                                  words):
+    """Up to ``words`` words in most memories are read best first (by their impact) until no later posting can
+    make the cut; past a cost of ``share`` of their postings, the rest are bounded in SQL (0: at once; 1e9:
+    never). Either way the answer is rank()'s, score for score, ties told apart by id as rank does."""
     _crowd(store, random.Random(7), monkeypatch)
     monkeypatch.setattr(postings, "IMPACT", share)
+    monkeypatch.setattr(postings, "BEST_FIRST", words)
     queries = ("service", "service logs", "queue logs service", "service redis", "logs queue")
     _same_answers(store, queries=queries, limits=(1, 3, 10))
     fresh = _fresh(repo)
