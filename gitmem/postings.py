@@ -14,11 +14,13 @@ them all (seconds at 100,000). Here the same ranking is answered by SQLite from 
   progress line on a terminal).
 
 SQLite first orders the candidates by the score their postings bound (a posting carries its memory's
-length, type, status and time; a term, the most times one memory holds it). Only the memories whose
-bound reaches the cut are scored in full, by :func:`~gitmem.search.rank`'s own functions on their rows
-(their words' counts, length, type, time; a file memory's staleness), in its order, so to the same
-floats. So the answer is :func:`~gitmem.search.rank`'s, score for score (``tests/test_postings.py`` compares them after
-random writes, merges and branch switches). Where the index cannot answer (no file, busy, a view
+length, type, status and time; a term, the most times one memory holds it); the postings of one or two
+words in most memories are read best first instead (``postings_impact``), so such a query costs what reaches
+the cut, not how many memories hold its words. Only the memories whose bound reaches the cut are scored
+in full, by :func:`~gitmem.search.rank`'s own functions on their rows (their words' counts, length, type,
+time; a file memory's staleness), in its order, so to the same floats. So the answer is
+:func:`~gitmem.search.rank`'s, score for score (``tests/test_postings.py`` compares them after random
+writes, merges and branch switches). Where the index cannot answer (no file, busy, a view
 with two memories of one id, inactive memories asked for) :func:`rank` returns None and the caller
 ranks the loaded memories.
 """
