@@ -469,3 +469,16 @@ def test_a_listing_reads_a_chunk_at_a_time_so_the_first_memories_come_before_the
     first = next(listing)
     assert first.text.startswith("Note 0 ") and 0 < len(read) <= 256
     assert len([first, *listing]) == 700 and len(read) == 700
+
+
+def test_a_first_page_is_counted_where_no_further_read_is_needed_and_otherwise_says_it_is_not(store):
+    """A type, status or path is counted by the summary or the index; a tag, author kind or source only
+    by reading every memory, which a page of the newest few does not do."""
+    ids = [store.add("fact", f"fact {i}", paths=["src/a.py"], tags=["queue"]).memory.id for i in range(5)]
+    store.retract(ids[0], reason="wrong")
+    newest = ids[:0:-1]
+    assert store.first_page(2, path="src") == ([store.get(i) for i in newest[:2]], 4)
+    assert store.first_page(2, type="fact", status=None)[1] == 5
+    assert store.first_page(2, path="src", status=None)[1] == 5  # the index answers no other status: read in full
+    assert store.first_page(2, tag="queue") == ([store.get(i) for i in newest[:2]], None)
+    assert store.first_page(9, source="api") == ([store.get(i) for i in newest], 4)  # all there are: read anyway

@@ -175,6 +175,34 @@ def test_the_memory_page_and_a_search_read_only_what_they_show(repo, store, web,
     assert ids_on(web.get("/memory", params={"q": "number 7 queue"}).text)[0] == written[7]
 
 
+def test_a_path_author_or_source_filter_reads_only_the_page_and_counts_only_what_the_index_can(repo, store, web,
+                                                                                               monkeypatch):
+    """At 100,000 memories `?path=src` read every match to show 50 and a total (2.3 s a view), and
+    `?source=bench` every memory (1.7 s): a path is counted by the index, a source is not counted."""
+    from gitmem.postings import IndexedMemories
+    from gitmem.web.app import LIST_LIMIT
+
+    written = [store.add("fact", f"fact number {i}", paths=["src/queue.py"], source="bench").memory.id
+               for i in range(4 * LIST_LIMIT)]
+    few = [store.add("fact", f"agent fact {i}", author=AGENT).memory.id for i in range(3)]
+    web.get("/memory")  # the server's first view builds the index for this tip
+    monkeypatch.setattr("gitmem.store._CHUNK", 16)  # a page's read, not one chunk that holds them all
+    read = []
+    real = IndexedMemories.get
+    monkeypatch.setattr(IndexedMemories, "get", lambda self, ids: read.append(len(ids)) or real(self, ids))
+    page = web.get("/memory", params={"path": "src"}).text
+    assert ids_on(page) == written[::-1][:LIST_LIMIT]
+    assert f"The newest {LIST_LIMIT} of {4 * LIST_LIMIT} memories" in page
+    assert sum(read) <= LIST_LIMIT + 1
+    read.clear()
+    page = web.get("/memory", params={"source": "bench"}).text
+    assert ids_on(page) == written[::-1][:LIST_LIMIT]
+    assert f"The newest {LIST_LIMIT} shown; more match" in page
+    assert sum(read) <= 2 * (LIST_LIMIT + 1)  # the newest few are not from it
+    page = web.get("/memory", params={"author_kind": "agent"}).text  # fewer than a page: counted as read
+    assert ids_on(page) == few[::-1] and "3 memories." in page
+
+
 def test_the_page_and_a_search_name_the_blobs_that_are_not_valid_memories(repo, store, web):
     m = store.add("fact", "Refunds are idempotent").memory
     bad = f"fact/x/y/{m.id[:-2]}xy.yaml"

@@ -23,7 +23,7 @@ import functools
 import hmac
 import os
 import secrets
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional
 from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
@@ -40,9 +40,6 @@ from ..serving import on_library_thread, scope_refusal
 from ..warm import Warm
 from . import pages
 from .html import url
-
-if TYPE_CHECKING:
-    from ..store import Store
 
 SOURCE = "web-ui"
 DEFAULT_PORT = 8737
@@ -89,23 +86,6 @@ class _Refused(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
-
-
-def first_page(store: "Store", type: Optional[str], status: Optional[str]) -> Optional[Tuple[List[Any], int]]:
-    """The newest :data:`LIST_LIMIT` memories of a type and status (None: any), newest first, and how many
-    there are, counted by the summaries kept per tree: the plain page reads the summary's own list, a type
-    or status reads only the newest that many (at 100,000 memories the page read them all: 2 s a view).
-    None where the page must load them all: blobs that are not valid memories, which it names."""
-    summary = store.summary()
-    counts = summary["counts"]
-    if counts.get("invalid"):
-        return None
-    total = sum(n for key, n in counts.items()
-                if (type is None or key.split("/")[0] == type) and (status is None or key.split("/")[-1] == status))
-    newest = store.newest(LIST_LIMIT, summary) if type is None and status == "active" else None
-    if newest is None:
-        newest = store.list(type=type, status=status, limit=LIST_LIMIT)
-    return newest[::-1], total
 
 
 def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Starlette:
@@ -187,6 +167,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         status_kept = None if wanted == "all" else wanted
         items: List[Any]
         shown: List[Any]
+        total: Optional[int]
         problems: List[Any] = []
         if filters["q"]:  # from the index when nothing narrows it, as `gitmem search`
             items = find(store, filters["q"], 100, filters=narrowing, status=status_kept, max_backlog=AGENT_BACKLOG)
@@ -195,14 +176,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
                 store.memories()
                 problems = store.problems
         else:
-            only_kind = not any(v for k, v in narrowing.items() if k != "type")
-            first = first_page(store, narrowing["type"], status_kept) if only_kind else None
-            if first is None:
-                memories = store.list(type=narrowing["type"], tag=narrowing["tag"], path=narrowing["path"],
-                                      author_kind=narrowing["author_kind"], source=narrowing["source"], status=status_kept)
-                first = list(reversed(memories))[:LIST_LIMIT], len(memories)  # ids sort by creation: newest first
-                problems = store.problems
-            items, total = first
+            items, total = store.first_page(LIST_LIMIT, **narrowing, status=status_kept)
+            problems = store.problems
             shown = items
         blobs = store.current_blobs(shown)
         body = pages.memory_page(conflicts=pending(store, tip) if items else {},

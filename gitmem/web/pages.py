@@ -88,7 +88,7 @@ def memory_card(m: Memory, branch: str, *, stale: bool, score: Optional[float] =
 
 
 def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: Optional[str], tip: Optional[str],
-                filters: Mapping[str, str], items: Sequence[Any], total: int, searched: bool, stale_ids: set,
+                filters: Mapping[str, str], items: Sequence[Any], total: Optional[int], searched: bool, stale_ids: set,
                 csrf: str, key: str, who: Any, form: Mapping[str, str], flash: Optional[str] = None,
                 error: Optional[str] = None, problems: Sequence[Any] = (),
                 conflicts: Optional[Mapping[str, Any]] = None) -> Safe:
@@ -130,10 +130,14 @@ def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: O
                   len(items), f.get("q", ""))
     else:
         cards = [memory_card(m, branch, stale=m.id in stale_ids, conflict=conflicts.get(m.id)) for m in items]
-        count = h('<p class="count">{} memor{}.</p>', total, "y" if total == 1 else "ies")
-        if total > len(items):
+        if total is None:  # uncounted: see Store.first_page
+            count = h('<p class="count">The newest {} shown; more match: filter or search to find the others.</p>',
+                      len(items))
+        elif total > len(items):
             count = h('<p class="count">The newest {} of {} memories: filter or search to find the others.</p>',
                       len(items), total)
+        else:
+            count = h('<p class="count">{} memor{}.</p>', total, "y" if total == 1 else "ies")
     listing = join(cards) if cards else Safe('<p class="empty">Nothing matches.</p>')
     skipped = join(h('<li><code>{}</code>: {}</li>', p.where, p.message) for p in problems)
     broken = h('<div class="error"><p>Skipped invalid memory blobs:</p><ul>{}</ul></div>', skipped) if problems else ""
