@@ -238,7 +238,7 @@ def test_a_writer_setting_from_the_environment_follows_its_option_s_rule_and_is_
     (["--branch", "", "list"], "invalid branch name '': it is empty"),
     (["guide", "set", ""], "guide set needs a file: name one, e.g. gitmem guide set AGENTS.md"),
     (["guide", "set", "."], "'.' is a folder: name the guide file in it, e.g. gitmem guide set AGENTS.md"),
-    (["guide", "set", "../x.md"], "invalid guide: '../x.md' must stay inside the repository"),
+    (["guide", "set", "../x.md"], "invalid path '../x.md': must stay inside the repository"),
 ])
 def test_a_refused_name_says_what_is_wrong_and_what_to_type(repo, args, message):
     gitmem(repo, "add", "fact", "on main")
@@ -297,6 +297,18 @@ def test_a_path_is_taken_as_git_takes_one_relative_to_where_the_command_runs(rep
     assert len(json.loads(gitmem(repo, "-C", "src", "list", "--path", "pay", "--json").stdout)["memories"]) == 2
     outside = gitmem(sub, "add", "fact", "escapes", "--path", "../../../x", check=False)
     assert outside.returncode == 1 and "must stay inside the repository" in outside.stderr
+
+
+def test_a_path_outside_the_repository_is_refused_as_typed_not_as_the_root_would_name_it(repo):
+    """`/etc/passwd` typed in src/ is ../../etc/passwd from the root: the error named that, a path nobody typed.
+    A filter is refused too, as git refuses a pathspec outside the repository."""
+    (repo / "src").mkdir()
+    for typed in ("/etc/passwd", "../../x"):
+        for args in (("add", "file", "s", "--path", typed), ("list", "--path", typed)):
+            result = gitmem(repo / "src", *args, check=False)
+            assert (result.returncode, result.stderr) == (1, f"Error: invalid path {typed!r}: must stay inside the "
+                                                             "repository\n"), args
+    assert git(repo, "for-each-ref", "refs/memory") == ""
 
 
 def test_guide_set_reads_its_path_as_list_path_does_not_from_the_process_directory(tmp_path, repo):

@@ -125,8 +125,9 @@ def main(ctx: click.Context, path: str, branch: Optional[str]) -> None:
 class RepoPath(click.ParamType):
     """A path as git takes one on the command line: relative to where the command runs (``-C`` included),
     given to the library relative to the repository's root (``sub/`` + ``x.py`` is ``sub/x.py``, and
-    ``./src`` is ``src``; one outside it keeps its ``..`` for the library to refuse). Where the work tree is
-    not found here, the path goes on as typed."""
+    ``./src`` is ``src``). One outside it is refused, as git refuses it, named as typed: relative to the root
+    it would be ``../../etc/passwd`` for ``/etc/passwd``. Where the work tree is not found here, the path goes
+    on as typed."""
 
     name = "path"
 
@@ -153,7 +154,9 @@ class RepoPath(click.ParamType):
         if not value or "\x00" in value:
             return value  # the library names what is wrong with it
         inside = os.path.relpath(os.path.normpath(os.path.join(here, value)), root)
-        return value if inside == os.curdir else inside.replace(os.sep, "/")  # outside: the library refuses it
+        if inside == os.pardir or inside.startswith(os.pardir + os.sep):
+            raise GitmemError(f"invalid path {value!r}: must stay inside the repository")
+        return value if inside == os.curdir else inside.replace(os.sep, "/")
 
 
 #: The type of every ``--path`` option.
