@@ -331,7 +331,8 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True, force: bool = False)
 def move(repo: pygit2.Repository, old: str, new: str) -> str:
     """Rename ``old``'s memory to ``new``, as `git branch -m old new` renames its code (git runs no hook for
     it): ``refs/memory/<new>`` takes the tip, the fork record moves, and branches forked from ``old`` now name
-    ``new``. ``new`` must have no memory of its own (merge it instead). Returns the tip moved."""
+    ``new``. ``new`` must have no memory of its own (merge it instead), unless it is ``old``: as for git, a
+    rename to the same name changes nothing. Returns the tip moved."""
     from .refs import move_ref
     from .repo import check_branch_name, config_get, memory_ref
 
@@ -340,6 +341,8 @@ def move(repo: pygit2.Repository, old: str, new: str) -> str:
     tip = ref_target(repo, memory_ref(old))
     if tip is None:
         raise BranchError(f"{old!r} has no memory of its own to move")
+    if new == old:
+        return tip
     if ref_target(repo, memory_ref(new)) is not None:
         raise BranchError(f"{new!r} already has memory of its own: bring {old!r}'s in with "
                           f"`gitmem --branch {new} merge {old}`")

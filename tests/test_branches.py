@@ -557,6 +557,17 @@ def test_a_renamed_branch_is_named_in_status_kept_from_prune_and_its_memory_move
     assert gitmem(repo, "branch", "-m", "nope", "x", check=False).returncode == 1
 
 
+def test_a_rename_to_its_own_name_changes_nothing_as_git_branch_m_does(repo):
+    """It said "already has memory of its own: bring 'main''s in with `gitmem --branch main merge main`"."""
+    gitmem(repo, "add", "decision", "base", "--because", "why")
+    before = git(repo, "for-each-ref", "refs/memory")
+    same = gitmem(repo, "branch", "-m", "main", "main")
+    assert same.stdout == f"the memory of 'main' is already on refs/memory/main (at {tip(repo, 'main')[:10]}): " \
+                          "nothing to move\n" and same.stderr == ""
+    assert git(repo, "for-each-ref", "refs/memory") == before
+    assert "no memory of its own" in gitmem(repo, "branch", "-m", "nope", "nope", check=False).stderr
+
+
 def test_a_branch_renamed_twice_is_still_named_in_status_and_kept_from_prune(repo):
     """`git branch -m a b` then `git branch -m b c` (a typo fixed): the memory stayed under a. Only the newest
     rename was read, and b has no memory, so c read main's memory with no word of a's, and a was called

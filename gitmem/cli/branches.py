@@ -43,6 +43,8 @@ def branch(store: Store, move, as_json: bool) -> None:
         tip = move_memory(store.repo, *move)
         if as_json:
             emit_json({"from": move[0], "to": move[1], "ref": memory_ref(move[1]), "tip": tip})
+        elif move[0] == move[1]:
+            click.echo(f"the memory of {move[0]!r} is already on {memory_ref(move[1])} (at {_short(tip)}): nothing to move")
         else:
             click.echo(f"moved the memory of {move[0]!r} to {memory_ref(move[1])} (at {_short(tip)})")
         return
