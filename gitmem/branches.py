@@ -189,7 +189,7 @@ def require_known(repo: pygit2.Repository, name: str) -> str:
     suggests the nearest names, so a typo neither reads another branch's memory nor forks a ref."""
     import difflib
 
-    from .repo import check_branch_name, current_branch
+    from .repo import check_branch_name, current_branch, shown_name
 
     check_branch_name(name)
     known = set(_all_code_branch_names(repo)) | {n for n, _ in ref_names(repo, REF_PREFIX)}
@@ -198,10 +198,11 @@ def require_known(repo: pygit2.Repository, name: str) -> str:
         return name
     for prefix in ("refs/heads/", REF_PREFIX):  # a ref typed where its branch's name goes
         if name.startswith(prefix) and name[len(prefix):] in known:
-            raise BranchError(f"no branch {name!r}: that is a ref; give the branch's name, {name[len(prefix):]!r}")
+            raise BranchError(f"no branch {shown_name(name)}: that is a ref; give the branch's name, "
+                              f"{shown_name(name[len(prefix):])}")
     close = difflib.get_close_matches(name, sorted(known), n=3)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    raise BranchError(f"no branch {name!r} here (no code branch, no memory){hint}")
+    hint = f"; did you mean {' or '.join(shown_name(c) for c in close)}?" if close else ""
+    raise BranchError(f"no branch {shown_name(name)} here (no code branch, no memory){hint}")
 
 
 # --- listing -------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The repository edge: opening a repository, its config, branch names and identities.
 
 Every other git-facing module builds on these helpers; this module imports no
-other gitmem module but the model, the errors and gitdir, so it can sit at the bottom
-of the import graph.
+other gitmem module but the model, the errors and gitdir (and, for an error that quotes a
+name, redact), so it can sit at the bottom of the import graph.
 """
 
 from __future__ import annotations
@@ -27,22 +27,30 @@ def memory_ref(branch: str) -> str:
     return REF_PREFIX + branch
 
 
+def shown_name(name: str, limit: Optional[int] = None) -> str:
+    """``name`` as an error quotes it, cut to ``limit`` characters: a token pasted where a branch name goes
+    is redacted (before the cut, so no piece of it survives), not echoed to a terminal or a CI log."""
+    from .redact import redact  # an error's: the happy path needs no secret rules
+
+    return repr(redact(name)[0][:limit])
+
+
 def check_branch_name(name: str) -> str:
     """Refuse names git would refuse, so a branch can never address outside refs/memory/."""
     if not name:
         raise BranchError("invalid branch name '': it is empty; name a branch, e.g. main")
     if len(name) > 255:
-        raise BranchError(f"invalid branch name {name[:40]!r}... ({len(name)} characters) is too long: "
+        raise BranchError(f"invalid branch name {shown_name(name, 40)}... ({len(name)} characters) is too long: "
                           "git allows 255 at most; use a shorter name")
     if "\x00" in name:
-        raise BranchError(f"invalid branch name {name[:80]!r}: it holds a NUL byte")
+        raise BranchError(f"invalid branch name {shown_name(name, 80)}: it holds a NUL byte")
     shown = undecodable(name)
     if shown is not None:
         raise BranchError(f"invalid branch name {shown}: not valid UTF-8")
     if not (plain_ref_name(memory_ref(name)) or pygit2.reference_is_valid_name(memory_ref(name))):
-        raise BranchError(f"invalid branch name {name[:80]!r}")
+        raise BranchError(f"invalid branch name {shown_name(name, 80)}")
     if name == "HEAD" or name.startswith("-"):
-        raise BranchError(f"invalid branch name {name!r}")
+        raise BranchError(f"invalid branch name {shown_name(name)}")
     return name
 
 

@@ -275,3 +275,16 @@ def test_a_secret_in_a_captured_path_stays_out_of_the_hook_log(repo):
         time.sleep(0.1)
     assert "file memory" in log.read_text() and "REDACTED" in log.read_text()
     assert_never_stored(repo, secret)
+
+
+def test_a_secret_pasted_as_a_branch_name_is_not_echoed_by_the_error_that_refuses_it(repo):
+    """`--branch feat/<token>` repeated the token on stderr, into terminals and CI logs."""
+    secret = fresh_secret()
+    for name, message in ((f"feat/{secret}", "no branch 'feat/[REDACTED:github-pat]' here"),
+                          (f"refs/memory/{secret}", "no branch 'refs/memory/[REDACTED:github-pat]' here"),
+                          (f"{secret}..x", "invalid branch name '[REDACTED:github-pat]..x'"),
+                          (f"-{secret}", "invalid branch name '-[REDACTED:github-pat]'"),
+                          ("x" * 20 + secret + "y" * 300, "invalid branch name '" + "x" * 20 + "[REDACTED:github-pat'...")):
+        result = gitmem(repo, "--branch", name, "add", "note", "x", check=False)
+        assert result.returncode == 1 and message in result.stderr and secret[4:24] not in result.stderr, name
+    assert git(repo, "for-each-ref", "refs/memory/") == ""  # refused: nothing written
