@@ -877,3 +877,19 @@ def test_a_late_parents_merge_refused_over_a_pending_conflict_is_reported_as_blo
     assert blocked == [{"branch": "feat-a", "ref": "", "id": "0123456789abcdef",
                         "why": "memory 0123456789abcdef has an unresolved conflict"}]
     assert branches.blocked_notice(blocked[0]).startswith("feat-a: not merged: memory 0123456789abcdef")
+
+
+def test_the_branch_listing_lines_up_its_columns_after_wide_character_names(repo):
+    """Padded by len(), a CJK name took twice the columns it was given and pushed the tips right."""
+    import unicodedata
+
+    def columns(text):
+        return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+    for name in ("main", "機能/検索", "feature/ascii", "ｆｕｌｌ"):
+        if name != "main":
+            git(repo, "branch", name)
+        gitmem(repo, "--branch", name, "add", "note", f"on {name}")
+    lines = gitmem(repo, "branch").stdout.splitlines()
+    tips = {line: columns(line[:line.index(tip(repo, line[2:].split()[0])[:10])]) for line in lines}
+    assert len(lines) == 4 and len(set(tips.values())) == 1, tips

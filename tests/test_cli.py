@@ -157,6 +157,15 @@ def test_log_prints_a_commit_whose_memory_id_trailer_is_no_id(run, repo):
     assert out.exit_code == 0 and "hand-made" in out.output
 
 
+def test_log_lines_up_its_columns_after_a_wide_character_author_name(run):
+    """Padded by len(), a CJK name took twice the columns it was given and pushed the source right."""
+    run("add", "fact", "from Bob", "--author", "Bob <bob@example.com>", "--source", "cli")
+    run("add", "fact", "from Taro", "--author", "田中太郎 <taro@example.com>", "--source", "cli")
+    lines = run("log").output.splitlines()
+    at = [line.index(" cli ") + sum(1 for c in line[:line.index(" cli ")] if ord(c) > 0x3000) for line in lines]
+    assert len(lines) == 2 and at[0] == at[1], lines
+
+
 def test_source_filters_match_the_same_family_in_list_and_log(run):
     run("add", "fact", "from cursor", "--agent", "--source", "mcp:cursor")
     run("add", "fact", "from the cli")

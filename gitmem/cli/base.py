@@ -57,6 +57,18 @@ def terminal_safe(text: str) -> str:
                        else f"\\u{ord(m.group(0)):04x}", text)
 
 
+def pad(text: str, width: int) -> str:
+    """``text`` padded to ``width`` terminal columns, as ``str.ljust`` pads to characters: an East Asian wide
+    or fullwidth character takes two columns (``ljust`` counted one, and the columns after a CJK branch
+    name slipped), a combining mark none."""
+    if text.isascii():
+        return text.ljust(width)
+    import unicodedata  # here: a 1 MB extension that ASCII names, most of them, never need
+
+    used = sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+    return text + " " * (width - used)
+
+
 def echo(text: str = "", **kwargs: Any) -> None:
     """``click.echo`` for human output that may hold memory text or authors: control characters made inert."""
     click.echo(terminal_safe(text), **kwargs)

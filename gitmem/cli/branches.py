@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import click
 
-from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pass_store
+from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pad, pass_store
 
 if TYPE_CHECKING:
     from ..branches import SyncResult
@@ -63,7 +63,7 @@ def branch(store: Store, move, as_json: bool) -> None:
         notes += ([f"code and memory merged into {b.parent or 'the default branch'}"] if b.memory_merged else
                   [f"code merged, memory not yet: gitmem merge {b.name}"]) if b.merged else []
         notes += [f"{b.conflicts} conflict(s)"] if b.conflicts else []
-        click.echo(f"{mark} {b.name:<24} {_short(b.tip)} {b.active:>5} active of {b.memories:<5} {', '.join(notes)}")
+        click.echo(f"{mark} {pad(b.name, 24)} {_short(b.tip)} {b.active:>5} active of {b.memories:<5} {', '.join(notes)}")
     if not found:
         click.echo("no memory branches yet", err=True)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional
 import click
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, source_matches
-from .base import (REPO_PATH, author_options, echo, edit_in_editor, emit_json, emit_json_list, json_option, main,
+from .base import (REPO_PATH, author_options, echo, edit_in_editor, emit_json, emit_json_list, json_option, main, pad,
                    pass_store)
 
 if TYPE_CHECKING:
@@ -455,7 +455,7 @@ def log(store: Store, limit, memory_id, type_, since, author_kind, source, autho
     for c in selected:
         when = time.strftime("%Y-%m-%d %H:%MZ", time.gmtime(c.time))  # UTC, and says so: a team spans zones
         ids = ",".join(short.get(i, i) for i in c.memory_ids[:1]) + ("+" if len(c.memory_ids) > 1 else "")
-        echo(f"{c.commit[:10]} {when} {c.author.kind:<5} {c.author.name:<16} {c.source:<12} {ids or '-':<6} "
+        echo(f"{c.commit[:10]} {when} {c.author.kind:<5} {pad(c.author.name, 16)} {c.source:<12} {ids or '-':<6} "
              f"{c.summary}")
 
 
