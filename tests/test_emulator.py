@@ -572,6 +572,28 @@ def test_transport_level_errors(emu):
     assert too_big.status == 413 and error_of(too_big)["type"] == "request_too_large"
 
 
+def test_a_body_over_the_limit_sent_in_chunks_is_413_over_http(emu):
+    """A server gets the body in pieces (uvicorn: 64 KiB): over 32 MiB is too large, not invalid JSON."""
+    import asyncio
+
+    raw = json.dumps(body(question="word " * 7_000_000)).encode()
+    pieces = [raw[i:i + 65536] for i in range(0, len(raw), 65536)]
+    sent = []
+
+    async def receive():
+        chunk = pieces.pop(0)
+        return {"type": "http.request", "body": chunk, "more_body": bool(pieces)}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/messages", "query_string": b"",
+             "headers": [(k.encode(), v.encode()) for k, v in HEADERS.items()]}
+    asyncio.run(emu.asgi()(scope, receive, send))
+    assert sent[0]["status"] == 413
+    assert json.loads(sent[1]["body"])["error"]["type"] == "request_too_large"
+
+
 def test_the_reply_cites_matching_memory_and_says_it_is_the_emulator(emu):
     reply = send(emu, body()).json()
     text = reply["content"][0]["text"]

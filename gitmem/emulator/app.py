@@ -473,9 +473,9 @@ class _AsgiApp:
         while more:
             message = await receive()
             chunk = message.get("body", b"")
-            size += len(chunk)
-            if size <= MAX_REQUEST_BYTES + 1:
+            if size <= MAX_REQUEST_BYTES:  # keep one chunk past the limit, so the body is seen as too large
                 chunks.append(chunk)
+            size += len(chunk)
             more = message.get("more_body", False)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         response = self.emulator.handle(scope["method"], scope["path"], headers, b"".join(chunks),
