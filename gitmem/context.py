@@ -62,6 +62,7 @@ from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Dict, Iterable, I
 from .errors import GitmemError
 from .model import Memory, matches, quoted, undecodable
 from .pricing import DEFAULT_TABLE, PriceTable
+from .redact import redact
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
 
 if TYPE_CHECKING:
@@ -590,6 +591,16 @@ def _was_active(m: Optional[Memory]) -> bool:
     return m is not None and m.status == "active"
 
 
+def _redacted(texts: Sequence[str]) -> Tuple[List[str], int]:
+    """``texts`` with secrets replaced, and how many there were."""
+    out, found = [], 0
+    for text in texts:
+        clean, findings = redact(text)
+        out.append(clean)
+        found += len(findings)
+    return out, found
+
+
 def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Sequence[str] = (), ttl: str = "5m",
              model: str = DEFAULT_MODEL, budget: Optional[int] = DEFAULT_BUDGET,
              max_tokens: int = DEFAULT_MAX_TOKENS, table: PriceTable = DEFAULT_TABLE) -> Context:
@@ -604,8 +615,12 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
     for value, what in ((query or "", "question"), *((p, "path") for p in paths)):
         if (shown := undecodable(value)) is not None:  # a terminal's or a file's bytes: no request body carries them
             raise GitmemError(f"invalid {what} {shown}: not valid UTF-8")
+    # Memory was redacted when stored; the guide file and the question never pass the store.
+    (guide, query, *paths), found = _redacted([inputs.guide_text.strip(), query or "", *paths])
     row = table.get(model)
     warnings: List[str] = list(inputs.warnings)
+    if found:
+        warnings.append(f"redacted {found} secret(s) from the guide, the question or the files before sending")
     if row.retired:
         warnings.append(f"{row.id} is retired: the API refuses requests to it (`gitmem models` lists the others)")
     now = inputs.at_tip or Loaded(inputs.memories, inputs.blobs)
@@ -680,7 +695,6 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(tail)} {chosen_by} "
                             f"of {len(candidates)} newer memories")
 
-    guide = inputs.guide_text.strip()
     pieces: List[Tuple[str, str, int, Tuple[str, ...]]] = []
     head = PREAMBLE + ("\n\n" + guide if guide else "")
     pieces.append(("guide", head, count_tokens(head), ()))

@@ -540,6 +540,22 @@ def test_a_question_that_is_not_utf8_is_refused_and_a_retired_model_is_named():
     assert not any("is retired" in w for w in assemble(inputs).warnings)
 
 
+def test_a_secret_in_the_guide_the_question_or_a_path_is_redacted_before_the_body_is_sent(repo):
+    """Memory is redacted when stored; the guide file and the question never pass the store, so the
+    builder redacts them: a key pasted into AGENTS.md or a question reaches no model and no terminal."""
+    from gitmem.redact import RULES
+
+    token = next(r for r in RULES if r.id == "github-pat").true_samples[0]
+    (repo / "AGENTS.md").write_text(f"# Deploys\nThe bot pushes with GITHUB_TOKEN={token}\n")
+    ctx = build(Store.open(str(repo)), query=f"why is {token} refused?", paths=[f"keys/{token}.txt"])
+    sent = json.dumps(ctx.body)
+    assert token not in sent and sent.count("[REDACTED:github-pat]") == 3
+    assert "GITHUB_TOKEN=[REDACTED:github-pat]" in ctx.body["system"][0]["text"]
+    assert any("redacted 3 secret(s)" in w for w in ctx.warnings)
+    shown = gitmem(repo, "context", "--query", f"is {token} valid?")
+    assert shown.returncode == 0 and token not in shown.stdout + shown.stderr
+
+
 def system_text(ctx, name):
     return next(b["text"] for b, p in zip(ctx.body["system"], ctx.parts) if p.name == name)
 
