@@ -476,6 +476,7 @@ class Router:
 
         now = self.clock.now()
         store = info.get("store")
+        model = model if isinstance(model, str) else None  # the client's: the API refuses any other type
         line_key = info.get("line") or "-"
         line = self.lines.get(line_key)
         gap = None if line is None or kind == "ping" else now - line.last_request_at

@@ -219,6 +219,20 @@ def test_an_upstream_error_is_redacted_before_it_is_cut_to_length(team, routed):
     assert token[4:20] not in recorded  # no piece of it either, where a cut first would leave one
 
 
+def test_a_request_with_a_model_that_is_not_text_is_recorded_so_the_bill_still_reads(team, routed):
+    """The API's 400 for ``"model": 5`` is recorded like any failed request: a line the bill refuses
+    would stop `gitmem bill` for every request before and after it."""
+    repo, _ = team
+    for model in (5, ["claude-haiku-4-5"], {"id": 1}):
+        bad = httpx2.post(f"{routed.url}/v1/messages", json={**body(), "model": model}, timeout=60,
+                          headers={"x-api-key": "k", "anthropic-version": "2023-06-01"})
+        assert bad.status_code == 400
+    entries = read_requests(Store.open(str(repo)), "router")
+    assert [(e["status"], e["model"]) for e in entries] == [(400, None)] * 3
+    shown = gitmem(repo, "bill", "--router")
+    assert shown.returncode == 0 and "3 failed" in shown.stdout
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
