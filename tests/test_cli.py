@@ -430,6 +430,31 @@ def test_each_command_comes_from_the_module_the_command_map_names():
     assert sorted(main.commands) == listed  # nothing registered that the map does not name
 
 
+def test_ctrl_c_while_pygit2_loads_aborts_without_a_traceback(repo):
+    """pygit2 loads on first use; Ctrl-C in the middle used to leave its stand-in out of sys.modules, so the
+    next ``except pygit2.GitError`` raised KeyError over the KeyboardInterrupt and printed a traceback."""
+    program = """if True:
+        import sys
+
+        class CtrlC:  # the interrupt arrives while pygit2's own modules import, once
+            fired = False
+
+            def find_spec(self, name, path=None, target=None):
+                if name == "pygit2.enums" and not CtrlC.fired:
+                    CtrlC.fired = True
+                    raise KeyboardInterrupt
+                return None
+
+        sys.meta_path.insert(0, CtrlC())
+        from gitmem.cli import main
+        main(["fact", "add", "Refunds are idempotent"], prog_name="gitmem")
+    """
+    done = subprocess.run([sys.executable, "-c", program], cwd=repo, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert (done.returncode, done.stderr.strip()) == (1, "Aborted!")
+    assert git(repo, "for-each-ref", "refs/memory/").strip() == ""  # nothing written, not half of it
+
+
 def test_version_starts_without_any_command_module_or_git():
     import subprocess
     import sys

@@ -26,7 +26,12 @@ class _OnFirstUse(types.ModuleType):
         with _LOADING:
             if sys.modules.get(self.__name__) is self:
                 del sys.modules[self.__name__]
-                self.__dict__.update(importlib.import_module(self.__name__).__dict__)
+                try:
+                    module = importlib.import_module(self.__name__)
+                except BaseException:  # Ctrl-C mid-import: the next read (an ``except pygit2.GitError``) retries
+                    sys.modules[self.__name__] = self
+                    raise
+                self.__dict__.update(module.__dict__)
         return getattr(sys.modules[self.__name__], name)
 
 
