@@ -211,6 +211,10 @@ def make_sample_repo(path: str, log: Callable[[str], None] = lambda line: None) 
     from .context_inputs import set_guide
     from .store import Store
 
+    if os.path.exists(path) and not (os.path.isdir(path) and not os.listdir(path)):  # `--keep .` in one's own
+        # repository would write over its guide, commit on its HEAD and add to its memory
+        what = "not empty" if os.path.isdir(path) else "not a folder"
+        raise GitmemError(f"the sample repository needs a new or empty folder: {path} is {what}")
     os.makedirs(path, exist_ok=True)
     _git(path, "init", "-q", "-b", "main")
     _git(path, "config", "user.name", "Payments Team")

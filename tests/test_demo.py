@@ -149,3 +149,21 @@ def test_the_demo_the_bill_and_models_say_token_counts_are_estimates_and_by_how_
     assert ESTIMATE_NOTE in gitmem(repo, "demo", "--runs", "1").stdout
     assert ESTIMATE_NOTE in gitmem(repo, "bill", "--no-plot").stdout
     assert ESTIMATE_NOTE in gitmem(repo, "models").stdout
+
+
+def test_keep_refuses_a_folder_that_is_not_empty_and_leaves_it_untouched(tmp_path):
+    """`gitmem demo --keep .` in one's own repository wrote the sample guide over AGENTS.md, committed it on
+    the checked-out branch and added the sample memories to the branch's memory."""
+    from conftest import make_repo
+
+    repo = make_repo(tmp_path / "mine")
+    (repo / "AGENTS.md").write_text("our own guide, not committed yet\n")
+    head = git(repo, "rev-parse", "HEAD")
+    refused = gitmem(repo, "demo", "--keep", ".", "--runs", "1", check=False)
+    assert refused.returncode == 1 and "not empty" in refused.stderr and "Traceback" not in refused.stderr
+    assert (repo / "AGENTS.md").read_text() == "our own guide, not committed yet\n"
+    assert git(repo, "rev-parse", "HEAD") == head and git(repo, "for-each-ref", "refs/memory/").strip() == ""
+    a_file = gitmem(repo, "demo", "--keep", "AGENTS.md", "--runs", "1", check=False)
+    assert a_file.returncode == 1 and "not a folder" in a_file.stderr and "Traceback" not in a_file.stderr
+    (tmp_path / "empty").mkdir()
+    assert gitmem(tmp_path / "empty", "demo", "--keep", ".", "--runs", "1").returncode == 0

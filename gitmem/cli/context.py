@@ -292,7 +292,7 @@ def _demo_options(f):
         click.option("--real-time", is_flag=True, help="Wait for the break for real, with a countdown."),
         click.option("--backend", type=click.Choice(["emulator", "anthropic"]), default="emulator", show_default=True,
                      help="anthropic: the real API (needs ANTHROPIC_API_KEY and --real-time; costs money)."),
-        click.option("--keep", metavar="DIR", help="Build the sample repository in DIR and keep it."),
+        click.option("--keep", metavar="DIR", help="Build the sample repository in DIR (new or empty) and keep it."),
         click.option("--svg", "svg_path", metavar="OUT", callback=lambda ctx, param, value: _svg_target(value),
                      help="Write the break-length chart as SVG to OUT."),
         click.option("--via-router", is_flag=True,
