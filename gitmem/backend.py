@@ -216,8 +216,10 @@ def open_backend(backend: str = "auto", clock: Any = None, emulator: Any = None,
         raise BackendError("backend 'anthropic' needs ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment")
     import anthropic
 
-    # A base URL without a key is a local server (the emulator, a proxy): any key will do there.
-    client = anthropic.Anthropic(api_key=None if has_key else _EMULATOR_KEY, base_url=base_url)
+    # A base URL without a key is a local server (the emulator, a proxy): any key will do there. gitmem's
+    # bodies carry their memory already: a `gitmem router` at the base URL must not attach it again.
+    client = anthropic.Anthropic(api_key=None if has_key else _EMULATOR_KEY, base_url=base_url,
+                                 default_headers={"gitmem-memory": "off"})
     return Backend(client=client, name=ANTHROPIC_API, base_url=base_url)
 
 

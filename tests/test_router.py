@@ -233,6 +233,22 @@ def test_a_request_with_a_model_that_is_not_text_is_recorded_so_the_bill_still_r
     assert shown.returncode == 0 and "3 failed" in shown.stdout
 
 
+def test_gitmem_ask_through_the_router_carries_the_memory_once(team, routed):
+    """`ask` builds its own context: with ANTHROPIC_BASE_URL at a router (as for `claude`), the router must
+    not attach the memory a second time, which doubled the tokens written and paid."""
+    repo, refund = team
+    env = {"ANTHROPIC_BASE_URL": routed.url, "ANTHROPIC_API_KEY": ""}
+    asked = json.loads(gitmem(repo, "ask", "How do refunds work?", "--json", env=env).stdout)
+    assert f"[{refund}]" in asked["answer"]
+    entry = read_requests(Store.open(str(repo)), "router")[-1]
+    assert entry["memory"] is None and entry["status"] == 200
+    direct = json.loads(gitmem(repo, "ask", "How do refunds work?", "--json", "--backend", "emulator").stdout)
+    sent = Usage.from_api(asked["usage"])
+    assert sent.input_tokens + sent.cache_creation_input_tokens + sent.cache_read_input_tokens == \
+        sum(Usage.from_api(direct["usage"]).to_api()[k] for k in
+            ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
