@@ -116,6 +116,9 @@ def test_messages_reports_api_errors_in_one_line(run, tmp_path):
     assert result.output.startswith("Error: 404 not_found_error: model: claude-nope")
     bad.write_text("{")
     assert "is not valid JSON" in run("messages", "--body", str(bad)).output
+    bad.write_bytes(b'{"model": "caf\xe9"}')  # Latin-1, not UTF-8: one line, not a traceback
+    latin = run("messages", "--body", str(bad))
+    assert latin.exit_code == 1 and latin.output.startswith(f"Error: {bad} is not UTF-8")
 
 
 def _free_port() -> int:

@@ -119,6 +119,8 @@ def _read_body(path: str) -> dict:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
     except OSError as exc:
         raise GitmemError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise GitmemError(f"{path} is not UTF-8 (byte {exc.start})") from None
     try:
         body = json.loads(text)
     except ValueError as exc:
