@@ -15,25 +15,22 @@ is never reported again, so :func:`redact` is idempotent.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import marshal
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from .errors import InvalidMemory
 
 __all__ = ["Finding", "Rule", "RULES", "PLACEHOLDER", "scan", "redact", "redact_bare", "shannon_entropy"]
 
 PLACEHOLDER = "[REDACTED:{rule}]"
-_PLACEHOLDER_RE = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
+_PLACEHOLDER_PATTERN = r"\[REDACTED:[a-z0-9-]+\]"
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One secret: the rule that matched and its ``[start, end)`` offsets in the scanned text.
 
     It carries no copy of the secret, so findings are safe to log and show.
@@ -44,25 +41,38 @@ class Finding:
     end: int
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """One kind of secret.
 
     The regex's group named ``secret`` (or the whole match) is what gets replaced. ``keywords``
-    are lowercase and every match contains one of them: a text containing none skips the regex.
+    are lowercase and every match contains one of them: a text containing none skips the regex, which
+    is compiled only then (a command whose text names no keyword never compiles the table's patterns).
     ``one_line``: no match can hold a line break, so only the lines holding a keyword are
     searched (a pattern that may start anywhere costs time on every character of a long text).
+    ``samples`` builds the true and false samples the tests check the rule against (only they need them).
     """
 
     id: str
     description: str
-    regex: re.Pattern[str]
+    pattern: str
     keywords: Tuple[str, ...]
+    flags: int = 0
     entropy: Optional[float] = None
     validate: Optional[Callable[[str], bool]] = None
-    true_samples: Tuple[str, ...] = ()
-    false_samples: Tuple[str, ...] = ()
+    samples: Callable[[], Tuple[Tuple[str, ...], Tuple[str, ...]]] = lambda: ((), ())
     one_line: bool = False
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        return _compiled(self.pattern, self.flags)
+
+    @property
+    def true_samples(self) -> Tuple[str, ...]:
+        return self.samples()[0]
+
+    @property
+    def false_samples(self) -> Tuple[str, ...]:
+        return self.samples()[1]
 
     def spans(self, text: str) -> List[Tuple[int, int]]:
         """Where to search ``text``: all of it, or for a ``one_line`` rule each run of lines that
@@ -99,6 +109,11 @@ class Rule:
 
 
 @lru_cache(maxsize=None)
+def _compiled(pattern: str, flags: int) -> re.Pattern[str]:
+    return re.compile(pattern, flags)
+
+
+@lru_cache(maxsize=None)
 def _keyword_regex(keywords: Tuple[str, ...], flags: int) -> re.Pattern[str]:
     return re.compile("|".join(re.escape(k) for k in keywords), flags)
 
@@ -116,12 +131,14 @@ _B64 = _ALNUM + "+/"
 
 
 def _fake(prefix: str, length: int, alphabet: str = _ALNUM, seed: str = "") -> str:
-    """A pattern-valid, obviously fake secret built at import time.
+    """A pattern-valid, obviously fake secret, for a rule's samples.
 
     ``prefix`` plus ``length`` deterministic random-looking characters from ``alphabet``, starting
     with ``FAKE`` when the alphabet allows. Built, not written out, so that secret scanners (GitHub
     push protection included) never see a whole token in this repository's source.
     """
+    import hashlib  # here: only the tests' samples are built with it
+
     stream = hashlib.sha256(f"{prefix}|{length}|{alphabet}|{seed}".encode()).digest()
     while len(stream) < length:
         stream += hashlib.sha256(stream).digest()
@@ -130,10 +147,10 @@ def _fake(prefix: str, length: int, alphabet: str = _ALNUM, seed: str = "") -> s
     return prefix + (marker + body)[:length]
 
 
-_TEMPLATE_RE = re.compile(
-    r"(?:\$\{?[\w.]+\}?|\{\{?[^{}]*\}\}?|<[^<>]*>|%\(\w+\)s|\*+|x{3,}|\.{3,}|[-_:@/])+", re.IGNORECASE)
-_NAME_RE = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
-_NAMING_WORD_RE = re.compile(r"key|token|secret|passw|auth|credential", re.IGNORECASE)
+# Patterns used only once a rule has matched, compiled then (:func:`_compiled`), as the rules' are.
+_TEMPLATE_PATTERN = r"(?:\$\{?[\w.]+\}?|\{\{?[^{}]*\}\}?|<[^<>]*>|%\(\w+\)s|\*+|x{3,}|\.{3,}|[-_:@/])+"
+_NAME_PATTERN = r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*"
+_NAMING_WORD_PATTERN = r"key|token|secret|passw|auth|credential"
 _SEPARATORS = set("-_./:")
 # What documentation writes where a URL's password goes.
 _EXAMPLE_PASSWORDS = frozenset({"pass", "password", "passwd", "pwd", "pw", "secret", "changeme"})
@@ -141,7 +158,7 @@ _EXAMPLE_PASSWORDS = frozenset({"pass", "password", "passwd", "pwd", "pw", "secr
 
 def _not_template(value: str) -> bool:
     """False for ``${VAR}``, ``$VAR``, ``{{ var }}``, ``<user>:<password>``, ``%(pw)s``, ``****``."""
-    return _TEMPLATE_RE.fullmatch(value) is None
+    return _compiled(_TEMPLATE_PATTERN, re.IGNORECASE).fullmatch(value) is None
 
 
 def _url_password(value: str) -> bool:
@@ -161,16 +178,19 @@ def _plausible_secret(value: str) -> bool:
     has_digit = any(c.isdigit() for c in value)
     if value.isdigit():
         return False
-    if _NAME_RE.fullmatch(value) and (not has_digit or "." in value or _NAMING_WORD_RE.search(value)):
+    if _compiled(_NAME_PATTERN, 0).fullmatch(value) and (
+            not has_digit or "." in value or _compiled(_NAMING_WORD_PATTERN, re.IGNORECASE).search(value)):
         return False
     classes = (any(c.islower() for c in value) + any(c.isupper() for c in value) + has_digit
                + any(not c.isalnum() and c not in _SEPARATORS for c in value))
     return classes >= 2
 
 
-def _rule(id: str, description: str, pattern: str, keywords: Tuple[str, ...], *,
-          flags: int = 0, **options) -> Rule:
-    return Rule(id, description, re.compile(pattern, flags), keywords, **options)
+def _rule(id: str, description: str, pattern: str, keywords: Tuple[str, ...], *, flags: int = 0,
+          true_samples: Callable[[], Tuple[str, ...]], false_samples: Callable[[], Tuple[str, ...]],
+          **options) -> Rule:
+    return Rule(id, description, pattern, keywords, flags, samples=lambda: (true_samples(), false_samples()),
+                **options)
 
 
 _PEM_LABEL = r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
@@ -198,155 +218,156 @@ RULES: Tuple[Rule, ...] = (
           _PEM_LABEL + r"(?:" + _PEM_BODY + r"{16,}?" + _PEM_END
           + r"|" + _NL + r"*[A-Za-z0-9+/=]{16,}(?:" + _NL + r"+[A-Za-z0-9+/=]{16,})*)",
           ("private key",),
-          true_samples=(_pem("RSA ", 4), _pem("", 3, newline="\\n"), _pem("OPENSSH ", 2),
+          true_samples=lambda: (_pem("RSA ", 4), _pem("", 3, newline="\\n"), _pem("OPENSSH ", 2),
                         _pem("EC ", 3, end=False),
                         _pem("RSA ", 3, headers="Proc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,"
                              + _fake("", 32, "0123456789ABCDEF") + "\n\n")),
-          false_samples=("the key file starts with `-----BEGIN PRIVATE KEY-----`",
+          false_samples=lambda: ("the key file starts with `-----BEGIN PRIVATE KEY-----`",
                          "-----BEGIN PUBLIC KEY-----\n" + _fake("", 64, _B64) + "\n-----END PUBLIC KEY-----",
                          "-----BEGIN CERTIFICATE-----\n" + _fake("", 64, _B64) + "\n-----END CERTIFICATE-----")),
     _rule("anthropic-api-key", "Anthropic API, admin or OAuth key",
           r"\bsk-ant-(?:api|admin|oat|ort)\d\d-[A-Za-z0-9_-]{20,}", ("sk-ant-",),
-          true_samples=(_fake("sk-ant-" + "api03-", 93, _ALNUM + "-_") + "AA",
+          true_samples=lambda: (_fake("sk-ant-" + "api03-", 93, _ALNUM + "-_") + "AA",
                         "ANTHROPIC_API_KEY=" + _fake("sk-ant-" + "admin01-", 93, _ALNUM + "-_") + "AA"),
-          false_samples=("set ANTHROPIC_API_KEY to your key (sk-ant-...)", "sk-ant-api03-short")),
+          false_samples=lambda: ("set ANTHROPIC_API_KEY to your key (sk-ant-...)", "sk-ant-api03-short")),
     _rule("openai-api-key", "OpenAI project, service-account, admin or legacy key",
           r"\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"
           r"|[A-Za-z0-9_-]{0,80}T3BlbkFJ[A-Za-z0-9_-]{16,}|[A-Za-z0-9]{48}\b)", ("sk-",),
-          true_samples=(_fake("sk-" + "proj-", 74, _ALNUM + "-_") + "T3BlbkFJ" + _fake("", 74, _ALNUM + "-_"),
+          true_samples=lambda: (_fake("sk-" + "proj-", 74, _ALNUM + "-_") + "T3BlbkFJ" + _fake("", 74, _ALNUM + "-_"),
                         _fake("sk-", 20) + "T3BlbkFJ" + _fake("", 20, seed="legacy"),
                         "OPENAI_API_KEY=" + _fake("sk-", 48)),
-          false_samples=("task-force meeting, disk-usage at 80%", "sk-" + "abc123", "use sk-proj-...")),
+          false_samples=lambda: ("task-force meeting, disk-usage at 80%", "sk-" + "abc123", "use sk-proj-...")),
     _rule("github-pat", "GitHub personal access token (classic)",
           r"ghp_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("ghp_",),  # glued to a name too: no word boundary before
-          true_samples=(_fake("ghp_", 36), "https://" + _fake("ghp_", 36, seed="url") + "@github.com/o/r.git",
+          true_samples=lambda: (_fake("ghp_", 36), "https://" + _fake("ghp_", 36, seed="url") + "@github.com/o/r.git",
                         "MY_TOKEN_" + _fake("ghp_", 36, seed="glued"), "x" + _fake("ghp_", 36, seed="x")),
-          false_samples=("ghp_ tokens are classic PATs", "ghp_" + "short123")),
+          false_samples=lambda: ("ghp_ tokens are classic PATs", "ghp_" + "short123")),
     _rule("github-oauth", "GitHub OAuth access token", r"gho_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("gho_",),
-          true_samples=(_fake("gho_", 36),), false_samples=("gho_" + "notlongenough",)),
+          true_samples=lambda: (_fake("gho_", 36),), false_samples=lambda: ("gho_" + "notlongenough",)),
     _rule("github-app-token", "GitHub App user-to-server or server-to-server token",
           r"gh[us]_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("ghu_", "ghs_"),
-          true_samples=(_fake("ghu_", 36), "x-access-token:" + _fake("ghs_", 36)),
-          false_samples=("ghs_" + "tooshort",)),
+          true_samples=lambda: (_fake("ghu_", 36), "x-access-token:" + _fake("ghs_", 36)),
+          false_samples=lambda: ("ghs_" + "tooshort",)),
     _rule("github-refresh-token", "GitHub refresh token", r"ghr_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("ghr_",),
-          true_samples=(_fake("ghr_", 76),), false_samples=("ghr_" + "x1",)),
+          true_samples=lambda: (_fake("ghr_", 76),), false_samples=lambda: ("ghr_" + "x1",)),
     _rule("github-fine-grained-pat", "GitHub fine-grained personal access token",
           r"github_pat_[A-Za-z0-9_]{22,}(?![A-Za-z0-9_])", ("github_pat_",),
-          true_samples=(_fake("github_" + "pat_", 22) + "_" + _fake("", 59),),
-          false_samples=("github_pat_ is the fine-grained prefix", "github_pat_" + "short")),
+          true_samples=lambda: (_fake("github_" + "pat_", 22) + "_" + _fake("", 59),),
+          false_samples=lambda: ("github_pat_ is the fine-grained prefix", "github_pat_" + "short")),
     _rule("gitlab-pat", "GitLab personal access token",
           r"glpat-[A-Za-z0-9_-]{20,}(?:\.[0-9a-z]{2}\.[0-9a-z]{9})?(?![A-Za-z0-9_-])", ("glpat-",),
-          true_samples=(_fake("glpat-", 20, _ALNUM + "-_"),
+          true_samples=lambda: (_fake("glpat-", 20, _ALNUM + "-_"),
                         _fake("glpat-", 27, _ALNUM + "-_") + ".01." + _fake("", 9, "abcdefghijklmnopqrstuvwxyz0123456789")),
-          false_samples=("glpat-" + "short",)),
+          false_samples=lambda: ("glpat-" + "short",)),
     _rule("slack-token", "Slack bot, user, app-level, config or refresh token",
           r"\b(?:xoxe\.)?xox[abeoprs]-(?:\d+-)+[A-Za-z0-9-]{8,}", ("xox",),
-          true_samples=("xoxb-" + _fake("", 12, "0123456789") + "-" + _fake("", 13, "0123456789") + "-" + _fake("", 24),
+          true_samples=lambda: ("xoxb-" + _fake("", 12, "0123456789") + "-" + _fake("", 13, "0123456789") + "-" + _fake("", 24),
                         "xoxe.xoxp-1-" + _fake("", 160, seed="rotating")),
-          false_samples=("xoxb-your-bot-token", "xoxo, gossip girl")),
+          false_samples=lambda: ("xoxb-your-bot-token", "xoxo, gossip girl")),
     _rule("slack-webhook-url", "Slack incoming-webhook or workflow URL (the path is the secret)",
           r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9+/]{30,})",
           ("hooks.slack.com",),
-          true_samples=("https://hooks.slack.com/" + "services/T" + _fake("", 8) + "/B" + _fake("", 10) + "/" + _fake("", 24),),
-          false_samples=("post to https://hooks.slack.com/services/ with the team's URL",)),
+          true_samples=lambda: (
+              "https://hooks.slack.com/" + "services/T" + _fake("", 8) + "/B" + _fake("", 10) + "/" + _fake("", 24),),
+          false_samples=lambda: ("post to https://hooks.slack.com/services/ with the team's URL",)),
     _rule("aws-access-token", "AWS access key id",
           r"(?<![A-Za-z0-9])(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}(?![A-Za-z0-9])",
           ("a3t", "akia", "asia", "abia", "acca"),
-          true_samples=(_fake("AK" + "IA", 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"),
+          true_samples=lambda: (_fake("AK" + "IA", 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"),
                         "id_" + _fake("AK" + "IA", 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", seed="glued"),
                         "aws_access_key_id = " + _fake("AS" + "IA", 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")),
-          false_samples=("Asia-Pacific region", "AKIA prefixes mark long-term keys", "EASTASIAPACIFICREGIONCODES")),
+          false_samples=lambda: ("Asia-Pacific region", "AKIA prefixes mark long-term keys", "EASTASIAPACIFICREGIONCODES")),
     _rule("aws-secret-key", "AWS secret access key (only next to an aws...secret name)",
           r"aws[\w \t.-]{0,20}?secret[\w \t.-]{0,20}?[\"']?[ \t]*(?:=|:=|=>|:)[ \t]*[\"']?"
           r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])", ("aws",), flags=re.IGNORECASE, entropy=3.0,
-          true_samples=("aws_secret_access_key = " + _fake("", 40, _B64),
+          true_samples=lambda: ("aws_secret_access_key = " + _fake("", 40, _B64),
                         'AWS_SECRET_ACCESS_KEY="' + _fake("", 40, _B64, seed="2") + '"',
                         "AWS Secret Access Key: " + _fake("", 40, _B64, seed="3")),
-          false_samples=("aws_secret_access_key = " + "A" * 40, _fake("", 40, _B64) + " is a base64 blob")),
+          false_samples=lambda: ("aws_secret_access_key = " + "A" * 40, _fake("", 40, _B64) + " is a base64 blob")),
     _rule("stripe-access-token", "Stripe secret or restricted key",
           r"\b[rs]k_(?:live|test|prod)_[A-Za-z0-9]{10,}", ("sk_", "rk_"),
-          true_samples=(_fake("sk_" + "live_", 24), _fake("rk_" + "test_", 24)),
-          false_samples=("task_live_reload = True", "sk_live_ keys are secret")),
+          true_samples=lambda: (_fake("sk_" + "live_", 24), _fake("rk_" + "test_", 24)),
+          false_samples=lambda: ("task_live_reload = True", "sk_live_ keys are secret")),
     _rule("google-api-key", "Google (GCP, Firebase, Gemini) API key",
           r"\bAIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])", ("aiza",),
-          true_samples=(_fake("AI" + "za", 35, _ALNUM + "-_"), "key=" + _fake("AI" + "za", 35, _ALNUM + "-_", seed="q")),
-          false_samples=("AIza" + "Short",)),
+          true_samples=lambda: (_fake("AI" + "za", 35, _ALNUM + "-_"), "key=" + _fake("AI" + "za", 35, _ALNUM + "-_", seed="q")),
+          false_samples=lambda: ("AIza" + "Short",)),
     _rule("huggingface-access-token", "Hugging Face access token", r"\bhf_[A-Za-z]{34}\b", ("hf_",),
-          true_samples=(_fake("hf_", 34, _ALNUM[:52]),),
-          false_samples=("hf_hub_download(repo_id, filename)",)),
+          true_samples=lambda: (_fake("hf_", 34, _ALNUM[:52]),),
+          false_samples=lambda: ("hf_hub_download(repo_id, filename)",)),
     _rule("npm-access-token", "npm access token", r"\bnpm_[A-Za-z0-9]{36}\b", ("npm_",),
-          true_samples=(_fake("npm_", 36),), false_samples=("npm_config_cache=/tmp/npm",)),
+          true_samples=lambda: (_fake("npm_", 36),), false_samples=lambda: ("npm_config_cache=/tmp/npm",)),
     _rule("pypi-upload-token", "PyPI upload token", r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",
           ("pypi-ageichlwas5vcmc",),
-          true_samples=("pypi-" + "AgEIcHlwaS5vcmc" + _fake("", 70, _ALNUM + "-_"),),
-          false_samples=("pypi-AgEIcHlwaS5vcmc" + "short",)),
+          true_samples=lambda: ("pypi-" + "AgEIcHlwaS5vcmc" + _fake("", 70, _ALNUM + "-_"),),
+          false_samples=lambda: ("pypi-AgEIcHlwaS5vcmc" + "short",)),
     _rule("jwt", "JSON Web Token", r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
           ("eyj",),
-          true_samples=(_jwt(), "Cookie: session=" + _jwt()),
-          false_samples=("eyJ is what base64 of '{\"' starts with",)),
+          true_samples=lambda: (_jwt(), "Cookie: session=" + _jwt()),
+          false_samples=lambda: ("eyJ is what base64 of '{\"' starts with",)),
     _rule("sendgrid-api-token", "SendGrid API key (SG.<22>.<43>)",
           r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])", ("sg.",),
-          true_samples=("SENDGRID_API_KEY=" + _fake("S" + "G.", 22, _ALNUM + "-_") + "." + _fake("", 43, _ALNUM + "-_"),
+          true_samples=lambda: ("SENDGRID_API_KEY=" + _fake("S" + "G.", 22, _ALNUM + "-_") + "." + _fake("", 43, _ALNUM + "-_"),
                         _fake("S" + "G.", 22, _ALNUM + "-_", seed="b") + "." + _fake("", 43, _ALNUM + "-_", seed="b")),
-          false_samples=("SG.example.com is the Singapore mirror", "use an SG. key from the SendGrid console")),
+          false_samples=lambda: ("SG.example.com is the Singapore mirror", "use an SG. key from the SendGrid console")),
     _rule("twilio-api-key", "Twilio API key SID (SK + 32 hex; an auth token goes by generic-api-key)",
           r"\bSK[0-9a-fA-F]{32}\b", ("sk",), entropy=3.0,
-          true_samples=(_fake("S" + "K", 32, "0123456789abcdef"),
+          true_samples=lambda: (_fake("S" + "K", 32, "0123456789abcdef"),
                         "twilio api key " + _fake("S" + "K", 32, "0123456789abcdef", seed="tw")),
-          false_samples=("SKU-1234 is out of stock", "SK" + "0" * 32, "twilio_auth_token = os.environ['X']")),
+          false_samples=lambda: ("SKU-1234 is out of stock", "SK" + "0" * 32, "twilio_auth_token = os.environ['X']")),
     _rule("azure-storage-key", "Azure storage account key (AccountKey=... in a connection string)",
           r"(?i:accountkey)[ \t]*=[ \t]*(?P<secret>[A-Za-z0-9+/]{40,}={0,2})", ("accountkey",),
-          true_samples=("DefaultEndpointsProtocol=https;AccountName=demo;AccountKey="
+          true_samples=lambda: ("DefaultEndpointsProtocol=https;AccountName=demo;AccountKey="
                         + _fake("", 86, _B64) + "==;EndpointSuffix=core.windows.net",),
-          false_samples=("set AccountKey=<your key> in the connection string", "AccountKey=${AZURE_KEY}")),
+          false_samples=lambda: ("set AccountKey=<your key> in the connection string", "AccountKey=${AZURE_KEY}")),
     _rule("azure-sas-token", "Azure shared access signature (the sig= of a SAS URL or token)",
           r"(?<![A-Za-z0-9_-])sig=(?P<secret>(?:[A-Za-z0-9+/]|%2[bBfF]){30,}(?:=|%3[dD]){0,2})(?=$|[&\s\"'`<>)\]])",
           ("sig=",),
-          true_samples=("https://demo.blob.core.windows.net/c/b.txt?sv=2022-11-02&ss=b&srt=o&sp=r&se=2030-01-01"
+          true_samples=lambda: ("https://demo.blob.core.windows.net/c/b.txt?sv=2022-11-02&ss=b&srt=o&sp=r&se=2030-01-01"
                         "&sig=" + _fake("", 43, _B64.replace("+", "").replace("/", "")) + "%3D",
                         "SharedAccessSignature sv=2021-06-08&sig=" + _fake("", 44, _ALNUM, seed="s") + "&se=2031"),
-          false_samples=("a ?sig= parameter carries the SAS signature", "sig=short&x=1")),
+          false_samples=lambda: ("a ?sig= parameter carries the SAS signature", "sig=short&x=1")),
     _rule("azure-ad-client-secret", "Azure AD (Entra ID) application client secret (xxx8Q~...)",
           r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])", ("q~",),
           entropy=3.0,
-          true_samples=("client_secret=" + _fake("", 3, seed="az") + "8Q~" + _fake("", 34, _ALNUM + "_~.-", seed="az"),
+          true_samples=lambda: ("client_secret=" + _fake("", 3, seed="az") + "8Q~" + _fake("", 34, _ALNUM + "_~.-", seed="az"),
                         '"AZURE_CLIENT_SECRET": "' + _fake("", 3, seed="a2") + "7Q~" + _fake("", 31, seed="a2") + '"'),
-          false_samples=("client_secret=bP88Q~" + "x" * 34, "the secret starts with three characters, a digit and Q~")),
+          false_samples=lambda: ("client_secret=bP88Q~" + "x" * 34, "the secret starts with three characters, a digit and Q~")),
     _rule("digitalocean-token", "DigitalOcean personal, OAuth or refresh token (dop_v1_, doo_v1_, dor_v1_)",
           r"\bdo[opr]_v1_[a-f0-9]{64}\b", ("_v1_",),
-          true_samples=(_fake("dop" + "_v1_", 64, "0123456789abcdef"), _fake("dor" + "_v1_", 64, "0123456789abcdef")),
-          false_samples=("dop_v1_ tokens are personal tokens", "dop_v1_" + "abc123")),
+          true_samples=lambda: (_fake("dop" + "_v1_", 64, "0123456789abcdef"), _fake("dor" + "_v1_", 64, "0123456789abcdef")),
+          false_samples=lambda: ("dop_v1_ tokens are personal tokens", "dop_v1_" + "abc123")),
     _rule("shopify-token", "Shopify access, custom-app, private-app token or shared secret (shpat_, shpca_, ...)",
           r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b", ("shpat_", "shpca_", "shppa_", "shpss_"),
-          true_samples=(_fake("shp" + "at_", 32, "0123456789abcdef"), _fake("shp" + "ss_", 32, "0123456789abcdef")),
-          false_samples=("shpat_ is the Admin API token prefix", "shpat_" + "xyz")),
+          true_samples=lambda: (_fake("shp" + "at_", 32, "0123456789abcdef"), _fake("shp" + "ss_", 32, "0123456789abcdef")),
+          false_samples=lambda: ("shpat_ is the Admin API token prefix", "shpat_" + "xyz")),
     _rule("gitlab-token", "GitLab runner, deploy, CI job, trigger, feed, SCIM, agent, mail or OAuth token",
           r"\b(?:glrt-|gldt-|glcbt-|glptt-|glft-|glsoat-|glagent-|glimt-|gloas-|glffct-|GR1348941)"
           r"[A-Za-z0-9_-]{20,}", ("glrt-", "gldt-", "glcbt-", "glptt-", "glft-", "glsoat-", "glagent-", "glimt-",
                                   "gloas-", "glffct-", "gr1348941"), entropy=3.0,
-          true_samples=(_fake("gl" + "rt-", 20, _ALNUM + "-_"), _fake("gl" + "dt-", 20, _ALNUM + "-_"),
+          true_samples=lambda: (_fake("gl" + "rt-", 20, _ALNUM + "-_"), _fake("gl" + "dt-", 20, _ALNUM + "-_"),
                         "token: " + _fake("GR" + "1348941", 20, _ALNUM + "-_"),
                         _fake("gl" + "ptt-", 40, "0123456789abcdef")),
-          false_samples=("glrt- marks a runner authentication token", "gldt-" + "X" * 20)),
+          false_samples=lambda: ("glrt- marks a runner authentication token", "gldt-" + "X" * 20)),
     _rule("stripe-webhook-secret", "Stripe webhook signing secret (whsec_)",
           r"\bwhsec_[A-Za-z0-9+/]{24,}={0,2}", ("whsec_",),
-          true_samples=(_fake("wh" + "sec_", 32), "STRIPE_WEBHOOK_SECRET=" + _fake("wh" + "sec_", 40, seed="w")),
-          false_samples=("whsec_ is the webhook secret prefix", "whsec_" + "short")),
+          true_samples=lambda: (_fake("wh" + "sec_", 32), "STRIPE_WEBHOOK_SECRET=" + _fake("wh" + "sec_", 40, seed="w")),
+          false_samples=lambda: ("whsec_ is the webhook secret prefix", "whsec_" + "short")),
     _rule("putty-private-key", "PuTTY private key file (.ppk), the whole key",
           r"PuTTY-User-Key-File-\d+:[^\n]*(?:\r?\n(?:[A-Za-z-]+:[^\n]*|[A-Za-z0-9+/=]{8,}))*",
           ("putty-user-key-file-",), flags=re.IGNORECASE,
-          true_samples=("PuTTY-User-Key-File-" + "3: ssh-ed25519\nEncryption: none\nKey-Derivation: Argon2id\n"
+          true_samples=lambda: ("PuTTY-User-Key-File-" + "3: ssh-ed25519\nEncryption: none\nKey-Derivation: Argon2id\n"
                         "Comment: deploy\nPublic-Lines: 2\n" + _fake("", 64, _B64) + "\n" + _fake("", 20, _B64)
                         + "\nPrivate-Lines: 1\n" + _fake("", 44, _B64, seed="p")
                         + "\nPrivate-MAC: " + _fake("", 64, "0123456789abcdef"),),
-          false_samples=("convert the .ppk with puttygen (PuTTY key file)",)),
+          false_samples=lambda: ("convert the .ppk with puttygen (PuTTY key file)",)),
     _rule("password-in-url", "Password in a URL's userinfo (only the password is replaced)",
           r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@'\"`<>]*:(?P<secret>[^\s/?#@'\"`<>]+)@(?=[\w\[])",
           ("://",), validate=_url_password,
-          true_samples=("postgres://app:" + _fake("", 16) + "@db.internal:5432/app",
+          true_samples=lambda: ("postgres://app:" + _fake("", 16) + "@db.internal:5432/app",
                         "git clone https://bot:" + _fake("", 20, seed="b") + "@git.example.com/o/r.git",
                         "REDIS_URL=redis://:" + _fake("", 24, seed="redis") + "@cache.internal:6379/0"),
-          false_samples=("https://example.com/path?q=1", "ssh://git@github.com:22/o/r.git",
+          false_samples=lambda: ("https://example.com/path?q=1", "ssh://git@github.com:22/o/r.git",
                          "http://localhost:8080/api", "postgres://user:${DB_PASSWORD}@db/app",
                          "https://user:<password>@host/", "git@github.com:o/r.git",
                          "e.g. `https://user:pass@host:port/path?query#fragment`")),
@@ -360,7 +381,7 @@ RULES: Tuple[Rule, ...] = (
           r"(?(q)(?P=q)|(?=[\s\"'`;,&)\]}>]|\\[nrt]|$))",
           ("pass", "pwd", "secret", "token", "key", "auth", "credential"), flags=re.IGNORECASE,
           entropy=3.0, validate=_plausible_secret, one_line=True,
-          true_samples=("DB_PASSWORD=Sup3r" + _fake("", 10, seed="pw") + "!",
+          true_samples=lambda: ("DB_PASSWORD=Sup3r" + _fake("", 10, seed="pw") + "!",
                         '"api_key": "' + _fake("", 32, seed="json") + '"',
                         "Authorization: Bearer " + _fake("", 40, seed="bearer"),
                         "curl 'https://api.example.com/v1/items?access_token=" + _fake("", 24, seed="qs") + "&page=2'",
@@ -369,7 +390,7 @@ RULES: Tuple[Rule, ...] = (
                         "DB_PASS=" + _fake("", 14, seed="dbpass"),
                         "AWS_SESSION_TOKEN=IQoJb3JpZ2luX2Vj" + _fake("", 600, _B64, seed="sts") + "==",
                         '"password": "' + _fake("", 260, seed="long") + '"'),
-          false_samples=('password = os.environ["DB_PASSWORD"]', "token = get_token()", "api_key: str",
+          false_samples=lambda: ('password = os.environ["DB_PASSWORD"]', "token = get_token()", "api_key: str",
                          "api_key: Optional[str] = None", "token = self.token_provider",
                          "tokenizer = AutoTokenizer.from_pretrained(name)", "tokenizer: tiktoken-cl100k",
                          "max_tokens=4096", "prompt_tokens: 1234567890", "auth: username/password",
@@ -393,7 +414,7 @@ _KEYWORDS: Tuple[str, ...] = tuple(sorted({k for rule in RULES for k in rule.key
 _RULES_FOR: Dict[str, Tuple[int, ...]] = {
     k: tuple(i for i, rule in enumerate(RULES) if k in rule.keywords) for k in _KEYWORDS}
 # The placeholder as written in fields whose syntax has no brackets (tags, source): ``REDACTED:<rule>``.
-_BARE_PLACEHOLDER_RE = re.compile(
+_BARE_PLACEHOLDER_PATTERN = (
     r"REDACTED:(?:" + "|".join(sorted((re.escape(r.id) for r in RULES), key=len, reverse=True))
     + r")(?![A-Za-z0-9_-])")
 
@@ -451,7 +472,9 @@ def rules_key() -> str:
     code: List[Callable[..., Any]] = [r.validate for r in RULES if r.validate is not None]
     code += [shannon_entropy, Rule.spans, Rule._keyword_offsets, _candidate_rules, _hits, _fixpoint_hits, blob_texts,
              _yaml_strings]
-    parts = [f"{r.id}\0{r.regex.pattern}\0{r.regex.flags}\0{r.keywords}\0{r.entropy}".encode("utf-8") for r in RULES]
+    import hashlib
+
+    parts = [f"{r.id}\0{r.pattern}\0{r.flags}\0{r.keywords}\0{r.entropy}".encode("utf-8") for r in RULES]
     parts += [marshal.dumps(f.__code__) for f in code]
     return hashlib.sha1(b"\n".join(parts)).hexdigest()
 
@@ -482,8 +505,8 @@ def _hits(text: str) -> List[_Hit]:
                 continue
             hits.append((start, index, end))
     if hits and "redacted:" in lowered:
-        spans = sorted([m.span() for m in _PLACEHOLDER_RE.finditer(text)]
-                       + [m.span() for m in _BARE_PLACEHOLDER_RE.finditer(text)
+        spans = sorted([m.span() for m in _compiled(_PLACEHOLDER_PATTERN, 0).finditer(text)]
+                       + [m.span() for m in _compiled(_BARE_PLACEHOLDER_PATTERN, 0).finditer(text)
                           if not (m.start() and text[m.start() - 1] == "[")])
         ends = [end for _, end in spans]
         hits = [h for h in hits if not _overlaps(spans, ends, h[0], h[2])]
@@ -564,7 +587,7 @@ def redact_bare(text: str) -> Tuple[str, List[Finding]]:
     fields whose syntax has no room for brackets: tags and sources."""
     out, findings = redact(text)
     if findings:
-        out = _PLACEHOLDER_RE.sub(lambda m: m.group(0)[1:-1], out)
+        out = _compiled(_PLACEHOLDER_PATTERN, 0).sub(lambda m: m.group(0)[1:-1], out)
     return out, findings
 
 

@@ -327,13 +327,11 @@ _LINES = [s for r in RULES for s in (*r.true_samples, *r.false_samples)] + [
 def test_scanning_only_the_lines_with_a_keyword_finds_what_scanning_everything_finds(lines, sep):
     """A one-line rule searches only the lines that hold its keywords (fast on long texts); that
     must find exactly what searching the whole text finds, in any script and case."""
-    import dataclasses
-
     import gitmem.redact as module
 
     text = sep.join(lines)
     fast = module._hits(text)
-    everywhere = tuple(dataclasses.replace(r, one_line=False) for r in RULES)
+    everywhere = tuple(r._replace(one_line=False) for r in RULES)
     saved = module.RULES
     module.RULES = everywhere
     try:
@@ -346,15 +344,13 @@ def test_scanning_only_the_lines_with_a_keyword_finds_what_scanning_everything_f
 def test_what_a_push_remembers_as_clean_is_keyed_by_the_rules(monkeypatch):
     """A blob scanned clean is remembered under rules_key(); a changed rule must change the key,
     or a push would skip a blob the new rule flags."""
-    import dataclasses
-
     import gitmem.redact as module
 
     module.rules_key.cache_clear()
     before = module.rules_key()
     assert module.rules_key() == before  # stable within a process (and across: no ids or addresses)
     last = RULES[-1]
-    monkeypatch.setattr(module, "RULES", RULES[:-1] + (dataclasses.replace(last, entropy=(last.entropy or 0) + 0.5),))
+    monkeypatch.setattr(module, "RULES", RULES[:-1] + (last._replace(entropy=(last.entropy or 0) + 0.5),))
     module.rules_key.cache_clear()
     try:
         assert module.rules_key() != before
