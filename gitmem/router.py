@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = [
-    "MAX_BREAKPOINTS", "HEADER_PREFIX", "RouterBlock", "Attached", "Controls", "controls", "attach",
+    "MAX_BREAKPOINTS", "HEADER_PREFIX", "MEMORY_ON", "MEMORY_OFF", "RouterBlock", "Attached", "Controls", "controls", "attach",
     "markers", "session_of", "forward_headers", "response_headers", "SseUsage", "ttl_order_ok", "CONTROL_HEADERS",
 ]
 
@@ -48,7 +48,7 @@ MAX_BREAKPOINTS = 4
 HEADER_PREFIX = "gitmem-"
 #: Request headers the router reads and never forwards.
 CONTROL_HEADERS = {
-    "gitmem-memory": "off: send the request without memory (and without router breakpoints)",
+    "gitmem-memory": "off: send the request without memory (and without router breakpoints); on: attach it",
     "gitmem-policy": "none|5m|1h|keepalive|auto for this request",
     "gitmem-repo": "the repository whose memory to attach (a path)",
     "gitmem-branch": "the code branch whose memory to attach",
@@ -98,10 +98,21 @@ class Attached:
                 "moved": self.moved, "raised": self.raised, "note": self.note, "blocks": self.blocks}
 
 
+#: The spellings ``gitmem-memory`` accepts (case-insensitive); absent or empty is on.
+MEMORY_ON = ("on", "1", "true", "yes")
+MEMORY_OFF = ("off", "0", "false", "no", "none")
+
+
 def controls(headers: Mapping[str, str]) -> Controls:
-    """Read the ``gitmem-*`` request headers (keys lower-case)."""
-    off = headers.get("gitmem-memory", "").strip().lower() in ("off", "0", "false", "no", "none")
-    return Controls(memory=not off, policy=headers.get("gitmem-policy") or None,
+    """Read the ``gitmem-*`` request headers (keys lower-case).
+
+    Raises ValueError, naming the header and its spellings, for a ``gitmem-memory`` that is neither on
+    nor off: read as on, a typo such as ``of`` would send the memory the client meant to keep out."""
+    memory = headers.get("gitmem-memory", "").strip().lower()
+    if memory and memory not in MEMORY_ON + MEMORY_OFF:
+        raise ValueError(f"gitmem-memory: {headers['gitmem-memory']!r} is neither on "
+                         f"({'|'.join(MEMORY_ON)}) nor off ({'|'.join(MEMORY_OFF)})")
+    return Controls(memory=memory not in MEMORY_OFF, policy=headers.get("gitmem-policy") or None,
                     repo=headers.get("gitmem-repo") or None, branch=headers.get("gitmem-branch") or None,
                     line=headers.get("gitmem-session") or None)
 

@@ -287,10 +287,14 @@ class Router:
     async def _proxy(self, method: str, path: str, query: str, headers: List[Tuple[str, str]], raw: bytes,
                      send: Any) -> None:
         lower = {k.lower(): v for k, v in headers}
-        ctl = controls(lower)
+        extra = [(UPSTREAM_HEADER, self.upstream_name)]
+        try:
+            ctl = controls(lower)
+        except ValueError as exc:  # a gitmem-memory typo: neither attach nor drop the memory on a guess
+            await _send_json(send, 400, _error(400, "invalid_request_error", str(exc)), extra)
+            return
         started = time.perf_counter()
         is_message = method == "POST" and path.rstrip("/") in (_MESSAGES, _COUNT)
-        extra = [(UPSTREAM_HEADER, self.upstream_name)]
         data: Optional[Dict[str, Any]] = None
         prepared: Dict[str, Any] = {}
         if is_message:

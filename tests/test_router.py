@@ -383,6 +383,29 @@ def test_headers_pass_untouched_the_key_goes_upstream_only_and_memory_can_be_swi
     assert [e["memory"] is None for e in read_requests(Store.open(str(repo)), "router")] == [False, True]
 
 
+def test_a_gitmem_memory_value_that_is_neither_on_nor_off_is_a_400_not_memory_attached(team):
+    repo, _ = team
+    upstream = Recorder()
+    running = start(repo, upstream=upstream.url)
+    try:
+        sdk = client(running.url)
+        for value in ("on", "ON", "1", "true", "yes"):
+            sdk.messages.create(**body(), extra_headers={"gitmem-memory": value})
+        for value in ("off", "Off", "0", "false", "no", "none"):
+            sdk.messages.create(**body(), extra_headers={"gitmem-memory": value})
+        assert [len(sent["system"]) for _, _, sent in upstream.seen] == [3] * 5 + [1] * 6
+        with pytest.raises(anthropic.BadRequestError) as typo:
+            sdk.messages.create(**body(), extra_headers={"gitmem-memory": "of"})
+        error = typo.value.body
+        assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+        assert "gitmem-memory" in error["error"]["message"] and "'of'" in error["error"]["message"]
+        assert "off" in error["error"]["message"] and "on" in error["error"]["message"]
+        assert len(upstream.seen) == 11  # the typo never reached the upstream, with or without memory
+    finally:
+        running.stop()
+        upstream.close()
+
+
 def test_a_guide_it_cannot_read_or_a_damaged_memory_ref_never_makes_the_router_answer_500(team):
     """Off by default, the guide is not read: AGENTS.md that is not UTF-8 leaves the memory attached. Memory
     that cannot be read at all (a ref moved onto a blob) sends the request on without it, the header saying why."""
