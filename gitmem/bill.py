@@ -241,8 +241,9 @@ def requests_path(store: Store) -> str:
 def read_requests(store: Store, command: Optional[str] = None) -> List[dict]:
     """Every whole line of requests.jsonl (optionally only one ``command``'s), oldest first.
 
-    A line cut short by a crash is skipped; a whole line that is not a request as gitmem records it (a hand
-    edit, another tool) raises :class:`GitmemError` naming it, since every reader would misread it."""
+    A line cut short by a crash is skipped; a model that is not text is read as null, as the router records
+    it now; a whole line that is not a request as gitmem records it (a hand edit, another tool) raises
+    :class:`GitmemError` naming it, since every reader would misread it."""
     path = requests_path(store)
     try:  # a line cut inside a character by a crash is skipped below, not a reason to read nothing
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -255,6 +256,8 @@ def read_requests(store: Store, command: Optional[str] = None) -> List[dict]:
             entry = json.loads(line)
         except ValueError:
             continue
+        if isinstance(entry, dict) and not isinstance(entry.get("model"), (str, type(None))):
+            entry["model"] = None  # an older router recorded the client's model as sent; it records null now
         problem = _request_problem(entry)
         if problem:
             raise GitmemError(f"{path} line {number} is not a request gitmem recorded: {problem}")
@@ -263,8 +266,7 @@ def read_requests(store: Store, command: Optional[str] = None) -> List[dict]:
     return out
 
 
-_TEXT_FIELDS = ("command", "kind", "session", "policy", "upstream", "backend", "model", "memory_commit", "question",
-                "time")
+_TEXT_FIELDS = ("command", "kind", "session", "policy", "upstream", "backend", "memory_commit", "question", "time")
 
 
 def _request_problem(entry: Any) -> Optional[str]:

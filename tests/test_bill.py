@@ -134,7 +134,8 @@ def test_a_file_that_is_not_a_run_is_refused(tmp_path):
 # Valid JSON of the wrong shape on a line of requests.jsonl (a hand edit, another tool writing there).
 NOT_REQUESTS = ['[1, 2]', '"text"', '{"usage": null, "cost": {"total": "x"}}', '{"command": "router", "usage": "x"}',
                 '{"command": "router", "usage": {"input_tokens": "abc"}}', '{"command": "router", "at": "soon"}',
-                '{"command": "router", "policy": [1]}', '{"command": ["router"]}']
+                '{"command": "router", "policy": [1]}', '{"command": ["router"]}',
+                '{"command": "router", "model": 5, "at": "soon"}']  # a model read as null does not excuse the rest
 
 
 @pytest.mark.parametrize("line", NOT_REQUESTS)
@@ -149,6 +150,20 @@ def test_a_recorded_line_that_is_not_a_request_is_an_error_naming_the_file_and_l
         result = gitmem(repo, *args, check=False)
         assert result.returncode == 1 and "Traceback" not in result.stderr
         assert result.stderr.startswith("Error: ") and "line 2" in result.stderr and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("model", [5, [1], {"id": "x"}, True])
+def test_a_line_an_older_router_wrote_with_a_model_that_is_not_text_is_read_with_model_null(repo, store, model):
+    """Older routers recorded the client's model as sent; the router now records null, so read it as null."""
+    record_request(store, {"command": "router", "kind": "request", "at": 1.0, "usage": None, "cost": None})
+    usage = {"input_tokens": 10, "output_tokens": 2}
+    with open(requests_path(store), "a") as f:
+        f.write(json.dumps({"command": "router", "kind": "request", "at": 2.0, "session": "s", "line": "s",
+                            "status": 400, "model": model, "usage": usage, "cost": None}) + "\n")
+    old = read_requests(store)[1]
+    assert old["model"] is None and old["usage"] == usage and latest_request(store) == old
+    for args in (("bill", "--router"), ("bill", "--requests", "--json")):
+        assert gitmem(repo, *args).returncode == 0
 
 
 def test_a_line_cut_short_by_a_crash_is_skipped_and_a_failed_request_is_read(store):
