@@ -268,6 +268,7 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
     from .merge import conflict_blobs
     from .repo import default_branch
     from .store import Store
+    from .warm import counted
 
     default = default_branch(repo)
     out = []
@@ -285,7 +286,7 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
         out.append(BranchInfo(name, ref, tip, parent, sum(counts.values()),
                               "exists" if tips else "deleted",
                               merged, len(conflict_blobs(store, tip)), reachable(repo, tip, into_memory),
-                              sum(n for key, n in counts.items() if key.endswith("/active"))))
+                              counted(counts)))
     return out
 
 

@@ -241,6 +241,7 @@ def target(store: Store, fmt: str) -> str:
 def export(store: Store, fmt: str, *, write: bool = False) -> Export:
     """Render ``fmt`` for the store's memory; with ``write``, update the file if it changed."""
     from .search import is_stale
+    from .warm import counted
 
     path = target(store, fmt)
     budget = TARGETS[fmt].max_bytes
@@ -251,7 +252,7 @@ def export(store: Store, fmt: str, *, write: bool = False) -> Export:
     counts = store.summary()["counts"]
     blobs = store.current_blobs(memories)
     section = render(memories, ref=store.ref, stale=[m.id for m in memories if is_stale(m, blobs)],
-                     max_bytes=budget, total=sum(counts.get(f"{t}/active", 0) for t in _PRIORITY))
+                     max_bytes=budget, total=counted(counts, _PRIORITY))
     existing = _read(path)
     text = splice(existing, section, fmt)
     changed = text != existing

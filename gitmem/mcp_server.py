@@ -197,9 +197,11 @@ class Gitmem:
         return resume(self.store()).to_dict()
 
     def memory_list(self) -> str:
+        from .warm import counted
+
         store = self.store()
         newest = store.list(limit=RESOURCE_LIMIT)
-        count = sum(n for key, n in store.summary()["counts"].items() if key.endswith("/active"))
+        count = counted(store.summary()["counts"])
         listing: Dict[str, Any] = {"ref": store.ref, "count": count, "memories": [
             {"id": m.id, "type": m.type, "summary": m.summary} for m in newest]}
         if count > len(newest):

@@ -27,7 +27,7 @@ from .repo import (
     entries_by_name, head_commit,
     memory_ref, open_repository, parent_chain, ref_target, undecodable,
 )
-from .warm import Warm, placed, warm_for
+from .warm import Warm, counted, placed, warm_for
 
 if TYPE_CHECKING:
     from .audit import Change
@@ -412,8 +412,7 @@ class Store:
         counts = summary["counts"]
         countable = not (tag or author_kind or source)
         if countable and path is None and not counts.get("invalid"):
-            total = sum(n for key, n in counts.items()
-                        if type in (None, key.split("/")[0]) and status in (None, key.split("/")[-1]))
+            total = counted(counts, None if type is None else (type,), status)
             newest = self.newest(limit, summary) if type is None and status == "active" else None
             if newest is None:
                 newest = self.list(type=type, status=status, limit=limit)

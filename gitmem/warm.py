@@ -549,6 +549,13 @@ def _bucket(kind: str, rows: List[Tuple[str, str, str]], invalid: int, paths: Op
             "paths": paths}
 
 
+def counted(counts: Mapping[str, int], types: Optional[Sequence[str]] = None, status: Optional[str] = "active") -> int:
+    """How many memories of ``types`` (None: any) with ``status`` (None: any) a summary's counts hold (keys
+    ``type/status``, as :func:`_bucket_summary` makes them; ``invalid`` blobs are none of them)."""
+    return sum(n for key, n in counts.items() if "/" in key and (types is None or key.split("/")[0] in types)
+               and (status is None or key.split("/")[1] == status))
+
+
 def _bucket_summary(kind: str, rows: Sequence[Tuple[str, str, str]], invalid: int,
                     paths: Optional[List[str]]) -> Dict[str, Any]:
     """The summary of a bucket whose valid memories are ``rows`` (see :func:`_bucket`)."""
