@@ -62,7 +62,7 @@ from typing import (TYPE_CHECKING, AbstractSet, Any, Callable, Dict, Iterable, I
 from .errors import GitmemError
 from .model import Memory, matches, quoted, undecodable
 from .pricing import DEFAULT_TABLE, PriceTable
-from .redact import redact
+from .redact import redact_fields
 from .tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
 
 if TYPE_CHECKING:
@@ -591,16 +591,6 @@ def _was_active(m: Optional[Memory]) -> bool:
     return m is not None and m.status == "active"
 
 
-def _redacted(texts: Sequence[str]) -> Tuple[List[str], int]:
-    """``texts`` with secrets replaced, and how many there were."""
-    out, found = [], 0
-    for text in texts:
-        clean, findings = redact(text)
-        out.append(clean)
-        found += len(findings)
-    return out, found
-
-
 def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Sequence[str] = (), ttl: str = "5m",
              model: str = DEFAULT_MODEL, budget: Optional[int] = DEFAULT_BUDGET,
              max_tokens: int = DEFAULT_MAX_TOKENS, table: PriceTable = DEFAULT_TABLE) -> Context:
@@ -616,7 +606,10 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         if (shown := undecodable(value)) is not None:  # a terminal's or a file's bytes: no request body carries them
             raise GitmemError(f"invalid {what} {shown}: not valid UTF-8")
     # Memory was redacted when stored; the guide file and the question never pass the store.
-    (guide, query, *paths), found = _redacted([inputs.guide_text.strip(), query or "", *paths])
+    texts, found = redact_fields(guide=inputs.guide_text.strip(), question=query or "",
+                                 **{f"path {n}": p for n, p in enumerate(paths)})
+    guide, query = texts["guide"] or "", texts["question"] or ""
+    paths = [texts[f"path {n}"] or "" for n in range(len(paths))]
     row = table.get(model)
     warnings: List[str] = list(inputs.warnings)
     if found:
