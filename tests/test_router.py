@@ -67,6 +67,17 @@ def routed(team):
     running.stop()
 
 
+@pytest.fixture
+def recorded(team):
+    """The router in front of an upstream that records what reaches it: (repo, the router, the upstream)."""
+    repo, _ = team
+    upstream = Recorder()
+    running = start(repo, upstream=upstream.url)
+    yield repo, running, upstream
+    running.stop()
+    upstream.close()
+
+
 def client(url, key=SECRET):
     return anthropic.Anthropic(base_url=url, api_key=key, max_retries=0)
 
@@ -357,53 +368,41 @@ def test_the_router_serves_only_a_loopback_host_with_at_most_a_numeric_port(rout
         assert httpx2.get(routed.url + "/_router/nothing", headers={"Origin": origin}).status_code == 403, origin
 
 
-def test_headers_pass_untouched_the_key_goes_upstream_only_and_memory_can_be_switched_off(team):
-    repo, _ = team
-    upstream = Recorder()
-    running = start(repo, upstream=upstream.url)
-    try:
-        sdk = client(running.url)
-        sdk.messages.create(**body(), extra_headers={"anthropic-beta": "prompt-caching-2024-07-31",
-                                                     "anthropic-version": "2023-06-01", "gitmem-session": "s1"},
-                            extra_query={"beta": "true"})
-        sdk.messages.create(**body(), extra_headers={"gitmem-memory": "off"})
-        (path, headers, sent), (_, _, plain) = upstream.seen
-        lower = {k.lower(): v for k, v in headers.items()}
-        assert path == "/v1/messages?beta=true"
-        assert lower["anthropic-beta"] == "prompt-caching-2024-07-31" and lower["anthropic-version"] == "2023-06-01"
-        assert SECRET in (lower.get("x-api-key", "") + lower.get("authorization", ""))
-        assert not any(k.startswith("gitmem-") for k in lower)
-        assert [b["text"][:12] for b in sent["system"]][1:] == ["You are a co", "<team-memory"]
-        assert plain["system"] == system()  # off: exactly what the client sent
-    finally:
-        running.stop()
-        upstream.close()
+def test_headers_pass_untouched_the_key_goes_upstream_only_and_memory_can_be_switched_off(recorded):
+    repo, running, upstream = recorded
+    sdk = client(running.url)
+    sdk.messages.create(**body(), extra_headers={"anthropic-beta": "prompt-caching-2024-07-31",
+                                                 "anthropic-version": "2023-06-01", "gitmem-session": "s1"},
+                        extra_query={"beta": "true"})
+    sdk.messages.create(**body(), extra_headers={"gitmem-memory": "off"})
+    (path, headers, sent), (_, _, plain) = upstream.seen
+    lower = {k.lower(): v for k, v in headers.items()}
+    assert path == "/v1/messages?beta=true"
+    assert lower["anthropic-beta"] == "prompt-caching-2024-07-31" and lower["anthropic-version"] == "2023-06-01"
+    assert SECRET in (lower.get("x-api-key", "") + lower.get("authorization", ""))
+    assert not any(k.startswith("gitmem-") for k in lower)
+    assert [b["text"][:12] for b in sent["system"]][1:] == ["You are a co", "<team-memory"]
+    assert plain["system"] == system()  # off: exactly what the client sent
     log = (repo / ".git" / "gitmem" / "requests.jsonl").read_text()
     assert SECRET not in log and "router-test-secret" not in log
     assert [e["memory"] is None for e in read_requests(Store.open(str(repo)), "router")] == [False, True]
 
 
-def test_a_gitmem_memory_value_that_is_neither_on_nor_off_is_a_400_not_memory_attached(team):
-    repo, _ = team
-    upstream = Recorder()
-    running = start(repo, upstream=upstream.url)
-    try:
-        sdk = client(running.url)
-        for value in ("on", "ON", "1", "true", "yes"):
-            sdk.messages.create(**body(), extra_headers={"gitmem-memory": value})
-        for value in ("off", "Off", "0", "false", "no", "none"):
-            sdk.messages.create(**body(), extra_headers={"gitmem-memory": value})
-        assert [len(sent["system"]) for _, _, sent in upstream.seen] == [3] * 5 + [1] * 6
-        with pytest.raises(anthropic.BadRequestError) as typo:
-            sdk.messages.create(**body(), extra_headers={"gitmem-memory": "of"})
-        error = typo.value.body
-        assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
-        assert "gitmem-memory" in error["error"]["message"] and "'of'" in error["error"]["message"]
-        assert "off" in error["error"]["message"] and "on" in error["error"]["message"]
-        assert len(upstream.seen) == 11  # the typo never reached the upstream, with or without memory
-    finally:
-        running.stop()
-        upstream.close()
+def test_a_gitmem_memory_value_that_is_neither_on_nor_off_is_a_400_not_memory_attached(recorded):
+    _, running, upstream = recorded
+    sdk = client(running.url)
+    for value in ("on", "ON", "1", "true", "yes"):
+        sdk.messages.create(**body(), extra_headers={"gitmem-memory": value})
+    for value in ("off", "Off", "0", "false", "no", "none"):
+        sdk.messages.create(**body(), extra_headers={"gitmem-memory": value})
+    assert [len(sent["system"]) for _, _, sent in upstream.seen] == [3] * 5 + [1] * 6
+    with pytest.raises(anthropic.BadRequestError) as typo:
+        sdk.messages.create(**body(), extra_headers={"gitmem-memory": "of"})
+    error = typo.value.body
+    assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    assert "gitmem-memory" in error["error"]["message"] and "'of'" in error["error"]["message"]
+    assert "off" in error["error"]["message"] and "on" in error["error"]["message"]
+    assert len(upstream.seen) == 11  # the typo never reached the upstream, with or without memory
 
 
 def test_a_guide_it_cannot_read_or_a_damaged_memory_ref_never_makes_the_router_answer_500(team):
