@@ -391,9 +391,18 @@ class Store:
                 author_kind: Optional[str] = None, source: Optional[str] = None,
                 status: Optional[str] = "active", at: Optional[str] = None, limit: Optional[int] = None,
                 before: Optional[str] = None) -> Iterator[Memory]:
-        """:meth:`list`'s memories as they are read. The derived index narrows by type, status and path
-        first, so only memories that can match are read (a full load where it cannot answer), and without
-        ``limit`` a chunk at a time: a listing of 100,000 starts at once and holds one chunk, not all."""
+        """:meth:`list`'s memories as they are read. The newest few active memories come from the tree's
+        summary (:meth:`newest`); otherwise the derived index narrows by type, status and path first, so only
+        memories that can match are read (a full load where it cannot answer, which names blobs that are not
+        valid memories in :attr:`problems`), and without ``limit`` a chunk at a time: a listing of 100,000
+        starts at once and holds one chunk, not all."""
+        if limit and not (type or tag or path or author_kind or source or before or at) and status == "active":
+            summary = self.summary()
+            newest = None if summary["counts"].get("invalid") else self.newest(limit, summary)
+            if newest is not None:
+                self.problems = []
+                yield from newest
+                return
         wanted = _matcher(type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status,
                           before=before)
         yield from self._read(self._listed(at, type, status, path, tag, limit), wanted, at, limit, before)
@@ -412,11 +421,8 @@ class Store:
         counts = summary["counts"]
         countable = not (tag or author_kind or source)
         if countable and path is None and not counts.get("invalid"):
-            total = counted(counts, None if type is None else (type,), status)
-            newest = self.newest(limit, summary) if type is None and status == "active" else None
-            if newest is None:
-                newest = self.list(type=type, status=status, limit=limit)
-            return newest[::-1], total
+            return self.list(type=type, status=status, limit=limit)[::-1], counted(
+                counts, None if type is None else (type,), status)
         listed = self._listed(None, type, status, path, tag, limit + 1)
         found = list(self._read(listed, wanted, None, limit + 1))[::-1]  # one more says whether there are more
         if len(found) <= limit:

@@ -217,19 +217,8 @@ def list_(store: Store, type_, tag, path, author_kind, source, status, limit, be
     Example: gitmem list -n 20 --before 4vhr   (the 20 memories before 4vhr)
     """
     cursor = store.get(before).id if before else None  # a short id or prefix, resolved as every ID argument is
-    plain = not (type_ or tag or path or author_kind or source or cursor) and status == "active"
-    summary = store.summary() if limit and plain and limit <= store.warm.NEWEST else None
-    newest = store.newest(limit, summary) if summary is not None else None  # the first page, nothing more
-    found: Iterable[Memory]
-    if summary is not None and newest is not None:
-        found = newest
-        invalid = summary["counts"].get("invalid", 0)
-        if invalid:
-            echo(f"gitmem: warning: skipped {invalid} blob(s) that are not valid memories (see gitmem doctor)",
-                 err=True)
-    else:
-        found = store.listing(type=type_, tag=tag, path=path, author_kind=author_kind, source=source,
-                              status=None if status == "any" else status, limit=limit or None, before=cursor)
+    found = store.listing(type=type_, tag=tag, path=path, author_kind=author_kind, source=source,
+                          status=None if status == "any" else status, limit=limit or None, before=cursor)
     from ..conflicts import pending, with_conflict
 
     tip = store.tip()
