@@ -531,8 +531,14 @@ def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Coun
         part = new_docs[start:start + chunk_size]
         have = _doc_numbers(db, [blob for blob, _, _ in part])
         chunk = list({blob: (blob, m, counts) for blob, m, counts in part if blob not in have}.values())
-        words = sorted({t for _, _, counts in chunk for t in counts})
-        db.executemany("INSERT OR IGNORE INTO terms(term) VALUES (?)", [(t,) for t in words])
+        most: Dict[str, int] = {}  # each word's most times in one of these memories
+        for _, _, counts in chunk:
+            for t, n in counts.items():
+                if most.get(t, 0) < n:
+                    most[t] = n
+        words = sorted(most)
+        db.executemany("INSERT INTO terms(term, most_tf) VALUES (?, ?) ON CONFLICT(term) DO UPDATE SET "
+                       "most_tf=MAX(most_tf, excluded.most_tf)", [(t, most[t]) for t in words])
         tid: Dict[str, int] = {}
         for batch, marks in batches(words):
             tid.update(db.execute(f"SELECT term, tid FROM terms WHERE term IN ({marks})", batch))
@@ -550,10 +556,6 @@ def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Coun
         db.executemany("INSERT INTO docs(doc, blob, id, type, active, length, epoch, tids, tfs) "
                        "VALUES (?,?,?,?,?,?,?,?,?)", docs)
         db.executemany("INSERT INTO postings VALUES (?, ?, ?, ?, ?, ?, ?)", sorted(postings))  # key order: appends
-        most: Dict[int, int] = {}  # term id -> the most times one of these memories holds it
-        for t, _, n, *_ in postings:
-            most[t] = max(most.get(t, 0), n)
-        db.executemany("UPDATE terms SET most_tf=MAX(most_tf, ?) WHERE tid=?", [(n, t) for t, n in most.items()])
         db.executemany("INSERT OR IGNORE INTO doc_paths VALUES (?, ?, ?)", paths)
         progress.step(min(start + chunk_size, len(new_docs)))
 
