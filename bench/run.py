@@ -41,6 +41,8 @@ def _scale(r) -> List[Row]:
         big = x["memories"] >= 100_000
         rows += [(f"first command after a clone / cat-file, {n}", x["cold_ratio_cat_file"], "git cat-file --batch",
                   5.0 if big else None),
+                 (f"first command a search / cat-file, {n}", x["cold_search_ratio_cat_file"], "git cat-file --batch",
+                  5.0 if big else None),
                  (f"list (first page) / --version, {n}", x["list_ratio_version"], "gitmem --version", 1.3 if big else None),
                  (f"search / --version, {n}", x["search_ratio_version"], "gitmem --version", 1.5 if big else None),
                  (f"search, common words only / --version, {n}", x["search_common_ratio_version"], "gitmem --version",

@@ -6,7 +6,8 @@ commit per memory). Each is packed as a clone would be, and every figure is a me
 runs, printed as a ratio to its baseline measured in the same run:
 
 - the first command after a clone (`gitmem status`, no derived index yet) against
-  `git cat-file --batch` of the same blobs;
+  `git cat-file --batch` of the same blobs, and a `search` as the first command (it builds the
+  search postings of every memory as well: at most 3 runs);
 - warm `list --limit 20` (the first page), `search`, `context`, `status` and `doctor` against
   `gitmem --version` (the cost of starting at all), and doctor also against cat-file: doctor
   after one new memory since the last sound check (incremental), and `doctor --full` once;
@@ -92,11 +93,18 @@ def measure(n: int, runs: int, kind: str = "bulk") -> Dict[str, object]:
         shutil.rmtree(index_dir, ignore_errors=True)
         colds.append(_timed(_gitmem("status"), root))
     cold, cold_rss = statistics.median(c[0] for c in colds), max(c[1] for c in colds)
+    cold_searches = []
+    for _ in range(min(runs, 3)):  # a search as the first command: the load above, then the postings of every memory
+        shutil.rmtree(index_dir, ignore_errors=True)
+        cold_searches.append(_timed(_gitmem(*COMMANDS["search"]), root))
+    cold_search, cold_search_rss = statistics.median(c[0] for c in cold_searches), max(c[1] for c in cold_searches)
     version, _ = _median(_gitmem("--version"), root, max(runs, 5))
     click, _ = _median([sys.executable, "-c", "import click"], root, max(runs, 5))
     out: Dict[str, object] = {
         "memories": n, "store": kind, "cat_file_s": cat, "version_s": version, "import_click_s": click,
         "cold_s": cold, "cold_ratio_cat_file": cold / cat, "cold_rss_mb": cold_rss / 1024,
+        "cold_search_s": cold_search, "cold_search_ratio_cat_file": cold_search / cat,
+        "cold_search_rss_mb": cold_search_rss / 1024,
         "version_ratio_click": version / click,
     }
     rss = 0
@@ -203,6 +211,8 @@ def show(result: dict) -> None:
               f"list {r['list_s']:.3f}, search {r['search_s']:.3f}, context {r['context_s']:.3f}, "
               f"status {r['status_s']:.3f}, doctor {r['doctor_s']:.3f} (--full {r['doctor_full_s']:.2f}, "
               f"{r['doctor_full_ratio_cat_file']:.1f}x cat-file)")
+        print(f"{'':>18} first command a search: {r['cold_search_s']:.2f} s ({r['cold_search_ratio_cat_file']:.1f}x "
+              f"cat-file, {r['cold_search_rss_mb']:.0f} MB; the load of the status above, then every memory's postings)")
         print(f"{'':>18} MCP recall {r['mcp_recall_ms']:.1f} ms warm, {r['mcp_recall_after_remember_ms']:.1f} ms "
               f"right after a remember, {r['mcp_recall_common_ms']:.1f} ms of common words only (targets at 100,000: "
               "30 and 60 ms)")
