@@ -44,6 +44,7 @@ class Reply:
     usage: Usage
     backend: str
     request_id: Optional[str] = None
+    client_request_id: Optional[str] = None
 
     @property
     def text(self) -> str:
@@ -67,12 +68,14 @@ class Reply:
 
 @dataclass
 class Backend:
-    """An SDK client plus the backend's name; ``emulator`` is set when it runs in-process."""
+    """An SDK client plus the backend's name; ``emulator`` is set when it runs in-process. ``command``: the
+    gitmem command that records each reply itself (see :func:`open_backend`)."""
 
     client: Any
     name: str
     emulator: Any = None
     base_url: Optional[str] = field(default=None)
+    command: Optional[str] = None
 
     def send(self, body: Mapping[str, Any]) -> Reply:
         """Send a raw Messages API body, non-streaming (``stream`` is ignored).
@@ -86,12 +89,14 @@ class Backend:
         params = {k: v for k, v in body.items() if k in known and k != "stream"}
         # Fields this SDK version has no argument for (e.g. temperature) still reach the API.
         extra = {k: v for k, v in body.items() if k not in known}
-        raw = self._call(lambda: create(**params, **({"extra_body": extra} if extra else {})))
+        ours = os.urandom(16).hex() if self.command else None
+        headers = {"extra_headers": {"gitmem-client": self.command, "gitmem-request-id": ours}} if ours else {}
+        raw = self._call(lambda: create(**params, **headers, **({"extra_body": extra} if extra else {})))
         message = raw.parse()
         data = message.model_dump(mode="json", exclude_none=False)
         backend = EMULATOR if raw.headers.get("x-gitmem-backend") == EMULATOR else ANTHROPIC_API
         return Reply(message=data, usage=Usage.from_api(message.usage), backend=backend,
-                     request_id=raw.headers.get("request-id"))
+                     request_id=raw.headers.get("request-id"), client_request_id=ours)
 
     def _send_direct(self, body: Mapping[str, Any]) -> Reply:
         """The in-process emulator without the SDK: the same handler, JSON in and out.
@@ -181,7 +186,7 @@ def _status_error(exc: Any) -> BackendError:
 
 
 def open_backend(backend: str = "auto", clock: Any = None, emulator: Any = None,
-                 state_path: Optional[str] = None, sdk: bool = True) -> Backend:
+                 state_path: Optional[str] = None, sdk: bool = True, command: Optional[str] = None) -> Backend:
     """The client to send with.
 
     - ``"anthropic"``: the real API (``ANTHROPIC_API_KEY`` or ``ANTHROPIC_AUTH_TOKEN``;
@@ -193,6 +198,11 @@ def open_backend(backend: str = "auto", clock: Any = None, emulator: Any = None,
       instead of through the SDK, which saves the SDK's import time in one-shot commands.
     - ``"auto"``: the API when ``ANTHROPIC_API_KEY`` is set or ``ANTHROPIC_BASE_URL`` points
       somewhere, else the in-process emulator.
+
+    ``command`` (``ask``, ``messages``): the gitmem command that records each request in requests.jsonl. Over
+    HTTP each request then carries ``gitmem-client: COMMAND`` and a fresh ``gitmem-request-id`` (the reply's
+    ``client_request_id``), so a gitmem router at the base URL, which records what it forwards too, records
+    the same id and the bill counts the request once.
     """
     if backend not in ("auto", "emulator", "anthropic"):
         raise BackendError(f"unknown backend {backend!r} (valid: auto, emulator, anthropic)")
@@ -220,7 +230,7 @@ def open_backend(backend: str = "auto", clock: Any = None, emulator: Any = None,
     # bodies carry their memory already: a `gitmem router` at the base URL must not attach it again.
     client = anthropic.Anthropic(api_key=None if has_key else _EMULATOR_KEY, base_url=base_url,
                                  default_headers={"gitmem-memory": "off"})
-    return Backend(client=client, name=ANTHROPIC_API, base_url=base_url)
+    return Backend(client=client, name=ANTHROPIC_API, base_url=base_url, command=command)
 
 
 def place_cache_control(body: Mapping[str, Any], boundary: Optional[int] = None, ttl: Optional[str] = None) -> dict:

@@ -16,7 +16,8 @@ Runs live in the repository's ``.git/gitmem/runs/`` (``<UTC time>.<n>-<kind>.jso
 what ``gitmem bill`` and the web UI's cost page show. Single requests (``gitmem ask``, ``gitmem messages`` and every
 request and ping through ``gitmem router``) are appended to ``.git/gitmem/requests.jsonl`` with the
 memory commit they were built from; :func:`router_bill` prices the router's share by session and
-break (``gitmem bill --router``).
+break (``gitmem bill --router``). A request ask or messages sends through a router is on two lines, each
+side's own record, linked by the ``client_request_id`` the command sent; the bill counts it once.
 
 The price table a bill is priced with is the one in effect (:mod:`gitmem.price_table`).
 """
@@ -266,7 +267,8 @@ def read_requests(store: Store, command: Optional[str] = None) -> List[dict]:
     return out
 
 
-_TEXT_FIELDS = ("command", "kind", "session", "policy", "upstream", "backend", "memory_commit", "question", "time")
+_TEXT_FIELDS = ("command", "kind", "session", "policy", "upstream", "backend", "memory_commit", "question", "time",
+                "client", "client_request_id")
 
 
 def _request_problem(entry: Any) -> Optional[str]:
@@ -311,15 +313,25 @@ def router_bill(entries: Sequence[Mapping[str, Any]], table: PriceTable = DEFAUL
     session, with each break (a gap of :data:`BREAK_SECONDS` or more between two requests of one
     cache line): its pings, what they cost, and whether the prefix was read or re-written after it.
     A request without a session (ask, messages) is billed under its command. Costs are recomputed
-    from each entry's usage fields."""
+    from each entry's usage fields.
+
+    A request ask or messages sent through the router is counted once: by the router's line when the
+    router's traffic is billed (it names the upstream that served it and the command, as the session's
+    ``clients``; the memory commit is the command's, since the router attached none), else by the
+    command's own line."""
     total = Usage()
     sessions: Dict[str, Dict[str, Any]] = {}
     lines: Dict[str, Dict[str, Any]] = {}
     count = {"request": 0, "ping": 0, "failed": 0}
     money = 0.0
+    routed = ({e["client_request_id"] for e in entries if e.get("command") == "router" and e.get("client_request_id")}
+              if "router" in commands else set())
+    by_client = {e["client_request_id"]: e for e in entries if e.get("command") != "router" and e.get("client_request_id")}
     for e in entries:
         if e.get("command") not in commands:
             continue
+        if e.get("command") != "router" and e.get("client_request_id") in routed:
+            continue  # the router recorded this request too: its line counts it
         usage = Usage.from_api(e["usage"]) if e.get("usage") else None
         price = 0.0
         if usage is not None and e.get("model"):
@@ -337,10 +349,13 @@ def router_bill(entries: Sequence[Mapping[str, Any]], table: PriceTable = DEFAUL
         name = str(e.get("session") or e.get("command"))
         session = sessions.setdefault(name, {
             "session": name, "requests": 0, "pings": 0, "policies": [], "upstreams": [],
-            "usage": Usage(), "cost": 0.0, "breaks": [], "memory_commits": []})
+            "usage": Usage(), "cost": 0.0, "breaks": [], "memory_commits": [], "clients": {}})
         session["requests" if kind == "request" else "pings"] += 1
+        if e.get("command") == "router" and e.get("client"):
+            session["clients"][e["client"]] = session["clients"].get(e["client"], 0) + 1
         for key, value in (("policies", e.get("policy")), ("upstreams", e.get("upstream") or e.get("backend")),
-                           ("memory_commits", e.get("memory_commit"))):
+                           ("memory_commits", e.get("memory_commit")
+                                               or by_client.get(e.get("client_request_id"), {}).get("memory_commit"))):
             if value and value not in session[key]:
                 session[key].append(value)
         session["cost"] += price
@@ -375,8 +390,10 @@ def render_router_text(bill: Mapping[str, Any]) -> str:
     for s in bill["sessions"]:
         u = s["usage"]
         lines.append("")
+        sent = ", ".join(f"gitmem {name} ({n})" for name, n in s["clients"].items())
         lines.append(f"session {s['session']}  policy {','.join(s['policies']) or '-'}  "
-                     f"upstream {','.join(s['upstreams']) or '-'}  memory {','.join(c[:10] for c in s['memory_commits']) or '-'}")
+                     f"upstream {','.join(s['upstreams']) or '-'}  memory {','.join(c[:10] for c in s['memory_commits']) or '-'}"
+                     + (f"  sent by {sent}" if sent else ""))
         lines.append(f"  {s['requests']} requests, {s['pings']} pings, {_usd(s['cost'])}: input {u['input_tokens']}, "
                      f"cache write {u['cache_creation_input_tokens']}, cache read {u['cache_read_input_tokens']}, "
                      f"output {u['output_tokens']}")

@@ -53,6 +53,8 @@ CONTROL_HEADERS = {
     "gitmem-repo": "the repository whose memory to attach (a path)",
     "gitmem-branch": "the code branch whose memory to attach",
     "gitmem-session": "a name for the cache line this request belongs to (pings are per line)",
+    "gitmem-client": "the gitmem command that sent the request and records it itself (ask, messages)",
+    "gitmem-request-id": "that command's id for the request, recorded on both lines so the bill counts it once",
 }
 #: Hop-by-hop and length headers: recomputed, never copied (request or response).
 _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "accept-encoding",
@@ -79,6 +81,8 @@ class Controls:
     repo: Optional[str] = None
     branch: Optional[str] = None
     line: Optional[str] = None
+    client: Optional[str] = None
+    client_request_id: Optional[str] = None
 
 
 @dataclass
@@ -114,7 +118,8 @@ def controls(headers: Mapping[str, str]) -> Controls:
                          f"({'|'.join(MEMORY_ON)}) nor off ({'|'.join(MEMORY_OFF)})")
     return Controls(memory=memory not in MEMORY_OFF, policy=headers.get("gitmem-policy") or None,
                     repo=headers.get("gitmem-repo") or None, branch=headers.get("gitmem-branch") or None,
-                    line=headers.get("gitmem-session") or None)
+                    line=headers.get("gitmem-session") or None, client=headers.get("gitmem-client") or None,
+                    client_request_id=headers.get("gitmem-request-id") or None)
 
 
 def forward_headers(headers: Iterable[Tuple[str, str]]) -> List[Tuple[str, str]]:

@@ -423,7 +423,8 @@ class Router:
         model = str(data.get("model") or "")
         info: Dict[str, Any] = {"policy": policy, "session": session_of(lower, data), "store": None,
                                 "memory_commit": None, "anchor_commit": None, "attached": None, "ttl": None,
-                                "body": data, "memory_header": "off", "context": None}
+                                "body": data, "memory_header": "off", "context": None, "client": ctl.client,
+                                "client_request_id": ctl.client_request_id}
         try:
             store = self._store(ctl)
         except GitmemError as exc:
@@ -501,6 +502,9 @@ class Router:
                  "gap_before": gap, "latency_ms": round(latency * 1000, 3)}
         if info.get("plan"):
             entry["plan"] = info["plan"]
+        for key in ("client", "client_request_id"):  # `gitmem ask` or `messages` records it too: the bill links both
+            if info.get(key):
+                entry[key] = info[key]
         if error:
             from .redact import redact
 

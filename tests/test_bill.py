@@ -14,7 +14,7 @@ import pytest
 
 from conftest import gitmem
 from gitmem.bill import (latest_request, latest_run, load_run, make_bill, read_requests, record_request, record_run,
-                         render_plot, render_svg, render_text, requests_path)
+                         render_plot, render_router_text, render_svg, render_text, requests_path, router_bill)
 from gitmem.errors import GitmemError, PriceTableError
 from gitmem.price_table import load_price_table
 from gitmem.pricing import DEFAULT_TABLE
@@ -135,7 +135,8 @@ def test_a_file_that_is_not_a_run_is_refused(tmp_path):
 NOT_REQUESTS = ['[1, 2]', '"text"', '{"usage": null, "cost": {"total": "x"}}', '{"command": "router", "usage": "x"}',
                 '{"command": "router", "usage": {"input_tokens": "abc"}}', '{"command": "router", "at": "soon"}',
                 '{"command": "router", "policy": [1]}', '{"command": ["router"]}',
-                '{"command": "router", "model": 5, "at": "soon"}']  # a model read as null does not excuse the rest
+                '{"command": "router", "model": 5, "at": "soon"}',  # a model read as null does not excuse the rest
+                '{"command": "ask", "client_request_id": [1]}', '{"command": "router", "client": 5}']
 
 
 @pytest.mark.parametrize("line", NOT_REQUESTS)
@@ -172,6 +173,27 @@ def test_a_line_cut_short_by_a_crash_is_skipped_and_a_failed_request_is_read(sto
     with open(requests_path(store), "a") as f:
         f.write('{"command": "router", "us\n')
     assert read_requests(store) == [failed] and latest_request(store) == failed
+
+
+def test_a_request_ask_sent_through_the_router_is_billed_once_whichever_recorders_count():
+    """ask and the router it sent through each record the request, linked by ask's id: one request, billed
+    from the router's line when the router's traffic is billed (naming ask, with the memory ask sent), else
+    from ask's. A line recorded before the id existed is read and billed as it was."""
+    haiku = "claude-haiku-4-5"
+    routed = {"command": "router", "kind": "request", "at": 1.0, "session": "default", "line": "l", "model": haiku,
+              "usage": WRITE5, "upstream": "anthropic-api", "client": "ask", "client_request_id": "c1"}
+    asked = {"command": "ask", "model": haiku, "usage": WRITE5, "backend": "anthropic-api", "client_request_id": "c1",
+             "memory_commit": "0123456789abcdef"}
+    older = {"command": "ask", "model": haiku, "usage": READ, "backend": "emulator"}
+    both = router_bill([routed, asked, older], commands=("router", "ask", "messages"))
+    assert (both["requests"], both["usage"]["cache_read_input_tokens"]) == (2, 10_000)
+    assert both["usage"]["cache_creation_input_tokens"] == 10_000
+    assert [(s["session"], s["requests"], s["upstreams"], s["clients"]) for s in both["sessions"]] == [
+        ("default", 1, ["anthropic-api"], {"ask": 1}), ("ask", 1, ["emulator"], {})]
+    assert "upstream anthropic-api  memory 0123456789  sent by gitmem ask (1)" in render_router_text(both)
+    alone = router_bill([routed, asked, older])
+    assert (alone["requests"], alone["sessions"][0]["memory_commits"]) == (1, ["0123456789abcdef"])
+    assert router_bill([routed, asked, older], commands=("ask",))["requests"] == 2
 
 
 def test_the_price_table_is_read_from_the_override_file_named(tmp_path):

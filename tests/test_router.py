@@ -260,6 +260,25 @@ def test_gitmem_ask_through_the_router_carries_the_memory_once(team, routed):
             ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
 
 
+def test_a_request_gitmem_sends_through_the_router_is_billed_once_and_names_its_command(team, routed, tmp_path):
+    """`ask` and `messages` record what they send, and so does the router they send through: `bill --requests`
+    counted each such request twice. Each is billed once, by the router's line, which says which command sent it."""
+    repo, _ = team
+    env = {"ANTHROPIC_BASE_URL": routed.url, "ANTHROPIC_API_KEY": ""}
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(body()))
+    asked = json.loads(gitmem(repo, "ask", "How do refunds work?", "--json", env=env).stdout)
+    sent = json.loads(gitmem(repo, "messages", "--body", path, "--json", env=env).stdout)["requests"]
+    served = Usage.from_api(asked["usage"]) + Usage.from_api(sent[0]["usage"])
+    everything = json.loads(gitmem(repo, "bill", "--requests", "--json").stdout)
+    assert (everything["requests"], everything["usage"]) == (2, served.to_api())
+    assert everything["total_cost"] == pytest.approx(asked["cost"]["total"] + sent[0]["cost"]["total"])
+    assert [s["clients"] for s in everything["sessions"]] == [{"ask": 1, "messages": 1}]
+    routed_only = json.loads(gitmem(repo, "bill", "--router", "--json").stdout)
+    assert (routed_only["requests"], routed_only["usage"]) == (2, served.to_api())
+    assert "sent by gitmem ask (1), gitmem messages (1)" in gitmem(repo, "bill", "--requests").stdout
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -155,7 +155,8 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
     """Ask one question with the team's memory and the guide; print answer, usage, cost.
 
     The request is recorded in .git/gitmem/requests.jsonl with the memory commit it was built
-    from, so you can later see exactly what the agent knew.
+    from, so you can later see exactly what the agent knew. Sent through a `gitmem router`, it
+    is recorded by the router too, under the same id, and `gitmem bill` counts it once.
 
     JSON: {"backend", "model", "memory_commit", "request_id", "answer", "usage": {...},
     "cost": {..., "total"}, "prices": {"source", "checked"}, "warnings"}.
@@ -175,7 +176,7 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
     ctx = build(store, query=question, paths=paths, ttl=ttl, model=model, max_tokens=max_tokens, table=table)
     # The in-process emulator keeps its cache in .git/gitmem/, so the next ask reads what this one wrote.
     reply = open_backend(backend, state_path=os.path.join(common_dir(store.repo), "gitmem", "emulator-cache.json"),
-                         sdk=False).send(ctx.body)
+                         sdk=False, command="ask").send(ctx.body)
     note_sent(store, ctx)
     price = cost(reply.usage, reply.model or ctx.model, table)
     data = {"backend": reply.backend, "model": reply.model, "memory_commit": ctx.memory_commit,
@@ -183,6 +184,7 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
             "usage": reply.usage.to_api(), "cost": price.to_dict(),
             "prices": {"source": table.source, "checked": table.checked}, "warnings": list(ctx.warnings)}
     record_request(store, {**{k: v for k, v in data.items() if k != "answer"}, "command": "ask",
+                           "client_request_id": reply.client_request_id,
                            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     if as_json:
         emit_json(data)
@@ -223,13 +225,15 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_tr
 
     With --router: the requests and keep-alive pings `gitmem router` recorded in
     .git/gitmem/requests.jsonl, by session, each break with its pings and whether the
-    prefix was read or re-written after it. JSON: {"requests", "pings", "failed",
+    prefix was read or re-written after it; clients counts the requests `gitmem ask` and
+    `gitmem messages` sent through the router. JSON: {"requests", "pings", "failed",
     "total_cost", "usage", "prices", "sessions": [{"session", "requests", "pings",
-    "policies", "upstreams", "memory_commits", "usage", "cost", "breaks": [{"seconds",
-    "policy", "pings", "ping_cost", "prefix_after", "next_session"}]}]}.
+    "policies", "upstreams", "memory_commits", "clients": {COMMAND: N}, "usage", "cost",
+    "breaks": [{"seconds", "policy", "pings", "ping_cost", "prefix_after", "next_session"}]}]}.
 
     With --requests: every request `gitmem ask`, `gitmem messages` and the router recorded, in
-    the same shape; a request without a session is billed under its command's name.
+    the same shape; a request without a session is billed under its command's name, and one
+    that ask or messages sent through the router is counted once, by the router's record.
 
     Example: gitmem demo && gitmem bill --svg bill.svg
     """

@@ -35,7 +35,7 @@ def _price_table():
     return configured_price_table(_store_or_none())
 
 
-def _record(results: list, model: str) -> Optional[str]:
+def _record(results: list, replies: list, model: str) -> Optional[str]:
     """Inside a repository, append each request to the log `ask` keeps, with the
     memory commit that was current, so one can later see what the agent knew."""
     import time
@@ -47,9 +47,10 @@ def _record(results: list, model: str) -> Optional[str]:
         return None
     tip = store.tip()
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    for r in results:
+    for r, reply in zip(results, replies):
         record_request(store, {"command": "messages", "label": r["label"], "backend": r["backend"], "model": model,
-                               "memory_commit": tip, "request_id": r["request_id"], "usage": r["usage"],
+                               "memory_commit": tip, "request_id": r["request_id"],
+                               "client_request_id": reply.client_request_id, "usage": r["usage"],
                                "cost": r["cost"], "time": stamp})
     return tip
 
@@ -157,7 +158,8 @@ def messages(body_path: str, boundary: Optional[int], ttl: Optional[str], ping_a
     cache_creation.ephemeral_1h_input_tokens. The cost uses `gitmem models`.
 
     Inside a repository each request is recorded in .git/gitmem/requests.jsonl with
-    the memory commit that was current (`memory_commit`, null outside one).
+    the memory commit that was current (`memory_commit`, null outside one); one sent
+    through a `gitmem router` is recorded by the router too, and `gitmem bill` counts it once.
 
     JSON: {"backend", "model", "memory_commit", "prices": {"source", "checked"}, "requests": [{"label",
     "at", "backend", "request_id", "text", "stop_reason", "usage": {...}, "cost": {...,
@@ -175,7 +177,7 @@ def messages(body_path: str, boundary: Optional[int], ttl: Optional[str], ping_a
         body["model"] = model
     body = place_cache_control(body, boundary, ttl)
     timed = bool(ping_at or repeat_at)
-    client = open_backend(backend, clock=RealClock() if real_time or not timed else VirtualClock())
+    client = open_backend(backend, clock=RealClock() if real_time or not timed else VirtualClock(), command="messages")
 
     def tick(remaining: float) -> None:
         click.echo(f"\rwaiting {remaining:5.0f}s ", err=True, nl=False)
@@ -188,7 +190,7 @@ def messages(body_path: str, boundary: Optional[int], ttl: Optional[str], ping_a
                         "text": reply.text, "stop_reason": reply.message.get("stop_reason"),
                         "usage": reply.usage.to_api(), "cost": price.to_dict()})
     total = sum(r["cost"]["total"] for r in results)
-    memory_commit = _record(results, done[0][1].model)
+    memory_commit = _record(results, [reply for _, reply in done], done[0][1].model)
     if as_json:
         emit_json({"backend": results[0]["backend"], "model": done[0][1].model, "memory_commit": memory_commit,
                    "prices": {"source": table.source, "checked": table.checked},
