@@ -70,6 +70,11 @@ def body(question="How do refunds reach the payment provider?", guide_ttl="5m", 
     }
 
 
+def count_body(req):
+    """``req`` as ``count_tokens`` takes it: without ``max_tokens``, which the API refuses there."""
+    return {k: v for k, v in req.items() if k != "max_tokens"}
+
+
 def tokens_through(req, index):
     return sum(block.tokens for block in prompt_blocks(req)[: index + 1])
 
@@ -193,7 +198,7 @@ def test_mixed_ttls_split_the_write_and_the_read_as_documented(emu, clock):
 # PC: "total_input_tokens = cache_read_input_tokens + cache_creation_input_tokens + input_tokens".
 def test_usage_fields_sum_to_the_request_tokens(emu, clock):
     req = body(guide_ttl="1h", memory_ttl="5m")
-    counted = send(emu, req, "/v1/messages/count_tokens").json()["input_tokens"]
+    counted = send(emu, count_body(req), "/v1/messages/count_tokens").json()["input_tokens"]
     assert counted == count_request_tokens(req)
     for step in (0, 120, 400, 4000):
         clock.advance(step)
@@ -543,6 +548,7 @@ def test_naming_the_models_default_effort_keeps_the_message_cache(emu, model, de
         ({"system": [{"type": "text", "text": ""}]}, 400, "invalid_request_error", "system.0.text"),
         ({"system": [{"type": "text", "text": "x", "cache_control": {"type": "persistent"}}]}, 400,
          "invalid_request_error", "system.0.cache_control.type"),
+        ({"bogus": 1}, 400, "invalid_request_error", "bogus: Extra inputs are not permitted"),
     ],
 )
 # ERR: "Errors are always returned as JSON, with a top-level error object that always includes a
@@ -570,6 +576,40 @@ def test_transport_level_errors(emu):
     assert emu.handle("GET", "/v1/files", HEADERS).status == 404
     too_big = emu.handle("POST", "/v1/messages", HEADERS, b" " * (32 * 1024 * 1024 + 1))
     assert too_big.status == 413 and error_of(too_big)["type"] == "request_too_large"
+
+
+def test_a_top_level_field_the_api_does_not_take_is_refused_through_the_sdk(emu):
+    """The API's 400 for an unknown field (a typo, another API's field), as the official SDK raises it; beta-only
+    fields pass without the beta header, and count_tokens refuses max_tokens as the API does."""
+    import anthropic
+
+    client = sdk_client(emu)
+    refused = {"type": "invalid_request_error", "message": "bogus: Extra inputs are not permitted"}
+    with pytest.raises(anthropic.BadRequestError, match="bogus: Extra inputs are not permitted") as raised:
+        client.messages.create(**body(), extra_body={"bogus": 1})
+    assert raised.value.body["error"] == refused
+    with pytest.raises(anthropic.BadRequestError) as raised:
+        client.messages.count_tokens(**count_body(body()), extra_body={"bogus": 1})
+    assert raised.value.body["error"] == refused
+    with pytest.raises(anthropic.BadRequestError, match="max_tokens: Extra inputs are not permitted"):
+        client.messages.count_tokens(**count_body(body()), extra_body={"max_tokens": 300})
+    assert client.messages.create(**body(), extra_body={"context_management": {"edits": []}}).content
+
+
+def test_every_body_field_of_the_installed_sdk_is_taken():
+    """The emulator's field lists cover the SDK's request types: an SDK upgrade that adds a field fails here, not
+    in a client the emulator refuses."""
+    from anthropic.types import message_count_tokens_params as count, message_create_params as create
+    from anthropic.types.beta import message_count_tokens_params as beta_count, message_create_params as beta_create
+
+    from gitmem.emulator.validate import COUNT_FIELDS, MESSAGE_FIELDS
+
+    def fields(*types):  # less the three the SDK sends as headers
+        return set().union(*(t.__required_keys__ | t.__optional_keys__ for t in types)) - {
+            "betas", "user_profile_id", "workspace_id"}
+
+    assert fields(create.MessageCreateParamsStreaming, beta_create.MessageCreateParamsStreaming) <= MESSAGE_FIELDS
+    assert fields(count.MessageCountTokensParams, beta_count.MessageCountTokensParams) <= COUNT_FIELDS
 
 
 def test_a_body_over_the_limit_sent_in_chunks_is_413_over_http(emu):
@@ -816,8 +856,9 @@ def test_the_direct_backend_answers_like_the_sdk_and_skips_its_import(tmp_path):
 @pytest.mark.parametrize("model", ["claude-sonnet-4-20250514", "claude-sonnet-4-0", "claude-3-5-haiku-20241022",
                                    "claude-3-haiku-20240307", "claude-opus-4-1"])
 def test_a_retired_model_answers_the_apis_not_found_error(emu, model):
-    for path in ("/v1/messages", "/v1/messages/count_tokens"):
-        response = send(emu, {**body(), "model": model}, path)
+    req = {**body(), "model": model}
+    for path, sent in (("/v1/messages", req), ("/v1/messages/count_tokens", count_body(req))):
+        response = send(emu, sent, path)
         assert response.status == 404
         assert error_of(response) == {"type": "not_found_error", "message": f"model: {model}"}
     assert emu.handle("GET", f"/v1/models/{model}", HEADERS).status == 404

@@ -42,6 +42,37 @@ _CONTENT_TYPES = {
 }
 _UNCACHEABLE = {"thinking", "redacted_thinking"}
 
+#: The top-level fields a ``POST /v1/messages`` body may have; any other is 400 "<field>: Extra inputs are
+#: not permitted", as the API answers. From the installed anthropic SDK 2.17.0: the keys of
+#: ``MessageCreateParamsStreaming`` in ``anthropic/types/message_create_params.py`` and
+#: ``anthropic/types/beta/message_create_params.py``, less ``betas``, ``user_profile_id`` and ``workspace_id``
+#: (the SDK sends those as the anthropic-beta, anthropic-user-profile-id and anthropic-workspace-id headers).
+#: Beta-only fields are accepted whatever the anthropic-beta header says: refusing them would break a client
+#: over a header the emulator has no other use for. ``temperature``, ``top_k``, ``top_p`` and ``output_format``
+#: are not in 2.17.0's types but are in 0.121.0's (the beta ``output_format``), and clients built on older SDKs
+#: send them (gitmem's own backend sends ``temperature`` in ``extra_body``).
+MESSAGE_FIELDS = frozenset({
+    "max_tokens", "messages", "model", "cache_control", "container", "diagnostics", "inference_geo", "metadata",
+    "output_config", "service_tier", "speed", "stop_sequences", "stream", "system", "thinking", "tool_choice",
+    "tools",
+    # beta only
+    "billing_policy", "compaction", "context_management", "fallback_credit_token", "fallbacks", "mcp_servers",
+    "thread",
+    # SDK 0.121.0
+    "temperature", "top_k", "top_p", "output_format",
+})
+#: The same for ``POST /v1/messages/count_tokens``, from ``MessageCountTokensParams`` in
+#: ``anthropic/types/message_count_tokens_params.py`` and ``anthropic/types/beta/message_count_tokens_params.py``
+#: (2.17.0, less the same three headers; 0.121.0's beta type adds ``output_format``). No ``max_tokens``:
+#: the API refuses it here.
+COUNT_FIELDS = frozenset({
+    "messages", "model", "cache_control", "output_config", "speed", "system", "thinking", "tool_choice", "tools",
+    # beta only
+    "billing_policy", "compaction", "context_management", "mcp_servers",
+    # SDK 0.121.0
+    "output_format",
+})
+
 
 class ApiError(Exception):
     """An error response: HTTP ``status``, the API's error ``type``, a one-line ``message``."""
@@ -369,6 +400,9 @@ def parse_request(body: Mapping[str, Any], table: PriceTable, for_count: bool = 
         raise invalid("model: Input should be a valid string")
     if "messages" not in body:
         raise invalid("messages: Field required")
+    extra = next((name for name in body if name not in (COUNT_FIELDS if for_count else MESSAGE_FIELDS)), None)
+    if extra is not None:
+        raise invalid(f"{extra}: Extra inputs are not permitted")
     _check_messages(body["messages"])
     model = table.find(model_id)
     if model is None or model.retired:
