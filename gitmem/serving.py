@@ -1,5 +1,6 @@
-"""Listening sockets for gitmem's local servers (web UI, emulator, router), and the one thread a
-long-lived server runs the library on.
+"""Listening sockets for gitmem's local servers (web UI, emulator, router), the one thread a
+long-lived server runs the library on, and what the emulator and the router both refuse in a request
+body as the API does (over its size limit, a lone surrogate).
 
 The socket is bound before a server says it is serving, so a port that is taken is one clear
 error instead of a "serving ..." line followed by uvicorn's exit.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 import socket
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Dict, Literal, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Literal, Optional, TypeVar
 
 from .errors import GitmemError
 
@@ -112,3 +113,34 @@ def lone_surrogate(value: Any) -> bool:
     if isinstance(value, list):
         return any(lone_surrogate(v) for v in value)
     return False
+
+
+#: The Messages API's request size limit (https://platform.claude.com/docs/en/api/overview), which the emulator
+#: and the router both keep.
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+#: The API's 413 request_too_large message.
+TOO_LARGE = "Request exceeds the maximum allowed number of bytes."
+
+
+async def read_body(scope: Dict[str, Any], receive: Callable[[], Awaitable[Dict[str, Any]]],
+                    limit: int = MAX_REQUEST_BYTES) -> Optional[bytes]:
+    """An ASGI HTTP request's body, or None if it is over ``limit`` bytes.
+
+    A Content-Length over the limit is refused before a byte of the body is read; a body without one (chunked)
+    is counted as it arrives, and reading stops at the piece that passes the limit. So a client holds at most
+    ``limit`` bytes of a server's memory, however much it sends (uvicorn drops the rest once the answer is sent).
+    """
+    declared = dict(scope.get("headers", [])).get(b"content-length", b"")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: List[bytes] = []
+    size, more = 0, True
+    while more:
+        message = await receive()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks)

@@ -632,6 +632,7 @@ def test_a_body_over_the_limit_sent_in_chunks_is_413_over_http(emu):
     asyncio.run(emu.asgi()(scope, receive, send))
     assert sent[0]["status"] == 413
     assert json.loads(sent[1]["body"])["error"]["type"] == "request_too_large"
+    assert pieces  # reading stopped at the limit: the rest was never taken in
 
 
 def test_the_reply_cites_matching_memory_and_says_it_is_the_emulator(emu):

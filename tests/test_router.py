@@ -424,6 +424,40 @@ def test_a_gitmem_memory_value_that_is_neither_on_nor_off_is_a_400_not_memory_at
     assert len(upstream.seen) == 11  # the typo never reached the upstream, with or without memory
 
 
+def test_a_body_over_32_mib_is_413_before_anything_goes_upstream(recorded):
+    """The API's 413 from the router itself, for a declared length over the limit and for a chunked body that
+    passes it. Neither body is ever finished here, so a router that read on (or waited for the end) would not
+    answer; and it still serves the next request."""
+    import http.client
+
+    from gitmem.serving import MAX_REQUEST_BYTES
+
+    _, running, upstream = recorded
+    piece = b"x" * (1 << 20)
+
+    def answer(header, value, body):
+        connection = http.client.HTTPConnection(running.url.removeprefix("http://"), timeout=60)
+        connection.putrequest("POST", "/v1/messages")
+        for key, val in (("x-api-key", SECRET), ("anthropic-version", "2023-06-01"),
+                         ("content-type", "application/json"), (header, value)):
+            connection.putheader(key, val)
+        connection.endheaders()
+        for part in body:
+            connection.send(part)
+        response = connection.getresponse()
+        status, error = response.status, json.loads(response.read())["error"]
+        connection.close()
+        return status, error
+
+    too_large = {"type": "request_too_large", "message": "Request exceeds the maximum allowed number of bytes."}
+    assert answer("content-length", str(MAX_REQUEST_BYTES + 1), [b'{"model": ']) == (413, too_large)
+    chunks = [b"%x\r\n%s\r\n" % (len(piece), piece)] * (MAX_REQUEST_BYTES // len(piece) + 1)  # no last chunk
+    assert answer("transfer-encoding", "chunked", chunks) == (413, too_large)
+    assert upstream.seen == []
+    assert client(running.url).messages.create(**body()).content[0].text == "ok"
+    assert len(upstream.seen) == 1
+
+
 def test_a_guide_it_cannot_read_or_a_damaged_memory_ref_never_makes_the_router_answer_500(team):
     """Off by default, the guide is not read: AGENTS.md that is not UTF-8 leaves the memory attached. Memory
     that cannot be read at all (a ref moved onto a blob) sends the request on without it, the header saying why."""

@@ -30,11 +30,12 @@ from urllib.parse import parse_qs
 
 from ..pricing import DEFAULT_TABLE, ModelPrice, PriceTable
 from ..usage import Usage
+from ..serving import MAX_REQUEST_BYTES, TOO_LARGE, read_body
 from ..tokens import ESTIMATE_ERROR, count_tokens, truncate_to_tokens
 from .cache import PromptCache, lookback_positions
 from .clock import RealClock, WallClock
 from .reply import respond, tool_use_tokens
-from .validate import MAX_REQUEST_BYTES, ApiError, invalid, parse_json, parse_request
+from .validate import ApiError, invalid, parse_json, parse_request
 
 BACKEND_HEADER = "x-gitmem-backend"
 _MESSAGES = "/v1/messages"
@@ -167,12 +168,14 @@ class Emulator:
             seq = self._seq
         return prefix + hashlib.sha256(b"%d|" % seq + salt).hexdigest()[:24]
 
-    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes = b"", query: str = "") -> HttpResponse:
-        """Serve one HTTP request. ``headers`` keys must be lower-case."""
+    def handle(self, method: str, path: str, headers: Mapping[str, str], body: Optional[bytes] = b"",
+               query: str = "") -> HttpResponse:
+        """Serve one HTTP request. ``headers`` keys must be lower-case; ``body`` is None when the server stopped
+        reading it past :data:`gitmem.serving.MAX_REQUEST_BYTES` (:func:`gitmem.serving.read_body`)."""
         if self.state_path is not None:  # ids go on from the saved counter, not from 0 in each process
             with self._persisted():
                 pass
-        request_id = self._next_id("req_", body)
+        request_id = self._next_id("req_", body or b"")
         try:
             status, payload, stream = self._route(method.upper(), path.rstrip("/") or "/", headers, body, query)
         except ApiError as error:
@@ -187,7 +190,9 @@ class Emulator:
         response_headers.append(("content-type", "application/json"))
         return HttpResponse(status, response_headers, json.dumps(payload, ensure_ascii=False).encode("utf-8"))
 
-    def _route(self, method: str, path: str, headers: Mapping[str, str], body: bytes, query: str):
+    def _route(self, method: str, path: str, headers: Mapping[str, str], body: Optional[bytes], query: str):
+        if body is None or len(body) > MAX_REQUEST_BYTES:
+            raise ApiError(413, TOO_LARGE)
         if path.startswith("/_emulator/"):
             return self._admin(method, path[len("/_emulator/"):], body)
         model_path = path.startswith(_MODELS + "/")
@@ -469,16 +474,9 @@ class _AsgiApp:
                     return
         if scope["type"] != "http":
             return
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            chunk = message.get("body", b"")
-            if size <= MAX_REQUEST_BYTES:  # keep one chunk past the limit, so the body is seen as too large
-                chunks.append(chunk)
-            size += len(chunk)
-            more = message.get("more_body", False)
+        body = await read_body(scope, receive)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        response = self.emulator.handle(scope["method"], scope["path"], headers, b"".join(chunks),
+        response = self.emulator.handle(scope["method"], scope["path"], headers, body,
                                         scope.get("query_string", b"").decode("latin-1"))
         await send({"type": "http.response.start", "status": response.status,
                     "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]})

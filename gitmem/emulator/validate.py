@@ -33,8 +33,6 @@ ERROR_TYPES = {
 }
 
 MAX_BREAKPOINTS = 4
-# The Messages API's request size limit (https://platform.claude.com/docs/en/api/overview).
-MAX_REQUEST_BYTES = 32 * 1024 * 1024
 
 _CONTENT_TYPES = {
     "text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking",
@@ -104,8 +102,6 @@ class ParsedRequest:
 
 
 def parse_json(raw: bytes) -> Mapping[str, Any]:
-    if len(raw) > MAX_REQUEST_BYTES:
-        raise ApiError(413, "Request exceeds the maximum allowed number of bytes.")
     try:
         body = json.loads(raw.decode("utf-8") or "null")
     except (UnicodeDecodeError, ValueError, RecursionError):  # (nested past the parser's depth)
