@@ -16,8 +16,8 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 import pygit2
 
 from . import gitdir, model
-from .errors import (AmbiguousId, BranchError, Changed, GitmemError, IdTooShort, InvalidMemory, NotFound, Repeated,
-                     StorageError)
+from .errors import (AmbiguousId, BranchError, Changed, GitmemError, IdTooShort, InvalidMemory, NotFound,
+                     PendingConflict, Repeated, StorageError)
 from .gitdir import GitDir
 from .index import Entry, code_key
 from .model import Author, Memory, Problem
@@ -53,6 +53,29 @@ class Built(NamedTuple):
     updates: Mapping[str, Optional[bytes]]
     memory: Memory
     redacted: int = 0
+
+
+def _refuse_edit_over_conflict(snap: "Snapshot", old: Memory, new: Memory) -> None:
+    """An edit that changes a field a merge left in conflict is refused: `gitmem resolve` writes the side it
+    takes over that field, so the edit would be undone by the next resolve, and the conflict, which shows only
+    the two merged versions, would never show it. Fields that did not clash stay editable."""
+    from .records import Conflict, conflict_path
+
+    entry = snap.lookup(conflict_path(old.id))
+    if entry is None or entry[1] != "blob":
+        return
+    from .trust import load_conflict_data
+
+    try:
+        c = Conflict.from_dict(load_conflict_data(snap.store.repo[entry[2]].peel(pygit2.Blob).data))
+    except (GitmemError, KeyError, ValueError, pygit2.GitError):
+        return  # no conflict gitmem can read (doctor names it): nothing a resolve would write over the edit
+    before, after = old.to_dict(), new.to_dict()
+    clashing = [f for f in c.fields if before.get(f) != after.get(f)]
+    if clashing:
+        raise PendingConflict(old.id, f"{old.id} is in conflict on {', '.join(clashing)} (a merge kept two versions): "
+                                      f"settle it first with `gitmem resolve {old.id} --ours|--theirs|--edit`, "
+                                      "then edit it")
 
 
 class Snapshot:
@@ -645,6 +668,7 @@ class Store:
             new, redacted = model.redacted_valid(old.evolve(**wanted, updated=model.utc_now()))
             if new.evolve(updated=old.updated) == old:
                 raise GitmemError(f"nothing to change in {old.id}")
+            _refuse_edit_over_conflict(snap, old, new)
             return Built({path: model.dump_yaml(new)}, new, redacted)
 
         return self.commit(apply, op="edit", author=author, source=source)

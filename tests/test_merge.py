@@ -167,6 +167,25 @@ def test_resolve_edit_saved_without_the_clashing_field_settles_nothing(repo, tmp
     assert [c.id for c in list_conflicts(main)] == [shared.id]
 
 
+def test_an_edit_of_a_field_in_conflict_is_refused_so_a_resolve_cannot_undo_it(repo):
+    # `gitmem edit ID --text` on a memory in conflict was stored, the conflict kept showing the two merged
+    # versions only, and `gitmem resolve ID --theirs` then wrote theirs over the edit: the newest choice was gone.
+    main, feature, shared = two_branches(repo)
+    feature.edit(shared.id, text="Use Postgres 15", author=ALICE)
+    main.edit(shared.id, text="Use Postgres 16", author=ALICE)
+    merge_into(main, feature.own_tip())
+    tip = main.own_tip()
+    refused = gitmem(repo, "edit", shared.id[-4:], "--text", "Use Postgres 16.2, as agreed", check=False)
+    assert refused.returncode == 1 and refused.stderr.startswith(f"Error: {shared.id} is in conflict on text"), \
+        refused.stderr
+    assert f"gitmem resolve {shared.id}" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    assert main.own_tip() == tip and [c.id for c in list_conflicts(main)] == [shared.id]  # nothing written
+    main.edit(shared.id, tags=["db"], author=ALICE)  # a field that did not clash stays editable
+    resolve(main, shared.id, take="theirs", author=ALICE)
+    main.edit(shared.id, text="Use Postgres 16.2, as agreed", author=ALICE)  # settled: editable again
+    assert (main.get(shared.id).text, main.get(shared.id).tags) == ("Use Postgres 16.2, as agreed", ("db",))
+
+
 def test_resolve_without_a_conflict_is_a_clear_error(repo):
     main, _, shared = two_branches(repo)
     from gitmem.errors import GitmemError
