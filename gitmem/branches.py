@@ -330,11 +330,13 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True, force: bool = False)
     return gone
 
 
-def move(repo: pygit2.Repository, old: str, new: str) -> str:
+def move(repo: pygit2.Repository, old: str, new: str, *, after_code: bool = True) -> str:
     """Rename ``old``'s memory to ``new``, as `git branch -m old new` renames its code (git runs no hook for
     it): ``refs/memory/<new>`` takes the tip, the fork record moves, and branches forked from ``old`` now name
     ``new``. ``new`` must have no memory of its own (merge it instead), unless it is ``old``: as for git, a
-    rename to the same name changes nothing. Returns the tip moved."""
+    rename to the same name changes nothing. ``after_code`` (a person's rename): while ``old`` is still a code
+    branch and ``new`` is none, the code was not renamed (yet), so it is refused: memory never leaves the code
+    it was written for. Returns the tip moved."""
     from .refs import move_ref
     from .repo import check_branch_name, config_get, memory_ref
 
@@ -348,6 +350,11 @@ def move(repo: pygit2.Repository, old: str, new: str) -> str:
     if ref_target(repo, memory_ref(new)) is not None:
         raise BranchError(f"{new!r} already has memory of its own: bring {old!r}'s in with "
                           f"`gitmem --branch {new} merge {old}`")
+    if after_code and ref_target(repo, f"refs/heads/{old}") is not None \
+            and ref_target(repo, f"refs/heads/{new}") is None:
+        raise BranchError(f"code branch {old!r} is still here and {new!r} is not: moving the memory alone would "
+                          f"part it from its code ({old!r} would read its parent's); rename the code first, "
+                          f"`git branch -m {old} {new}`, then move the memory")
     try:
         move_ref(repo, memory_ref(new), None, tip, f"gitmem: branch {old} renamed to {new}")
     except GitmemError as e:
@@ -436,7 +443,7 @@ def _put_aside(repo: pygit2.Repository, branch: str, tip: str) -> str:
     if ref_target(repo, memory_ref(aside)) == tip:  # set aside before, merged back unchanged: kept there
         repo.references[memory_ref(branch)].delete()
     else:
-        move(repo, branch, aside)
+        move(repo, branch, aside, after_code=False)  # the code under that name is the new branch's
     return aside
 
 

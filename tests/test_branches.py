@@ -557,6 +557,24 @@ def test_a_renamed_branch_is_named_in_status_kept_from_prune_and_its_memory_move
     assert gitmem(repo, "branch", "-m", "nope", "x", check=False).returncode == 1
 
 
+def test_moving_the_memory_of_a_code_branch_that_was_not_renamed_is_refused(repo):
+    """`gitmem branch -m feature other` with no `git branch -m` before it moved the memory to a name with no code:
+    the checked-out feature then read main's memory, its own listed as 'code deleted' under other."""
+    gitmem(repo, "hooks", "install")
+    git(repo, "checkout", "-q", "-b", "feature")
+    gitmem(repo, "add", "note", "feature note")
+    before = git(repo, "for-each-ref", "refs/memory")
+    refused = gitmem(repo, "branch", "-m", "feature", "other", check=False)
+    assert refused.returncode == 1 and refused.stderr.startswith("Error: code branch 'feature' is still here"), \
+        refused.stderr
+    assert "`git branch -m feature other`" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    assert git(repo, "for-each-ref", "refs/memory") == before
+    assert "feature note" in gitmem(repo, "list").stdout
+    git(repo, "branch", "-m", "feature", "other")  # the code first, then its memory follows
+    gitmem(repo, "branch", "-m", "feature", "other")
+    assert "feature note" in gitmem(repo, "list").stdout
+
+
 def test_a_rename_to_its_own_name_changes_nothing_as_git_branch_m_does(repo):
     """It said "already has memory of its own: bring 'main''s in with `gitmem --branch main merge main`"."""
     gitmem(repo, "add", "decision", "base", "--because", "why")
