@@ -656,7 +656,7 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
     if mode == "off" or not args:
         return []
     remote = args[0]
-    branches = []
+    branches, missing = [], []
     for line in stdin.splitlines():
         parts = line.split()
         if len(parts) >= 1 and parts[0].startswith("refs/heads/"):
@@ -665,12 +665,16 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
             pushed = ref_target(store.repo, f"{REMOTE_PREFIX}{remote}/{name}")
             if local and not reachable(store.repo, local, pushed):
                 branches.append(name)
+                if pushed is None:
+                    missing.append(name)
     if not branches:
         return []
     if mode == "warn":
         command = f"gitmem push {remote}" + (" --all" if len(branches) > 1 else "")
-        return [f"memory of {', '.join(branches)} is not on {remote}: run `{command}` "
-                "(or `git config gitmem.prePush push` to push it with the code)"]
+        ahead = [b for b in branches if b not in missing]  # on the remote, without the latest writes
+        said = ([f"memory of {', '.join(missing)} is not on {remote}"] if missing else []) + \
+               ([f"memory of {', '.join(ahead)} has writes {remote} lacks"] if ahead else [])
+        return [f"{'; '.join(said)}: run `{command}` (or `git config gitmem.prePush push` to push it with the code)"]
     try:
         from . import remote as remote_module
     except ImportError:

@@ -108,6 +108,12 @@ def test_pre_push_reminds_about_unpushed_memory_unless_turned_off(tmp_path, repo
     Store.open(str(repo)).add("fact", "not pushed yet")
     pushed = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
     assert pushed.returncode == 0 and "memory of main is not on origin" in pushed.stderr
+    gitmem(repo, "push", "origin")
+    Store.open(str(repo)).add("fact", "written after the memory push")  # origin has main's memory, not this
+    commit(repo, "a.txt")
+    behind = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
+    assert behind.returncode == 0 and "memory of main has writes origin lacks: run `gitmem push origin`" in \
+        behind.stderr and "not on origin" not in behind.stderr, behind.stderr
     git(repo, "config", "gitmem.prePush", "off")
     commit(repo, "b.txt")
     quiet = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
