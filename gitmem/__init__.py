@@ -26,6 +26,17 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
+def unshadow() -> None:
+    """``python -m gitmem`` (and ``gitmem.web``) puts the working directory first on ``sys.path``: in a repository
+    holding a ``queue.py`` or ``json.py``, every standard module imported after this package (by pygit2, click...)
+    would be the repository's file. The package is imported already; only the path entry goes."""
+    import os
+    import sys
+
+    if sys.path and sys.path[0] in ("", os.getcwd()):
+        del sys.path[0]
+
+
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:

@@ -1,3 +1,7 @@
-from .cli import main
+from . import unshadow
+
+unshadow()
+
+from .cli import main  # noqa: E402
 
 main(prog_name="gitmem")

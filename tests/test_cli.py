@@ -12,7 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import GITMEM, ROOT, git, gitmem
+from conftest import GITMEM, ROOT, git, gitmem, gitmem_process
 from gitmem.cli import main
 from gitmem.model import TYPES
 
@@ -103,6 +103,15 @@ def test_not_a_repository_is_a_clear_error(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().startswith("Error: not a git repository")
     assert "Traceback" not in result.stderr
+
+
+def test_python_m_gitmem_in_a_repository_with_a_file_named_like_a_standard_module(repo):
+    # `python -m` puts the working directory first on sys.path: the repository's queue.py must not replace the
+    # standard library's for pygit2 and click
+    for name in ("queue", "json", "sqlite3"):
+        (repo / f"{name}.py").write_text(f"raise SystemExit('the repository {name}.py was imported')\n")
+    gitmem_process(repo, "add", "fact", "Ledger writes are idempotent")
+    assert "Ledger writes" in gitmem_process(repo, "list").stdout
 
 
 def test_subprocess_round_trip_and_redaction_message(repo):

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
-import sys
+from .. import unshadow
 
-from ..errors import GitmemError
-from .app import DEFAULT_PORT, serve
+unshadow()
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+
+from ..errors import GitmemError  # noqa: E402
+from .app import DEFAULT_PORT, serve  # noqa: E402
 
 
 def main(argv=None) -> int:
