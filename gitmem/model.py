@@ -525,11 +525,23 @@ def redacted_valid(m: Memory) -> Tuple[Memory, int]:
     out, count = redact_memory(m)
     try:
         validate(out)
+        for name in ("text", "title", "reason"):
+            value = getattr(out, name)
+            if value and not value.isascii() and not _visible(value):
+                raise InvalidMemory(name, "must not be empty (it holds only invisible characters)")
     except InvalidMemory as e:
         if not count:
             raise
         raise InvalidMemory(e.field, f"{e.problem}, once {count} secret(s) in it were redacted", e.choices) from None
     return out, count
+
+
+def _visible(text: str) -> bool:
+    """Whether ``text`` has a character one can see: a zero-width space or a byte-order mark alone is blank, yet
+    ``str.strip`` keeps it. Asked of new writes only: a stored memory reads the same as it always has."""
+    import unicodedata  # here: ASCII text, most of it, never needs it
+
+    return any(not c.isspace() and unicodedata.category(c) not in ("Cf", "Cc", "Zs") for c in text)
 
 
 # --- YAML ------------------------------------------------------------------

@@ -78,6 +78,8 @@ def test_search_ranks_the_relevant_memory_first(run):
 
 @pytest.mark.parametrize("args, message", [
     (["add", "decision", ""], "invalid text: must not be empty"),
+    (["add", "note", "\u200b\ufeff \u2060"], "invalid text: must not be empty (it holds only invisible characters)"),
+    (["add", "note", "Use Redis", "--title", "\u200b"], "invalid title: must not be empty"),
     (["add", "rejection", "Use Redis"], "needs the reason"),
     (["add", "fact", "x", "--path", "../../etc/passwd"], "inside the repository"),
     (["show", "0000000000000000"], "no memory"),
