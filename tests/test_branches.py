@@ -522,8 +522,10 @@ def test_branch_list_diff_and_prune(repo):
     git(repo, "branch", "-D", "spike")
     assert [b.name for b in prune(main.repo)] == ["spike"]  # lists first, deletes nothing
     assert "refs/memory/spike" in main.repo.references
-    listing = gitmem(repo, "prune").stdout
-    assert "would delete refs/memory/spike" in listing
+    listing = gitmem(repo, "prune")  # spike's memory is not all in main's: --yes alone keeps it, and says so
+    assert "would keep refs/memory/spike" in listing.stdout
+    assert "run `gitmem prune --yes --force` to delete them" in listing.stderr
+    assert "would delete refs/memory/spike" in gitmem(repo, "prune", "--force").stdout
     gitmem(repo, "prune", "--yes", "--force")  # spike's note and blob are nowhere else
     assert "refs/memory/spike" not in pygit2.Repository(str(repo)).references
     assert "refs/memory/feature" in pygit2.Repository(str(repo)).references

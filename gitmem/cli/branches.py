@@ -123,13 +123,14 @@ def prune(store: Store, yes: bool, force: bool, as_json: bool) -> None:
     from ..branches import prunable, prune as prune_branches
 
     gone = prune_branches(store.repo, dry_run=not yes, force=force)
-    kept = [b.name for b in gone if yes and not prunable(b, force)]
+    held = [b.name for b in gone if not prunable(b, force)]  # what --yes keeps, for want of --force
+    kept = held if yes else []
     if as_json:
         emit_json({"deleted": yes, "branches": [b.to_dict() for b in gone if b.name not in kept], "kept": kept})
         return
     for b in gone:
         into = b.parent or "its parent"
-        verb = "kept" if b.name in kept else "deleted" if yes else "would delete"
+        verb = ("kept" if yes else "would keep") if b.name in held else "deleted" if yes else "would delete"
         state = (f"all of it is in {into}'s memory" if b.memory_merged else
                  f"some of it was not in {into}'s memory: `git update-ref {b.ref} {b.tip}` brings it back until gc"
                  if verb == "deleted" else
@@ -139,7 +140,11 @@ def prune(store: Store, yes: bool, force: bool, as_json: bool) -> None:
     if not gone:
         click.echo("nothing to prune")
     elif not yes:
-        click.echo("run `gitmem prune --yes` to delete them", err=True)
+        rest = len(gone) - len(held)
+        click.echo("run `gitmem prune --yes` to delete them" if not held else
+                   "run `gitmem prune --yes --force` to delete them" if not rest else
+                   f"run `gitmem prune --yes` to delete the {rest} merged, `gitmem prune --yes --force` all {len(gone)}",
+                   err=True)
 
 
 def _report_merges(result: SyncResult, as_json: bool, extra: Optional[Dict[str, Any]] = None) -> None:
