@@ -141,9 +141,9 @@ class Snapshot:
         ref = self.store.ref
         given = memory_id if isinstance(memory_id, str) else ""
         wanted = model.normalize_id(given)
-        if not model.ID_PART_RE.match(wanted):
+        if wanted and not model.ID_PART_RE.match(wanted):
             raise NotFound(memory_id, ref)
-        if len(wanted) < model.SHORT_ID_MIN:
+        if len(wanted) < model.SHORT_ID_MIN:  # "" too: the documented rule, not "no memory ''"
             raise IdTooShort(given, model.SHORT_ID_MIN, ref)
         if len(wanted) == model.ID_LENGTH:
             for type_ in model.TYPES:

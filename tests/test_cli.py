@@ -203,8 +203,9 @@ def test_list_prints_short_ids_that_every_command_accepts_in_any_case(run):
 
 def test_an_id_shorter_than_four_characters_is_too_short(run):
     run("fact", "add", "x")
-    result = run("show", "01m")
-    assert result.exit_code == 1 and "too short: give at least 4 characters" in result.output
+    for short in ("01m", ""):
+        result = run("show", short)
+        assert result.exit_code == 1 and "too short: give at least 4 characters" in result.output
 
 
 def test_a_branch_typo_is_an_error_that_suggests_the_name_and_creates_no_ref(run, repo):
