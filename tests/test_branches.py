@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pygit2
@@ -518,6 +519,11 @@ def test_branch_list_diff_and_prune(repo):
     listing = gitmem(repo, "branch").stdout
     assert "    2 active of 3" in listing
     assert "code merged, memory not yet: gitmem merge feature" in listing  # git's "merged" is the code's alone
+
+    git(repo, "checkout", "-q", "-b", "fresh")  # checked out, nothing written: still the current row, and where it reads
+    assert re.search(r"^\* fresh +- +no memory of its own yet: reading 'main' at [0-9a-f]{10}$",
+                     gitmem(repo, "branch").stdout, re.M)
+    git(repo, "checkout", "-q", "main")
 
     git(repo, "branch", "-D", "spike")
     assert [b.name for b in prune(main.repo)] == ["spike"]  # lists first, deletes nothing

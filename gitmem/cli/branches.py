@@ -55,6 +55,10 @@ def branch(store: Store, move, as_json: bool) -> None:
     from ..branches import carry_over, renames
 
     moved = renames(store.repo)  # renamed here, its code may still be on a remote under the old name
+    if found and store.branch not in {b.name for b in found}:  # checked out, nothing written on it yet
+        source, tip = store.read_from()
+        click.echo(f"* {pad(store.branch, 24)} {'-':<10} no memory of its own yet"
+                   + (f": reading {source!r} at {_short(tip)}" if source else ""))
     for b in found:
         mark = "*" if b.name == store.branch else " "
         notes = [f"from {b.parent}"] if b.parent else []
