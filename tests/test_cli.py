@@ -96,7 +96,7 @@ def test_user_errors_are_one_line_exit_1_and_write_nothing(run, repo, args, mess
 def test_usage_errors_exit_2_and_list_choices(run):
     result = run("add", "idea", "x")
     assert result.exit_code == 2 and "decision" in result.output
-    for empty in (("search", " "), ("check", "")):  # nothing to look for is not "nothing found"
+    for empty in (("search", " "), ("check", ""), ("context", "--query", "")):  # nothing to look for is not "nothing found"
         assert run(*empty).exit_code == 2
 
 

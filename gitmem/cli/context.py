@@ -56,6 +56,8 @@ def context_(store: Store, query, paths, ttl, model, budget, advance, as_json) -
     from ..context_inputs import gather, set_anchor
     from ..price_table import configured_price_table
 
+    if query is not None and not query.strip():  # as search's: an empty question is a slip, not "no question"
+        raise click.UsageError("--query is empty: give the question, or leave --query out")
     if advance:
         set_anchor(store)
     table = configured_price_table(store)
