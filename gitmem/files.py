@@ -19,11 +19,17 @@ __all__ = ["inside", "replace_file", "writable"]
 
 
 def inside(path: str, root: str) -> str:
-    """Where ``path`` leads (through links, its folders' too), refused unless that is within ``root``."""
+    """Where ``path`` leads (through links, its folders' too), refused unless that is within ``root`` and
+    outside any ``.git`` folder there. Git's own files are no project file's: a clone's AGENTS.md linked to
+    ``.git/config`` would send the repository's credentials to the model as the guide, and an export written
+    through it would leave git unable to read its config (or a hook running memory text as shell)."""
     real, top = os.path.realpath(path), os.path.realpath(root)
     if os.path.commonpath([real, top]) != top:
         raise GitmemError(f"{os.path.relpath(path, root)} leads to {real}, outside the repository: "
                           "not read or written")
+    if any(part.casefold() == ".git" for part in os.path.relpath(real, top).split(os.sep)):
+        raise GitmemError(f"{os.path.relpath(path, root)} leads to {real}, inside git's own folder, not the work "
+                          "tree: not read or written")
     return real
 
 

@@ -93,3 +93,22 @@ def test_within_refuses_a_path_that_leads_out_through_a_parent_link(tmp_path):
     with pytest.raises(GitmemError, match="outside the repository"):
         replace_file(str(tmp_path / "repo" / "docs" / "x.md"), "x", within=str(tmp_path / "repo"))
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_project_file_linked_into_git_s_own_folder_is_neither_read_nor_written(repo):
+    """A clone can commit AGENTS.md as a link to `.git/config`: inside the repository's folder, but git's, not
+    the work tree's. Read as the guide, it sent the config (credentials and all) to the model; written by the
+    export, git could no longer read its config. Both are refused in one line, and git's files stay as they were."""
+    (repo / "AGENTS.md").symlink_to(".git/config")
+    (repo / ".mcp.json").symlink_to(".git/hooks/pre-commit")
+    git(repo, "config", "remote.origin.url", "https://ci:s3cret-in-config@example.com/shop.git")
+    config = (repo / ".git" / "config").read_bytes()
+    gitmem(repo, "add", "decision", "Build with $(make) always", "--because", "one entry point")
+    for args in (("export", "--format", "agents-md", "--write"), ("context",), ("setup", "claude-code", "--write")):
+        result = gitmem(repo, *args, check=False)
+        assert result.returncode == 1 and "inside git's own folder" in result.stderr, args
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, args
+        assert "s3cret-in-config" not in result.stdout and "repositoryformatversion" not in result.stdout, args
+    assert (repo / ".git" / "config").read_bytes() == config
+    assert not (repo / ".git" / "hooks" / "pre-commit").exists()
+    assert git(repo, "status", "--porcelain") is not None  # git still reads its config
