@@ -249,6 +249,16 @@ def build_server(path: str = ".", branch: Optional[str] = None):
 
     class Server(MCPServer):
         async def call_tool(self, name: str, arguments: Dict[str, Any], context: Any = None) -> Any:
+            tool = self._tool_manager.get_tool(name)
+            if tool is not None and isinstance(arguments, dict):
+                # pydantic drops a name the tool does not take: `remember` called with `because` (the CLI's
+                # option) stored the decision without its reason and said nothing; the model learns the name
+                taken = list(tool.parameters.get("properties", {}))
+                unknown = [k for k in arguments if k not in taken]
+                if unknown:
+                    raise ToolError(f"invalid arguments for {name}: "
+                                    + "; ".join(f"{k}: not an argument of {name}" for k in unknown)
+                                    + f" (it takes {', '.join(taken) or 'none'})")
             try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as e:

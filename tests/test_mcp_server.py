@@ -293,6 +293,33 @@ def test_wrongly_typed_or_missing_arguments_are_one_line_naming_each_field(repo)
     assert git(repo, "for-each-ref", "refs/memory/") == ""
 
 
+def test_an_argument_a_tool_does_not_take_is_refused_not_dropped(repo):
+    """An agent that names the reason `because` (the CLI's option) or a path `path` was answered with an id, and
+    the memory was stored without them: the SDK drops a name the tool does not take. It is one line naming it
+    and what the tool takes, and nothing is stored; the same call with the right names is stored whole."""
+    async def main():
+        async with session(repo) as s:
+            dropped = await s.call_tool("remember", {"type": "decision", "text": "Queue jobs in Postgres",
+                                                     "because": "no new services", "path": ["src/jobs.py"]})
+            typo = await s.call_tool("recall", {"query": "jobs", "n": 3})
+            none = await s.call_tool("resume", {"branch": "feature"})
+            _, kept = await call(s, "remember", type="decision", text="Queue jobs in Postgres",
+                                 reason="no new services", paths=["src/jobs.py"])
+            return dropped, typo, none, kept
+
+    dropped, typo, none, kept = run(main)
+    for result in (dropped, typo, none):
+        assert result.is_error and "\n" not in result.content[0].text, result.content[0].text
+    assert dropped.content[0].text == (
+        "invalid arguments for remember: because: not an argument of remember; path: not an argument of remember "
+        "(it takes type, text, title, tags, paths, reason)")
+    assert typo.content[0].text.startswith("invalid arguments for recall: n: not an argument of recall")
+    assert none.content[0].text == "invalid arguments for resume: branch: not an argument of resume (it takes none)"
+    assert git(repo, "rev-list", "refs/memory/main").split() == [kept["commit"]]
+    assert "reason: no new services" in git(repo, "show", f"refs/memory/main:decision/{kept['id'][-2]}/"
+                                                      f"{kept['id'][-1]}/{kept['id']}.yaml")
+
+
 def test_a_write_takes_the_email_the_cli_would_and_is_refused_with_none_anywhere(repo, monkeypatch):
     git(repo, "config", "--unset", "user.email")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "ci@example.com")  # a CI job's identity, as the CLI reads it
