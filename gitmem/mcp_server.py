@@ -348,16 +348,21 @@ def build_server(path: str = ".", branch: Optional[str] = None):
                      "of this branch (id, type, summary) and how many there are",
                      mime_type="application/json")
     def memories() -> str:
-        return on_library_thread(impl.memory_list)
+        return read(impl.memory_list)
 
     @server.resource("gitmem://memory/{id}", name="memory", description="One memory (YAML)",
                      mime_type="application/yaml")
     def memory(id: str) -> str:
-        try:
-            return on_library_thread(impl.memory_yaml, id)
-        except GitmemError as e:
-            from mcp.server.mcpserver.exceptions import ResourceError
+        return read(impl.memory_yaml, id)
 
+    def read(fn, *args: Any) -> str:
+        """A resource's text; a gitmem error is the client's one line (else the SDK says only 'Error reading
+        resource' and logs a traceback)."""
+        from mcp.server.mcpserver.exceptions import ResourceError
+
+        try:
+            return on_library_thread(fn, *args)
+        except GitmemError as e:
             raise ResourceError(str(e)) from None
 
     return server

@@ -423,3 +423,32 @@ def test_the_memories_resource_lists_the_newest_and_counts_them_all(repo):
     listing = run(main)
     assert [m["id"] for m in listing["memories"]] == ids[-RESOURCE_LIMIT:]
     assert listing["count"] == RESOURCE_LIMIT + 50 and "recall" in listing["note"]
+
+
+def test_a_resource_read_after_the_memory_ref_moved_to_a_damaged_tip_says_why_in_one_line(repo):
+    """Another process moved the branch's memory ref to an object that is no commit while the server ran: the
+    memories resource answered 'Error reading resource gitmem://memories' (and logged a traceback), where the
+    tools and the one-memory resource say what is wrong and what to run. It says so too, and the server
+    serves on once the ref is put back."""
+    from mcp.shared.exceptions import MCPError
+
+    async def main():
+        async with session(repo) as s:
+            _, added = await call(s, "remember", type="fact", text="Refunds are idempotent")
+            tip = git(repo, "rev-parse", "refs/memory/main").strip()
+            blob = git(repo, "hash-object", "-w", "--stdin", input="not a commit\n").strip()
+            git(repo, "update-ref", "refs/memory/main", blob)
+            errors = []
+            for uri in ("gitmem://memories", f"gitmem://memory/{added['id']}"):
+                with pytest.raises(MCPError) as refused:
+                    await s.read_resource(uri)
+                errors.append(str(refused.value))
+            git(repo, "update-ref", "refs/memory/main", tip)
+            listing = json.loads((await s.read_resource("gitmem://memories")).contents[0].text)
+            return errors, listing, added
+
+    errors, listing, added = run(main)
+    for error in errors:
+        assert error.startswith("refs/memory/main is damaged") and "gitmem doctor" in error, error
+        assert "\n" not in error
+    assert [m["id"] for m in listing["memories"]] == [added["id"]]
