@@ -56,9 +56,9 @@ def branch(store: Store, move, as_json: bool) -> None:
 
     moved = renames(store.repo)  # renamed here, its code may still be on a remote under the old name
     if found and store.branch not in {b.name for b in found}:  # checked out, nothing written on it yet
-        source, tip = store.read_from()
+        reads, at = store.read_from()
         click.echo(f"* {pad(store.branch, 24)} {'-':<10} no memory of its own yet"
-                   + (f": reading {source!r} at {_short(tip)}" if source else ""))
+                   + (f": reading {reads!r} at {_short(at)}" if reads else ""))
     for b in found:
         mark = "*" if b.name == store.branch else " "
         notes = [f"from {b.parent}"] if b.parent else []
