@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
 import pygit2
 
@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 HOOKS = ("post-commit", "post-checkout", "post-merge", "post-rewrite", "pre-push")
 MARKER = "gitmem-hook v1"
 CHAINED_SUFFIX = ".gitmem-chained"
+#: Where an uninstall or a re-install keeps a hook of gitmem's that someone edited (see :func:`_edited`).
+EDITED_SUFFIX = ".gitmem-edited"
+#: The last line of a hook gitmem writes: a digest of the lines above, so an edit is told from an older
+#: gitmem's script (which may differ from this one's and is replaced freely).
+_SUM = "# gitmem-hook-sum: "
 _STDIN_HOOKS = ("post-rewrite", "pre-push")
 #: Run detached so `git commit` does not wait for python and pygit2 to start
 #: (``gitmem.hookMode=foreground`` or GITMEM_HOOK_MODE=foreground to wait).
@@ -205,12 +210,50 @@ def script(hook: str, python: Optional[str] = None) -> str:
         raise GitmemError(f"cannot write {python!r} into a shell script; set GITMEM_PYTHON instead")
     feed = "printf '%s' \"$input\" | " if hook in _STDIN_HOOKS else ""
     foreground = _FOREGROUND.format(feed=feed, refused=REFUSED)
-    return _TEMPLATE.format(
+    return _summed(_TEMPLATE.format(
         marker=MARKER, hook=hook, suffix=CHAINED_SUFFIX, python=python or "", feed=feed,
         read_stdin='input=$(cat; echo x); input=${input%x}\n' if feed else "",
         precheck=_guarded(hook),
         dispatch=_BACKGROUND.format(foreground=foreground) if hook in BACKGROUND_HOOKS else foreground,
-    )
+    ))
+
+
+def _digest(text: str) -> str:
+    import hashlib  # here: only installs and uninstalls need it
+
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _summed(text: str) -> str:
+    return f"{text}{_SUM}{_digest(text)}\n"
+
+
+def _edited(path: str) -> bool:
+    """Whether a hook of gitmem's at ``path`` was changed since gitmem wrote it (a line added, say): its lines
+    no longer match their digest, or something follows it. One without a digest (an older gitmem wrote it) is
+    taken as written."""
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            text = f.read()
+    except OSError:
+        return False
+    at = text.rfind(f"\n{_SUM}")
+    if at < 0:
+        return False
+    body, rest = text[:at + 1], text[at + 1:]
+    return rest != f"{_SUM}{_digest(body)}\n"
+
+
+def _keep_edited(path: str) -> Optional[str]:
+    """Move an edited hook of gitmem's (:func:`_edited`) aside, to the first free ``<hook>.gitmem-edited[.N]``,
+    before gitmem replaces or removes it: the edits are someone's work. Returns where it went."""
+    if not _edited(path):
+        return None
+    target, n = path + EDITED_SUFFIX, 1
+    while os.path.lexists(target):
+        target, n = f"{path}{EDITED_SUFFIX}.{n}", n + 1
+    os.rename(path, target)
+    return target
 
 
 def hooks_dir(repo: pygit2.Repository) -> str:
@@ -326,10 +369,12 @@ class HookState:
     state: str
     chained: bool
     line: Optional[str] = None
+    #: Where this install or uninstall kept the edited copy of gitmem's hook it replaced or removed.
+    kept: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return {"name": self.name, "path": self.path, "state": self.state, "chained": self.chained,
-                "line": self.line}
+                "line": self.line, "kept": self.kept}
 
 
 def _is_ours(path: str) -> bool:
@@ -373,9 +418,10 @@ def install(repo: pygit2.Repository, *, python: Optional[str] = None,
     where = placement(repo)
     folder = where.folder
     python = python or sys.executable
+    kept: Dict[str, str] = {}
     try:
         if where.entry is not None:  # an earlier gitmem wrote there: put back what it moved aside
-            _remove_ours(hooks_dir(repo))
+            kept.update(_remove_ours(hooks_dir(repo)))
         os.makedirs(folder, exist_ok=True)
         for name in names:
             path = os.path.join(folder, name)
@@ -383,31 +429,48 @@ def install(repo: pygit2.Repository, *, python: Optional[str] = None,
                 if os.path.lexists(path + CHAINED_SUFFIX):
                     raise GitmemError(f"{path}{CHAINED_SUFFIX} already exists; move it away and install again")
                 os.rename(path, path + CHAINED_SUFFIX)
+            elif os.path.lexists(path) and (aside := _keep_edited(path)):
+                kept[name] = aside
             replace_file(path, script(name, python), follow=False, mode=0o755)
     except OSError as e:
         raise GitmemError(f"could not install hooks in {folder}: {e}") from None
-    return status(repo)
+    return _with_kept(status(repo), kept)
 
 
 def uninstall(repo: pygit2.Repository) -> List[HookState]:
     """Remove gitmem's hooks and put back what was there before, byte for byte
     (a user's hook file calling gitmem is the user's: its line stays, and does nothing)."""
     folder = placement(repo).folder
+    kept: Dict[str, str] = {}
     try:
         for where in {folder, hooks_dir(repo)}:
-            _remove_ours(where)
+            kept.update(_remove_ours(where))
     except OSError as e:
         raise GitmemError(f"could not uninstall hooks in {folder}: {e}") from None
-    return status(repo)
+    return _with_kept(status(repo), kept)
 
 
-def _remove_ours(folder: str) -> None:
+def _remove_ours(folder: str) -> Dict[str, str]:
+    """Remove gitmem's hooks in ``folder``, putting back the ones they chained; an edited one is kept aside
+    (:func:`_keep_edited`): answers where, by hook name."""
+    kept = {}
     for name in HOOKS:
         path = os.path.join(folder, name)
         if os.path.lexists(path) and _is_ours(path):
-            os.unlink(path)
+            aside = _keep_edited(path)
+            if aside:
+                kept[name] = aside
+            else:
+                os.unlink(path)
             if os.path.lexists(path + CHAINED_SUFFIX):
                 os.rename(path + CHAINED_SUFFIX, path)
+    return kept
+
+
+def _with_kept(states: List[HookState], kept: Mapping[str, str]) -> List[HookState]:
+    from dataclasses import replace
+
+    return [replace(s, kept=kept[s.name]) if s.name in kept else s for s in states]
 
 
 # --- what the hooks do -----------------------------------------------------------

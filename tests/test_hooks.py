@@ -13,7 +13,7 @@ import pygit2
 import pytest
 
 from gitmem import Store
-from gitmem.hooks import CHAINED_SUFFIX, HOOKS, script
+from gitmem.hooks import CHAINED_SUFFIX, EDITED_SUFFIX, HOOKS, script
 
 from conftest import ROOT, git, gitmem
 
@@ -85,6 +85,31 @@ def test_an_existing_hook_is_chained_and_uninstall_restores_it_byte_for_byte(rep
     assert (original.read_bytes(), stat.S_IMODE(original.stat().st_mode)) == before
     assert not (hooks / ("post-commit" + CHAINED_SUFFIX)).exists()
     assert not (hooks / "post-merge").exists()
+
+
+def test_a_gitmem_hook_someone_edited_is_kept_aside_not_deleted_by_uninstall_or_a_new_install(repo):
+    hooks = repo / ".git" / "hooks"
+    install(repo)
+    edited = hooks / "post-checkout"
+    edited.write_text(edited.read_text() + "echo mine >> \"$(git rev-parse --git-dir)/mine.log\"\n")
+    gitmem(repo, "hooks", "uninstall")
+    kept = hooks / ("post-checkout" + EDITED_SUFFIX)
+    assert "echo mine" in kept.read_text() and not edited.exists()
+    assert not (hooks / "post-commit").exists() and not (hooks / ("post-commit" + EDITED_SUFFIX)).exists()
+
+    install(repo)  # a fresh, unedited hook: a second install leaves it, and keeps nothing
+    assert json.loads(gitmem(repo, "hooks", "install", "--json").stdout)["hooks"][0]["kept"] is None
+    edited.write_text(edited.read_text().replace("hook=post-checkout", "hook=post-checkout  # mine"))
+    states = {h["name"]: h for h in json.loads(gitmem(repo, "hooks", "install", "--json").stdout)["hooks"]}
+    again = Path(states["post-checkout"]["kept"])
+    assert again.name == "post-checkout" + EDITED_SUFFIX + ".1" and "# mine" in again.read_text()
+    assert edited.read_text() == script("post-checkout", _installed_python(edited))  # gitmem's own, fresh
+    assert "echo mine" in kept.read_text()  # the first copy is still there
+
+
+def _installed_python(hook: Path) -> str:
+    return next(line.split(":-", 1)[1].rstrip('}"') for line in hook.read_text().splitlines()
+                if line.startswith('py="${GITMEM_PYTHON:-'))
 
 
 def test_a_failing_chained_pre_push_hook_still_stops_the_push(tmp_path, repo):

@@ -378,7 +378,8 @@ def _report_hooks(states, as_json: bool, repo, strict: bool = False, uninstalled
     else:
         for s in states:
             state = f"needs a line in {shown(s.path)}" if s.state == "needs-line" else s.state
-            click.echo(f"{s.name:<14} {state}{' (chains the previous hook)' if s.chained else ''}")
+            click.echo(f"{s.name:<14} {state}{' (chains the previous hook)' if s.chained else ''}"
+                       + (f"; its edited copy of gitmem's hook is kept in {shown(s.kept)}" if s.kept else ""))
         click.echo(f"in {where.folder}")
     if pending:
         click.echo(f"gitmem: {where.reason}, so gitmem wrote no file there (git status is unchanged); its hooks are "
@@ -405,8 +406,9 @@ def hooks_install(store: Store, as_json: bool) -> None:
     and the command names the line each hook file there must call them with
     (exit 1 until it does; `gitmem hooks status` shows them again).
 
-    JSON: {"hooks_dir", "reason", "hooks": [{"name", "path", "state", "chained", "line"}]};
-    state is installed, absent, other or needs-line (add line to the file at path).
+    JSON: {"hooks_dir", "reason", "hooks": [{"name", "path", "state", "chained", "line", "kept"}]};
+    state is installed, absent, other or needs-line (add line to the file at path); kept: where a
+    gitmem hook someone edited was moved (<hook>.gitmem-edited) before gitmem replaced it.
 
     Example: gitmem hooks install
     """
@@ -427,7 +429,8 @@ def hooks_install(store: Store, as_json: bool) -> None:
 @json_option
 @pass_store
 def hooks_uninstall(store: Store, as_json: bool) -> None:
-    """Remove gitmem's hooks and restore what was there, byte for byte.
+    """Remove gitmem's hooks and restore what was there, byte for byte. A gitmem hook someone
+    edited is kept, as <hook>.gitmem-edited, not deleted.
 
     JSON: as `gitmem hooks install --json`.
 
