@@ -313,7 +313,8 @@ def build_server(path: str = ".", branch: Optional[str] = None):
         return write(ctx, impl.remember, type, text, title=title, tags=tags, paths=paths, reason=reason)
 
     @tool
-    def recall(query: str, type: Optional[Type] = None, paths: Paths = None, limit: int = 10) -> dict[str, Any]:
+    def recall(query: str, type: Optional[Type] = None, paths: Paths = None,
+               limit: Annotated[int, Field(strict=True)] = 10) -> dict[str, Any]:  # strict: "5" and true are no limit
         return call(impl.recall, query, type=type, paths=paths, limit=limit)
 
     @tool

@@ -303,12 +303,13 @@ def test_an_argument_a_tool_does_not_take_is_refused_not_dropped(repo):
                                                      "because": "no new services", "path": ["src/jobs.py"]})
             typo = await s.call_tool("recall", {"query": "jobs", "n": 3})
             none = await s.call_tool("resume", {"branch": "feature"})
+            typed = [await s.call_tool("recall", {"query": "jobs", "limit": v}) for v in ("5", True, 2.5)]
             _, kept = await call(s, "remember", type="decision", text="Queue jobs in Postgres",
                                  reason="no new services", paths=["src/jobs.py"])
-            return dropped, typo, none, kept
+            return dropped, typo, none, kept, typed
 
-    dropped, typo, none, kept = run(main)
-    for result in (dropped, typo, none):
+    dropped, typo, none, kept, typed = run(main)
+    for result in (dropped, typo, none, *typed):  # a limit of the wrong JSON type too: not read as a number
         assert result.is_error and "\n" not in result.content[0].text, result.content[0].text
     assert dropped.content[0].text == (
         "invalid arguments for remember: because: not an argument of remember; path: not an argument of remember "
