@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import pygit2
 
@@ -87,40 +87,60 @@ def doctor(store: Store, full: bool = False) -> List[Problem]:
     elif shape:  # removed since (doctor --drop-invalid); history keeps what was committed
         problems.append(Problem("warning", store.ref, f"history holds what is not gitmem's layout, no longer "
                                 f"at the tip: {shape}"))
-    found_here = _memory_problems(store, tip, sound)
-    found_here.extend(Problem("error", path, f"conflict file refused: {why}")
-                      for path, why in conflicts_and_problems(store, tip)[1])
+    pending, refused = conflicts_and_problems(store, tip)
+    found_here = _memory_problems(store, tip, sound, {c.id for c in pending})
+    found_here.extend(Problem("error", path, f"conflict file refused: {why}") for path, why in refused)
     problems.extend(found_here)
     if own and not shape and not found_here:
         index.put_verified(store.ref, tip)
     return problems
 
 
-def _memory_problems(store: Store, tip: str, sound: Optional[str]) -> List[Problem]:
-    """Blobs at ``tip`` that are not valid memories, and ids stored twice (under two types).
+def _memory_problems(store: Store, tip: str, sound: Optional[str], in_conflict: Set[str]) -> List[Problem]:
+    """Blobs at ``tip`` that are not valid memories, ids stored twice (under two types), and replacements that
+    say they supersede a memory whose successor is another (:func:`_rival_problems`).
 
     After a sound commit, only what changed since is looked at: the per-tree summaries count
-    invalid blobs (read in full only when there are some), and a duplicate needs a new blob."""
+    invalid blobs (read in full only when there are some), a duplicate needs a new blob, and a
+    rival needs a changed memory that supersedes or is superseded, or a conflict settled (then every memory
+    is read)."""
     if sound is None:
         loaded = store.memories(tip)
-        return list(store.problems) + _view_problems(store, tip, loaded)
+        return list(store.problems) + _view_problems(store, tip, loaded) + _rival_problems(loaded, in_conflict)
     snap = store.snapshot(tip)
     if snap.tree is None:
         return []
     if store.summary(tip)["counts"].get("invalid"):
-        store.memories(tip)
-        return list(store.problems)
+        loaded = store.memories(tip)
+        return list(store.problems) + _rival_problems(loaded, in_conflict)
     problems = []
+    reread = False  # every memory, for rivals
     before = store.repo[sound].peel(pygit2.Tree)
     for delta in before.diff_to_tree(snap.tree).deltas:
         path = delta.new_file.path
+        # a conflict settled (its file deleted) no longer keeps a rival from view, even when the resolve took
+        # the values the memory already held
+        reread = reread or path.startswith(f"{CONFLICTS_DIR}/")
         if delta.status == pygit2.enums.DeltaStatus.DELETED or not path.endswith(".yaml"):
             continue
         memory_id = path.rsplit("/", 1)[1][:-5]
         homes = [model.memory_path(t, memory_id) for t in model.TYPES]
         if sum(1 for home in homes if snap.has(home)) > 1:
             problems.append(Problem("error", path, f"duplicate id {memory_id}"))
-    return problems
+        if not reread and path.split("/", 1)[0] in model.TYPES:  # every blob parses: the summary counts none invalid
+            m = store.parse_blob(delta.new_file.id, path)
+            reread = bool(m.supersedes or m.superseded_by)
+    return problems + (_rival_problems(store.memories(tip), in_conflict) if reread else [])
+
+
+def _rival_problems(memories: Dict[str, Memory], in_conflict: Set[str]) -> List[Problem]:
+    """A warning for each replacement still active beside the successor its memory names (two supersedes of one
+    memory, merged, then resolved): not damage, but two answers to one question that a person settles. While the
+    memory's conflict is pending, that conflict names both and `gitmem resolve` comes first."""
+    from .records import rival_note, rivals
+
+    return [Problem("warning", model.memory_path(r), rival_note(r, old))
+            for r, old in rivals(memories) if old.id not in in_conflict]
 
 
 def _view_problems(store: Store, tip: str, loaded: Dict[str, Memory]) -> List[Problem]:

@@ -15,7 +15,7 @@ from . import model
 from .errors import Changed, GitmemError, InvalidMemory, NotFound, PendingConflict, Untrusted
 from .model import Author, Memory
 from .records import (CONFLICT_FIELDS, CONFLICTS_DIR, Conflict, conflict_path, dump_conflict, from_future,
-                      merge_records)
+                      merge_records, rivals)
 from .trust import history_problem, load_conflict_data, secret_blobs
 
 if TYPE_CHECKING:
@@ -461,3 +461,17 @@ def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values:
         return Built(updates, new, redacted)
 
     return store.commit(build, op="resolve", author=author, source=source)
+
+
+def rivals_after(store: Store, c: Conflict, at: str) -> List[Tuple[Memory, Memory]]:
+    """Once conflict ``c`` is resolved in commit ``at``: the replacement a side of it named as the memory's
+    successor that still says it supersedes the memory, which now names another (:func:`~gitmem.records.rivals`).
+    Reads those few memories only."""
+    snap = store.snapshot(at)
+    found: Dict[str, Memory] = {}
+    for memory_id in dict.fromkeys(i for i in (c.id, c.ours.superseded_by, c.theirs.superseded_by) if i):
+        try:
+            found[memory_id] = snap.find(memory_id)[1]
+        except GitmemError:
+            continue  # not a valid memory here (doctor names it): nothing claims the memory through it
+    return rivals(found)

@@ -192,3 +192,23 @@ def _merge_sets(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str])
     kept = [x for x in base if x in ours and x in theirs]
     added = sorted((set(ours) | set(theirs)) - set(base))
     return tuple(kept + added)
+
+
+def rivals(memories: Mapping[str, Memory]) -> List[Tuple[Memory, Memory]]:
+    """(replacement, memory) for each active memory among ``memories`` that says it supersedes one whose
+    ``superseded_by`` names another. Two supersedes of one memory, merged, clash on its ``superseded_by``
+    (a conflict naming both replacements); the side a resolve takes is its successor, and the other
+    replacement is still active, a second answer nobody chose, until a person retracts it."""
+    out = []
+    for r in memories.values():
+        old = memories.get(r.supersedes) if r.supersedes else None
+        if r.status == "active" and old is not None and old.superseded_by not in (None, r.id):
+            out.append((r, old))
+    return out
+
+
+def rival_note(replacement: Memory, old: Memory) -> str:
+    """What a person is told about a :func:`rivals` pair, one line naming the commands that settle it."""
+    r, x, s = replacement.id, old.id, old.superseded_by
+    return (f"{r} still supersedes {x}, whose successor is {s}: fold what it adds into {s} "
+            f"(`gitmem edit {s} --text ...`), then `gitmem retract {r} --because \"{s} supersedes {x}\"`")

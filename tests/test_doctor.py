@@ -169,3 +169,24 @@ def test_contradictory_doctor_options_are_refused_before_anything_is_changed(rep
     result = gitmem(repo, "doctor", "--drop-invalid", "--remotes", "--offline", check=False)
     assert result.returncode == 2 and "contradict" in result.stderr
     assert git(repo, "rev-parse", "refs/memory/main").strip() == tip
+
+
+def test_a_replacement_beside_the_successor_a_resolve_took_is_found_after_the_sound_tip(repo):
+    """Two supersedes of one memory merged and resolved after a doctor found the ref sound: the incremental run
+    reads every memory (the resolve changed a superseded one) and names the replacement nobody took."""
+    from gitmem.merge import merge_into, resolve
+
+    main = Store.open(str(repo))
+    shared = main.add("decision", "Use Postgres", author=AGENT).memory
+    git(repo, "branch", "feature")
+    theirs = Store.open(str(repo), "feature").supersede(shared.id, "Use Postgres 15", author=AGENT).memory
+    kept = main.supersede(shared.id, "Use Postgres 16", author=AGENT).memory
+    merge_into(main, Store.open(str(repo), "feature").own_tip())
+    assert doctor(main) == []  # sound, the conflict pending
+    resolve(main, shared.id, take="ours", author=AGENT)
+    [found] = doctor(Store.open(str(repo)))
+    assert (found.level, found.where) == ("warning", memory_path(theirs))
+    assert f"`gitmem retract {theirs.id} --because \"{kept.id} supersedes {shared.id}\"`" in found.message
+    shown = gitmem(repo, "doctor").stdout
+    assert f"warning: {memory_path(theirs)}: {theirs.id} still supersedes {shared.id}" in shown
+    assert shown.rstrip().endswith("refs/memory/main: ok")  # intact: a question for a person, not damage

@@ -186,6 +186,44 @@ def test_an_edit_of_a_field_in_conflict_is_refused_so_a_resolve_cannot_undo_it(r
     assert (main.get(shared.id).text, main.get(shared.id).tags) == ("Use Postgres 16.2, as agreed", ("db",))
 
 
+def test_two_supersedes_of_one_memory_leave_the_replacement_a_resolve_did_not_take_named_with_its_fix(repo):
+    # Both replacements stayed active after `resolve --ours`; the loser still said `supersedes: ID` while the memory
+    # named the other as its successor, and nothing said so (found by QA).
+    import json
+
+    from gitmem.doctor import doctor
+
+    main, feature, shared = two_branches(repo)
+    theirs = feature.supersede(shared.id, "Use Postgres 15", author=ALICE).memory
+    ours = main.supersede(shared.id, "Use Postgres 16", author=ALICE).memory
+    [c] = merge_into(main, feature.own_tip()).conflicts
+    assert c.fields == ("superseded_by",) and (c.ours.superseded_by, c.theirs.superseded_by) == (ours.id, theirs.id)
+    assert [p for p in doctor(main) if theirs.id in p.message] == []  # pending: the conflict names both for now
+
+    out = json.loads(gitmem(repo, "resolve", shared.id[-4:], "--ours", "--json").stdout)
+    [rival] = out["rivals"]
+    assert (rival["id"], rival["supersedes"]) == (theirs.id, shared.id)
+    assert f"gitmem retract {theirs.id}" in rival["note"] and f"gitmem edit {ours.id}" in rival["note"]
+    assert main.get(shared.id).superseded_by == ours.id and main.get(theirs.id).status == "active"
+    [found] = [p for p in doctor(main, full=True) if p.where.endswith(f"{theirs.id}.yaml")]
+    assert found.level == "warning" and found.message == rival["note"]
+
+    main.retract(theirs.id, reason=f"{ours.id} supersedes {shared.id}", author=ALICE)
+    assert doctor(main, full=True) == []
+
+
+def test_resolve_names_on_stderr_the_replacement_it_did_not_take(repo):
+    main, feature, shared = two_branches(repo)
+    theirs = feature.supersede(shared.id, "Use Postgres 15", author=ALICE).memory
+    main.supersede(shared.id, "Use Postgres 16", author=ALICE)
+    merge_into(main, feature.own_tip())
+    done = gitmem(repo, "resolve", shared.id, "--ours")
+    assert done.stdout.startswith(f"Resolved decision {shared.id}")
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"gitmem: {theirs.id} still supersedes {shared.id}, whose successor is ")
+    assert gitmem(repo, "resolve", shared.id, "--ours", check=False).stderr.startswith("Error: no unresolved conflict")
+
+
 def test_resolve_without_a_conflict_is_a_clear_error(repo):
     main, _, shared = two_branches(repo)
     from gitmem.errors import GitmemError

@@ -313,24 +313,35 @@ def conflicts(store: Store, as_json: bool) -> None:
 def resolve(store: Store, memory_id: str, ours: bool, theirs: bool, edit_: bool, who, source, as_json: bool) -> None:
     """Resolve a memory conflict: keep ours, take theirs, or edit (one commit).
 
-    JSON: {"id", "commit", "ref", "redacted", "memory"} (memory: the stored memory, as `gitmem show --json`).
+    A conflict on superseded_by comes from two supersedes of one memory: the side taken is its successor, and
+    the other replacement, still active, is named on stderr with what settles it (edit, then retract).
+
+    JSON: {"id", "commit", "ref", "redacted", "memory", "rivals": [{"id", "supersedes", "note"}]} (memory: the
+    stored memory, as `gitmem show --json`; rivals: replacements that still say they supersede it).
 
     Example: gitmem resolve 4vhr --theirs
     """
-    from ..merge import list_conflicts, resolve as resolve_conflict
-    from .memory import report_write
+    from ..merge import list_conflicts, resolve as resolve_conflict, rivals_after
+    from ..model import matching_ids
+    from ..records import rival_note
+    from .memory import report_write, write_json
 
     if ours + theirs + edit_ != 1:  # contradictory flags are refused, never settled by their order
         raise click.UsageError("give exactly one of --ours, --theirs, --edit")
     take = "ours" if ours else "theirs" if theirs else None
-    values = None
-    if edit_:
-        from ..model import matching_ids
-
-        pending = {c.id: c for c in list_conflicts(store)}
-        values = _edit_conflict([pending[i] for i in matching_ids(memory_id, pending)])
-    w = resolve_conflict(store, memory_id, take=take, values=values, author=who, source=source)
-    report_write(store, w, "Resolved", as_json)
+    pending = {c.id: c for c in list_conflicts(store)}
+    found = [pending[i] for i in matching_ids(memory_id, pending)]
+    values = _edit_conflict(found) if edit_ else None
+    w = resolve_conflict(store, memory_id, take=take, values=values, author=who, source=source,
+                         seen=found[0].version() if len(found) == 1 else None)  # the conflict read here, no other
+    left = rivals_after(store, found[0], w.commit)
+    if as_json:
+        emit_json({**write_json(store, w), "rivals": [{"id": r.id, "supersedes": r.supersedes,
+                                                       "note": rival_note(r, old)} for r, old in left]})
+        return
+    report_write(store, w, "Resolved", False)
+    for r, old in left:
+        click.echo(f"gitmem: {rival_note(r, old)}", err=True)
 
 
 def _edit_conflict(found) -> Dict[str, Any]:
