@@ -38,12 +38,13 @@ class Change:
     type: Optional[str]
     summary: str
     parents: Tuple[str, ...] = ()
+    reason: Optional[str] = None  # why, as the write quoted it under its subject (a retraction's --because)
 
     def to_dict(self) -> Dict[str, Any]:
         return {
             "commit": self.commit, "time": self.time, "author": self.author.to_dict(),
             "source": self.source, "op": self.op, "memory_ids": list(self.memory_ids),
-            "type": self.type, "summary": self.summary, "parents": list(self.parents),
+            "type": self.type, "summary": self.summary, "parents": list(self.parents), "reason": self.reason,
         }
 
 
@@ -160,8 +161,18 @@ def change_from_commit(commit: pygit2.Commit) -> Change:
         source=first("memory-source", "git"), op=first("memory-op", "commit"),
         memory_ids=tuple(trailers.get("memory-id", [])), type=first("memory-type"),
         summary=message.splitlines()[0] if message else "",
-        parents=tuple(str(p) for p in commit.parent_ids),
+        parents=tuple(str(p) for p in commit.parent_ids), reason=_quoted(message),
     )
+
+
+def _quoted(message: str) -> Optional[str]:
+    """The note :func:`commit_message` quotes between the subject and the trailers (escaped and redacted as it was
+    written), unquoted; None when there is none."""
+    parts = message.split("\n\n")
+    lines = parts[1].splitlines() if len(parts) > 2 else []
+    if not lines or not all(line.startswith(">") for line in lines):
+        return None
+    return "\n".join(line[2:] if line.startswith("> ") else line[1:] for line in lines)
 
 
 @dataclass(frozen=True)
@@ -258,6 +269,12 @@ class Version:
         lines = difflib.unified_diff(self.before.splitlines(True), self.after.splitlines(True),
                                      "before", "after", n=2)
         return "".join(lines)
+
+
+def retraction(store: Store, memory_id: str) -> Optional[Change]:
+    """The commit that retracted the memory (who, when, the reason given), read from its history newest first,
+    stopping there; None when no retract commit changed it (its status came by a hand edit, say)."""
+    return next((c for c in store.changes(memory_id) if c.op == "retract"), None)
 
 
 def versions(store: Store, memory_id: str) -> List[Version]:

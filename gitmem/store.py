@@ -826,10 +826,13 @@ class Store:
     def history(self, memory_id: str) -> List[Change]:
         """Every commit that changed this memory's blob, newest first (merges and
         hand edits included, not only commits whose trailers name it)."""
+        return list(self.changes(memory_id))
+
+    def changes(self, memory_id: str) -> Iterator[Change]:
+        """:meth:`history` as the walk finds it, so a reader that wants the newest of a kind stops there."""
         from .audit import change_from_commit
 
         path, memory = self.snapshot().find(memory_id)
-        out: List[Change] = []
         tip = self.tip()
         # A parent's blob, asked for by its children, is kept until the walk reaches the parent (topological:
         # after every child), so each commit's blob is looked up once, not once more for each child.
@@ -844,8 +847,7 @@ class Store:
                 if parent not in asked:
                     asked[parent] = blob_at(self.repo, parent, path)
             if not parents or all(asked[parent] != mine for parent in parents):
-                out.append(change_from_commit(commit))
-        return out
+                yield change_from_commit(commit)
 
 # --- module helpers ----------------------------------------------------------
 

@@ -97,6 +97,7 @@ def test_a_retract_reason_cannot_forge_trailers_nor_drive_the_terminal_of_git_lo
 
     change = change_from_commit(store.repo[w.commit])
     assert (change.op, change.source, change.author.kind, change.memory_ids) == ("retract", "api", "human", (m.id,))
+    assert change.reason == forged.replace("\x1b", "\\x1b")  # read back whole, as inert text
     assert fork_in(store.repo[w.commit].message) is None
     journal = git(repo, "log", "--format=%B", "refs/memory/main")
     assert "\x1b" not in journal and "\x07" not in journal and "\u202e" not in journal

@@ -69,6 +69,52 @@ def test_edit_supersede_retract_and_log(run, repo):
     assert len(json.loads(run("list", "--status", "any", "--json").output)["memories"]) == 2
 
 
+def test_a_retractions_reason_is_shown_by_show_and_log_redacted_and_read_by_one_walk(run, repo, monkeypatch):
+    # `retract --because R` kept R only in the commit body: show, show --json and log never printed it (found by QA).
+    from gitmem.store import Store
+
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    mid = json.loads(run("add", "fact", "Deploys go through Heroku", "--json").output)["id"]
+    kept = json.loads(run("add", "fact", "Deploys are tagged", "--json").output)["id"]
+    run("retract", mid, "--because", f"we moved off Heroku (its key was {token})\nsee the runbook")
+    walks = []
+    monkeypatch.setattr(Store, "changes", lambda self, i, real=Store.changes: walks.append(i) or real(self, i))
+
+    shown = run("show", mid[-4:]).output.splitlines()
+    when = time.strftime("%Y-%m-%d %H:%MZ", time.gmtime(json.loads(run("log", "-n", "1", "--json").output)
+                                                        ["entries"][0]["time"]))
+    assert shown[-2:] == [f"# retracted by Test Human <human@example.com> on {when}: we moved off Heroku (its key "
+                          "was [REDACTED:github-pat])", "#   see the runbook"]
+    assert yaml.safe_load("\n".join(shown))["status"] == "retracted"  # still the YAML document, comments after it
+    retraction = json.loads(run("show", mid, "--json").output)["retraction"]
+    assert retraction["reason"] == "we moved off Heroku (its key was [REDACTED:github-pat])\nsee the runbook"
+    assert retraction["author"]["name"] == "Test Human" and retraction["commit"] == git(
+        repo, "rev-parse", "refs/memory/main").strip()
+    assert walks == [mid, mid]  # one history walk a show, and none for a memory that was not retracted
+    assert "retraction" not in json.loads(run("show", kept, "--json").output) and "# " not in run("show", kept).output
+    assert walks == [mid, mid]
+
+    [entry] = json.loads(run("log", "-n", "1", "--json").output)["entries"]
+    assert (entry["op"], entry["reason"]) == ("retract", retraction["reason"])
+    assert run("log").output.splitlines()[0].endswith(
+        "(because: we moved off Heroku (its key was [REDACTED:github-pat]) / see the runbook)")
+    assert [e["reason"] for e in json.loads(run("log", "--json").output)["entries"][1:]] == [None, None]
+    assert token not in git(repo, "log", "--format=%B", "refs/memory/main")
+
+
+def test_show_finds_a_retraction_a_merge_brought(repo):
+    from gitmem import Store
+    from gitmem.merge import merge_into
+
+    main = Store.open(str(repo), "main")
+    shared = main.add("fact", "Deploys go through Heroku").memory
+    git(repo, "branch", "feature")
+    Store.open(str(repo), "feature").retract(shared.id, reason="we moved off Heroku")
+    main.add("fact", "Deploys are tagged")
+    assert merge_into(main, Store.open(str(repo), "feature").own_tip()).kind == "merge"
+    assert gitmem(repo, "show", shared.id).stdout.splitlines()[-1].endswith(": we moved off Heroku")
+
+
 def test_search_ranks_the_relevant_memory_first(run):
     run("add", "rejection", "Use Redis for the job queue", "--because", "no new stateful services")
     run("add", "fact", "The CI runs on GitHub Actions")

@@ -255,10 +255,12 @@ def show(store: Store, memory_id: str, as_json: bool) -> None:
     `gitmem list` prints (or a unique prefix); case does not matter.
 
     A memory in conflict after a merge holds one side only until `gitmem resolve`: the YAML ends with a
-    comment "# (in conflict: gitmem resolve ID)" naming the clashing fields.
+    comment "# (in conflict: gitmem resolve ID)" naming the clashing fields. A retracted memory's ends with
+    "# retracted by WHO on WHEN: REASON", read from the commit that retracted it.
 
     JSON: the memory, the YAML document as a JSON object; in conflict, also "conflict": {"fields", "ours",
-    "theirs", "note"} (as MCP get).
+    "theirs", "note"} (as MCP get); retracted, also "retraction": {"commit", "time", "author", "reason"} (as a
+    `gitmem log` entry's; null when no retract commit changed it).
 
     Example: gitmem show 4vhr
     """
@@ -267,10 +269,22 @@ def show(store: Store, memory_id: str, as_json: bool) -> None:
 
     m = store.get(memory_id)
     conflicts = pending(store)
+    retracted = None
+    if m.status == "retracted":
+        from ..audit import retraction
+
+        retracted = retraction(store, m.id)
     if as_json:
-        emit_json(with_conflict(m.to_dict(), m.id, conflicts))
+        out = with_conflict(m.to_dict(), m.id, conflicts)
+        if m.status == "retracted":
+            out["retraction"] = None if retracted is None else {
+                k: v for k, v in retracted.to_dict().items() if k in ("commit", "time", "author", "reason")}
+        emit_json(out)
         return
     echo(dump_yaml(m).decode("utf-8"), nl=False)
+    if retracted is not None:
+        because = f": {retracted.reason}".replace("\n", "\n#   ") if retracted.reason else " (no reason given)"
+        echo(f"# retracted by {retracted.author.name} <{retracted.author.email}> on {_when(retracted.time)}{because}")
     c = conflicts.get(m.id)
     if c is not None:
         echo(f"# {marker(m.id)}: {', '.join(c.fields)} shows one side only until a person chooses "
@@ -381,7 +395,8 @@ def supersede(store: Store, memory_id, text, title, reason, who, source, as_json
 
 @main.command()
 @click.argument("memory_id", metavar="ID")
-@click.option("--because", "reason", metavar="REASON", help="Why it no longer holds (kept in the commit).")
+@click.option("--because", "reason", metavar="REASON",
+              help="Why it no longer holds (kept in its commit; `gitmem show` and `gitmem log` print it).")
 @pass_store
 @author_options
 @json_option
@@ -409,8 +424,10 @@ def retract(store: Store, memory_id, reason, who, source, as_json) -> None:
 def log(store: Store, limit, memory_id, type_, since, author_kind, source, author, as_json) -> None:
     """The audit trail: who wrote what, when, from which tool (newest first).
 
+    A retraction's line ends with its reason: "(because: REASON)".
+
     JSON: {"ref", "entries": [{"commit", "time", "author": {name, email, kind}, "source", "op",
-    "memory_ids", "type", "summary", "parents"}]}.
+    "memory_ids", "type", "summary", "parents", "reason"}]} (reason: a retraction's --because, else null).
 
     Example: gitmem log --kind agent --since 2d -n 20
     """
@@ -442,10 +459,15 @@ def log(store: Store, limit, memory_id, type_, since, author_kind, source, autho
     # the forms `gitmem list` prints, read for the ids shown (a memory gone from the tip keeps its full id)
     short = store.short_ids(of=list(dict.fromkeys(c.memory_ids[0] for c in selected if c.memory_ids)))
     for c in selected:
-        when = time.strftime("%Y-%m-%d %H:%MZ", time.gmtime(c.time))  # UTC, and says so: a team spans zones
         ids = ",".join(short.get(i, i) for i in c.memory_ids[:1]) + ("+" if len(c.memory_ids) > 1 else "")
-        echo(f"{c.commit[:10]} {when} {c.author.kind:<5} {pad(c.author.name, 16)} {c.source:<12} {ids or '-':<6} "
-             f"{c.summary}")
+        because = f"  (because: {' / '.join(c.reason.splitlines())})" if c.reason else ""
+        echo(f"{c.commit[:10]} {_when(c.time)} {c.author.kind:<5} {pad(c.author.name, 16)} {c.source:<12} "
+             f"{ids or '-':<6} {c.summary}{because}")
+
+
+def _when(seconds: int) -> str:
+    """A commit's time as `log` and `show` print it: UTC, and says so (a team spans zones)."""
+    return time.strftime("%Y-%m-%d %H:%MZ", time.gmtime(seconds))
 
 
 @main.command()
