@@ -102,8 +102,8 @@ def _memory_problems(store: Store, tip: str, sound: Optional[str], in_conflict: 
 
     After a sound commit, only what changed since is looked at: the per-tree summaries count
     invalid blobs (read in full only when there are some), a duplicate needs a new blob, and a
-    rival needs a changed memory that supersedes or is superseded, or a conflict settled (then every memory
-    is read)."""
+    rival is among the memories a changed one supersedes or is superseded by, or those a settled conflict
+    named (the resolve may have kept the values the memory held: only the conflict file changed)."""
     if sound is None:
         loaded = store.memories(tip)
         return list(store.problems) + _view_problems(store, tip, loaded) + _rival_problems(loaded, in_conflict)
@@ -114,23 +114,42 @@ def _memory_problems(store: Store, tip: str, sound: Optional[str], in_conflict: 
         loaded = store.memories(tip)
         return list(store.problems) + _rival_problems(loaded, in_conflict)
     problems = []
-    reread = False  # every memory, for rivals
+    involved: Set[str] = set()  # ids of the memories a rival could be among
     before = store.repo[sound].peel(pygit2.Tree)
     for delta in before.diff_to_tree(snap.tree).deltas:
         path = delta.new_file.path
-        # a conflict settled (its file deleted) no longer keeps a rival from view, even when the resolve took
-        # the values the memory already held
-        reread = reread or path.startswith(f"{CONFLICTS_DIR}/")
+        if path.startswith(f"{CONFLICTS_DIR}/") and delta.status != pygit2.enums.DeltaStatus.ADDED:
+            involved.update(_named_by_conflict(store, delta.old_file.id))
         if delta.status == pygit2.enums.DeltaStatus.DELETED or not path.endswith(".yaml"):
             continue
         memory_id = path.rsplit("/", 1)[1][:-5]
         homes = [model.memory_path(t, memory_id) for t in model.TYPES]
         if sum(1 for home in homes if snap.has(home)) > 1:
             problems.append(Problem("error", path, f"duplicate id {memory_id}"))
-        if not reread and path.split("/", 1)[0] in model.TYPES:  # every blob parses: the summary counts none invalid
+        if path.split("/", 1)[0] in model.TYPES:  # every blob parses: the summary counts none invalid
             m = store.parse_blob(delta.new_file.id, path)
-            reread = bool(m.supersedes or m.superseded_by)
-    return problems + (_rival_problems(store.memories(tip), in_conflict) if reread else [])
+            if m.supersedes or m.superseded_by:
+                involved.update(i for i in (m.id, m.supersedes, m.superseded_by) if i)
+    found: Dict[str, Memory] = {}
+    for memory_id in sorted(involved):
+        try:
+            found[memory_id] = snap.find(memory_id)[1]
+        except GitmemError:
+            continue  # gone, or not a valid memory here: nothing claims a memory through it
+    return problems + _rival_problems(found, in_conflict)
+
+
+def _named_by_conflict(store: Store, blob: Any) -> Tuple[str, ...]:
+    """The memory a conflict file (as it was before it changed) is about, and the successors its two sides
+    named: the memories a resolve may have left a rival among."""
+    from .records import Conflict
+    from .trust import load_conflict_data
+
+    try:
+        c = Conflict.from_dict(load_conflict_data(store.repo[blob].peel(pygit2.Blob).data))
+    except (GitmemError, KeyError, ValueError, pygit2.GitError):
+        return ()
+    return tuple(i for i in (c.id, c.ours.superseded_by, c.theirs.superseded_by) if i)
 
 
 def _rival_problems(memories: Dict[str, Memory], in_conflict: Set[str]) -> List[Problem]:

@@ -173,7 +173,7 @@ def test_contradictory_doctor_options_are_refused_before_anything_is_changed(rep
 
 def test_a_replacement_beside_the_successor_a_resolve_took_is_found_after_the_sound_tip(repo):
     """Two supersedes of one memory merged and resolved after a doctor found the ref sound: the incremental run
-    reads every memory (the resolve changed a superseded one) and names the replacement nobody took."""
+    reads the memories the settled conflict named (not every one) and names the replacement nobody took."""
     from gitmem.merge import merge_into, resolve
 
     main = Store.open(str(repo))
