@@ -247,6 +247,14 @@ def test_list_prints_short_ids_that_every_command_accepts_in_any_case(run):
     assert short[1] in run("log").output
 
 
+def test_a_retraction_reason_over_a_reason_s_limit_is_refused_and_nothing_is_written(run, repo):
+    memory_id = json.loads(run("add", "fact", "Ledger writes are idempotent", "--json").output)["id"]
+    tip = git(repo, "rev-parse", "refs/memory/main")
+    result = run("retract", memory_id, "--because", "y" * 20_000)
+    assert result.exit_code == 1 and "invalid reason: 20000 bytes is over the 16384-byte limit" in result.output
+    assert git(repo, "rev-parse", "refs/memory/main") == tip
+
+
 def test_an_id_shorter_than_four_characters_is_too_short(run):
     run("fact", "add", "x")
     for short in ("01m", ""):
