@@ -681,8 +681,8 @@ class Store:
 
         author = author or default_author(self.repo)
         note, redacted = redact_fields(reason=reason)
-        if note.get("reason"):  # kept in the commit message: held to a memory's reason's limits
-            model.check_text("reason", note["reason"])
+        if said := note.get("reason"):  # kept in the commit message: held to a memory's reason's limits
+            model.check_text("reason", said)
 
         def apply(snap: Snapshot) -> Built:
             path, old = snap.find(memory_id)
