@@ -104,15 +104,17 @@ def _memory_problems(store: Store, tip: str, sound: Optional[str], in_conflict: 
     invalid blobs (read in full only when there are some), a duplicate needs a new blob, and a
     rival is among the memories a changed one supersedes or is superseded by, or those a settled conflict
     named (the resolve may have kept the values the memory held: only the conflict file changed)."""
+    from .records import rivals
+
     if sound is None:
         loaded = store.memories(tip)
-        return list(store.problems) + _view_problems(store, tip, loaded) + _rival_problems(loaded, in_conflict)
+        return list(store.problems) + _view_problems(store, tip, loaded) + _rival_problems(rivals(loaded), in_conflict)
     snap = store.snapshot(tip)
     if snap.tree is None:
         return []
     if store.summary(tip)["counts"].get("invalid"):
         loaded = store.memories(tip)
-        return list(store.problems) + _rival_problems(loaded, in_conflict)
+        return list(store.problems) + _rival_problems(rivals(loaded), in_conflict)
     problems = []
     involved: Set[str] = set()  # ids of the memories a rival could be among
     before = store.repo[sound].peel(pygit2.Tree)
@@ -130,13 +132,9 @@ def _memory_problems(store: Store, tip: str, sound: Optional[str], in_conflict: 
             m = store.parse_blob(delta.new_file.id, path)
             if m.supersedes or m.superseded_by:
                 involved.update(i for i in (m.id, m.supersedes, m.superseded_by) if i)
-    found: Dict[str, Memory] = {}
-    for memory_id in sorted(involved):
-        try:
-            found[memory_id] = snap.find(memory_id)[1]
-        except GitmemError:
-            continue  # gone, or not a valid memory here: nothing claims a memory through it
-    return problems + _rival_problems(found, in_conflict)
+    from .merge import rivals_among
+
+    return problems + _rival_problems(rivals_among(store, sorted(involved), tip), in_conflict)
 
 
 def _named_by_conflict(store: Store, blob: Any) -> Tuple[str, ...]:
@@ -149,17 +147,16 @@ def _named_by_conflict(store: Store, blob: Any) -> Tuple[str, ...]:
         c = Conflict.from_dict(load_conflict_data(store.repo[blob].peel(pygit2.Blob).data))
     except (GitmemError, KeyError, ValueError, pygit2.GitError):
         return ()
-    return tuple(i for i in (c.id, c.ours.superseded_by, c.theirs.superseded_by) if i)
+    return c.claimed()
 
 
-def _rival_problems(memories: Dict[str, Memory], in_conflict: Set[str]) -> List[Problem]:
+def _rival_problems(pairs: Sequence[Tuple[Memory, Memory]], in_conflict: Set[str]) -> List[Problem]:
     """A warning for each replacement still active beside the successor its memory names (two supersedes of one
     memory, merged, then resolved): not damage, but two answers to one question that a person settles. While the
     memory's conflict is pending, that conflict names both and `gitmem resolve` comes first."""
-    from .records import rival_note, rivals
+    from .records import rival_note
 
-    return [Problem("warning", model.memory_path(r), rival_note(r, old))
-            for r, old in rivals(memories) if old.id not in in_conflict]
+    return [Problem("warning", model.memory_path(r), rival_note(r, old)) for r, old in pairs if old.id not in in_conflict]
 
 
 def _view_problems(store: Store, tip: str, loaded: Dict[str, Memory]) -> List[Problem]:

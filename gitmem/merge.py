@@ -465,13 +465,17 @@ def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values:
 
 def rivals_after(store: Store, c: Conflict, at: str) -> List[Tuple[Memory, Memory]]:
     """Once conflict ``c`` is resolved in commit ``at``: the replacement a side of it named as the memory's
-    successor that still says it supersedes the memory, which now names another (:func:`~gitmem.records.rivals`).
-    Reads those few memories only."""
+    successor that still says it supersedes the memory, which now names another (:func:`~gitmem.records.rivals`)."""
+    return rivals_among(store, c.claimed(), at)
+
+
+def rivals_among(store: Store, ids: Iterable[str], at: str) -> List[Tuple[Memory, Memory]]:
+    """:func:`~gitmem.records.rivals` among the memories ``ids`` name at commit ``at``, reading those few only."""
     snap = store.snapshot(at)
     found: Dict[str, Memory] = {}
-    for memory_id in dict.fromkeys(i for i in (c.id, c.ours.superseded_by, c.theirs.superseded_by) if i):
+    for memory_id in dict.fromkeys(ids):
         try:
             found[memory_id] = snap.find(memory_id)[1]
         except GitmemError:
-            continue  # not a valid memory here (doctor names it): nothing claims the memory through it
+            continue  # not a valid memory here (doctor names it): nothing claims a memory through it
     return rivals(found)

@@ -68,6 +68,10 @@ class Conflict:
     def swapped(self) -> "Conflict":
         return Conflict(self.id, self.fields, self.base, self.theirs, self.ours)
 
+    def claimed(self) -> Tuple[str, ...]:
+        """The memory and the successors its two sides name: where a resolve may leave a rival (:func:`rivals`)."""
+        return tuple(i for i in (self.id, self.ours.superseded_by, self.theirs.superseded_by) if i)
+
     def version(self) -> str:
         """A fingerprint of the two versions a person is shown (:func:`gitmem.model.version` of each): a form
         carries it, so a choice made on them never settles another conflict on the same memory."""
