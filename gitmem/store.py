@@ -663,6 +663,9 @@ class Store:
         def apply(snap: Snapshot) -> Built:
             path, old = snap.find(memory_id)
             wanted = checked(dict(changes_of(old))) if changes_of is not None else fixed
+            if old.status != "active" and set(wanted) - {"commits", "blob"}:  # hooks still link and refresh them
+                later = f"edit {old.superseded_by} instead" if old.superseded_by else "write a new memory instead"
+                raise GitmemError(f"{old.id} is {old.status}: what it said is kept as it was; {later}")
             if wanted.get("next") is not None and old.type != "checkpoint":  # as `gitmem add` refuses one
                 raise InvalidMemory("next", f"a {old.type} has none: only a checkpoint has a next step")
             new, redacted = model.redacted_valid(old.evolve(**wanted, updated=model.utc_now()))

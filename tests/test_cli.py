@@ -255,6 +255,20 @@ def test_a_retraction_reason_over_a_reason_s_limit_is_refused_and_nothing_is_wri
     assert git(repo, "rev-parse", "refs/memory/main") == tip
 
 
+def test_a_retracted_or_superseded_memory_is_not_edited_and_says_what_to_edit(run, repo):
+    gone = json.loads(run("add", "fact", "Deploys run at noon", "--json").output)["id"]
+    run("retract", gone, "--because", "moved to CI")
+    old = json.loads(run("add", "fact", "Builds take 4 minutes", "--json").output)["id"]
+    new = json.loads(run("supersede", old, "Builds take 2 minutes", "--json").output)["id"]
+    tip = git(repo, "rev-parse", "refs/memory/main")
+    retracted = run("edit", gone, "--text", "Deploys run at 1pm")
+    assert retracted.exit_code == 1 and "is retracted: what it said is kept as it was" in retracted.output
+    superseded = run("edit", old, "--text", "Builds take 3 minutes")
+    assert superseded.exit_code == 1 and f"is superseded: what it said is kept as it was; edit {new} instead" \
+        in superseded.output
+    assert git(repo, "rev-parse", "refs/memory/main") == tip
+
+
 def test_an_id_shorter_than_four_characters_is_too_short(run):
     run("fact", "add", "x")
     for short in ("01m", ""):
