@@ -52,7 +52,9 @@ POLICY_LABELS = {"none": "uncached", "5m": "5-minute TTL", "1h": "1-hour TTL", "
 
 @dataclass(frozen=True)
 class PolicyBill:
-    """One policy's cost per run (mean over the runs), split by phase, and what the break did."""
+    """One policy's cost per run (mean over the runs), split by phase, and what the break did.
+
+    ``usage`` is each phase's usage summed over the runs; ``to_dict`` gives it per run, as the cost."""
 
     policy: str
     runs: int
@@ -67,7 +69,7 @@ class PolicyBill:
 
     def to_dict(self) -> dict:
         return {"policy": self.policy, "runs": self.runs, "cost_per_run": {**self.phases, "total": self.total},
-                "usage_per_run": {p: u.to_dict() for p, u in self.usage.items()},
+                "usage_per_run": {p: {k: n / self.runs for k, n in u.to_dict().items()} for p, u in self.usage.items()},
                 "ratio_to_uncached": round(self.ratio, 4), "guide_after_break": self.after_break}
 
 

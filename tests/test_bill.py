@@ -82,6 +82,18 @@ def test_the_measured_bill_matches_the_computed_row_for_the_same_break():
         assert row.totals[p.policy] == pytest.approx(p.total)
 
 
+def test_the_usage_per_run_in_the_json_is_per_run_and_prices_to_the_cost_per_run():
+    # The usage was the sum over the runs while the cost beside it was the mean: with 2 runs the JSON's usage
+    # priced to twice its cost_per_run.
+    from gitmem.usage import Usage, cost
+
+    for p in make_bill(make_run(runs=2)).to_dict()["policies"]:
+        for phase, per_run in p["usage_per_run"].items():
+            assert cost(Usage(**{k: round(v * 2) for k, v in per_run.items()}), "claude-haiku-4-5").total / 2 \
+                == pytest.approx(p["cost_per_run"][phase])
+        assert p["usage_per_run"]["session1"]["output_tokens"] == 400  # 2 requests of 200 output tokens per run
+
+
 def test_without_an_uncached_policy_the_ratio_prices_the_same_requests_uncached():
     bill = make_bill(make_run({"5m": SHAPES["5m"], "keepalive": SHAPES["keepalive"]}))
     assert bill.policy("5m").ratio == pytest.approx(31_400 / 44_400)
