@@ -300,10 +300,17 @@ def _request_problem(entry: Any) -> Optional[str]:
 BREAK_SECONDS = 60.0
 
 
-def _prefix_state(usage: Optional[Mapping[str, Any]]) -> str:
+def _prefix_state(usage: Optional[Mapping[str, Any]], before: Optional[Mapping[str, Any]] = None) -> str:
+    """What became of the prefix the line's request ``before`` the break left in the cache: ``read`` when the
+    request after it read at least that much (what it writes past it is the new turn of a conversation),
+    ``partly re-written`` when it read less and wrote the rest, ``re-written`` when it read nothing."""
     u = Usage.from_api(usage) if usage else Usage()
+    was = Usage.from_api(before) if before else Usage()
+    if u.cache_read_input_tokens and u.cache_read_input_tokens >= was.cache_read_input_tokens \
+            + was.cache_creation_input_tokens:
+        return "read"
     if u.cache_creation_input_tokens:
-        return "re-written"
+        return "partly re-written" if u.cache_read_input_tokens else "re-written"
     if u.cache_read_input_tokens:
         return "read"
     return "uncached"
@@ -373,7 +380,7 @@ def router_bill(entries: Sequence[Mapping[str, Any]], table: PriceTable = DEFAUL
             pings = state["pings"]
             sessions[str(last.get("session") or last.get("command"))]["breaks"].append({
                 "seconds": e["at"] - last["at"], "policy": e.get("policy"), "pings": len(pings),
-                "ping_cost": sum(p for _, p in pings), "prefix_after": _prefix_state(e.get("usage")),
+                "ping_cost": sum(p for _, p in pings), "prefix_after": _prefix_state(e.get("usage"), last.get("usage")),
                 "next_session": None if e.get("session") == last.get("session") else e.get("session")})
         state["last"], state["pings"] = e, []
     out_sessions = []

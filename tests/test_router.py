@@ -570,6 +570,35 @@ def test_the_bill_matches_the_usage_fields(team):
     assert json.loads(gitmem(repo, "bill", "--router", "--json").stdout)["usage"] == total.to_api()
 
 
+def test_a_conversation_that_reads_its_prefix_after_a_break_is_billed_read_though_it_writes_its_new_turn(team):
+    # Claude Code marks the newest message: every turn writes itself after the cached prefix. The bill called any
+    # request with cache_creation_input_tokens "re-written", so the keep-alive break below read "prefix re-written"
+    # although the request read all the line's earlier request had cached.
+    repo, _ = team
+    for policy, after in (("keepalive", "read"), ("5m", "re-written")):
+        running = start(repo, policy=policy)
+        try:
+            sdk, turns, seen = client(running.url), [], []
+            for question in ("How do refunds work?", "Can a refund skip the ledger?"):
+                turns.append({"role": "user", "content": [{"type": "text", "text": question,
+                                                           "cache_control": {"type": "ephemeral"}}]})
+                seen.append(sdk.messages.create(**body(messages=turns), extra_headers={"gitmem-session": policy}))
+                turns[-1]["content"][0].pop("cache_control")
+                turns.append({"role": "assistant", "content": seen[-1].content[0].text})
+                advance(running.url, 330)
+        finally:
+            running.stop()
+        assert seen[1].usage.cache_creation_input_tokens > 0  # its new turn, in both
+        if after == "read":
+            assert seen[1].usage.cache_read_input_tokens == seen[0].usage.cache_creation_input_tokens \
+                + seen[0].usage.cache_read_input_tokens
+        session = next(s for s in router_bill(read_requests(Store.open(str(repo)), "router"))["sessions"]
+                       if s["session"] == policy)
+        assert [b["prefix_after"] for b in session["breaks"]] == [after]
+        shown = gitmem(repo, "bill", "--router").stdout
+        assert f"({policy}): {int(policy == 'keepalive')} pings" in shown and f"prefix {after} after it" in shown
+
+
 # --- the online rule ----------------------------------------------------------------------------
 
 

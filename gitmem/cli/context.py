@@ -227,7 +227,8 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_tr
 
     With --router: the requests and keep-alive pings `gitmem router` recorded in
     .git/gitmem/requests.jsonl, by session, each break with its pings and whether the
-    prefix was read or re-written after it; clients counts the requests `gitmem ask` and
+    prefix the line's last request cached was read, partly re-written or re-written after
+    it; clients counts the requests `gitmem ask` and
     `gitmem messages` sent through the router. JSON: {"requests", "pings", "failed",
     "total_cost", "usage", "prices", "sessions": [{"session", "requests", "pings",
     "policies", "upstreams", "memory_commits", "clients": {COMMAND: N}, "usage", "cost",
