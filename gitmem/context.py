@@ -38,7 +38,9 @@ tail with 5 minutes (the API requires 1h markers before 5m ones; the tail change
 write costs 2x base input against 1.25x). A marker whose prefix is shorter than the model's minimum
 cacheable length would be ignored by the API; it is left out, with a warning.
 
-**Budget.** ``budget`` caps the memory blocks' tokens, their ``<team-memory>`` lines included; only the
+**Budget.** ``budget`` caps the memory blocks' tokens (as the v3 tokenizer counts them, so the choice is kept per
+memory whatever the model; the parts' sizes and the cache minimum are counted in the model's own tokenizer family),
+their ``<team-memory>`` lines included; only the
 tail's notices (of memories withdrawn since the anchor, which the cached part still shows active, and of
 pending conflicts) may go past it: a notice is never left out. When the memory exceeds it, the cached
 part keeps, within 75% of the budget, what every question needs: conventions, then rejections, then
@@ -63,7 +65,7 @@ from .errors import GitmemError
 from .model import Memory, matches, quoted, undecodable
 from .pricing import DEFAULT_TABLE, PriceTable
 from .redact import redact_fields
-from .tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens
+from .tokens import DEFAULT_FAMILY, MESSAGE_OVERHEAD_TOKENS, count_tokens
 
 if TYPE_CHECKING:
     from .records import Conflict  # only a context with conflicts pending holds one (records defines dataclasses)
@@ -698,7 +700,12 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         pieces.append(("tail", *_memory_block("recent", elements + conflicts), tuple(e.id for e in elements)))
 
     blocks, parts, total = [], [], 0
+    # The budget is weighed in the default family's counts (memoised per memory and in the index); what a part
+    # costs and whether it reaches the cache minimum is counted as the model's tokenizer counts (v4.7: ~30% more).
+    family = row.tokenizer
     for name, text, tokens, ids in pieces:
+        if family != DEFAULT_FAMILY:
+            tokens = count_tokens(text, family)
         total += tokens
         mark: Optional[str] = None
         if ttl != "none" and not (name == "tail" and relevance_tail):
@@ -710,7 +717,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         blocks.append(_block(text, mark))
         parts.append(Part(name, tokens, total, mark, ids))
     question = _question_text(query, paths)
-    q_tokens = count_tokens(question) + MESSAGE_OVERHEAD_TOKENS
+    q_tokens = count_tokens(question, family) + MESSAGE_OVERHEAD_TOKENS
     parts.append(Part("question", q_tokens, total + q_tokens))
     body = {
         "model": model,

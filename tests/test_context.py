@@ -581,3 +581,17 @@ def test_a_pending_conflict_is_a_notice_in_the_tail_with_both_versions_until_it_
     settled = build(main)
     assert "<conflict" not in json.dumps(settled.body)
     assert system_text(settled, "memory") == system_text(held, "memory")  # resolving changes only the tail
+
+
+@pytest.mark.parametrize("model", ["claude-opus-4-7", "claude-sonnet-5", "claude-haiku-5-5"])
+def test_a_model_of_the_newer_tokenizer_gets_the_part_sizes_and_cache_minimum_its_tokenizer_counts(guided, model):
+    # The builder counted every model's parts as the v3 tokenizer does: for Opus 4.7 and later the context said
+    # ~30% fewer tokens than the emulator billed, and judged the cache minimum on that count.
+    set_anchor(guided)
+    guided.add("fact", "Payouts run at 02:00 UTC")
+    ctx = build(guided, query="payouts", model=model, ttl="1h")
+    usage = open_backend("emulator", clock=VirtualClock()).send(ctx.body).usage
+    assert usage.ephemeral_1h_input_tokens == ctx.part("memory").prefix_tokens
+    assert usage.ephemeral_5m_input_tokens == ctx.part("tail").tokens
+    assert usage.cache_creation_input_tokens == ctx.cached_tokens
+    assert usage.input_tokens == ctx.part("question").tokens
