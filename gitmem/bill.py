@@ -391,10 +391,14 @@ def router_bill(entries: Sequence[Mapping[str, Any]], table: PriceTable = DEFAUL
             "sessions": out_sessions}
 
 
+def _many(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def render_router_text(bill: Mapping[str, Any]) -> str:
     """The router's bill as text: one block per session, one line per break."""
-    lines = [f"{bill.get('title', 'Router traffic')}: {bill['requests']} requests, {bill['pings']} keep-alive pings, "
-             f"{bill['failed']} failed; {_usd(bill['total_cost'])} "
+    lines = [f"{bill.get('title', 'Router traffic')}: {_many(bill['requests'], 'request')}, "
+             f"{_many(bill['pings'], 'keep-alive ping')}, {bill['failed']} failed; {_usd(bill['total_cost'])} "
              f"(prices: {bill['prices']['source']}, checked {bill['prices']['checked']})"]
     for s in bill["sessions"]:
         u = s["usage"]
@@ -403,12 +407,13 @@ def render_router_text(bill: Mapping[str, Any]) -> str:
         lines.append(f"session {s['session']}  policy {','.join(s['policies']) or '-'}  "
                      f"upstream {','.join(s['upstreams']) or '-'}  memory {','.join(c[:10] for c in s['memory_commits']) or '-'}"
                      + (f"  sent by {sent}" if sent else ""))
-        lines.append(f"  {s['requests']} requests, {s['pings']} pings, {_usd(s['cost'])}: input {u['input_tokens']}, "
+        lines.append(f"  {_many(s['requests'], 'request')}, {_many(s['pings'], 'ping')}, {_usd(s['cost'])}: "
+                     f"input {u['input_tokens']}, "
                      f"cache write {u['cache_creation_input_tokens']}, cache read {u['cache_read_input_tokens']}, "
                      f"output {u['output_tokens']}")
         for b in s["breaks"]:
             nxt = f", then session {b['next_session']}" if b["next_session"] else ""
-            lines.append(f"  break {b['seconds'] / 60:.1f} min ({b['policy']}): {b['pings']} pings "
+            lines.append(f"  break {b['seconds'] / 60:.1f} min ({b['policy']}): {_many(b['pings'], 'ping')} "
                          f"{_usd(b['ping_cost'])}, prefix {b['prefix_after']} after it{nxt}")
     return "\n".join(lines)
 

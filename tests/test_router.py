@@ -565,8 +565,8 @@ def test_the_bill_matches_the_usage_fields(team):
     assert one["breaks"] == [{"seconds": 330.0, "policy": "keepalive", "pings": 1, "ping_cost": pytest.approx(
         cost(Usage.from_api(pings[0]["usage"]), HAIKU).total), "prefix_after": "read", "next_session": "two"}]
     shown = gitmem(repo, "bill", "--router")
-    assert "3 requests, 1 keep-alive pings" in shown.stdout and "session one" in shown.stdout
-    assert "break 5.5 min (keepalive): 1 pings" in shown.stdout and "prefix read after it" in shown.stdout
+    assert "3 requests, 1 keep-alive ping," in shown.stdout and "session one" in shown.stdout
+    assert "break 5.5 min (keepalive): 1 ping" in shown.stdout and "prefix read after it" in shown.stdout
     assert json.loads(gitmem(repo, "bill", "--router", "--json").stdout)["usage"] == total.to_api()
 
 
@@ -596,7 +596,8 @@ def test_a_conversation_that_reads_its_prefix_after_a_break_is_billed_read_thoug
                        if s["session"] == policy)
         assert [b["prefix_after"] for b in session["breaks"]] == [after]
         shown = gitmem(repo, "bill", "--router").stdout
-        assert f"({policy}): {int(policy == 'keepalive')} pings" in shown and f"prefix {after} after it" in shown
+        pings = "1 ping" if policy == "keepalive" else "0 pings"
+        assert f"({policy}): {pings} " in shown and f"prefix {after} after it" in shown
 
 
 # --- the online rule ----------------------------------------------------------------------------
