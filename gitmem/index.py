@@ -44,9 +44,10 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from .model import Memory, author_of
 
-SCHEMA = 14  # 11: postings carry their memory's type, status, length, time; terms the most a memory holds;
+SCHEMA = 15  # 11: postings carry their memory's type, status, length, time; terms the most a memory holds;
 #             12: docs carry their words' counts (tfs, in the order of tids); 13: words are composed (NFC);
-#             14: active postings also ordered by impact (postings_impact)
+#             14: active postings also ordered by impact (postings_impact); 15: a final -y after a consonant
+#             is stemmed -i, so "retries" meets "retry" (terms of every blob change)
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.

@@ -60,11 +60,14 @@ _ALIASES = {
     "pw": "password", "pwd": "password", "ui": "frontend", "async": "asynchronous",
     "tz": "timezone", "ttl": "expiry", "expiration": "expiry", "mq": "queue",
 }
-_SUFFIXES = (("ies", "y"), ("ied", "y"), ("ying", "y"), ("ing", ""), ("ation", ""), ("ate", ""), ("ion", ""), ("ed", ""))
+_SUFFIXES = (("ied", "y"), ("ying", "y"), ("ing", ""), ("ation", ""), ("ate", ""), ("ion", ""), ("ed", ""))
+_VOWELS = frozenset("aeiouy")
 
 
 def stem(word: str) -> str:
-    """A deliberately small stemmer: plural, -ing/-ed/-ion and a final -e go; a number stays as it is."""
+    """A deliberately small stemmer: plural, -ing/-ed/-ion and a final -e go, a final -y after a consonant is
+    -i (as Porter's: "retry", "retries" and "retried" meet, and so do "cookie" and "cookies"); a number stays
+    as it is."""
     return word if word.isdigit() else _stem(word)  # numbers kept out of the cache: a server's would fill it
 
 
@@ -81,6 +84,8 @@ def _stem(word: str) -> str:
             break
     if word.endswith("e") and len(word) > 3:
         word = word[:-1]
+    elif word.endswith("y") and len(word) > 3 and word[-2] not in _VOWELS:
+        word = word[:-1] + "i"  # the plural's "ies" lost its "s" and its "e" above: "retries" is "retri"
     return word
 
 

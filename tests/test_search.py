@@ -78,6 +78,16 @@ def test_words_meet_across_plural_tense_and_abbreviation():
     assert tokenize("db config") == tokenize("database configuration")
 
 
+def test_a_plural_in_ies_meets_its_singular_in_y():
+    # the plural's "s" went first, so the ("ies", "y") rule never fired: "retries" was "retri", "retry" "retry"
+    assert stem("retries") == stem("retry") == stem("retried") == stem("retrying")
+    assert stem("queries") == stem("query") and stem("policies") == stem("policy")
+    assert stem("cookies") == stem("cookie") and stem("keys") == stem("key")
+    retry = mem("Retry failed jobs with exponential backoff, at most 5 attempts", n=1)
+    other = mem("Webhooks arrive at /webhooks/adyen and are signed", n=2)
+    assert {h.memory.id for h in rank([retry, other], "job retries")} == {retry.id}
+
+
 def test_title_words_weigh_more_than_text_words():
     a = mem("we talked about many things including redis", n=1)
     b = mem("unrelated body", n=2, title="Redis")
