@@ -69,7 +69,8 @@ UNKNOWN_WEIGHT = 1.0
 # different option on the same topic, not a repeat.
 _REMOVE = frozenset("drop drops dropping remove removes removing delete deleting stop stopping abandon "
                     "deprecate deprecating disable disabling avoid avoiding ban forbid eliminate eliminating "
-                    "sunset retire retiring rip kill ditch ditching off away against".split())
+                    "sunset retire retiring rip kill ditch ditching skip skipping omit omitting bypass bypassing "
+                    "off away against".split())
 _NEGATION = frozenset("not no never without dont don't doesnt doesn't shouldnt shouldn't wont won't "
                       "cannot can't nor".split())
 _STANCE_WORDS = _REMOVE | _NEGATION | frozenset(
@@ -137,6 +138,26 @@ def stance(text: str) -> int:
         if w in _NEGATION:
             sign = -sign
     return sign
+
+
+#: Negations that turn the verb after them around ("do not publish", "we should never retry"); "no" and
+#: "without" more often name a thing's absence ("no new services"), which says nothing about the verb.
+_NOT = frozenset("not never dont don't doesnt doesn't shouldnt shouldn't wont won't cannot can't".split())
+
+
+def declined(text: str) -> bool:
+    """Whether the main clause of ``text`` negates its leading verb ("Do not publish ledger events",
+    "we should never retry"): the stance of a verb :func:`stance` does not know, which it reads as 0 with or
+    without the negation. Against a rejected "Publish ledger events through Kafka" a proposal "do not publish
+    ledger events through Kafka" agrees with the rejection, it does not repeat it."""
+    main = _CLAUSE_END.split(text.lower(), maxsplit=1)[0]
+    turned = False
+    for w in re.findall(r"[a-z']+", main):
+        if w in _NOT:
+            turned = not turned
+        elif w not in _NEGATION and w not in _LEAD:
+            break
+    return turned
 
 
 def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
@@ -213,8 +234,11 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
             repeat = False  # narrows the option by a condition it does not have: only for X, when Y, optional
         if answered_by_reason(m, mine, theirs, weight):
             repeat = False  # proposes what the reason says was done instead: buffer in RAM against a rejected write-each
-        if side * (stance(m.text) or stance(m.title or "")) < 0:
+        theirs_side = stance(m.text) or stance(m.title or "")
+        if side * theirs_side < 0:
             repeat = False  # both take a stance (the text's, else the title's), opposite ones: keep X against a rejected drop X
+        elif not side and not theirs_side and declined(proposal) != declined(m.text):
+            repeat = False  # neither verb is a stance word and one is negated: "do not publish X" against "Publish X"
         if part and repeat:  # one sentence of a longer proposal: stronger evidence
             repeat = z >= PART_Z and cosine >= nearest_decision + PART_MARGIN if option is not None \
                 else (h.match >= PART_MATCH and novelty <= PART_NOVELTY) or covered(m, mine, weight) >= PART_COVER

@@ -121,6 +121,36 @@ def test_a_rejection_whose_text_takes_no_stance_takes_its_title_s():
     assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(1)
 
 
+@pytest.mark.parametrize("text", ["Publish ledger events through Kafka", "Hard-delete closed accounts after 90 days"])
+def test_a_negated_verb_the_stance_words_do_not_know_is_against_the_rejection_not_a_repeat(text):
+    # "publish" and "hard-delete" take no stance, and a negation of no stance stayed none: a proposal agreeing
+    # with the rejection was called a repeat of it (exit 1), by words and by meaning alike
+    pool = [mem(text, "rejection", 1, reason="one consumer today; the outbox table is enough")] + \
+        [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+    paraphrase = _cosines(pool, 0.80, m1=0.95)
+    assert judge(pool, text.lower(), now=NOW).repeat
+    assert judge(pool, text.lower(), similarity=paraphrase, now=NOW).repeat
+    for proposal in (f"do not {text.lower()}", f"we should never {text.lower()}", f"Don't {text.lower()}"):
+        for similarity in (None, paraphrase):
+            verdict = judge(pool, proposal, similarity=similarity, now=NOW)
+            assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(1)
+
+
+def test_a_rejected_negation_is_repeated_by_a_negation_and_answered_by_the_verb():
+    pool = [mem("Do not version the API in the URL", "rejection", 1, reason="partners pin a version by header"),
+            mem("Unrelated note", "note", 2)]
+    assert judge(pool, "don't version the API in the URL", now=NOW).repeat
+    assert not judge(pool, "version the API in the URL", now=NOW).repeat
+
+
+def test_a_negated_verb_repeats_a_rejected_skip_of_it():
+    # "skip" removes: "don't sign debug builds" proposes the rejected skip, it does not answer it
+    pool = [mem("Skip image signing in debug builds", "rejection", 1, reason="debug images reached field units"),
+            mem("Unrelated note", "note", 2)]
+    assert judge(pool, "don't sign images in debug builds, skip it", now=NOW).repeat
+    assert not judge(pool, "never skip image signing in debug builds", now=NOW).repeat
+
+
 PLAN = "First I'll add the endpoint and tests. For the cache I'll use Redis with a 5-minute TTL. Then update the docs."
 
 
