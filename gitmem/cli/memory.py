@@ -182,11 +182,13 @@ def fact_add(store: Store, text: str, title, because, tags, paths, who, source, 
     _add(store, "fact", text, title, because, tags, paths, who, source, as_json)
 
 
-def filter_options(f):
+def filter_options(f=None, *, path_help: str = "Only memories about this path (or a directory around it)."):
+    if f is None:
+        return lambda g: filter_options(g, path_help=path_help)
     for option in reversed([
         click.option("--type", "type_", type=click.Choice(TYPES), help="Only this type."),
         click.option("--tag", help="Only memories with this tag."),
-        click.option("--path", type=REPO_PATH, help="Only memories about this path (or a directory around it)."),
+        click.option("--path", type=REPO_PATH, help=path_help),
         click.option("--kind", "author_kind", type=click.Choice(AUTHOR_KINDS), help="Only agent or human writes."),
         click.option("--source", help="Only from this tool (cli, hook, mcp:cursor, ...)."),
         click.option("--status", type=click.Choice(STATUSES + ("any",)), default="active", show_default=True),
@@ -294,7 +296,8 @@ def show(store: Store, memory_id: str, as_json: bool) -> None:
 @main.command()
 @click.argument("query")
 @limit_option(10)
-@filter_options
+@filter_options(path_help="Rank memories about this path (or a directory around it) higher: a file in play, "
+                "not a filter (use `gitmem list --path` for only those).")
 @json_option
 @pass_store
 def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, source, status, as_json) -> None:
