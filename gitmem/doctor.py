@@ -140,14 +140,10 @@ def _memory_problems(store: Store, tip: str, sound: Optional[str], in_conflict: 
 def _named_by_conflict(store: Store, blob: Any) -> Tuple[str, ...]:
     """The memory a conflict file (as it was before it changed) is about, and the successors its two sides
     named: the memories a resolve may have left a rival among."""
-    from .records import Conflict
-    from .trust import load_conflict_data
+    from .trust import read_conflict
 
-    try:
-        c = Conflict.from_dict(load_conflict_data(store.repo[blob].peel(pygit2.Blob).data))
-    except (GitmemError, KeyError, ValueError, pygit2.GitError):
-        return ()
-    return c.claimed()
+    c = read_conflict(store.repo, blob)
+    return () if c is None else c.claimed()
 
 
 def _rival_problems(pairs: Sequence[Tuple[Memory, Memory]], in_conflict: Set[str]) -> List[Problem]:

@@ -16,7 +16,7 @@ from .errors import Changed, GitmemError, InvalidMemory, NotFound, PendingConfli
 from .model import Author, Memory
 from .records import (CONFLICT_FIELDS, CONFLICTS_DIR, Conflict, conflict_path, dump_conflict, from_future,
                       merge_records, rivals)
-from .trust import history_problem, load_conflict_data, secret_blobs
+from .trust import history_problem, load_conflict_data, read_conflict, secret_blobs
 
 if TYPE_CHECKING:
     from .store import Snapshot, Store, Write
@@ -368,9 +368,8 @@ def _refuse_over_pending(store: Store, c: Conflict, pending: str) -> None:
     """A merge whose new conflict ``c`` would take the place of the unresolved one a side holds (blob ``pending``)
     is refused, unless ``c`` shows both of its versions: a conflict file holds two, so a third version's clash
     would drop one from everything a person is shown (nothing merged is silently dropped)."""
-    try:
-        held = Conflict.from_dict(load_conflict_data(store.repo[pending].peel(pygit2.Blob).data))
-    except (GitmemError, KeyError, ValueError, pygit2.GitError):
+    held = read_conflict(store.repo, pending)
+    if held is None:
         return  # no conflict gitmem can read (doctor names it): nothing of it is shown to lose
     shown = {model.version(c.ours), model.version(c.theirs)}
     if not {model.version(held.ours), model.version(held.theirs)} <= shown:

@@ -59,16 +59,15 @@ def _refuse_edit_over_conflict(snap: "Snapshot", old: Memory, new: Memory) -> No
     """An edit that changes a field a merge left in conflict is refused: `gitmem resolve` writes the side it
     takes over that field, so the edit would be undone by the next resolve, and the conflict, which shows only
     the two merged versions, would never show it. Fields that did not clash stay editable."""
-    from .records import Conflict, conflict_path
+    from .records import conflict_path
 
     entry = snap.lookup(conflict_path(old.id))
     if entry is None or entry[1] != "blob":
         return
-    from .trust import load_conflict_data
+    from .trust import read_conflict
 
-    try:
-        c = Conflict.from_dict(load_conflict_data(snap.store.repo[entry[2]].peel(pygit2.Blob).data))
-    except (GitmemError, KeyError, ValueError, pygit2.GitError):
+    c = read_conflict(snap.store.repo, entry[2])
+    if c is None:
         return  # no conflict gitmem can read (doctor names it): nothing a resolve would write over the edit
     before, after = old.to_dict(), new.to_dict()
     clashing = [f for f in c.fields if before.get(f) != after.get(f)]

@@ -31,8 +31,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
 import pygit2
 
 from . import model
-from .errors import BranchError, InvalidMemory, Untrusted
-from .records import CONFLICTS_DIR, check_conflict
+from .errors import BranchError, GitmemError, InvalidMemory, Untrusted
+from .records import CONFLICTS_DIR, Conflict, check_conflict
 from .repo import below_parents, check_branch_name, common_dir, entries_by_name, objects_read_once
 
 #: A conflict file holds three versions of one memory plus a little framing.
@@ -110,6 +110,15 @@ def load_conflict_data(data: bytes) -> Dict[str, Any]:
     except InvalidMemory as e:
         raise Untrusted(f"not a valid conflict file ({e})") from None
     return parsed
+
+
+def read_conflict(repo: pygit2.Repository, blob: Any) -> Optional[Conflict]:
+    """The conflict stored in ``blob``, or None where gitmem cannot read one there (doctor names such a file):
+    for a caller that only needs the conflict when there is one."""
+    try:
+        return Conflict.from_dict(load_conflict_data(repo[blob].peel(pygit2.Blob).data))
+    except (GitmemError, KeyError, ValueError, pygit2.GitError):
+        return None
 
 
 def memory_blob_problem(data: bytes) -> Optional[str]:
