@@ -118,13 +118,17 @@ _LEAD = frozenset("we i you should shall must just also then first simply always
 _PARTICLE_OFF = frozenset("away off".split())
 
 
+def _clause_words(text: str) -> List[str]:
+    """The words of ``text``'s main clause, lower-cased: where its leading verb and its negations are."""
+    return re.findall(r"[a-z']+", _CLAUSE_END.split(text.lower(), maxsplit=1)[0])
+
+
 def stance(text: str) -> int:
     """What the main clause of ``text`` proposes: +1 to do or keep something, -1 to remove or
     avoid it (each negation in the clause turns it around), 0 when it says neither explicitly.
     The clause's leading verb says which: a stance word further on names the thing, not what to
     do with it ("Grant the delete volume permission", "turn instances off at night")."""
-    main = _CLAUSE_END.split(text.lower(), maxsplit=1)[0]
-    words = re.findall(r"[a-z']+", main)
+    words = _clause_words(text)
     sign = 0
     for i, w in enumerate(words):
         if w in _REMOVE:
@@ -150,9 +154,8 @@ def declined(text: str) -> bool:
     "we should never retry"): the stance of a verb :func:`stance` does not know, which it reads as 0 with or
     without the negation. Against a rejected "Publish ledger events through Kafka" a proposal "do not publish
     ledger events through Kafka" agrees with the rejection, it does not repeat it."""
-    main = _CLAUSE_END.split(text.lower(), maxsplit=1)[0]
     turned = False
-    for w in re.findall(r"[a-z']+", main):
+    for w in _clause_words(text):
         if w in _NOT:
             turned = not turned
         elif w not in _NEGATION and w not in _LEAD:
@@ -205,6 +208,7 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
     mine = content_terms(proposal)
     mine_mass = sum(weight(t) for t in mine) or 1.0
     side = stance(proposal)
+    negated = declined(proposal)
     proposed_names = names(proposal)
     out: List[Hit] = []
     for h in hits:
@@ -237,7 +241,7 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
         theirs_side = stance(m.text) or stance(m.title or "")
         if side * theirs_side < 0:
             repeat = False  # both take a stance (the text's, else the title's), opposite ones: keep X against a rejected drop X
-        elif not side and not theirs_side and declined(proposal) != declined(m.text):
+        elif not side and not theirs_side and negated != declined(m.text):
             repeat = False  # neither verb is a stance word and one is negated: "do not publish X" against "Publish X"
         if part and repeat:  # one sentence of a longer proposal: stronger evidence
             repeat = z >= PART_Z and cosine >= nearest_decision + PART_MARGIN if option is not None \
