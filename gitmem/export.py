@@ -193,24 +193,46 @@ def splice(existing: Optional[str], section: str, fmt: str) -> str:
     return existing + (nl if existing.endswith("\n") else nl + nl) + section
 
 
-_BEGIN_RE = re.compile(r"^" + re.escape(BEGIN) + r"[ \t]*\r?$", re.MULTILINE)
-_END_RE = re.compile(r"^" + re.escape(END) + r"[ \t]*(?:\r?\n|$)", re.MULTILINE)
+# A marker or a fenced code block's fence, each a whole line: a fence is up to three spaces, then three or more
+# backticks (with no backtick after them) or tildes (CommonMark 0.31, 4.5).
+_LINE_RE = re.compile(r"^(?:(?P<begin>" + re.escape(BEGIN) + r")[ \t]*\r?$|(?P<end>" + re.escape(END) +
+                      r")[ \t]*(?:\r?\n|$)| {0,3}(?P<fence>`{3,}(?=[^`\n]*$)|~{3,})(?P<info>.*)$)", re.MULTILINE)
 
 
 def find_section(text: str) -> Optional[Tuple[int, int]]:
     """``[start, end)`` of the generated section in ``text`` (end after its END line), or None.
 
-    Markers count only as whole lines: a marker quoted inside a line of prose, or inside memory
-    text (which :func:`quote` escapes anyway), is not one. A second section is refused, as a
-    section without its end is: refreshing only one would leave the other's memory stale for ever."""
-    begin = _BEGIN_RE.search(text)
+    Markers count only as whole lines outside fenced code blocks: a marker quoted inside a line of prose, in
+    memory text (which :func:`quote` escapes anyway) or in a fence (a guide showing what the section looks
+    like) is the user's text. A second section is refused, as a section without its end is: refreshing only
+    one would leave the other's memory stale for ever. So is a fence never closed that a marker follows, or
+    the end of a file without a section (one appended would be inside it): whether what follows it is code or
+    the section cannot be told."""
+    begin = end = opened = None  # opened: the line of a fence not closed (yet)
+    fenced: List[re.Match[str]] = []  # the markers in it
+    for m in _LINE_RE.finditer(text):
+        run = m["fence"]
+        if opened is None and run:
+            opened, fenced = m, []
+        elif opened is not None:
+            if not run:
+                fenced.append(m)
+            elif run[0] == opened["fence"][0] and len(run) >= len(opened["fence"]) and not m["info"].strip():
+                opened = None
+        elif m["begin"] and begin is None:
+            begin = m
+        elif m["begin"] and end is not None:
+            raise GitmemError(f"found two gitmem sections ({BEGIN[:18]}...): delete one by hand first")
+        elif m["end"] and begin is not None and end is None:
+            end = m
+    if opened is not None and (fenced or begin is None):
+        raise GitmemError(f"the code fence {opened['fence']} on line {text.count(chr(10), 0, opened.start()) + 1} is "
+                          "never closed: gitmem cannot tell its section from the code after it; close the fence by "
+                          "hand first")
     if begin is None:
         return None
-    end = _END_RE.search(text, begin.end())
     if end is None:
         raise GitmemError(f"found {BEGIN[:18]}... without {END}: fix the file by hand first")
-    if _BEGIN_RE.search(text, end.end()):
-        raise GitmemError(f"found two gitmem sections ({BEGIN[:18]}...): delete one by hand first")
     return begin.start(), end.end()
 
 

@@ -140,6 +140,60 @@ def test_a_second_section_is_refused_not_left_stale_beside_the_refreshed_one(rep
     assert (repo / "AGENTS.md").read_text() == text
 
 
+# A guide that shows what gitmem's markers look like, in fences the export must read as the user's text:
+# ``` and ~~~, a longer fence holding a shorter one, an example with only the begin marker.
+FENCED = ("# Guide\n\nThe export looks like this:\n\n```markdown\n" + BEGIN + "\n(your memory)\n" + END + "\n```\n\n"
+          "~~~\n" + BEGIN + "\n~~~\n\n````md\n```\n" + BEGIN + "\n" + END + "\n```\n````\n\n  ~~~~\n" + END + "\n  ~~~~~\n\n"
+          "Keep this line.\n")
+
+
+@pytest.mark.parametrize("mine", ["# Guide\n\n```\n" + BEGIN + "\n(your memory)\n" + END + "\n```\n", FENCED])
+def test_markers_in_a_code_fence_are_the_user_s_text_and_the_section_is_added_after_them(repo, remembered, mine):
+    """A README-like guide quoting the markers in a fence had its example replaced by the memory (or was
+    refused, as two sections or a section without its end)."""
+    from gitmem.export import strip_section
+
+    (repo / "AGENTS.md").write_text(mine)
+    assert export(remembered, "agents-md", write=True).changed
+    text = (repo / "AGENTS.md").read_text()
+    assert text.startswith(mine + "\n" + BEGIN + "\n") and "Money is integer cents" in text
+    assert text.count(BEGIN) == mine.count(BEGIN) + 1 and "(your memory)" in text
+    assert not export(remembered, "agents-md", write=True).changed
+    assert strip_section(text) == mine  # the guide the context reads keeps the example
+
+
+def test_the_section_outside_the_fences_is_the_one_replaced(repo, remembered):
+    mine = "# Agents\n\n" + BEGIN + "\n- Deploys happen on Fridays\n" + END + "\n\n" + FENCED
+    (repo / "CLAUDE.md").write_text(mine)
+    export(remembered, "claude-md", write=True)
+    text = (repo / "CLAUDE.md").read_text()
+    assert text.startswith("# Agents\n\n" + BEGIN + "\n") and text.endswith("\n\n" + FENCED)
+    assert "Fridays" not in text and "Money is integer cents" in text
+
+
+@pytest.mark.parametrize("mine", [
+    "# Agents\n\n```\n" + BEGIN + "\nmy example\n" + END + "\n",  # the fence's end was forgotten
+    "# Agents\n\n~~~\nsome code\n",  # a section added after it would be inside it
+    "# Agents\n\n" + BEGIN + "\nold\n" + END + "\n\n```\n" + BEGIN + "\n",
+], ids=["a-marker-after-it", "no-section", "a-marker-after-it-and-a-section-before"])
+def test_a_fence_left_open_before_a_marker_or_the_end_is_refused_in_one_line(repo, remembered, mine):
+    """Whether what follows a fence never closed is code or gitmem's section cannot be told: refused rather
+    than guessed, the file left as it was."""
+    (repo / "AGENTS.md").write_text(mine)
+    refused = gitmem(repo, "export", "--format", "agents-md", "--write", check=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "never closed" in refused.stderr
+    assert (repo / "AGENTS.md").read_text() == mine
+
+
+def test_a_section_before_a_fence_left_open_is_replaced(repo, remembered):
+    after = "\n```\nsome code, and no marker after it\n"
+    (repo / "AGENTS.md").write_text(BEGIN + "\nold\n" + END + "\n" + after)
+    export(remembered, "agents-md", write=True)
+    text = (repo / "AGENTS.md").read_text()
+    assert "Money is integer cents" in text and "old" not in text and text.endswith(END + "\n" + after)
+
+
 def test_on_commit_refresh_rewrites_only_the_chosen_formats(repo, remembered):
     enable_on_commit(remembered, "claude-md")
     assert [e.format for e in refresh(remembered)] == ["claude-md"]
