@@ -12,7 +12,8 @@
 
 Writing merges the ``gitmem`` entry into an existing file and keeps every
 other server and key, and the file's own layout (:mod:`gitmem.jsontext`: only the lines of gitmem's entries
-change); running it twice changes nothing. A file with comments (JSONC) is refused: they would be lost.
+change, and a byte order mark it starts with stays); running it twice changes nothing. A file with comments
+(JSONC) is refused: they would be lost.
 
 For Claude Code, setup also merges gitmem's hooks (``gitmem hook claude-code
 EVENT``, see :mod:`gitmem.claude_code`) into ``.claude/settings.json``, keeping
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Un
 
 from .errors import GitmemError
 from .files import inside, replace_file, writable
-from .jsontext import edit as edit_json, has_comments
+from .jsontext import BOM, edit as edit_json, has_comments
 
 if TYPE_CHECKING:
     from .store import Store
@@ -141,10 +142,11 @@ def server_entry(tool: str, repo_root: Optional[str] = None, command: Optional[C
 
 
 def _json_object(existing: Optional[str], path: str, key: str) -> Dict[str, Any]:
+    text = (existing or "").removeprefix(BOM)  # an editor's mark, not JSON: the edit keeps it
     try:
-        data = json.loads(existing) if existing and existing.strip() else {}
+        data = json.loads(text) if text.strip() else {}
     except ValueError as e:
-        if has_comments(existing or ""):
+        if has_comments(text):
             raise GitmemError(f"{path} has comments (JSONC), which setup would drop: add gitmem's entry by hand "
                               "(`gitmem setup` without --write prints it), or take the comments out") from None
         raise GitmemError(f"{path} is not valid JSON ({e}); fix it or move it aside first") from None
@@ -376,7 +378,7 @@ def plan(store: Store, tool: str, *, home: Optional[str] = None, command: Option
     record = _record_path(store)
     content = merged_config(existing, entry, path, _written(record, path), named=command is not None)
     # the record holds the entry the file has now (it may be one kept as it was), so undo knows it as setup's
-    entry = json.loads(content)["mcpServers"][SERVER_NAME]
+    entry = _json_object(content, path, "mcpServers")["mcpServers"][SERVER_NAME]
     if tool != "windsurf" and not (isinstance(entry, dict) and os.path.isabs(str(entry.get("command", "")))):
         notes = "project file: commit it, so every clone's sessions start gitmem"
     commands = []

@@ -5,7 +5,8 @@ Agent tools' settings are kept by hand (``"allow": ["Bash(ls:*)", "Read"]`` on o
 writes a new value into the old text instead: a member or element whose value did not change keeps its
 text byte for byte, one that changed is edited the same way inside its own brackets, and only what is new
 is written by ``json``, in the file's indent (two spaces, four, a tab), characters as they are (not ``\\u``
-escapes) and line ends. Key order is the file's; new keys go last.
+escapes) and line ends. Key order is the file's; new keys go last. A byte order mark the file starts with (editors
+on Windows write one; ``json`` refuses it) stays where it is.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import difflib
 import json
 from typing import Any, List, NamedTuple, Optional, Tuple, Union
 
-__all__ = ["edit", "has_comments"]
+__all__ = ["BOM", "edit", "has_comments"]
 
+#: The UTF-8 byte order mark as text: a file read as UTF-8 that starts with it is JSON after it.
+BOM = "\ufeff"
 _WHITESPACE = " \t\r\n"
 _DECODER = json.JSONDecoder()
 
@@ -183,7 +186,10 @@ def edit(existing: Optional[str], data: Any) -> str:
     """``data`` as JSON text, written into ``existing`` (the file it came from) with as little change as there
     is: the same as ``existing`` when ``data`` is what it holds. A new or empty file gets two-space indent and a
     final newline; a one-line file, which json cannot add a nested entry to readably, is laid out anew in
-    its indent (its final newline or lack of one kept). ``existing`` must be valid JSON."""
+    its indent (its final newline or lack of one kept). ``existing`` must be valid JSON after its :data:`BOM`, if
+    it has one, which the result keeps."""
+    if existing and existing.startswith(BOM):
+        return BOM + edit(existing[len(BOM):], data)
     if not existing or not existing.strip():
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     newline = "\r\n" if "\r\n" in existing else "\n"

@@ -392,6 +392,33 @@ def test_setup_changes_a_hand_laid_out_file_only_where_gitmem_s_entries_go_in_an
     assert servers.read_text() == tabbed.replace('"--port", "1"', '"--port", "2"')
 
 
+def test_files_an_editor_wrote_with_a_byte_order_mark_are_merged_and_keep_it(repo):
+    """Editors on Windows start a UTF-8 file with a byte order mark, which json refuses: setup refused such a
+    .mcp.json as invalid. It reads past the mark, keeps the other servers and hooks, writes the mark back as
+    the file had it, and undo gives the bytes back."""
+    servers = repo / ".mcp.json"
+    mine = b'\xef\xbb\xbf{\r\n  "mcpServers": {\r\n    "docs": {"command": "docs-mcp"}\r\n  }\r\n}\r\n'
+    servers.write_bytes(mine)
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    hooks = b'\xef\xbb\xbf{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]}}'
+    settings.write_bytes(hooks)
+    gitmem(repo, "setup", "claude-code", "--write")
+    for path in (servers, settings):
+        written = path.read_bytes()
+        assert written.startswith(b"\xef\xbb\xbf{") and written.count(b"\xef\xbb\xbf") == 1
+    assert set(json.loads(servers.read_bytes().decode("utf-8-sig"))["mcpServers"]) == {"docs", "gitmem"}
+    assert b"\n" not in servers.read_bytes().replace(b"\r\n", b"")
+    assert set(json.loads(settings.read_bytes().decode("utf-8-sig"))["hooks"]) >= {"Stop", "SessionStart"}
+    assert json.loads(gitmem(repo, "setup", "claude-code", "--write", "--json").stdout)["written"] is False
+    gitmem(repo, "setup", "claude-code", "--undo")
+    assert servers.read_bytes() == mine and settings.read_bytes() == hooks
+    gitmem(repo, "setup", "claude-code", "--write")  # then the person edits it: undo takes out gitmem's lines only
+    servers.write_bytes(servers.read_bytes().replace(b'"docs-mcp"', b'"docs-mcp2"'))
+    gitmem(repo, "setup", "claude-code", "--undo")
+    assert servers.read_bytes() == mine.replace(b'"docs-mcp"', b'"docs-mcp2"')
+
+
 @pytest.mark.parametrize("tool,path", [("cursor", ".cursor/mcp.json"), ("claude-code", ".claude/settings.json")])
 def test_a_settings_file_with_comments_is_refused_in_one_line_not_stripped(repo, tool, path):
     target = repo / path
