@@ -194,8 +194,9 @@ def splice(existing: Optional[str], section: str, fmt: str) -> str:
 
 
 # A marker or a fenced code block's fence, each a whole line: a fence is up to three spaces, then three or more
-# backticks (with no backtick after them) or tildes (CommonMark 0.31, 4.5).
-_LINE_RE = re.compile(r"^(?:(?P<begin>" + re.escape(BEGIN) + r")[ \t]*\r?$|(?P<end>" + re.escape(END) +
+# backticks (with no backtick after them) or tildes (CommonMark 0.31, 4.5). The first line may start with the
+# byte order mark an editor on Windows writes.
+_LINE_RE = re.compile(r"^(?:\A\ufeff)?(?:(?P<begin>" + re.escape(BEGIN) + r")[ \t]*\r?$|(?P<end>" + re.escape(END) +
                       r")[ \t]*(?:\r?\n|$)| {0,3}(?P<fence>`{3,}(?=[^`\n]*$)|~{3,})(?P<info>.*)$)", re.MULTILINE)
 
 
@@ -233,7 +234,7 @@ def find_section(text: str) -> Optional[Tuple[int, int]]:
         return None
     if end is None:
         raise GitmemError(f"found {BEGIN[:18]}... without {END}: fix the file by hand first")
-    return begin.start(), end.end()
+    return begin.start("begin"), end.end()
 
 
 def strip_section(text: str) -> str:

@@ -83,6 +83,19 @@ def test_a_file_without_markers_gets_the_section_appended(repo, remembered):
     assert text.startswith("# Agents\n\nBe nice.\n\n" + BEGIN)
 
 
+def test_a_file_an_editor_saved_with_a_byte_order_mark_keeps_it_and_its_one_section(repo, remembered):
+    """An editor on Windows that saves AGENTS.md starts it with a byte order mark: the section on its first line
+    was no longer found, so a second one was appended and the first left stale for ever."""
+    export(remembered, "agents-md", write=True)
+    marked = b"\xef\xbb\xbf" + (repo / "AGENTS.md").read_bytes()
+    (repo / "AGENTS.md").write_bytes(marked)
+    assert not export(remembered, "agents-md", write=True).changed and (repo / "AGENTS.md").read_bytes() == marked
+    remembered.add("fact", "Stripe webhooks are verified with STRIPE_WEBHOOK_SECRET")
+    export(remembered, "agents-md", write=True)
+    text = (repo / "AGENTS.md").read_bytes().decode("utf-8")
+    assert text.startswith("\ufeff" + BEGIN) and text.count(BEGIN) == 1 and "STRIPE_WEBHOOK_SECRET" in text
+
+
 def test_a_crlf_file_keeps_crlf_and_a_crlf_checkout_of_the_section_is_not_rewritten(repo, remembered):
     """A file checked out with CRLF (core.autocrlf on Windows) got an LF section, so it mixed line ends, and
     the export of a checkout holding the section with CRLF rewrote it with nothing new in memory."""
