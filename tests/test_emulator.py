@@ -711,6 +711,32 @@ def test_the_sdk_reads_a_stream_from_the_in_process_transport(clock):
             "".join(stream.text_stream)
 
 
+# ST: a message_delta's usage has the fields of the SDK's MessageDeltaUsage (the cumulative counts); the nested
+# cache_creation split and service_tier are the message's, sent once in message_start.
+def test_a_streamed_message_delta_has_the_usage_fields_of_message_delta_usage_and_no_others(clock):
+    import anthropic
+    import httpx2
+    from anthropic.types import MessageDeltaUsage
+
+    from gitmem.emulator.app import DELTA_USAGE_FIELDS
+
+    assert set(DELTA_USAGE_FIELDS) == set(MessageDeltaUsage.model_fields)  # an SDK upgrade that adds one fails here
+    emu = Emulator(clock=clock)
+    client = anthropic.Anthropic(api_key="k", base_url="http://emulator.invalid",
+                                 http_client=httpx2.Client(transport=emu.transport()))
+    with client.messages.stream(**body()) as stream:
+        (delta,) = [event for event in stream if event.type == "message_delta"]
+        final = stream.get_final_message()
+    assert delta.usage.model_extra == {}  # nothing a client strict about MessageDeltaUsage would refuse
+    assert delta.usage.model_fields_set <= set(MessageDeltaUsage.model_fields)
+    assert (delta.usage.input_tokens, delta.usage.cache_creation_input_tokens, delta.usage.cache_read_input_tokens,
+            delta.usage.output_tokens) == (final.usage.input_tokens, final.usage.cache_creation_input_tokens,
+                                           final.usage.cache_read_input_tokens, final.usage.output_tokens)
+    # the TTL split still reaches the final message, from message_start
+    assert final.usage.cache_creation.ephemeral_5m_input_tokens == tokens_through(body(), 0)
+    assert final.usage.service_tier == "standard"
+
+
 def test_max_tokens_truncates_the_reply(emu):
     reply = send(emu, body(max_tokens=1)).json()
     assert reply["stop_reason"] == "max_tokens"

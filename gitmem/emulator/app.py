@@ -417,6 +417,11 @@ def _error_payload(error: ApiError, request_id: str) -> dict:
 
 
 _DELTA_WORDS = 4  # words per text_delta: small deltas, like a model's stream
+#: The ``usage`` fields a ``message_delta`` may carry: those of the SDK's ``MessageDeltaUsage`` (anthropic 2.17.0,
+#: ``anthropic/types/message_delta_usage.py``), the cumulative counts. The message's nested ``cache_creation``
+#: split and its ``service_tier`` are not among them: they come once, in ``message_start``.
+DELTA_USAGE_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens",
+                      "output_tokens_details", "server_tool_use")
 
 
 def sse_events(message: Mapping[str, Any]) -> List[Tuple[str, Any]]:
@@ -424,8 +429,8 @@ def sse_events(message: Mapping[str, Any]) -> List[Tuple[str, Any]]:
 
     The order the streaming docs give: ``message_start`` (usage with ``output_tokens`` 0 so far),
     per content block ``content_block_start``, ``content_block_delta``..., ``content_block_stop``,
-    then ``message_delta`` (stop reason and final usage) and ``message_stop``; ``ping`` events may
-    come anywhere.
+    then ``message_delta`` (stop reason and the final counts, :data:`DELTA_USAGE_FIELDS`) and
+    ``message_stop``; ``ping`` events may come anywhere.
     """
     usage = dict(message["usage"])
     start = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
@@ -449,7 +454,7 @@ def sse_events(message: Mapping[str, Any]) -> List[Tuple[str, Any]]:
     events += [
         ("message_delta", {"type": "message_delta",
                            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]},
-                           "usage": usage}),
+                           "usage": {k: v for k, v in usage.items() if k in DELTA_USAGE_FIELDS}}),
         ("message_stop", {"type": "message_stop"}),
     ]
     return events
