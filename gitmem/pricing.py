@@ -32,11 +32,15 @@ row's ``source`` names the page it came from):
   predecessor's (Haiku 5.5 takes Haiku 4.5's 4096, the conservative side).
 - model ids, context windows, output limits and tokenizer generation: the models overview and
   each model's page (Claude 4.7 and later use the newer tokenizer, ``tokenizer: "v4.7"``).
+- release dates (``released``): each model's page, https://platform.claude.com/docs/en/models/<model>/overview
+  ("Released February 5, 2026"). No stored copy of the pages of Opus 4.7, Opus 5.5, Sonnet 5.5, Fable 5.1,
+  Mythos 5.1 or Mythos 5 was found, so those rows leave it empty (unknown).
 """
 
 from __future__ import annotations
 
 import math
+from datetime import date
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 
 from .errors import PriceTableError, UnknownModel
@@ -83,6 +87,7 @@ class ModelPrice(NamedTuple):
     long_prompt_threshold: int = 0
     long_prompt: Tuple[float, ...] = ()
     note: str = ""
+    released: str = ""  # YYYY-MM-DD from the model's page; empty: unknown
 
     @property
     def retired(self) -> bool:
@@ -118,16 +123,19 @@ _SHIPPED = (
     _row("claude-mythos-5-1", "Claude Mythos 5.1", (10.0, 12.5, 20.0, 0.25, 50.0), 512, context=_M, max_out=_K,
          tokenizer="v4.7", note="limited availability"),
     _row("claude-fable-5", "Claude Fable 5", (10.0, 12.5, 20.0, 1.0, 50.0), 512, context=_M, max_out=_K,
-         tokenizer="v4.7"),
+         tokenizer="v4.7", released="2026-06-09"),
     _row("claude-mythos-5", "Claude Mythos 5", (10.0, 12.5, 20.0, 1.0, 50.0), 512, context=_M, max_out=_K,
          tokenizer="v4.7", note="limited availability"),
     _row("claude-opus-5-5", "Claude Opus 5.5", (4.0, 5.0, 8.0, 0.2, 20.0), 512, context=_M, max_out=_K,
          tokenizer="v4.7", assumed=True),
-    _row("claude-opus-5", "Claude Opus 5", _OPUS, 512, context=_M, max_out=_K, tokenizer="v4.7", note="legacy"),
-    _row("claude-opus-4-8", "Claude Opus 4.8", _OPUS, 1024, context=_M, max_out=_K, tokenizer="v4.7", note="legacy"),
+    _row("claude-opus-5", "Claude Opus 5", _OPUS, 512, context=_M, max_out=_K, tokenizer="v4.7", note="legacy",
+         released="2026-07-24"),
+    _row("claude-opus-4-8", "Claude Opus 4.8", _OPUS, 1024, context=_M, max_out=_K, tokenizer="v4.7", note="legacy",
+         released="2026-05-28"),
     _row("claude-opus-4-7", "Claude Opus 4.7", _OPUS, 2048, context=_M, max_out=_K, tokenizer="v4.7", note="legacy"),
-    _row("claude-opus-4-6", "Claude Opus 4.6", _OPUS, 4096, context=_M, max_out=_K, note="legacy"),
-    _row("claude-opus-4-5-20251101", "Claude Opus 4.5", _OPUS, 4096, ["claude-opus-4-5"], note="legacy"),
+    _row("claude-opus-4-6", "Claude Opus 4.6", _OPUS, 4096, context=_M, max_out=_K, note="legacy", released="2026-02-05"),
+    _row("claude-opus-4-5-20251101", "Claude Opus 4.5", _OPUS, 4096, ["claude-opus-4-5"], note="legacy",
+         released="2025-11-24"),
     _row("claude-opus-4-1-20250805", "Claude Opus 4.1", _OPUS_OLD, 1024, ["claude-opus-4-1"], max_out=32_000,
          lifecycle="retired"),
     _row("claude-opus-4-20250514", "Claude Opus 4", _OPUS_OLD, 1024, ["claude-opus-4-0"], max_out=32_000,
@@ -135,14 +143,17 @@ _SHIPPED = (
     _row("claude-sonnet-5-5", "Claude Sonnet 5.5", (2.0, 2.5, 4.0, 0.1, 10.0), 1024, context=_M, max_out=_K,
          tokenizer="v4.7", assumed=True),
     _row("claude-sonnet-5", "Claude Sonnet 5", _SONNET_5, 1024, context=_M, max_out=_K, tokenizer="v4.7",
-         note="legacy"),
-    _row("claude-sonnet-4-6", "Claude Sonnet 4.6", _SONNET_4, 1024, context=_M, max_out=_K, note="legacy"),
+         note="legacy", released="2026-06-30"),
+    _row("claude-sonnet-4-6", "Claude Sonnet 4.6", _SONNET_4, 1024, context=_M, max_out=_K, note="legacy",
+         released="2026-02-17"),
     _row("claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", _SONNET_4, 1024, ["claude-sonnet-4-5"],
-         lifecycle="deprecated", note="retirement date 2026-11-30"),
+         lifecycle="deprecated", note="retirement date 2026-11-30", released="2025-09-29"),
     _row("claude-sonnet-4-20250514", "Claude Sonnet 4", _SONNET_4, 1024, ["claude-sonnet-4-0"], lifecycle="retired"),
     _row("claude-haiku-5-5", "Claude Haiku 5.5", (0.1, 0.125, 0.2, 0.01, 0.5), 4096, context=_M, max_out=_K,
-         tokenizer="v4.7", assumed=True, long_prompt_threshold=100_000, long_prompt=(0.5, 0.625, 1.0, 0.05, 2.5)),
-    _row("claude-haiku-4-5-20251001", "Claude Haiku 4.5", (1.0, 1.25, 2.0, 0.1, 5.0), 4096, ["claude-haiku-4-5"]),
+         tokenizer="v4.7", assumed=True, long_prompt_threshold=100_000, long_prompt=(0.5, 0.625, 1.0, 0.05, 2.5),
+         released="2026-10-07"),
+    _row("claude-haiku-4-5-20251001", "Claude Haiku 4.5", (1.0, 1.25, 2.0, 0.1, 5.0), 4096, ["claude-haiku-4-5"],
+         released="2025-10-15"),
     _row("claude-3-5-haiku-20241022", "Claude Haiku 3.5", (0.8, 1.0, 1.6, 0.08, 4.0), 2048,
          ["claude-3-5-haiku-latest"], max_out=8_192, lifecycle="retired"),
     _row("claude-3-haiku-20240307", "Claude Haiku 3", (0.25, 0.30, 0.50, 0.03, 1.25), 2048, max_out=4_096,
@@ -223,6 +234,11 @@ def _apply_row(base: Optional[ModelPrice], model_id: str, data: Any, where: str)
             values[key] = tuple(_number(value[f], f"{where}.long_prompt.{f}") for f in PRICE_FIELDS)
         elif key in ("min_cacheable_tokens", "context_window", "max_output_tokens", "long_prompt_threshold"):
             values[key] = _number(value, f"{where}.{key}", integer=True)
+        elif key == "released":  # YAML reads an unquoted 2026-02-05 as a date; either way, a day
+            try:
+                values[key] = date.fromisoformat(str(value)).isoformat()
+            except ValueError:
+                raise PriceTableError(f"{where}.released: expected a date YYYY-MM-DD, got {value!r}") from None
         elif key == "aliases":
             if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
                 raise PriceTableError(f"{where}.aliases: expected a list of strings")

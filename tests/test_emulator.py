@@ -760,6 +760,29 @@ def test_models_endpoint_lists_and_resolves_aliases(emu):
     assert emu.handle("GET", "/v1/models/claude-nope", HEADERS).status == 404
 
 
+# ModelInfo.created_at (SDK): "RFC 3339 datetime string representing the time at which the model was released.
+# May be set to an epoch value if the release date is unknown." List Models: "More recently released models are
+# listed first." Release dates from each model's page ("Released February 5, 2026").
+def test_models_say_when_they_were_released_and_the_newest_comes_first(clock):
+    import anthropic
+    import httpx2
+
+    emu = Emulator(clock=clock)
+    client = anthropic.Anthropic(api_key="k", base_url="http://emulator.invalid",
+                                 http_client=httpx2.Client(transport=emu.transport()))
+    listed = list(client.models.list(limit=100))
+    released = {m.id: m.created_at.date().isoformat() for m in listed}
+    assert released["claude-opus-4-6"] == "2026-02-05" and released["claude-haiku-5-5"] == "2026-10-07"
+    assert released["claude-haiku-4-5-20251001"] == "2025-10-15"  # the page's date, not the snapshot id's
+    assert listed[0].id == "claude-haiku-5-5"  # the newest release with a known date, not an older snapshot
+    dates = [m.created_at for m in listed]
+    assert dates == sorted(dates, reverse=True)
+    unknown = {model for model, day in released.items() if day == "1970-01-01"}
+    assert unknown == {row.id for row in emu.table.models if not row.retired and not row.released
+                       and not row.id[-8:].isdigit()}  # only where no page gives a date
+    assert client.models.retrieve("claude-opus-4-5").created_at.date().isoformat() == "2025-11-24"
+
+
 def test_admin_clock_moves_only_a_virtual_clock(emu, clock):
     state = emu.handle("POST", "/_emulator/clock", {}, b'{"advance": 90}').json()
     assert state["clock"] == "virtual" and state["now"] == 90

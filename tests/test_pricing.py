@@ -116,12 +116,13 @@ def test_an_override_file_changes_prices_and_adds_models():
     table = parse_price_table(
         "source: https://example.com/negotiated\n"
         "models:\n"
-        "  claude-haiku-4-5: {input: 0.5}\n"
+        "  claude-haiku-4-5: {input: 0.5, released: 2025-10-16}\n"
         "  proxy-model: {input: 2, cache_write_5m: 2.5, cache_write_1h: 4, cache_read: 0.2, output: 8,"
         " min_cacheable_tokens: 1024}\n", "prices.yaml")
     assert table.source == "https://example.com/negotiated"
     assert table.get("claude-haiku-4-5-20251001").input == 0.5
     assert table.get("claude-haiku-4-5-20251001").output == 5  # untouched fields stay
+    assert table.get("claude-haiku-4-5-20251001").released == "2025-10-16"  # YAML's date, as the table keeps it
     assert cost(Usage(output_tokens=1_000_000), "proxy-model", table).total == pytest.approx(8)
 
 
@@ -131,6 +132,7 @@ def test_an_override_file_changes_prices_and_adds_models():
     ("models: {claude-haiku-4-5: {price: 1}}", "unknown field"),
     ("models: {claude-haiku-4-5: {tokenizer: v9}}", "tokenizer"),
     ("models: {claude-haiku-4-5: {lifecycle: gone}}", "lifecycle"),
+    ("models: {claude-haiku-4-5: {released: Feb 5 2026}}", "released: expected a date"),  # else GET /v1/models would fail on it
     ("!!python/object:os.system {}", "not valid YAML"),
     ("[1, 2]", "mapping"),
 ])

@@ -76,7 +76,8 @@ def models(show_all: bool, as_json: bool) -> None:
     JSON: {"source", "checked", "caching_source", "lifecycle_source", "models": [{"id",
     "display_name", "lifecycle", "input", "cache_write_5m", "cache_write_1h", "cache_read",
     "output", "min_cacheable_tokens", "min_cacheable_source", "context_window",
-    "max_output_tokens", "aliases", "tokenizer", "long_prompt_threshold", "long_prompt", "note"}]}
+    "max_output_tokens", "aliases", "tokenizer", "long_prompt_threshold", "long_prompt", "note",
+    "released"}]}
     (every model, retired included)
 
     Example: gitmem models --all

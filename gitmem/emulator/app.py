@@ -299,7 +299,7 @@ class Emulator:
     def _models(self, params: Mapping[str, List[str]]) -> dict:
         # Newest release first, as the API lists them.
         rows = sorted((row for row in self.table.models if not row.retired),
-                      key=lambda row: _model_info(row)["created_at"], reverse=True)
+                      key=_released_at, reverse=True)
         try:
             limit = int(params.get("limit", ["20"])[0])
         except ValueError:
@@ -395,12 +395,24 @@ def cacheable_minimum(model: ModelPrice) -> int:
     return -(-model.min_cacheable_tokens * (100 + int(ESTIMATE_ERROR["over"])) // 100)
 
 
+def _released_at(row: ModelPrice) -> datetime:
+    """When ``row``'s model was released, as ``GET /v1/models`` gives it in ``created_at``: the date its
+    page gives (``row.released``), else the date of a snapshot id (``...-20251001``), else the Unix epoch,
+    the value the SDK's ``ModelInfo.created_at`` documents for a release date that is unknown ("May be
+    set to an epoch value if the release date is unknown"). An undated id is no reason for the epoch:
+    ``claude-opus-4-6`` was released on 2026-02-05."""
+    snapshot = row.id.rsplit("-", 1)[-1]
+    if row.released:
+        day = datetime.strptime(row.released, "%Y-%m-%d")
+    elif snapshot.isdigit() and len(snapshot) == 8:
+        day = datetime.strptime(snapshot, "%Y%m%d")
+    else:
+        day = datetime(1970, 1, 1)
+    return day.replace(tzinfo=timezone.utc)
+
+
 def _model_info(row: ModelPrice) -> dict:
-    date = row.id.rsplit("-", 1)[-1]
-    created = (
-        datetime.strptime(date, "%Y%m%d").replace(tzinfo=timezone.utc)
-        if date.isdigit() and len(date) == 8 else datetime(1970, 1, 1, tzinfo=timezone.utc)
-    )
+    created = _released_at(row)
     return {
         "type": "model",
         "id": row.id,
