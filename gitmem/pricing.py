@@ -274,7 +274,7 @@ def parse_price_table(text: str, path: str, base: PriceTable = DEFAULT_TABLE) ->
 
     try:
         data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: a timestamp no date can hold (2026-13-01)
         raise PriceTableError(f"price table {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, Mapping):
         raise PriceTableError(f"price table {path}: expected a mapping at the top level")

@@ -134,6 +134,7 @@ def test_an_override_file_changes_prices_and_adds_models():
     ("models: {claude-haiku-4-5: {lifecycle: gone}}", "lifecycle"),
     ("models: {claude-haiku-4-5: {released: Feb 5 2026}}", "released: expected a date"),  # else GET /v1/models would fail on it
     ("!!python/object:os.system {}", "not valid YAML"),
+    ("checked: 2026-13-01", "not valid YAML: month must be in 1..12"),  # a date YAML cannot make
     ("[1, 2]", "mapping"),
 ])
 def test_bad_override_files_are_reported(text, problem):
