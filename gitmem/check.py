@@ -163,6 +163,18 @@ def declined(text: str) -> bool:
     return turned
 
 
+#: Where a proposal turns an option down beside the one it proposes: "..., not Redis", "instead of Redis",
+#: "rather than Redis", "away from Redis", "no more Redis"; the words up to the next clause are the option.
+_TURNED_DOWN = re.compile(r"(?:,\s*(?:and\s+|but\s+)?(?:not|never|no)\b|\b(?:instead\s+of|rather\s+than|away\s+from|"
+                          r"no\s+more|no\s+longer|out\s+of)\b)([^,;:()\u2013\u2014]*)", re.IGNORECASE)
+
+
+def turned_down(text: str) -> set:
+    """The search terms of the options ``text`` turns down beside what it proposes ("Keep sessions in
+    Postgres, not Redis": redis): a proposal that turns down a rejection's named option agrees with it."""
+    return {t for span in _TURNED_DOWN.findall(text) for t in content_terms(span)}
+
+
 def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
           similarity: Optional[Mapping[str, float]] = None, now: Optional[datetime] = None,
           judge_name: Optional[str] = None, option_similarity: Optional[Mapping[str, float]] = None,
@@ -210,6 +222,8 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
     side = stance(proposal)
     negated = declined(proposal)
     proposed_names = names(proposal)
+    refused = turned_down(proposal)
+    kept = content_terms(_TURNED_DOWN.sub("", proposal))  # the proposal's words but the options it turns down
     out: List[Hit] = []
     for h in hits:
         m = h.memory
@@ -230,6 +244,8 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
             # each names an option the other never mentions: RabbitMQ against a rejected Redis; unless the
             # two are paraphrases by meaning ("the British way" against "the UK way")
             repeat = False
+        if named & refused and not named & kept:
+            repeat = False  # turns down the option the team rejected: "Keep sessions in Postgres, not Redis"
         if option is not None and nearest_decision > cosine:
             repeat = False  # nearer to what the team chose than to what it rejected
         if option is None and chosen_by_decision(mine, theirs, decisions, weight):

@@ -242,3 +242,18 @@ def test_by_words_a_proposal_sharing_more_with_a_decision_than_with_the_rejected
     assert not chosen.repeat and chosen.related[0].memory.id == fixture_id(5)
     again = judge(pool, "capture the whole basket amount at checkout right away", now=NOW)
     assert again.repeat and again.repeats[0].memory.id == fixture_id(5)
+
+
+@pytest.mark.parametrize("proposal", ["Keep sessions in Postgres, not Redis", "Cache sessions in Postgres instead of Redis",
+                                      "Move the session cache out of Redis", "cache sessions in process rather than in Redis"])
+def test_a_proposal_turning_down_the_rejected_option_agrees_with_the_rejection(proposal):
+    # It names Redis only to turn it down, as the team did: it was called a repeat of the rejected Redis cache,
+    # by words and by meaning alike
+    pool = [mem("Cache sessions in Redis", "rejection", 1, reason="one more service to run")] + \
+        [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+    for similarity in (None, _cosines(pool, 0.80, m1=0.95)):
+        verdict = judge(pool, proposal, similarity=similarity, now=NOW)
+        assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(1)
+    # The option it proposes is still judged: Redis kept, another turned down, is the rejected option again
+    for proposal in ("Cache sessions in Redis instead of Memcached", "cache sessions in Redis, not in process memory"):
+        assert judge(pool, proposal, now=NOW).repeat
