@@ -70,7 +70,7 @@ UNKNOWN_WEIGHT = 1.0
 _REMOVE = frozenset("drop drops dropping remove removes removing delete deleting stop stopping abandon "
                     "deprecate deprecating disable disabling avoid avoiding ban forbid eliminate eliminating "
                     "sunset retire retiring rip kill ditch ditching skip skipping omit omitting bypass bypassing "
-                    "off away against".split())
+                    "off away against removal deletion deprecation elimination retirement".split())
 _NEGATION = frozenset("not no never without dont don't doesnt doesn't shouldnt shouldn't wont won't "
                       "cannot can't nor".split())
 _STANCE_WORDS = _REMOVE | _NEGATION | frozenset(
@@ -223,6 +223,7 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
     negated = declined(proposal)
     proposed_names = names(proposal)
     refused = turned_down(proposal)
+    removing = content_terms(" ".join(_clause_words(proposal)))  # the words of its main clause
     kept = content_terms(_TURNED_DOWN.sub("", proposal))  # the proposal's words but the options it turns down
     out: List[Hit] = []
     for h in hits:
@@ -257,6 +258,11 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
         theirs_side = stance(m.text) or stance(m.title or "")
         if side * theirs_side < 0:
             repeat = False  # both take a stance (the text's, else the title's), opposite ones: keep X against a rejected drop X
+        elif side < 0 and not theirs_side and not declined(m.text) and not turned_down(m.text) & removing:
+            # removes what the rejection, taking no stance word, proposed to do ("stop caching sessions in Redis"
+            # against a rejected "Cache sessions in Redis"); unless what it removes is what the rejected option
+            # turned down too ("skip sleeping and keep sampling" against "sample ... instead of sleeping")
+            repeat = False
         elif not side and not theirs_side and negated != declined(m.text):
             repeat = False  # neither verb is a stance word and one is negated: "do not publish X" against "Publish X"
         if part and repeat:  # one sentence of a longer proposal: stronger evidence

@@ -257,3 +257,33 @@ def test_a_proposal_turning_down_the_rejected_option_agrees_with_the_rejection(p
     # The option it proposes is still judged: Redis kept, another turned down, is the rejected option again
     for proposal in ("Cache sessions in Redis instead of Memcached", "cache sessions in Redis, not in process memory"):
         assert judge(pool, proposal, now=NOW).repeat
+
+
+@pytest.mark.parametrize("proposal", ["Stop caching sessions in Redis", "Remove the Redis session cache",
+                                      "drop redis from the session path"])
+def test_removing_what_a_rejection_without_a_stance_word_proposed_agrees_with_it(proposal):
+    # "Cache sessions in Redis" takes no stance word, yet it proposed to do something: removing that is
+    # what the team chose, not the rejected option again (it was called a repeat)
+    pool = [mem("Cache sessions in Redis", "rejection", 1, reason="one more service to run")] + \
+        [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+    for similarity in (None, _cosines(pool, 0.80, m1=0.95)):
+        verdict = judge(pool, proposal, similarity=similarity, now=NOW)
+        assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(1)
+    assert judge(pool, "cache the sessions with redis", now=NOW).repeat
+
+
+def test_a_rejected_removal_said_as_a_noun_is_repeated_by_the_verb():
+    pool = [mem("Removal of the v1 export endpoint", "rejection", 1, reason="two partners still call it")] + \
+        [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+    assert judge(pool, "remove the v1 export endpoint", now=NOW).repeat
+    assert not judge(pool, "keep the v1 export endpoint", now=NOW).repeat
+
+
+def test_removing_what_the_rejected_option_turned_down_too_repeats_it():
+    pool = [mem("Read the moisture ADC in a tight loop in main() and average the samples continuously instead of "
+                "sleeping between measurements", "rejection", 1, title="Busy-poll the moisture ADC in main()",
+                reason="a prototype drained its cell in nine days")] + \
+        [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+    verdict = judge(pool, "skip sleeping between measurements and keep reading the moisture ADC in a tight loop in main",
+                    now=NOW)
+    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(1)
