@@ -14,8 +14,11 @@ fact added mid-session changes only the tail: the client's prefix and the memory
 read from the cache.
 
 **Breakpoints.** The API allows 4 ``cache_control`` markers and refuses a 1-hour marker after a
-5-minute one. The router wants a marker where the context builder puts one (guide and memory, and the
-tail), with the policy's TTL. :func:`attach` keeps within the limit:
+5-minute one. A request whose own markers are already in that order is the API's to refuse: the router
+attaches nothing to it and forwards it as it came, so the client gets the API's 400 as with memory off
+(raising its markers would make it pass, billed at the 1-hour rate the client did not ask for). Else
+the router wants a marker where the context builder puts one (guide and memory, and the tail), with the
+policy's TTL. :func:`attach` keeps within the limit:
 
 1. free slots = 4 - the client's markers (a top-level ``cache_control`` counts as one, at the end);
    the router keeps as many of its wanted markers as fit, memory first, then guide, then tail;
@@ -24,9 +27,9 @@ tail), with the policy's TTL. :func:`attach` keeps within the limit:
 3. no free slot and every client marker before the router's blocks: the client's last marker moves
    onto the memory block. Its prefix is a prefix of the memory block's, so it is still read from
    the cache as long as the memory does not change;
-4. then TTL order: wherever a 1-hour marker follows a 5-minute one, the earlier markers are raised to
-   1 hour. A TTL is never lowered and no marker changes place except in rule 3, so every prefix the
-   client caches is still cached.
+4. then TTL order: wherever a 1-hour marker follows a 5-minute one (which only the router's markers
+   beside the client's can cause), the earlier markers are raised to 1 hour. A TTL is never lowered and
+   no marker changes place except in rule 3, so every prefix the client caches is still cached.
 
 A client's text is never changed; only ``cache_control`` values are.
 """
@@ -42,6 +45,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 __all__ = [
     "MAX_BREAKPOINTS", "HEADER_PREFIX", "MEMORY_ON", "MEMORY_OFF", "RouterBlock", "Attached", "Controls", "controls", "attach",
     "markers", "session_of", "forward_headers", "response_headers", "SseUsage", "ttl_order_ok", "CONTROL_HEADERS",
+    "CLIENT_TTL_ORDER",
 ]
 
 MAX_BREAKPOINTS = 4
@@ -60,6 +64,8 @@ CONTROL_HEADERS = {
 _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "accept-encoding",
         "content-encoding", "upgrade", "proxy-connection", "te", "trailer", "date", "server"}
 _PRIORITY = ("memory", "guide", "tail")
+#: :attr:`Attached.note` for a request whose own markers the API refuses: nothing attached or changed.
+CLIENT_TTL_ORDER = "the request's own cache_control puts a 1h TTL after a 5m one, which the API refuses: sent as it came"
 
 
 @dataclass(frozen=True)
@@ -204,8 +210,11 @@ def attach(body: Mapping[str, Any], blocks: Sequence[RouterBlock], ttl: str = "5
     rules in the module docstring. ``ttl`` is the policy's: ``none`` adds no router marker (and
     leaves the client's alone), ``5m`` or ``1h`` marks the router's blocks that the context builder
     marks (the builder marks the tail 5m even under ``1h``). ``copy_body=False`` changes ``body``
-    in place (the server's own freshly parsed copy: saves a deep copy per request)."""
+    in place (the server's own freshly parsed copy: saves a deep copy per request). A body whose own
+    markers are out of TTL order comes back as it was, with the note :data:`CLIENT_TTL_ORDER`."""
     out: Dict[str, Any] = copy.deepcopy(dict(body)) if copy_body else body  # type: ignore[assignment]
+    if not ttl_order_ok(out):
+        return Attached(body=out, client_markers=len(markers(out)), router_markers=[], note=CLIENT_TTL_ORDER)
     system = out.get("system")
     if isinstance(system, str):
         system = [{"type": "text", "text": system}] if system else []

@@ -36,8 +36,8 @@ from .serving import LONE_SURROGATE, TOO_LARGE, lone_surrogate, read_body, scope
 from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan, hour_ping_after
 from .pricing import DEFAULT_TABLE, PriceTable
 from .usage import Usage, cost
-from .router import (Controls, RouterBlock, SseUsage, attach, controls, forward_headers, response_headers,
-                     session_of)
+from .router import (CLIENT_TTL_ORDER, Controls, RouterBlock, SseUsage, attach, controls, forward_headers,
+                     response_headers, session_of)
 
 if TYPE_CHECKING:
     import socket
@@ -446,6 +446,9 @@ class Router:
             info["memory_header"] = "none: " + str(exc).splitlines()[0][:120]
             return info
         attached = attach(data, attachment.blocks, "none" if count else ttl, copy_body=False)
+        if attached.note == CLIENT_TTL_ORDER:  # the API's 400 is the client's to see, as with memory off
+            info.update(attached=attached.to_dict(), memory_header=f"none: {attached.note}")
+            return info
         info.update(body=attached.body, attached=attached.to_dict(), ttl=ttl, context=attachment.context,
                     memory_commit=attachment.context.memory_commit, anchor_commit=attachment.context.anchor_commit)
         commit = attachment.context.memory_commit

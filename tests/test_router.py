@@ -7,6 +7,7 @@ repository; the bill is read back from the request log the router wrote.
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
@@ -20,10 +21,12 @@ import pytest
 from conftest import FOREIGN_HOSTS, GUIDE, LOOPBACK_HOSTS, git, gitmem, gitmem_process, make_repo
 from gitmem.bill import read_requests, requests_path, router_bill
 from gitmem.emulator import Emulator, VirtualClock
+from gitmem.emulator.validate import ApiError, parse_request
+from gitmem.pricing import DEFAULT_TABLE
 from gitmem.policy import (FIXED, Plan, PrefixCosts, break_cost, choose_plan, fixed_cost, hindsight_cost, online_cost,
                            ski_rental_pings)
 from gitmem.usage import Usage, cost
-from gitmem.router import RouterBlock, attach, markers, ttl_order_ok
+from gitmem.router import CLIENT_TTL_ORDER, RouterBlock, attach, markers, ttl_order_ok
 from gitmem.router_app import Router, serve_in_thread
 from gitmem.store import Store
 
@@ -172,6 +175,92 @@ def test_attach_moves_or_merges_instead_of_adding_a_fifth_breakpoint():
                      "messages": [{"role": "user", "content": [marked]}]}
     kept = attach(string_system, blocks, "5m")
     assert not kept.moved and kept.body["messages"][0]["content"][0] == marked and len(markers(kept.body)) == 4
+
+
+HOUR = {"type": "ephemeral", "ttl": "1h"}
+
+
+def test_attach_leaves_a_body_whose_own_ttl_order_the_api_refuses_as_it_came():
+    """Every mix of no, 5-minute and 1-hour markers on a tool, the system, two turns and the top level: a body
+    the API accepts stays acceptable with the router's blocks, one it refuses stays refused, and one whose
+    markers are out of TTL order comes back unchanged (the router raised the client's 5-minute markers, and
+    the request passed billed at the 1-hour rate)."""
+    blocks = [RouterBlock("guide", "preamble", "5m"), RouterBlock("memory", "<team-memory/>", "5m"),
+              RouterBlock("tail", "tail", "5m")]
+    control = {"5m": {"type": "ephemeral"}, "1h": HOUR}
+
+    def marked(block, ttl):
+        return {**block, "cache_control": control[ttl]} if ttl else block
+
+    unordered = 0
+    for tool, sys, first, last, top in itertools.product([None, "5m", "1h"], repeat=5):
+        client_body = {"model": HAIKU, "max_tokens": 1,
+                       "tools": [marked({"name": "t", "input_schema": {"type": "object"}}, tool)],
+                       "system": [marked({"type": "text", "text": "s"}, sys)],
+                       "messages": [{"role": "user", "content": [marked({"type": "text", "text": "q0"}, first)]},
+                                    {"role": "assistant", "content": "a0"},
+                                    {"role": "user", "content": [marked({"type": "text", "text": "q1"}, last)]}],
+                       **({"cache_control": control[top]} if top else {})}
+        try:
+            parse_request(client_body, DEFAULT_TABLE)
+            accepted = True
+        except ApiError:
+            accepted = False
+        for policy in ("5m", "1h", "none"):
+            out = attach(client_body, blocks, policy)
+            if accepted:
+                parse_request(out.body, DEFAULT_TABLE)  # raises the API's 400 if the router broke it
+                continue
+            with pytest.raises(ApiError):
+                parse_request(out.body, DEFAULT_TABLE)
+            if not ttl_order_ok(client_body):
+                unordered += 1
+                assert out.body == client_body and out.note == CLIENT_TTL_ORDER
+                assert (out.blocks, out.router_markers, out.raised, out.moved) == ([], [], 0, False)
+    assert unordered
+
+
+def test_a_request_whose_own_ttl_order_the_api_refuses_gets_its_400_with_memory_on_or_off(team, routed):
+    """System marked 5 minutes and a top-level ``cache_control`` of an hour: the API's 400 whether the router
+    attaches memory or not, nothing cached or billed; 1 hour before 5 minutes is valid and served as before."""
+    repo, _ = team
+    sdk = client(routed.url)
+    invalid = body(cache_control=HOUR)
+    with pytest.raises(anthropic.BadRequestError) as off:
+        sdk.messages.create(**invalid, extra_headers={"gitmem-memory": "off"})
+    assert "must not come after a ttl='5m'" in off.value.body["error"]["message"]
+    for policy in ("5m", "1h", "auto", "none"):
+        with pytest.raises(anthropic.BadRequestError) as on:
+            sdk.messages.create(**invalid, extra_headers={"gitmem-policy": policy})
+        assert on.value.body["error"] == off.value.body["error"]
+        assert on.value.response.headers["gitmem-memory"] == f"none: {CLIENT_TTL_ORDER}"
+    assert httpx2.get(f"{routed.url}/_emulator/state", timeout=60).json()["entries"] == []  # nothing written
+    entries = read_requests(Store.open(str(repo)), "router")
+    assert [(e["status"], e["usage"], e["cost"], e["memory_commit"]) for e in entries] == [(400, None, None, None)] * 5
+    assert [e["memory"] for e in entries[1:]] == [{"client_markers": 2, "router_markers": [], "moved": False,
+                                                  "raised": 0, "note": CLIENT_TTL_ORDER, "blocks": []}] * 4
+    assert "5 failed" in gitmem(repo, "bill", "--router").stdout
+    # 1 hour on the system prompt, then 5 minutes at the top level: the API's order, attached as before
+    mixed = {**body(cache_control={"type": "ephemeral"}), "system": [{"type": "text", "text": GUIDE, "cache_control": HOUR}]}
+    raw = sdk.messages.with_raw_response.create(**mixed)
+    usage = raw.parse().usage
+    assert raw.headers["gitmem-memory"] == f"attached {Store.open(str(repo)).tip()}"
+    assert usage.cache_creation.ephemeral_1h_input_tokens > 0 and usage.cache_creation.ephemeral_5m_input_tokens > 0
+    entry = read_requests(Store.open(str(repo)), "router")[-1]["memory"]
+    assert (entry["router_markers"], entry["raised"], entry["note"]) == (["guide:5m", "memory:5m"], 0, "")
+
+
+def test_a_request_whose_own_ttl_order_the_api_refuses_is_forwarded_as_it_came(recorded):
+    _, running, upstream = recorded
+    sdk = client(running.url)
+    invalid = {**body(cache_control=HOUR), "system": "You are helpful"}
+    invalid["messages"] = [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}]
+    sdk.messages.create(**invalid)
+    sdk.messages.create(**invalid, extra_headers={"gitmem-memory": "off"})
+    sdk.messages.count_tokens(**{k: v for k, v in invalid.items() if k != "max_tokens"})
+    (_, _, on), (_, _, off), (path, _, counted) = upstream.seen
+    assert on == off == invalid  # no memory, no marker raised, the string system left a string
+    assert path == "/v1/messages/count_tokens" and counted["system"] == "You are helpful" and counted["cache_control"] == HOUR
 
 
 def test_streaming_arrives_in_more_than_one_chunk(team):
