@@ -335,7 +335,9 @@ def _fetch_incoming(repo, remote: str, wanted: Sequence[str], refused: List[Any]
 
     if not wanted:
         return {}
-    args = [*FSCK_CONFIG, "fetch", "--quiet", "--no-tags", "--recurse-submodules=no"]  # options git 2.8 knows
+    # --refmap= (empty): without it git also moves the tracking refs the configured fetch refspecs map these
+    # refs to (`remote setup`'s refs/memory-remotes/<remote>/*), so a tip the gate then refuses was recorded.
+    args = [*FSCK_CONFIG, "fetch", "--quiet", "--no-tags", "--recurse-submodules=no", "--refmap="]  # git 2.8 knows them
     if config_get(repo, f"remote.{remote}.partialCloneFilter"):
         # A partial clone's fetches take its filter (blob:none ...), memory's too: libgit2 cannot fetch the
         # blobs left out later, so the memory would be unreadable. Such a clone's git knows --no-filter.

@@ -303,6 +303,21 @@ def test_a_refused_tip_brought_in_by_plain_git_fetch_is_not_merged(team):
     pull_refused(mine, "symlink")
 
 
+def test_a_refused_tip_is_not_recorded_where_remote_setup_maps_memory_refs_too(team):
+    """`remote setup`'s fetch refspec would let git update the tracking ref opportunistically beside the
+    quarantine ref the gate fetches into: the refused tip must not land there by that side door."""
+    mine, mallory, origin = team
+    run(mine, "remote", "setup")
+    recorded = git(mine, "rev-parse", "refs/memory-remotes/origin/main").strip()
+    evil = plant(mallory, [("120000", blob(mallory, "/etc/passwd"), NEW_PATH)])
+
+    pull_refused(mine, "symlink")
+    assert git(mine, "rev-parse", "refs/memory-remotes/origin/main").strip() == recorded
+    assert evil not in git(mine, "rev-list", "--all")
+    fetched = json.loads(run(mine, "fetch", "--json", check=False).stdout)
+    assert [b["new"] for b in fetched["branches"] if b["branch"] == "main"] == [recorded]
+
+
 # --- ref names -------------------------------------------------------------------------------------
 
 
