@@ -28,8 +28,8 @@ CLOCK_SKEW_SECONDS = 600
 @dataclass(frozen=True)
 class MergeResult:
     """``kind`` is "up-to-date", "fast-forward" or "merge"; ``commit`` the new tip; ``kept`` the
-    memories the incoming history deleted, which the merge kept (gitmem never deletes memory);
-    ``redacted`` how many secrets the incoming memory held, redacted here (its history still has them)."""
+    memories the incoming history deleted or made no valid memory, which the merge kept (gitmem never
+    deletes memory); ``redacted`` how many secrets the incoming memory held, redacted here (its history still has them)."""
 
     kind: str
     commit: str
@@ -99,14 +99,21 @@ def believed_until(now: Optional[float] = None) -> str:
     return datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _future_changes(store: Store, theirs: str, changed: Sequence[str], not_after: str) -> List[str]:
-    """Ids among ``changed`` whose incoming version is stamped after ``not_after``."""
-    snap = store.snapshot(theirs)
+def _untaken_changes(store: Store, ours: str, theirs: str, changed: Sequence[str], not_after: str) -> List[str]:
+    """Ids among ``changed`` whose incoming version a fast-forward must not take as it is: stamped after
+    ``not_after``, or no valid memory where ours is one (that takes the memory out of use as a deletion does)."""
+    snap, mine = store.snapshot(theirs), store.snapshot(ours)
     out = []
     for memory_id in changed:
         try:
             if from_future(snap.find(memory_id)[1], not_after):
                 out.append(memory_id)
+        except InvalidMemory:
+            try:
+                mine.find(memory_id)
+                out.append(memory_id)
+            except GitmemError:
+                continue
         except GitmemError:
             continue
     return out
@@ -181,14 +188,15 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
             if removed:  # a blob that is no valid memory may go (doctor --drop-invalid): only memory is kept
                 e_ours = blobs_by_id(store, ours)
                 removed = [i for i in removed if i in e_ours and _is_memory(store, e_ours[i])]
-            if not removed and not _future_changes(store, theirs, changed, not_after):
+            if not removed and not _untaken_changes(store, ours, theirs, changed, not_after):
                 tip, redacted = redacted_onto(store, theirs, ours, author, source)
                 store.move_ref(expected, tip, f"gitmem merge: fast-forward to {theirs[:12]}")
                 return MergeResult("fast-forward", tip, added, changed, redacted=redacted)
             # A descendant that deletes memory is never taken as it is: gitmem itself never
             # deletes (retract keeps), so the deletion is someone's hand edit. Nor one that
-            # changes a known memory with a timestamp from the future. Merge it instead: the
-            # record merge keeps every memory either side has, and ours over a future stamp.
+            # changes a known memory with a timestamp from the future, or into no valid memory.
+            # Merge it instead: the record merge keeps every memory either side has, and ours
+            # over a future stamp or an unreadable version.
         if base is not None:
             base = _virtual_base(store, ours, theirs, base, author, source, not_after)
         r = _merge_commit(store, base, ours, theirs, author, source, message, not_after)
@@ -237,7 +245,8 @@ def _merge_commit(store: Store, base: Optional[str], ours: str, theirs: str, aut
     # Every id one side deleted or added is touched, so what loads here says which are valid memories.
     m_base, m_ours, m_theirs = (load_ids(store, e, touched) for e in (e_base, e_ours, e_theirs))
     gone = [i for i in e_ours if i not in e_theirs and i in e_base]  # their side deleted it
-    kept = sorted(i for i in gone if i in m_ours)
+    spoiled = [i for i in touched if i in e_theirs and i not in m_theirs]  # or made it no valid memory
+    kept = sorted(i for i in gone + spoiled if i in m_ours)
     dropped = [e_ours[i][0] for i in gone if i not in m_ours]  # no memory here: its deletion stands
     result = merge_records(m_base, m_ours, m_theirs, not_after=not_after)
     updates: Dict[str, Optional[bytes]] = dict.fromkeys(dropped)

@@ -143,6 +143,24 @@ def test_a_pulled_fast_forward_that_deletes_memory_is_merged_and_the_memory_kept
     assert_intact(mine)
 
 
+@pytest.mark.parametrize("broken", ["text: [unclosed\n", "text: no author, no dates\n"], ids=["yaml", "memory"])
+def test_a_pulled_fast_forward_that_makes_a_known_memory_unreadable_is_merged_and_the_memory_kept(team, broken):
+    """Overwriting a memory with a blob that is no valid memory takes it out of every list as surely as
+    deleting it: the merge keeps the readable version, as it keeps a deleted one, and says so."""
+    mine, mallory, origin = team
+    victim = Store.open(str(mine)).list()[0]
+    path = f"fact/{victim.id[-2]}/{victim.id[-1]}/{victim.id}.yaml"
+    plant(mallory, [("100644", blob(mallory, f"schema: 1\nid: {victim.id}\ntype: fact\n{broken}"), path)],
+          message="edit fact")
+
+    result = run(mine, "pull", "--json")
+
+    merged = json.loads(result.stdout)["merged"][0]
+    assert merged["kind"] == "merge" and merged["kept"] == [victim.id]
+    assert {m.text for m in Store.open(str(mine)).list()} == KEPT
+    assert_intact(mine)
+
+
 @pytest.mark.parametrize("shape", ["on the shared tip", "on a history of its own"])
 def test_an_incoming_version_of_a_known_memory_never_wins_by_a_timestamp_from_the_future(team, shape):
     mine, mallory, origin = team

@@ -180,8 +180,8 @@ def _say_pulled(result) -> None:
         if m["conflicts"]:
             click.echo(f"  {len(m['conflicts'])} conflict(s): see `gitmem conflicts`", err=True)
         if m.get("kept"):
-            click.echo(f"  refused to delete {len(m['kept'])} memories the remote's history removed: kept them"
-                       " (retract a memory to take it out of use)", err=True)
+            click.echo(f"  refused to delete {len(m['kept'])} memories the remote's history removed or made"
+                       " unreadable: kept them (retract a memory to take it out of use)", err=True)
         if m.get("redacted"):
             click.echo(f"  {arrival_notice(m['redacted'])}", err=True)
     for name, aside in result.set_aside.items():
