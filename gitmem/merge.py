@@ -462,7 +462,7 @@ def resolve(store: Store, memory_id: str, *, take: Optional[str] = None, values:
         else:
             side = c.ours if take == "ours" else c.theirs
             chosen = {f: getattr(side, f) for f in c.fields}
-        new = current.evolve(**chosen, updated=model.utc_now())
+        new = current.evolve(**{**chosen, "updated": model.utc_now()})  # `updated` may be a clashed field: a resolve is now
         model.validate(new)
         updates: Dict[str, Optional[bytes]] = {path: None, conflict_path(c.id): None}
         updates[model.memory_path(new)] = model.dump_yaml(new)  # a resolved type moves the memory

@@ -186,6 +186,25 @@ def test_an_incoming_version_of_a_known_memory_never_wins_by_a_timestamp_from_th
     assert_intact(mine)
 
 
+@pytest.mark.parametrize("take", ["ours", "theirs"])
+def test_a_conflict_kept_over_a_timestamp_from_the_future_resolves_either_way(team, take):
+    """Such a conflict names `updated` among its fields; a resolve stamps its own time, whichever side it takes."""
+    mine, mallory, origin = team
+    victim = Store.open(str(mine)).list()[0]
+    path = f"fact/{victim.id[-2]}/{victim.id[-1]}/{victim.id}.yaml"
+    forged = memory_yaml(victim.id, "forged", updated="2099-01-01T00:00:00Z").replace(
+        "created: '2026-12-01T00:00:00Z'", f"created: '{victim.created}'")
+    plant(mallory, [("100644", blob(mallory, forged), path)], message="edit fact")
+    run(mine, "pull")
+
+    run(mine, "resolve", victim.id[-4:], f"--{take}")
+
+    resolved = Store.open(str(mine)).get(victim.id)
+    assert resolved.text == {"ours": victim.text, "theirs": "forged"}[take]
+    assert resolved.updated and resolved.updated < "2099"
+    assert json.loads(run(mine, "conflicts", "--json").stdout)["conflicts"] == []
+
+
 @pytest.mark.parametrize("fields", [["id"], ["__class__"], []])
 def test_a_planted_conflict_naming_no_real_memory_field_is_refused_at_pull(team, fields):
     mine, mallory, origin = team
