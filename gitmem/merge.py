@@ -240,15 +240,20 @@ def _merge_commit(store: Store, base: Optional[str], ours: str, theirs: str, aut
     (no ref moved), and what it added, changed, kept and redacted."""
     repo = store.repo
     e_base, e_ours, e_theirs = blobs_by_id(store, base), blobs_by_id(store, ours), blobs_by_id(store, theirs)
-    touched = sorted(i for i in set(e_ours) | set(e_theirs)
-                     if not (e_ours.get(i) == e_theirs.get(i) or e_theirs.get(i) == e_base.get(i)))
+    c_base, c_ours, c_theirs = (conflict_blobs(store, c) for c in (base, ours, theirs))
+    # A conflict pending at the base that both sides resolved: each side's value is a choice, even one that
+    # left the memory's blob as the base had it (a resolve within the second it was merged, taking the stand-in).
+    both = (read_conflict(repo, blob) for path, blob in c_base.items() if path not in c_ours and path not in c_theirs)
+    unsettled = {c.id: c.fields for c in both if c is not None}
+    touched = sorted(i for i in set(e_ours) | set(e_theirs) if i in unsettled
+                     or not (e_ours.get(i) == e_theirs.get(i) or e_theirs.get(i) == e_base.get(i)))
     # Every id one side deleted or added is touched, so what loads here says which are valid memories.
     m_base, m_ours, m_theirs = (load_ids(store, e, touched) for e in (e_base, e_ours, e_theirs))
     gone = [i for i in e_ours if i not in e_theirs and i in e_base]  # their side deleted it
     spoiled = [i for i in touched if i in e_theirs and i not in m_theirs]  # or made it no valid memory
     kept = sorted(i for i in gone + spoiled if i in m_ours)
     dropped = [e_ours[i][0] for i in gone if i not in m_ours]  # no memory here: its deletion stands
-    result = merge_records(m_base, m_ours, m_theirs, not_after=not_after)
+    result = merge_records(m_base, m_ours, m_theirs, not_after=not_after, unsettled=unsettled)
     updates: Dict[str, Optional[bytes]] = dict.fromkeys(dropped)
     for i, (path, blob) in e_theirs.items():  # one that is no valid memory comes as a fast-forward brings it
         if i not in e_ours and i not in e_base and i not in m_theirs:  # (doctor names it)
@@ -273,8 +278,7 @@ def _merge_commit(store: Store, base: Optional[str], ours: str, theirs: str, aut
     # Every memory taken was written again, so redacted; the count says what arrived with secrets.
     arrived = [blob for i, (_, blob) in e_theirs.items() if blob not in (e_ours.get(i, ("", ""))[1],
                                                                       e_base.get(i, ("", ""))[1])]
-    c_ours, c_base = conflict_blobs(store, ours), conflict_blobs(store, base)  # and its conflict files
-    arrived += [blob for path, blob in conflict_blobs(store, theirs).items()
+    arrived += [blob for path, blob in c_theirs.items()  # and its conflict files
                 if blob not in (c_ours.get(path), c_base.get(path))]
     redacted = sum(len(rules) for rules in secret_blobs(repo, arrived).values())
     return MergeResult("merge", commit, added, changed, list(result.conflicts), kept, redacted)

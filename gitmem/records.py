@@ -31,6 +31,7 @@ _LIST_FIELDS = ("tags", "paths", "commits")
 _BOOKKEEPING_FIELDS = ("commit",)
 _STATUS_RANK = {"active": 0, "retracted": 1, "superseded": 2}
 _FIELDS = tuple(f for f in Memory._fields if f != "id")
+_NO_BASE = object()  # equal to no value: a field whose base value was only a conflict's stand-in
 
 
 def check_conflict(data: Any) -> None:
@@ -116,32 +117,38 @@ class RecordMerge:
 
 
 def merge_records(base: Mapping[str, Memory], ours: Mapping[str, Memory],
-                  theirs: Mapping[str, Memory], *, not_after: Optional[str] = None) -> RecordMerge:
+                  theirs: Mapping[str, Memory], *, not_after: Optional[str] = None,
+                  unsettled: Optional[Mapping[str, Sequence[str]]] = None) -> RecordMerge:
     """Three-way merge of memories by id. Never drops a memory either side has;
     symmetric up to swapping ours and theirs; ``merge(b, x, x) == x``.
 
     ``not_after`` (an ISO time: now plus a little clock skew) is the latest time
     believed: a version stamped later never wins by its timestamp, and an
     incoming change of a known memory stamped later does not replace ours: ours
-    stays and the change is kept as a conflict for a person."""
+    stays and the change is kept as a conflict for a person.
+
+    ``unsettled``: id -> the fields a conflict pending at the base names, where both sides resolved it. The
+    base holds only the stand-in value the conflict showed there, so each side's value is a choice, even one
+    that kept the stand-in: two different choices clash again instead of one passing for no change."""
     merged: Dict[str, Memory] = {}
     conflicts: List[Conflict] = []
     for memory_id in sorted(set(ours) | set(theirs)):
         o, t, b = ours.get(memory_id), theirs.get(memory_id), base.get(memory_id)
+        chosen = (unsettled or {}).get(memory_id, ())
         if o is None or t is None:  # added on one side, or deleted on one: keep what exists
             merged[memory_id] = o if o is not None else t  # type: ignore[assignment]
             continue
-        if o == t or t == b:
+        if o == t or (t == b and not chosen):
             merged[memory_id] = o
             continue
         if from_future(t, not_after):
             merged[memory_id] = o
             conflicts.append(Conflict(memory_id, _differing(o, t), b, o, t))
             continue
-        if o == b:
+        if o == b and not chosen:
             merged[memory_id] = t
             continue
-        memory, clashed = _merge_fields(b, o, t, not_after)
+        memory, clashed = _merge_fields(b, o, t, not_after, chosen)
         merged[memory_id] = memory
         if clashed:
             conflicts.append(Conflict(memory_id, clashed, b, o, t))
@@ -164,20 +171,21 @@ def _newer(o: Memory, t: Memory, not_after: Optional[str] = None) -> Memory:
     return o if key(o) >= key(t) else t
 
 
-def _merge_fields(b: Optional[Memory], o: Memory, t: Memory,
-                  not_after: Optional[str] = None) -> Tuple[Memory, Tuple[str, ...]]:
+def _merge_fields(b: Optional[Memory], o: Memory, t: Memory, not_after: Optional[str] = None,
+                  chosen: Sequence[str] = ()) -> Tuple[Memory, Tuple[str, ...]]:
+    """The field-by-field merge; a field in ``chosen`` has no base value either side can have left unchanged."""
     newer = _newer(o, t, not_after)
     values: Dict[str, Any] = {}
     clashed: List[str] = []
     for name in _FIELDS:
         ov, tv = getattr(o, name), getattr(t, name)
-        bv = getattr(b, name) if b is not None else None
+        bv: Any = _NO_BASE if name in chosen else getattr(b, name) if b is not None else None
         if ov == tv or tv == bv:
             values[name] = ov
         elif ov == bv:
             values[name] = tv
         elif name in _LIST_FIELDS:
-            values[name] = _merge_sets(bv or (), ov, tv)
+            values[name] = _merge_sets(() if bv is _NO_BASE else bv or (), ov, tv)
         elif name == "status":
             values[name] = max(ov, tv, key=lambda s: (_STATUS_RANK.get(s, 0), s))
         elif name == "updated":

@@ -55,6 +55,20 @@ def test_the_same_field_changed_both_ways_is_a_conflict_keeping_both_versions():
     assert r.merged[base.id].text == "theirs"  # the newer side stands in until resolved
 
 
+def test_two_resolutions_of_one_conflict_clash_even_when_one_keeps_the_stand_in():
+    stand_in = mem(IDS[0], "theirs", tags=("a",), updated="2026-01-03T00:00:00Z")  # what the conflict showed
+    kept = stand_in.evolve(tags=("a", "b"))  # and a field the conflict did not name, changed on one side
+    took_ours = stand_in.evolve(text="ours", updated="2026-01-04T00:00:00Z")
+    r = merge_records({stand_in.id: stand_in}, {stand_in.id: kept}, {stand_in.id: took_ours},
+                      unsettled={stand_in.id: ("text",)})
+    [c] = r.conflicts
+    assert c.fields == ("text",) and {c.ours.text, c.theirs.text} == {"theirs", "ours"}
+    assert r.merged[stand_in.id].tags == ("a", "b")
+    same = merge_records({stand_in.id: stand_in}, {stand_in.id: took_ours}, {stand_in.id: took_ours},
+                         unsettled={stand_in.id: ("text",)})
+    assert same.conflicts == [] and same.merged[stand_in.id] == took_ours
+
+
 def test_retraction_on_one_side_and_edit_on_the_other_keeps_both_changes():
     base = mem(IDS[0], "old")
     ours = base.evolve(status="retracted", updated="2026-01-02T00:00:00Z")

@@ -166,6 +166,32 @@ def test_a_conflicting_edit_stops_the_push_and_reaches_gitmem_conflicts(alice, b
     assert Store.open(str(alice)).get(memory_id).text == Store.open(str(bob)).get(memory_id).text
 
 
+@pytest.mark.parametrize("alice_takes", ["ours", "theirs"])
+def test_one_conflict_resolved_differently_in_two_clones_conflicts_again(alice, bob, origin, alice_takes):
+    """A resolve that keeps the value the conflict showed meanwhile is a choice too: against another
+    clone's other choice it clashes, it does not lose as if nothing had been chosen."""
+    memory_id = json.loads(gitmem(alice, "add", "convention", "Tabs", "--json").stdout)["id"]
+    gitmem(alice, "push")
+    gitmem(bob, "pull")
+    gitmem(alice, "edit", memory_id, "--text", "Four spaces")
+    gitmem(alice, "push")
+    gitmem(bob, "edit", memory_id, "--text", "Two spaces")
+    gitmem(bob, "pull")
+    gitmem(bob, "push")  # the merge and its conflict: now both clones hold it
+    gitmem(alice, "pull")
+    assert [c["id"] for c in json.loads(gitmem(alice, "conflicts", "--json").stdout)["conflicts"]] == [memory_id]
+
+    gitmem(alice, "resolve", memory_id, f"--{alice_takes}")
+    gitmem(alice, "push")
+    gitmem(bob, "resolve", memory_id, "--theirs" if alice_takes == "ours" else "--ours")
+    pushed = gitmem(bob, "push", check=False)
+
+    assert pushed.returncode == 1 and "conflict" in pushed.stderr
+    found = json.loads(gitmem(bob, "conflicts", "--json").stdout)["conflicts"]
+    assert [c["id"] for c in found] == [memory_id]
+    assert {found[0]["ours"]["text"], found[0]["theirs"]["text"]} == {"Four spaces", "Two spaces"}
+
+
 def test_a_fresh_clone_sees_the_teams_memory_after_gitmem_pull(alice, origin, tmp_path):
     gitmem(alice, "add", "rejection", "Redis for the job queue", "--because", "ops won't run it")
     gitmem(alice, "push")
