@@ -642,25 +642,33 @@ def held_tips(repo: pygit2.Repository, remote: str, *, interactive: Optional[boo
     remote holds under other refs: a push sends none of that, so the scan need not read it (reading it, a
     secret a pull redacted here, on the remote below main's tip already, refused every new branch for good).
     Asked of the push URLs themselves, not of fetched copies, so a ref purged since the last fetch, or a
-    pushurl apart from the fetch URL, is not taken for what is there. Empty when one cannot be asked: the
+    pushurl apart from the fetch URL, is not taken for what is there. A tip this repository lacks (pushed
+    since the last fetch) is fetched first: otherwise nothing told the scan what the remote holds, and a secret
+    a pull redacted here, below the remote's tips, refused the push. Empty when one cannot be asked: the
     history is then scanned whole."""
     urls = _git(repo, ["remote", "get-url", "--push", "--all", remote], what=f"read the push URLs of {remote}")
-    held: Optional[Set[str]] = None
-    for url in urls.stdout.splitlines() if urls.returncode == 0 else []:
-        here = set(held_at(repo, url, interactive=interactive))
-        held = here if held is None else held & here
-    return sorted(held or ())
+    held: Set[str] = set()
+    for n, url in enumerate(urls.stdout.splitlines() if urls.returncode == 0 else []):
+        here = _listed(repo, url, interactive)
+        held = here if n == 0 else held & here
+    if any(oid not in repo for oid in held):
+        fetch(repo, remote, interactive=interactive)
+    return sorted(oid for oid in held if oid in repo)
 
 
 def held_at(repo: pygit2.Repository, url: str, *, interactive: Optional[bool] = None) -> List[str]:
     """The memory tips the repository at ``url`` holds right now, of those this repository has (see
     :func:`held_tips`); empty when it cannot be asked."""
+    return sorted(oid for oid in _listed(repo, url, interactive) if oid in repo)
+
+
+def _listed(repo: pygit2.Repository, url: str, interactive: Optional[bool]) -> Set[str]:
+    """The tips of the memory refs at ``url`` (`git ls-remote`); empty when it cannot be asked."""
     result = _git(repo, ["ls-remote", "--refs", url, REF_PREFIX + "*"], interactive=interactive,
                   what=f"list the memory {url} holds")
     if result.returncode != 0:
-        return []
-    oids = {m.group(1) for line in result.stdout.splitlines() if (m := re.match(r"([0-9a-f]{40,64})\t", line))}
-    return sorted(oid for oid in oids if oid in repo)
+        return set()
+    return {m.group(1) for line in result.stdout.splitlines() if (m := re.match(r"([0-9a-f]{40,64})\t", line))}
 
 
 def _refuse_secrets(repo: pygit2.Repository, tips: Dict[str, str], known: Iterable[str]) -> None:

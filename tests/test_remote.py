@@ -543,6 +543,32 @@ def test_a_secret_blob_at_two_paths_arrives_redacted_at_both(alice, origin, tmp_
         assert token not in git(carol, "show", f"refs/memory/main:{path}")
 
 
+def test_a_new_branchs_memory_goes_out_when_the_remote_moved_on_since_the_last_fetch(alice, bob, origin):
+    """As above, but a teammate pushed main's memory again meanwhile: the remote's tips are then commits this
+    clone lacks, so none told the scan what the remote holds, and the push was refused for the secret below
+    (saying the remote has none of this memory, to rotate it). It fetches them first, then scans past them."""
+    gitmem(alice, "add", "fact", "clean")
+    gitmem(alice, "push")
+    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
+           "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
+           f"text: 'deploy key {_github_token()}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
+           "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
+    git(alice, "config", "core.hooksPath", "/dev/null")
+    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    gitmem(bob, "pull")  # redacted on arrival; the history below (on the remote too) still holds it
+    gitmem(bob, "push")
+    gitmem(alice, "pull")
+    gitmem(alice, "add", "fact", "alice moves main on")
+    gitmem(alice, "push")
+
+    git(bob, "switch", "-q", "-c", "feature")
+    gitmem(bob, "add", "fact", "the feature's own")
+    pushed = gitmem(bob, "push", check=False)
+
+    assert pushed.returncode == 0, pushed.stderr
+    assert remote_tip(origin, "feature") == git(bob, "rev-parse", "refs/memory/feature").strip()
+
+
 def test_a_push_to_a_pushurl_apart_from_the_fetch_url_goes_through(alice, tmp_path):
     """The lease names the tip fetched from the remote's url; pushes go to its pushurl, which may hold another
     tip: a refused lease that a fetch cannot explain is dropped, and the push scans everything instead."""
