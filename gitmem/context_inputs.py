@@ -191,7 +191,7 @@ def read_guide(store: Store, path: Optional[str] = None) -> Tuple[Optional[str],
 
     full = inside(path if os.path.isabs(path) else os.path.join(store.workdir, path), store.workdir)
     try:
-        with open(full, encoding="utf-8") as f:
+        with open(full, encoding="utf-8-sig") as f:  # an editor's byte order mark is no text of the guide
             return path, strip_section(f.read())
     except (OSError, UnicodeDecodeError) as e:
         raise GitmemError(f"cannot read the guide {path}: {getattr(e, 'strerror', None) or e}") from None

@@ -162,6 +162,15 @@ def test_guide_set_is_recorded_in_git_config_and_validated(guided, repo):
         set_guide(guided, "../outside.md")
 
 
+def test_a_guide_an_editor_saved_with_a_byte_order_mark_reaches_the_model_without_it(repo):
+    """Windows editors start AGENTS.md with U+FEFF: an encoding mark, not a character of the guide."""
+    (repo / "AGENTS.md").write_bytes("\ufeff# Team guide\r\n\r\nRun the tests.\r\n".encode("utf-8"))
+    store = Store.open(str(repo))
+    assert read_guide(store) == ("AGENTS.md", "# Team guide\n\nRun the tests.\n")
+    text = build(store).body["system"][0]["text"]
+    assert "\ufeff" not in text and text.endswith("\n\n# Team guide\n\nRun the tests.")
+
+
 def test_a_guide_linked_out_of_the_repository_is_never_read_into_a_request(tmp_path, repo):
     """A clone's AGENTS.md (the fallback guide) linked to a file of the user's: refused as an export target is."""
     secret = tmp_path / "credentials"
