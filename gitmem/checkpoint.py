@@ -11,7 +11,6 @@ step.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from itertools import islice, takewhile
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
@@ -35,9 +34,8 @@ def checkpoint(store: Store, text: str, *, next: Optional[str] = None, author: O
                source: str = "cli", tags: Sequence[str] = (), paths: Sequence[str] = ()):
     """Write a checkpoint memory tied to HEAD. Without ``next``, the part of
     ``text`` after " / " is taken as the next step ("done X / next Y")."""
-    if next is None and " / " in text:
-        next = re.sub(r"^next\s*:\s*", "", text.split(" / ", 1)[1].strip(), flags=re.I) or None
-    return store.add("checkpoint", text, next=next, author=author, source=source, tags=tags, paths=paths)
+    return store.add("checkpoint", text, next=next if next is not None else model.next_step(text), author=author,
+                     source=source, tags=tags, paths=paths)
 
 
 def latest_checkpoint(store: Store, at: Optional[str] = None) -> Optional[Tuple[str, Memory]]:

@@ -161,6 +161,13 @@ def quoted(text: str) -> str:
         .replace("'", "&#x27;")
 
 
+def next_step(text: str) -> Optional[str]:
+    """The next step a checkpoint's text gives after " / " ("parser done / next: wire it in"), else None."""
+    if " / " not in text:
+        return None
+    return re.sub(r"^next\s*:\s*", "", text.split(" / ", 1)[1].strip(), flags=re.I) or None
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -97,3 +97,17 @@ def test_resume_lists_no_commits_when_the_checkpoints_commit_is_not_here(repo):
     git(repo, "reflog", "expire", "--expire=now", "--all")
     git(repo, "gc", "-q", "--prune=now")
     assert resume(Store.open(str(repo))).commits_since == []
+
+
+def test_a_superseded_checkpoint_is_replaced_by_one_at_head_with_its_own_next_step(repo):
+    """`gitmem supersede` of a checkpoint writes a checkpoint, as `gitmem checkpoint` does: tied to HEAD (else resume
+    took every commit in history for one made since) and with the next step its text gives."""
+    old = checkpoint(Store.open(str(repo)), "parser written / next: wire it into the CLI").memory
+    (repo / "cli.py").write_text("x\n")
+    git(repo, "add", "cli.py")
+    git(repo, "commit", "-q", "-m", "wire parser")
+    gitmem(repo, "supersede", old.id, "parser wired / next: document the CLI")
+    out = json.loads(gitmem(repo, "resume", "--json").stdout)
+    assert out["checkpoint"]["supersedes"] == old.id
+    assert out["checkpoint"]["commit"] == git(repo, "rev-parse", "HEAD").strip()
+    assert out["commits_since"] == [] and out["next"] == "document the CLI"
