@@ -700,8 +700,9 @@ class Store:
     def supersede(self, memory_id: str, text: str, *, author: Optional[Author] = None, source: str = "api",
                   **fields_: Any) -> Write:
         """Replace a memory with a new one in a single commit: the old one is marked
-        superseded (and points at its successor); the new one says what it supersedes. A checkpoint's
-        successor is a checkpoint as :meth:`add` writes one: at HEAD, with the next step its text gives."""
+        superseded (and points at its successor); the new one says what it supersedes. The successor is
+        anchored as :meth:`add` anchors one: a file memory's to its file's current blob, a checkpoint's to HEAD,
+        with the next step its text gives."""
         author = author or default_author(self.repo)
         new_fields = {"text": text, "title": fields_.pop("title", None), "reason": fields_.pop("reason", None),
                       "next": fields_.pop("next", None)}
@@ -713,6 +714,8 @@ class Store:
             keep = {k: getattr(old, k) for k in ("title", "reason", "tags", "paths")}
             keep.update({k: v for k, v in new_fields.items() if v is not None or k == "text"})
             keep.update({k: tuple(v) for k, v in fields_.items() if k in ("tags", "paths")})
+            if old.type == "file" and keep["paths"]:
+                keep["blob"] = self.current_blob(model.check_path(keep["paths"][0]))
             if old.type == "checkpoint":
                 keep["commit"] = head_commit(self.repo)
                 keep.setdefault("next", model.next_step(text))

@@ -86,6 +86,19 @@ def test_supersede_is_one_commit_linking_both(store, repo):
     assert len(git(repo, "rev-list", "refs/memory/main").split()) == 2
 
 
+def test_a_superseded_file_summary_is_tied_to_the_file_as_it_is_now(store, repo):
+    """The successor of a file memory records the file's blob, as an added one does: else it never reads stale."""
+    from gitmem.recall import recall
+
+    (repo / "app.py").write_text("print(1)\n")
+    old = store.add("file", "app.py prints 1", paths=["app.py"]).memory
+    (repo / "app.py").write_text("print(2)\n")
+    new = store.supersede(old.id, "app.py prints 2").memory
+    assert new.blob == store.current_blob("app.py") != old.blob
+    (repo / "app.py").write_text("print(3)\n")
+    assert [h.stale for h in recall(store, "what does app.py print", paths=["app.py"])] == [True]
+
+
 def test_history_lists_every_commit_that_touched_a_memory(store):
     m = store.add("fact", "v1").memory
     store.add("fact", "unrelated")
