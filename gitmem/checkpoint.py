@@ -333,8 +333,10 @@ def resume(store: Store, *, limit: int = 50) -> Resume:
             walker.hide(point.commit)
         later = [] if gone else list(islice(walker, limit))  # not the whole history, to keep ``limit``
         linked = [repo[c].peel(pygit2.Commit) for c in (point.commits if point else ()) if c in repo and _on_line(repo, c, head)]
+        from .redact import redact  # a subject goes to the model (the SessionStart hook, MCP): no secret in it
+
         for commit in later + linked[::-1]:
-            entry = (str(commit.id), commit.message.splitlines()[0] if commit.message else "")
+            entry = (str(commit.id), redact(commit.message.splitlines()[0])[0] if commit.message else "")
             if entry not in commits:
                 commits.append(entry)
         commits = commits[:limit]

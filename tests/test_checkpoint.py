@@ -111,3 +111,15 @@ def test_a_superseded_checkpoint_is_replaced_by_one_at_head_with_its_own_next_st
     assert out["checkpoint"]["supersedes"] == old.id
     assert out["checkpoint"]["commit"] == git(repo, "rev-parse", "HEAD").strip()
     assert out["commits_since"] == [] and out["next"] == "document the CLI"
+
+
+def test_a_secret_in_a_commit_subject_never_reaches_the_agent_through_resume(repo):
+    """Resume's commits go to the model (the SessionStart hook, the MCP tool): redacted, as the guide is."""
+    token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
+    checkpoint(Store.open(str(repo)), "CI set up / next: run it")
+    (repo / "ci.yml").write_text("x\n")
+    git(repo, "add", "ci.yml")
+    git(repo, "commit", "-q", "-m", f"use {token} in CI")
+    out = json.loads(gitmem(repo, "resume", "--json").stdout)
+    assert [c["subject"] for c in out["commits_since"]] == ["use [REDACTED:github-pat] in CI"]
+    assert token not in gitmem(repo, "resume", "--prompt").stdout
