@@ -417,8 +417,11 @@ def render_resume(r: Resume, prompt: bool = False) -> str:
     head = "Commits since the checkpoint" if cp else "Recent commits"
     lines += ["", f"{head} ({len(r.commits_since)}):" if r.commits_since else f"{head}: none"]
     lines += [f"  {c[:10]} {q(s)}" for c, s in r.commits_since]
-    if r.memories_since:
-        lines += ["", "Memories written since:"] + [f"  {m.id} {m.type}: {q(m.summary)}" for m in r.memories_since]
+    if r.memories_since:  # a write since may be withdrawn since: said, so no one takes it for one that holds
+        lines += ["", "Memories written since:"] + [
+            f"  {m.id} {m.type}: {q(m.summary)}" + ("" if m.status == "active" else " (" + (
+                f"replaced by {m.superseded_by}" if m.superseded_by else m.status) + ": do not rely on it)")
+            for m in r.memories_since]
     if r.relevant:
         lines += ["", "Decisions and rejections about the files this branch changed:"]
         for m in r.relevant:

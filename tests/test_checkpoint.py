@@ -123,3 +123,17 @@ def test_a_secret_in_a_commit_subject_never_reaches_the_agent_through_resume(rep
     out = json.loads(gitmem(repo, "resume", "--json").stdout)
     assert [c["subject"] for c in out["commits_since"]] == ["use [REDACTED:github-pat] in CI"]
     assert token not in gitmem(repo, "resume", "--prompt").stdout
+
+
+def test_resume_says_which_memories_written_since_the_checkpoint_no_longer_hold(repo):
+    """An agent resuming must not take a retracted or replaced memory for a live one."""
+    store = Store.open(str(repo))
+    checkpoint(store, "parser written / next: wire it in")
+    wrong = store.add("fact", "The parser reads stdin").memory
+    store.retract(wrong.id, reason="it reads a file")
+    old = store.add("fact", "The CLI prints JSON").memory
+    new = store.supersede(old.id, "The CLI prints YAML").memory
+    prompt = gitmem(repo, "resume", "--prompt").stdout
+    assert f"{wrong.id} fact: The parser reads stdin (retracted: do not rely on it)" in prompt
+    assert f"{old.id} fact: The CLI prints JSON (replaced by {new.id}: do not rely on it)" in prompt
+    assert f"{new.id} fact: The CLI prints YAML\n" in prompt
