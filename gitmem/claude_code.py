@@ -535,7 +535,7 @@ def session_checkpoint(hook: HookInput, store: Store, source: str = "claude-code
     """A checkpoint from the session's last state. None when the session changed no file (on
     SessionEnd; before a compaction, prompts are enough), when nothing happened since its last
     one, or when the agent wrote its own checkpoint during the session (it says more)."""
-    from .checkpoint import checkpoint, latest_checkpoint
+    from .checkpoint import latest_checkpoint
     from .model import utc_now
 
     with SessionState(store, hook.session_id) as state:
@@ -564,8 +564,9 @@ def session_checkpoint(hook: HookInput, store: Store, source: str = "claude-code
         previous = latest[1].next if latest is not None else None
         next_step = (f"continue: {' '.join(prompts[-1].split())[:300]}" if hook.event == "PreCompact" and prompts
                      else previous)
-        w = checkpoint(store, "\n".join(parts), next=next_step, author=_author(store), source=source,
-                       tags=("claude-code", session_tag(hook.session_id)), paths=changed[:64])
+        # store.add, not checkpoint(): that reads a next step after " / ", and a quoted prompt may hold one
+        w = store.add("checkpoint", "\n".join(parts), next=next_step, author=_author(store), source=source,
+                      tags=("claude-code", session_tag(hook.session_id)), paths=changed[:64])
         state.data["checkpointed"] = done
     return Outcome(written=[w.memory.id], note=f"checkpoint {w.memory.id}")
 

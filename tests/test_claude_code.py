@@ -240,6 +240,18 @@ def test_pre_compact_and_session_end_write_a_checkpoint_from_the_session(tmp_pat
     assert "ended (prompt_input_exit)" in latest.text and latest.next == "continue: write the parser"
 
 
+def test_a_session_checkpoint_takes_no_next_step_from_a_slash_in_the_prompt(repo):
+    """`gitmem checkpoint "done / next"` reads a next step after " / "; a prompt quoted in the session's checkpoint is
+    not written that way (the next session was told to do "load helpers in a.py\nChanged: a.py")."""
+    hook(repo, "UserPromptSubmit", prompt="rename the parse / load helpers in a.py")
+    (repo / "a.py").write_text("x = 1\n")
+    hook(repo, "PostToolUse", tool_name="Write", tool_input={"file_path": str(repo / "a.py")})
+    hook(repo, "SessionEnd", reason="other")
+    [cp] = Store.open(str(repo)).list(type="checkpoint")
+    assert "Last prompt: rename the parse / load helpers in a.py" in cp.text and cp.next is None
+    assert "Next step: not recorded" in context_of(hook(repo, "SessionStart", source="startup"))
+
+
 def test_an_agent_checkpoint_written_during_the_session_is_not_replaced(repo):
     hook(repo, "UserPromptSubmit", prompt="do the thing")
     (repo / "thing.py").write_text("x = 1\n")
