@@ -175,6 +175,13 @@ def turned_down(text: str) -> set:
     return {t for span in _TURNED_DOWN.findall(text) for t in content_terms(span)}
 
 
+def _adopts_only(text: str) -> bool:
+    """Whether ``text`` says nothing of removing, avoiding or turning anything down: a rejected option so
+    worded proposed to do something, so removing it agrees with the rejection. One that removes anything
+    itself ("..., with no central Puppetmaster", "... instead of sleeping") may be what a removal repeats."""
+    return not (_REMOVE | _NEGATION).intersection(re.findall(r"[a-z']+", text.lower())) and not _TURNED_DOWN.search(text)
+
+
 def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
           similarity: Optional[Mapping[str, float]] = None, now: Optional[datetime] = None,
           judge_name: Optional[str] = None, option_similarity: Optional[Mapping[str, float]] = None,
@@ -223,7 +230,7 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
     negated = declined(proposal)
     proposed_names = names(proposal)
     refused = turned_down(proposal)
-    removing = content_terms(" ".join(_clause_words(proposal)))  # the words of its main clause
+    removal = side < 0 and not _NEGATION.intersection(_clause_words(proposal))  # its verb removes, unturned
     kept = content_terms(_TURNED_DOWN.sub("", proposal))  # the proposal's words but the options it turns down
     out: List[Hit] = []
     for h in hits:
@@ -258,11 +265,8 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
         theirs_side = stance(m.text) or stance(m.title or "")
         if side * theirs_side < 0:
             repeat = False  # both take a stance (the text's, else the title's), opposite ones: keep X against a rejected drop X
-        elif side < 0 and not theirs_side and not declined(m.text) and not turned_down(m.text) & removing:
-            # removes what the rejection, taking no stance word, proposed to do ("stop caching sessions in Redis"
-            # against a rejected "Cache sessions in Redis"); unless what it removes is what the rejected option
-            # turned down too ("skip sleeping and keep sampling" against "sample ... instead of sleeping")
-            repeat = False
+        elif not theirs_side and removal and _adopts_only(f"{m.title or ''} {m.text}"):
+            repeat = False  # removes what the rejection proposed to do: stop caching sessions in Redis against caching them
         elif not side and not theirs_side and negated != declined(m.text):
             repeat = False  # neither verb is a stance word and one is negated: "do not publish X" against "Publish X"
         if part and repeat:  # one sentence of a longer proposal: stronger evidence

@@ -287,3 +287,13 @@ def test_removing_what_the_rejected_option_turned_down_too_repeats_it():
     verdict = judge(pool, "skip sleeping between measurements and keep reading the moisture ADC in a tight loop in main",
                     now=NOW)
     assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(1)
+
+
+@pytest.mark.parametrize("rejected, proposal", [
+    ("Ship the Puppet code to each instance and run it locally, with no central Puppetmaster",
+     "stop using a central Puppetmaster and ship the Puppet code to each instance"),
+    ("Lint with ESLint and the StandardJS config", "switch the lint config to StandardJS with no semicolons")])
+def test_a_removal_the_rejected_option_makes_itself_or_a_negation_further_on_is_no_agreement(rejected, proposal):
+    pool = [mem(rejected, "rejection", 1, reason="not now")] + [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+    verdict = judge(pool, proposal, now=NOW)
+    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(1)
