@@ -644,12 +644,12 @@ def held_tips(repo: pygit2.Repository, remote: str, *, interactive: Optional[boo
     Asked of the push URLs themselves, not of fetched copies, so a ref purged since the last fetch, or a
     pushurl apart from the fetch URL, is not taken for what is there. A tip this repository lacks (pushed
     since the last fetch) is fetched first: otherwise nothing told the scan what the remote holds, and a secret
-    a pull redacted here, below the remote's tips, refused the push. Empty when one cannot be asked: the
-    history is then scanned whole."""
+    a pull redacted here, below the remote's tips, refused the push. A URL that cannot be asked is a
+    RemoteError (nothing would reach it anyway)."""
     urls = _git(repo, ["remote", "get-url", "--push", "--all", remote], what=f"read the push URLs of {remote}")
     held: Set[str] = set()
     for n, url in enumerate(urls.stdout.splitlines() if urls.returncode == 0 else []):
-        here = _listed(repo, url, interactive)
+        here = _listed(repo, url, interactive, remote)
         held = here if n == 0 else held & here
     if any(oid not in repo for oid in held):
         fetch(repo, remote, interactive=interactive)
@@ -658,16 +658,18 @@ def held_tips(repo: pygit2.Repository, remote: str, *, interactive: Optional[boo
 
 def held_at(repo: pygit2.Repository, url: str, *, interactive: Optional[bool] = None) -> List[str]:
     """The memory tips the repository at ``url`` holds right now, of those this repository has (see
-    :func:`held_tips`); empty when it cannot be asked."""
-    return sorted(oid for oid in _listed(repo, url, interactive) if oid in repo)
+    :func:`held_tips`); a RemoteError when it cannot be asked."""
+    return sorted(oid for oid in _listed(repo, url, interactive, url) if oid in repo)
 
 
-def _listed(repo: pygit2.Repository, url: str, interactive: Optional[bool]) -> Set[str]:
-    """The tips of the memory refs at ``url`` (`git ls-remote`); empty when it cannot be asked."""
+def _listed(repo: pygit2.Repository, url: str, interactive: Optional[bool], name: str) -> Set[str]:
+    """The tips of the memory refs at ``url`` (`git ls-remote`). One that cannot be asked is a RemoteError
+    naming ``name``, not an empty set: taken for a remote holding none of the history, it had the scan read
+    all of it and refuse the push for a secret a pull redacted here, telling the user to rotate it."""
     result = _git(repo, ["ls-remote", "--refs", url, REF_PREFIX + "*"], interactive=interactive,
                   what=f"list the memory {url} holds")
     if result.returncode != 0:
-        return set()
+        raise RemoteError(f"could not reach {name}: {_failure(result)}")
     return {m.group(1) for line in result.stdout.splitlines() if (m := re.match(r"([0-9a-f]{40,64})\t", line))}
 
 

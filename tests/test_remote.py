@@ -569,6 +569,35 @@ def test_a_new_branchs_memory_goes_out_when_the_remote_moved_on_since_the_last_f
     assert remote_tip(origin, "feature") == git(bob, "rev-parse", "refs/memory/feature").strip()
 
 
+@pytest.mark.parametrize("url", ["missing.git", "file:///nonexistent/gitmem/origin.git"])
+def test_a_push_to_an_unreachable_remote_says_it_could_not_reach_it_not_to_rotate_a_redacted_secret(
+        alice, bob, tmp_path, url):
+    """A secret a pull redacted here stays in the history below, on the remote already. A new branch's push to a
+    remote that cannot be asked (a moved or mistyped URL, a dead server) scanned that whole history and told the
+    user the remote has none of it, to rotate the secret: it says it could not reach the remote, and why."""
+    gitmem(alice, "add", "fact", "clean")
+    gitmem(alice, "push")
+    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
+           "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
+           f"text: 'deploy key {_github_token()}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
+           "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
+    git(alice, "config", "core.hooksPath", "/dev/null")
+    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    gitmem(bob, "pull")  # redacted on arrival; the history below still holds it
+    git(bob, "switch", "-q", "-c", "feature")
+    gitmem(bob, "add", "fact", "the feature's own")
+    git(bob, "remote", "set-url", "origin", url)
+    refs_before = git(bob, "for-each-ref")
+
+    pushed = gitmem(bob, "push", check=False)
+
+    assert pushed.returncode == 1
+    assert "could not reach origin" in pushed.stderr and "rotate" not in pushed.stderr
+    assert "possible secret" not in pushed.stderr and "Traceback" not in pushed.stderr
+    assert len(pushed.stderr.strip().splitlines()) == 1
+    assert git(bob, "for-each-ref") == refs_before
+
+
 def test_a_push_to_a_pushurl_apart_from_the_fetch_url_goes_through(alice, tmp_path):
     """The lease names the tip fetched from the remote's url; pushes go to its pushurl, which may hold another
     tip: a refused lease that a fetch cannot explain is dropped, and the push scans everything instead."""
