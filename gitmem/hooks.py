@@ -709,7 +709,8 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
 
     url = args[1] if len(args) > 1 else None  # where git pushes
     updates = memory_updates(stdin)
-    _refuse_memory_secrets(store, updates, url)  # first: what a push would send, and that its tips are commits
+    # first: what a push would send, and that its tips are commits
+    _refuse_memory_secrets(store, updates, args[0] if args else None, url)
     _refuse_forced_memory(store, args[0] if args else "the remote", updates)
     if os.environ.get("GITMEM_HOOK") == "pre-push":
         return []  # the memory push gitmem itself runs from here (it scanned already)
@@ -787,22 +788,24 @@ def _refuse_forced_memory(store: Store, remote: str, updates: List[List[str]]) -
                            f"first (or `git fetch {remote}`), or push the code alone (`git push {remote} <branch>`)")
 
 
-def _refuse_memory_secrets(store: Store, updates: List[List[str]], url: Optional[str] = None) -> None:
+def _refuse_memory_secrets(store: Store, updates: List[List[str]], remote: Optional[str] = None,
+                           url: Optional[str] = None) -> None:
     """A plain `git push` sending anything to refs/memory/* (after `gitmem remote setup`, or
     by hand) gets the same outgoing scan as `gitmem push`: every object it sends, and the
     tip must be a memory commit. Anything that goes wrong here refuses the push (see :func:`main`).
-    A ref new to the remote is scanned past what ``url`` (where git pushes) holds under its other memory refs."""
+    A ref new to the remote is scanned past what ``url`` (where git pushes) holds under its other memory refs,
+    as `gitmem push` does (:func:`gitmem.remote.held_tips`: tips this clone lacks are fetched from ``remote``)."""
     if not updates:
         return
     tips = [parts[1] for parts in updates]
     known = [parts[3] for parts in updates if parts[3] != _ZERO and parts[3] in store.repo]
-    from .remote import held_at, outgoing_secrets, secret_names
+    from .remote import held_tips, outgoing_secrets, secret_names
 
     named = secret_names(parts[2] for parts in updates)
     if named:
         raise SecretFound(named)
-    if url and any(parts[3] == _ZERO for parts in updates):
-        known += held_at(store.repo, url, interactive=False)
+    if remote and url and any(parts[3] == _ZERO for parts in updates):
+        known += held_tips(store.repo, remote, url=url, interactive=False)
 
     found = outgoing_secrets(store.repo, tips, known)
     if found:

@@ -635,31 +635,31 @@ def _leases(repo: pygit2.Repository, remote: str, tips: Dict[str, str]) -> Dict[
     return {b: known for b, tip in tips.items() if (known := tracked.get(b)) and reachable(repo, known, tip)}
 
 
-def held_tips(repo: pygit2.Repository, remote: str, *, interactive: Optional[bool] = None) -> List[str]:
-    """The memory tips every URL `git push REMOTE` sends to holds right now, of those this repository has.
+def held_tips(repo: pygit2.Repository, remote: str, *, url: Optional[str] = None,
+              interactive: Optional[bool] = None) -> List[str]:
+    """The memory tips every URL `git push REMOTE` sends to holds right now (or ``url`` alone: where the git
+    push a pre-push hook runs in sends), of those this repository has.
 
     A branch new to the remote has no lease, yet its history is mostly the memory it forked from, which the
     remote holds under other refs: a push sends none of that, so the scan need not read it (reading it, a
     secret a pull redacted here, on the remote below main's tip already, refused every new branch for good).
     Asked of the push URLs themselves, not of fetched copies, so a ref purged since the last fetch, or a
     pushurl apart from the fetch URL, is not taken for what is there. A tip this repository lacks (pushed
-    since the last fetch) is fetched first: otherwise nothing told the scan what the remote holds, and a secret
-    a pull redacted here, below the remote's tips, refused the push. A URL that cannot be asked is a
-    RemoteError (nothing would reach it anyway)."""
-    urls = _git(repo, ["remote", "get-url", "--push", "--all", remote], what=f"read the push URLs of {remote}")
+    since the last fetch) is fetched first, from ``remote`` when it is a configured remote: otherwise nothing
+    told the scan what the remote holds, and a secret a pull redacted here, below the remote's tips, refused
+    the push. A URL that cannot be asked is a RemoteError (nothing would reach it anyway)."""
+    if url is None:
+        listed = _git(repo, ["remote", "get-url", "--push", "--all", remote], what=f"read the push URLs of {remote}")
+        urls = listed.stdout.splitlines() if listed.returncode == 0 else []
+    else:
+        urls = [url]
     held: Set[str] = set()
-    for n, url in enumerate(urls.stdout.splitlines() if urls.returncode == 0 else []):
-        here = _listed(repo, url, interactive, remote)
+    for n, each in enumerate(urls):
+        here = _listed(repo, each, interactive, remote)
         held = here if n == 0 else held & here
-    if any(oid not in repo for oid in held):
+    if any(oid not in repo for oid in held) and remote in repo.remotes.names():
         fetch(repo, remote, interactive=interactive)
     return sorted(oid for oid in held if oid in repo)
-
-
-def held_at(repo: pygit2.Repository, url: str, *, interactive: Optional[bool] = None) -> List[str]:
-    """The memory tips the repository at ``url`` holds right now, of those this repository has (see
-    :func:`held_tips`); a RemoteError when it cannot be asked."""
-    return sorted(oid for oid in _listed(repo, url, interactive, url) if oid in repo)
 
 
 def _listed(repo: pygit2.Repository, url: str, interactive: Optional[bool], name: str) -> Set[str]:

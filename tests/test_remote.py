@@ -569,6 +569,43 @@ def test_a_new_branchs_memory_goes_out_when_the_remote_moved_on_since_the_last_f
     assert remote_tip(origin, "feature") == git(bob, "rev-parse", "refs/memory/feature").strip()
 
 
+@pytest.mark.parametrize("refspecs", [["origin", "feature", "refs/memory/feature"], []])
+def test_a_plain_push_of_a_new_branchs_memory_is_scanned_past_what_the_remote_moved_to_since_the_last_fetch(
+        alice, bob, origin, refspecs):
+    """As above, through the pre-push hook (a plain `git push` that sends the new branch's memory): its scan
+    shares `gitmem push`'s fetch of the tips this clone lacks. It read the whole history instead and refused
+    the push for the secret a pull had redacted here. Sending all memory (`remote setup`'s refspec) sends
+    main's too, behind the remote's: refused for that, saying to pull first, and after the pull it goes."""
+    gitmem(alice, "add", "fact", "clean")
+    gitmem(alice, "push")
+    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
+           "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
+           f"text: 'deploy key {_github_token()}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
+           "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
+    git(alice, "config", "core.hooksPath", "/dev/null")
+    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    gitmem(bob, "hooks", "install")
+    gitmem(bob, "remote", "setup")
+    gitmem(bob, "pull")  # redacted on arrival; the history below (on the remote too) still holds it
+    gitmem(bob, "push")
+    gitmem(alice, "pull")
+    gitmem(alice, "add", "fact", "alice moves main on")
+    gitmem(alice, "push")
+
+    git(bob, "switch", "-q", "-c", "feature")
+    gitmem(bob, "add", "fact", "the feature's own")
+    git(bob, "commit", "-q", "--allow-empty", "-m", "feature")
+    plain = subprocess.run(["git", "push", *refspecs], cwd=bob, capture_output=True, text=True)
+
+    assert "possible secret" not in plain.stderr
+    if not refspecs:
+        assert plain.returncode != 0 and "run `gitmem pull` first" in plain.stderr
+        gitmem(bob, "pull")
+        plain = subprocess.run(["git", "push"], cwd=bob, capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stderr
+    assert remote_tip(origin, "feature") == git(bob, "rev-parse", "refs/memory/feature").strip()
+
+
 @pytest.mark.parametrize("url", ["missing.git", "file:///nonexistent/gitmem/origin.git"])
 def test_a_push_to_an_unreachable_remote_says_it_could_not_reach_it_not_to_rotate_a_redacted_secret(
         alice, bob, tmp_path, url):
