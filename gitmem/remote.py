@@ -25,6 +25,7 @@ import json
 import os
 import random
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -369,11 +370,11 @@ def _is_object_refusal(result: subprocess.CompletedProcess) -> bool:
 
 def _gate(repo, remote: str, landed: Dict[str, str], refused: List[Any]) -> None:
     """Move each landed tip the gate accepts onto its tracking ref; drop the incoming refs."""
-    from .trust import Refusal, history_problem
+    from .trust import Refusal
 
     known = list(local_branches(repo).values())
     for b, tip in sorted(landed.items()):
-        why = history_problem(repo, tip, known)
+        why = _history_refusal(repo, remote, b, tip, known)
         if why:
             refused.append(Refusal(memory_ref(b), why, remote))
         else:
@@ -382,6 +383,29 @@ def _gate(repo, remote: str, landed: Dict[str, str], refused: List[Any]) -> None
             except (GitmemError, pygit2.GitError, OSError, ValueError) as e:
                 refused.append(Refusal(memory_ref(b), f"could not record it: {e}", remote))
         _delete_ref(repo, _incoming_ref(remote, b))
+
+
+def _history_refusal(repo: pygit2.Repository, remote: str, branch: str, tip: str, known: Iterable[str]) -> Optional[str]:
+    """Why the gate refuses the history of ``remote``'s tip ``tip`` of ``branch``, with how to end it: while the
+    remote's ref holds the refused commit (plain git or another client pushed it), every teammate's pull and
+    push of the branch is refused, and no push of gitmem's moves a memory ref back, so the line names the one
+    that does (a forced push of the commit's parent, leased on ``tip``; --no-verify past gitmem's pre-push
+    hook, which refuses it as memory forced back)."""
+    from .trust import refused_commit
+
+    found = refused_commit(repo, tip, known)
+    if found is None:
+        return None
+    bad, why = found
+    if bad is None:
+        return why
+    ref = memory_ref(branch)
+    parents = repo[bad].peel(pygit2.Commit).parent_ids
+    back = f"{str(parents[0])[:12]}:{ref}" if parents else f":{ref}"  # a refused first commit: only deleting ends it
+    command = " ".join(shlex.quote(a) for a in ["git", "push", "--no-verify", f"--force-with-lease={ref}:{tip[:12]}",
+                                                  remote, back])
+    return (f"{why}; refused until that ref on {remote} is moved back past that commit, by someone allowed to "
+            f"force it: `{command}` (see docs/remotes.md)")
 
 
 def _record(repo: pygit2.Repository, ref: str, tip: str) -> None:
@@ -423,7 +447,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     left as it is (``blocked``), the others merged."""
     from .errors import PendingConflict
     from .merge import merge_into
-    from .trust import Refusal, history_problem
+    from .trust import Refusal
 
     repo = store.repo
     remote = _resolve_remote(repo, remote, store.branch)
@@ -437,7 +461,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         if not b.new or b.branch in refused:
             continue
         if b.new == b.old:  # not fetched just now (plain `git fetch` may have put it there): gate it here
-            why = history_problem(repo, b.new, local_branches(repo).values())
+            why = _history_refusal(repo, remote, b.branch, b.new, local_branches(repo).values())
             if why:
                 fetched.refused.append(Refusal(b.ref, why, remote))
                 continue

@@ -26,7 +26,7 @@ deeper than three levels, so refusing them costs nothing legitimate.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import pygit2
 
@@ -196,12 +196,19 @@ def history_problem(repo: pygit2.Repository, tip: str, known: Iterable[str] = ()
 
     Each new commit's tree is compared with its parents': only subtrees that
     differ from a parent's are walked, so the cost is the change, not the tree."""
+    found = refused_commit(repo, tip, known)
+    return found[1] if found else None
+
+
+def refused_commit(repo: pygit2.Repository, tip: str, known: Iterable[str] = ()) -> Optional[Tuple[Optional[str], str]]:
+    """As :func:`history_problem`, with the newest commit refused (None when the tip or the walk is at fault):
+    the one a remote's ref must be moved back past before the gate lets the branch in again."""
     try:
         obj = repo[tip]
     except (KeyError, ValueError, pygit2.GitError):
-        return f"tip {tip[:10]} is missing"
+        return None, f"tip {tip[:10]} is missing"
     if not isinstance(obj, pygit2.Commit):
-        return f"tip {tip[:10]} is a {obj.type_str}, not a commit"
+        return None, f"tip {tip[:10]} is a {obj.type_str}, not a commit"
     walker = repo.walk(obj.id, pygit2.enums.SortMode.TOPOLOGICAL)
     for k in dict.fromkeys(known):
         try:
@@ -215,9 +222,9 @@ def history_problem(repo: pygit2.Repository, tip: str, known: Iterable[str] = ()
                 parents = [p.tree for p in commit.parents]
                 why = _tree_problem(repo, commit.tree, parents, (), seen)
                 if why:
-                    return printable(f"commit {str(commit.id)[:10]}: {why}")
+                    return str(commit.id), printable(f"commit {str(commit.id)[:10]}: {why}")
     except (KeyError, ValueError, pygit2.GitError) as e:
-        return f"history is unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        return None, f"history is unreadable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
     return None
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -310,6 +312,36 @@ def test_an_oversized_memory_blob_stays_out(team):
     plant(mallory, [("100644", blob(mallory, memory_yaml(NEW_ID, "x" * 70_000)), NEW_PATH)])
 
     pull_refused(mine, "byte limit")
+
+
+def test_a_branch_an_oversized_blob_blocks_is_unblocked_by_the_command_the_refusal_names(team):
+    """A blob over the size cap, pushed with plain git (or another client), refuses every teammate's pull and
+    push of the branch for as long as the remote's ref holds it, and nothing of gitmem's moves that ref back
+    (a push is never forced; the pre-push hook refuses a plain forced one). The refusal names the command
+    that does; after it, pull and push work again and the oversized blob is in none of the remote's history."""
+    mine, mallory, origin = team
+    shared = git(mallory, "rev-parse", "refs/memory/main").strip()
+    evil = plant(mallory, [("100644", blob(mallory, memory_yaml(NEW_ID, "x" * 70_000)), NEW_PATH)])
+    gitmem(mine, "hooks", "install")
+    gitmem(mine, "add", "fact", "written while blocked")
+
+    pulled = run(mine, "pull", check=False)
+    pushed = run(mine, "push", check=False)
+
+    assert pulled.returncode == pushed.returncode == 1
+    commands = []
+    for said in (pulled.stderr, pushed.stderr):
+        assert "byte limit" in said
+        commands += re.findall(r"`(git push --no-verify [^`]*)`", said)
+    assert len(commands) == 2 and commands[0] == commands[1], (pulled.stderr, pushed.stderr)
+    subprocess.run(shlex.split(commands[0]), cwd=mine, check=True, capture_output=True)
+
+    assert run(mine, "push").returncode == 0
+    assert run(mine, "pull").returncode == 0
+    git(origin, "merge-base", "--is-ancestor", shared, "refs/memory/main")  # what was there before stays
+    assert evil not in git(origin, "rev-list", "refs/memory/main")
+    assert "written while blocked" in {m.text for m in Store.open(str(mine)).list()}
+    assert_intact(mine)
 
 
 def test_a_memory_blob_with_yaml_anchors_or_aliases_stays_out(team):
