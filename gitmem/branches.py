@@ -11,7 +11,7 @@ default branch is the parent. Memory fetched from a remote lives on
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import pygit2
@@ -255,13 +255,14 @@ class BranchInfo:
     code: str  # "exists" (a local or remote-tracking branch has it, as prune reads it) or "deleted"
     merged: bool  # its code is reachable from the parent's (or default) code branch
     conflicts: int = 0
-    memory_merged: bool = False  # its memory tip is in the parent's (or default) memory
+    memory_merged: bool = False  # its memory tip is in the parent's (or default) memory, or ``renamed_to``'s
     active: int = 0  # of ``memories`` (which also counts superseded, retracted and invalid ones), as status counts
+    renamed_to: Optional[str] = None  # prune: the code branch renamed from it whose memory holds all of its
 
     def to_dict(self) -> Dict[str, Any]:
         return {"name": self.name, "ref": self.ref, "tip": self.tip, "parent": self.parent,
                 "memories": self.memories, "active": self.active, "code": self.code, "merged": self.merged,
-                "conflicts": self.conflicts, "memory_merged": self.memory_merged}
+                "conflicts": self.conflicts, "memory_merged": self.memory_merged, "renamed_to": self.renamed_to}
 
 
 def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
@@ -310,6 +311,10 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True, force: bool = False)
     default = default_branch(repo)
     moved = renames(repo)  # not gone: renamed by git, which left the memory behind (see move)
     gone = [b for b in list_branches(repo) if b.name != default and not code_tips(repo, b.name) and b.name not in moved]
+    # Renamed, and the memory left behind merged into the new name's since: in its memory, whatever the parent's
+    carried = {old: new for new, _ in ref_names(repo, "refs/heads/") if (old := renamed_from(repo, new, merged=True))}
+    gone = [replace(b, memory_merged=True, renamed_to=carried[b.name]) if not b.memory_merged and b.name in carried
+            else b for b in gone]
     if not dry_run:
         for b in gone:
             if not prunable(b, force):
@@ -548,11 +553,12 @@ def renames(repo: pygit2.Repository) -> Dict[str, str]:
     return out
 
 
-def renamed_from(repo: pygit2.Repository, branch: str) -> Optional[str]:
+def renamed_from(repo: pygit2.Repository, branch: str, *, merged: bool = False) -> Optional[str]:
     """The branch ``branch`` was renamed from (`git branch -m`), if its code's reflog says so and that name
     still has memory of its own that ``branch``'s lacks: the memory git did not move (``branch`` may have
     written since, forking its parent's). Renamed twice (a to b, then b to c), the reflog (which git moves
-    with the branch) is followed back to the name the memory stayed under."""
+    with the branch) is followed back to the name the memory stayed under. With ``merged``, that name only
+    when ``branch``'s memory holds all of its since (`gitmem --branch NEW merge OLD`): what prune drops."""
     from .repo import memory_ref
 
     try:
@@ -565,7 +571,7 @@ def renamed_from(repo: pygit2.Repository, branch: str) -> Optional[str]:
         if message.startswith("Branch: renamed refs/heads/") and message.endswith(f" to refs/heads/{name}"):
             name = message[len("Branch: renamed refs/heads/"):-len(f" to refs/heads/{name}")]
             if (left := ref_target(repo, memory_ref(name))) is not None:
-                return None if reachable(repo, left, ref_target(repo, memory_ref(branch))) else name
+                return name if reachable(repo, left, ref_target(repo, memory_ref(branch))) == merged else None
     return None
 
 

@@ -636,6 +636,27 @@ def test_a_renamed_branch_that_wrote_before_its_memory_was_moved_still_names_wha
     assert "code renamed" not in gitmem(repo, "branch").stdout
 
 
+def test_prune_drops_the_memory_a_renamed_branch_left_behind_once_it_is_in_the_renamed_branchs_memory(repo):
+    """After `git branch -m old renamed` and `gitmem --branch renamed merge old`, old's memory is all in
+    renamed's: prune offered `gitmem merge old` (into main, which the branch never reached) and kept it from
+    `prune --yes`, as if it existed nowhere else."""
+    gitmem(repo, "hooks", "install")
+    gitmem(repo, "add", "decision", "base", "--because", "why")
+    git(repo, "checkout", "-q", "-b", "old")
+    gitmem(repo, "add", "note", "old-branch note")
+    commit_file(repo, "old.txt")
+    git(repo, "branch", "-m", "old", "renamed")
+    gitmem(repo, "add", "note", "written after the rename")
+    gitmem(repo, "--branch", "renamed", "merge", "old")
+
+    listing = gitmem(repo, "prune").stdout
+    assert "would delete refs/memory/old" in listing and "all of it is in renamed's memory" in listing, listing
+    assert "gitmem merge old" not in listing
+    assert "deleted refs/memory/old" in gitmem(repo, "prune", "--yes").stdout
+    assert "refs/memory/old" not in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory")
+    assert {"old-branch note", "written after the rename"} <= {m.text for m in Store.open(str(repo)).list()}
+
+
 def test_diff_reads_the_trees_that_differ_and_answers_as_a_full_listing_does(repo):
     """diff walks the tree diff from the merge base (what changed costs, not what is stored): its answer is
     the one comparing every memory of both sides, for added, edited, retracted, moved and deleted memories."""
