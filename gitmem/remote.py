@@ -401,8 +401,9 @@ def _history_refusal(repo: pygit2.Repository, remote: str, branch: str, tip: str
         return why
     ref = memory_ref(branch)
     parents = repo[bad].peel(pygit2.Commit).parent_ids
-    back = f"{str(parents[0])[:12]}:{ref}" if parents else f":{ref}"  # a refused first commit: only deleting ends it
-    command = " ".join(shlex.quote(a) for a in ["git", "push", "--no-verify", f"--force-with-lease={ref}:{tip[:12]}",
+    # Full ids: a lease or a source abbreviated resolves only while this clone still holds the objects.
+    back = f"{parents[0]}:{ref}" if parents else f":{ref}"  # a refused first commit: only deleting ends it
+    command = " ".join(shlex.quote(a) for a in ["git", "push", "--no-verify", f"--force-with-lease={ref}:{tip}",
                                                   remote, back])
     return (f"{why}; refused until that ref on {remote} is moved back past that commit, by someone allowed to "
             f"force it: `{command}` (see docs/remotes.md)")
