@@ -247,12 +247,15 @@ class PromptBlock(NamedTuple):
     ``block`` is the block as sent (a string message content or string system prompt becomes a text
     block); ``path`` is the API's name for its position (``tools.0``, ``system.1``,
     ``messages.2.content.0``), used in error messages; ``tokens`` includes any framing charged on it.
+    ``earlier_thinking`` marks a thinking block of an earlier assistant turn (free, see
+    :func:`prompt_blocks`), which some models strip from the prompt altogether.
     """
 
     section: str
     path: str
     block: Mapping[str, Any]
     tokens: int
+    earlier_thinking: bool = False
 
     @property
     def cache_control(self) -> Optional[Mapping[str, Any]]:
@@ -355,7 +358,8 @@ def prompt_blocks(body: Mapping[str, Any], family: str = DEFAULT_FAMILY) -> List
                 tokens = 0 if thinking and earlier else _block_tokens(block, family)
                 tokens += (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0) + extra
                 extra = 0
-                blocks.append(PromptBlock("messages", path, block if isinstance(block, Mapping) else {}, tokens))
+                blocks.append(PromptBlock("messages", path, block if isinstance(block, Mapping) else {}, tokens,
+                                          thinking and earlier))
     return blocks
 
 

@@ -992,3 +992,35 @@ def test_near_the_minimum_the_emulator_does_not_cache_what_the_api_might_not(emu
     near, far = body(guide_text=guide(sizes["just above"])), body(guide_text=guide(sizes["well above"]))
     assert usage(emu, near)["cache_creation_input_tokens"] == 0
     assert usage(emu, far)["cache_creation_input_tokens"] == tokens_through(far, 0)
+
+
+# https://platform.claude.com/docs/en/build-with-claude/prompt-caching, "What invalidates the cache": "Non-tool
+# results passed to extended thinking requests": "On Opus 4.5+ and Sonnet 4.6+, thinking blocks are preserved by
+# default, so the cache remains valid (✓). On earlier Opus/Sonnet models and all Haiku models, all
+# previously-cached thinking blocks are stripped from context, and any messages that follow those thinking blocks
+# are removed from the cache (✘)."
+@pytest.mark.parametrize("model, kept", [(HAIKU, False), ("claude-sonnet-4-5", False), (SONNET, True),
+                                         ("claude-opus-4-6", True)])
+def test_a_user_turn_after_a_thinking_tool_loop_keeps_its_cache_only_where_thinking_is_preserved(emu, model, kept):
+    def chat(answered):
+        messages = [{"role": "user", "content": "How are refunds paid?"},
+                    {"role": "assistant", "content": [
+                        {"type": "thinking", "thinking": "The guide has a rule on refunds. " * 20, "signature": "sig"},
+                        {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "refunds"}}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                  "content": "Through the ledger.",
+                                                  "cache_control": {"type": "ephemeral"}}]}]
+        if answered:
+            messages += [{"role": "assistant", "content": "Through the ledger service."},
+                         {"role": "user", "content": [{"type": "text", "text": "And chargebacks?",
+                                                       "cache_control": {"type": "ephemeral"}}]}]
+        return {"model": model, "max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 2000},
+                "tools": [{"name": "lookup", "description": GUIDE, "input_schema": {"type": "object"}}],
+                "messages": messages}
+
+    client = sdk_client(emu)
+    assert client.messages.create(**chat(False)).usage.cache_creation_input_tokens > 0
+    later = client.messages.create(**chat(True)).usage
+    assert (later.cache_read_input_tokens > 0) is kept
+    if not kept:  # nothing before the stripped thinking block was marked: the whole prompt is written again
+        assert later.cache_creation_input_tokens == count_request_tokens(chat(True))

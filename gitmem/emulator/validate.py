@@ -333,6 +333,17 @@ def default_effort(model_id: str) -> str:
     return "medium" if model_id in _MEDIUM_EFFORT_DEFAULT else "high"
 
 
+#: Opus and Sonnet models before Opus 4.5 and Sonnet 4.6 that the emulator serves (the older ones are retired).
+_EARLIER_OPUS_SONNET = ("claude-sonnet-4-5-20250929",)
+
+
+def strips_earlier_thinking(model_id: str) -> bool:
+    """Whether the model drops the thinking blocks of earlier turns from the prompt. The caching page's table "What
+    invalidates the cache": "On Opus 4.5+ and Sonnet 4.6+, thinking blocks are preserved by default ... On earlier
+    Opus/Sonnet models and all Haiku models, all previously-cached thinking blocks are stripped from context"."""
+    return "haiku" in model_id or model_id in _EARLIER_OPUS_SONNET
+
+
 def _citations_on(blocks: List[PromptBlock]) -> bool:
     """Whether any document block (also inside a tool_result) has ``citations: {"enabled": true}``."""
     parts = [b.block for b in blocks]
@@ -358,7 +369,8 @@ def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock], model
     structured-outputs page has a changed format "invalidate any prompt cache for that conversation
     thread" (its schema is read as part of the system prompt). An effort equal to the model's default
     (:func:`default_effort`) is left out: the table says "Setting effort explicitly to the model's default is
-    equivalent to omitting it and does not invalidate."
+    equivalent to omitting it and does not invalidate." A thinking block of an earlier turn that the model strips
+    (:func:`strips_earlier_thinking`) is no longer the block the tool loop cached, so every key from it on changes.
     """
     images = [_canonical(b.block) for b in blocks if b.block.get("type") == "image"]
     images += [_canonical(part) for b in blocks if b.block.get("type") == "tool_result"
@@ -370,8 +382,11 @@ def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock], model
               **({"citations": True} if _citations_on(blocks) else {})}
     material = []
     first_message = first_system = True
+    stripped = strips_earlier_thinking(model_id)
     for block in blocks:
         text = _canonical({k: v for k, v in block.block.items() if k != "cache_control"})
+        if block.earlier_thinking and stripped:
+            text = _canonical({"type": block.block.get("type"), "stripped": True})
         if block.section in ("system", "messages") and first_system:
             first_system = False
             if any(output.values()):
