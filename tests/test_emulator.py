@@ -1024,3 +1024,41 @@ def test_a_user_turn_after_a_thinking_tool_loop_keeps_its_cache_only_where_think
     assert (later.cache_read_input_tokens > 0) is kept
     if not kept:  # nothing before the stripped thinking block was marked: the whole prompt is written again
         assert later.cache_creation_input_tokens == count_request_tokens(chat(True))
+
+
+# https://platform.claude.com/docs/en/build-with-claude/prompt-caching, "Cache limitations": "For concurrent
+# requests, note that a cache entry only becomes available after the first response begins. If you need cache hits
+# for parallel requests, wait for the first response before sending subsequent requests." A request that arrived
+# before another's response began misses that response's entry, even when the emulator serves it afterwards.
+def test_a_request_sent_before_the_first_response_began_misses_its_entry(clock):
+    import threading
+
+    from gitmem.emulator import PromptCache
+
+    class HeldCache(PromptCache):
+        """Holds the first request it serves until told to go on: the two requests are in flight together."""
+
+        def __init__(self):
+            super().__init__()
+            self.held, self.go = threading.Event(), threading.Event()
+
+        def apply(self, *args, **kwargs):
+            if not self.held.is_set():
+                self.held.set()
+                assert self.go.wait(10)
+            return super().apply(*args, **kwargs)
+
+    emu = Emulator(clock=clock, cache=HeldCache())
+    client = sdk_client(emu)
+    req = body()
+    early = {}
+    sent = threading.Thread(target=lambda: early.setdefault("usage", client.messages.create(**req).usage))
+    sent.start()
+    assert emu.cache.held.wait(10)  # the first request is in flight, its prompt not yet processed
+    first = client.messages.create(**req).usage  # the second one starts its response first
+    emu.cache.go.set()
+    sent.join(10)
+    assert first.cache_creation_input_tokens == tokens_through(req, 0)
+    assert early["usage"].cache_read_input_tokens == 0  # sent before that response began: no hit
+    assert early["usage"].cache_creation_input_tokens == tokens_through(req, 0)
+    assert client.messages.create(**req).usage.cache_read_input_tokens == tokens_through(req, 0)  # sent after: a hit

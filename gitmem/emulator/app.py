@@ -227,6 +227,7 @@ class Emulator:
 
     def _message(self, data: Mapping[str, Any], raw: bytes) -> dict:
         parsed = parse_request(data, self.table)
+        arrived = self.cache.arrive()  # before any wait for a lock: what is cached when the request comes in
         with self._persisted():
             outcome = self.cache.apply(
                 parsed.keys,
@@ -235,6 +236,7 @@ class Emulator:
                 cacheable_minimum(parsed.model),
                 self.clock.now(),
                 lookback_positions([block.block.get("type") for block in parsed.blocks]),
+                arrived,
             )
             message_id = self._next_id("msg_", raw)
         content = respond(data)

@@ -22,6 +22,9 @@ on" record them):
   the minimum it wants enforced: the emulator passes the model's minimum plus the token counter's
   measured overcount margin (``app.cacheable_minimum``), so it never caches a prefix the API would
   find too short.
+- "A cache entry only becomes available after the first response begins": a request that arrived (see
+  :meth:`PromptCache.arrive`) before an entry was written does not see it. The emulator's response begins as soon
+  as its entry is written, so "written" stands for "the response began".
 - With mixed TTLs: A = tokens up to the highest cache hit (0 if none), B = tokens up to the last 1h
   breakpoint after A (A if none), C = tokens up to the last breakpoint; read = A, 1h write = B - A,
   5m write = C - B, and ``input_tokens`` = total - max(A, C).
@@ -53,7 +56,11 @@ class Breakpoint:
 
 @dataclass(frozen=True)
 class Entry:
-    """A live cache entry: the prefix hash, its length in tokens, and when it expires."""
+    """A live cache entry: the prefix hash, its length in tokens, and when it expires.
+
+    ``generation`` counts the writes of this process's cache up to this one (0 for an entry loaded from a state
+    file): only requests that arrived at that generation or later see it.
+    """
 
     key: str
     tokens: int
@@ -61,6 +68,7 @@ class Entry:
     written_at: float
     expires_at: float
     hits: int = 0
+    generation: int = 0
 
     def to_dict(self, now: float) -> dict:
         return {
@@ -129,6 +137,12 @@ class PromptCache:
     def __init__(self) -> None:
         self._entries: Dict[str, Entry] = {}
         self._lock = threading.Lock()
+        self._generation = 0
+
+    def arrive(self) -> int:
+        """Stamp a request as it arrives: :meth:`apply` with this stamp sees only entries written before it."""
+        with self._lock:
+            return self._generation
 
     def _live(self, key: str, now: float) -> Optional[Entry]:
         entry = self._entries.get(key)
@@ -168,11 +182,12 @@ class PromptCache:
             self._entries = entries
 
     def find_hit(self, keys: Sequence[str], breakpoints: Sequence[Breakpoint], now: float,
-                 positions: Optional[Sequence[int]] = None) -> Optional[int]:
+                 positions: Optional[Sequence[int]] = None, arrived: Optional[int] = None) -> Optional[int]:
         """The highest block index with a live entry among the 20 positions of some breakpoint.
 
         The positions are the breakpoint's own and the 19 before it; ``positions`` gives each block's
-        (:func:`lookback_positions`), one per block when omitted.
+        (:func:`lookback_positions`), one per block when omitted. With ``arrived`` (:meth:`arrive`), entries
+        written after the request arrived are not there for it.
         """
         pos = list(range(len(keys))) if positions is None else positions
         hit: Optional[int] = None
@@ -180,7 +195,8 @@ class PromptCache:
             for index in range(bp.index, -1, -1):
                 if pos[index] <= pos[bp.index] - LOOKBACK_BLOCKS or (hit is not None and index <= hit):
                     break
-                if self._live(keys[index], now) is not None:
+                entry = self._live(keys[index], now)
+                if entry is not None and (arrived is None or entry.generation <= arrived):
                     hit = index
                     break
         return hit
@@ -193,17 +209,18 @@ class PromptCache:
         min_tokens: int,
         now: float,
         positions: Optional[Sequence[int]] = None,
+        arrived: Optional[int] = None,
     ) -> Outcome:
         """Serve one request: find the hit, refresh it, write entries after it, return the usage.
 
         ``keys`` and ``tokens`` are per block (see :func:`prefix_keys`); ``breakpoints`` are
         validated already (at most 4, sorted, no 1h after 5m); ``positions`` are the blocks'
-        lookback positions (:func:`lookback_positions`).
+        lookback positions (:func:`lookback_positions`); ``arrived`` the request's stamp (:meth:`arrive`).
         """
         upto = cumulative(tokens)
         total = upto[-1] if upto else 0
         with self._lock:
-            hit = self.find_hit(keys, breakpoints, now, positions)
+            hit = self.find_hit(keys, breakpoints, now, positions, arrived)
             read = upto[hit] if hit is not None else 0
             if hit is not None:
                 self._refresh(keys, hit, breakpoints, now)
@@ -217,6 +234,7 @@ class PromptCache:
                 b = upto[one_hour[-1].index] if one_hour else read
                 end = upto[cacheable[-1].index]
                 write_1h, write_5m = b - read, end - b
+                self._generation += 1
                 for bp in cacheable:
                     self._entries[keys[bp.index]] = Entry(
                         key=keys[bp.index],
@@ -224,6 +242,7 @@ class PromptCache:
                         ttl=bp.ttl,
                         written_at=now,
                         expires_at=now + TTL_SECONDS[bp.ttl],
+                        generation=self._generation,
                     )
         return Outcome(
             input_tokens=total - end,
