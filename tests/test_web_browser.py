@@ -7,6 +7,7 @@ Screenshots of every page go to test-artifacts/web/ for a person to look at.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -68,9 +69,17 @@ def server(repo, store):
     store.add("fact", "A memory with <script>alert(1)</script> in it renders as text")
     _conflict(repo, store)
     record_run(store, run_demo(runs=1).run)
+    with _serve(repo) as address:
+        yield address
+
+
+@contextlib.contextmanager
+def _serve(repo, env=None):
+    """``python -m gitmem.web`` on a free port over ``repo`` (with ``env`` as its environment, default
+    ours): yields its address, stops it after."""
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "gitmem.web", str(repo), "--port", str(port)],
-                            cwd=str(repo), env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            cwd=str(repo), env={**(os.environ if env is None else env), "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 30
     while True:
@@ -82,12 +91,14 @@ def server(repo, store):
                 proc.kill()
                 pytest.fail(f"server did not start: {proc.communicate()[0]}")
             time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
     try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 @pytest.fixture
@@ -210,3 +221,35 @@ def test_a_form_on_another_site_cannot_write(repo, server, page):
     assert git(repo, "rev-parse", "refs/memory/main").strip() == before
     page.wait_for_load_state("load")  # the refusal came from another site's process: let its document settle
     page.screenshot(path=str(SHOTS / "refused.png"))
+
+
+def test_without_a_git_identity_the_pages_still_read_and_a_write_says_what_to_set(repo, store):
+    """Reading needs no identity (`gitmem list` has none either): the pages show the memory, and the forms say
+    a write cannot be recorded until there is one; the Add button then writes nothing."""
+    sync_playwright = _playwright()
+    m = store.add("decision", "Use pygit2 for git access", reason="no subprocess per write").memory
+    git(repo, "config", "--unset", "user.email")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_EMAIL")}
+    before = git(repo, "rev-parse", "refs/memory/main")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page()
+            with _serve(repo, env) as server:
+                for path in ("/memory", f"/memory/{m.id}", "/branches"):
+                    assert page.goto(server + path).status == 200, path
+                page.goto(server + f"/memory/{m.id}")
+                assert "Use pygit2 for git access" in page.locator("article.memory").inner_text()
+                assert "no git identity" in page.locator("form.retract .hint").inner_text()
+                page.goto(server + "/memory")
+                assert "no git identity" in page.locator("#add-form .hint").inner_text()
+                form = page.locator("#add-form")
+                form.locator("textarea[name=text]").fill("Written by nobody")
+                with page.expect_navigation():
+                    form.locator("button[type=submit]").click()
+                assert page.locator("p.error").inner_text().startswith("Not added: who is writing? no git identity")
+                assert page.locator("textarea[name=text]").input_value() == "Written by nobody"
+                page.screenshot(path=str(SHOTS / "no-identity.png"), full_page=True)
+        finally:
+            browser.close()
+    assert git(repo, "rev-parse", "refs/memory/main") == before

@@ -23,7 +23,7 @@ import functools
 import hmac
 import os
 import secrets
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
 from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
@@ -114,6 +114,14 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         found = default_author(store.repo)
         return Author(found.name, found.email, "human")  # a person clicked the button
 
+    def signer(store: Store) -> Union[Author, str]:
+        """Who a page's forms record a write as, or why none can be (no git identity): reading needs none, as
+        `gitmem list` does not, so a page shows the memory and says what to set instead of failing."""
+        try:
+            return person(store)
+        except GitmemError as e:
+            return str(e)
+
     def html(body: str, status: int = 200) -> HTMLResponse:
         return HTMLResponse(body, status_code=status)
 
@@ -184,7 +192,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
             repo=repo_label, branch=store.branch, branches=branch_names(store), read_from=read_from, tip=tip,
             filters=filters, items=items, total=total, searched=bool(filters["q"]),
             stale_ids={m.id for m in shown if is_stale(m, blobs)}, csrf=token, key=secrets.token_urlsafe(24),
-            who=person(store), form=form or {}, flash=done(params), error=error, problems=problems)
+            who=signer(store), form=form or {}, flash=done(params), error=error, problems=problems)
         return html(body, status)
 
     @page
@@ -204,7 +212,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         body = pages.one_memory_page(
             repo=repo_label, branch=store.branch, m=m, yaml_text=dump_yaml(m).decode("utf-8"),
             versions=versions(store, m.id), commits=code_commits(store.repo, linked),
-            stale=is_stale(m, store.current_blobs([m])), csrf=token, who=person(store),
+            stale=is_stale(m, store.current_blobs([m])), csrf=token, who=signer(store),
             flash=done(params), error=error, conflict=pending(store).get(m.id))
         return html(body, status)
 
@@ -267,7 +275,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
                 row["conflicts"] = list_conflicts(store)
             rows.append(row)
         body = pages.branches_page(repo=repo_label, rows=rows, default=default_branch(root.repo), csrf=token,
-                                   who=person(root), flash=done(params), error=error)
+                                   who=signer(root), flash=done(params), error=error)
         return html(body, status)
 
     @page

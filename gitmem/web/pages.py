@@ -41,6 +41,14 @@ def layout(title: str, active: str, body: Safe, *, repo: str, branch: Optional[s
 """, title=title, nav=nav, repo=repo, notes=notes, body=body)
 
 
+def signer_line(who: Any) -> Safe:
+    """Who a form's write is recorded as (an :class:`~gitmem.model.Author`, kind human), or the message (a str)
+    saying why none can be yet."""
+    if isinstance(who, str):
+        return h('<span class="error">nobody yet: {}</span>', who)
+    return author_line(who.name, who.email, "human")
+
+
 def csrf_field(token: str) -> Safe:
     return h('<input type="hidden" name="csrf" value="{}">', token)
 
@@ -164,7 +172,7 @@ def add_form(branch: str, csrf: str, key: str, since: Optional[str], who: Any, f
              csrf=csrf_field(csrf), branch=branch, key=key, since=since or "",
              types=options(TYPES, form.get("type") or "decision"),
              title=form.get("title", ""), text=form.get("text", ""), reason=form.get("reason", ""),
-             tags=form.get("tags", ""), paths=form.get("paths", ""), who=author_line(who.name, who.email, "human"))
+             tags=form.get("tags", ""), paths=form.get("paths", ""), who=signer_line(who))
 
 
 def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versions: Sequence[Any],
@@ -198,7 +206,7 @@ def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versio
 <label>Reason <input name="reason" placeholder="why it no longer holds"></label>
 <button type="submit" class="danger">Retract</button> <span class="hint">as {who}, source web-ui</span></form>""",
                     csrf=csrf_field(csrf), branch=branch, id=m.id, seen=version(m),
-                    who=author_line(who.name, who.email, "human"))
+                    who=signer_line(who))
     body = h("""<p><a href="{back}">&larr; memory of {branch}</a></p>{card}{links}{retract}
 <section><h2>YAML</h2><pre class="yaml">{yaml}</pre></section>
 <section><h2>Linked code commits</h2>{linked}</section>
@@ -318,7 +326,7 @@ def conflict_box(branch: str, c: Any, csrf: str, who: Any) -> Safe:
 <table><thead><tr><th>Field</th><th>Base</th><th>Ours</th><th>Theirs</th></tr></thead><tbody>{rows}</tbody></table>
 <p>{buttons} <span class="hint">as {who}, source web-ui</span></p></div>""",
              id=c.id, type=c.ours.type, href=url(f"/memory/{c.id}", branch=branch), rows=join(rows), buttons=buttons,
-             who=author_line(who.name, who.email, "human"))
+             who=signer_line(who))
 
 
 def _field(m: Optional[Memory], name: str) -> str:
