@@ -253,3 +253,18 @@ def test_without_a_git_identity_the_pages_still_read_and_a_write_says_what_to_se
         finally:
             browser.close()
     assert git(repo, "rev-parse", "refs/memory/main") == before
+
+
+def test_lines_typed_in_the_text_box_are_stored_as_the_cli_stores_them(repo, server, page):
+    """A browser sends every line break of a form as CRLF (HTML's form encoding): stored as sent, a memory
+    written on the page held \\r\\n where the same text from `gitmem add` holds \\n."""
+    from gitmem import Store
+
+    page.goto(server + "/memory")
+    form = page.locator("#add-form")
+    form.locator("select[name=type]").select_option("fact")
+    form.locator("textarea[name=text]").fill("Deploys go out on Tuesdays\nnever on Fridays")
+    with page.expect_navigation():
+        form.locator("button[type=submit]").click()
+    added = page.locator(".flash").inner_text().split()[1].rstrip(".")
+    assert Store.open(str(repo)).get(added).text == "Deploys go out on Tuesdays\nnever on Fridays"

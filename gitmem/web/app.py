@@ -310,7 +310,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
     # --- writes ------------------------------------------------------------------
 
     async def read_form(request: Request) -> Dict[str, str]:
-        """The urlencoded form, after checking its CSRF token (constant-time)."""
+        """The urlencoded form, line breaks as LF, after checking its CSRF token (constant-time)."""
         too_big = _Refused(413, f"form is over {MAX_FORM_BYTES} bytes")
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_FORM_BYTES:
@@ -328,7 +328,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
             parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False, errors="strict")
         except UnicodeDecodeError:
             raise _Refused(400, "form is not UTF-8") from None
-        form = {k: v[0] for k, v in parsed.items()}
+        # a browser sends each line break of a form as CRLF (HTML's form encoding): stored as `gitmem add` stores one
+        form = {k: v[0].replace("\r\n", "\n") for k, v in parsed.items()}
         if not hmac.compare_digest(form.get("csrf", "").encode(), token.encode()):
             raise _Refused(403, "missing or wrong CSRF token: reload the page and submit again")
         return form
