@@ -268,3 +268,13 @@ def test_lines_typed_in_the_text_box_are_stored_as_the_cli_stores_them(repo, ser
         form.locator("button[type=submit]").click()
     added = page.locator(".flash").inner_text().split()[1].rstrip(".")
     assert Store.open(str(repo)).get(added).text == "Deploys go out on Tuesdays\nnever on Fridays"
+
+
+def test_a_long_unbroken_word_wraps_inside_its_card_not_past_the_window(repo, store, server, page):
+    """A URL, a hash or a deep path in a memory is one word: the page widened to fit it (3,000 pixels for a
+    300-character URL), so every page scrolled sideways and the cards' text ran off the screen."""
+    m = store.add("fact", "The spec is at https://example.com/" + "a" * 300, title="T" + "x" * 150,
+                  paths=["src/" + "d" * 200 + ".py"]).memory
+    for path in ("/memory", f"/memory/{m.id}", "/audit"):
+        page.goto(server + path)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1200, path
