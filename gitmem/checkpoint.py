@@ -31,11 +31,13 @@ _MAX_WALK = 200
 
 
 def checkpoint(store: Store, text: str, *, next: Optional[str] = None, author: Optional[Author] = None,
-               source: str = "cli", tags: Sequence[str] = (), paths: Sequence[str] = ()):
-    """Write a checkpoint memory tied to HEAD. Without ``next``, the part of
-    ``text`` after " / " is taken as the next step ("done X / next Y")."""
-    return store.add("checkpoint", text, next=next if next is not None else model.next_step(text), author=author,
-                     source=source, tags=tags, paths=paths)
+               source: str = "cli", tags: Sequence[str] = (), paths: Sequence[str] = (), next_in_text: bool = True):
+    """Write a checkpoint memory tied to HEAD. Without ``next``, the part of ``text`` after " / " is taken as
+    the next step ("done X / next Y"), unless ``next_in_text`` is False: a caller with a field for the next step
+    (MCP) keeps the text whole, whatever " / " it holds ("split the read / write paths")."""
+    if next is None and next_in_text:
+        next = model.next_step(text)
+    return store.add("checkpoint", text, next=next, author=author, source=source, tags=tags, paths=paths)
 
 
 def latest_checkpoint(store: Store, at: Optional[str] = None) -> Optional[Tuple[str, Memory]]:

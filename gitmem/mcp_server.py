@@ -49,7 +49,7 @@ DESCRIPTIONS = {
     "check_proposal": "Was this proposal already rejected? repeat=true: `rejections` lists what it repeats, with "
                       "reason, author and time; `related` lists rejections on the same topic, for information.",
     "context": "The repository's memory as context for your first step.",
-    "checkpoint": "Save where the work stands and the next step.",
+    "checkpoint": "Save where the work stands (text, kept whole) and the next step (next).",
     "resume": "Where the work on this branch stands: last checkpoint, commits and memories since, next step.",
 }
 
@@ -188,7 +188,7 @@ class Gitmem:
         from .checkpoint import checkpoint
 
         store = self.store()
-        w = checkpoint(store, text, next=next, author=self.author(store, source), source=source)
+        w = checkpoint(store, text, next=next, author=self.author(store, source), source=source, next_in_text=False)
         return {"id": w.memory.id, "commit": w.commit, "ref": store.ref, "redacted": w.redacted}
 
     def resume(self) -> Dict[str, Any]:

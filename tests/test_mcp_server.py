@@ -453,3 +453,20 @@ def test_a_resource_read_after_the_memory_ref_moved_to_a_damaged_tip_says_why_in
         assert error.startswith("refs/memory/main is damaged") and "gitmem doctor" in error, error
         assert "\n" not in error
     assert [m["id"] for m in listing["memories"]] == [added["id"]]
+
+
+def test_a_checkpoint_s_text_is_kept_whole_and_its_next_step_comes_only_from_next(repo):
+    # The tool has a field for the next step: a " / " in an agent's text ("split the read / write paths") made
+    # the rest of the text the next step, which the next session was told to do
+    async def main():
+        async with session(repo) as s:
+            await call(s, "checkpoint", text="split the read / write paths of the cache\nthen benchmarked it")
+            _, first = await call(s, "resume")
+            await call(s, "checkpoint", text="cache split done", next="wire it into the CLI")
+            _, second = await call(s, "resume")
+            return first, second
+
+    first, second = run(main)
+    assert first["checkpoint"]["text"] == "split the read / write paths of the cache\nthen benchmarked it"
+    assert first["next"] is None
+    assert second["next"] == "wire it into the CLI"
