@@ -109,6 +109,13 @@ def _compact(schema: Any) -> Any:
     return schema
 
 
+def _written(store: Store, w: Any) -> Dict[str, Any]:
+    """A write's reply; with the notice the CLI prints when the branch is not HEAD's own (a detached HEAD writes
+    to the default branch's memory), which a client reading only the ref would miss."""
+    out = {"id": w.memory.id, "commit": w.commit, "ref": store.ref, "redacted": w.redacted}
+    return {**out, "notice": store.notice} if store.notice else out
+
+
 class Gitmem:
     """The tools' implementation over one repository (no MCP types: testable directly)."""
 
@@ -129,8 +136,7 @@ class Gitmem:
 
     def _write(self, source: str, type_: str, text: str, **fields: Any) -> Dict[str, Any]:
         store = self.store()
-        w = store.add(type_, text, author=self.author(store, source), source=source, **fields)
-        return {"id": w.memory.id, "commit": w.commit, "ref": store.ref, "redacted": w.redacted}
+        return _written(store, store.add(type_, text, author=self.author(store, source), source=source, **fields))
 
     def remember(self, source: str, type: str, text: str, title: Optional[str] = None,
                  tags: Optional[List[str]] = None, paths: Optional[List[str]] = None,
@@ -188,8 +194,8 @@ class Gitmem:
         from .checkpoint import checkpoint
 
         store = self.store()
-        w = checkpoint(store, text, next=next, author=self.author(store, source), source=source, next_in_text=False)
-        return {"id": w.memory.id, "commit": w.commit, "ref": store.ref, "redacted": w.redacted}
+        return _written(store, checkpoint(store, text, next=next, author=self.author(store, source), source=source,
+                                          next_in_text=False))
 
     def resume(self) -> Dict[str, Any]:
         from .checkpoint import resume

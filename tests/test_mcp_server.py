@@ -470,3 +470,24 @@ def test_a_checkpoint_s_text_is_kept_whole_and_its_next_step_comes_only_from_nex
     assert first["checkpoint"]["text"] == "split the read / write paths of the cache\nthen benchmarked it"
     assert first["next"] is None
     assert second["next"] == "wire it into the CLI"
+
+
+def test_a_write_on_a_detached_head_says_whose_memory_it_went_to(repo):
+    # The CLI prints this notice; a client reading only the ref had no word that its memory went to main's
+    git(repo, "checkout", "-q", "--detach")
+
+    async def main():
+        async with session(repo) as s:
+            _, remembered = await call(s, "remember", type="fact", text="The build runs on Python 3.12")
+            _, saved = await call(s, "checkpoint", text="bisecting the flaky test")
+            return remembered, saved
+
+    for reply in run(main):
+        assert reply["ref"] == "refs/memory/main" and "HEAD is detached" in reply["notice"]
+    git(repo, "checkout", "-q", "main")
+
+    async def attached():
+        async with session(repo) as s:
+            return (await call(s, "remember", type="fact", text="CI caches the wheel directory"))[1]
+
+    assert "notice" not in run(attached)
