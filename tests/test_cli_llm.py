@@ -231,3 +231,19 @@ def test_ask_and_messages_help_name_both_variables_that_choose_the_api():
     for command in ("ask", "messages"):
         text = " ".join(CliRunner().invoke(main, [command, "--help"]).output.split())
         assert "ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL is set" in text, command
+
+
+def test_ask_ttl_auto_chooses_as_context_does_and_says_which(run, repo):
+    (repo / "GUIDE.md").write_text(GUIDE)
+    run("guide", "set", "GUIDE.md")
+    run("fact", "add", "Refunds go through the ledger")
+    cold = run("ask", "--ttl", "auto", "--json", "How do refunds work?")
+    assert cold.exit_code == 0 and json.loads(cold.stdout)["ttl"] == "5m" and "--ttl auto chose 5m" in cold.stderr
+    log = repo / ".git" / "gitmem" / "requests.jsonl"
+    with log.open("a") as f:  # the router's record of a line's requests 50 minutes apart, as in the context test
+        for n in range(7):
+            f.write(json.dumps({"command": "router", "kind": "request", "clock": "wall", "line": "l1",
+                                "at": 1_000_000.0 + n * 3000}) + "\n")
+    warm = run("ask", "--ttl", "auto", "--json", "How do refunds work?")
+    assert json.loads(warm.stdout)["ttl"] == "1h" and "recorded breaks" in warm.stderr
+    assert json.loads(log.read_text().splitlines()[-1])["ttl"] == "1h"  # what the request log keeps of it

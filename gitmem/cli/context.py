@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
@@ -16,7 +16,7 @@ from .base import REPO_PATH, echo, emit_json, json_option, main, pass_store
 if TYPE_CHECKING:
     from ..store import Store
 
-_TTL = click.Choice(["none", "5m", "1h"])
+_TTL = click.Choice(["none", "5m", "1h", "auto"])
 
 
 def _usage_line(u: dict) -> str:
@@ -27,12 +27,24 @@ def _usage_line(u: dict) -> str:
             f"cache_read_input_tokens {u['cache_read_input_tokens']}")
 
 
+_AUTO_HELP = "auto: 5m or 1h, as the router's auto policy would choose from the breaks recorded in this repository."
+
+
+def _auto_ttl(store: Store, probe: Any, table: Any) -> str:
+    """``--ttl auto``'s choice for a request like ``probe`` (its cached part's size and model), said on stderr."""
+    from ..policy import PrefixCosts, choose_plan
+    from ..router_app import recorded_gaps
+
+    plan = choose_plan(recorded_gaps(store), PrefixCosts.of(probe.cached_tokens, 0, probe.model, table))
+    click.echo(f"gitmem: --ttl auto chose {plan.ttl}: {plan.reason}", err=True)
+    return plan.ttl
+
+
 @main.command("context")
 @click.option("--query", "-q", help="The question the context is for (ranks an over-budget tail).")
 @click.option("--path", "paths", multiple=True, type=REPO_PATH, help="A file in play (repeatable): its memories are preferred.")
-@click.option("--ttl", type=click.Choice(["none", "5m", "1h", "auto"]), default="5m", show_default=True,
-              help="cache_control TTL of the breakpoints; auto: 5m or 1h, as the router's auto policy would choose "
-                   "from the breaks recorded in this repository.")
+@click.option("--ttl", type=_TTL, default="5m", show_default=True,
+              help=f"cache_control TTL of the breakpoints; {_AUTO_HELP}")
 @click.option("--model", default="claude-haiku-4-5", show_default=True, help="Model (its cache minimum applies).")
 @click.option("--budget", type=click.IntRange(0), default=50_000, show_default=True,
               help="Tokens the memory blocks may take, their framing included (only notices of memories "
@@ -63,13 +75,8 @@ def context_(store: Store, query, paths, ttl, model, budget, advance, as_json) -
     table = configured_price_table(store)
     inputs = gather(store, budget=budget)
     if ttl == "auto":
-        from ..policy import PrefixCosts, choose_plan
-        from ..router_app import recorded_gaps
-
-        probe = assemble(inputs, query=query, paths=paths, ttl="5m", model=model, budget=budget, table=table)
-        plan = choose_plan(recorded_gaps(store), PrefixCosts.of(probe.cached_tokens, 0, probe.model, table))
-        click.echo(f"gitmem: --ttl auto chose {plan.ttl}: {plan.reason}", err=True)
-        ttl = plan.ttl
+        ttl = _auto_ttl(store, assemble(inputs, query=query, paths=paths, ttl="5m", model=model, budget=budget,
+                                        table=table), table)
     ctx = assemble(inputs, query=query, paths=paths, ttl=ttl, model=model, budget=budget, table=table)
     for warning in ctx.warnings:
         click.echo(f"gitmem: warning: {warning}", err=True)
@@ -145,7 +152,7 @@ def guide_show(store: Store, as_json: bool) -> None:
 @main.command()
 @click.argument("question")
 @click.option("--path", "paths", multiple=True, type=REPO_PATH, help="A file in play (repeatable).")
-@click.option("--ttl", type=_TTL, default="5m", show_default=True, help="cache_control TTL.")
+@click.option("--ttl", type=_TTL, default="5m", show_default=True, help=f"cache_control TTL; {_AUTO_HELP}")
 @click.option("--model", default="claude-haiku-4-5", show_default=True)
 @click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True)
 @click.option("--backend", type=click.Choice(["auto", "emulator", "anthropic"]), default="auto", show_default=True,
@@ -160,7 +167,7 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
     from, so you can later see exactly what the agent knew. Sent through a `gitmem router`, it
     is recorded by the router too, under the same id, and `gitmem bill` counts it once.
 
-    JSON: {"backend", "model", "memory_commit", "request_id", "answer", "usage": {...},
+    JSON: {"backend", "model", "ttl", "memory_commit", "request_id", "answer", "usage": {...},
     "cost": {..., "total"}, "prices": {"source", "checked"}, "warnings"}.
 
     Example: gitmem ask "Can a refund be retried after a timeout?"
@@ -175,13 +182,16 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
     from ..repo import common_dir
 
     table = configured_price_table(store)
+    if ttl == "auto":
+        ttl = _auto_ttl(store, build(store, query=question, paths=paths, ttl="5m", model=model, max_tokens=max_tokens,
+                                     table=table), table)
     ctx = build(store, query=question, paths=paths, ttl=ttl, model=model, max_tokens=max_tokens, table=table)
     # The in-process emulator keeps its cache in .git/gitmem/, so the next ask reads what this one wrote.
     reply = open_backend(backend, state_path=os.path.join(common_dir(store.repo), "gitmem", "emulator-cache.json"),
                          sdk=False, command="ask").send(ctx.body)
     note_sent(store, ctx)
     price = cost(reply.usage, reply.model or ctx.model, table)
-    data = {"backend": reply.backend, "model": reply.model, "memory_commit": ctx.memory_commit,
+    data = {"backend": reply.backend, "model": reply.model, "ttl": ttl, "memory_commit": ctx.memory_commit,
             "request_id": reply.request_id, "question": question, "answer": reply.text,
             "usage": reply.usage.to_api(), "cost": price.to_dict(),
             "prices": {"source": table.source, "checked": table.checked}, "warnings": list(ctx.warnings)}
