@@ -1,7 +1,7 @@
 """The repository edge: opening a repository, its config, branch names and identities.
 
 Every other git-facing module builds on these helpers; this module imports no
-other gitmem module but the model, the errors and gitdir (and, for an error that quotes a
+other gitmem module but the model, the errors, gitdir and loose (and, for an error that quotes a
 name, redact), so it can sit at the bottom of the import graph.
 """
 
@@ -117,6 +117,9 @@ def open_repository(path: str = ".") -> pygit2.Repository:
         if named:
             raise NotARepository(found, f"not a git repository: {found} (GIT_DIR)") from None
         raise NotARepository(f"{path} ({e})") from None
+    from .loose import guard  # here: it subclasses a pygit2 class, and only an opened repository needs it
+
+    guard(repo, os.path.join(common_dir(repo), "objects"))
     work_tree = os.environ.get("GIT_WORK_TREE")
     if work_tree:
         work_tree = os.path.join(here, work_tree)

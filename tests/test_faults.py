@@ -423,6 +423,26 @@ def test_a_corrupt_tip_commit_is_found_and_recovery_returns_to_the_one_before(re
     assert json.loads(gitmem(repo, "doctor", "--json").stdout)["ok"]
 
 
+def test_a_truncated_loose_blob_is_an_error_not_a_hang_and_recovery_keeps_the_rest(repo):
+    # libgit2 1.9 inflates a loose object whose zlib stream ends early forever (libgit2#7342)
+    writes = five_writes(repo)
+    lost_id, _, lost_blob, lost_path = writes[2]
+    cut = loose_object(repo, lost_blob)
+    cut.chmod(0o644)
+    cut.write_bytes(cut.read_bytes()[:20])
+
+    for command in (["list"], ["show", lost_id], ["search", "fact"], ["log"]):
+        assert_clean_failure(gitmem(repo, *command, check=False, timeout=60), lost_blob, "truncated")
+    report = gitmem(repo, "doctor", "--json", check=False, timeout=60)
+    [problem] = [p for p in json.loads(report.stdout)["problems"] if p["level"] == "error"]
+    assert f"object {lost_blob} is unreadable" in problem["message"] and "truncated" in problem["message"]
+
+    recovered = json.loads(gitmem(repo, "doctor", "--recover", "--json", timeout=60).stdout)
+    assert recovered["recovered"]["lost"] == [lost_path]
+    assert set(Store.open(str(repo)).memories()) == {w[0] for w in writes} - {lost_id}
+    assert json.loads(gitmem(repo, "doctor", "--json", timeout=60).stdout)["ok"]
+
+
 def test_recover_refuses_when_history_is_intact(repo):
     five_writes(repo)
     before = tip(repo)
