@@ -82,6 +82,7 @@ NOT_UTF8 = os.fsdecode(b"b\xff")  # how argv (and libgit2) hand Python a name in
 @pytest.mark.parametrize("args", [
     ("--branch", NOT_UTF8, "list"), ("merge", NOT_UTF8), ("diff", f"{NOT_UTF8}..main"), ("branch", "-m", NOT_UTF8, "x"),
     ("branch", "-m", "main", NOT_UTF8), ("list", "--path", NOT_UTF8), ("ask", NOT_UTF8), ("context", "--query", NOT_UTF8),
+    ("search", NOT_UTF8, "--json"), ("check", NOT_UTF8, "--json"),
 ])
 def test_a_name_that_is_not_utf8_is_refused_in_one_line_showing_its_bytes(repo, args):
     gitmem(repo, "add", "fact", "something")

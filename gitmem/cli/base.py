@@ -134,6 +134,24 @@ def main(ctx: click.Context, path: str, branch: Optional[str]) -> None:
     ctx.obj = Settings(path=path, branch=branch)
 
 
+class Utf8Text(click.ParamType):
+    """Text a command searches for or echoes back (a query, a proposal): bytes that are not UTF-8 are
+    refused here, as ``add`` refuses them in a memory, not written raw into JSON no parser accepts."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        from ..repo import undecodable
+
+        shown = undecodable(value)
+        if shown is not None:
+            raise GitmemError(f"invalid {param.name if param and param.name else 'text'} {shown}: not valid UTF-8")
+        return value
+
+
+UTF8_TEXT = Utf8Text()
+
+
 class RepoPath(click.ParamType):
     """A path as git takes one on the command line: relative to where the command runs (``-C`` included),
     given to the library relative to the repository's root (``sub/`` + ``x.py`` is ``sub/x.py``, and

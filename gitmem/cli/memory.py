@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional
 import click
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, source_matches
-from .base import (REPO_PATH, author_options, echo, edit_in_editor, emit_json, emit_json_list, json_option, main, pad,
+from .base import (REPO_PATH, UTF8_TEXT, author_options, echo, edit_in_editor, emit_json, emit_json_list, json_option, main, pad,
                    pass_store)
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ def show(store: Store, memory_id: str, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("query")
+@click.argument("query", type=UTF8_TEXT)
 @limit_option(10)
 @filter_options(path_help="Rank memories about this path (or a directory around it) higher: a file in play, "
                 "not a filter (use `gitmem list --path` for only those).")

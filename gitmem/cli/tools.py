@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import click
 
-from .base import REPO_PATH, Settings, echo, emit_json, json_option, main, pass_store
+from .base import REPO_PATH, UTF8_TEXT, Settings, echo, emit_json, json_option, main, pass_store
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -36,7 +36,7 @@ def mcp(ctx: click.Context, repo: Optional[str], http: bool, port: int) -> None:
 
 
 @main.command()
-@click.argument("proposal")
+@click.argument("proposal", type=UTF8_TEXT)
 @click.option("--path", "paths", multiple=True, type=REPO_PATH, help="A file the proposal touches (repeatable).")
 @json_option
 @pass_store
