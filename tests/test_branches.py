@@ -616,7 +616,7 @@ def test_a_renamed_branch_that_wrote_before_its_memory_was_moved_still_names_wha
     """`git branch -m old renamed`, then a write on renamed before `gitmem branch -m` (an agent at work):
     renamed's first write forks main's memory, and old's memory is still the only copy of what the branch
     knew. It must stay named (status, branch) and kept from prune, with the merge that brings it, until
-    it is in renamed's memory."""
+    it is in renamed's memory; then prune drops it as merged."""
     gitmem(repo, "hooks", "install")
     gitmem(repo, "add", "decision", "base", "--because", "why")
     git(repo, "checkout", "-q", "-b", "old")
@@ -634,21 +634,8 @@ def test_a_renamed_branch_that_wrote_before_its_memory_was_moved_still_names_wha
     assert {"old-branch note", "written after the rename"} <= {m.text for m in Store.open(str(repo)).list()}
     assert "renamed from" not in gitmem(repo, "status").stdout
     assert "code renamed" not in gitmem(repo, "branch").stdout
-
-
-def test_prune_drops_the_memory_a_renamed_branch_left_behind_once_it_is_in_the_renamed_branchs_memory(repo):
-    """After `git branch -m old renamed` and `gitmem --branch renamed merge old`, old's memory is all in
-    renamed's: prune offered `gitmem merge old` (into main, which the branch never reached) and kept it from
-    `prune --yes`, as if it existed nowhere else."""
-    gitmem(repo, "hooks", "install")
-    gitmem(repo, "add", "decision", "base", "--because", "why")
-    git(repo, "checkout", "-q", "-b", "old")
-    gitmem(repo, "add", "note", "old-branch note")
-    commit_file(repo, "old.txt")
-    git(repo, "branch", "-m", "old", "renamed")
-    gitmem(repo, "add", "note", "written after the rename")
-    gitmem(repo, "--branch", "renamed", "merge", "old")
-
+    # Now all of old's memory is in renamed's: prune offered `gitmem merge old` (into main, which the branch
+    # never reached) and kept it from `prune --yes`, as if it existed nowhere else.
     listing = gitmem(repo, "prune").stdout
     assert "would delete refs/memory/old" in listing and "all of it is in renamed's memory" in listing, listing
     assert "gitmem merge old" not in listing

@@ -9,6 +9,10 @@ from gitmem.search import rank
 from test_search import NOW, fixture_id, mem, quickstart
 
 
+def _among_notes(rejection):
+    """``rejection`` in a store of 20 unrelated notes, so its words weigh as a real store's rare ones."""
+    return [rejection] + [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+
 def test_check_proposal_is_empty_without_a_matching_rejection():
     r = mem("Use Redis for the job queue", "rejection", n=1, reason="ops")
     d = mem("Use Redis for the job queue", "decision", n=2)
@@ -125,8 +129,7 @@ def test_a_rejection_whose_text_takes_no_stance_takes_its_title_s():
 def test_a_negated_verb_the_stance_words_do_not_know_is_against_the_rejection_not_a_repeat(text):
     # "publish" and "hard-delete" take no stance, and a negation of no stance stayed none: a proposal agreeing
     # with the rejection was called a repeat of it (exit 1), by words and by meaning alike
-    pool = [mem(text, "rejection", 1, reason="one consumer today; the outbox table is enough")] + \
-        [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+    pool = _among_notes(mem(text, "rejection", 1, reason="one consumer today; the outbox table is enough"))
     paraphrase = _cosines(pool, 0.80, m1=0.95)
     assert judge(pool, text.lower(), now=NOW).repeat
     assert judge(pool, text.lower(), similarity=paraphrase, now=NOW).repeat
@@ -249,8 +252,7 @@ def test_by_words_a_proposal_sharing_more_with_a_decision_than_with_the_rejected
 def test_a_proposal_turning_down_the_rejected_option_agrees_with_the_rejection(proposal):
     # It names Redis only to turn it down, as the team did: it was called a repeat of the rejected Redis cache,
     # by words and by meaning alike
-    pool = [mem("Cache sessions in Redis", "rejection", 1, reason="one more service to run")] + \
-        [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+    pool = _among_notes(mem("Cache sessions in Redis", "rejection", 1, reason="one more service to run"))
     for similarity in (None, _cosines(pool, 0.80, m1=0.95)):
         verdict = judge(pool, proposal, similarity=similarity, now=NOW)
         assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(1)
@@ -264,8 +266,7 @@ def test_a_proposal_turning_down_the_rejected_option_agrees_with_the_rejection(p
 def test_removing_what_a_rejection_without_a_stance_word_proposed_agrees_with_it(proposal):
     # "Cache sessions in Redis" takes no stance word, yet it proposed to do something: removing that is
     # what the team chose, not the rejected option again (it was called a repeat)
-    pool = [mem("Cache sessions in Redis", "rejection", 1, reason="one more service to run")] + \
-        [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+    pool = _among_notes(mem("Cache sessions in Redis", "rejection", 1, reason="one more service to run"))
     for similarity in (None, _cosines(pool, 0.80, m1=0.95)):
         verdict = judge(pool, proposal, similarity=similarity, now=NOW)
         assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(1)
@@ -273,17 +274,15 @@ def test_removing_what_a_rejection_without_a_stance_word_proposed_agrees_with_it
 
 
 def test_a_rejected_removal_said_as_a_noun_is_repeated_by_the_verb():
-    pool = [mem("Removal of the v1 export endpoint", "rejection", 1, reason="two partners still call it")] + \
-        [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+    pool = _among_notes(mem("Removal of the v1 export endpoint", "rejection", 1, reason="two partners still call it"))
     assert judge(pool, "remove the v1 export endpoint", now=NOW).repeat
     assert not judge(pool, "keep the v1 export endpoint", now=NOW).repeat
 
 
 def test_removing_what_the_rejected_option_turned_down_too_repeats_it():
-    pool = [mem("Read the moisture ADC in a tight loop in main() and average the samples continuously instead of "
+    pool = _among_notes(mem("Read the moisture ADC in a tight loop in main() and average the samples continuously instead of "
                 "sleeping between measurements", "rejection", 1, title="Busy-poll the moisture ADC in main()",
-                reason="a prototype drained its cell in nine days")] + \
-        [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+                reason="a prototype drained its cell in nine days"))
     verdict = judge(pool, "skip sleeping between measurements and keep reading the moisture ADC in a tight loop in main",
                     now=NOW)
     assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(1)
@@ -294,6 +293,6 @@ def test_removing_what_the_rejected_option_turned_down_too_repeats_it():
      "stop using a central Puppetmaster and ship the Puppet code to each instance"),
     ("Lint with ESLint and the StandardJS config", "switch the lint config to StandardJS with no semicolons")])
 def test_a_removal_the_rejected_option_makes_itself_or_a_negation_further_on_is_no_agreement(rejected, proposal):
-    pool = [mem(rejected, "rejection", 1, reason="not now")] + [mem(f"Unrelated note {i}", "note", 10 + i) for i in range(20)]
+    pool = _among_notes(mem(rejected, "rejection", 1, reason="not now"))
     verdict = judge(pool, proposal, now=NOW)
     assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(1)

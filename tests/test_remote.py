@@ -328,6 +328,21 @@ def _github_token() -> str:
     return next(r for r in RULES if r.id == "github-pat").true_samples[0]
 
 
+def _secret_pushed_past_the_hooks(alice: Path) -> str:
+    """Alice's first, clean memory pushed, then a memory holding a token (returned) pushed with plain git past
+    the pre-push hook that would refuse it: what a teammate without gitmem's hooks can do."""
+    gitmem(alice, "add", "fact", "clean")
+    gitmem(alice, "push")
+    token = _github_token()
+    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
+           "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
+           f"text: 'deploy key {token}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
+           "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
+    git(alice, "config", "core.hooksPath", "/dev/null")
+    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    return token
+
+
 def test_a_secret_planted_with_plain_git_is_caught_at_push(alice, origin):
     gitmem(alice, "add", "fact", "clean")
     gitmem(alice, "push")
@@ -465,15 +480,7 @@ def test_memory_a_pull_brought_is_never_linked_to_this_clones_next_commit(alice,
 def test_a_remote_that_dropped_its_memory_ref_gets_no_history_unscanned(alice, bob, origin):
     """The remote's tip as last fetched is what the push takes the remote to have, and scans past: when an
     admin has since deleted the ref to purge a secret, the push must not send that history back unscanned."""
-    gitmem(alice, "add", "fact", "clean")
-    gitmem(alice, "push")
-    token = _github_token()
-    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
-           "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
-           f"text: 'deploy key {token}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
-           "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
-    git(alice, "config", "core.hooksPath", "/dev/null")
-    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    _secret_pushed_past_the_hooks(alice)
     gitmem(bob, "pull")  # redacted on arrival; the history below still holds it
     git(origin, "update-ref", "-d", "refs/memory/main")  # the purge
     gitmem(bob, "add", "fact", "written after the purge")
@@ -489,14 +496,7 @@ def test_a_new_branchs_memory_goes_out_when_the_secret_in_its_history_is_on_the_
     the history below keeps it. A feature branch's memory, new to the remote, shares that history, which the
     remote holds: neither `gitmem push` nor a plain `git push` may be refused for it (it was, for good: the
     whole history was scanned, as for a remote with none of it)."""
-    gitmem(alice, "add", "fact", "clean")
-    gitmem(alice, "push")
-    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
-           "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
-           f"text: 'deploy key {_github_token()}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
-           "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
-    git(alice, "config", "core.hooksPath", "/dev/null")
-    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    _secret_pushed_past_the_hooks(alice)
     gitmem(bob, "hooks", "install")
     gitmem(bob, "remote", "setup")
     gitmem(bob, "pull")  # redacted on arrival; the history below (on the remote too) still holds it
@@ -547,14 +547,7 @@ def test_a_new_branchs_memory_goes_out_when_the_remote_moved_on_since_the_last_f
     """As above, but a teammate pushed main's memory again meanwhile: the remote's tips are then commits this
     clone lacks, so none told the scan what the remote holds, and the push was refused for the secret below
     (saying the remote has none of this memory, to rotate it). It fetches them first, then scans past them."""
-    gitmem(alice, "add", "fact", "clean")
-    gitmem(alice, "push")
-    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
-           "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
-           f"text: 'deploy key {_github_token()}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
-           "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
-    git(alice, "config", "core.hooksPath", "/dev/null")
-    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    _secret_pushed_past_the_hooks(alice)
     gitmem(bob, "pull")  # redacted on arrival; the history below (on the remote too) still holds it
     gitmem(bob, "push")
     gitmem(alice, "pull")
@@ -576,14 +569,7 @@ def test_a_plain_push_of_a_new_branchs_memory_is_scanned_past_what_the_remote_mo
     shares `gitmem push`'s fetch of the tips this clone lacks. It read the whole history instead and refused
     the push for the secret a pull had redacted here. Sending all memory (`remote setup`'s refspec) sends
     main's too, behind the remote's: refused for that, saying to pull first, and after the pull it goes."""
-    gitmem(alice, "add", "fact", "clean")
-    gitmem(alice, "push")
-    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
-           "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
-           f"text: 'deploy key {_github_token()}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
-           "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
-    git(alice, "config", "core.hooksPath", "/dev/null")
-    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    _secret_pushed_past_the_hooks(alice)
     gitmem(bob, "hooks", "install")
     gitmem(bob, "remote", "setup")
     gitmem(bob, "pull")  # redacted on arrival; the history below (on the remote too) still holds it
@@ -612,14 +598,7 @@ def test_a_push_to_an_unreachable_remote_says_it_could_not_reach_it_not_to_rotat
     """A secret a pull redacted here stays in the history below, on the remote already. A new branch's push to a
     remote that cannot be asked (a moved or mistyped URL, a dead server) scanned that whole history and told the
     user the remote has none of it, to rotate the secret: it says it could not reach the remote, and why."""
-    gitmem(alice, "add", "fact", "clean")
-    gitmem(alice, "push")
-    _plant(alice, "fact/b/b/01m92e2bbbbbbbbb.yaml",
-           "schema: 1\nid: 01m92e2bbbbbbbbb\ntype: fact\nstatus: active\n"
-           f"text: 'deploy key {_github_token()}'\nauthor:\n  name: M\n  email: m@x.com\n  kind: human\n"
-           "source: cli\ncreated: '2026-01-01T00:00:00Z'\n")
-    git(alice, "config", "core.hooksPath", "/dev/null")
-    git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
+    _secret_pushed_past_the_hooks(alice)
     gitmem(bob, "pull")  # redacted on arrival; the history below still holds it
     git(bob, "switch", "-q", "-c", "feature")
     gitmem(bob, "add", "fact", "the feature's own")

@@ -163,13 +163,19 @@ def test_a_pulled_fast_forward_that_makes_a_known_memory_unreadable_is_merged_an
     assert_intact(mine)
 
 
-@pytest.mark.parametrize("shape", ["on the shared tip", "on a history of its own"])
-def test_an_incoming_version_of_a_known_memory_never_wins_by_a_timestamp_from_the_future(team, shape):
-    mine, mallory, origin = team
+def _forged_from_the_future(mine):
+    """A known memory of ``mine``, its path, and a forged version of it stamped as updated in 2099."""
     victim = Store.open(str(mine)).list()[0]
     path = f"fact/{victim.id[-2]}/{victim.id[-1]}/{victim.id}.yaml"
     forged = memory_yaml(victim.id, "forged", updated="2099-01-01T00:00:00Z").replace(
         "created: '2026-12-01T00:00:00Z'", f"created: '{victim.created}'")
+    return victim, path, forged
+
+
+@pytest.mark.parametrize("shape", ["on the shared tip", "on a history of its own"])
+def test_an_incoming_version_of_a_known_memory_never_wins_by_a_timestamp_from_the_future(team, shape):
+    mine, mallory, origin = team
+    victim, path, forged = _forged_from_the_future(mine)
     shared = git(mallory, "rev-parse", "refs/memory/main").strip()
     tree = tree_with(mallory, shared, [("100644", blob(mallory, forged), path)])
     if shape == "on the shared tip":
@@ -192,10 +198,7 @@ def test_an_incoming_version_of_a_known_memory_never_wins_by_a_timestamp_from_th
 def test_a_conflict_kept_over_a_timestamp_from_the_future_resolves_either_way(team, take):
     """Such a conflict names `updated` among its fields; a resolve stamps its own time, whichever side it takes."""
     mine, mallory, origin = team
-    victim = Store.open(str(mine)).list()[0]
-    path = f"fact/{victim.id[-2]}/{victim.id[-1]}/{victim.id}.yaml"
-    forged = memory_yaml(victim.id, "forged", updated="2099-01-01T00:00:00Z").replace(
-        "created: '2026-12-01T00:00:00Z'", f"created: '{victim.created}'")
+    victim, path, forged = _forged_from_the_future(mine)
     plant(mallory, [("100644", blob(mallory, forged), path)], message="edit fact")
     run(mine, "pull")
 
