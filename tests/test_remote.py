@@ -543,19 +543,23 @@ def test_a_secret_blob_at_two_paths_arrives_redacted_at_both(alice, origin, tmp_
         assert token not in git(carol, "show", f"refs/memory/main:{path}")
 
 
+def _main_moved_on_since_bob_fetched(alice, bob) -> None:
+    """Bob pulls the secret (redacted on arrival; the history below, on the remote too, still holds it) and
+    pushes; Alice then pushes main's memory on, and Bob, not fetching, starts a feature branch with a memory."""
+    gitmem(bob, "pull")
+    gitmem(bob, "push")
+    gitmem(alice, "pull")
+    gitmem(alice, "add", "fact", "alice moves main on")
+    gitmem(alice, "push")
+    git(bob, "switch", "-q", "-c", "feature")
+    gitmem(bob, "add", "fact", "the feature's own")
+
 def test_a_new_branchs_memory_goes_out_when_the_remote_moved_on_since_the_last_fetch(alice, bob, origin):
     """As above, but a teammate pushed main's memory again meanwhile: the remote's tips are then commits this
     clone lacks, so none told the scan what the remote holds, and the push was refused for the secret below
     (saying the remote has none of this memory, to rotate it). It fetches them first, then scans past them."""
     _secret_pushed_past_the_hooks(alice)
-    gitmem(bob, "pull")  # redacted on arrival; the history below (on the remote too) still holds it
-    gitmem(bob, "push")
-    gitmem(alice, "pull")
-    gitmem(alice, "add", "fact", "alice moves main on")
-    gitmem(alice, "push")
-
-    git(bob, "switch", "-q", "-c", "feature")
-    gitmem(bob, "add", "fact", "the feature's own")
+    _main_moved_on_since_bob_fetched(alice, bob)
     pushed = gitmem(bob, "push", check=False)
 
     assert pushed.returncode == 0, pushed.stderr
@@ -572,14 +576,7 @@ def test_a_plain_push_of_a_new_branchs_memory_is_scanned_past_what_the_remote_mo
     _secret_pushed_past_the_hooks(alice)
     gitmem(bob, "hooks", "install")
     gitmem(bob, "remote", "setup")
-    gitmem(bob, "pull")  # redacted on arrival; the history below (on the remote too) still holds it
-    gitmem(bob, "push")
-    gitmem(alice, "pull")
-    gitmem(alice, "add", "fact", "alice moves main on")
-    gitmem(alice, "push")
-
-    git(bob, "switch", "-q", "-c", "feature")
-    gitmem(bob, "add", "fact", "the feature's own")
+    _main_moved_on_since_bob_fetched(alice, bob)
     git(bob, "commit", "-q", "--allow-empty", "-m", "feature")
     plain = subprocess.run(["git", "push", *refspecs], cwd=bob, capture_output=True, text=True)
 
