@@ -418,7 +418,7 @@ def _update(store: "Store", ref: str, root: str) -> Optional[int]:
     # another path, added or removed, leaves the memory at its own path as it is.
     fresh = [(blob, m) for path, blob in added if isinstance(m := placed(parsed[blob], path), Memory)]
     known = _doc_numbers_of(index, [b for b, _ in fresh])
-    new_docs = [(blob, m, Counter(memory_terms(m))) for blob, m in fresh if blob not in known]
+    new_docs = [(blob, m) for blob, m in fresh if blob not in known]
     progress = Progress(len(new_docs), "memory for search")
     try:
         return index.run(lambda db: _apply(db, ref, row, copy, start, root, fresh, new_docs, removed, progress),
@@ -450,7 +450,7 @@ def _members_among(db: sqlite3.Connection, entries: Sequence[Tuple[str, str]]) -
 
 def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], copy: Optional[Tuple[Any, ...]],
            start: Optional[str], root: str, fresh: Sequence[Tuple[str, Memory]],
-           new_docs: Sequence[Tuple[str, Memory, Counter]], removed: Sequence[Tuple[str, str]],
+           new_docs: Sequence[Tuple[str, Memory]], removed: Sequence[Tuple[str, str]],
            progress: Progress) -> Optional[int]:
     """Under the write lock: add the docs the index lacks, then move ``ref``'s view from ``start``
     to ``root``; None (nothing written) if another process moved either view first."""
@@ -522,15 +522,16 @@ def _count(db: sqlite3.Connection, view: int, doc: int, sign: int) -> None:
         db.execute("DELETE FROM view_df WHERE view=? AND df<=0", (view,))
 
 
-def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory, Counter]], progress: Progress) -> None:
+def _add_docs(db: sqlite3.Connection, new_docs: Sequence[Tuple[str, Memory]], progress: Progress) -> None:
     """Rows for blobs the index has not seen: their words and counts, paths, and what ranking reads.
     One statement per table per chunk (doc numbers given here, as SQLite would give them), so a
-    first search after a clone does not pay a round trip per memory."""
+    first search after a clone does not pay a round trip per memory; the words are counted a chunk at a
+    time (held for every memory at once, a first search at 100,000 peaked over 300 MB)."""
     chunk_size = 5_000
     for start in range(0, len(new_docs), chunk_size):
         part = new_docs[start:start + chunk_size]
-        have = _doc_numbers(db, [blob for blob, _, _ in part])
-        chunk = list({blob: (blob, m, counts) for blob, m, counts in part if blob not in have}.values())
+        have = _doc_numbers(db, [blob for blob, _ in part])
+        chunk = [(blob, m, Counter(memory_terms(m))) for blob, m in dict(part).items() if blob not in have]
         most: Dict[str, int] = {}  # each word's most times in one of these memories
         for _, _, counts in chunk:
             for t, n in counts.items():
