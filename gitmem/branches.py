@@ -561,6 +561,18 @@ def renamed_from(repo: pygit2.Repository, branch: str, *, merged: bool = False) 
     when ``branch``'s memory holds all of its since (`gitmem --branch NEW merge OLD`): what prune drops."""
     from .repo import memory_ref
 
+    found = _left_behind(repo, branch)
+    if found is None or f"refs/heads/{found[0]}" in repo.references:  # that name is a new branch's: its memory now
+        return None
+    name, left = found
+    return name if reachable(repo, left, ref_target(repo, memory_ref(branch))) == merged else None
+
+
+def _left_behind(repo: pygit2.Repository, branch: str) -> Optional[Tuple[str, str]]:
+    """(name, memory tip) of the name ``branch`` was renamed from, following its reflog back, that still has
+    memory: what `git branch -m` left behind, whatever has happened to that name since."""
+    from .repo import memory_ref
+
     try:
         entries = list(repo.references[f"refs/heads/{branch}"].log())
     except (KeyError, pygit2.GitError, ValueError):
@@ -571,8 +583,30 @@ def renamed_from(repo: pygit2.Repository, branch: str, *, merged: bool = False) 
         if message.startswith("Branch: renamed refs/heads/") and message.endswith(f" to refs/heads/{name}"):
             name = message[len("Branch: renamed refs/heads/"):-len(f" to refs/heads/{name}")]
             if (left := ref_target(repo, memory_ref(name))) is not None:
-                return name if reachable(repo, left, ref_target(repo, memory_ref(branch))) == merged else None
+                return name, left
     return None
+
+
+def follow_rename(repo: pygit2.Repository, branch: str) -> Optional[Tuple[str, str]]:
+    """For a code branch created just now under a name another branch was renamed from (`git branch -m`, which
+    runs no hook), while the renamed branch's memory stayed under that name: that memory is the renamed
+    branch's, its commits still on it, so neither :func:`set_aside` nor the new branch may take it. It moves to
+    the renamed branch, or, when that one has written memory of its own since, is set aside (kept whole) for a
+    person to merge there. Returns (the renamed branch, where the memory is now), or None."""
+    from .repo import memory_ref
+
+    tip = ref_target(repo, memory_ref(branch))
+    if tip is None:
+        return None
+    heir = next((name for name, _ in ref_names(repo, "refs/heads/")
+                 if name != branch and (_left_behind(repo, name) or ("",))[0] == branch), None)
+    if heir is None:
+        return None
+    if ref_target(repo, memory_ref(heir)) is not None:
+        return heir, _put_aside(repo, branch, tip)
+    _record_dropped(repo, branch, tip)  # a remote's copy of it is not the new branch's either
+    move(repo, branch, heir, after_code=False)
+    return heir, heir
 
 
 def carry_over(repo: pygit2.Repository, old: str, new: str) -> str:

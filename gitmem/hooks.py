@@ -596,7 +596,7 @@ def _cherry_pick_hint(store: Store, head: str) -> List[str]:
 
 
 def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
-    from .branches import aside_notice, created_now, record_fork, set_aside, set_aside_for
+    from .branches import aside_notice, created_now, follow_rename, record_fork, set_aside, set_aside_for
 
     if len(args) < 3 or args[2] != "1":
         return []  # a file checkout
@@ -611,7 +611,12 @@ def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
     if not created_now(store.repo, store.branch, log[0]):
         return []  # checked out again before its first commit: decided when it was created
     out = []
-    if aside := set_aside(store.repo, store.branch):
+    if renamed := follow_rename(store.repo, store.branch):
+        heir, where = renamed
+        out.append(f"the memory {store.branch!r} held when it was renamed to {heir!r} " + (
+            f"moved with it to {heir!r}" if where == heir else
+            f"is now {where!r} ({heir!r} has written memory since): `gitmem --branch {heir} merge {where}` brings it in"))
+    elif aside := set_aside(store.repo, store.branch):
         out.append(f"the memory an earlier branch {store.branch!r} left is now {aside!r} (the code it was written for "
                    f"is gone, or it is merged already): `gitmem merge {aside}` brings it in")
     elif aside := set_aside_for(store.repo, store.branch):  # a teammate's branch, made again under that name

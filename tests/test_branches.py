@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 
@@ -642,6 +643,49 @@ def test_a_renamed_branch_that_wrote_before_its_memory_was_moved_still_names_wha
     assert "deleted refs/memory/old" in gitmem(repo, "prune", "--yes").stdout
     assert "refs/memory/old" not in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory")
     assert {"old-branch note", "written after the rename"} <= {m.text for m in Store.open(str(repo)).list()}
+
+
+def test_a_branch_created_under_the_name_a_renamed_one_left_does_not_take_its_memory(repo):
+    """`git branch -m fx fy` leaves fy's memory under fx (git runs no hook for a rename), and its commits are
+    still on fy, so a new fx made from main took that memory as its own: fy's speculative decision was read on
+    fx and went to main with fx's merge, while fy read main's. The memory follows the code it was written for."""
+    with_hooks(repo)
+    git(repo, "checkout", "-q", "-b", "fx")
+    speculative = add(repo, "decision", "Shard the queue", "--because", "a spike")["id"]
+    commit_file(repo, "fx.txt")
+    git(repo, "branch", "-m", "fx", "fy")
+    git(repo, "checkout", "-q", "main")
+    made = subprocess.run(["git", "checkout", "-b", "fx"], cwd=repo, capture_output=True, text=True,
+                          env={**os.environ, **AGAIN})
+    assert "moved with it to 'fy'" in made.stderr, made.stderr
+    assert speculative not in ids(repo, "fx") and speculative in ids(repo, "fy")
+    add(repo, "note", "the new fx's own note")
+    commit_file(repo, "new.txt")
+    git(repo, "checkout", "-q", "fy")
+    assert "renamed from" not in gitmem(repo, "status").stdout  # nothing left behind, nothing to move
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "--no-edit", "fx")
+    assert speculative not in ids(repo, "main")
+
+
+def test_a_branch_created_under_the_name_a_renamed_one_left_sets_it_aside_when_the_renamed_one_wrote(repo):
+    """The renamed branch wrote before the new one was made: the memory left behind cannot simply move there,
+    so it is set aside (kept whole) and the merge that brings it to the renamed branch is named."""
+    with_hooks(repo)
+    git(repo, "checkout", "-q", "-b", "fx")
+    speculative = add(repo, "decision", "Shard the queue", "--because", "a spike")["id"]
+    commit_file(repo, "fx.txt")
+    git(repo, "branch", "-m", "fx", "fy")
+    add(repo, "note", "written on fy after the rename")
+    git(repo, "checkout", "-q", "main")
+    made = subprocess.run(["git", "checkout", "-b", "fx"], cwd=repo, capture_output=True, text=True,
+                          env={**os.environ, **AGAIN})
+    aside = [n[len("refs/memory/"):] for n in pygit2.Repository(str(repo)).references
+             if n.startswith("refs/memory/fx.earlier-")]
+    assert len(aside) == 1 and speculative in ids(repo, aside[0]) and speculative not in ids(repo, "fx")
+    assert f"`gitmem --branch fy merge {aside[0]}`" in made.stderr, made.stderr
+    gitmem(repo, "--branch", "fy", "merge", aside[0])
+    assert speculative in ids(repo, "fy")
 
 
 def test_diff_reads_the_trees_that_differ_and_answers_as_a_full_listing_does(repo):
