@@ -554,7 +554,8 @@ def _post_commit(store: Store, args: List[str], stdin: str) -> List[str]:
     link = link_commit(store, head, source="hook")  # first: what was written while resolving, say
     # A merge commit made by `git commit` concludes a merge that stopped (a conflict, or --no-commit): git
     # runs post-merge only for a merge it commits itself, so the branches' memory merges here.
-    out = _merge_memory(store, head) if len(store.repo[head].peel(pygit2.Commit).parents) > 1 else []
+    commit = store.repo[head].peel(pygit2.Commit)
+    out = _merge_memory(store, head, _before_merge(store.repo, head, commit)) if len(commit.parents) > 1 else []
     if link.memory_ids:
         out.append(f"linked {head[:10]} to {len(link.memory_ids)} memor{'y' if len(link.memory_ids) == 1 else 'ies'}")
     out.extend(_cherry_pick_hint(store, head))
@@ -631,19 +632,20 @@ def _post_merge(store: Store, args: List[str], stdin: str) -> List[str]:
     head = head_commit(store.repo)
     if not head:
         return []
-    out = _merge_memory(store, head)
+    out = _merge_memory(store, head, _before_merge(store.repo, head, store.repo[head].peel(pygit2.Commit)))
     if args and args[0] == "1":
         out.append("squash merge: git does not say which branch it was; run `gitmem merge BRANCH`")
     return out
 
 
-def _merge_memory(store: Store, head: str) -> List[str]:
-    """Merge the memory of the branches whose code the merge at ``head`` brought in; what it did, as lines."""
+def _merge_memory(store: Store, head: str, before: Optional[str]) -> List[str]:
+    """Merge the memory of the branches whose code moving the branch from ``before`` to ``head`` brought in;
+    what it did, as lines."""
     from .branches import aside_notice, blocked_notice, merge_branches, merged_by
 
     repo = store.repo
     commit = repo[head].peel(pygit2.Commit)
-    names = merged_by(repo, store.branch, head, _before_merge(repo, head, commit))
+    names = merged_by(repo, store.branch, head, before)
     result = merge_branches(store, names, source="hook")
     merged = result.merged
     if len(commit.parents) > 1 and any(m["kind"] != "up-to-date" for m in merged):
@@ -660,13 +662,18 @@ def _before_merge(repo: pygit2.Repository, head: str, commit: pygit2.Commit) -> 
     A missing or stale ORIG_HEAD (not an ancestor of HEAD) gives the first parent, or None: all is new."""
     from .branches import reachable
 
-    try:
-        orig: Optional[str] = str(repo.revparse_single("ORIG_HEAD").peel(pygit2.Commit).id)
-    except (KeyError, ValueError, pygit2.GitError):
-        orig = None
+    orig = _orig_head(repo)
     if orig and reachable(repo, orig, head):
         return orig
     return str(commit.parent_ids[0]) if len(commit.parents) > 1 else None
+
+
+def _orig_head(repo: pygit2.Repository) -> Optional[str]:
+    """ORIG_HEAD: where a merge, a rebase or a reset found the branch, or None."""
+    try:
+        return str(repo.revparse_single("ORIG_HEAD").peel(pygit2.Commit).id)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
 
 
 def _describe(m: Dict[str, Any]) -> str:
@@ -700,11 +707,15 @@ def _post_rewrite(store: Store, args: List[str], stdin: str) -> List[str]:
         out += [f"linked {link.code_commit[:10]} to {len(link.memory_ids)} memor"
                 f"{'y' if len(link.memory_ids) == 1 else 'ies'} written during the rebase" for link in links]
 
-        merged = [m for m in sync(store, source="hook").merged if m["kind"] != "up-to-date"]
-        head = head_commit(store.repo)
-        if merged and head:  # the checkpoint stands at HEAD, as after a merge (not at a merged branch's commit)
+        # The code the rebase put under the branch (main's, after `git rebase main`) brings its memory, as `git
+        # merge main` would: tips reachable now, not from where the branch stood (ORIG_HEAD). sync leaves out the
+        # branches this one was forked from, whatever code came.
+        head, orig, before = head_commit(store.repo), _orig_head(store.repo), store.own_tip()
+        if head and orig:
+            out += _merge_memory(store, head, orig)
+        out += [_describe(m) for m in sync(store, source="hook").merged if m["kind"] != "up-to-date"]
+        if head and store.own_tip() != before:  # the checkpoint stands at HEAD, as after a merge
             link_commit(store, head, source="hook")
-        out += [_describe(m) for m in merged]
     return out
 
 

@@ -387,6 +387,29 @@ def test_git_pull_from_another_clone_merges_its_memory(tmp_path):
     assert parents(a, tip(a, "main")) == [ours, tip(b, "feature")]
 
 
+def test_git_rebase_onto_main_brings_mains_memory_as_git_merge_main_does(repo):
+    """`git rebase main` puts main's newer code under the feature, as `git merge main` merges it in: the memory
+    written for that code comes along too (post-rewrite merged only what sync merges, which leaves out the
+    branches a branch was forked from, so a rebased feature never learnt main's new rejection). A parent's
+    writes past its code that the rebase does not bring stay out."""
+    with_hooks(repo)
+    add(repo, "fact", "on main before the branches")
+    git(repo, "checkout", "-q", "-b", "parent")
+    commit_file(repo, "parent.txt")
+    git(repo, "checkout", "-q", "-b", "feature")
+    mine = add(repo, "note", "the feature's note")["id"]
+    commit_file(repo, "feature.txt")
+    git(repo, "checkout", "-q", "parent")
+    speculative = add(repo, "decision", "parent's later idea", "--because", "no code yet")["id"]
+    git(repo, "checkout", "-q", "main")
+    later = add(repo, "rejection", "Use Redis for the queue", "--because", "ops will not run it")["id"]
+    commit_file(repo, "main.txt")
+    git(repo, "checkout", "-q", "feature")
+    git(repo, "rebase", "-q", "main")
+    assert {mine, later} <= ids(repo, "feature")
+    assert speculative not in ids(repo, "feature")
+
+
 def test_gitmem_merge_after_a_squash_merge(repo):
     with_hooks(repo)
     git(repo, "checkout", "-q", "-b", "feature")
