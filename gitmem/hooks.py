@@ -56,8 +56,13 @@ fi
 [ "$hook" = pre-push ] && [ "$status" -ne 0 ] && exit "$status"
 [ "${{GITMEM_HOOKS:-1}}" = 0 ] && exit "$status"
 run() {{  # `del sys.path[0]`: a worktree file named like a stdlib module must not shadow it
-    if [ -n "$py" ] && [ -x "$py" ]; then
-        "$py" -c 'import sys; del sys.path[0]; from gitmem.hooks import main; sys.exit(main(sys.argv[1:]))' "$hook" "$@"
+    if [ -n "$py" ] && [ -x "$py" ]; then  # a python that lost gitmem says so in one line, not a traceback
+        "$py" -c 'import sys; del sys.path[0]
+try:
+    from gitmem.hooks import main
+except ImportError as e:
+    sys.exit(f"gitmem: cannot load gitmem with {{sys.executable}} ({{e}}): run gitmem hooks install again")
+sys.exit(main(sys.argv[1:]))' "$hook" "$@"
     elif command -v gitmem >/dev/null 2>&1; then
         gitmem hook "$hook" "$@"
     else

@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -231,6 +232,21 @@ def test_a_hook_whose_python_is_gone_still_lets_git_work(repo):
     assert done.returncode == 0 and "gitmem" in done.stderr
 
 
+def test_a_hook_whose_python_lost_gitmem_says_so_in_one_line_without_a_traceback(repo, tmp_path):
+    """The python the hooks were installed with is still there but no longer has gitmem (its virtualenv rebuilt,
+    gitmem uninstalled): every commit and checkout printed Python's traceback of the failed import."""
+    install(repo)
+    bare = tmp_path / "python-without-gitmem"
+    bare.write_text(f'#!/bin/sh\nexec "{os.path.realpath(sys.executable)}" -S -I "$@"\n')
+    bare.chmod(0o755)
+    env = {**os.environ, "GITMEM_PYTHON": str(bare)}
+    for args in (["commit", "-q", "--allow-empty", "-m", "x"], ["checkout", "-q", "-b", "feature"]):
+        done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr and "gitmem: cannot load gitmem" in done.stderr, done.stderr
+        assert all(line.startswith("gitmem: ") for line in done.stderr.splitlines()), done.stderr
+
+
 def test_post_rewrite_moves_links_to_the_rewritten_commits(repo):
     install(repo)
     m = Store.open(str(repo)).add("fact", "linked, then amended").memory
@@ -368,7 +384,8 @@ def test_hooks_with_nothing_to_do_do_not_start_python(repo, tmp_path):
     def started() -> list:
         found = calls.read_text().splitlines() if calls.exists() else []
         calls.unlink(missing_ok=True)
-        names = [next(w for w in line.split() if w in HOOKS) for line in found if "gitmem.hooks" in line]
+        # the -c program spans lines: its last one is followed by the hook's name and arguments
+        names = [next(w for w in line.split() if w in HOOKS) for line in found if "sys.argv[1:]))" in line]
         return [n for n in names if n != "post-commit"]  # post-commit always has work: it detaches instead
 
     commit(repo, "second.txt")  # main has moved since it was created
