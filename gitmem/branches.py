@@ -658,6 +658,22 @@ def merged_elsewhere(repo: pygit2.Repository, branch: str, head: str) -> List[st
     return out
 
 
+def written_elsewhere(repo: pygit2.Repository, name: str, head: str, into: Optional[str]) -> bool:
+    """Whether every copy of ``name``'s memory that ``into`` (the memory it would merge into) lacks has own
+    memories (:func:`_own_links`) linked to a code commit ``head`` lacks: its code was reset or rewritten away
+    from what they were written for (a spike reset to where main is going looks merged once main gets there), so
+    its tip being in ``head`` does not bring them. A person decides (:func:`held_notice`). One copy written for
+    this code (a teammate's new branch of that name) is merged as before (:func:`merge_branches`)."""
+    tips = [tip for _, tip in memory_tips(repo, name) if not reachable(repo, tip, into)]
+    return bool(tips) and all(any(not reachable(repo, c, head) for c in _own_links(repo, name, tip)) for tip in tips)
+
+
+def held_notice(name: str, into: str) -> str:
+    """What a person is told about a branch :func:`written_elsewhere` kept out of ``into``'s memory."""
+    return (f"{name}: not merged: its memory is linked to code {into} does not have (was {name} reset or "
+            f"rewritten?): `gitmem merge {name}` brings it")
+
+
 def _remote_memory_names(repo: pygit2.Repository) -> set:
     names = set()
     for remote in repo.remotes.names():
@@ -685,11 +701,12 @@ class SyncResult:
     #: {"branch", "ref", "id", "why"} of each memory copy not merged because it clashes again on a memory whose
     #: conflict is pending (:class:`~gitmem.errors.PendingConflict`): the other branches are merged all the same.
     blocked: List[Dict[str, str]] = field(default_factory=list)
+    held: List[str] = field(default_factory=list)  # whose code is here but not their memory's (written_elsewhere)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"fetched": self.fetched, "merged": self.merged, "refused": [r.to_dict() for r in self.refused],
                 "unmerged": self.unmerged, "set_aside": self.set_aside, "late": [x.to_dict() for x in self.late],
-                "blocked": self.blocked}
+                "blocked": self.blocked, "held": self.held}
 
 
 def blocked_entry(branch: str, ref: str, refused: PendingConflict) -> Dict[str, str]:
@@ -771,9 +788,12 @@ def sync(store: Store, *, author=None, source: str = "sync") -> SyncResult:
     if not head:
         return SyncResult()
     names = merged_elsewhere(repo, store.branch, head)
+    held = [name for name in names if written_elsewhere(repo, name, head, store.tip())]
+    names = [name for name in names if name not in held]
     if any(reachable(repo, tip, head) for tip in code_tips(repo, store.branch, local=False)):
         names.insert(0, store.branch)  # merge_branches skips the local ref itself: its fetched copies
     result = merge_branches(store, names, author=author, source=source)
+    result.held = held
     taken, result.late, blocked = take_late_parent(store, author=author, source=source)
     result.merged += taken
     result.blocked += blocked

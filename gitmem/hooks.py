@@ -646,19 +646,21 @@ def _post_merge(store: Store, args: List[str], stdin: str) -> List[str]:
 def _merge_memory(store: Store, head: str, before: Optional[str]) -> List[str]:
     """Merge the memory of the branches whose code moving the branch from ``before`` to ``head`` brought in;
     what it did, as lines."""
-    from .branches import aside_notice, blocked_notice, merge_branches, merged_by
+    from .branches import aside_notice, blocked_notice, held_notice, merge_branches, merged_by, written_elsewhere
 
     repo = store.repo
     commit = repo[head].peel(pygit2.Commit)
     names = merged_by(repo, store.branch, head, before)
-    result = merge_branches(store, names, source="hook")
+    into = store.tip()
+    held = [name for name in names if name != store.branch and written_elsewhere(repo, name, head, into)]
+    result = merge_branches(store, [name for name in names if name not in held], source="hook")
     merged = result.merged
     if len(commit.parents) > 1 and any(m["kind"] != "up-to-date" for m in merged):
         from .checkpoint import link_commit  # a merge commit that brought memory: the checkpoint stands at it
 
         link_commit(store, head, source="hook")
     return [aside_notice(*item) for item in result.set_aside.items()] + [line for line in map(_describe, merged) if line] \
-        + [blocked_notice(entry) for entry in result.blocked]
+        + [blocked_notice(entry) for entry in result.blocked] + [held_notice(name, store.branch) for name in held]
 
 
 def _before_merge(repo: pygit2.Repository, head: str, commit: pygit2.Commit) -> Optional[str]:
@@ -705,7 +707,7 @@ def _post_rewrite(store: Store, args: List[str], stdin: str) -> List[str]:
     commit = rewrite_commits(store, mapping, source="hook")
     out = [f"memory follows {len(mapping)} rewritten commit(s)"] if commit else []
     if args and args[0] == "rebase":  # `git pull --rebase` runs no post-merge: the memory its code brings, as sync
-        from .branches import sync
+        from .branches import held_notice, sync
         from .checkpoint import link_commit, link_landed
 
         links = link_landed(store, list(mapping), source="hook")  # memory written while the rebase stopped
@@ -718,7 +720,9 @@ def _post_rewrite(store: Store, args: List[str], stdin: str) -> List[str]:
         head, orig, before = head_commit(store.repo), _orig_head(store.repo), store.own_tip()
         if head and orig:
             out += _merge_memory(store, head, orig)
-        out += [_describe(m) for m in sync(store, source="hook").merged if m["kind"] != "up-to-date"]
+        synced = sync(store, source="hook")
+        out += [_describe(m) for m in synced.merged if m["kind"] != "up-to-date"]
+        out += [line for line in (held_notice(name, store.branch) for name in synced.held) if line not in out]
         if head and store.own_tip() != before:  # the checkpoint stands at HEAD, as after a merge
             link_commit(store, head, source="hook")
     return out

@@ -410,6 +410,30 @@ def test_git_rebase_onto_main_brings_mains_memory_as_git_merge_main_does(repo):
     assert speculative not in ids(repo, "feature")
 
 
+def test_a_spike_reset_to_code_main_merges_later_does_not_bring_its_memory_to_main(repo):
+    """A spike abandoned with `git reset --hard` to where main is going (origin/main, here `next`) looks merged
+    once main gets there: `git merge next` (a `git pull`) and `gitmem sync` brought the spike's speculative
+    memory, written for code no branch has any more, to main. It is named instead, with the merge that brings it."""
+    with_hooks(repo)
+    git(repo, "branch", "next")
+    git(repo, "checkout", "-q", "next")
+    commit_file(repo, "next.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "-b", "spike")
+    speculative = add(repo, "decision", "Shard the queue", "--because", "a spike")["id"]
+    commit_file(repo, "spike.txt")
+    git(repo, "reset", "-q", "--hard", "next")
+    git(repo, "checkout", "-q", "main")
+    merged = subprocess.run(["git", "merge", "-q", "next"], cwd=repo, capture_output=True, text=True)
+    assert merged.returncode == 0 and speculative not in ids(repo, "main")
+    assert "spike: not merged: its memory is linked to code main does not have" in merged.stderr, merged.stderr
+    assert "`gitmem merge spike`" in merged.stderr
+    synced = gitmem(repo, "sync", "--no-fetch", "--json")
+    assert speculative not in ids(repo, "main") and json.loads(synced.stdout)["held"] == ["spike"]
+    gitmem(repo, "merge", "spike")
+    assert speculative in ids(repo, "main")
+
+
 def test_gitmem_merge_after_a_squash_merge(repo):
     with_hooks(repo)
     git(repo, "checkout", "-q", "-b", "feature")

@@ -238,17 +238,19 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
     JSON: {"fetched": REMOTE|null, "merged": [{"branch", "ref", "refs", "kind", "commit", "added", "changed",
     "conflicts", "kept", "as_of"}], "refused": [{"what", "why", "remote"}], "unmerged": [branch], "set_aside":
     {branch: name}, "late": [{"branch", "parent", "fork", "as_of", "notice"}], "blocked": [{"branch", "ref", "id",
-    "why"}]}; exit 1 when the trust gate refused anything, or a branch is blocked: its merge clashes again on
+    "why"}], "held": [branch]}; exit 1 when the trust gate refused anything, or a branch is blocked: its merge clashes again on
     memory "id", whose conflict is pending (the other branches are merged; resolve it, then sync again).
     as_of: this branch started before its parent's memory arrived, and that entry merged the parent's
     memory as of the commit this branch forked at; late: such a branch whose parent's memory at the fork cannot
     be told (the notice names the command that brings it all). unmerged: branches whose code is gone and whose memory
     this branch lacks (a squash merge on the server leaves that: `gitmem merge NAME` brings one, and sync names
     each). set_aside: this clone's memory of an earlier branch, put aside, not merged, because the fetched one is
-    a new branch of that name.
+    a new branch of that name. held: branches whose code is here but whose memory is linked to code that is not (reset
+    or rewritten away from it): `gitmem merge NAME` brings one.
 
     Example: git pull && gitmem sync
     """
+    from ..branches import held_notice
     from ..remote import sync as sync_remote
     from .remote import fail_if_refused, say_refused
 
@@ -258,7 +260,7 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
         click.echo(f"fetched memory from {result.fetched}")
     _report_merges(result, as_json, {"fetched": result.fetched,
                                             "refused": [r.to_dict() for r in result.refused],
-                                            "unmerged": result.unmerged,
+                                            "unmerged": result.unmerged, "held": result.held,
                                             "late": [x.to_dict() for x in result.late]})
     if not result.merged and no_fetch and not as_json:
         click.echo("(merged only what was fetched before: run `gitmem sync` without --no-fetch to fetch)")
@@ -267,6 +269,8 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
     for name in [] if as_json else result.unmerged:
         click.echo(f"{name}: its code branch is gone and its memory is not in {store.branch}'s (squash- or "
                    f"rebase-merged?): `gitmem merge {name}` brings it, `gitmem prune` drops it", err=True)
+    for name in [] if as_json else result.held:
+        click.echo(f"gitmem: {held_notice(name, store.branch)}", err=True)
     fail_if_refused(result.refused or result.blocked)
 
 
