@@ -31,12 +31,12 @@ _MAX_WALK = 200
 
 
 def checkpoint(store: Store, text: str, *, next: Optional[str] = None, author: Optional[Author] = None,
-               source: str = "cli", tags: Sequence[str] = (), paths: Sequence[str] = (), next_in_text: bool = True):
+               source: str = "cli", tags: Sequence[str] = (), paths: Sequence[str] = (), marked: bool = False):
     """Write a checkpoint memory tied to HEAD. Without ``next``, the part of ``text`` after " / " is taken as
-    the next step ("done X / next Y"), unless ``next_in_text`` is False: a caller with a field for the next step
-    (MCP) keeps the text whole, whatever " / " it holds ("split the read / write paths")."""
-    if next is None and next_in_text:
-        next = model.next_step(text)
+    the next step ("done X / next Y"); with ``marked``, only after " / next:": a caller with a field for the next
+    step (MCP) leaves a text that only uses " / " ("split the read / write paths") without one."""
+    if next is None:
+        next = model.next_step(text, marked)
     return store.add("checkpoint", text, next=next, author=author, source=source, tags=tags, paths=paths)
 
 

@@ -49,7 +49,7 @@ DESCRIPTIONS = {
     "check_proposal": "Was this proposal already rejected? repeat=true: `rejections` lists what it repeats, with "
                       "reason, author and time; `related` lists rejections on the same topic, for information.",
     "context": "The repository's memory as context for your first step.",
-    "checkpoint": "Save where the work stands (text, kept whole) and the next step (next).",
+    "checkpoint": "Save where the work stands (text) and the next step (next, or text's ' / next: ...').",
     "resume": "Where the work on this branch stands: last checkpoint, commits and memories since, next step.",
 }
 
@@ -195,7 +195,7 @@ class Gitmem:
 
         store = self.store()
         return _written(store, checkpoint(store, text, next=next, author=self.author(store, source), source=source,
-                                          next_in_text=False))
+                                          marked=True))
 
     def resume(self) -> Dict[str, Any]:
         from .checkpoint import resume

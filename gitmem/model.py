@@ -161,11 +161,14 @@ def quoted(text: str) -> str:
         .replace("'", "&#x27;")
 
 
-def next_step(text: str) -> Optional[str]:
-    """The next step a checkpoint's text gives after " / " ("parser done / next: wire it in"), else None."""
+def next_step(text: str, marked: bool = False) -> Optional[str]:
+    """The next step a checkpoint's text gives after " / " ("parser done / next: wire it in"), else None;
+    ``marked``: only after " / next:", so a text that only uses " / " ("split the read / write paths") has none."""
     if " / " not in text:
         return None
-    return re.sub(r"^next\s*:\s*", "", text.split(" / ", 1)[1].strip(), flags=re.I) or None
+    tail = text.split(" / ", 1)[1].strip()
+    step = re.sub(r"^next\s*:\s*", "", tail, flags=re.I)
+    return None if marked and step == tail else step or None
 
 
 def utc_now() -> str:

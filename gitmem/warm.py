@@ -22,7 +22,6 @@ from . import model
 from .errors import InvalidMemory
 from .index import Entry, Index, Parsed, forget_all, from_rows, index_for, row_text
 from .model import Memory, Problem, memory_path, misplaced, parse_content
-from .loose import guard
 from .repo import common_dir, damaged
 
 #: Opens the repository (libgit2): called only when an object must be read from git, so a read the
@@ -488,6 +487,8 @@ def _serve() -> None:
     with open(sys.argv[1], encoding="utf-8") as f:
         job = json.load(f)
     repo = pygit2.Repository(job["repo"])
+    from .loose import guard  # here: a warm command imports this module, and must not load libgit2 for it
+
     guard(repo, job["objects"])
     write = sys.stdout.write
     for n, (path, blob_id) in enumerate(zip(job["paths"], job["blobs"]), 1):

@@ -455,21 +455,24 @@ def test_a_resource_read_after_the_memory_ref_moved_to_a_damaged_tip_says_why_in
     assert [m["id"] for m in listing["memories"]] == [added["id"]]
 
 
-def test_a_checkpoint_s_text_is_kept_whole_and_its_next_step_comes_only_from_next(repo):
+def test_a_checkpoint_s_next_step_comes_from_next_or_a_marked_one_in_its_text(repo):
     # The tool has a field for the next step: a " / " in an agent's text ("split the read / write paths") made
     # the rest of the text the next step, which the next session was told to do
     async def main():
         async with session(repo) as s:
             await call(s, "checkpoint", text="split the read / write paths of the cache\nthen benchmarked it")
             _, first = await call(s, "resume")
-            await call(s, "checkpoint", text="cache split done", next="wire it into the CLI")
+            await call(s, "checkpoint", text="cache split done / next: wire it into the CLI")
             _, second = await call(s, "resume")
-            return first, second
+            await call(s, "checkpoint", text="wired in / docs", next="update the README")
+            _, third = await call(s, "resume")
+            return first, second, third
 
-    first, second = run(main)
+    first, second, third = run(main)
     assert first["checkpoint"]["text"] == "split the read / write paths of the cache\nthen benchmarked it"
     assert first["next"] is None
     assert second["next"] == "wire it into the CLI"
+    assert third["next"] == "update the README"
 
 
 def test_a_write_on_a_detached_head_says_whose_memory_it_went_to(repo):
