@@ -164,7 +164,10 @@ def _memories_at(store: Store, commit: Optional[str], warnings: List[str]) -> Op
 
 
 def guide_path(store: Store) -> Optional[str]:
-    """The configured guide (``git config gitmem.guide``), else AGENTS.md or CLAUDE.md if present."""
+    """The configured guide (``git config gitmem.guide``), else AGENTS.md or CLAUDE.md if present; none in a
+    bare repository, which has no files: the folder holding it (:attr:`Store.workdir`) is no part of it."""
+    if _bare(store):
+        return None
     configured = store.config(GUIDE_KEY)
     if configured:
         return configured
@@ -172,6 +175,10 @@ def guide_path(store: Store) -> Optional[str]:
         if os.path.isfile(os.path.join(store.workdir, name)):
             return name
     return None
+
+
+def _bare(store: Store) -> bool:
+    return store.git is None and store.repo.is_bare  # gitdir finds only repositories with a work tree
 
 
 def read_guide(store: Store, path: Optional[str] = None) -> Tuple[Optional[str], str]:
@@ -204,6 +211,8 @@ def set_guide(store: Store, path: str) -> str:
     same-named file. The CLI turns what was typed into a repository path first (``REPO_PATH``)."""
     if not path.strip():
         raise GitmemError("guide set needs a file: name one, e.g. gitmem guide set AGENTS.md")
+    if _bare(store):
+        raise GitmemError("a bare repository has no files to read a guide from: set it in a clone")
     root = os.path.abspath(store.workdir)
     rel = os.path.relpath(path, root) if os.path.isabs(path) else path
     if os.path.isdir(os.path.join(root, rel)):

@@ -604,3 +604,18 @@ def test_a_model_of_the_newer_tokenizer_gets_the_part_sizes_and_cache_minimum_it
     assert usage.ephemeral_5m_input_tokens == ctx.part("tail").tokens
     assert usage.cache_creation_input_tokens == ctx.cached_tokens
     assert usage.input_tokens == ctx.part("question").tokens
+
+
+def test_a_bare_repository_reads_no_guide_from_the_folder_that_holds_it(tmp_path):
+    # A bare repository has no files: the AGENTS.md beside it (another project's, or anything) was sent to the
+    # model as this repository's guide with every request
+    (tmp_path / "AGENTS.md").write_text("Deploy keys live in ~/keys; this is not the repository's guide\n")
+    git(tmp_path, "init", "-q", "--bare", "repo.git")
+    bare = tmp_path / "repo.git"
+    store = Store.open(str(bare))
+    store.add("fact", "The bare mirror serves CI")
+    out = gitmem(bare, "context", "--json")
+    assert json.loads(out.stdout)["guide"] is None and "Deploy keys" not in out.stdout
+    refused = gitmem(bare, "guide", "set", str(tmp_path / "AGENTS.md"), check=False)
+    assert refused.returncode != 0 and "bare repository" in refused.stderr
+    assert "Traceback" not in refused.stderr
