@@ -731,3 +731,15 @@ def test_memory_list_and_page_badge_a_memory_in_conflict_with_a_link_to_resolve_
     assert "badge conflict" not in other
     resolve(store, conflicted, take="ours")
     assert "badge conflict" not in web.get("/memory").text + web.get(f"/memory/{conflicted}").text
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", None, "multipart/form-data; boundary=x"])
+def test_a_write_not_sent_as_a_form_is_refused_before_it_is_read(repo, web, content_type):
+    # text/plain is what another site's page can post without a preflight; the token and Origin checks stood
+    # alone against it
+    page = web.get("/memory").text
+    body = f"csrf={csrf(page)}&branch=main&type=fact&text=sent+as+text"
+    headers = {"content-type": content_type} if content_type else {}
+    r = web.post("/add", content=body, headers=headers)
+    assert r.status_code == 415 and "application/x-www-form-urlencoded" in r.text
+    assert git(repo, "for-each-ref", "refs/memory/") == ""

@@ -310,7 +310,10 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
     # --- writes ------------------------------------------------------------------
 
     async def read_form(request: Request) -> Dict[str, str]:
-        """The urlencoded form, line breaks as LF, after checking its CSRF token (constant-time)."""
+        """The urlencoded form (no other body: 415), line breaks as LF, after checking its CSRF token (constant-time)."""
+        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media != "application/x-www-form-urlencoded":  # what the pages' forms send; text/plain is a script's
+            raise _Refused(415, "a form is sent as application/x-www-form-urlencoded")
         too_big = _Refused(413, f"form is over {MAX_FORM_BYTES} bytes")
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_FORM_BYTES:
