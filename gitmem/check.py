@@ -302,7 +302,8 @@ def sentences(text: str) -> List[str]:
     start = 0
     for m in _BOUNDARY.finditer(text):
         piece = text[start:m.start()]
-        last = piece.rstrip(".!?\"')]").rsplit(None, 1)[-1].lower() if piece.strip() else ""
+        words = piece.rstrip(".!?\"')]").split()  # none in an ellipsis alone ("... use Redis")
+        last = words[-1].lower() if words else ""
         if piece.rstrip().endswith(".") and (last in _ABBREVIATION or len(last) == 1):
             continue  # "e.g. Redis", "option B. ...": no sentence ends here
         out.append(piece)

@@ -166,6 +166,15 @@ def test_a_long_proposal_is_split_into_its_sentences_without_their_connectives()
     assert sentences("- add tests\n- use kafka\n1. ship it") == ["add tests", "use kafka", "ship it"]
 
 
+def test_a_sentence_of_only_punctuation_ends_a_sentence_and_names_nothing():
+    """An ellipsis or a stray "?!" between sentences (a piece with no word before its full stop) was an IndexError."""
+    assert sentences("... use Redis for the cache") == []
+    assert sentences("Use Redis for the cache.\n...\nthen write the tests ?! ok") == \
+        ["Use Redis for the cache.", "then write the tests ?!", "ok"]
+    pool = _store_with_a_cache_rejection()
+    assert judge_long(pool, "Hmm. ... Use Redis for the cache", inputs=_lexical, now=NOW).repeat
+
+
 def _lexical(text):
     return None, None
 
