@@ -243,7 +243,7 @@ def _z(x: Any) -> Any:
     return (x - x.mean()) / (x.std() or 1.0) if len(x) else x
 
 
-_LATIN: Dict[Any, Tuple[Tuple[int, ...], Any]] = {}  # view -> (pool ids, rows mostly in Latin script)
+_LATIN: Dict[Any, Tuple[Tuple[Memory, ...], Any]] = {}  # view -> (pool, rows mostly in Latin script)
 
 
 def _latin_rows(pool: Sequence[Memory], text: Optional[Callable[[Memory], str]]) -> Any:
@@ -253,7 +253,7 @@ def _latin_rows(pool: Sequence[Memory], text: Optional[Callable[[Memory], str]])
 
     from .embedding import document_text, mostly_latin
 
-    key = tuple(map(id, pool))
+    key = tuple(pool)  # see _matrix
     cached = _LATIN.get(text)
     if cached is None or cached[0] != key:
         view = text or document_text
@@ -264,8 +264,9 @@ def _latin_rows(pool: Sequence[Memory], text: Optional[Callable[[Memory], str]])
 
 # One pool per encoder and view (what of a memory is embedded) at a time: a long-lived server stays flat
 # in memory however many writes it makes, and neither the check's two views nor the two encoders evict
-# each other.
-_MATRICES: Dict[Any, Tuple[Tuple[int, ...], Any]] = {}  # (encoder, view) -> (pool ids, matrix)
+# each other. Kept with the pool itself, not its ids: once a pool is freed, an edited memory may be made at
+# its old version's address, and a key of ids served it the old text's vector.
+_MATRICES: Dict[Any, Tuple[Tuple[Memory, ...], Any]] = {}  # (encoder, view) -> (pool, matrix)
 _VECTORS: Dict[Any, Dict[Tuple[Optional[str], str], Any]] = {}  # (encoder, view) -> (index file, text hash) -> vector
 _QUERY: Dict[str, Tuple[str, Any]] = {}  # encoder -> its last query and vector: asked twice by a check and the prompt hook
 
@@ -295,7 +296,7 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
 
     view = (encoder.name, text)
     text = text or document_text
-    key = tuple(map(id, pool))
+    key = tuple(pool)  # compared element by element, each found the same by identity first: as quick as ids
     cached = _MATRICES.get(view)
     if cached is not None and cached[0] == key:
         return cached[1]

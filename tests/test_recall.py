@@ -236,6 +236,23 @@ def test_without_minilm_packages_recall_is_e5_alone_and_says_so(store, monkeypat
     assert ids[2] in [h.memory.id for h in recall(store, "how do we represent prices and amounts", paths=[], limit=3)]
 
 
+@needs_encoder
+def test_a_memory_edited_in_a_long_lived_process_is_compared_by_its_new_text(store):
+    """A server keeps the last pool's vectors; a pool whose edited memory took the freed old one's place in
+    memory (CPython reuses the address at once) was served the old text's vector, kept by object ids."""
+    base = store.add("fact", "The CDN caches product images for a day").memory
+    other = store.add("fact", "Unrelated filler about gardening").memory
+    question = "quantum entanglement teleportation"
+    texts = ["Quantum entanglement teleportation across photons", "The CDN caches product images for a day"]
+    for i in range(4):
+        similarities(store, [base._replace(text=texts[i % 2]), other], question, fuse=False)
+        edited = [base._replace(text=texts[(i + 1) % 2]), other]
+        got = similarities(store, edited, question, fuse=False)
+        want = default_encoder().embed_documents([document_text(m) for m in edited]) @ \
+            default_encoder().embed_queries([question])[0]
+        assert np.allclose([got[m.id] for m in edited], want, atol=1e-6)
+
+
 def test_asking_a_files_current_blob_keeps_nothing(repo):
     """A file memory's staleness asks for its file's blob at HEAD on every recall: asked as
     ``tree[path]``, pygit2 1.21 kept every path string alive, so a long-lived server grew with each."""
