@@ -122,6 +122,15 @@ def test_search_ranks_the_relevant_memory_first(run):
     assert hits[0]["memory"]["text"] == "Use Redis for the job queue"
 
 
+def test_a_search_with_nothing_searchable_says_so(run):
+    # "the a of", "?!" or an emoji are searched for by no word: "no matches" alone read as "no such memory"
+    run("add", "fact", "The CI runs on GitHub Actions")
+    for query in ("the a of", "?!", "\U0001f680"):
+        result = run("search", query)
+        assert result.exit_code == 0 and "nothing in the query is searched for" in result.stderr
+    assert "no matches\n" == run("search", "kubernetes").stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["add", "decision", ""], "invalid text: must not be empty"),
     (["add", "note", "\u200b\ufeff \u2060"], "invalid text: must not be empty (it holds only invisible characters)"),

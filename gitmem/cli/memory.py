@@ -332,7 +332,10 @@ def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, 
     for h in hits:
         echo(f"{h.score:6.2f}  {memory_line(h.memory, short, conflicts)}{'  [stale: file changed]' if h.stale else ''}")
     if not hits:
-        click.echo("no matches", err=True)
+        from ..search import tokenize
+
+        click.echo("no matches" if tokenize(query) else  # say why, rather than let it read as "no such memory"
+                   "no matches: nothing in the query is searched for (only common words, symbols or emoji)", err=True)
 
 
 _EDITABLE = ("text", "title", "reason", "tags", "paths", "next")
