@@ -122,6 +122,17 @@ def test_search_ranks_the_relevant_memory_first(run):
     assert hits[0]["memory"]["text"] == "Use Redis for the job queue"
 
 
+def test_check_reads_a_plan_from_stdin(run):
+    # A plan in a file, bullets and all: as an argument, a first line "- use Redis" read as an option
+    run("add", "rejection", "Use Redis for the job queue", "--because", "no new stateful services")
+    plan = "\ufeff- keep the API as it is\r\n- move the job queue to Redis\r\n"
+    result = run("check", "-", "--json", input=plan)
+    assert result.exit_code == 1 and json.loads(result.output)["repeat"] is True
+    assert json.loads(result.output)["proposal"] == "- keep the API as it is\n- move the job queue to Redis"
+    empty = run("check", "-", input="")
+    assert empty.exit_code == 2 and "PROPOSAL is '-' but stdin was empty" in empty.output
+
+
 def test_a_search_with_nothing_searchable_says_so(run):
     # "the a of", "?!" or an emoji are searched for by no word: "no matches" alone read as "no such memory"
     run("add", "fact", "The CI runs on GitHub Actions")

@@ -134,6 +134,17 @@ def main(ctx: click.Context, path: str, branch: Optional[str]) -> None:
     ctx.obj = Settings(path=path, branch=branch)
 
 
+def read_text_argument(text: str, name: str = "TEXT") -> str:
+    """An argument ``-`` means: read it from stdin (`echo ... | gitmem add fact -`), as git and most tools do."""
+    if text != "-":
+        return text
+    # A file saved on Windows (CRLF, a byte-order mark) reads as the same text as one saved elsewhere.
+    data = sys.stdin.read().removeprefix("\ufeff").replace("\r\n", "\n")
+    if not data.strip():
+        raise click.UsageError(f"{name} is '-' but stdin was empty")
+    return data.rstrip("\n")
+
+
 class Utf8Text(click.ParamType):
     """Text a command searches for or echoes back (a query, a proposal): bytes that are not UTF-8 are
     refused here, as ``add`` refuses them in a memory, not written raw into JSON no parser accepts."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional
@@ -11,7 +10,7 @@ import click
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, source_matches
 from .base import (REPO_PATH, UTF8_TEXT, author_options, echo, edit_in_editor, emit_json, emit_json_list, json_option, main, pad,
-                   pass_store)
+                   pass_store, read_text_argument)
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -46,17 +45,6 @@ def report_write(store: Store, w, verb: str, as_json: bool) -> None:
     click.echo(f"{verb} {w.memory.type} {w.memory.id} on {store.ref} (commit {_short(w.commit)})")
     if w.redacted:
         click.echo(f"gitmem: redacted {w.redacted} secret(s) before storing", err=True)
-
-
-def read_text_argument(text: str) -> str:
-    """TEXT ``-`` means: read it from stdin (`echo ... | gitmem add fact -`), as git and most tools do."""
-    if text != "-":
-        return text
-    # A file saved on Windows (CRLF, a byte-order mark) reads as the same text as one saved elsewhere.
-    data = sys.stdin.read().removeprefix("\ufeff").replace("\r\n", "\n")
-    if not data.strip():
-        raise click.UsageError("TEXT is '-' but stdin was empty")
-    return data.rstrip("\n")
 
 
 def limit_option(default: Optional[int] = None):

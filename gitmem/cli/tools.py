@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import click
 
-from .base import REPO_PATH, UTF8_TEXT, Settings, echo, emit_json, json_option, main, pass_store
+from .base import REPO_PATH, UTF8_TEXT, Settings, echo, emit_json, json_option, main, pass_store, read_text_argument
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -53,10 +53,13 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
     JSON: {"proposal", "repeat", "judge", "rejections": [{"id", "proposal", "reason", "author",
     "kind", "source", "when", "match", "tier", "similarity"?}], "related": [...]}.
 
+    PROPOSAL - reads it from stdin (a plan in a file: gitmem check - < plan.md).
+
     Example: gitmem check "move the job queue to Redis" --path src/jobs/queue.py
     """
     from ..recall import check as check_proposal
 
+    proposal = read_text_argument(proposal, "PROPOSAL")
     if not proposal.strip():
         raise click.UsageError("PROPOSAL is empty: say what you are about to do")
     verdict = check_proposal(store, proposal, paths=paths)
