@@ -45,6 +45,15 @@ def with_conflict(out: Dict[str, Any], memory_id: str, conflicts: Dict[str, Conf
     return out
 
 
+def check_json(verdict: Any, conflicts: Dict[str, Conflict]) -> Dict[str, Any]:
+    """A proposal check's JSON (``gitmem check --json``, MCP ``check_proposal``), each rejection in conflict marked
+    as search marks a memory: its text is one side's until a person chooses, so the agent should know."""
+    out = verdict.to_dict()
+    for entry in out["rejections"] + out["related"]:
+        with_conflict(entry, entry["id"], conflicts)
+    return out
+
+
 def marker(memory_id: str) -> str:
     """What a line of text output adds after a memory in conflict."""
     return f"(in conflict: gitmem resolve {memory_id})"

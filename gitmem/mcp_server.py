@@ -170,7 +170,11 @@ class Gitmem:
 
         if not proposal.strip():  # as `gitmem check ""` is: there is nothing to judge
             raise GitmemError("proposal is empty: say what you are about to do")
-        return check(self.store(), proposal, paths=paths or (), max_backlog=AGENT_BACKLOG).to_dict()
+        from .conflicts import check_json, pending
+
+        store = self.store()
+        verdict = check(store, proposal, paths=paths or (), max_backlog=AGENT_BACKLOG)
+        return check_json(verdict, pending(store) if verdict.hits else {})
 
     def get(self, id: str) -> Dict[str, Any]:
         from .conflicts import pending, with_conflict

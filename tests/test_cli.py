@@ -653,6 +653,22 @@ def test_show_list_and_search_say_a_memory_is_in_conflict_until_it_is_resolved(r
     assert "conflict" not in json.loads(run("show", shared, "--json").output)
 
 
+def test_check_says_a_rejection_is_in_conflict_as_search_does(run, repo):
+    # Its reason is one side's until a person chooses: search marked it, the check (CLI and MCP) did not
+    from gitmem.merge import merge_into
+    from gitmem.store import Store
+
+    main = Store.open(str(repo), "main")
+    rejected = main.add("rejection", "Use Redis for the job queue", reason="no new stateful services").memory.id
+    git(repo, "branch", "feature")
+    Store.open(str(repo), "feature").edit(rejected, reason="ops said no")
+    main.edit(rejected, reason="one more service to run")
+    merge_into(main, Store.open(str(repo), "feature").own_tip())
+    verdict = json.loads(run("check", "move the job queue to Redis", "--json").output)
+    assert verdict["rejections"][0]["id"] == rejected and verdict["rejections"][0]["conflict"]["fields"] == ["reason"]
+    assert f"(in conflict: gitmem resolve {rejected})" in run("check", "move the job queue to Redis").output
+
+
 def test_show_list_and_search_never_load_the_merge_machinery_without_a_conflict(repo):
     code = ("import sys; from gitmem.cli import main\n"
             "for args in (['list'], ['list', '--json'], ['search', 'Postgres'], ['show', sys.argv[1]]):\n"

@@ -51,7 +51,8 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
     plans in bench/check_long.py. Checking each approach on its own is surer.
 
     JSON: {"proposal", "repeat", "judge", "rejections": [{"id", "proposal", "reason", "author",
-    "kind", "source", "when", "match", "tier", "similarity"?}], "related": [...]}.
+    "kind", "source", "when", "match", "tier", "similarity"?, "conflict"?}], "related": [...]}; "conflict"
+    (as in search) marks a rejection whose merge conflict is pending.
 
     PROPOSAL - reads it from stdin (a plan in a file: gitmem check - < plan.md).
 
@@ -62,19 +63,22 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
     proposal = read_text_argument(proposal, "PROPOSAL")
     if not proposal.strip():
         raise click.UsageError("PROPOSAL is empty: say what you are about to do")
+    from ..conflicts import check_json, marker, pending
+
     verdict = check_proposal(store, proposal, paths=paths)
+    conflicts = pending(store) if verdict.hits else {}
     if as_json:
-        emit_json(verdict.to_dict())
+        emit_json(check_json(verdict, conflicts))
     else:
         for h in verdict.repeats:  # memory text and authors come from anyone who can push: made inert
             m = h.memory
             echo(f"repeat: rejected {m.created[:10]} by {m.author.name} ({m.source}): {m.summary}")
             echo(f"  because: {m.reason}")
-            echo(f"  id {m.id}, match {h.match:.2f}")
+            echo(f"  id {m.id}, match {h.match:.2f}" + (f" {marker(m.id)}" if m.id in conflicts else ""))
         for h in verdict.related:
             m = h.memory
             echo(f"related (another option on the same topic): {m.summary}")
-            echo(f"  rejected because: {m.reason}  (id {m.id})")
+            echo(f"  rejected because: {m.reason}  (id {m.id})" + (f" {marker(m.id)}" if m.id in conflicts else ""))
         if not verdict.hits:
             click.echo("no earlier rejection matches", err=True)
         click.echo(f"judge: {verdict.judge}", err=True)
