@@ -139,3 +139,12 @@ def test_every_option_the_docs_give_a_command_is_a_visible_option_of_that_comman
             visible = {opt for p in cmd.params if isinstance(p, click.Option) and not p.hidden for opt in p.opts}
             for option in set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", " ".join(words))) - {"--help"}:
                 assert option in visible, f"{name}: `gitmem {row}` names {option}"
+
+
+def test_the_readme_names_every_promise_of_the_guarantees_table():
+    """The README's Guarantees section lists docs/guarantees.md's promises by name (it lacked the two
+    added last: the derived index, and files beside the code)."""
+    promises = re.findall(r"^\| \*\*(.+?)\*\* \|", DOCS["guarantees.md"], re.M)
+    assert len(promises) >= 20
+    section = README.split("## Guarantees", 1)[1].split("What is *not* promised", 1)[0].lower()
+    assert [p for p in promises if p.lower() not in section] == []
