@@ -124,21 +124,54 @@ def test_every_limit_option_is_also_n_as_the_readme_says():
     assert "`-n N` / `--limit N`" in README
 
 
-def test_every_option_the_docs_give_a_command_is_a_visible_option_of_that_command():
-    """Command tables and inline `gitmem ...` spans in the README and the docs name real options
-    (`gitmem doctor [--offline]` once named an option doctor had hidden, and no longer did what the
-    row said)."""
+def doc_invocations():
+    """(doc, the words after `gitmem`) for every inline `gitmem ...` span and every `gitmem` command line
+    in a shell or console block of the README and the docs (in a console block, only `$ ` lines: the
+    rest is output)."""
     for name, doc in [("README.md", README), *DOCS.items()]:
-        for row in re.findall(r"`gitmem ([^`\n]*)`", doc):
-            cmd: click.Command = main
-            words = row.split()
-            while words[:1] in (["-C"], ["--branch"]):  # global options and their values
-                words = words[2:]
-            while words and isinstance(cmd, click.Group) and words[0] in cmd.list_commands(click.Context(cmd)):
-                cmd = cmd.get_command(click.Context(cmd), words.pop(0))
-            visible = {opt for p in cmd.params if isinstance(p, click.Option) and not p.hidden for opt in p.opts}
-            for option in set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", " ".join(words))) - {"--help"}:
-                assert option in visible, f"{name}: `gitmem {row}` names {option}"
+        prose = re.sub(r"^```.*?^```", "", doc, flags=re.S | re.M)
+        spans = [span.strip() for line in prose.splitlines() for _, span in re.findall(r"(`+)(.+?)\1", line)]
+        yield from ((name, span[len("gitmem "):]) for span in spans if span.startswith("gitmem "))
+        for lang, block in re.findall(r"^```(\S*)\n(.*?)^```", doc, re.S | re.M):
+            for line in block.splitlines() if lang in ("sh", "console", "bash", "") else ():
+                if lang == "console" and not line.startswith("$ "):
+                    continue
+                line = line.removeprefix("$ ").split("#", 1)[0]
+                yield from ((name, m.group(1).strip()) for m in
+                            re.finditer(r"(?:^|&& |; )(?:[A-Z_]+=\S+ )*gitmem ([^&;|]*)", line.strip()))
+
+
+def resolve(row: str) -> tuple[click.Command, list[str]]:
+    """The command a doc's `gitmem ...` names, and the words after it."""
+    cmd: click.Command = main
+    words = row.split()
+    while words[:1] in (["-C"], ["--branch"]):  # global options and their values
+        words = words[2:]
+    while words and isinstance(cmd, click.Group) and words[0] in cmd.list_commands(click.Context(cmd)):
+        cmd = cmd.get_command(click.Context(cmd), words.pop(0))
+    return cmd, words
+
+
+def test_every_command_the_docs_run_exists():
+    """A `gitmem WORD` in a span or a shell block names a real command, down to the subcommand."""
+    invocations = list(doc_invocations())
+    assert len(invocations) >= 100
+    for name, row in invocations:
+        cmd, words = resolve(row)
+        assert not (isinstance(cmd, click.Group) and words and re.fullmatch(r"[a-z][a-z-]*", words[0])), \
+            f"{name}: `gitmem {row}` names no command"
+
+
+def test_every_option_the_docs_give_a_command_is_a_visible_option_of_that_command():
+    """Command tables, inline `gitmem ...` spans and the command lines of shell blocks in the README and
+    the docs name real options, long or short (`gitmem doctor [--offline]` once named an option doctor
+    had hidden, and no longer did what the row said)."""
+    for name, row in doc_invocations():
+        cmd, words = resolve(row)
+        visible = {opt for p in cmd.params if isinstance(p, click.Option) and not p.hidden
+                   for opt in (*p.opts, *p.secondary_opts)} | {"--help", "-h"}
+        for option in set(re.findall(r"(?<![\w.-])--?[a-zA-Z][a-z-]*", " ".join(words))):
+            assert option in visible, f"{name}: `gitmem {row}` names {option}"
 
 
 def test_the_readme_names_every_promise_of_the_guarantees_table():
