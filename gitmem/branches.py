@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional,
 
 import pygit2
 
-from .errors import BranchError, GitmemError, InvalidMemory, PendingConflict
+from .errors import BranchError, GitmemError, InvalidMemory, NotFound, PendingConflict, StorageError
 from .repo import REF_PREFIX, created_from, parent_chain, ref_target
 
 if TYPE_CHECKING:
@@ -665,7 +665,10 @@ def written_elsewhere(repo: pygit2.Repository, name: str, head: str, into: Optio
     its tip being in ``head`` does not bring them. A person decides (:func:`held_notice`). One copy written for
     this code (a teammate's new branch of that name) is merged as before (:func:`merge_branches`)."""
     tips = [tip for _, tip in memory_tips(repo, name) if not reachable(repo, tip, into)]
-    return bool(tips) and all(any(not reachable(repo, c, head) for c in _own_links(repo, name, tip)) for tip in tips)
+    try:
+        return bool(tips) and all(any(not reachable(repo, c, head) for c in _own_links(repo, name, tip)) for tip in tips)
+    except StorageError:  # a copy that cannot be read: :func:`merge_branches` names it
+        return False
 
 
 def held_notice(name: str, into: str) -> str:
@@ -714,6 +717,22 @@ def blocked_entry(branch: str, ref: str, refused: PendingConflict) -> Dict[str, 
     return {"branch": branch, "ref": ref, "id": refused.memory_id, "why": str(refused)}
 
 
+def damaged_copy(repo: pygit2.Repository, name: str, ref: str, tip: str) -> Optional[str]:
+    """Why the copy of ``name``'s memory at ``ref`` (at ``tip``) cannot be merged, naming that ref and what
+    repairs it, or None when its history is intact (:func:`gitmem.doctor.damage`). Only asked once a merge
+    failed: the walk reads the copy's whole history."""
+    import shlex
+
+    from .doctor import damage
+
+    found = damage(repo, tip)
+    if found is None:
+        return None
+    repair = f"run `gitmem --branch {shlex.quote(name)} doctor`" if ref.startswith(REF_PREFIX) else \
+        f"fetch it again (`git update-ref -d {shlex.quote(ref)}`, then `gitmem fetch`)"
+    return f"{ref} is damaged: {found}; {repair}"
+
+
 def blocked_notice(entry: Dict[str, str]) -> str:
     """What a person is told about a :attr:`SyncResult.blocked` entry: which branch waits, and on what."""
     return f"{entry['branch']}: not merged: {entry['why']} (`gitmem merge {entry['branch']}`)"
@@ -746,7 +765,8 @@ def merge_branches(store: Store, names: Sequence[str], *, author=None, source: s
     one entry per branch, however many copies of its memory there are; never a fetched copy of what was
     dropped or set aside here (:func:`dropped_here`), nor this clone's memory of an earlier branch of that name
     that a fetched copy says was set aside (:func:`set_aside_for`: it is set aside here too). A copy that
-    clashes again on a pending conflict is left out (``blocked``), the rest merged."""
+    clashes again on a pending conflict, or whose history is damaged (:func:`damaged_copy`; ``id`` ""), is left
+    out (``blocked``), the rest merged."""
     from .merge import merge_into
 
     result = SyncResult()
@@ -763,6 +783,12 @@ def merge_branches(store: Store, names: Sequence[str], *, author=None, source: s
                                message=f"merge memory of {name}{fetched} into {store.branch}").to_dict()
             except PendingConflict as e:
                 result.blocked.append(blocked_entry(name, ref, e))
+                continue
+            except (NotFound, StorageError):  # named for the memory merged into, maybe: whose is damaged?
+                why = damaged_copy(store.repo, name, ref, tip)
+                if why is None:
+                    raise
+                result.blocked.append({"branch": name, "ref": ref, "id": "", "why": why})
                 continue
             if entry is None:
                 entry = {"branch": name, "ref": ref, "refs": [ref], **r}

@@ -961,6 +961,41 @@ def test_the_post_merge_hook_merges_the_others_and_says_what_to_do_when_one_is_r
     assert {"another fact", "zfact fact"} <= {m.text for m in Store.open(str(repo)).list()}
 
 
+@pytest.mark.parametrize("damage", ["a missing object", "a tree", "a blob"])
+def test_the_post_merge_hook_names_a_merged_branchs_damaged_memory_and_merges_the_others(repo, damage):
+    """A branch whose memory ref points at an object that is missing or no commit: git's merge goes on, the
+    other branch merged with it brings its memory, and one line names that branch's damaged ref (not the
+    one merged into) and the doctor that repairs it; after which `gitmem merge` brings its memory."""
+    with_hooks(repo)
+    add(repo, "fact", "main fact")
+    written = {}
+    for name in ("feature", "other"):
+        git(repo, "checkout", "-q", "-b", name, "main")
+        written[name] = add(repo, "fact", f"fact of {name}")["id"]
+        commit_file(repo, f"{name}.txt")
+    git(repo, "checkout", "-q", "main")
+    intact = tip(repo, "feature")
+    if damage == "a missing object":
+        (repo / ".git" / "refs" / "memory" / "feature").write_text("1234567890" * 4 + "\n")
+    else:
+        git(repo, "update-ref", "refs/memory/feature", git(repo, "rev-parse", "HEAD^{tree}" if damage == "a tree"
+                                                            else "HEAD:README.md").strip())
+
+    r = subprocess.run(["git", "merge", "-q", "--no-edit", "feature", "other"], cwd=repo, capture_output=True,
+                       text=True)
+
+    assert r.returncode == 0 and (repo / "feature.txt").exists() and (repo / "other.txt").exists()
+    said = [line for line in r.stderr.splitlines() if "feature" in line]
+    assert len(said) == 1 and "refs/memory/feature is damaged" in said[0], r.stderr
+    assert "`gitmem --branch feature doctor`" in said[0] and "refs/memory/main" not in r.stderr
+    assert "Traceback" not in r.stderr and "skipped" not in r.stderr
+    assert written["other"] in ids(repo, "main") and written["feature"] not in ids(repo, "main")
+    gitmem(repo, "--branch", "feature", "doctor", "--recover")
+    assert tip(repo, "feature") == intact
+    gitmem(repo, "merge", "feature")
+    assert written["feature"] in ids(repo, "main")
+
+
 def test_pull_over_a_pending_conflict_leaves_that_branch_and_says_what_to_do(tmp_path):
     from conftest import clone, make_origin
 
