@@ -137,11 +137,6 @@ class ForcedMemory(RemoteError):
     """A plain `git push` would move a remote's memory ref to a commit that lacks its tip: memory is never forced."""
 
 
-class GateRefused(RemoteError):
-    """A plain `git push` would send memory the trust gate refuses (:func:`gitmem.trust.refused_commit`): on the
-    remote it would block every teammate's pull and push of that branch."""
-
-
 class BackendError(GitmemError):
     """The Messages API backend (real or emulated) failed or refused the request."""
 

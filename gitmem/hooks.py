@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
 import pygit2
 
-from .errors import ForcedMemory, GateRefused, GitmemError, SecretFound
+from .errors import ForcedMemory, GitmemError, SecretFound
 from .files import replace_file
 from .repo import REF_PREFIX, head_commit, ref_target
 
@@ -483,8 +483,7 @@ def _with_kept(states: List[HookState], kept: Mapping[str, str]) -> List[HookSta
 
 def main(argv: Sequence[str], stdin: Optional[str] = None, cwd: str = ".") -> int:
     """Entry of the hook scripts: run hook ``argv[0]``; exit 0, except that a
-    plain `git push` of memory holding a secret, forcing memory back or sending a commit the trust gate
-    refuses is refused (:data:`REFUSED`)."""
+    plain `git push` of memory holding a secret is refused (:data:`REFUSED`)."""
     if not argv:
         print("gitmem: hook name missing", file=sys.stderr)
         return 0
@@ -499,7 +498,7 @@ def main(argv: Sequence[str], stdin: Optional[str] = None, cwd: str = ".") -> in
     except SecretFound as e:  # the refusals: memory pushed by plain git with a secret in it ...
         print(f"gitmem: {e}; push refused (see docs/remotes.md to remove it)", file=sys.stderr)
         return REFUSED
-    except (ForcedMemory, GateRefused) as e:  # ... or forced back, or that the gate refuses
+    except ForcedMemory as e:  # ... or forced back
         print(f"gitmem: {e}", file=sys.stderr)
         return REFUSED
     except Exception as e:  # noqa: BLE001 - a hook must never break git
@@ -736,7 +735,7 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
     url = args[1] if len(args) > 1 else None  # where git pushes
     updates = memory_updates(stdin)
     # first: what a push would send, and that its tips are commits
-    _refuse_outgoing(store, updates, args[0] if args else None, url)
+    _refuse_memory_secrets(store, updates, args[0] if args else None, url)
     _refuse_forced_memory(store, args[0] if args else "the remote", updates)
     if os.environ.get("GITMEM_HOOK") == "pre-push":
         return []  # the memory push gitmem itself runs from here (it scanned already)
@@ -814,19 +813,18 @@ def _refuse_forced_memory(store: Store, remote: str, updates: List[List[str]]) -
                            f"first (or `git fetch {remote}`), or push the code alone (`git push {remote} <branch>`)")
 
 
-def _refuse_outgoing(store: Store, updates: List[List[str]], remote: Optional[str] = None,
-                     url: Optional[str] = None) -> None:
+def _refuse_memory_secrets(store: Store, updates: List[List[str]], remote: Optional[str] = None,
+                           url: Optional[str] = None) -> None:
     """A plain `git push` sending anything to refs/memory/* (after `gitmem remote setup`, or
-    by hand) gets the same outgoing checks as `gitmem push`: every object it sends is scanned for secrets,
-    the tip must be a memory commit, and every commit it sends must pass the trust gate (sent, one it refuses
-    would block the branch for the team). Anything that goes wrong here refuses the push (see :func:`main`).
+    by hand) gets the same outgoing scan as `gitmem push`: every object it sends, and the
+    tip must be a memory commit. Anything that goes wrong here refuses the push (see :func:`main`).
     A ref new to the remote is scanned past what ``url`` (where git pushes) holds under its other memory refs,
     as `gitmem push` does (:func:`gitmem.remote.held_tips`: tips this clone lacks are fetched from ``remote``)."""
     if not updates:
         return
     tips = [parts[1] for parts in updates]
     known = [parts[3] for parts in updates if parts[3] != _ZERO and parts[3] in store.repo]
-    from .remote import held_tips, outgoing_refusal, outgoing_secrets, secret_names
+    from .remote import held_tips, outgoing_secrets, secret_names
 
     named = secret_names(parts[2] for parts in updates)
     if named:
@@ -837,9 +835,6 @@ def _refuse_outgoing(store: Store, updates: List[List[str]], remote: Optional[st
     found = outgoing_secrets(store.repo, tips, known)
     if found:
         raise SecretFound(found)
-    for local_ref, tip, remote_ref, _ in updates:  # then the trust gate every teammate's pull has
-        if why := outgoing_refusal(store.repo, local_ref if local_ref.startswith(REF_PREFIX) else None, tip, known):
-            raise GateRefused(f"refusing {remote_ref}: {why}")
 
 
 _HANDLERS = {

@@ -16,9 +16,7 @@ remote moved on it fetches, merges with :func:`gitmem.merge.merge_into` and
 pushes again, a bounded number of times, until it lands or a merge conflict
 needs a person. Before anything leaves, every blob and commit message not yet
 on the remote is scanned for secrets (a memory planted with plain git skips
-the write-time redaction), and the push is refused if one matches; the same
-commits pass the trust gate every teammate's pull has, so a commit that would
-block the branch on the remote never goes out either.
+the write-time redaction), and the push is refused if one matches.
 """
 
 from __future__ import annotations
@@ -49,7 +47,7 @@ MAX_PUSH_ATTEMPTS = 8
 __all__ = [
     "REMOTE_PREFIX", "BranchPush", "FetchResult", "PullResult", "SetupChange", "Divergence", "RemoteBranch",
     "default_remote", "tracking_ref", "local_branches", "remote_branches", "fetch", "pull", "push",
-    "outgoing_secrets", "outgoing_refusal", "carry_memory", "divergence", "missing_here",
+    "outgoing_secrets", "carry_memory", "divergence", "missing_here",
 ]
 
 
@@ -393,41 +391,6 @@ def _history_refusal(repo: pygit2.Repository, remote: str, branch: str, tip: str
     push of the branch is refused, and no push of gitmem's moves a memory ref back, so the line names the one
     that does (a forced push of the commit's parent, leased on ``tip``; --no-verify past gitmem's pre-push
     hook, which refuses it as memory forced back)."""
-    found = _refused_past(repo, tip, known)
-    if found is None:
-        return None
-    why, back = found
-    if back is None:
-        return why
-    ref = memory_ref(branch)
-    # Full ids: a lease or a source abbreviated resolves only while this clone still holds the objects.
-    command = " ".join(shlex.quote(a) for a in ["git", "push", "--no-verify", f"--force-with-lease={ref}:{tip}",
-                                                  remote, f"{back}:{ref}"])  # "": deleted, past a first commit
-    return (f"{why}; refused until that ref on {remote} is moved back past that commit, by someone allowed to "
-            f"force it: `{command}` (see docs/remotes.md)")
-
-
-def outgoing_refusal(repo: pygit2.Repository, ref: Optional[str], tip: str, known: Iterable[str]) -> Optional[str]:
-    """Why the gate on the other side would refuse what a push of ``tip`` sends (``known``: tips the remote
-    holds, so only the commits it lacks are walked), with how to move the local ``ref`` back past the refused
-    commit; None when it would pass. Sent, the commit would refuse every teammate's pull and push of the branch
-    until someone forces the remote's ref back (:func:`_history_refusal`), and this clone would send it again."""
-    found = _refused_past(repo, tip, known)
-    if found is None:
-        return None
-    why, back = found
-    if back is None or ref is None:  # ``tip`` named by its id: the pusher chose it, and can choose another
-        return f"{why}; every teammate's pull would refuse it: nothing pushed"
-    command = " ".join(shlex.quote(a) for a in (["git", "update-ref", ref, back, tip] if back else
-                                                ["git", "update-ref", "-d", ref, tip]))
-    return (f"{why}; every teammate's pull would refuse it: nothing pushed; move this memory back past that commit "
-            f"(`{command}`) and add again what came after it (see docs/remotes.md)")
-
-
-def _refused_past(repo: pygit2.Repository, tip: str, known: Iterable[str]) -> Optional[Tuple[str, Optional[str]]]:
-    """The gate's refusal of ``tip``'s history past ``known`` (:func:`gitmem.trust.refused_commit`), with where a
-    ref goes back to to leave the refused commit out: its first parent, "" for a first commit (only deleting the
-    ref does), None when no one commit is at fault (the tip or the walk is)."""
     from .trust import refused_commit
 
     found = refused_commit(repo, tip, known)
@@ -435,9 +398,15 @@ def _refused_past(repo: pygit2.Repository, tip: str, known: Iterable[str]) -> Op
         return None
     bad, why = found
     if bad is None:
-        return why, None
+        return why
+    ref = memory_ref(branch)
     parents = repo[bad].peel(pygit2.Commit).parent_ids
-    return why, str(parents[0]) if parents else ""
+    # Full ids: a lease or a source abbreviated resolves only while this clone still holds the objects.
+    back = f"{parents[0]}:{ref}" if parents else f":{ref}"  # a refused first commit: only deleting ends it
+    command = " ".join(shlex.quote(a) for a in ["git", "push", "--no-verify", f"--force-with-lease={ref}:{tip}",
+                                                  remote, back])
+    return (f"{why}; refused until that ref on {remote} is moved back past that commit, by someone allowed to "
+            f"force it: `{command}` (see docs/remotes.md)")
 
 
 def _record(repo: pygit2.Repository, ref: str, tip: str) -> None:
@@ -789,8 +758,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     that branch ("conflict") so a person can resolve before it goes out.
     Raises SecretFound before anything is sent when outgoing memory holds a
     secret, RemoteError when the remote cannot be reached; local memory is
-    unchanged in both cases. A branch whose outgoing history the trust gate refuses
-    (:func:`outgoing_refusal`) is "rejected", nothing of it sent. Returns one :class:`BranchPush` per branch."""
+    unchanged in both cases. Returns one :class:`BranchPush` per branch."""
     from .errors import PendingConflict
     from .merge import merge_into
 
@@ -818,13 +786,6 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         if any(b not in leases for b in tips):  # new to the remote: what it holds under its other refs
             known += held_tips(repo, remote, interactive=interactive)
         _refuse_secrets(repo, tips, known)  # type: ignore[arg-type]
-        for b in list(tips):  # what the remote lacks, through the gate every teammate's pull has
-            if why := outgoing_refusal(repo, memory_ref(b), tips[b], known):  # type: ignore[arg-type]
-                done[b] = BranchPush(b, "rejected", tips[b], merges[b], attempt, message=why)
-                del tips[b]
-        pending = [b for b in pending if b in tips]
-        if not pending:
-            break
         outcome, said = _push_once(repo, remote, tips, leases, interactive)  # type: ignore[arg-type]
         retry = []
         for b in pending:
