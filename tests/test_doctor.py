@@ -148,12 +148,24 @@ def test_a_ref_moved_onto_an_annotated_tag_is_an_error_that_recover_repairs(repo
     assert checked.returncode == 1
     [problem] = json.loads(checked.stdout)["problems"]
     assert problem["level"] == "error" and "is a tag, not a commit" in problem["message"]
-    assert "--recover" in problem["message"]
+    assert "run `gitmem doctor --recover`" in problem["message"]  # HEAD's branch: no --branch to name
     gitmem(repo, "doctor", "--recover")
     assert git(repo, "cat-file", "-t", "refs/memory/main").strip() == "commit"
     added = json.loads(gitmem(repo, "fact", "add", "written after", "--json").stdout)["id"]
     listed = json.loads(gitmem(repo, "list", "--json").stdout)["memories"]
     assert [m["id"] for m in listed] == [first, added]
+
+
+def test_recover_named_for_another_branch_names_that_branch(repo):
+    # `gitmem --branch feature doctor` said to run `gitmem doctor --recover`, which checks HEAD's branch
+    git(repo, "branch", "feature")
+    gitmem(repo, "--branch", "feature", "fact", "add", "kept")
+    git(repo, "tag", "-a", "-m", "a tag", "memtag", "refs/memory/feature")
+    git(repo, "update-ref", "refs/memory/feature", git(repo, "rev-parse", "memtag").strip())
+    [problem] = json.loads(gitmem(repo, "--branch", "feature", "doctor", "--json", check=False).stdout)["problems"]
+    assert "run `gitmem --branch feature doctor --recover`" in problem["message"]
+    gitmem(repo, "--branch", "feature", "doctor", "--recover")
+    assert git(repo, "cat-file", "-t", "refs/memory/feature").strip() == "commit"
 
 
 def test_contradictory_doctor_options_are_refused_before_anything_is_changed(repo):
