@@ -117,9 +117,7 @@ def open_repository(path: str = ".") -> pygit2.Repository:
         if named:
             raise NotARepository(found, f"not a git repository: {found} (GIT_DIR)") from None
         raise NotARepository(f"{path} ({e})") from None
-    from .loose import guard  # here: it subclasses a pygit2 class, and only an opened repository needs it
-
-    guard(repo, os.path.join(common_dir(repo), "objects"))
+    guard_loose_objects(repo)
     work_tree = os.environ.get("GIT_WORK_TREE")
     if work_tree:
         work_tree = os.path.join(here, work_tree)
@@ -163,6 +161,14 @@ def follow_shared_repository(value: Optional[str]) -> None:
         clear, exact = 0, 0o777 & ~(perm | (perm & 0o444) >> 2)
     mask = os.umask(0)
     os.umask(exact if exact is not None else mask & ~clear)
+
+
+def guard_loose_objects(repo: pygit2.Repository) -> None:
+    """Refuse a truncated loose object of ``repo`` before libgit2 loops on it (:mod:`gitmem.loose`): every
+    repository gitmem opens, in this process or its parse helper, goes through here."""
+    from .loose import guard  # here: it subclasses a pygit2 class, and only an opened repository needs it
+
+    guard(repo, os.path.join(common_dir(repo), "objects"))
 
 
 def common_dir(repo: pygit2.Repository) -> str:

@@ -22,7 +22,7 @@ from . import model
 from .errors import InvalidMemory
 from .index import Entry, Index, Parsed, forget_all, from_rows, index_for, row_text
 from .model import Memory, Problem, memory_path, misplaced, parse_content
-from .repo import common_dir, damaged
+from .repo import damaged, guard_loose_objects
 
 #: Opens the repository (libgit2): called only when an object must be read from git, so a read the
 #: index can answer never loads libgit2 (see :mod:`gitmem.gitdir`).
@@ -421,8 +421,7 @@ class _Helper:
     def send(self, repo: pygit2.Repository, items: List[Tuple[str, str]]) -> None:
         """The job: written whole to a file, then one line on the helper's stdin says it is there."""
         with open(self.job, "w", encoding="utf-8") as f:  # one C call (json.dump streams in Python), flat lists
-            f.write(json.dumps({"repo": repo.path, "objects": os.path.join(common_dir(repo), "objects"),
-                                "paths": [p for p, _ in items], "blobs": [b for _, b in items]}))
+            f.write(json.dumps({"repo": repo.path, "paths": [p for p, _ in items], "blobs": [b for _, b in items]}))
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.write(b"go\n")
@@ -487,9 +486,7 @@ def _serve() -> None:
     with open(sys.argv[1], encoding="utf-8") as f:
         job = json.load(f)
     repo = pygit2.Repository(job["repo"])
-    from .loose import guard  # here: a warm command imports this module, and must not load libgit2 for it
-
-    guard(repo, job["objects"])
+    guard_loose_objects(repo)
     write = sys.stdout.write
     for n, (path, blob_id) in enumerate(zip(job["paths"], job["blobs"]), 1):
         write(row_text(read_memory(repo, path, blob_id, "")) + "\n")
