@@ -57,3 +57,8 @@ def check_json(verdict: Any, conflicts: Dict[str, Conflict]) -> Dict[str, Any]:
 def marker(memory_id: str) -> str:
     """What a line of text output adds after a memory in conflict."""
     return f"(in conflict: gitmem resolve {memory_id})"
+
+
+def marked(memory_id: str, conflicts: Optional[Dict[str, Conflict]]) -> str:
+    """:func:`marker` after two spaces, for a line about a memory in ``conflicts``; else nothing."""
+    return f"  {marker(memory_id)}" if conflicts and memory_id in conflicts else ""

@@ -25,12 +25,9 @@ def memory_line(m: Memory, short: Optional[Dict[str, str]] = None, conflicts: Op
     in ``conflicts`` (:func:`gitmem.conflicts.pending`) is marked with the command that settles it."""
     flag = "" if m.status == "active" else f" [{m.status}]"
     extra = f"  (because: {m.reason})" if m.type == "rejection" and m.reason else ""
-    line = f"{(short or {}).get(m.id, m.id):<6} {m.type:<10} {m.summary}{extra}{flag}"
-    if conflicts and m.id in conflicts:
-        from ..conflicts import marker
+    from ..conflicts import marked
 
-        line += f"  {marker(m.id)}"
-    return line
+    return f"{(short or {}).get(m.id, m.id):<6} {m.type:<10} {m.summary}{extra}{flag}{marked(m.id, conflicts)}"
 
 
 def write_json(store: Store, w) -> Dict[str, Any]:

@@ -63,7 +63,7 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
     proposal = read_text_argument(proposal, "PROPOSAL")
     if not proposal.strip():
         raise click.UsageError("PROPOSAL is empty: say what you are about to do")
-    from ..conflicts import check_json, marker, pending
+    from ..conflicts import check_json, marked, pending
 
     verdict = check_proposal(store, proposal, paths=paths)
     conflicts = pending(store) if verdict.hits else {}
@@ -74,11 +74,11 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
             m = h.memory
             echo(f"repeat: rejected {m.created[:10]} by {m.author.name} ({m.source}): {m.summary}")
             echo(f"  because: {m.reason}")
-            echo(f"  id {m.id}, match {h.match:.2f}" + (f" {marker(m.id)}" if m.id in conflicts else ""))
+            echo(f"  id {m.id}, match {h.match:.2f}{marked(m.id, conflicts)}")
         for h in verdict.related:
             m = h.memory
             echo(f"related (another option on the same topic): {m.summary}")
-            echo(f"  rejected because: {m.reason}  (id {m.id})" + (f" {marker(m.id)}" if m.id in conflicts else ""))
+            echo(f"  rejected because: {m.reason}  (id {m.id}){marked(m.id, conflicts)}")
         if not verdict.hits:
             click.echo("no earlier rejection matches", err=True)
         click.echo(f"judge: {verdict.judge}", err=True)
