@@ -152,13 +152,13 @@ class Gitmem:
                limit: int = 10) -> Dict[str, Any]:
         from .conflicts import pending
         from .model import TYPES, check_choice
-        from .recall import AGENT_BACKLOG, recall
+        from .recall import AGENT_BACKLOG, find
 
         check_choice("type", type, TYPES)
         if limit < 1:  # as `gitmem search -n 0` is: asking for no memory is a mistake, not a request for one
             raise GitmemError(f"limit must be at least 1 (got {limit}); at most 50 are returned")
         store = self.store()
-        hits = recall(store, query, type=type, paths=paths, limit=min(limit, 50), max_backlog=AGENT_BACKLOG)
+        hits = find(store, query, min(limit, 50), filters={"type": type}, paths=paths, max_backlog=AGENT_BACKLOG)
         conflicts = pending(store)
         out = {"ref": store.ref, "memories": [_hit(h, conflicts) for h in hits]}
         if any(h.stale for h in hits):

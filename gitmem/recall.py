@@ -92,17 +92,25 @@ def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths
 
 
 def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, Optional[str]]] = None,
-         paths: Sequence[str] = (), status: Optional[str] = "active", max_backlog: Optional[int] = None) -> List[Hit]:
-    """A search under listing filters (``gitmem search``, the web UI's page): :func:`recall` from the index
-    when nothing narrows it; else the memories :meth:`Store.list` keeps for ``filters`` and ``status``
-    (None: any), ranked among themselves (their word weights)."""
+         paths: Optional[Sequence[str]] = (), status: Optional[str] = "active",
+         max_backlog: Optional[int] = None) -> List[Hit]:
+    """A search under listing filters (``gitmem search``, MCP recall, the web UI's page), ranked as
+    :func:`recall` ranks (``paths=None``: the current diff's): word weights always come from every memory of
+    ``status`` (None: any), so a filter narrows which memories are hits, never how a word weighs, and
+    ``gitmem search --type X`` gives MCP recall's hits of type X, in its order. From the index when only the
+    type narrows it; else over the memories loaded."""
     f = filters or {}
-    if not any(f.values()) and status == "active":
-        return recall(store, query, paths=list(paths), limit=limit, max_backlog=max_backlog)
-    pool = store.list(type=f.get("type"), tag=f.get("tag"), path=f.get("path"), author_kind=f.get("author_kind"),
+    narrowed = {k: v for k, v in f.items() if v}
+    if set(narrowed) <= {"type"} and status == "active":
+        return recall(store, query, type=narrowed.get("type"), paths=paths, limit=limit, max_backlog=max_backlog)
+    if paths is None:
+        paths = changed_paths(store)
+    everything = store.list(status=status)
+    kept = store.list(type=f.get("type"), tag=f.get("tag"), path=f.get("path"), author_kind=f.get("author_kind"),
                       source=f.get("source"), status=status)
-    return rank(pool, query, limit=limit, paths=paths, include_inactive=status != "active",
-                blobs=store.current_blobs(pool), similarity=similarities(store, pool, query, max_backlog=max_backlog))
+    return rank(everything, query, limit=limit, paths=paths, include_inactive=status != "active",
+                blobs=store.current_blobs(kept), only_ids={m.id for m in kept},
+                similarity=similarities(store, everything, query, max_backlog=max_backlog))
 
 
 def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: int = 5,

@@ -28,8 +28,8 @@ import re
 from collections import Counter, OrderedDict
 from datetime import date, datetime, timezone
 from functools import lru_cache
-from typing import (Any, Callable, Dict, Hashable, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
-                    TypeVar)
+from typing import (AbstractSet, Any, Callable, Dict, Hashable, Iterable, List, Mapping, NamedTuple, Optional,
+                    Sequence, Tuple, TypeVar)
 
 from .model import Memory, filter_path
 
@@ -272,13 +272,13 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
          types_first: Sequence[str] = (), include_inactive: bool = False,
          blobs: Optional[Mapping[str, Optional[str]]] = None, now: Optional[datetime] = None,
          similarity: Optional[Mapping[str, float]] = None, only_types: Optional[Sequence[str]] = None,
-         k1: float = 1.2, b: float = 0.75) -> List[Hit]:
+         only_ids: Optional[AbstractSet[str]] = None, k1: float = 1.2, b: float = 0.75) -> List[Hit]:
     """The best ``limit`` memories for ``query`` and/or ``paths``, best first; ties by newest.
 
     Lexical (BM25 with path, type, recency and staleness factors) alone, or fused
     with a dense ranking by reciprocal rank fusion when ``similarity`` maps memory
     ids to the query's cosine. Word weights (idf) come from every memory given,
-    also when ``only_types`` keeps the hits to some types. ``blobs`` maps a path to
+    also when ``only_types`` or ``only_ids`` keep the hits to some. ``blobs`` maps a path to
     its current blob id (None: the file is gone) and flags stale ``file`` memories;
     ``now`` fixes the recency clock.
     """
@@ -289,14 +289,14 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
     index = word_index([m for m in memories if include_inactive or m.status == "active"])
     if not index.docs:
         return []
-    keep = set(only_types) if only_types is not None else None
+    keep = _keeper(only_types, only_ids)
     now = now or datetime.now(timezone.utc)
     scores: Dict[int, float] = {}
     matched: Dict[int, float] = {}
     for t in terms:
         weight = index.idf(t)
         for i in index.postings.get(t, ()):
-            if keep is not None and index.docs[i].type not in keep:
+            if keep is not None and not keep(index.docs[i]):
                 continue
             scores[i] = scores.get(i, 0.0) + term_score(weight, index.counts[i][t], index.lengths[i], index.avg, k1, b)
             matched[i] = matched.get(i, 0.0) + weight
@@ -307,7 +307,7 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
         # A memory that only shares a path scores at most half the weakest lexical match.
         floor = min(scores.values()) if scores else 1.0
         for i, m in enumerate(index.docs):
-            if keep is not None and m.type not in keep:
+            if keep is not None and not keep(m):
                 continue
             overlap = path_overlap(m.paths, wanted)
             if overlap:
@@ -320,7 +320,7 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
         z = standardised(similarity)
         floor = dense_floor(len(similarity))
         dense = [(cos, i) for i, m in enumerate(index.docs)
-                 if z.get(m.id, -1.0) >= floor and (keep is None or m.type in keep)
+                 if z.get(m.id, -1.0) >= floor and (keep is None or keep(m))
                  and (cos := similarity.get(m.id, 0.0))]
         nearest = [i for _, i in heapq.nlargest(DENSE_DEPTH, dense)]
         for i in nearest:
@@ -335,6 +335,15 @@ def rank(memories: Iterable[Memory], query: str = "", limit: int = 10, *, paths:
         cosine = similarity.get(m.id) if similarity is not None else None
         hits.append(Hit(m, fused[i], match, stale_of[i], cosine))
     return hits
+
+
+def _keeper(only_types: Optional[Sequence[str]], only_ids: Optional[AbstractSet[str]]
+            ) -> Optional[Callable[[Memory], bool]]:
+    """Whether a memory may be a hit, under ``only_types`` and ``only_ids``; None when every memory may."""
+    if only_types is None and only_ids is None:
+        return None
+    types = set(only_types) if only_types is not None else None
+    return lambda m: (types is None or m.type in types) and (only_ids is None or m.id in only_ids)
 
 
 def depth(limit: int) -> int:

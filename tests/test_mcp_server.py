@@ -494,3 +494,30 @@ def test_a_write_on_a_detached_head_says_whose_memory_it_went_to(repo):
             return (await call(s, "remember", type="fact", text="CI caches the wheel directory"))[1]
 
     assert "notice" not in run(attached)
+
+
+def test_search_by_type_on_the_cli_ranks_as_mcp_recall_of_that_type_does(repo):
+    """`gitmem search --type decision` weighed words among the decisions alone, MCP recall among every memory:
+    "postgres", common in facts, made the Postgres decision first on the CLI and last over MCP. A filter narrows
+    which memories are hits, never how a word weighs: both give the same hits in the same order, also when a
+    listing filter (--kind) makes the CLI rank the memories loaded."""
+    from conftest import gitmem
+
+    gitmem(repo, "add", "decision", "Queue background jobs in Postgres", "--because", "one database")
+    gitmem(repo, "add", "decision", "Cache sessions in Redis with a short TTL, Redis is fine for caches",
+           "--because", "speed")
+    gitmem(repo, "add", "decision", "Use Redis streams for the job queue events", "--because", "fan-out")
+    for i in range(6):
+        gitmem(repo, "add", "fact", f"Postgres replica {i} lags under load during jobs")
+    query = "redis postgres jobs"
+
+    def cli(*narrowing):
+        hits = json.loads(gitmem(repo, "search", "--type", "decision", *narrowing, query, "--json").stdout)["hits"]
+        return [(h["memory"]["id"], round(h["score"], 3)) for h in hits]
+
+    async def main():
+        async with session(repo) as s:
+            return (await call(s, "recall", query=query, type="decision"))[1]["memories"]
+
+    over_mcp = [(m["id"], m["score"]) for m in run(main)]
+    assert len(over_mcp) == 3 and cli() == over_mcp and cli("--kind", "human") == over_mcp
