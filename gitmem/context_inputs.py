@@ -44,11 +44,13 @@ GUIDE_FALLBACKS = ("AGENTS.md", "CLAUDE.md")
 
 
 def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] = None,
-           budget: Optional[int] = None, with_guide: bool = True) -> ContextInputs:
+           budget: Optional[int] = None, with_guide: bool = True, guide_optional: bool = False) -> ContextInputs:
     """The inputs of a context from ``store``: the memory tip, the anchor, the guide.
 
     ``guide`` is a guide path (default: :func:`guide_path`; ``with_guide`` False: no guide is read, for a
-    caller that sends none, so a guide it cannot read is no error of its); ``anchor`` overrides the recorded
+    caller that sends none, so a guide it cannot read is no error of its; ``guide_optional``: a guide that
+    cannot be read is left out with a warning saying why, for an agent, whose memory must not wait on a
+    deleted AGENTS.md it cannot fix); ``anchor`` overrides the recorded
     cache anchor; the conflicts pending at the tip come along (the tail shows them). An anchor not in the
     repository falls back to the tip, with a warning. With a
     ``budget``, a store of more than :data:`FROM_INDEX` memories is read lazily from the derived
@@ -57,7 +59,14 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
     warnings: List[str] = []
     tip = store.tip()
     anchor = anchor or anchor_of(store) or tip
-    guide_file, guide_text = read_guide(store, guide) if with_guide else (None, "")
+    guide_file, guide_text = None, ""
+    if with_guide:
+        try:
+            guide_file, guide_text = read_guide(store, guide)
+        except GitmemError as e:
+            if not guide_optional:
+                raise
+            warnings.append(f"{e}: the context was built without it")
     conflicts: Tuple[Conflict, ...] = tuple(pending(store, tip).values()) if tip else ()
     lazy = _indexed(store, tip, anchor or tip, warnings) if tip and budget is not None else None
     if lazy is not None:
@@ -142,10 +151,10 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
 def build(store: Store, *, guide: Optional[str] = None, query: Optional[str] = None, paths: Sequence[str] = (),
           ttl: str = "5m", model: str = DEFAULT_MODEL, budget: Optional[int] = DEFAULT_BUDGET,
           anchor: Optional[str] = None, max_tokens: int = DEFAULT_MAX_TOKENS,
-          table: PriceTable = DEFAULT_TABLE) -> Context:
+          table: PriceTable = DEFAULT_TABLE, guide_optional: bool = False) -> Context:
     """Build the request body for ``query`` from the store's memory tip and the guide
     (:func:`gather`, then :func:`gitmem.context.assemble`)."""
-    inputs = gather(store, guide=guide, anchor=anchor, budget=budget)
+    inputs = gather(store, guide=guide, anchor=anchor, budget=budget, guide_optional=guide_optional)
     return assemble(inputs, query=query, paths=paths, ttl=ttl, model=model,
                     budget=budget, max_tokens=max_tokens, table=table)
 
@@ -200,6 +209,8 @@ def read_guide(store: Store, path: Optional[str] = None) -> Tuple[Optional[str],
     try:
         with open(full, encoding="utf-8-sig") as f:  # an editor's byte order mark is no text of the guide
             return path, strip_section(f.read())
+    except FileNotFoundError:
+        raise GitmemError(f"the guide {path} is missing") from None
     except (OSError, UnicodeDecodeError) as e:
         raise GitmemError(f"cannot read the guide {path}: {getattr(e, 'strerror', None) or e}") from None
 

@@ -189,7 +189,7 @@ class Gitmem:
     def context(self, query: Optional[str] = None) -> Dict[str, Any]:
         from .context_inputs import build
 
-        ctx = build(self.store(), query=query)
+        ctx = build(self.store(), query=query, guide_optional=True)
         text = "\n\n".join(b["text"] for b in ctx.body["system"] if b.get("type") == "text")
         return {"memory_commit": ctx.memory_commit, "tokens": ctx.total_tokens, "context": text,
                 "warnings": list(ctx.warnings)}

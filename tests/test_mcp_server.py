@@ -521,3 +521,27 @@ def test_search_by_type_on_the_cli_ranks_as_mcp_recall_of_that_type_does(repo):
 
     over_mcp = [(m["id"], m["score"]) for m in run(main)]
     assert len(over_mcp) == 3 and cli() == over_mcp and cli("--kind", "human") == over_mcp
+
+
+def test_context_is_built_without_a_guide_it_cannot_read_and_says_so(repo):
+    """The guide git config names was deleted (or is no UTF-8): the context tool failed, so the agent got no
+    memory at all for a file it cannot fix. It builds the context from the memory and says the guide is missing."""
+    (repo / "AGENTS.md").write_text("# Guide\nRun the tests with tox.\n")
+    git(repo, "config", "gitmem.guide", "AGENTS.md")
+
+    async def main():
+        async with session(repo) as s:
+            await call(s, "remember", type="convention", text="Money is integer cents")
+            _, whole = await call(s, "context")
+            (repo / "AGENTS.md").unlink()
+            _, deleted = await call(s, "context", query="how do we store prices")
+            (repo / "AGENTS.md").write_bytes(b"# Guide\n\xff\xfe caf\xe9\n")
+            _, garbled = await call(s, "context")
+            return whole, deleted, garbled
+
+    whole, deleted, garbled = run(main)
+    assert "Run the tests with tox" in whole["context"] and not any("guide AGENTS.md" in w for w in whole["warnings"])
+    for ctx in (deleted, garbled):
+        assert "Money is integer cents" in ctx["context"] and "tox" not in ctx["context"]
+    assert deleted["warnings"][0] == "the guide AGENTS.md is missing: the context was built without it"
+    assert garbled["warnings"][0].startswith("cannot read the guide AGENTS.md: ")
