@@ -423,8 +423,8 @@ def check_request_line(line: str) -> Tuple[Optional[Dict[str, Any]], Any]:
 
     The SDK drops a line it cannot parse or validate without a word, so a client waits for ever.
     Three cases get a reply here: not JSON (-32700, id null), a lone surrogate anywhere (-32602,
-    which the SDK's parser refuses and no tool could store), and a message the SDK's schema refuses
-    (-32600). A notification (no id) that is malformed is dropped, as JSON-RPC says."""
+    which the SDK's parser refuses and no tool could store; bytes that are no UTF-8 arrive as ones), and a
+    message the SDK's schema refuses (-32600). A notification (no id) that is malformed is dropped, as JSON-RPC says."""
     from mcp.server import stdio as sdk_stdio
 
     from .serving import lone_surrogate
@@ -561,8 +561,10 @@ async def _serve_stdio(server: Any) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    # bytes that are no UTF-8 become lone surrogates, which check_request_line refuses: replaced by U+FFFD,
+    # a client's Latin-1 "café" was stored as "caf\ufffd" with no word
     stdin = _CheckedStdin(anyio.wrap_file(TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8",
-                                                        errors="replace")))
+                                                        errors="surrogateescape")))
     lowlevel = server._lowlevel_server
     async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
         async def reply(error: Dict[str, Any]) -> None:

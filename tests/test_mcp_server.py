@@ -163,8 +163,8 @@ def test_context_checkpoint_and_resume(repo):
 
 
 def test_every_malformed_stdio_request_gets_a_reply_and_the_server_keeps_serving(repo):
-    """Raw JSON-RPC over the server's stdin: a lone surrogate in a tool argument, a line that is not
-    JSON and a message of the wrong shape each get an error reply; nothing is stored."""
+    """Raw JSON-RPC over the server's stdin: a lone surrogate or bytes that are no UTF-8 in a tool argument, a
+    line that is not JSON and a message of the wrong shape each get an error reply; nothing is stored."""
     import select
     import subprocess
 
@@ -191,6 +191,12 @@ def test_every_malformed_stdio_request_gets_a_reply_and_the_server_keeps_serving
             "code": -32602, "message": "Invalid params: text that is not valid UTF-8 (a lone surrogate)"}}
         send('{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"recall","arguments":{"query":"\\udc80"}}}')
         assert receive()["error"]["code"] == -32602
+        # bytes that are no UTF-8 (a Latin-1 "café") were read as U+FFFD and stored so, with no word
+        proc.stdin.write(b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"remember",'
+                         b'"arguments":{"type":"fact","text":"caf\xe9 au lait"}}}\n')
+        proc.stdin.flush()
+        assert receive()["error"] == {
+            "code": -32602, "message": "Invalid params: text that is not valid UTF-8 (a lone surrogate)"}
         send("{this is not json")
         assert receive() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: not JSON"}}
         send('{"jsonrpc":"2.0","id":4,"method":5}')
