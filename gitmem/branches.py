@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional,
 import pygit2
 
 from .errors import BranchError, GitmemError, InvalidMemory, NotFound, PendingConflict, StorageError
-from .repo import REF_PREFIX, created_from, parent_chain, ref_target
+from .repo import REF_PREFIX, created_from, doctor_command, parent_chain, ref_target
 
 if TYPE_CHECKING:
     from .store import Store
@@ -717,10 +717,10 @@ def blocked_entry(branch: str, ref: str, refused: PendingConflict) -> Dict[str, 
     return {"branch": branch, "ref": ref, "id": refused.memory_id, "why": str(refused)}
 
 
-def damaged_copy(repo: pygit2.Repository, name: str, ref: str, tip: str) -> Optional[str]:
-    """Why the copy of ``name``'s memory at ``ref`` (at ``tip``) cannot be merged, naming that ref and what
+def damaged_copy(repo: pygit2.Repository, ref: str, tip: str) -> Optional[str]:
+    """Why the copy of a branch's memory at ``ref`` (at ``tip``) cannot be merged, naming that ref and what
     repairs it, or None when its history is intact (:func:`gitmem.doctor.damage`). Only asked once a merge
-    failed: the walk reads the copy's whole history."""
+    or a walk failed: it reads the copy's whole history."""
     import shlex
 
     from .doctor import damage
@@ -728,7 +728,7 @@ def damaged_copy(repo: pygit2.Repository, name: str, ref: str, tip: str) -> Opti
     found = damage(repo, tip)
     if found is None:
         return None
-    repair = f"run `gitmem --branch {shlex.quote(name)} doctor`" if ref.startswith(REF_PREFIX) else \
+    repair = f"run `{doctor_command(ref)}`" if ref.startswith(REF_PREFIX) else \
         f"fetch it again (`git update-ref -d {shlex.quote(ref)}`, then `gitmem fetch`)"
     return f"{ref} is damaged: {found}; {repair}"
 
@@ -785,7 +785,7 @@ def merge_branches(store: Store, names: Sequence[str], *, author=None, source: s
                 result.blocked.append(blocked_entry(name, ref, e))
                 continue
             except (NotFound, StorageError):  # named for the memory merged into, maybe: whose is damaged?
-                why = damaged_copy(store.repo, name, ref, tip)
+                why = damaged_copy(store.repo, ref, tip)
                 if why is None:
                     raise
                 result.blocked.append({"branch": name, "ref": ref, "id": "", "why": why})

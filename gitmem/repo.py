@@ -353,6 +353,18 @@ def blob_at(repo: pygit2.Repository, treeish: str, path: str) -> Optional[str]:
 
 
 def damaged(ref: str, oid: Optional[str], e: Exception) -> StorageError:
-    """The error for an object that cannot be read: names the ref and points at `gitmem doctor`."""
+    """The error for an object that cannot be read: names the ref, the object (the one libgit2 did not find,
+    which may lie below ``oid`` in its history) and the doctor that repairs that ref."""
+    named = re.search(r"\(([0-9a-f]{40})\)", str(e)) if isinstance(e, KeyError) else None
     detail = "missing" if isinstance(e, KeyError) else f"unreadable ({str(e).splitlines()[0] if str(e) else e!r})"
-    return StorageError(f"{ref} is damaged: object {oid} is {detail}; run `gitmem doctor`")
+    return StorageError(f"{ref} is damaged: object {named.group(1) if named else oid} is {detail}; "
+                        f"run `{doctor_command(ref)}`")
+
+
+def doctor_command(ref: str) -> str:
+    """The doctor that checks and repairs memory ref ``ref``, whichever branch is checked out (a bare
+    `gitmem doctor` checks HEAD's branch's memory, and says it is fine when another branch's is damaged)."""
+    import shlex
+
+    return f"gitmem --branch {shlex.quote(ref[len(REF_PREFIX):])} doctor" if ref.startswith(REF_PREFIX) \
+        else "gitmem doctor"

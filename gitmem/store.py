@@ -330,7 +330,7 @@ class Store:
 
     def _peel(self, commit: str) -> str:
         try:
-            return str(self.repo[commit].peel(pygit2.Tree).id)
+            return str(self.repo[commit].peel(pygit2.Commit).tree_id)  # a ref at a tree or blob is damage, not memory
         except (KeyError, ValueError, pygit2.GitError) as e:
             raise damaged(self.ref, commit, e) from None
 
@@ -828,12 +828,19 @@ class Store:
         if not tip:
             return []
         out: List[Change] = []
-        walker = self.repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
-        for commit in walker:
+        for commit in self._walk(tip):
             out.append(change_from_commit(commit))
             if limit is not None and len(out) >= limit:
                 break
         return out
+
+    def _walk(self, tip: Optional[str]) -> Iterator[pygit2.Commit]:
+        """The memory commits from ``tip``, newest first; a tip or parent that is missing or no commit
+        is the ref's damage, named with the doctor that repairs it, not libgit2's error."""
+        try:
+            yield from self.repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
+        except (KeyError, ValueError, pygit2.GitError) as e:
+            raise damaged(self.ref, tip, e) from None
 
     def history(self, memory_id: str) -> List[Change]:
         """Every commit that changed this memory's blob, newest first (merges and
@@ -849,7 +856,7 @@ class Store:
         # A parent's blob, asked for by its children, is kept until the walk reaches the parent (topological:
         # after every child), so each commit's blob is looked up once, not once more for each child.
         asked: Dict[str, Optional[str]] = {}
-        for commit in self.repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME):
+        for commit in self._walk(tip):
             here = str(commit.id)
             mine = asked.pop(here) if here in asked else blob_at(self.repo, here, path)
             if mine is None:

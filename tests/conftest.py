@@ -111,6 +111,20 @@ def _checked(result: subprocess.CompletedProcess, args, check: bool) -> subproce
     return result
 
 
+DAMAGES = ["a missing object", "a tree", "a blob"]
+
+
+def damage_ref(repo: Path, ref: str, damage: str) -> None:
+    """Point ``ref`` at a missing object, or at HEAD's tree or a blob of it (objects that are no commit), as
+    a disk error, a hand edit or a stray `git update-ref` leaves a ref (one of :data:`DAMAGES`)."""
+    if damage == "a missing object":
+        (repo / ".git" / ref).parent.mkdir(parents=True, exist_ok=True)  # a loose ref wins over packed-refs
+        (repo / ".git" / ref).write_text("1234567890" * 4 + "\n")
+    else:
+        git(repo, "update-ref", ref, git(repo, "rev-parse", "HEAD^{tree}" if damage == "a tree"
+                                         else "HEAD:README.md").strip())
+
+
 def make_repo(path: Path, commit: bool = True, branch: str = "main") -> Path:
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", branch)

@@ -14,7 +14,7 @@ from gitmem import Store
 from gitmem.branches import diff, fork_point, list_branches, prune, render_diff
 from gitmem.repo import parent_chain
 
-from conftest import git, gitmem, make_repo
+from conftest import DAMAGES, damage_ref, git, gitmem, make_repo
 
 
 def tip(repo, branch):
@@ -961,7 +961,7 @@ def test_the_post_merge_hook_merges_the_others_and_says_what_to_do_when_one_is_r
     assert {"another fact", "zfact fact"} <= {m.text for m in Store.open(str(repo)).list()}
 
 
-@pytest.mark.parametrize("damage", ["a missing object", "a tree", "a blob"])
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_the_post_merge_hook_names_a_merged_branchs_damaged_memory_and_merges_the_others(repo, damage):
     """A branch whose memory ref points at an object that is missing or no commit: git's merge goes on, the
     other branch merged with it brings its memory, and one line names that branch's damaged ref (not the
@@ -975,11 +975,7 @@ def test_the_post_merge_hook_names_a_merged_branchs_damaged_memory_and_merges_th
         commit_file(repo, f"{name}.txt")
     git(repo, "checkout", "-q", "main")
     intact = tip(repo, "feature")
-    if damage == "a missing object":
-        (repo / ".git" / "refs" / "memory" / "feature").write_text("1234567890" * 4 + "\n")
-    else:
-        git(repo, "update-ref", "refs/memory/feature", git(repo, "rev-parse", "HEAD^{tree}" if damage == "a tree"
-                                                            else "HEAD:README.md").strip())
+    damage_ref(repo, "refs/memory/feature", damage)
 
     r = subprocess.run(["git", "merge", "-q", "--no-edit", "feature", "other"], cwd=repo, capture_output=True,
                        text=True)

@@ -168,6 +168,23 @@ def test_recover_named_for_another_branch_names_that_branch(repo):
     assert git(repo, "cat-file", "-t", "refs/memory/feature").strip() == "commit"
 
 
+def test_a_read_that_meets_another_branchs_damaged_memory_names_the_doctor_that_sees_it(repo):
+    """`gitmem branch` on main, with refs/memory/feature at a tree, said to run `gitmem doctor`, which checks
+    main's memory and says it is fine: the line names the doctor of the damaged ref, which repairs it."""
+    gitmem(repo, "fact", "add", "on main")
+    git(repo, "branch", "feature")
+    gitmem(repo, "--branch", "feature", "fact", "add", "kept")
+    intact = git(repo, "rev-parse", "refs/memory/feature").strip()
+    git(repo, "update-ref", "refs/memory/feature", git(repo, "rev-parse", "HEAD^{tree}").strip())
+
+    listed = gitmem(repo, "branch", check=False)
+    assert listed.returncode == 1 and "refs/memory/feature is damaged" in listed.stderr
+    assert "run `gitmem --branch feature doctor`" in listed.stderr, listed.stderr
+    gitmem(repo, "--branch", "feature", "doctor", "--recover")
+    assert git(repo, "rev-parse", "refs/memory/feature").strip() == intact
+    assert "feature" in gitmem(repo, "branch").stdout
+
+
 def test_contradictory_doctor_options_are_refused_before_anything_is_changed(repo):
     """--remotes with --offline is a usage error; it once came after --drop-invalid had already
     written its commit."""

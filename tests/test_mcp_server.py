@@ -456,7 +456,7 @@ def test_a_resource_read_after_the_memory_ref_moved_to_a_damaged_tip_says_why_in
 
     errors, listing, added = run(main)
     for error in errors:
-        assert error.startswith("refs/memory/main is damaged") and "gitmem doctor" in error, error
+        assert error.startswith("refs/memory/main is damaged") and "`gitmem --branch main doctor`" in error, error
         assert "\n" not in error
     assert [m["id"] for m in listing["memories"]] == [added["id"]]
 

@@ -7,7 +7,7 @@ import os
 import pytest
 import yaml
 
-from conftest import git
+from conftest import DAMAGES, git
 from gitmem import Author, GitmemError, InvalidMemory, NotARepository, NotFound, Store
 from gitmem.model import TYPES, Memory, dump_yaml, memory_path
 from gitmem.doctor import doctor
@@ -495,3 +495,33 @@ def test_a_first_page_is_counted_where_no_further_read_is_needed_and_otherwise_s
     assert store.first_page(2, path="src", status=None)[1] == 5  # the index answers no other status: read in full
     assert store.first_page(2, tag="queue") == ([store.get(i) for i in newest[:2]], None)
     assert store.first_page(9, source="api") == ([store.get(i) for i in newest], 4)  # all there are: read anyway
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_memory_ref_at_a_missing_object_or_no_commit_is_named_as_damaged_by_reads_and_writes(repo, damage):
+    """`gitmem log` was a libgit2 traceback; on a ref at a tree `gitmem list` read that tree as memory (while
+    doctor called it damaged) and `gitmem add` said "could not write memory objects: the requested type does not
+    match". Each now says, in one line, that the ref is damaged and to run doctor, and moves nothing."""
+    from conftest import damage_ref, gitmem
+
+    gitmem(repo, "add", "fact", "a fact")
+    damage_ref(repo, "refs/memory/main", damage)
+    before = (repo / ".git" / "refs" / "memory" / "main").read_text()
+    for args in (["log"], ["list"], ["add", "fact", "another fact"]):
+        r = gitmem(repo, *args, check=False)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.count("\n") == 1 and "refs/memory/main is damaged" in r.stderr and "doctor" in r.stderr
+    assert (repo / ".git" / "refs" / "memory" / "main").read_text() == before
+
+
+def test_the_log_names_a_memory_commit_missing_below_the_tip(store, repo):
+    """A history missing one of its commits (a lost loose object) lists from the intact tip, but the log's walk
+    reached the hole with libgit2's error: it names the ref and doctor, as every read of damage does."""
+    first = store.add("fact", "first").commit
+    store.add("fact", "second")
+    os.remove(repo / ".git" / "objects" / first[:2] / first[2:])
+
+    assert [m.text for m in Store.open(str(repo)).list()] == ["first", "second"]
+    with pytest.raises(GitmemError, match=f"refs/memory/main is damaged: object {first} is missing; "
+                                          "run `gitmem --branch main doctor`"):
+        Store.open(str(repo)).log()
