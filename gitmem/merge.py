@@ -154,7 +154,7 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
     ``git fetch`` wrote, for instance), unless the caller ran it (``gated``):
     a history that is not gitmem's layout raises :class:`Untrusted`.
     """
-    from .repo import REF_PREFIX, default_author
+    from .repo import REF_PREFIX, damaged, default_author
 
     repo = store.repo
     try:
@@ -179,7 +179,10 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
             tip, redacted = redacted_onto(store, theirs, None, author, source)
             store.move_ref(None, tip, f"gitmem merge: fast-forward to {theirs[:12]}")
             return MergeResult("fast-forward", tip, added=sorted(blobs_by_id(store, theirs)), redacted=redacted)
-        base_oid = repo.merge_base(ours, theirs)
+        try:
+            base_oid = repo.merge_base(ours, theirs)
+        except pygit2.GitError as e:  # named for the ref merged into, as a read names it; merge_branches asks whose
+            raise damaged(store.ref, ours, e) from None
         base = str(base_oid) if base_oid else None
         if base == theirs:
             return MergeResult("up-to-date", ours)

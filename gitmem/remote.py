@@ -34,12 +34,12 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import pygit2
 
-from .branches import (REMOTE_PREFIX, aside_notice, blocked_entry, dropped_here, reachable, set_aside_for,
-                       take_late_parent)
-from .errors import GitmemError, RemoteError, SecretFound
+from .branches import (REMOTE_PREFIX, aside_notice, blocked_entry, damaged_copy, dropped_here, reachable,
+                       set_aside_for, take_late_parent)
+from .errors import GitmemError, RemoteError, SecretFound, StorageError
 from .index import process_gone
 from .model import Author
-from .repo import REF_PREFIX, check_branch_name, common_dir, config_get, memory_ref, ref_target
+from .repo import REF_PREFIX, check_branch_name, common_dir, config_get, damaged, memory_ref, ref_target
 from .store import Store
 
 MAX_PUSH_ATTEMPTS = 8
@@ -346,6 +346,7 @@ def _fetch_incoming(repo, remote: str, wanted: Sequence[str], refused: List[Any]
     specs = [f"+{memory_ref(b)}:{_incoming_ref(remote, b)}" for b in wanted]
     result = _git(repo, args + [remote, *specs], interactive=interactive, what=f"fetch from {remote}")
     if result.returncode != 0:
+        _refuse_local_damage(repo, result)
         if len(wanted) == 1:
             if "couldn't find remote ref" in (result.stderr or ""):
                 return {}  # deleted on the remote since it was listed
@@ -360,6 +361,21 @@ def _fetch_incoming(repo, remote: str, wanted: Sequence[str], refused: List[Any]
             out.update(_fetch_incoming(repo, remote, [b], refused, interactive))
         return out
     return {b: tip for b in wanted if (tip := ref_target(repo, _incoming_ref(remote, b)))}
+
+
+def _refuse_local_damage(repo: pygit2.Repository, result: subprocess.CompletedProcess) -> None:
+    """git checks what a fetch brings against every local ref, so one here that points at a missing object fails
+    every fetch with "bad object <ref>": this clone's damage, named with its repair, not the remote's objects."""
+    from .doctor import damage
+
+    bad = re.search(r"bad object (refs/\S+)", result.stderr or "")
+    if not bad or bad.group(1) not in repo.references:
+        return
+    ref = bad.group(1)
+    tip = ref_target(repo, ref) or ""
+    why = damaged_copy(repo, ref, tip) if ref.startswith((REF_PREFIX, REMOTE_PREFIX)) else None
+    raise StorageError(why or f"{ref} is damaged: {damage(repo, tip) or 'git calls it a bad object'}; "
+                       f"no fetch works until it is repaired or deleted (`git update-ref -d {shlex.quote(ref)}`)")
 
 
 def _is_object_refusal(result: subprocess.CompletedProcess) -> bool:
@@ -446,7 +462,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     branch here whose parent's memory, which it reads, holds what the remote's
     lacks. ``branches`` limits both steps. A branch whose merge clashes again on a pending conflict is
     left as it is (``blocked``), the others merged."""
-    from .errors import PendingConflict
+    from .errors import NotFound, PendingConflict
     from .merge import merge_into
     from .trust import Refusal
 
@@ -485,6 +501,14 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                            message=f"merge memory of {b.branch} from {remote}", gated=True)
         except PendingConflict as e:
             blocked.append(blocked_entry(b.branch, b.ref, e))
+            continue
+        except (NotFound, StorageError):  # the copy passed the gate: is the memory merged into damaged?
+            name, tip = target.read_from()
+            ref = memory_ref(name) if name else target.ref
+            why = damaged_copy(repo, ref, tip) if tip else None
+            if why is None:
+                raise
+            blocked.append({"branch": b.branch, "ref": ref, "id": "", "why": why})
             continue
         merged.append({"branch": b.branch, **r.to_dict(), "conflicts": [c.id for c in r.conflicts]})
     late = []
@@ -967,14 +991,27 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
             if not mine and not fetched:
                 continue
             base = mine or (_inherited(repo, b) if fetched else None)  # no memory of its own: what it reads
-            if base and fetched:
-                ahead, behind = repo.ahead_behind(base, fetched)
-                ahead = ahead if mine else 0
-            else:
-                ahead = _count(repo, mine) if mine else 0
-                behind = _count(repo, fetched) if fetched else 0
+            try:
+                if base and fetched:
+                    ahead, behind = repo.ahead_behind(base, fetched)
+                    ahead = ahead if mine else 0
+                else:
+                    ahead = _count(repo, mine) if mine else 0
+                    behind = _count(repo, fetched) if fetched else 0
+            except (KeyError, ValueError, pygit2.GitError) as e:
+                copies = [(memory_ref(b), mine), (tracking_ref(remote, b), fetched)]  # type: ignore[arg-type]  # pygit2 stub
+                raise _damage_among(repo, copies, e) from None
             out.append(Divergence(b, remote, mine, fetched, ahead, behind))  # type: ignore[arg-type]  # pygit2 stub
     return out
+
+
+def _damage_among(repo: pygit2.Repository, copies: Sequence[Tuple[str, Optional[str]]], e: Exception) -> StorageError:
+    """The error for a walk over these (ref, tip) copies of one branch's memory that failed: names the copy whose
+    history is damaged and what repairs it (:func:`gitmem.branches.damaged_copy`), not libgit2's error."""
+    for ref, tip in copies:
+        if tip and (why := damaged_copy(repo, ref, tip)):
+            return StorageError(why)
+    return damaged(copies[0][0], copies[0][1], e)
 
 
 def _inherited(repo: pygit2.Repository, branch: str) -> Optional[str]:
@@ -1015,8 +1052,11 @@ def missing_here(repo: pygit2.Repository, remotes: Optional[Sequence[str]] = Non
                 continue  # never fetched: `gitmem pull` says so
             mine = local.get(b)
             present = tip in repo
-            if mine == tip or (present and mine and repo.descendant_of(mine, tip)):
-                continue
+            try:
+                if mine == tip or (present and mine and repo.descendant_of(mine, tip)):
+                    continue
+            except (KeyError, ValueError, pygit2.GitError) as e:
+                raise _damage_among(repo, [(memory_ref(b), mine)], e) from None
             missing.append({"remote": remote, "branch": b, "tip": tip, "fetched": present})
     return missing, unreachable
 

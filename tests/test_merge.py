@@ -9,7 +9,7 @@ from gitmem.merge import list_conflicts, merge_into, resolve
 from gitmem.errors import GitmemError, InvalidMemory
 from gitmem.model import Author
 
-from conftest import git, gitmem
+from conftest import DAMAGES, damage_ref, git, gitmem
 
 ALICE = Author("Alice", "alice@example.com", "human")
 
@@ -22,6 +22,23 @@ def two_branches(repo):
     shared = main.add("decision", "Use Postgres", reason="we know it", author=ALICE).memory
     git(repo, "branch", "feature")
     return main, Store.open(str(repo), "feature"), shared
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_merging_into_a_damaged_memory_ref_names_it_and_moves_nothing(repo, damage):
+    """`gitmem merge feature` into a refs/memory/main that points at a missing object or at no commit was
+    libgit2's merge-base traceback (from merge, sync, pull and the post-merge hook alike): one line names the
+    ref merged into and its doctor, and no ref moves."""
+    _, feature, _ = two_branches(repo)
+    feature.add("fact", "feature fact", author=ALICE)
+    damage_ref(repo, "refs/memory/main", damage)
+    before = (repo / ".git" / "refs" / "memory" / "main").read_text()
+
+    r = gitmem(repo, "merge", "feature", check=False)
+
+    assert r.returncode == 1 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert "refs/memory/main is damaged" in r.stderr and "`gitmem --branch main doctor`" in r.stderr
+    assert (repo / ".git" / "refs" / "memory" / "main").read_text() == before
 
 
 def test_merge_into_fast_forwards_when_ours_did_not_move(repo):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, clone, git, gitmem, make_origin, make_repo
+from conftest import DAMAGES, ROOT, clone, damage_ref, git, gitmem, make_origin, make_repo
 from gitmem import Store
 from gitmem import redact as redact_mod
 from gitmem import remote as remote_mod
@@ -876,3 +876,57 @@ def test_a_secret_spelled_with_yaml_escapes_is_caught_at_push_and_redacted_when_
     assert "redacted 1 secret(s) that arrived" in gitmem(bob, "pull").stderr
     assert token not in gitmem(bob, "list", "--json").stdout
     assert "deploy key [REDACTED:github-pat]" in gitmem(bob, "show", "01m92e2bbbbbbbbb").stdout
+
+
+def _damaged_feature(alice, bob, damage):
+    """bob has memory on main and on feature, both pushed; alice writes more on both; bob's feature memory ref is
+    then damaged."""
+    gitmem(bob, "add", "fact", "bob on main")
+    git(bob, "checkout", "-q", "-b", "feature")
+    gitmem(bob, "add", "fact", "bob on feature")
+    git(bob, "checkout", "-q", "main")
+    gitmem(bob, "push", "--all")
+    gitmem(alice, "pull")
+    gitmem(alice, "add", "fact", "alice on main")
+    gitmem(alice, "--branch", "feature", "add", "fact", "alice on feature")
+    gitmem(alice, "push", "--all")
+    intact = git(bob, "rev-parse", "refs/memory/feature").strip()
+    damage_ref(bob, "refs/memory/feature", damage)
+    return intact
+
+
+def _says_feature_is_damaged(r) -> None:
+    lines = [line for line in r.stderr.splitlines() if "damaged" in line]
+    assert r.returncode == 1 and "Traceback" not in r.stderr and len(lines) == 1, r.stderr
+    assert "refs/memory/feature is damaged" in lines[0] and "`gitmem --branch feature doctor`" in lines[0], r.stderr
+    assert "refused" not in r.stderr and "from origin" not in r.stderr  # the damage is this clone's, not origin's
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_pull_names_a_local_branchs_damaged_memory_not_the_remote(alice, bob, damage):
+    """A clone whose refs/memory/feature points at a missing object, a tree or a blob: `gitmem pull` said
+    "refused refs/memory/main from origin: git refused its objects: bad object refs/memory/feature" (blaming the
+    remote, nothing merged), or was libgit2's merge-base traceback. It names this clone's damaged ref and the
+    doctor that repairs it, merges main where git can fetch at all, and after the doctor a pull brings the rest."""
+    intact = _damaged_feature(alice, bob, damage)
+
+    r = gitmem(bob, "pull", check=False)
+
+    _says_feature_is_damaged(r)
+    if damage != "a missing object":  # git fetches nothing while a local ref names a missing object
+        assert "alice on main" in texts(bob)
+    gitmem(bob, "--branch", "feature", "doctor", "--recover")
+    assert git(bob, "rev-parse", "refs/memory/feature").strip() == intact
+    gitmem(bob, "pull")
+    assert {m.text for m in Store.open(str(bob), "feature").memories().values()} >= {"alice on feature"}
+    assert "alice on main" in texts(bob)
+
+
+@pytest.mark.parametrize("command", [["status"], ["init"]])
+def test_status_and_init_name_a_local_branchs_damaged_memory(alice, bob, command):
+    """Comparing each branch's memory with the remote's copy walked refs/memory/feature into libgit2's
+    traceback when it pointed at a tree; it names that ref and its doctor."""
+    _damaged_feature(alice, bob, "a tree")
+    git(bob, "fetch", "-q", "origin", "+refs/memory/*:refs/memory-remotes/origin/*")
+
+    _says_feature_is_damaged(gitmem(bob, *command, check=False))
