@@ -46,6 +46,15 @@ class Write(NamedTuple):
     redacted: int = 0
 
 
+class Page(NamedTuple):
+    """One page of a newest-first listing (:meth:`Store.page`), with the cursors of the pages around it."""
+
+    memories: List[Memory]  # newest first
+    total: Optional[int]  # how many match in all; None where only reading every memory could count them
+    older: Optional[str]  # ``before`` of the next older page (its oldest id); None: nothing older matches
+    newer: Optional[str]  # ``after`` of the next newer page (its newest id); None: this is the newest page
+
+
 class Built(NamedTuple):
     """What one attempt of a write builds on the snapshot it was given: the tree changes (path ->
     bytes, or None to delete), the memory the commit is about, and how many secrets were redacted."""
@@ -184,13 +193,16 @@ class Snapshot:
 
 
 def _matcher(*, type: Optional[str], tag: Optional[str], path: Optional[str], author_kind: Optional[str],
-             source: Optional[str], status: Optional[str], before: Optional[str] = None) -> Callable[[Memory], bool]:
-    """The list filters as one test of a memory (``before``: only ids that sort before it); unknown choices raise."""
+             source: Optional[str], status: Optional[str], before: Optional[str] = None,
+             after: Optional[str] = None) -> Callable[[Memory], bool]:
+    """The list filters as one test of a memory (``before``/``after``: only ids that sort before/after it);
+    unknown choices raise."""
     model.check_choice("type", type, model.TYPES)
     model.check_choice("status", status, model.STATUSES)
     model.check_choice("author kind", author_kind, model.AUTHOR_KINDS)
     return lambda m: (model.matches(m, type=type, tag=tag, path=path, author_kind=author_kind, source=source,
-                                    status=status) and (before is None or m.id < before))
+                                    status=status) and (before is None or m.id < before)
+                      and (after is None or m.id > after))
 
 
 def _tag_terms(tag: Optional[str]) -> List[str]:
@@ -429,42 +441,62 @@ class Store:
                           before=before)
         yield from self._read(self._listed(at, type, status, path, tag, limit), wanted, at, limit, before)
 
-    def first_page(self, limit: int, *, type: Optional[str] = None, tag: Optional[str] = None,
-                   path: Optional[str] = None, author_kind: Optional[str] = None, source: Optional[str] = None,
-                   status: Optional[str] = "active") -> Tuple[List[Memory], Optional[int]]:
-        """The newest ``limit`` memories :meth:`list` gives, newest first, and how many it gives in all, read
-        no further than the page: counted by the tree's summary (type, status), the index's ids (a path) or a
-        full load that happened anyway (blobs that are not valid memories, named in :attr:`problems`). None
-        where more than ``limit`` match a tag, an author kind or a source: only reading every memory could
-        count them, 1.7 s at 100,000, for a number a page of ``limit`` does not need."""
-        wanted = _matcher(type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status)
+    def page(self, limit: int, *, before: Optional[str] = None, after: Optional[str] = None,
+             type: Optional[str] = None, tag: Optional[str] = None, path: Optional[str] = None,
+             author_kind: Optional[str] = None, source: Optional[str] = None,
+             status: Optional[str] = "active") -> Page:
+        """``limit`` memories :meth:`list` gives, newest first: the newest, those just older than id ``before``
+        or just newer than id ``after`` (keyset paging: a write between two pages shifts none of them), read no
+        further than the page. Counted by the tree's summary (type, status), the index's ids (a path) or a full
+        load that happened anyway (blobs that are not valid memories, named in :attr:`problems`); not where
+        more than ``limit`` match a tag, an author kind or a source: only reading every memory could count
+        them, 1.7 s at 100,000, for a number a page does not need. Past the newest match ``after`` gives the
+        newest page, past the oldest ``before`` the oldest (``after=""``: every id sorts after it)."""
+        filters = dict(type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status)
+        wanted = _matcher(**filters, before=before, after=after)
         self.problems = []
-        summary = self.summary()
-        counts = summary["counts"]
+        counts = self.summary()["counts"]
         countable = not (tag or author_kind or source)
-        if countable and path is None and not counts.get("invalid"):
-            return self.list(type=type, status=status, limit=limit)[::-1], counted(
-                counts, None if type is None else (type,), status)
+        total = counted(counts, None if type is None else (type,), status) \
+            if countable and path is None and not counts.get("invalid") else None
+        if total is not None and before is None and after is None:
+            shown = self.list(type=type, status=status, limit=limit)[::-1]  # the summary's newest, where it keeps them
+            return Page(shown, total, shown[-1].id if total > len(shown) else None, None)
         listed = self._listed(None, type, status, path, tag, limit + 1)
-        found = list(self._read(listed, wanted, None, limit + 1))[::-1]  # one more says whether there are more
-        if len(found) <= limit:
-            return found, len(found)
+        # one more than the page says whether there are more
+        found = list(self._read(listed, wanted, None, limit + 1, before, after))
         if listed is None:  # read in full already: counting costs little more
-            return found[:limit], sum(map(wanted, self.memories().values()))
-        return found[:limit], len(listed[1]) if countable else None  # a path: those ids are exactly the matches
+            total = sum(map(_matcher(**filters), self.memories().values()))
+        elif total is None and countable:  # a path: those ids are exactly the matches
+            total = len(listed[1])
+        if before is not None and not found:
+            return self.page(limit, after="", **filters)
+        if after is not None:
+            if len(found) <= limit:
+                return self.page(limit, **filters)
+            shown = found[:limit][::-1]
+            return Page(shown, total, shown[-1].id if after else None, shown[0].id)
+        shown = found[-limit:][::-1]
+        if total is None and before is None and len(found) <= limit:
+            total = len(found)
+        return Page(shown, total, shown[-1].id if len(found) > limit else None,
+                    shown[0].id if before is not None and shown else None)
 
     def _read(self, listed: Optional[Tuple[Any, List[str]]], wanted: Callable[[Memory], bool],
-              at: Optional[str], limit: Optional[int], before: Optional[str] = None) -> Iterator[Memory]:
-        """The memories ``wanted`` of :meth:`_listed`'s answer ``listed``, oldest first (see :meth:`listing`)."""
+              at: Optional[str], limit: Optional[int], before: Optional[str] = None,
+              after: Optional[str] = None) -> Iterator[Memory]:
+        """The memories ``wanted`` of :meth:`_listed`'s answer ``listed``, oldest first (see :meth:`listing`):
+        with ``limit``, the newest that many, or, after id ``after``, the oldest that many."""
         if listed is None:
             found = [m for _, m in sorted(self.memories(at).items()) if wanted(m)]
-            yield from (found if not limit else found[-limit:])
+            yield from (found if not limit else found[:limit] if after is not None else found[-limit:])
             return
         view, ids = listed
-        if before is not None:
-            from bisect import bisect_left  # here: a listing without a cursor need not load it
+        if before is not None or after is not None:
+            from bisect import bisect_left, bisect_right  # here: a listing without a cursor need not load it
 
-            ids = ids[:bisect_left(ids, before)]
+            ids = ids[0 if after is None else bisect_right(ids, after):
+                      len(ids) if before is None else bisect_left(ids, before)]
         self.problems = []
         if not limit:
             for start in range(0, len(ids), _CHUNK):
@@ -474,6 +506,15 @@ class Store:
             return
         out: List[Memory] = []
         step = max(limit, _CHUNK)
+        if after is not None:  # oldest first, as far as ``limit`` needs
+            for start in range(0, len(ids), step):
+                chunk = ids[start:start + step]
+                got = view.get(chunk)
+                out += [got[i] for i in chunk if wanted(got[i])]
+                if len(out) >= limit:
+                    break
+            yield from out[:limit]
+            return
         for end in range(len(ids), 0, -step):  # newest first, as far as ``limit`` needs
             chunk = ids[max(0, end - step):end]
             got = view.get(chunk)

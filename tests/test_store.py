@@ -490,11 +490,11 @@ def test_a_first_page_is_counted_where_no_further_read_is_needed_and_otherwise_s
     ids = [store.add("fact", f"fact {i}", paths=["src/a.py"], tags=["queue"]).memory.id for i in range(5)]
     store.retract(ids[0], reason="wrong")
     newest = ids[:0:-1]
-    assert store.first_page(2, path="src") == ([store.get(i) for i in newest[:2]], 4)
-    assert store.first_page(2, type="fact", status=None)[1] == 5
-    assert store.first_page(2, path="src", status=None)[1] == 5  # the index answers no other status: read in full
-    assert store.first_page(2, tag="queue") == ([store.get(i) for i in newest[:2]], None)
-    assert store.first_page(9, source="api") == ([store.get(i) for i in newest], 4)  # all there are: read anyway
+    assert store.page(2, path="src")[:2] == ([store.get(i) for i in newest[:2]], 4)
+    assert store.page(2, type="fact", status=None).total == 5
+    assert store.page(2, path="src", status=None).total == 5  # the index answers no other status: read in full
+    assert store.page(2, tag="queue")[:2] == ([store.get(i) for i in newest[:2]], None)
+    assert store.page(9, source="api")[:2] == ([store.get(i) for i in newest], 4)  # all there are: read anyway
 
 
 @pytest.mark.parametrize("damage", DAMAGES)
@@ -525,3 +525,40 @@ def test_the_log_names_a_memory_commit_missing_below_the_tip(store, repo):
     with pytest.raises(GitmemError, match=f"refs/memory/main is damaged: object {first} is missing; "
                                           "run `gitmem --branch main doctor`"):
         Store.open(str(repo)).log()
+
+
+def test_pages_before_and_after_an_id_walk_every_match_once_each_way(repo, store):
+    """Keyset paging: each page's ``older`` cursor gives the next older page and its ``newer`` the one before,
+    until the oldest and back to the newest, as a full listing has them (the web UI's older/newer links)."""
+    from gitmem.model import new_id
+
+    who = Author("Seed", "seed@example.com", "human")
+    updates = {}
+    for i in range(40):
+        m = Memory(id=new_id(1_760_000_000_000 + i), type=("fact", "note")[i % 5 == 0], author=who, source="test",
+                   created="2026-01-01T00:00:00Z", text=f"Note {i}", status="retracted" if i % 3 == 0 else "active",
+                   tags=("queue",) if i % 2 else (), paths=("src/q.py",) if i % 2 else ())
+        updates[memory_path(m)] = dump_yaml(m)
+    store.move_ref(None, store.commit_tree(updates, "seed", who, base=None), "seed")
+    for filters in ({}, {"type": "fact"}, {"status": None}, {"status": "retracted"}, {"path": "src"},
+                    {"tag": "queue"}, {"source": "test"}, {"path": "src", "status": None}):  # the last read in full
+        full = [m.id for m in store.list(**{"status": "active", **filters})][::-1]
+        assert len(full) > 9, filters
+        pages, cursor = [], None
+        while True:
+            page = store.page(4, before=cursor, **filters)
+            pages.append([m.id for m in page.memories])
+            assert (page.newer is None) == (cursor is None)
+            assert page.total in (None, len(full)), filters
+            if page.older is None:
+                break
+            cursor = page.older
+        assert sum(pages, []) == full and all(len(p) == 4 for p in pages[:-1]), filters
+        back = []
+        while page.newer is not None:
+            page = store.page(4, after=page.newer, **filters)
+            back.append([m.id for m in page.memories])
+        assert back[-1] == pages[0], filters  # the newest page, whole, though fewer than a page were newer
+        assert back[:-1] == pages[1:-1][::-1], filters
+        oldest = store.page(4, before=full[-1], **filters)  # past the oldest (a link older than a retract): the oldest
+        assert [m.id for m in oldest.memories] == full[-4:] and oldest.older is None, filters

@@ -3,6 +3,7 @@ defences, and escaping. The repositories are real; writes are checked with the r
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -213,14 +214,74 @@ def test_the_page_and_a_search_name_the_blobs_that_are_not_valid_memories(repo, 
         assert "Skipped invalid memory blobs" in page and bad in page
 
 
-def test_a_long_memory_list_shows_the_newest_and_says_how_to_find_the_rest(repo, store, web):
+def follow(page_html: str, web, rel: str = "next"):
+    """The page the link ``rel`` (next: older, prev: newer) leads to, as a click would; None where it has none."""
+    link = re.search(rf'rel="{rel}" href="([^"]+)"', page_html)
+    return link and web.get(html.unescape(link.group(1))).text
+
+
+def test_older_and_newer_links_page_through_every_memory_keeping_the_filters(repo, web):
+    """The page showed the newest 50 and no way to the others: its older and newer links page by id (a write
+    between two clicks shifts no page), keep the branch and the filters, and each page says how many match."""
+    from conftest import seeded
     from gitmem.web.app import LIST_LIMIT
 
-    written = [store.add("fact", f"fact number {i}").memory.id for i in range(LIST_LIMIT + 3)]
-    page = web.get("/memory").text
-    assert ids_on(page) == written[::-1][:LIST_LIMIT]
-    assert f"The newest {LIST_LIMIT} of {LIST_LIMIT + 3} memories" in page
-    assert ids_on(web.get("/memory", params={"q": "number 1"}).text)  # search still reaches all of them
+    store = seeded(repo, 2 * LIST_LIMIT + 8)  # facts, and a convention first
+    gone = store.retract(store.list()[5].id, reason="wrong").memory.id
+    facts = [m.id for m in store.list(type="fact")][::-1]
+    page = web.get("/memory", params={"type": "fact"}).text
+    assert f"The newest {LIST_LIMIT} of {len(facts)} memories." in page and 'rel="prev"' not in page
+    pages = [ids_on(page)]
+    new = store.add("fact", "written while the first page was read").memory.id
+    while page := follow(page, web):
+        assert f"of {len(facts) + 1} memories, created" in page
+        assert 'value="fact" selected' in page and "type=fact" in re.search(r'rel="prev" href="([^"]+)"', page)[1]
+        pages.append(ids_on(page))
+        last = page
+    assert sum(pages, []) == facts and [len(p) for p in pages] == [LIST_LIMIT, LIST_LIMIT, len(facts) - 2 * LIST_LIMIT]
+    back = []
+    while last := follow(last, web, "prev"):
+        back.append(ids_on(last))
+        page = last
+    assert back == [pages[1], pages[0], [new] + pages[0][:-1]]  # the newest page, the new memory first
+    assert 'rel="prev"' not in page and "The newest" in page
+    oldest = follow(follow(web.get("/memory", params={"status": "all"}).text, web), web)
+    assert gone in ids_on(oldest) and f"of {2 * LIST_LIMIT + 9} memories" in oldest  # retracted: in "all"
+
+
+def test_search_results_page_by_rank_as_the_cli_ranks_them(repo, web):
+    from conftest import seeded
+    from gitmem.web.app import LIST_LIMIT
+
+    seeded(repo, 3 * LIST_LIMIT)
+    cli = json.loads(gitmem(repo, "search", "billing invoices detail", "-n", "500", "--json").stdout)["hits"]
+    page = web.get("/memory", params={"q": "billing invoices detail"}).text
+    assert f"The best matches 1-{LIST_LIMIT} for" in page
+    shown = [ids_on(page)]
+    while page := follow(page, web):
+        shown.append(ids_on(page))
+        last = page
+    assert sum(shown, []) == [h["memory"]["id"] for h in cli] and len(shown) == 3
+    assert f"The best matches {2 * LIST_LIMIT + 1}-{3 * LIST_LIMIT} of {3 * LIST_LIMIT} for" in last
+    assert ids_on(follow(last, web, "prev")) == shown[1]
+
+
+def test_a_page_link_with_a_bad_cursor_or_number_is_answered_not_a_traceback(repo, store, web):
+    from gitmem.web.app import LIST_LIMIT
+
+    written = [store.add("fact", f"fact number {i}").memory.id for i in range(3)]
+    for name in ("before", "after"):
+        for bad in ("zz", "<script>x</script>", "../../etc/passwd", "0" * 17, "%ff"):
+            answer = web.get("/memory", params={name: bad})
+            assert answer.status_code == 400 and "is not a memory id" in answer.text, (name, bad)
+            assert "<script>x" not in answer.text
+    assert ids_on(web.get("/memory", params={"before": written[0]}).text) == written[::-1]  # past the oldest
+    assert ids_on(web.get("/memory", params={"after": written[-1]}).text) == written[::-1]  # past the newest
+    for number in ("abc", "-3", "0", "1e9"):
+        assert ids_on(web.get("/memory", params={"q": "fact number", "page": number}).text) == \
+            ids_on(web.get("/memory", params={"q": "fact number"}).text), number
+    far = web.get("/memory", params={"q": "fact number", "page": str(10 ** 6 // LIST_LIMIT)})
+    assert far.status_code == 200 and "No more matches" in far.text and 'rel="prev"' in far.text
 
 
 def test_every_page_works_in_a_repository_without_commits_or_memory(empty_repo):

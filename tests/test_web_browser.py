@@ -278,3 +278,38 @@ def test_a_long_unbroken_word_wraps_inside_its_card_not_past_the_window(repo, st
     for path in ("/memory", f"/memory/{m.id}", "/audit"):
         page.goto(server + path)
         assert page.evaluate("document.documentElement.scrollWidth") <= 1200, path
+
+
+def test_older_and_newer_links_lead_through_a_long_memory_with_its_filter(repo):
+    """The page showed the newest 50 and no way to the others: a person filters, clicks "older" to the
+    second page of that filter and "newer" back to the first."""
+    from conftest import seeded
+    from gitmem.web.app import LIST_LIMIT
+
+    sync_playwright = _playwright()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    store = seeded(repo, 2 * LIST_LIMIT + 10)  # facts, and a convention first
+    facts = [m.text for m in store.list(type="fact")][::-1]
+    with sync_playwright() as p, _serve(repo) as server:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.goto(server + "/memory")
+            page.locator("form.filters select[name=type]").select_option("fact")
+            with page.expect_navigation():
+                page.locator("form.filters button[type=submit]").click()
+            assert page.locator("p.count").inner_text() == f"The newest {LIST_LIMIT} of {len(facts)} memories."
+            assert page.locator("nav.pager a[rel=prev]").count() == 0
+            with page.expect_navigation():
+                page.locator("nav.pager a[rel=next]").click()
+            texts = page.locator("article.memory .title").all_inner_texts()
+            assert texts == facts[LIST_LIMIT:2 * LIST_LIMIT]
+            assert page.locator("p.count").inner_text().startswith(f"{LIST_LIMIT} of {len(facts)} memories, created")
+            assert page.locator("form.filters select[name=type]").input_value() == "fact"  # the filter came along
+            page.screenshot(path=str(SHOTS / "memory-older.png"), full_page=True)
+            with page.expect_navigation():
+                page.locator("nav.pager a[rel=prev]").click()
+            assert page.locator("article.memory .title").all_inner_texts() == facts[:LIST_LIMIT]
+            assert page.locator("nav.pager a[rel=prev]").count() == 0
+        finally:
+            browser.close()

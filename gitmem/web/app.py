@@ -23,7 +23,7 @@ import functools
 import hmac
 import os
 import secrets
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Union
 from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
@@ -41,12 +41,15 @@ from ..warm import Warm
 from . import pages
 from .html import url
 
+if TYPE_CHECKING:
+    from ..store import Page
+
 SOURCE = "web-ui"
 DEFAULT_PORT = 8737
 MAX_FORM_BYTES = 256 * 1024
 PAGE_SIZE = 50
-#: The memory page shows the newest this many, the newest a tree's summary keeps; filters and search
-#: narrow the rest (a page of 10,000 cards helps nobody and takes seconds to render).
+#: The memory page shows this many a page (its newer/older links lead on), the newest a tree's summary keeps:
+#: the first page reads no further (a page of 10,000 cards helps nobody and takes seconds to render).
 LIST_LIMIT = Warm.NEWEST
 HEADERS = [
     (b"content-security-policy", b"default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -122,6 +125,13 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         except GitmemError as e:
             return str(e)
 
+    def page_number(params: Mapping[str, str]) -> int:
+        """A page link's ``page=N`` (1 where it is none)."""
+        try:
+            return max(1, int(params.get("page", "1")))
+        except ValueError:
+            return 1
+
     def html(body: str, status: int = 200) -> HTMLResponse:
         return HTMLResponse(body, status_code=status)
 
@@ -175,25 +185,36 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         status_kept = None if wanted == "all" else wanted
         items: List[Any]
         shown: List[Any]
-        total: Optional[int]
         problems: List[Any] = []
-        if filters["q"]:  # from the index when nothing narrows it, as `gitmem search`
-            items = find(store, filters["q"], 100, filters=narrowing, status=status_kept, max_backlog=AGENT_BACKLOG)
-            total, shown = len(items), []  # a hit says whether it is stale
+        listed: Optional["Page"] = None  # a list's page; a search's is ``number``, with ``more`` after it
+        number, more = page_number(params), False
+        if filters["q"]:  # from the index when nothing narrows it, as `gitmem search`; paged by rank, not by id
+            hits = find(store, filters["q"], number * LIST_LIMIT + 1, filters=narrowing, status=status_kept,
+                        max_backlog=AGENT_BACKLOG)
+            items, shown = hits[(number - 1) * LIST_LIMIT:number * LIST_LIMIT], []  # a hit says whether it is stale
+            more = len(hits) > number * LIST_LIMIT
             if store.summary()["counts"].get("invalid"):  # named as the plain page names them (a full load: rare)
                 store.memories()
                 problems = store.problems
         else:
-            items, total = store.first_page(LIST_LIMIT, **narrowing, status=status_kept)
+            before, after = (cursor(params, k) for k in ("before", "after"))
+            listed = store.page(LIST_LIMIT, before=before, after=after, **narrowing, status=status_kept)
             problems = store.problems
-            shown = items
+            items = shown = listed.memories
         blobs = store.current_blobs(shown)
         body = pages.memory_page(conflicts=pending(store, tip) if items else {},
             repo=repo_label, branch=store.branch, branches=branch_names(store), read_from=read_from, tip=tip,
-            filters=filters, items=items, total=total, searched=bool(filters["q"]),
+            filters=filters, items=items, listed=listed, number=number, more=more, per_page=LIST_LIMIT,
             stale_ids={m.id for m in shown if is_stale(m, blobs)}, csrf=token, key=secrets.token_urlsafe(24),
             who=signer(store), form=form or {}, flash=done(params), error=error, problems=problems)
         return html(body, status)
+
+    def cursor(params: Mapping[str, str], name: str) -> Optional[str]:
+        """A page link's ``before``/``after`` id: a position among ids, so only a well-formed one."""
+        value = params.get(name, "").strip()
+        if value and not ID_RE.match(value):
+            raise GitmemError(f"{name}={value!r} is not a memory id: follow the page's newer/older links")
+        return value or None
 
     @page
     def memory(request: Request) -> Response:
@@ -246,10 +267,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
                 raise GitmemError(f"{value!r} is not a date like 2026-01-31") from None
             return start + 86399 if end else start
 
-        try:
-            number = max(1, int(q.get("page", "1")))
-        except ValueError:
-            number = 1
+        number = page_number(q)
         result = trail(root.repo, offset=(number - 1) * PAGE_SIZE, limit=PAGE_SIZE,
                        branches=[filters["branch"]] if filters["branch"] else None,
                        author_kind=filters["kind"] or None, source=filters["source"] or None,

@@ -96,7 +96,8 @@ def memory_card(m: Memory, branch: str, *, stale: bool, score: Optional[float] =
 
 
 def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: Optional[str], tip: Optional[str],
-                filters: Mapping[str, str], items: Sequence[Any], total: Optional[int], searched: bool, stale_ids: set,
+                filters: Mapping[str, str], items: Sequence[Any], listed: Any, number: int, more: bool, per_page: int,
+                stale_ids: set,
                 csrf: str, key: str, who: Any, form: Mapping[str, str], flash: Optional[str] = None,
                 error: Optional[str] = None, problems: Sequence[Any] = (),
                 conflicts: Optional[Mapping[str, Any]] = None) -> Safe:
@@ -131,28 +132,56 @@ def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: O
                     statuses=options([("active", "active"), ("all", "all")] + [(s, s) for s in STATUSES[1:]],
                                      f.get("status") or "active"),
                     clear=url("/memory", branch=branch))
-    if searched:
+    params = {"branch": branch, **{k: v for k, v in f.items() if v}}  # what the pager's links carry on
+    if listed is None:  # a search: pages of the ranking
         cards = [memory_card(hit.memory, branch, stale=hit.stale, score=hit.score,
                              conflict=conflicts.get(hit.memory.id)) for hit in items]
-        count = h('<p class="count">{} best match(es) for <q>{}</q>, ranked as <code>gitmem search</code> does.</p>',
-                  len(items), f.get("q", ""))
+        start, end = (number - 1) * per_page + 1, (number - 1) * per_page + len(items)
+        which = h("{} best match(es)", end) if number == 1 and not more else \
+            h("The best matches {}-{}{}", start, end, "" if more else f" of {end}") if items else "No more matches"
+        count = h('<p class="count">{} for <q>{}</q>, ranked as <code>gitmem search</code> does.</p>', which,
+                  f.get("q", ""))
+        nav = pager(url("/memory", **params, page=number - 1) if number > 1 else None,
+                    url("/memory", **params, page=number + 1) if more else None, h("<span>page {}</span>", number),
+                    labels=("better matches", "more matches"))
     else:
         cards = [memory_card(m, branch, stale=m.id in stale_ids, conflict=conflicts.get(m.id)) for m in items]
-        if total is None:  # uncounted: see Store.first_page
-            count = h('<p class="count">The newest {} shown; more match: filter or search to find the others.</p>',
-                      len(items))
-        elif total > len(items):
-            count = h('<p class="count">The newest {} of {} memories: filter or search to find the others.</p>',
-                      len(items), total)
-        else:
-            count = h('<p class="count">{} memor{}.</p>', total, "y" if total == 1 else "ies")
+        count = h('<p class="count">{}</p>', listed_count(listed))
+        nav = pager(url("/memory", **params, after=listed.newer) if listed.newer else None,
+                    url("/memory", **params, before=listed.older) if listed.older else None,
+                    first=url("/memory", **params) if listed.newer else None) \
+            if listed.newer or listed.older else Safe("")
     listing = join(cards) if cards else Safe('<p class="empty">Nothing matches.</p>')
     skipped = join(h('<li><code>{}</code>: {}</li>', p.where, p.message) for p in problems)
     broken = h('<div class="error"><p>Skipped invalid memory blobs:</p><ul>{}</ul></div>', skipped) if problems else ""
     body = h("""<div class="toolbar">{switcher}</div>{where}{filters}{count}{broken}
-<section class="memories">{listing}</section>{add}""", switcher=switcher, where=where, filters=filter_form,
-             count=count, broken=broken, listing=listing, add=add_form(branch, csrf, key, tip, who, form))
+<section class="memories">{listing}</section>{nav}{add}""", switcher=switcher, where=where, filters=filter_form,
+             count=count, broken=broken, listing=listing, nav=nav, add=add_form(branch, csrf, key, tip, who, form))
     return layout("Memory", "memory", body, repo=repo, branch=branch, flash=flash, error=error)
+
+
+def listed_count(p: Any) -> str:
+    """How many memories a list's page (a :class:`gitmem.store.Page`) shows of how many match."""
+    shown, total = len(p.memories), p.total
+    if p.newer is None and p.older is None:  # every match on one page
+        n = shown if total is None else total
+        return f"{n} memor{'y' if n == 1 else 'ies'}."
+    uncounted = "not counted: that would read every memory"  # see Store.page
+    if p.newer is None:
+        return f"The newest {shown} of {total} memories." if total is not None else \
+            f"The newest {shown} shown; more match ({uncounted})."
+    return (f"{shown} of {total} memories" if total is not None else f"{shown} memories ({uncounted})") + \
+        f", created {p.memories[-1].created} to {p.memories[0].created}."
+
+
+def pager(newer: Optional[str], older: Optional[str], middle: Any = "", *, first: Optional[str] = None,
+          labels: Sequence[str] = ("newer", "older")) -> Safe:
+    """The links to the pages around this one (a list's, a search's, the audit trail's; None where there is
+    none) and to the ``first``, around ``middle`` (where this one is)."""
+    parts = [h('<a rel="first" href="{}">&laquo; newest</a>', first) if first else "",
+             h('<a rel="prev" href="{}">&larr; {}</a>', newer, labels[0]) if newer else "", middle,
+             h('<a rel="next" href="{}">{} &rarr;</a>', older, labels[1]) if older else ""]
+    return h('<nav class="pager" aria-label="pages">{}</nav>', join((p for p in parts if p), " "))
 
 
 def add_form(branch: str, csrf: str, key: str, since: Optional[str], who: Any, form: Mapping[str, str]) -> Safe:
@@ -253,18 +282,14 @@ def audit_page(*, repo: str, page: Any, filters: Mapping[str, str], branches: Se
                       when=when(c.time), branches=join(e.branches, ", "),
                       who=author_line(c.author.name, c.author.email, c.author.kind), source=c.source, op=c.op,
                       summary=c.summary, ids=ids, more=more, commit=short(c.commit)))
-    nav = []
     params = {k: v for k, v in f.items() if v}
-    if number > 1:
-        nav.append(h('<a rel="prev" href="{}">&larr; newer</a>', url("/audit", **params, page=number - 1)))
-    nav.append(h("<span>page {}</span>", number))
-    if page.more:
-        nav.append(h('<a rel="next" href="{}">older &rarr;</a>', url("/audit", **params, page=number + 1)))
+    nav = pager(url("/audit", **params, page=number - 1) if number > 1 else None,
+                url("/audit", **params, page=number + 1) if page.more else None, h("<span>page {}</span>", number))
     table = h("""<table class="audit"><thead><tr><th>When</th><th>Branches</th><th>Who</th><th>Source</th><th>Op</th>
 <th>Summary</th><th>Memories</th><th>Commit</th></tr></thead><tbody>{}</tbody></table>""", join(rows)) \
         if rows else Safe('<p class="empty">No writes match.</p>')
-    body = h('<p class="note">Every write on every memory branch, newest first ({} per page).</p>{form}{table}'
-             '<p class="pager">{nav}</p>', page.limit, form=form, table=table, nav=join(nav, " "))
+    body = h('<p class="note">Every write on every memory branch, newest first ({} per page).</p>{form}{table}{nav}',
+             page.limit, form=form, table=table, nav=nav)
     return layout("Audit trail", "audit", body, repo=repo)
 
 
