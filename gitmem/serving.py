@@ -49,15 +49,17 @@ def on_library_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 _LOOPBACK_HOST = re.compile(r"(?:127\.0\.0\.1|localhost|\[::1\])(?::[0-9]{1,5})?", re.IGNORECASE)
 
 
-def scope_refusal(scope: Dict[str, Any]) -> Optional[str]:
+def scope_refusal(scope: Dict[str, Any], same_origin: bool = False) -> Optional[str]:
     """:func:`refusal` of an ASGI HTTP request, from its Host and Origin headers."""
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-    return refusal(headers.get("host"), headers.get("origin"))
+    return refusal(headers.get("host"), headers.get("origin"), same_origin)
 
 
-def refusal(host: Optional[str], origin: Optional[str]) -> Optional[str]:
+def refusal(host: Optional[str], origin: Optional[str], same_origin: bool = False) -> Optional[str]:
     """Why a request to a local server must be refused (a Host or Origin that is not this machine's loopback
     name: a page that rebinds its DNS name to 127.0.0.1 would read the team's memory), or None.
+    ``same_origin``: an Origin must also be the server's own (``http://`` and the Host), as a page's own
+    forms send it: another port on this machine is another site (a dev server, a tool's page).
 
     Both are matched whole against the forms a client sends, not picked apart: a lenient parse reads
     ``127.0.0.1:x@evil`` or ``[::1]evil`` as loopback."""
@@ -67,6 +69,8 @@ def refusal(host: Optional[str], origin: Optional[str]) -> Optional[str]:
         scheme, _, rest = origin.partition("://")
         if scheme.lower() not in ("http", "https") or not _LOOPBACK_HOST.fullmatch(rest):
             return f"refused: Origin {origin!r} is not this machine's loopback address"
+        if same_origin and (scheme.lower() != "http" or rest.lower() != host.strip().lower()):
+            return f"refused: Origin {origin!r} is another site than this one (http://{host.strip()})"
     return None
 
 

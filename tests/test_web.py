@@ -626,8 +626,10 @@ def test_only_a_loopback_host_with_at_most_a_numeric_port_is_served(repo, web):
     assert git(repo, "for-each-ref", "refs/memory/") == ""
 
 
-@pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://127.0.0.1.evil.example:8737"])
+@pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://127.0.0.1.evil.example:8737",
+                                    "http://127.0.0.1:3000", "https://127.0.0.1:8737", "http://localhost:8737"])
 def test_foreign_origin_is_refused(repo, web, origin):
+    """Another port of this machine (a dev server, a tool's page) is another site: only the UI's own pages post."""
     token = csrf(web.get("/memory").text)
     r = web.post("/add", data={"csrf": token, "type": "fact", "text": "x"}, headers={"Origin": origin})
     assert r.status_code == 403 and "Origin" in r.text

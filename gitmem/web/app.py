@@ -10,11 +10,12 @@ Writes (POST, form-encoded, CSRF token required): ``/add``, ``/retract``,
 one-time key, so the same form sent twice (a double click, a page the back
 button restored) adds one memory.
 
-Security: the server only listens on 127.0.0.1; every request whose Host (or
-Origin, when sent) is not a loopback name is refused, which defeats DNS
-rebinding; every write needs the per-process CSRF token embedded in the
-forms; all output goes through the escaping helpers of :mod:`.html`, and a
-strict Content-Security-Policy forbids scripts altogether.
+Security: the server only listens on 127.0.0.1; every request whose Host is not
+a loopback name, or whose Origin (when sent) is not this server's own, is
+refused, which defeats DNS rebinding and posts from another local port; every
+write needs the per-process CSRF token embedded in the forms; all output goes
+through the escaping helpers of :mod:`.html`, and a strict
+Content-Security-Policy forbids scripts altogether.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ _STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
 
 class LocalOnly:
-    """ASGI middleware: refuse foreign Host/Origin (DNS rebinding), add security headers."""
+    """ASGI middleware: refuse a foreign Host or Origin (DNS rebinding, another site), add security headers."""
 
     def __init__(self, app: Any):
         self.app = app
@@ -71,7 +72,7 @@ class LocalOnly:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        problem = scope_refusal(scope)
+        problem = scope_refusal(scope, same_origin=True)
         if problem:
             await PlainTextResponse(problem + "\n", status_code=403)(scope, receive, send)
             return
