@@ -249,7 +249,7 @@ def test_older_and_newer_links_page_through_every_memory_keeping_the_filters(rep
     assert gone in ids_on(oldest) and f"of {2 * LIST_LIMIT + 9} memories" in oldest  # retracted: in "all"
 
 
-def test_search_results_page_by_rank_as_the_cli_ranks_them(repo, web):
+def test_search_results_page_by_rank_as_the_cli_ranks_them(repo, web, monkeypatch):
     from conftest import seeded
     from gitmem.web.app import LIST_LIMIT
 
@@ -264,6 +264,9 @@ def test_search_results_page_by_rank_as_the_cli_ranks_them(repo, web):
     assert sum(shown, []) == [h["memory"]["id"] for h in cli] and len(shown) == 3
     assert f"The best matches {2 * LIST_LIMIT + 1}-{3 * LIST_LIMIT} of {3 * LIST_LIMIT} for" in last
     assert ids_on(follow(last, web, "prev")) == shown[1]
+    monkeypatch.setattr("gitmem.web.app.SEARCH_PAGES", 2)  # page 1,000 of a common word ranked every memory (5 s)
+    deepest = web.get("/memory", params={"q": "billing invoices detail", "page": "3"}).text
+    assert ids_on(deepest) == shown[1] and 'rel="next"' not in deepest and "add words or a filter" in deepest
 
 
 def test_a_page_link_with_a_bad_cursor_or_number_is_answered_not_a_traceback(repo, store, web):

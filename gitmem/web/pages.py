@@ -97,7 +97,7 @@ def memory_card(m: Memory, branch: str, *, stale: bool, score: Optional[float] =
 
 def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: Optional[str], tip: Optional[str],
                 filters: Mapping[str, str], items: Sequence[Any], listed: Any, number: int, more: bool, per_page: int,
-                stale_ids: set,
+                last_page: int, stale_ids: set,
                 csrf: str, key: str, who: Any, form: Mapping[str, str], flash: Optional[str] = None,
                 error: Optional[str] = None, problems: Sequence[Any] = (),
                 conflicts: Optional[Mapping[str, Any]] = None) -> Safe:
@@ -139,10 +139,13 @@ def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: O
         start, end = (number - 1) * per_page + 1, (number - 1) * per_page + len(items)
         which = h("{} best match(es)", end) if number == 1 and not more else \
             h("The best matches {}-{}{}", start, end, "" if more else f" of {end}") if items else "No more matches"
-        count = h('<p class="count">{} for <q>{}</q>, ranked as <code>gitmem search</code> does.</p>', which,
-                  f.get("q", ""))
+        deepest = more and number >= last_page
+        count = h('<p class="count">{} for <q>{}</q>, ranked as <code>gitmem search</code> does{}.</p>', which,
+                  f.get("q", ""), "; a search pages no further: add words or a filter for the others" if deepest
+                  else "")
         nav = pager(url("/memory", **params, page=number - 1) if number > 1 else None,
-                    url("/memory", **params, page=number + 1) if more else None, h("<span>page {}</span>", number),
+                    url("/memory", **params, page=number + 1) if more and not deepest else None,
+                    h("<span>page {}</span>", number),
                     labels=("better matches", "more matches"))
     else:
         cards = [memory_card(m, branch, stale=m.id in stale_ids, conflict=conflicts.get(m.id)) for m in items]
