@@ -411,7 +411,11 @@ def test_retract_through_the_form(repo, store, web):
     page = web.get(f"/memory/{w.memory.id}").text
     r = web.post("/retract", data={"csrf": csrf(page), "branch": "main", "id": w.memory.id, "reason": "v2 shipped"})
     assert r.status_code == 303
-    assert "Retracted" in web.get(r.headers["location"]).text
+    shown = web.get(r.headers["location"]).text
+    assert "Retracted" in shown
+    assert re.search(r'<p class="note retraction">Retracted by <span class="who">Test Human &lt;human@example.com&gt;'
+                     r'</span> .*?</time>: v2 shipped</p>', shown)  # as `gitmem show` says why
+    assert 'class="summary">retract fact: The API is v1</div><p class="reason">Because: v2 shipped</p>' in shown
     log = memory_log(repo)
     assert log.startswith("Test Human <human@example.com>\nretract fact: The API is v1")
     assert "v2 shipped" in log and "Memory-Source: web-ui" in log

@@ -214,10 +214,12 @@ def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versio
     for v in versions:
         c = v.change
         history.append(h("""<li><div class="meta"><strong>{op}</strong> {who} via <span class="source">{source}</span>
-<time>{when}</time> commit <code>{commit}</code></div><div class="summary">{summary}</div>
+<time>{when}</time> commit <code>{commit}</code></div><div class="summary">{summary}</div>{reason}
 <pre class="diff">{diff}</pre></li>""", op=c.op, who=author_line(c.author.name, c.author.email, c.author.kind),
                          source=c.source, when=when(c.time), commit=short(c.commit), summary=c.summary,
-                         diff=_diff_lines(v.diff())))
+                         reason=_write_reason(c), diff=_diff_lines(v.diff())))
+    retraction = next((v.change for v in versions if v.change.op == "retract"), None) \
+        if m.status == "retracted" else None  # who retracted it, and why, as `gitmem show` says it
     linked = []
     for cc in commits:
         if cc.found:
@@ -239,6 +241,10 @@ def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versio
 <button type="submit" class="danger">Retract</button> <span class="hint">as {who}, source web-ui</span></form>""",
                     csrf=csrf_field(csrf), branch=branch, id=m.id, seen=version(m),
                     who=signer_line(who))
+    if retraction is not None:
+        retract = h('<p class="note retraction">Retracted by {} on <time>{}</time>{}</p>',
+                    author_line(retraction.author.name, retraction.author.email, retraction.author.kind),
+                    when(retraction.time), f": {retraction.reason}" if retraction.reason else " (no reason given).")
     body = h("""<p><a href="{back}">&larr; memory of {branch}</a></p>{card}{links}{retract}
 <section><h2>YAML</h2><pre class="yaml">{yaml}</pre></section>
 <section><h2>Linked code commits</h2>{linked}</section>
@@ -248,6 +254,11 @@ def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versio
              linked=h("<ul>{}</ul>", join(linked)) if linked else Safe('<p class="empty">None.</p>'),
              history=join(history))
     return layout(f"{m.type} {m.id}", "memory", body, repo=repo, branch=branch, flash=flash, error=error)
+
+
+def _write_reason(c: Any) -> Safe:
+    """Why a write was made, as it quoted it in its commit (a retraction's reason): `gitmem show` prints it."""
+    return h('<p class="reason">Because: {}</p>', c.reason) if c.reason else Safe("")
 
 
 def _diff_lines(diff: str) -> Safe:
