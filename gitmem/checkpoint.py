@@ -305,14 +305,23 @@ class Resume:
     changed_files: List[str]
     relevant: List[Memory]
     next: Optional[str]
+    inherits: Optional[str] = None  # the parent branch whose memory was read: this branch has none of its own yet
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"branch": self.branch, "head": self.head,
-                "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None,
-                "commits_since": [{"commit": c, "subject": s} for c, s in self.commits_since],
-                "memories_since": [m.to_dict() for m in self.memories_since],
-                "changed_files": list(self.changed_files),
-                "relevant": [m.to_dict() for m in self.relevant], "next": self.next}
+        out = {"branch": self.branch, "head": self.head, "inherits": self.inherits,
+               "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None,
+               "commits_since": [{"commit": c, "subject": s} for c, s in self.commits_since],
+               "memories_since": [m.to_dict() for m in self.memories_since],
+               "changed_files": list(self.changed_files),
+               "relevant": [m.to_dict() for m in self.relevant], "next": self.next}
+        return {**out, "note": inherited_note(self.inherits)} if self.inherits else out
+
+
+def inherited_note(branch: str) -> str:
+    """What resume says on a branch with no memory of its own, which reads ``branch``'s: an agent starting a fresh
+    branch, told that branch's checkpoint and next step as its own, would carry on someone else's work."""
+    return (f"from {branch}'s memory: this branch has none of its own yet, so the checkpoint and the next step "
+            f"are {branch}'s work, not this branch's")
 
 
 def resume(store: Store, *, limit: int = 50) -> Resume:
@@ -322,7 +331,8 @@ def resume(store: Store, *, limit: int = 50) -> Resume:
     own = None if repo.head_is_unborn or repo.head_is_detached or repo.head.shorthand == store.branch \
         else ref_target(repo, f"refs/heads/{store.branch}")
     head = own or head_commit(store.repo)
-    cp = latest_checkpoint(store)
+    reads, tip = store.read_from()
+    cp = latest_checkpoint(store, tip)
     point = cp[1] if cp else None
     commits: List[Tuple[str, str]] = []
     if head:
@@ -348,7 +358,8 @@ def resume(store: Store, *, limit: int = 50) -> Resume:
     since = [m for m in recent if point is None or m.id > point.id][::-1]
     files = _changed_files(store, head, [c for c, _ in commits])
     relevant = store.choices_touching(_touching(files)) if files else []
-    return Resume(store.branch, head, point, commits, since, files, relevant, point.next if point else None)
+    return Resume(store.branch, head, point, commits, since, files, relevant, point.next if point else None,
+                  reads if reads and reads != store.branch else None)
 
 
 def _touching(files: Sequence[str]) -> Callable[[Sequence[str]], bool]:
@@ -416,6 +427,9 @@ def render_resume(r: Resume, prompt: bool = False) -> str:
         lines.append(f"branch {r.branch}, HEAD {(r.head or '-')[:10]}")
         lines.append(f"checkpoint {cp.id} at {(cp.commit or '-')[:10]} ({cp.created}): {cp.text.strip()}"
                      if cp else "no checkpoint on this branch yet")
+    if r.inherits:
+        note = inherited_note(q(r.inherits))
+        lines.append(f"Note: {note}." if prompt else f"  ({note})")
     head = "Commits since the checkpoint" if cp else "Recent commits"
     lines += ["", f"{head} ({len(r.commits_since)}):" if r.commits_since else f"{head}: none"]
     lines += [f"  {c[:10]} {q(s)}" for c, s in r.commits_since]
@@ -429,5 +443,6 @@ def render_resume(r: Resume, prompt: bool = False) -> str:
         for m in r.relevant:
             why = f" (because: {q(m.reason)})" if m.reason else ""
             lines.append(f"  {m.type} {m.id}: {q(m.summary)}{why} [{q(', '.join(m.paths))}]")
-    lines += ["", f"Next step: {q(r.next)}" if r.next else "Next step: not recorded (see the checkpoint text)"]
+    step = f"Next step on {q(r.inherits)}, not this branch" if r.inherits else "Next step"
+    lines += ["", f"{step}: {q(r.next)}" if r.next else f"{step}: not recorded (see the checkpoint text)"]
     return "\n".join(lines) + "\n"

@@ -137,3 +137,23 @@ def test_resume_says_which_memories_written_since_the_checkpoint_no_longer_hold(
     assert f"{wrong.id} fact: The parser reads stdin (retracted: do not rely on it)" in prompt
     assert f"{old.id} fact: The CLI prints JSON (replaced by {new.id}: do not rely on it)" in prompt
     assert f"{new.id} fact: The CLI prints YAML\n" in prompt
+
+
+def test_resume_on_a_branch_without_memory_of_its_own_says_the_checkpoint_is_its_parents(repo):
+    """A new (or orphan) branch reads main's memory: resume showed main's checkpoint and next step as if they were
+    this branch's work, and an agent starting there was told to carry on someone else's run."""
+    checkpoint(Store.open(str(repo)), "ledger half done", next="finish the ledger")
+    for new_branch in (["-b", "feat"], ["--orphan", "fresh"]):
+        git(repo, "checkout", "-q", *new_branch)
+        out = json.loads(gitmem(repo, "resume", "--json").stdout)
+        assert out["inherits"] == "main" and out["next"] == "finish the ledger"
+        assert out["note"].startswith("from main's memory: this branch has none of its own yet")
+        text = gitmem(repo, "resume").stdout
+        assert "(from main's memory: this branch has none of its own yet" in text
+        assert "Next step on main, not this branch: finish the ledger" in text
+        prompt = gitmem(repo, "resume", "--prompt").stdout
+        assert "Note: from main's memory: this branch has none of its own yet" in prompt
+        assert "\nNext step: " not in prompt
+        git(repo, "checkout", "-q", "main")
+    assert "inherits" in (on_main := json.loads(gitmem(repo, "resume", "--json").stdout)) and on_main["inherits"] is None
+    assert "note" not in on_main and "Next step: finish the ledger" in gitmem(repo, "resume").stdout

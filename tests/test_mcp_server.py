@@ -551,3 +551,21 @@ def test_context_is_built_without_a_guide_it_cannot_read_and_says_so(repo):
         assert "Money is integer cents" in ctx["context"] and "tox" not in ctx["context"]
     assert deleted["warnings"][0] == "the guide AGENTS.md is missing: the context was built without it"
     assert garbled["warnings"][0].startswith("cannot read the guide AGENTS.md: ")
+
+
+def test_resume_on_a_fresh_branch_says_the_checkpoint_is_the_parent_branchs(repo):
+    """A new branch has no memory of its own and reads main's: resume gave main's checkpoint and next step with no
+    word that they were main's, so the agent on the fresh branch was told to carry on main's work as its own."""
+    async def main():
+        async with session(repo) as s:
+            await call(s, "checkpoint", text="ledger half done", next="finish the ledger")
+            _, on_main = await call(s, "resume")
+            git(repo, "switch", "-q", "-c", "feature")
+            _, on_feature = await call(s, "resume")
+            return on_main, on_feature
+
+    on_main, on_feature = run(main)
+    assert on_main["inherits"] is None and "note" not in on_main
+    assert on_feature["branch"] == "feature" and on_feature["inherits"] == "main"
+    assert on_feature["next"] == "finish the ledger"
+    assert on_feature["note"].startswith("from main's memory: this branch has none of its own yet")

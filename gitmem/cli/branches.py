@@ -535,10 +535,11 @@ def checkpoint_cmd(store: Store, text: str, next_: Optional[str], who, source, a
 def resume(store: Store, prompt: bool, limit: int, as_json: bool) -> None:
     """Where the run on this branch stands: the latest checkpoint, commits and
     memories since, decisions and rejections about the files the branch
-    changed, and the next step.
+    changed, and the next step. On a branch with no memory of its own yet, it
+    says whose checkpoint it shows (inherits, note).
 
-    JSON: {"branch", "head", "checkpoint", "commits_since": [{"commit", "subject"}], "memories_since",
-    "changed_files", "relevant", "next"}.
+    JSON: {"branch", "head", "inherits", "checkpoint", "commits_since": [{"commit", "subject"}], "memories_since",
+    "changed_files", "relevant", "next", "note"?}.
 
     Example: gitmem resume --prompt
     """
