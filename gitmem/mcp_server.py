@@ -109,11 +109,15 @@ def _compact(schema: Any) -> Any:
     return schema
 
 
-def _written(store: Store, w: Any) -> Dict[str, Any]:
-    """A write's reply; with the notice the CLI prints when the branch is not HEAD's own (a detached HEAD writes
-    to the default branch's memory), which a client reading only the ref would miss."""
-    out = {"id": w.memory.id, "commit": w.commit, "ref": store.ref, "redacted": w.redacted}
+def _noticed(store: Store, out: Dict[str, Any]) -> Dict[str, Any]:
+    """A reply with the notice the CLI prints when the branch is not HEAD's own (a detached HEAD reads and writes
+    the default branch's memory), which a client reading only the reply would miss."""
     return {**out, "notice": store.notice} if store.notice else out
+
+
+def _written(store: Store, w: Any) -> Dict[str, Any]:
+    """A write's reply (:func:`_noticed`)."""
+    return _noticed(store, {"id": w.memory.id, "commit": w.commit, "ref": store.ref, "redacted": w.redacted})
 
 
 class Gitmem:
@@ -163,7 +167,7 @@ class Gitmem:
         out = {"ref": store.ref, "memories": [_hit(h, conflicts) for h in hits]}
         if any(h.stale for h in hits):
             out["note"] = "stale: the file changed since that file memory was written; re-read it"
-        return out
+        return _noticed(store, out)
 
     def check_proposal(self, proposal: str, paths: Optional[List[str]] = None) -> Dict[str, Any]:
         from .recall import AGENT_BACKLOG, check
@@ -189,10 +193,11 @@ class Gitmem:
     def context(self, query: Optional[str] = None) -> Dict[str, Any]:
         from .context_inputs import build
 
-        ctx = build(self.store(), query=query, guide_optional=True)
+        store = self.store()
+        ctx = build(store, query=query, guide_optional=True)
         text = "\n\n".join(b["text"] for b in ctx.body["system"] if b.get("type") == "text")
-        return {"memory_commit": ctx.memory_commit, "tokens": ctx.total_tokens, "context": text,
-                "warnings": list(ctx.warnings)}
+        return _noticed(store, {"memory_commit": ctx.memory_commit, "tokens": ctx.total_tokens, "context": text,
+                                "warnings": list(ctx.warnings)})
 
     def checkpoint(self, source: str, text: str, next: Optional[str] = None) -> Dict[str, Any]:
         from .checkpoint import checkpoint
@@ -204,7 +209,8 @@ class Gitmem:
     def resume(self) -> Dict[str, Any]:
         from .checkpoint import resume
 
-        return resume(self.store()).to_dict()
+        store = self.store()
+        return _noticed(store, resume(store).to_dict())
 
     def memory_list(self) -> str:
         from .warm import counted

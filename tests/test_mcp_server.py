@@ -569,3 +569,19 @@ def test_resume_on_a_fresh_branch_says_the_checkpoint_is_the_parent_branchs(repo
     assert on_feature["branch"] == "feature" and on_feature["inherits"] == "main"
     assert on_feature["next"] == "finish the ledger"
     assert on_feature["note"].startswith("from main's memory: this branch has none of its own yet")
+
+
+def test_a_read_on_a_detached_head_says_whose_memory_it_read(repo):
+    # writes said "HEAD is detached ..."; recall, context and resume read main's memory without a word
+    git(repo, "checkout", "-q", "--detach")
+
+    async def reads():
+        async with session(repo) as s:
+            return [(await call(s, tool, **arguments))[1] for tool, arguments in
+                    (("recall", {"query": "build"}), ("context", {}), ("resume", {}))]
+
+    for reply in run(reads):
+        assert "HEAD is detached" in reply["notice"]
+    git(repo, "checkout", "-q", "main")
+    for reply in run(reads):
+        assert "notice" not in reply
