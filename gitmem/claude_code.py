@@ -343,15 +343,18 @@ def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code
 
 
 def _repo_path(store: Store, path: str, cwd: str) -> Optional[str]:
-    """``path`` relative to the work tree, or None when it is outside it."""
+    """``path`` relative to the work tree, or None when it is outside it or no file of it (in a ``.git``)."""
+    from .errors import InvalidMemory
+    from .model import check_new_path
+
     workdir = store.repo.workdir
     if not path or not workdir:
         return None
     full = os.path.realpath(os.path.join(cwd, path))
-    rel = os.path.relpath(full, os.path.realpath(workdir))
-    if rel == "." or rel.startswith(".." + os.sep) or rel == ".." or rel.split(os.sep)[0] == ".git":
+    try:
+        return check_new_path(os.path.relpath(full, os.path.realpath(workdir)).replace(os.sep, "/"))
+    except InvalidMemory:
         return None
-    return rel.replace(os.sep, "/")
 
 
 def summarize_file(path: str, full_path: str) -> str:

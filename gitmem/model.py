@@ -360,6 +360,16 @@ def check_path(path: str) -> str:
     return "/".join(parts)
 
 
+def check_new_path(path: str) -> str:
+    """:func:`check_path` for a path a write gives a memory, which names a file of the work tree: never one in
+    ``.git`` (git tracks no path with a ``.git`` part, in any case). Stored memories are not held to it
+    (:func:`validate`), so one written before still loads."""
+    p = check_path(path)
+    if any(part.casefold() == ".git" for part in p.split("/")):
+        raise InvalidMemory("paths", f"{path!r} is inside .git: a memory's paths name files of the work tree")
+    return p
+
+
 def filter_path(path: str) -> Optional[str]:
     """``path`` as a filter or a file in play names stored paths, in :func:`check_path`'s form (``./src//x.py``
     is ``src/x.py``), so every interface reads one the same way; None for a path no memory can have (empty,

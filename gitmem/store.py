@@ -653,7 +653,7 @@ class Store:
                            "source": source, "supersedes": supersedes, "blob": blob, "commit": commit, "next": next,
                            "commits": commits})  # tags="abc" is not the tags a, b and c
         author = author or default_author(self.repo)
-        paths = tuple(model.check_path(p) for p in paths)
+        paths = tuple(model.check_new_path(p) for p in paths)
         if type == "file" and blob is None and paths:
             blob = self.current_blob(paths[0])
         if type == "checkpoint" and commit is None:
@@ -694,7 +694,7 @@ class Store:
                 if key in changes and changes[key] is not None:
                     values = changes[key]
                     if key == "paths":
-                        values = [model.check_path(p) for p in values]
+                        values = [model.check_new_path(p) for p in values]
                     changes[key] = tuple(dict.fromkeys(values))
             return changes
 
@@ -747,6 +747,8 @@ class Store:
         author = author or default_author(self.repo)
         new_fields = {"text": text, "title": fields_.pop("title", None), "reason": fields_.pop("reason", None),
                       "next": fields_.pop("next", None)}
+        if fields_.get("paths") is not None:  # new paths, held to what add holds them to; kept ones stay as they are
+            fields_["paths"] = [model.check_new_path(p) for p in fields_["paths"]]
 
         def apply(snap: Snapshot) -> Built:
             path, old = snap.find(memory_id)

@@ -192,9 +192,17 @@ def test_files_outside_the_work_tree_and_other_tools_are_not_recorded(tmp_path, 
     outside = tmp_path / "notes.txt"
     outside.write_text("private\n")
     hook(repo, "PostToolUse", tool_name="Read", tool_input={"file_path": str(outside)})
+    (repo / "vendor" / "lib" / ".git").mkdir(parents=True)
+    (repo / "vendor" / "lib" / ".git" / "config").write_text("[core]\n")
+    for git_file in (repo / ".git" / "config", repo / "vendor" / "lib" / ".git" / "config"):  # git's, not the tree's
+        for tool in ("Read", "Edit"):  # left out, not refused with a warning
+            assert hook(repo, "PostToolUse", tool_name=tool, tool_input={"file_path": str(git_file)}).stderr == ""
     hook(repo, "PostToolUse", tool_name="Grep", tool_input={"pattern": "x"})
     hook(repo, "PostToolUse", tool_name="Bash", tool_input={"command": "ls -la"})
     assert Store.open(str(repo)).tip() is None
+    (repo / "a.py").write_text("# a\n")  # an edit after them is recorded: no path of .git was kept for the session
+    hook(repo, "PostToolUse", tool_name="Edit", tool_input={"file_path": str(repo / "a.py")})
+    assert [m.paths for m in Store.open(str(repo)).list(type="action")] == [("a.py",)]
 
 
 def test_edits_link_to_one_session_action_and_a_git_commit_links_it(repo):

@@ -148,6 +148,7 @@ def test_a_search_with_nothing_searchable_says_so(run):
     (["add", "note", "Use Redis", "--title", "\u200b"], "invalid title: must not be empty"),
     (["add", "rejection", "Use Redis"], "needs the reason"),
     (["add", "fact", "x", "--path", "../../etc/passwd"], "inside the repository"),
+    (["add", "fact", "x", "--path", ".git/config"], "invalid paths: '.git/config' is inside .git: a memory's paths"),
     (["show", "0000000000000000"], "no memory"),
     (["--branch", "a..b", "list"], "invalid branch name"),
 ])

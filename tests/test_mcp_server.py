@@ -118,19 +118,22 @@ def test_a_malformed_call_is_an_mcp_error_and_writes_nothing(repo):
             missing = await s.call_tool("reject", {"proposal": "Use Redis"})
             bad_type = await s.call_tool("remember", {"type": "gossip", "text": "x"})
             bad_path = await s.call_tool("remember", {"type": "fact", "text": "x", "paths": ["../outside"]})
+            git_path = await s.call_tool("remember", {"type": "fact", "text": "x", "paths": [".git/config"]})
             unknown = await s.call_tool("forget_everything", {})
             no_limit = await s.call_tool("recall", {"query": "redis", "limit": 0})
             blank = await s.call_tool("check_proposal", {"proposal": "  "})
             _, still = await call(s, "recall", query="redis")
-            return missing, bad_type, bad_path, unknown, no_limit, blank, still
+            return missing, bad_type, bad_path, git_path, unknown, no_limit, blank, still
 
-    missing, bad_type, bad_path, unknown, no_limit, blank, still = run(main)
-    for result in (missing, bad_type, bad_path, unknown, no_limit, blank):
+    missing, bad_type, bad_path, git_path, unknown, no_limit, blank, still = run(main)
+    for result in (missing, bad_type, bad_path, git_path, unknown, no_limit, blank):
         assert result.is_error
     assert "limit must be at least 1" in no_limit.content[0].text
     assert "proposal is empty" in blank.content[0].text
     assert "reason" in missing.content[0].text
     assert "must stay inside the repository" in bad_path.content[0].text
+    assert git_path.content[0].text.endswith("invalid paths: '.git/config' is inside .git: a memory's paths name "
+                                             "files of the work tree")
     assert still == {"ref": "refs/memory/main", "memories": []}
     assert git(repo, "for-each-ref", "refs/memory/").strip() == ""
 

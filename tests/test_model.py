@@ -156,6 +156,16 @@ def test_paths_are_normalised_and_kept_inside():
             check_path(bad)
 
 
+def test_a_new_path_names_a_work_tree_file_yet_a_stored_one_in_git_still_validates():
+    from gitmem.model import check_new_path, validate
+
+    assert check_new_path("./src//.gitignore") == "src/.gitignore"
+    for bad in (".git/config", "sub/.Git/HEAD", ".git"):
+        with pytest.raises(InvalidMemory, match="inside .git"):
+            check_new_path(bad)
+    validate(mem(paths=(".git/config",)))  # written before new paths were held to it: still loads
+
+
 def test_a_path_filter_is_read_as_a_stored_path_is_written():
     m = mem(paths=("src/pay/refunds.py",))
     for typed in ("src/pay/refunds.py", "./src/pay/refunds.py", "src//pay/", "src/./pay", "./src", "src\\pay"):

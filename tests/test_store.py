@@ -562,3 +562,27 @@ def test_pages_before_and_after_an_id_walk_every_match_once_each_way(repo, store
         assert back[:-1] == pages[1:-1][::-1], filters
         oldest = store.page(4, before=full[-1], **filters)  # past the oldest (a link older than a retract): the oldest
         assert [m.id for m in oldest.memories] == full[-4:] and oldest.older is None, filters
+
+
+def test_a_new_memory_s_paths_never_name_a_file_inside_git(store, repo):
+    """A memory's paths name files of the work tree: .git/config is git's own (git tracks no path with a .git
+    part, in any case). New writes refuse one in one line; a memory stored with one before still loads."""
+    kept = store.add("file", "summary of the readme", paths=["README.md"]).memory
+    tip = store.own_tip()
+    for bad in (".git/config", "./.git/hooks/pre-commit", "vendor/lib/.GIT/HEAD", ".git"):
+        with pytest.raises(InvalidMemory, match="is inside .git: a memory's paths name files of the work tree") as e:
+            store.add("fact", "the remote is origin", paths=[bad])
+        assert "\n" not in str(e.value)
+        with pytest.raises(InvalidMemory, match="is inside .git"):
+            store.edit(kept.id, paths=[bad])
+        with pytest.raises(InvalidMemory, match="is inside .git"):
+            store.supersede(kept.id, "the readme, again", paths=[bad])
+    assert store.own_tip() == tip
+    assert store.add("fact", "dotfiles are fine", paths=[".gitignore", "docs/.github/x.md"]).memory.paths == (
+        ".gitignore", "docs/.github/x.md")
+    old = Memory.from_dict({**kept.to_dict(), "id": "0000000000000001", "type": "fact", "paths": [".git/config"],
+                            "blob": None})
+    plant(store, memory_path(old), dump_yaml(old))
+    again = Store.open(str(repo))
+    assert again.get(old.id).paths == (".git/config",) and not again.problems
+    assert again.edit(old.id, text="the remote is upstream").memory.paths == (".git/config",)  # its own paths stay
