@@ -395,6 +395,14 @@ def _fill(elements: Iterable[Element], room: int) -> Tuple[List[Element], int, b
     return kept, used, True
 
 
+def query_refusal(query: Optional[str], name: str = "query") -> Optional[str]:
+    """Why ``query`` is refused, or None. A question of only whitespace is a slip (an empty variable), not "no
+    question", which is leaving it out: every interface refuses it in these words (``name``: its name there)."""
+    if query is not None and not query.strip():
+        return f"{name} is empty: give the question, or leave {name} out"
+    return None
+
+
 def _question_text(query: Optional[str], paths: Sequence[str]) -> str:
     text = f"<question>{quoted(query or NO_QUESTION)}</question>"
     if paths:

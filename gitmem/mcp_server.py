@@ -191,8 +191,12 @@ class Gitmem:
         return {"changes": [c.to_dict() for c in self.store().history(id)]}
 
     def context(self, query: Optional[str] = None) -> Dict[str, Any]:
+        from .context import query_refusal
         from .context_inputs import build
 
+        problem = query_refusal(query)  # as `gitmem context --query ""` refuses it
+        if problem:
+            raise GitmemError(problem)
         store = self.store()
         ctx = build(store, query=query, guide_optional=True)
         text = "\n\n".join(b["text"] for b in ctx.body["system"] if b.get("type") == "text")

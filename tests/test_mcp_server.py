@@ -588,3 +588,18 @@ def test_a_read_on_a_detached_head_says_whose_memory_it_read(repo):
     git(repo, "checkout", "-q", "main")
     for reply in run(reads):
         assert "notice" not in reply
+
+
+def test_context_refuses_an_empty_query_as_the_cli_does(repo):
+    # `gitmem context --query ""` refuses it; the tool built a context for no question, hiding the slip
+    from conftest import gitmem
+
+    async def main():
+        async with session(repo) as s:
+            return [await s.call_tool("context", {"query": query}) for query in ("", " \n\t")]
+
+    for result in run(main):
+        assert result.is_error and result.content[0].text.endswith(
+            "query is empty: give the question, or leave query out")
+    cli = gitmem(repo, "context", "--query", "", check=False)
+    assert cli.returncode == 2 and "Error: --query is empty: give the question, or leave --query out" in cli.stderr

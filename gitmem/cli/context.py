@@ -64,12 +64,13 @@ def context_(store: Store, query, paths, ttl, model, budget, advance, as_json) -
 
     Example: gitmem context --query "how do refunds work?" --ttl 1h --json
     """
-    from ..context import assemble
+    from ..context import assemble, query_refusal
     from ..context_inputs import gather, set_anchor
     from ..price_table import configured_price_table
 
-    if query is not None and not query.strip():  # as search's: an empty question is a slip, not "no question"
-        raise click.UsageError("--query is empty: give the question, or leave --query out")
+    problem = query_refusal(query, "--query")
+    if problem:
+        raise click.UsageError(problem)
     if advance:
         set_anchor(store)
     table = configured_price_table(store)
