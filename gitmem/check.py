@@ -58,6 +58,9 @@ REASON_NOVELTY_SHARE = 1 / 4
 DECISION_SHARE = REASON_SHARE
 #: At most this many sentences of a proposal are judged one by one (each costs a query embedding).
 MAX_PARTS = 8
+#: A check's JSON echoes at most this many characters of the proposal: the caller has it, and a 500 KB plan echoed
+#: whole went back into the agent's context.
+ECHO_CHARS = 200
 #: What each answer says decided it (:attr:`Check.judge`).
 HYBRID_JUDGE = "hybrid: words, dense cosine and stance"
 LEXICAL_JUDGE = "lexical: words and stance"
@@ -98,10 +101,14 @@ class Check:
         return [h for h in self.hits if h.tier == "related"]
 
     def to_dict(self) -> Dict[str, Any]:
-        """The CLI's and MCP's shape: the repeated rejections, and the related ones for information."""
-        return {"proposal": self.proposal, "repeat": self.repeat, "judge": self.judge,
-                "rejections": [rejection_summary(h) for h in self.repeats],
-                "related": [rejection_summary(h) for h in self.related]}
+        """The CLI's and MCP's shape: the repeated rejections, and the related ones for information. A proposal
+        longer than :data:`ECHO_CHARS` is echoed cut, ending in "…", with ``proposal_chars``, its whole length."""
+        out = {"proposal": self.proposal, "repeat": self.repeat, "judge": self.judge,
+               "rejections": [rejection_summary(h) for h in self.repeats],
+               "related": [rejection_summary(h) for h in self.related]}
+        if len(self.proposal) > ECHO_CHARS:
+            out.update(proposal=self.proposal[:ECHO_CHARS] + "…", proposal_chars=len(self.proposal))
+        return out
 
 
 _CLAUSE_END = re.compile(r"[,;:()\u2013\u2014]| - |\b(?:so|because|since|which|while|unless|until|to avoid|"

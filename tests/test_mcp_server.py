@@ -603,3 +603,23 @@ def test_context_refuses_an_empty_query_as_the_cli_does(repo):
             "query is empty: give the question, or leave query out")
     cli = gitmem(repo, "context", "--query", "", check=False)
     assert cli.returncode == 2 and "Error: --query is empty: give the question, or leave --query out" in cli.stderr
+
+
+def test_check_proposal_echoes_a_short_prefix_of_a_long_proposal_as_gitmem_check_does(repo):
+    # a 500 KB plan came back whole in the reply, into the agent's context again
+    from conftest import gitmem
+
+    gitmem(repo, "add", "rejection", "Move the job queue to Redis", "--because", "one more service to run")
+    plan = "Move the job queue to Redis. " + "Then tidy the docs. " * 25_000
+
+    async def main():
+        async with session(repo) as s:
+            return (await call(s, "check_proposal", proposal=plan))[1], \
+                (await call(s, "check_proposal", proposal="Move the job queue to Redis"))[1]
+
+    long, short = run(main)
+    assert long["proposal"] == plan[:200] + "…" and long["proposal_chars"] == len(plan) > 500_000
+    assert long["repeat"] and long["rejections"][0]["proposal"] == "Move the job queue to Redis"
+    assert short["proposal"] == "Move the job queue to Redis" and "proposal_chars" not in short
+    cli = json.loads(gitmem(repo, "check", "-", "--json", input=plan, check=False).stdout)
+    assert {k: cli[k] for k in ("proposal", "proposal_chars")} == {k: long[k] for k in ("proposal", "proposal_chars")}

@@ -50,9 +50,10 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
     whole proposal), so a rejected option buried in it is often, not always, caught: about half of such
     plans in bench/check_long.py. Checking each approach on its own is surer.
 
-    JSON: {"proposal", "repeat", "judge", "rejections": [{"id", "proposal", "reason", "author",
+    JSON: {"proposal", "proposal_chars"?, "repeat", "judge", "rejections": [{"id", "proposal", "reason", "author",
     "kind", "source", "when", "match", "tier", "similarity"?, "conflict"?}], "related": [...]}; "conflict"
-    (as in search) marks a rejection whose merge conflict is pending.
+    (as in search) marks a rejection whose merge conflict is pending; a proposal over 200 characters is echoed
+    as its first 200 and "…" (proposal_chars: its length).
 
     PROPOSAL - reads it from stdin (a plan in a file: gitmem check - < plan.md).
 
