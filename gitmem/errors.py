@@ -116,6 +116,18 @@ class StorageError(GitmemError):
     """git could not write objects or refs (disk full, read-only repository, corruption)."""
 
 
+class RefClash(StorageError):
+    """``ref`` cannot be created while ``clash`` exists: git keeps no ref name that is also a folder of refs
+    (``feature`` and ``feature/billing``). A caller creating several refs leaves this one out, not the rest."""
+
+    def __init__(self, ref: str, clash: str):
+        self.ref = ref
+        self.clash = clash
+        super().__init__(f"could not create {ref}: {clash} exists, and git cannot keep a ref name that is also a "
+                         "folder of refs; rename one of the two branches (`git branch -m OLD NEW`, then "
+                         "`gitmem branch -m OLD NEW`), or drop the memory of one whose code is gone (`gitmem prune`)")
+
+
 class BranchError(GitmemError):
     """The branch name or HEAD state does not allow the operation."""
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 import pygit2
 
-from .errors import ConcurrentUpdate, GitmemError, RefLocked, StorageError
+from .errors import ConcurrentUpdate, GitmemError, RefClash, RefLocked, StorageError
 from .repo import common_dir, ref_target
 
 T = TypeVar("T")
@@ -169,9 +169,7 @@ def _create_ref(repo: pygit2.Repository, ref: str, new: str, reflog: str) -> Non
         raise Locked(ref, text)
     clash = _clashing_ref(repo, ref)
     if clash:  # git's own words ("cannot lock ref ... exists") do not say what to do
-        raise StorageError(f"could not create {ref}: {clash} exists, and git cannot keep a ref name that is also "
-                           f"a folder of refs; `gitmem prune` drops the memory of a branch whose code is gone, "
-                           f"`gitmem branch -m OLD NEW` renames one")
+        raise RefClash(ref, clash)
     raise StorageError(f"could not create {ref}: {text}")
 
 

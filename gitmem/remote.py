@@ -36,7 +36,7 @@ import pygit2
 
 from .branches import (REMOTE_PREFIX, aside_notice, blocked_entry, damaged_copy, dropped_here, reachable,
                        set_aside_for, take_late_parent)
-from .errors import GitmemError, RemoteError, SecretFound, StorageError
+from .errors import GitmemError, RefClash, RemoteError, SecretFound, StorageError
 from .index import process_gone
 from .model import Author
 from .repo import REF_PREFIX, check_branch_name, common_dir, config_get, damaged, memory_ref, ref_target
@@ -460,8 +460,9 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     otherwise :func:`gitmem.merge.merge_into` fast-forwards or writes a merge
     commit (conflicts are stored for ``gitmem conflicts``), and so for a code
     branch here whose parent's memory, which it reads, holds what the remote's
-    lacks. ``branches`` limits both steps. A branch whose merge clashes again on a pending conflict is
-    left as it is (``blocked``), the others merged."""
+    lacks. ``branches`` limits both steps. A branch whose merge clashes again on a pending conflict, or whose
+    ref git cannot create beside a local one (:class:`~gitmem.errors.RefClash`), is left as it is (``blocked``),
+    the others merged."""
     from .errors import NotFound, PendingConflict
     from .merge import merge_into
     from .trust import Refusal
@@ -491,14 +492,18 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         # A code branch here without memory of its own reads its parent's, which may hold what the copy lacks
         # (unpushed writes): merged below, as a `git pull` or sync would, so the branch's view loses nothing.
         read = target.tip() if f"refs/heads/{b.branch}" in repo.references else None
-        if target.own_tip() is None and (read is None or reachable(repo, read, b.new)) \
-                and (created := _create(target, b.new, remote, author, source)):
-            merged.append({"branch": b.branch, "kind": "new", "commit": created[0], "added": target.snapshot(b.new).ids(),
-                           "changed": [], "conflicts": [], "kept": [], "redacted": created[1]})
-            continue
         try:
+            if target.own_tip() is None and (read is None or reachable(repo, read, b.new)) \
+                    and (created := _create(target, b.new, remote, author, source)):
+                merged.append({"branch": b.branch, "kind": "new", "commit": created[0],
+                               "added": target.snapshot(b.new).ids(), "changed": [], "conflicts": [], "kept": [],
+                               "redacted": created[1]})
+                continue
             r = merge_into(target, b.new, author=author, source=source,
                            message=f"merge memory of {b.branch} from {remote}", gated=True)
+        except RefClash as e:  # `feature` here, `feature/billing` there: this branch waits, the others merge
+            blocked.append({"branch": b.branch, "ref": b.ref, "id": "", "why": str(e)})
+            continue
         except PendingConflict as e:
             blocked.append(blocked_entry(b.branch, b.ref, e))
             continue

@@ -930,3 +930,29 @@ def test_status_and_init_name_a_local_branchs_damaged_memory(alice, bob, command
     git(bob, "fetch", "-q", "origin", "+refs/memory/*:refs/memory-remotes/origin/*")
 
     _says_feature_is_damaged(gitmem(bob, *command, check=False))
+
+
+@pytest.mark.parametrize("here,there", [("feature", "feature/billing"), ("feature/billing", "feature")])
+def test_a_branch_whose_ref_clashes_with_a_local_one_waits_and_the_others_merge(alice, bob, here, there):
+    """git keeps no ref that is also a folder of refs: bob's refs/memory/feature and origin's
+    refs/memory/feature/billing (or the reverse) cannot both be here. The pull stopped at that branch with "could
+    not create ...", main's memory never merged; now that branch waits, reported with what to do, and main merges."""
+    git(alice, "branch", there)
+    gitmem(alice, "--branch", there, "add", "fact", "theirs")
+    gitmem(alice, "add", "fact", "main detail")
+    gitmem(alice, "push", "--all")
+    git(bob, "branch", here)
+    gitmem(bob, "--branch", here, "add", "fact", "mine")
+
+    r = gitmem(bob, "pull", "--json", check=False)
+
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    pulled = json.loads(r.stdout)
+    assert [(m["branch"], m["kind"]) for m in pulled["merged"]] == [("main", "new")]
+    [waits] = pulled["blocked"]
+    assert waits["branch"] == there and waits["ref"] == f"refs/memory-remotes/origin/{there}"
+    assert f"refs/memory/{here} exists" in waits["why"] and "rename one of the two branches" in waits["why"]
+    assert texts(bob) == {"main detail"}
+    assert {m.text for m in Store.open(str(bob), here).memories().values()} == {"mine"}
+    said = [line for line in gitmem(bob, "pull", check=False).stderr.splitlines() if "not merged" in line]
+    assert len(said) == 1 and said[0].startswith(f"gitmem: {there}: not merged: could not create refs/memory/{there}")

@@ -150,8 +150,9 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
     whose memory `gitmem prune` dropped or a new branch of that name set aside here, and whose remote memory
     holds nothing newer (left fetched); "set_aside": {branch: name} where this clone's memory of an earlier
     branch was put because the remote's is a new branch of that name (not merged); "blocked": [{"branch", "ref",
-    "id", "why"}] branches not merged because they clash again on memory "id", whose conflict is pending (also on
-    stderr, and exit 1): resolve it, then pull again.
+    "id", "why"}] branches not merged because they clash again on memory "id", whose conflict is pending, or (id
+    "") whose memory is damaged, or whose ref git cannot keep beside a local branch's (`feature` and
+    `feature/billing`) (also on stderr, and exit 1): "why" says what to do, then pull again.
 
     Example: gitmem pull
     """
