@@ -305,10 +305,12 @@ def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optio
             wanted.append(b)
     _drop_dead_incoming(repo)
     landed = _fetch_incoming(repo, remote, wanted, refused, interactive)
-    _gate(repo, remote, landed, refused)
-    for b in set(before) - set(on_remote):  # prune what the remote no longer has (of ``branches``, if given)
+    # Prune what the remote no longer has (of ``branches``, if given) first: a copy of its deleted `feature`
+    # would keep its new `feature/billing` from landing (git keeps no ref that is also a folder of refs).
+    for b in set(before) - set(on_remote):
         if names is None or b in names:
             _delete_ref(repo, tracking_ref(remote, b))
+    _gate(repo, remote, landed, refused)
     after = remote_branches(repo, remote)
     shown = names if names is not None else sorted(set(before) | set(after))
     return FetchResult(remote, [RemoteBranch(b, tracking_ref(remote, b), before.get(b), after.get(b))

@@ -956,3 +956,23 @@ def test_a_branch_whose_ref_clashes_with_a_local_one_waits_and_the_others_merge(
     assert {m.text for m in Store.open(str(bob), here).memories().values()} == {"mine"}
     said = [line for line in gitmem(bob, "pull", check=False).stderr.splitlines() if "not merged" in line]
     assert len(said) == 1 and said[0].startswith(f"gitmem: {there}: not merged: could not create refs/memory/{there}")
+
+
+def test_a_fetch_takes_a_new_branch_under_the_name_of_one_the_remote_deleted(alice, bob, origin):
+    """origin deleted `feature`, then got `feature/billing`: bob's fetched copy of the old `feature` kept the new
+    branch out ("refused ... could not record it: ... not a directory") until a second fetch had pruned it."""
+    git(alice, "branch", "feature")
+    gitmem(alice, "--branch", "feature", "add", "fact", "old feature")
+    gitmem(alice, "push", "--all")
+    gitmem(bob, "fetch")
+    git(origin, "update-ref", "-d", "refs/memory/feature")
+    git(alice, "update-ref", "-d", "refs/memory/feature")
+    git(alice, "branch", "-D", "feature")
+    git(alice, "branch", "feature/billing")
+    gitmem(alice, "--branch", "feature/billing", "add", "fact", "billing")
+    gitmem(alice, "push", "--all")
+
+    fetched = json.loads(gitmem(bob, "fetch", "--json").stdout)
+
+    assert fetched["refused"] == []
+    assert {b["branch"]: bool(b["new"]) for b in fetched["branches"]} == {"feature": False, "feature/billing": True}
