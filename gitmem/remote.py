@@ -117,7 +117,7 @@ class PullResult:
     aside because the remote's is a new branch's (:func:`gitmem.branches.set_aside_for`). An entry with ``as_of``
     and ``into`` merged the memory ``branch`` held at that fork point into branch ``into``, which started before
     it arrived (:func:`gitmem.branches.take_late_parent`); ``late`` is such a branch whose parent's memory at the
-    fork cannot be told."""
+    fork cannot be told, named by the pull that brought (more of) the parent's memory, not by every later one."""
 
     fetch: FetchResult
     merged: List[Dict[str, Any]] = field(default_factory=list)
@@ -519,12 +519,15 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
             continue
         merged.append({"branch": b.branch, **r.to_dict(), "conflicts": [c.id for c in r.conflicts]})
     late = []
+    # The parents whose memory this pull brought: a branch left to a person is named by that pull, not every
+    # later one (`gitmem status` names it until it is merged).
+    arrived = {b.branch for b in fetched.changed} | {m["branch"] for m in merged if m["kind"] != "up-to-date"}
     for name in sorted(local_branches(repo)):  # a branch whose memory started before its parent's came
         if branches is None or name in branches:
             taken, left, waiting = take_late_parent(store if name == store.branch else Store(repo, name),
                                                     author=author, source=source)
             merged += [{**m, "into": name, "conflicts": [c["id"] for c in m["conflicts"]]} for m in taken]
-            late += left
+            late += [x for x in left if x.parent in arrived]
             blocked += waiting
     return PullResult(fetched, merged, skipped, aside, late, blocked)
 

@@ -321,6 +321,23 @@ def test_when_the_fork_point_is_linked_to_no_memory_commit_pull_status_and_sync_
     assert "started before" not in gitmem(bob, "status").stdout + gitmem(bob, "sync").stderr
 
 
+def test_the_pull_that_brings_a_late_parents_memory_says_so_not_every_pull_after(team):
+    """"feat-b started before feat-a's memory arrived" was said by every `gitmem pull`: it is news once, when
+    the pull brings feat-a's memory (and again when one brings more of it); `gitmem status` keeps naming it."""
+    alice, bob, _ = team
+    stack_on_alices_branch(alice, bob, link=False)
+    said = "feat-b started before feat-a's memory arrived"
+    assert said in gitmem(bob, "pull").stderr
+
+    again = gitmem(bob, "pull", "--json")
+    assert said not in again.stderr and json.loads(again.stdout)["late"] == []
+    assert said in gitmem(bob, "status").stdout
+
+    gitmem(alice, "add", "fact", "more on feat-a")
+    gitmem(alice, "push")
+    assert said in gitmem(bob, "pull").stderr
+
+
 def test_a_branch_made_in_a_clone_without_the_hooks_keeps_its_memory_off_main_too(team, tmp_path):
     """Carol never ran `gitmem hooks install`: no post-checkout recorded her branch's fork point, yet the
     branch's own reflog names the commit it was created at, and her write carries it, so alice's sync
