@@ -103,7 +103,7 @@ class Snapshot:
             try:
                 self._tree = self.store.repo[self.tree_id].peel(pygit2.Tree)
             except (KeyError, ValueError, pygit2.GitError) as e:
-                raise damaged(self.store.ref, self.commit, e) from None
+                raise self.store._damaged(self.commit, e) from None
         return self._tree
 
     def lookup(self, path: str) -> Optional[Entry]:
@@ -138,7 +138,7 @@ class Snapshot:
         try:
             return self.store.warm.tree_entries(self.store.repository, trees)
         except (KeyError, ValueError, pygit2.GitError) as e:
-            raise damaged(self.store.ref, self.commit, e) from None
+            raise self.store._damaged(self.commit, e) from None
 
     def has(self, path: str) -> bool:
         return self.lookup(path) is not None
@@ -183,7 +183,7 @@ class Snapshot:
         try:
             yield from self.store.warm.entries(self.store.repository, self.tree_id)
         except (KeyError, ValueError, pygit2.GitError) as e:
-            raise damaged(self.store.ref, self.commit, e) from None
+            raise self.store._damaged(self.commit, e) from None
 
     def ids(self) -> List[str]:
         return sorted(p.rsplit("/", 1)[1][:-5] for p, _ in self.entries())
@@ -344,7 +344,7 @@ class Store:
         try:
             return str(self.repo[commit].peel(pygit2.Commit).tree_id)  # a ref at a tree or blob is damage, not memory
         except (KeyError, ValueError, pygit2.GitError) as e:
-            raise damaged(self.ref, commit, e) from None
+            raise self._damaged(commit, e) from None
 
     def read_from(self) -> Tuple[Optional[str], Optional[str]]:
         """(branch whose memory is read, its tip): this branch's, else the nearest parent's."""
@@ -360,6 +360,11 @@ class Store:
     def tip(self) -> Optional[str]:
         """The memory commit reads see (own or inherited)."""
         return self.read_from()[1]
+
+    def _damaged(self, commit: Optional[str], e: Exception) -> StorageError:
+        """:func:`gitmem.repo.damaged` for memory read at ``commit``, naming the ref read: this branch's, or the
+        parent's that a branch without memory of its own reads (whose doctor repairs it; this branch has no ref)."""
+        return damaged(memory_ref(self.read_from()[0] or self.branch), commit, e)
 
     def snapshot(self, commit: Optional[str] = None) -> Snapshot:
         return Snapshot(self, commit if commit is not None else self.tip())
@@ -560,7 +565,7 @@ class Store:
         try:
             return self.warm.summary(self.repository, snap.tree_id, self.ref)
         except (KeyError, ValueError, pygit2.GitError) as e:
-            raise damaged(self.ref, tip, e) from None
+            raise self._damaged(tip, e) from None
         finally:
             self.warm.index.flush()
 
@@ -589,7 +594,7 @@ class Store:
             found = self.warm.choices_touching(self.repository, snap.tree_id, self.ref, touches)
             parsed = self.warm.parse(self.repository, found, self.ref)
         except (KeyError, ValueError, pygit2.GitError) as e:
-            raise damaged(self.ref, snap.commit, e) from None
+            raise self._damaged(snap.commit, e) from None
         finally:
             self.warm.index.flush()
         return sorted((m for m in (placed(parsed[b], p) for p, b in found) if isinstance(m, Memory)), key=lambda m: m.id)
@@ -883,7 +888,7 @@ class Store:
         try:
             yield from self.repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
         except (KeyError, ValueError, pygit2.GitError) as e:
-            raise damaged(self.ref, tip, e) from None
+            raise self._damaged(tip, e) from None
 
     def history(self, memory_id: str) -> List[Change]:
         """Every commit that changed this memory's blob, newest first (merges and

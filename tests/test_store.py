@@ -514,6 +514,22 @@ def test_a_memory_ref_at_a_missing_object_or_no_commit_is_named_as_damaged_by_re
     assert (repo / ".git" / "refs" / "memory" / "main").read_text() == before
 
 
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_branch_reading_its_parents_damaged_memory_names_the_parents_ref(repo, damage):
+    """feature has no memory of its own and reads main's: when refs/memory/main is damaged, reads and the first
+    write on feature named refs/memory/feature (which does not exist) and `gitmem --branch feature doctor`."""
+    from conftest import damage_ref, gitmem
+
+    gitmem(repo, "add", "fact", "a fact")
+    git(repo, "checkout", "-q", "-b", "feature")
+    damage_ref(repo, "refs/memory/main", damage)
+    for args in (["log"], ["list"], ["add", "fact", "another fact"]):
+        r = gitmem(repo, *args, check=False)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+        assert "refs/memory/main is damaged" in r.stderr and "`gitmem --branch main doctor`" in r.stderr, r.stderr
+    assert "refs/memory/feature" not in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory/")
+
+
 def test_the_log_names_a_memory_commit_missing_below_the_tip(store, repo):
     """A history missing one of its commits (a lost loose object) lists from the intact tip, but the log's walk
     reached the hole with libgit2's error: it names the ref and doctor, as every read of damage does."""
