@@ -248,7 +248,8 @@ class PromptBlock(NamedTuple):
     block); ``path`` is the API's name for its position (``tools.0``, ``system.1``,
     ``messages.2.content.0``), used in error messages; ``tokens`` includes any framing charged on it.
     ``earlier_thinking`` marks a thinking block of an earlier assistant turn (free, see
-    :func:`prompt_blocks`), which some models strip from the prompt altogether.
+    :func:`prompt_blocks`), which some models strip from the prompt altogether. ``role`` is the role of the
+    message a ``messages`` block belongs to (empty for tools and system).
     """
 
     section: str
@@ -256,6 +257,7 @@ class PromptBlock(NamedTuple):
     block: Mapping[str, Any]
     tokens: int
     earlier_thinking: bool = False
+    role: str = ""
 
     @property
     def cache_control(self) -> Optional[Mapping[str, Any]]:
@@ -359,7 +361,7 @@ def prompt_blocks(body: Mapping[str, Any], family: str = DEFAULT_FAMILY) -> List
                 tokens += (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0) + extra
                 extra = 0
                 blocks.append(PromptBlock("messages", path, block if isinstance(block, Mapping) else {}, tokens,
-                                          thinking and earlier))
+                                          thinking and earlier, str(message.get("role", ""))))
     return blocks
 
 

@@ -291,6 +291,26 @@ def test_any_change_before_the_breakpoint_misses_and_a_change_after_it_does_not(
     assert usage(emu, {**body(), "model": "claude-opus-4-5"})["cache_read_input_tokens"] == 0
 
 
+def test_who_said_a_block_is_part_of_its_prefix(emu):
+    """PC: "Cache hits require 100% identical prompt segments" and cache keys hash "the prompts up to the cache
+    control point": the same words said by the assistant instead of the user are another prompt, so a miss. The
+    ``messages`` docs (SDK ``message_create_params``): "Consecutive user or assistant turns in your request will be
+    combined into a single turn", so splitting one user turn into two is the same prompt, a hit."""
+    client = sdk_client(emu)
+    marked = {"type": "text", "text": "Beta", "cache_control": {"type": "ephemeral"}}
+    alpha = {"type": "text", "text": "Alpha"}
+
+    def ask(*messages):
+        return client.messages.create(model=SONNET, max_tokens=50, system=GUIDE, messages=list(messages)).usage
+
+    said_by_user = ask({"role": "user", "content": [alpha, marked]})
+    assert said_by_user.cache_creation_input_tokens > 0
+    said_by_assistant = ask({"role": "user", "content": [alpha]}, {"role": "assistant", "content": [marked]},
+                            {"role": "user", "content": "Go on?"})
+    assert said_by_assistant.cache_read_input_tokens == 0
+    assert ask({"role": "user", "content": [alpha]}, {"role": "user", "content": [marked]}).cache_read_input_tokens > 0
+
+
 def error_of(response):
     data = response.json()
     assert data["type"] == "error"

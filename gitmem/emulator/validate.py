@@ -371,6 +371,9 @@ def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock], model
     (:func:`default_effort`) is left out: the table says "Setting effort explicitly to the model's default is
     equivalent to omitting it and does not invalidate." A thinking block of an earlier turn that the model strips
     (:func:`strips_earlier_thinking`) is no longer the block the tool loop cached, so every key from it on changes.
+    A message block carries its message's role: the same words from the assistant are another prompt, while the
+    boundary between two messages of one role is not part of the key ("Consecutive user or assistant turns in your
+    request will be combined into a single turn").
     """
     images = [_canonical(b.block) for b in blocks if b.block.get("type") == "image"]
     images += [_canonical(part) for b in blocks if b.block.get("type") == "tool_result"
@@ -398,7 +401,7 @@ def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock], model
             choice = None if body.get("tool_choice") == {"type": "auto"} else body.get("tool_choice")
             text = _canonical({"tool_choice": choice, "thinking": body.get("thinking"), "images": images_key,
                                **({"effort": effort} if effort else {})}) + text
-        material.append(f"{block.section}:{text}")
+        material.append(f"{block.section}:{block.role}:{text}")
     return material
 
 
