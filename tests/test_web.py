@@ -424,6 +424,13 @@ def test_retract_through_the_form(repo, store, web):
     assert again.status_code == 400 and "already retracted" in again.text
 
 
+@pytest.mark.parametrize("memory_id", ["", "  "])
+def test_a_retract_without_an_id_is_a_bad_request_not_a_missing_memory(repo, store, web, memory_id):
+    store.add("fact", "The API is v1")
+    r = web.post("/retract", data={"csrf": csrf(web.get("/memory").text), "branch": "main", "id": memory_id})
+    assert r.status_code == 400 and "no memory to retract" in r.text
+
+
 def test_a_retract_form_opened_before_someone_else_edited_the_memory_is_refused_and_shows_the_edit(repo, store, web):
     """The person decided on the version the page showed: a newer one (another process's edit) is shown
     to them first, never retracted unseen; the form on the refusal page then retracts it."""

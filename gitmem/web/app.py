@@ -399,6 +399,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
     @action
     def retract(form: Dict[str, str]) -> Response:
         try:
+            if not form.get("id", "").strip():  # a form without its memory is a bad request, not a missing memory
+                raise GitmemError("no memory to retract: use the Retract button on the memory's page")
             store = open_store(form.get("branch"))
             w = store.retract(form.get("id", ""), reason=form.get("reason", "").strip() or None,
                               author=person(store), source=SOURCE, seen=form.get("seen") or None)
