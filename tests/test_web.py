@@ -537,6 +537,16 @@ def test_audit_trail_lists_every_branch_newest_first_filtered_and_paged(repo, st
     assert web.get("/audit", params={"since": "yesterday"}).status_code == 400
 
 
+def test_audit_trail_says_why_a_memory_was_retracted(repo, store, web):
+    """The memory's page and `gitmem log` say why; the trail of every write said only that it was."""
+    w = store.add("fact", "The API is v1")
+    store.retract(w.memory.id, reason="v2 <shipped>")
+    rows = re.findall(r"<tr><td><time>.*?</tr>", web.get("/audit").text, re.S)
+    assert "<td>retract</td><td>retract fact: The API is v1<p class=\"reason\">Because: v2 &lt;shipped&gt;</p></td>" \
+        in rows[0]
+    assert "Because" not in rows[1]  # the add gave no reason
+
+
 # --- cost --------------------------------------------------------------------------------
 
 

@@ -292,10 +292,10 @@ def audit_page(*, repo: str, page: Any, filters: Mapping[str, str], branches: Se
                     for i in c.memory_ids[:5]), " ")
         more = h(" +{}", len(c.memory_ids) - 5) if len(c.memory_ids) > 5 else ""
         rows.append(h("""<tr><td><time>{when}</time></td><td>{branches}</td><td>{who}</td><td>{source}</td>
-<td>{op}</td><td>{summary}</td><td>{ids}{more}</td><td><code>{commit}</code></td></tr>""",
+<td>{op}</td><td>{summary}{reason}</td><td>{ids}{more}</td><td><code>{commit}</code></td></tr>""",
                       when=when(c.time), branches=join(e.branches, ", "),
                       who=author_line(c.author.name, c.author.email, c.author.kind), source=c.source, op=c.op,
-                      summary=c.summary, ids=ids, more=more, commit=short(c.commit)))
+                      summary=c.summary, reason=_write_reason(c), ids=ids, more=more, commit=short(c.commit)))
     params = {k: v for k, v in f.items() if v}
     nav = pager(url("/audit", **params, page=number - 1) if number > 1 else None,
                 url("/audit", **params, page=number + 1) if page.more else None, h("<span>page {}</span>", number))
