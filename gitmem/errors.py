@@ -23,14 +23,19 @@ class NotARepository(GitmemError):
 class InvalidMemory(GitmemError):
     """A memory (or an input meant to become one) breaks the schema."""
 
-    def __init__(self, field: str, problem: str, choices: Optional[Sequence[str]] = None):
+    def __init__(self, field: str, problem: str, choices: Optional[Sequence[str]] = None, *,
+                 option: Optional[str] = None):
         self.field = field
         self.problem = problem
         self.choices = tuple(choices or ())
-        message = f"invalid {field}: {problem}"
-        if self.choices:
-            message += f" (valid: {', '.join(self.choices)})"
-        super().__init__(message)
+        self.option = option  # the CLI's option that sets the field, where its name is not the field's
+        super().__init__(self.worded(f"invalid {field}", option))
+
+    def worded(self, name: str, option: Optional[str] = None) -> str:
+        """The message with the field called ``name``, and ``option`` said after the problem: an interface
+        with its own words for a field (the web form's labels) says it in those, not in the CLI's."""
+        message = f"{name}: {self.problem}" + (f" ({option})" if option else "")
+        return message + (f" (valid: {', '.join(self.choices)})" if self.choices else "")
 
 
 class NotFound(GitmemError):

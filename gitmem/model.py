@@ -398,7 +398,7 @@ def validate(m: Memory) -> None:
     if m.reason is not None:
         check_text("reason", m.reason)
     if m.type == "rejection" and not (m.reason and m.reason.strip()):
-        raise InvalidMemory("reason", "a rejection needs the reason it was turned down (--because)")
+        raise InvalidMemory("reason", "a rejection needs the reason it was turned down", option="--because")
     if len(m.tags) > MAX_ITEMS or len(m.paths) > MAX_ITEMS or len(m.commits) > MAX_ITEMS * 16:
         name = "tags" if len(m.tags) > MAX_ITEMS else "paths" if len(m.paths) > MAX_ITEMS else "commits"
         raise InvalidMemory(name, f"at most {MAX_ITEMS} items")
@@ -552,7 +552,8 @@ def redacted_valid(m: Memory) -> Tuple[Memory, int]:
     except InvalidMemory as e:
         if not count:
             raise
-        raise InvalidMemory(e.field, f"{e.problem}, once {count} secret(s) in it were redacted", e.choices) from None
+        raise InvalidMemory(e.field, f"{e.problem}, once {count} secret(s) in it were redacted", e.choices,
+                            option=e.option) from None
     return out, count
 
 
@@ -866,7 +867,7 @@ def parse_content(data: bytes, path: str) -> Memory:
     try:
         return load_yaml(data)
     except InvalidMemory as e:
-        raise InvalidMemory(f"{path}: {e.field}", e.problem, e.choices) from None
+        raise InvalidMemory(f"{path}: {e.field}", e.problem, e.choices, option=e.option) from None
 
 
 def misplaced(memory: Memory, path: str) -> InvalidMemory:

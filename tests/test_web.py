@@ -344,7 +344,8 @@ def test_an_invalid_add_shows_why_and_keeps_what_was_typed(repo, web):
     form = web.get("/memory").text
     r = web.post("/add", data={"csrf": csrf(form), "branch": "main", "type": "rejection", "text": "Use <Mongo>"})
     assert r.status_code == 400
-    assert "Not added:" in r.text and "needs the reason" in r.text
+    assert "Not added: Reason: a rejection needs the reason it was turned down</p>" in r.text  # the form's label
+    assert "turned down (--because)" in gitmem(repo, "add", "rejection", "Use Mongo", check=False).stderr  # the CLI's
     assert "Use &lt;Mongo&gt;</textarea>" in r.text
     assert git(repo, "for-each-ref", "refs/memory/") == ""
     body = f"csrf={csrf(form)}&branch=main&type=fact&text=%ff%fe"  # percent-escaped bytes that are no UTF-8

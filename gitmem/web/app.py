@@ -35,7 +35,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..errors import Changed, GitmemError, NotFound, Repeated
+from ..errors import Changed, GitmemError, InvalidMemory, NotFound, Repeated
 from ..model import ID_RE, Author
 from ..serving import on_library_thread, scope_refusal
 from ..warm import Warm
@@ -55,6 +55,8 @@ LIST_LIMIT = Warm.NEWEST
 #: A search pages through its best this many pages: a page is ranked with every page above it (page 1,000
 #: of 90,000 matches took 5 s at 100,000 memories), and words or a filter find the rest sooner.
 SEARCH_PAGES = 20
+#: The add form's label of each field a memory's check may name (the library's words are the CLI's: --because).
+LABELS = {"type": "Type", "title": "Title", "text": "Text", "reason": "Reason", "tags": "Tags", "paths": "Paths"}
 HEADERS = [
     (b"content-security-policy", b"default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
                                  b"frame-ancestors 'none'; base-uri 'none'"),
@@ -390,8 +392,9 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
                 if e.same:  # the same form sent again (a double click): answered as the first send was
                     return RedirectResponse(url("/memory", branch=store.branch, added=e.memory_id), status_code=303)
                 status, then = 409, "; send the form again to add this text as another memory"
+            said = e.worded(LABELS[e.field]) if isinstance(e, InvalidMemory) and e.field in LABELS else str(e)
             try:
-                return memory_view({"branch": branch}, form=form, error=f"Not added: {e}{then}", status=status)
+                return memory_view({"branch": branch}, form=form, error=f"Not added: {said}{then}", status=status)
             except GitmemError:
                 return failure(e)
         return RedirectResponse(url("/memory", branch=store.branch, added=w.memory.id), status_code=303)
