@@ -354,6 +354,20 @@ def test_an_invalid_add_shows_why_and_keeps_what_was_typed(repo, web):
     assert git(repo, "for-each-ref", "refs/memory/") == ""
 
 
+def test_the_text_box_says_its_limit_and_the_server_still_counts_bytes(repo, web):
+    """The limit is 16 KB of UTF-8: the box stops typing at 16,384 characters (never fewer than the bytes) and says
+    the limit next to it; a text of fewer characters but more bytes is refused by the server, as the CLI refuses it."""
+    from gitmem.model import MAX_TEXT_BYTES
+
+    form = web.get("/memory").text
+    assert re.search(rf'<textarea name="text" [^>]*maxlength="{MAX_TEXT_BYTES}"', form)
+    assert "At most 16 KB of text (16,384 bytes as UTF-8" in form
+    wide = "é" * (MAX_TEXT_BYTES // 2 + 1)  # under maxlength, over the bytes
+    r = web.post("/add", data={"csrf": csrf(form), "branch": "main", "type": "fact", "text": wide})
+    assert r.status_code == 400 and f"Text: {MAX_TEXT_BYTES + 2} bytes is over the {MAX_TEXT_BYTES}-byte limit" in r.text
+    assert git(repo, "for-each-ref", "refs/memory/") == ""
+
+
 def add_fields(page_html: str) -> dict:
     """The hidden fields of the add form as a browser sends them (its one-time key included)."""
     form = re.search(r'<form method="post" action="/add".*?</form>', page_html, re.S).group(0)

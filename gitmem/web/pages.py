@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Optional, Sequence
 
-from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, version
+from ..model import AUTHOR_KINDS, MAX_TEXT_BYTES, STATUSES, TYPES, Memory, version
 from ..policy import FIXED
 from .html import Safe, h, join, options, url
 
@@ -195,13 +195,16 @@ def add_form(branch: str, csrf: str, key: str, since: Optional[str], who: Any, f
 <input type="hidden" name="key" value="{key}"><input type="hidden" name="since" value="{since}">
 <div class="row"><label>Type <select name="type" required>{types}</select></label>
 <label class="wide">Title <input name="title" value="{title}" maxlength="200" placeholder="optional one line"></label></div>
-<label>Text <textarea name="text" rows="3" required>{text}</textarea></label>
+<label>Text <textarea name="text" rows="3" required maxlength="{limit}" aria-describedby="text-limit">{text}</textarea></label>
+<p class="limit" id="text-limit">At most {kb} KB of text ({limit:,} bytes as UTF-8: a character outside ASCII takes 2 to 4).</p>
 <label>Reason <input name="reason" value="{reason}" placeholder="required for a rejection: why it was turned down"></label>
 <div class="row"><label>Tags <input name="tags" value="{tags}" placeholder="comma or space separated"></label>
 <label>Paths <input name="paths" value="{paths}" placeholder="src/app.py, docs/"></label></div>
 <p class="hint">Recorded as {who} with source <code>web-ui</code> on <code>refs/memory/{branch}</code>.</p>
 <button type="submit">Add memory</button></form></section>""",
              csrf=csrf_field(csrf), branch=branch, key=key, since=since or "",
+             # maxlength counts UTF-16 units, never more than UTF-8's bytes: it refuses no text the server takes
+             limit=MAX_TEXT_BYTES, kb=MAX_TEXT_BYTES // 1024,
              types=options(TYPES, form.get("type") or "decision"),
              title=form.get("title", ""), text=form.get("text", ""), reason=form.get("reason", ""),
              tags=form.get("tags", ""), paths=form.get("paths", ""), who=signer_line(who))
