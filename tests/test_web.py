@@ -368,6 +368,19 @@ def test_the_text_box_says_its_limit_and_the_server_still_counts_bytes(repo, web
     assert git(repo, "for-each-ref", "refs/memory/") == ""
 
 
+def test_a_refused_add_echoes_what_was_typed_without_the_controls_html_cannot_carry(repo, web):
+    """A NUL came back into the text box (a browser shows U+FFFD there, and sending it again was refused again)."""
+    form = web.get("/memory").text
+    r = web.post("/add", data={"csrf": csrf(form), "branch": "main", "type": "fact", "text": "Use\x00 <Redis>\x1b\x85",
+                               "title": "T\x07", "tags": "a\x00b"})
+    assert r.status_code == 400 and "contains a NUL byte" in r.text
+    assert ">Use &lt;Redis&gt;</textarea>" in r.text and 'name="title" value="T"' in r.text and 'value="ab"' in r.text
+    assert not re.search("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]", r.text)
+    search = web.get("/memory", params={"q": "redis\x00", "tag": "x\x1b"}).text  # the filters echo what was typed too
+    assert 'name="q" value="redis"' in search and 'name="tag" value="x"' in search and "<q>redis</q>" in search
+    assert not re.search("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]", search)
+
+
 def add_fields(page_html: str) -> dict:
     """The hidden fields of the add form as a browser sends them (its one-time key included)."""
     form = re.search(r'<form method="post" action="/add".*?</form>', page_html, re.S).group(0)

@@ -9,6 +9,7 @@ unescaped text except by wrapping it in ``Safe`` on purpose.
 from __future__ import annotations
 
 import html
+import re
 import string
 from typing import Any, Iterable
 from urllib.parse import urlencode
@@ -30,6 +31,16 @@ _FORMATTER = _Escaping()
 
 def esc(value: Any) -> Safe:
     return value if isinstance(value, Safe) else Safe(html.escape("" if value is None else str(value), quote=True))
+
+
+#: The controls HTML cannot carry (all but tab, line breaks and form feed): a browser shows a NUL as U+FFFD.
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+
+
+def typed(value: str) -> str:
+    """What a person typed, to echo back into a form field: without the controls HTML cannot carry, so a form
+    refused for one (a NUL) comes back without it, ready to send again, not with a U+FFFD in its place."""
+    return _CONTROLS.sub("", value)
 
 
 def h(template: str, *args: Any, **kwargs: Any) -> Safe:

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ..model import AUTHOR_KINDS, MAX_TEXT_BYTES, STATUSES, TYPES, Memory, version
 from ..policy import FIXED
-from .html import Safe, h, join, options, url
+from .html import Safe, h, join, options, typed, url
 
 NAV = (("memory", "/memory", "Memory"), ("audit", "/audit", "Audit trail"),
        ("branches", "/branches", "Branches"), ("cost", "/cost", "Cost"))
@@ -126,9 +126,9 @@ def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: O
 <label>Source <input name="source" value="{source}" size="8" placeholder="cli, mcp..."></label>
 <label>Status <select name="status">{statuses}</select></label>
 <button type="submit">Filter</button> <a href="{clear}">clear</a></form>""",
-                    branch=branch, q=f.get("q", ""), types=options(TYPES, f.get("type"), "any"), tag=f.get("tag", ""),
-                    path=f.get("path", ""), kinds=options(AUTHOR_KINDS, f.get("author_kind"), "any"),
-                    source=f.get("source", ""),
+                    branch=branch, types=options(TYPES, f.get("type"), "any"),
+                    **{k: typed(f.get(k, "")) for k in ("q", "tag", "path", "source")},
+                    kinds=options(AUTHOR_KINDS, f.get("author_kind"), "any"),
                     statuses=options([("active", "active"), ("all", "all")] + [(s, s) for s in STATUSES[1:]],
                                      f.get("status") or "active"),
                     clear=url("/memory", branch=branch))
@@ -141,7 +141,7 @@ def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: O
             h("The best matches {}-{}{}", start, end, "" if more else f" of {end}") if items else "No more matches"
         deepest = more and number >= last_page
         count = h('<p class="count">{} for <q>{}</q>, ranked as <code>gitmem search</code> does{}.</p>', which,
-                  f.get("q", ""), "; a search pages no further: add words or a filter for the others" if deepest
+                  typed(f.get("q", "")), "; a search pages no further: add words or a filter for the others" if deepest
                   else "")
         nav = pager(url("/memory", **params, page=number - 1) if number > 1 else None,
                     url("/memory", **params, page=number + 1) if more and not deepest else None,
@@ -206,8 +206,7 @@ def add_form(branch: str, csrf: str, key: str, since: Optional[str], who: Any, f
              # maxlength counts UTF-16 units, never more than UTF-8's bytes: it refuses no text the server takes
              limit=MAX_TEXT_BYTES, kb=MAX_TEXT_BYTES // 1024,
              types=options(TYPES, form.get("type") or "decision"),
-             title=form.get("title", ""), text=form.get("text", ""), reason=form.get("reason", ""),
-             tags=form.get("tags", ""), paths=form.get("paths", ""), who=signer_line(who))
+             **{k: typed(form.get(k, "")) for k in ("title", "text", "reason", "tags", "paths")}, who=signer_line(who))
 
 
 def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versions: Sequence[Any],
