@@ -103,11 +103,14 @@ def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, 
     narrowed = {k: v for k, v in f.items() if v}
     if set(narrowed) <= {"type"} and status == "active":
         return recall(store, query, type=narrowed.get("type"), paths=paths, limit=limit, max_backlog=max_backlog)
+    from .store import matcher
+
     if paths is None:
         paths = changed_paths(store)
+    wanted = matcher(type=f.get("type"), tag=f.get("tag"), path=f.get("path"), author_kind=f.get("author_kind"),
+                     source=f.get("source"), status=status)
     everything = store.list(status=status)
-    kept = store.list(type=f.get("type"), tag=f.get("tag"), path=f.get("path"), author_kind=f.get("author_kind"),
-                      source=f.get("source"), status=status)
+    kept = [m for m in everything if wanted(m)]  # read once: an author or a source filter read every memory again
     return rank(everything, query, limit=limit, paths=paths, include_inactive=status != "active",
                 blobs=store.current_blobs(kept), only_ids={m.id for m in kept},
                 similarity=similarities(store, everything, query, max_backlog=max_backlog))

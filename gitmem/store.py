@@ -192,7 +192,7 @@ class Snapshot:
         return self.store._load_all(self)
 
 
-def _matcher(*, type: Optional[str], tag: Optional[str], path: Optional[str], author_kind: Optional[str],
+def matcher(*, type: Optional[str], tag: Optional[str], path: Optional[str], author_kind: Optional[str],
              source: Optional[str], status: Optional[str], before: Optional[str] = None,
              after: Optional[str] = None) -> Callable[[Memory], bool]:
     """The list filters as one test of a memory (``before``/``after``: only ids that sort before/after it);
@@ -442,7 +442,7 @@ class Store:
                 self.problems = []
                 yield from newest
                 return
-        wanted = _matcher(type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status,
+        wanted = matcher(type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status,
                           before=before)
         yield from self._read(self._listed(at, type, status, path, tag, limit), wanted, at, limit, before)
 
@@ -458,7 +458,7 @@ class Store:
         them, 1.7 s at 100,000, for a number a page does not need. Past the newest match ``after`` gives the
         newest page, past the oldest ``before`` the oldest (``after=""``: every id sorts after it)."""
         filters = dict(type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status)
-        wanted = _matcher(**filters, before=before, after=after)
+        wanted = matcher(**filters, before=before, after=after)
         self.problems = []
         counts = self.summary()["counts"]
         countable = not (tag or author_kind or source)
@@ -471,7 +471,7 @@ class Store:
         # one more than the page says whether there are more
         found = list(self._read(listed, wanted, None, limit + 1, before, after))
         if listed is None:  # read in full already: counting costs little more
-            total = sum(map(_matcher(**filters), self.memories().values()))
+            total = sum(map(matcher(**filters), self.memories().values()))
         elif total is None and countable:  # a path: those ids are exactly the matches
             total = len(listed[1])
         if before is not None and not found:
