@@ -188,6 +188,7 @@ def test_a_path_author_or_source_filter_reads_only_the_page_and_counts_only_what
     few = [store.add("fact", f"agent fact {i}", author=AGENT).memory.id for i in range(3)]
     web.get("/memory")  # the server's first view builds the index for this tip
     monkeypatch.setattr("gitmem.store._CHUNK", 16)  # a page's read, not one chunk that holds them all
+    monkeypatch.setattr("gitmem.store.COUNTED", LIST_LIMIT)  # more than a count reads: as at 100,000
     read = []
     real = IndexedMemories.get
     monkeypatch.setattr(IndexedMemories, "get", lambda self, ids: read.append(len(ids)) or real(self, ids))
@@ -202,6 +203,10 @@ def test_a_path_author_or_source_filter_reads_only_the_page_and_counts_only_what
     assert sum(read) <= 2 * (LIST_LIMIT + 1)  # the newest few are not from it
     page = web.get("/memory", params={"author_kind": "agent"}).text  # fewer than a page: counted as read
     assert ids_on(page) == few[::-1] and "3 memories." in page
+    monkeypatch.setattr("gitmem.store.COUNTED", 500)
+    older = follow(web.get("/memory", params={"source": "bench"}).text, web)  # few enough to read: counted
+    assert ids_on(older) == written[::-1][LIST_LIMIT:2 * LIST_LIMIT]
+    assert f"{LIST_LIMIT} of {4 * LIST_LIMIT} memories, created" in older
 
 
 def test_the_page_and_a_search_name_the_blobs_that_are_not_valid_memories(repo, store, web):
