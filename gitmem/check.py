@@ -423,14 +423,17 @@ def answered_by_reason(m: Memory, mine: set, theirs: set, weight: Callable[[str]
 
 def names(text: str) -> set:
     """The named things ``text`` proposes: product and technology names (Redis, RabbitMQ, JWT,
-    gRPC, k8s), told from ordinary words by their capitals or digits, as search terms."""
+    gRPC, k8s), told from ordinary words by their capitals or digits, as search terms. A name is the
+    word it spells, not the words its capitals would split it into: RabbitMQ is no queue, OpenSearch no search."""
     found = _NAME.findall(text) + _CAPITALISED.findall(text)
-    return {t for word in found for t in tokenize(word) if t not in STOP_WORDS}
+    return {t for word in found for t in tokenize(word.lower()) if t not in STOP_WORDS}
 
 
 def content_text(text: str) -> str:
-    """``text`` without the words that say what to do with the things it names."""
-    return " ".join(w for w in re.split(r"\s+", text) if w.lower().strip(".,;:!?") not in _STANCE_WORDS)
+    """``text`` without the words that say what to do with the things it names, in lower case: a name or an
+    identifier is one word to the check (OpenSearch is opensearch, not open and search besides), as it is in
+    :func:`names`, so a name both texts hold weighs once."""
+    return " ".join(w for w in re.split(r"\s+", text.lower()) if w.strip(".,;:!?") not in _STANCE_WORDS)
 
 
 def content_terms(text: str) -> set:

@@ -4,8 +4,9 @@ Pure functions over plain data (the two helpers at the end read the
 repository through a :class:`~gitmem.store.Store`, without importing pygit2):
 
 - lexical relevance is BM25 over title (counted twice), text, reason, tags and
-  paths, on lightly stemmed words with common abbreviations expanded, so
-  "queues"/"queue" and "db"/"database" meet;
+  paths, on lightly stemmed words with common abbreviations expanded and accents folded, identifiers
+  split into their words, so "queues"/"queue", "db"/"database", "café"/"cafe" and "retryPolicy"/"retry
+  policy" meet;
 - memories about the files in play (the query's paths, or the current diff)
   are boosted, and a memory that only shares a path still shows up, below the
   lexical matches;
@@ -39,6 +40,16 @@ K = TypeVar("K", bound=Hashable)
 # joins its parts into one compound term ("end-to-end" is "end", "to", "end" and "endtoend").
 _WORD = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
 _JOINER = re.compile(r"[-_]")
+# Where an identifier's parts meet: a joiner, a capital after a small letter or a digit ("retry|Policy",
+# "s3|Bucket"), the last capital of a run before a small letter ("HTTP|Server"), but for a plural's final "s"
+# ("JWTs", "APIs" are one word). Digits stay with the letters before them: "utf8" and "k8s" are one word.
+_PARTS = re.compile(r"[-_]|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s$)")
+# Accents on Latin letters, once decomposed ("é" is "e" and U+0301); marks on other scripts' letters are part
+# of their words and stay. Latin letters Unicode does not decompose are spelt as search engines fold them.
+_ACCENTS = re.compile(r"(?<=[A-Za-z])[\u0300-\u036f]+")
+_LATIN = str.maketrans({"ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "Ae", "œ": "oe", "Œ": "Oe", "ø": "o", "Ø": "O",
+                        "đ": "d", "Đ": "D", "ð": "d", "Ð": "D", "ł": "l", "Ł": "L", "þ": "th", "Þ": "Th",
+                        "ħ": "h", "Ħ": "H", "ı": "i"})
 # Scripts written without spaces between words: indexed as overlapping character pairs, as
 # search engines do for Chinese, Japanese and Korean, so any two-character word can be found. Kept as a
 # pattern: its ranges take ~1.6 ms to compile, and ASCII text never needs them (re compiles it on first use).
@@ -91,34 +102,69 @@ def _stem(word: str) -> str:
 
 def tokenize(text: str) -> List[str]:
     """Search terms of ``text``: stemmed English words, words of any other script as they are,
-    character pairs of unspaced scripts, and hyphenated or snake_case compounds whole as well.
+    character pairs of unspaced scripts, and identifiers and compounds (``retryPolicy``, ``retry_policy``,
+    ``end-to-end``) as their parts, the word the parts spell and the identifier as written (:func:`_identifier`).
 
-    Composed first (NFC): "café" typed as e + a combining accent (macOS file names, some keyboards) is the
-    same word as the one-character é, so a search or a check finds the memory written either way."""
+    Composed first (NFC), and Latin letters lose their accents (:func:`_fold`): "Café" finds "cafe", and
+    "café" typed as e + a combining accent (macOS file names, some keyboards) is the same word."""
     out: List[str] = []
-    if not text.isascii():
+    ascii_text = text.isascii()
+    if not ascii_text:
         import unicodedata  # here: a 1 MB extension that ASCII text, most of it, never needs
 
         text = unicodedata.normalize("NFC", text)
-    for word in _WORD.findall(text.lower()):
-        if word.isascii():
-            if "-" not in word and "_" not in word:  # the common case, kept quick
-                if word not in STOP_WORDS:
-                    out.append(stem(word))
+    for word in _WORD.findall(text):
+        if not (ascii_text or word.isascii()):
+            word = _fold(word)
+            if not word.isascii():
+                out.extend(_script_terms(word.lower()))
                 continue
-            parts = _JOINER.split(word)
-            out.extend(stem(p) for p in parts if p not in STOP_WORDS)
-            out.append("".join(parts))
+        if (not word.islower() or "-" in word or "_" in word) and not word.isdigit():  # not the common case
+            out.extend(_identifier(word))
             continue
-        parts = _JOINER.split(word)
-        for part in parts:
-            if re.search(_UNSPACED, part):
-                out.extend(_pairs(part))
-            elif part not in STOP_WORDS:
-                out.append(stem(part) if part.isascii() else part)
-        if len(parts) > 1:
-            out.append("".join(parts))
+        if word not in STOP_WORDS:
+            out.append(stem(word))
     return out
+
+
+@lru_cache(maxsize=65536)  # by word, as the stemmer: a store's vocabulary is small
+def _fold(word: str) -> str:
+    """``word`` (composed) without its Latin letters' accents ("Café" is "Cafe", "Ørsted" "Orsted", "Straße"
+    "Strasse"); other scripts' letters as they are (Cyrillic "й" and Japanese "が" stay themselves)."""
+    import unicodedata
+
+    return unicodedata.normalize("NFC", _ACCENTS.sub("", unicodedata.normalize("NFD", word).translate(_LATIN)))
+
+
+def _script_terms(word: str) -> List[str]:
+    """Terms of a lower-case word not all in Latin letters: its parts (in character pairs where its script is
+    written without spaces), and the word they spell when it is a compound."""
+    out: List[str] = []
+    parts = _JOINER.split(word)
+    for part in parts:
+        if re.search(_UNSPACED, part):
+            out.extend(_pairs(part))
+        elif part not in STOP_WORDS:
+            out.append(stem(part) if part.isascii() else part)
+    if len(parts) > 1:
+        out.append("".join(parts))
+    return out
+
+
+@lru_cache(maxsize=65536)  # a capitalised word or an identifier recurs as often as a word: a regex each time is slow
+def _identifier(word: str) -> Tuple[str, ...]:
+    """Terms of an ASCII word with a capital or a joiner in it. An identifier or compound is its parts
+    (stemmed), the word they spell (stemmed, so ``retryPolicy``, ``RetryPolicy``, ``retry_policy`` and
+    ``retry-policy`` meet, and "retry policy" finds each), and the identifier as written, so a query naming
+    it exactly ranks the memory that holds it first. Case is part of an identifier, but not a capital that
+    only starts it ("End-to-end" is "end-to-end"); any other word is the word lower-cased ("Redis", "JWT")."""
+    parts = _PARTS.split(word)
+    if len(parts) == 1:
+        low = word.lower()
+        return () if low in STOP_WORDS else (stem(low),)
+    low_parts = [p.lower() for p in parts]
+    return (*[stem(p) for p in low_parts if p not in STOP_WORDS], stem("".join(low_parts)),
+            word.lower() if word[1:].islower() else word)
 
 
 def _pairs(word: str) -> List[str]:
@@ -200,8 +246,9 @@ def term_score(idf: float, tf: int, length: int, avg: float, k1: float, b: float
 
 def core_terms(m: Memory) -> List[str]:
     """The words saying *what* a memory is about (title and text), in a fixed order so their
-    weights add up to the same float in every process."""
-    return sorted(set(tokenize(f"{m.title or ''} {m.text}")))
+    weights add up to the same float in every process. An identifier is one word here, the word its parts
+    spell (not its parts nor its spelling as written besides), so a memory full of them is not diluted."""
+    return sorted({t for t in tokenize(f"{m.title or ''} {m.text}".lower()) if "-" not in t and "_" not in t})
 
 
 def match_of(mass: float, query_mass: float, core_mass: float) -> float:

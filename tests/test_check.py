@@ -36,6 +36,16 @@ def test_another_option_on_the_same_topic_is_related_not_a_repeat(proposal):
     assert verdict.to_dict()["related"][0]["tier"] == "related"
 
 
+def test_a_name_both_texts_hold_weighs_once_however_its_capitals_split_it():
+    """Search splits OpenSearch into open and search as well: counted three times, a shared name alone made
+    an upgrade of the cluster a repeat of the rejected move away from it."""
+    rejected = mem("Replace our OpenSearch cluster with Algolia's hosted search service", "rejection", 1,
+                   title="Move product search to Algolia", reason="cost")
+    pool = _among_notes(rejected) + [mem("Product search ranks by sales", "fact", 40)]
+    verdict = judge(pool, "Upgrade the OpenSearch cluster to the next major version", now=NOW)
+    assert not verdict.repeat and verdict.related
+
+
 @pytest.mark.parametrize("proposal", ["use tailwind for css", "add a dark mode toggle to settings"])
 def test_a_proposal_on_another_topic_matches_nothing(proposal):
     verdict = judge(quickstart(), proposal, now=NOW)

@@ -112,6 +112,33 @@ def test_after_a_write_the_view_takes_in_only_the_new_memory(repo, store, monkey
     assert taken == [1]
 
 
+SPELLINGS = ("retryPolicy", "RetryPolicy", "retry_policy", "retry-policy", "retry policy", "café", "Cafe", "s3Bucket",
+             "utf8", "UTF-8")
+
+
+def test_the_index_ranks_identifiers_and_accented_words_as_the_loaded_memories(repo, store):
+    for n, spelling in enumerate(SPELLINGS):
+        store.add("fact", f"The webhook client's {spelling}, note {n}")
+    _same_answers(_fresh(repo), queries=SPELLINGS)
+    assert postings.rank(_fresh(repo), "retry_policy", 5)[0].memory.text == "The webhook client's retry_policy, note 2"
+
+
+def test_an_index_of_the_words_before_accents_were_folded_is_started_again_not_mixed_with_new_ones(repo, store,
+                                                                                                    monkeypatch):
+    """Each blob's terms are kept under its id alone: an index schema 15 wrote keeps "café" and "retryPolicy"
+    whole, so trusted it would miss them for "cafe" and "retry policy" and find only memories written since."""
+    from gitmem import index as index_module
+
+    store.add("fact", "The café webhook client sets retryPolicy")
+    with monkeypatch.context() as old:
+        old.setattr(index_module, "SCHEMA", 15)
+        old.setattr(postings, "memory_terms", lambda m: re.findall(r"\w+", f"{m.title or ''} {m.text}".lower()))
+        assert [h.memory.text for h in postings.rank(_fresh(repo), "webhook", 5)] == \
+            ["The café webhook client sets retryPolicy"]  # written, and read
+    _fresh(repo).add("fact", "Payments set retry_policy too")
+    _same_answers(_fresh(repo), queries=("cafe", "retry policy", "retryPolicy"))
+
+
 def test_a_store_with_two_memories_of_one_id_is_ranked_from_the_loaded_memories(repo, store):
     m = store.get(store.add("fact", "redis is the cache").memory.id)
     store.add("fact", "postgres is the database")

@@ -282,6 +282,60 @@ def test_a_word_typed_decomposed_finds_the_composed_one_and_a_check_sees_the_rep
     assert repeat.returncode == 1 and repeat.stdout.startswith("repeat: ")
 
 
+@pytest.mark.parametrize("written, typed", [("the café service", "cafe"), ("the cafe service", "Café"),
+                                            ("Naïve date parsing", "naive"), ("Crème brûlée", "creme brulee"),
+                                            ("Ørsted wind data", "orsted"), ("Straße names", "strasse"),
+                                            ("Việt locale", "viet")])
+def test_accents_on_latin_letters_do_not_keep_a_memory_from_being_found(written, typed):
+    pool = [mem(written, "fact", 1), mem("Unrelated English words", "fact", 2)]
+    assert [h.memory.id for h in rank(pool, typed, now=NOW)] == [fixture_id(1)]
+
+
+def test_other_scripts_keep_their_marks_and_words():
+    """Only Latin letters lose their accents: a Cyrillic й or ё, a Greek tonos, Japanese dakuten are letters of
+    their own; words of other scripts are what they were before accents were folded."""
+    assert tokenize("Ещё один йод в очереди задач") == ["ещё", "один", "йод", "в", "очереди", "задач"]
+    assert tokenize("Η ουρά εργασιών είναι στο Postgres") == ["η", "ουρά", "εργασιών", "είναι", "στο", "postgr"]
+    assert tokenize("東京のキャッシュ設定が遅い")[-3:] == ["定が", "が遅", "遅い"]
+    assert tokenize("작업 대기열은 Postgres에") == ["작업", "대기", "기열", "열은", "postgr", "에"]
+    assert tokenize("התור נשמר ב-Postgres") == ["התור", "נשמר", "ב", "postgr", "בpostgres"]
+    assert tokenize("قائمة انتظار المهام") == ["قائمة", "انتظار", "المهام"]
+
+
+IDENTIFIERS = ["retryPolicy", "RetryPolicy", "retry_policy", "retry-policy"]
+
+
+@pytest.mark.parametrize("identifier", IDENTIFIERS)
+def test_an_identifier_and_the_words_it_is_made_of_find_each_other(identifier):
+    pool = [mem(f"Set {identifier} on the webhook client", "fact", 1), mem("Unrelated English words", "fact", 2)]
+    assert [h.memory.id for h in rank(pool, "retry policy", now=NOW)] == [fixture_id(1)]
+    pool = [mem("The retry policy of the webhook client is three attempts", "fact", 1),
+            mem("Unrelated English words", "fact", 2)]
+    assert [h.memory.id for h in rank(pool, identifier, now=NOW)] == [fixture_id(1)]
+
+
+def test_an_exact_identifier_ranks_the_memory_holding_it_first_and_its_other_spellings_next():
+    pool = [mem(f"Set {name} on the webhook client", "fact", n) for n, name in enumerate(IDENTIFIERS, 1)]
+    pool.append(mem("The retry policy of the webhook client is three attempts", "fact", 9))
+    for n, name in enumerate(IDENTIFIERS, 1):
+        ranked = [h.memory.id for h in rank(pool, name, now=NOW)]
+        assert ranked[0] == fixture_id(n) and ranked[-1] == fixture_id(9), name  # spelt alike, then prose
+    # case is part of an identifier, but not a capital that only starts a sentence
+    assert "RetryPolicy" in tokenize("RetryPolicy") and "end-to-end" in tokenize("End-to-end tests")
+
+
+def test_an_identifier_splits_where_its_words_meet_and_keeps_digits_with_their_letters():
+    assert tokenize("HTTPServer") == ["http", "server", "httpserver", "HTTPServer"]
+    assert tokenize("s3Bucket")[:2] == ["s3", "bucket"] and tokenize("utf8") == ["utf8"]
+    assert tokenize("k8s") == tokenize("kubernetes")
+    pool = [mem("Uploads go to the s3Bucket named in settings", "fact", 1), mem("Decode as utf8", "fact", 2),
+            mem("Unrelated English words", "fact", 3)]
+    assert [h.memory.id for h in rank(pool, "s3 bucket", now=NOW)] == [fixture_id(1)]
+    assert [h.memory.id for h in rank(pool, "S3_BUCKET", now=NOW)] == [fixture_id(1)]
+    assert [h.memory.id for h in rank(pool, "UTF-8", now=NOW)] == [fixture_id(2)]
+    assert [h.memory.id for h in rank([mem("Files are UTF-8", "fact", 1)], "utf8", now=NOW)] == [fixture_id(1)]
+
+
 def test_every_library_entry_point_reads_a_path_as_a_stored_path_is_written(store):
     """`gitmem list --path ./src` finds src's memories (the CLI makes the path relative to the root); the library
     called directly, by the MCP server or the web UI, found nothing for ./src or src//pay."""
