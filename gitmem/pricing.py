@@ -198,8 +198,8 @@ DEFAULT_TABLE = PriceTable(models=_SHIPPED)
 
 
 def _number(value: Any, where: str, integer: bool = False) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or math.isnan(value):
-        raise PriceTableError(f"{where}: expected a non-negative number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:  # NaN fails too
+        raise PriceTableError(f"{where}: expected a finite non-negative number, got {value!r}")
     if integer:
         if int(value) != value:
             raise PriceTableError(f"{where}: expected a whole number, got {value!r}")

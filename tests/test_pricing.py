@@ -128,6 +128,9 @@ def test_an_override_file_changes_prices_and_adds_models():
 
 @pytest.mark.parametrize("text, problem", [
     ("models: {claude-haiku-4-5: {input: -1}}", "non-negative"),
+    # an infinite price made every total of the bill $nan and its chart a traceback
+    ("models: {claude-haiku-4-5: {input: .inf}}", "input: expected a finite non-negative number, got inf"),
+    ("models: {claude-haiku-4-5: {min_cacheable_tokens: .inf}}", "min_cacheable_tokens: expected a finite"),
     ("models: {new-model: {input: 1}}", "needs"),
     ("models: {claude-haiku-4-5: {price: 1}}", "unknown field"),
     ("models: {claude-haiku-4-5: {tokenizer: v9}}", "tokenizer"),
