@@ -126,11 +126,12 @@ def _priced(run: Mapping[str, Any], table: PriceTable) -> Bill:
     order = [p for p in FIXED if p in by_policy] + sorted(set(by_policy) - set(FIXED))
 
     def mean_cost(requests: Sequence[Mapping[str, Any]], runs: int, uncached: bool = False) -> float:
-        total = Usage()
+        """Priced request by request: a price can depend on one request's size (Haiku 5.5's long prompts)."""
+        total = 0.0
         for r in requests:
             u = Usage.from_api(r["usage"])
-            total = total + (_uncached(u) if uncached else u)
-        return cost(total, model, table).total / runs
+            total += cost(_uncached(u) if uncached else u, model, table).total
+        return total / runs
 
     baseline: Optional[float] = None
     if "none" in by_policy:

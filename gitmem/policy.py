@@ -154,6 +154,8 @@ def simulate(w: Workload, policy: str, break_seconds: float, model: str = "claud
     cacheable = ttl != "none" and w.prefix_tokens >= row.min_cacheable_tokens
     life = TTL_SECONDS.get(ttl, 0.0)
     usage = {p: Usage() for p in PHASES}
+    # Priced request by request: a price can depend on one request's size (Haiku 5.5's long prompts).
+    costs = {p: Cost(row.id, source=table.source) for p in PHASES}
     expires, pings, writes = float("-inf"), 0, 0
 
     def send(at: float, phase: str, r: Request) -> None:
@@ -172,6 +174,7 @@ def simulate(w: Workload, policy: str, break_seconds: float, model: str = "claud
         if cacheable:
             expires = at + life
         usage[phase] = usage[phase] + u
+        costs[phase] = costs[phase] + cost(u, model, table)
 
     last: Optional[Tuple[float, str]] = None
     for at, phase, r in _timeline(w, break_seconds):
@@ -185,7 +188,6 @@ def simulate(w: Workload, policy: str, break_seconds: float, model: str = "claud
                 k += 1
         send(at, phase, r)
         last = (at, phase)
-    costs = {p: cost(usage[p], model, table) for p in PHASES}
     return Estimate(policy, break_seconds, usage, costs, pings, writes, chosen)
 
 

@@ -67,6 +67,17 @@ def test_each_policy_is_billed_per_phase_with_its_ratio_to_uncached():
         assert p.ratio == pytest.approx((s1 + brk + s2) / 44_400)
 
 
+def test_a_bill_prices_each_recorded_request_on_its_own_size():
+    # Haiku 5.5 charges 5x for a request over 100,000 prompt tokens. Six runs of two 10,100-token uncached
+    # requests per session are short prompts: 2 x (10,100 x $0.10 + 200 x $0.50) = 2,220 per run and session,
+    # not the 11,100 the sum of the 12 requests (121,200 tokens) priced as one long prompt gave.
+    run = make_run(runs=6)
+    run["model"] = "claude-haiku-5-5"
+    bill = make_bill(run)
+    assert bill.policy("none").phases["session1"] / MICRO == pytest.approx(2_220)
+    assert bill.policy("none").ratio == pytest.approx(1.0)
+
+
 def test_the_bill_says_which_cache_survived_the_break():
     bill = make_bill(make_run())
     assert bill.policy("5m").after_break == {"re-written": 2}

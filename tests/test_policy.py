@@ -70,6 +70,21 @@ def test_a_prefix_below_the_model_minimum_is_never_cached():
     assert simulate(small, "5m", 60, model="claude-sonnet-4-5").writes == 1  # Sonnet 4.5: 1024 minimum
 
 
+def test_haiku_5_5_long_prompt_prices_apply_per_request_not_to_a_session_summed():
+    # Haiku 5.5: $0.10 input, $0.125 5m write, $0.01 read, $0.50 output up to 100,000 prompt tokens per request.
+    # 4 requests of 30,100 prompt tokens each are short prompts, though the session's sum (120,400) is not:
+    #   uncached  30,100 x 0.10 + 200 x 0.50                    = 3,110 a request, 8 x 3,110 = 24,880
+    #   5m write  30,000 x 0.125 + 100 x 0.10 + 100             = 3,860
+    #   read      30,000 x 0.01 + 10 + 100                      =   410; re-written after 5.5 min: 2 x (3,860 + 3 x 410)
+    # (Priced on the sums, every figure was 5 times this.)
+    w = Workload(prefix_tokens=30_000, session1=(Request(100, 200),) * 4, session2=(Request(100, 200),) * 4)
+    assert simulate(w, "none", 330, model="claude-haiku-5-5").total / MICRO == pytest.approx(24_880)
+    assert simulate(w, "5m", 330, model="claude-haiku-5-5").total / MICRO == pytest.approx(2 * (3_860 + 3 * 410))
+    # One request over 100,000 tokens is still a long prompt: 100,100 x 0.50 + 200 x 2.50 = 50,550.
+    one = Workload(prefix_tokens=100_000, session1=(Request(100, 200),), session2=())
+    assert simulate(one, "none", 0, model="claude-haiku-5-5").total / MICRO == pytest.approx(50_550)
+
+
 def test_auto_picks_the_cheapest_for_the_expected_break():
     assert choose(W, 2 * 60) in ("5m", "keepalive")
     assert choose(W, 5.5 * 60) == "keepalive"
