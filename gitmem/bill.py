@@ -426,6 +426,11 @@ def _usd(x: float) -> str:
     return f"${x:.4f}"
 
 
+def _cell(text: str, width: int) -> str:
+    """``text`` right-aligned in ``width``, and at least one space before it when it is wider."""
+    return f" {text}".rjust(width)
+
+
 def _minutes(m: float) -> str:
     return f"{m:g} min"
 
@@ -438,9 +443,9 @@ def render_text(bill: Bill) -> str:
                  f"  guide after the break")
     for p in bill.policies:
         after = ", ".join(f"{state} {n}/{p.runs}" for state, n in sorted(p.after_break.items())) or "-"
-        lines.append(f"{POLICY_LABELS.get(p.policy, p.policy):<17}{_usd(p.phases['session1']):>11}"
-                     f"{_usd(p.phases['break']):>10}{_usd(p.phases['session2']):>11}{_usd(p.total):>11}"
-                     f"{p.ratio:>13.2f}  {after}")
+        lines.append(f"{POLICY_LABELS.get(p.policy, p.policy):<17}{_cell(_usd(p.phases['session1']), 11)}"
+                     f"{_cell(_usd(p.phases['break']), 10)}{_cell(_usd(p.phases['session2']), 11)}"
+                     f"{_cell(_usd(p.total), 11)}{_cell(f'{p.ratio:.2f}', 13)}  {after}")
     lines += ["", "Computed for other break lengths (same workload, same prices; * = cheapest):"]
     header = f"{'break':>9}" + "".join(f"{POLICY_LABELS[p]:>18}" for p in FIXED) + f"{'auto picks':>13}"
     lines.append(header)
@@ -448,7 +453,7 @@ def render_text(bill: Bill) -> str:
         cells = []
         for name in FIXED:
             mark = "*" if name == row.cheapest else " "
-            cells.append(f"{_usd(row.totals[name])} {row.ratio(name):.2f}{mark}".rjust(18))
+            cells.append(_cell(f"{_usd(row.totals[name])} {row.ratio(name):.2f}{mark}", 18))
         lines.append(f"{_minutes(row.break_minutes):>9}" + "".join(cells) + f"{row.auto_chose:>13}")
     return "\n".join(lines)
 

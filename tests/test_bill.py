@@ -125,6 +125,19 @@ def test_text_plot_and_svg_name_backend_prices_and_mark_the_cheapest():
     assert len(svg.findall("{http://www.w3.org/2000/svg}circle")) == len(bill.table)
 
 
+def test_figures_too_wide_for_their_column_stay_apart():
+    # A million times the test run: $22,200.0000 per session uncached, wider than its column; the figures
+    # were printed against each other ("$22200.0000$22200.0000") and could not be read.
+    def scaled(u):
+        return {k: ({n: v * 10**6 for n, v in u[k].items()} if isinstance(u[k], dict) else u[k] * 10**6) for k in u}
+
+    run = make_run({p: [(phase, scaled(u)) for phase, u in shape] for p, shape in SHAPES.items()})
+    run["workload"].update(prefix_tokens=10**10, session1=[[10**8, 2 * 10**8]] * 2, session2=[[10**8, 2 * 10**8]] * 2)
+    text = render_text(make_bill(run))
+    assert "$22200.0000" in text
+    assert not re.search(r"[0-9*]\$", text)
+
+
 def test_runs_are_recorded_in_the_repository_and_the_latest_is_found(store):
     assert latest_run(store) is None
     first = record_run(store, make_run())
