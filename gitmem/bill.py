@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
 from .errors import GitmemError
-from .policy import FIXED, PHASES, KeepAlive, Row, Workload, break_table
+from .policy import FIXED, PHASES, KeepAlive, Row, Workload, break_table, simulate
 from .pricing import DEFAULT_TABLE, PriceTable
 from .usage import Usage, cost
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PolicyBill", "Bill", "make_bill", "runs_dir", "record_run", "latest_run", "load_run", "record_request",
     "latest_request", "render_text", "render_plot", "render_svg", "RUN_VERSION", "requests_path", "read_requests",
-    "router_bill", "render_router_text",
+    "router_bill", "render_router_text", "why_cheapest",
 ]
 
 RUN_VERSION = 1
@@ -83,6 +83,7 @@ class Bill:
     policies: List[PolicyBill]
     table: List[Row]
     workload: Workload
+    why: str = ""
 
     def policy(self, name: str) -> PolicyBill:
         return next(p for p in self.policies if p.policy == name)
@@ -90,7 +91,8 @@ class Bill:
     def to_dict(self) -> dict:
         return {"backend": self.backend, "model": self.model, "prices": {"source": self.source, "checked": self.checked},
                 "break_seconds": self.break_seconds, "policies": [p.to_dict() for p in self.policies],
-                "break_table": [r.to_dict() for r in self.table], "workload": self.workload.to_dict()}
+                "break_table": [r.to_dict() for r in self.table], "workload": self.workload.to_dict(),
+                "why": self.why}
 
 
 def _uncached(u: Usage) -> Usage:
@@ -162,7 +164,31 @@ def _priced(run: Mapping[str, Any], table: PriceTable) -> Bill:
     return Bill(backend=run["backend"], model=model, source=run.get("prices", {}).get("source", table.source),
                 checked=run.get("prices", {}).get("checked", table.checked),
                 break_seconds=float(run.get("break_seconds", 0)), policies=bills,
-                table=break_table(workload, model=model, table=table, keepalive=keep), workload=workload)
+                table=break_table(workload, model=model, table=table, keepalive=keep), workload=workload,
+                why=why_cheapest(workload, float(run.get("break_seconds", 0)), model, table, keep))
+
+
+def why_cheapest(w: Workload, break_seconds: float, model: str, table: PriceTable = DEFAULT_TABLE,
+                 keepalive: KeepAlive = KeepAlive()) -> str:
+    """The fixed policies for one break, cheapest first, each with the prefix writes and pings that make its
+    total: the reason the table marks the one it marks."""
+    row = table.get(model)
+    estimates = sorted((simulate(w, p, break_seconds, model, table, keepalive) for p in FIXED),
+                       key=lambda e: (e.total, FIXED.index(e.policy)))
+    text = ""
+    for e in estimates:
+        if not e.writes:
+            what = "the whole prefix at the base input price on every request"
+        else:
+            price = row.cache_write_1h if e.policy == "1h" else row.cache_write_5m
+            what = f"{_many(e.writes, 'prefix write')} at {price / row.input:g}x base input" if row.input else \
+                f"{_many(e.writes, 'prefix write')}"
+            if e.pings:
+                what += f", {_many(e.pings, 'ping')} {_usd(e.costs['break'].total)} to keep it"
+        if text:
+            text += " = " if e.total - estimates[0].total < 1e-12 else " < "
+        text += f"{POLICY_LABELS[e.policy]} {_usd(e.total)} ({what})"
+    return f"At a {_minutes(break_seconds / 60)} break, cheapest first: {text}"
 
 
 # --- storage -------------------------------------------------------------------
@@ -455,6 +481,8 @@ def render_text(bill: Bill) -> str:
             mark = "*" if name == row.cheapest else " "
             cells.append(_cell(f"{_usd(row.totals[name])} {row.ratio(name):.2f}{mark}", 18))
         lines.append(f"{_minutes(row.break_minutes):>9}" + "".join(cells) + f"{row.auto_chose:>13}")
+    if bill.why:
+        lines += ["", bill.why]
     return "\n".join(lines)
 
 

@@ -125,6 +125,21 @@ def test_text_plot_and_svg_name_backend_prices_and_mark_the_cheapest():
     assert len(svg.findall("{http://www.w3.org/2000/svg}circle")) == len(bill.table)
 
 
+def test_the_bill_says_why_the_cheapest_policy_is_cheapest_at_the_measured_break():
+    # 5.5 minutes, in millionths of a dollar (test_policy.py's workload): keep-alive 15,700 + a ping of 10,000 x 0.1
+    # + 100 + 1 x 5 = 1,105 + 4,200 = 21,005; 1h 23,200 + 4,200 = 27,400; 5m 2 x 15,700 = 31,400; uncached 44,400.
+    bill = make_bill(make_run())
+    assert bill.why == (
+        "At a 5.5 min break, cheapest first: 5m + keep-alive $0.0210 (1 prefix write at 1.25x base input, "
+        "1 ping $0.0011 to keep it) < 1-hour TTL $0.0274 (1 prefix write at 2x base input) < 5-minute TTL $0.0314 "
+        "(2 prefix writes at 1.25x base input) < uncached $0.0444 (the whole prefix at the base input price on "
+        "every request)")
+    assert bill.why in render_text(bill) and bill.to_dict()["why"] == bill.why
+    short = make_run()
+    short["break_seconds"] = 120  # no ping before 4 minutes: a tie, 13,600 + 3 x 2,100 = 19,900 each
+    assert "5-minute TTL $0.0199 (1 prefix write at 1.25x base input) = 5m + keep-alive $0.0199" in make_bill(short).why
+
+
 def test_figures_too_wide_for_their_column_stay_apart():
     # A million times the test run: $22,200.0000 per session uncached, wider than its column; the figures
     # were printed against each other ("$22200.0000$22200.0000") and could not be read.

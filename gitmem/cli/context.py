@@ -234,7 +234,8 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_tr
     JSON: {"backend", "model", "prices", "break_seconds", "policies": [{"policy", "runs",
     "cost_per_run": {"session1", "break", "session2", "total"}, "usage_per_run",
     "ratio_to_uncached", "guide_after_break"}], "break_table": [{"break_minutes", "totals",
-    "cheapest", "auto_chose", "ratio_to_uncached"}], "workload", "run"}.
+    "cheapest", "auto_chose", "ratio_to_uncached"}], "workload", "why", "run"} (why: the
+    policies at the run's break, cheapest first, with the prefix writes and pings behind each total).
 
     With --router: the requests and keep-alive pings `gitmem router` recorded in
     .git/gitmem/requests.jsonl, by session, each break with its pings and whether the
