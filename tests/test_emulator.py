@@ -246,13 +246,33 @@ def test_an_entry_exactly_20_blocks_back_is_a_miss(emu):
     assert got["cache_creation_input_tokens"] == tokens_through(far, 27)
 
 
-def sdk_client(emulator):
-    """The official SDK, talking to ``emulator`` in-process."""
+def sdk_client(emulator, key="k"):
+    """The official SDK, talking to ``emulator`` in-process with API key ``key``."""
     import anthropic
     import httpx2
 
-    return anthropic.Anthropic(api_key="k", base_url="http://emulator.invalid",
+    return anthropic.Anthropic(api_key=key, base_url="http://emulator.invalid",
                                http_client=httpx2.Client(transport=emulator.transport()))
+
+
+# PC, "Cache storage and sharing": "Caches are isolated between organizations", and since February 5, 2026
+# between workspaces. The emulator has no workspaces: each API key stands in for one.
+def test_two_keys_never_read_each_others_cache_and_one_key_reads_its_own(clock, tmp_path):
+    state = tmp_path / "emulator-cache.json"
+    emu = Emulator(clock=clock, state_path=str(state))
+    req, guide_tokens = body(), tokens_through(body(), 0)
+    alice, bob = sdk_client(emu, "sk-ant-alice-secret"), sdk_client(emu, "sk-ant-bob-secret")
+    first = alice.messages.create(**req).usage
+    assert (first.cache_creation_input_tokens, first.cache_read_input_tokens) == (guide_tokens, 0)
+    other = bob.messages.create(**req).usage  # the same prefix under another key: written again, not read
+    assert (other.cache_creation_input_tokens, other.cache_read_input_tokens) == (guide_tokens, 0)
+    again = alice.messages.create(**req).usage
+    assert (again.cache_creation_input_tokens, again.cache_read_input_tokens) == (0, guide_tokens)
+    # the SDK sends its key as a bearer token; the same key as x-api-key (gitmem's direct calls) is one cache
+    direct = emu.handle("POST", "/v1/messages", {"x-api-key": "sk-ant-bob-secret", "anthropic-version": "2023-06-01"},
+                        json.dumps(req).encode()).json()["usage"]
+    assert (direct["cache_creation_input_tokens"], direct["cache_read_input_tokens"]) == (0, guide_tokens)
+    assert "secret" not in state.read_text()  # the cache file holds hashes, never a key
 
 
 # PC (the lookback window, as the page reads since mid-2026, quoted in the commit): "a run of

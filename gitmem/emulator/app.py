@@ -84,7 +84,8 @@ class Emulator:
     """A local Messages API: validation, prompt caching with TTLs, deterministic retrieval replies.
 
     ``clock`` is a :class:`RealClock` unless given (pass a :class:`VirtualClock` to move time in
-    tests and the demo). One emulator is one cache, like one API organization. With
+    tests and the demo). One emulator holds one cache, split by the caller's key (:func:`workspace_of`): a
+    request reads only entries its own key wrote, as the API keeps caches apart between workspaces. With
     ``state_path``, the cache lives in that file and is shared by every emulator (every process)
     that names it; a real clock then is wall time (:class:`WallClock`), a virtual one resumes from
     the saved virtual time.
@@ -201,7 +202,8 @@ class Emulator:
             raise ApiError(404, "Not Found")
         if method != expected:
             raise ApiError(405, f"Method Not Allowed: use {expected} {path}")
-        if not headers.get("x-api-key") and not headers.get("authorization"):
+        workspace = workspace_of(headers)
+        if workspace is None:
             raise ApiError(401, "x-api-key header is required")
         if not headers.get("anthropic-version"):
             raise invalid("anthropic-version: header is required")
@@ -217,7 +219,7 @@ class Emulator:
         streamed = bool(data.get("stream"))
         if failure is not None and not (failure[1] and streamed):
             raise ApiError(failure[0], _FAILURE_MESSAGES.get(failure[0], "Injected failure"))
-        message = self._message(data, body)
+        message = self._message(data, body, workspace)
         if not streamed:
             return 200, message, None
         # A mid-stream failure: the stream starts (200), then ends with an ``event: error``.
@@ -225,8 +227,8 @@ class Emulator:
 
     # -- POST /v1/messages ----------------------------------------------------------------
 
-    def _message(self, data: Mapping[str, Any], raw: bytes) -> dict:
-        parsed = parse_request(data, self.table)
+    def _message(self, data: Mapping[str, Any], raw: bytes, workspace: str) -> dict:
+        parsed = parse_request(data, self.table, workspace=workspace)
         arrived = self.cache.arrive()  # before any wait for a lock: what is cached when the request comes in
         with self._persisted():
             outcome = self.cache.apply(
@@ -383,6 +385,25 @@ class Emulator:
     def asgi(self):
         """An ASGI application serving :meth:`handle`, for uvicorn or any ASGI server."""
         return _AsgiApp(self)
+
+
+def workspace_of(headers: Mapping[str, str]) -> Optional[str]:
+    """Whose prompt cache a request uses: a hash of the key it carries, or None when it carries none.
+
+    The caching docs: "Caches are isolated between organizations", and on the Claude API (since 5 February
+    2026) between workspaces within one. The emulator has no organizations and no workspaces: the key (``x-api-key``, else the
+    ``Authorization: Bearer`` token) stands in for the workspace, so two keys never read each other's
+    entries while one key's requests hit. One key in either header is one workspace: the SDK 2.x sends
+    ``api_key`` as a bearer token, gitmem's direct calls send ``x-api-key``, and both read one cache. Only
+    the hash goes on (into the cache keys and the state file), never the key.
+    """
+    key = headers.get("x-api-key") or ""
+    if not key:
+        authorization = headers.get("authorization") or ""
+        key = authorization[7:] if authorization[:7].lower() == "bearer " else authorization
+    if not key:
+        return None
+    return hashlib.sha256(b"gitmem-emulator-workspace\x00" + key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def cacheable_minimum(model: ModelPrice) -> int:

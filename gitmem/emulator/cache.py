@@ -7,6 +7,10 @@ on" record them):
 - An entry is keyed on the exact prefix up to and including a block marked with ``cache_control``:
   model, then tools, system and messages in that order. Keys are cumulative, so a change anywhere
   before a breakpoint gives a different key.
+- "Caches are isolated between organizations", and on the Claude API (since 5 February 2026) between
+  workspaces: the keys are seeded with the caller's workspace, which the emulator, having no
+  workspaces, takes from the hashed API key (``app.workspace_of``), so one key never reads another
+  key's entries.
 - From each breakpoint the service also checks earlier block boundaries for a hit: it "checks at
   most 20 positions per breakpoint, counting the breakpoint itself as the first", so an entry
   exactly 20 blocks back "is one position outside the window, so there is no cache hit". The
@@ -132,7 +136,7 @@ def cumulative(tokens: Sequence[int]) -> List[int]:
 
 
 class PromptCache:
-    """The entries of one emulator (one "organization"), safe to share between threads."""
+    """The entries of one emulator, every workspace's (their keys differ by seed), safe to share between threads."""
 
     def __init__(self) -> None:
         self._entries: Dict[str, Entry] = {}

@@ -405,8 +405,12 @@ def cache_key_material(body: Mapping[str, Any], blocks: List[PromptBlock], model
     return material
 
 
-def parse_request(body: Mapping[str, Any], table: PriceTable, for_count: bool = False) -> ParsedRequest:
-    """Validate a ``/v1/messages`` (or ``count_tokens``) body; raise :class:`ApiError` if invalid."""
+def parse_request(body: Mapping[str, Any], table: PriceTable, for_count: bool = False,
+                  workspace: str = "") -> ParsedRequest:
+    """Validate a ``/v1/messages`` (or ``count_tokens``) body; raise :class:`ApiError` if invalid.
+
+    ``workspace`` (:func:`gitmem.emulator.app.workspace_of`) seeds the prefix keys, so no two workspaces
+    share a cache entry."""
     model_id = body.get("model")
     if model_id is None:
         raise invalid("model: Field required")
@@ -430,5 +434,5 @@ def parse_request(body: Mapping[str, Any], table: PriceTable, for_count: bool = 
     total = sum(block.tokens for block in blocks)
     if total > model.context_window:
         raise invalid(f"prompt is too long: {total} tokens > {model.context_window} maximum")
-    keys = prefix_keys(f"model:{model.id}", cache_key_material(body, blocks, model.id))
+    keys = prefix_keys(f"workspace:{workspace}\x00model:{model.id}", cache_key_material(body, blocks, model.id))
     return ParsedRequest(body=body, model=model, blocks=tuple(blocks), keys=tuple(keys), breakpoints=breakpoints)
