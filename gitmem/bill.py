@@ -422,9 +422,9 @@ def _many(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def render_router_text(bill: Mapping[str, Any]) -> str:
+def render_router_text(bill: Mapping[str, Any], title: str = "Router traffic") -> str:
     """The router's bill as text: one block per session, one line per break."""
-    lines = [f"{bill.get('title', 'Router traffic')}: {_many(bill['requests'], 'request')}, "
+    lines = [f"{title}: {_many(bill['requests'], 'request')}, "
              f"{_many(bill['pings'], 'keep-alive ping')}, {bill['failed']} failed; {_usd(bill['total_cost'])} "
              f"(prices: {bill['prices']['source']}, checked {bill['prices']['checked']})"]
     for s in bill["sessions"]:

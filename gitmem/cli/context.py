@@ -168,7 +168,7 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
     from, so you can later see exactly what the agent knew. Sent through a `gitmem router`, it
     is recorded by the router too, under the same id, and `gitmem bill` counts it once.
 
-    JSON: {"backend", "model", "ttl", "memory_commit", "request_id", "answer", "usage": {...},
+    JSON: {"backend", "model", "ttl", "memory_commit", "request_id", "question", "answer", "usage": {...},
     "cost": {..., "total"}, "prices": {"source", "checked"}, "warnings"}.
 
     Example: gitmem ask "Can a refund be retried after a timeout?"
@@ -270,12 +270,11 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_tr
                                   "and `gitmem router serve` record theirs")
             raise GitmemError("no router traffic recorded in this repository yet: run `gitmem router serve` "
                               "and point a client at it")
-        if all_requests:
-            traffic["title"] = "Recorded requests (ask, messages, router)"
         if as_json:
             emit_json(traffic)
         else:
-            click.echo(render_router_text(traffic))
+            click.echo(render_router_text(traffic, "Recorded requests (ask, messages, router)" if all_requests
+                                          else "Router traffic"))
         return
     if run_path is None:
         store = open_store()
