@@ -3,6 +3,7 @@ and has a --help example, every test the docs name exists, and the Quickstart ru
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from conftest import ROOT, make_repo
+from conftest import ROOT, clone, conflicted, gitmem, make_origin, make_repo
 from gitmem.cli import main
 
 README = (ROOT / "README.md").read_text()
@@ -181,3 +182,102 @@ def test_the_readme_names_every_promise_of_the_guarantees_table():
     assert len(promises) >= 20
     section = README.split("## Guarantees", 1)[1].split("What is *not* promised", 1)[0].lower()
     assert [p for p in promises if p.lower() not in section] == []
+
+
+def braced(text: str, start: int) -> str:
+    """The text inside the brackets that open at text[start], nested ones included."""
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"{": 1, "[": 1, "}": -1, "]": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start + 1:i]
+    return text[start + 1:]
+
+
+def shape_keys(body: str) -> dict[str, bool]:
+    """The quoted keys at the top level of a documented object, each with whether it is required (no `?`)."""
+    flat, depth = "", 0
+    for ch in body:
+        depth += {"{": 1, "[": 1}.get(ch, 0)
+        flat += ch if depth == 0 else ""
+        depth -= {"}": 1, "]": 1}.get(ch, 0)
+    return {m.group(1): not m.group(2) for m in re.finditer(r'"(\w+)"(\?)?', flat)}
+
+
+def check_shape(printed, body: str, paragraph: str, where: str) -> None:
+    """Every key printed is documented and every required documented key is printed, at this level and in each
+    object a key's documentation spells out (`"merged": [{"branch", ...}]`); an open shape (`{...}`, `{type: N}`)
+    is not checked inside."""
+    documented = shape_keys(body)
+    missing = [k for k, required in documented.items() if required and k not in printed]
+    assert missing == [], f"{where}: documented, not printed: {missing}"
+    for key, value in printed.items():
+        mentioned = re.search(r'"' + key + r'"\??(?::\s*)?', paragraph)
+        assert key in documented or mentioned, f"{where}: prints {key!r}, which its help does not name"
+        inner = re.search(r'"' + key + r'"\??: \[?\{', body)
+        elements = [value] if isinstance(value, dict) else [v for v in value if isinstance(v, dict)][:1] \
+            if isinstance(value, list) else []
+        if inner and elements:
+            sub = braced(body, inner.end() - 1)
+            if "..." not in sub and shape_keys(sub):
+                for element in elements:
+                    check_shape(element, sub, paragraph, f"{where}.{key}")
+
+
+#: Commands run in order on one repository and its origin, each with the words of its help that precede the
+#: shape its --json prints (the help's first `JSON: ` unless another is named).
+JSON_RUNS = [
+    (("init",), "JSON: "),
+    (("add", "decision", "Queue jobs in Postgres", "--because", "no new services"), "JSON: "),
+    (("add", "rejection", "Use Redis for the job queue", "--because", "ops will not run it", "--path", "src/q.py"),
+     "JSON: "),
+    (("list",), "JSON: "),
+    (("search", "redis queue"), "JSON: "),
+    (("log",), "JSON: "),
+    (("status",), "JSON: "),
+    (("doctor",), "JSON: "),
+    (("check", "move the job queue to Redis"), "JSON: "),
+    (("checkpoint", "parser done / next: wire it"), "JSON: "),
+    (("resume",), "JSON: "),
+    (("context", "-q", "queue"), "JSON: "),
+    (("ask", "how are jobs queued?"), "JSON: "),
+    (("bill", "--requests"), "With --router"),
+    (("models",), "JSON: "),
+    (("export", "--format", "agents-md"), "JSON: "),
+    (("guide", "show"), "JSON: "),
+    (("hooks", "install"), "JSON: "),
+    (("setup", "claude-code", "--write"), "JSON: "),
+    (("setup", "claude-code", "--undo"), "with --undo: "),
+    (("push",), "JSON: "),
+    (("fetch",), "JSON: "),
+    (("pull",), "JSON: "),
+    (("sync",), "JSON: "),
+    (("remote", "setup"), "JSON: "),
+    (("branch",), "JSON: "),
+    (("merge", "feature"), "JSON: "),
+    (("conflicts",), "JSON: "),
+    (("diff", "main..feature"), "JSON: "),
+    (("prune",), "JSON: "),
+    (("resolve", "{id}", "--ours"), "JSON: "),
+    (("edit", "{id}", "--text", "Use Postgres 17"), "JSON: "),
+    (("supersede", "{id}", "Use Postgres 18"), "JSON: "),
+    (("messages", "--body", "body.json"), "JSON: "),
+]
+
+
+def test_the_json_each_command_prints_has_the_keys_its_help_documents(tmp_path):
+    """A `JSON: {...}` line in a command's help names the keys its --json prints, no more and no fewer (ask printed
+    "question", pull "late", and bill --requests a "title" no shape named)."""
+    repo = clone(make_origin(tmp_path), tmp_path / "repo", "Ann")
+    _, pending = conflicted(repo)
+    (repo / "body.json").write_text('{"model": "claude-haiku-4-5", "max_tokens": 16, '
+                                    '"messages": [{"role": "user", "content": "hi"}]}')
+    for args, marker in JSON_RUNS:
+        args = tuple(a.format(id=pending) for a in args)
+        cmd, _ = resolve(" ".join(a for a in args if a[:1] != "-" or a in ("-q",)))
+        help_text = " ".join((cmd.help or "").split())
+        paragraph = help_text[help_text.index(marker):]
+        body = braced(paragraph, paragraph.index("{"))
+        result = gitmem(repo, *args, "--json", check=False)
+        assert result.stdout.startswith("{"), (args, result.stderr)
+        check_shape(json.loads(result.stdout), body, paragraph, " ".join(args))

@@ -193,8 +193,10 @@ def merge(store: Store, source_: str, who, source, as_json: bool) -> None:
     For merges git does not show as merges (squash, rebase) or when hooks are
     not installed. Merging the same thing twice changes nothing.
 
-    JSON: {"merged": [{"branch", "ref", "kind", "commit", "added", "changed", "conflicts"}], "set_aside":
-    {branch: name}, "blocked": [{"branch", "ref", "id", "why"}]} (set_aside: this clone's memory of an earlier
+    JSON: {"merged": [{"branch", "ref", "refs"?, "kind", "commit", "added", "changed", "conflicts", "kept",
+    "redacted"}], "set_aside": {branch: name}, "blocked": [{"branch", "ref", "id", "why"}]} (refs: every copy of
+    BRANCH's memory merged, this clone's and fetched ones, none for a commit; kept and redacted: as in `gitmem pull
+    --json`; set_aside: this clone's memory of an earlier
     BRANCH, put aside, not merged, because the fetched one is a new branch of that name; blocked, exit 1: a
     copy that clashes again on memory "id", whose conflict is pending, or whose memory is damaged, "id" "").
 
@@ -236,11 +238,11 @@ def sync(store: Store, remote: Optional[str], no_fetch: bool, who, source, as_js
     branch's upstream remote; none in a repository without remotes).
 
     JSON: {"fetched": REMOTE|null, "merged": [{"branch", "ref", "refs", "kind", "commit", "added", "changed",
-    "conflicts", "kept", "as_of"}], "refused": [{"what", "why", "remote"}], "unmerged": [branch], "set_aside":
+    "conflicts", "kept", "redacted", "as_of"?}], "refused": [{"what", "why", "remote"}], "unmerged": [branch], "set_aside":
     {branch: name}, "late": [{"branch", "parent", "fork", "as_of", "notice"}], "blocked": [{"branch", "ref", "id",
     "why"}], "held": [branch]}; exit 1 when the trust gate refused anything, or a branch is blocked: its merge clashes again on
     memory "id", whose conflict is pending, or its memory is damaged ("id" "": run the doctor the line names)
-    (the other branches are merged; resolve it, then sync again).
+    (the other branches are merged; resolve it, then sync again). kept and redacted: as in `gitmem pull --json`.
     as_of: this branch started before its parent's memory arrived, and that entry merged the parent's
     memory as of the commit this branch forked at; late: such a branch whose parent's memory at the fork cannot
     be told (the notice names the command that brings it all). unmerged: branches whose code is gone and whose memory

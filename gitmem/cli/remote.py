@@ -149,7 +149,10 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
     "remote"}] is what the trust gate kept out (also one line each on stderr, and exit 1); "skipped": branches
     whose memory `gitmem prune` dropped or a new branch of that name set aside here, and whose remote memory
     holds nothing newer (left fetched); "set_aside": {branch: name} where this clone's memory of an earlier
-    branch was put because the remote's is a new branch of that name (not merged); "blocked": [{"branch", "ref",
+    branch was put because the remote's is a new branch of that name (not merged); a merged entry with "as_of" and
+    "into" merged the branch's memory as of the commit "into" forked at, because "into" started before that
+    memory arrived; "late": [{"branch", "parent", "fork", "as_of", "notice"}] such a branch whose parent's memory
+    at the fork cannot be told (the notice names the command that brings it all); "blocked": [{"branch", "ref",
     "id", "why"}] branches not merged because they clash again on memory "id", whose conflict is pending, or (id
     "") whose memory is damaged, or whose ref git cannot keep beside a local branch's (`feature` and
     `feature/billing`) (also on stderr, and exit 1): "why" says what to do, then pull again.
