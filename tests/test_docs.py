@@ -60,6 +60,19 @@ def test_every_command_and_group_has_help_that_ends_with_an_example():
         assert example.startswith(("gitmem", "git ")), (path, example)
 
 
+def test_no_help_text_runs_two_lines_into_one():
+    """click rewraps a paragraph, so a line meant to stand alone (a second line of an example) lands inside the
+    one before it behind a run of spaces (`... --policy auto &          ANTHROPIC_BASE_URL=...`); such a paragraph
+    needs click's \\b marker."""
+    runs = []
+    for path, cmd in commands():
+        ctx = click.Context(cmd, info_name=" ".join(("gitmem", *path)), terminal_width=200, max_content_width=200)
+        description = cmd.get_help(ctx).split("\nOptions:", 1)[0]
+        runs += [(" ".join(path), line.strip()) for line in description.splitlines()  # past a table's aligned first column
+                 if re.search(r"\S {5,}\S", line.strip().split(" ", 1)[-1])]
+    assert runs == []
+
+
 def test_every_test_the_docs_name_exists():
     """docs/guarantees.md (and the README's copy of it, and any other page) name tests as
     `tests/x.py::test_y`, or `::test_y` after one: each must exist."""

@@ -48,6 +48,7 @@ def serve(ctx: click.Context, port: int, policy: str, upstream: Optional[str], r
     Request headers: gitmem-memory: off, gitmem-policy, gitmem-repo, gitmem-branch,
     gitmem-session.
 
+    \b
     Example: gitmem router serve --port 8766 --policy auto &
              ANTHROPIC_BASE_URL=http://127.0.0.1:8766 claude
     """
