@@ -444,5 +444,5 @@ def render_resume(r: Resume, prompt: bool = False) -> str:
             why = f" (because: {q(m.reason)})" if m.reason else ""
             lines.append(f"  {m.type} {m.id}: {q(m.summary)}{why} [{q(', '.join(m.paths))}]")
     step = f"Next step on {q(r.inherits)}, not this branch" if r.inherits else "Next step"
-    lines += ["", f"{step}: {q(r.next)}" if r.next else f"{step}: not recorded (see the checkpoint text)"]
+    lines += ["", f"{step}: {q(r.next)}" if r.next else f"{step}: not recorded" + (" (see the checkpoint text)" if cp else "")]
     return "\n".join(lines) + "\n"

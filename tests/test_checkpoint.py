@@ -69,6 +69,8 @@ def test_resume_on_a_branch_with_no_checkpoint_says_so(repo):
     r = resume(Store.open(str(repo)))
     assert r.checkpoint is None and r.next is None
     assert "no checkpoint on this branch yet" in render_resume(r)
+    for text in (render_resume(r), render_resume(r, prompt=True)):  # no checkpoint text to point at
+        assert "Next step: not recorded\n" in text and "see the checkpoint text" not in text
 
 
 def _commit(repo, name):
