@@ -746,6 +746,19 @@ def test_an_unreachable_remote_gives_a_clear_error_and_leaves_memory_alone(alice
     assert "refs/memory-remotes/origin/main" not in Store.open(str(alice)).repo.references
 
 
+def test_a_push_of_a_branch_with_no_memory_of_its_own_says_so_and_is_no_failure(alice, origin):
+    """Nothing to push is not a refused push (`gitmem push --help`, docs/remotes.md): no-memory exits 0, so a
+    script or the pre-push hook's push mode does not fail on a branch that has written nothing."""
+    git(alice, "checkout", "-q", "-b", "quiet")
+
+    result = gitmem(alice, "push", "--branch", "quiet", check=False)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("quiet: no-memory")
+    assert json.loads(gitmem(alice, "push", "--branch", "quiet", "--json").stdout)["branches"][0]["status"] == "no-memory"
+    assert "refs/memory/quiet" not in git(origin, "for-each-ref")
+
+
 def test_a_remote_that_rejects_the_push_gives_a_clear_error(alice, origin):
     hook = origin / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\necho 'memory is frozen' >&2\nexit 1\n")

@@ -40,8 +40,8 @@ def push(store: Store, remote, branch, all_, who, source, as_json) -> None:
     (`gitmem conflicts`). Memory that looks like it holds a secret is refused.
 
     JSON: {"remote", "branches": [{"branch", "status", "commit", "merges", "attempts",
-    "conflicts", "message"}]}; status is pushed, up-to-date, no-memory, conflict or rejected.
-    Exit code 1 unless every branch is pushed or up to date.
+    "conflicts", "message"}]}; status is pushed, up-to-date, no-memory (nothing to push), conflict or
+    rejected. Exit code 1 when a branch ends in conflict or rejected.
 
     Example: gitmem push origin --all
     """
