@@ -122,15 +122,19 @@ class StorageError(GitmemError):
 
 
 class RefClash(StorageError):
-    """``ref`` cannot be created while ``clash`` exists: git keeps no ref name that is also a folder of refs
-    (``feature`` and ``feature/billing``). A caller creating several refs leaves this one out, not the rest."""
+    """``ref`` cannot be created while ``clash`` exists (here, or on ``remote``): git keeps no ref name that is
+    also a folder of refs (``feature`` and ``feature/billing``). A caller creating several refs leaves this one
+    out, not the rest."""
 
-    def __init__(self, ref: str, clash: str):
+    def __init__(self, ref: str, clash: str, remote: Optional[str] = None):
         self.ref = ref
         self.clash = clash
-        super().__init__(f"could not create {ref}: {clash} exists, and git cannot keep a ref name that is also a "
-                         "folder of refs; rename one of the two branches (`git branch -m OLD NEW`, then "
-                         "`gitmem branch -m OLD NEW`), or drop the memory of one whose code is gone (`gitmem prune`)")
+        self.remote = remote
+        where, there = (f" on {remote}", f" here, `git push {remote} :{clash}` there") if remote else ("", "")
+        super().__init__(f"could not create {ref}{where}: {clash} exists{' there' if remote else ''}, and git "
+                         "cannot keep a ref name that is also a folder of refs; rename one of the two branches "
+                         "(`git branch -m OLD NEW`, then `gitmem branch -m OLD NEW`), or drop the memory of one "
+                         f"whose code is gone (`gitmem prune`{there})")
 
 
 class BranchError(GitmemError):

@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, TypeVar
 
 import pygit2
 
@@ -167,19 +167,21 @@ def _create_ref(repo: pygit2.Repository, ref: str, new: str, reflog: str) -> Non
         raise ConcurrentUpdate(ref, None, ref_target(repo, ref))
     if ".lock" in text:
         raise Locked(ref, text)
-    clash = _clashing_ref(repo, ref)
+    clash = clashing_ref(ref, repo.references)
     if clash:  # git's own words ("cannot lock ref ... exists") do not say what to do
         raise RefClash(ref, clash)
     raise StorageError(f"could not create {ref}: {text}")
 
 
-def _clashing_ref(repo: pygit2.Repository, ref: str) -> Optional[str]:
-    """A ref whose name is a folder of ``ref``'s, or the first one inside ``ref`` as a folder, if one exists."""
+def clashing_ref(ref: str, names: Iterable[str]) -> Optional[str]:
+    """Of the ref ``names`` (this repository's, or a remote's), one whose name is a folder of ``ref``'s, or the
+    first one inside ``ref`` as a folder: git cannot create ``ref`` beside it."""
+    names = set(names)
     parts = ref.split("/")
     for n in range(3, len(parts)):  # refs/memory/<first part>, ...
-        if "/".join(parts[:n]) in repo.references:
+        if "/".join(parts[:n]) in names:
             return "/".join(parts[:n])
-    return next((name for name in repo.references if name.startswith(ref + "/")), None)
+    return next((name for name in sorted(names) if name.startswith(ref + "/")), None)
 
 
 def retrying(repo: pygit2.Repository, ref: str, attempt: Callable[[], T]) -> T:

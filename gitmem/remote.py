@@ -751,9 +751,10 @@ def _refuse_secrets(repo: pygit2.Repository, tips: Dict[str, str], known: Iterab
 # --- push --------------------------------------------------------------------------
 
 _PORCELAIN_RE = re.compile(r"^(?P<flag>[ +\-*!=])\t(?P<src>[^:]*):(?P<dst>\S+)\t(?P<summary>.*)$")
+# Lost a race for the ref lock on the server, or the ref clashes with one there (`feature` / `feature/billing`).
+_LOCK_REASONS = ("failed to update ref", "cannot lock ref", "failed to lock")
 # Moved meanwhile (fetch, merge, push again), or lost a race for the ref lock on the server.
-_RETRY_REASONS = ("fetch first", "non-fast-forward", "stale info", "failed to update ref", "cannot lock ref",
-                  "failed to lock", "incorrect old value")
+_RETRY_REASONS = ("fetch first", "non-fast-forward", "stale info", "incorrect old value", *_LOCK_REASONS)
 
 
 def _push_once(repo: pygit2.Repository, remote: str, tips: Dict[str, str], leases: Dict[str, str],
@@ -836,6 +837,11 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 elif said:  # a server hook's reason (branch protection, a policy): the user needs its words
                     summary += f"; {remote} said: {' / '.join(said[:5])}"
                 done[b] = BranchPush(b, "rejected", tips[b], merges[b], attempt, message=summary)
+        for b, clash in _clashes(repo, remote, [b for b in retry if any(
+                reason in outcome[b][1] for reason in _LOCK_REASONS)], interactive).items():
+            done[b] = BranchPush(b, "rejected", tips[b], merges[b], attempt,
+                                 message=f"{RefClash(memory_ref(b), clash, remote)}; nothing pushed")
+            retry.remove(b)
         if retry:
             fetched = fetch(repo, remote, retry, interactive=interactive)
             for refusal in fetched.refused:
@@ -892,6 +898,19 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
             time.sleep(random.uniform(0.01, 0.05) * attempt)  # two pushers retrying in lockstep would collide
         pending = retry
     return [done[b] for b in names]
+
+
+def _clashes(repo: pygit2.Repository, remote: str, refused: Sequence[str],
+             interactive: Optional[bool]) -> Dict[str, str]:
+    """branch -> the remote's ref its ref clashes with, of the ``refused`` branches the remote could not update:
+    git keeps no ref that is also a folder of refs, and says only "failed to update ref", as for a lost race
+    (retried, to no end)."""
+    from .refs import clashing_ref
+
+    if not refused:
+        return {}
+    there = [memory_ref(b) for b in ls_remote(repo, remote, interactive=interactive)]
+    return {b: clash for b in refused if (clash := clashing_ref(memory_ref(b), there))}
 
 
 def _set_tracking(repo: pygit2.Repository, remote: str, branch: str, tip: str) -> None:

@@ -989,3 +989,33 @@ def test_a_fetch_takes_a_new_branch_under_the_name_of_one_the_remote_deleted(ali
 
     assert fetched["refused"] == []
     assert {b["branch"]: bool(b["new"]) for b in fetched["branches"]} == {"feature": False, "feature/billing": True}
+
+
+@pytest.mark.parametrize("here,there", [("feature", "feature/billing"), ("feature/billing", "feature")])
+def test_a_push_whose_ref_clashes_with_one_on_the_remote_says_so_once_and_pushes_the_others(alice, bob, origin,
+                                                                                             here, there):
+    """The remote says only "failed to update ref" when bob's refs/memory/feature clashes with its
+    refs/memory/feature/billing (or the reverse): taken for a lost race, the push retried 8 times and said "the
+    remote kept moving for 8 attempts". Now it names the clash and what to do at once, and main goes out."""
+    git(alice, "branch", there)
+    gitmem(alice, "--branch", there, "add", "fact", "theirs")
+    gitmem(alice, "push", "--all")
+    git(bob, "branch", here)
+    gitmem(bob, "--branch", here, "add", "fact", "mine")
+    gitmem(bob, "add", "fact", "main detail")
+
+    r = gitmem(bob, "push", "--all", "--json", check=False)
+
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    pushed = {p["branch"]: p for p in json.loads(r.stdout)["branches"]}
+    assert pushed["main"]["status"] == "pushed" and remote_tip(origin) == Store.open(str(bob)).own_tip()
+    clash = pushed[here]
+    assert clash["status"] == "rejected" and clash["attempts"] == 1
+    assert clash["message"].startswith(f"could not create refs/memory/{here} on origin: refs/memory/{there} exists")
+    assert "rename one of the two branches" in clash["message"] and "kept moving" not in clash["message"]
+    assert git(origin, "for-each-ref", "--format=%(refname)", "refs/memory/").split() == \
+        [f"refs/memory/{there}", "refs/memory/main"]
+    text = gitmem(bob, "push", "--branch", here, check=False)
+    assert text.returncode == 1
+    assert text.stdout.startswith(f"{here}: rejected ") and text.stdout.count("\n") == 1
+    assert f"refs/memory/{there} exists there" in text.stdout
