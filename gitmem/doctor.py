@@ -42,7 +42,8 @@ class Recovery:
 
 
 def doctor(store: Store, full: bool = False) -> List[Problem]:
-    """Validate the ref, the commit chain and every blob of ``store``'s branch.
+    """Validate the ref, the commit chain and every blob of ``store``'s branch (of the parent's whose memory
+    it reads, when it has none of its own).
 
     A damaged history (a missing or corrupt object) comes with the last
     intact tip from the reflog, which :func:`recover` moves the ref back to.
@@ -55,22 +56,22 @@ def doctor(store: Store, full: bool = False) -> List[Problem]:
     if lock is not None:
         problems.append(Problem("warning", lock.path, lock.describe()))
     tip = store.own_tip()
-    own = tip is not None
     if tip is None:
-        branch, inherited = store.read_from()
-        where = f"reads inherit {memory_ref(branch)}" if branch and inherited else "no memory yet"
-        problems.append(Problem("warning", store.ref, f"no memory ref on this branch ({where})"))
-        tip = inherited
-    if tip is None:
-        return problems
+        parent, _ = store.read_from()
+        if parent is None:
+            return problems + [Problem("warning", store.ref, "no memory ref on this branch (no memory yet)")]
+        # Every read here is of the parent's ref, so its damage is named (and repaired) there.
+        return problems + [Problem("warning", store.ref, f"no memory ref on this branch: it reads {parent}'s "
+                                   f"memory, {memory_ref(parent)}, checked below")] + \
+            doctor(Store(store.repo, parent), full)
     index = store.warm.index
-    sound = None if full or not own else index.verified(store.ref)
+    sound = None if full else index.verified(store.ref)
     if sound is not None and not (_HEX.fullmatch(sound) and sound in store.repo):
         sound = None  # a hint naming nothing here (pruned, or a damaged index row): check everything
     known = [sound] if sound else []
     found = damage(store.repo, tip, known)
     if found:
-        good = last_good_tip(store) if tip == store.own_tip() else None
+        good = last_good_tip(store)
         other = "" if current_branch(store.repo)[0] == store.branch else f" --branch {store.branch}"
         offer = (f"; last intact tip in the reflog is {good[:10]}: run `gitmem{other} doctor --recover` to move "
                  "the ref back to it (intact later memories are kept)" if good else
@@ -93,7 +94,7 @@ def doctor(store: Store, full: bool = False) -> List[Problem]:
     found_here = _memory_problems(store, tip, sound, {c.id for c in pending})
     found_here.extend(Problem("error", path, f"conflict file refused: {why}") for path, why in refused)
     problems.extend(found_here)
-    if own and not shape and not found_here:
+    if not shape and not found_here:
         index.put_verified(store.ref, tip)
     return problems
 

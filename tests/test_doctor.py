@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from conftest import git, gitmem
+from conftest import damage_ref, git, gitmem
 from gitmem import Author, Store
 from gitmem.doctor import doctor
 from gitmem.model import dump_yaml, memory_path
@@ -219,3 +219,28 @@ def test_a_replacement_beside_the_successor_a_resolve_took_is_found_after_the_so
     shown = gitmem(repo, "doctor").stdout
     assert f"warning: {memory_path(theirs)}: {theirs.id} still supersedes {shared.id}" in shown
     assert shown.rstrip().endswith("refs/memory/main: ok")  # intact: a question for a person, not damage
+
+
+def test_doctor_on_a_branch_without_memory_checks_the_parents_memory_it_reads(repo):
+    """Every command on feature (no memory of its own) reads main's memory and names main's damaged ref; its
+    doctor only warned "no memory ref on this branch" and called the damage feature's, with no intact tip to go
+    back to. It says whose memory the branch reads and checks that ref, naming the repair there."""
+    gitmem(repo, "add", "fact", "first")
+    gitmem(repo, "add", "fact", "second")
+    intact = git(repo, "rev-parse", "refs/memory/main").strip()
+    git(repo, "checkout", "-q", "-b", "feature")
+    damage_ref(repo, "refs/memory/main", "a missing object")
+    assert "refs/memory/main is damaged" in gitmem(repo, "list", check=False).stderr
+
+    r = gitmem(repo, "--branch", "feature", "doctor", "--json", check=False)
+
+    assert r.returncode == 1
+    found = json.loads(r.stdout)
+    assert not found["ok"]
+    [reads, damaged] = [(p["level"], p["where"], p["message"]) for p in found["problems"]]
+    assert reads[:2] == ("warning", "refs/memory/feature") and "reads main's memory, refs/memory/main" in reads[2]
+    assert damaged[:2] == ("error", "refs/memory/main") and "history is damaged" in damaged[2]
+    assert f"last intact tip in the reflog is {intact[:10]}: run `gitmem --branch main doctor --recover`" \
+        in damaged[2]
+    gitmem(repo, "--branch", "main", "doctor", "--recover")
+    assert gitmem(repo, "doctor").stdout.rstrip().endswith("refs/memory/feature: ok")
