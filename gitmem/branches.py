@@ -733,9 +733,15 @@ def damaged_copy(repo: pygit2.Repository, ref: str, tip: str) -> Optional[str]:
     return f"{ref} is damaged: {found}; {repair}"
 
 
-def blocked_notice(entry: Dict[str, str]) -> str:
-    """What a person is told about a :attr:`SyncResult.blocked` entry: which branch waits, and on what."""
-    return f"{entry['branch']}: not merged: {entry['why']} (`gitmem merge {entry['branch']}`)"
+def blocked_notice(entry: Dict[str, str], again: Optional[str] = None) -> str:
+    """What a person is told about a :attr:`SyncResult.blocked` entry: which branch waits, on what, and
+    ``again``, the command that merges it once that is settled: by default `gitmem merge BRANCH`, or for a
+    parent's memory as of the fork (ref "", :func:`take_late_parent`) `gitmem sync`, which takes no more of it.
+    A pending conflict's reason ends "then merge again", which the command spells out; a damaged ref's or a
+    clashing one's ends in what repairs it, which the command follows."""
+    branch = entry["branch"]
+    again = again or (f"gitmem merge {branch}" if entry["ref"] else "gitmem sync")
+    return f"{branch}: not merged: {entry['why']}" + (f" (`{again}`)" if entry["id"] else f", then `{again}`")
 
 
 def aside_notice(branch: str, aside: str) -> str:

@@ -1033,6 +1033,34 @@ def test_a_late_parents_merge_refused_over_a_pending_conflict_is_reported_as_blo
     assert blocked == [{"branch": "feat-a", "ref": "", "id": "0123456789abcdef",
                         "why": "memory 0123456789abcdef has an unresolved conflict"}]
     assert branches.blocked_notice(blocked[0]).startswith("feat-a: not merged: memory 0123456789abcdef")
+    # `gitmem merge feat-a` would bring all of feat-a's memory, what it wrote after the fork too: sync takes no more
+    assert branches.blocked_notice(blocked[0]).endswith("unresolved conflict (`gitmem sync`)")
+
+
+def test_a_blocked_line_reads_as_what_to_do_then_the_command_that_merges_for_every_reason(repo):
+    """A blocked line appended " (`gitmem merge B`)" (pull: " (`gitmem pull`)") to every reason, which reads
+    well after a pending conflict's "then merge again", not after a damaged ref's doctor command nor a clash's
+    "(`gitmem prune`)": those now go on with ", then" and the command."""
+    from gitmem.branches import blocked_notice
+    from gitmem.errors import RefClash
+
+    add(repo, "fact", "main fact")
+    git(repo, "checkout", "-q", "-b", "feature")
+    add(repo, "fact", "feature fact")
+    git(repo, "checkout", "-q", "main")
+    damage_ref(repo, "refs/memory/feature", "a missing object")
+    said = gitmem(repo, "merge", "feature", check=False).stderr.strip()
+    assert said.startswith("gitmem: feature: not merged: refs/memory/feature is damaged: ")
+    assert said.endswith("; run `gitmem --branch feature doctor`, then `gitmem merge feature`"), said
+
+    clash = {"branch": "feature/billing", "ref": "refs/memory-remotes/origin/feature/billing", "id": "",
+             "why": str(RefClash("refs/memory/feature/billing", "refs/memory/feature"))}
+    assert blocked_notice(clash, "gitmem pull").endswith("code is gone (`gitmem prune`), then `gitmem pull`")
+    pending = {"branch": "seventeen", "ref": "refs/memory/seventeen", "id": "4vhr",
+               "why": "memory 4vhr has an unresolved conflict ('a' against 'b') and this merge clashes on it again: "
+               "settle it first with `gitmem resolve 4vhr --ours|--theirs|--edit`, then merge again"}
+    assert blocked_notice(pending).endswith(", then merge again (`gitmem merge seventeen`)")
+    assert blocked_notice(pending, "gitmem pull").endswith(", then merge again (`gitmem pull`)")
 
 
 def test_the_branch_listing_lines_up_its_columns_after_wide_character_names(repo):

@@ -969,6 +969,7 @@ def test_a_branch_whose_ref_clashes_with_a_local_one_waits_and_the_others_merge(
     assert {m.text for m in Store.open(str(bob), here).memories().values()} == {"mine"}
     said = [line for line in gitmem(bob, "pull", check=False).stderr.splitlines() if "not merged" in line]
     assert len(said) == 1 and said[0].startswith(f"gitmem: {there}: not merged: could not create refs/memory/{there}")
+    assert said[0].endswith("whose code is gone (`gitmem prune`), then `gitmem pull`")
 
 
 def test_a_fetch_takes_a_new_branch_under_the_name_of_one_the_remote_deleted(alice, bob, origin):

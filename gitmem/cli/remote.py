@@ -171,7 +171,7 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
 
 
 def _say_pulled(result) -> None:
-    from ..branches import aside_notice
+    from ..branches import aside_notice, blocked_notice
     from ..merge import arrival_notice
 
     for m in result.merged:
@@ -193,7 +193,7 @@ def _say_pulled(result) -> None:
     for late in result.late:
         click.echo(f"gitmem: {late.notice()}", err=True)
     for b in result.blocked:
-        click.echo(f"gitmem: {b['branch']}: not merged: {b['why']} (`gitmem pull`)", err=True)
+        click.echo(f"gitmem: {blocked_notice(b, 'gitmem pull')}", err=True)
     for name in result.skipped:
         click.echo(f"{name}: not taken again, it was dropped or set aside here (`gitmem merge "
                    f"refs/memory-remotes/{result.fetch.remote}/{name}` brings it)", err=True)
