@@ -751,6 +751,13 @@ def aside_notice(branch: str, aside: str) -> str:
             "brings it in)")
 
 
+def skipped_notice(branch: str, remote: str) -> str:
+    """What a person is told about ``remote``'s copy of ``branch``'s memory that a pull does not take
+    (:func:`dropped_here`), and the command that brings it all the same."""
+    return (f"{branch}: not taken again, it was dropped or set aside here (`gitmem merge "
+            f"{REMOTE_PREFIX}{remote}/{branch}` brings it)")
+
+
 _KIND_RANK = {"up-to-date": 0, "new": 1, "fast-forward": 2, "merge": 3}
 
 

@@ -112,7 +112,9 @@ class FetchResult:
 class PullResult:
     """``merged``: one entry per branch: {"branch", "kind", "commit", "added", "changed", "conflicts"};
     ``kind`` is "new" (local memory created at the remote's tip), or a MergeResult kind. ``skipped``: branches
-    `gitmem prune` dropped here whose remote memory holds nothing newer (their fetched copy stays).
+    `gitmem prune` dropped or a new branch set aside here whose remote memory holds nothing newer (their fetched
+    copy stays), named by the pull that fetched that copy (or more of it), not by every later one
+    (:attr:`Divergence.skipped` keeps it for `gitmem status`).
     ``set_aside``: branch -> the name this clone's memory of an earlier branch of that name is kept under, set
     aside because the remote's is a new branch's (:func:`gitmem.branches.set_aside_for`). An entry with ``as_of``
     and ``into`` merged the memory ``branch`` held at that fork point into branch ``into``, which started before
@@ -147,7 +149,9 @@ class SetupChange:
 
 @dataclass(frozen=True)
 class Divergence:
-    """Local memory of ``branch`` against the last fetched copy on ``remote``."""
+    """Local memory of ``branch`` against the last fetched copy on ``remote``. ``skipped``: the copy holds
+    what this memory lacks, yet a pull does not take it: that branch's memory was dropped or set aside here
+    (:func:`gitmem.branches.dropped_here`)."""
 
     branch: str
     remote: str
@@ -155,6 +159,7 @@ class Divergence:
     fetched: Optional[str]
     ahead: int
     behind: int
+    skipped: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -486,8 +491,9 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 fetched.refused.append(Refusal(b.ref, why, remote))
                 continue
         target = store if b.branch == store.branch else Store(repo, b.branch)
-        if dropped_here(repo, b.branch, b.new):
-            skipped.append(b.branch)  # dropped or set aside here, and the remote has nothing newer
+        if dropped_here(repo, b.branch, b.new):  # dropped or set aside here, and the remote has nothing newer
+            if b.new != b.old:  # news in the pull that fetched it; `gitmem status` names it after
+                skipped.append(b.branch)
             continue
         if name := set_aside_for(repo, b.branch, [b.new]):
             aside[b.branch] = name
@@ -1030,7 +1036,8 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
             except (KeyError, ValueError, pygit2.GitError) as e:
                 copies = [(memory_ref(b), mine), (tracking_ref(remote, b), fetched)]  # type: ignore[arg-type]  # pygit2 stub
                 raise _damage_among(repo, copies, e) from None
-            out.append(Divergence(b, remote, mine, fetched, ahead, behind))  # type: ignore[arg-type]  # pygit2 stub
+            skipped = bool(fetched and behind and dropped_here(repo, b, fetched))  # a pull does not take it
+            out.append(Divergence(b, remote, mine, fetched, ahead, behind, skipped))  # type: ignore[arg-type]  # pygit2 stub
     return out
 
 

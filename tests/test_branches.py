@@ -200,8 +200,9 @@ def test_memory_set_aside_stays_apart_when_the_remote_still_holds_it(tmp_path):
     add(a, "decision", "New work", "--because", "y")
     pushed = gitmem(a, "push", check=False)
     assert pushed.returncode == 1 and "earlier 'feature'" in pushed.stderr
-    pulled = gitmem(a, "pull")
-    assert "not taken again" in pulled.stderr and old not in ids(a, "feature")
+    gitmem(a, "pull")
+    assert old not in ids(a, "feature")
+    assert "memory feature: not taken again" in gitmem(a, "status").stdout  # the push said so, the pull need not
     commit_file(a, "new.txt")
     git(a, "push", "-q", "origin", "feature")  # the code of the new feature, there now
     gitmem(a, "sync")
@@ -285,6 +286,30 @@ def test_memory_set_aside_here_that_a_teammate_added_to_is_not_taken_by_the_new_
     new = add(a, "decision", "New work", "--because", "y")["id"]
     gitmem(a, "pull")
     assert ids(a, "feature") == {new}
+
+
+def test_the_pull_that_fetches_memory_it_does_not_take_says_so_not_every_pull_after(tmp_path):
+    """"feature: not taken again, it was dropped or set aside here" was said by every `gitmem pull` while the
+    remote kept the earlier feature's memory: it is news once, in the pull that fetches that memory (or more of
+    it); `gitmem status` names it after, in the place of an "N behind" a pull would never take."""
+    a, b, old = _feature_created_again(tmp_path)
+    gitmem(b, "--branch", "feature", "add", "fact", "More on the spike")
+    gitmem(b, "push", "--branch", "feature")
+    said = "feature: not taken again, it was dropped or set aside here " \
+        "(`gitmem merge refs/memory-remotes/origin/feature` brings it)"
+
+    first = gitmem(a, "pull")
+    again = gitmem(a, "pull")
+
+    assert said in first.stderr
+    assert "not taken" not in again.stderr and "no memory yet" not in again.stderr
+    assert json.loads(gitmem(a, "pull", "--json").stdout)["skipped"] == []
+    assert f"memory {said}" in gitmem(a, "status").stdout
+    [copy] = [r for r in json.loads(gitmem(a, "status", "--json").stdout)["remotes"] if r["branch"] == "feature"]
+    assert copy["skipped"] and old not in ids(a, "feature")
+    gitmem(b, "--branch", "feature", "add", "fact", "Still more on the spike")
+    gitmem(b, "push", "--branch", "feature")
+    assert json.loads(gitmem(a, "pull", "--json").stdout)["skipped"] == ["feature"]  # more arrived, not taken
 
 
 def test_a_branch_created_again_under_a_merged_ones_name_reads_its_new_parents_memory(repo):

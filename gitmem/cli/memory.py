@@ -536,7 +536,8 @@ def status(store: Store, as_json: bool) -> None:
     """Where memory is read from and written to, and what it holds.
 
     JSON: {"branch", "ref", "own_tip", "reads", "tip", "counts": {type: active memories}, "notice",
-    "conflicts": [id], "remotes": [{"branch", "remote", "local", "fetched", "ahead", "behind"}], "late_parent":
+    "conflicts": [id], "remotes": [{"branch", "remote", "local", "fetched", "ahead", "behind", "skipped"}] (skipped:
+    a pull does not take that copy, the branch's memory was dropped or set aside here), "late_parent":
     null or {"branch", "parent", "fork", "as_of", "notice"}} (late_parent: this branch's memory started before its
     parent's arrived here, and lacks what the parent's held at the fork; the notice names the command).
 
@@ -589,6 +590,11 @@ def status(store: Store, as_json: bool) -> None:
         if d["fetched"] is None:  # "N ahead" would count its whole history, as if the remote were behind it
             click.echo(f"  memory {d['branch']}: not on {d['remote']} (as of the last fetch or push): "
                        f"`gitmem push {d['remote']} --branch {d['branch']}`")
+            continue
+        if d["skipped"]:  # "N behind" would promise what a pull does not take
+            from ..branches import skipped_notice
+
+            click.echo(f"  memory {skipped_notice(d['branch'], d['remote'])}")
             continue
         click.echo(f"  memory {d['branch']} vs {d['remote']}: {d['ahead']} ahead, {d['behind']} behind"
                    " (as of the last fetch or push)")

@@ -147,12 +147,13 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
     merge; kept lists memories the remote's history deleted, which the merge kept; redacted counts the secrets
     the remote's memory held, redacted on arrival (its history still holds them: rotate them); "refused": [{"what", "why",
     "remote"}] is what the trust gate kept out (also one line each on stderr, and exit 1); "skipped": branches
-    whose memory `gitmem prune` dropped or a new branch of that name set aside here, and whose remote memory
-    holds nothing newer (left fetched); "set_aside": {branch: name} where this clone's memory of an earlier
-    branch was put because the remote's is a new branch of that name (not merged); a merged entry with "as_of" and
-    "into" merged the branch's memory as of the commit "into" forked at, because "into" started before that
-    memory arrived; "late": [{"branch", "parent", "fork", "as_of", "notice"}] such a branch whose parent's memory
-    at the fork cannot be told (the notice names the command that brings it all); "blocked": [{"branch", "ref",
+    whose memory `gitmem prune` dropped or a new branch of that name set aside here, and whose remote memory,
+    fetched by this pull, holds nothing newer (left fetched; `gitmem status` names them after); "set_aside":
+    {branch: name} where this clone's memory of an earlier branch was put because the remote's is a new branch
+    of that name (not merged); a merged entry with "as_of" and "into" merged the branch's memory as of the
+    commit "into" forked at, because "into" started before that memory arrived; "late": [{"branch", "parent",
+    "fork", "as_of", "notice"}] such a branch whose parent's memory at the fork cannot be told (the notice names
+    the command that brings it all); "blocked": [{"branch", "ref",
     "id", "why"}] branches not merged because they clash again on memory "id", whose conflict is pending, or (id
     "") whose memory is damaged, or whose ref git cannot keep beside a local branch's (`feature` and
     `feature/billing`) (also on stderr, and exit 1): "why" says what to do, then pull again.
@@ -171,7 +172,7 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
 
 
 def _say_pulled(result) -> None:
-    from ..branches import aside_notice, blocked_notice
+    from ..branches import aside_notice, blocked_notice, skipped_notice
     from ..merge import arrival_notice
 
     for m in result.merged:
@@ -195,9 +196,8 @@ def _say_pulled(result) -> None:
     for b in result.blocked:
         click.echo(f"gitmem: {blocked_notice(b, 'gitmem pull')}", err=True)
     for name in result.skipped:
-        click.echo(f"{name}: not taken again, it was dropped or set aside here (`gitmem merge "
-                   f"refs/memory-remotes/{result.fetch.remote}/{name}` brings it)", err=True)
-    if not result.merged and not result.fetch.refused and not result.skipped and not result.set_aside:
+        click.echo(skipped_notice(name, result.fetch.remote), err=True)
+    if not result.fetch.refused and not any(b.new for b in result.fetch.branches):
         click.echo(f"{result.fetch.remote} has no memory yet", err=True)
 
 
