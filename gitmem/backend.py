@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
 from .errors import BackendError
+from .text import plural
 from .usage import Usage
 
 __all__ = [
@@ -261,7 +262,7 @@ def place_cache_control(body: Mapping[str, Any], boundary: Optional[int] = None,
                 block.pop("cache_control", None)
     if boundary is not None and ttl != "none":
         if not 1 <= boundary <= len(blocks):
-            raise BackendError(f"--boundary {boundary} is outside the body's {len(blocks)} prefix blocks")
+            raise BackendError(f"--boundary {boundary} is outside the body's {plural(len(blocks), 'prefix block')}")
         cast(Dict[str, Any], blocks[boundary - 1])["cache_control"] = marker  # the dicts of ``out``
     elif ttl in ("5m", "1h"):
         for block in blocks:

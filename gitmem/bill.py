@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 from .errors import GitmemError
 from .policy import FIXED, PHASES, KeepAlive, Row, Workload, break_table, simulate
 from .pricing import DEFAULT_TABLE, PriceTable
+from .text import plural
 from .usage import Usage, cost
 
 if TYPE_CHECKING:
@@ -181,10 +182,10 @@ def why_cheapest(w: Workload, break_seconds: float, model: str, table: PriceTabl
             what = "the whole prefix at the base input price on every request"
         else:
             price = row.cache_write_1h if e.policy == "1h" else row.cache_write_5m
-            what = f"{_many(e.writes, 'prefix write')} at {price / row.input:g}x base input" if row.input else \
-                f"{_many(e.writes, 'prefix write')}"
+            what = f"{plural(e.writes, 'prefix write')} at {price / row.input:g}x base input" if row.input else \
+                f"{plural(e.writes, 'prefix write')}"
             if e.pings:
-                what += f", {_many(e.pings, 'ping')} {_usd(e.costs['break'].total)} to keep it"
+                what += f", {plural(e.pings, 'ping')} {_usd(e.costs['break'].total)} to keep it"
         if text:
             text += " = " if e.total - estimates[0].total < 1e-12 else " < "
         text += f"{POLICY_LABELS[e.policy]} {_usd(e.total)} ({what})"
@@ -418,14 +419,10 @@ def router_bill(entries: Sequence[Mapping[str, Any]], table: PriceTable = DEFAUL
             "sessions": out_sessions}
 
 
-def _many(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def render_router_text(bill: Mapping[str, Any], title: str = "Router traffic") -> str:
     """The router's bill as text: one block per session, one line per break."""
-    lines = [f"{title}: {_many(bill['requests'], 'request')}, "
-             f"{_many(bill['pings'], 'keep-alive ping')}, {bill['failed']} failed; {_usd(bill['total_cost'])} "
+    lines = [f"{title}: {plural(bill['requests'], 'request')}, "
+             f"{plural(bill['pings'], 'keep-alive ping')}, {bill['failed']} failed; {_usd(bill['total_cost'])} "
              f"(prices: {bill['prices']['source']}, checked {bill['prices']['checked']})"]
     for s in bill["sessions"]:
         u = s["usage"]
@@ -434,13 +431,13 @@ def render_router_text(bill: Mapping[str, Any], title: str = "Router traffic") -
         lines.append(f"session {s['session']}  policy {','.join(s['policies']) or '-'}  "
                      f"upstream {','.join(s['upstreams']) or '-'}  memory {','.join(c[:10] for c in s['memory_commits']) or '-'}"
                      + (f"  sent by {sent}" if sent else ""))
-        lines.append(f"  {_many(s['requests'], 'request')}, {_many(s['pings'], 'ping')}, {_usd(s['cost'])}: "
+        lines.append(f"  {plural(s['requests'], 'request')}, {plural(s['pings'], 'ping')}, {_usd(s['cost'])}: "
                      f"input {u['input_tokens']}, "
                      f"cache write {u['cache_creation_input_tokens']}, cache read {u['cache_read_input_tokens']}, "
                      f"output {u['output_tokens']}")
         for b in s["breaks"]:
             nxt = f", then session {b['next_session']}" if b["next_session"] else ""
-            lines.append(f"  break {b['seconds'] / 60:.1f} min ({b['policy']}): {_many(b['pings'], 'ping')} "
+            lines.append(f"  break {b['seconds'] / 60:.1f} min ({b['policy']}): {plural(b['pings'], 'ping')} "
                          f"{_usd(b['ping_cost'])}, prefix {b['prefix_after']} after it{nxt}")
     return "\n".join(lines)
 
@@ -464,7 +461,7 @@ def _minutes(m: float) -> str:
 def render_text(bill: Bill) -> str:
     """The bill and the break-length table as aligned text."""
     lines = [f"Bill ({bill.backend}, {bill.model}; prices: {bill.source}, checked {bill.checked})",
-             f"break: {_minutes(bill.break_seconds / 60)}; cost per run, mean of {bill.policies[0].runs} run(s)", ""]
+             f"break: {_minutes(bill.break_seconds / 60)}; cost per run, mean of {plural(bill.policies[0].runs, 'run')}", ""]
     lines.append(f"{'policy':<17}{'session 1':>11}{'break':>10}{'session 2':>11}{'total':>11}{'vs uncached':>13}"
                  f"  guide after the break")
     for p in bill.policies:

@@ -21,6 +21,7 @@ from . import model
 from .errors import GitmemError
 from .model import Author, Memory
 from .repo import head_commit, parent_chain, ref_target
+from .text import plural
 
 if TYPE_CHECKING:
     from .audit import Change
@@ -233,7 +234,7 @@ def link_commit(store: Store, code_commit: str, *, author: Optional[Author] = No
         if not updates:
             return Link(None, code_commit)
         ids = linked + ([advanced] if advanced and advanced not in linked else [])
-        message = (f"link {code_commit[:10]}: {len(linked)} memor{'y' if len(linked) == 1 else 'ies'}"
+        message = (f"link {code_commit[:10]}: {plural(len(linked), 'memory')}"
                    + (", checkpoint advanced" if advanced else "") + "\n\n"
                    + "".join(f"Memory-Id: {i}\n" for i in ids)
                    + f"Memory-Op: link\nMemory-Source: {source}\nAuthor-Kind: {author.kind}\n"
@@ -280,7 +281,7 @@ def rewrite_commits(store: Store, mapping: Mapping[str, str], *, author: Optiona
         if not updates:
             return None
         ids = sorted(p.rsplit("/", 1)[1][:-5] for p in updates)
-        message = (f"rewrite: {len(ids)} memories follow rewritten commits\n\n"
+        message = (f"rewrite: point {plural(len(ids), 'memory')} at rewritten commits\n\n"
                    + "".join(f"Memory-Id: {i}\n" for i in ids)
                    + f"Memory-Op: rewrite\nMemory-Source: {source}\nAuthor-Kind: {author.kind}\n")
         commit = store.commit_tree(updates, message, author, base=expected)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from .gitdir import blob_id
+from .text import plural
 
 if TYPE_CHECKING:
     from .store import Store
@@ -297,7 +298,7 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
         for memory_id, _ in fitted:
             state.add("injected", memory_id, keep=2000)
         state.data["branch"] = store.branch
-    return Outcome(_context_output("SessionStart", "\n".join(lines)), note=f"injected {len(fitted)} memories")
+    return Outcome(_context_output("SessionStart", "\n".join(lines)), note=f"injected {plural(len(fitted), 'memory')}")
 
 
 def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code",
@@ -339,7 +340,7 @@ def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code
         return Outcome(note="nothing relevant")
     text = "<gitmem>\n" + "\n".join(lines) + "\n</gitmem>"
     return Outcome(_context_output("UserPromptSubmit", text),
-                   note=f"{len(rejections)} rejections, {len(fitted)} memories")
+                   note=f"{plural(len(rejections), 'rejection')}, {plural(len(fitted), 'memory')}")
 
 
 def _repo_path(store: Store, path: str, cwd: str) -> Optional[str]:
@@ -369,7 +370,7 @@ def summarize_file(path: str, full_path: str) -> str:
     text = data.decode("utf-8", "replace")
     lines = text.splitlines()
     names = list(dict.fromkeys(_DEFINES_RE.findall(text)))
-    parts = [f"{path}: {len(lines)} lines"]
+    parts = [f"{path}: {plural(len(lines), 'line')}"]
     if names:
         shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
         parts.append(f"defines {shown}")
@@ -503,7 +504,7 @@ def _link_commit(store: Store, source: str, after: float) -> Outcome:
     if not head or store.repo[head].peel(pygit2.Commit).commit_time < after:
         return Outcome(note="no new commit")
     link = link_commit(store, head, author=_author(store), source=source)
-    return Outcome(written=list(link.memory_ids), note=f"linked {head[:10]} to {len(link.memory_ids)} memories")
+    return Outcome(written=list(link.memory_ids), note=f"linked {head[:10]} to {plural(len(link.memory_ids), 'memory')}")
 
 
 def _last_reply(transcript_path: str, limit: int = 300) -> str:

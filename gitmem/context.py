@@ -65,6 +65,7 @@ from .errors import GitmemError
 from .model import Memory, matches, quoted, undecodable
 from .pricing import DEFAULT_TABLE, PriceTable
 from .redact import redact_fields
+from .text import plural
 from .tokens import DEFAULT_FAMILY, MESSAGE_OVERHEAD_TOKENS, count_tokens
 
 if TYPE_CHECKING:
@@ -623,7 +624,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
     row = table.get(model)
     warnings: List[str] = list(inputs.warnings)
     if found:
-        warnings.append(f"redacted {found} secret(s) from the guide, the question or the files before sending")
+        warnings.append(f"redacted {plural(found, 'secret')} from the guide, the question or the files before sending")
     if row.retired:
         warnings.append(f"{row.id} is retired: the API refuses requests to it (`gitmem models` lists the others)")
     now = inputs.at_tip or Loaded(inputs.memories, inputs.blobs)
@@ -696,7 +697,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
             relevance_tail = True
             chosen_by = "most relevant" if text else "newest (no question or file given)"
             warnings.append(f"memory is over the {budget}-token budget: the tail holds the {len(tail)} {chosen_by} "
-                            f"of {len(candidates)} newer memories")
+                            f"of {plural(len(candidates), 'newer memory')}")
 
     pieces: List[Tuple[str, str, int, Tuple[str, ...]]] = []
     head = PREAMBLE + ("\n\n" + guide if guide else "")
@@ -719,7 +720,7 @@ def assemble(inputs: ContextInputs, *, query: Optional[str] = None, paths: Seque
         if ttl != "none" and not (name == "tail" and relevance_tail):
             mark = "5m" if (ttl == "5m" or name == "tail") else "1h"
             if total < row.min_cacheable_tokens:
-                warnings.append(f"{name} part not marked for caching: its prefix is {total} tokens, below "
+                warnings.append(f"{name} part not marked for caching: its prefix is {plural(total, 'token')}, below "
                                 f"{row.id}'s minimum of {row.min_cacheable_tokens}")
                 mark = None
         blocks.append(_block(text, mark))

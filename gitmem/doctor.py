@@ -20,6 +20,7 @@ from .repo import (below_parents, blob_at, current_branch, default_author, entri
                    objects_read_once)
 from .model import CONFLICTS_DIR, Problem, parse_memory
 from .store import Store
+from .text import plural
 
 
 _HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -258,7 +259,7 @@ def recover(store: Store, author: Optional[Author] = None, source: str = "doctor
     new = good
     if updates:
         who = author or default_author(store.repo)
-        message = (f"recover: {len(updates)} memories kept from damaged tip {tip[:10]}\n\n{found}\n\n"
+        message = (f"recover: {plural(len(updates), 'memory')} kept from damaged tip {tip[:10]}\n\n{found}\n\n"
                    f"Memory-Op: recover\nMemory-Source: {source}\nAuthor-Kind: {who.kind}\n")
         new = store.commit_tree(updates, message, who, base=good)
     store.move_ref(tip, new, f"gitmem doctor --recover: back to {good[:10]}")
@@ -312,10 +313,10 @@ def drop_invalid(store: Store, author: Optional[Author] = None, source: str = "d
                       if e.name not in model.TYPES and e.name != CONFLICTS_DIR)
         if not bad:
             return []
-        message = (f"drop {len(bad)} blob(s) that are not valid memories\n\n" + "\n".join(bad) +
+        message = (f"drop {plural(len(bad), 'blob')} that are not valid memories\n\n" + "\n".join(bad) +
                    f"\n\nMemory-Op: drop-invalid\nMemory-Source: {source}\nAuthor-Kind: {author.kind}\n")
         commit = store.commit_tree({path: None for path in bad}, message, author, base=tip)
-        store.move_ref(tip, commit, f"gitmem doctor: drop {len(bad)} invalid blob(s)")
+        store.move_ref(tip, commit, f"gitmem doctor: drop {plural(len(bad), 'invalid blob')}")
         return bad
 
     return store.retrying(attempt)

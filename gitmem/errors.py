@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from .text import plural
+
 
 class GitmemError(Exception):
     """Base class: the message is one line, meant for the user."""
@@ -147,7 +149,7 @@ class SecretFound(GitmemError):
     def __init__(self, findings: Sequence[tuple]):
         self.findings = tuple(findings)
         where = ", ".join(f"{m} ({rule})" for m, rule in self.findings[:5])
-        super().__init__(f"refusing: {len(self.findings)} possible secret(s) in memory: {where}")
+        super().__init__(f"refusing: {plural(len(self.findings), 'possible secret')} in memory: {where}")
 
 
 class RemoteError(GitmemError):

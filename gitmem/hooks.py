@@ -21,6 +21,7 @@ import pygit2
 from .errors import ForcedMemory, GitmemError, SecretFound
 from .files import replace_file
 from .repo import REF_PREFIX, head_commit, ref_target
+from .text import plural
 
 if TYPE_CHECKING:
     from .store import Store
@@ -562,7 +563,7 @@ def _post_commit(store: Store, args: List[str], stdin: str) -> List[str]:
     commit = store.repo[head].peel(pygit2.Commit)
     out = _merge_memory(store, head, _before_merge(store.repo, head, commit)) if len(commit.parents) > 1 else []
     if link.memory_ids:
-        out.append(f"linked {head[:10]} to {len(link.memory_ids)} memor{'y' if len(link.memory_ids) == 1 else 'ies'}")
+        out.append(f"linked {head[:10]} to {plural(len(link.memory_ids), 'memory')}")
     out.extend(_cherry_pick_hint(store, head))
     from .export import refresh  # opt-in with `gitmem export --write --on-commit`
 
@@ -688,7 +689,7 @@ def _describe(m: Dict[str, Any]) -> str:
         return ""
     text = f"merged memory of {m['branch']} ({m['kind']}: {len(m['added'])} added, {len(m['changed'])} changed)"
     if m["conflicts"]:
-        text += f"; {len(m['conflicts'])} conflict(s): see `gitmem conflicts`"
+        text += f"; {plural(len(m['conflicts']), 'conflict')}: see `gitmem conflicts`"
     if m.get("redacted"):
         from .merge import arrival_notice
 
@@ -705,14 +706,14 @@ def _post_rewrite(store: Store, args: List[str], stdin: str) -> List[str]:
         if len(parts) >= 2:
             mapping[parts[0]] = parts[1]
     commit = rewrite_commits(store, mapping, source="hook")
-    out = [f"memory follows {len(mapping)} rewritten commit(s)"] if commit else []
+    out = [f"memory follows {plural(len(mapping), 'rewritten commit')}"] if commit else []
     if args and args[0] == "rebase":  # `git pull --rebase` runs no post-merge: the memory its code brings, as sync
         from .branches import held_notice, sync
         from .checkpoint import link_commit, link_landed
 
         links = link_landed(store, list(mapping), source="hook")  # memory written while the rebase stopped
-        out += [f"linked {link.code_commit[:10]} to {len(link.memory_ids)} memor"
-                f"{'y' if len(link.memory_ids) == 1 else 'ies'} written during the rebase" for link in links]
+        out += [f"linked {link.code_commit[:10]} to {plural(len(link.memory_ids), 'memory')} written during the rebase"
+                for link in links]
 
         # The code the rebase put under the branch (main's, after `git rebase main`) brings its memory, as `git
         # merge main` would: tips reachable now, not from where the branch stood (ORIG_HEAD). sync leaves out the

@@ -17,6 +17,7 @@ from .model import Author, Memory
 from .records import (CONFLICT_FIELDS, CONFLICTS_DIR, Conflict, conflict_path, dump_conflict, from_future,
                       merge_records, rivals)
 from .trust import history_problem, load_conflict_data, read_conflict, secret_blobs
+from .text import plural
 
 if TYPE_CHECKING:
     from .store import Snapshot, Store, Write
@@ -289,7 +290,7 @@ def _merge_commit(store: Store, base: Optional[str], ours: str, theirs: str, aut
 
 def arrival_notice(redacted: int) -> str:
     """What to tell whoever took memory that held secrets: redacted here, not in the history it came with."""
-    return (f"redacted {redacted} secret(s) that arrived with this memory; the history it came with (and the "
+    return (f"redacted {plural(redacted, 'secret')} that arrived with this memory; the history it came with (and the "
             "remote) still holds them: rotate them") if redacted else ""
 
 
@@ -349,8 +350,8 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
     updates = {path: _written_again(store, blob, path) for blob in found for path in paths[blob]}
     author = author or default_author(repo)
     count = sum(len(rules) for rules in found.values())
-    text = (f"redact {count} secret(s) that arrived in {theirs[:12]}\n\n"
-            f"{len(found)} memory blob(s) held them; they are redacted here, as every write is.\n\n"
+    text = (f"redact {plural(count, 'secret')} that arrived in {theirs[:12]}\n\n"
+            f"{plural(len(found), 'memory blob')} held them; they are redacted here, as every write is.\n\n"
             f"Memory-Op: redact\nMemory-Source: {source}\nAuthor-Kind: {author.kind}\nRedacted: {count}\n")
     return store.commit_tree(updates, text, author, base=theirs), count
 
@@ -396,9 +397,9 @@ def _refuse_over_pending(store: Store, c: Conflict, pending: str) -> None:
 
 def _merge_message(message, branch, theirs, added, changed, conflicts, author, source, kept=()) -> str:
     subject = message or f"merge {theirs[:12]} into {branch}"
-    summary = f"{len(added)} added, {len(changed)} changed, {len(conflicts)} conflict(s)"
+    summary = f"{len(added)} added, {len(changed)} changed, {plural(len(conflicts), 'conflict')}"
     if kept:
-        summary += f"; kept {len(kept)} memories the merged history deleted"
+        summary += f"; kept {plural(len(kept), 'memory')} the merged history deleted"
     trailers = [f"Memory-Id: {i}" for i in (list(added) + list(changed))[:200]]
     trailers += ["Memory-Op: merge", f"Memory-Source: {source}", f"Author-Kind: {author.kind}",
                  f"Merged-From: {theirs}"]

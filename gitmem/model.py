@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from .errors import InvalidMemory
+from .text import plural
 
 SCHEMA_VERSION = 1
 
@@ -552,7 +553,7 @@ def redacted_valid(m: Memory) -> Tuple[Memory, int]:
     except InvalidMemory as e:
         if not count:
             raise
-        raise InvalidMemory(e.field, f"{e.problem}, once {count} secret(s) in it were redacted", e.choices,
+        raise InvalidMemory(e.field, f"{e.problem}, once {plural(count, 'secret')} in it had been redacted", e.choices,
                             option=e.option) from None
     return out, count
 

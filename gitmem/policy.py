@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .errors import GitmemError
 from .pricing import DEFAULT_TABLE, PriceTable
+from .text import plural
 from .usage import Cost, Usage, cost
 
 __all__ = [
@@ -326,7 +327,7 @@ def choose_plan(gaps: Sequence[float], c: PrefixCosts, ping_after: float = 240.0
     k_5m = ski_rental_pings(c, "5m")
     gaps = [g for g in gaps if g >= ping_after]
     if len(gaps) < min_history:
-        return Plan("5m", k_5m, f"cold start ({len(gaps)} breaks recorded): ski rental, up to {k_5m} pings")
+        return Plan("5m", k_5m, f"cold start ({plural(len(gaps), 'break')} recorded): ski rental, up to {plural(k_5m, 'ping')}")
     candidates = [Plan("5m", k) for k in range(k_5m + 1)] + \
         [Plan("1h", k) for k in range(ski_rental_pings(c, "1h") + 1)]
     best, best_cost = candidates[0], float("inf")
@@ -335,8 +336,8 @@ def choose_plan(gaps: Sequence[float], c: PrefixCosts, ping_after: float = 240.0
         if total < best_cost - 1e-12:
             best, best_cost = plan, total
     ttl = "1-hour TTL for the next write" if best.ttl == "1h" else "5-minute TTL"
-    what = f"{ttl}, let the cache go" if best.pings == 0 else f"{ttl}, ping up to {best.pings} times"
-    return Plan(best.ttl, best.pings, f"{what}: cheapest over the {len(gaps)} recorded breaks")
+    what = f"{ttl}, let the cache go" if best.pings == 0 else f"{ttl}, ping up to {plural(best.pings, 'time')}"
+    return Plan(best.ttl, best.pings, f"{what}: cheapest over the {plural(len(gaps), 'recorded break')}")
 
 
 def hindsight_cost(gaps: Sequence[float], c: PrefixCosts, ping_after: float = 240.0) -> float:

@@ -41,6 +41,7 @@ from .index import process_gone
 from .model import Author
 from .repo import REF_PREFIX, check_branch_name, common_dir, config_get, damaged, memory_ref, ref_target
 from .store import Store
+from .text import plural
 
 MAX_PUSH_ATTEMPTS = 8
 
@@ -839,7 +840,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 retry.append(b)
             else:
                 if any(reason in summary for reason in _RETRY_REASONS):
-                    summary += f"; the remote kept moving for {attempt} attempts, run `gitmem push` again"
+                    summary += f"; the remote kept moving for {plural(attempt, 'attempt')}, run `gitmem push` again"
                 elif said:  # a server hook's reason (branch protection, a policy): the user needs its words
                     summary += f"; {remote} said: {' / '.join(said[:5])}"
                 done[b] = BranchPush(b, "rejected", tips[b], merges[b], attempt, message=summary)

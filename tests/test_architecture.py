@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gitmem"
 
 #: Plain data in, plain data out: these modules are tested without a repository.
 PURE_CORE = ["model", "tokens", "redact", "policy", "pricing", "usage", "records", "search", "check", "context",
-             "jsontext"]
+             "jsontext", "text"]
 #: What the pure core may not import: git, processes, sockets and HTTP, databases, servers,
 #: and every gitmem module that reaches git or the network.
 EDGES = {

@@ -544,6 +544,7 @@ def test_a_conflict_from_a_git_merge_is_listed_shown_in_status_and_resolved(repo
     assert [(c["id"], c["fields"], c["ours"]["text"], c["theirs"]["text"]) for c in listed] == [
         (mid, ["text"], "Use 2 spaces", "Use 4 spaces")]
     assert json.loads(gitmem(repo, "status", "--json").stdout)["conflicts"] == [mid]
+    assert "\n  1 unresolved memory conflict: see `gitmem conflicts`\n" in gitmem(repo, "status").stdout
     gitmem(repo, "resolve", mid, "--ours")
     assert json.loads(gitmem(repo, "conflicts", "--json").stdout)["conflicts"] == []
     assert Store.open(str(repo)).get(mid).text == "Use 2 spaces"
@@ -1102,3 +1103,15 @@ def test_the_branch_listing_lines_up_its_columns_after_wide_character_names(repo
     lines = gitmem(repo, "branch").stdout.splitlines()
     tips = {line: columns(line[:line.index(tip(repo, line[2:].split()[0])[:10])]) for line in lines}
     assert len(lines) == 4 and len(set(tips.values())) == 1, tips
+
+
+def test_prune_counts_a_deleted_branchs_memories_in_words_that_fit_the_number(repo):
+    for name, texts in (("one", ["only note"]), ("two", ["first note", "second note"])):
+        git(repo, "checkout", "-q", "-b", name)
+        for text in texts:
+            add(repo, "note", text)
+        git(repo, "checkout", "-q", "main")
+        git(repo, "branch", "-q", "-D", name)
+    listing = gitmem(repo, "prune").stdout
+    assert re.search(r"^would keep refs/memory/one at [0-9a-f]+ \(1 memory; ", listing, re.M), listing
+    assert re.search(r"^would keep refs/memory/two at [0-9a-f]+ \(2 memories; ", listing, re.M), listing

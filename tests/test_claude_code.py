@@ -137,7 +137,7 @@ def test_a_read_records_one_file_memory_per_blob(repo):
     [m] = file_memories(repo)
     assert (m.paths, m.blob, m.type) == (("README.md",), blob, "file")
     assert m.source == "claude-code/2.1.332" and f"session:{SESSION}" in m.tags
-    assert "README.md: 1 lines" in m.text and "starts: sample" in m.text
+    assert "README.md: 1 line; starts: sample" in m.text
     readme.write_text("# sample\n\nNow with a second paragraph.\n")
     hook(repo, "PostToolUse", tool_name="Read", tool_input={"file_path": str(readme)})
     [m2] = file_memories(repo)

@@ -711,3 +711,11 @@ def test_list_into_a_closed_pipe_stops_quietly(repo):
     proc = subprocess.run(f"{sys.executable} -m gitmem -C {repo} list | head -1", shell=True, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.stdout.split()[1:3] == ["convention", "Note"] and proc.stderr == ""
+
+
+def test_status_counts_each_type_in_words_that_fit_the_number(run):
+    run("add", "decision", "Use Postgres")
+    for text in ("CI runs on push", "Deploys go through staging"):
+        run("add", "fact", text)
+    assert "\n  1 decision, 2 facts\n" in run("status").output
+    assert json.loads(run("status", "--json").output)["counts"] == {"decision": 1, "fact": 2}

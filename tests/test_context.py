@@ -560,7 +560,7 @@ def test_a_secret_in_the_guide_the_question_or_a_path_is_redacted_before_the_bod
     sent = json.dumps(ctx.body)
     assert token not in sent and sent.count("[REDACTED:github-pat]") == 3
     assert "GITHUB_TOKEN=[REDACTED:github-pat]" in ctx.body["system"][0]["text"]
-    assert any("redacted 3 secret(s)" in w for w in ctx.warnings)
+    assert any("redacted 3 secrets" in w for w in ctx.warnings)
     shown = gitmem(repo, "context", "--query", f"is {token} valid?")
     assert shown.returncode == 0 and token not in shown.stdout + shown.stderr
 

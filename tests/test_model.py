@@ -297,5 +297,5 @@ def test_a_text_only_its_redaction_makes_too_long_says_so(repo):
     line = "DB_PASSWORD=Sup3rFAKEVTJlvf!\n"
     text = line * (MAX_TEXT_BYTES // len(line) - 1)
     assert len(text.encode()) < MAX_TEXT_BYTES
-    with pytest.raises(InvalidMemory, match=r"over the \d+-byte limit, once \d+ secret\(s\) in it were redacted"):
+    with pytest.raises(InvalidMemory, match=r"over the \d+-byte limit, once \d+ secrets? in it had been redacted"):
         Store.open(str(repo)).add("fact", text)

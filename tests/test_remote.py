@@ -432,13 +432,13 @@ def test_a_secret_pushed_with_plain_git_is_redacted_when_it_arrives_by_fast_forw
     dave = clone(origin, tmp_path / "dave", "Dave")
     gitmem(dave, "add", "fact", "dave's own, not pushed")
     merged = gitmem(dave, "pull")  # a merge: every memory taken is written again
-    assert "redacted 2 secret(s) that arrived" in merged.stderr and "rotate them" in merged.stderr
+    assert "redacted 2 secrets that arrived" in merged.stderr and "rotate them" in merged.stderr
     assert token not in gitmem(dave, "list", "--json").stdout
     for who in (bob, carol):  # a fast-forward, and a first pull
         pulled = json.loads(gitmem(who, "pull", "--json").stdout)
         tip = git(who, "rev-parse", "refs/memory/main").strip()
         assert git(who, "rev-parse", f"{tip}^").strip() == remote_tip(origin)  # one commit on the remote's tip
-        assert "redact 2 secret(s)" in git(who, "log", "-1", "--format=%s", tip)
+        assert "redact 2 secrets" in git(who, "log", "-1", "--format=%s", tip)
         assert [(m["commit"], m["redacted"]) for m in pulled["merged"]] == [(tip, 2)]  # and the pull says so
         shown = gitmem(who, "list", "--json").stdout + gitmem(who, "context", "--query", "deploy key").stdout
         assert token not in shown and "deploy key [REDACTED:github-pat]" in shown
@@ -888,7 +888,7 @@ def test_a_secret_spelled_with_yaml_escapes_is_caught_at_push_and_redacted_when_
 
     git(alice, "config", "core.hooksPath", "/dev/null")  # pushed with plain git, it arrives redacted all the same
     git(alice, "push", "-q", "origin", "refs/memory/main:refs/memory/main")
-    assert "redacted 1 secret(s) that arrived" in gitmem(bob, "pull").stderr
+    assert "redacted 1 secret that arrived" in gitmem(bob, "pull").stderr
     assert token not in gitmem(bob, "list", "--json").stdout
     assert "deploy key [REDACTED:github-pat]" in gitmem(bob, "show", "01m92e2bbbbbbbbb").stdout
 

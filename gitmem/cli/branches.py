@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 import click
 
 from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pad, pass_store
+from ..text import plural
 
 if TYPE_CHECKING:
     from ..branches import SyncResult
@@ -67,7 +68,7 @@ def branch(store: Store, move, as_json: bool) -> None:
             else ["code deleted"] if b.code == "deleted" else []
         notes += ([f"code and memory merged into {b.parent or 'the default branch'}"] if b.memory_merged else
                   [f"code merged, memory not yet: gitmem merge {b.name}"]) if b.merged else []
-        notes += [f"{b.conflicts} conflict(s)"] if b.conflicts else []
+        notes += [plural(b.conflicts, "conflict")] if b.conflicts else []
         click.echo(f"{mark} {pad(b.name, 24)} {_short(b.tip)} {b.active:>5} active of {b.memories:<5} {', '.join(notes)}")
     if not found:
         click.echo("no memory branches yet", err=True)
@@ -144,7 +145,7 @@ def prune(store: Store, yes: bool, force: bool, as_json: bool) -> None:
                  if verb == "deleted" else
                  f"some of it is not in {into}'s memory: `gitmem merge {b.name}` keeps it, "
                  f"`gitmem prune --yes --force` drops it")
-        click.echo(f"{verb} {b.ref} at {b.tip} ({b.memories} memories; {state})")
+        click.echo(f"{verb} {b.ref} at {b.tip} ({plural(b.memories, 'memory')}; {state})")
     if not gone:
         click.echo("nothing to prune")
     elif not yes:

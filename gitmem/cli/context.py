@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import click
 
 from .base import REPO_PATH, echo, emit_json, json_option, main, pass_store
+from ..text import plural
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -88,8 +89,8 @@ def context_(store: Store, query, paths, ttl, model, budget, advance, as_json) -
                f"guide {ctx.guide_path or '-'}, model {ctx.model}")
     for part in ctx.parts:
         mark = f"cache_control {part.ttl}" if part.ttl else "not cached"
-        ids = f", {len(part.memory_ids)} memories" if part.memory_ids else ""
-        click.echo(f"# {part.name}: {part.tokens} tokens (prefix {part.prefix_tokens}), {mark}{ids}")
+        ids = f", {plural(len(part.memory_ids), 'memory')}" if part.memory_ids else ""
+        click.echo(f"# {part.name}: {plural(part.tokens, 'token')} (prefix {part.prefix_tokens}), {mark}{ids}")
     from ..tokens import ESTIMATE_NOTE
 
     click.echo(f"# {ESTIMATE_NOTE}")
@@ -126,7 +127,7 @@ def guide_set(store: Store, path: str, as_json: bool) -> None:
     if as_json:
         emit_json({"guide": rel, "tokens": tokens})
     else:
-        click.echo(f"guide: {rel} ({tokens} tokens, estimated), recorded in git config gitmem.guide")
+        click.echo(f"guide: {rel} ({plural(tokens, 'token')}, estimated), recorded in git config gitmem.guide")
 
 
 @guide.command("show")
@@ -146,7 +147,7 @@ def guide_show(store: Store, as_json: bool) -> None:
     if as_json:
         emit_json({"guide": path, "tokens": count_tokens(text)})
     else:
-        click.echo(f"guide: {path} ({count_tokens(text)} tokens, estimated)" if path else
+        click.echo(f"guide: {path} ({plural(count_tokens(text), 'token')}, estimated)" if path else
                    "no guide (set one with: gitmem guide set AGENTS.md)")
 
 
@@ -360,7 +361,7 @@ def cache_ttl(runs: int, break_minutes: float, real_time: bool, backend: str, ke
     if not as_json:
         clock = "real time" if real_time else "virtual clock"
         via = ", through gitmem router" if via_router else ""
-        say(f"gitmem demo cache-ttl - backend: {backend} ({clock}{via}), model claude-haiku-4-5, {runs} runs")
+        say(f"gitmem demo cache-ttl - backend: {backend} ({clock}{via}), model claude-haiku-4-5, {plural(runs, 'run')}")
         say("Building the sample repository (the team's earlier decisions, as these commands write them):")
 
     def tick(remaining: float) -> None:
@@ -383,8 +384,8 @@ def cache_ttl(runs: int, break_minutes: float, real_time: bool, backend: str, ke
                    "recorded": recorded, "run": result.run})
         return
     c = result.context
-    say(f"\nContext (memory commit {c['memory_commit'][:10]}): guide {c['guide']} {c['guide_file_tokens']} tokens "
-        f"({c['guide_tokens']} with the preamble), {c['memories']} memories {c['memory_tokens']} tokens; "
+    say(f"\nContext (memory commit {c['memory_commit'][:10]}): guide {c['guide']} {plural(c['guide_file_tokens'], 'token')} "
+        f"({c['guide_tokens']} with the preamble), {plural(c['memories'], 'memory')} {plural(c['memory_tokens'], 'token')}; "
         "a breakpoint after each part")
     from ..tokens import ESTIMATE_NOTE
 

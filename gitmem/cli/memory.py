@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional
 import click
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, source_matches
+from ..text import plural
 from .base import (REPO_PATH, UTF8_TEXT, author_options, echo, edit_in_editor, emit_json, emit_json_list, json_option, main, pad,
                    pass_store, read_text_argument)
 
@@ -41,7 +42,7 @@ def report_write(store: Store, w, verb: str, as_json: bool) -> None:
         return
     click.echo(f"{verb} {w.memory.type} {w.memory.id} on {store.ref} (commit {_short(w.commit)})")
     if w.redacted:
-        click.echo(f"gitmem: redacted {w.redacted} secret(s) before storing", err=True)
+        click.echo(f"gitmem: redacted {plural(w.redacted, 'secret')} before storing", err=True)
 
 
 def limit_option(default: Optional[int] = None):
@@ -516,7 +517,7 @@ def doctor(store: Store, fix: bool, recover: bool, drop_invalid: bool, full: boo
             click.echo(f"removed stale lock {fixed.path} ({fixed.age:.0f}s old)")
         if recovered:
             click.echo(f"moved {store.ref} back from damaged {_short(recovered.damaged)} to intact "
-                       f"{_short(recovered.good)}; kept {len(recovered.kept)} later memories"
+                       f"{_short(recovered.good)}; kept {plural(len(recovered.kept), 'later memory')}"
                        f" (now {_short(recovered.tip)})")
             for path in recovered.lost:
                 click.echo(f"lost (unreadable): {path}")
@@ -524,7 +525,7 @@ def doctor(store: Store, fix: bool, recover: bool, drop_invalid: bool, full: boo
             echo(f"dropped (not a valid memory, kept in history): {path}")
         for p in problems:
             echo(f"{p.level}: {p.where}: {p.message}")
-        click.echo(f"{store.ref}: {'ok' if not errors else f'{len(errors)} error(s)'}")
+        click.echo(f"{store.ref}: {'ok' if not errors else plural(len(errors), 'error')}")
     if errors:
         raise SystemExit(1)
 
@@ -583,9 +584,9 @@ def status(store: Store, as_json: bool) -> None:
             click.echo(f"  renamed from {old!r}, whose memory stayed behind: `{carry_over(store.repo, old, store.branch)}`")
     if data["late_parent"]:
         click.echo(f"  {data['late_parent']['notice']}")
-    click.echo("  " + (", ".join(f"{n} {t}" for t, n in sorted(counts.items())) or "no memories"))
+    click.echo("  " + (", ".join(plural(n, t) for t, n in sorted(counts.items())) or "no memories"))
     if data["conflicts"]:
-        click.echo(f"  {len(data['conflicts'])} unresolved memory conflict(s): see `gitmem conflicts`")
+        click.echo(f"  {plural(len(data['conflicts']), 'unresolved memory conflict')}: see `gitmem conflicts`")
     for d in data["remotes"]:
         if d["fetched"] is None:  # "N ahead" would count its whole history, as if the remote were behind it
             click.echo(f"  memory {d['branch']}: not on {d['remote']} (as of the last fetch or push): "

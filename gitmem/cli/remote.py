@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 import click
 
 from .base import author_options, emit_json, json_option, main, open_store, pass_store
+from ..text import plural
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -73,10 +74,10 @@ def push(store: Store, remote, branch, all_, who, source, as_json) -> None:
             raise SystemExit(1)
         return
     for r in results:
-        merged = f", after merging {r.merges} time(s)" if r.merges else ""
+        merged = f", after merging {plural(r.merges, 'time')}" if r.merges else ""
         click.echo(f"{r.branch}: {r.status} {_short(r.commit)}{merged}" + (f" ({r.message})" if r.message else ""))
     if failed:
-        raise RemoteError(f"{len(failed)} memory branch(es) not pushed to {remote}: "
+        raise RemoteError(f"{plural(len(failed), 'memory branch')} not pushed to {remote}: "
                           + "; ".join(f"{r.branch}: {r.message}" for r in failed))
 
 
@@ -183,9 +184,9 @@ def _say_pulled(result) -> None:
         else:
             click.echo(f"{m['branch']}: {m['kind']} {_short(m['commit'])}{counts}")
         if m["conflicts"]:
-            click.echo(f"  {len(m['conflicts'])} conflict(s): see `gitmem conflicts`", err=True)
+            click.echo(f"  {plural(len(m['conflicts']), 'conflict')}: see `gitmem conflicts`", err=True)
         if m.get("kept"):
-            click.echo(f"  refused to delete {len(m['kept'])} memories the remote's history removed or made"
+            click.echo(f"  refused to delete {plural(len(m['kept']), 'memory')} the remote's history removed or made"
                        " unreadable: kept them (retract a memory to take it out of use)", err=True)
         if m.get("redacted"):
             click.echo(f"  {arrival_notice(m['redacted'])}", err=True)

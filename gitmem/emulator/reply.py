@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..text import plural
+
 BANNER = "(gitmem emulator: answer retrieved from the prompt, no model was called)"
 MAX_MEMORIES = 3
 MAX_SECTIONS = 2
@@ -354,7 +356,7 @@ def _summary(call: Mapping[str, Any], result: Optional[Mapping[str, Any]]) -> Li
     if base == "Read":
         lines = text.splitlines()
         first = next((line for line in lines if line.strip()), "")
-        return [f"- Read {call.get('input', {}).get('file_path')}: {len(lines)} lines, starting {_snippet(first)!r}."]
+        return [f"- Read {call.get('input', {}).get('file_path')}: {plural(len(lines), 'line')}, starting {_snippet(first)!r}."]
     return [f"- {name}: {_snippet(text)}"]
 
 

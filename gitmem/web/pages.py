@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ..model import AUTHOR_KINDS, MAX_TEXT_BYTES, STATUSES, TYPES, Memory, version
 from ..policy import FIXED
+from ..text import plural
 from .html import Safe, h, join, options, typed, url
 
 NAV = (("memory", "/memory", "Memory"), ("audit", "/audit", "Audit trail"),
@@ -168,12 +169,12 @@ def listed_count(p: Any) -> str:
     shown, total = len(p.memories), p.total
     if p.newer is None and p.older is None:  # every match on one page
         n = shown if total is None else total
-        return f"{n} memor{'y' if n == 1 else 'ies'}."
+        return f"{plural(n, 'memory')}."
     uncounted = "not counted: that would read every memory"  # see Store.page
     if p.newer is None:
-        return f"The newest {shown} of {total} memories." if total is not None else \
+        return f"The newest {shown} of {plural(total, 'memory')}." if total is not None else \
             f"The newest {shown} shown; more match ({uncounted})."
-    return (f"{shown} of {total} memories" if total is not None else f"{shown} memories ({uncounted})") + \
+    return (f"{shown} of {plural(total, 'memory')}" if total is not None else f"{plural(shown, 'memory')} ({uncounted})") + \
         f", created {p.memories[-1].created} to {p.memories[0].created}."
 
 
@@ -318,8 +319,8 @@ def branches_page(*, repo: str, rows: Sequence[Mapping[str, Any]], default: str,
     for r in rows:
         b = r["info"]
         head = h("""<h2 id="branch-{name}"><a href="{href}">{name}</a></h2><p class="meta">
-<code>{ref}</code> tip <code>{tip}</code> · {count} memories · code branch {code}{merged}{parent}</p>""",
-                 name=b.name, href=url("/memory", branch=b.name), ref=b.ref, tip=short(b.tip), count=b.memories,
+<code>{ref}</code> tip <code>{tip}</code> · {count} · code branch {code}{merged}{parent}</p>""",
+                 name=b.name, href=url("/memory", branch=b.name), ref=b.ref, tip=short(b.tip), count=plural(b.memories, "memory"),
                  code=b.code, merged=" · its code is merged into the parent" if b.merged else "",
                  parent=h(" · parent <code>{}</code>", b.parent) if b.parent else " · default branch")
         parts = [head]
@@ -400,14 +401,14 @@ def cost_page(*, repo: str, bill: Any, run_path: Optional[str], run: Optional[Ma
                            row.totals[p], row.ratio(p)) for p in FIXED)
             table_rows.append(h("<tr><th>{:g} min</th>{}<td>{}</td></tr>", row.break_minutes, cells, row.auto_chose))
         parts.append(h("""<section><h2>Last demo run</h2>
-<p class="meta">Backend <strong>{backend}</strong>, model <code>{model}</code>, {runs} run(s), break {brk:g} min,
+<p class="meta">Backend <strong>{backend}</strong>, model <code>{model}</code>, {runs}, break {brk:g} min,
 recorded {created} (<code>{path}</code>). Prices: {source}, checked {checked}.</p>
 <table class="bill"><thead><tr><th>Policy</th><th>Session 1</th><th>Break</th><th>Session 2</th><th>Total per run</th>
 <th>vs uncached</th><th>Guide after the break</th></tr></thead><tbody>{rows}</tbody></table></section>
 <section><h2>Break length</h2><p class="note">The same workload priced for other break lengths: cost relative to
 uncached, one line per TTL policy (a dot marks the cheapest).</p><figure class="chart">{svg}</figure>
 <table class="breaks"><thead><tr><th>Break</th>{heads}<th>auto picks</th></tr></thead><tbody>{table}</tbody></table>
-</section>""", backend=bill.backend, model=bill.model, runs=bill.policies[0].runs if bill.policies else 0,
+</section>""", backend=bill.backend, model=bill.model, runs=plural(bill.policies[0].runs if bill.policies else 0, "run"),
                        brk=bill.break_seconds / 60, created=(run or {}).get("created", "-"), path=run_path or "-",
                        source=bill.source, checked=bill.checked, rows=join(rows), svg=Safe(svg or ""),
                        heads=join(h("<th>{}</th>", labels.get(p, p)) for p in FIXED), table=join(table_rows)))
