@@ -147,6 +147,19 @@ class SetupChange:
     def to_dict(self) -> Dict[str, str]:
         return asdict(self)
 
+    def config_args(self) -> List[str]:
+        """The ``git config`` arguments that make this change (added or removed), as setup runs them and as a
+        person may run them again. ``--unset`` reads its value as a regular expression, where a refspec's ``+``
+        and ``*`` are operators: the value goes in escaped and anchored, so it matches itself and nothing else
+        (``--fixed-value`` says the same plainly, but only git 2.30 and later know it)."""
+        if self.action == "added":
+            return ["config", "--local", "--add", self.key, self.value]
+        return ["config", "--local", "--unset", self.key, "^" + _ERE_SPECIAL.sub(r"\\\g<0>", self.value) + "$"]
+
+
+#: What a POSIX extended regular expression (git config's value pattern) reads as an operator.
+_ERE_SPECIAL = re.compile(r"[.\[{()\\*+?^$|]")
+
 
 @dataclass(frozen=True)
 class Divergence:
@@ -966,8 +979,7 @@ def carry_memory(repo: pygit2.Repository, remote: Optional[str] = None, *, undo:
             added = [(k, v) for k, v, _ in _setup_values(remote)]
         for key, value in reversed(added):
             if value in _values(repo, key):
-                _config_delete(repo, key, value)
-                changes.append(SetupChange(key, value, "removed"))
+                changes.append(_config_edit(repo, SetupChange(key, value, "removed")))
         try:
             os.unlink(path)
         except OSError:
@@ -988,9 +1000,8 @@ def carry_memory(repo: pygit2.Repository, remote: Optional[str] = None, *, undo:
         if value in _values(repo, key):
             changes.append(SetupChange(key, value, "kept", "already set"))
             continue
-        _config_add(repo, key, value)
+        changes.append(_config_edit(repo, SetupChange(key, value, "added", why)))
         recorded.append((key, value))
-        changes.append(SetupChange(key, value, "added", why))
     if recorded:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
@@ -998,18 +1009,12 @@ def carry_memory(repo: pygit2.Repository, remote: Optional[str] = None, *, undo:
     return changes
 
 
-def _config_add(repo: pygit2.Repository, key: str, value: str) -> None:
-    result = _git(repo, ["config", "--local", "--add", key, value], interactive=False, what="edit git config")
+def _config_edit(repo: pygit2.Repository, change: SetupChange) -> SetupChange:
+    result = _git(repo, change.config_args(), interactive=False, what="edit git config")
     if result.returncode != 0:
-        raise GitmemError(f"could not set {key}: {_failure(result)}")
-
-
-def _config_delete(repo: pygit2.Repository, key: str, value: str) -> None:
-    pattern = "^" + re.escape(value) + "$"
-    result = _git(repo, ["config", "--local", "--unset", key, pattern], interactive=False,
-                  what="edit git config")
-    if result.returncode != 0:
-        raise GitmemError(f"could not remove {key}: {_failure(result)}")
+        raise GitmemError(f"could not {'set' if change.action == 'added' else 'remove'} {change.key}: "
+                          f"{_failure(result)}")
+    return change
 
 
 # --- status and doctor -------------------------------------------------------------

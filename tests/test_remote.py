@@ -275,6 +275,29 @@ def test_remote_setup_makes_plain_git_carry_memory_and_undo_restores_the_config(
     assert config.read_bytes() == before
 
 
+def test_remote_setup_undo_prints_lines_a_shell_runs_to_remove_exactly_what_setup_added(repo):
+    """git reads `--unset`'s value as a regular expression: printed as given, the fetch refspec's leading
+    `+` is an invalid pattern, `HEAD` matches any push refspec holding it, and `refs/memory/*:refs/memory/*`
+    matches `refs/memory:refs/memory-archive`. The printed lines, pasted into a shell, make undo's change."""
+    git(repo, "remote", "add", "origin", str(repo.parent / "origin.git"))
+    gitmem(repo, "remote", "setup")
+    for unrelated in ("HEAD:refs/for/main", "refs/memory:refs/memory-archive"):  # set by hand after setup
+        git(repo, "config", "--add", "remote.origin.push", unrelated)
+    config = repo / ".git" / "config"
+    set_up = config.read_bytes()
+    lines = gitmem(repo, "remote", "setup", "--undo").stdout.splitlines()
+    assert len(lines) == 3 and all(line.startswith("git config ") and " --unset remote.origin." in line for line in lines)
+    undone = config.read_bytes()
+    assert git(repo, "config", "--get-all", "remote.origin.fetch").split() == ["+refs/heads/*:refs/remotes/origin/*"]
+    assert git(repo, "config", "--get-all", "remote.origin.push").split() == [
+        "HEAD:refs/for/main", "refs/memory:refs/memory-archive"]
+
+    config.write_bytes(set_up)
+    for line in lines:
+        subprocess.run(["sh", "-c", line], cwd=repo, check=True)
+    assert config.read_bytes() == undone
+
+
 def test_a_forced_plain_push_never_forces_memory_back(alice, bob, origin):
     """git applies `git push -f` (given for code) to `remote setup`'s memory refspec too: bob's memory of main,
     behind the remote's, would rewind the team's memory. The pre-push hook refuses such a push whole."""

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import click
 
-from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pad, pass_store
 from ..text import plural
+from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pad, pass_store
 
 if TYPE_CHECKING:
     from ..branches import SyncResult

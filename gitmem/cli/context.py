@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
-from .base import REPO_PATH, echo, emit_json, json_option, main, pass_store
 from ..text import plural
+from .base import REPO_PATH, echo, emit_json, json_option, main, pass_store
 
 if TYPE_CHECKING:
     from ..store import Store

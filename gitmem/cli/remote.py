@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 import click
 
-from .base import author_options, emit_json, json_option, main, open_store, pass_store
 from ..text import plural
+from .base import author_options, emit_json, json_option, main, open_store, pass_store
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -242,9 +243,9 @@ def remote_setup(ctx, remote, undo, as_json) -> None:
     if as_json:
         emit_json({"remote": remote, "changes": [c.to_dict() for c in changes], "warnings": warnings})
         return
-    for c in changes:
-        verb = {"added": "git config --add", "removed": "git config --unset", "kept": "unchanged:"}[c.action]
-        click.echo(f"{verb} {c.key} {c.value!r}" + (f"  # {c.why}" if c.why else ""))
+    for c in changes:  # a line as git runs it: pasted into a shell, it makes the same change
+        line = f"unchanged: {c.key} {shlex.quote(c.value)}" if c.action == "kept" else shlex.join(["git", *c.config_args()])
+        click.echo(line + (f"  # {c.why}" if c.why else ""))
     if not changes:
         click.echo("nothing to change", err=True)
     for warning in warnings:
