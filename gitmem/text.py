@@ -1,11 +1,19 @@
-"""Text for people: a count with its noun.
+"""Text for people: a count with its noun, and stored text with its control characters made inert.
 
-Every interface shows counts the same way through it, so "1 memory" reads the same in ``gitmem prune``,
-a hook's note, a commit subject and the web UI. JSON output needs none of it: its numbers are numbers."""
+Every interface shows both the same way through these two, so "1 memory" and a stored ESC read the same
+in ``gitmem prune``, a hook's note, a commit subject and the web UI. JSON output needs neither: its numbers
+are numbers, and JSON escapes control characters itself."""
 
 from __future__ import annotations
 
-__all__ = ["plural"]
+import re
+
+__all__ = ["inert", "plural"]
+
+# C0 controls but tab and newline (ESC starts every terminal escape sequence; CR overwrites a line),
+# DEL, C1 controls (CSI 0x9b, OSC 0x9d) and the bidi overrides that reorder what a line appears to say.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_SAFE_ASCII = b"\t\n" + bytes(range(0x20, 0x7f))
 
 
 def plural(n: int, noun: str) -> str:
@@ -17,3 +25,15 @@ def plural(n: int, noun: str) -> str:
         return f"{n} {noun[:-1]}ies"
     return f"{n} {noun}es" if noun.endswith(("s", "sh", "ch", "x")) else f"{n} {noun}s"
 
+
+def inert(text: str) -> str:
+    """``text`` with every control character shown as an inert escape (``\\x1b``, ``\\u202e``), for human output.
+
+    Memory text, titles and commit authors come from anyone who can push: printed raw, an escape sequence
+    could recolour, hide or rewrite what a terminal shows, or set its title; on a web page a control is
+    invisible (or a U+FFFD) and a bidi override reorders what a line appears to say. Shown as its escape,
+    it reads the same in both."""
+    if text.isascii() and not text.encode("ascii").translate(None, _SAFE_ASCII):
+        return text  # the common case, told in C: a context's 130 KB took the pattern 0.4 ms
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100
+                       else f"\\u{ord(m.group(0)):04x}", text)

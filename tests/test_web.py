@@ -77,6 +77,24 @@ def test_a_memory_with_script_renders_as_text_everywhere(repo, store, web):
     assert "script-src" not in pages[0].headers["content-security-policy"]  # default-src 'none': no scripts at all
 
 
+CONTROLS = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x1b[0m\rover\x9b31m\u202eevil"
+
+
+def test_control_characters_in_stored_memory_and_authors_show_as_the_cli_shows_them(repo, store, web):
+    """Raw, an ESC or a C1 control is invisible on a page (or a U+FFFD) and a bidi override reorders the line:
+    each is shown as its escape, as `gitmem show` prints it."""
+    w = store.add("rejection", f"plan {CONTROLS}", title=f"t {CONTROLS[:12]}", reason=f"bad {CONTROLS}",
+                  author=Author("Mallory\x1b[8m", "m@example.com", "human"))
+    pages = {url: web.get(url).text for url in ("/memory", f"/memory/{w.memory.id}", "/audit", "/branches")}
+    pages["search"] = web.get("/memory", params={"q": "plan"}).text
+    for name, page in pages.items():
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", page), name
+    shown = r"\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x1b[0m\x0dover\x9b31m\u202eevil"
+    for page in (pages["/memory"], pages[f"/memory/{w.memory.id}"], pages["search"]):
+        assert f"plan {shown}" in page and f"bad {shown}" in page
+    assert "Mallory\\x1b[8m" in pages["/audit"]
+
+
 def test_filters_by_type_tag_path_author_kind_and_source(repo, store, web):
     a = store.add("decision", "Retry refunds with backoff", tags=["payments"], paths=["src/refunds.py"],
                   source="cli").memory

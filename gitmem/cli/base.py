@@ -18,6 +18,7 @@ import click
 
 from .. import __version__
 from ..errors import GitmemError
+from ..text import inert
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -39,24 +40,6 @@ class Settings:
         self.path, self.branch = path, branch
 
 
-# C0 controls but tab and newline (ESC starts every terminal escape sequence; CR overwrites a line),
-# DEL, C1 controls (CSI 0x9b, OSC 0x9d) and the bidi overrides that reorder what a line appears to say.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_SAFE_ASCII = b"\t\n" + bytes(range(0x20, 0x7f))
-
-
-def terminal_safe(text: str) -> str:
-    """``text`` with every control character shown as an inert escape (``\\x1b``), for human output.
-
-    Memory text, titles and commit authors come from anyone who can push: printed raw, an escape
-    sequence could recolour, hide or rewrite what the terminal shows, or set its title. ``--json``
-    output needs none of this (JSON escapes control characters itself)."""
-    if text.isascii() and not text.encode("ascii").translate(None, _SAFE_ASCII):
-        return text  # the common case, told in C: a context's 130 KB took the pattern 0.4 ms
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100
-                       else f"\\u{ord(m.group(0)):04x}", text)
-
-
 def pad(text: str, width: int) -> str:
     """``text`` padded to ``width`` terminal columns, as ``str.ljust`` pads to characters: an East Asian wide
     or fullwidth character takes two columns (``ljust`` counted one, and the columns after a CJK branch
@@ -71,7 +54,7 @@ def pad(text: str, width: int) -> str:
 
 def echo(text: str = "", **kwargs: Any) -> None:
     """``click.echo`` for human output that may hold memory text or authors: control characters made inert."""
-    click.echo(terminal_safe(text), **kwargs)
+    click.echo(inert(text), **kwargs)
 
 
 class GitmemGroup(click.Group):
@@ -95,7 +78,7 @@ class GitmemGroup(click.Group):
         try:
             return super().invoke(ctx)
         except GitmemError as e:
-            raise click.ClickException(terminal_safe(str(e))) from None
+            raise click.ClickException(inert(str(e))) from None
         except BrokenPipeError:  # `gitmem log | head`
             sys.stderr.close()
             raise SystemExit(0) from None
@@ -106,7 +89,7 @@ class GitmemGroup(click.Group):
                 with contextlib.suppress(OSError):  # (output a test captures has no descriptor)
                     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             what = e.strerror or str(e)
-            raise click.ClickException(terminal_safe(f"{e.filename}: {what}" if e.filename else what)) from None
+            raise click.ClickException(inert(f"{e.filename}: {what}" if e.filename else what)) from None
 
 
 # What the system refuses to a write anywhere (a read-only .git, a full disk, a file of another user's): the
