@@ -180,9 +180,18 @@ class PriceTable(NamedTuple):
     def get(self, model: str) -> ModelPrice:
         row = self.find(model)
         if row is None:
-            known = ", ".join(row.id for row in self.models)
-            raise UnknownModel(f"unknown model {model!r} (price table knows: {known})")
+            raise UnknownModel(f"unknown model {model!r} ({self._close_to(model)}`gitmem models --all` lists every "
+                               f"model the price table knows)")
         return row
+
+    def _close_to(self, model: str) -> str:
+        """The ids and aliases spelt most like ``model``, as the start of an error's aside (one line: the
+        table has a score of models)."""
+        from difflib import get_close_matches
+
+        names = [name for row in self.models for name in (row.id, *row.aliases)]
+        close = get_close_matches(model, names, n=3, cutoff=0.6)
+        return f"did you mean {', '.join(close)}? " if close else ""
 
     def to_dict(self) -> dict:
         return {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import gitmem, make_repo
 from gitmem.errors import PriceTableError, UnknownModel
 from gitmem.pricing import CHECKED, DEFAULT_TABLE, LIFECYCLES, PRICES_SOURCE, parse_price_table
 from gitmem.usage import Usage, cost
@@ -110,6 +111,17 @@ def test_usage_without_a_breakdown_counts_writes_as_5_minute_writes():
 def test_unknown_models_are_an_error():
     with pytest.raises(UnknownModel, match="claude-nope"):
         cost(Usage(), "claude-nope")
+
+
+def test_an_unknown_model_is_one_short_line_naming_close_ids_and_the_command_that_lists_them_all(tmp_path):
+    # It listed all 21 ids in one 600-character line.
+    shown = gitmem(make_repo(tmp_path / "repo"), "context", "--model", "claude-haiku-4.5", check=False)
+    assert shown.returncode == 1 and shown.stderr.count("\n") == 1 and "Traceback" not in shown.stderr
+    assert "did you mean claude-haiku-4-5," in shown.stderr and "`gitmem models --all` lists every model" in shown.stderr
+    assert "claude-opus-4-1" not in shown.stderr and len(shown.stderr) < 250
+    far = str(pytest.raises(UnknownModel, DEFAULT_TABLE.get, "gpt-4o").value)
+    assert "did you mean" not in far and "gitmem models --all" in far
+    assert "gitmem models --all" in gitmem(tmp_path, "models", "--help").stdout  # the command it names exists
 
 
 def test_an_override_file_changes_prices_and_adds_models():
