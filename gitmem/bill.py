@@ -43,10 +43,12 @@ if TYPE_CHECKING:
 __all__ = [
     "PolicyBill", "Bill", "make_bill", "runs_dir", "record_run", "latest_run", "load_run", "record_request",
     "latest_request", "render_text", "render_plot", "render_svg", "RUN_VERSION", "requests_path", "read_requests",
-    "router_bill", "render_router_text", "why_cheapest",
+    "router_bill", "render_router_text", "why_cheapest", "NOTHING_TO_RANK",
 ]
 
 RUN_VERSION = 1
+#: What a bill says instead of its break-length table when the run's workload has no requests.
+NOTHING_TO_RANK = "The run's workload has no requests: nothing to rank (every policy costs $0 for it)."
 POLICY_LABELS = {"none": "uncached", "5m": "5-minute TTL", "1h": "1-hour TTL", "keepalive": "5m + keep-alive",
                  "auto": "auto"}
 
@@ -174,6 +176,8 @@ def why_cheapest(w: Workload, break_seconds: float, model: str, table: PriceTabl
     """The fixed policies for one break, cheapest first, each with the prefix writes and pings that make its
     total: the reason the table marks the one it marks."""
     row = table.get(model)
+    if not (w.session1 or w.session2):
+        return NOTHING_TO_RANK
     estimates = sorted((simulate(w, p, break_seconds, model, table, keepalive) for p in FIXED),
                        key=lambda e: (e.total, FIXED.index(e.policy)))
     text = ""
@@ -469,6 +473,8 @@ def render_text(bill: Bill) -> str:
         lines.append(f"{POLICY_LABELS.get(p.policy, p.policy):<17}{_cell(_usd(p.phases['session1']), 11)}"
                      f"{_cell(_usd(p.phases['break']), 10)}{_cell(_usd(p.phases['session2']), 11)}"
                      f"{_cell(_usd(p.total), 11)}{_cell(f'{p.ratio:.2f}', 13)}  {after}")
+    if not bill.table:
+        return "\n".join(lines + ["", bill.why])
     lines += ["", "Computed for other break lengths (same workload, same prices; * = cheapest):"]
     header = f"{'break':>9}" + "".join(f"{POLICY_LABELS[p]:>18}" for p in FIXED) + f"{'auto picks':>13}"
     lines.append(header)
@@ -489,6 +495,8 @@ _MARKS = {"none": "u", "5m": "5", "1h": "h", "keepalive": "k"}
 def render_plot(bill: Bill, height: int = 12) -> str:
     """A terminal chart: cost relative to uncached (y) per break length (x), one letter per policy."""
     rows = bill.table
+    if not rows:
+        return bill.why
     top = max(max(r.ratio(p) for p in FIXED) for r in rows)
     top = max(1.0, top)
     width = 8
@@ -517,6 +525,10 @@ def render_svg(bill: Bill) -> str:
 
     w, h, left, right, top, bottom = 720, 400, 60, 170, 40, 50
     rows = bill.table
+    if not rows:
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="80" viewBox="0 0 {w} 80" '
+                f'font-family="sans-serif" font-size="12"><rect width="{w}" height="80" fill="white"/>'
+                f'<text x="20" y="44">{escape(bill.why)}</text></svg>\n')
     ymax = max(1.0, max(max(r.ratio(p) for p in FIXED) for r in rows)) * 1.05
     # Breaks are placed by their length (on a square-root scale, so minutes and hours both read).
     span = math.sqrt(max(r.break_minutes for r in rows)) or 1.0

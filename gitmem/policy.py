@@ -218,7 +218,11 @@ class Row:
 
 def break_table(w: Workload, breaks_minutes: Sequence[float] = DEFAULT_BREAKS, model: str = "claude-haiku-4-5",
                 table: PriceTable = DEFAULT_TABLE, keepalive: KeepAlive = KeepAlive()) -> List[Row]:
-    """Every policy's total for each break length; ``cheapest`` among the fixed policies."""
+    """Every policy's total for each break length; ``cheapest`` among the fixed policies. A workload
+    of no requests costs nothing under every policy: nothing to rank, so no rows (every policy would
+    tie at $0 and ``none`` win the tie)."""
+    if not (w.session1 or w.session2):
+        return []
     rows = []
     for minutes in breaks_minutes:
         estimates = {p: simulate(w, p, minutes * 60.0, model, table, keepalive) for p in POLICIES}

@@ -13,8 +13,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import gitmem
-from gitmem.bill import (latest_request, latest_run, load_run, make_bill, read_requests, record_request, record_run,
-                         render_plot, render_router_text, render_svg, render_text, requests_path, router_bill)
+from gitmem.bill import (NOTHING_TO_RANK, latest_request, latest_run, load_run, make_bill, read_requests,
+                         record_request, record_run, render_plot, render_router_text, render_svg, render_text,
+                         requests_path, router_bill)
 from gitmem.errors import GitmemError, PriceTableError
 from gitmem.price_table import load_price_table
 from gitmem.pricing import DEFAULT_TABLE
@@ -138,6 +139,20 @@ def test_the_bill_says_why_the_cheapest_policy_is_cheapest_at_the_measured_break
     short = make_run()
     short["break_seconds"] = 120  # no ping before 4 minutes: a tie, 13,600 + 3 x 2,100 = 19,900 each
     assert "5-minute TTL $0.0199 (1 prefix write at 1.25x base input) = 5m + keep-alive $0.0199" in make_bill(short).why
+
+
+def test_a_run_whose_workload_has_no_requests_says_there_is_nothing_to_rank(repo, tmp_path):
+    # Every policy costs $0 for no requests: the table marked uncached "cheapest" at $0.0000 in every row.
+    run = make_run()
+    run["workload"].update(session1=[], session2=[])
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(run))
+    shown = gitmem(repo, "bill", "--run", path, "--plot", "--svg", tmp_path / "bill.svg").stdout
+    assert shown.count(NOTHING_TO_RANK) == 2  # instead of the table and its reason, and of the plot
+    assert "*" not in shown and "cheapest" not in shown and "Computed for other break lengths" not in shown
+    assert "5m + keep-alive" in shown  # the measured requests are still billed
+    assert ET.parse(tmp_path / "bill.svg").getroot().find("{http://www.w3.org/2000/svg}text").text == NOTHING_TO_RANK
+    assert json.loads(gitmem(repo, "bill", "--run", path, "--json").stdout)["break_table"] == []
 
 
 def test_figures_too_wide_for_their_column_stay_apart():
