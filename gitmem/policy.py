@@ -239,7 +239,7 @@ def break_table(w: Workload, breaks_minutes: Sequence[float] = DEFAULT_BREAKS, m
 # costs a read plus its few uncached tokens, and refreshes the entry for its whole TTL. Pinging is
 # renting, letting the entry expire and re-writing it is buying: ski rental. The deterministic rule
 # (rent until the rent paid equals the buy price, then buy) never pays more than twice the hindsight
-# choice between the two. With a record of this repository's breaks, ``auto`` does better: it picks
+# choice between the two. With a record of the line's breaks, ``auto`` does better: it picks
 # the plan that is cheapest over the recorded breaks. A plan is the TTL of the next write plus the
 # most pings per idle period: ``5m`` with K pings (every ``ping_after`` seconds, K = 0 lets the
 # cache go at once), or ``1h`` with K pings (one a minute before each hour runs out: a 1-hour entry
@@ -320,7 +320,8 @@ def ski_rental_pings(c: PrefixCosts, ttl: str = "5m") -> int:
 
 def choose_plan(gaps: Sequence[float], c: PrefixCosts, ping_after: float = 240.0,
                 min_history: int = MIN_HISTORY) -> Plan:
-    """``auto``'s plan for the next idle period, from the recorded ``gaps`` (seconds) of this repository.
+    """``auto``'s plan for the next idle period of one cached prefix, from the recorded ``gaps`` (seconds)
+    between the requests of that prefix's line: its own idle periods, not those of other lines beside it.
 
     Gaps shorter than ``ping_after`` are left out (every plan pays one read for them). Fewer than
     ``min_history`` breaks left: the deterministic ski-rental plan (``5m``, K pings, K =

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 __all__ = ["Router", "RunningRouter", "serve_in_thread", "resolve_upstream", "UPSTREAM_HEADER", "ANTHROPIC_URL",
-           "DEFAULT_PORT"]
+           "DEFAULT_PORT", "default_line", "recorded_gaps"]
 
 UPSTREAM_HEADER = "gitmem-upstream"
 ANTHROPIC_URL = "https://api.anthropic.com"
@@ -56,7 +56,7 @@ _MESSAGES = "/v1/messages"
 _COUNT = "/v1/messages/count_tokens"
 #: A gap this long or longer between two requests of a line is a break (in the bill).
 BREAK_SECONDS = 60.0
-#: Gaps of this repository kept for ``auto`` (the newest).
+#: Gaps of a line kept for ``auto`` (the newest).
 HISTORY_LIMIT = 2000
 
 
@@ -240,7 +240,7 @@ class Router:
             self.upstream = HttpUpstream(url, name)
         self.lines: Dict[str, Line] = {}
         self._attachments: Dict[Tuple, _Attachment] = {}
-        self._history: Dict[str, List[float]] = {}
+        self._history: Dict[str, Dict[str, List[float]]] = {}
         self._ticker: Optional[asyncio.Task] = None
         self._stores: Dict[str, Optional[Store]] = {}
         self._repos: Dict[str, pygit2.Repository] = {}
@@ -429,13 +429,12 @@ class Router:
             store = None
             info["memory_header"] = "none: " + str(exc).splitlines()[0][:120]
         info["store"] = store
-        line_key = ctl.line or (f"{store.repo.path}@{store.branch}:{model}" if store else f"-:{model}")
+        line_key = ctl.line or (default_line(store, model) if store else f"-:{model}")
         info["line"] = line_key
         if not ctl.memory or store is None:
             return info
-        line = self.lines.get(line_key)
         if policy == "auto":
-            plan = self._plan(store, line)
+            plan = self._plan(store, line_key)
             info["plan"] = plan.to_dict()
             ttl = plan.ttl
         else:
@@ -455,22 +454,27 @@ class Router:
         info["memory_header"] = f"attached {commit}" if attachment.blocks else "none: no memory on this branch"
         return info
 
-    def _plan(self, store: Store, line: Optional[Line]) -> Plan:
-        gaps = self._gaps(store)
+    def _plan(self, store: Store, line_key: str) -> Plan:
+        """``auto``'s plan for one line, from that line's breaks only: the breaks of the other lines in the
+        repository (parallel agents) are not this entry's idle periods, and counting them would leave the
+        cold start as many times sooner as there are agents."""
+        gaps = self._gaps(store, line_key)
+        line = self.lines.get(line_key)
         if line is None or line.prefix_tokens <= 0:
             return choose_plan(gaps[-HISTORY_LIMIT:], PrefixCosts.of(10_000, 0), self.keepalive.ping_after)
         model = line.model if self.table.find(line.model) else "claude-haiku-4-5"
         costs = PrefixCosts.of(line.prefix_tokens, line.ping_input, model, self.table)
         return choose_plan(gaps[-HISTORY_LIMIT:], costs, self.keepalive.ping_after)
 
-    def _gaps(self, store: Store) -> List[float]:
-        """This repository's recorded gaps between a line's requests (wall-clock runs, and this run)."""
+    def _gaps(self, store: Store, line_key: str) -> List[float]:
+        """The recorded gaps between this line's requests (wall-clock runs, and this run), in the log every
+        worktree of the repository shares."""
         from .repo import common_dir
 
         folder = common_dir(store.repo)
         if folder not in self._history:
             self._history[folder] = _read_gaps(os.path.join(folder, "gitmem", "requests.jsonl"), self.run_id)
-        return self._history[folder]
+        return self._history[folder].setdefault(line_key, [])
 
     # -- recording ----------------------------------------------------------------------------
 
@@ -521,7 +525,7 @@ class Router:
             return entry
         # a client request: the line's state for pings and the gap record for ``auto``
         if store is not None and gap is not None and info.get("policy") is not None:
-            self._gaps(store).append(gap)
+            self._gaps(store, line_key).append(gap)
         if store is not None and info.get("context") is not None and not data.get("max_tokens") == 0:
             try:
                 note_sent(store, info["context"])
@@ -550,7 +554,7 @@ class Router:
             line.prefix_tokens = prefix
         line.ping_input = usage_obj.input_tokens
         if line.policy == "auto" and store is not None:
-            line.plan = self._plan(store, line)
+            line.plan = self._plan(store, line_key)
         self._stores[line_key] = store
         return entry
 
@@ -665,18 +669,24 @@ class Router:
         return 404, _error(404, "not_found_error", f"no router admin endpoint {method} /_router/{what}")
 
 
-def recorded_gaps(store: Store) -> List[float]:
-    """The gaps between the router's wall-clock requests recorded in this repository (for ``auto``): in the
-    log every worktree shares, where :func:`gitmem.bill.record_request` writes."""
+def default_line(store: Store, model: str) -> str:
+    """The line of a request that names none (no ``gitmem-session``): one per repository, branch and model."""
+    return f"{store.repo.path}@{store.branch}:{model}"
+
+
+def recorded_gaps(store: Store, line: str) -> List[float]:
+    """The gaps between the router's wall-clock requests of ``line`` recorded in this repository (for
+    ``auto``): in the log every worktree shares, where :func:`gitmem.bill.record_request` writes."""
     from .bill import requests_path
 
-    return _read_gaps(requests_path(store), "")
+    return _read_gaps(requests_path(store), "").get(line, [])
 
 
-def _read_gaps(path: str, run_id: str) -> List[float]:
-    """Gaps between consecutive client requests of each line, from a request log (wall-clock entries)."""
+def _read_gaps(path: str, run_id: str) -> Dict[str, List[float]]:
+    """Gaps between consecutive client requests of each line, by line, from a request log (wall-clock
+    entries, and virtual-clock ones of the run ``run_id``)."""
     last: Dict[str, float] = {}
-    gaps: List[float] = []
+    gaps: Dict[str, List[float]] = {}
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:  # a line torn inside a character: skipped
             for text in handle:
@@ -693,11 +703,11 @@ def _read_gaps(path: str, run_id: str) -> List[float]:
                 if not isinstance(at, (int, float)):
                     continue
                 if key in last and at >= last[key]:
-                    gaps.append(at - last[key])
+                    gaps.setdefault(str(entry.get("line")), []).append(at - last[key])
                 last[key] = at
     except OSError:
-        return []
-    return gaps[-HISTORY_LIMIT:]
+        return {}
+    return {key: found[-HISTORY_LIMIT:] for key, found in gaps.items()}
 
 
 def _error(status: int, error_type: str, message: str) -> dict:

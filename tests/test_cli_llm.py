@@ -14,6 +14,8 @@ from click.testing import CliRunner
 
 from conftest import GITMEM, GUIDE, ROOT, git, gitmem
 from gitmem.cli import main
+from gitmem.router_app import default_line
+from gitmem.store import Store
 
 BODY = {
     "model": "claude-haiku-4-5",
@@ -201,17 +203,23 @@ def test_bill_requests_bills_what_ask_and_messages_recorded_from_their_usage(run
     assert bad_svg.exit_code == 2 and "--svg" in bad_svg.output and "Traceback" not in bad_svg.output
 
 
-def test_context_ttl_auto_chooses_from_the_breaks_recorded_in_the_repository(run, repo):
+def record_breaks(repo, line, n=7):
+    """What the router records: a line's requests 50 minutes apart, ``n`` times."""
+    with (repo / ".git" / "gitmem" / "requests.jsonl").open("a") as f:
+        for i in range(n):
+            f.write(json.dumps({"command": "router", "kind": "request", "clock": "wall", "line": line,
+                                "at": 1_000_000.0 + i * 3000}) + "\n")
+
+
+def test_context_ttl_auto_chooses_from_the_breaks_recorded_on_the_routers_line_for_it(run, repo):
     (repo / "GUIDE.md").write_text(GUIDE)
     run("guide", "set", "GUIDE.md")
     run("fact", "add", "Refunds go through the ledger")
     cold = run("context", "--ttl", "auto", "--json")
     assert json.loads(cold.stdout)["ttl"] == "5m" and "cold start" in cold.stderr
-    log = repo / ".git" / "gitmem" / "requests.jsonl"
-    with log.open("a") as f:  # what the router records: a line's requests 50 minutes apart, six times
-        for n in range(7):
-            f.write(json.dumps({"command": "router", "kind": "request", "clock": "wall", "line": "l1",
-                                "at": 1_000_000.0 + n * 3000}) + "\n")
+    record_breaks(repo, "another-agent")  # another line's breaks are not this request's
+    assert "cold start (0 breaks recorded)" in run("context", "--ttl", "auto", "--json").stderr
+    record_breaks(repo, default_line(Store.open(str(repo)), "claude-haiku-4-5"))  # a request naming no line joins it
     warm = run("context", "--ttl", "auto", "--json")
     assert json.loads(warm.stdout)["ttl"] == "1h" and "recorded breaks" in warm.stderr
 
@@ -240,10 +248,7 @@ def test_ask_ttl_auto_chooses_as_context_does_and_says_which(run, repo):
     cold = run("ask", "--ttl", "auto", "--json", "How do refunds work?")
     assert cold.exit_code == 0 and json.loads(cold.stdout)["ttl"] == "5m" and "--ttl auto chose 5m" in cold.stderr
     log = repo / ".git" / "gitmem" / "requests.jsonl"
-    with log.open("a") as f:  # the router's record of a line's requests 50 minutes apart, as in the context test
-        for n in range(7):
-            f.write(json.dumps({"command": "router", "kind": "request", "clock": "wall", "line": "l1",
-                                "at": 1_000_000.0 + n * 3000}) + "\n")
+    record_breaks(repo, default_line(Store.open(str(repo)), "claude-haiku-4-5"))  # as in the context test
     warm = run("ask", "--ttl", "auto", "--json", "How do refunds work?")
     assert json.loads(warm.stdout)["ttl"] == "1h" and "recorded breaks" in warm.stderr
     assert json.loads(log.read_text().splitlines()[-1])["ttl"] == "1h"  # what the request log keeps of it

@@ -27,7 +27,7 @@ from gitmem.policy import (FIXED, Plan, PrefixCosts, break_cost, choose_plan, fi
                            ski_rental_pings)
 from gitmem.usage import Usage, cost
 from gitmem.router import CLIENT_TTL_ORDER, RouterBlock, attach, markers, ttl_order_ok
-from gitmem.router_app import Router, serve_in_thread
+from gitmem.router_app import Router, default_line, serve_in_thread
 from gitmem.store import Store
 
 HAIKU = "claude-haiku-4-5"
@@ -723,8 +723,30 @@ def test_auto_reads_the_gaps_recorded_from_a_linked_worktree_too(tmp_path):
     for at in (1000.0, 1090.0, 1390.0):  # the router writes one log for every worktree: the common git dir's
         record_request(Store.open(str(repo)), {"command": "router", "kind": "request", "clock": "wall", "line": "l",
                                                "at": at})
-    assert recorded_gaps(Store.open(str(repo))) == [90.0, 300.0]
-    assert recorded_gaps(Store.open(str(tmp_path / "side"))) == [90.0, 300.0]
+    assert recorded_gaps(Store.open(str(repo)), "l") == [90.0, 300.0]
+    assert recorded_gaps(Store.open(str(tmp_path / "side")), "l") == [90.0, 300.0]
+
+
+def test_auto_plans_each_line_from_its_own_breaks_not_those_of_agents_beside_it(team):
+    # Two agents on lines of their own, interleaved, each idle 10 minutes between requests: pooled, their breaks
+    # left the cold start at each agent's third break (5 in the repository) instead of its fifth.
+    repo, _ = team
+    running = start(repo, policy="auto")
+    try:
+        sdk, reasons = client(running.url), {"s1": [], "s2": []}
+        for _ in range(7):
+            for session in ("s1", "s2"):
+                raw = sdk.messages.with_raw_response.create(**body(), extra_headers={"gitmem-session": session})
+                assert raw.headers["gitmem-policy"] == "auto"
+                reasons[session].append(read_requests(Store.open(str(repo)), "router")[-1]["plan"]["reason"])
+                advance(running.url, 5)
+            advance(running.url, 600)
+    finally:
+        running.stop()
+    for session in ("s1", "s2"):  # a request's TTL is planned before its own gap is recorded
+        assert [r.split(":")[0] for r in reasons[session][:6]] == [f"cold start ({n} breaks recorded)"
+                                                                   for n in (0, 0, 1, 2, 3, 4)]
+        assert "cheapest over the 5 recorded breaks" in reasons[session][6]
 
 
 def test_hindsight_is_a_lower_bound_for_every_policy_and_auto_learns_to_approach_it():
@@ -763,7 +785,8 @@ def test_auto_switches_to_the_1_hour_ttl_and_pings_hourly_when_the_record_says_s
     running = start(repo, policy="auto")
     try:
         store = Store.open(str(repo))
-        running.router._gaps(store).extend([90.0] * 20 + [3 * 3600.0] * 20)  # this repository's recorded breaks
+        line = default_line(store, HAIKU)  # the line of a request that names none
+        running.router._gaps(store, line).extend([90.0] * 20 + [3 * 3600.0] * 20)  # its recorded breaks
         first = client(running.url).messages.create(**body())
         assert first.usage.cache_creation.ephemeral_1h_input_tokens > 0  # the plan's TTL, on the router's markers
         entry = read_requests(store, "router")[-1]

@@ -28,15 +28,18 @@ def _usage_line(u: dict) -> str:
             f"cache_read_input_tokens {u['cache_read_input_tokens']}")
 
 
-_AUTO_HELP = "auto: 5m or 1h, as the router's auto policy would choose from the breaks recorded in this repository."
+_AUTO_HELP = ("auto: 5m or 1h, as the router's auto policy would choose from the breaks recorded for this "
+              "repository, branch and model.")
 
 
-def _auto_ttl(store: Store, probe: Any, table: Any) -> str:
-    """``--ttl auto``'s choice for a request like ``probe`` (its cached part's size and model), said on stderr."""
+def _auto_ttl(store: Store, probe: Any, table: Any, model: str) -> str:
+    """``--ttl auto``'s choice for a request like ``probe`` (its cached part's size and model), said on stderr:
+    from the breaks of the router's line such a request joins (``model`` as given, as a client sends it)."""
     from ..policy import PrefixCosts, choose_plan
-    from ..router_app import recorded_gaps
+    from ..router_app import default_line, recorded_gaps
 
-    plan = choose_plan(recorded_gaps(store), PrefixCosts.of(probe.cached_tokens, 0, probe.model, table))
+    gaps = recorded_gaps(store, default_line(store, model))
+    plan = choose_plan(gaps, PrefixCosts.of(probe.cached_tokens, 0, probe.model, table))
     click.echo(f"gitmem: --ttl auto chose {plan.ttl}: {plan.reason}", err=True)
     return plan.ttl
 
@@ -78,7 +81,7 @@ def context_(store: Store, query, paths, ttl, model, budget, advance, as_json) -
     inputs = gather(store, budget=budget)
     if ttl == "auto":
         ttl = _auto_ttl(store, assemble(inputs, query=query, paths=paths, ttl="5m", model=model, budget=budget,
-                                        table=table), table)
+                                        table=table), table, model)
     ctx = assemble(inputs, query=query, paths=paths, ttl=ttl, model=model, budget=budget, table=table)
     for warning in ctx.warnings:
         click.echo(f"gitmem: warning: {warning}", err=True)
@@ -186,7 +189,7 @@ def ask(store: Store, question, paths, ttl, model, max_tokens, backend, as_json)
     table = configured_price_table(store)
     if ttl == "auto":
         ttl = _auto_ttl(store, build(store, query=question, paths=paths, ttl="5m", model=model, max_tokens=max_tokens,
-                                     table=table), table)
+                                     table=table), table, model)
     ctx = build(store, query=question, paths=paths, ttl=ttl, model=model, max_tokens=max_tokens, table=table)
     # The in-process emulator keeps its cache in .git/gitmem/, so the next ask reads what this one wrote.
     reply = open_backend(backend, state_path=os.path.join(common_dir(store.repo), "gitmem", "emulator-cache.json"),
