@@ -37,6 +37,7 @@ A client's text is never changed; only ``cache_control`` values are.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 __all__ = [
     "MAX_BREAKPOINTS", "HEADER_PREFIX", "MEMORY_ON", "MEMORY_OFF", "RouterBlock", "Attached", "Controls", "controls", "attach",
     "markers", "session_of", "forward_headers", "response_headers", "SseUsage", "ttl_order_ok", "CONTROL_HEADERS",
-    "CLIENT_TTL_ORDER",
+    "CLIENT_TTL_ORDER", "warm_key",
 ]
 
 MAX_BREAKPOINTS = 4
@@ -56,7 +57,7 @@ CONTROL_HEADERS = {
     "gitmem-policy": "none|5m|1h|keepalive|auto for this request",
     "gitmem-repo": "the repository whose memory to attach (a path)",
     "gitmem-branch": "the code branch whose memory to attach",
-    "gitmem-session": "a name for the cache line this request belongs to (pings are per line)",
+    "gitmem-session": "a name for the cache line this request belongs to (pings are per cache entry, not per line)",
     "gitmem-client": "the gitmem command that sent the request and records it itself (ask, messages)",
     "gitmem-request-id": "that command's id for the request, recorded on both lines so the bill counts it once",
 }
@@ -160,6 +161,30 @@ def session_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
         if found:
             return found.group(1)
     return headers.get("gitmem-session") or "default"
+
+
+def warm_key(body: Mapping[str, Any], workspace: Optional[str]) -> str:
+    """What a ping with ``body`` keeps warm, as a hash: the cache entries at its markers, i.e. the caller's
+    workspace (the cache is per workspace: ``workspace`` stands for it, e.g. a hash of the key), the request's
+    fields other than the conversation and the prefix up to and including its last marker. Two bodies with
+    the same key refresh the same entries, so one ping serves both (agents sharing a repository's guide and
+    memory, their own turns unmarked); what follows the last marker is never cached, so it does not count."""
+    items: List[Any] = [["tool", None, tool] for tool in body.get("tools") or []]
+    system = body.get("system")
+    for block in ([{"type": "text", "text": system}] if isinstance(system, str) and system else
+                  system if isinstance(system, list) else []):
+        items.append(["system", None, block])
+    for message in body.get("messages") or []:
+        if not isinstance(message, Mapping):
+            continue
+        content = message.get("content")
+        for block in [{"type": "text", "text": content}] if isinstance(content, str) else content or []:
+            items.append(["message", message.get("role"), block])
+    marked = [i for i, (_, _, block) in enumerate(items) if isinstance(block, Mapping) and "cache_control" in block]
+    end = len(items) if "cache_control" in body else (marked[-1] + 1 if marked else 0)
+    rest = {k: v for k, v in body.items() if k not in ("tools", "system", "messages", "max_tokens", "stream", "metadata")}
+    text = json.dumps([workspace, rest, items[:end]], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 # --- breakpoints ---------------------------------------------------------------------------------

@@ -16,7 +16,11 @@ carries ``gitmem-upstream: <name>``.
 
 A *line* is one cached prefix the router keeps warm: the ``gitmem-session`` header if the client
 sends one, else one per repository, branch and model, so the gaps between an agent's sessions in
-one repository are one line's idle periods. Admin (not part of the API): ``GET /_router/state``,
+one repository are one line's idle periods; per API key, as the cache is (the API isolates
+workspaces). Pings are per cache entry, not per line: lines whose pings would refresh the same
+entries (same key, model and prefix up to the last marker, see :func:`gitmem.router.warm_key`: a
+team's agents with one guide and memory) share one ping, and any of their requests counts as
+activity for all of them. Admin (not part of the API): ``GET /_router/state``,
 ``POST /_router/clock {"advance": SECONDS}`` (virtual clock only: moves time, sending every ping
 that falls due on the way, and returns them).
 """
@@ -37,7 +41,7 @@ from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan, hour_pi
 from .pricing import DEFAULT_TABLE, PriceTable
 from .usage import Usage, cost
 from .router import (CLIENT_TTL_ORDER, Controls, RouterBlock, SseUsage, attach, controls, forward_headers,
-                     response_headers, session_of)
+                     response_headers, session_of, warm_key)
 
 if TYPE_CHECKING:
     import socket
@@ -175,10 +179,15 @@ class Line:
     plan: Optional[Plan] = None
     memory_commit: Optional[str] = None
     stopped: bool = False
+    #: The caller's workspace (a hash of its key, in memory only): one line per key, as the cache is.
+    workspace: Optional[str] = field(repr=False, default=None)
+    #: What this line's ping keeps warm (:func:`gitmem.router.warm_key`); lines that share it share pings.
+    warm: str = ""
 
     def to_dict(self, now: float, keepalive: KeepAlive) -> dict:
         due = self.next_ping(keepalive)
         return {"line": self.key, "policy": self.policy, "model": self.model, "session": self.session,
+                "cache_entry": self.warm[:12],
                 "idle_seconds": now - self.last_request_at, "pings_this_break": self.pings,
                 "entry_ttl": self.entry_ttl, "prefix_tokens": self.prefix_tokens,
                 "plan": self.plan.to_dict() if self.plan else None,
@@ -238,7 +247,7 @@ class Router:
             self.upstream: Any = EmulatorUpstream(self.emulator)
         else:
             self.upstream = HttpUpstream(url, name)
-        self.lines: Dict[str, Line] = {}
+        self.lines: Dict[Tuple[str, Optional[str]], Line] = {}  # by (line, workspace)
         self._attachments: Dict[Tuple, _Attachment] = {}
         self._history: Dict[str, Dict[str, List[float]]] = {}
         self._ticker: Optional[asyncio.Task] = None
@@ -418,6 +427,8 @@ class Router:
     def _prepare(self, data: Dict[str, Any], ctl: Controls, policy: str, lower: Mapping[str, str],
                  count: bool) -> Dict[str, Any]:
         """The body to forward and what to record: memory attached and breakpoints placed."""
+        from .emulator.app import workspace_of  # the API's cache isolation, as the emulator keys it
+
         model = str(data.get("model") or "")
         info: Dict[str, Any] = {"policy": policy, "session": session_of(lower, data), "store": None,
                                 "memory_commit": None, "anchor_commit": None, "attached": None, "ttl": None,
@@ -431,10 +442,11 @@ class Router:
         info["store"] = store
         line_key = ctl.line or (default_line(store, model) if store else f"-:{model}")
         info["line"] = line_key
+        info["workspace"] = workspace_of(lower)
         if not ctl.memory or store is None:
             return info
         if policy == "auto":
-            plan = self._plan(store, line_key)
+            plan = self._plan(store, line_key, self.lines.get((line_key, info["workspace"])))
             info["plan"] = plan.to_dict()
             ttl = plan.ttl
         else:
@@ -454,12 +466,11 @@ class Router:
         info["memory_header"] = f"attached {commit}" if attachment.blocks else "none: no memory on this branch"
         return info
 
-    def _plan(self, store: Store, line_key: str) -> Plan:
+    def _plan(self, store: Store, line_key: str, line: Optional[Line]) -> Plan:
         """``auto``'s plan for one line, from that line's breaks only: the breaks of the other lines in the
         repository (parallel agents) are not this entry's idle periods, and counting them would leave the
         cold start as many times sooner as there are agents."""
         gaps = self._gaps(store, line_key)
-        line = self.lines.get(line_key)
         if line is None or line.prefix_tokens <= 0:
             return choose_plan(gaps[-HISTORY_LIMIT:], PrefixCosts.of(10_000, 0), self.keepalive.ping_after)
         model = line.model if self.table.find(line.model) else "claude-haiku-4-5"
@@ -488,8 +499,9 @@ class Router:
         store = info.get("store")
         model = model if isinstance(model, str) else None  # the client's: the API refuses any other type
         line_key = info.get("line") or "-"
-        line = self.lines.get(line_key)
-        gap = None if line is None or kind == "ping" else now - line.last_request_at
+        line = self.lines.get((line_key, info.get("workspace")))
+        last = max((other.last_request_at for other in self.lines.values() if other.key == line_key), default=None)
+        gap = None if last is None or kind == "ping" else now - last  # the line's, whichever key sent it
         usage_obj = Usage.from_api(usage) if isinstance(usage, Mapping) else None
         price = None
         if usage_obj is not None and model:
@@ -534,13 +546,16 @@ class Router:
         prefix = usage_obj.cache_read_input_tokens + usage_obj.cache_creation_input_tokens
         if line is None:
             line = Line(key=line_key, policy=str(info.get("policy")), model=str(model), repo=None, branch=None,
-                        session=str(info.get("session")), body={})
-            self.lines[line_key] = line
+                        session=str(info.get("session")), body={}, workspace=info.get("workspace"))
+            self.lines[line_key, line.workspace] = line
         line.policy, line.model, line.session = str(info.get("policy")), str(model), str(info.get("session"))
         line.body = dict(info.get("body") or data)
         line.headers = list(info.get("headers") or [])
-        line.last_request_at = line.last_activity = now
+        line.last_request_at = now
         line.pings, line.stopped = 0, False
+        line.warm = warm_key(line.body, line.workspace)
+        for other in self._sharing(line):  # this request refreshed their entries too
+            other.last_activity = now
         line.memory_commit = info.get("memory_commit")
         if usage_obj.ephemeral_1h_input_tokens:
             line.entry_ttl = "1h"
@@ -554,19 +569,25 @@ class Router:
             line.prefix_tokens = prefix
         line.ping_input = usage_obj.input_tokens
         if line.policy == "auto" and store is not None:
-            line.plan = self._plan(store, line_key)
+            line.plan = self._plan(store, line_key, line)
         self._stores[line_key] = store
         return entry
 
     # -- pings --------------------------------------------------------------------------------
 
+    def _sharing(self, line: Line) -> List[Line]:
+        """``line`` and every line whose ping keeps the same entries warm."""
+        return [other for other in self.lines.values() if other is line or (line.warm and other.warm == line.warm)]
+
     def _due(self) -> List[Tuple[float, Line]]:
-        out = []
+        """The pings due, one per cache entry kept warm: of lines that share one, the line due first sends it."""
+        first: Dict[str, Tuple[float, Line]] = {}
         for line in self.lines.values():
             due = line.next_ping(self.keepalive)
-            if due is not None:
-                out.append((due, line))
-        return sorted(out, key=lambda item: (item[0], item[1].key))
+            group = line.warm or str(id(line))
+            if due is not None and (group not in first or (due, line.key) < (first[group][0], first[group][1].key)):
+                first[group] = (due, line)
+        return sorted(first.values(), key=lambda item: (item[0], item[1].key))
 
     async def _ping(self, line: Line) -> dict:
         from .backend import keepalive_body
@@ -593,10 +614,11 @@ class Router:
                 error = str((reply.get("error") or {}).get("message"))
         except (Unreachable, ValueError) as exc:
             error = f"ping failed: {exc}"
-        line.last_activity = self.clock.now()
-        line.pings += 1
-        if status != 200:
-            line.stopped = True  # one failed ping ends this break's pinging
+        for pinged in self._sharing(line):  # one ping, counted by every line it kept warm
+            pinged.last_activity = self.clock.now()
+            pinged.pings += 1
+            if status != 200:
+                pinged.stopped = True  # one failed ping ends this break's pinging
         self.pings_sent += 1
         entry = self._record(info, body, status=status, usage=usage, model=model, request_id=request_id,
                              stream=False, error=error, latency=time.perf_counter() - started, kind="ping")

@@ -608,6 +608,52 @@ def test_keepalive_pings_start_and_stop_on_a_virtual_clock(team):
         running.stop()
 
 
+def test_agents_sharing_a_cached_prefix_share_its_pings_and_the_bill_counts_them_once(team):
+    # Three agents of a team, each on a line of its own, with one guide and memory (their questions unmarked): the
+    # router pinged per line, three pings every 4 minutes where one keeps the same entries warm.
+    repo, _ = team
+    running = start(repo, policy="keepalive")
+    try:
+        sdk, first = client(running.url), {}
+        for agent, question in (("alice", "How do refunds work?"), ("bob", "Can a refund skip the ledger?"),
+                                ("carol", "Where do card numbers go?")):
+            first[agent] = sdk.messages.create(**body(question), extra_headers={"gitmem-session": agent}).usage
+            advance(running.url, 5)
+        pings = advance(running.url, 1790)  # idle from 10 s to 1800 s: one entry, a ping every 4 minutes
+        assert [p["at"] for p in pings] == [250.0 + 240 * k for k in range(7)]
+        assert all(p["usage"]["cache_read_input_tokens"] == first["alice"].cache_creation_input_tokens for p in pings)
+        for agent in first:  # every agent still reads the shared prefix
+            again = sdk.messages.create(**body("Anything new?"), extra_headers={"gitmem-session": agent}).usage
+            assert again.cache_read_input_tokens == first["alice"].cache_creation_input_tokens, agent
+        lines = httpx2.get(f"{running.url}/_router/state", timeout=60).json()["lines"]
+        assert len(lines) == 3 and len({line["cache_entry"] for line in lines}) == 1
+    finally:
+        running.stop()
+    traffic = router_bill(read_requests(Store.open(str(repo)), "router"))
+    assert (traffic["requests"], traffic["pings"]) == (6, 7)
+
+
+def test_two_keys_on_one_line_are_two_cache_entries_each_pinged_with_its_own_key(team):
+    # The cache is per key (per workspace on the API): the router pinged a line with whichever key sent last, so the
+    # other key's entry lapsed in the first break.
+    repo, _ = team
+    running = start(repo, policy="keepalive")
+    try:
+        keys = (SECRET, SECRET.replace("secret", "second"))
+        first = []
+        for key in keys:  # one line: the same repository, branch and model, no gitmem-session
+            first.append(client(running.url, key).messages.create(**body()).usage)
+            advance(running.url, 5)
+        assert first[1].cache_creation_input_tokens == first[0].cache_creation_input_tokens > 0  # two entries
+        pings = advance(running.url, 1795)
+        assert len(pings) == 14 and len({p["line"] for p in pings}) == 1  # seven for each key
+        for key, before in zip(keys, first):
+            again = client(running.url, key).messages.create(**body("Anything new?")).usage
+            assert again.cache_read_input_tokens == before.cache_creation_input_tokens
+    finally:
+        running.stop()
+
+
 def test_the_5m_policy_never_pings_and_auto_stops_at_its_plan(team):
     repo, _ = team
     running = start(repo, policy="5m")
