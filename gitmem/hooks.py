@@ -52,7 +52,15 @@ py="${{GITMEM_PYTHON:-{python}}}"
 chained="$0{suffix}"
 status=0
 {read_stdin}if [ -x "$chained" ]; then
-    {feed}"$chained" "$@"; status=$?
+    # A sh or bash script runs in its shell with $0 still this hook's path: one that takes the hook's name
+    # from $0 (husky v4, yorkie, dispatchers) must not see the .gitmem-chained name and skip its work.
+    first=
+    read -r first < "$chained" || :
+    case "$first" in
+        "#!/bin/sh"|"#!/bin/bash"|"#!/usr/bin/env sh"|"#!/usr/bin/env bash") {feed}${{first#??}} -c '. "$0{suffix}"' "$0" "$@" ;;
+        *) {feed}"$chained" "$@" ;;
+    esac
+    status=$?
 fi
 [ "$hook" = pre-push ] && [ "$status" -ne 0 ] && exit "$status"
 [ "${{GITMEM_HOOKS:-1}}" = 0 ] && exit "$status"

@@ -126,6 +126,22 @@ def test_a_failing_chained_pre_push_hook_still_stops_the_push(tmp_path, repo):
     git(repo, "push", "-q", "origin", "main")
 
 
+def test_a_chained_hook_that_takes_its_name_from_dollar_zero_still_does_its_work(tmp_path, repo):
+    """husky v4, yorkie and hook dispatchers read the hook's name from $0 (and helpers from its folder): run as
+    pre-push.gitmem-chained they found no work, and a pre-push gate that runs the tests let every push through."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    hooks = repo / ".git" / "hooks"
+    write_hook(hooks, "dispatch.sh", b'[ "$hookName" = pre-push ] && { echo "tests fail" >&2; exit 1; }\nexit 0\n')
+    for shell in (b"/bin/sh", b"/usr/bin/env bash"):
+        write_hook(hooks, "pre-push", b'#!' + shell + b'\nhookName=`basename "$0"`\n. "$(dirname "$0")/dispatch.sh"\n')
+        install(repo)
+        refused = subprocess.run(["git", "push", "-q", "origin", "main"], cwd=repo, capture_output=True, text=True)
+        assert refused.returncode != 0 and "tests fail" in refused.stderr
+        gitmem(repo, "hooks", "uninstall")
+
+
 def test_pre_push_reminds_about_unpushed_memory_unless_turned_off(tmp_path, repo):
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(remote))
