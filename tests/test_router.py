@@ -29,6 +29,7 @@ from gitmem.usage import Usage, cost
 from gitmem.router import CLIENT_TTL_ORDER, RouterBlock, attach, markers, ttl_order_ok
 from gitmem.router_app import Router, default_line, serve_in_thread
 from gitmem.store import Store
+from gitmem.text import plural
 
 HAIKU = "claude-haiku-4-5"
 SECRET = "sk-ant-api03-router-test-secret-key-0123456789"
@@ -790,7 +791,7 @@ def test_auto_plans_each_line_from_its_own_breaks_not_those_of_agents_beside_it(
     finally:
         running.stop()
     for session in ("s1", "s2"):  # a request's TTL is planned before its own gap is recorded
-        assert [r.split(":")[0] for r in reasons[session][:6]] == [f"cold start ({n} breaks recorded)"
+        assert [r.split(":")[0] for r in reasons[session][:6]] == [f"cold start ({plural(n, 'break')} recorded)"
                                                                    for n in (0, 0, 1, 2, 3, 4)]
         assert "cheapest over the 5 recorded breaks" in reasons[session][6]
 
