@@ -139,7 +139,7 @@ def _indexed(store: Store, tip: str, anchor: str, warnings: List[str]
     if store.summary(anchor)["counts"].get("invalid"):
         return None
     added, removed = store.warm.diff(store.repository, anchor_tree, tip_tree)
-    parsed = store.warm.parse(store.repository, added + removed, store.ref)
+    parsed = store.warm.parse(store.repository, added + removed, store.read_ref())
     now = {m.id: m for p, b in added if isinstance(m := placed(parsed[b], p), Memory)}
     was = {m.id: m for p, b in removed if isinstance(m := placed(parsed[b], p), Memory)}
     then: Dict[str, Optional[Memory]] = {i: None for i in now}

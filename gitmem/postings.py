@@ -290,7 +290,7 @@ class IndexedMemories:
 
         rows = self._sql(read) if wanted else []
         parsed = self.store.warm.parse(self.store.repository, [(memory_path(kind, i), b) for i, kind, b in rows],
-                                       self.store.ref)
+                                       self.store.read_ref())
         for i, _, b in rows:
             found = parsed.get(b)
             if not isinstance(found, Memory) or found.id != i:  # the index was rebuilt under this command
@@ -636,7 +636,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         rows = [r for r in rows if r[0] not in found and r[2] not in exclude]
         # The row has all a score needs but a file memory's staleness (its file may have changed since).
         files = [(memory_path(r[3], r[2]), r[1]) for r in rows if r[3] == "file"]
-        memories = store.warm.parse(store.repository, files, store.ref) if files else {}
+        memories = store.warm.parse(store.repository, files, store.read_ref()) if files else {}
         current.update(store.current_blobs(m for m in memories.values() if isinstance(m, Memory)
                                            and m.paths and m.paths[0] not in current))  # each file read once
         for doc, blob, mid, kind, _, when, base in rows:
@@ -874,7 +874,7 @@ def _hits(store: "Store", db: sqlite3.Connection, view: int, ranked: List[_Score
           n: int, similarity: Optional[Mapping[str, float]] = None) -> List[Hit]:
     """:func:`_ranked`'s answer as :func:`gitmem.search.rank`'s hits: the memories read, and each
     one's match (the share of the query's word weight it holds, against its own core words)."""
-    memories = store.warm.parse(store.repository, [(memory_path(c.type, c.id), c.blob) for c in ranked], store.ref)
+    memories = store.warm.parse(store.repository, [(memory_path(c.type, c.id), c.blob) for c in ranked], store.read_ref())
     kept = [(c, m) for c in ranked if isinstance(m := memories[c.blob], Memory)]
     terms_of = {c.doc: core_terms(m) for c, m in kept}
     core = _frequencies(db, view, sorted({t for terms in terms_of.values() for t in terms}))
@@ -900,7 +900,7 @@ def _fused(store: "Store", db: sqlite3.Connection, view: int, query: str, limit:
     rows = dict(_doc_rows(db, [dense.blobs[i] for i in dense.nearest]))  # blob -> (doc, epoch)
     near = [i for i in dense.nearest if dense.ids[i] not in by_id]
     files = [(memory_path(dense.types[i], dense.ids[i]), dense.blobs[i]) for i in near if dense.types[i] == "file"]
-    memories = store.warm.parse(store.repository, files, store.ref) if files else {}
+    memories = store.warm.parse(store.repository, files, store.read_ref()) if files else {}
     current = store.current_blobs(m for m in memories.values() if isinstance(m, Memory))
     for i in near:  # a neighbour past the words' first candidates: its staleness
         blob = dense.blobs[i]

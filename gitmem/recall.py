@@ -507,7 +507,7 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
     read: Dict[str, Memory] = {}
 
     def memories(of: Sequence[Tuple[str, str, str]]) -> None:
-        parsed = store.warm.parse(store.repository, [(memory_path(kind, i), b) for i, kind, b in of], store.ref)
+        parsed = store.warm.parse(store.repository, [(memory_path(kind, i), b) for i, kind, b in of], store.read_ref())
         read.update((b, m) for b, m in parsed.items() if isinstance(m, Memory))
 
     unkeyed = [r for r in rows if r[2] not in keys]

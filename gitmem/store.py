@@ -364,10 +364,15 @@ class Store:
         """The memory commit reads see (own or inherited)."""
         return self.read_from()[1]
 
+    def read_ref(self) -> str:
+        """The memory ref reads come from: this branch's, or the parent's that a branch without memory of its own
+        reads (see :meth:`read_from`). Damage met in a read is named as that ref's, whose doctor repairs it: this
+        branch has no ref to repair."""
+        return memory_ref(self.read_from()[0] or self.branch)
+
     def _damaged(self, commit: Optional[str], e: Exception) -> StorageError:
-        """:func:`gitmem.repo.damaged` for memory read at ``commit``, naming the ref read: this branch's, or the
-        parent's that a branch without memory of its own reads (whose doctor repairs it; this branch has no ref)."""
-        return damaged(memory_ref(self.read_from()[0] or self.branch), commit, e)
+        """:func:`gitmem.repo.damaged` for memory read at ``commit``, naming :meth:`read_ref`."""
+        return damaged(self.read_ref(), commit, e)
 
     def snapshot(self, commit: Optional[str] = None) -> Snapshot:
         return Snapshot(self, commit if commit is not None else self.tip())
@@ -569,7 +574,7 @@ class Store:
         if snap.tree_id is None:
             return {"counts": {}, "lists": {name: [] for name in Warm.LISTS}, "paths": []}
         try:
-            return self.warm.summary(self.repository, snap.tree_id, self.ref)
+            return self.warm.summary(self.repository, snap.tree_id, self.read_ref())
         except (KeyError, ValueError, pygit2.GitError) as e:
             raise self._damaged(tip, e) from None
         finally:
@@ -582,7 +587,7 @@ class Store:
         if limit > Warm.NEWEST:
             return None
         rows = (summary or self.summary())["lists"][name][:limit]
-        parsed = self.warm.parse(self.repository, [(p, b) for _, p, b in rows], self.ref)
+        parsed = self.warm.parse(self.repository, [(p, b) for _, p, b in rows], self.read_ref())
         return [m for m in (placed(parsed[b], p) for _, p, b in rows) if isinstance(m, Memory)]
 
     def newest(self, limit: int, summary: Optional[Dict[str, Any]] = None) -> Optional[List[Memory]]:
@@ -597,8 +602,9 @@ class Store:
         if snap.tree_id is None:
             return []
         try:
-            found = self.warm.choices_touching(self.repository, snap.tree_id, self.ref, touches)
-            parsed = self.warm.parse(self.repository, found, self.ref)
+            ref = self.read_ref()
+            found = self.warm.choices_touching(self.repository, snap.tree_id, ref, touches)
+            parsed = self.warm.parse(self.repository, found, ref)
         except (KeyError, ValueError, pygit2.GitError) as e:
             raise self._damaged(snap.commit, e) from None
         finally:
@@ -607,7 +613,7 @@ class Store:
 
     def parse_blob(self, blob_id: Any, path: str) -> Memory:
         """The memory stored in blob ``blob_id`` at ``path`` (remembered by blob id)."""
-        parsed = placed(self.warm.parse(self.repository, [(path, str(blob_id))], self.ref)[str(blob_id)], path)
+        parsed = placed(self.warm.parse(self.repository, [(path, str(blob_id))], self.read_ref())[str(blob_id)], path)
         if isinstance(parsed, str):
             raise InvalidMemory(path, parsed)
         return parsed
@@ -622,7 +628,7 @@ class Store:
         if loaded is None:
             entries = list(snap.entries())
             try:
-                parsed = self.warm.parse(self.repository, entries, self.ref)
+                parsed = self.warm.parse(self.repository, entries, self.read_ref())
             finally:
                 self.warm.index.flush()
             memories: Dict[str, Memory] = {}

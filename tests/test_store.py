@@ -536,6 +536,26 @@ def test_a_branch_reading_its_parents_damaged_memory_names_the_parents_ref(repo,
     assert "refs/memory/feature" not in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory/")
 
 
+def test_a_branch_reading_its_parents_memory_names_the_parents_ref_for_a_missing_blob(repo):
+    """A memory's blob gone from main's memory (a lost loose object), read on feature, which has no memory of
+    its own: list, show, search, status and resume said refs/memory/feature was damaged and to run its doctor, which
+    finds nothing to repair there. Every read names the ref it read, refs/memory/main, and main's doctor."""
+    import shutil
+
+    from conftest import gitmem
+
+    m = Store.open(str(repo)).add("fact", "the ledger retries payments").memory
+    blob = git(repo, "rev-parse", f"refs/memory/main:{memory_path(m)}").strip()
+    os.remove(repo / ".git" / "objects" / blob[:2] / blob[2:])
+    git(repo, "checkout", "-q", "-b", "feature")
+    for args in (["list"], ["list", "-n", "5"], ["show", m.id], ["search", "ledger"], ["status"], ["resume"]):
+        shutil.rmtree(repo / ".git" / "gitmem", ignore_errors=True)  # derived: nothing parsed before this read
+        r = gitmem(repo, *args, check=False)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1, (args, r.stderr)
+        assert f"refs/memory/main is damaged: object {blob} is missing; run `gitmem --branch main doctor`" \
+            in r.stderr, (args, r.stderr)
+
+
 def test_the_log_names_a_memory_commit_missing_below_the_tip(store, repo):
     """A history missing one of its commits (a lost loose object) lists from the intact tip, but the log's walk
     reached the hole with libgit2's error: it names the ref and doctor, as every read of damage does."""
