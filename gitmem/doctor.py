@@ -16,7 +16,7 @@ from .errors import GitmemError, InvalidMemory, StorageError
 from . import model
 from .model import Author, Memory
 from .refs import lock_file
-from .repo import (below_parents, blob_at, current_branch, default_author, entries_by_name, memory_ref,
+from .repo import (below_parents, blob_at, current_branch, default_author, entries_by_name,
                    objects_read_once)
 from .model import CONFLICTS_DIR, Problem, parse_memory
 from .store import Store
@@ -28,9 +28,10 @@ _HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 @dataclass(frozen=True)
 class Recovery:
-    """What :func:`recover` did: the damaged tip, the intact tip it went back to,
+    """What :func:`recover` did: the ref it moved, the damaged tip, the intact tip it went back to,
     the new tip, the memory paths re-added from the damaged tip and those lost."""
 
+    ref: str
     damaged: str
     good: str
     tip: str
@@ -38,8 +39,15 @@ class Recovery:
     lost: Tuple[str, ...]
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"damaged": self.damaged, "good": self.good, "tip": self.tip,
+        return {"ref": self.ref, "damaged": self.damaged, "good": self.good, "tip": self.tip,
                 "kept": list(self.kept), "lost": list(self.lost)}
+
+
+def checked(store: Store) -> Store:
+    """The store whose memory ref doctor checks and repairs: ``store``'s, or, on a branch without memory of its
+    own, the parent's it reads (every read there names that ref's damage: see :meth:`Store.read_ref`)."""
+    reads = store.read_from()[0]
+    return store if reads in (None, store.branch) else Store(store.repo, reads)
 
 
 def doctor(store: Store, full: bool = False) -> List[Problem]:
@@ -56,15 +64,13 @@ def doctor(store: Store, full: bool = False) -> List[Problem]:
     lock = lock_file(store.repo, store.ref)
     if lock is not None:
         problems.append(Problem("warning", lock.path, lock.describe()))
+    parent = checked(store)
+    if parent is not store:
+        return problems + [Problem("warning", store.ref, f"no memory ref on this branch: it reads {parent.branch}'s "
+                                   f"memory, {parent.ref}, checked below")] + doctor(parent, full)
     tip = store.own_tip()
     if tip is None:
-        parent, _ = store.read_from()
-        if parent is None:
-            return problems + [Problem("warning", store.ref, "no memory ref on this branch (no memory yet)")]
-        # Every read here is of the parent's ref, so its damage is named (and repaired) there.
-        return problems + [Problem("warning", store.ref, f"no memory ref on this branch: it reads {parent}'s "
-                                   f"memory, {memory_ref(parent)}, checked below")] + \
-            doctor(Store(store.repo, parent), full)
+        return problems + [Problem("warning", store.ref, "no memory ref on this branch (no memory yet)")]
     index = store.warm.index
     sound = None if full else index.verified(store.ref)
     if sound is not None and not (_HEX.fullmatch(sound) and sound in store.repo):
@@ -237,10 +243,14 @@ def last_good_tip(store: Store) -> Optional[str]:
 
 def recover(store: Store, author: Optional[Author] = None, source: str = "doctor") -> Recovery:
     """Move a damaged ref back to its last intact tip, re-adding every memory of the
-    damaged tip that can still be read (one commit). Names what could not be saved."""
+    damaged tip that can still be read (one commit). Names what could not be saved. The ref is the one
+    :func:`doctor` checks (:func:`checked`): a branch without memory of its own recovers the parent's it reads."""
+    store = checked(store)
     tip = store.own_tip()
+    if tip is None:
+        raise GitmemError(f"nothing to recover: {store.ref} holds no memory yet")
     found = damage(store.repo, tip)
-    if tip is None or found is None:
+    if found is None:
         raise GitmemError(f"nothing to recover: the history of {store.ref} is intact")
     good = last_good_tip(store)
     if good is None:
@@ -263,7 +273,7 @@ def recover(store: Store, author: Optional[Author] = None, source: str = "doctor
                    f"Memory-Op: recover\nMemory-Source: {source}\nAuthor-Kind: {who.kind}\n")
         new = store.commit_tree(updates, message, who, base=good)
     store.move_ref(tip, new, f"gitmem doctor --recover: back to {good[:10]}")
-    return Recovery(damaged=tip, good=good, tip=new, kept=tuple(sorted(updates)), lost=tuple(sorted(lost)))
+    return Recovery(ref=store.ref, damaged=tip, good=good, tip=new, kept=tuple(sorted(updates)), lost=tuple(sorted(lost)))
 
 
 def _salvage(repo: pygit2.Repository, tip: str) -> Tuple[Dict[str, bytes], List[str]]:

@@ -244,3 +244,26 @@ def test_doctor_on_a_branch_without_memory_checks_the_parents_memory_it_reads(re
         in damaged[2]
     gitmem(repo, "--branch", "main", "doctor", "--recover")
     assert gitmem(repo, "doctor").stdout.rstrip().endswith("refs/memory/feature: ok")
+
+
+def test_recover_on_a_branch_without_memory_recovers_the_parents_memory_it_reads(repo):
+    """`gitmem --branch feature doctor --recover` on a branch reading main's damaged memory said "nothing to
+    recover: the history of refs/memory/feature is intact", a ref that does not exist, while its doctor reports
+    main's damage. It repairs the ref its doctor checks, main's, and says so; feature still has no ref."""
+    gitmem(repo, "add", "fact", "first")
+    gitmem(repo, "add", "fact", "second")
+    intact = git(repo, "rev-parse", "refs/memory/main").strip()
+    git(repo, "branch", "feature")
+    damage_ref(repo, "refs/memory/main", "a missing object")
+
+    r = gitmem(repo, "--branch", "feature", "doctor", "--recover")
+
+    assert r.stdout.startswith(f"moved refs/memory/main, whose memory feature reads, back from damaged 1234567890 "
+                               f"to intact {intact[:10]}"), r.stdout
+    assert git(repo, "rev-parse", "refs/memory/main").strip() == intact
+    assert "refs/memory/feature" not in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory/")
+    assert [m["text"] for m in json.loads(gitmem(repo, "--branch", "feature", "list", "--json").stdout)
+            ["memories"]] == ["first", "second"]
+    again = gitmem(repo, "--branch", "feature", "doctor", "--recover", check=False)
+    assert again.returncode == 1
+    assert again.stderr == "Error: nothing to recover: the history of refs/memory/main is intact\n"

@@ -467,7 +467,8 @@ def _when(seconds: int) -> str:
               help="Remove the ref's lock file if it is stale (no process holds it, older than 5 s).")
 @click.option("--recover", is_flag=True,
               help="If objects are missing or corrupt, move the ref back to the last intact tip in its "
-                   "reflog, re-adding every memory that can still be read.")
+                   "reflog, re-adding every memory that can still be read (on a branch without memory of its "
+                   "own, the parent's ref it reads).")
 @click.option("--drop-invalid", is_flag=True,
               help="Remove, in one commit, the blobs that are not valid memories and whatever is outside "
                    "gitmem's folders (they stay in history).")
@@ -489,7 +490,7 @@ def doctor(store: Store, fix: bool, recover: bool, drop_invalid: bool, full: boo
     git remote for memory this clone lacks. Exit code 1 when an error remains.
 
     JSON: {"ref", "ok", "problems": [{"level", "where", "message"}],
-    "fixed": lock or null, "recovered": {"damaged", "good", "tip", "kept", "lost"} or null,
+    "fixed": lock or null, "recovered": {"ref", "damaged", "good", "tip", "kept", "lost"} or null,
     "dropped": [path, ...]}.
 
     Example: gitmem doctor --fix
@@ -516,7 +517,8 @@ def doctor(store: Store, fix: bool, recover: bool, drop_invalid: bool, full: boo
         if fixed:
             click.echo(f"removed stale lock {fixed.path} ({fixed.age:.0f}s old)")
         if recovered:
-            click.echo(f"moved {store.ref} back from damaged {_short(recovered.damaged)} to intact "
+            whose = "" if recovered.ref == store.ref else f", whose memory {store.branch} reads,"
+            click.echo(f"moved {recovered.ref}{whose} back from damaged {_short(recovered.damaged)} to intact "
                        f"{_short(recovered.good)}; kept {plural(len(recovered.kept), 'later memory')}"
                        f" (now {_short(recovered.tip)})")
             for path in recovered.lost:
