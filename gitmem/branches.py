@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 REMOTE_PREFIX = "refs/memory-remotes/"
 _MOVING_RE = re.compile(r"^checkout: moving from (\S+) to (\S+)$")
+#: The name :func:`_put_aside` gives memory it sets aside: ``<branch>.earlier-<tip>`` (its first 8 hex digits, or all).
+_ASIDE_RE = re.compile(r"(.+)\.earlier-[0-9a-f]{8,64}")
 
 
 # --- fork points ---------------------------------------------------------------
@@ -435,6 +437,16 @@ def set_aside_for(repo: pygit2.Repository, branch: str, tips: Optional[Iterable[
     if tips is None:
         tips = [tip for ref, tip in memory_tips(repo, branch) if ref.startswith(REMOTE_PREFIX)]
     return _put_aside(repo, branch, own) if any(earlier_root(repo, branch, own, tip) for tip in tips) else None
+
+
+def set_aside_from(repo: pygit2.Repository, name: str) -> Optional[str]:
+    """The branch whose earlier memory memory branch ``name`` holds when it is memory set aside here
+    (``<branch>.earlier-<tip>``, see :func:`_put_aside`), else None: a code branch of that name makes it that
+    branch's memory. It is this clone's to keep apart, not to push: its name is this clone's tip (a teammate who
+    held the same memory set it aside under his), and the remote holds the new branch under that name; `gitmem
+    merge NAME` brings it in, `gitmem prune` drops it."""
+    found = _ASIDE_RE.fullmatch(name)
+    return found.group(1) if found and not code_tips(repo, name) else None
 
 
 def _put_aside(repo: pygit2.Repository, branch: str, tip: str) -> str:

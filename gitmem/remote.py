@@ -35,7 +35,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import pygit2
 
 from .branches import (REMOTE_PREFIX, aside_notice, blocked_entry, damaged_copy, dropped_here, reachable,
-                       set_aside_for, take_late_parent)
+                       set_aside_for, set_aside_from, take_late_parent)
 from .errors import GitmemError, RefClash, RemoteError, SecretFound, StorageError
 from .index import process_gone
 from .model import Author
@@ -165,7 +165,8 @@ _ERE_SPECIAL = re.compile(r"[.\[{()\\*+?^$|]")
 class Divergence:
     """Local memory of ``branch`` against the last fetched copy on ``remote``. ``skipped``: the copy holds
     what this memory lacks, yet a pull does not take it: that branch's memory was dropped or set aside here
-    (:func:`gitmem.branches.dropped_here`)."""
+    (:func:`gitmem.branches.dropped_here`). ``aside``: for memory set aside here, the branch whose earlier memory
+    it holds (:func:`gitmem.branches.set_aside_from`: kept in this clone, not pushed)."""
 
     branch: str
     remote: str
@@ -174,6 +175,7 @@ class Divergence:
     ahead: int
     behind: int
     skipped: bool = False
+    aside: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -1043,7 +1045,8 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
                 copies = [(memory_ref(b), mine), (tracking_ref(remote, b), fetched)]  # type: ignore[arg-type]  # pygit2 stub
                 raise _damage_among(repo, copies, e) from None
             skipped = bool(fetched and behind and dropped_here(repo, b, fetched))  # a pull does not take it
-            out.append(Divergence(b, remote, mine, fetched, ahead, behind, skipped))  # type: ignore[arg-type]  # pygit2 stub
+            aside = set_aside_from(repo, b) if mine else None
+            out.append(Divergence(b, remote, mine, fetched, ahead, behind, skipped, aside))  # type: ignore[arg-type]  # pygit2 stub
     return out
 
 

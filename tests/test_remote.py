@@ -833,7 +833,7 @@ def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
     status = json.loads(gitmem(bob, "status", "--json").stdout)
 
     assert status["remotes"] == [{"branch": "main", "remote": "origin", "ahead": 2, "behind": 1, "skipped": False,
-                                  "local": Store.open(str(bob)).own_tip(),
+                                  "aside": None, "local": Store.open(str(bob)).own_tip(),
                                   "fetched": Store.open(str(alice)).own_tip()}]
     assert "origin: 2 ahead, 1 behind" in gitmem(bob, "status").stdout
     git(alice, "branch", "feature")  # a branch bob has no memory of: counted against what it inherits, main's
@@ -847,6 +847,40 @@ def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
     shown = gitmem(bob, "status").stdout
     assert "memory spike: not on origin (as of the last fetch or push): `gitmem push origin --branch spike`" in shown
     assert "spike vs origin" not in shown  # not "5 ahead": the remote is not behind on a branch it never had
+
+
+def test_status_names_memory_set_aside_here_as_kept_in_this_clone_not_as_unpushed(alice, bob, origin):
+    """alice deleted feature and made a new one; bob's pull set his memory of the earlier feature aside, as
+    feature.earlier-<his tip>. status told him "not on origin: `gitmem push origin --branch feature.earlier-...`",
+    though set-aside memory is this clone's to keep apart (docs/branches.md), under a name its own tip gives: it
+    says so once, with what brings it in or drops it, and the JSON marks it."""
+    git(alice, "checkout", "-q", "-b", "feature")
+    gitmem(alice, "add", "fact", "old spike")
+    git(alice, "commit", "-q", "--allow-empty", "-m", "spike")
+    git(alice, "push", "-q", "origin", "feature")
+    gitmem(alice, "push")
+    gitmem(bob, "pull")
+    git(alice, "checkout", "-q", "main")
+    git(alice, "branch", "-q", "-D", "feature")
+    git(alice, "push", "-q", "origin", ":feature", ":refs/memory/feature")
+    gitmem(alice, "prune", "--yes", "--force")  # records what it dropped: the new feature's writes name it
+    git(alice, "checkout", "-q", "-b", "feature")
+    gitmem(alice, "add", "fact", "new work")
+    gitmem(alice, "push")
+    git(bob, "remote", "add", "mirror", str(origin))  # a second remote: still said once
+    gitmem(bob, "fetch", "mirror")
+    aside = json.loads(gitmem(bob, "pull", "--json").stdout)["set_aside"]["feature"]
+    assert aside.startswith("feature.earlier-")
+
+    shown = gitmem(bob, "status").stdout
+
+    assert f"not on origin (as of the last fetch or push): `gitmem push origin --branch {aside}`" not in shown
+    assert shown.count(f"memory {aside}: ") == 1
+    assert f"memory {aside}: your memory of the earlier 'feature', set aside here and kept in this clone, not pushed: " \
+        f"`gitmem merge {aside}` brings it in, `gitmem prune` drops it" in shown
+    status = json.loads(gitmem(bob, "status", "--json").stdout)
+    assert {(r["branch"], r["remote"], r["aside"]) for r in status["remotes"]} == {
+        ("feature", "origin", None), ("feature", "mirror", None), (aside, "origin", "feature"), (aside, "mirror", "feature")}
 
 
 def test_doctor_reports_memory_on_the_remote_but_not_here(alice, bob):
