@@ -881,6 +881,8 @@ def test_status_names_memory_set_aside_here_as_kept_in_this_clone_not_as_unpushe
     status = json.loads(gitmem(bob, "status", "--json").stdout)
     assert {(r["branch"], r["remote"], r["aside"]) for r in status["remotes"]} == {
         ("feature", "origin", None), ("feature", "mirror", None), (aside, "origin", "feature"), (aside, "mirror", "feature")}
+    gitmem(bob, "push", "--all")  # as status says: not pushed
+    assert git(origin, "for-each-ref", "--format=%(refname)", "refs/memory/") == "refs/memory/feature\n"
 
 
 def test_doctor_reports_memory_on_the_remote_but_not_here(alice, bob):

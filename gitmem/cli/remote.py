@@ -19,17 +19,19 @@ def _short(oid: Optional[str]) -> str:
 
 
 def _branches(store: Store, branch: Tuple[str, ...], all_: bool) -> Optional[Sequence[str]]:
+    from ..branches import set_aside_from
     from ..remote import local_branches
 
-    if all_:
-        return sorted(local_branches(store.repo))
+    if all_:  # memory set aside here is this clone's to keep apart: pushed only when named
+        return sorted(b for b in local_branches(store.repo) if not set_aside_from(store.repo, b))
     return list(branch) or None
 
 
 @main.command()
 @click.argument("remote", required=False)
 @click.option("--branch", "branch", multiple=True, metavar="B", help="Push the memory of branch B (repeatable).")
-@click.option("--all", "all_", is_flag=True, help="Push every local memory branch.")
+@click.option("--all", "all_", is_flag=True,
+              help="Push every local memory branch (not memory set aside here, B.earlier-TIP: name it with --branch).")
 @pass_store
 @author_options
 @json_option
