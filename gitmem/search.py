@@ -4,9 +4,9 @@ Pure functions over plain data (the two helpers at the end read the
 repository through a :class:`~gitmem.store.Store`, without importing pygit2):
 
 - lexical relevance is BM25 over title (counted twice), text, reason, tags and
-  paths, on lightly stemmed words with common abbreviations expanded and accents folded, identifiers
-  split into their words, so "queues"/"queue", "db"/"database", "café"/"cafe" and "retryPolicy"/"retry
-  policy" meet;
+  paths, on lightly stemmed words with common abbreviations expanded and accents (and Hebrew and Arabic
+  points) folded, identifiers split into their words, so "queues"/"queue", "db"/"database", "café"/"cafe"
+  and "retryPolicy"/"retry policy" meet;
 - memories about the files in play (the query's paths, or the current diff)
   are boosted, and a memory that only shares a path still shows up, below the
   lexical matches;
@@ -39,21 +39,64 @@ K = TypeVar("K", bound=Hashable)
 # Words by Unicode rules: runs of letters and digits in any script; "-" or "_" inside a word also
 # joins its parts into one compound term ("end-to-end" is "end", "to", "end" and "endtoend").
 _WORD = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
+# The same for text that is not ASCII, with the combining marks (Unicode Mn, Mc, Me) that follow a letter: the vowel
+# signs and viramas of Indic scripts, Thai's vowels and tones, Hebrew points, Arabic harakat, accents NFC has no
+# letter for ("n" + U+0308). Without them "हिन्दी" is three words, "ह", "न" and "द". A pattern compiled on first use
+# (~0.7 ms), apart from _WORD: ASCII text has no marks, and the class slows matching it by half.
+# _MARKS was generated with Python 3.11's unicodedata (Unicode 14.0.0); a range runs on over the letters, digits and
+# unassigned code points between marks (a word takes those anyway), so it is 128 ranges, not 299:
+#     out, start, last = [], None, None
+#     for c in range(0x110000):
+#         cat = unicodedata.category(chr(c))
+#         if cat in ("Mn", "Mc", "Me"):
+#             start, last = c if start is None else start, c
+#         elif start is not None and cat[0] not in "LN" and cat != "Cn":
+#             out.append((start, last)); start = None
+#     esc = lambda c: f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
+#     print("".join(esc(a) + (f"-{esc(b)}" if b > a else "") for a, b in out))
+_MARKS = (r"\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1-\u05c2\u05c4-\u05c5\u05c7\u0610-\u061a\u064b-\u065f\u0670"
+          r"\u06d6-\u06dc\u06df-\u06e8\u06ea-\u06ed\u0711-\u07f3\u07fd\u0816-\u082d\u0859-\u085b\u0898-\u08e1\u08e3-\u0963"
+          r"\u0981-\u09e3\u09fe-\u0a75\u0a81-\u0ae3\u0afa-\u0b63\u0b82-\u0bd7\u0c00-\u0c63\u0c81-\u0c83\u0cbc-\u0d4d"
+          r"\u0d57-\u0d63\u0d81-\u0df3\u0e31-\u0e3a\u0e47-\u0e4e\u0eb1-\u0ecd\u0f18-\u0f19\u0f35\u0f37\u0f39\u0f3e-\u0f84"
+          r"\u0f86-\u0fbc\u0fc6\u102b-\u103e\u1056-\u109d\u135d-\u135f\u1712-\u1734\u1752-\u17d3\u17dd\u180b-\u180d"
+          r"\u180f-\u193b\u1a17-\u1a1b\u1a55-\u1a7f\u1ab0-\u1b44\u1b6b-\u1b73\u1b80-\u1bf3\u1c24-\u1c37\u1cd0-\u1cd2"
+          r"\u1cd4-\u1dff\u20d0-\u20f0\u2cef-\u2cf1\u2d7f-\u2dff\u302a-\u302f\u3099-\u309a\ua66f-\ua672\ua674-\ua67d"
+          r"\ua69e-\ua6f1\ua802-\ua827\ua82c\ua880-\ua8c5\ua8e0-\ua8f1\ua8ff-\ua92d\ua947-\ua953\ua980-\ua9c0\ua9e5-\uaa4d"
+          r"\uaa7b-\uaac1\uaaeb-\uaaef\uaaf5-\uaaf6\uabe3-\uabea\uabec-\uabed\ufb1e\ufe00-\ufe0f\ufe20-\ufe2f"
+          r"\U000101fd-\U0001037a\U00010a01-\U00010a3f\U00010ae5-\U00010ae6\U00010d24-\U00010eac\U00010f46-\U00010f50"
+          r"\U00010f82-\U00010f85\U00011000-\U00011046\U00011070-\U000110ba\U000110c2\U00011100-\U00011134"
+          r"\U00011145-\U00011173\U00011180-\U000111c0\U000111c9-\U000111cc\U000111ce-\U000111cf\U0001122c-\U00011237"
+          r"\U0001123e\U000112df-\U00011446\U0001145e-\U000114c3\U000115af-\U000115c0\U000115dc-\U00011640"
+          r"\U000116ab-\U000116b7\U0001171d-\U0001172b\U0001182c-\U0001183a\U00011930-\U00011943\U000119d1-\U000119e0"
+          r"\U000119e4-\U00011a3e\U00011a47-\U00011a99\U00011c2f-\U00011c3f\U00011c92-\U00011ef6\U00016af0-\U00016af4"
+          r"\U00016b30-\U00016b36\U00016f4f-\U00016f92\U00016fe4-\U00016ff1\U0001bc9d-\U0001bc9e\U0001cf00-\U0001cf46"
+          r"\U0001d165-\U0001d169\U0001d16d-\U0001d172\U0001d17b-\U0001d182\U0001d185-\U0001d18b\U0001d1aa-\U0001d1ad"
+          r"\U0001d242-\U0001d244\U0001da00-\U0001da36\U0001da3b-\U0001da6c\U0001da75\U0001da84\U0001da9b-\U0001e136"
+          r"\U0001e2ae-\U0001e2ef\U0001e8d0-\U0001e94a\U000e0100-\U000e01ef")
+_MARKED_WORD = rf"[^\W_]+(?:[{_MARKS}]+[^\W_]*|[-_][^\W_]+)*"
 _JOINER = re.compile(r"[-_]")
 # Where an identifier's parts meet: a joiner, a capital after a small letter or a digit ("retry|Policy",
 # "s3|Bucket"), the last capital of a run before a small letter ("HTTP|Server"), but for a plural's final "s"
 # ("JWTs", "APIs" are one word). Digits stay with the letters before them: "utf8" and "k8s" are one word.
 _PARTS = re.compile(r"[-_]|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s$)")
-# Accents on Latin letters, once decomposed ("é" is "e" and U+0301); marks on other scripts' letters are part
-# of their words and stay. Latin letters Unicode does not decompose are spelt as search engines fold them.
-_ACCENTS = re.compile(r"(?<=[A-Za-z])[\u0300-\u036f]+")
+# Marks a word is the same word without, as search engines fold them: accents on Latin letters, once decomposed
+# ("é" is "e" and U+0301); the points of Hebrew and the harakat of Arabic (vowels, gemination, cantillation and
+# Quranic signs, which most text leaves out: "הַתּוֹר" is "התור", "مُخَزَّنَة" is "مخزنة"; not the hamza and madda NFC
+# puts into a letter), and Arabic's tatweel, which only stretches a line; variation selectors, which choose a
+# glyph. Other scripts' marks are part of their spelling and stay (Indic and Thai vowel signs, Cyrillic "й").
+# Latin letters Unicode does not decompose are spelt as search engines fold them. A pattern compiled on first use,
+# as only words that are not ASCII are folded.
+_FOLDED = (r"(?<=[A-Za-z])[\u0300-\u036f]+|[\u0591-\u05c7\u0610-\u061a\u0640\u064b-\u0652\u0656-\u065f\u0670"
+           r"\u06d6-\u06ed\ufe00-\ufe0f\U000e0100-\U000e01ef]+")
 _LATIN = str.maketrans({"ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "Ae", "œ": "oe", "Œ": "Oe", "ø": "o", "Ø": "O",
                         "đ": "d", "Đ": "D", "ð": "d", "Ð": "D", "ł": "l", "Ł": "L", "þ": "th", "Þ": "Th",
                         "ħ": "h", "Ħ": "H", "ı": "i"})
 # Scripts written without spaces between words: indexed as overlapping character pairs, as
-# search engines do for Chinese, Japanese and Korean, so any two-character word can be found. Kept as a
-# pattern: its ranges take ~1.6 ms to compile, and ASCII text never needs them (re compiles it on first use).
-_UNSPACED = r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f]+"
+# search engines do for Chinese, Japanese and Korean, so any two-character word can be found; Thai, Lao,
+# Khmer and Myanmar too (a character there is a letter with its marks). Kept as a pattern: its ranges take
+# ~1.6 ms to compile, and ASCII text never needs them (re compiles it on first use).
+_UNSPACED = (r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f\u0e80-\u0eff"
+             r"\u1000-\u109f\u1780-\u17ff]+")
 STOP_WORDS = frozenset(
     "a an and are as at be by can could do does for from has have how i if in into is it its let lets "
     "like me maybe of on or our should so that the then there these this those to us want was we what "
@@ -106,16 +149,20 @@ def tokenize(text: str) -> List[str]:
     ``end-to-end``) as their parts, the word the parts spell and the identifier as written (:func:`_identifier`).
 
     Composed first (NFC), and Latin letters lose their accents (:func:`_fold`): "Café" finds "cafe", and
-    "café" typed as e + a combining accent (macOS file names, some keyboards) is the same word."""
+    "café" typed as e + a combining accent (macOS file names, some keyboards) is the same word. A word holds the
+    combining marks after its letters (Indic vowel signs, Hebrew points), and Hebrew and Arabic words lose their
+    optional points as Latin ones their accents."""
     out: List[str] = []
     ascii_text = text.isascii()
     if not ascii_text:
         import unicodedata  # here: a 1 MB extension that ASCII text, most of it, never needs
 
         text = unicodedata.normalize("NFC", text)
-    for word in _WORD.findall(text):
+    for word in _WORD.findall(text) if ascii_text else re.findall(_MARKED_WORD, text):
         if not (ascii_text or word.isascii()):
             word = _fold(word)
+            if not word:  # a run of tatweel, drawn as a line
+                continue
             if not word.isascii():
                 out.extend(_script_terms(word.lower()))
                 continue
@@ -130,10 +177,11 @@ def tokenize(text: str) -> List[str]:
 @lru_cache(maxsize=65536)  # by word, as the stemmer: a store's vocabulary is small
 def _fold(word: str) -> str:
     """``word`` (composed) without its Latin letters' accents ("Café" is "Cafe", "Ørsted" "Orsted", "Straße"
-    "Strasse"); other scripts' letters as they are (Cyrillic "й" and Japanese "が" stay themselves)."""
+    "Strasse") nor the other marks in :data:`_FOLDED` (Hebrew points, Arabic harakat); other scripts' letters as
+    they are (Cyrillic "й", Japanese "が" and Hindi "हिन्दी" stay themselves)."""
     import unicodedata
 
-    return unicodedata.normalize("NFC", _ACCENTS.sub("", unicodedata.normalize("NFD", word).translate(_LATIN)))
+    return unicodedata.normalize("NFC", re.sub(_FOLDED, "", unicodedata.normalize("NFD", word).translate(_LATIN)))
 
 
 def _script_terms(word: str) -> List[str]:
@@ -168,13 +216,16 @@ def _identifier(word: str) -> Tuple[str, ...]:
 
 
 def _pairs(word: str) -> List[str]:
-    """Overlapping character pairs of each unspaced run; other letters in the word stay words."""
+    """Overlapping character pairs of each unspaced run, a character being a letter with the marks after it (Thai
+    "กิน" is the pair of "กิ" and "น": a vowel or tone sign on its own would pair with the letters of many words);
+    other letters in the word stay words."""
     out: List[str] = []
     for piece in re.split(f"({_UNSPACED})", word):
         if not piece:
             continue
         if re.fullmatch(_UNSPACED, piece):
-            out.extend([piece] if len(piece) == 1 else [piece[i:i + 2] for i in range(len(piece) - 1)])
+            chars = piece if piece.isalnum() else re.findall(r"\w\W*", piece)  # in a word, \W is a mark
+            out.extend([piece] if len(chars) == 1 else [chars[i] + chars[i + 1] for i in range(len(chars) - 1)])
         elif piece not in STOP_WORDS:
             out.append(stem(piece) if piece.isascii() else piece)
     return out

@@ -234,9 +234,10 @@ def test_the_search_terms_the_index_keeps_change_only_with_its_schema():
              "payment_intent ids", "k8s db config auth repo deps env js ts pg", "東京のキャッシュ設定",
              "Кэш для очереди задач", "המטמון של התור", "memory-tool c++ api:v2 x.y a/b İstanbul straße",
              "running queued migrations 2026-12-05 v1.2.3", "the a an of to-do", "cafe\u0301 cr\u00e8me",
-             "retryPolicy RetryPolicy HTTPServer s3Bucket utf8 \u00d8rsted \u00c6ble"]
+             "retryPolicy RetryPolicy HTTPServer s3Bucket utf8 \u00d8rsted \u00c6ble",
+             "हिन्दी সংযোগ สวัสดี הַתּוֹר مُخَزَّنَة Spin\u0308al"]
     digest = hashlib.sha1(json.dumps([tokenize(t) for t in texts], ensure_ascii=False).encode()).hexdigest()
-    assert (SCHEMA, digest) == (16, "212cf45517d9013ff82205016d5898216ac382e8")
+    assert (SCHEMA, digest) == (17, "e56a2fb595097bb1ddeff06a249e8c714d9707c8")
 
 
 def test_memos_of_one_kind_never_push_out_another_kind(repo, store):

@@ -254,7 +254,8 @@ def test_fusion_keeps_a_lexical_hit_that_the_encoder_ranks_low():
 
 @pytest.mark.parametrize("text,query", [("ジョブキューにはRedisを使わない", "キュー"),
                                         ("Очередь задач хранится в Postgres", "очередь задач"),
-                                        ("התור נשמר ב-Postgres", "התור")])
+                                        ("התור נשמר ב-Postgres", "התור"),
+                                        ("เอกสารภาษาไทยเขียนติดกัน", "ภาษาไทย"), ("ឯកសារជាភាសាខ្មែរ", "ខ្មែរ")])
 def test_words_of_any_script_are_found(text, query):
     pool = [mem(text, "fact", 1), mem("Unrelated English words", "fact", 2)]
     assert [h.memory.id for h in rank(pool, query, now=NOW)] == [fixture_id(1)]
@@ -285,7 +286,7 @@ def test_a_word_typed_decomposed_finds_the_composed_one_and_a_check_sees_the_rep
 @pytest.mark.parametrize("written, typed", [("the café service", "cafe"), ("the cafe service", "Café"),
                                             ("Naïve date parsing", "naive"), ("Crème brûlée", "creme brulee"),
                                             ("Ørsted wind data", "orsted"), ("Straße names", "strasse"),
-                                            ("Việt locale", "viet")])
+                                            ("Việt locale", "viet"), ("Spin\u0308al Tap tour dates", "spinal")])
 def test_accents_on_latin_letters_do_not_keep_a_memory_from_being_found(written, typed):
     pool = [mem(written, "fact", 1), mem("Unrelated English words", "fact", 2)]
     assert [h.memory.id for h in rank(pool, typed, now=NOW)] == [fixture_id(1)]
@@ -300,6 +301,39 @@ def test_other_scripts_keep_their_marks_and_words():
     assert tokenize("작업 대기열은 Postgres에") == ["작업", "대기", "기열", "열은", "postgr", "에"]
     assert tokenize("התור נשמר ב-Postgres") == ["התור", "נשמר", "ב", "postgr", "בpostgres"]
     assert tokenize("قائمة انتظار المهام") == ["قائمة", "انتظار", "المهام"]
+
+
+@pytest.mark.parametrize("text, word, other_text, other", [
+    ("हर दिन बैकअप चलता है", "दिन", "दान की रसीद ईमेल से जाती है", "दान"),  # day, donation
+    ("প্রতি দিন ব্যাকআপ চলে", "দিন", "দান রসিদ ইমেইলে যায়", "দান"),  # day, gift
+    ("กินข้าวที่โรงอาหาร", "กิน", "ป้องกันไวรัสด้วยไฟร์วอลล์", "กัน"),  # eat, prevent
+])
+def test_vowel_signs_are_part_of_a_word(text, word, other_text, other):
+    """Indic and Thai vowel signs are combining marks that spell the word: "दिन" (day) and "दान" (donation) differ
+    only by theirs, and neither finds the other."""
+    pool = [mem(text, "fact", 1), mem(other_text, "fact", 2)]
+    assert [h.memory.id for h in rank(pool, word, now=NOW)] == [fixture_id(1)]
+    assert [h.memory.id for h in rank(pool, other, now=NOW)] == [fixture_id(2)]
+
+
+def test_a_word_holds_the_marks_after_its_letters():
+    """Viramas and vowel signs do not cut a word apart; in Thai, written without spaces, a character of a pair is
+    a letter with its marks."""
+    assert tokenize("हिन्दी में") == ["हिन्दी", "में"] and tokenize("স্মৃতি") == ["স্মৃতি"]
+    assert tokenize("தமிழ் తెలుగు") == ["தமிழ்", "తెలుగు"]
+    assert tokenize("สวัสดี") == ["สวั", "วัส", "สดี"]
+
+
+@pytest.mark.parametrize("written, typed", [("הַתּוֹר נִשְׁמַר ב-Postgres", "התור"), ("התור נשמר ב-Postgres", "הַתּוֹר"),
+                                            ("قائمة المهام مُخَزَّنَة في Postgres", "مخزنة"),
+                                            ("قائمة المهام مخزنة في Postgres", "مُخَزَّنَة"),
+                                            ("قائمة المهام مخزنة في Postgres", "مخـزنة")])
+def test_hebrew_points_and_arabic_harakat_are_left_out_as_latin_accents(written, typed):
+    """Most Hebrew and Arabic text is written without its vowel points, and a word is the same word with them
+    (search engines fold them), so a pointed word and the plain one find each other; so does a word stretched
+    with tatweel."""
+    pool = [mem(written, "fact", 1), mem("Unrelated English words", "fact", 2)]
+    assert [h.memory.id for h in rank(pool, typed, now=NOW)] == [fixture_id(1)]
 
 
 IDENTIFIERS = ["retryPolicy", "RetryPolicy", "retry_policy", "retry-policy"]
