@@ -50,7 +50,8 @@ SCHEMA = 17  # 11: postings carry their memory's type, status, length, time; ter
 #             is stemmed -i, so "retries" meets "retry" (terms of every blob change); 16: Latin letters lose
 #             their accents, identifiers are split at camelCase humps too, a compound is stemmed and kept
 #             as written as well; 17: a word holds the combining marks after its letters (Indic vowel signs,
-#             Thai tones), Hebrew points and Arabic harakat are folded
+#             Thai tones), Hebrew points and Arabic harakat are folded, an identifier's one-letter parts are dropped
+#             and a part beside one is not expanded as an abbreviation ("OAuth")
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.

@@ -78,7 +78,8 @@ _JOINER = re.compile(r"[-_]")
 # Where an identifier's parts meet: a joiner, a capital after a small letter or a digit ("retry|Policy",
 # "s3|Bucket"), the last capital of a run before a small letter ("HTTP|Server"), but for a plural's final "s"
 # ("JWTs", "APIs" are one word). Digits stay with the letters before them: "utf8" and "k8s" are one word.
-_PARTS = re.compile(r"[-_]|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s$)")
+# The joiner is kept by the split (None where the parts meet at a hump).
+_PARTS = re.compile(r"([-_])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s$)")
 # Marks a word is the same word without, as search engines fold them: accents on Latin letters, once decomposed
 # ("é" is "e" and U+0301); the points of Hebrew and the harakat of Arabic (vowels, gemination, cantillation and
 # Quranic signs, which most text leaves out: "הַתּוֹר" is "התור", "مُخَزَّنَة" is "مخزنة"; not the hamza and madda NFC
@@ -127,7 +128,11 @@ def stem(word: str) -> str:
 
 @lru_cache(maxsize=65536)  # a store's vocabulary is small; indexing 10,000 memories stems ~200,000 words
 def _stem(word: str) -> str:
-    word = _ALIASES.get(word, word)
+    return _suffixes(_ALIASES.get(word, word))
+
+
+def _suffixes(word: str) -> str:
+    """:func:`stem` without expanding an abbreviation."""
     if len(word) <= 3:
         return word
     if word.endswith("s") and not word.endswith(("ss", "us", "is")):
@@ -205,14 +210,25 @@ def _identifier(word: str) -> Tuple[str, ...]:
     (stemmed), the word they spell (stemmed, so ``retryPolicy``, ``RetryPolicy``, ``retry_policy`` and
     ``retry-policy`` meet, and "retry policy" finds each), and the identifier as written, so a query naming
     it exactly ranks the memory that holds it first. Case is part of an identifier, but not a capital that
-    only starts it ("End-to-end" is "end-to-end"); any other word is the word lower-cased ("Redis", "JWT")."""
-    parts = _PARTS.split(word)
-    if len(parts) == 1:
+    only starts it ("End-to-end" is "end-to-end"); any other word is the word lower-cased ("Redis", "JWT").
+
+    A part of one letter is no word ("g" of "gRPC", "i" of "iOS", "e" of "e-mail"): the word they spell and
+    the identifier as written carry the name. A part it meets at a hump is a fragment of that name, not an
+    abbreviation to expand: "OAuth" and "AuthZ" are not about authentication as "authToken" is."""
+    pieces = _PARTS.split(word)
+    if len(pieces) == 1:
         low = word.lower()
         return () if low in STOP_WORDS else (stem(low),)
-    low_parts = [p.lower() for p in parts]
-    return (*[stem(p) for p in low_parts if p not in STOP_WORDS], stem("".join(low_parts)),
-            word.lower() if word[1:].islower() else word)
+    parts = [p.lower() for p in pieces[::2]]
+    at_hump = [joiner is None for joiner in pieces[1::2]]
+    letters = {i for i, p in enumerate(parts) if len(p) == 1 and p.isalpha()}
+    terms = []
+    for i, part in enumerate(parts):
+        if i in letters or part in STOP_WORDS:
+            continue
+        named = (i - 1 in letters and at_hump[i - 1]) or (i + 1 in letters and at_hump[i])
+        terms.append(_suffixes(part) if named else stem(part))
+    return (*terms, stem("".join(parts)), word.lower() if word[1:].islower() else word)
 
 
 def _pairs(word: str) -> List[str]:

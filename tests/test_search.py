@@ -358,6 +358,25 @@ def test_an_exact_identifier_ranks_the_memory_holding_it_first_and_its_other_spe
     assert "RetryPolicy" in tokenize("RetryPolicy") and "end-to-end" in tokenize("End-to-end tests")
 
 
+def test_a_one_letter_part_of_a_name_is_no_word_and_its_neighbour_no_abbreviation():
+    """"gRPC", "iOS" and "OAuth" are names: the word they spell and the name as written carry them, a lone "g" or "o"
+    would match every name with that letter. "Auth" in "OAuth" (or "AuthZ") is no abbreviation of authentication,
+    as it is in "authToken"; a word of an identifier is still a word ("dbConfig" is a database configuration)."""
+    assert tokenize("gRPC") == ["rpc", "grpc", "gRPC"] and tokenize("iOS") == ["os", "ios", "iOS"]
+    assert tokenize("OAuth") == ["auth", "oauth", "OAuth"] and tokenize("e-mail") == ["mail", "email", "e-mail"]
+    pool = [mem("Users log in with OAuth through the identity provider", "decision", 1),
+            mem("Authentication uses signed session cookies", "decision", 2),
+            mem("The nRF SoC sleeps between sensor readings", "fact", 3),
+            mem("Bindings to the C library are generated", "fact", 4)]
+    assert [h.memory.id for h in rank(pool, "authentication", now=NOW)] == [fixture_id(2)]
+    assert [h.memory.id for h in rank(pool, "oauth", now=NOW)] == [fixture_id(1)]
+    assert [h.memory.id for h in rank(pool, "C library", now=NOW)] == [fixture_id(4)]
+    pool = [mem("Rotate the authToken daily", "fact", 1), mem("dbConfig is read at startup", "fact", 2),
+            mem("Unrelated English words", "fact", 3)]
+    assert [h.memory.id for h in rank(pool, "authentication token", now=NOW)] == [fixture_id(1)]
+    assert [h.memory.id for h in rank(pool, "database configuration", now=NOW)] == [fixture_id(2)]
+
+
 def test_an_identifier_splits_where_its_words_meet_and_keeps_digits_with_their_letters():
     assert tokenize("HTTPServer") == ["http", "server", "httpserver", "HTTPServer"]
     assert tokenize("s3Bucket")[:2] == ["s3", "bucket"] and tokenize("utf8") == ["utf8"]
