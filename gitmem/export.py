@@ -206,7 +206,9 @@ def find_section(text: str) -> Optional[Tuple[int, int]]:
     Markers count only as whole lines outside fenced code blocks: a marker quoted inside a line of prose, in
     memory text (which :func:`quote` escapes anyway) or in a fence (a guide showing what the section looks
     like) is the user's text. A second section is refused, as a section without its end is: refreshing only
-    one would leave the other's memory stale for ever. So is a fence never closed that a marker follows, or
+    one would leave the other's memory stale for ever. So is an end without its begin (the begin deleted: what
+    was the section would stay as stale text), and a begin inside the section (the text after a stray begin
+    would be taken for the section and replaced). So is a fence never closed that a marker follows, or
     the end of a file without a section (one appended would be inside it): whether what follows it is code or
     the section cannot be told."""
     begin = end = opened = None  # opened: the line of a fence not closed (yet)
@@ -220,14 +222,18 @@ def find_section(text: str) -> Optional[Tuple[int, int]]:
                 fenced.append(m)
             elif run[0] == opened["fence"][0] and len(run) >= len(opened["fence"]) and not m["info"].strip():
                 opened = None
-        elif m["begin"] and begin is None:
+        elif m["begin"]:
+            if begin is not None:
+                raise GitmemError(f"found two gitmem sections ({BEGIN[:18]}... on lines {_line_of(text, begin)} "
+                                  f"and {_line_of(text, m)}): delete one by hand first")
             begin = m
-        elif m["begin"] and end is not None:
-            raise GitmemError(f"found two gitmem sections ({BEGIN[:18]}...): delete one by hand first")
-        elif m["end"] and begin is not None and end is None:
+        elif m["end"] and (begin is None or end is not None):
+            raise GitmemError(f"found {END} on line {_line_of(text, m)} without its {BEGIN[:18]}... before it: "
+                              "fix the file by hand first")
+        elif m["end"]:
             end = m
     if opened is not None and (fenced or begin is None):
-        raise GitmemError(f"the code fence {opened['fence']} on line {text.count(chr(10), 0, opened.start()) + 1} is "
+        raise GitmemError(f"the code fence {opened['fence']} on line {_line_of(text, opened)} is "
                           "never closed: gitmem cannot tell its section from the code after it; close the fence by "
                           "hand first")
     if begin is None:
@@ -235,6 +241,10 @@ def find_section(text: str) -> Optional[Tuple[int, int]]:
     if end is None:
         raise GitmemError(f"found {BEGIN[:18]}... without {END}: fix the file by hand first")
     return begin.start("begin"), end.end()
+
+
+def _line_of(text: str, m: re.Match[str]) -> int:
+    return text.count("\n", 0, m.start()) + 1
 
 
 def strip_section(text: str) -> str:

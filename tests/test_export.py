@@ -435,3 +435,19 @@ def test_a_large_store_exports_the_section_rendering_all_of_it_would(repo):
     start, end = find_section(text)
     assert text[start:end] == render(store.memories().values(), ref=store.ref, max_bytes=MAX_SECTION_BYTES)
     assert "memories are not shown here" in text
+
+
+@pytest.mark.parametrize("mine", [
+    "# Agents\n\nmine\n\n- Deploys happen on Fridays\n" + END + "\n",  # the begin line deleted by hand
+    "# Agents\n\n" + END + "\n\n" + BEGIN + "\n- Deploys happen on Fridays\n" + END + "\n",
+    "# Agents\n\n" + BEGIN + "\n- Deploys happen on Fridays\n" + END + "\n" + END + "\n",
+    BEGIN + "\n# Agents\n\nmine\n\n" + BEGIN + "\n- Deploys happen on Fridays\n" + END + "\n",  # a stray begin above
+], ids=["end-without-begin", "end-before-the-section", "second-end", "begin-inside-the-section"])
+def test_a_stray_marker_is_refused_and_the_file_left_as_it_was(repo, remembered, mine):
+    """A deleted begin line had a new section appended after the old one's text, which stayed in the file,
+    stale, for ever; a stray begin above the section had every hand-written line between the two replaced."""
+    (repo / "AGENTS.md").write_text(mine)
+    refused = gitmem(repo, "export", "--format", "agents-md", "--write", check=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "by hand" in refused.stderr
+    assert (repo / "AGENTS.md").read_text() == mine
