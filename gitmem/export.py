@@ -79,6 +79,8 @@ TARGETS: Dict[str, Target] = {
 FORMATS: Dict[str, str] = {name: t.path for name, t in TARGETS.items()}
 #: What is kept first when the memory does not fit: ideas not to propose again, then the rules to follow.
 _PRIORITY = ("rejection", "convention", "decision", "fact", "file")
+#: The bytes of the shortest item there is (``- x `<id>```, its newline too).
+_SHORTEST = len(f"- x `{'0' * 16}`\n")
 
 
 class Export(NamedTuple):
@@ -132,7 +134,8 @@ def render(memories: Iterable[Memory], *, ref: str, stale: Iterable[str] = (),
     conventions, facts and file notes; sorted by id, so the same memory renders the same.
 
     At most ``max_bytes`` (UTF-8): what does not fit is left out, rejections and conventions last and
-    the oldest first within a type, and the section says how many it left out (of ``total``, when
+    the oldest first within a type (an item longer than the room left is left out, and shorter ones after it
+    still go in: one long rejection does not hide the rest), and the section says how many it left out (of ``total``, when
     ``memories`` are only the newest of each type that could fit: see :func:`export`). Only the items
     that are kept are rendered (each is redacted, which is most of the cost)."""
     stale_ids = set(stale)
@@ -148,10 +151,11 @@ def render(memories: Iterable[Memory], *, ref: str, stale: Iterable[str] = (),
     items: Dict[str, str] = {}  # the kept ones'
     for m in sorted(sorted(active, key=lambda m: m.id, reverse=True), key=lambda m: _PRIORITY.index(m.type)):
         item = _item(m, m.id in stale_ids)
-        room -= len(item.encode()) + 1
-        if room < 0:
+        size = len(item.encode()) + 1
+        if size <= room:
+            items[m.id], room = item, room - size
+        elif room < _SHORTEST:  # no other item fits either
             break
-        items[m.id] = item
     by_type: Dict[str, List[Memory]] = {}
     for m in sorted(active, key=lambda m: m.id):
         if m.id in items:
@@ -280,7 +284,7 @@ def export(store: Store, fmt: str, *, write: bool = False) -> Export:
     budget = TARGETS[fmt].max_bytes
     # No more items fit than the section has bytes for its shortest (``- x `<id>```), so the newest that many
     # of each type are all render can keep: a store of 100,000 is not read whole (nor rendered, 5 s).
-    most = budget // len(f"- x `{'0' * 16}`\n") + 1
+    most = budget // _SHORTEST + 1
     memories = [m for t in _PRIORITY for m in store.list(type=t, limit=most)]
     counts = store.summary()["counts"]
     blobs = store.current_blobs(memories)

@@ -451,3 +451,14 @@ def test_a_stray_marker_is_refused_and_the_file_left_as_it_was(repo, remembered,
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "by hand" in refused.stderr
     assert (repo / "AGENTS.md").read_text() == mine
+
+
+def test_one_long_rejection_that_does_not_fit_leaves_out_only_itself(repo, store):
+    """The newest rejection, longer than the section's room, used to end the listing: the file said only
+    that every memory was left out."""
+    store.add("rejection", "Use Redis for the job queue", reason="no Redis in production")
+    store.add("decision", "Money is integer cents")
+    store.add("rejection", "Rewrite it in Rust " + "because it is fast " * 700, reason="too long to list")
+    section = export(store, "windsurf-rules").text
+    assert "Use Redis for the job queue" in section and "Money is integer cents" in section
+    assert "Rewrite it in Rust" not in section and "1 more memory is not shown here" in section
