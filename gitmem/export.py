@@ -49,11 +49,13 @@ MAX_SECTION_BYTES = 16 * 1024
 
 class Target(NamedTuple):
     """Where a tool reads its rules, the front matter a new file starts with (how the tool activates the rule),
-    and the bytes the file's section may take."""
+    the bytes the file's section may take, and the characters of the whole file the tool reads, if it cuts the
+    file there: then the rest of the file (front matter, the user's own rules) leaves the section less room."""
 
     path: str
     front: str = ""
     max_bytes: int = MAX_SECTION_BYTES
+    file_limit: Optional[int] = None
 
 
 # Cursor reads a rule's activation from YAML front matter; alwaysApply puts it in every chat.
@@ -71,9 +73,8 @@ TARGETS: Dict[str, Target] = {
     # Plain Markdown, no front matter: GitHub Copilot's repository-wide custom instructions (chat, coding agent,
     # code review). https://docs.github.com/en/copilot/how-tos/configure-custom-instructions-in-your-ide/add-repository-instructions-in-your-ide
     "copilot-instructions": Target(".github/copilot-instructions.md"),
-    "windsurf-rules": Target(".windsurfrules", max_bytes=_WINDSURF_CHARACTERS),
-    "windsurf-workspace-rules": Target(".windsurf/rules/gitmem.md", _WINDSURF_FRONT,
-                                       _WINDSURF_CHARACTERS - len(_WINDSURF_FRONT)),
+    "windsurf-rules": Target(".windsurfrules", file_limit=_WINDSURF_CHARACTERS),
+    "windsurf-workspace-rules": Target(".windsurf/rules/gitmem.md", _WINDSURF_FRONT, file_limit=_WINDSURF_CHARACTERS),
 }
 #: Each format's file, relative to the work tree.
 FORMATS: Dict[str, str] = {name: t.path for name, t in TARGETS.items()}
@@ -281,7 +282,10 @@ def export(store: Store, fmt: str, *, write: bool = False) -> Export:
     from .warm import counted
 
     path = target(store, fmt)
-    budget = TARGETS[fmt].max_bytes
+    existing = _read(path)
+    budget, limit = TARGETS[fmt].max_bytes, TARGETS[fmt].file_limit
+    if limit is not None:  # what the file holds besides the section, separators too (an empty section's file)
+        budget = max(0, min(budget, limit - len(splice(existing, "", fmt))))
     # No more items fit than the section has bytes for its shortest (``- x `<id>```), so the newest that many
     # of each type are all render can keep: a store of 100,000 is not read whole (nor rendered, 5 s).
     most = budget // _SHORTEST + 1
@@ -290,7 +294,6 @@ def export(store: Store, fmt: str, *, write: bool = False) -> Export:
     blobs = store.current_blobs(memories)
     section = render(memories, ref=store.ref, stale=[m.id for m in memories if is_stale(m, blobs)],
                      max_bytes=budget, total=counted(counts, _PRIORITY))
-    existing = _read(path)
     text = splice(existing, section, fmt)
     changed = text != existing
     if write and changed:

@@ -418,6 +418,23 @@ def test_windsurf_rules_fit_windsurf_s_limit_of_12000_characters(repo, store):
     assert len(export(store, "copilot-instructions").text.encode()) > 12000  # the others keep the larger budget
 
 
+@pytest.mark.parametrize("fmt", ["windsurf-rules", "windsurf-workspace-rules"])
+def test_windsurf_s_limit_counts_the_user_s_own_rules_in_the_file(repo, store, fmt):
+    """The section took all of Windsurf's 12,000 characters whatever else the file held: with the user's own
+    rules above it, Windsurf cut off the end of the memory, the rejections' reminder and the note on what
+    was left out."""
+    for i in range(400):
+        store.add("decision", f"Decision {i}: module m{i} keeps its own connection pool")
+    path = repo / FORMATS[fmt]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mine = "# Our rules\n\n" + "- Prefer small pure functions, named for what they return.\n" * 100
+    path.write_text(mine)
+    export(store, fmt, write=True)
+    text = path.read_text()
+    assert text.startswith(mine) and len(text) <= 12000 and text.endswith("gitmem list`.\n" + END + "\n")
+    assert not export(store, fmt, write=True).changed
+
+
 def test_every_format_is_a_cli_choice_named_with_its_file_in_the_help(repo):
     from gitmem.cli import main
 
