@@ -204,6 +204,15 @@ def _written_by_setup(found: Any, entry: Dict[str, Any]) -> bool:
         and "gitmem" in " ".join([os.path.basename(program), *map(str, args[:-len(tail)])])
 
 
+def _other_repository(found: Any, entry: Dict[str, Any]) -> Optional[str]:
+    """The repository ``found`` serves when it is the entry setup writes into a user's own file (``mcp --repo
+    ROOT``) for another repository than ``entry``'s: a second repository's setup, not a person's entry."""
+    args = found.get("args") if isinstance(found, dict) else None
+    if "--repo" not in entry["args"] or not isinstance(args, list) or not args or args[-1] == entry["args"][-1]:
+        return None
+    return str(args[-1]) if _written_by_setup(found, {**entry, "args": [*entry["args"][:-1], args[-1]]}) else None
+
+
 def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str, written: Any = None,
                   named: bool = False) -> str:
     """``existing`` JSON with ``mcpServers.gitmem`` set to ``entry``, other keys untouched; an entry of that
@@ -215,6 +224,11 @@ def merged_config(existing: Optional[str], entry: Dict[str, Any], path: str, wri
     servers = data.setdefault("mcpServers", {})
     mine = servers.get(SERVER_NAME)
     if mine is not None and mine != entry:
+        other = _other_repository(mine, entry)
+        if other is not None:
+            raise GitmemError(f"{path}: mcpServers.{SERVER_NAME} serves the repository {other} already (a user "
+                              "file holds one gitmem entry, for one repository): left as it is; "
+                              f"`gitmem -C {shlex.quote(other)} setup windsurf --undo` takes it out")
         if mine != written and not _written_by_setup(mine, entry):
             raise GitmemError(f"{path}: mcpServers.{SERVER_NAME} is set already, not by setup "
                               f"(command {str(mine.get('command') if isinstance(mine, dict) else mine)[:60]!r}): "

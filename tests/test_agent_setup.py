@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -445,3 +446,29 @@ def test_without_a_gitmem_script_the_command_runs_gitmem_even_from_a_folder_that
     ran = subprocess.run([*command, "--version"], cwd=tmp_path, capture_output=True, text=True)
     assert command[0] == os.path.abspath(sys.executable) and ran.returncode == 0, ran.stderr
     assert ran.stdout.startswith("gitmem, version ")
+
+
+def test_windsurf_s_one_user_file_serves_one_repository_and_says_which_when_a_second_asks(tmp_path):
+    """Windsurf reads one user file: a second repository's setup was refused as if a person had written the
+    entry ("not by setup"), naming neither the repository it serves nor how to take it out."""
+    from conftest import make_repo
+    from gitmem.agent_setup import undo
+    from gitmem.store import Store
+
+    home = tmp_path / "home"
+    config = home / ".codeium" / "windsurf" / "mcp_config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{\n  "mcpServers": {\n    "brave": {"command": "npx", "args": ["brave"]}\n  }\n}\n')
+    mine = config.read_text()
+    first, second = (Store.open(str(make_repo(tmp_path / name))) for name in ("first", "second"))
+    apply(plan(first, "windsurf", home=str(home), command="gitmem"))
+    served = json.loads(config.read_text())["mcpServers"]
+    assert served["gitmem"] == {"command": "gitmem", "args": ["mcp", "--repo", str(tmp_path / "first")]}
+    assert "brave" in served
+    with pytest.raises(GitmemError, match=re.escape(f"serves the repository {tmp_path / 'first'} already") +
+                       ".*setup windsurf --undo"):
+        plan(second, "windsurf", home=str(home), command="gitmem")
+    apply(*undo(first, "windsurf", home=str(home)))
+    assert config.read_text() == mine
+    apply(plan(second, "windsurf", home=str(home), command="gitmem"))
+    assert str(tmp_path / "second") in config.read_text()
