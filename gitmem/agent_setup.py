@@ -141,14 +141,18 @@ def server_entry(tool: str, repo_root: Optional[str] = None, command: Optional[C
     return entry
 
 
-def _json_object(existing: Optional[str], path: str, key: str) -> Dict[str, Any]:
+def _json_object(existing: Optional[str], path: str, key: str,
+                 by_hand: str = "add gitmem's entry by hand (`gitmem setup` without --write prints it)"
+                 ) -> Dict[str, Any]:
+    """``existing`` read as a JSON object whose ``key`` is an object; ``by_hand``: what to do instead, were it a
+    file with comments."""
     text = (existing or "").removeprefix(BOM)  # an editor's mark, not JSON: the edit keeps it
     try:
         data = json.loads(text) if text.strip() else {}
     except ValueError as e:
         if has_comments(text):
-            raise GitmemError(f"{path} has comments (JSONC), which setup would drop: add gitmem's entry by hand "
-                              "(`gitmem setup` without --write prints it), or take the comments out") from None
+            raise GitmemError(f"{path} has comments (JSONC), which setup would drop: {by_hand}, or take the "
+                              "comments out") from None
         raise GitmemError(f"{path} is not valid JSON ({e}); fix it or move it aside first") from None
     except RecursionError:
         raise GitmemError(f"{path} is nested too deeply to read; fix it or move it aside first") from None
@@ -302,7 +306,7 @@ def merged_settings(existing: Optional[str], command: Optional[Command], path: s
 def unmerged(existing: Optional[str], path: str, key: str, written: Any = None) -> Optional[str]:
     """``existing`` with what setup added taken out (``key`` is ``hooks`` or ``mcpServers``: its entry only if
     it is still the one setup wrote, ``written``); None when nothing else is left in the file."""
-    data = _json_object(existing, path, key)
+    data = _json_object(existing, path, key, f"take gitmem's {'hooks' if key == 'hooks' else 'entry'} out by hand")
     removed = False
     if key == "hooks":
         hooks = data.get("hooks", {})

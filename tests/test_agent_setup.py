@@ -434,6 +434,20 @@ def test_a_settings_file_with_comments_is_refused_in_one_line_not_stripped(repo,
     assert "is not valid JSON" in gitmem(repo, "setup", tool, "--write", check=False).stderr
 
 
+def test_undo_of_a_file_given_comments_since_says_to_take_gitmem_out_by_hand_not_to_add_it(repo):
+    """Undo's refusal told the user to add gitmem's entry by hand, with the command that prints it."""
+    gitmem(repo, "setup", "claude-code", "--write", "--command", "gitmem")
+    for path in (".mcp.json", ".claude/settings.json"):
+        target = repo / path
+        target.write_text(target.read_text().replace("{", "{\n  // ours", 1))
+    refused = gitmem(repo, "setup", "claude-code", "--undo", check=False)
+    assert refused.returncode == 1 and "has comments (JSONC)" in refused.stderr
+    assert "take gitmem's entry out by hand" in refused.stderr and "add gitmem" not in refused.stderr
+    (repo / ".mcp.json").write_text('{"mcpServers": {}}\n')
+    refused = gitmem(repo, "setup", "claude-code", "--undo", check=False)
+    assert "take gitmem's hooks out by hand" in refused.stderr and "add gitmem" not in refused.stderr
+
+
 def test_without_a_gitmem_script_the_command_runs_gitmem_even_from_a_folder_that_shadows_the_standard_library(
         tmp_path, monkeypatch):
     from gitmem.agent_setup import installed_command
