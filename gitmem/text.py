@@ -10,9 +10,10 @@ import re
 
 __all__ = ["inert", "plural"]
 
-# C0 controls but tab and newline (ESC starts every terminal escape sequence; CR overwrites a line),
-# DEL, C1 controls (CSI 0x9b, OSC 0x9d) and the bidi overrides that reorder what a line appears to say.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but tab and newline (ESC starts every terminal escape sequence; CR overwrites a line, unless a
+# newline follows it: a CRLF file's line end), DEL, C1 controls (CSI 0x9b, OSC 0x9d) and the bidi overrides that
+# reorder what a line appears to say.
+_UNSAFE = re.compile("\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _SAFE_ASCII = b"\t\n" + bytes(range(0x20, 0x7f))
 
 

@@ -112,6 +112,15 @@ def test_a_crlf_file_keeps_crlf_and_a_crlf_checkout_of_the_section_is_not_rewrit
     assert not export(remembered, "claude-md", write=True).changed and (repo / "CLAUDE.md").read_bytes() == checkout
 
 
+def test_the_preview_of_a_crlf_file_shows_its_lines_not_an_escape_at_the_end_of_each(repo, remembered):
+    """`gitmem export` without --write printed `\\x0d` at the end of every line of a Windows checkout; a carriage
+    return inside a line is still shown as its escape (it would overwrite what the line showed)."""
+    (repo / "AGENTS.md").write_bytes(b"# Agents\r\n\r\nBe nice.\rEvil\r\n")
+    shown = gitmem(repo, "export", "--format", "agents-md").stdout
+    assert shown.replace("\r\n", "\n").startswith("# Agents\n\nBe nice.\\x0dEvil\n")  # (click's runner reads CRLF as LF)
+    assert shown.count("\\x0d") == 1 and "Money is integer cents" in shown
+
+
 def test_new_memory_replaces_the_section_in_place(repo, remembered):
     (repo / "AGENTS.md").write_text("intro\n")
     export(remembered, "agents-md", write=True)
