@@ -88,20 +88,36 @@ exit "$status"
 #: decides), never "no" when there is work: a false "yes" costs time, a false "no" loses a merge.
 _PRECHECKS = {
     "post-checkout": """\
-# nothing to do unless this checkout created a branch (its reflog has one entry); see gitmem.hooks
+# nothing to do unless this checkout created a branch (its reflog has one entry), or starts a rebase that
+# picks nothing (HEAD detached; see gitmem.hooks)
+rebase_picks_nothing() {
+    if [ -d "$dir/rebase-merge" ]; then
+        [ -f "$dir/rebase-merge/git-rebase-todo" ] || return 1
+        while read -r command _; do
+            case "$command" in ""|"#"*|noop) ;; *) return 1 ;; esac  # it picks, or may stop: post-rewrite's
+        done < "$dir/rebase-merge/git-rebase-todo"
+    else
+        case "$(tail -n 1 "$dir/logs/HEAD" 2>/dev/null)" in *"rebase (start): checkout "*) ;; *) return 1 ;; esac  # --apply
+    fi
+    [ -n "$(git for-each-ref --count=1 --format=x refs/memory refs/memory-remotes 2>/dev/null)" ]  # any to merge?
+}
 has_work() {
     [ "$3" = 1 ] || return 1
     if [ -z "${GIT_DIR:-}" ] && [ -d .git ] && [ ! -f .git/commondir ] && read -r head < .git/HEAD; then
-        common=.git  # the usual layout, read without starting git
+        dir=.git common=.git  # the usual layout, read without starting git
         ref=${head#ref: }
     else  # a linked worktree, a submodule, GIT_DIR
-        out=$(git rev-parse --git-common-dir --symbolic-full-name HEAD 2>/dev/null) || return 0
+        out=$(git rev-parse --git-dir --git-common-dir --symbolic-full-name HEAD 2>/dev/null) || return 0
+        dir=${out%%
+*}
+        out=${out#*
+}
         common=${out%%
 *}
         ref=${out##*
 }
     fi
-    case "$ref" in refs/heads/*) ;; *) return 1 ;; esac  # detached
+    case "$ref" in refs/heads/*) ;; *) rebase_picks_nothing; return ;; esac  # detached
     [ -f "$common/logs/$ref" ] || return 1  # no reflog: gitmem cannot tell either
     n=0
     while read -r line; do
@@ -552,8 +568,8 @@ def run(name: str, args: Sequence[str], stdin: str = "", cwd: str = ".") -> List
             return []  # the commit was made on a detached HEAD
         branch = args[1][len("refs/heads/"):]
     store = Store.open(cwd, branch)
-    if store.notice and name != "pre-push":  # detached HEAD (rebase in progress, bisect): nothing to do
-        return []
+    if store.notice and name != "pre-push":  # detached HEAD (rebase in progress, bisect): nothing to do, but for
+        return _rebase_checkout(store, list(args)) if name == "post-checkout" else []  # a rebase that picks nothing
     return handler(store, list(args), stdin)
 
 
@@ -640,6 +656,55 @@ def _post_checkout(store: Store, args: List[str], stdin: str) -> List[str]:
     if parent:
         out.append(f"branch {store.branch!r} reads the memory of {parent!r} until its first write")
     return out
+
+
+def _rebase_checkout(store: Store, args: List[str]) -> List[str]:
+    """The checkout that starts a rebase, detaching HEAD at the new base. `git rebase main` on a branch with no
+    commits main lacks picks nothing: git then moves the branch to main's tip and runs no post-rewrite, so the
+    memory main's code brings merges here, as `git merge main`'s post-merge merges it. Only when the rebase has
+    nothing left to do (its todo holds no command but noop): one that can still stop (a `break`, an `exec`) may
+    be aborted, having brought nothing. The apply backend leaves no trace of the branch it moves before it
+    ends: a fast-forward there is told the command that merges."""
+    if len(args) < 3 or args[2] != "1":
+        return []
+    state = os.path.join(store.repo.path, "rebase-merge")
+    if not os.path.isdir(state):
+        return _apply_fast_forward_hint(store.repo, args[0], args[1])
+    head_name, todo, onto, orig = (_read_text(os.path.join(state, name))
+                                   for name in ("head-name", "git-rebase-todo", "onto", "orig-head"))
+    if (head_name or "").strip() != f"refs/heads/{store.branch}" or todo is None or (onto or "").strip() != args[1] or not orig:
+        return []
+    commands = [line.split()[0] for line in todo.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if any(command != "noop" for command in commands):
+        return []  # post-rewrite merges after the picks, once the rebase has ended
+    return _merge_memory(store, args[1], orig.strip())
+
+
+def _apply_fast_forward_hint(repo: pygit2.Repository, old: str, new: str) -> List[str]:
+    """`git rebase --apply main` that fast-forwards (see :func:`_rebase_checkout`): HEAD's reflog says a rebase
+    checked out ``new``, which contains ``old``, so git moves the branch there next."""
+    from .branches import reachable
+
+    try:
+        latest = next(iter(repo.references["HEAD"].log()), None)
+    except (KeyError, pygit2.GitError, OSError):
+        return []
+    start = "rebase (start): checkout "
+    if latest is None or str(latest.oid_new) != new or not (latest.message or "").startswith(start) \
+            or old == new or not reachable(repo, old, new):
+        return []
+    onto = latest.message[len(start):].strip()
+    branch = onto if f"refs/heads/{onto}" in repo.references else "BRANCH"  # a commit, a remote-tracking ref
+    return [f"this rebase fast-forwards the branch to {onto} and brings none of its memory (`git rebase --apply` "
+            f"does not say which branch it moves): `gitmem merge {branch}` brings it"]
+
+
+def _read_text(path: str) -> Optional[str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _post_merge(store: Store, args: List[str], stdin: str) -> List[str]:

@@ -367,6 +367,45 @@ def test_a_rebase_that_brings_a_branchs_memory_leaves_the_checkpoint_at_head(rep
     assert latest_checkpoint(Store.open(str(repo), "long"))[1].commit == head(repo)
 
 
+def _topic_behind_main_with_memory_of_its_own(repo: Path) -> None:
+    """topic forks main and writes memory but no commit; then main writes memory and moves on."""
+    install(repo)
+    git(repo, "checkout", "-q", "-b", "topic")
+    Store.open(str(repo)).add("fact", "topic fact")
+    git(repo, "checkout", "-q", "main")
+    Store.open(str(repo)).add("fact", "main fact")
+    commit(repo, "m.txt")
+    git(repo, "checkout", "-q", "topic")
+
+
+@pytest.mark.parametrize("command", [["merge", "-q", "main"], ["rebase", "-q", "main"]])
+def test_a_rebase_that_picks_nothing_brings_mains_memory_as_a_merge_does(repo, command):
+    """With no commits of its own, `git rebase main` moves the branch to main's tip and runs no post-rewrite:
+    the memory main's code brings merges all the same (at the rebase's checkout, which cannot stop after it)."""
+    _topic_behind_main_with_memory_of_its_own(repo)
+    git(repo, *command)
+    assert head(repo) == git(repo, "rev-parse", "main").strip()
+    assert {m.text for m in Store.open(str(repo), "topic").list()} == {"topic fact", "main fact"}
+
+
+def test_a_rebase_that_stops_before_it_ends_merges_no_memory_and_an_abort_leaves_none(repo):
+    _topic_behind_main_with_memory_of_its_own(repo)
+    git(repo, "rebase", "-q", "-i", "main", env={"GIT_SEQUENCE_EDITOR": "sh -c 'echo break >> \"$1\"' --"})
+    assert (repo / ".git" / "rebase-merge").exists()  # stopped at the break: it may yet be aborted
+    assert {m.text for m in Store.open(str(repo), "topic").list()} == {"topic fact"}
+    git(repo, "rebase", "--abort")
+    assert {m.text for m in Store.open(str(repo), "topic").list()} == {"topic fact"}
+
+
+def test_a_rebase_by_the_apply_backend_that_fast_forwards_names_the_merge_that_brings_mains_memory(repo):
+    """`git rebase --apply` fast-forwards without a trace of which branch it moves: the hook cannot merge, so
+    it names the command that does."""
+    _topic_behind_main_with_memory_of_its_own(repo)
+    done = subprocess.run(["git", "rebase", "-q", "--apply", "main"], cwd=repo, capture_output=True, text=True)
+    assert done.returncode == 0 and "`gitmem merge main`" in done.stderr, done.stderr
+    assert head(repo) == git(repo, "rev-parse", "main").strip()
+
+
 def test_the_pre_commit_framework_route_reads_git_arguments_from_its_variables(repo):
     git(repo, "branch", "made-by-pre-commit")
     git(repo, "symbolic-ref", "HEAD", "refs/heads/made-by-pre-commit")
@@ -424,6 +463,9 @@ def test_hooks_with_nothing_to_do_do_not_start_python(repo, tmp_path):
     git(repo, "merge", "-q", "--no-edit", "other", env=env)
     git(repo, "commit", "-q", "--amend", "-m", "amended", env=env)
     git(repo, "merge", "-q", "--no-edit", "plain", env=env)
+    git(repo, "checkout", "-q", "plain", env=env)
+    git(repo, "rebase", "-q", "main", env=env)  # picks nothing: main's memory would merge, but there is none
+    git(repo, "checkout", "-q", "main", env=env)
     assert started() == []  # no memory anywhere: nothing to merge, no commit ids to rewrite
 
     gitmem(repo, "add", "fact", "main has memory now")
