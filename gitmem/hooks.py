@@ -318,6 +318,9 @@ def hooks_path_beyond(repo: pygit2.Repository) -> bool:
 
 #: Where gitmem keeps its scripts, under the common git dir, when the hooks folder is not its to write.
 OWN_DIR = "gitmem/hooks"
+#: The folders installs wrote scripts to, one a line, under the common git dir: ``core.hooksPath`` may change
+#: after an install, and an uninstall must still find them (and put back the hooks they chained).
+INSTALLED = "gitmem/hooks-installed"
 
 
 @dataclass(frozen=True)
@@ -450,6 +453,7 @@ def install(repo: pygit2.Repository, *, python: Optional[str] = None,
     python = python or sys.executable
     kept: Dict[str, str] = {}
     try:
+        _note_installed(repo, folder)  # first: a failure halfway leaves scripts an uninstall must find
         if where.entry is not None:  # an earlier gitmem wrote there: put back what it moved aside
             kept.update(_remove_ours(hooks_dir(repo)))
         os.makedirs(folder, exist_ok=True)
@@ -469,15 +473,58 @@ def install(repo: pygit2.Repository, *, python: Optional[str] = None,
 
 def uninstall(repo: pygit2.Repository) -> List[HookState]:
     """Remove gitmem's hooks and put back what was there before, byte for byte
-    (a user's hook file calling gitmem is the user's: its line stays, and does nothing)."""
-    folder = placement(repo).folder
+    (a user's hook file calling gitmem is the user's: its line stays, and does nothing). Every folder an
+    install wrote to is cleaned, not only the one ``core.hooksPath`` names now: a script left in another
+    would run again, with the user's hook still renamed aside, once ``core.hooksPath`` points there again."""
     kept: Dict[str, str] = {}
+    for folder in _installed_folders(repo):
+        try:
+            kept.update(_remove_ours(folder))
+        except OSError as e:
+            raise GitmemError(f"could not uninstall hooks in {folder}: {e}") from None
     try:
-        for where in {folder, hooks_dir(repo)}:
-            kept.update(_remove_ours(where))
+        os.unlink(_record(repo))
+    except FileNotFoundError:
+        pass
     except OSError as e:
-        raise GitmemError(f"could not uninstall hooks in {folder}: {e}") from None
+        raise GitmemError(f"could not remove {_record(repo)}: {e}") from None
     return _with_kept(status(repo), kept)
+
+
+def _record(repo: pygit2.Repository) -> str:
+    from .repo import common_dir
+
+    return os.path.join(common_dir(repo), *INSTALLED.split("/"))
+
+
+def _noted(repo: pygit2.Repository) -> List[str]:
+    """The folders installs wrote to, as :data:`INSTALLED` notes them."""
+    try:
+        with open(_record(repo), encoding="utf-8", errors="replace") as f:
+            return [line for line in f.read().splitlines() if line]
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise GitmemError(f"could not read {_record(repo)}: {e}") from None
+
+
+def _note_installed(repo: pygit2.Repository, folder: str) -> None:
+    noted = _noted(repo)
+    folder = os.path.abspath(folder)
+    if folder not in noted:
+        replace_file(_record(repo), "".join(f"{line}\n" for line in [*noted, folder]), follow=False)
+
+
+def _installed_folders(repo: pygit2.Repository) -> List[str]:
+    """Where gitmem's scripts may be: the folders installs noted, the hooks folder git uses now and where
+    gitmem's scripts would go now, and the two an install that noted nothing (an older gitmem's) could have
+    used: the git dir's hooks/ and gitmem's own folder."""
+    from .repo import common_dir
+
+    common = common_dir(repo)
+    candidates = [*_noted(repo), placement(repo).folder, hooks_dir(repo), os.path.join(common, "hooks"),
+                  os.path.join(common, *OWN_DIR.split("/"))]
+    return list(dict.fromkeys(os.path.abspath(folder) for folder in candidates))
 
 
 def _remove_ours(folder: str) -> Dict[str, str]:

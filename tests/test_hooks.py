@@ -188,6 +188,28 @@ def test_core_hooks_path_is_honoured(repo):
     assert Store.open(str(repo)).get(m.id).commits == (head(repo),)
 
 
+def test_uninstall_cleans_every_folder_gitmem_installed_to_after_core_hooks_path_changed(repo, tmp_path):
+    """Installed into .git/hooks (chaining the user's hook), then again after core.hooksPath was set, which then
+    moved on: uninstall finds both folders. Else gitmem's scripts, and the user's hooks renamed aside, stay
+    where a later change of core.hooksPath puts them back in use."""
+    default, first = repo / ".git" / "hooks", tmp_path / "team-hooks"
+    original = write_hook(default, "post-commit", USER_HOOK)
+    theirs = write_hook(first, "pre-push", b"#!/bin/sh\nexit 0\n")
+    install(repo)
+    git(repo, "config", "core.hooksPath", str(first))
+    install(repo)
+    git(repo, "config", "core.hooksPath", str(tmp_path / "other-hooks"))
+    gitmem(repo, "hooks", "uninstall")
+    assert sorted(p.name for p in default.iterdir() if not p.name.endswith(".sample")) == ["post-commit"]
+    assert original.read_bytes() == USER_HOOK
+    assert sorted(p.name for p in first.iterdir()) == ["pre-push"] and theirs.read_bytes() == b"#!/bin/sh\nexit 0\n"
+    git(repo, "config", "--unset", "core.hooksPath")
+    Store.open(str(repo)).add("fact", "not linked: the hooks are gone")
+    assert commit(repo, "a.txt").returncode == 0
+    assert (repo / ".git" / "user-hook.log").read_text() == "ran\n"  # the user's own hook, back in its place
+    assert gitmem(repo, "hooks", "status", "--json").stdout.count('"installed"') == 0
+
+
 def test_a_hooks_path_from_the_user_config_is_named_with_what_it_means(repo, tmp_path):
     """A user-wide core.hooksPath runs the hooks in every repository: the install says so (a repository's
     own setting does not need saying)."""
