@@ -159,7 +159,7 @@ def has_no_remotes(git: GitDir) -> bool:
         return False
     chosen = os.environ.get("GIT_CONFIG_GLOBAL")
     files = [os.path.join(git.common, "config"), os.path.join(git.path, "config.worktree"),
-             *([chosen] if chosen else []), *_user_files(), "/etc/gitconfig"]
+             *([chosen] if chosen else []), *filter(None, _user_files()), "/etc/gitconfig"]
     for file in files:
         try:
             with open(file, encoding="utf-8", errors="replace") as f:
@@ -185,11 +185,21 @@ def may_be_renamed(git: GitDir, branch: str) -> bool:
         return True
 
 
-def _user_files() -> Tuple[str, str]:
-    """The user's config files, in the order git reads them: the XDG one, then ``~/.gitconfig``."""
-    home = os.path.expanduser("~")
-    return (os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "git", "config"),
-            os.path.join(home, ".gitconfig"))
+def _user_files() -> Tuple[Optional[str], Optional[str]]:
+    """The user's config files, in the order git reads them: the XDG one, then ``~/.gitconfig``. As git finds
+    them: ``~`` is HOME alone (never the account's home directory, where ``expanduser`` falls back to), so with
+    HOME unset there is no ``~/.gitconfig``, and no XDG file unless XDG_CONFIG_HOME names one: a file git does
+    not read is None."""
+    home = os.environ.get("HOME")
+    return _xdg_file("config"), None if home is None else os.path.join(home or os.sep, ".gitconfig")
+
+
+def _xdg_file(name: str) -> Optional[str]:
+    """git's ``$XDG_CONFIG_HOME/git/<name>``, else ``$HOME/.config/git/<name>``; None with neither set (an
+    empty XDG_CONFIG_HOME counts as unset, an empty HOME as the root folder, as for git)."""
+    home = os.environ.get("HOME")
+    base = os.environ.get("XDG_CONFIG_HOME") or (None if home is None else os.path.join(home or os.sep, ".config"))
+    return None if base is None else os.path.join(base, "git", name)
 
 
 _SECTION = r'\[\s*([A-Za-z0-9.-]+)\s*(?:"((?:[^"\\]|\\.)*)")?\s*\]\s*(?:[#;].*)?'
@@ -201,8 +211,8 @@ def config_in_environment() -> bool:
     global or system file), which libgit2 does not read: then only git itself answers as git would."""
     if any(os.environ.get(v) for v in ("GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG", "GIT_CONFIG_SYSTEM")):
         return True
-    chosen = os.environ.get("GIT_CONFIG_GLOBAL")
-    return chosen is not None and chosen != "" and os.path.realpath(chosen) != os.path.realpath(_user_files()[1])
+    chosen, user = os.environ.get("GIT_CONFIG_GLOBAL"), _user_files()[1]
+    return chosen is not None and chosen != "" and (user is None or os.path.realpath(chosen) != os.path.realpath(user))
 
 
 def config(git: GitDir, key: str) -> Optional[str]:
@@ -211,14 +221,13 @@ def config(git: GitDir, key: str) -> Optional[str]:
     continuation lines, inline comments in the value, config from the environment) is Unsure."""
     if config_in_environment():
         raise Unsure("config from the environment")
-    xdg, user = _user_files()
     if os.path.exists(os.path.join(git.path, "config.worktree")):
         raise Unsure("per-worktree config")
     section, _, name = key.rpartition(".")
     head, _, sub = section.partition(".")
     wanted = (head.lower(), sub or None, name.lower())
     files = [] if os.environ.get("GIT_CONFIG_NOSYSTEM") else ["/etc/gitconfig"]
-    files += [xdg, user, os.path.join(git.common, "config")]
+    files += [*filter(None, _user_files()), os.path.join(git.common, "config")]
     found: Optional[str] = None
     for file in files:
         try:
@@ -296,9 +305,8 @@ def _may_convert(path: str) -> bool:
             return True
     except Unsure:
         return True
-    home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    if os.path.exists(os.path.join(git.common, "info", "attributes")) or \
-            os.path.exists(os.path.join(home, "git", "attributes")):  # core.attributesFile's default
+    attributes = _xdg_file("attributes")  # core.attributesFile's default
+    if os.path.exists(os.path.join(git.common, "info", "attributes")) or (attributes and os.path.exists(attributes)):
         return True
     top = os.path.abspath(git.workdir)
     while True:

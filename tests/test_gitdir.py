@@ -5,6 +5,7 @@ git's environment names (GIT_DIR, GIT_WORK_TREE), as git would open it."""
 from __future__ import annotations
 
 import json
+import os
 
 import pygit2
 import pytest
@@ -182,6 +183,32 @@ def test_config_reads_the_global_file_under_the_repositorys(repo):
         assert gitdir.config(found, "gitmem.prices") == "local.yaml"
     finally:
         git(repo, "config", "--global", "--unset", "gitmem.prices")
+
+
+def test_with_home_unset_no_user_config_is_read_as_git_reads_none(repo, tmp_path, monkeypatch):
+    """git finds ~/.gitconfig through HOME alone: unset, it reads no ~/.gitconfig, and the XDG file only under
+    XDG_CONFIG_HOME. The account's home directory (where Python's expanduser looks) is not read either."""
+    import pwd
+    import subprocess
+
+    account = tmp_path / "account-home"
+    (account / ".config" / "git").mkdir(parents=True)
+    for file in (account / ".gitconfig", account / ".config" / "git" / "config"):
+        file.write_text('[gitmem]\n\tprices = /account/prices.yaml\n[remote "origin"]\n\turl = /elsewhere\n')
+    real = pwd.getpwuid(os.getuid())
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd((*real[:5], str(account), real[6])))
+    for name in ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL"):
+        monkeypatch.delenv(name)
+    found = gitdir.discover(str(repo))
+
+    def git_says(key: str) -> str:
+        return subprocess.run(["env", "-u", "HOME", "git", "config", "--get", key], cwd=repo, capture_output=True,
+                              text=True).stdout.strip()
+
+    assert git_says("gitmem.prices") == "" and gitdir.config(found, "gitmem.prices") is None
+    assert git_says("remote.origin.url") == "" and gitdir.has_no_remotes(found)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(account / ".config"))  # without HOME, git reads the XDG file
+    assert git_says("gitmem.prices") == gitdir.config(found, "gitmem.prices") == "/account/prices.yaml"
 
 
 @pytest.mark.parametrize("text", [
