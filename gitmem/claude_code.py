@@ -13,7 +13,8 @@ model's context (https://code.claude.com/docs/en/hooks). What each event does he
 - **PostToolUse**: Read writes a ``file`` memory with the file's blob id (once per path and
   blob); Edit, Write and MultiEdit add the file to the session's ``action`` memory (one per
   session), which the next code commit links; Bash running ``git commit`` links that commit
-  like the post-commit hook. Capture runs detached, so Claude Code does not wait for it.
+  like the post-commit hook. A file git ignores and does not track is left out. Capture runs
+  detached, so Claude Code does not wait for it.
 - **PreCompact** and **SessionEnd**: a checkpoint from the session's last state (its last
   prompt, last reply, the files it read and changed).
 
@@ -436,10 +437,22 @@ def post_tool_use(hook: HookInput, store: Store, source: str = "claude-code") ->
     rel = _repo_path(store, str(job.get("file_path") or ""), hook.cwd)
     if rel is None:
         return Outcome(note="outside the work tree")
+    if _ignored(store, rel):
+        return Outcome(note=f"{rel} is ignored by git")
     if tool == "Read":
         return _record_read(hook, store, source, rel, str(job.get("blob") or ""))
     return _record_change(hook, store, source, rel)
 
+
+def _ignored(store: Store, rel: str) -> bool:
+    """Whether git ignores ``rel`` and does not track it: a local file (``.env``, ``node_modules/``), no part of the
+    repository, whose summary (its first line) must not become memory the team pulls."""
+    import pygit2
+
+    try:
+        return bool(store.repo.path_is_ignored(rel)) and rel not in store.repo.index
+    except pygit2.GitError:
+        return False
 
 
 def _record_read(hook: HookInput, store: Store, source: str, rel: str, blob: str) -> Outcome:

@@ -205,6 +205,23 @@ def test_files_outside_the_work_tree_and_other_tools_are_not_recorded(tmp_path, 
     assert [m.paths for m in Store.open(str(repo)).list(type="action")] == [("a.py",)]
 
 
+def test_a_file_git_ignores_is_not_recorded_as_team_memory(repo):
+    """A local `.env` or `node_modules/` is no part of the repository: its first line (a password redaction does not
+    know) must not become a memory that `gitmem push` shares. A tracked file an ignore rule matches still counts."""
+    (repo / ".gitignore").write_text(".env\nnode_modules/\n*.log\n")
+    (repo / ".env").write_text("DB_PASSWORD=hunter2hunter2\n")
+    (repo / "node_modules" / "pad").mkdir(parents=True)
+    (repo / "node_modules" / "pad" / "index.js").write_text("function leftPad() {}\n")
+    (repo / "keep.log").write_text("kept on purpose\n")
+    git(repo, "add", "-f", "keep.log")
+    for tool, name in (("Read", ".env"), ("Edit", ".env"), ("Read", "node_modules/pad/index.js"),
+                       ("Write", "node_modules/pad/index.js")):
+        assert hook(repo, "PostToolUse", tool_name=tool, tool_input={"file_path": str(repo / name)}).stderr == ""
+    assert Store.open(str(repo)).tip() is None
+    hook(repo, "PostToolUse", tool_name="Read", tool_input={"file_path": str(repo / "keep.log")})
+    assert [m.paths for m in file_memories(repo)] == [("keep.log",)]
+
+
 def test_edits_link_to_one_session_action_and_a_git_commit_links_it(repo):
     for name in ("a.py", "b.py", "a.py"):
         (repo / name).write_text(f"# {name}\n")
