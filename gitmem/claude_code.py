@@ -18,6 +18,8 @@ model's context (https://code.claude.com/docs/en/hooks). What each event does he
 - **PreCompact** and **SessionEnd**: a checkpoint from the session's last state (its last
   prompt, last reply, the files it read and changed).
 
+On a detached HEAD nothing is recorded, and SessionStart says whose memory it shows.
+
 Every write has source ``claude-code/<version>`` and the tag ``session:<session id>``, so
 ``gitmem log`` and ``gitmem list --tag session:<id>`` show what a session wrote. A hook never
 blocks the session: any failure is a warning on stderr and exit status 0.
@@ -252,6 +254,9 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
 
     r = resume(store, limit=10)
     standing = render_resume(replace(r, relevant=[]), prompt=True).strip()  # the choices follow as elements
+    if store.notice:  # or the model takes the default branch's standing for HEAD's own
+        standing = (f"Note: {quoted(store.notice)}. What this session reads and changes is not recorded.\n"
+                    + standing)
     summary = store.summary()
     counts = summary["counts"]
     everything: List[Memory] = []
@@ -648,8 +653,8 @@ def main(event: str, stdin: Optional[str] = None, *, path: Optional[str] = None,
         from .store import Store
 
         store = Store.open(path or hook.cwd, branch)
-        if store.notice and event == "PostToolUse":
-            return 0  # detached HEAD: nothing to record against
+        if store.notice and event in ("PostToolUse", "PreCompact", "SessionEnd"):
+            return 0  # detached HEAD: nothing to record against (a checkpoint would be the default branch's)
         source = env.get("GITMEM_CLAUDE_SOURCE") or source_for(env, hook.text("transcript_path"))
         outcome = run(hook, store, source=source)
         if outcome.output is not None:

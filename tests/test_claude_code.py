@@ -614,3 +614,18 @@ def test_the_session_and_prompt_hooks_say_a_memory_is_in_conflict_with_both_vers
         assert f'<conflict id="{shared}"' in shown and "Postgres 15" in shown and "Postgres 16" in shown
     resolve(main, shared, take="ours")
     assert "<conflict" not in context_of(hook(repo, "SessionStart", source="startup", session_id="third"))
+
+
+def test_on_a_detached_head_session_start_says_so_and_nothing_is_recorded_on_the_default_branch(repo, team):
+    """A session on a checked-out tag reads main's memory: the model is told, and neither what it reads nor a
+    compaction's checkpoint ("next: continue: <prompt>") lands on main for main's next session."""
+    git(repo, "checkout", "-q", "--detach", "feature")
+    tip = Store.open(str(repo), "main").tip()
+    text = context_of(hook(repo, "SessionStart", source="startup"))
+    assert "Note: HEAD is detached: using the memory of &#x27;main&#x27;" in text and team["convention"] in text
+    hook(repo, "UserPromptSubmit", prompt="look into the queue")
+    hook(repo, "PostToolUse", tool_name="Read", tool_input={"file_path": str(repo / "src" / "queue.py")})
+    hook(repo, "PostToolUse", tool_name="Edit", tool_input={"file_path": str(repo / "src" / "queue.py")})
+    hook(repo, "PreCompact", trigger="auto", custom_instructions="")
+    hook(repo, "SessionEnd", reason="other")
+    assert Store.open(str(repo), "main").tip() == tip
