@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -397,8 +398,13 @@ def plan(store: Store, tool: str, *, home: Optional[str] = None, command: Option
     content = merged_config(existing, entry, path, _written(record, path), named=command is not None)
     # the record holds the entry the file has now (it may be one kept as it was), so undo knows it as setup's
     entry = _json_object(content, path, "mcpServers")["mcpServers"][SERVER_NAME]
-    if tool != "windsurf" and not (isinstance(entry, dict) and os.path.isabs(str(entry.get("command", "")))):
+    program = str(entry.get("command", "")) if isinstance(entry, dict) else ""
+    if tool != "windsurf" and not os.path.isabs(program):
         notes = "project file: commit it, so every clone's sessions start gitmem"
+    if program and shutil.which(program) is None:  # the tool would fail to start it, and say so only in its logs
+        notes += (f"; {program!r} is not on this PATH, so {tool} cannot start it here"
+                  + (" (neither the MCP server nor the hooks)" if tool == "claude-code" else "")
+                  + ": put gitmem on the PATH or pass --command with its full path")
     commands = []
     if tool == "claude-code":  # the entry the file holds, which may be one kept as it was
         argv = " ".join(shlex.quote(str(p)) for p in [entry["command"], *entry["args"]])

@@ -46,6 +46,23 @@ def test_the_notes_say_what_setup_wrote(repo, store):
     assert plan(store, "ci").notes == "an existing workflow file is left as it is"
 
 
+def test_setup_says_when_the_command_it_writes_is_not_on_the_path(repo, store, tmp_path, monkeypatch):
+    """Claude Code runs a hook or server it cannot find as a failure it shows only in its debug log (status 127):
+    the session goes on without memory, so setup says so while the user is there to fix it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gitmem").write_text("#!/bin/sh\n")
+    (bin_dir / "gitmem").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert "not on this PATH" not in plan(store, "claude-code", command="gitmem").notes
+    assert "not on this PATH" not in plan(store, "claude-code").notes  # the absolute path of this gitmem
+    monkeypatch.setenv("PATH", "/nonexistent")
+    notes = plan(store, "claude-code", command="gitmem").notes
+    assert "'gitmem' is not on this PATH, so claude-code cannot start it here (neither the MCP server nor the hooks)" \
+        in notes and notes.startswith("project file: commit it")
+    assert "'uvx' is not on this PATH, so cursor cannot start it" in plan(store, "cursor", command="uvx gitmem").notes
+
+
 def test_the_server_a_written_config_names_starts_and_lists_its_tools(repo):
     """Started as Claude Code starts it: the config's command and args, with a PATH that does not
     hold this venv, through the official MCP client."""
