@@ -180,3 +180,16 @@ class PriceTableError(GitmemError):
 class Untrusted(GitmemError):
     """Data from outside (a remote, a hand edit) that gitmem refuses to read: over a size
     limit, YAML anchors or deep nesting, a conflict naming fields that are not memory fields."""
+
+
+class EditedByHand(GitmemError):
+    """The generated section of a file was changed by hand since gitmem wrote it: replacing it would lose the
+    edit."""
+
+    def __init__(self, path: str, fmt: str):
+        self.path, self.format = path, fmt
+        super().__init__(
+            f"{path}: the text between gitmem's markers was edited since gitmem wrote it, and an export would "
+            "replace it: move your edit above or below the markers, or record it as memory "
+            f"(`gitmem add convention \"...\"`), then export again; or overwrite it with "
+            f"`gitmem export --format {fmt} --write --force`")

@@ -638,7 +638,7 @@ def _post_commit(store: Store, args: List[str], stdin: str) -> List[str]:
     out.extend(_cherry_pick_hint(store, head))
     from .export import refresh  # opt-in with `gitmem export --write --on-commit`
 
-    out.extend(f"refreshed {e.path}" for e in refresh(store) if e.changed)
+    out.extend(refresh(store))
     return out
 
 

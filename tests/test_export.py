@@ -12,7 +12,7 @@ from conftest import gitmem
 from gitmem.errors import GitmemError
 from gitmem.model import Author, memory_path
 from gitmem.store import Store
-from gitmem.export import BEGIN, END, FORMATS, MAX_SECTION_BYTES, export, refresh, enable_on_commit, render
+from gitmem.export import BEGIN, END, FORMATS, MAX_SECTION_BYTES, OPENING, export, refresh, enable_on_commit, render
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def remembered(store):
 def test_agents_md_is_created_with_the_memory_section(repo, remembered):
     result = export(remembered, "agents-md", write=True)
     text = (repo / "AGENTS.md").read_text()
-    assert result.changed and text.startswith(BEGIN) and text.rstrip().endswith(END)
+    assert result.changed and text.startswith(OPENING) and text.rstrip().endswith(END)
     assert "Queue jobs in Postgres with SKIP LOCKED (why: transactional enqueue) [src/jobs/queue.py]" in text
     assert "Use Redis for the job queue (rejected because: ops won't run another stateful service)" in text
     assert "Money is integer cents" in text
@@ -71,7 +71,7 @@ def test_hand_written_text_around_the_section_is_kept_and_a_second_run_changes_n
     assert export(remembered, "claude-md", write=True).changed
     first = (repo / "CLAUDE.md").read_bytes()
     assert first.startswith(before.encode()) and first.endswith(after.encode())
-    assert b"old generated text" not in first and first.count(BEGIN.encode()) == 1
+    assert b"old generated text" not in first and first.count(OPENING.encode()) == 1
     again = export(remembered, "claude-md", write=True)
     assert not again.changed and (repo / "CLAUDE.md").read_bytes() == first
 
@@ -80,7 +80,7 @@ def test_a_file_without_markers_gets_the_section_appended(repo, remembered):
     (repo / "AGENTS.md").write_text("# Agents\n\nBe nice.")
     export(remembered, "agents-md", write=True)
     text = (repo / "AGENTS.md").read_text()
-    assert text.startswith("# Agents\n\nBe nice.\n\n" + BEGIN)
+    assert text.startswith("# Agents\n\nBe nice.\n\n" + OPENING)
 
 
 def test_a_file_an_editor_saved_with_a_byte_order_mark_keeps_it_and_its_one_section(repo, remembered):
@@ -93,7 +93,7 @@ def test_a_file_an_editor_saved_with_a_byte_order_mark_keeps_it_and_its_one_sect
     remembered.add("fact", "Stripe webhooks are verified with STRIPE_WEBHOOK_SECRET")
     export(remembered, "agents-md", write=True)
     text = (repo / "AGENTS.md").read_bytes().decode("utf-8")
-    assert text.startswith("\ufeff" + BEGIN) and text.count(BEGIN) == 1 and "STRIPE_WEBHOOK_SECRET" in text
+    assert text.startswith("\ufeff" + OPENING) and text.count(OPENING) == 1 and "STRIPE_WEBHOOK_SECRET" in text
 
 
 def test_a_crlf_file_keeps_crlf_and_a_crlf_checkout_of_the_section_is_not_rewritten(repo, remembered):
@@ -103,7 +103,7 @@ def test_a_crlf_file_keeps_crlf_and_a_crlf_checkout_of_the_section_is_not_rewrit
     (repo / "AGENTS.md").write_bytes(mine)
     assert export(remembered, "agents-md", write=True).changed
     written = (repo / "AGENTS.md").read_bytes()
-    assert written.startswith(mine + b"\r\n" + BEGIN.encode() + b"\r\n") and b"\n" not in written.replace(b"\r\n", b"")
+    assert written.startswith(mine + b"\r\n" + OPENING.encode()) and b"\n" not in written.replace(b"\r\n", b"")
     assert not export(remembered, "agents-md", write=True).changed
     (repo / "CLAUDE.md").write_text("# Claude\n")
     export(remembered, "claude-md", write=True)
@@ -127,7 +127,7 @@ def test_new_memory_replaces_the_section_in_place(repo, remembered):
     remembered.add("fact", "Stripe webhooks are verified with STRIPE_WEBHOOK_SECRET")
     export(remembered, "agents-md", write=True)
     text = (repo / "AGENTS.md").read_text()
-    assert text.startswith("intro\n\n" + BEGIN) and text.count(BEGIN) == 1 and "STRIPE_WEBHOOK_SECRET" in text
+    assert text.startswith("intro\n\n" + OPENING) and text.count(OPENING) == 1 and "STRIPE_WEBHOOK_SECRET" in text
 
 
 def test_cursor_rules_get_front_matter_that_always_applies(repo, remembered):
@@ -178,8 +178,8 @@ def test_markers_in_a_code_fence_are_the_user_s_text_and_the_section_is_added_af
     (repo / "AGENTS.md").write_text(mine)
     assert export(remembered, "agents-md", write=True).changed
     text = (repo / "AGENTS.md").read_text()
-    assert text.startswith(mine + "\n" + BEGIN + "\n") and "Money is integer cents" in text
-    assert text.count(BEGIN) == mine.count(BEGIN) + 1 and "(your memory)" in text
+    assert text.startswith(mine + "\n" + OPENING) and "Money is integer cents" in text
+    assert text.count(OPENING) == mine.count(OPENING) + 1 and "(your memory)" in text
     assert not export(remembered, "agents-md", write=True).changed
     assert strip_section(text) == mine  # the guide the context reads keeps the example
 
@@ -189,7 +189,7 @@ def test_the_section_outside_the_fences_is_the_one_replaced(repo, remembered):
     (repo / "CLAUDE.md").write_text(mine)
     export(remembered, "claude-md", write=True)
     text = (repo / "CLAUDE.md").read_text()
-    assert text.startswith("# Agents\n\n" + BEGIN + "\n") and text.endswith("\n\n" + FENCED)
+    assert text.startswith("# Agents\n\n" + OPENING) and text.endswith("\n\n" + FENCED)
     assert "Fridays" not in text and "Money is integer cents" in text
 
 
@@ -216,15 +216,58 @@ def test_a_section_before_a_fence_left_open_is_replaced(repo, remembered):
     assert "Money is integer cents" in text and "old" not in text and text.endswith(END + "\n" + after)
 
 
+def test_a_hand_edit_inside_the_section_is_refused_not_lost_and_force_overwrites_it(repo, remembered):
+    """A line edited between the markers was replaced at the next export with only "updated:" said: the begin
+    marker now records a digest of what gitmem wrote, and a section that no longer matches it is left alone."""
+    gitmem(repo, "export", "--format", "claude-md", "--write")
+    written = (repo / "CLAUDE.md").read_text()
+    mine = written.replace("- Money is integer cents", "- Money is integer cents; never floats, not even in tests")
+    (repo / "CLAUDE.md").write_text(mine)
+    remembered.add("fact", "The API listens on port 8000")
+    refused = gitmem(repo, "export", "--format", "claude-md", "--write", check=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "gitmem add" in refused.stderr and "--force" in refused.stderr
+    assert "CLAUDE.md: the text between gitmem's markers was edited" in refused.stderr
+    assert (repo / "CLAUDE.md").read_text() == mine
+    assert "port 8000" in gitmem(repo, "export", "--format", "claude-md").stdout  # the preview still shows it
+    assert gitmem(repo, "export", "--format", "claude-md", "--write", "--force").stdout == "updated: CLAUDE.md\n"
+    text = (repo / "CLAUDE.md").read_text()
+    assert "never floats" not in text and "port 8000" in text
+    remembered.add("fact", "Deploys happen on Tuesdays")  # what gitmem wrote (with --force too) updates as before
+    assert export(remembered, "claude-md", write=True).changed and "Tuesdays" in (repo / "CLAUDE.md").read_text()
+
+
+def test_an_unedited_section_in_a_crlf_checkout_or_from_an_older_gitmem_is_updated(repo, remembered):
+    export(remembered, "agents-md", write=True)
+    (repo / "AGENTS.md").write_bytes((repo / "AGENTS.md").read_bytes().replace(b"\n", b"\r\n"))
+    remembered.add("fact", "The API listens on port 8000")
+    assert export(remembered, "agents-md", write=True).changed and b"port 8000" in (repo / "AGENTS.md").read_bytes()
+    (repo / "CLAUDE.md").write_text("# Claude\n\n" + BEGIN + "\n- written by an older gitmem, or by hand\n" + END + "\n")
+    export(remembered, "claude-md", write=True)  # no digest to check: replaced, as before
+    assert "port 8000" in (repo / "CLAUDE.md").read_text() and "older gitmem" not in (repo / "CLAUDE.md").read_text()
+
+
+def test_the_post_commit_refresh_leaves_an_edited_section_and_says_so(repo, remembered):
+    enable_on_commit(remembered, "claude-md")
+    enable_on_commit(remembered, "agents-md")
+    refresh(remembered)
+    mine = (repo / "CLAUDE.md").read_text().replace("integer cents", "integer cents (hand note)")
+    (repo / "CLAUDE.md").write_text(mine)
+    remembered.add("fact", "The API listens on port 8000")
+    said = refresh(remembered)
+    assert said[0].startswith("not refreshed: CLAUDE.md: the text between gitmem's markers was edited")
+    assert said[1:] == ["refreshed AGENTS.md"] and (repo / "CLAUDE.md").read_text() == mine
+
+
 def test_on_commit_refresh_rewrites_only_the_chosen_formats(repo, remembered):
     enable_on_commit(remembered, "claude-md")
-    assert [e.format for e in refresh(remembered)] == ["claude-md"]
+    assert refresh(remembered) == ["refreshed CLAUDE.md"]
     assert (repo / "CLAUDE.md").exists() and not (repo / "AGENTS.md").exists()
 
 
 def test_cli_prints_without_write_and_reports_json(repo, remembered):
     printed = gitmem(repo, "export", "--format", "agents-md").stdout
-    assert BEGIN in printed and not (repo / "AGENTS.md").exists()
+    assert OPENING in printed and not (repo / "AGENTS.md").exists()
     first = json.loads(gitmem(repo, "export", "--format", "agents-md", "--write", "--json").stdout)
     second = json.loads(gitmem(repo, "export", "--format", "agents-md", "--write", "--json").stdout)
     assert (first["written"], second["written"]) == (True, False) and first["path"] == "AGENTS.md"
@@ -260,8 +303,8 @@ def test_memory_text_cannot_become_markup_headings_html_or_a_marker(repo, store)
         store.add("fact", text)
     section = export(store, "cursor-rules", write=True).text
     lines = section.splitlines()
-    assert lines.count(BEGIN) == 1 and lines.count(END) == 1
-    body = section[section.index(BEGIN) + len(BEGIN):section.index("\n" + END)]
+    assert [line.startswith(OPENING) for line in lines].count(True) == 1 and lines.count(END) == 1
+    body = section[section.index(OPENING) + len(OPENING):section.index("\n" + END)]
     items = [line for line in body.splitlines() if line.startswith("- ")]
     assert len(items) == len(HOSTILE)
     for item in items:
@@ -288,7 +331,7 @@ def test_a_title_a_reason_and_paths_cannot_become_markup_either(repo, store):
         assert found, item
         for field in ("title", "reason", "paths"):
             assert re.search(r"(?<!\\)[<>\[\]`]", found[field]) is None, (field, item)
-    assert section.count(END) == 1 and section.count(BEGIN) == 1
+    assert section.count(END) == 1 and section.count(OPENING) == 1
 
 
 def test_text_holding_the_end_marker_keeps_the_export_idempotent_and_the_rest_of_the_file(repo, store):
@@ -345,7 +388,7 @@ def test_a_guide_that_is_also_an_export_target_feeds_the_context_its_memory_once
     assert read_guide(store)[1] == "# Guide\n\nRun the tests with make test.\n"
     rendered = "".join(block["text"] for block in build(store).body["system"])
     assert rendered.count("Refunds go through the ledger service") == 1
-    assert BEGIN not in rendered and "Run the tests with make test." in rendered
+    assert OPENING not in rendered and "Run the tests with make test." in rendered
 
 
 def test_on_commit_is_refused_for_a_tracked_file_with_how_to_keep_it_current(repo, store):
@@ -409,10 +452,10 @@ def test_copilot_and_windsurf_read_their_own_current_files(repo, remembered):
     workspace rules are .windsurf/rules/*.md, read in every conversation only with `trigger: always_on`."""
     gitmem(repo, "export", "--format", "copilot-instructions", "--write")
     copilot = (repo / ".github" / "copilot-instructions.md").read_text()
-    assert copilot.startswith(BEGIN) and "Money is integer cents" in copilot
+    assert copilot.startswith(OPENING) and "Money is integer cents" in copilot
     gitmem(repo, "export", "--format", "windsurf-workspace-rules", "--write")
     windsurf = (repo / ".windsurf" / "rules" / "gitmem.md").read_text()
-    assert windsurf.startswith("---\ntrigger: always_on\n---\n\n" + BEGIN) and "Money is integer cents" in windsurf
+    assert windsurf.startswith("---\ntrigger: always_on\n---\n\n" + OPENING) and "Money is integer cents" in windsurf
     assert not export(remembered, "windsurf-workspace-rules", write=True).changed
     assert (repo / ".windsurfrules").exists() is False and export(remembered, "windsurf-rules").path == ".windsurfrules"
 

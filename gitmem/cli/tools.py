@@ -96,17 +96,20 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
                    "windsurf-rules: .windsurfrules (Windsurf's older place), "
                    "windsurf-workspace-rules: .windsurf/rules/gitmem.md (trigger: always_on).")
 @click.option("--write", is_flag=True, help="Update the file (default: print what it would contain).")
+@click.option("--force", is_flag=True,
+              help="Replace the section even if it was edited by hand since gitmem wrote it (the edit is lost).")
 @click.option("--on-commit", is_flag=True,
               help="Also refresh this file after every commit (post-commit hook); only for a file git does not "
                    "track (it is added to .git/info/exclude), so commits never leave the work tree dirty.")
 @json_option
 @pass_store
-def export_(store: Store, fmt: str, write: bool, on_commit: bool, as_json: bool) -> None:
+def export_(store: Store, fmt: str, write: bool, force: bool, on_commit: bool, as_json: bool) -> None:
     """Render memory into a marked, generated section of a tool's rules file.
 
     Only the text between the gitmem markers is replaced; the rest of the file
     stays as you wrote it, and running it twice changes nothing. Memory text is
     escaped so it stays quoted data: it cannot open HTML, links, code or headings.
+    A section edited by hand since gitmem wrote it is refused unless --force.
 
     JSON: {"format", "path", "changed", "written", "on_commit": [format, ...]}.
 
@@ -116,7 +119,7 @@ def export_(store: Store, fmt: str, write: bool, on_commit: bool, as_json: bool)
 
     if on_commit:
         check_on_commit(store, fmt)  # refused before anything is written
-    result = export(store, fmt, write=write)
+    result = export(store, fmt, write=write, force=force)
     formats = enable_on_commit(store, fmt) if on_commit else on_commit_formats(store)
     if as_json:
         emit_json({**result.to_dict(), "written": write and result.changed, "on_commit": list(formats)})
