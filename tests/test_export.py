@@ -470,6 +470,37 @@ def test_windsurf_rules_fit_windsurf_s_limit_of_12000_characters(repo, store):
     assert len(export(store, "copilot-instructions").text.encode()) > 12000  # the others keep the larger budget
 
 
+def test_claude_md_stays_under_claude_code_s_200_lines_with_the_user_s_own_and_says_what_it_left_out(repo, store):
+    """Claude Code's documentation recommends a CLAUDE.md under 200 lines; short memories filled the 16 KiB
+    section with some 550 lines, and the export said only "updated: CLAUDE.md"."""
+    store.add("rejection", "Use Redis for the job queue", reason="no Redis in production")
+    for i in range(300):
+        store.add("decision", f"Decision {i}")
+    mine = "# Our rules\n\n" + "- Keep functions small.\n" * 48
+    (repo / "CLAUDE.md").write_text(mine)
+    out = gitmem(repo, "export", "--format", "claude-md", "--write").stdout.splitlines()
+    text = (repo / "CLAUDE.md").read_text()
+    assert text.startswith(mine) and len(text.splitlines()) <= 200 and "Use Redis for the job queue" in text
+    shown = text.count("\n- Decision ")
+    assert 100 < shown < 150 and "Decision 299" in text and "Decision 0 " not in text
+    assert f"{300 - shown} more memories are not shown here" in text
+    assert out == ["updated: CLAUDE.md", f"{300 - shown} memories left out (Claude Code recommends a CLAUDE.md under 200 "
+                   "lines, and the section takes 16 KiB at most); find them with `gitmem search` or `gitmem list`"]
+    assert not export(store, "claude-md", write=True).changed  # the same memory, the same bytes
+    report = json.loads(gitmem(repo, "export", "--format", "claude-md", "--json").stdout)
+    assert report["left_out"] == 300 - shown
+
+
+def test_a_cursor_rule_stays_under_cursor_s_500_lines(repo, store):
+    """Cursor's documentation recommends a rule under 500 lines: the front matter counts, and the byte budget
+    alone let some 650 short memories in."""
+    for i in range(700):
+        store.add("fact", f"f{i}")
+    text = export(store, "cursor-rules").text
+    assert len(text.splitlines()) <= 500 and text.count("\n- f") > 450 and "more memories are not shown here" in text
+    assert "f699" in text and text.count("\n- f") < len(export(store, "agents-md").text.splitlines()) - 10
+
+
 @pytest.mark.parametrize("fmt", ["windsurf-rules", "windsurf-workspace-rules"])
 def test_windsurf_s_limit_counts_the_user_s_own_rules_in_the_file(repo, store, fmt):
     """The section took all of Windsurf's 12,000 characters whatever else the file held: with the user's own

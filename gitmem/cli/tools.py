@@ -111,7 +111,7 @@ def export_(store: Store, fmt: str, write: bool, force: bool, on_commit: bool, a
     escaped so it stays quoted data: it cannot open HTML, links, code or headings.
     A section edited by hand since gitmem wrote it is refused unless --force.
 
-    JSON: {"format", "path", "changed", "written", "on_commit": [format, ...]}.
+    JSON: {"format", "path", "changed", "left_out", "written", "on_commit": [format, ...]}.
 
     Example: gitmem export --format agents-md --write
     """
@@ -128,6 +128,8 @@ def export_(store: Store, fmt: str, write: bool, force: bool, on_commit: bool, a
         echo(result.text, nl=False)
         return
     click.echo(f"{'updated' if result.changed else 'unchanged'}: {result.path}")
+    if result.left_out:
+        click.echo(result.note())
     if on_commit:
         click.echo(f"refreshed after every commit: {', '.join(formats)}")
 
