@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Un
 
 from .errors import GitmemError
 from .files import inside, replace_file, writable
-from .jsontext import BOM, edit as edit_json, has_comments
+from .jsontext import BOM, edit as edit_json, has_comments, trailing_comma
 
 if TYPE_CHECKING:
     from .store import Store
@@ -154,6 +154,11 @@ def _json_object(existing: Optional[str], path: str, key: str,
         if has_comments(text):
             raise GitmemError(f"{path} has comments (JSONC), which setup would drop: {by_hand}, or take the "
                               "comments out") from None
+        line = trailing_comma(text, e) if isinstance(e, json.JSONDecodeError) else None
+        if line is not None:
+            raise GitmemError(f"{path} has a trailing comma on line {line} (a comma before a closing bracket), which "
+                              "JSON does not allow though JSONC and many editors do: take it out, then run setup "
+                              "again") from None
         raise GitmemError(f"{path} is not valid JSON ({e}); fix it or move it aside first") from None
     except RecursionError:
         raise GitmemError(f"{path} is nested too deeply to read; fix it or move it aside first") from None

@@ -15,7 +15,7 @@ import difflib
 import json
 from typing import Any, List, NamedTuple, Optional, Tuple, Union
 
-__all__ = ["BOM", "edit", "has_comments"]
+__all__ = ["BOM", "edit", "has_comments", "trailing_comma"]
 
 #: The UTF-8 byte order mark as text: a file read as UTF-8 that starts with it is JSON after it.
 BOM = "\ufeff"
@@ -180,6 +180,16 @@ def has_comments(text: str) -> bool:
             return True
         i += 1
     return False
+
+
+def trailing_comma(text: str, error: json.JSONDecodeError) -> Optional[int]:
+    """The line (from 1) of the comma before the ``}`` or ``]`` where reading ``text`` failed with ``error``, or
+    None when that is not where it failed: a trailing comma, which JavaScript, JSONC and many editors allow and
+    JSON does not (``json`` says only "Expecting property name", or "Expecting value", at the bracket)."""
+    if text[error.pos:error.pos + 1] not in ("}", "]"):
+        return None
+    before = text[:error.pos].rstrip(_WHITESPACE)
+    return before.count("\n") + 1 if before.endswith(",") else None
 
 
 def edit(existing: Optional[str], data: Any) -> str:

@@ -448,7 +448,27 @@ def test_a_settings_file_with_comments_is_refused_in_one_line_not_stripped(repo,
     assert len(refused.stderr.strip().splitlines()) == 1 and "has comments (JSONC)" in refused.stderr
     assert target.read_text() == jsonc
     target.write_text('{"url": "https://example.com/a//b",}')  # `//` in a string, and a trailing comma: no comment
-    assert "is not valid JSON" in gitmem(repo, "setup", tool, "--write", check=False).stderr
+    refused = gitmem(repo, "setup", tool, "--write", check=False).stderr
+    assert "has a trailing comma on line 1" in refused and "comments" not in refused
+
+
+@pytest.mark.parametrize("mine,line", [
+    ('{\n  "mcpServers": {\n    "docs": {"command": "docs-mcp"},\n  }\n}\n', 3),
+    ('{\n  "mcpServers": {},\n  "allow": [\n    "Read",\n    "Bash(ls:*)",\n\n  ]\n}\n', 5),
+], ids=["object", "array"])
+def test_a_trailing_comma_is_named_with_its_line_and_what_to_do(repo, mine, line):
+    """A trailing comma (which JSONC and editors allow) was refused as "not valid JSON (Expecting property name
+    enclosed in double quotes: line 4 column 3 ...)": the line of the bracket, and no word of the comma."""
+    target = repo / ".cursor" / "mcp.json"
+    target.parent.mkdir()
+    target.write_text(mine)
+    refused = gitmem(repo, "setup", "cursor", "--write", check=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "Expecting" not in refused.stderr
+    assert f".cursor/mcp.json has a trailing comma on line {line}" in refused.stderr and "take it out" in refused.stderr
+    assert target.read_text() == mine
+    target.write_text('{\n  "mcpServers": {\n    "docs": {"command": "docs-mcp"}\n  \n}\n')  # a brace missing
+    assert "is not valid JSON (Expecting" in gitmem(repo, "setup", "cursor", "--write", check=False).stderr
 
 
 def test_undo_of_a_file_given_comments_since_says_to_take_gitmem_out_by_hand_not_to_add_it(repo):
