@@ -307,10 +307,12 @@ def _salvage(repo: pygit2.Repository, tip: str) -> Tuple[Dict[str, bytes], List[
 
 
 def drop_invalid(store: Store, author: Optional[Author] = None, source: str = "doctor") -> List[str]:
-    """Remove, in one commit, every blob on the branch's memory ref that is not a valid memory (a hand
-    edit or a bad merge planted it) and anything outside gitmem's folders, and return their paths. Valid
-    memories are never touched, and what is removed stays in history (``git show <commit>^:<path>``)."""
+    """Remove, in one commit, every blob on the memory ref :func:`doctor` checks (:func:`checked`: a branch
+    without memory of its own, the parent's it reads) that is not a valid memory (a hand edit or a bad merge
+    planted it) and anything outside gitmem's folders, and return their paths. Valid memories are never
+    touched, and what is removed stays in history (``git show <commit>^:<path>``)."""
     author = author or default_author(store.repo)
+    store = checked(store)
 
     def attempt() -> List[str]:
         tip = store.own_tip()

@@ -267,3 +267,43 @@ def test_recover_on_a_branch_without_memory_recovers_the_parents_memory_it_reads
     again = gitmem(repo, "--branch", "feature", "doctor", "--recover", check=False)
     assert again.returncode == 1
     assert again.stderr == "Error: nothing to recover: the history of refs/memory/main is intact\n"
+
+
+def test_drop_invalid_on_a_branch_without_memory_drops_from_the_parents_memory_it_reads(repo):
+    """On feature (no memory of its own) doctor reported main's planted blob, and `--drop-invalid` looked at
+    feature's ref, which does not exist, and silently dropped nothing. It acts on the ref doctor checked, and
+    says whose it is; feature still has no ref."""
+    good = json.loads(gitmem(repo, "add", "fact", "a good memory", "--json").stdout)["id"]
+    main = Store.open(str(repo))
+    planted = memory_path("fact", "0mzzzzzzzz000001")
+    tip = main.own_tip()
+    main.move_ref(tip, main.commit_tree({planted: b"not: [a memory\n"}, "hand edit", AGENT, base=tip), "hand edit")
+    git(repo, "checkout", "-q", "-b", "feature")
+    assert gitmem(repo, "doctor", check=False).returncode == 1
+
+    r = gitmem(repo, "doctor", "--drop-invalid")
+
+    assert r.stdout.splitlines()[0] == (f"dropped (not a valid memory, kept in history) from refs/memory/main, "
+                                        f"whose memory feature reads: {planted}")
+    assert r.stdout.rstrip().endswith("refs/memory/feature: ok")
+    assert "refs/memory/feature" not in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory/")
+    assert [m["id"] for m in json.loads(gitmem(repo, "--branch", "main", "list", "--json").stdout)["memories"]] == [good]
+    report = json.loads(gitmem(repo, "doctor", "--drop-invalid", "--json").stdout)
+    assert (report["ref"], report["checked"], report["dropped"]) == ("refs/memory/feature", "refs/memory/main", [])
+
+
+def test_fix_on_a_branch_without_memory_removes_the_stale_lock_of_the_parents_memory_it_reads(repo):
+    """doctor on feature warned of main's stale lock and said `doctor --fix` removes it; --fix looked for
+    feature's lock only, and the warning stayed."""
+    gitmem(repo, "add", "fact", "something")
+    git(repo, "branch", "feature")
+    lock = repo / ".git" / "refs" / "memory" / "main.lock"
+    lock.touch()
+    os.utime(lock, (lock.stat().st_mtime - 120,) * 2)
+    assert "stale lock file" in gitmem(repo, "--branch", "feature", "doctor").stdout
+
+    r = gitmem(repo, "--branch", "feature", "doctor", "--fix")
+
+    assert not lock.exists() and "stale lock" not in r.stdout.split("\n", 1)[1]
+    assert r.stdout.startswith("removed stale lock ") and \
+        r.stdout.splitlines()[0].endswith(": refs/memory/main's, whose memory feature reads")

@@ -464,14 +464,16 @@ def _when(seconds: int) -> str:
 
 @main.command()
 @click.option("--fix", is_flag=True,
-              help="Remove the ref's lock file if it is stale (no process holds it, older than 5 s).")
+              help="Remove the ref's lock file if it is stale (no process holds it, older than 5 s); on a branch "
+                   "without memory of its own, the lock of the parent's ref it reads too.")
 @click.option("--recover", is_flag=True,
               help="If objects are missing or corrupt, move the ref back to the last intact tip in its "
                    "reflog, re-adding every memory that can still be read (on a branch without memory of its "
                    "own, the parent's ref it reads).")
 @click.option("--drop-invalid", is_flag=True,
               help="Remove, in one commit, the blobs that are not valid memories and whatever is outside "
-                   "gitmem's folders (they stay in history).")
+                   "gitmem's folders (they stay in history); on a branch without memory of its own, from the "
+                   "parent's ref it reads.")
 @click.option("--full", is_flag=True,
               help="Read the whole history again, not only what came after the last sound check.")
 @click.option("--remotes", "ask_remotes", is_flag=True,
@@ -489,42 +491,44 @@ def doctor(store: Store, fix: bool, recover: bool, drop_invalid: bool, full: boo
     --fix, --recover or --drop-invalid. No network unless --remotes: then it also asks each
     git remote for memory this clone lacks. Exit code 1 when an error remains.
 
-    JSON: {"ref", "ok", "problems": [{"level", "where", "message"}],
-    "fixed": lock or null, "recovered": {"ref", "damaged", "good", "tip", "kept", "lost"} or null,
-    "dropped": [path, ...]}.
+    JSON: {"ref", "checked" (the ref checked and repaired: on a branch without memory of its own, the
+    parent's it reads), "ok", "problems": [{"level", "where", "message"}], "fixed": [lock, ...],
+    "recovered": {"ref", "damaged", "good", "tip", "kept", "lost"} or null, "dropped": [path, ...]}.
 
     Example: gitmem doctor --fix
     """
-    from ..doctor import doctor as check, drop_invalid as drop, recover as recover_ref
+    from ..doctor import checked, doctor as check, drop_invalid as drop, recover as recover_ref
     from ..refs import clear_stale_lock, lock_file
     from ..remote import doctor_problems
 
     if ask_remotes and offline:  # before --fix, --recover or --drop-invalid change anything
         raise click.UsageError("--remotes and --offline contradict each other: give one")
-    fixed = recovered = None
-    if fix and lock_file(store.repo, store.ref) is not None:
-        fixed = clear_stale_lock(store.repo, store.ref)
+    repaired = checked(store).ref  # a branch without memory of its own: the parent's it reads, as doctor checks
+    whose = "" if repaired == store.ref else f", whose memory {store.branch} reads,"
+    recovered = None
+    fixed = {ref: clear_stale_lock(store.repo, ref) for ref in dict.fromkeys((store.ref, repaired))
+             if fix and lock_file(store.repo, ref) is not None}  # doctor reports both refs' locks
     if recover:
         recovered = recover_ref(store)
     dropped = drop(store) if drop_invalid else []
     problems = check(store, full=full) + (doctor_problems(store.repo) if ask_remotes else [])
     errors = [p for p in problems if p.level == "error"]
     if as_json:
-        emit_json({"ref": store.ref, "ok": not errors, "problems": [p.to_dict() for p in problems],
-                   "fixed": fixed.to_dict() if fixed else None,
+        emit_json({"ref": store.ref, "checked": repaired, "ok": not errors, "problems": [p.to_dict() for p in problems],
+                   "fixed": [lock.to_dict() for lock in fixed.values()],
                    "recovered": recovered.to_dict() if recovered else None, "dropped": dropped})
     else:
-        if fixed:
-            click.echo(f"removed stale lock {fixed.path} ({fixed.age:.0f}s old)")
+        for ref, lock in fixed.items():
+            click.echo(f"removed stale lock {lock.path} ({lock.age:.0f}s old)" +
+                       (f": {ref}'s{whose[:-1]}" if ref != store.ref else ""))
         if recovered:
-            whose = "" if recovered.ref == store.ref else f", whose memory {store.branch} reads,"
             click.echo(f"moved {recovered.ref}{whose} back from damaged {_short(recovered.damaged)} to intact "
                        f"{_short(recovered.good)}; kept {plural(len(recovered.kept), 'later memory')}"
                        f" (now {_short(recovered.tip)})")
             for path in recovered.lost:
                 click.echo(f"lost (unreadable): {path}")
         for path in dropped:
-            echo(f"dropped (not a valid memory, kept in history): {path}")
+            echo(f"dropped (not a valid memory, kept in history) from {repaired}{whose[:-1]}: {path}")
         for p in problems:
             echo(f"{p.level}: {p.where}: {p.message}")
         click.echo(f"{store.ref}: {'ok' if not errors else plural(len(errors), 'error')}")
