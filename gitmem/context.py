@@ -184,6 +184,9 @@ class ContextInputs(NamedTuple):
     at_tip: Optional["MemoryView"] = None
     at_anchor: Optional["MemoryView"] = None
     changed: Optional[Tuple[Memory, ...]] = None
+    #: Why a guide that could not be read was left out (also among ``warnings``), for an interface that
+    #: names it where its user looks (the router's ``gitmem-memory`` header).
+    guide_problem: Optional[str] = None
 
 
 class MemoryView(Protocol):

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 __all__ = [
-    "build", "gather", "note_sent", "set_anchor", "anchor_of", "guide_path", "read_guide", "set_guide",
+    "build", "gather", "note_sent", "set_anchor", "anchor_of", "guide_path", "guide_stamp", "read_guide", "set_guide",
     "TAIL_ADVANCE_TOKENS", "GUIDE_KEY",
 ]
 
@@ -59,13 +59,14 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
     warnings: List[str] = []
     tip = store.tip()
     anchor = anchor or anchor_of(store) or tip
-    guide_file, guide_text = None, ""
+    guide_file, guide_text, guide_problem = None, "", None
     if with_guide:
         try:
             guide_file, guide_text = read_guide(store, guide)
         except GitmemError as e:
             if not guide_optional:
                 raise
+            guide_problem = str(e)
             warnings.append(f"{e}: the context was built without it")
     conflicts: Tuple[Conflict, ...] = tuple(pending(store, tip).values()) if tip else ()
     lazy = _indexed(store, tip, anchor or tip, warnings) if tip and budget is not None else None
@@ -73,7 +74,7 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
         at_tip, at_anchor, changed, anchor = lazy
         return ContextInputs(tip=tip, anchor=anchor, guide_text=guide_text, guide_path=guide_file,
                              warnings=tuple(warnings), at_tip=at_tip, at_anchor=at_anchor, changed=changed,
-                             conflicts=conflicts)
+                             conflicts=conflicts, guide_problem=guide_problem)
     now = store.memories(tip) if tip else {}
     then = None  # the anchor is the tip
     if anchor != tip:
@@ -84,7 +85,7 @@ def gather(store: Store, *, guide: Optional[str] = None, anchor: Optional[str] =
         warnings.append(f"skipped {problem.where}: {problem.message}")
     return ContextInputs(memories=now, tip=tip, anchor=anchor, anchored=then, guide_text=guide_text,
                          guide_path=guide_file, warnings=tuple(warnings), blobs=_CurrentBlobs(store, now.values()),
-                         conflicts=conflicts)
+                         conflicts=conflicts, guide_problem=guide_problem)
 
 
 class _CurrentBlobs(Mapping[str, Optional[str]]):
@@ -184,6 +185,20 @@ def guide_path(store: Store) -> Optional[str]:
         if os.path.isfile(os.path.join(store.workdir, name)):
             return name
     return None
+
+
+def guide_stamp(store: Store) -> Optional[Tuple[str, int, int, int, int]]:
+    """What changes when the guide file does, without reading it: (path, inode, size, modified and changed
+    times in ns); all zero for a guide that is not there, None without one. A cache of contexts built
+    from one memory tip keys on it, so an edited, deleted or unreadable guide is seen at the next request."""
+    path = guide_path(store)
+    if not path:
+        return None
+    try:
+        st = os.stat(os.path.join(store.workdir, path))  # an absolute path stays as it is
+    except (OSError, ValueError):
+        return path, 0, 0, 0, 0
+    return path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _bare(store: Store) -> bool:

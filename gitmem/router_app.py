@@ -211,6 +211,8 @@ class Line:
 class _Attachment:
     blocks: List[RouterBlock]
     context: Any
+    #: Why the guide asked for (``guide``) was left out: said in the ``gitmem-memory`` header.
+    guide_problem: Optional[str] = None
 
 
 class Router:
@@ -219,7 +221,8 @@ class Router:
     ``repo``: the repository served when a request names none (default: the working directory).
     ``clock``: a :class:`gitmem.emulator.VirtualClock` to run TTLs and pings in virtual time, else
     wall time. ``guide``: also attach the repository guide (``gitmem guide set``), as ``gitmem
-    context`` does; off by default, since agents read their own guide files.
+    context`` does; off by default, since agents read their own guide files. A guide it cannot read is
+    left out, never the memory, and the ``gitmem-memory`` header says why.
     """
 
     def __init__(self, *, policy: str = "5m", repo: Optional[str] = None, upstream: Optional[str] = None,
@@ -325,7 +328,7 @@ class Router:
                 prepared = self._prepare(data, ctl, policy, lower, count=path.rstrip("/") == _COUNT)
                 prepared["headers"] = forward_headers(headers)  # in memory only, for this line's pings
                 raw = json.dumps(prepared["body"], ensure_ascii=False).encode("utf-8")
-                extra += [("gitmem-memory", prepared["memory_header"]), ("gitmem-policy", policy)]
+                extra += [("gitmem-memory", _header_value(prepared["memory_header"])), ("gitmem-policy", policy)]
         try:
             response = await self.upstream.send(method, path, query, forward_headers(headers), raw)
         except Unreachable as exc:
@@ -401,13 +404,15 @@ class Router:
 
     def _attachment(self, store: Store, model: str) -> _Attachment:
         from .context import PREAMBLE, assemble
-        from .context_inputs import anchor_of, gather
+        from .context_inputs import anchor_of, gather, guide_stamp
 
-        key = (store.repo.path, store.branch, store.tip(), anchor_of(store), self.guide)
+        key = (store.repo.path, store.branch, store.tip(), anchor_of(store), guide_stamp(store) if self.guide else None)
         hit = self._attachments.get(key)
         if hit is not None:
             return hit
-        inputs = gather(store, with_guide=self.guide)  # off: a guide it cannot read must not fail every request
+        # A guide it cannot read (deleted, not UTF-8) is left out, never the memory: an agent such as Claude
+        # Code never shows the header saying why, and would work without the team's memory unawares.
+        inputs = gather(store, with_guide=self.guide, guide_optional=True)
         try:
             ctx = assemble(inputs, ttl="5m", model=model, table=self.table)
         except GitmemError:  # a model the price table does not know: the text does not depend on it
@@ -417,11 +422,11 @@ class Router:
         for name, block in zip(names, ctx.body["system"]):
             text = block["text"] if (self.guide or name != "guide") else PREAMBLE
             blocks.append(RouterBlock(name, text, "5m"))
-        if not any(b.name != "guide" for b in blocks) and not self.guide:
+        if not any(b.name != "guide" for b in blocks) and not inputs.guide_text:
             blocks = []  # no memory yet and no guide: nothing worth attaching
         if len(self._attachments) > 64:
             self._attachments.clear()
-        made = self._attachments[key] = _Attachment(blocks, ctx)
+        made = self._attachments[key] = _Attachment(blocks, ctx, inputs.guide_problem)
         return made
 
     def _prepare(self, data: Dict[str, Any], ctl: Controls, policy: str, lower: Mapping[str, str],
@@ -453,7 +458,7 @@ class Router:
             ttl = {"none": "none", "1h": "1h"}.get(policy, "5m")
         try:
             attachment = self._attachment(store, model)
-        except GitmemError as exc:  # damaged memory, an unreadable guide: sent on without memory, saying why
+        except GitmemError as exc:  # damaged memory: sent on without it, saying why
             info["memory_header"] = "none: " + str(exc).splitlines()[0][:120]
             return info
         attached = attach(data, attachment.blocks, "none" if count else ttl, copy_body=False)
@@ -464,6 +469,8 @@ class Router:
                     memory_commit=attachment.context.memory_commit, anchor_commit=attachment.context.anchor_commit)
         commit = attachment.context.memory_commit
         info["memory_header"] = f"attached {commit}" if attachment.blocks else "none: no memory on this branch"
+        if attachment.guide_problem:
+            info["memory_header"] += f"; {attachment.guide_problem}: sent without it"
         return info
 
     def _plan(self, store: Store, line_key: str, line: Optional[Line]) -> Plan:
@@ -730,6 +737,12 @@ def _read_gaps(path: str, run_id: str) -> Dict[str, List[float]]:
     except OSError:
         return {}
     return {key: found[-HISTORY_LIMIT:] for key, found in gaps.items()}
+
+
+def _header_value(text: str) -> str:
+    """``text`` as a response header can carry it: ASCII on one line, anything else escaped. It may name a
+    guide or a repository by a path in any script, and a value HTTP cannot encode would fail the reply."""
+    return text.encode("unicode_escape").decode("ascii")
 
 
 def _error(status: int, error_type: str, message: str) -> dict:

@@ -549,8 +549,11 @@ def test_a_body_over_32_mib_is_413_before_anything_goes_upstream(recorded):
 
 
 def test_a_guide_it_cannot_read_or_a_damaged_memory_ref_never_makes_the_router_answer_500(team):
-    """Off by default, the guide is not read: AGENTS.md that is not UTF-8 leaves the memory attached. Memory
-    that cannot be read at all (a ref moved onto a blob) sends the request on without it, the header saying why."""
+    """Off by default, the guide is not read: AGENTS.md that is not UTF-8 leaves the memory attached. With
+    ``guide``, the same guide is left out and the memory still attached, the header saying why: it used to
+    send no memory at all, and an agent such as Claude Code never shows the header, so its sessions went on
+    without the team's memory unawares (as the MCP server's context, built without a guide it cannot read).
+    Memory that cannot be read at all (a ref moved onto a blob) sends the request on without it, saying why."""
     repo, refund = team
     (repo / "AGENTS.md").write_bytes(b"# caf\xe9 guide\n")
     running = start(repo)
@@ -561,13 +564,53 @@ def test_a_guide_it_cannot_read_or_a_damaged_memory_ref_never_makes_the_router_a
         guided = start(repo, guide=True)
         try:
             r = client(guided.url).messages.with_raw_response.create(**body())
-            assert r.status_code == 200 and r.headers["gitmem-memory"].startswith("none: cannot read the guide")
+            assert r.status_code == 200 and r.headers["gitmem-memory"].startswith(
+                f"attached {Store.open(str(repo)).tip()}; cannot read the guide AGENTS.md")
+            assert f"[{refund}]" in r.parse().content[0].text
         finally:
             guided.stop()
         blob = git(repo, "hash-object", "-w", "--stdin", input="not a commit\n").strip()
         git(repo, "update-ref", "refs/memory/main", blob)
         r = client(running.url).messages.with_raw_response.create(**body())
         assert r.status_code == 200 and r.headers["gitmem-memory"].startswith("none: refs/memory/main is damaged")
+    finally:
+        running.stop()
+
+
+def test_a_guide_deleted_between_two_requests_leaves_the_memory_attached_and_the_header_names_it(team):
+    repo, refund = team
+    (repo / "AGENTS.md").write_text("# Guide\n\nEvery payout is reconciled against the ledger by noon.\n")
+    gitmem(repo, "guide", "set", "AGENTS.md")
+    running = start(repo, guide=True)
+    try:
+        sdk = client(running.url)
+        tip = Store.open(str(repo)).tip()
+        first = sdk.messages.with_raw_response.create(**body())
+        assert first.headers["gitmem-memory"] == f"attached {tip}"
+        (repo / "AGENTS.md").unlink()
+        second = sdk.messages.with_raw_response.create(**body())
+        assert second.status_code == 200
+        assert second.headers["gitmem-memory"] == f"attached {tip}; the guide AGENTS.md is missing: sent without it"
+        assert f"[{refund}]" in second.parse().content[0].text  # the emulator answered from the memory block
+        entries = read_requests(Store.open(str(repo)), "router")
+        assert [e["memory"]["blocks"] for e in entries] == [["guide", "memory"], ["guide", "memory"]]
+        (repo / "AGENTS.md").write_text("# Guide\n\nBack again.\n")
+        third = sdk.messages.with_raw_response.create(**body())
+        assert third.headers["gitmem-memory"] == f"attached {tip}"  # the guide is read again once it is back
+    finally:
+        running.stop()
+
+
+def test_a_guide_named_in_any_script_is_escaped_in_the_header(team):
+    repo, refund = team
+    (repo / "指南.md").write_text("# Guide\n")
+    gitmem(repo, "guide", "set", "指南.md")
+    (repo / "指南.md").unlink()
+    running = start(repo, guide=True)
+    try:
+        r = client(running.url).messages.with_raw_response.create(**body())
+        assert r.status_code == 200 and f"[{refund}]" in r.parse().content[0].text
+        assert r.headers["gitmem-memory"].endswith("; the guide \\u6307\\u5357.md is missing: sent without it")
     finally:
         running.stop()
 
