@@ -150,8 +150,17 @@ def _fake(prefix: str, length: int, alphabet: str = _ALNUM, seed: str = "") -> s
 # Patterns used only once a rule has matched, compiled then (:func:`_compiled`), as the rules' are.
 _TEMPLATE_PATTERN = r"(?:\$\{?[\w.]+\}?|\{\{?[^{}]*\}\}?|<[^<>]*>|%\(\w+\)s|\*+|x{3,}|\.{3,}|[-_:@/])+"
 _NAME_PATTERN = r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*"
-_NAMING_WORD_PATTERN = r"key|token|secret|passw|auth|credential"
+_NAMING_WORD_PATTERN = r"key|token|secret|passw|passphrase|pwd|auth|credential"
+# What documentation and scaffolding put where a password goes, or mask one with (``ab12****``).
+_PLACEHOLDER_WORD_PATTERN = r"your|example|placeholder|change.?me|replace.?me|dummy|redacted|xxxx|\*\*\*"
+# Values that say something about a password rather than being one (``password: none``, ``SECRET=true``).
+_NOT_PASSWORDS = frozenset({"none", "null", "nil", "undefined", "true", "false", "yes", "no", "on", "off", "empty",
+                            "unset", "required", "optional", "hidden", "masked", "prompt", "string", "bytes", "todo"})
+_NUMBER_PATTERN = r"[\d\s.,:/+_-]+"  # a count, a date, a time, a version
 _SEPARATORS = set("-_./:")
+# One character of a value: quoted (group ``q``), anything but a blank or a quote; unquoted, also not a
+# delimiter of the code, query or connection string around it.
+_VALUE_CHAR = r"(?:(?(q)[^\s\"'`]|[^\s\"'`;,&()\[\]{}<>\\]))"
 # What documentation writes where a URL's password goes.
 _EXAMPLE_PASSWORDS = frozenset({"pass", "password", "passwd", "pwd", "pw", "secret", "changeme"})
 
@@ -184,6 +193,21 @@ def _plausible_secret(value: str) -> bool:
     classes = (any(c.islower() for c in value) + any(c.isupper() for c in value) + has_digit
                + any(not c.isalnum() and c not in _SEPARATORS for c in value))
     return classes >= 2
+
+
+def _assigned_password(value: str) -> bool:
+    """Whether a value assigned to a password name is a password: any literal, whatever its entropy,
+    unless it is a template or placeholder (``${X}``, ``****``, ``changeme``, ``your-password-here``), a
+    URL or a path, a number or a date, a word like ``none`` or ``true``, or, free of digits, names a
+    secret rather than being one (``SecretStr``, ``app-db-secret``, ``new_password``)."""
+    if not _url_password(value) or "://" in value or value.startswith(("/", "~/", "./", "../")):
+        return False
+    lowered = value.lower()
+    if lowered in _NOT_PASSWORDS or _compiled(_NUMBER_PATTERN, 0).fullmatch(value):
+        return False
+    if _compiled(_PLACEHOLDER_WORD_PATTERN, 0).search(lowered):
+        return False
+    return any(c.isdigit() for c in value) or not _compiled(_NAMING_WORD_PATTERN, 0).search(lowered)
 
 
 def _rule(id: str, description: str, pattern: str, keywords: Tuple[str, ...], *, flags: int = 0,
@@ -401,6 +425,39 @@ RULES: Tuple[Rule, ...] = (
                          "private_key: Ed25519PrivateKey | Ed448PrivateKey", "bypass: true", "compass = Compass2D(x)",
                          "X25519PrivateKey = rust_openssl.hpke.X25519PrivateKey",
                          '{"Proxy-Authorization": "Basic <username>:<password>"}')),
+    # After generic-api-key, which names what both find. A lowercase name (``password``, ``dbPassword``)
+    # is also code's: its value needs a digit or a symbol, since a bare word there is a variable, a
+    # type or prose (``password = new_password``, ``password: str``, ``password: see the vault``). An
+    # UPPER_CASE name is an environment variable's, and a name after ``;``, ``?``, ``&`` or ``--`` sits
+    # in a connection string, a query or a command line: any value of theirs is a literal.
+    _rule("generic-password", "Any literal value assigned to a name ending in password/passwd/pwd/passphrase/secret",
+          r"(?<![\w.-])(?:(?P<literal>)(?:(?<=[;?&])|(?=--)|(?-i:(?=[A-Z0-9_.-]+[\"']?[ \t]*[=:]))))?"
+          r"[\w.-]{0,60}?(?:passw(?:or)?d|pass[_.-]?phrase|pwd|(?<=[_.-])pass|secret)"
+          r"[\"']?[ \t]*(?:=(?!=)|:=|=>|:(?!:))[ \t]*(?P<q>[\"'`])?"
+          r"(?(literal)|(?=" + _VALUE_CHAR + r"*?(?![a-z_.-])" + _VALUE_CHAR + r"))"
+          r"(?P<secret>" + _VALUE_CHAR + r"{6,})"
+          r"(?(q)(?P=q)|(?=[\s\"'`;,&)\]}>]|\\[nrt]|$))",
+          ("pass", "pwd", "secret"), flags=re.IGNORECASE, validate=_assigned_password, one_line=True,
+          true_samples=lambda: ("DB_PASSWORD=hunter2hunter2", 'DB_PASSWORD="hunter2hunter2"', "password: hunter2hunter2",
+                        "PGPASSWORD=correcthorsebattery", "export MYSQL_PWD=hunter2",
+                        "PGPASSWORD=correcthorse psql -h db.internal app", '"password": "hunter2hunter2"',
+                        "db_password = 'hunter2hunter2'", "KEY_PASSPHRASE: correct-horse-battery",
+                        "  - POSTGRES_PASSWORD=postgres", "APP_SECRET=swordfish", "webhook_secret: trout1trout1",
+                        "Server=db;User Id=app;Password=correcthorse;", "mysql --password=correcthorse app",
+                        "'password' => 'hunter2hunter2',", "set `DB_PASS=hunter2hunter2` in .env",
+                        "password := \"hunter2hunter2\""),
+          false_samples=lambda: ("DB_PASSWORD=${DB_PASS}", "password: <password>", "DB_PASSWORD=changeme",
+                         "password: '****'", "PASSWORD=xxxxxxxx", "DB_PASSWORD=your-password-here",
+                         "password: str", "password = get_password()", "connect(password=password)",
+                         "password: Optional[str] = None", 'pwd = os.environ["PWD"]', "PASSWORD_MIN_LENGTH=8",
+                         "password_hash = bcrypt(password)", "the password: must be rotated monthly",
+                         "password: see the vault", "password_required: true", "PASSWORD_EXPIRY_DAYS=90",
+                         "SECRET=none", "DB_PASSWORD=12345678", "password: SecretStr", "password = new_password",
+                         "existingSecret: app-db-secret", "PWD=/home/ada/src", "ALL=(ALL) NOPASSWD: ALL",
+                         "if password == 'hunter2hunter2':", "second pass: x86_64 build", "bypass=1234567",
+                         '"forgot_password": "Forgot password?"', "password: '%(password)s'",
+                         "password: {{ vault_db_password }}", "DB_PASSWORD=REPLACE_ME", "password: ab12****",
+                         "DB_PASSWORD=postgres://app:${PW}@db/app", "password: [REDACTED:generic-api-key]")),
 )
 
 

@@ -206,8 +206,8 @@ def test_files_outside_the_work_tree_and_other_tools_are_not_recorded(tmp_path, 
 
 
 def test_a_file_git_ignores_is_not_recorded_as_team_memory(repo):
-    """A local `.env` or `node_modules/` is no part of the repository: its first line (a password redaction does not
-    know) must not become a memory that `gitmem push` shares. A tracked file an ignore rule matches still counts."""
+    """A local `.env` or `node_modules/` is no part of the repository: its first line (a password, say)
+    must not become a memory that `gitmem push` shares. A tracked file an ignore rule matches still counts."""
     (repo / ".gitignore").write_text(".env\nnode_modules/\n*.log\n")
     (repo / ".env").write_text("DB_PASSWORD=hunter2hunter2\n")
     (repo / "node_modules" / "pad").mkdir(parents=True)

@@ -197,6 +197,27 @@ def test_low_entropy_and_digit_free_names_are_not_generic_secrets():
     assert scan("token = x7K2" + "q9Lm") != []
 
 
+@pytest.mark.parametrize("line,kept", [
+    ("DB_PASSWORD=hunter2hunter2", "DB_PASSWORD="), ('DB_PASSWORD="hunter2hunter2"', 'DB_PASSWORD="'),
+    ("password: hunter2hunter2", "password: "), ("PGPASSWORD=correcthorsebattery", "PGPASSWORD="),
+])
+def test_a_password_name_makes_a_low_entropy_value_a_secret(line, kept):
+    """A `.env` line an agent hook recorded must not reach `gitmem push` because its password is a word."""
+    out, findings = redact(line)
+    assert out.startswith(kept) and "hunter2" not in out and "correcthorse" not in out and len(findings) == 1
+
+
+@pytest.mark.parametrize("line", [
+    "password: str", "password = get_password()", "password=password", "password: Optional[str] = None",
+    'pwd = os.environ["PWD"]', "PASSWORD_MIN_LENGTH=8", "password_hash = bcrypt(password)", "DB_PASS=${DB_PASS}",
+    "password: <password>", "DB_PASSWORD=changeme", "password: '****'", "password: xxx", "DB_PASSWORD=your-password-here",
+    "the password: must be rotated monthly", "password: see the vault", "password_required: true",
+    "PASSWORD_EXPIRY_DAYS=90",
+])
+def test_code_templates_prose_and_settings_next_to_a_password_name_are_kept(line):
+    assert redact(line) == (line, [])
+
+
 def test_shannon_entropy_measures_randomness():
     assert shannon_entropy("") == 0.0
     assert shannon_entropy("aaaa") == 0.0
