@@ -468,7 +468,8 @@ class Router:
         info.update(body=attached.body, attached=attached.to_dict(), ttl=ttl, context=attachment.context,
                     memory_commit=attachment.context.memory_commit, anchor_commit=attachment.context.anchor_commit)
         commit = attachment.context.memory_commit
-        info["memory_header"] = f"attached {commit}" if attachment.blocks else "none: no memory on this branch"
+        info["memory_header"] = "none: no memory on this branch" if not attachment.blocks else \
+            f"attached {commit}" if commit else "attached the guide alone: no memory on this branch"
         if attachment.guide_problem:
             info["memory_header"] += f"; {attachment.guide_problem}: sent without it"
         return info

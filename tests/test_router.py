@@ -601,6 +601,22 @@ def test_a_guide_deleted_between_two_requests_leaves_the_memory_attached_and_the
         running.stop()
 
 
+def test_a_guide_on_a_branch_without_memory_is_attached_alone_and_the_header_says_so(tmp_path):
+    """With --guide on a repository that holds no memory yet, the guide went out and the header read "attached
+    None": it names what was attached and what was not."""
+    repo = make_repo(tmp_path / "fresh")
+    (repo / "AGENTS.md").write_text("# Guide\n\nEvery payout is reconciled against the ledger by noon.\n")
+    gitmem(repo, "guide", "set", "AGENTS.md")
+    running = start(repo, guide=True)
+    try:
+        r = client(running.url).messages.with_raw_response.create(**body())
+        assert r.status_code == 200
+        assert r.headers["gitmem-memory"] == "attached the guide alone: no memory on this branch"
+        assert [e["memory"]["blocks"] for e in read_requests(Store.open(str(repo)), "router")] == [["guide"]]
+    finally:
+        running.stop()
+
+
 def test_a_guide_named_in_any_script_is_escaped_in_the_header(team):
     repo, refund = team
     (repo / "指南.md").write_text("# Guide\n")
