@@ -214,7 +214,9 @@ else  # background (default): git returns at once; messages go to gitmem/hooks.l
 '; set -f; set -- $(git rev-parse HEAD --symbolic-full-name HEAD --git-common-dir 2>/dev/null)  # as of this commit
     IFS=$ifs; set +f  # split on newlines only: a path may hold spaces (or glob characters)
     log="$3/gitmem/hooks.log"
-    mkdir -p "${{log%/*}}" && (run "$1" "$2" </dev/null >>"$log" 2>&1 &)
+    # exec first: `run ... >>"$log" &` had the shell keep a copy of git's stdout and stderr while run ran (to
+    # restore them after), so a caller reading git's output to its end waited for the hook
+    mkdir -p "${{log%/*}}" && (exec </dev/null >>"$log" 2>&1; run "$1" "$2" &)
 fi"""
 
 

@@ -328,6 +328,29 @@ def test_post_commit_runs_in_the_background_by_default_and_still_links(repo):
     assert "linked" in (repo / ".git" / "gitmem" / "hooks.log").read_text()
 
 
+def test_git_commit_whose_output_is_read_does_not_wait_for_the_background_post_commit(repo, tmp_path):
+    """An IDE, a script or `$(git commit)` reads git's output to its end: the background hook's shell kept a copy
+    of that pipe open while gitmem ran, so the commit seemed to take as long as the hook (25 s under load)."""
+    gitmem(repo, "hooks", "install")
+    release = tmp_path / "release"
+    slow = write_hook(tmp_path, "slow-python", f"#!/bin/sh\nwhile [ ! -e '{release}' ]; do sleep 0.1; done\n"
+                                               f"exec '{sys.executable}' \"$@\"\n".encode())
+    m = Store.open(str(repo)).add("fact", "linked once the hook is let go").memory
+    (repo / "a.txt").write_text("a\n")
+    git(repo, "add", "a.txt")
+    try:
+        done = subprocess.run(["git", "commit", "-q", "-m", "a"], cwd=repo, capture_output=True, text=True,
+                              env={**os.environ, "GITMEM_PYTHON": str(slow)}, timeout=30)
+    finally:
+        release.touch()
+    assert done.returncode == 0, done.stderr
+    sha = head(repo)
+    deadline = time.monotonic() + 60
+    while Store.open(str(repo)).get(m.id).commits != (sha,) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert Store.open(str(repo)).get(m.id).commits == (sha,)
+
+
 def test_post_rewrite_after_a_rebase_maps_recorded_commits(repo):
     install(repo)
     git(repo, "checkout", "-q", "-b", "topic")
