@@ -406,7 +406,19 @@ def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, por
     else:
         import anyio
 
-        anyio.run(_serve_stdio, server)
+        try:
+            anyio.run(_serve_stdio, server)
+        except Exception as e:  # noqa: BLE001 - re-raised unless it is only the client's end
+            if not _only_broken_pipes(e):  # else the client went away (killed mid-call): the session's end,
+                raise  # not a crash; the writes it asked for were made
+
+
+def _only_broken_pipes(e: BaseException) -> bool:
+    """Whether ``e`` (a plain error, or the exception group anyio raises) is nothing but writes to a closed pipe."""
+    inner = getattr(e, "exceptions", None)
+    if inner is None:
+        return isinstance(e, BrokenPipeError)
+    return all(_only_broken_pipes(x) for x in inner)
 
 
 def loopback_only(app: Any) -> Any:

@@ -238,6 +238,32 @@ def test_requests_piped_in_before_the_input_ends_are_all_answered_before_the_ser
     assert len(stored) == 10 and stored == {m.id for m in Store.open(str(repo)).list()}
 
 
+def test_a_client_that_goes_away_mid_call_ends_the_server_quietly_and_the_write_is_kept(repo):
+    """A client killed mid-call closes both pipes: the server still finishes the write (as for a client that
+    only closed its input, above), then finds no one to answer. That is the session's end, not a crash: no
+    traceback on stderr, exit 0."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "gitmem", "mcp"], cwd=str(repo), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "gone", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "remember", "arguments": {"type": "fact", "text": "written for a client that left"}}}]
+    proc.stdin.write((json.dumps(lines[0]) + "\n").encode())
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    proc.stdin.write("".join(json.dumps(line) + "\n" for line in lines[1:]).encode())
+    proc.stdin.close()
+    proc.stdout.close()  # gone before the answer: the call takes longer than this
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and "Traceback" not in err, err[-2000:]
+    from gitmem import Store
+
+    assert [m.text for m in Store.open(str(repo)).list()] == ["written for a client that left"]
+
+
 def test_every_tool_and_resource_runs_on_the_library_thread(repo, monkeypatch):
     """The SDK runs each synchronous tool on whichever worker thread is free; gitmem's work runs on one
     (see gitmem.serving.on_library_thread): one malloc arena, and one caller of the shared index at a time.
