@@ -402,7 +402,7 @@ def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, por
 
         sock = listen("127.0.0.1", port)  # a taken port: one clear line, not uvicorn's error and exit 3
         sdk_check = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # loopback_only's instead
-        run(loopback_only(server.streamable_http_app(transport_security=sdk_check)), sock)
+        run(loopback_only(checked_posts(server.streamable_http_app(transport_security=sdk_check))), sock)
     else:
         import anyio
 
@@ -440,8 +440,47 @@ def loopback_only(app: Any) -> Any:
     return guarded
 
 
+def checked_posts(app: Any) -> Any:
+    """``app`` with each POST's body checked as a stdio line is (:func:`check_request_line`): the SDK took an id
+    that is a list, 1.5 or true as a notification (202, and the client waited for ever) and answered a message of
+    the wrong shape with pydantic's many lines. Such a body gets its JSON-RPC error as a 400; a malformed
+    notification a 202, as a notification does; a body over the API's size limit a 413."""
+    from .serving import TOO_LARGE, read_body
+
+    async def checked(scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await app(scope, receive, send)
+        body = await read_body(scope, receive)
+        if body is None:
+            return await _answer(send, 413, {"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": f"Invalid Request: {TOO_LARGE}"}})
+        error, _ = check_request_line(body.decode("utf-8", "surrogateescape"))
+        if error is not None:
+            return await _answer(send, 400 if error else 202, error or None)
+        sent = False
+
+        async def replay() -> Dict[str, Any]:  # the body once, then the client's own events (its disconnect)
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app(scope, replay, send)
+
+    return checked
+
+
+async def _answer(send: Any, status: int, message: Optional[Dict[str, Any]]) -> None:
+    body = json.dumps(message).encode("utf-8") if message else b""
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json")] if body else []})
+    await send({"type": "http.response.body", "body": body})
+
+
 def check_request_line(line: str) -> Tuple[Optional[Dict[str, Any]], Any]:
-    """(None, the message) when the SDK can take ``line``; else the JSON-RPC error reply it must get instead.
+    """(None, the message) when the SDK can take ``line`` (a stdio line, an HTTP body); else the JSON-RPC error
+    reply it must get instead.
 
     The SDK drops a line it cannot parse or validate without a word, so a client waits for ever.
     Three cases get a reply here: not JSON (-32700, id null), a lone surrogate anywhere (-32602,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import pytest
@@ -374,17 +374,16 @@ def test_a_write_takes_the_email_the_cli_would_and_is_refused_with_none_anywhere
     assert len(git(repo, "rev-list", "refs/memory/main").split()) == 1  # nothing signed unknown@localhost
 
 
-def test_the_http_transport_serves_only_a_loopback_host_and_origin_as_the_web_ui_does(repo):
-    """`gitmem mcp --http` answers a page that rebinds its DNS name to 127.0.0.1 as the web UI and the router
-    do: the SDK's own check took any Host or Origin that starts with `localhost:`, `localhost:1@evil` too."""
+@contextmanager
+def http_server(repo):
+    """`gitmem mcp --http` on a free port, answering: its URL while it runs."""
     import socket
     import subprocess
     import time
 
     import httpx2
-    from mcp.client.streamable_http import streamable_http_client
 
-    from conftest import FOREIGN_HOSTS, GITMEM, LOOPBACK_HOSTS
+    from conftest import GITMEM
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -393,20 +392,36 @@ def test_the_http_transport_serves_only_a_loopback_host_and_origin_as_the_web_ui
     server = subprocess.Popen([*GITMEM, "mcp", "--http", "--port", str(port)], cwd=str(repo),
                               env={**os.environ, "PYTHONPATH": str(ROOT)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
-    accept = {"Accept": "application/json, text/event-stream"}
-
-    def status(**headers):
-        return httpx2.post(url, json=initialize, headers={**accept, **headers}).status_code
-
     try:
         for _ in range(200):
             try:
-                status()
+                httpx2.get(url)
                 break
             except httpx2.TransportError:
                 time.sleep(0.05)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+def test_the_http_transport_serves_only_a_loopback_host_and_origin_as_the_web_ui_does(repo):
+    """`gitmem mcp --http` answers a page that rebinds its DNS name to 127.0.0.1 as the web UI and the router
+    do: the SDK's own check took any Host or Origin that starts with `localhost:`, `localhost:1@evil` too."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from conftest import FOREIGN_HOSTS, LOOPBACK_HOSTS
+
+    with http_server(repo) as url:
+        def status(**headers):
+            return httpx2.post(url, json=INITIALIZE, headers={**ACCEPT, **headers}).status_code
+
         for host in LOOPBACK_HOSTS:
             assert status(Host=host) == 200, host
         for host in FOREIGN_HOSTS + ["localhost:1@evil.example", "localhost:*"]:
@@ -423,9 +438,43 @@ def test_the_http_transport_serves_only_a_loopback_host_and_origin_as_the_web_ui
                     return added
 
         assert run(main)["ref"] == "refs/memory/main"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+
+
+def test_every_malformed_http_request_gets_a_one_line_error_as_over_stdio(repo):
+    """Over HTTP the SDK took an id that is a list, 1.5 or true as a notification (202, and the client waited for
+    an answer for ever) and answered a message of the wrong shape with pydantic's many lines and links. Each
+    gets the JSON-RPC error stdio gives it, as a 400 (a body over the API's size limit a 413); nothing is stored;
+    the session keeps serving."""
+    import httpx2
+
+    with http_server(repo) as url:
+        opened = httpx2.post(url, json=INITIALIZE, headers=ACCEPT)
+        headers = {**ACCEPT, "Content-Type": "application/json", "Mcp-Session-Id": opened.headers["mcp-session-id"],
+                   "Mcp-Protocol-Version": "2025-06-18"}
+
+        def error(body: bytes) -> dict:
+            answer = httpx2.post(url, content=body, headers=headers)
+            assert answer.status_code == 400, (body, answer.status_code, answer.text)
+            return answer.json()["error"]
+
+        assert httpx2.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                           headers=headers).status_code == 202
+        for bad_id in (b"[1]", b'{"a": 1}', b"1.5", b"true"):
+            assert error(b'{"jsonrpc":"2.0","id":%s,"method":"tools/list"}' % bad_id) == {
+                "code": -32600, "message": "Invalid Request: an id must be a string or an integer"}, bad_id
+        assert error(b'{"jsonrpc":"2.0","id":4,"method":5}') == {
+            "code": -32600, "message": "Invalid Request: not a JSON-RPC 2.0 message the server understands"}
+        surrogate = {"code": -32602, "message": "Invalid params: text that is not valid UTF-8 (a lone surrogate)"}
+        remember = b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"remember","arguments":' \
+                   b'{"type":"fact","text":"%s"}}}'
+        assert error(remember % b"half a pair \\ud800 here") == surrogate
+        assert error(remember % b"caf\xe9 au lait") == surrogate
+        assert error(b"{this is not json") == {"code": -32700, "message": "Parse error: not JSON"}
+        too_large = httpx2.post(url, content=b" " * (32 * 1024 * 1024 + 1), headers=headers)
+        assert too_large.status_code == 413 and too_large.json()["error"]["code"] == -32600
+        listed = httpx2.post(url, json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"}, headers=headers)
+        assert listed.status_code == 200 and '"remember"' in listed.text
+    assert git(repo, "for-each-ref", "refs/memory/") == ""
 
 
 def test_recall_and_get_say_a_memory_is_in_conflict_with_both_versions_until_it_is_resolved(repo):
