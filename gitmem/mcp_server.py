@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, get_type_hints
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, get_type_hints
 
 from .errors import GitmemError
 from .model import Author
@@ -389,8 +389,10 @@ def build_server(path: str = ".", branch: Optional[str] = None):
     return server
 
 
-def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, port: int = 8767) -> None:
-    """Run until the client disconnects: stdio by default, or streamable HTTP on 127.0.0.1."""
+def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, port: int = 8767,
+          echo: Callable[[str], None] = print) -> None:
+    """Run until the client disconnects: stdio by default, or streamable HTTP on 127.0.0.1 (``echo`` says the
+    address once it listens, as `gitmem ui` does: a client needs it, and ``--port 0`` picks one)."""
     from .repo import open_repository
 
     open_repository(path)  # fail fast, before the client waits on a handshake
@@ -401,6 +403,8 @@ def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, por
         from .serving import listen, run
 
         sock = listen("127.0.0.1", port)  # a taken port: one clear line, not uvicorn's error and exit 3
+        echo(f"gitmem mcp: serving {os.path.abspath(path)} on http://127.0.0.1:{sock.getsockname()[1]}/mcp "
+             "(Ctrl-C stops)")
         sdk_check = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # loopback_only's instead
         run(loopback_only(checked_posts(server.streamable_http_app(transport_security=sdk_check))), sock)
     else:

@@ -376,30 +376,22 @@ def test_a_write_takes_the_email_the_cli_would_and_is_refused_with_none_anywhere
 
 @contextmanager
 def http_server(repo):
-    """`gitmem mcp --http` on a free port, answering: its URL while it runs."""
-    import socket
+    """`gitmem mcp --http --port 0`, answering: the URL it prints once it listens (as `gitmem ui` prints its
+    own), while it runs."""
+    import re
     import subprocess
-    import time
-
-    import httpx2
 
     from conftest import GITMEM
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/mcp"
-    server = subprocess.Popen([*GITMEM, "mcp", "--http", "--port", str(port)], cwd=str(repo),
+    server = subprocess.Popen([*GITMEM, "mcp", "--http", "--port", "0"], cwd=str(repo),
                               env={**os.environ, "PYTHONPATH": str(ROOT)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        for _ in range(200):
-            try:
-                httpx2.get(url)
-                break
-            except httpx2.TransportError:
-                time.sleep(0.05)
-        yield url
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        said = re.fullmatch(r"gitmem mcp: serving (.+) on (http://127\.0\.0\.1:\d+/mcp) \(Ctrl-C stops\)\n", line)
+        assert said and said.group(1) == str(repo.resolve()), line
+        yield said.group(2)
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 @main.command()
 @click.option("--repo", metavar="PATH", help="Repository to serve (default: -C, else the current directory).")
 @click.option("--http", is_flag=True, help="Serve streamable HTTP on 127.0.0.1 instead of stdio.")
-@click.option("--port", default=8767, show_default=True, type=click.IntRange(1, 65535),
-              help="Port for --http (8765 is the emulator's, 8766 the router's: all three can run at once).")
+@click.option("--port", default=8767, show_default=True, type=click.IntRange(0, 65535),
+              help="Port for --http (8765 is the emulator's, 8766 the router's: all three can run at once; "
+              "0: any free one, printed).")
 @click.pass_context
 def mcp(ctx: click.Context, repo: Optional[str], http: bool, port: int) -> None:
     """Run the MCP server (stdio by default) for Claude Code, Cursor, Windsurf or any MCP client.
@@ -32,7 +33,7 @@ def mcp(ctx: click.Context, repo: Optional[str], http: bool, port: int) -> None:
     from ..mcp_server import serve
 
     settings: Settings = ctx.find_object(Settings) or Settings()
-    serve(repo or settings.path, settings.branch, http=http, port=port)
+    serve(repo or settings.path, settings.branch, http=http, port=port, echo=click.echo)
 
 
 @main.command()
