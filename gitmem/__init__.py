@@ -10,7 +10,7 @@ Names are imported on first use (module ``__getattr__``), so ``gitmem
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -25,6 +25,17 @@ _EXPORTS = {
 
 __all__ = ["__version__", *_EXPORTS]
 
+if TYPE_CHECKING:  # what a type checker reads for _EXPORTS: their own types, not __getattr__'s Any
+    from .audit import Change as Change
+    from .errors import AmbiguousId as AmbiguousId, BackendError as BackendError, BranchError as BranchError
+    from .errors import ConcurrentUpdate as ConcurrentUpdate, GitmemError as GitmemError, IdTooShort as IdTooShort
+    from .errors import InvalidMemory as InvalidMemory, NotARepository as NotARepository, NotFound as NotFound
+    from .errors import RefLocked as RefLocked, RemoteError as RemoteError, SecretFound as SecretFound
+    from .errors import StorageError as StorageError
+    from .model import AUTHOR_KINDS as AUTHOR_KINDS, STATUSES as STATUSES, TYPES as TYPES, Author as Author
+    from .model import Memory as Memory
+    from .store import Problem as Problem, Store as Store, Write as Write
+
 
 def unshadow() -> None:
     """``python -m gitmem`` (and ``gitmem.web``) puts the working directory first on ``sys.path``: in a repository
@@ -37,15 +48,16 @@ def unshadow() -> None:
         del sys.path[0]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gitmem' has no attribute {name!r}")
-    from importlib import import_module
+if not TYPE_CHECKING:  # hidden from type checkers, which would take any misspelt name for an Any
+    def __getattr__(name: str) -> Any:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'gitmem' has no attribute {name!r}")
+        from importlib import import_module
 
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
+        value = getattr(import_module(f".{module}", __name__), name)
+        globals()[name] = value  # later lookups skip __getattr__
+        return value
 
 
 def __dir__() -> list:

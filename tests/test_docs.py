@@ -121,6 +121,31 @@ def test_the_readme_python_api_runs_as_written(tmp_path, monkeypatch):
     exec(compile(code, "README.md (Python API)", "exec"), {})
 
 
+def test_a_user_running_mypy_on_the_readme_python_api_gets_gitmems_types(tmp_path):
+    """py.typed promises types: ``from gitmem import Store`` must not be an Any (it was, through the package's
+    lazy ``__getattr__``), so mypy catches a misuse, every top-level name has its own type, and a misspelt
+    name is an error. gitmem is checked as a dependency is: its own errors are not the user's."""
+    import gitmem
+
+    section = README.split("## Python API", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    names = [n for n in gitmem.__all__ if n != "__version__"]
+    script = tmp_path / "user.py"
+    script.write_text("import gitmem\n" + code + 'wrong: int = store.get("x")\nfrom gitmem import Stor\n'
+                      + "".join(f"reveal_type(gitmem.{n})\n" for n in names))
+    result = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent", "--no-error-summary",
+                             "--cache-dir", str(tmp_path / "cache"), "--config-file", os.devnull, str(script)],
+                            cwd=str(tmp_path), capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "MYPYPATH": str(ROOT)})
+    lines = result.stdout.splitlines()
+    errors = [line for line in lines if ": error: " in line]
+    assert len(errors) == 2, result.stdout
+    assert 'expression has type "Memory", variable has type "int"' in errors[0]
+    assert '"Stor"' in errors[1]
+    revealed = [line for line in lines if "Revealed type is" in line]
+    assert len(revealed) == len(names) and not [line for line in revealed if '"Any"' in line], result.stdout
+
+
 def test_every_command_with_json_output_names_its_shape_in_its_help():
     """--json's own help points at the JSON line of the command's help, so each command has one
     (status, resolve, guide show and others once had none, while --json said the README had it)."""
