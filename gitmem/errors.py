@@ -12,6 +12,12 @@ from typing import Optional, Sequence
 from .text import plural
 
 
+def echoed(value: str) -> str:
+    """``value`` as a message repeats it: an id or commit is at most 64 characters, so one past 80 (a pasted
+    file) is named by its start, not echoed back whole."""
+    return repr(value if len(value) <= 80 else value[:40] + "...")
+
+
 class GitmemError(Exception):
     """Base class: the message is one line, meant for the user."""
 
@@ -44,9 +50,7 @@ class NotFound(GitmemError):
     def __init__(self, memory_id: str, ref: str):
         self.memory_id = memory_id
         self.ref = ref
-        # An id is 16 characters: one past 80 (a pasted file) is named, not echoed back whole.
-        shown = memory_id if len(memory_id) <= 80 else memory_id[:40] + "..."
-        super().__init__(f"no memory {shown!r} on {ref}")
+        super().__init__(f"no memory {echoed(memory_id)} on {ref}")
 
 
 class AmbiguousId(GitmemError):

@@ -16,7 +16,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List
 import pygit2
 
 from . import gitdir, model
-from .errors import (AmbiguousId, BranchError, Changed, GitmemError, IdTooShort, InvalidMemory, NotFound,
+from .errors import (AmbiguousId, BranchError, Changed, GitmemError, IdTooShort, InvalidMemory, NotFound, echoed,
                      PendingConflict, Repeated, StorageError)
 from .gitdir import GitDir
 from .index import Entry, code_key
@@ -370,8 +370,17 @@ class Store:
         branch has no ref to repair."""
         return memory_ref(self.read_from()[0] or self.branch)
 
-    def _damaged(self, commit: Optional[str], e: Exception) -> StorageError:
-        """:func:`gitmem.repo.damaged` for memory read at ``commit``, naming :meth:`read_ref`."""
+    def _damaged(self, commit: Optional[str], e: Exception) -> GitmemError:
+        """:func:`gitmem.repo.damaged` for memory read at ``commit``, naming :meth:`read_ref`; but a commit a
+        caller named (``at``) that the repository lacks or holds as no commit is that caller's slip, said as
+        such: the ref is sound, and its doctor would say so."""
+        if commit and commit != self.tip():
+            try:
+                self.repo[commit].peel(pygit2.Commit)
+            except (KeyError, ValueError):  # not there, or no commit (a GitError: there, unreadable: damage)
+                return GitmemError(f"no commit {echoed(commit)} in this repository")
+            except pygit2.GitError:
+                pass
         return damaged(self.read_ref(), commit, e)
 
     def snapshot(self, commit: Optional[str] = None) -> Snapshot:

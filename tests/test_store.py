@@ -569,6 +569,21 @@ def test_the_log_names_a_memory_commit_missing_below_the_tip(store, repo):
         Store.open(str(repo)).log()
 
 
+def test_reading_at_a_commit_the_repository_lacks_names_that_commit_not_damage(store, repo):
+    """``at`` is the caller's: a mistyped commit, a blob or a name like HEAD said that refs/memory/main was
+    damaged and to run its doctor, which finds it sound. Now it names the commit, in one line; a real commit
+    still reads."""
+    w = store.add("fact", "the ledger retries payments")
+    blob = git(repo, "rev-parse", "HEAD:README.md").strip()
+    for at in ("deadbeef", "0" * 40, blob, "HEAD", "x" * 100_000):
+        for read, args in ((store.list, ()), (store.log, ()), (store.get, (w.memory.id,))):
+            with pytest.raises(GitmemError) as e:
+                read(*args, at=at)
+            assert str(e.value) == f"no commit {at[:40] + '...' if len(at) > 80 else at!r} in this repository"
+    assert store.get(w.memory.id, at=w.commit[:10]) == w.memory
+    assert doctor(store) == []
+
+
 def test_pages_before_and_after_an_id_walk_every_match_once_each_way(repo, store):
     """Keyset paging: each page's ``older`` cursor gives the next older page and its ``newer`` the one before,
     until the oldest and back to the newest, as a full listing has them (the web UI's older/newer links)."""
