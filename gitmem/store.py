@@ -195,6 +195,13 @@ class Snapshot:
         return self.store._load_all(self)
 
 
+def _check_limit(limit: Optional[int]) -> None:
+    """``limit`` is "at most N" (None: no limit), as ``-n`` is on the command line, which refuses below 1:
+    0 gave every memory and a negative number all but some, read as a slice."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise GitmemError(f"limit must be a whole number of at least 1 (got {limit!r})")
+
+
 def matcher(*, type: Optional[str], tag: Optional[str], path: Optional[str], author_kind: Optional[str],
              source: Optional[str], status: Optional[str], before: Optional[str] = None,
              after: Optional[str] = None) -> Callable[[Memory], bool]:
@@ -452,6 +459,7 @@ class Store:
         memories that can match are read (a full load where it cannot answer, which names blobs that are not
         valid memories in :attr:`problems`), and without ``limit`` a chunk at a time: a listing of 100,000
         starts at once and holds one chunk, not all."""
+        _check_limit(limit)
         if limit and not (type or tag or path or author_kind or source or before or at) and status == "active":
             summary = self.summary()
             newest = None if summary["counts"].get("invalid") else self.newest(limit, summary)
@@ -475,6 +483,7 @@ class Store:
         :data:`COUNTED` memories (read to count them): only reading every memory could count them, 1.7 s at
         100,000, for a number a page does not need. Past the newest match ``after`` gives the
         newest page, past the oldest ``before`` the oldest (``after=""``: every id sorts after it)."""
+        _check_limit(limit)
         filters = dict(type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status)
         wanted = matcher(**filters, before=before, after=after)
         self.problems = []
@@ -893,6 +902,7 @@ class Store:
         """The audit trail, newest first: one :class:`Change` per memory commit."""
         from .audit import change_from_commit
 
+        _check_limit(limit)
         tip = at or self.tip()
         if not tip:
             return []

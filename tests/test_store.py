@@ -584,6 +584,18 @@ def test_reading_at_a_commit_the_repository_lacks_names_that_commit_not_damage(s
     assert doctor(store) == []
 
 
+def test_a_limit_below_one_is_refused_as_the_command_line_refuses_it(store):
+    """``limit`` is "at most N": list(limit=0) gave every memory, list(limit=-1) all but the oldest (a slice),
+    log(limit=0) one change and page(0) a full page. Each is refused in one line, like `gitmem list -n 0`."""
+    for i in range(3):
+        store.add("fact", f"fact {i}")
+    for limit in (0, -1, True, "2"):
+        for read in (store.list, store.log, store.page):
+            with pytest.raises(GitmemError, match=r"^limit must be a whole number of at least 1 \(got "):
+                read(limit=limit)
+    assert [len(store.list(limit=2)), len(store.log(limit=2)), len(store.page(2).memories)] == [2, 2, 2]
+
+
 def test_pages_before_and_after_an_id_walk_every_match_once_each_way(repo, store):
     """Keyset paging: each page's ``older`` cursor gives the next older page and its ``newer`` the one before,
     until the oldest and back to the newest, as a full listing has them (the web UI's older/newer links)."""
