@@ -57,6 +57,36 @@ def test_the_library_runs_on_one_thread_whichever_thread_asks():
         on_library_thread(fails)
 
 
+def test_threads_sharing_a_store_through_the_library_thread_lose_no_write_and_read_the_latest(repo):
+    """The README's recipe for a threaded program (a shared Store called from four threads at once hung in
+    libgit2, and separate Stores in threads broke the shared index): every write lands, every read is current."""
+    import threading
+
+    from gitmem import Store
+    from gitmem.recall import recall
+    from gitmem.serving import on_library_thread
+
+    store = Store.open(str(repo))
+    failures = []
+
+    def writer(n):
+        try:
+            for i in range(5):
+                w = on_library_thread(store.add, "note", f"thread {n} note {i}")
+                assert w.memory in on_library_thread(store.list, limit=5)
+                on_library_thread(recall, store, "note thread")
+        except Exception as e:  # any failure, reported below
+            failures.append(repr(e))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert failures == [] and not any(t.is_alive() for t in threads)
+    assert len(Store.open(str(repo)).list(type="note")) == 20
+
+
 def test_the_servers_default_ports_differ_so_all_can_run_at_once():
     """An offline Claude Code session runs the emulator, the router and an MCP server over HTTP together."""
     from gitmem.cli import main
