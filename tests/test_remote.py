@@ -26,12 +26,20 @@ def origin(tmp_path) -> Path:
 
 @pytest.fixture
 def alice(origin, tmp_path) -> Path:
-    return clone(origin, tmp_path / "alice", "Alice")
+    return teammate(origin, tmp_path / "alice", "Alice")
 
 
 @pytest.fixture
 def bob(origin, tmp_path) -> Path:
-    return clone(origin, tmp_path / "bob", "Bob")
+    return teammate(origin, tmp_path / "bob", "Bob")
+
+
+def teammate(origin: Path, path: Path, name: str) -> Path:
+    """A clone whose post-commit hook (once installed) runs in the foreground: a commit's link to memory is made
+    before `git commit` returns, so a push right after sends it (in the background it may land mid-push)."""
+    path = clone(origin, path, name)
+    git(path, "config", "gitmem.hookMode", "foreground")
+    return path
 
 
 def remote_tip(origin: Path, branch: str = "main"):
@@ -474,7 +482,6 @@ def test_a_secret_pushed_with_plain_git_is_redacted_when_it_arrives_by_fast_forw
 def test_memory_a_pull_brought_is_never_linked_to_this_clones_next_commit(alice, bob):
     """The post-commit hook links what this clone wrote since its last commit: a teammate's decision taken
     by a fast-forward pull was written for the teammate's code, not for the next unrelated commit here."""
-    git(alice, "config", "gitmem.hookMode", "foreground")
     gitmem(alice, "hooks", "install")
     mine = json.loads(gitmem(alice, "add", "fact", "alice fact", "--json").stdout)["id"]
     (alice / "a.txt").write_text("a\n")
@@ -484,7 +491,6 @@ def test_memory_a_pull_brought_is_never_linked_to_this_clones_next_commit(alice,
     pushed = json.loads(gitmem(alice, "add", "fact", "alice's, pushed before her next commit", "--json").stdout)["id"]
     gitmem(alice, "push")
     gitmem(bob, "pull")
-    git(bob, "config", "gitmem.hookMode", "foreground")
     gitmem(bob, "hooks", "install")
     theirs = json.loads(gitmem(bob, "add", "decision", "Use gRPC for billing", "--json").stdout)["id"]
     git(bob, "commit", "-q", "--allow-empty", "-m", "bob's code")  # his link commit lands above alice's write
