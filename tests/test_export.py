@@ -193,6 +193,16 @@ def test_the_section_outside_the_fences_is_the_one_replaced(repo, remembered):
     assert "Fridays" not in text and "Money is integer cents" in text
 
 
+def refused_in_one_line(repo, mine: str, says: str) -> None:
+    """`export --write` over an AGENTS.md holding ``mine`` is refused in one line that ``says`` why, and the file
+    is left as it was."""
+    (repo / "AGENTS.md").write_text(mine)
+    refused = gitmem(repo, "export", "--format", "agents-md", "--write", check=False)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and says in refused.stderr
+    assert (repo / "AGENTS.md").read_text() == mine
+
+
 @pytest.mark.parametrize("mine", [
     "# Agents\n\n```\n" + BEGIN + "\nmy example\n" + END + "\n",  # the fence's end was forgotten
     "# Agents\n\n~~~\nsome code\n",  # a section added after it would be inside it
@@ -201,11 +211,7 @@ def test_the_section_outside_the_fences_is_the_one_replaced(repo, remembered):
 def test_a_fence_left_open_before_a_marker_or_the_end_is_refused_in_one_line(repo, remembered, mine):
     """Whether what follows a fence never closed is code or gitmem's section cannot be told: refused rather
     than guessed, the file left as it was."""
-    (repo / "AGENTS.md").write_text(mine)
-    refused = gitmem(repo, "export", "--format", "agents-md", "--write", check=False)
-    assert refused.returncode == 1 and "Traceback" not in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1 and "never closed" in refused.stderr
-    assert (repo / "AGENTS.md").read_text() == mine
+    refused_in_one_line(repo, mine, "never closed")
 
 
 def test_a_section_before_a_fence_left_open_is_replaced(repo, remembered):
@@ -546,11 +552,7 @@ def test_a_large_store_exports_the_section_rendering_all_of_it_would(repo):
 def test_a_stray_marker_is_refused_and_the_file_left_as_it_was(repo, remembered, mine):
     """A deleted begin line had a new section appended after the old one's text, which stayed in the file,
     stale, for ever; a stray begin above the section had every hand-written line between the two replaced."""
-    (repo / "AGENTS.md").write_text(mine)
-    refused = gitmem(repo, "export", "--format", "agents-md", "--write", check=False)
-    assert refused.returncode == 1 and "Traceback" not in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1 and "by hand" in refused.stderr
-    assert (repo / "AGENTS.md").read_text() == mine
+    refused_in_one_line(repo, mine, "by hand")
 
 
 def test_one_long_rejection_that_does_not_fit_leaves_out_only_itself(repo, store):
