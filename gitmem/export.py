@@ -357,7 +357,7 @@ def export(store: Store, fmt: str, *, write: bool = False, force: bool = False) 
     lines = None if goal.max_lines is None else max(0, goal.max_lines - len(rest.splitlines()))
     # No more items fit than the section has bytes for its shortest (``- x `<id>```), or lines, so the newest that
     # many of each type are all render can keep: a store of 100,000 is not read whole (nor rendered, 5 s).
-    most = min(budget // _SHORTEST, budget // _SHORTEST if lines is None else lines) + 1
+    most = (budget // _SHORTEST if lines is None else min(budget // _SHORTEST, lines)) + 1
     memories = [m for t in _PRIORITY for m in store.list(type=t, limit=most)]
     counts = store.summary()["counts"]
     blobs = store.current_blobs(memories)
