@@ -44,14 +44,15 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from .model import Memory, author_of
 
-SCHEMA = 17  # 11: postings carry their memory's type, status, length, time; terms the most a memory holds;
+SCHEMA = 18  # 11: postings carry their memory's type, status, length, time; terms the most a memory holds;
 #             12: docs carry their words' counts (tfs, in the order of tids); 13: words are composed (NFC);
 #             14: active postings also ordered by impact (postings_impact); 15: a final -y after a consonant
 #             is stemmed -i, so "retries" meets "retry" (terms of every blob change); 16: Latin letters lose
 #             their accents, identifiers are split at camelCase humps too, a compound is stemmed and kept
 #             as written as well; 17: a word holds the combining marks after its letters (Indic vowel signs,
 #             Thai tones), Hebrew points and Arabic harakat are folded, an identifier's one-letter parts are dropped
-#             and a part beside one is not expanded as an abbreviation ("OAuth")
+#             and a part beside one is not expanded as an abbreviation ("OAuth"); 18: zero-width joiners and
+#             soft hyphens are no longer word breaks
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.

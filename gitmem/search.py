@@ -96,6 +96,10 @@ _LATIN = str.maketrans({"ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "Ae", "œ": "
 # search engines do for Chinese, Japanese and Korean, so any two-character word can be found; Thai, Lao,
 # Khmer and Myanmar too (a character there is a letter with its marks). Kept as a pattern: its ranges take
 # ~1.6 ms to compile, and ASCII text never needs them (re compiles it on first use).
+# Characters that only guide how a word is drawn or broken at a line's end: the zero-width non-joiner and joiner
+# (Persian "می‌خواهم" is one word, typed with or without its ZWNJ; Indic conjuncts), the word joiner, a byte order
+# mark, the soft hyphen. Unicode's case folding for identifiers and search (NFKC_Casefold) leaves them out.
+_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200c\u200d\u2060\ufeff"))
 _UNSPACED = (r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f\u0e80-\u0eff"
              r"\u1000-\u109f\u1780-\u17ff]+")
 STOP_WORDS = frozenset(
@@ -156,13 +160,14 @@ def tokenize(text: str) -> List[str]:
     Composed first (NFC), and Latin letters lose their accents (:func:`_fold`): "Café" finds "cafe", and
     "café" typed as e + a combining accent (macOS file names, some keyboards) is the same word. A word holds the
     combining marks after its letters (Indic vowel signs, Hebrew points), and Hebrew and Arabic words lose their
-    optional points as Latin ones their accents."""
+    optional points as Latin ones their accents. Zero-width joiners and soft hyphens inside a word are left out.
+    """
     out: List[str] = []
     ascii_text = text.isascii()
     if not ascii_text:
         import unicodedata  # here: a 1 MB extension that ASCII text, most of it, never needs
 
-        text = unicodedata.normalize("NFC", text)
+        text = unicodedata.normalize("NFC", text).translate(_INVISIBLE)
     for word in _WORD.findall(text) if ascii_text else re.findall(_MARKED_WORD, text):
         if not (ascii_text or word.isascii()):
             word = _fold(word)

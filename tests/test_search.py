@@ -336,6 +336,16 @@ def test_hebrew_points_and_arabic_harakat_are_left_out_as_latin_accents(written,
     assert [h.memory.id for h in rank(pool, typed, now=NOW)] == [fixture_id(1)]
 
 
+@pytest.mark.parametrize("written, typed", [("می\u200cخواهیم کش را هر شب پاک کنیم", "میخواهیم"),
+                                            ("میخواهیم کش را هر شب پاک کنیم", "می\u200cخواهیم"),
+                                            ("Run the data\u00adbase migration first", "database")])
+def test_a_zero_width_joiner_or_soft_hyphen_does_not_split_a_word(written, typed):
+    """Persian writes a zero-width non-joiner inside many words, and many people type them without it; a soft hyphen
+    pasted from a web page hides inside an English word. Either way it is one word, found as it is typed."""
+    pool = [mem(written, "fact", 1), mem("خواهیم رفت", "fact", 2), mem("Run the data export", "fact", 3)]
+    assert [h.memory.id for h in rank(pool, typed, now=NOW)] == [fixture_id(1)]
+
+
 IDENTIFIERS = ["retryPolicy", "RetryPolicy", "retry_policy", "retry-policy"]
 
 
