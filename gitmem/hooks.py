@@ -58,9 +58,17 @@ status=0
     read -r first < "$chained" || :
     case "$first" in
         "#!/bin/sh"|"#!/bin/bash"|"#!/usr/bin/env sh"|"#!/usr/bin/env bash") {feed}${{first#??}} -c '. "$0{suffix}"' "$0" "$@" ;;
-        *) {feed}"$chained" "$@" ;;
+        *)  # another program (overcommit's Ruby reads its hook type from $0) runs as a link with the hook's name
+            link=$(mktemp -d 2>/dev/null) || link=
+            case "$chained" in /*) target=$chained ;; *) target=$PWD/$chained ;; esac
+            if [ -n "$link" ] && ln -s "$target" "$link/$hook" 2>/dev/null; then
+                {feed}"$link/$hook" "$@"
+            else
+                {feed}"$chained" "$@"
+            fi ;;
     esac
     status=$?
+    [ -n "${{link:-}}" ] && rm -rf "$link"
 fi
 [ "$hook" = pre-push ] && [ "$status" -ne 0 ] && exit "$status"
 [ "${{GITMEM_HOOKS:-1}}" = 0 ] && exit "$status"

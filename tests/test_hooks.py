@@ -142,6 +142,24 @@ def test_a_chained_hook_that_takes_its_name_from_dollar_zero_still_does_its_work
         gitmem(repo, "hooks", "uninstall")
 
 
+def test_a_chained_hook_in_another_language_sees_its_own_name(tmp_path, repo):
+    """overcommit's Ruby hook reads its hook type from $0: run as pre-push.gitmem-chained it failed to load a
+    "pre-push.gitmem-chained" context and stopped every push. Any program, not only a shell script, is run by
+    the hook's own name; its exit status still decides."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    hooks = repo / ".git" / "hooks"
+    write_hook(hooks, "pre-push", b"#!/usr/bin/env python3\nimport os, sys\nsys.stdin.read()\n"
+               b"name = os.path.basename(sys.argv[0])\nprint('hook type', name, file=sys.stderr)\n"
+               b"sys.exit(0 if name == 'pre-push' else 1)\n")
+    install(repo)
+    pushed = subprocess.run(["git", "push", "-q", "origin", "main"], cwd=repo, capture_output=True, text=True)
+    assert pushed.returncode == 0 and "hook type pre-push" in pushed.stderr, pushed.stderr
+    write_hook(hooks, "pre-push" + CHAINED_SUFFIX, b"#!/usr/bin/env python3\nimport sys\nsys.exit(1)\n")
+    assert subprocess.run(["git", "push", "-q", "origin", "main"], cwd=repo, capture_output=True).returncode != 0
+
+
 def test_pre_push_reminds_about_unpushed_memory_unless_turned_off(tmp_path, repo):
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(remote))
