@@ -17,7 +17,7 @@ import pygit2
 
 from . import model
 from .model import Author, Memory
-from .repo import REF_PREFIX, blob_at
+from .repo import blob_at, ref_target
 
 if TYPE_CHECKING:
     from .store import Store
@@ -195,15 +195,10 @@ class Page:
 
 
 def memory_branches(repo: pygit2.Repository) -> List[Tuple[str, str]]:
-    """(branch, tip) of every local memory ref, sorted by name."""
-    out = []
-    for name in sorted(repo.references):
-        if name.startswith(REF_PREFIX):
-            try:
-                out.append((name[len(REF_PREFIX):], str(repo.references[name].resolve().target)))
-            except (KeyError, pygit2.GitError):
-                continue
-    return out
+    """(branch, tip) of every local memory ref, memory set aside here too, sorted by name."""
+    from .refs import memory_names
+
+    return [(name, tip) for name, ref in memory_names(repo) if (tip := ref_target(repo, ref))]
 
 
 def trail(repo: pygit2.Repository, *, offset: int = 0, limit: int = 50, branches: Optional[Sequence[str]] = None,

@@ -17,15 +17,14 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional,
 import pygit2
 
 from .errors import BranchError, GitmemError, InvalidMemory, NotFound, PendingConflict, StorageError
-from .repo import REF_PREFIX, created_from, doctor_command, parent_chain, ref_target
+from .refs import memory_names
+from .repo import ASIDE_PREFIX, REF_PREFIX, aside_of, created_from, doctor_command, parent_chain, ref_target
 
 if TYPE_CHECKING:
     from .store import Store
 
 REMOTE_PREFIX = "refs/memory-remotes/"
 _MOVING_RE = re.compile(r"^checkout: moving from (\S+) to (\S+)$")
-#: The name :func:`_put_aside` gives memory it sets aside: ``<branch>.earlier-<tip>`` (its first 8 hex digits, or all).
-_ASIDE_RE = re.compile(r"(.+)\.earlier-[0-9a-f]{8,64}")
 
 
 # --- fork points ---------------------------------------------------------------
@@ -194,11 +193,11 @@ def require_known(repo: pygit2.Repository, name: str) -> str:
     from .repo import check_branch_name, current_branch, shown_name
 
     check_branch_name(name)
-    known = set(_all_code_branch_names(repo)) | {n for n, _ in ref_names(repo, REF_PREFIX)}
+    known = set(_all_code_branch_names(repo)) | {n for n, _ in memory_names(repo)}
     known |= _remote_memory_names(repo) | {current_branch(repo)[0]}
     if name in known:
         return name
-    for prefix in ("refs/heads/", REF_PREFIX):  # a ref typed where its branch's name goes
+    for prefix in ("refs/heads/", REF_PREFIX, ASIDE_PREFIX):  # a ref typed where its branch's name goes
         if name.startswith(prefix) and name[len(prefix):] in known:
             raise BranchError(f"no branch {shown_name(name)}: that is a ref; give the branch's name, "
                               f"{shown_name(name[len(prefix):])}")
@@ -215,6 +214,7 @@ def ref_names(repo: pygit2.Repository, prefix: str) -> Iterator[Tuple[str, str]]
     for name in repo.references:
         if name.startswith(prefix):
             yield name[len(prefix):], name
+
 
 
 def code_tips(repo: pygit2.Repository, branch: str, *, local: bool = True) -> List[str]:
@@ -275,7 +275,7 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
 
     default = default_branch(repo)
     out = []
-    for name, ref in sorted(ref_names(repo, REF_PREFIX)):
+    for name, ref in memory_names(repo):
         store = Store(repo, name)
         tip = store.own_tip()
         if not tip:
@@ -445,12 +445,13 @@ def set_aside_from(repo: pygit2.Repository, name: str) -> Optional[str]:
     branch's memory. It is this clone's to keep apart, not to push: its name is this clone's tip (a teammate who
     held the same memory set it aside under his), and the remote holds the new branch under that name; `gitmem
     merge NAME` brings it in, `gitmem prune` drops it."""
-    found = _ASIDE_RE.fullmatch(name)
-    return found.group(1) if found and not code_tips(repo, name) else None
+    branch = aside_of(name)
+    return branch if branch and not code_tips(repo, name) else None
 
 
 def _put_aside(repo: pygit2.Repository, branch: str, tip: str) -> str:
-    """Rename ``branch``'s memory (at ``tip``) to ``<branch>.earlier-<tip>`` and record it as dropped here."""
+    """Rename ``branch``'s memory (at ``tip``) to ``<branch>.earlier-<tip>`` (kept on ``refs/memory-aside/``, see
+    :func:`gitmem.repo.memory_ref`) and record it as dropped here."""
     from .repo import memory_ref
 
     aside = f"{branch}.earlier-{tip[:8]}"
@@ -642,7 +643,7 @@ def merged_by(repo: pygit2.Repository, branch: str, head: str, before: Optional[
     fast-forward the local tip equals the pulled one, and the pulled memory must merge too.
     A tip still at its branch's recorded fork point is no code of that branch's (a spike forked
     from a merged branch, with memory but no commit yet): as in :func:`merged_elsewhere`."""
-    names = set(_all_code_branch_names(repo)) | {n for n, _ in ref_names(repo, REF_PREFIX)}
+    names = set(_all_code_branch_names(repo)) | {n for n, _ in memory_names(repo)}
     out = []
     for name in sorted(names):
         tips = [t for t in code_tips(repo, name, local=name != branch)
@@ -661,7 +662,7 @@ def merged_elsewhere(repo: pygit2.Repository, branch: str, head: str) -> List[st
     was forked from holds, the fetched copies cannot tell; :func:`gone_unmerged` names it for a person."""
     skip = set(parent_chain(repo, branch)) | {branch}
     out = []
-    for name in sorted({n for n, _ in ref_names(repo, REF_PREFIX)} | _remote_memory_names(repo)):
+    for name in sorted({n for n, _ in memory_names(repo)} | _remote_memory_names(repo)):
         if name in skip:
             continue
         tips = [tip for tip in code_tips(repo, name) if reachable(repo, tip, head)]
@@ -740,7 +741,7 @@ def damaged_copy(repo: pygit2.Repository, ref: str, tip: str) -> Optional[str]:
     found = damage(repo, tip)
     if found is None:
         return None
-    repair = f"run `{doctor_command(ref)}`" if ref.startswith(REF_PREFIX) else \
+    repair = f"run `{doctor_command(ref)}`" if ref.startswith((REF_PREFIX, ASIDE_PREFIX)) else \
         f"fetch it again (`git update-ref -d {shlex.quote(ref)}`, then `gitmem fetch`)"
     return f"{ref} is damaged: {found}; {repair}"
 
@@ -944,7 +945,7 @@ def gone_unmerged(store: Store) -> List[str]:
     from .repo import default_branch
 
     repo, tip = store.repo, store.tip()
-    names = {n for n, _ in ref_names(repo, REF_PREFIX)} | _remote_memory_names(repo)
+    names = {n for n, _ in memory_names(repo)} | _remote_memory_names(repo)
     return [name for name in sorted(names - {store.branch, default_branch(repo)})
             if not code_tips(repo, name) and any(not reachable(repo, t, tip) for _, t in memory_tips(repo, name))]
 

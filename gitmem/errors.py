@@ -164,6 +164,10 @@ class ForcedMemory(RemoteError):
     """A plain `git push` would move a remote's memory ref to a commit that lacks its tip: memory is never forced."""
 
 
+class SetAsideMemory(RemoteError):
+    """A plain `git push` would send memory set aside here that an earlier gitmem kept under refs/memory/."""
+
+
 class BackendError(GitmemError):
     """The Messages API backend (real or emulated) failed or refused the request."""
 

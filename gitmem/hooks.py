@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
 
 import pygit2
 
-from .errors import ForcedMemory, GitmemError, SecretFound
+from .errors import ForcedMemory, GitmemError, SecretFound, SetAsideMemory
 from .files import replace_file
 from .repo import REF_PREFIX, head_commit, ref_target
 from .text import plural
@@ -580,7 +580,7 @@ def main(argv: Sequence[str], stdin: Optional[str] = None, cwd: str = ".") -> in
     except SecretFound as e:  # the refusals: memory pushed by plain git with a secret in it ...
         print(f"gitmem: {e}; push refused (see docs/remotes.md to remove it)", file=sys.stderr)
         return REFUSED
-    except ForcedMemory as e:  # ... or forced back
+    except (ForcedMemory, SetAsideMemory) as e:  # ... or forced back, or set aside here
         print(f"gitmem: {e}", file=sys.stderr)
         return REFUSED
     except Exception as e:  # noqa: BLE001 - a hook must never break git
@@ -668,12 +668,12 @@ def _cherry_pick_hint(store: Store, head: str) -> List[str]:
     if not picked:
         return ["cherry-pick copies code, not memory: if the picked commit had memory on another branch, "
                 "`gitmem merge BRANCH` brings that branch's memory (with `git cherry-pick -x` gitmem names it)"]
-    from .branches import ref_names
+    from .refs import memory_names
     from .store import Store
 
     mine = set(store.memories())
     found: Dict[str, List[str]] = {}
-    for name, _ref in sorted(ref_names(store.repo, REF_PREFIX)):
+    for name, _ref in memory_names(store.repo):
         if name == store.branch:
             continue
         for m in Store(store.repo, name).memories().values():
@@ -865,6 +865,7 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
 
     url = args[1] if len(args) > 1 else None  # where git pushes
     updates = memory_updates(stdin)
+    _refuse_set_aside(store, updates)
     # first: what a push would send, and that its tips are commits
     _refuse_memory_secrets(store, updates, args[0] if args else None, url)
     _refuse_forced_memory(store, args[0] if args else "the remote", updates)
@@ -920,6 +921,20 @@ def memory_updates(stdin: str) -> List[List[str]]:
         if parts[2].startswith("refs/memory/") or parts[0].startswith("refs/memory/"):
             out.append(parts)
     return out
+
+
+def _refuse_set_aside(store: Store, updates: List[List[str]]) -> None:
+    """Memory set aside here that an earlier gitmem kept under ``refs/memory/``, where `gitmem remote setup`'s
+    refspec pushes from: a hook cannot leave it out of the push, so the push is refused once, with that memory
+    moved where it is kept now (:func:`gitmem.refs.memory_names`); the same push again sends the rest."""
+    from .refs import memory_names
+    from .repo import memory_ref
+
+    kept = [ref for ref, *_ in updates if ref.startswith(REF_PREFIX) and ref != memory_ref(ref[len(REF_PREFIX):])]
+    if kept:
+        memory_names(store.repo)
+        raise SetAsideMemory(f"{', '.join(kept)}: memory set aside here, kept in this clone and not pushed, moved to "
+                             f"refs/memory-aside/; push refused: push again to send the rest")
 
 
 def _refuse_forced_memory(store: Store, remote: str, updates: List[List[str]]) -> None:

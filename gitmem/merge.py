@@ -155,7 +155,7 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
     ``git fetch`` wrote, for instance), unless the caller ran it (``gated``):
     a history that is not gitmem's layout raises :class:`Untrusted`.
     """
-    from .repo import REF_PREFIX, damaged, default_author
+    from .repo import ASIDE_PREFIX, REF_PREFIX, damaged, default_author
 
     repo = store.repo
     try:
@@ -163,7 +163,7 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
     except (KeyError, ValueError, pygit2.GitError):
         raise NotFound(theirs, store.ref) from None
     if not gated:
-        local = [str(r.target) for r in repo.references.iterator() if r.name.startswith(REF_PREFIX)
+        local = [str(r.target) for r in repo.references.iterator() if r.name.startswith((REF_PREFIX, ASIDE_PREFIX))
                  and isinstance(r.target, pygit2.Oid)]
         why = history_problem(repo, theirs, local)
         if why:

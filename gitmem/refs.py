@@ -1,4 +1,4 @@
-"""Refs: compare-and-swap updates, ref locks and reflogs for ``refs/memory/*``.
+"""Refs: compare-and-swap updates, ref locks and reflogs for ``refs/memory/*``, and which memory refs a clone has.
 
 A write never forces a ref: it moves it only from the tip it read
 (:func:`move_ref`), and :func:`retrying` re-runs the whole write when another
@@ -14,12 +14,12 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
 
 import pygit2
 
 from .errors import ConcurrentUpdate, GitmemError, RefClash, RefLocked, StorageError
-from .repo import common_dir, ref_target
+from .repo import ASIDE_PREFIX, REF_PREFIX, aside_of, common_dir, memory_ref, ref_target
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 400
@@ -246,3 +246,41 @@ def _holders(path: str) -> Tuple[int, ...]:
         except OSError:
             continue
     return tuple(pids)
+
+
+def memory_names(repo: pygit2.Repository) -> List[Tuple[str, str]]:
+    """(name, ref) of every local memory branch, memory set aside here (``refs/memory-aside/``) too, sorted by
+    name. Set-aside memory an earlier gitmem kept under ``refs/memory/``, which `gitmem remote setup`'s push
+    refspec sends, is moved first (:func:`_keep_apart`): the first command that lists a clone's memory does it."""
+    found: Dict[str, str] = {}
+    for ref in [r for r in repo.references if r.startswith((REF_PREFIX, ASIDE_PREFIX))]:
+        name = ref.split("/", 2)[2]
+        if ref != memory_ref(name) and ref.startswith(REF_PREFIX) and (kept := _keep_apart(repo, ref, name)):
+            name, ref = kept
+        if ref == memory_ref(name):
+            found[name] = ref
+    return sorted(found.items())
+
+
+def _keep_apart(repo: pygit2.Repository, legacy: str, name: str) -> Optional[Tuple[str, str]]:
+    """Move set-aside memory ``name`` from ``legacy`` (``refs/memory/<name>``, where gitmem kept it before) to
+    where it is kept now, or under its whole tip's name when that holds other memory (as
+    :func:`gitmem.branches.set_aside` names it). Returns (name, ref) it is kept under, or None when it could not
+    be moved (it stays where it was)."""
+    tip = ref_target(repo, legacy)
+    if tip is None:
+        return None
+    for kept in dict.fromkeys((name, f"{aside_of(name)}.earlier-{tip}")):
+        held = ref_target(repo, memory_ref(kept))
+        if held not in (None, tip):
+            continue
+        try:
+            if held is None:
+                move_ref(repo, memory_ref(kept), None, tip, f"gitmem: set aside, kept in this clone (was {legacy})")
+            found = repo.references[legacy]
+            if str(found.target) == tip:
+                found.delete()
+        except (GitmemError, KeyError, pygit2.GitError, OSError):
+            return None
+        return kept, memory_ref(kept)
+    return None

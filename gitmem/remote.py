@@ -39,7 +39,9 @@ from .branches import (REMOTE_PREFIX, aside_notice, blocked_entry, damaged_copy,
 from .errors import GitmemError, RefClash, RemoteError, SecretFound, StorageError
 from .index import process_gone
 from .model import Author
-from .repo import REF_PREFIX, check_branch_name, common_dir, config_get, damaged, memory_ref, ref_target
+from .refs import memory_names
+from .repo import (ASIDE_PREFIX, REF_PREFIX, check_branch_name, common_dir, config_get, damaged, memory_ref, ref_target,
+                   shared_ref)
 from .store import Store
 from .text import plural
 
@@ -229,8 +231,8 @@ def _refs_under(repo: pygit2.Repository, prefix: str) -> Dict[str, str]:
 
 
 def local_branches(repo: pygit2.Repository) -> Dict[str, str]:
-    """branch -> tip of every local memory ref."""
-    return _refs_under(repo, REF_PREFIX)
+    """branch -> tip of every local memory ref, memory set aside here too (:func:`gitmem.refs.memory_names`)."""
+    return {name: tip for name, ref in memory_names(repo) if (tip := ref_target(repo, ref))}
 
 
 def remote_branches(repo: pygit2.Repository, remote: str) -> Dict[str, str]:
@@ -321,7 +323,7 @@ def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optio
             continue
         why = ref_name_problem(b)
         if why:
-            refused.append(Refusal(show_ref(memory_ref(b)), why + "; skipped", remote))
+            refused.append(Refusal(show_ref(shared_ref(b)), why + "; skipped", remote))
         else:
             wanted.append(b)
     _drop_dead_incoming(repo)
@@ -366,7 +368,7 @@ def _fetch_incoming(repo, remote: str, wanted: Sequence[str], refused: List[Any]
         # A partial clone's fetches take its filter (blob:none ...), memory's too: libgit2 cannot fetch the
         # blobs left out later, so the memory would be unreadable. Such a clone's git knows --no-filter.
         args.append("--no-filter")
-    specs = [f"+{memory_ref(b)}:{_incoming_ref(remote, b)}" for b in wanted]
+    specs = [f"+{shared_ref(b)}:{_incoming_ref(remote, b)}" for b in wanted]
     result = _git(repo, args + [remote, *specs], interactive=interactive, what=f"fetch from {remote}")
     if result.returncode != 0:
         _refuse_local_damage(repo, result)
@@ -375,7 +377,7 @@ def _fetch_incoming(repo, remote: str, wanted: Sequence[str], refused: List[Any]
                 return {}  # deleted on the remote since it was listed
             if not _is_object_refusal(result):
                 raise RemoteError(f"could not fetch memory from {remote}: {_failure(result)}")
-            refused.append(Refusal(memory_ref(wanted[0]), f"git refused its objects: {_failure(result)}", remote))
+            refused.append(Refusal(shared_ref(wanted[0]), f"git refused its objects: {_failure(result)}", remote))
             return {}
         if not _is_object_refusal(result) and "couldn't find remote ref" not in (result.stderr or ""):
             raise RemoteError(f"could not fetch memory from {remote}: {_failure(result)}")
@@ -396,7 +398,7 @@ def _refuse_local_damage(repo: pygit2.Repository, result: subprocess.CompletedPr
         return
     ref = bad.group(1)
     tip = ref_target(repo, ref) or ""
-    why = damaged_copy(repo, ref, tip) if ref.startswith((REF_PREFIX, REMOTE_PREFIX)) else None
+    why = damaged_copy(repo, ref, tip) if ref.startswith((REF_PREFIX, ASIDE_PREFIX, REMOTE_PREFIX)) else None
     raise StorageError(why or f"{ref} is damaged: {damage(repo, tip) or 'git calls it a bad object'}; "
                        f"no fetch works until it is repaired or deleted (`git update-ref -d {shlex.quote(ref)}`)")
 
@@ -415,12 +417,12 @@ def _gate(repo, remote: str, landed: Dict[str, str], refused: List[Any]) -> None
     for b, tip in sorted(landed.items()):
         why = _history_refusal(repo, remote, b, tip, known)
         if why:
-            refused.append(Refusal(memory_ref(b), why, remote))
+            refused.append(Refusal(shared_ref(b), why, remote))
         else:
             try:
                 _record(repo, tracking_ref(remote, b), tip)
             except (GitmemError, pygit2.GitError, OSError, ValueError) as e:
-                refused.append(Refusal(memory_ref(b), f"could not record it: {e}", remote))
+                refused.append(Refusal(shared_ref(b), f"could not record it: {e}", remote))
         _delete_ref(repo, _incoming_ref(remote, b))
 
 
@@ -438,7 +440,7 @@ def _history_refusal(repo: pygit2.Repository, remote: str, branch: str, tip: str
     bad, why = found
     if bad is None:
         return why
-    ref = memory_ref(branch)
+    ref = shared_ref(branch)
     parents = repo[bad].peel(pygit2.Commit).parent_ids
     # Full ids: a lease or a source abbreviated resolves only while this clone still holds the objects.
     back = f"{parents[0]}:{ref}" if parents else f":{ref}"  # a refused first commit: only deleting ends it
@@ -757,7 +759,7 @@ def _listed(repo: pygit2.Repository, url: str, interactive: Optional[bool], name
 def _refuse_secrets(repo: pygit2.Repository, tips: Dict[str, str], known: Iterable[str]) -> None:
     """Fail closed: a secret (in a branch's name too), a tip that is not a commit, or any error while scanning
     stops the push."""
-    named = secret_names(memory_ref(b) for b in tips)
+    named = secret_names(shared_ref(b) for b in tips)
     if named:
         raise SecretFound(named)
     try:
@@ -787,8 +789,8 @@ def _push_once(repo: pygit2.Repository, remote: str, tips: Dict[str, str], lease
     The commit ids, not the ref names, are pushed, so a write landing locally
     meanwhile is never sent unscanned. --no-verify: the pre-push hook is what
     calls us, and the scan already ran. ``leases`` (:func:`_leases`): only fast-forwards of them."""
-    specs = [f"{tip}:{memory_ref(b)}" for b, tip in sorted(tips.items())]
-    leased = [f"--force-with-lease={memory_ref(b)}:{known}" for b, known in sorted(leases.items())]
+    specs = [f"{tip}:{shared_ref(b)}" for b, tip in sorted(tips.items())]
+    leased = [f"--force-with-lease={shared_ref(b)}:{known}" for b, known in sorted(leases.items())]
     result = _git(repo, ["push", "--porcelain", "--no-verify", "--recurse-submodules=no", *leased, remote, *specs],
                   interactive=interactive, what=f"push to {remote}")
     out: Dict[str, Tuple[str, str]] = {}
@@ -862,7 +864,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         for b, clash in _clashes(repo, remote, [b for b in retry if any(
                 reason in outcome[b][1] for reason in _LOCK_REASONS)], interactive).items():
             done[b] = BranchPush(b, "rejected", tips[b], merges[b], attempt,
-                                 message=f"{RefClash(memory_ref(b), clash, remote)}; nothing pushed")
+                                 message=f"{RefClash(shared_ref(b), clash, remote)}; nothing pushed")
             retry.remove(b)
         if retry:
             fetched = fetch(repo, remote, retry, interactive=interactive)
@@ -892,7 +894,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                     done[r.branch] = BranchPush(
                         r.branch, "rejected", tips[r.branch], merges[r.branch], attempt,
                         message=f"{remote} holds the memory of an earlier {r.branch!r}, dropped or set aside here: "
-                        f"nothing pushed; delete it there (git push {remote} :{memory_ref(r.branch)}) or push this "
+                        f"nothing pushed; delete it there (git push {remote} :{shared_ref(r.branch)}) or push this "
                         f"branch's memory under another name (`gitmem branch -m`)")
                     retry.remove(r.branch)
                     continue
@@ -931,8 +933,8 @@ def _clashes(repo: pygit2.Repository, remote: str, refused: Sequence[str],
 
     if not refused:
         return {}
-    there = [memory_ref(b) for b in ls_remote(repo, remote, interactive=interactive)]
-    return {b: clash for b in refused if (clash := clashing_ref(memory_ref(b), there))}
+    there = [shared_ref(b) for b in ls_remote(repo, remote, interactive=interactive)]
+    return {b: clash for b in refused if (clash := clashing_ref(shared_ref(b), there))}
 
 
 def _set_tracking(repo: pygit2.Repository, remote: str, branch: str, tip: str) -> None:
@@ -987,6 +989,7 @@ def carry_memory(repo: pygit2.Repository, remote: Optional[str] = None, *, undo:
         except OSError:
             pass
         return list(reversed(changes))
+    memory_names(repo)  # set-aside memory an earlier gitmem kept under refs/memory/ leaves what the refspec sends
     wanted = _setup_values(remote)
     push_key = f"remote.{remote}.push"
     if not _values(repo, push_key):
@@ -1112,7 +1115,7 @@ def doctor_problems(repo: pygit2.Repository) -> List[Any]:
     from .store import Problem
 
     missing, unreachable = missing_here(repo)
-    out = [Problem("warning", f"{m['remote']}:{memory_ref(m['branch'])}",
+    out = [Problem("warning", f"{m['remote']}:{shared_ref(m['branch'])}",
                    f"memory on the remote but not here ({m['tip'][:10]}"
                    + (", fetched, not merged" if m["fetched"] else "") + "): run `gitmem pull`")
            for m in missing]

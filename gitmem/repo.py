@@ -20,11 +20,30 @@ from .gitdir import config_in_environment, plain_ref_name
 from .model import Author, check_email, check_kind, check_name, undecodable
 
 REF_PREFIX = "refs/memory/"
+#: Where memory set aside here (:func:`gitmem.branches.set_aside`) is kept: outside ``refs/memory/``, which
+#: `gitmem remote setup`'s push refspec sends, so a plain `git push` never shares it.
+ASIDE_PREFIX = "refs/memory-aside/"
+#: The name set-aside memory is given: ``<branch>.earlier-<tip>`` (its first 8 hex digits, or all).
+_ASIDE_RE = re.compile(r"(.+)\.earlier-[0-9a-f]{8,64}")
 _CREATED_RE = re.compile(r"^branch: Created from (.+)$")
 
 
 def memory_ref(branch: str) -> str:
+    """The local ref of ``branch``'s memory: ``refs/memory/<branch>``, or ``refs/memory-aside/<branch>`` for a
+    set-aside name (:func:`aside_of`). A remote holds every branch's under ``refs/memory/``: :func:`shared_ref`."""
+    return (ASIDE_PREFIX if aside_of(branch) else REF_PREFIX) + branch
+
+
+def shared_ref(branch: str) -> str:
+    """The ref ``branch``'s memory has on a remote, where pushes send it and fetches read it: ``refs/memory/<b>``
+    for every name, set-aside memory's too when a person pushes it by name."""
     return REF_PREFIX + branch
+
+
+def aside_of(name: str) -> Optional[str]:
+    """The branch whose earlier memory a set-aside name (``<branch>.earlier-<tip>``) names, else None."""
+    found = _ASIDE_RE.fullmatch(name)
+    return found.group(1) if found else None
 
 
 def shown_name(name: str, limit: Optional[int] = None) -> str:
@@ -366,5 +385,7 @@ def doctor_command(ref: str) -> str:
     `gitmem doctor` checks HEAD's branch's memory, and says it is fine when another branch's is damaged)."""
     import shlex
 
-    return f"gitmem --branch {shlex.quote(ref[len(REF_PREFIX):])} doctor" if ref.startswith(REF_PREFIX) \
-        else "gitmem doctor"
+    for prefix in (REF_PREFIX, ASIDE_PREFIX):
+        if ref.startswith(prefix):
+            return f"gitmem --branch {shlex.quote(ref[len(prefix):])} doctor"
+    return "gitmem doctor"

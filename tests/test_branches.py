@@ -123,8 +123,8 @@ def test_a_branch_created_again_under_a_deleted_ones_name_starts_from_its_parent
     git(repo, "branch", "-q", "-D", "wip")
     git(repo, "checkout", "-q", "-b", "wip", env=AGAIN)  # (in another second than the deleted one: see created_now)
     assert spike not in ids(repo, "wip")
-    aside = [n for n in pygit2.Repository(str(repo)).references if n.startswith("refs/memory/wip.earlier-")]
-    assert len(aside) == 1 and spike in ids(repo, aside[0][len("refs/memory/"):])  # kept, under another name
+    aside = [n for n in pygit2.Repository(str(repo)).references if n.startswith("refs/memory-aside/wip.earlier-")]
+    assert len(aside) == 1 and spike in ids(repo, aside[0][len("refs/memory-aside/"):])  # kept, under another name
     commit_file(repo, "work.txt")
     git(repo, "checkout", "-q", "main")
     git(repo, "merge", "-q", "--no-ff", "--no-edit", "wip")
@@ -254,8 +254,8 @@ def test_a_teammates_push_of_memory_set_aside_elsewhere_is_refused_and_sets_it_a
     new = _new_feature_pushed(a)
     gitmem(b, "--branch", "feature", "add", "fact", "More on the spike")
     pushed = gitmem(b, "push", "--branch", "feature", check=False)
-    aside = [n[len("refs/memory/"):] for n in pygit2.Repository(str(b)).references
-             if n.startswith("refs/memory/feature.earlier-")]
+    aside = [n[len("refs/memory-aside/"):] for n in pygit2.Repository(str(b)).references
+             if n.startswith("refs/memory-aside/feature.earlier-")]
     assert pushed.returncode == 1 and len(aside) == 1 and f"now '{aside[0]}'" in pushed.stderr
     assert old in ids(b, aside[0]) and "refs/memory/feature" not in pygit2.Repository(str(b)).references
     gitmem(a, "pull")
@@ -753,8 +753,8 @@ def test_a_branch_created_under_the_name_a_renamed_one_left_sets_it_aside_when_t
     git(repo, "checkout", "-q", "main")
     made = subprocess.run(["git", "checkout", "-b", "fx"], cwd=repo, capture_output=True, text=True,
                           env={**os.environ, **AGAIN})
-    aside = [n[len("refs/memory/"):] for n in pygit2.Repository(str(repo)).references
-             if n.startswith("refs/memory/fx.earlier-")]
+    aside = [n[len("refs/memory-aside/"):] for n in pygit2.Repository(str(repo)).references
+             if n.startswith("refs/memory-aside/fx.earlier-")]
     assert len(aside) == 1 and speculative in ids(repo, aside[0]) and speculative not in ids(repo, "fx")
     assert f"`gitmem --branch fy merge {aside[0]}`" in made.stderr, made.stderr
     gitmem(repo, "--branch", "fy", "merge", aside[0])

@@ -891,6 +891,94 @@ def test_status_names_memory_set_aside_here_as_kept_in_this_clone_not_as_unpushe
     assert git(origin, "for-each-ref", "--format=%(refname)", "refs/memory/") == "refs/memory/feature\n"
 
 
+def _set_aside_here(path: Path) -> str:
+    """wip deleted and made again on ``path``: the post-checkout hook sets the earlier wip's memory aside here;
+    returns the name it is kept under."""
+    gitmem(path, "hooks", "install")
+    git(path, "checkout", "-q", "-b", "wip")
+    gitmem(path, "add", "fact", "abandoned spike")
+    git(path, "commit", "-q", "--allow-empty", "-m", "spike")
+    git(path, "checkout", "-q", "main")
+    git(path, "branch", "-q", "-D", "wip")
+    git(path, "checkout", "-q", "-b", "wip", env={"GIT_COMMITTER_DATE": "2031-01-01T00:00:00Z"})  # see created_now
+    gitmem(path, "add", "fact", "new work")
+    git(path, "commit", "-q", "--allow-empty", "-m", "work")
+    return next(b["name"] for b in json.loads(gitmem(path, "branch", "--json").stdout)["branches"]
+                if b["name"].startswith("wip.earlier-"))
+
+
+def _memory_on(origin: Path) -> set:
+    return set(git(origin, "for-each-ref", "--format=%(refname)").split()) - {"refs/heads/main", "refs/heads/wip"}
+
+
+def test_plain_git_push_after_remote_setup_never_sends_memory_set_aside_here(alice, bob, origin):
+    """`gitmem remote setup`'s refspec pushes refs/memory/*, and a pre-push hook can only refuse a whole push:
+    memory set aside here is kept outside refs/memory/, so a plain `git push` (or one of every branch) never
+    shares it, while gitmem still reads it, and pushes it when a person names it."""
+    gitmem(alice, "add", "fact", "on main")
+    aside = _set_aside_here(alice)
+    gitmem(alice, "remote", "setup")
+
+    git(alice, "push", "-q")  # on wip: HEAD and the refspec's refs/memory/*
+    git(alice, "checkout", "-q", "main")
+    git(alice, "push", "-q")
+
+    assert _memory_on(origin) == {"refs/memory/main", "refs/memory/wip"}
+    assert {m.text for m in Store.open(str(alice), aside).memories().values()} == {"on main", "abandoned spike"}
+    gitmem(alice, "push", "--all")
+    assert _memory_on(origin) == {"refs/memory/main", "refs/memory/wip"}
+    gitmem(alice, "push", "--branch", aside)  # named: sent, under the name it has here
+    assert _memory_on(origin) == {"refs/memory/main", "refs/memory/wip", f"refs/memory/{aside}"}
+    gitmem(bob, "pull")
+    assert "abandoned spike" in {m.text for m in Store.open(str(bob), aside).memories().values()}
+    assert git(bob, "for-each-ref", "--format=%(refname)", f"refs/memory-aside/{aside}").strip()  # kept apart there too
+    gitmem(alice, "--branch", "main", "merge", aside)
+    assert "abandoned spike" in texts(alice)
+
+
+def _as_an_earlier_gitmem_kept_it(path: Path, aside: str) -> None:
+    """Move set-aside memory back to refs/memory/, where gitmem kept it before refs/memory-aside/."""
+    tip = git(path, "rev-parse", f"refs/memory-aside/{aside}").strip()
+    git(path, "update-ref", f"refs/memory/{aside}", tip)
+    git(path, "update-ref", "-d", f"refs/memory-aside/{aside}")
+
+
+def test_memory_an_earlier_gitmem_set_aside_under_refs_memory_is_moved_apart_on_first_use_and_kept(alice, origin):
+    gitmem(alice, "remote", "setup")
+    aside = _set_aside_here(alice)
+    tip = git(alice, "rev-parse", f"refs/memory-aside/{aside}").strip()
+    _as_an_earlier_gitmem_kept_it(alice, aside)
+
+    status = json.loads(gitmem(alice, "status", "--json").stdout)
+
+    assert git(alice, "for-each-ref", "--format=%(refname) %(objectname)", "refs/memory/", "refs/memory-aside/") \
+        .split("\n").count(f"refs/memory-aside/{aside} {tip}") == 1
+    assert git(alice, "rev-parse", "-q", "--verify", f"refs/memory/{aside}", check=False) == ""
+    assert any(r["aside"] == "wip" for r in status["remotes"])
+    git(alice, "config", "core.hooksPath", "/dev/null")  # no hook to catch it: it is out of the refspec's reach
+    git(alice, "push", "-q")
+    assert _memory_on(origin) == {"refs/memory/wip"}
+    assert "abandoned spike" in {m.text for m in Store.open(str(alice), aside).memories().values()}
+    gitmem(alice, "prune", "--yes", "--force")
+    assert git(alice, "for-each-ref", "refs/memory-aside/") == ""
+
+
+def test_a_plain_push_of_memory_an_earlier_gitmem_set_aside_is_refused_once_and_it_is_moved_apart(alice, origin):
+    """No gitmem command ran since the upgrade: the pre-push hook cannot leave that ref out of git's push, so it
+    refuses the push, moves it, and the same push again sends the rest."""
+    gitmem(alice, "remote", "setup")
+    aside = _set_aside_here(alice)
+    _as_an_earlier_gitmem_kept_it(alice, aside)
+
+    refused = subprocess.run(["git", "push"], cwd=alice, capture_output=True, text=True)
+
+    assert refused.returncode != 0 and f"refs/memory/{aside}: memory set aside here" in refused.stderr
+    assert _memory_on(origin) == set()
+    git(alice, "push", "-q")
+    assert _memory_on(origin) == {"refs/memory/wip"}
+    assert "abandoned spike" in {m.text for m in Store.open(str(alice), aside).memories().values()}
+
+
 def test_doctor_reports_memory_on_the_remote_but_not_here(alice, bob):
     gitmem(alice, "add", "fact", "only on the remote")
     gitmem(alice, "push")

@@ -222,8 +222,9 @@ def remote_setup(ctx, remote, undo, as_json) -> None:
     """Make plain `git fetch` / `git push` carry memory, and say exactly what changed.
 
     Adds to REMOTE (default origin) a fetch refspec into refs/memory-remotes/
-    and a push refspec for refs/memory/*; and, when the remote had no push
-    refspec, `HEAD`, because git ignores push.default once one exists.
+    and a push refspec for refs/memory/* (memory set aside here is kept on
+    refs/memory-aside/, which it does not send); and, when the remote had no
+    push refspec, `HEAD`, because git ignores push.default once one exists.
     `--undo` removes exactly those values.
 
     A plain `git push` scans memory for secrets only through the pre-push hook: without it, setup warns.
