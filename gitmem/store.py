@@ -956,11 +956,13 @@ def _content(m: Memory) -> Tuple[Any, ...]:
 
 
 def _signature(author: Author) -> pygit2.Signature:
-    """The git author of a memory commit: its name and email redacted like any stored field."""
+    """The git author of a memory commit: its name and email redacted like any stored field. An author
+    without an email is refused, as `git commit --author` and the CLI's --author refuse one: the commit is
+    never signed with a made-up address, nor with the configured user's address under another's name."""
     from .redact import redact
 
-    name, email = redact(author.name)[0], redact(author.email or "")[0]
-    return pygit2.Signature(name, email or "unknown@localhost")  # git needs an email
+    model.check_email(author.email, "author.email")
+    return pygit2.Signature(redact(author.name)[0], redact(author.email)[0])
 
 
 def _subtrees(tree: pygit2.Object) -> Iterator[pygit2.Object]:

@@ -310,6 +310,7 @@ def test_a_branch_typo_is_an_error_that_suggests_the_name_and_creates_no_ref(run
 @pytest.mark.parametrize("args, message", [
     (["fact", "add", "x", "--author", "bob"], 'use "Name <email>"'),
     (["fact", "add", "x", "--author", "bob <not-an-email>"], "invalid --author: 'not-an-email' is not an email"),
+    (["fact", "add", "x", "--author", "bob <>"], "invalid --author: '' is not an email"),
     (["fact", "add", "x", "--source", "bad source!"], "invalid --source: 'bad source!': one short word"),
     (["fact", "add", "x", "--author", "\x1b <a@b.c>"], "invalid --author: '\\x1b' is no name: git trims"),
     (["fact", "add", "x", "--author", ", <a@b.c>"], "invalid --author: ',' is no name: git trims"),

@@ -39,6 +39,18 @@ def test_each_write_is_one_commit_with_author_and_trailers(store, repo):
     assert len(git(repo, "log", "--format=%H", "--grep=Memory-Op: edit", "refs/memory/main").split()) == 1
 
 
+@pytest.mark.parametrize("author", [Author("x"), Author("x", ""), Author("x", "not-an-email")])
+def test_an_author_without_an_email_is_refused_not_signed_with_a_made_up_one(store, repo, author):
+    """As `git commit --author x` and `gitmem add --author x` refuse: neither x <> in the memory nor
+    x <unknown@localhost> on the commit, and nothing written."""
+    with pytest.raises(InvalidMemory, match=r"invalid author.email: '.*' is not an email address"):
+        store.add("fact", "who wrote this?", author=author)
+    w = store.add("fact", "signed", author=Author("x", "x@example.com"))
+    with pytest.raises(InvalidMemory, match="author.email"):
+        store.edit(w.memory.id, text="signed again", author=author)
+    assert git(repo, "log", "--format=%an <%ae>", "refs/memory/main").splitlines() == ["x <x@example.com>"]
+
+
 @pytest.mark.skipif(os.name != "posix", reason="file modes")
 @pytest.mark.parametrize("shared, readable", [("group", 0o040), ("all", 0o044), ("0640", 0o040)])
 def test_a_shared_repositorys_memory_is_readable_by_the_group_whatever_the_umask(tmp_path, shared, readable):
