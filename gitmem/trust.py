@@ -12,7 +12,9 @@ fetched memory tip may land on ``refs/memory-remotes/`` (and so be merged),
   layout gitmem writes (:func:`history_problem`): only ``<type>/<x>/<y>/<id>.yaml``
   and ``conflicts/<id>.yaml`` blobs, no symlinks, no submodules, no other files;
   each blob within its size limit and free of YAML anchors and aliases; each
-  conflict file a real conflict naming only memory fields.
+  conflict file a real conflict naming only memory fields; and no root commit with
+  an empty tree (gitmem's first write holds a memory; code whose history is all
+  ``git commit --allow-empty`` has the layout of an empty memory, and would be merged in).
 
 What a fast-forward or a first pull takes as it is is scanned for secrets here too (:func:`secret_blobs`,
 used by :func:`gitmem.merge.redacted_onto`), as what a push sends is.
@@ -220,6 +222,10 @@ def refused_commit(repo: pygit2.Repository, tip: str, known: Iterable[str] = ())
         with objects_read_once():  # each object is read once
             for commit in walker:
                 parents = [p.tree for p in commit.parents]
+                if not parents and not len(commit.tree):  # the tree problem below finds nothing in an empty tree
+                    return str(commit.id), (f"commit {str(commit.id)[:10]}: a root commit with an empty tree is "
+                                            "no memory (a history starts with a write): a code commit? name a "
+                                            "memory ref, refs/memory/<branch>")
                 why = _tree_problem(repo, commit.tree, parents, (), seen)
                 if why:
                     return str(commit.id), printable(f"commit {str(commit.id)[:10]}: {why}")

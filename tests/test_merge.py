@@ -6,10 +6,10 @@ import pytest
 
 from gitmem import Store
 from gitmem.merge import list_conflicts, merge_into, resolve
-from gitmem.errors import GitmemError, InvalidMemory
+from gitmem.errors import GitmemError, InvalidMemory, Untrusted
 from gitmem.model import Author
 
-from conftest import DAMAGES, damage_ref, git, gitmem
+from conftest import DAMAGES, damage_ref, git, gitmem, make_repo
 
 ALICE = Author("Alice", "alice@example.com", "human")
 
@@ -39,6 +39,31 @@ def test_merging_into_a_damaged_memory_ref_names_it_and_moves_nothing(repo, dama
     assert r.returncode == 1 and "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert "refs/memory/main is damaged" in r.stderr and "`gitmem --branch main doctor`" in r.stderr
     assert (repo / ".git" / "refs" / "memory" / "main").read_text() == before
+
+
+def test_merging_a_code_branch_whose_commits_are_all_empty_is_refused_not_merged_as_memory(tmp_path):
+    """merge_into(store, "feature") resolves "feature" as git does, to the code commit. A code history of
+    `git commit --allow-empty` commits has the layout of an empty memory, so it passed the trust gate and was
+    merged: "merge", nothing added (feature's memory stayed off main), and the code's commits joined
+    refs/memory/main's history, shown by `gitmem log` and pushed with it. The gate refuses it now."""
+    repo = make_repo(tmp_path / "empty-code", commit=False)
+    git(repo, "commit", "-q", "--allow-empty", "-m", "code: start")
+    git(repo, "branch", "feature")
+    main, feature = Store.open(str(repo), "main"), Store.open(str(repo), "feature")
+    main.add("fact", "main fact", author=ALICE)
+    f = feature.add("fact", "feature fact", author=ALICE)
+    before = main.own_tip()
+    code = git(repo, "rev-parse", "feature").strip()
+
+    for theirs in ("feature", "HEAD", code):
+        with pytest.raises(Untrusted, match="a root commit with an empty tree is no memory"):
+            merge_into(main, theirs)
+    r = gitmem(repo, "merge", "HEAD", check=False)
+    assert r.returncode == 1 and "a code commit? name a memory ref" in r.stderr and r.stderr.count("\n") == 1
+    assert main.own_tip() == before
+    assert code not in git(repo, "rev-list", "refs/memory/main").split()
+
+    assert merge_into(main, "refs/memory/feature").added == [f.memory.id]  # the memory ref merges as ever
 
 
 def test_merge_into_fast_forwards_when_ours_did_not_move(repo):
