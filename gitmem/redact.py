@@ -155,7 +155,8 @@ _NAMING_WORD_PATTERN = r"key|token|secret|passw|passphrase|pwd|auth|credential"
 _PLACEHOLDER_WORD_PATTERN = r"your|example|placeholder|change.?me|replace.?me|dummy|redacted|xxxx|\*\*\*"
 # Values that say something about a password rather than being one (``password: none``, ``SECRET=true``).
 _NOT_PASSWORDS = frozenset({"none", "null", "nil", "undefined", "true", "false", "yes", "no", "on", "off", "empty",
-                            "unset", "required", "optional", "hidden", "masked", "prompt", "string", "bytes", "todo"})
+                            "unset", "required", "optional", "hidden", "masked", "prompt", "string", "bytes", "todo",
+                            "enabled", "disabled", "boolean", "number", "integer", "object", "unknown"})
 _NUMBER_PATTERN = r"[\d\s.,:/+_-]+"  # a count, a date, a time, a version
 _SEPARATORS = set("-_./:")
 # One character of a value: quoted (group ``q``), anything but a blank or a quote; unquoted, also not a
@@ -426,15 +427,19 @@ RULES: Tuple[Rule, ...] = (
                          "X25519PrivateKey = rust_openssl.hpke.X25519PrivateKey",
                          '{"Proxy-Authorization": "Basic <username>:<password>"}')),
     # After generic-api-key, which names what both find. A lowercase name (``password``, ``dbPassword``)
-    # is also code's: its value needs a digit or a symbol, since a bare word there is a variable, a
-    # type or prose (``password = new_password``, ``password: str``, ``password: see the vault``). An
-    # UPPER_CASE name is an environment variable's, and a name after ``;``, ``?``, ``&`` or ``--`` sits
-    # in a connection string, a query or a command line: any value of theirs is a literal.
+    # is also code's: its unquoted value needs a digit or a symbol, since a bare word there is a variable,
+    # a type or prose (``password = new_password``, ``password: str``, ``password: see the vault``), unless
+    # the name is a YAML key (at a line's start, then a colon) and the word all the rest of the line:
+    # ``password: correcthorse``. An UPPER_CASE name is an environment variable's, a name after ``;``,
+    # ``?``, ``&`` or ``--`` sits in a connection string, a query or a command line, and a quoted value is a
+    # string literal: any value of theirs is a literal.
     _rule("generic-password", "Any literal value assigned to a name ending in password/passwd/pwd/passphrase/secret",
+          r"(?:(?:^|(?<=\n))[ \t]*(?:-[ \t]+)?(?P<key>(?=[\"']?[\w.-]+[\"']?:(?![:=])))[\"']?)?"
           r"(?<![\w.-])(?:(?P<literal>)(?:(?<=[;?&])|(?=--)|(?-i:(?=[A-Z0-9_.-]+[\"']?[ \t]*[=:]))))?"
           r"[\w.-]{0,60}?(?:passw(?:or)?d|pass[_.-]?phrase|pwd|(?<=[_.-])pass|secret)"
           r"[\"']?[ \t]*(?:=(?!=)|:=|=>|:(?!:))[ \t]*(?P<q>[\"'`])?"
-          r"(?(literal)|(?=" + _VALUE_CHAR + r"*?(?![a-z_.-])" + _VALUE_CHAR + r"))"
+          r"(?(literal)|(?(q)|(?:(?=" + _VALUE_CHAR + r"*?(?![a-z_.-])" + _VALUE_CHAR + r")"
+          r"|(?(key)(?=(?-i:[a-z]+)[ \t]*(?:#[^\n]*)?(?:\r?\n|$))|(?!)))))"
           r"(?P<secret>" + _VALUE_CHAR + r"{6,})"
           r"(?(q)(?P=q)|(?=[\s\"'`;,&)\]}>]|\\[nrt]|$))",
           ("pass", "pwd", "secret"), flags=re.IGNORECASE, validate=_assigned_password, one_line=True,
@@ -445,7 +450,9 @@ RULES: Tuple[Rule, ...] = (
                         "  - POSTGRES_PASSWORD=postgres", "APP_SECRET=swordfish", "webhook_secret: trout1trout1",
                         "Server=db;User Id=app;Password=correcthorse;", "mysql --password=correcthorse app",
                         "'password' => 'hunter2hunter2',", "set `DB_PASS=hunter2hunter2` in .env",
-                        "password := \"hunter2hunter2\""),
+                        "password := \"hunter2hunter2\"", "password: correcthorse", "  - db_password: correcthorse\n",
+                        "password: correcthorse  # the staging one", 'password = "postgres"', "password: 'postgres'",
+                        'DB_PASSWORD="postgres"', 'connect(password="correcthorse")'),
           false_samples=lambda: ("DB_PASSWORD=${DB_PASS}", "password: <password>", "DB_PASSWORD=changeme",
                          "password: '****'", "PASSWORD=xxxxxxxx", "DB_PASSWORD=your-password-here",
                          "password: str", "password = get_password()", "connect(password=password)",
@@ -457,7 +464,11 @@ RULES: Tuple[Rule, ...] = (
                          "if password == 'hunter2hunter2':", "second pass: x86_64 build", "bypass=1234567",
                          '"forgot_password": "Forgot password?"', "password: '%(password)s'",
                          "password: {{ vault_db_password }}", "DB_PASSWORD=REPLACE_ME", "password: ab12****",
-                         "DB_PASSWORD=postgres://app:${PW}@db/app", "password: [REDACTED:generic-api-key]")),
+                         "DB_PASSWORD=postgres://app:${PW}@db/app", "password: [REDACTED:generic-api-key]",
+                         "the password is stored in vault", "Changed the admin password: yesterday",
+                         "password: enabled", "  password: boolean", 'password: "${DB_PASSWORD}"',
+                         "password = userinput", "password: new_password", 'password = "password"',
+                         "password: Optional", "password: correcthorse;")),
 )
 
 

@@ -200,6 +200,8 @@ def test_low_entropy_and_digit_free_names_are_not_generic_secrets():
 @pytest.mark.parametrize("line,kept", [
     ("DB_PASSWORD=hunter2hunter2", "DB_PASSWORD="), ('DB_PASSWORD="hunter2hunter2"', 'DB_PASSWORD="'),
     ("password: hunter2hunter2", "password: "), ("PGPASSWORD=correcthorsebattery", "PGPASSWORD="),
+    ("password: correcthorse", "password: "), ("  db_password: correcthorse  # staging\n", "  db_password: "),
+    ('password = "correcthorse"', 'password = "'), ("password: 'correcthorse'", "password: '"),
 ])
 def test_a_password_name_makes_a_low_entropy_value_a_secret(line, kept):
     """A `.env` line an agent hook recorded must not reach `gitmem push` because its password is a word."""
@@ -212,7 +214,8 @@ def test_a_password_name_makes_a_low_entropy_value_a_secret(line, kept):
     'pwd = os.environ["PWD"]', "PASSWORD_MIN_LENGTH=8", "password_hash = bcrypt(password)", "DB_PASS=${DB_PASS}",
     "password: <password>", "DB_PASSWORD=changeme", "password: '****'", "password: xxx", "DB_PASSWORD=your-password-here",
     "the password: must be rotated monthly", "password: see the vault", "password_required: true",
-    "PASSWORD_EXPIRY_DAYS=90",
+    "PASSWORD_EXPIRY_DAYS=90", "the password is stored in vault", "Changed the admin password: yesterday",
+    "password: enabled", 'password: "${DB_PASSWORD}"', "password = userinput", "password: Optional",
 ])
 def test_code_templates_prose_and_settings_next_to_a_password_name_are_kept(line):
     assert redact(line) == (line, [])
