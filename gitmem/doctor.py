@@ -16,7 +16,7 @@ from .errors import GitmemError, InvalidMemory, StorageError
 from . import model
 from .model import Author, Memory
 from .refs import lock_file
-from .repo import (below_parents, blob_at, current_branch, default_author, entries_by_name,
+from .repo import (below_parents, blob_at, current_branch, default_author, doctor_command, entries_by_name,
                    objects_read_once)
 from .model import CONFLICTS_DIR, Problem, parse_memory
 from .store import Store
@@ -79,8 +79,8 @@ def doctor(store: Store, full: bool = False) -> List[Problem]:
     found = damage(store.repo, tip, known)
     if found:
         good = last_good_tip(store)
-        other = "" if current_branch(store.repo)[0] == store.branch else f" --branch {store.branch}"
-        offer = (f"; last intact tip in the reflog is {good[:10]}: run `gitmem{other} doctor --recover` to move "
+        command = doctor_command(store.ref, checked_out=current_branch(store.repo)[0])
+        offer = (f"; last intact tip in the reflog is {good[:10]}: run `{command} --recover` to move "
                  "the ref back to it (intact later memories are kept)" if good else
                  "; no intact earlier tip in the reflog")
         problems.append(Problem("error", store.ref, f"history is damaged: {found}{offer}"))

@@ -380,12 +380,13 @@ def damaged(ref: str, oid: Optional[str], e: Exception) -> StorageError:
                         f"run `{doctor_command(ref)}`")
 
 
-def doctor_command(ref: str) -> str:
+def doctor_command(ref: str, checked_out: Optional[str] = None) -> str:
     """The doctor that checks and repairs memory ref ``ref``, whichever branch is checked out (a bare
-    `gitmem doctor` checks HEAD's branch's memory, and says it is fine when another branch's is damaged)."""
+    `gitmem doctor` checks HEAD's branch's memory, and says it is fine when another branch's is damaged).
+    ``checked_out``: the branch HEAD is on, when the command is for a person in this checkout (doctor's
+    own hint): for that branch's memory it is plain `gitmem doctor`."""
     import shlex
 
-    for prefix in (REF_PREFIX, ASIDE_PREFIX):
-        if ref.startswith(prefix):
-            return f"gitmem --branch {shlex.quote(ref[len(prefix):])} doctor"
-    return "gitmem doctor"
+    branch = next((ref[len(p):] for p in (REF_PREFIX, ASIDE_PREFIX) if ref.startswith(p)), None)
+    return "gitmem doctor" if branch is None or branch == checked_out else \
+        f"gitmem --branch {shlex.quote(branch)} doctor"

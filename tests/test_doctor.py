@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from conftest import damage_ref, git, gitmem
 from gitmem import Author, Store
 from gitmem.doctor import doctor
@@ -156,16 +158,18 @@ def test_a_ref_moved_onto_an_annotated_tag_is_an_error_that_recover_repairs(repo
     assert [m["id"] for m in listed] == [first, added]
 
 
-def test_recover_named_for_another_branch_names_that_branch(repo):
-    # `gitmem --branch feature doctor` said to run `gitmem doctor --recover`, which checks HEAD's branch
-    git(repo, "branch", "feature")
-    gitmem(repo, "--branch", "feature", "fact", "add", "kept")
-    git(repo, "tag", "-a", "-m", "a tag", "memtag", "refs/memory/feature")
-    git(repo, "update-ref", "refs/memory/feature", git(repo, "rev-parse", "memtag").strip())
-    [problem] = json.loads(gitmem(repo, "--branch", "feature", "doctor", "--json", check=False).stdout)["problems"]
-    assert "run `gitmem --branch feature doctor --recover`" in problem["message"]
-    gitmem(repo, "--branch", "feature", "doctor", "--recover")
-    assert git(repo, "cat-file", "-t", "refs/memory/feature").strip() == "commit"
+@pytest.mark.parametrize("branch, named", [("feature", "feature"), ("fix&co", "'fix&co'")])
+def test_recover_named_for_another_branch_names_that_branch(repo, branch, named):
+    # `gitmem --branch feature doctor` said to run `gitmem doctor --recover`, which checks HEAD's branch;
+    # a name the shell reads otherwise (`&` ran `gitmem --branch fix` in the background) is quoted
+    git(repo, "branch", branch)
+    gitmem(repo, "--branch", branch, "fact", "add", "kept")
+    git(repo, "tag", "-a", "-m", "a tag", "memtag", f"refs/memory/{branch}")
+    git(repo, "update-ref", f"refs/memory/{branch}", git(repo, "rev-parse", "memtag").strip())
+    [problem] = json.loads(gitmem(repo, "--branch", branch, "doctor", "--json", check=False).stdout)["problems"]
+    assert f"run `gitmem --branch {named} doctor --recover`" in problem["message"]
+    gitmem(repo, "--branch", branch, "doctor", "--recover")
+    assert git(repo, "cat-file", "-t", f"refs/memory/{branch}").strip() == "commit"
 
 
 def test_a_read_that_meets_another_branchs_damaged_memory_names_the_doctor_that_sees_it(repo):
