@@ -16,7 +16,8 @@ them all (seconds at 100,000). Here the same ranking is answered by SQLite from 
 SQLite first orders the candidates by the score their postings bound (a posting carries its memory's
 length, type, status and time; a term, the most times one memory holds it); the postings of one or two
 words in most memories are read best first instead (``postings_impact``), so such a query costs what reaches
-the cut, not how many memories hold its words. Only the memories whose bound reaches the cut are scored
+the cut, not how many memories hold its words (among exact ties, memories written together, it reads only those
+newer than the cut, as the newer id wins a tie). Only the memories whose bound reaches the cut are scored
 in full, by :func:`~gitmem.search.rank`'s own functions on their rows (their words' counts, length, type,
 time; a file memory's staleness), in its order, so to the same floats. So the answer is
 :func:`~gitmem.search.rank`'s, score for score (``tests/test_postings.py`` compares them after random
@@ -32,6 +33,7 @@ import sqlite3
 import time
 from collections import Counter, deque
 from datetime import datetime, timezone
+from itertools import product
 from typing import (
     TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar,
 )
@@ -630,7 +632,14 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
     found: Dict[int, _Scored] = {}
     current: Dict[str, Optional[str]] = {}  # the blob each file memory's file has now, by path
     floor = 1.0  # what a memory that only shares a path scores from: half the weakest word match
-    factors: Dict[Tuple[str, Optional[float], bool], float] = {}  # :func:`gitmem.search.weight` of each seen
+    factors: Dict[Tuple[str, Optional[float], bool], float] = {}
+
+    def factor_of(kind: str, when: Optional[float], stale: bool) -> float:
+        """:func:`gitmem.search.weight` of a memory of type ``kind`` written at ``when``: kept, as many memories share
+        a type and a time (written together)."""
+        if (kind, when, stale) not in factors:
+            factors[kind, when, stale] = weight(kind, when, boosts, now, stale)
+        return factors[kind, when, stale]
 
     def consider(rows: Sequence[_Row]) -> None:
         rows = [r for r in rows if r[0] not in found and r[2] not in exclude]
@@ -646,11 +655,9 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
                 if not isinstance(m, Memory):
                     continue
                 stale = is_stale(m, current)
-            if (kind, when, stale) not in factors:  # many memories share a type and a time (written together)
-                factors[kind, when, stale] = weight(kind, when, boosts, now, stale)
             # rank's operations in rank's order: the words' sum, times the path's factor, times the memory's.
             score = (path_only_score(overlap[doc], floor) if base is None  # it shares a path, no word
-                     else base * path_factor(overlap[doc]) if doc in overlap else base) * factors[kind, when, stale]
+                     else base * path_factor(overlap[doc]) if doc in overlap else base) * factor_of(kind, when, stale)
             found[doc] = _Scored(doc, blob, mid, kind, score, stale)
             key = (score, mid, doc)  # ties: the newer id first, as rank does (str order is code point order)
             if len(best) < limit:
@@ -783,6 +790,39 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
             assert run.head is not None
             return max(share(run, *run.head), share(run, run.head[0] + 1, now.timestamp()))
 
+        def most(run: _Run) -> float:
+            """The most a memory at ``run``'s head (its length and time) not seen yet can score, to the bit: rank's
+            operations on each count it may hold of the other words ``within`` (none, or that of a run of its type
+            whose head is not past it: an unseen memory is at or past the head of each run of its words; one with
+            a rarer word of the query was out before these were read), as a file memory that is not stale."""
+            assert run.head is not None
+            tid, type_no, tf = run.key
+            others = [t for t in within if t != tid]
+            counts = [[0, *(r.key[2] for r in runs if r.key[:2] == (t, type_no) and r.at_or_before(run.head))]
+                      for t in others]
+            length, when = run.head
+            bases = [_base({tid: tf, **dict(zip(others, held))}, length) for held in product(*counts)]
+            return max(b for b in bases if b is not None) * factor_of(TYPES[type_no], when, False)
+
+        def newer(run: _Run, most_here: float) -> int:
+            """Score in full the unseen memories at ``run``'s head, which score at most ``most_here``, whose ids are
+            above the cut's, newest first, until one could no longer beat the cut (a tie goes to the newer id, and
+            each one scored lifts the cut); how many were read."""
+            tid, type_no, tf = run.key
+            assert run.head is not None
+            cursor = db.execute(
+                "SELECT m.doc, m.id FROM members m CROSS JOIN postings p ON p.tid=? AND p.doc=m.doc WHERE m.view=? "
+                "AND m.active=1 AND m.type=? AND m.id>? AND p.type_no=? AND p.tf=? AND p.length=? AND p.epoch IS ? "
+                "ORDER BY m.id DESC", (tid, view, TYPES[type_no], best[0][1], type_no, tf, *run.head))
+            read = 0
+            while (row := cursor.fetchone()) is not None and (most_here, row[1]) > best[0][:2]:
+                read += 1
+                if row[0] not in looked:
+                    looked.add(row[0])
+                    score_in_full([row[0]])
+            cursor.close()
+            return read
+
         for run in runs:
             run.bound = bound(run)
         while runs:
@@ -795,21 +835,28 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
             if budget <= 0:
                 return False
             run = max(runs, key=lambda r: r.bound)
-            rows = run.take(run.step if full else limit - len(best))  # no more than could make the cut yet
-            if full:
-                run.step = min(2 * run.step, 256)
-            # A memory scores at most its share here plus the other words' best bounds (its postings of
-            # them are not read yet, or it was scored): below the cut, it never makes it, as the cut only rises.
-            cut = best[0][0] if full else float("-inf")
-            others = sum(top.values()) - top[run.key[0]]
-            new = []
-            for length, when, doc in rows:
-                if doc not in looked:
-                    looked.add(doc)
-                    if (share(run, length, when) + others) * (1 + 1e-9) >= cut:
-                        new.append(doc)
-            score_in_full(new)
-            budget -= len(rows) + SCORED * len(new)
+            if full and lift == 1.0 and (most_here := most(run)) <= best[0][0]:
+                # Ties (memories written together, alike), or worse: of the memories at the head only one tied
+                # with the cut and newer can beat it, and those are few; the rest are passed unread. Else among
+                # ties no bound would ever fall below the cut, and every memory would be scored.
+                budget -= SCORED * (newer(run, most_here) if most_here == best[0][0] else 0)
+                run.skip()
+            else:
+                rows = run.take(run.step if full else limit - len(best))  # no more than could make the cut yet
+                if full:
+                    run.step = min(2 * run.step, 256)
+                # A memory scores at most its share here plus the other words' best bounds (its postings of
+                # them are not read yet, or it was scored): below the cut, it never makes it, as the cut only rises.
+                cut = best[0][0] if full else float("-inf")
+                others = sum(top.values()) - top[run.key[0]]
+                new = []
+                for length, when, doc in rows:
+                    if doc not in looked:
+                        looked.add(doc)
+                        if (share(run, length, when) + others) * (1 + 1e-9) >= cut:
+                            new.append(doc)
+                score_in_full(new)
+                budget -= len(rows) + SCORED * len(new)
             if run.head is None:
                 runs.remove(run)
             else:
@@ -844,8 +891,14 @@ class _Run:
 
     FIRST = ("SELECT tf, length, epoch FROM postings WHERE tid=? AND active=1 AND type_no=? AND tf>? "
              "ORDER BY tf, length, epoch DESC LIMIT 1")  # the next count a word has in memories of a type
-    NEXT = "SELECT length, epoch, doc FROM postings WHERE tid=? AND active=1 AND type_no=? AND tf=? " \
-        "ORDER BY length, epoch DESC"
+    ROWS = "SELECT length, epoch, doc FROM postings INDEXED BY postings_impact WHERE tid=? AND active=1 AND " \
+        "type_no=? AND tf=?"
+    NEXT = f"{ROWS} ORDER BY length, epoch DESC"
+    #: Past one length and time, in the run's order: written before at that length, then at no known time (last),
+    #: then longer; each a range of the index (one condition with OR read every posting at that length and time).
+    PAST = f"{ROWS} AND length=? AND epoch<? UNION ALL {ROWS} AND length=? AND epoch IS NULL UNION ALL {ROWS} " \
+        "AND length>? ORDER BY length, epoch DESC"
+    LONGER = f"{ROWS} AND length>? ORDER BY length, epoch DESC"
 
     def __init__(self, db: sqlite3.Connection, tid: int, type_no: int, tf: int, head: Tuple[int, Optional[float]]):
         self.db, self.key = db, (tid, type_no, tf)
@@ -863,6 +916,22 @@ class _Run:
             rows.append(self.rows.popleft())
         self.head = self.rows[0][:2] if self.rows or self._more(k) else None
         return rows
+
+    def skip(self) -> None:
+        """Move ``head`` past every posting at its length and time, unread."""
+        assert self.head is not None
+        length, when = self.head
+        self.rows.clear()
+        self.cursor = self.db.execute(self.LONGER, (*self.key, length)) if when is None else \
+            self.db.execute(self.PAST, (*self.key, length, when, *self.key, length, *self.key, length))
+        self.head = self.rows[0][:2] if self._more(FETCH) else None
+
+    def at_or_before(self, place: Tuple[int, Optional[float]]) -> bool:
+        """Whether ``head`` is not past ``place`` (a length and time) in the run's order."""
+        def order(at: Tuple[int, Optional[float]]) -> Tuple[int, bool, float]:
+            return at[0], at[1] is None, -(at[1] or 0.0)
+
+        return self.head is not None and order(self.head) <= order(place)
 
     def _more(self, k: int) -> bool:
         assert self.cursor is not None

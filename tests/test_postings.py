@@ -289,6 +289,42 @@ def test_a_query_of_only_common_words_scores_in_full_only_what_reaches_the_cut(r
     _same_answers(store, queries=("service logs", "logs", "filler0 service"), limits=(1, 3, 50))
 
 
+def _written_together(store: Store, n: int) -> None:
+    """``n`` memories of four types written in one commit at one time (an import), alike but for their numbers:
+    each holds "service" and "retries" once in as many words (every 37th "service" twice, a word longer), so
+    those of a type tie on score and only their ids tell them apart."""
+    who = Author("Seed", "seed@example.com", "human")
+    updates = {}
+    for i in range(n):
+        twice = " (a service)" if i % 37 == 0 else ""
+        m = Memory(id=new_id(1_760_000_000_000 + i), type=("decision", "fact", "convention", "file")[i % 4],
+                   author=who, source="test", created="2026-11-01T00:00:00Z", blob="0" * 40 if i % 4 == 3 else None,
+                   text=f"Memory {i}: the service {i % 97} uses queue {i % 13} for retries{twice}",
+                   tags=(f"t{i % 7}",), paths=(f"src/mod{i % 50}.py",))
+        updates[memory_path(m)] = dump_yaml(m)
+    store.move_ref(None, store.commit_tree(updates, "import", who, base=None), "import")
+
+
+def test_memories_written_together_rank_as_the_loaded_memories_ties_told_apart_by_id(repo, store):
+    _written_together(store, 300)
+    _same_answers(store, queries=("retries service", "service", "service queue retries", "retries service 42"),
+                  limits=(1, 3, 10, 50))
+
+
+def test_a_common_query_over_memories_written_together_scores_in_full_only_the_ties_it_keeps(repo, store):
+    """Among exact ties no memory's bound falls below the cut, so the threshold alone never stops: only the
+    newest of the tied memories are scored in full (the tie goes to the newer id), not every memory."""
+    _written_together(store, 300)
+    statements = []
+    postings.rank(store, "x", 1)  # the view is built
+    store.warm.index._conn().set_trace_callback(statements.append)
+    hits = postings.rank(store, "retries service", 10, now=NOW)
+    loaded = [m for _, m in sorted(store.memories().items())]
+    assert hits == rank(loaded, "retries service", 10, now=NOW, blobs=store.current_blobs(loaded))
+    assert _scored_in_full(statements) < 3 * 10  # of 300: the first ten read, then those newer than the cut
+    assert not [s for s in statements if "ORDER BY most" in s]  # no memory's bound computed in SQL
+
+
 def test_a_type_gitmem_does_not_know_boosts_nothing_and_the_index_still_answers(repo, store):
     for i in range(6):
         store.add("fact", f"the cache {i} expires hourly")
