@@ -774,11 +774,11 @@ class Store:
         return self.commit(apply, op="retract", author=author, source=source, note=note.get("reason"))
 
     def supersede(self, memory_id: str, text: str, *, author: Optional[Author] = None, source: str = "api",
-                  **fields_: Any) -> Write:
+                  seen: Optional[str] = None, **fields_: Any) -> Write:
         """Replace a memory with a new one in a single commit: the old one is marked
         superseded (and points at its successor); the new one says what it supersedes. The successor is
         anchored as :meth:`add` anchors one: a file memory's to its file's current blob, a checkpoint's to HEAD,
-        with the next step its text gives."""
+        with the next step its text gives. ``seen``: as :meth:`retract`'s (a form prefilled from the memory)."""
         author = author or default_author(self.repo)
         new_fields = {"text": text, "title": fields_.pop("title", None), "reason": fields_.pop("reason", None),
                       "next": fields_.pop("next", None)}
@@ -789,9 +789,12 @@ class Store:
             path, old = snap.find(memory_id)
             if old.status != "active":
                 raise GitmemError(f"{old.id} is already {old.status}")
+            if seen is not None and model.version(old) != seen:
+                raise Changed(f"{old.id} changed since you opened it: read this version, then supersede it again")
             keep = {k: getattr(old, k) for k in ("title", "reason", "tags", "paths")}
             keep.update({k: v for k, v in new_fields.items() if v is not None or k == "text"})
-            keep.update({k: tuple(v) for k, v in fields_.items() if k in ("tags", "paths")})
+            keep.update({k: tuple(dict.fromkeys(v)) for k, v in fields_.items()  # None keeps them; no repeats, as add
+                         if k in ("tags", "paths") and v is not None})
             if old.type == "file" and keep["paths"]:
                 keep["blob"] = self.current_blob(model.check_path(keep["paths"][0]))
             if old.type == "checkpoint":

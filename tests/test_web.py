@@ -532,6 +532,88 @@ def test_a_retract_form_opened_before_someone_else_edited_the_memory_is_refused_
     assert r.status_code == 303 and Store.open(str(repo)).get(w.memory.id).status == "retracted"
 
 
+def supersede_fields(page_html: str) -> dict:
+    """The supersede form on a memory's page as a browser sends it unchanged: hidden fields and prefilled values."""
+    form = re.search(r'<form method="post" action="/supersede".*?</form>', page_html, re.S).group(0)
+    fields = dict(re.findall(r'<input (?:type="hidden" )?name="([a-z]+)" value="([^"]*)"', form))
+    fields["text"] = re.search(r"<textarea name=\"text\"[^>]*>(.*?)</textarea>", form, re.S).group(1)
+    return {k: html.unescape(v) for k, v in fields.items()}
+
+
+def test_supersede_through_the_form_replaces_the_memory_and_links_both_ways(repo, store, web):
+    """The form holds the memory as it is (a path with a space kept whole, not split in two); the new memory's
+    page says what it replaced, the old one's what replaced it, and the write is the person's, via web-ui."""
+    old = store.add("decision", "Deploy <on> Fridays", title="Deploys", reason="the team is in",
+                    tags=["ops", "deploy"], paths=["docs/Release Notes.md", "ops"], source="cli").memory
+    page = web.get(f"/memory/{old.id}").text
+    fields = supersede_fields(page)
+    assert {k: fields[k] for k in ("id", "title", "text", "reason", "tags", "paths")} == {
+        "id": old.id, "title": "Deploys", "text": "Deploy <on> Fridays", "reason": "the team is in",
+        "tags": "ops, deploy", "paths": "docs/Release Notes.md, ops"}
+    r = web.post("/supersede", data={**fields, "text": "Never deploy on Fridays", "tags": "ops, ops, release"})
+    assert r.status_code == 303 and r.headers["location"].startswith("/memory/")
+    new = Store.open(str(repo)).get(r.headers["location"].split("/")[2].split("?")[0])
+    assert (new.text, new.title, new.reason, new.tags, new.paths, new.source, new.supersedes) == (
+        "Never deploy on Fridays", "Deploys", "the team is in", ("ops", "release"),
+        ("docs/Release Notes.md", "ops"), "web-ui", old.id)
+    shown = web.get(r.headers["location"]).text
+    assert f"Superseded {old.id}." in shown
+    assert f'Supersedes: <a href="/memory/{old.id}?branch=main"><code>{old.id}</code></a>' in shown
+    before = web.get(f"/memory/{old.id}").text
+    assert f'Superseded by: <a href="/memory/{new.id}?branch=main"><code>{new.id}</code></a>' in before
+    assert 'action="/supersede"' not in before and 'action="/retract"' not in before
+    log = memory_log(repo)
+    assert log.startswith("Test Human <human@example.com>\nsupersede decision: Deploys")  # its title
+    assert "Memory-Source: web-ui" in log and "Author-Kind: human" in log and f"Supersedes: {old.id}" in log
+
+
+def test_an_invalid_supersede_says_why_in_the_forms_words_keeps_what_was_typed_and_writes_nothing(repo, store, web):
+    from gitmem.model import MAX_TEXT_BYTES
+
+    old = store.add("rejection", "Use MongoDB", reason="we need transactions").memory
+    tip = git(repo, "rev-parse", "refs/memory/main")
+    fields = supersede_fields(web.get(f"/memory/{old.id}").text)
+    r = web.post("/supersede", data={**fields, "title": "T" * 201, "text": "Use <Mongo> 7"})
+    assert r.status_code == 400
+    assert "Not superseded: Title: must be one line of at most 200 characters</p>" in r.text
+    assert "<details class=\"supersede\" open>" in r.text and ">Use &lt;Mongo&gt; 7</textarea>" in r.text
+    r = web.post("/supersede", data={**fields, "text": "é" * (MAX_TEXT_BYTES // 2 + 1)})  # under maxlength
+    assert r.status_code == 400 and f"Not superseded: Text: {MAX_TEXT_BYTES + 2} bytes is over" in r.text
+    r = web.post("/supersede", data={**fields, "paths": "../outside.py"})
+    assert r.status_code == 400 and "Not superseded: Paths: &#x27;../outside.py&#x27; must stay inside" in r.text
+    assert git(repo, "rev-parse", "refs/memory/main") == tip
+    assert Store.open(str(repo)).get(old.id).status == "active"
+
+
+def test_a_memory_that_is_not_active_offers_no_supersede_form_and_a_send_says_why(repo, store, web):
+    m = store.add("fact", "The API is v1").memory
+    fields = supersede_fields(web.get(f"/memory/{m.id}").text)
+    store.retract(m.id, reason="v2 shipped")
+    tip = git(repo, "rev-parse", "refs/memory/main")
+    page = web.get(f"/memory/{m.id}").text
+    assert 'action="/supersede"' not in page and "Supersede" not in page
+    r = web.post("/supersede", data={**fields, "text": "The API is v2"})
+    assert r.status_code == 400 and f"Not superseded: {m.id} is already retracted</p>" in r.text
+    assert git(repo, "rev-parse", "refs/memory/main") == tip
+    r = web.post("/supersede", data={**fields, "id": "", "text": "The API is v2"})
+    assert r.status_code == 400 and "no memory to supersede" in r.text
+    assert web.post("/supersede", data={**fields, "id": "0" * 16}).status_code == 404
+
+
+def test_a_supersede_form_opened_before_someone_else_edited_the_memory_is_refused_and_shows_the_edit(repo, store, web):
+    """The form was filled from the version the page showed: a newer one is shown first, with what was typed
+    kept, never replaced unseen."""
+    m = store.add("fact", "The API is v1").memory
+    fields = supersede_fields(web.get(f"/memory/{m.id}").text)
+    gitmem_process(repo, "edit", m.id, "--text", "The API is v2, and v1 stays up until June")
+    r = web.post("/supersede", data={**fields, "text": "The API is v3"})
+    assert r.status_code == 409 and "changed since" in r.text
+    assert "The API is v2, and v1 stays up until June" in r.text and ">The API is v3</textarea>" in r.text
+    assert Store.open(str(repo)).get(m.id).status == "active"
+    r = web.post("/supersede", data={**supersede_fields(r.text)})
+    assert r.status_code == 303 and Store.open(str(repo)).get(m.id).status == "superseded"
+
+
 # --- branches and conflicts ----------------------------------------------------------------
 
 
@@ -755,6 +837,7 @@ def test_loopback_names_and_a_same_origin_post_are_accepted(repo, base):
 
 
 @pytest.mark.parametrize("action,extra", [("/add", {"type": "fact", "text": "x"}),
+                                          ("/supersede", {"id": "0000000000000000", "text": "x"}),
                                           ("/retract", {"id": "0000000000000000"}),
                                           ("/resolve", {"id": "0000000000000000", "take": "ours"})])
 @pytest.mark.parametrize("token", [None, "", "wrong"])
@@ -771,7 +854,7 @@ def test_every_write_form_carries_the_token(repo, store, web, conflicted):
     token = web.app.state.csrf_token
     pages = [web.get("/memory").text, web.get(f"/memory/{conflicted}").text, web.get("/branches").text]
     forms = [f for page in pages for f in re.findall(r'<form method="post".*?</form>', page, re.S)]
-    assert len(forms) >= 4  # add, retract, keep ours, keep theirs
+    assert len(forms) >= 5  # add, supersede, retract, keep ours, keep theirs
     assert all(f'name="csrf" value="{token}"' in f for f in forms)
 
 

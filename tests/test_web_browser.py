@@ -205,22 +205,92 @@ def test_the_add_form_sent_again_after_going_back_adds_nothing(repo, server):
     assert git(repo, "log", "--format=%s", "refs/memory/main").count("Sent from the browser once") == 1
 
 
-def test_a_form_on_another_site_cannot_write(repo, server, page):
+@pytest.mark.parametrize("action", ["add", "supersede"])
+def test_a_form_on_another_site_cannot_write(repo, store, server, page, action):
     """A page on a foreign origin posting to the UI (cross-site request forgery): the browser sends
     that page's Origin and the form has no token, so the server refuses it and nothing is written."""
     before = git(repo, "rev-parse", "refs/memory/main").strip()
-    evil = (f'<form method="post" action="{server}/add"><input name="type" value="fact">'
-            '<input name="text" value="planted"><input name="csrf" value="guessed">'
+    target = store.list(type="decision")[0].id  # what a supersede would replace
+    evil = (f'<form method="post" action="{server}/{action}"><input name="type" value="fact">'
+            f'<input name="id" value="{target}"><input name="text" value="planted"><input name="csrf" value="guessed">'
             '<button id="go" type="submit">win a prize</button></form>')
     page.route("http://evil.example/**", lambda route: route.fulfill(status=200, content_type="text/html", body=evil))
     page.goto("http://evil.example/")
-    with page.expect_response(server + "/add") as response:
+    with page.expect_response(f"{server}/{action}") as response:
         page.click("#go")
     assert response.value.status == 403
     assert "Origin 'http://evil.example' is not this machine's loopback address" in page.locator("body").inner_text()
     assert git(repo, "rev-parse", "refs/memory/main").strip() == before
     page.wait_for_load_state("load")  # the refusal came from another site's process: let its document settle
-    page.screenshot(path=str(SHOTS / "refused.png"))
+    page.screenshot(path=str(SHOTS / f"refused-{action}.png"))
+
+
+def test_supersede_a_memory_in_the_browser_and_follow_the_links_both_ways(repo, store, server, page):
+    """The memory's page holds a supersede form filled with the memory as it is: changing the text and sending
+    it opens the new memory's page, which links back to the one it replaced, which links forward to it."""
+    old = next(m for m in store.list() if m.text == "Use pygit2 for git access")
+    page.goto(server + f"/memory/{old.id}")
+    form = page.locator("#supersede-form")
+    assert not form.is_visible()  # closed until asked for: the page reads as it did
+    page.locator("details.supersede summary").click()
+    assert form.locator("textarea[name=text]").input_value() == "Use pygit2 for git access"
+    assert form.locator("input[name=reason]").input_value() == "no subprocess per write"
+    assert form.locator("input[name=tags]").input_value() == "git"
+    form.locator("textarea[name=text]").fill("Use pygit2 for git access, and libgit2 1.9 or newer")
+    page.screenshot(path=str(SHOTS / "supersede.png"), full_page=True)
+    with page.expect_navigation():
+        form.locator("button[type=submit]").click()
+    assert page.locator(".flash").inner_text() == f"Superseded {old.id}."
+    card = page.locator("article.memory")
+    assert "Use pygit2 for git access, and libgit2 1.9 or newer" in card.inner_text()
+    assert "no subprocess per write" in card.inner_text() and "#git" in card.inner_text()
+    new_id = card.get_attribute("data-id")
+    assert new_id != old.id and page.locator("#supersede-form").count() == 1  # the new one can be replaced in turn
+    page.screenshot(path=str(SHOTS / "superseded.png"), full_page=True)
+    with page.expect_navigation():
+        page.locator("main p", has_text="Supersedes:").locator("a").click()
+    assert page.url.startswith(server + f"/memory/{old.id}")
+    assert "superseded" in page.locator("article.memory .badge.status").inner_text().lower()
+    assert page.locator("#supersede-form").count() == 0 and page.locator("form.retract").count() == 0
+    with page.expect_navigation():
+        page.locator("main p", has_text="Superseded by:").locator("a").click()
+    assert page.url.startswith(server + f"/memory/{new_id}")
+    log = git(repo, "log", "-1", "--format=%an <%ae>%n%B", "refs/memory/main")
+    assert log.startswith("Test Human <human@example.com>\nsupersede decision: Use pygit2 for git access, and")
+    assert "Memory-Source: web-ui" in log and f"Supersedes: {old.id}" in log
+
+
+def test_an_over_long_supersede_is_refused_in_the_forms_words_and_writes_nothing(repo, store, server, page):
+    """The text box takes 16,384 characters, the server 16,384 bytes: 8,193 é are under the first and over the
+    second, so the browser sends them and the server refuses them, with the text kept to shorten."""
+    from gitmem.model import MAX_TEXT_BYTES
+
+    old = next(m for m in store.list() if m.text == "Use pygit2 for git access")
+    before = git(repo, "rev-parse", "refs/memory/main")
+    page.goto(server + f"/memory/{old.id}")
+    page.locator("details.supersede summary").click()
+    wide = "é" * (MAX_TEXT_BYTES // 2 + 1)
+    page.locator("#supersede-form textarea[name=text]").fill(wide)
+    with page.expect_navigation():
+        page.locator("#supersede-form button[type=submit]").click()
+    assert page.locator("p.error").inner_text() == \
+        f"Not superseded: Text: {MAX_TEXT_BYTES + 2} bytes is over the {MAX_TEXT_BYTES}-byte limit"
+    assert page.locator("#supersede-form").is_visible()  # open again, with what was typed
+    assert page.locator("#supersede-form textarea[name=text]").input_value() == wide
+    assert git(repo, "rev-parse", "refs/memory/main") == before
+    page.screenshot(path=str(SHOTS / "supersede-refused.png"), full_page=True)
+
+
+def test_a_retracted_memory_offers_no_supersede_form(repo, store, server, page):
+    old = next(m for m in store.list() if m.text == "Use pygit2 for git access")
+    page.goto(server + f"/memory/{old.id}")
+    assert page.locator("#supersede-form").count() == 1
+    page.locator("form.retract input[name=reason]").fill("we call git directly now")
+    with page.expect_navigation():
+        page.locator("form.retract button[type=submit]").click()
+    assert page.locator(".flash").inner_text() == f"Retracted {old.id}."
+    assert page.locator("#supersede-form").count() == page.locator("details.supersede").count() == 0
+    assert "Supersede" not in page.locator("main").inner_text().split("YAML")[0]
 
 
 def test_without_a_git_identity_the_pages_still_read_and_a_write_says_what_to_set(repo, store):

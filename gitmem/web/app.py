@@ -4,11 +4,12 @@ Pages (GET, read-only): ``/memory`` (one branch's memory, filters, search),
 ``/memory/<id>`` (YAML, history with diffs, linked code commits), ``/audit``
 (every write across branches, paged), ``/branches`` (each branch against its
 parent, conflicts), ``/cost`` (the last recorded run's bill and chart).
-Writes (POST, form-encoded, CSRF token required): ``/add``, ``/retract``,
-``/resolve``; each is recorded with the person's git identity and source
-``web-ui``, then redirects back (post/redirect/get). The add form carries a
+Writes (POST, form-encoded, CSRF token required): ``/add``, ``/supersede``,
+``/retract``, ``/resolve``; each is recorded with the person's git identity and
+source ``web-ui``, then redirects back (post/redirect/get). The add form carries a
 one-time key, so the same form sent twice (a double click, a page the back
-button restored) adds one memory.
+button restored) adds one memory; the supersede and retract forms carry the
+version they showed, so neither lands on a newer one nobody read.
 
 Security: the server only listens on 127.0.0.1; every request whose Host is not
 a loopback name, or whose Origin (when sent) is not this server's own, is
@@ -55,7 +56,7 @@ LIST_LIMIT = Warm.NEWEST
 #: A search pages through its best this many pages: a page is ranked with every page above it (page 1,000
 #: of 90,000 matches took 5 s at 100,000 memories), and words or a filter find the rest sooner.
 SEARCH_PAGES = 20
-#: The add form's label of each field a memory's check may name (the library's words are the CLI's: --because).
+#: The forms' label of each field a memory's check may name (the library's words are the CLI's: --because).
 LABELS = {"type": "Type", "title": "Title", "text": "Text", "reason": "Reason", "tags": "Tags", "paths": "Paths"}
 HEADERS = [
     (b"content-security-policy", b"default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -160,7 +161,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
 
     def done(params: Mapping[str, str]) -> Optional[str]:
         """The flash line after a redirect; only well-formed ids are echoed back."""
-        for key, verb in (("added", "Added"), ("retracted", "Retracted"), ("resolved", "Resolved the conflict in")):
+        for key, verb in (("added", "Added"), ("superseded", "Superseded"), ("retracted", "Retracted"),
+                          ("resolved", "Resolved the conflict in")):
             value = params.get(key, "")
             if ID_RE.match(value):
                 return f"{verb} {value}."
@@ -229,7 +231,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         return memory_view(request.query_params)
 
     def one_memory_view(branch: Optional[str], memory_id: str, params: Mapping[str, str], *,
-                        error: Optional[str] = None, status: int = 200) -> HTMLResponse:
+                        form: Optional[Mapping[str, str]] = None, error: Optional[str] = None,
+                        status: int = 200) -> HTMLResponse:
         from ..audit import code_commits, versions
         from ..conflicts import pending
         from ..model import dump_yaml
@@ -242,7 +245,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
             repo=repo_label, branch=store.branch, m=m, yaml_text=dump_yaml(m).decode("utf-8"),
             versions=versions(store, m.id), commits=code_commits(store.repo, linked),
             stale=is_stale(m, store.current_blobs([m])), csrf=token, who=signer(store),
-            flash=done(params), error=error, conflict=pending(store).get(m.id))
+            flash=done(params), error=error, conflict=pending(store).get(m.id), form=form)
         return html(body, status)
 
     @page
@@ -377,6 +380,10 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
     def split(value: str) -> List[str]:
         return [p for p in value.replace(",", " ").split() if p]
 
+    def worded(e: GitmemError) -> str:
+        """``e`` naming a field by the form's label (Reason, not --because)."""
+        return e.worded(LABELS[e.field]) if isinstance(e, InvalidMemory) and e.field in LABELS else str(e)
+
     @action
     def add(form: Dict[str, str]) -> Response:
         branch = form.get("branch", "")
@@ -392,12 +399,37 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
                 if e.same:  # the same form sent again (a double click): answered as the first send was
                     return RedirectResponse(url("/memory", branch=store.branch, added=e.memory_id), status_code=303)
                 status, then = 409, "; send the form again to add this text as another memory"
-            said = e.worded(LABELS[e.field]) if isinstance(e, InvalidMemory) and e.field in LABELS else str(e)
             try:
-                return memory_view({"branch": branch}, form=form, error=f"Not added: {said}{then}", status=status)
+                return memory_view({"branch": branch}, form=form, error=f"Not added: {worded(e)}{then}", status=status)
             except GitmemError:
                 return failure(e)
         return RedirectResponse(url("/memory", branch=store.branch, added=w.memory.id), status_code=303)
+
+    @action
+    def supersede(form: Dict[str, str]) -> Response:
+        memory_id = form.get("id", "").strip()
+        try:
+            if not memory_id:  # as retract: a form without its memory is a bad request
+                raise GitmemError("no memory to supersede: use the Supersede form on the memory's page")
+            store = open_store(form.get("branch"))
+            # paths left as the form showed them are kept as stored: split again, "docs/My Notes.md" would be two
+            paths = form.get("paths", "")
+            kept = paths == pages.as_typed(store.get(memory_id))["paths"]
+            w = store.supersede(memory_id, form.get("text", ""), title=form.get("title", "").strip() or None,
+                                reason=form.get("reason", "").strip() or None, tags=split(form.get("tags", "")),
+                                paths=None if kept else split(paths), author=person(store), source=SOURCE,
+                                seen=form.get("seen") or None)
+        except NotFound as e:
+            return failure(e)
+        except GitmemError as e:  # shown on the memory's page as it is now, the form holding what was typed
+            try:
+                return one_memory_view(form.get("branch"), memory_id, {}, form=form,
+                                       error=f"Not superseded: {worded(e)}",
+                                       status=409 if isinstance(e, Changed) else 400)
+            except GitmemError:
+                return failure(e)
+        return RedirectResponse(url(f"/memory/{w.memory.id}", branch=store.branch, superseded=w.memory.supersedes),
+                                status_code=303)
 
     @action
     def retract(form: Dict[str, str]) -> Response:
@@ -448,6 +480,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         Route("/branches", branches),
         Route("/cost", cost),
         Route("/add", add, methods=["POST"]),
+        Route("/supersede", supersede, methods=["POST"]),
         Route("/retract", retract, methods=["POST"]),
         Route("/resolve", resolve, methods=["POST"]),
         Mount("/static", StaticFiles(directory=_STATIC), name="static"),

@@ -7,9 +7,9 @@ nothing here reads git or the store.
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Dict, Mapping, Optional, Sequence
 
-from ..model import AUTHOR_KINDS, MAX_TEXT_BYTES, STATUSES, TYPES, Memory, version
+from ..model import AUTHOR_KINDS, MAX_TEXT_BYTES, MAX_TITLE_CHARS, STATUSES, TYPES, Memory, version
 from ..policy import FIXED
 from ..text import plural
 from .html import Safe, h, join, options, typed, url
@@ -194,25 +194,58 @@ def add_form(branch: str, csrf: str, key: str, since: Optional[str], who: Any, f
     return h("""<section class="add"><h2>Add a memory</h2>
 <form method="post" action="/add" id="add-form">{csrf}<input type="hidden" name="branch" value="{branch}">
 <input type="hidden" name="key" value="{key}"><input type="hidden" name="since" value="{since}">
-<div class="row"><label>Type <select name="type" required>{types}</select></label>
-<label class="wide">Title <input name="title" value="{title}" maxlength="200" placeholder="optional one line"></label></div>
-<label>Text <textarea name="text" rows="3" required maxlength="{limit}" aria-describedby="text-limit">{text}</textarea></label>
-<p class="limit" id="text-limit">At most {kb} KB of text ({limit:,} bytes as UTF-8: a character outside ASCII takes 2 to 4).</p>
-<label>Reason <input name="reason" value="{reason}" placeholder="required for a rejection: why it was turned down"></label>
-<div class="row"><label>Tags <input name="tags" value="{tags}" placeholder="comma or space separated"></label>
-<label>Paths <input name="paths" value="{paths}" placeholder="src/app.py, docs/"></label></div>
+{fields}
 <p class="hint">Recorded as {who} with source <code>web-ui</code> on <code>refs/memory/{branch}</code>.</p>
 <button type="submit">Add memory</button></form></section>""",
              csrf=csrf_field(csrf), branch=branch, key=key, since=since or "",
+             fields=memory_fields(form, h('<label>Type <select name="type" required>{}</select></label>',
+                                          options(TYPES, form.get("type") or "decision"))),
+             who=signer_line(who))
+
+
+def memory_fields(form: Mapping[str, str], first: Safe = Safe(""), *, kept: str = "") -> Safe:
+    """The fields a person writes a memory with, filled from ``form``: the add form's and the supersede form's.
+    ``first``: a field before the title (the add form's type); ``kept``: what an emptied title or reason means."""
+    return h("""<div class="row">{first}
+<label class="wide">Title <input name="title" value="{title}" maxlength="{title_limit}" placeholder="{title_hint}"></label></div>
+<label>Text <textarea name="text" rows="3" required maxlength="{limit}" aria-describedby="text-limit">{text}</textarea></label>
+<p class="limit" id="text-limit">At most {kb} KB of text ({limit:,} bytes as UTF-8: a character outside ASCII takes 2 to 4).</p>
+<label>Reason <input name="reason" value="{reason}" placeholder="{reason_hint}"></label>
+<div class="row"><label>Tags <input name="tags" value="{tags}" placeholder="comma or space separated"></label>
+<label>Paths <input name="paths" value="{paths}" placeholder="src/app.py, docs/"></label></div>""",
+             first=first, title_limit=MAX_TITLE_CHARS, title_hint=kept or "optional one line",
              # maxlength counts UTF-16 units, never more than UTF-8's bytes: it refuses no text the server takes
              limit=MAX_TEXT_BYTES, kb=MAX_TEXT_BYTES // 1024,
-             types=options(TYPES, form.get("type") or "decision"),
-             **{k: typed(form.get(k, "")) for k in ("title", "text", "reason", "tags", "paths")}, who=signer_line(who))
+             reason_hint=kept or "required for a rejection: why it was turned down",
+             **{k: typed(form.get(k, "")) for k in ("title", "text", "reason", "tags", "paths")})
+
+
+def as_typed(m: Memory) -> Dict[str, str]:
+    """``m``'s fields as the supersede form shows them, ready to change (the route reads its paths back)."""
+    return {"title": m.title or "", "text": m.text, "reason": m.reason or "", "tags": ", ".join(m.tags),
+            "paths": ", ".join(m.paths)}
+
+
+def supersede_form(branch: str, m: Memory, csrf: str, who: Any, form: Optional[Mapping[str, str]]) -> Safe:
+    """The supersede form, filled with what ``m`` holds, or with ``form`` (what was typed, refused): closed
+    until opened, unless it comes back refused. ``seen`` refuses a send decided on an older version."""
+    return h("""<details class="supersede"{open}><summary>Supersede: replace it with a new version</summary>
+<form method="post" action="/supersede" id="supersede-form">{csrf}<input type="hidden" name="branch" value="{branch}">
+<input type="hidden" name="id" value="{id}"><input type="hidden" name="seen" value="{seen}">
+{fields}
+<p class="hint">A new {type} takes its place, recorded as {who} with source <code>web-ui</code>; this one stays in
+its history, marked superseded, as <code>gitmem supersede</code> leaves it.</p>
+<button type="submit">Supersede</button></form></details>""",
+             open=Safe(" open" if form is not None else ""), csrf=csrf_field(csrf), branch=branch, id=m.id,
+             seen=version(m), fields=memory_fields(as_typed(m) if form is None else form,
+                                                     kept="left empty: stays as it is"),
+             type=m.type, who=signer_line(who))
 
 
 def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versions: Sequence[Any],
                     commits: Sequence[Any], stale: bool, csrf: str, who: Any, flash: Optional[str] = None,
-                    error: Optional[str] = None, conflict: Any = None) -> Safe:
+                    error: Optional[str] = None, conflict: Any = None,
+                    form: Optional[Mapping[str, str]] = None) -> Safe:
     history = []
     for v in versions:
         c = v.change
@@ -235,8 +268,9 @@ def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versio
         if other:
             links.append(h('<p>{}: <a href="{}"><code>{}</code></a></p>', label, url(f"/memory/{other}", branch=branch),
                            other))
-    retract = ""
-    if m.status == "active":
+    retract = supersede = ""
+    if m.status == "active":  # what a retracted or superseded memory said is kept as it was
+        supersede = supersede_form(branch, m, csrf, who, form)
         retract = h("""<form method="post" action="/retract" class="retract">{csrf}
 <input type="hidden" name="branch" value="{branch}"><input type="hidden" name="id" value="{id}">
 <input type="hidden" name="seen" value="{seen}">
@@ -248,12 +282,12 @@ def one_memory_page(*, repo: str, branch: str, m: Memory, yaml_text: str, versio
         retract = h('<p class="note retraction">Retracted by {} on <time>{}</time>{}</p>',
                     author_line(retraction.author.name, retraction.author.email, retraction.author.kind),
                     when(retraction.time), f": {retraction.reason}" if retraction.reason else " (no reason given).")
-    body = h("""<p><a href="{back}">&larr; memory of {branch}</a></p>{card}{links}{retract}
+    body = h("""<p><a href="{back}">&larr; memory of {branch}</a></p>{card}{links}{supersede}{retract}
 <section><h2>YAML</h2><pre class="yaml">{yaml}</pre></section>
 <section><h2>Linked code commits</h2>{linked}</section>
 <section><h2>History</h2><ol class="history">{history}</ol></section>""",
              back=url("/memory", branch=branch), branch=branch, card=memory_card(m, branch, stale=stale, conflict=conflict),
-             links=join(links), retract=retract, yaml=yaml_text,
+             links=join(links), retract=retract, supersede=supersede, yaml=yaml_text,
              linked=h("<ul>{}</ul>", join(linked)) if linked else Safe('<p class="empty">None.</p>'),
              history=join(history))
     return layout(f"{m.type} {m.id}", "memory", body, repo=repo, branch=branch, flash=flash, error=error)
