@@ -15,8 +15,9 @@ def ui(ctx: click.Context, port: int, open_browser: bool) -> None:
     """Serve a local web UI: memory, one memory's history, audit trail, branches, cost.
 
     Listens on 127.0.0.1 only and refuses requests whose Host or Origin is not
-    local; writes (add, retract, resolve a conflict) carry a CSRF token and are
-    recorded with your git identity and source web-ui. Ctrl-C stops it.
+    local; writes (add, supersede, retract, resolve a conflict) carry a CSRF
+    token and are recorded with your git identity and source web-ui. Ctrl-C
+    stops it.
 
     Example: gitmem ui --port 8737 --open
     """
