@@ -713,10 +713,13 @@ class Store:
         return self.commit(build, op="add", author=author, source=source, key=key)
 
     def edit(self, memory_id: str, *, author: Optional[Author] = None, source: str = "api",
-             changes_of: Optional[Callable[[Memory], Dict[str, Any]]] = None, **changes: Any) -> Write:
+             changes_of: Optional[Callable[[Memory], Dict[str, Any]]] = None, opened: Optional[Memory] = None,
+             **changes: Any) -> Write:
         """Change fields of a memory (text, title, reason, tags, paths, next, commits). ``changes_of`` gives
         changes computed from the memory as the write finds it: a read-modify-write (insert a line) that a lost
-        race runs again on the newer version, so no concurrent edit is lost."""
+        race runs again on the newer version, so no concurrent edit is lost. ``opened``: the version the writer
+        decided on (an editor showed it); a field it changes that changed since raises :class:`Changed`, so a
+        value nobody read is never written over. Fields it leaves alone may have changed."""
         allowed = {"text", "title", "reason", "tags", "paths", "next", "commits", "blob"}
         author = author or default_author(self.repo)
 
@@ -738,6 +741,9 @@ class Store:
         def apply(snap: Snapshot) -> Built:
             path, old = snap.find(memory_id)
             wanted = checked(dict(changes_of(old))) if changes_of is not None else fixed
+            if opened is not None and (moved := [k for k in wanted if getattr(old, k) != getattr(opened, k)]):
+                raise Changed(f"{old.id}: {', '.join(moved)} changed since you opened it: read this version "
+                              f"(`gitmem show {old.id}`), then edit it again")
             if old.status != "active" and set(wanted) - {"commits", "blob"}:  # hooks still link and refresh them
                 later = f"edit {old.superseded_by} instead" if old.superseded_by else "write a new memory instead"
                 raise GitmemError(f"{old.id} is {old.status}: what it said is kept as it was; {later}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -204,6 +205,29 @@ def test_edit_without_options_opens_the_editor_and_commits_what_was_saved(repo):
     assert json.loads(gitmem(repo, "show", mid, "--json").stdout)["text"] == "Payouts run at 02:00"
     refused = gitmem(repo, "edit", mid, check=False, env={"EDITOR": "sed -i s/^text:/type:/"})
     assert refused.returncode == 1 and "only these fields can be edited" in refused.stderr
+
+
+def test_an_edit_saved_in_the_editor_never_overwrites_what_changed_while_it_was_open(repo, tmp_path):
+    """The editor shows one version for minutes; a teammate's pull or an agent's edit may land meanwhile. A
+    field the person changed that also changed since is refused, not written over the newer value nobody read;
+    a field only the other writer changed is kept."""
+    mid = json.loads(gitmem(repo, "add", "decision", "Use Postgres", "--tag", "db", "--json").stdout)["id"]
+
+    def editor(name, other_edit, sed):
+        script = tmp_path / name
+        script.write_text(f"#!/bin/sh\n{' '.join(map(shlex.quote, [*GITMEM, 'edit', mid, *other_edit]))} >/dev/null\n"
+                          f"sed -i {shlex.quote(sed)} \"$1\"\n")
+        script.chmod(0o755)
+        return {"EDITOR": str(script)}
+
+    refused = gitmem(repo, "edit", mid, check=False,
+                     env=editor("same.sh", ["--text", "Use Postgres 16 with SKIP LOCKED"], "s/^text: .*/text: Use MySQL/"))
+    assert refused.returncode == 1 and "text changed since you opened it" in refused.stderr
+    assert json.loads(gitmem(repo, "show", mid, "--json").stdout)["text"] == "Use Postgres 16 with SKIP LOCKED"
+
+    gitmem(repo, "edit", mid, env=editor("other.sh", ["--tag", "db", "--tag", "queue"], "s/^text: .*/text: Use PG 16/"))
+    saved = json.loads(gitmem(repo, "show", mid, "--json").stdout)
+    assert (saved["text"], saved["tags"]) == ("Use PG 16", ["db", "queue"])
 
 
 @pytest.mark.parametrize("saved,field", [("text: [1, 2]", "invalid text: expected text, got list"),

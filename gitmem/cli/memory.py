@@ -353,9 +353,11 @@ def edit(store: Store, memory_id, text, title, reason, tags, paths, next_, who, 
         changes["tags"] = tags
     if paths:
         changes["paths"] = paths
+    opened = None
     if not changes:
-        changes = _edit_in_editor(store.get(memory_id))
-    w = store.edit(memory_id, author=who, source=source, **changes)
+        opened = store.get(memory_id)
+        changes = _edit_in_editor(opened)
+    w = store.edit(memory_id, author=who, source=source, opened=opened, **changes)
     report_write(store, w, "Edited", as_json)
 
 
