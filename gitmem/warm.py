@@ -321,7 +321,7 @@ class Warm:
                     helper.stop()
                 for (_, blob_id), (row, found) in zip(todo[:end], answered):
                     out[blob_id] = found
-                    self.index.put_row(blob_id, row)
+                    self.index.put_row(blob_id, row, found)
             progress.done()
         self.parsed.update(out)
         self._prune()

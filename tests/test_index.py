@@ -238,7 +238,7 @@ def test_the_search_terms_the_index_keeps_change_only_with_its_schema():
              "हिन्दी সংযোগ สวัสดี הַתּוֹר مُخَزَّنَة Spin\u0308al gRPC OAuth iOS e-mail dbConfig",
              "می\u200cخواهیم data\u00adbase"]
     digest = hashlib.sha1(json.dumps([tokenize(t) for t in texts], ensure_ascii=False).encode()).hexdigest()
-    assert (SCHEMA, digest) == (18, "713fbc3847eab15d7db82c73a174fc1254e7040a")
+    assert (SCHEMA, digest) == (19, "713fbc3847eab15d7db82c73a174fc1254e7040a")
 
 
 def test_memos_of_one_kind_never_push_out_another_kind(repo, store):
@@ -585,3 +585,17 @@ def test_a_blob_is_a_memory_at_its_own_path_and_a_stray_copy_at_another_whatever
         assert (m.id in [i for i, _, _ in listing]) == (tip != moved)
         problems = with_index[2]
         assert (stray in problems) == (tip != good) and own not in problems
+
+
+def test_an_index_written_before_it_kept_author_kinds_and_sources_is_started_again(repo, store):
+    import sqlite3
+
+    store.add("fact", "Nightly exports run at 02:00 UTC", source="cron")
+    _drop_index(repo)
+    db = sqlite3.connect(_index_file(repo))
+    db.executescript("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES "
+                     "('schema', '17'); CREATE TABLE blobs(blob TEXT PRIMARY KEY, row TEXT NOT NULL);")
+    db.close()
+    fresh = Store.open(str(repo))
+    assert [m.text for m in fresh.list(source="cron")] == ["Nightly exports run at 02:00 UTC"]
+    assert fresh.warm.index._query("SELECT kind, source FROM blobs") == [(1, "cron")]
