@@ -814,6 +814,13 @@ def source_matches(source: str, wanted: Optional[str]) -> bool:
     return wanted is None or source == wanted or source.startswith(wanted + ":")
 
 
+def origin_matches(kind: str, source: str, author_kind: Optional[str], wanted: Optional[str]) -> bool:
+    """The list filters on who wrote a memory: its author's ``kind`` is ``author_kind`` (None: any) and its
+    ``source`` matches ``wanted`` (:func:`source_matches`). The derived index answers them from these two
+    fields alone (:func:`gitmem.index.origin`)."""
+    return (author_kind is None or kind == author_kind) and source_matches(source, wanted)
+
+
 def matches(m: Memory, *, type: Optional[str] = None, tag: Optional[str] = None,
             path: Optional[str] = None, author_kind: Optional[str] = None,
             source: Optional[str] = None, status: Optional[str] = "active") -> bool:
@@ -825,9 +832,7 @@ def matches(m: Memory, *, type: Optional[str] = None, tag: Optional[str] = None,
         return False
     if tag is not None and tag not in m.tags:
         return False
-    if author_kind is not None and m.author.kind != author_kind:
-        return False
-    if not source_matches(m.source, source):
+    if not origin_matches(m.author.kind, m.source, author_kind, source):
         return False
     if path is not None:
         p = filter_path(path)

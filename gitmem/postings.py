@@ -40,7 +40,7 @@ from typing import (
 
 from .index import Index, batches, code_key
 from .errors import GitmemError
-from .model import TYPES, Memory, filter_path, matches, memory_path
+from .model import AUTHOR_KINDS, TYPES, Memory, filter_path, matches, memory_path
 from .repo import memory_ref
 from .search import (
     Hit, core_terms, depth, epoch, fuse, idf, is_stale, match_of, memory_terms, path_factor, path_only_score,
@@ -342,6 +342,28 @@ class IndexedMemories:
             f"SELECT m.id FROM doc_paths dp CROSS JOIN members m ON m.view=? AND m.doc=dp.doc "
             f"WHERE m.active=1 AND ({near})", [view, *args])})  # CROSS JOIN: the paths first, see _path_overlaps
         return found | {i for i in listed if i not in self.changed}
+
+    def origins(self, type: Optional[str] = None,
+                active: Optional[bool] = None) -> Tuple[Dict[Tuple[str, str], List[str]], List[str]]:
+        """The ids of the memories :meth:`ids` gives by their (author kind, source), as the index keeps them beside
+        each blob's row (:func:`gitmem.index.origin`), so a list by author kind or source reads only the memories
+        it shows; and the ids of those whose blob's row the index lacks (its write was given up): read them."""
+        assert not self.changed, "read through a commit's own view"
+        where, args = _members_where(type, active, "m.")
+        kinds = dict(enumerate(AUTHOR_KINDS))
+        # The docs in blob order first: the blobs' rows are then read in their own order, not all over the file
+        # (30,000 memories: 0.06 s, against 0.10 s from the view's members by id); an origin's ids in one string.
+        rows = self._sql(lambda db, view: db.execute(
+            f"SELECT b.kind, b.source, group_concat(m.id, ' ') FROM docs d CROSS JOIN members m ON m.view=? AND "
+            f"m.doc=d.doc LEFT JOIN blobs b ON b.blob=d.blob WHERE 1{where} GROUP BY 1, 2", [view, *args]).fetchall())
+        known: Dict[Tuple[str, str], List[str]] = {}
+        unread: List[str] = []
+        for kind, source, ids in rows:
+            if kind in kinds and isinstance(source, str):
+                known.setdefault((kinds[kind], source), []).extend(ids.split(" "))
+            else:
+                unread += ids.split(" ")
+        return known, unread
 
 
 def _members_where(type: Optional[str], active: Optional[bool], table: str = "") -> Tuple[str, List[Any]]:

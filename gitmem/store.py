@@ -9,6 +9,7 @@ The working tree, the index and code refs are never touched.
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
                     TypeVar, Union)
@@ -35,8 +36,9 @@ if TYPE_CHECKING:
 COMMITTER = ("gitmem", "gitmem@localhost")
 #: Memories a listing reads from the index at a time.
 _CHUNK = 256
-#: A page under a filter the index cannot count (a tag, an author kind, a source) reads this many memories
-#: at most to count it, those the index narrows it to (by type, status, a tag's words, a path): about 15 ms.
+#: A page under a filter the index cannot count (a tag; an author kind or a source of retracted or superseded
+#: memories) reads this many memories at most to count it, those the index narrows it to (by type, whether
+#: active, a tag's words, a path, an author kind, a source): about 15 ms.
 COUNTED = 500
 T = TypeVar("T")
 
@@ -469,7 +471,8 @@ class Store:
                 return
         wanted = matcher(type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status,
                           before=before)
-        yield from self._read(self._listed(at, type, status, path, tag, limit), wanted, at, limit, before)
+        yield from self._read(self._listed(at, type, status, path, tag, limit, author_kind, source), wanted, at, limit,
+                              before)
 
     def page(self, limit: int, *, before: Optional[str] = None, after: Optional[str] = None,
              type: Optional[str] = None, tag: Optional[str] = None, path: Optional[str] = None,
@@ -477,29 +480,29 @@ class Store:
              status: Optional[str] = "active") -> Page:
         """``limit`` memories :meth:`list` gives, newest first: the newest, those just older than id ``before``
         or just newer than id ``after`` (keyset paging: a write between two pages shifts none of them), read no
-        further than the page. Counted by the tree's summary (type, status), the index's ids (a path) or a full
-        load that happened anyway (blobs that are not valid memories, named in :attr:`problems`); not where
-        more than ``limit`` match a tag, an author kind or a source, unless the index narrows them to at most
-        :data:`COUNTED` memories (read to count them): only reading every memory could count them, 1.7 s at
-        100,000, for a number a page does not need. Past the newest match ``after`` gives the
-        newest page, past the oldest ``before`` the oldest (``after=""``: every id sorts after it)."""
+        further than the page. Counted by the tree's summary (type, status), the index's ids (a path, an author
+        kind, a source) or a full load that happened anyway (blobs that are not valid memories, named in
+        :attr:`problems`); not where more than ``limit`` match a tag (or a retracted or superseded status beside
+        an author kind or a source), unless the index narrows them to at most :data:`COUNTED` memories (read to
+        count them): only reading every memory could count them, 1.7 s at 100,000, for a number a page does not
+        need. Past the newest match ``after`` gives the newest page, past the oldest ``before`` the oldest
+        (``after=""``: every id sorts after it)."""
         _check_limit(limit)
         filters = dict(type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status)
         wanted = matcher(**filters, before=before, after=after)
         self.problems = []
         counts = self.summary()["counts"]
-        countable = not (tag or author_kind or source)
         total = counted(counts, None if type is None else (type,), status) \
-            if countable and path is None and not counts.get("invalid") else None
+            if not (tag or path or author_kind or source or counts.get("invalid")) else None
         if total is not None and before is None and after is None:
             shown = self.list(type=type, status=status, limit=limit)[::-1]  # the summary's newest, where it keeps them
             return Page(shown, total, shown[-1].id if total > len(shown) else None, None)
-        listed = self._listed(None, type, status, path, tag, limit + 1)
+        listed = self._listed(None, type, status, path, tag, limit + 1, author_kind, source)
         # one more than the page says whether there are more
         found = list(self._read(listed, wanted, None, limit + 1, before, after))
         if listed is None:  # read in full already: counting costs little more
             total = sum(map(matcher(**filters), self.memories().values()))
-        elif total is None and countable:  # a path: those ids are exactly the matches
+        elif total is None and not tag and status in (None, "active"):  # those ids are exactly the matches
             total = len(listed[1])
         elif total is None and len(listed[1]) <= COUNTED:  # few enough to read: every page says how many match
             total = sum(1 for _ in self._read(listed, matcher(**filters), None, None))
@@ -558,11 +561,11 @@ class Store:
         yield from out[-limit:]
 
     def _listed(self, at: Optional[str], type: Optional[str], status: Optional[str],
-                path: Optional[str], tag: Optional[str] = None,
-                limit: Optional[int] = None) -> Optional[Tuple[Any, List[str]]]:
-        """(the index's view of the memories at ``at``, the ids there of the given type, status and
-        path, by id, and only those whose words hold a ``tag``'s); None where the index cannot answer or a
-        full load must report invalid blobs."""
+                path: Optional[str], tag: Optional[str] = None, limit: Optional[int] = None,
+                author_kind: Optional[str] = None, source: Optional[str] = None) -> Optional[Tuple[Any, List[str]]]:
+        """(the index's view of the memories at ``at``, the ids there of the given type, status (active or
+        not), path, author kind and source, by id, and only those whose words hold a ``tag``'s); None where the
+        index cannot answer or a full load must report invalid blobs."""
         from .postings import IndexedMemories
 
         tip = at or self.tip()
@@ -579,6 +582,14 @@ class Store:
             if path is not None:
                 near = view.touching([path])
                 ids = [i for i in ids if i in near]
+            if author_kind is not None or source is not None:
+                origins, unread = view.origins(type, active)  # ids by (author kind, source): few keys, many ids
+                kept = set(itertools.chain.from_iterable(listed for (kind, wrote), listed in origins.items()
+                                                         if model.origin_matches(kind, wrote, author_kind, source)))
+                among = set(unread)
+                kept.update(i for i, m in view.get([i for i in ids if i in among]).items()
+                            if model.origin_matches(m.author.kind, m.source, author_kind, source))
+                ids = [i for i in ids if i in kept]
             return (view, ids) if ids or view.count() else None
         except GitmemError:  # the index cannot answer
             return None

@@ -587,6 +587,119 @@ def test_a_blob_is_a_memory_at_its_own_path_and_a_stray_copy_at_another_whatever
         assert (stray in problems) == (tip != good) and own not in problems
 
 
+_ASKS = [dict(author_kind="agent"), dict(author_kind="human"), dict(source="mcp"), dict(source="mcp:cursor"),
+         dict(source="mc"), dict(source="mcp_proxy"), dict(source="cli", author_kind="agent"), dict(source="merge"),
+         dict(author_kind="agent", type="decision"), dict(source="mcp", status=None), dict(author_kind="human", status=None),
+         dict(source="cli", status="retracted"), dict(author_kind="agent", status="superseded"),
+         dict(source="cli", path="src"), dict(author_kind="agent", tag="ops"), dict(source="hook", tag="ops", status=None)]
+
+
+def _by_many_hands(repo, store: Store) -> Store:
+    """main's memory written by a person and two agents through five sources, some of it merged in from a
+    branch (one memory edited on both sides: the merge writes a blob neither side wrote), one memory
+    retracted and one superseded: the store a team's list filters are asked of."""
+    from gitmem.merge import merge_into
+    from gitmem.model import Author
+
+    claude, cursor = Author("claude", "claude@example.com", "agent"), Author("cursor", "cursor@example.com", "agent")
+    hands = [(None, "cli"), (claude, "mcp:claude-code/1.0"), (cursor, "mcp:cursor"), (claude, "hook"),
+             (cursor, "mcp_proxy"), (claude, "cli")]
+    ids = []
+    for i in range(18):
+        who, source = hands[i % len(hands)]
+        kind = ("fact", "decision", "convention")[i % 3]
+        ids.append(store.add(kind, f"main {kind} {i}", reason="r" if kind == "decision" else None, author=who,
+                             source=source, tags=["ops"] if i % 4 == 0 else [],
+                             paths=["src/app.py"] if i % 5 == 0 else []).memory.id)
+    git(repo, "branch", "feature")
+    feature = Store.open(str(repo), "feature")
+    for i in range(8):
+        who, source = hands[(i + 2) % len(hands)]
+        feature.add("fact", f"feature fact {i}", author=who, source=source, tags=["ops"] if i % 3 == 0 else [])
+    feature.edit(ids[1], text="main decision 1, as the feature branch put it", author=cursor, source="mcp:cursor")
+    store.edit(ids[1], tags=["ops"], source="cli")
+    store.retract(ids[6], reason="wrong")
+    store.supersede(ids[8], "main convention 8, again", author=claude, source="hook")
+    assert merge_into(store, feature.own_tip(), source="merge").kind == "merge"
+    assert store.get(ids[1]).text.endswith("as the feature branch put it") and "ops" in store.get(ids[1]).tags
+    return store
+
+
+def _expected(full, ask):
+    from gitmem.store import matcher
+
+    wanted = matcher(**{**dict(type=None, tag=None, path=None, author_kind=None, source=None, status="active"), **ask})
+    return [i for i in sorted(full) if wanted(full[i])]
+
+
+def test_lists_and_pages_by_author_kind_and_source_from_the_index_are_a_full_scans(repo, store, monkeypatch):
+    """The index answers a list by author kind or source (alone or beside a type, status, path or tag) from
+    what it keeps beside each blob, and the answer is a full scan's, page by page both ways: memories merged
+    in, edited on both sides, retracted and superseded among them, and one whose blob's row the index lost."""
+    import sqlite3
+
+    _by_many_hands(repo, store)
+    full = _fresh(repo).memories()
+    some = [_expected(full, ask) for ask in _ASKS]
+    assert all(some[:4]) and not some[4] and all(len(e) < len(full) for e in some)
+    assert {full[i].source for i in some[2]} == {"mcp:claude-code/1.0", "mcp:cursor"}
+    merged = _expected(full, dict(source="mcp:cursor"))[-1]
+    blob = git(repo, "rev-parse", "refs/memory/main:" + memory_path(full[merged])).strip()
+    real = Store.memories
+    monkeypatch.setattr(Store, "memories", lambda *a, **k: pytest.fail("every memory was loaded"))
+    monkeypatch.setattr("gitmem.store.COUNTED", 1)  # counted from the index whatever their number, none read for it
+    for lost in (False, True):
+        if lost:  # as when the write of a blob's row was given up (another process held the lock)
+            warm_module.forget_warm()
+            with sqlite3.connect(_index_file(repo)) as db:
+                assert db.execute("DELETE FROM blobs WHERE blob=?", (blob,)).rowcount == 1
+        for ask, expected in zip(_ASKS, some):
+            s = _fresh(repo)
+            assert [m.id for m in s.list(**ask)] == expected, ask
+            assert [m.id for m in s.list(limit=2, **ask)] == expected[-2:], ask
+            counted = "tag" not in ask and ask.get("status", "active") in (None, "active")
+            p, older = s.page(2, **ask), []
+            while True:
+                older += [m.id for m in p.memories]
+                assert p.total == len(expected) if counted else p.total in (None, len(expected)), ask
+                if p.older is None:
+                    break
+                p = s.page(2, before=p.older, **ask)
+            assert older == expected[::-1], ask
+            newer = [m.id for m in p.memories]
+            while p.newer is not None:
+                p = s.page(2, after=p.newer, **ask)
+                newer[:0] = [m.id for m in p.memories]
+            assert newer == expected[::-1], ask
+    monkeypatch.setattr(Store, "memories", real)
+    assert _fresh(repo).memories() == full
+
+
+def test_a_list_by_author_kind_or_source_reads_only_the_memories_it_shows(repo, store, monkeypatch):
+    """Once the index is warm, a list or a page by author kind or source parses no blob and reads only
+    memories that match: the rest are known by what the index keeps beside their rows, and a page is counted
+    from it too."""
+    from gitmem import postings
+
+    _by_many_hands(repo, store)
+    full = _fresh(repo).memories()
+    _fresh(repo).list(status=None)  # each blob parsed once, into the index
+    monkeypatch.setattr(warm_module, "read_memory", lambda *a: pytest.fail("a blob was parsed again"))
+    monkeypatch.setattr(Store, "memories", lambda *a, **k: pytest.fail("every memory was loaded"))
+    read: list = []
+    real = postings.IndexedMemories.get
+    monkeypatch.setattr(postings.IndexedMemories, "get", lambda self, ids: read.extend(ids) or real(self, ids))
+    for ask in (dict(source="mcp:cursor"), dict(author_kind="human"), dict(source="hook", author_kind="agent")):
+        expected = _expected(full, ask)
+        s = _fresh(repo)
+        read.clear()
+        page = s.page(1, **ask)
+        assert [m.id for m in page.memories] == expected[-1:] and page.total == len(expected)
+        assert read and set(read) <= set(expected), ask
+        read.clear()
+        assert [m.id for m in s.list(**ask)] == expected and sorted(read) == expected, ask
+
+
 def test_an_index_written_before_it_kept_author_kinds_and_sources_is_started_again(repo, store):
     import sqlite3
 
