@@ -481,8 +481,10 @@ def _record_read(hook: HookInput, store: Store, source: str, rel: str, blob: str
         text = summarize_file(rel, full)
         tags = ("claude-code", session_tag(hook.session_id))
         author = _author(store)
-        if mine is not None:  # a file memory written by a hook: bring it up to the new content
-            w = store.edit(mine.id, text=text, blob=blob, tags=tuple(dict.fromkeys(mine.tags + tags)),
+        if mine is not None:  # a file memory written by a hook: bring it up to the new content, with the tags
+            # it holds when written (read again if a race is lost: a tag someone added meanwhile is kept)
+            w = store.edit(mine.id, changes_of=lambda m: {"text": text, "blob": blob,
+                                                           "tags": tuple(dict.fromkeys(m.tags + tags))},
                            author=author, source=source)
         else:
             w = store.add("file", text, paths=[rel], blob=blob, tags=tags, author=author, source=source)

@@ -147,6 +147,28 @@ def test_a_read_records_one_file_memory_per_blob(repo):
     assert [(x.id, x.blob) for x in file_memories(repo)] == [(m2.id, m2.blob)]
 
 
+def test_a_file_memory_brought_up_to_date_keeps_a_tag_added_while_its_file_was_read(repo, monkeypatch):
+    """The capture reads the memory, summarises the file, then writes: a tag a person or another agent added in
+    between (`gitmem edit ID --tags`) was written over by the tags read before."""
+    from gitmem import claude_code
+
+    read = {"tool_name": "Read", "tool_input": {"file_path": str(repo / "README.md")}}
+    hook(repo, "PostToolUse", **read)
+    [m] = file_memories(repo)
+    (repo / "README.md").write_text("# sample\n\nchanged\n")
+    summarize = claude_code.summarize_file
+
+    def meanwhile(path, full_path):
+        Store.open(str(repo)).edit(m.id, tags=m.tags + ("pinned",))
+        return summarize(path, full_path)
+
+    monkeypatch.setattr(claude_code, "summarize_file", meanwhile)
+    data = {"session_id": SESSION, "cwd": str(repo), "hook_event_name": "PostToolUse", **read}
+    claude_code.post_tool_use(claude_code.HookInput("PostToolUse", data), Store.open(str(repo)))
+    [after] = file_memories(repo)
+    assert "pinned" in after.tags and after.blob == git(repo, "hash-object", "README.md").strip()
+
+
 def test_a_capture_signs_with_the_email_the_cli_would_and_writes_nothing_without_one(repo):
     git(repo, "config", "--unset", "user.email")
     read = dict(tool_name="Read", tool_input={"file_path": str(repo / "README.md")})
