@@ -33,7 +33,6 @@ import sqlite3
 import time
 from collections import Counter, deque
 from datetime import datetime, timezone
-from itertools import product
 from typing import (
     TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar,
 )
@@ -814,17 +813,20 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
 
         def most(run: _Run) -> float:
             """The most a memory at ``run``'s head (its length and time) not seen yet can score, to the bit: rank's
-            operations on each count it may hold of the other words ``within`` (none, or that of a run of its type
-            whose head is not past it: an unseen memory is at or past the head of each run of its words; one with
-            a rarer word of the query was out before these were read), as a file memory that is not stale."""
+            operations on the most times it may hold each other word ``within`` (none, or the count of a run of its
+            type whose head is not past it: an unseen memory is at or past the head of each run of its words; one
+            with a rarer word of the query was out before these were read), as a file memory that is not stale. A
+            word's share grows with its count (by far more than a rounding) and a larger addend never gives a
+            smaller float, so no other counts it may hold add up to more: one sum, not one per combination of
+            counts (thousands for five words)."""
             assert run.head is not None
             tid, type_no, tf = run.key
-            others = [t for t in within if t != tid]
-            counts = [[0, *(r.key[2] for r in runs if r.key[:2] == (t, type_no) and r.at_or_before(run.head))]
-                      for t in others]
+            held = {t: max([0, *(r.key[2] for r in runs if r.key[:2] == (t, type_no) and r.at_or_before(run.head))])
+                    for t in within if t != tid}
             length, when = run.head
-            bases = [_base({tid: tf, **dict(zip(others, held))}, length) for held in product(*counts)]
-            return max(b for b in bases if b is not None) * factor_of(TYPES[type_no], when, False)
+            base = _base({**held, tid: tf}, length)
+            assert base is not None
+            return base * factor_of(TYPES[type_no], when, False)
 
         def newer(run: _Run, most_here: float) -> int:
             """Score in full the unseen memories at ``run``'s head, which score at most ``most_here``, whose ids are
