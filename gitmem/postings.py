@@ -15,11 +15,11 @@ them all (seconds at 100,000). Here the same ranking is answered by SQLite from 
 
 SQLite first orders the candidates by the score their postings bound (a posting carries its memory's
 length, type, status and time; a term, the most times one memory holds it); the postings of one or two
-words in most memories are read best first instead (``postings_impact``), so such a query costs what reaches
-the cut, not how many memories hold its words (among exact ties, memories written together, it reads only those
-newer than the cut, as the newer id wins a tie). Only the memories whose bound reaches the cut are scored
-in full, by :func:`~gitmem.search.rank`'s own functions on their rows (their words' counts, length, type,
-time; a file memory's staleness), in its order, so to the same floats. So the answer is
+words in most memories (of more, where memories written together hold them) are read best first instead
+(``postings_impact``), so such a query costs what reaches the cut, not how many memories hold its words (among
+exact ties it reads only those newer than the cut, as the newer id wins a tie). Only the memories whose bound
+reaches the cut are scored in full, by :func:`~gitmem.search.rank`'s own functions on their rows (their
+words' counts, length, type, time; a file memory's staleness), in its order, so to the same floats. So the answer is
 :func:`~gitmem.search.rank`'s, score for score (``tests/test_postings.py`` compares them after random
 writes, merges and branch switches). Where the index cannot answer (no file, busy, a view
 with two memories of one id, inactive memories asked for) :func:`rank` returns None and the caller
@@ -63,10 +63,15 @@ TOP = 256
 #: Candidates read from SQLite at a time, best first, until no later one can make the cut.
 FETCH = 32
 #: A query with at most this many common words reads their postings best first (:func:`_ranked`'s
-#: ``by_impact``); with more, the sum of their best bounds stays above what memories holding some of them
-#: score, and reading best first scored tens of thousands (five words at 100,000 memories: 25,124 scored,
-#: 374 ms, against 296 and 172 ms bounding each memory in SQL; one or two words: 3-10x faster than SQL).
+#: ``by_impact``) as far as it pays; with more, the sum of their best bounds stays above what memories holding
+#: some of them score, and reading best first scored tens of thousands (five words at 100,000 memories: 25,124
+#: scored, 374 ms, against 296 and 172 ms bounding each memory in SQL; one or two words: 3-10x faster than SQL).
 BEST_FIRST = 2
+#: With more, it pays only among memories written together (an import: same words, counts, length, type and
+#: time, tied on score): each step then reads only memories alike (one count of a word, type, length and time),
+#: and past this many steps it gives way to the SQL bounds. An import is read in a few; memories written one
+#: by one would take a step each (three words at 20,000 memories of one import: 31 scored, ~1 ms, not 20,000).
+ALIKE = 32
 #: How much reading best first may cost, in postings bounded in SQL (a memory scored in full costs about
 #: SCORED of them), as a share of the words' postings, before it gives way to the SQL bounds.
 IMPACT, SCORED = 0.5, 8
@@ -774,7 +779,8 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         memory scored in full, until the sum of the words' best bounds falls below the cut (the threshold
         algorithm): so it costs about what reaches the cut, not the words' frequencies. False when it cost
         :data:`IMPACT` of their postings without stopping (words seldom found together, whose bounds add up
-        long after any memory's score): the caller bounds every memory in SQL instead."""
+        long after any memory's score), or, for more than :data:`BEST_FIRST` words, :data:`ALIKE` steps: the
+        caller bounds every memory in SQL instead."""
         runs: List[_Run] = []
         for tid in within:
             for type_no in type_nos:
@@ -783,6 +789,7 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
                     tf = row[0]
                     runs.append(_Run(db, tid, type_no, tf, row[1:]))
         budget = max(TOP, int(IMPACT * sum(df for tid, df in known.values() if tid in within)))
+        alike, steps = len(within) > BEST_FIRST, 0  # many words: only memories written together (ALIKE)
         lift = 1.0
         if overlap:  # memories about the paths in play: scored first if few, else each bound by the most a path adds
             if SCORED * len(overlap) <= budget:
@@ -865,8 +872,10 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
                 # ties no bound would ever fall below the cut, and every memory would be scored.
                 budget -= SCORED * (newer(run, most_here) if most_here == best[0][0] else 0)
                 run.skip()
+            elif alike and (steps := steps + 1) > ALIKE:
+                return False
             else:
-                rows = run.take(run.step if full else limit - len(best))  # no more than could make the cut yet
+                rows = run.take(run.step if full else limit - len(best), alike)  # no more than could make the cut yet
                 if full:
                     run.step = min(2 * run.step, 256)
                 # A memory scores at most its share here plus the other words' best bounds (its postings of
@@ -897,14 +906,14 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         if not common:
             stream(tids, tids)
         elif not rare:
-            if not (len(common) <= BEST_FIRST and by_impact(common)):
+            if not by_impact(common):
                 stream(tids, tids)
         else:
             stream(rare, tids)
             if len(best) < limit or best[0][0] <= ceiling * (1 + 1e-9):
                 # A memory with a rare word that was not scored cannot make the cut: its bound did not reach
                 # the cut then, and the cut only rises. So the rest need bounds only for the common words.
-                if not (len(common) <= BEST_FIRST and by_impact(common)):
+                if not by_impact(common):
                     stream(common, common)
     return [found[doc] for _, _, doc in sorted(best, reverse=True)], in_order, n
 
@@ -931,12 +940,14 @@ class _Run:
         self.rows: "deque[Tuple[int, Optional[float], int]]" = deque()
         self.cursor: Optional[sqlite3.Cursor] = None
 
-    def take(self, k: int) -> List[Tuple[int, Optional[float], int]]:
-        """The (length, time, doc) of the next ``k`` postings (fewer at the end), moving ``head`` past them."""
+    def take(self, k: int, alike: bool = False) -> List[Tuple[int, Optional[float], int]]:
+        """The (length, time, doc) of the next ``k`` postings (fewer at the end, and with ``alike`` past the
+        head's length and time), moving ``head`` past them."""
         if self.cursor is None:
             self.cursor = self.db.execute(self.NEXT, self.key)
+        at = self.head
         rows: List[Tuple[int, Optional[float], int]] = []
-        while len(rows) < k and (self.rows or self._more(k)):
+        while len(rows) < k and (self.rows or self._more(k)) and not (alike and self.rows[0][:2] != at):
             rows.append(self.rows.popleft())
         self.head = self.rows[0][:2] if self.rows or self._more(k) else None
         return rows

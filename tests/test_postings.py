@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from datetime import datetime, timezone
+from typing import List, Set
 
 import pygit2
 import pytest
@@ -19,7 +20,7 @@ from gitmem.errors import GitmemError
 from gitmem.merge import merge_into
 from gitmem.model import Author, Memory, dump_yaml, memory_path, new_id
 from gitmem.recall import recall
-from gitmem.search import rank
+from gitmem.search import rank, tokenize
 
 NOW = datetime(2026, 12, 4, tzinfo=timezone.utc)
 WORDS = ("queue redis retries postgres cache token auth deploy migration frontend worker job backoff "
@@ -323,6 +324,49 @@ def test_a_common_query_over_memories_written_together_scores_in_full_only_the_t
     assert hits == rank(loaded, "retries service", 10, now=NOW, blobs=store.current_blobs(loaded))
     assert _scored_in_full(statements) < 3 * 10  # of 300: the first ten read, then those newer than the cut
     assert not [s for s in statements if "ORDER BY most" in s]  # no memory's bound computed in SQL
+
+
+def _bound_in_sql(statements) -> List[Set[int]]:
+    """The term ids of each SQL pass in the traced ``statements`` that bounded every memory holding them."""
+    return [{int(t) for t in re.findall(r"\((\d+), ", s.split("), s AS", 1)[0])} for s in statements
+            if "ORDER BY most" in s]
+
+
+@pytest.mark.parametrize("query", ["service queue retries", "queue retries service 42"])
+def test_three_common_words_over_memories_written_together_score_in_full_only_the_ties_kept(repo, store, query):
+    """Past two common words reading best first pays only among memories written together (their bounds add up
+    long after the cut elsewhere); there it stops among the ties as for one or two words, with or without a rare
+    word ("42") first: the newest tied memories are scored in full, and no memory is bounded by the common words
+    in SQL."""
+    _written_together(store, 300)
+    statements = []
+    postings.rank(store, "x", 1)  # the view is built
+    db = store.warm.index._conn()
+    common = {tid for (tid,) in db.execute("SELECT tid FROM terms WHERE term IN (?, ?, ?)",
+                                           tokenize("service queue retries"))}
+    db.set_trace_callback(statements.append)
+    hits = postings.rank(store, query, 10, now=NOW)
+    loaded = [m for _, m in sorted(store.memories().items())]
+    assert hits == rank(loaded, query, 10, now=NOW, blobs=store.current_blobs(loaded))
+    assert _scored_in_full(statements) < 3 * 10  # of 300
+    assert len(common) == 3 and not [tids for tids in _bound_in_sql(statements) if tids & common]
+
+
+@pytest.mark.parametrize("alike", [1, 3, postings.ALIKE])
+def test_many_common_words_rank_as_the_loaded_memories_written_together_or_one_by_one(repo, store, monkeypatch,
+                                                                                       alike):
+    """Memories of an import (tied) and memories written one by one after it (each of its own length and time):
+    three to five common words read best first among the import's ties and give way to the SQL bounds after
+    ``alike`` steps or at the first memory not written with others, and either way rank as rank() does, score
+    for score, ties told apart by the newer id, under every filter."""
+    monkeypatch.setattr(postings, "ALIKE", alike)
+    _written_together(store, 300)
+    queries = ("service queue retries", "retries queue service memory", "queue service retries for mod7 t3",
+               "service retries memory queue 42")
+    _same_answers(store, queries=queries, limits=(1, 3, 10, 50))
+    for i in range(8):
+        store.add(("fact", "decision")[i % 2], f"the service {i} uses queue {i} for retries" + " and more" * i)
+    _same_answers(store, queries=queries, limits=(1, 3, 10, 50))
 
 
 def test_a_type_gitmem_does_not_know_boosts_nothing_and_the_index_still_answers(repo, store):
