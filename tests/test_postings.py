@@ -356,9 +356,9 @@ def test_three_common_words_over_memories_written_together_score_in_full_only_th
 def test_many_common_words_rank_as_the_loaded_memories_written_together_or_one_by_one(repo, store, monkeypatch,
                                                                                        alike):
     """Memories of an import (tied) and memories written one by one after it (each of its own length and time):
-    three to five common words read best first among the import's ties and give way to the SQL bounds after
-    ``alike`` steps or at the first memory not written with others, and either way rank as rank() does, score
-    for score, ties told apart by the newer id, under every filter."""
+    three to five common words read best first a group of memories alike at a time, give way to the SQL bounds
+    after ``alike`` steps, and either way rank as rank() does, score for score, ties told apart by the newer id,
+    under every filter."""
     monkeypatch.setattr(postings, "ALIKE", alike)
     _written_together(store, 300)
     queries = ("service queue retries", "retries queue service memory", "queue service retries for mod7 t3",
