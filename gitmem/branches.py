@@ -480,17 +480,22 @@ def _first_commits(repo: pygit2.Repository, branch: str, tip: str, limit: int = 
     """The commits ``branch``'s memory at ``tip`` began with: of those the memory of its parents lacks, the ones
     whose parents it has. Every later copy of that memory holds one; a new branch of the name, forked from its
     parent's memory, none."""
-    from .repo import memory_ref
-
     try:
-        walker = repo.walk(tip)
-        for parent in parent_chain(repo, branch):
-            if (held := ref_target(repo, memory_ref(parent))) is not None:
-                walker.hide(held)
-        own = {str(c.id): c for c in walker}
+        own = {str(c.id): c for c in _own_walk(repo, branch, tip)}
     except (KeyError, ValueError, pygit2.GitError):
         return []
     return sorted(c for c, commit in own.items() if not any(str(p) in own for p in commit.parent_ids))[:limit]
+
+
+def _own_walk(repo: pygit2.Repository, branch: str, tip: str) -> pygit2.Walker:
+    """The commits of ``branch``'s memory at ``tip`` that the memory of its parents lacks."""
+    from .repo import memory_ref
+
+    walker = repo.walk(tip)
+    for parent in parent_chain(repo, branch):
+        if (held := ref_target(repo, memory_ref(parent))) is not None:
+            walker.hide(held)
+    return walker
 
 
 def earlier_root(repo: pygit2.Repository, branch: str, tip: str, current: Optional[str]) -> Optional[str]:
@@ -514,7 +519,21 @@ def earlier_root(repo: pygit2.Repository, branch: str, tip: str, current: Option
                 declared.update(aside_in(commit.message))
         except (KeyError, ValueError, pygit2.GitError):
             return None
-    return next((c for c in sorted(declared) if reachable(repo, c, tip) and not reachable(repo, c, current)), None)
+    root = next((c for c in sorted(declared) if reachable(repo, c, tip) and not reachable(repo, c, current)), None)
+    return None if root and current and _merged_on_purpose(repo, branch, tip, current, root) else root
+
+
+def _merged_on_purpose(repo: pygit2.Repository, branch: str, tip: str, current: str, root: str) -> bool:
+    """Whether ``tip`` also holds a write of the branch's memory at ``current`` that names ``root`` set aside
+    (``Set-Aside:``): ``tip`` is then that branch's memory, into which someone merged the earlier one (`gitmem
+    merge B.earlier-TIP`, as the set-aside notice offers), not the earlier branch's that a teammate added to."""
+    from .audit import aside_in
+
+    try:
+        base = repo.merge_base(tip, current)
+        return base is not None and any(root in aside_in(c.message) for c in _own_walk(repo, branch, str(base)))
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
 
 
 def _own_links(repo: pygit2.Repository, branch: str, tip: str) -> Set[str]:

@@ -288,6 +288,27 @@ def test_memory_set_aside_here_that_a_teammate_added_to_is_not_taken_by_the_new_
     assert ids(a, "feature") == {new}
 
 
+def test_the_new_branchs_memory_a_teammate_merged_the_earlier_one_into_is_taken_where_it_was_set_aside(tmp_path):
+    """b set his copy of the old feature's memory aside, then merged it into the new feature's on purpose (as his
+    pull told him he could) and pushed. That copy is the new branch's memory, with a's own writes in it: a's pull
+    took it for the earlier branch's ("not taken again") and her push told her to delete the team's memory."""
+    a, b, old = _feature_created_again(tmp_path)
+    new = _new_feature_pushed(a)
+    aside = json.loads(gitmem(b, "pull", "--json").stdout)["set_aside"]["feature"]
+    gitmem(b, "--branch", "feature", "merge", aside)
+    more = json.loads(gitmem(b, "--branch", "feature", "add", "fact", "More on the new work", "--json").stdout)["id"]
+    gitmem(b, "push", "--branch", "feature")
+    mine = add(a, "fact", "Not pushed yet")["id"]
+
+    pulled = gitmem(a, "pull")
+
+    assert "not taken" not in pulled.stderr
+    assert {new, old, more, mine} <= ids(a, "feature")
+    gitmem(a, "push")
+    gitmem(b, "pull")
+    assert mine in ids(b, "feature")
+
+
 def test_the_pull_that_fetches_memory_it_does_not_take_says_so_not_every_pull_after(tmp_path):
     """"feature: not taken again, it was dropped or set aside here" was said by every `gitmem pull` while the
     remote kept the earlier feature's memory: it is news once, in the pull that fetches that memory (or more of
