@@ -877,6 +877,7 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
     if mode == "off" or not args:
         return []
     remote = args[0]
+    sent = {dst[len(REF_PREFIX):]: tip for _, tip, dst, _ in updates if dst.startswith(REF_PREFIX)}  # this push
     branches, missing = [], []
     for line in stdin.splitlines():
         parts = line.split()
@@ -884,7 +885,7 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
             name = parts[0][len("refs/heads/"):]
             local = ref_target(store.repo, memory_ref(name))
             pushed = ref_target(store.repo, f"{REMOTE_PREFIX}{remote}/{name}")
-            if local and not reachable(store.repo, local, pushed):
+            if local and not reachable(store.repo, local, pushed) and not reachable(store.repo, local, sent.get(name)):
                 branches.append(name)
                 if pushed is None:
                     missing.append(name)

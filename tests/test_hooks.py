@@ -180,6 +180,25 @@ def test_pre_push_reminds_about_unpushed_memory_unless_turned_off(tmp_path, repo
     assert quiet.returncode == 0 and "gitmem" not in quiet.stderr
 
 
+def test_pre_push_does_not_remind_about_memory_the_same_push_sends(tmp_path, repo):
+    """`git push origin main refs/memory/main` and `git push --mirror` send the memory with the code: "memory of
+    main is not on origin: run `gitmem push origin`" was said of the very push that sent it."""
+    remote, backup = tmp_path / "remote.git", tmp_path / "backup.git"
+    for bare in (remote, backup):
+        git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(repo, "remote", "add", "origin", str(remote))
+    install(repo)
+    Store.open(str(repo)).add("fact", "goes out with the code")
+
+    both = subprocess.run(["git", "push", "origin", "main", "refs/memory/main"], cwd=repo, capture_output=True,
+                          text=True)
+    mirrored = subprocess.run(["git", "push", "--mirror", str(backup)], cwd=repo, capture_output=True, text=True)
+
+    assert both.returncode == 0 and "gitmem" not in both.stderr, both.stderr
+    assert mirrored.returncode == 0 and "gitmem" not in mirrored.stderr, mirrored.stderr
+    assert git(backup, "rev-parse", "refs/memory/main") == git(repo, "rev-parse", "refs/memory/main")
+
+
 def test_pre_push_can_push_memory_with_the_code(tmp_path, repo):
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", str(remote))
