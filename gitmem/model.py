@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import threading
 import time
 from functools import lru_cache
 from datetime import datetime, timezone
@@ -71,6 +72,7 @@ def undecodable(text: str) -> Optional[str]:
 
 
 _last_id = (0, 0, 0)  # (pid, ms, random) of the last id this process made
+_LAST_ID_LOCK = threading.Lock()
 
 
 def new_id(now_ms: Optional[int] = None, tail: Optional[int] = None) -> str:
@@ -87,12 +89,13 @@ def new_id(now_ms: Optional[int] = None, tail: Optional[int] = None) -> str:
     ms = int(time.time() * 1000) if now_ms is None else now_ms
     rnd = int.from_bytes(os.urandom(4), "big") & (2**30 - 1) if tail is None else tail & (2**30 - 1)
     if now_ms is None:
-        pid, last_ms, last_rnd = _last_id
-        if pid == os.getpid() and ms <= last_ms:  # a forked child starts afresh, never from its parent's id
-            ms, rnd = last_ms, last_rnd + 1
-            if rnd >= 2**30:
-                ms, rnd = ms + 1, rnd & (2**29 - 1)
-        _last_id = (os.getpid(), ms, rnd)
+        with _LAST_ID_LOCK:  # two threads that read one last id would make one id twice
+            pid, last_ms, last_rnd = _last_id
+            if pid == os.getpid() and ms <= last_ms:  # a forked child starts afresh, never from its parent's id
+                ms, rnd = last_ms, last_rnd + 1
+                if rnd >= 2**30:
+                    ms, rnd = ms + 1, rnd & (2**29 - 1)
+            _last_id = (os.getpid(), ms, rnd)
     head = "".join(_ALPHABET[(ms >> (5 * i)) & 31] for i in reversed(range(10)))
     return head + "".join(_ALPHABET[(rnd >> (5 * i)) & 31] for i in reversed(range(6)))
 

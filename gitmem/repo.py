@@ -130,8 +130,7 @@ def open_repository(path: str = ".") -> pygit2.Repository:
         raise NotARepository(here)
     pygit2.settings.cache_max_size(GIT_OBJECT_CACHE)
     try:
-        repo = pygit2.Repository(found, pygit2.enums.RepositoryOpenFlag.NO_SEARCH
-                                 | pygit2.enums.RepositoryOpenFlag.NO_DOTGIT)
+        repo = _open_exactly(found)
     except pygit2.GitError as e:
         if named:
             raise NotARepository(found, f"not a git repository: {found} (GIT_DIR)") from None
@@ -152,6 +151,24 @@ def open_repository(path: str = ".") -> pygit2.Repository:
             raise GitmemError(f"GIT_COMMON_DIR={shared} is not supported (libgit2 reads {common}): unset it")
     follow_shared_repository(config_get(repo, "core.sharedRepository"))
     return repo
+
+
+def reopen(repo: pygit2.Repository) -> pygit2.Repository:
+    """A handle of its own on the repository ``repo`` is open on, with its work tree, for another thread:
+    libgit2 holds a handle's object database locked while :mod:`gitmem.loose` reads an object in Python,
+    which needs the GIL, so a second thread on that handle, holding the GIL while it waits for the lock,
+    hung both."""
+    other = _open_exactly(repo.path)
+    guard_loose_objects(other)
+    if repo.workdir and other.workdir != repo.workdir:
+        other.workdir = repo.workdir
+    return other
+
+
+def _open_exactly(git_dir: str) -> pygit2.Repository:
+    """The repository whose git directory is ``git_dir``: no search, no ``.git`` appended."""
+    return pygit2.Repository(git_dir, pygit2.enums.RepositoryOpenFlag.NO_SEARCH
+                             | pygit2.enums.RepositoryOpenFlag.NO_DOTGIT)
 
 
 #: core.sharedRepository's names, as the umask bits each clears: group may read and write (rwx on folders),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
                     TypeVar, Union)
 
@@ -26,7 +27,7 @@ from .repo import (
     blob_at, check_branch_name, common_dir, config_get, created_from, current_branch, damaged, default_author,
     default_branch,
     entries_by_name, head_commit,
-    memory_ref, open_repository, parent_chain, ref_target, undecodable,
+    memory_ref, open_repository, parent_chain, ref_target, reopen, undecodable,
 )
 from .warm import Warm, counted, placed, warm_for
 
@@ -41,6 +42,7 @@ _CHUNK = 256
 #: active, a tag's words, a path, an author kind, a source): about 15 ms.
 COUNTED = 500
 T = TypeVar("T")
+_OPENING = threading.Lock()  # one thread at a time opens a store's repository (the first, or its own handle)
 
 
 class Write(NamedTuple):
@@ -244,17 +246,18 @@ class Store:
     SHORT_ID_PAGE = 50
 
     def __init__(self, repo: Union[pygit2.Repository, GitDir], branch: str, notice: Optional[str] = None):
-        """``repo``: an open repository, or a :class:`~gitmem.gitdir.GitDir` that libgit2 opens
-        only when a read needs it (see :meth:`repository`)."""
+        """``repo``: an open repository (this thread's: another thread opens one of its own), or a
+        :class:`~gitmem.gitdir.GitDir` that libgit2 opens only when a read needs it (see :meth:`repository`)."""
+        self._local = threading.local()  # each thread's repository handle and problems
         if isinstance(repo, GitDir):
             self.git: Optional[GitDir] = repo
-            self._repo: Optional[pygit2.Repository] = None
+            self._repo: Optional[pygit2.Repository] = None  # the first handle opened, by any thread
         else:
             self.git, self._repo = None, repo
+            self._local.repo = repo
         self.branch = check_branch_name(branch)
         self.ref = memory_ref(self.branch)
         self.notice = notice
-        self.problems: List[Problem] = []
         self.warm = warm_for(repo.common if isinstance(repo, GitDir) else common_dir(repo))
 
     @classmethod
@@ -277,11 +280,29 @@ class Store:
         return cls(repo, branch, notice)
 
     def repository(self) -> pygit2.Repository:
-        """The repository, opened with libgit2 on the first call that needs git itself."""
-        if self._repo is None:
-            assert self.git is not None
-            self._repo = open_repository(self.git.workdir)
-        return self._repo
+        """The repository, opened with libgit2 on the first call that needs git itself; each thread
+        uses a handle of its own (see :func:`gitmem.repo.reopen`), opened on its first such call."""
+        try:
+            return self._local.repo
+        except AttributeError:
+            pass
+        with _OPENING:
+            if self._repo is None:
+                assert self.git is not None
+                repo = self._repo = open_repository(self.git.workdir)
+            else:
+                repo = reopen(self._repo)
+        self._local.repo = repo
+        return repo
+
+    @property
+    def problems(self) -> List[Problem]:
+        """The blobs that are not valid memories, as the last read of every memory on this thread found them."""
+        return getattr(self._local, "problems", [])
+
+    @problems.setter
+    def problems(self, found: List[Problem]) -> None:
+        self._local.problems = found
 
     @property
     def repo(self) -> pygit2.Repository:

@@ -12,6 +12,7 @@ import gc
 import itertools
 import json
 import os
+import threading
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import AbstractSet, Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
@@ -43,6 +44,10 @@ class Warm:
 
     Bounded to the last few snapshots, so a long-lived server (MCP, web UI) stays
     flat in memory however many writes it makes; the disk index keeps the rest.
+
+    Threads share it: a cache is read with one lookup a key (which a thread's clearing cannot split from
+    a check that the key is there), and changed under a lock held for the change alone, never while git
+    or the index is read (two threads that miss one tree both read it: it is the same).
     """
 
     SNAPSHOTS = 4
@@ -63,10 +68,12 @@ class Warm:
         self.parsed: Dict[str, Parsed] = {}
         self.summaries: Dict[str, Dict[str, Any]] = {}
         self.loaded: "OrderedDict[str, Tuple[Dict[str, Memory], List[Problem], Set[str]]]" = OrderedDict()
+        self._lock = threading.Lock()
 
     def tree_entries(self, git: Git, tree_ids: Sequence[str]) -> Dict[str, List[Entry]]:
         """Entries of each tree, from this process, else the index, else git (then remembered)."""
-        out = {t: self.trees[t] for t in tree_ids if t in self.trees}
+        kept = self.trees
+        out = {t: e for t in tree_ids if (e := kept.get(t)) is not None}
         missing = [t for t in tree_ids if t not in out]
         if missing:
             out.update(self.index.trees(missing))
@@ -75,16 +82,21 @@ class Warm:
                     tree = git()[t].peel(pygit2.Tree)
                     out[t] = [(e.name, e.type_str, str(e.id)) for e in tree]  # type: ignore[misc]  # a tree entry has a name
                     self.index.put_tree(t, out[t])
-        new = {t: e for t, e in out.items() if t not in self.trees}
-        size = sum(len(e) for e in new.values())
-        if self.tree_size + size > self.TREE_ENTRIES:
-            self.trees.clear()
-            self.tree_size = 0
-            new = out
-            size = sum(len(e) for e in out.values())
-        self.trees.update(new)
-        self.tree_size += size
+            self._keep_trees(out)
         return out
+
+    def _keep_trees(self, out: Dict[str, List[Entry]]) -> None:
+        """Remember the trees ``out`` holds, within :attr:`TREE_ENTRIES`."""
+        with self._lock:
+            new = {t: e for t, e in out.items() if t not in self.trees}
+            size = sum(len(e) for e in new.values())
+            if self.tree_size + size > self.TREE_ENTRIES:
+                self.trees.clear()
+                self.tree_size = 0
+                new = out
+                size = sum(len(e) for e in out.values())
+            self.trees.update(new)
+            self.tree_size += size
 
     def entries(self, git: Git, root: str) -> List[Tuple[str, str]]:
         """(path, blob id) of every ``<type>/<x>/<y>/<id>.yaml`` blob under the tree ``root``, in tree order."""
@@ -158,10 +170,9 @@ class Warm:
         try:
             for depth in range(4):
                 keys = [f"{prefix}:{tree}" for prefix, tree in level]
-                known = {k: self.summaries[k] for k in keys if k in self.summaries}
-                known.update((k, _expanded(v)) for k, v in self.index.summaries([k for k in keys if k not in known]).items())
-                for key, summary in known.items():
-                    self._keep_summary(key, summary)
+                known = {k: s for k in keys if (s := self.summaries.get(k)) is not None}
+                for k, v in self.index.summaries([k for k in keys if k not in known]).items():
+                    known[k] = self._keep_summary(k, _expanded(v))
                 absent.update(k for k in keys if k not in known)
                 level = [(prefix, tree) for (prefix, tree), key in zip(level, keys) if key not in known]
                 if depth == 3:
@@ -191,11 +202,11 @@ class Warm:
         already parsed)."""
         key = f"{prefix}:{tree}"
         known = self.summaries.get(key)
-        if known is None and key not in absent:
-            known = self.index.summary(key)
-            known = known if known is None else _expanded(known)
         if known is not None:
-            return self._keep_summary(key, known)
+            return known
+        stored = None if key in absent else self.index.summary(key)
+        if stored is not None:
+            return self._keep_summary(key, _expanded(stored))
         entries = self.tree_entries(git, [tree])[tree]
         if depth == 3:  # a bucket: every valid memory in it is of the type its path names
             blobs = layout(entries, depth)
@@ -243,9 +254,10 @@ class Warm:
     def _keep_summary(self, key: str, summary: Dict[str, Any]) -> Dict[str, Any]:
         """Remember a tree's summary in this process (``resume``, SessionStart and a pruned walk ask
         for the same ones), bounded like the tree entries."""
-        if len(self.summaries) > self.SUMMARIES:
-            self.summaries.clear()
-        self.summaries[key] = summary
+        with self._lock:
+            if len(self.summaries) > self.SUMMARIES:
+                self.summaries.clear()
+            self.summaries[key] = summary
         return summary
 
     def choices_touching(self, git: Git, root: str, ref: str,
@@ -286,7 +298,8 @@ class Warm:
         """Each blob's memory (or why its content is invalid): from this process, the index, else parsed
         from git (``helper``: a helper already started, used if there are enough to parse). Whether an
         entry's path fits its memory is :func:`placed`'s to say."""
-        out = {b: self.parsed[b] for _, b in entries if b in self.parsed}
+        kept = self.parsed
+        out = {b: p for _, b in entries if (p := kept.get(b)) is not None}
         missing = [b for _, b in entries if b not in out]
         if missing:
             out.update(self.index.parsed(missing))
@@ -323,22 +336,25 @@ class Warm:
                     out[blob_id] = found
                     self.index.put_row(blob_id, row, found)
             progress.done()
-        self.parsed.update(out)
-        self._prune()
+            with self._lock:
+                self.parsed.update(out)
+                self._prune()
         return out
 
     def remember(self, tree: str, memories: Dict[str, Memory], problems: List[Problem],
                  blobs: Set[str]) -> Tuple[Dict[str, Memory], List[Problem], Set[str]]:
         """Keep a loaded snapshot, and only the parsed blobs the kept snapshots use."""
-        self.loaded[tree] = (memories, problems, blobs)
-        while len(self.loaded) > self.SNAPSHOTS:
-            self.loaded.popitem(last=False)
-        self._prune()
-        return self.loaded[tree]
+        kept = (memories, problems, blobs)
+        with self._lock:
+            self.loaded[tree] = kept
+            while len(self.loaded) > self.SNAPSHOTS:
+                self.loaded.popitem(last=False)
+            self._prune()
+        return kept
 
     def _prune(self) -> None:
         """Forget the parsed blobs no kept snapshot uses once they outnumber those it does: a server
-        that parses each write's memory (to rank it, to move a view) stays flat in memory."""
+        that parses each write's memory (to rank it, to move a view) stays flat in memory. Under the lock."""
         if len(self.parsed) > 2 * sum(len(kept[2]) for kept in self.loaded.values()) + self.PARSED:
             used = set().union(*(kept[2] for kept in self.loaded.values()))
             self.parsed = {b: p for b, p in self.parsed.items() if b in used}
@@ -598,9 +614,8 @@ def warm_for(root: str) -> Warm:
     """The process-wide read cache of the repository whose common directory is ``root`` (shared by
     every Store on it)."""
     root = os.path.realpath(root)
-    if root not in _WARM:
-        _WARM[root] = Warm(index_for(root))
-    return _WARM[root]
+    found = _WARM.get(root)
+    return found if found is not None else _WARM.setdefault(root, Warm(index_for(root)))  # one, whoever asks first
 
 
 def forget_warm() -> None:
