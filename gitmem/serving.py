@@ -31,8 +31,7 @@ def on_library_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     emptied the process's caches (tree entries, SQLite's pages, parsed blobs) in three or four arenas
     in turn, and each arena kept its high-water mark, free but resident (the MCP server over 100,000
     writes: 115 MB at 10,000, 172 MB at 100,000, 51 MB of it free in the workers' arenas). On one
-    thread the library's memory is one arena's; and two requests never use the shared SQLite
-    connection or the caches at once."""
+    thread the library's memory is one arena's (the library itself is safe to call from several)."""
     global _LIBRARY
     if threading.current_thread().name.startswith("gitmem-library"):
         return fn(*args, **kwargs)  # already there (a handler calling another)
