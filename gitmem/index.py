@@ -1,13 +1,13 @@
 """The derived index: what gitmem has already learned from git objects, kept in ``.git/gitmem/index.sqlite``.
 
 Every row is keyed by what names its content: a blob's parsed memory (or why it did
-not parse) and, beside it, its author's kind and source (what a list filters on), its search terms and
-what ranking reads of it (``docs``, ``postings``, ``doc_paths``: see :mod:`gitmem.postings`), a tree's
-memory-relevant entries and summary by object id, a commit's tree by the commit id (so a read need not
-open libgit2 for a packed commit: :mod:`gitmem.gitdir`), what a computation made of a tree (a context's
-cached part) by the tree id and a key naming the computation and its code, a memory as a context
-renders it by the blob and the code, a vector by the encoder and the hash of the text it was computed
-from (and that hash by the encoder and the blob, so a hybrid recall finds a memory's vector without reading it), a
+not parse), its search terms and what ranking reads of it (``docs``, ``postings``, ``doc_paths``:
+see :mod:`gitmem.postings`), a tree's memory-relevant entries and summary by object id, a commit's
+tree by the commit id (so a read need not open libgit2 for a packed commit: :mod:`gitmem.gitdir`),
+what a computation made of a tree (a context's cached part) by the tree id and a key naming the
+computation and its code, a memory as a context renders it by the blob and the code, a vector by
+the encoder and the hash of the text it was computed from (and that hash by the encoder and the
+blob, so a hybrid recall finds a memory's vector without reading it), a
 blob the secret scan found clean by the blob id and a hash of the rules it was scanned with. Two
 kinds of rows per ref are hints, not facts: the last commit whose whole history `doctor` found sound,
 where the next `doctor` starts (a commit id names its history, so the finding stays true); and the
@@ -43,9 +43,9 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
-from .model import AUTHOR_KINDS, Memory, author_of
+from .model import Memory, author_of
 
-SCHEMA = 19  # 11: postings carry their memory's type, status, length, time; terms the most a memory holds;
+SCHEMA = 20  # 11: postings carry their memory's type, status, length, time; terms the most a memory holds;
 #             12: docs carry their words' counts (tfs, in the order of tids); 13: words are composed (NFC);
 #             14: active postings also ordered by impact (postings_impact); 15: a final -y after a consonant
 #             is stemmed -i, so "retries" meets "retry" (terms of every blob change); 16: Latin letters lose
@@ -53,8 +53,9 @@ SCHEMA = 19  # 11: postings carry their memory's type, status, length, time; ter
 #             as written as well; 17: a word holds the combining marks after its letters (Indic vowel signs,
 #             Thai tones), Hebrew points and Arabic harakat are folded, an identifier's one-letter parts are dropped
 #             and a part beside one is not expanded as an abbreviation ("OAuth"); 18: zero-width joiners and
-#             soft hyphens are no longer word breaks; 19: blobs carry their memory's author kind and source
-#             (:func:`origin`), which a list filters on without reading the memory
+#             soft hyphens are no longer word breaks; 19: blobs carried their memory's author kind and source;
+#             20: a view's members carry them instead, so a list by either reads one table (100,000 memories:
+#             0.3 s through docs and blobs, see IndexedMemories.origins)
 #: (name, kind, oid) of one tree entry gitmem reads: kind is "tree" or "blob".
 Entry = Tuple[str, str, str]
 #: A parsed memory, or the one-line reason its blob is not a valid memory.
@@ -64,7 +65,7 @@ K = TypeVar("K")
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS blobs(blob TEXT PRIMARY KEY, kind INTEGER, source TEXT, row TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs(blob TEXT PRIMARY KEY, row TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trees(tree TEXT PRIMARY KEY, entries TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS summaries(tree TEXT PRIMARY KEY, summary TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS commits(commit_id TEXT PRIMARY KEY, tree TEXT NOT NULL);
@@ -89,8 +90,8 @@ CREATE TABLE IF NOT EXISTS views(view INTEGER PRIMARY KEY, ref TEXT NOT NULL UNI
                                  n INTEGER NOT NULL, total INTEGER NOT NULL, usable INTEGER NOT NULL,
                                  used REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS members(view INTEGER NOT NULL, doc INTEGER NOT NULL, id TEXT NOT NULL,
-                                   type TEXT NOT NULL, active INTEGER NOT NULL,
-                                   PRIMARY KEY(view, id)) WITHOUT ROWID;
+                                   type TEXT NOT NULL, active INTEGER NOT NULL, kind INTEGER NOT NULL,
+                                   source TEXT NOT NULL, PRIMARY KEY(view, id)) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS members_doc ON members(view, doc);
 CREATE INDEX IF NOT EXISTS members_tail ON members(view, substr(id, -3));
 CREATE TABLE IF NOT EXISTS view_df(view INTEGER NOT NULL, tid INTEGER NOT NULL, df INTEGER NOT NULL,
@@ -122,7 +123,7 @@ class Index:
         self._building: Optional[str] = None  # a first build's own file, until :meth:`_publish`
         self._spoilt = False  # a write of the build failed: without a journal it cannot be rolled back
         self._started = 0.0  # when the build began
-        self._pending_blobs: List[Tuple[str, Optional[int], Optional[str], str]] = []
+        self._pending_blobs: List[Tuple[str, str]] = []
         self._pending_trees: Dict[str, List[Entry]] = {}
         self._pending_summaries: Dict[str, Any] = {}
         self._lock = threading.RLock()  # the connection, for one thread at a time (a transaction is the connection's)
@@ -328,11 +329,11 @@ class Index:
         return out
 
     def put_parsed(self, blob_id: str, parsed: Parsed) -> None:
-        self._pending_blobs.append((blob_id, *origin(parsed), row_text(parsed)))
+        self._pending_blobs.append((blob_id, row_text(parsed)))
 
-    def put_row(self, blob_id: str, row: str, parsed: Parsed) -> None:
-        """Keep a blob's row as :func:`row_text` wrote it (in another process) of what it read as, ``parsed``."""
-        self._pending_blobs.append((blob_id, *origin(parsed), row))
+    def put_row(self, blob_id: str, row: str) -> None:
+        """Keep a blob's row as :func:`row_text` wrote it (in another process)."""
+        self._pending_blobs.append((blob_id, row))
 
     def flush(self) -> None:
         """Store what this command learned, in one transaction per table (blobs in key order, so a
@@ -341,7 +342,7 @@ class Index:
             blobs, trees, summaries = self._pending_blobs, self._pending_trees, self._pending_summaries
             self._pending_blobs, self._pending_trees, self._pending_summaries = [], {}, {}
             # Sorted by the key alone (83 -> 34 ms for 100,000 rows: no tuple comparisons).
-            self._write("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?)", sorted(blobs, key=itemgetter(0)))
+            self._write("INSERT OR IGNORE INTO blobs VALUES (?, ?)", sorted(blobs, key=itemgetter(0)))
             self._write("INSERT OR IGNORE INTO trees VALUES (?, ?)", [(t, _ENCODE(e)) for t, e in trees.items()])
             self._write("INSERT OR IGNORE INTO summaries VALUES (?, ?)", [(k, _ENCODE(v)) for k, v in summaries.items()])
             if self._building:
@@ -594,16 +595,6 @@ def row_text(parsed: Parsed) -> str:
     if isinstance(parsed, str):
         return _ENCODE({"invalid": parsed})
     return _ENCODE(parsed)  # a named tuple: its fields in order, the author's and the lists' as JSON arrays
-
-
-def origin(parsed: Parsed) -> Tuple[Optional[int], Optional[str]]:
-    """What a list filters on besides a memory's type, status and paths (:func:`gitmem.model.matches`): its
-    author's kind, as its number in :data:`~gitmem.model.AUTHOR_KINDS`, and its source; (None, None) for a blob
-    that is no valid memory. Kept beside a blob's row, before it (read without the row's pages): 5 bytes a row
-    for "cli" (a kind costs one header byte, a source one and its length)."""
-    if isinstance(parsed, str):
-        return None, None
-    return AUTHOR_KINDS.index(parsed.author.kind), parsed.source
 
 
 def from_rows(rows: Sequence[str]) -> List[Optional[Parsed]]:

@@ -820,7 +820,7 @@ def source_matches(source: str, wanted: Optional[str]) -> bool:
 def origin_matches(kind: str, source: str, author_kind: Optional[str], wanted: Optional[str]) -> bool:
     """The list filters on who wrote a memory: its author's ``kind`` is ``author_kind`` (None: any) and its
     ``source`` matches ``wanted`` (:func:`source_matches`). The derived index answers them from these two
-    fields alone (:func:`gitmem.index.origin`)."""
+    fields alone (:meth:`gitmem.postings.IndexedMemories.origins`)."""
     return (author_kind is None or kind == author_kind) and source_matches(source, wanted)
 
 

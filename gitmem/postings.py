@@ -347,27 +347,16 @@ class IndexedMemories:
             f"WHERE m.active=1 AND ({near})", [view, *args])})  # CROSS JOIN: the paths first, see _path_overlaps
         return found | {i for i in listed if i not in self.changed}
 
-    def origins(self, type: Optional[str] = None,
-                active: Optional[bool] = None) -> Tuple[Dict[Tuple[str, str], List[str]], List[str]]:
-        """The ids of the memories :meth:`ids` gives by their (author kind, source), as the index keeps them beside
-        each blob's row (:func:`gitmem.index.origin`), so a list by author kind or source reads only the memories
-        it shows; and the ids of those whose blob's row the index lacks (its write was given up): read them."""
+    def origins(self, type: Optional[str] = None, active: Optional[bool] = None) -> Dict[Tuple[str, str], List[str]]:
+        """The ids of the memories :meth:`ids` gives by their (author kind, source), as the view's members keep
+        them, so a list by author kind or source reads only the memories it shows. From the members alone: through
+        each one's doc and blob row, 100,000 memories took 0.3 s; read here, 0.03 s."""
         assert not self.changed, "read through a commit's own view"
-        where, args = _members_where(type, active, "m.")
-        kinds = dict(enumerate(AUTHOR_KINDS))
-        # The docs in blob order first: the blobs' rows are then read in their own order, not all over the file
-        # (30,000 memories: 0.06 s, against 0.10 s from the view's members by id); an origin's ids in one string.
+        where, args = _members_where(type, active)
         rows = self._sql(lambda db, view: db.execute(
-            f"SELECT b.kind, b.source, group_concat(m.id, ' ') FROM docs d CROSS JOIN members m ON m.view=? AND "
-            f"m.doc=d.doc LEFT JOIN blobs b ON b.blob=d.blob WHERE 1{where} GROUP BY 1, 2", [view, *args]).fetchall())
-        known: Dict[Tuple[str, str], List[str]] = {}
-        unread: List[str] = []
-        for kind, source, ids in rows:
-            if kind in kinds and isinstance(source, str):
-                known.setdefault((kinds[kind], source), []).extend(ids.split(" "))
-            else:
-                unread += ids.split(" ")
-        return known, unread
+            f"SELECT kind, source, group_concat(id, ' ') FROM members WHERE view=?{where} GROUP BY 1, 2",
+            [view, *args]).fetchall())
+        return {(AUTHOR_KINDS[kind], source): ids.split(" ") for kind, source, ids in rows}
 
 
 def _members_where(type: Optional[str], active: Optional[bool], table: str = "") -> Tuple[str, List[Any]]:
@@ -498,7 +487,8 @@ def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], cop
             _drop(db, view, keep_row=True)
             db.execute("UPDATE views SET n=0, total=0, usable=1 WHERE view=?", (view,))
     if copy is not None:
-        db.execute("INSERT INTO members SELECT ?, doc, id, type, active FROM members WHERE view=?", (view, copy[0]))
+        db.execute("INSERT INTO members SELECT ?, doc, id, type, active, kind, source FROM members WHERE view=?",
+                   (view, copy[0]))
         db.execute("INSERT INTO view_df SELECT ?, tid, df FROM view_df WHERE view=?", (view, copy[0]))
         db.execute("UPDATE views SET (n, total) = (SELECT n, total FROM views WHERE view=?) WHERE view=?",
                    (copy[0], view))
@@ -507,8 +497,9 @@ def _apply(db: sqlite3.Connection, ref: str, row: Optional[Tuple[Any, ...]], cop
         if db.execute("DELETE FROM members WHERE view=? AND doc=?", (view, doc)).rowcount and not bulk:
             _count(db, view, doc, -1)
     try:
-        db.executemany("INSERT INTO members VALUES (?, ?, ?, ?, ?)",
-                       [(view, docs[b], m.id, m.type, int(m.status == "active")) for b, m in fresh])
+        db.executemany("INSERT INTO members VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       [(view, docs[b], m.id, m.type, int(m.status == "active"), AUTHOR_KINDS.index(m.author.kind),
+                         m.source) for b, m in fresh])
     except sqlite3.IntegrityError:  # two memories with one id: only a full load reports that rightly
         db.execute("UPDATE views SET tree=?, usable=0, used=? WHERE view=?", (root, time.time(), view))
         return None

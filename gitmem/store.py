@@ -604,12 +604,9 @@ class Store:
                 near = view.touching([path])
                 ids = [i for i in ids if i in near]
             if author_kind is not None or source is not None:
-                origins, unread = view.origins(type, active)  # ids by (author kind, source): few keys, many ids
+                origins = view.origins(type, active)  # ids by (author kind, source): few keys, many ids
                 kept = set(itertools.chain.from_iterable(listed for (kind, wrote), listed in origins.items()
                                                          if model.origin_matches(kind, wrote, author_kind, source)))
-                among = set(unread)
-                kept.update(i for i, m in view.get([i for i in ids if i in among]).items()
-                            if model.origin_matches(m.author.kind, m.source, author_kind, source))
                 ids = [i for i in ids if i in kept]
             return (view, ids) if ids or view.count() else None
         except GitmemError:  # the index cannot answer

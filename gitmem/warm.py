@@ -334,7 +334,7 @@ class Warm:
                     helper.stop()
                 for (_, blob_id), (row, found) in zip(todo[:end], answered):
                     out[blob_id] = found
-                    self.index.put_row(blob_id, row, found)
+                    self.index.put_row(blob_id, row)
             progress.done()
             with self._lock:
                 self.parsed.update(out)
