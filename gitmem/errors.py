@@ -100,6 +100,19 @@ class Changed(GitmemError):
     on the old version is refused, so it never lands on a newer one nobody looked at."""
 
 
+class Superseded(Changed):
+    """A supersede decided on a memory that another write superseded since, by ``successor``: what is there to
+    replace now is that one. ``same``: the successor holds what this supersede would have written (its form sent
+    twice), so the successor is this send's answer, not a refusal."""
+
+    def __init__(self, memory_id: str, successor: str, same: bool):
+        self.memory_id = memory_id
+        self.successor = successor
+        self.same = same
+        super().__init__(f"{memory_id} was superseded by {successor} since you opened it: read that version, then "
+                         "supersede it")
+
+
 class Repeated(GitmemError):
     """An add carries the one-time key of an earlier add (a form sent twice): it is not written again.
     ``same``: whether it would have stored what the earlier one did (a replay) or other content."""

@@ -19,7 +19,7 @@ import pygit2
 
 from . import gitdir, model
 from .errors import (AmbiguousId, BranchError, Changed, GitmemError, IdTooShort, InvalidMemory, NotFound, echoed,
-                     PendingConflict, Repeated, StorageError)
+                     PendingConflict, Repeated, StorageError, Superseded)
 from .gitdir import GitDir
 from .index import Entry, code_key
 from .model import Author, Memory, Problem
@@ -813,19 +813,15 @@ class Store:
         """Replace a memory with a new one in a single commit: the old one is marked
         superseded (and points at its successor); the new one says what it supersedes. The successor is
         anchored as :meth:`add` anchors one: a file memory's to its file's current blob, a checkpoint's to HEAD,
-        with the next step its text gives. ``seen``: as :meth:`retract`'s (a form prefilled from the memory)."""
+        with the next step its text gives. ``seen``: as :meth:`retract`'s (a form prefilled from the memory); a
+        memory superseded since raises :class:`Superseded`, saying whether its successor is what this would write."""
         author = author or default_author(self.repo)
         new_fields = {"text": text, "title": fields_.pop("title", None), "reason": fields_.pop("reason", None),
                       "next": fields_.pop("next", None)}
         if fields_.get("paths") is not None:  # new paths, held to what add holds them to; kept ones stay as they are
             fields_["paths"] = [model.check_new_path(p) for p in fields_["paths"]]
 
-        def apply(snap: Snapshot) -> Built:
-            path, old = snap.find(memory_id)
-            if old.status != "active":
-                raise GitmemError(f"{old.id} is already {old.status}")
-            if seen is not None and model.version(old) != seen:
-                raise Changed(f"{old.id} changed since you opened it: read this version, then supersede it again")
+        def successor_of(old: Memory) -> Tuple[Memory, int]:
             keep = {k: getattr(old, k) for k in ("title", "reason", "tags", "paths")}
             keep.update({k: v for k, v in new_fields.items() if v is not None or k == "text"})
             keep.update({k: tuple(dict.fromkeys(v)) for k, v in fields_.items()  # None keeps them; no repeats, as add
@@ -835,9 +831,21 @@ class Store:
             if old.type == "checkpoint":
                 keep["commit"] = head_commit(self.repo)
                 keep.setdefault("next", model.next_step(text))
-            new, redacted = model.redacted_valid(Memory(
-                id=model.new_id(), type=old.type, author=author, source=source,
-                created=model.utc_now(), supersedes=old.id, **keep))
+            return model.redacted_valid(Memory(id=model.new_id(), type=old.type, author=author, source=source,
+                                               created=model.utc_now(), supersedes=old.id, **keep))
+
+        def apply(snap: Snapshot) -> Built:
+            path, old = snap.find(memory_id)
+            if seen is not None and old.status == "superseded" and old.superseded_by:  # a form sent after another
+                wrote = snap.find(old.superseded_by)[1]
+                would = successor_of(old)[0]
+                raise Superseded(old.id, wrote.id, same=(_content(wrote), wrote.author, wrote.source)
+                                 == (_content(would), would.author, would.source))
+            if old.status != "active":
+                raise GitmemError(f"{old.id} is already {old.status}")
+            if seen is not None and model.version(old) != seen:
+                raise Changed(f"{old.id} changed since you opened it: read this version, then supersede it again")
+            new, redacted = successor_of(old)
             replaced = old.evolve(status="superseded", superseded_by=new.id, updated=model.utc_now())
             return Built({path: model.dump_yaml(replaced), model.memory_path(new): model.dump_yaml(new)}, new, redacted)
 

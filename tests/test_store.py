@@ -98,6 +98,24 @@ def test_supersede_is_one_commit_linking_both(store, repo):
     assert len(git(repo, "rev-list", "refs/memory/main").split()) == 2
 
 
+def test_a_supersede_decided_on_a_memory_superseded_since_names_its_successor_and_writes_nothing(store, repo):
+    """A form sent twice finds its own successor (``same``: answered with it); another person's edit finds the
+    first one's (not ``same``): neither writes, and the old memory stays superseded once."""
+    from gitmem.errors import Superseded
+    from gitmem.model import version
+
+    old = store.add("decision", "Use pygit2", reason="no subprocess", tags=["git"]).memory
+    first = store.supersede(old.id, "Use pygit2 1.15", seen=version(old)).memory
+    tip = git(repo, "rev-parse", "refs/memory/main")
+    for text, same in (("Use pygit2 1.15", True), ("Use pygit2 and git gc", False)):
+        with pytest.raises(Superseded) as e:
+            store.supersede(old.id, text, seen=version(old))
+        assert (e.value.successor, e.value.same) == (first.id, same)
+    assert git(repo, "rev-parse", "refs/memory/main") == tip
+    with pytest.raises(GitmemError, match="already superseded"):  # without a version seen: as before
+        store.supersede(old.id, "Use pygit2 1.15")
+
+
 def test_a_superseded_file_summary_is_tied_to_the_file_as_it_is_now(store, repo):
     """The successor of a file memory records the file's blob, as an added one does: else it never reads stale."""
     from gitmem.recall import recall

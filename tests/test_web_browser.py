@@ -383,3 +383,58 @@ def test_older_and_newer_links_lead_through_a_long_memory_with_its_filter(repo):
             assert page.locator("nav.pager a[rel=prev]").count() == 0
         finally:
             browser.close()
+
+
+def _supersede_in(tab, server, memory_id, text):
+    """Open ``memory_id``'s page in ``tab`` and type ``text`` into its supersede form, not sent yet."""
+    tab.goto(server + f"/memory/{memory_id}")
+    tab.locator("details.supersede summary").click()
+    tab.locator("#supersede-form textarea[name=text]").fill(text)
+
+
+def test_the_supersede_form_sent_twice_is_answered_with_the_one_memory_it_wrote(repo, store, server, page):
+    """The same form sent again (a double click, a second tab holding the same edit) landed on the old memory's
+    page with "Not superseded: ... is already superseded" after the first send had written it: the person is told
+    the edit failed when it did not. It is answered as the first send was, and nothing is written."""
+    old = next(m for m in store.list() if m.text == "Use pygit2 for git access")
+    other = page.context.browser.new_page()
+    for tab in (page, other):
+        _supersede_in(tab, server, old.id, "Use pygit2 for git access, and libgit2 1.9 or newer")
+    with page.expect_navigation():
+        page.locator("#supersede-form button[type=submit]").click()
+    new_id = page.locator("article.memory").get_attribute("data-id")
+    tip = git(repo, "rev-parse", "refs/memory/main")
+    with other.expect_navigation():
+        other.locator("#supersede-form button[type=submit]").click()
+    assert other.locator("p.error").count() == 0, other.locator("p.error").inner_text()
+    assert other.locator(".flash").inner_text() == f"Superseded {old.id}."
+    assert other.locator("article.memory").get_attribute("data-id") == new_id
+    assert git(repo, "rev-parse", "refs/memory/main") == tip
+
+
+def test_a_supersede_from_a_second_tab_shows_the_new_version_and_keeps_what_was_typed(repo, store, server, page):
+    """Two tabs edit one memory: the first supersedes it; the second's send was refused on the old memory's page,
+    which (superseded) shows no form, so the second person's text was thrown away. It is shown the memory that
+    replaced it, with the text typed in a form for that one (409), one line saying why, and nothing written."""
+    old = next(m for m in store.list() if m.text == "Use pygit2 for git access")
+    other = page.context.browser.new_page()
+    _supersede_in(page, server, old.id, "Use pygit2, pinned to 1.15")
+    _supersede_in(other, server, old.id, "Use pygit2, and call git for gc")
+    with page.expect_navigation():
+        page.locator("#supersede-form button[type=submit]").click()
+    first = page.locator("article.memory").get_attribute("data-id")
+    tip = git(repo, "rev-parse", "refs/memory/main")
+    with other.expect_navigation() as sent:
+        other.locator("#supersede-form button[type=submit]").click()
+    assert sent.value is not None and git(repo, "rev-parse", "refs/memory/main") == tip
+    error = other.locator("p.error").inner_text()
+    assert "\n" not in error and error.startswith(f"Not superseded: {old.id} was superseded by {first}"), error
+    assert other.locator("article.memory").get_attribute("data-id") == first
+    assert "Use pygit2, pinned to 1.15" in other.locator("article.memory").inner_text()
+    assert other.locator("#supersede-form").is_visible()
+    assert other.locator("#supersede-form textarea[name=text]").input_value() == "Use pygit2, and call git for gc"
+    other.screenshot(path=str(SHOTS / "supersede-second-tab.png"), full_page=True)
+    with other.expect_navigation():  # sent again, it replaces the version it now shows
+        other.locator("#supersede-form button[type=submit]").click()
+    assert other.locator(".flash").inner_text() == f"Superseded {first}."
+    assert "Use pygit2, and call git for gc" in other.locator("article.memory").inner_text()

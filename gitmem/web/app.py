@@ -36,7 +36,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..errors import Changed, GitmemError, InvalidMemory, NotFound, Repeated
+from ..errors import Changed, GitmemError, InvalidMemory, NotFound, Repeated, Superseded
 from ..model import ID_RE, Author
 from ..serving import on_library_thread, scope_refusal
 from ..warm import Warm
@@ -421,6 +421,11 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
                                 seen=form.get("seen") or None)
         except NotFound as e:
             return failure(e)
+        except Superseded as e:  # by this form sent before (answered as then), or by another: shown, with the text
+            if e.same:
+                return RedirectResponse(url(f"/memory/{e.successor}", branch=store.branch, superseded=e.memory_id),
+                                        status_code=303)
+            return one_memory_view(store.branch, e.successor, {}, form=form, error=f"Not superseded: {e}", status=409)
         except GitmemError as e:  # shown on the memory's page as it is now, the form holding what was typed
             try:
                 return one_memory_view(form.get("branch"), memory_id, {}, form=form,
