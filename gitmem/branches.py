@@ -257,14 +257,18 @@ class BranchInfo:
     code: str  # "exists" (a local or remote-tracking branch has it, as prune reads it) or "deleted"
     merged: bool  # its code is reachable from the parent's (or default) code branch
     conflicts: int = 0
-    memory_merged: bool = False  # its memory tip is in the parent's (or default) memory, or ``renamed_to``'s
+    memory_merged: bool = False  # its memory tip is in the parent's (or default) memory, or ``merged_into``'s
     active: int = 0  # of ``memories`` (which also counts superseded, retracted and invalid ones), as status counts
     renamed_to: Optional[str] = None  # prune: the code branch renamed from it whose memory holds all of its
+    #: prune: the branch, other than the parent, whose memory holds all of its: ``renamed_to``, or for memory set
+    #: aside here the branch it was set aside from (:func:`merged_back`)
+    merged_into: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return {"name": self.name, "ref": self.ref, "tip": self.tip, "parent": self.parent,
                 "memories": self.memories, "active": self.active, "code": self.code, "merged": self.merged,
-                "conflicts": self.conflicts, "memory_merged": self.memory_merged, "renamed_to": self.renamed_to}
+                "conflicts": self.conflicts, "memory_merged": self.memory_merged, "renamed_to": self.renamed_to,
+                "merged_into": self.merged_into}
 
 
 def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
@@ -313,10 +317,16 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True, force: bool = False)
     default = default_branch(repo)
     moved = renames(repo)  # not gone: renamed by git, which left the memory behind (see move)
     gone = [b for b in list_branches(repo) if b.name != default and not code_tips(repo, b.name) and b.name not in moved]
-    # Renamed, and the memory left behind merged into the new name's since: in its memory, whatever the parent's
+    # Renamed, and the memory left behind merged into the new name's since, or set aside, and merged into the new
+    # branch's of its name since: in that memory, whatever the parent's
     carried = {old: new for new, _ in ref_names(repo, "refs/heads/") if (old := renamed_from(repo, new, merged=True))}
-    gone = [replace(b, memory_merged=True, renamed_to=carried[b.name]) if not b.memory_merged and b.name in carried
-            else b for b in gone]
+    for n, b in enumerate(gone):
+        if b.memory_merged:
+            continue
+        if b.name in carried:
+            gone[n] = replace(b, memory_merged=True, renamed_to=carried[b.name], merged_into=carried[b.name])
+        elif into := merged_back(repo, b.name, b.tip):
+            gone[n] = replace(b, memory_merged=True, merged_into=into)
     if not dry_run:
         for b in gone:
             if not prunable(b, force):
@@ -447,6 +457,16 @@ def set_aside_from(repo: pygit2.Repository, name: str) -> Optional[str]:
     merge NAME` brings it in, `gitmem prune` drops it."""
     branch = aside_of(name)
     return branch if branch and not code_tips(repo, name) else None
+
+
+def merged_back(repo: pygit2.Repository, name: str, tip: str) -> Optional[str]:
+    """The branch whose earlier memory ``name`` (at ``tip``) holds, set aside here (:func:`set_aside_from`), when
+    that branch's memory holds all of it now (`gitmem merge NAME`, as the set-aside notice offers): it is merged,
+    and prune drops it as such, as it does a renamed branch's memory merged into the new name's. Else None."""
+    from .repo import memory_ref
+
+    branch = set_aside_from(repo, name)
+    return branch if branch and reachable(repo, tip, ref_target(repo, memory_ref(branch))) else None
 
 
 def _put_aside(repo: pygit2.Repository, branch: str, tip: str) -> str:

@@ -34,7 +34,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import pygit2
 
-from .branches import (REMOTE_PREFIX, aside_notice, blocked_entry, damaged_copy, dropped_here, reachable,
+from .branches import (REMOTE_PREFIX, aside_notice, blocked_entry, damaged_copy, dropped_here, merged_back, reachable,
                        set_aside_for, set_aside_from, take_late_parent)
 from .errors import GitmemError, RefClash, RemoteError, SecretFound, StorageError
 from .index import process_gone
@@ -168,7 +168,8 @@ class Divergence:
     """Local memory of ``branch`` against the last fetched copy on ``remote``. ``skipped``: the copy holds
     what this memory lacks, yet a pull does not take it: that branch's memory was dropped or set aside here
     (:func:`gitmem.branches.dropped_here`). ``aside``: for memory set aside here, the branch whose earlier memory
-    it holds (:func:`gitmem.branches.set_aside_from`: kept in this clone, not pushed)."""
+    it holds (:func:`gitmem.branches.set_aside_from`: kept in this clone, not pushed); ``aside_merged``: that
+    branch's memory holds all of it now (:func:`gitmem.branches.merged_back`: prune drops it as merged)."""
 
     branch: str
     remote: str
@@ -178,6 +179,7 @@ class Divergence:
     behind: int
     skipped: bool = False
     aside: Optional[str] = None
+    aside_merged: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -1049,7 +1051,8 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
                 raise _damage_among(repo, copies, e) from None
             skipped = bool(fetched and behind and dropped_here(repo, b, fetched))  # a pull does not take it
             aside = set_aside_from(repo, b) if mine else None
-            out.append(Divergence(b, remote, mine, fetched, ahead, behind, skipped, aside))  # type: ignore[arg-type]  # pygit2 stub
+            merged = bool(aside and mine and merged_back(repo, b, mine))
+            out.append(Divergence(b, remote, mine, fetched, ahead, behind, skipped, aside, merged))  # type: ignore[arg-type]  # pygit2 stub
     return out
 
 

@@ -131,6 +131,37 @@ def test_a_branch_created_again_under_a_deleted_ones_name_starts_from_its_parent
     assert spike not in ids(repo, "main")
 
 
+def test_memory_set_aside_and_merged_into_the_new_branch_is_named_merged_and_pruned_as_merged(tmp_path):
+    """After `gitmem merge wip.earlier-X` into the new wip, as the set-aside notice offers, status still said the
+    merge "brings it in" and `prune --yes` kept it as "not in main's memory": all of it is in wip's memory, the
+    branch it was set aside from, as for a renamed branch's memory merged into the new name's."""
+    _, repo, _ = clones(tmp_path)  # status names set-aside memory among the remotes' copies
+    with_hooks(repo)
+    git(repo, "checkout", "-q", "-b", "wip")
+    spike = add(repo, "fact", "spike fact")["id"]
+    commit_file(repo, "spike.txt")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-q", "-D", "wip")
+    git(repo, "checkout", "-q", "-b", "wip", env=AGAIN)
+    add(repo, "fact", "new work")
+    aside = next(n[len("refs/memory-aside/"):] for n in pygit2.Repository(str(repo)).references
+                 if n.startswith("refs/memory-aside/wip.earlier-"))
+    assert f"`gitmem merge {aside}` brings it in" in gitmem(repo, "status").stdout
+    assert "kept refs/memory-aside/" in gitmem(repo, "prune", "--yes").stdout  # not merged yet: only --force
+
+    gitmem(repo, "merge", aside)
+
+    shown = gitmem(repo, "status").stdout
+    assert f"`gitmem merge {aside}` brings it in" not in shown
+    assert f"memory {aside}: your memory of the earlier 'wip', set aside here, is all in wip's memory: " \
+        "`gitmem prune --yes` drops it" in shown, shown
+    listing = gitmem(repo, "prune").stdout
+    assert f"would delete refs/memory-aside/{aside}" in listing and "all of it is in wip's memory" in listing, listing
+    pruned = json.loads(gitmem(repo, "prune", "--yes", "--json").stdout)
+    assert pruned["kept"] == [] and [(b["name"], b["merged_into"]) for b in pruned["branches"]] == [(aside, "wip")]
+    assert git(repo, "for-each-ref", "refs/memory-aside/") == "" and spike in ids(repo, "wip")
+
+
 def test_a_branch_created_again_from_another_start_reads_that_starts_memory(repo):
     """x was made from spike and deleted without a write: its fork record is an earlier branch's, and the
     new x, made from main, reads main's memory, not spike's."""

@@ -30,8 +30,8 @@ def branch(store: Store, move, as_json: bool) -> None:
     still exists and whether it is merged into its parent. With --move, rename one.
 
     JSON: {"current", "branches": [{"name", "ref", "tip", "parent", "memories", "active", "code", "merged",
-    "conflicts", "memory_merged", "renamed_to"}]} (memories: every blob; active: as status counts; renamed_to:
-    set by prune only);
+    "conflicts", "memory_merged", "renamed_to", "merged_into"}]} (memories: every blob; active: as status counts;
+    renamed_to, merged_into: set by prune only);
     with --move: {"from", "to", "ref", "tip"}.
 
     Example: git branch -m payments billing && gitmem branch -m payments billing
@@ -120,10 +120,12 @@ def prune(store: Store, yes: bool, force: bool, as_json: bool) -> None:
 
     Lists what it would drop first; pass --yes to delete. A branch whose memory is not all in its
     parent's is kept unless --force (it may exist nowhere else: `gitmem merge NAME` keeps it). Each
-    line names the tip, so `git update-ref refs/memory/NAME TIP` brings one back until gc.
+    line names the ref and the tip, so `git update-ref REF TIP` brings one back until gc (REF:
+    refs/memory/NAME, or refs/memory-aside/NAME for memory set aside here, NAME.earlier-TIP).
 
     A branch renamed with `git branch -m` whose memory was merged into the new name's since counts as merged
-    (its branch's "renamed_to" names the new name).
+    (its branch's "renamed_to" and "merged_into" name the new name), and so does memory set aside here,
+    BRANCH.earlier-TIP, once merged into BRANCH's ("merged_into": BRANCH).
 
     JSON: {"deleted": bool, "branches": [branch], "kept": [name]} (kept: not deleted, for want of --force).
 
@@ -138,7 +140,7 @@ def prune(store: Store, yes: bool, force: bool, as_json: bool) -> None:
         emit_json({"deleted": yes, "branches": [b.to_dict() for b in gone if b.name not in kept], "kept": kept})
         return
     for b in gone:
-        into = b.renamed_to or b.parent or "its parent"
+        into = b.merged_into or b.parent or "its parent"
         verb = ("kept" if yes else "would keep") if b.name in held else "deleted" if yes else "would delete"
         state = (f"all of it is in {into}'s memory" if b.memory_merged else
                  f"some of it was not in {into}'s memory: `git update-ref {b.ref} {b.tip}` brings it back until gc"

@@ -545,10 +545,11 @@ def status(store: Store, as_json: bool) -> None:
     """Where memory is read from and written to, and what it holds.
 
     JSON: {"branch", "ref", "own_tip", "reads", "tip", "counts": {type: active memories}, "notice",
-    "conflicts": [id], "remotes": [{"branch", "remote", "local", "fetched", "ahead", "behind", "skipped", "aside"}]
-    (skipped: a pull does not take that copy, the branch's memory was dropped or set aside here; aside: null, or for
-    memory set aside here, BRANCH.earlier-TIP, the branch whose earlier memory it holds, kept in this clone and not
-    pushed), "late_parent":
+    "conflicts": [id], "remotes": [{"branch", "remote", "local", "fetched", "ahead", "behind", "skipped", "aside",
+    "aside_merged"}] (skipped: a pull does not take that copy, the branch's memory was dropped or set aside here;
+    aside: null, or for memory set aside here, BRANCH.earlier-TIP, the branch whose earlier memory it holds, kept in
+    this clone and not pushed; aside_merged: BRANCH's memory holds all of it, `gitmem prune --yes` drops it),
+    "late_parent":
     null or {"branch", "parent", "fork", "as_of", "notice"}} (late_parent: this branch's memory started before its
     parent's arrived here, and lacks what the parent's held at the fork; the notice names the command).
 
@@ -602,7 +603,9 @@ def status(store: Store, as_json: bool) -> None:
         if d["aside"] and d["fetched"] is None:  # this clone's to keep apart: no push to suggest, on any remote
             if d["branch"] not in told:
                 told.add(d["branch"])
-                click.echo(f"  memory {d['branch']}: your memory of the earlier {d['aside']!r}, set aside here and kept in "
+                click.echo(f"  memory {d['branch']}: your memory of the earlier {d['aside']!r}, set aside here, is all in "
+                           f"{d['aside']}'s memory: `gitmem prune --yes` drops it" if d["aside_merged"] else
+                           f"  memory {d['branch']}: your memory of the earlier {d['aside']!r}, set aside here and kept in "
                            f"this clone, not pushed: `gitmem merge {d['branch']}` brings it in, `gitmem prune` drops it")
             continue
         if d["fetched"] is None:  # "N ahead" would count its whole history, as if the remote were behind it
