@@ -796,11 +796,21 @@ def blocked_notice(entry: Dict[str, str], again: Optional[str] = None) -> str:
     return f"{branch}: not merged: {entry['why']}" + (f" (`{again}`)" if entry["id"] else f", then `{again}`")
 
 
+_NEW_BRANCHS = "a new branch's of that name, which set aside the earlier one's"
+
+
 def aside_notice(branch: str, aside: str) -> str:
     """What a person is told when :func:`set_aside_for` set their memory of ``branch`` aside."""
-    return (f"the remote's memory of {branch!r} is a new branch's of that name, which set aside the earlier "
-            f"one's: your memory of the earlier {branch!r} is now {aside!r}, not merged (`gitmem merge {aside}` "
-            "brings it in)")
+    return (f"the remote's memory of {branch!r} is {_NEW_BRANCHS}: your memory of the earlier {branch!r} is now "
+            f"{aside!r}, not merged (`gitmem merge {aside}` brings it in)")
+
+
+def new_branch_notice(branch: str, remote: str) -> str:
+    """What a person is told, before a pull, of ``remote``'s copy of ``branch``'s memory that is a new branch's
+    (:func:`earlier_root`): not "N ahead, M behind", as if a pull merged the two, but what the pull does
+    (:func:`set_aside_for`)."""
+    return (f"{branch}: {remote}'s is {_NEW_BRANCHS}: `gitmem pull` sets your memory of the earlier {branch!r} "
+            "aside, not merged, and takes it")
 
 
 def skipped_notice(branch: str, remote: str) -> str:

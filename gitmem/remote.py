@@ -34,8 +34,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import pygit2
 
-from .branches import (REMOTE_PREFIX, aside_notice, blocked_entry, damaged_copy, dropped_here, merged_back, reachable,
-                       set_aside_for, set_aside_from, take_late_parent)
+from .branches import (REMOTE_PREFIX, aside_notice, blocked_entry, damaged_copy, dropped_here, earlier_root,
+                       merged_back, reachable, set_aside_for, set_aside_from, take_late_parent)
 from .errors import GitmemError, RefClash, RemoteError, SecretFound, StorageError
 from .index import process_gone
 from .model import Author
@@ -169,7 +169,9 @@ class Divergence:
     what this memory lacks, yet a pull does not take it: that branch's memory was dropped or set aside here
     (:func:`gitmem.branches.dropped_here`). ``aside``: for memory set aside here, the branch whose earlier memory
     it holds (:func:`gitmem.branches.set_aside_from`: kept in this clone, not pushed); ``aside_merged``: that
-    branch's memory holds all of it now (:func:`gitmem.branches.merged_back`: prune drops it as merged)."""
+    branch's memory holds all of it now (:func:`gitmem.branches.merged_back`: prune drops it as merged).
+    ``new_branch``: the copy is a new branch's memory of that name, which set this one aside
+    (:func:`gitmem.branches.earlier_root`): a pull sets this memory aside here too and takes the copy."""
 
     branch: str
     remote: str
@@ -180,6 +182,7 @@ class Divergence:
     skipped: bool = False
     aside: Optional[str] = None
     aside_merged: bool = False
+    new_branch: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -1052,7 +1055,8 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
             skipped = bool(fetched and behind and dropped_here(repo, b, fetched))  # a pull does not take it
             aside = set_aside_from(repo, b) if mine else None
             merged = bool(aside and mine and merged_back(repo, b, mine))
-            out.append(Divergence(b, remote, mine, fetched, ahead, behind, skipped, aside, merged))  # type: ignore[arg-type]  # pygit2 stub
+            new = bool(mine and fetched and ahead and behind and earlier_root(repo, b, mine, fetched))
+            out.append(Divergence(b, remote, mine, fetched, ahead, behind, skipped, aside, merged, new))  # type: ignore[arg-type]  # pygit2 stub
     return out
 
 

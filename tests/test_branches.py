@@ -280,6 +280,25 @@ def test_a_teammate_holding_memory_set_aside_elsewhere_sets_it_aside_too(tmp_pat
     assert old not in ids(a, "feature")
 
 
+def test_status_before_a_pull_names_a_remote_copy_that_is_a_new_branchs_memory(tmp_path):
+    """b fetched the new feature's memory: status said "N ahead, M behind" as if a pull would merge the two, while
+    the pull sets b's memory of the earlier feature aside and takes the new one: it says so, as the pull would."""
+    a, b, old = _feature_created_again(tmp_path)
+    _new_feature_pushed(a)
+    gitmem(b, "fetch")
+
+    shown = gitmem(b, "status").stdout
+
+    assert "feature vs origin" not in shown, shown
+    assert "memory feature: origin's is a new branch's of that name, which set aside the earlier one's: `gitmem pull` " \
+        "sets your memory of the earlier 'feature' aside, not merged, and takes it" in shown, shown
+    remote = next(r for r in json.loads(gitmem(b, "status", "--json").stdout)["remotes"] if r["branch"] == "feature")
+    assert remote["new_branch"] is True
+    pulled = json.loads(gitmem(b, "pull", "--json").stdout)
+    assert old in ids(b, pulled["set_aside"]["feature"])
+    assert not any(r["new_branch"] for r in json.loads(gitmem(b, "status", "--json").stdout)["remotes"])
+
+
 def test_a_teammates_push_of_memory_set_aside_elsewhere_is_refused_and_sets_it_aside(tmp_path):
     a, b, old = _feature_created_again(tmp_path)
     new = _new_feature_pushed(a)

@@ -839,7 +839,8 @@ def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
     status = json.loads(gitmem(bob, "status", "--json").stdout)
 
     assert status["remotes"] == [{"branch": "main", "remote": "origin", "ahead": 2, "behind": 1, "skipped": False,
-                                  "aside": None, "aside_merged": False, "local": Store.open(str(bob)).own_tip(),
+                                  "aside": None, "aside_merged": False, "new_branch": False,
+                                  "local": Store.open(str(bob)).own_tip(),
                                   "fetched": Store.open(str(alice)).own_tip()}]
     assert "origin: 2 ahead, 1 behind" in gitmem(bob, "status").stdout
     git(alice, "branch", "feature")  # a branch bob has no memory of: counted against what it inherits, main's

@@ -546,9 +546,11 @@ def status(store: Store, as_json: bool) -> None:
 
     JSON: {"branch", "ref", "own_tip", "reads", "tip", "counts": {type: active memories}, "notice",
     "conflicts": [id], "remotes": [{"branch", "remote", "local", "fetched", "ahead", "behind", "skipped", "aside",
-    "aside_merged"}] (skipped: a pull does not take that copy, the branch's memory was dropped or set aside here;
-    aside: null, or for memory set aside here, BRANCH.earlier-TIP, the branch whose earlier memory it holds, kept in
-    this clone and not pushed; aside_merged: BRANCH's memory holds all of it, `gitmem prune --yes` drops it),
+    "aside_merged", "new_branch"}] (skipped: a pull does not take that copy, the branch's memory was dropped or set
+    aside here; aside: null, or for memory set aside here, BRANCH.earlier-TIP, the branch whose earlier memory it
+    holds, kept in this clone and not pushed; aside_merged: BRANCH's memory holds all of it, `gitmem prune --yes`
+    drops it; new_branch: the copy is a new branch's memory of that name, which set the earlier one's aside: a
+    pull sets this clone's aside too and takes the copy),
     "late_parent":
     null or {"branch", "parent", "fork", "as_of", "notice"}} (late_parent: this branch's memory started before its
     parent's arrived here, and lacks what the parent's held at the fork; the notice names the command).
@@ -616,6 +618,11 @@ def status(store: Store, as_json: bool) -> None:
             from ..branches import skipped_notice
 
             click.echo(f"  memory {skipped_notice(d['branch'], d['remote'])}")
+            continue
+        if d["new_branch"]:  # "N ahead, M behind" would promise a merge of the two
+            from ..branches import new_branch_notice
+
+            click.echo(f"  memory {new_branch_notice(d['branch'], d['remote'])}")
             continue
         click.echo(f"  memory {d['branch']} vs {d['remote']}: {d['ahead']} ahead, {d['behind']} behind"
                    " (as of the last fetch or push)")
