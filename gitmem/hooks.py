@@ -942,22 +942,35 @@ def _refuse_forced_memory(store: Store, remote: str, updates: List[List[str]]) -
     """Memory is never forced. git applies `git push -f` and `--force-with-lease`, given for code, to every
     refspec, `gitmem remote setup`'s memory one too: a memory ref behind the remote's would be forced back and
     the team's memory rewound. So a push that would move a remote memory ref to a commit lacking its tip (or
-    whose tip is not here to tell) is refused whole, before anything is sent."""
-    from .branches import reachable
+    whose tip is not here to tell) is refused whole, before anything is sent.
 
-    behind, unseen = [], []
-    for _, local, remote_ref, remote_tip in updates:
-        if remote_tip == _ZERO:
-            continue
-        if remote_tip not in store.repo:  # moved since this clone's last fetch: no telling what would be lost
-            unseen.append(remote_ref)
-        elif not reachable(store.repo, remote_tip, local):
-            behind.append(remote_ref)
-    if behind or unseen:
-        why = f"{remote}'s {', '.join(behind)} holds memory this push lacks" if behind else \
-            f"{remote}'s {', '.join(unseen)} moved since the last fetch"
-        raise ForcedMemory(f"refusing: {why}, and memory is never forced back; push refused: run `gitmem pull` "
-                           f"first (or `git fetch {remote}`), or push the code alone (`git push {remote} <branch>`)")
+    A tip moved since this clone's last fetch is fetched first: the memory of an earlier branch of that name,
+    dropped or set aside here, is one no pull takes (:func:`gitmem.branches.dropped_here`), so "pull first"
+    would lead to git's own non-fast-forward refusal; the advice is `gitmem push`'s
+    (:func:`gitmem.remote.earlier_memory_notice`)."""
+    from .branches import dropped_here, reachable
+
+    moved = [(ref, tip) for _, local, ref, tip in updates
+             if tip != _ZERO and (tip not in store.repo or not reachable(store.repo, tip, local))]
+    if not moved:
+        return
+    from .remote import earlier_memory_notice, fetch
+
+    unseen = [ref[len(REF_PREFIX):] for ref, tip in moved if tip not in store.repo and ref.startswith(REF_PREFIX)]
+    if unseen and remote in store.repo.remotes.names():
+        try:
+            fetch(store.repo, remote, unseen, interactive=False)
+        except GitmemError:
+            pass  # told as moved, below
+    earlier = [ref[len(REF_PREFIX):] for ref, tip in moved if ref.startswith(REF_PREFIX) and tip in store.repo
+               and dropped_here(store.repo, ref[len(REF_PREFIX):], tip)]
+    if earlier:
+        raise ForcedMemory(f"refusing: {'; '.join(earlier_memory_notice(remote, b) for b in earlier)}; push refused")
+    behind = [ref for ref, tip in moved if tip in store.repo]
+    why = f"{remote}'s {', '.join(behind)} holds memory this push lacks" if behind else \
+        f"{remote}'s {', '.join(ref for ref, _ in moved)} moved since the last fetch"
+    raise ForcedMemory(f"refusing: {why}, and memory is never forced back; push refused: run `gitmem pull` "
+                       f"first (or `git fetch {remote}`), or push the code alone (`git push {remote} <branch>`)")
 
 
 def _refuse_memory_secrets(store: Store, updates: List[List[str]], remote: Optional[str] = None,

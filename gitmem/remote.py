@@ -723,6 +723,15 @@ def _leases(repo: pygit2.Repository, remote: str, tips: Dict[str, str]) -> Dict[
     return {b: known for b, tip in tips.items() if (known := tracked.get(b)) and reachable(repo, known, tip)}
 
 
+def earlier_memory_notice(remote: str, branch: str) -> str:
+    """What a person pushing ``branch``'s memory is told when ``remote`` holds an earlier branch's memory of that
+    name, dropped or set aside here (:func:`gitmem.branches.dropped_here`): no pull takes it, so no push goes on
+    top of it (`gitmem push`, and the pre-push hook of a plain `git push`) until it is gone from there."""
+    return (f"{remote} holds the memory of an earlier {branch!r}, dropped or set aside here: delete it there "
+            f"(git push {remote} :{shared_ref(branch)}) or push this branch's memory under another name "
+            "(`gitmem branch -m`)")
+
+
 def held_tips(repo: pygit2.Repository, remote: str, *, url: Optional[str] = None,
               interactive: Optional[bool] = None) -> List[str]:
     """The memory tips every URL `git push REMOTE` sends to holds right now (or ``url`` alone: where the git
@@ -898,9 +907,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 if dropped_here(repo, r.branch, r.new):  # never merged back: a person decides
                     done[r.branch] = BranchPush(
                         r.branch, "rejected", tips[r.branch], merges[r.branch], attempt,
-                        message=f"{remote} holds the memory of an earlier {r.branch!r}, dropped or set aside here: "
-                        f"nothing pushed; delete it there (git push {remote} :{shared_ref(r.branch)}) or push this "
-                        f"branch's memory under another name (`gitmem branch -m`)")
+                        message=f"{earlier_memory_notice(remote, r.branch)}; nothing pushed")
                     retry.remove(r.branch)
                     continue
                 if aside := set_aside_for(repo, r.branch, [r.new]):

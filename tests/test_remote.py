@@ -937,6 +937,39 @@ def test_plain_git_push_after_remote_setup_never_sends_memory_set_aside_here(ali
     assert "abandoned spike" in texts(alice)
 
 
+def test_a_plain_push_of_a_new_branch_meeting_the_remotes_earlier_memory_of_its_name_says_what_settles_it(
+        alice, bob, origin):
+    """alice deleted wip and made it again; the remote still holds the earlier wip's memory, with a write of bob's
+    alice never fetched. The pre-push hook said it "moved since the last fetch": run `gitmem pull` first; but the
+    pull does not take that memory (an earlier branch's), and the next push failed with git's non-fast-forward
+    hint. The hook gives `gitmem push`'s advice: delete it on the remote, or push under another name."""
+    gitmem(alice, "hooks", "install")
+    git(alice, "checkout", "-q", "-b", "wip")
+    gitmem(alice, "add", "fact", "abandoned spike")
+    git(alice, "commit", "-q", "--allow-empty", "-m", "spike")
+    gitmem(alice, "push")
+    gitmem(bob, "pull")
+    gitmem(bob, "--branch", "wip", "add", "fact", "bob adds to the spike")
+    gitmem(bob, "push", "--branch", "wip")
+    git(alice, "checkout", "-q", "main")
+    git(alice, "branch", "-q", "-D", "wip")
+    git(alice, "checkout", "-q", "-b", "wip", env={"GIT_COMMITTER_DATE": "2031-01-01T00:00:00Z"})  # see created_now
+    gitmem(alice, "add", "fact", "new work")
+    git(alice, "commit", "-q", "--allow-empty", "-m", "work")
+    gitmem(alice, "remote", "setup")
+
+    refused = subprocess.run(["git", "push"], cwd=alice, capture_output=True, text=True)
+
+    assert refused.returncode != 0 and "gitmem pull" not in refused.stderr, refused.stderr
+    assert "origin holds the memory of an earlier 'wip', dropped or set aside here: delete it there " \
+        "(git push origin :refs/memory/wip) or push this branch's memory under another name (`gitmem branch -m`)" \
+        in refused.stderr, refused.stderr
+    assert "bob adds to the spike" not in texts(alice)
+    git(alice, "push", "-q", "origin", ":refs/memory/wip")  # as it says
+    git(alice, "push", "-q")
+    assert remote_tip(origin, "wip") == Store.open(str(alice)).own_tip()
+
+
 def _as_an_earlier_gitmem_kept_it(path: Path, aside: str) -> None:
     """Move set-aside memory back to refs/memory/, where gitmem kept it before refs/memory-aside/."""
     tip = git(path, "rev-parse", f"refs/memory-aside/{aside}").strip()
