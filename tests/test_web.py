@@ -64,6 +64,18 @@ def test_memory_page_lists_memories_with_the_rejection_reason_prominent(repo, st
                      r'one more service to run for a local tool', page.text)
 
 
+def test_memory_set_aside_here_is_shown_on_the_ref_it_is_kept_on(repo, store, web):
+    """Memory set aside here (``B.earlier-TIP``) is kept on refs/memory-aside/, not refs/memory/: the pages that
+    name its ref (the branches page, its memory page, the add form) said refs/memory/<name>."""
+    store.add("fact", "an abandoned spike's")
+    aside = f"wip.earlier-{store.own_tip()[:8]}"
+    git(repo, "update-ref", f"refs/memory-aside/{aside}", store.own_tip())
+
+    for page in (web.get("/branches"), web.get("/memory", params={"branch": aside})):
+        assert page.status_code == 200 and f"refs/memory-aside/{aside}" in page.text, page.url
+        assert f"refs/memory/{aside}" not in page.text, page.url
+
+
 def test_a_memory_with_script_renders_as_text_everywhere(repo, store, web):
     evil = '<script>alert("x")</script>'
     w = store.add("rejection", f"text {evil}", title=f"title {evil}", reason=f"reason {evil}", paths=["a<b>.py"])

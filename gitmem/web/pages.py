@@ -11,6 +11,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ..model import AUTHOR_KINDS, MAX_TEXT_BYTES, MAX_TITLE_CHARS, STATUSES, TYPES, Memory, version
 from ..policy import FIXED
+from ..repo import memory_ref
 from ..text import plural
 from .html import Safe, h, join, options, typed, url
 
@@ -115,8 +116,8 @@ def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: O
                   'from <code>{}</code> (tip <code>{}</code>). The first write forks it.</p>', branch, read_from,
                   short(tip))
     else:
-        where = h('<p class="note">Memory of <code>{}</code> on <code>refs/memory/{}</code>, tip <code>{}</code>.'
-                  '</p>', branch, branch, short(tip))
+        where = h('<p class="note">Memory of <code>{}</code> on <code>{}</code>, tip <code>{}</code>.'
+                  '</p>', branch, memory_ref(branch), short(tip))
     filter_form = h("""<form class="filters" method="get" action="/memory">
 <input type="hidden" name="branch" value="{branch}">
 <label>Search <input type="search" name="q" value="{q}" placeholder="words, as gitmem search ranks them"></label>
@@ -195,9 +196,9 @@ def add_form(branch: str, csrf: str, key: str, since: Optional[str], who: Any, f
 <form method="post" action="/add" id="add-form">{csrf}<input type="hidden" name="branch" value="{branch}">
 <input type="hidden" name="key" value="{key}"><input type="hidden" name="since" value="{since}">
 {fields}
-<p class="hint">Recorded as {who} with source <code>web-ui</code> on <code>refs/memory/{branch}</code>.</p>
+<p class="hint">Recorded as {who} with source <code>web-ui</code> on <code>{ref}</code>.</p>
 <button type="submit">Add memory</button></form></section>""",
-             csrf=csrf_field(csrf), branch=branch, key=key, since=since or "",
+             csrf=csrf_field(csrf), branch=branch, ref=memory_ref(branch), key=key, since=since or "",
              fields=memory_fields(form, h('<label>Type <select name="type" required>{}</select></label>',
                                           options(TYPES, form.get("type") or "decision"))),
              who=signer_line(who))
