@@ -17,7 +17,7 @@ SQLite first orders the candidates by the score their postings bound (a posting 
 length, type, status and time; a term, the most times one memory holds it); the postings of one or two
 words in most memories (of more, where memories written together hold them) are read best first instead
 (``postings_impact``), so such a query costs what reaches the cut, not how many memories hold its words (among
-exact ties it reads only those newer than the cut, as the newer id wins a tie). Only the memories whose bound
+exact ties it reads them newest first, as many as it keeps, as the newer id wins a tie). Only the memories whose bound
 reaches the cut are scored in full, by :func:`~gitmem.search.rank`'s own functions on their rows (their
 words' counts, length, type, time; a file memory's staleness), in its order, so to the same floats. So the answer is
 :func:`~gitmem.search.rank`'s, score for score (``tests/test_postings.py`` compares them after random
@@ -826,24 +826,47 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
             assert base is not None
             return base * factor_of(TYPES[type_no], when, False)
 
-        def newer(run: _Run, most_here: float) -> int:
-            """Score in full the unseen memories at ``run``'s head, which score at most ``most_here``, whose ids are
-            above the cut's, newest first, until one could no longer beat the cut (a tie goes to the newer id, and
-            each one scored lifts the cut); how many were read."""
-            tid, type_no, tf = run.key
-            assert run.head is not None
+        def newest(tied: Sequence[_Run], most_here: float) -> int:
+            """Score in full the unseen memories at the heads of ``tied`` (runs at whose heads none scores above
+            ``most_here``) newest first, while the cut is not full or one could still beat it (a tie goes to the
+            newer id, and each one scored lifts the cut); then none left there can. The runs are read together, by
+            id: one at a time, each would read those newer than a cut that the next then lifts. What it cost past
+            filling the cut: any ranking scores as many memories as it keeps, and a limit of thousands (the context
+            builder's second round) spent the budget on them, then bounded and scored every memory in SQL."""
+            heads = " OR ".join(["(p.tid=? AND p.type_no=? AND p.tf=? AND p.length=? AND p.epoch IS ?)"] * len(tied))
+            words = sorted({r.key[0] for r in tied})
             cursor = db.execute(
-                "SELECT m.doc, m.id FROM members m CROSS JOIN postings p ON p.tid=? AND p.doc=m.doc WHERE m.view=? "
-                "AND m.active=1 AND m.type=? AND m.id>? AND p.type_no=? AND p.tf=? AND p.length=? AND p.epoch IS ? "
-                "ORDER BY m.id DESC", (tid, view, TYPES[type_no], best[0][1], type_no, tf, *run.head))
-            read = 0
+                f"SELECT m.doc, m.id FROM members m CROSS JOIN postings p ON p.tid IN ({','.join('?' * len(words))}) "
+                f"AND p.doc=m.doc WHERE m.view=? AND m.active=1 AND m.id>? AND ({heads}) ORDER BY m.id DESC",
+                [*words, view, best[0][1] if len(best) == limit else "",
+                 *(x for r in tied for x in (*r.key, *(r.head or ())))])
+            while len(best) < limit and (rows := cursor.fetchmany(limit - len(best))):  # each fills a place, or is out
+                fresh = list(dict.fromkeys(doc for doc, i in rows if doc not in looked and i not in exclude))
+                looked.update(fresh)  # (a memory is on a row per word it holds)
+                score_in_full(fresh)
+            cost = 0  # a row read each, and SCORED for each memory scored
             while (row := cursor.fetchone()) is not None and (most_here, row[1]) > best[0][:2]:
-                read += 1
-                if row[0] not in looked:
+                cost += 1
+                if row[0] not in looked and row[1] not in exclude:
                     looked.add(row[0])
                     score_in_full([row[0]])
+                    cost += SCORED
             cursor.close()
-            return read
+            return cost
+
+        def tied_with(run: _Run, most_here: float) -> List[_Run]:
+            """The runs whose heads' unseen memories score at most ``most_here``, as ``run``'s do, to the bit."""
+            return [r for r in runs if most(r) == most_here]
+
+        def alike_at_least(tied: Sequence[_Run], tid: int, k: int) -> bool:
+            """Whether the heads of those of ``tied`` of word ``tid`` hold ``k`` memories or more (written together)."""
+            held = 0
+            for r in (r for r in tied if r.key[0] == tid):  # of one word: a memory is at one head of them
+                held += db.execute(f"SELECT COUNT(*) FROM ({_Run.ROWS} AND length=? AND epoch IS ? LIMIT ?)",
+                                   (*r.key, *(r.head or ()), k - held)).fetchone()[0]
+                if held >= k:
+                    return True
+            return False
 
         for run in runs:
             run.bound = bound(run)
@@ -857,12 +880,21 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
             if budget <= 0:
                 return False
             run = max(runs, key=lambda r: r.bound)
-            if full and lift == 1.0 and (most_here := most(run)) <= best[0][0]:
-                # Ties (memories written together, alike), or worse: of the memories at the head only one tied
-                # with the cut and newer can beat it, and those are few; the rest are passed unread. Else among
-                # ties no bound would ever fall below the cut, and every memory would be scored.
-                budget -= SCORED * (newer(run, most_here) if most_here == best[0][0] else 0)
-                run.skip()
+            moved = [run]
+            most_here = most(run) if lift == 1.0 else None
+            if full and most_here is not None and most_here < best[0][0]:
+                run.skip()  # no memory at its head can make the cut: passed unread
+            elif most_here is not None and (most_here == best[0][0] if full else alike_at_least(
+                    tied_with(run, most_here), run.key[0], limit - len(best))):
+                # Ties (memories written together, alike): of the memories at the heads tied with this one's only
+                # those newer than the cut's can beat it, and only as many as it keeps; the rest are passed unread.
+                # Else among ties no bound would ever fall below the cut, and every memory would be scored. A cut
+                # not yet full is filled with the newest of them (if they are as many), which a tie keeps, not with
+                # any of them, which the newest would then replace (three times the limit scored).
+                moved = tied_with(run, most_here)
+                budget -= newest(moved, most_here)
+                for r in moved:
+                    r.skip()
             elif alike and (steps := steps + 1) > ALIKE:
                 return False
             else:
@@ -881,10 +913,11 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
                             new.append(doc)
                 score_in_full(new)
                 budget -= len(rows) + SCORED * len(new)
-            if run.head is None:
-                runs.remove(run)
-            else:
-                run.bound = bound(run)
+            for run in moved:
+                if run.head is None:
+                    runs.remove(run)
+                else:
+                    run.bound = bound(run)
         return True
 
     if known:

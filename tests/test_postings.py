@@ -309,7 +309,7 @@ def _written_together(store: Store, n: int) -> None:
 def test_memories_written_together_rank_as_the_loaded_memories_ties_told_apart_by_id(repo, store):
     _written_together(store, 300)
     _same_answers(store, queries=("retries service", "service", "service queue retries", "retries service 42"),
-                  limits=(1, 3, 10, 50))
+                  limits=(1, 3, 10, 50, 200))
 
 
 def test_a_common_query_over_memories_written_together_scores_in_full_only_the_ties_it_keeps(repo, store):
@@ -324,6 +324,27 @@ def test_a_common_query_over_memories_written_together_scores_in_full_only_the_t
     assert hits == rank(loaded, "retries service", 10, now=NOW, blobs=store.current_blobs(loaded))
     assert _scored_in_full(statements) < 3 * 10  # of 300: the first ten read, then those newer than the cut
     assert not [s for s in statements if "ORDER BY most" in s]  # no memory's bound computed in SQL
+
+
+@pytest.mark.parametrize("query", ["retries service", "service", "service queue retries", "retries service 42"])
+def test_a_long_ranking_over_memories_written_together_scores_in_full_about_what_it_keeps(repo, store, query):
+    """A long ranking (the context builder's second round asks four times the first) over an import: the cut is
+    filled with the newest of the tied memories (a tie goes to the newer id), not any of them, so about as many
+    are scored in full as are kept, the rest passed unread, and no memory is bounded in SQL by the common words
+    (which scored every tied one); the order is rank()'s, ties told apart by the newer id."""
+    _written_together(store, 600)
+    statements = []
+    postings.rank(store, "x", 1)  # the view is built
+    db = store.warm.index._conn()
+    common = {tid for (tid,) in db.execute("SELECT tid FROM terms WHERE term IN (?, ?, ?)",
+                                           tokenize("service queue retries"))}
+    db.set_trace_callback(statements.append)
+    hits = postings.rank(store, query, 200, now=NOW)
+    loaded = [m for _, m in sorted(store.memories().items())]
+    assert hits == rank(loaded, query, 200, now=NOW, blobs=store.current_blobs(loaded))
+    # of 600: the newest until 200 tie (the file memories among them, a quarter, are stale and score less)
+    assert _scored_in_full(statements) < 300
+    assert not [tids for tids in _bound_in_sql(statements) if tids & common]
 
 
 def _bound_in_sql(statements) -> List[Set[int]]:
