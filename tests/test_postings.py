@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 from datetime import datetime, timezone
-from typing import List, Set
+from typing import List, Set, Tuple
 
 import pygit2
 import pytest
@@ -315,13 +315,7 @@ def test_memories_written_together_rank_as_the_loaded_memories_ties_told_apart_b
 def test_a_common_query_over_memories_written_together_scores_in_full_only_the_ties_it_keeps(repo, store):
     """Among exact ties no memory's bound falls below the cut, so the threshold alone never stops: only the
     newest of the tied memories are scored in full (the tie goes to the newer id), not every memory."""
-    _written_together(store, 300)
-    statements = []
-    postings.rank(store, "x", 1)  # the view is built
-    store.warm.index._conn().set_trace_callback(statements.append)
-    hits = postings.rank(store, "retries service", 10, now=NOW)
-    loaded = [m for _, m in sorted(store.memories().items())]
-    assert hits == rank(loaded, "retries service", 10, now=NOW, blobs=store.current_blobs(loaded))
+    statements, _ = _traced_ranking(store, 300, "retries service", 10)
     assert _scored_in_full(statements) < 3 * 10  # of 300: the first ten read, then those newer than the cut
     assert not [s for s in statements if "ORDER BY most" in s]  # no memory's bound computed in SQL
 
@@ -332,19 +326,26 @@ def test_a_long_ranking_over_memories_written_together_scores_in_full_about_what
     filled with the newest of the tied memories (a tie goes to the newer id), not any of them, so about as many
     are scored in full as are kept, the rest passed unread, and no memory is bounded in SQL by the common words
     (which scored every tied one); the order is rank()'s, ties told apart by the newer id."""
-    _written_together(store, 600)
-    statements = []
+    statements, common = _traced_ranking(store, 600, query, 200)
+    # of 600: the newest until 200 tie (the file memories among them, a quarter, are stale and score less)
+    assert _scored_in_full(statements) < 300
+    assert not [tids for tids in _bound_in_sql(statements) if tids & common]
+
+
+def _traced_ranking(store, n: int, query: str, limit: int) -> Tuple[List[str], Set[int]]:
+    """Rank ``query`` over ``n`` memories written together with the index's SQL traced, checking the hits are
+    rank()'s over the loaded memories: (the statements run, the term ids of "service", "queue" and "retries")."""
+    _written_together(store, n)
+    statements: List[str] = []
     postings.rank(store, "x", 1)  # the view is built
     db = store.warm.index._conn()
     common = {tid for (tid,) in db.execute("SELECT tid FROM terms WHERE term IN (?, ?, ?)",
                                            tokenize("service queue retries"))}
     db.set_trace_callback(statements.append)
-    hits = postings.rank(store, query, 200, now=NOW)
+    hits = postings.rank(store, query, limit, now=NOW)
     loaded = [m for _, m in sorted(store.memories().items())]
-    assert hits == rank(loaded, query, 200, now=NOW, blobs=store.current_blobs(loaded))
-    # of 600: the newest until 200 tie (the file memories among them, a quarter, are stale and score less)
-    assert _scored_in_full(statements) < 300
-    assert not [tids for tids in _bound_in_sql(statements) if tids & common]
+    assert hits == rank(loaded, query, limit, now=NOW, blobs=store.current_blobs(loaded))
+    return statements, common
 
 
 def _bound_in_sql(statements) -> List[Set[int]]:
@@ -359,16 +360,7 @@ def test_three_common_words_over_memories_written_together_score_in_full_only_th
     long after the cut elsewhere); there it stops among the ties as for one or two words, with or without a rare
     word ("42") first: the newest tied memories are scored in full, and no memory is bounded by the common words
     in SQL."""
-    _written_together(store, 300)
-    statements = []
-    postings.rank(store, "x", 1)  # the view is built
-    db = store.warm.index._conn()
-    common = {tid for (tid,) in db.execute("SELECT tid FROM terms WHERE term IN (?, ?, ?)",
-                                           tokenize("service queue retries"))}
-    db.set_trace_callback(statements.append)
-    hits = postings.rank(store, query, 10, now=NOW)
-    loaded = [m for _, m in sorted(store.memories().items())]
-    assert hits == rank(loaded, query, 10, now=NOW, blobs=store.current_blobs(loaded))
+    statements, common = _traced_ranking(store, 300, query, 10)
     assert _scored_in_full(statements) < 3 * 10  # of 300
     assert len(common) == 3 and not [tids for tids in _bound_in_sql(statements) if tids & common]
 
