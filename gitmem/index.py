@@ -274,6 +274,11 @@ class Index:
                     except sqlite3.Error:
                         pass
 
+    def held(self) -> "threading.RLock":
+        """This thread's turn at the index, over several transactions: a view brought to a tree and then read is
+        not moved by another thread of this process in between (another process may: readers try again)."""
+        return self._lock
+
     def run(self, work: Callable[[sqlite3.Connection], T], write: bool) -> Optional[T]:
         """``work(connection)`` in one transaction (``write``: taking the write lock first, so what
         it reads stays true until it commits); None if the index is unavailable, busy or damaged."""

@@ -390,19 +390,20 @@ def _read(store: "Store", at: Optional[str], empty: Any, work: Callable[[sqlite3
     if root is None:
         return empty
     ref = memory_ref(branch)
-    for _ in range(3):  # another process may move the view between our update and our read
-        view = _update(store, ref, root)
-        if view is None:
-            return None
+    with store.warm.index.held():  # threads of this process reading other commits wait their turn
+        for _ in range(3):  # another process may move the view between our update and our read
+            view = _update(store, ref, root)
+            if view is None:
+                return None
 
-        def read(db: sqlite3.Connection, view: int = view) -> Any:
-            if db.execute("SELECT tree FROM views WHERE view=?", (view,)).fetchone() != (root,):
-                return _MOVED
-            return work(db, view)
+            def read(db: sqlite3.Connection, view: int = view) -> Any:
+                if db.execute("SELECT tree FROM views WHERE view=?", (view,)).fetchone() != (root,):
+                    return _MOVED
+                return work(db, view)
 
-        answer = store.warm.index.run(read, write=False)
-        if answer is not _MOVED:
-            return answer
+            answer = store.warm.index.run(read, write=False)
+            if answer is not _MOVED:
+                return answer
     return None
 
 
