@@ -195,6 +195,7 @@ has_work() {
     mode=$(git config gitmem.prePush 2>/dev/null) || mode=warn
     printf '%s' "$input" | while read -r local_ref _ remote_ref _; do
         case "$remote_ref" in refs/memory/*) echo y; break ;; esac  # judged by where it goes, too
+        [ "$local_ref" = HEAD ] && local_ref=$(git symbolic-ref -q HEAD)  # `git push origin HEAD`, remote setup's refspec
         case "$local_ref" in
             refs/memory/*) echo y; break ;;
             refs/heads/*)
@@ -861,7 +862,7 @@ def _post_rewrite(store: Store, args: List[str], stdin: str) -> List[str]:
 
 def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
     from .branches import REMOTE_PREFIX, reachable
-    from .repo import config_get, memory_ref
+    from .repo import config_get, current_branch, memory_ref
 
     url = args[1] if len(args) > 1 else None  # where git pushes
     updates = memory_updates(stdin)
@@ -878,11 +879,14 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
         return []
     remote = args[0]
     sent = {dst[len(REF_PREFIX):]: tip for _, tip, dst, _ in updates if dst.startswith(REF_PREFIX)}  # this push
+    head = current_branch(store.repo)
     branches, missing = [], []
     for line in stdin.splitlines():
-        parts = line.split()
-        if len(parts) >= 1 and parts[0].startswith("refs/heads/"):
-            name = parts[0][len("refs/heads/"):]
+        source = (line.split() or [""])[0]
+        if source == "HEAD" and head[1] is None:  # `git push origin HEAD`, and `gitmem remote setup`'s push refspec
+            source = f"refs/heads/{head[0]}"
+        if source.startswith("refs/heads/"):
+            name = source[len("refs/heads/"):]
             local = ref_target(store.repo, memory_ref(name))
             pushed = ref_target(store.repo, f"{REMOTE_PREFIX}{remote}/{name}")
             if local and not reachable(store.repo, local, pushed) and not reachable(store.repo, local, sent.get(name)):

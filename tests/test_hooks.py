@@ -180,6 +180,26 @@ def test_pre_push_reminds_about_unpushed_memory_unless_turned_off(tmp_path, repo
     assert quiet.returncode == 0 and "gitmem" not in quiet.stderr
 
 
+def test_pre_push_takes_a_push_of_head_for_the_branch_head_names(tmp_path, repo):
+    """git hands the hook `HEAD` as the local ref for `git push origin HEAD`, and for every plain `git push` after
+    `gitmem remote setup` (its `HEAD` push refspec): the hook looked only at `refs/heads/*`, so it neither reminded
+    nor pushed, and a memory push git refused as a non-fast-forward was left to git's "git pull" hint."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    install(repo)
+    Store.open(str(repo)).add("fact", "not pushed yet")
+
+    reminded = subprocess.run(["git", "push", "origin", "HEAD"], cwd=repo, capture_output=True, text=True)
+    git(repo, "config", "gitmem.prePush", "push")
+    commit(repo, "a.txt")
+    pushed = subprocess.run(["git", "push", "origin", "HEAD"], cwd=repo, capture_output=True, text=True)
+
+    assert reminded.returncode == 0 and "memory of main is not on origin" in reminded.stderr, reminded.stderr
+    assert pushed.returncode == 0 and "main pushed" in pushed.stderr, pushed.stderr
+    assert git(remote, "rev-parse", "refs/memory/main") == git(repo, "rev-parse", "refs/memory/main")
+
+
 def test_pre_push_does_not_remind_about_memory_the_same_push_sends(tmp_path, repo):
     """`git push origin main refs/memory/main` and `git push --mirror` send the memory with the code: "memory of
     main is not on origin: run `gitmem push origin`" was said of the very push that sent it."""
