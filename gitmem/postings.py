@@ -81,12 +81,12 @@ T = TypeVar("T")
 
 def rank(store: "Store", query: str, limit: int = 10, *, paths: Sequence[str] = (), types_first: Sequence[str] = (),
          only_types: Optional[Sequence[str]] = None, now: Optional[datetime] = None,
-         at: Optional[str] = None) -> Optional[List[Hit]]:
+         at: Optional[str] = None, only_ids: Optional[AbstractSet[str]] = None) -> Optional[List[Hit]]:
     """:func:`gitmem.search.rank` of the store's active memories (at commit ``at``, default the tip),
     by words (no dense similarity), from the index; None when the index cannot answer."""
     when = now or datetime.now(timezone.utc)
     return _read(store, at, [], lambda db, view: _hits(store, db, view, *_ranked(
-        store, db, view, query, limit, paths, types_first, only_types, when)))
+        store, db, view, query, limit, paths, types_first, only_types, when, only_ids=only_ids)))
 
 
 def ranked_ids(store: "Store", query: str, limit: int, *, at: Optional[str] = None,
@@ -113,13 +113,13 @@ class Dense(NamedTuple):
 
 def hybrid(store: "Store", query: str, limit: int, dense: Dense, *, at: str, paths: Sequence[str] = (),
            types_first: Sequence[str] = (), only_types: Optional[Sequence[str]] = None,
-           now: Optional[datetime] = None) -> Optional[List[Hit]]:
+           now: Optional[datetime] = None, only_ids: Optional[AbstractSet[str]] = None) -> Optional[List[Hit]]:
     """:func:`gitmem.search.rank` of the active memories at commit ``at`` fused with ``dense`` (computed
     for the same commit), from the index: the words' first :func:`gitmem.search.depth` and the dense
     neighbours, each memory read only if it makes the cut; None when the index cannot answer."""
     when = now or datetime.now(timezone.utc)
     return _read(store, at, [], lambda db, view: _fused(store, db, view, query, limit, dense, paths, types_first,
-                                                         only_types, when))
+                                                         only_types, when, only_ids))
 
 
 def word_weights(store: "Store", at: str, terms: Sequence[str]) -> Optional[Dict[str, float]]:
@@ -603,9 +603,10 @@ class _Scored(NamedTuple):
 
 def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit: int,
             paths: Sequence[str], types_first: Sequence[str], only_types: Optional[Sequence[str]],
-            now: datetime, exclude: AbstractSet[str] = frozenset()) -> Tuple[List[_Scored], _Terms, int]:
-    """The best ``limit`` but those ``exclude`` names, best first, the query's words, and how many
-    active memories the view has."""
+            now: datetime, exclude: AbstractSet[str] = frozenset(),
+            only_ids: Optional[AbstractSet[str]] = None) -> Tuple[List[_Scored], _Terms, int]:
+    """The best ``limit`` of ``only_types`` and ``only_ids`` (None: any) but those ``exclude`` names, best first,
+    the query's words, and how many active memories the view has (every one weighs the words)."""
     n, total = db.execute("SELECT n, total FROM views WHERE view=?", (view,)).fetchone()
     terms = list(dict.fromkeys(tokenize(query)))
     wanted = [q for q in map(filter_path, paths) if q]
@@ -617,6 +618,15 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
     weights = {t: idf(n, df) for t, (_, df) in known.items()}
     keep = list(only_types) if only_types is not None else []
     kept = f" AND d.type IN ({','.join('?' * len(keep))})" if only_types is not None else ""
+    allowed = ""  # only the docs of ``only_ids``, kept in a temporary table for this read
+    if only_ids is not None:
+        db.execute("CREATE TEMP TABLE IF NOT EXISTS gm_allowed(doc INTEGER PRIMARY KEY)")
+        db.execute("DELETE FROM temp.gm_allowed")
+        for ids, marks in batches(sorted(only_ids)):
+            db.execute(f"INSERT INTO temp.gm_allowed SELECT doc FROM members WHERE view=? AND id IN ({marks})",
+                       [view, *ids])
+        allowed = " AND {}.doc IN (SELECT doc FROM temp.gm_allowed)"
+        kept += allowed.format("d")
     boosts = type_boosts(types_first)
     overlap = _path_overlaps(db, view, wanted, kept, keep) if wanted else {}
     if overlap:
@@ -696,8 +706,8 @@ def _ranked(store: "Store", db: sqlite3.Connection, view: int, query: str, limit
         return f"({tf} + {K1!r} * (1 - {B!r} + {B!r} * {length} / {avg!r}))"
 
     boost_no = " ".join(f"WHEN {TYPES.index(t)} THEN {w!r}" for t, w in boosts.items() if t in TYPES)
-    kinds = f" AND p.type_no IN ({','.join(str(TYPES.index(t)) for t in keep if t in TYPES)})" \
-        if only_types is not None else ""
+    kinds = (f" AND p.type_no IN ({','.join(str(TYPES.index(t)) for t in keep if t in TYPES)})"
+             if only_types is not None else "") + allowed.format("p")
     looked: Set[int] = set()
 
     def stream(within: Sequence[int], also: Sequence[int]) -> None:
@@ -1021,10 +1031,11 @@ def _hits(store: "Store", db: sqlite3.Connection, view: int, ranked: List[_Score
 
 def _fused(store: "Store", db: sqlite3.Connection, view: int, query: str, limit: int, dense: Dense,
            paths: Sequence[str], types_first: Sequence[str], only_types: Optional[Sequence[str]],
-           now: datetime) -> List[Hit]:
+           now: datetime, only_ids: Optional[AbstractSet[str]]) -> List[Hit]:
     """:func:`hybrid` in one read of the view: :func:`gitmem.search.rank`'s fusion, step for step, over
     the first words' candidates and the dense neighbours (a memory in neither adds nothing there)."""
-    words, terms, n = _ranked(store, db, view, query, depth(limit), paths, types_first, only_types, now)
+    words, terms, n = _ranked(store, db, view, query, depth(limit), paths, types_first, only_types, now,
+                              only_ids=only_ids)
     by_id = {c.id: c for c in words}
     rows = dict(_doc_rows(db, [dense.blobs[i] for i in dense.nearest]))  # blob -> (doc, epoch)
     near = [i for i in dense.nearest if dense.ids[i] not in by_id]

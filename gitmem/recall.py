@@ -12,7 +12,7 @@ search that needs them, not at write time (a write never waits on a model).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from .model import CHOICE_TYPES, Memory, memory_path
 from .search import DENSE_DEPTH, Hit, dense_floor, deviation, rank, tokenize
@@ -62,8 +62,9 @@ AGENT_BACKLOG = 64
 
 def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths: Optional[Sequence[str]] = None,
            limit: int = 10, include_inactive: bool = False, types_first: Sequence[str] = (),
-           max_backlog: Optional[int] = None) -> List[Hit]:
-    """Rank the store's memories for ``query``; ``paths=None`` means the paths of the current diff.
+           max_backlog: Optional[int] = None, only_ids: Optional[AbstractSet[str]] = None) -> List[Hit]:
+    """Rank the store's memories for ``query``; ``paths=None`` means the paths of the current diff; ``only_ids``:
+    only these may be hits (as ``type``, it never changes how a word weighs).
 
     The index answers (:mod:`gitmem.postings`, by words alone or fused with :func:`dense`) without loading
     the memories, with the same hits as ranking them loaded; they are loaded only where it cannot."""
@@ -75,12 +76,14 @@ def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths
 
         tip = store.read_from()[1]
         fused = tip is not None and _encoder() is not None and bool(tokenize(query))  # as rank fuses
-        near = dense(store, tip, query, only_types, max_backlog) if fused and tip is not None else None
+        near = dense(store, tip, query, only_types, max_backlog, only_ids=only_ids) if fused and tip is not None \
+            else None
         if isinstance(near, postings.Dense) and tip is not None:
             hits = postings.hybrid(store, query, limit, near, at=tip, paths=paths, types_first=types_first,
-                                   only_types=only_types)
+                                   only_types=only_types, only_ids=only_ids)
         elif not fused or near is BACKLOG:  # by words alone
-            hits = postings.rank(store, query, limit, paths=paths, types_first=types_first, only_types=only_types)
+            hits = postings.rank(store, query, limit, paths=paths, types_first=types_first, only_types=only_types,
+                                 only_ids=only_ids, at=tip)
         else:
             hits = None  # the index cannot answer: rank the memories loaded
         if hits is not None:
@@ -88,7 +91,7 @@ def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths
     pool = [m for _, m in sorted(store.memories().items())]
     similarity = similarities(store, pool, query, max_backlog=max_backlog)
     return rank(pool, query, limit, paths=paths, types_first=types_first, include_inactive=include_inactive,
-                blobs=store.current_blobs(pool), similarity=similarity, only_types=only_types)
+                blobs=store.current_blobs(pool), similarity=similarity, only_types=only_types, only_ids=only_ids)
 
 
 def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, Optional[str]]] = None,
@@ -97,12 +100,17 @@ def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, 
     """A search under listing filters (``gitmem search``, MCP recall, the web UI's page), ranked as
     :func:`recall` ranks (``paths=None``: the current diff's): word weights always come from every memory of
     ``status`` (None: any), so a filter narrows which memories are hits, never how a word weighs, and
-    ``gitmem search --type X`` gives MCP recall's hits of type X, in its order. From the index when only the
-    type narrows it; else over the memories loaded."""
+    ``gitmem search --type X`` gives MCP recall's hits of type X, in its order. From the index for active
+    memories: the ids a tag, path, author kind or source keeps come from it as a list's do
+    (:meth:`gitmem.store.Store.matching_ids`); else over the memories loaded."""
     f = filters or {}
     narrowed = {k: v for k, v in f.items() if v}
-    if set(narrowed) <= {"type"} and status == "active":
-        return recall(store, query, type=narrowed.get("type"), paths=paths, limit=limit, max_backlog=max_backlog)
+    if status == "active":
+        others = {k: v for k, v in narrowed.items() if k != "type"}
+        ids = store.matching_ids(type=narrowed.get("type"), **others) if others else None
+        if not others or ids is not None:  # else the index cannot narrow them: ranked loaded
+            return recall(store, query, type=narrowed.get("type"), paths=paths, limit=limit, max_backlog=max_backlog,
+                          only_ids=set(ids) if ids is not None else None)
     from .store import matcher
 
     if paths is None:
@@ -380,12 +388,12 @@ _DENSE: Dict[Optional[str], _Rows] = {}
 
 
 def dense(store: "Store", tip: str, query: str, only_types: Optional[Sequence[str]] = None,
-          max_backlog: Optional[int] = None, fuse: bool = True) -> Any:
+          max_backlog: Optional[int] = None, fuse: bool = True, only_ids: Optional[AbstractSet[str]] = None) -> Any:
     """The dense half of recall at commit ``tip`` from the index (:class:`gitmem.postings.Dense`): the
     question's similarity to every active memory, computed as :func:`similarities` computes it (``fuse``
     as there) over the same memories in the same order, and the neighbours :func:`gitmem.search.rank`
-    would fuse. Each memory's vector is found by its blob (``vector_keys``), so no memory is read unless
-    it has none yet. :data:`BACKLOG` when more than ``max_backlog`` are still to embed; None when the
+    would fuse (of ``only_types`` and ``only_ids``). Each memory's vector is found by its blob (``vector_keys``),
+    so no memory is read unless it has none yet. :data:`BACKLOG` when more than ``max_backlog`` are still to embed; None when the
     index cannot answer."""
 
     from . import postings
@@ -409,7 +417,7 @@ def dense(store: "Store", tip: str, query: str, only_types: Optional[Sequence[st
             cosines = _with_english(cosines, english_rows[0], english_rows[1] @ _query_vector(english, query))
     values = cosines.tolist()
     return postings.Dense(cached.ids, cached.types, cached.blobs, values,
-                          _nearest(cosines, values, cached.types, only_types))
+                          _nearest(cosines, values, cached.types, only_types, cached.ids, only_ids))
 
 
 def _rows(store: "Store", tip: str) -> Optional[_Rows]:
@@ -447,9 +455,10 @@ def _options(store: "Store", tip: str, proposal: str, max_backlog: Optional[int]
     return dict(zip((i for i, _, _ in cached.choices), (mine[1] @ _query_vector(encoder, proposal)).tolist()))
 
 
-def _nearest(cosines: Any, values: List[float], types: Sequence[str], only_types: Optional[Sequence[str]]) -> List[int]:
+def _nearest(cosines: Any, values: List[float], types: Sequence[str], only_types: Optional[Sequence[str]],
+             ids: Sequence[str], only_ids: Optional[AbstractSet[str]]) -> List[int]:
     """The positions :func:`gitmem.search.rank` fuses as dense neighbours, nearest first: the DENSE_DEPTH
-    largest similarities (ties: the later position first) that are not 0, of a type kept, and stand
+    largest similarities (ties: the later position first) that are not 0, of a type and an id kept, and stand
     :func:`gitmem.search.dense_floor` deviations above the mean (standardised to the same bits as
     rank's). numpy picks the few largest; only those are ordered in Python."""
     import numpy as np
@@ -469,7 +478,7 @@ def _nearest(cosines: Any, values: List[float], types: Sequence[str], only_types
         for i in ahead[done:]:
             if (values[i] - mean) / spread < floor:
                 return out  # every later one is nearer the mean still
-            if values[i] and (only_types is None or types[i] in only_types):
+            if values[i] and (only_types is None or types[i] in only_types) and (only_ids is None or ids[i] in only_ids):
                 out.append(i)
                 if len(out) == DENSE_DEPTH:
                     return out

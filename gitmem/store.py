@@ -495,6 +495,18 @@ class Store:
         yield from self._read(self._listed(at, type, status, path, tag, limit, author_kind, source), wanted, at, limit,
                               before)
 
+    def matching_ids(self, *, type: Optional[str] = None, tag: Optional[str] = None, path: Optional[str] = None,
+                     author_kind: Optional[str] = None, source: Optional[str] = None,
+                     at: Optional[str] = None) -> Optional[List[str]]:
+        """The ids of the active memories at ``at`` (default the tip) that match every given filter, by id, as the
+        derived index narrows a :meth:`list` (only a ``tag``'s candidates are read, to check it): what a search
+        under filters may answer with; None where the index cannot answer."""
+        wanted = matcher(type=type, tag=tag, path=path, author_kind=author_kind, source=source, status="active")
+        listed = self._listed(at, type, "active", path, tag, None, author_kind, source)
+        if listed is None or tag is None:
+            return None if listed is None else listed[1]
+        return [m.id for m in self._read(listed, wanted, at, None)]
+
     def page(self, limit: int, *, before: Optional[str] = None, after: Optional[str] = None,
              type: Optional[str] = None, tag: Optional[str] = None, path: Optional[str] = None,
              author_kind: Optional[str] = None, source: Optional[str] = None,

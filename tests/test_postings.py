@@ -60,8 +60,9 @@ def _add(store: Store, rng: random.Random) -> str:
 
 def _same_answers(store: Store, queries=QUERIES, limits=(3, 10)) -> None:
     loaded = [m for _, m in sorted(store.memories().items())]
+    some = {m.id for m in loaded[::3]}  # the ids a filter keeps (a tag's, an author's): the hits only among them
     for query in queries + ("",):
-        for ask in ASKS:
+        for ask in ASKS + [dict(only_ids=some), dict(paths=("src",), only_ids=some, only_types=("fact", "decision"))]:
             for limit in limits:
                 indexed = postings.rank(store, query, limit, now=NOW, **ask)
                 assert indexed is not None

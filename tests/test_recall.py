@@ -306,20 +306,23 @@ def test_the_index_fuses_as_rank_fuses_the_loaded_memories(repo, store):
     tip = store.read_from()[1]
     pool = [m for _, m in sorted(store.memories().items())]
     fused_in = 0  # questions with dense neighbours (the 150 alike leave none above the floor for some)
-    for question, limit, paths, first, only in [
-            ("where do background tasks wait", 10, [], (), None),
-            ("how many times are failed jobs retried", 5, ["src/svc2.py"], ("decision",), None),
-            ("retries", 120, [], (), None),
-            ("what does app.py print", 10, ["app.py"], (), None),
-            ("which jobs are retried", 10, [], (), ("fact",)),
-            ("ジョブキュー", 3, [], (), None)]:
-        near = dense(store, tip, question, only)
+    some = {m.id for m in pool[::4]}  # the ids a filter keeps (a tag's, an author's)
+    for question, limit, paths, first, only, ids in [
+            ("where do background tasks wait", 10, [], (), None, None),
+            ("how many times are failed jobs retried", 5, ["src/svc2.py"], ("decision",), None, None),
+            ("retries", 120, [], (), None, None),
+            ("what does app.py print", 10, ["app.py"], (), None, None),
+            ("which jobs are retried", 10, [], (), ("fact",), None),
+            ("where do background tasks wait", 10, [], (), None, some),
+            ("which jobs are retried", 5, ["src/svc2.py"], (), ("fact", "note"), some),
+            ("ジョブキュー", 3, [], (), None, None)]:
+        near = dense(store, tip, question, only, only_ids=ids)
         assert isinstance(near, postings.Dense)
         fused_in += bool(near.nearest)
         got = postings.hybrid(store, question, limit, near, at=tip, paths=paths, types_first=first, only_types=only,
-                              now=now)
+                              now=now, only_ids=ids)
         want = rank(pool, question, limit, paths=paths, types_first=first, blobs=store.current_blobs(pool),
-                    similarity=similarities(store, pool, question), only_types=only, now=now)
+                    similarity=similarities(store, pool, question), only_types=only, only_ids=ids, now=now)
         assert [(h.memory.id, h.score, h.match, h.stale, h.similarity) for h in got] == \
             [(h.memory.id, h.score, h.match, h.stale, h.similarity) for h in want], question
     assert fused_in >= 3
