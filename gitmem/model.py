@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import posixpath
 import re
 import threading
 import time
@@ -16,7 +17,7 @@ from functools import lru_cache
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
-from .errors import InvalidMemory
+from .errors import GitmemError, InvalidMemory
 from .text import plural
 
 SCHEMA_VERSION = 1
@@ -362,6 +363,16 @@ def check_path(path: str) -> str:
     if not parts or ".." in parts:
         raise InvalidMemory("paths", f"{path!r} must stay inside the repository")
     return "/".join(parts)
+
+
+def inside_repository(path: str, typed: Optional[str] = None) -> str:
+    """``path``, relative to the repository root, normalised (``src/../docs`` is ``docs``), as every interface reads a
+    path filter; ``typed``: how it was given, for the message. Raises :class:`GitmemError` when it is absolute or
+    climbs out: such a filter can match nothing, and saying so beats answering "0 memories"."""
+    p = posixpath.normpath(path)
+    if p == ".." or p.startswith(("../", "/")):
+        raise GitmemError(f"invalid path {typed or path!r}: must stay inside the repository")
+    return p
 
 
 def check_new_path(path: str) -> str:

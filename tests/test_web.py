@@ -134,7 +134,20 @@ def test_a_path_filter_reads_a_path_as_the_cli_does_typed_at_the_root(repo, stor
         assert [m["id"] for m in cli] == [money.id], typed
         assert ids_on(web.get("/memory", params={"path": typed}).text) == [money.id], typed
         assert ids_on(web.get("/memory", params={"path": typed, "q": "money cents"}).text) == [money.id], typed
-    assert ids_on(web.get("/memory", params={"path": "../src"}).text) == []  # outside: nothing, as the CLI says
+
+
+def test_a_path_filter_outside_the_repository_is_refused_in_the_clis_words(repo, store, web):
+    """`gitmem list --path ../x` says the path must stay inside the repository; the page showed "0 memories"."""
+    docs = store.add("fact", "Docs are in Markdown", paths=["docs/"]).memory
+    store.add("fact", "Code is in src", paths=["src/"])
+    for typed in ("../x", "/etc", "docs/../../x"):
+        cli = gitmem(repo, "list", "--path", typed, check=False)
+        line = f"invalid path {typed!r}: must stay inside the repository"
+        assert cli.returncode != 0 and line in cli.stderr, typed
+        for params in ({"path": typed}, {"path": typed, "q": "markdown"}):
+            page = web.get("/memory", params=params)
+            assert page.status_code == 400 and html.escape(line) in page.text, params
+    assert ids_on(web.get("/memory", params={"path": "src/../docs"}).text) == [docs.id]  # inside: read as the CLI does
 
 
 def test_status_filter_shows_retracted_memories_only_when_asked(repo, store, web):

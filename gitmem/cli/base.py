@@ -177,10 +177,10 @@ class RepoPath(click.ParamType):
             return value
         if not value or "\x00" in value:
             return value  # the library names what is wrong with it
-        inside = os.path.relpath(os.path.normpath(os.path.join(here, value)), root)
-        if inside == os.pardir or inside.startswith(os.pardir + os.sep):
-            raise GitmemError(f"invalid path {value!r}: must stay inside the repository")
-        return value if inside == os.curdir else inside.replace(os.sep, "/")
+        from ..model import inside_repository
+
+        inside = inside_repository(os.path.relpath(os.path.join(here, value), root).replace(os.sep, "/"), value)
+        return value if inside == os.curdir else inside
 
 
 #: The type of every ``--path`` option.

@@ -181,6 +181,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
     def memory_view(params: Mapping[str, str], *, form: Optional[Mapping[str, str]] = None,
                     error: Optional[str] = None, status: int = 200) -> HTMLResponse:
         from ..conflicts import pending
+        from ..model import inside_repository
         from ..recall import AGENT_BACKLOG, find
         from ..search import is_stale
 
@@ -190,6 +191,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         filters = {k: params.get(k, "").strip() for k in keys}
         wanted = filters["status"] or "active"
         narrowing = {k: filters[k] or None for k in ("type", "tag", "path", "author_kind", "source")}
+        if filters["path"]:  # refused as `gitmem list --path` refuses it, not shown as "0 memories"
+            narrowing["path"] = inside_repository(filters["path"])
         status_kept = None if wanted == "all" else wanted
         items: List[Any]
         shown: List[Any]
