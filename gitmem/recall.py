@@ -62,9 +62,11 @@ AGENT_BACKLOG = 64
 
 def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths: Optional[Sequence[str]] = None,
            limit: int = 10, include_inactive: bool = False, types_first: Sequence[str] = (),
-           max_backlog: Optional[int] = None, only_ids: Optional[AbstractSet[str]] = None) -> List[Hit]:
+           max_backlog: Optional[int] = None, only_ids: Optional[AbstractSet[str]] = None,
+           at: Optional[str] = None) -> List[Hit]:
     """Rank the store's memories for ``query``; ``paths=None`` means the paths of the current diff; ``only_ids``:
-    only these may be hits (as ``type``, it never changes how a word weighs).
+    only these may be hits (as ``type``, it never changes how a word weighs); ``at``: the memory tip the index
+    ranks at (default the ref's, read now).
 
     The index answers (:mod:`gitmem.postings`, by words alone or fused with :func:`dense`) without loading
     the memories, with the same hits as ranking them loaded; they are loaded only where it cannot."""
@@ -74,7 +76,7 @@ def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths
     if not include_inactive:
         from . import postings
 
-        tip = store.read_from()[1]
+        tip = at or store.read_from()[1]
         fused = tip is not None and _encoder() is not None and bool(tokenize(query))  # as rank fuses
         near = dense(store, tip, query, only_types, max_backlog, only_ids=only_ids) if fused and tip is not None \
             else None
@@ -107,10 +109,11 @@ def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, 
     narrowed = {k: v for k, v in f.items() if v}
     if status == "active":
         others = {k: v for k, v in narrowed.items() if k != "type"}
-        ids = store.matching_ids(type=narrowed.get("type"), **others) if others else None
+        tip = store.read_from()[1]  # one tip for the ids and the ranking: a write between them changes neither
+        ids = store.matching_ids(type=narrowed.get("type"), at=tip, **others) if others else None
         if not others or ids is not None:  # else the index cannot narrow them: ranked loaded
             return recall(store, query, type=narrowed.get("type"), paths=paths, limit=limit, max_backlog=max_backlog,
-                          only_ids=set(ids) if ids is not None else None)
+                          only_ids=set(ids) if ids is not None else None, at=tip)
     from .store import matcher
 
     if paths is None:

@@ -793,3 +793,23 @@ def test_a_search_under_filters_reads_only_the_memories_that_match(repo, store, 
         read.clear()
         assert _found(_fresh(repo), ask, "main fact ops", 5, []) == want[i], ask
         assert set(read) <= set(_expected(full, ask)) and (read or "tag" not in ask or not _expected(full, ask)), ask
+
+
+def test_a_search_under_a_filter_ranks_at_the_tip_its_ids_were_read_at(repo, store, monkeypatch):
+    """The ids a tag keeps and the ranking are read at one memory tip: a write between them (a tag taken off)
+    made a memory without the tag a hit of a search under it."""
+    from gitmem.recall import find
+
+    tagged = store.add("fact", "Deploys run from the ops runner", tags=["ops"]).memory.id
+    store.add("fact", "Deploy logs go to the ops channel", tags=["ops"])
+    s = _fresh(repo)
+    real = Store.matching_ids
+
+    def then_untag(self, **filters):
+        ids = real(self, **filters)
+        Store.open(str(repo)).edit(tagged, tags=())  # another writer, between the ids and the ranking
+        return ids
+
+    monkeypatch.setattr(Store, "matching_ids", then_untag)
+    hits = find(s, "deploys ops", 10, filters={"tag": "ops"}, paths=[])
+    assert hits and all("ops" in h.memory.tags for h in hits), [(h.memory.id, h.memory.tags) for h in hits]
