@@ -260,8 +260,8 @@ class BranchInfo:
     memory_merged: bool = False  # its memory tip is in the parent's (or default) memory, or ``merged_into``'s
     active: int = 0  # of ``memories`` (which also counts superseded, retracted and invalid ones), as status counts
     renamed_to: Optional[str] = None  # prune: the code branch renamed from it whose memory holds all of its
-    #: prune: the branch, other than the parent, whose memory holds all of its: ``renamed_to``, or for memory set
-    #: aside here the branch it was set aside from (:func:`merged_back`)
+    #: the branch, other than the parent, whose memory holds all of its: for memory set aside here, the branch it
+    #: was set aside from (:func:`merged_back`); prune: ``renamed_to`` too
     merged_into: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
@@ -289,11 +289,13 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
         into = code_tips(repo, parent or default)
         merged = bool(parent and tips and into and reachable(repo, tips[0], into[0]) and _past_fork(repo, name, tips[:1]))
         into_memory = Store(repo, parent or default).tip() if name != default else None
+        in_parent = reachable(repo, tip, into_memory)
+        back = None if in_parent else merged_back(repo, name, tip)  # as prune and status count it
         counts = store.summary(tip)["counts"]  # kept per tree
         out.append(BranchInfo(name, ref, tip, parent, sum(counts.values()),
                               "exists" if tips else "deleted",
-                              merged, len(conflict_blobs(store, tip)), reachable(repo, tip, into_memory),
-                              counted(counts)))
+                              merged, len(conflict_blobs(store, tip)), in_parent or bool(back),
+                              counted(counts), merged_into=back))
     return out
 
 
@@ -317,16 +319,11 @@ def prune(repo: pygit2.Repository, *, dry_run: bool = True, force: bool = False)
     default = default_branch(repo)
     moved = renames(repo)  # not gone: renamed by git, which left the memory behind (see move)
     gone = [b for b in list_branches(repo) if b.name != default and not code_tips(repo, b.name) and b.name not in moved]
-    # Renamed, and the memory left behind merged into the new name's since, or set aside, and merged into the new
-    # branch's of its name since: in that memory, whatever the parent's
+    # Renamed, and the memory left behind merged into the new name's since: in that memory, whatever the parent's
+    # (memory set aside and merged into the new branch's of its name since: list_branches counts it merged)
     carried = {old: new for new, _ in ref_names(repo, "refs/heads/") if (old := renamed_from(repo, new, merged=True))}
-    for n, b in enumerate(gone):
-        if b.memory_merged:
-            continue
-        if b.name in carried:
-            gone[n] = replace(b, memory_merged=True, renamed_to=carried[b.name], merged_into=carried[b.name])
-        elif into := merged_back(repo, b.name, b.tip):
-            gone[n] = replace(b, memory_merged=True, merged_into=into)
+    gone = [replace(b, memory_merged=True, renamed_to=carried[b.name], merged_into=carried[b.name])
+            if not b.memory_merged and b.name in carried else b for b in gone]
     if not dry_run:
         for b in gone:
             if not prunable(b, force):

@@ -131,21 +131,28 @@ def test_a_branch_created_again_under_a_deleted_ones_name_starts_from_its_parent
     assert spike not in ids(repo, "main")
 
 
+def wip_set_aside(path):
+    """wip, with a spike fact, deleted and created again with new work: the hooks set the earlier wip's memory
+    aside here. Returns the name it is kept under (wip.earlier-TIP) and the spike fact's id."""
+    with_hooks(path)
+    git(path, "checkout", "-q", "-b", "wip")
+    spike = add(path, "fact", "spike fact")["id"]
+    commit_file(path, "spike.txt")
+    git(path, "checkout", "-q", "main")
+    git(path, "branch", "-q", "-D", "wip")
+    git(path, "checkout", "-q", "-b", "wip", env=AGAIN)
+    add(path, "fact", "new work")
+    aside = next(n[len("refs/memory-aside/"):] for n in pygit2.Repository(str(path)).references
+                 if n.startswith("refs/memory-aside/wip.earlier-"))
+    return aside, spike
+
+
 def test_memory_set_aside_and_merged_into_the_new_branch_is_named_merged_and_pruned_as_merged(tmp_path):
     """After `gitmem merge wip.earlier-X` into the new wip, as the set-aside notice offers, status still said the
     merge "brings it in" and `prune --yes` kept it as "not in main's memory": all of it is in wip's memory, the
     branch it was set aside from, as for a renamed branch's memory merged into the new name's."""
-    _, repo, _ = clones(tmp_path)  # status names set-aside memory among the remotes' copies
-    with_hooks(repo)
-    git(repo, "checkout", "-q", "-b", "wip")
-    spike = add(repo, "fact", "spike fact")["id"]
-    commit_file(repo, "spike.txt")
-    git(repo, "checkout", "-q", "main")
-    git(repo, "branch", "-q", "-D", "wip")
-    git(repo, "checkout", "-q", "-b", "wip", env=AGAIN)
-    add(repo, "fact", "new work")
-    aside = next(n[len("refs/memory-aside/"):] for n in pygit2.Repository(str(repo)).references
-                 if n.startswith("refs/memory-aside/wip.earlier-"))
+    _, repo, _ = clones(tmp_path)  # status names set-aside memory among the remotes' copies too
+    aside, spike = wip_set_aside(repo)
     assert f"`gitmem merge {aside}` brings it in" in gitmem(repo, "status").stdout
     assert "kept refs/memory-aside/" in gitmem(repo, "prune", "--yes").stdout  # not merged yet: only --force
 
@@ -160,6 +167,28 @@ def test_memory_set_aside_and_merged_into_the_new_branch_is_named_merged_and_pru
     pruned = json.loads(gitmem(repo, "prune", "--yes", "--json").stdout)
     assert pruned["kept"] == [] and [(b["name"], b["merged_into"]) for b in pruned["branches"]] == [(aside, "wip")]
     assert git(repo, "for-each-ref", "refs/memory-aside/") == "" and spike in ids(repo, "wip")
+
+
+def test_branch_lists_memory_set_aside_and_merged_into_the_new_branch_as_merged(repo):
+    """`gitmem branch` listed set-aside memory merged into the new wip (`gitmem merge wip.earlier-X`, as the
+    set-aside notice offers) as not merged, while status and prune count it merged (branches.merged_back)."""
+    aside, _ = wip_set_aside(repo)
+
+    def listed():
+        line = next(x for x in gitmem(repo, "branch").stdout.splitlines() if aside in x)
+        info = next(b for b in json.loads(gitmem(repo, "branch", "--json").stdout)["branches"] if b["name"] == aside)
+        return line, info
+
+    line, info = listed()
+    assert "merged" not in line and (info["memory_merged"], info["merged_into"]) == (False, None), line
+
+    gitmem(repo, "merge", aside)
+
+    line, info = listed()
+    assert "memory merged into wip" in line, line
+    assert (info["memory_merged"], info["merged_into"]) == (True, "wip")
+    assert [(b.name, b.memory_merged, b.merged_into) for b in list_branches(pygit2.Repository(str(repo)))
+            if b.name == aside] == [(aside, True, "wip")]
 
 
 def test_a_branch_created_again_from_another_start_reads_that_starts_memory(repo):

@@ -31,7 +31,8 @@ def branch(store: Store, move, as_json: bool) -> None:
 
     JSON: {"current", "branches": [{"name", "ref", "tip", "parent", "memories", "active", "code", "merged",
     "conflicts", "memory_merged", "renamed_to", "merged_into"}]} (memories: every blob; active: as status counts;
-    renamed_to, merged_into: set by prune only);
+    merged_into: for memory set aside here, BRANCH.earlier-TIP, BRANCH once its memory holds all of it, as prune
+    counts it; renamed_to: set by prune only);
     with --move: {"from", "to", "ref", "tip"}.
 
     Example: git branch -m payments billing && gitmem branch -m payments billing
@@ -67,7 +68,8 @@ def branch(store: Store, move, as_json: bool) -> None:
         notes += [f"code renamed to {moved[b.name]}: {carry_over(store.repo, b.name, moved[b.name])}"] if b.name in moved \
             else ["code deleted"] if b.code == "deleted" else []
         notes += ([f"code and memory merged into {b.parent or 'the default branch'}"] if b.memory_merged else
-                  [f"code merged, memory not yet: gitmem merge {b.name}"]) if b.merged else []
+                  [f"code merged, memory not yet: gitmem merge {b.name}"]) if b.merged else \
+            [f"memory merged into {b.merged_into}"] if b.merged_into else []
         notes += [plural(b.conflicts, "conflict")] if b.conflicts else []
         click.echo(f"{mark} {pad(b.name, 24)} {_short(b.tip)} {b.active:>5} active of {b.memories:<5} {', '.join(notes)}")
     if not found:
