@@ -466,6 +466,29 @@ def merged_back(repo: pygit2.Repository, name: str, tip: str) -> Optional[str]:
     return branch if branch and reachable(repo, tip, ref_target(repo, memory_ref(branch))) else None
 
 
+@dataclass(frozen=True)
+class KeptAside:
+    """Memory set aside here, as status names it: ``branch``, its name (``<aside>.earlier-<tip>``); ``aside``, the
+    branch whose earlier memory it holds (:func:`set_aside_from`); ``aside_merged``: that branch's memory holds all
+    of it (:func:`merged_back`: prune drops it as merged). Its keys are those status gives a remote's copy of it."""
+
+    branch: str
+    aside: str
+    aside_merged: bool
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"branch": self.branch, "aside": self.aside, "aside_merged": self.aside_merged}
+
+
+def kept_aside(repo: pygit2.Repository) -> List[KeptAside]:
+    """Every memory set aside here (kept in this clone, not pushed), whether or not a remote is configured."""
+    out = []
+    for name, ref in memory_names(repo):
+        if (branch := set_aside_from(repo, name)) and (tip := ref_target(repo, ref)):
+            out.append(KeptAside(name, branch, merged_back(repo, name, tip) is not None))
+    return out
+
+
 def _put_aside(repo: pygit2.Repository, branch: str, tip: str) -> str:
     """Rename ``branch``'s memory (at ``tip``) to ``<branch>.earlier-<tip>`` (kept on ``refs/memory-aside/``, see
     :func:`gitmem.repo.memory_ref`) and record it as dropped here."""

@@ -185,6 +185,28 @@ def may_be_renamed(git: GitDir, branch: str) -> bool:
         return True
 
 
+def may_hold_aside(git: GitDir) -> bool:
+    """False when no ref under ``refs/memory/`` or ``refs/memory-aside/``, loose or packed, has ``.earlier-`` in
+    its name (so no memory was set aside here: see gitmem.branches.kept_aside); True means "maybe": ask libgit2."""
+    try:
+        for folder in ("memory", "memory-aside"):
+            top = os.path.join(git.common, "refs", folder)
+            if os.path.isdir(top) and any(".earlier-" in name for _, _, files in os.walk(top, onerror=_raise)
+                                          for name in files):
+                return True
+        try:
+            with open(os.path.join(git.common, "packed-refs"), encoding="utf-8", errors="replace") as f:
+                return any(".earlier-" in line and line.partition(" ")[2].startswith(("refs/memory/", "refs/memory-aside/"))
+                           for line in f)
+        except FileNotFoundError:
+            return False
+    except OSError:
+        return True
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
 def _user_files() -> Tuple[Optional[str], Optional[str]]:
     """The user's config files, in the order git reads them: the XDG one, then ``~/.gitconfig``. As git finds
     them: ``~`` is HOME alone (never the account's home directory, where ``expanduser`` falls back to), so with

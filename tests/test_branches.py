@@ -169,6 +169,31 @@ def test_memory_set_aside_and_merged_into_the_new_branch_is_named_merged_and_pru
     assert git(repo, "for-each-ref", "refs/memory-aside/") == "" and spike in ids(repo, "wip")
 
 
+def test_status_names_memory_set_aside_here_with_no_remote_configured(repo):
+    """status named set-aside memory only among the remotes' copies: a clone with no remote never heard of the
+    memory it set aside, nor, once that was merged into the new wip, that prune drops it."""
+    aside, _ = wip_set_aside(repo)
+    kept = (f"memory {aside}: your memory of the earlier 'wip', set aside here and kept in this clone, not pushed: "
+            f"`gitmem merge {aside}` brings it in, `gitmem prune` drops it")
+    merged = f"memory {aside}: your memory of the earlier 'wip', set aside here, is all in wip's memory: " \
+        "`gitmem prune --yes` drops it"
+    shown = gitmem(repo, "status").stdout
+    assert kept in shown, shown
+    status = json.loads(gitmem(repo, "status", "--json").stdout)
+    assert status["remotes"] == [] and status["set_aside"] == [{"branch": aside, "aside": "wip", "aside_merged": False}]
+
+    gitmem(repo, "merge", aside)
+    git(repo, "pack-refs", "--all")  # read from packed-refs too
+
+    shown = gitmem(repo, "status").stdout
+    assert merged in shown and kept not in shown, shown
+    assert json.loads(gitmem(repo, "status", "--json").stdout)["set_aside"] == [
+        {"branch": aside, "aside": "wip", "aside_merged": True}]
+    gitmem(repo, "prune", "--yes")
+    assert aside not in gitmem(repo, "status").stdout
+    assert json.loads(gitmem(repo, "status", "--json").stdout)["set_aside"] == []
+
+
 def test_branch_lists_memory_set_aside_and_merged_into_the_new_branch_as_merged(repo):
     """`gitmem branch` listed set-aside memory merged into the new wip (`gitmem merge wip.earlier-X`, as the
     set-aside notice offers) as not merged, while status and prune count it merged (branches.merged_back)."""

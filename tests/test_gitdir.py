@@ -146,6 +146,22 @@ def test_warm_list_and_status_do_not_load_libgit2_even_after_gc(tmp_path):
     assert gitmem_process(repo, "list", "-n", "5").stdout == first
 
 
+def test_memory_set_aside_is_seen_loose_packed_and_where_an_earlier_gitmem_kept_it(store, repo):
+    """status names memory set aside here with no remote configured too: gitdir says when there can be none, so
+    a warm status still need not load libgit2, and never misses one."""
+    tip = store.add("fact", "spike fact").commit
+    found = gitdir.discover(str(repo))
+    git(repo, "update-ref", "refs/memory/wip", tip)
+    assert not gitdir.may_hold_aside(found)
+    for ref in ("refs/memory-aside/wip.earlier-0123abcd", "refs/memory/team/wip.earlier-0123abcd"):  # now, before
+        git(repo, "update-ref", ref, tip)
+        assert gitdir.may_hold_aside(found)
+        git(repo, "pack-refs", "--all")
+        assert not (repo / ".git" / ref).exists() and gitdir.may_hold_aside(found)
+        git(repo, "update-ref", "-d", ref)
+        assert not gitdir.may_hold_aside(found)
+
+
 def test_status_with_a_remote_still_reports_divergence(tmp_path):
     from conftest import clone, make_origin
 

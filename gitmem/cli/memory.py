@@ -550,7 +550,8 @@ def status(store: Store, as_json: bool) -> None:
     aside here; aside: null, or for memory set aside here, BRANCH.earlier-TIP, the branch whose earlier memory it
     holds, kept in this clone and not pushed; aside_merged: BRANCH's memory holds all of it, `gitmem prune --yes`
     drops it; new_branch: the copy is a new branch's memory of that name, which set the earlier one's aside: a
-    pull sets this clone's aside too and takes the copy),
+    pull sets this clone's aside too and takes the copy), "set_aside": [{"branch", "aside", "aside_merged"}] (every
+    memory set aside here, remote or none, as in remotes),
     "late_parent":
     null or {"branch", "parent", "fork", "as_of", "notice"}} (late_parent: this branch's memory started before its
     parent's arrived here, and lacks what the parent's held at the fork; the notice names the command).
@@ -581,6 +582,14 @@ def status(store: Store, as_json: bool) -> None:
         data["remotes"] = [d.to_dict() for d in divergence(store.repo)]
     else:
         data["remotes"] = []  # known without loading libgit2
+    from ..gitdir import may_hold_aside
+
+    if store.git is None or may_hold_aside(store.git):
+        from ..branches import kept_aside
+
+        data["set_aside"] = [a.to_dict() for a in kept_aside(store.repo)]
+    else:
+        data["set_aside"] = []  # known without loading libgit2
     if as_json:
         emit_json(data)
         return
@@ -600,15 +609,16 @@ def status(store: Store, as_json: bool) -> None:
     click.echo("  " + (", ".join(plural(n, t) for t, n in sorted(counts.items())) or "no memories"))
     if data["conflicts"]:
         click.echo(f"  {plural(len(data['conflicts']), 'unresolved memory conflict')}: see `gitmem conflicts`")
-    told = set()
+    # pushed by name to every remote: compared with their copies below
+    shared = {d["branch"] for d in data["remotes"] if d["fetched"]} - {d["branch"] for d in data["remotes"] if not d["fetched"]}
+    for a in data["set_aside"]:
+        if a["branch"] not in shared:
+            click.echo(f"  memory {a['branch']}: your memory of the earlier {a['aside']!r}, set aside here, is all in "
+                       f"{a['aside']}'s memory: `gitmem prune --yes` drops it" if a["aside_merged"] else
+                       f"  memory {a['branch']}: your memory of the earlier {a['aside']!r}, set aside here and kept in "
+                       f"this clone, not pushed: `gitmem merge {a['branch']}` brings it in, `gitmem prune` drops it")
     for d in data["remotes"]:
-        if d["aside"] and d["fetched"] is None:  # this clone's to keep apart: no push to suggest, on any remote
-            if d["branch"] not in told:
-                told.add(d["branch"])
-                click.echo(f"  memory {d['branch']}: your memory of the earlier {d['aside']!r}, set aside here, is all in "
-                           f"{d['aside']}'s memory: `gitmem prune --yes` drops it" if d["aside_merged"] else
-                           f"  memory {d['branch']}: your memory of the earlier {d['aside']!r}, set aside here and kept in "
-                           f"this clone, not pushed: `gitmem merge {d['branch']}` brings it in, `gitmem prune` drops it")
+        if d["aside"] and d["fetched"] is None:  # this clone's to keep apart, named above: no push to suggest
             continue
         if d["fetched"] is None:  # "N ahead" would count its whole history, as if the remote were behind it
             click.echo(f"  memory {d['branch']}: not on {d['remote']} (as of the last fetch or push): "
