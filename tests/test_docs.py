@@ -163,6 +163,16 @@ def test_every_limit_option_is_also_n_as_the_readme_says():
     assert "`-n N` / `--limit N`" in README
 
 
+def test_the_readmes_branch_section_says_a_branch_created_again_sets_the_earlier_memory_aside():
+    """Re-creating a branch name sets the earlier memory aside, kept in this clone and never sent by a plain
+    `git push`: the README's section on branch memory said nothing of it, so a reader never knew where it went."""
+    section = re.sub(r"\s+", " ", README.split("## Memory follows your branches", 1)[1].split("\n## ", 1)[0])
+    for said in ("created again under a deleted one's name", "`wip.earlier-<tip>`", "kept in this clone",
+                 "never pushed by a plain `git push`", "`refs/memory-aside/`", "`gitmem merge wip.earlier-<tip>`",
+                 "`gitmem prune --yes` drops it once merged; see [docs/branches.md](docs/branches.md)"):
+        assert said in section, said
+
+
 def doc_invocations():
     """(doc, the words after `gitmem`) for every inline `gitmem ...` span and every `gitmem` command line
     in a shell or console block of the README and the docs (in a console block, only `$ ` lines: the
