@@ -216,7 +216,6 @@ def ref_names(repo: pygit2.Repository, prefix: str) -> Iterator[Tuple[str, str]]
             yield name[len(prefix):], name
 
 
-
 def code_tips(repo: pygit2.Repository, branch: str, *, local: bool = True) -> List[str]:
     """Commits the code branch points at: local first (unless ``local`` is False), then remote-tracking copies."""
     tips = [ref_target(repo, f"refs/heads/{branch}")] if local else []

@@ -108,15 +108,21 @@ def test_a_gitmem_hook_someone_edited_is_kept_aside_not_deleted_by_uninstall_or_
     assert "echo mine" in kept.read_text()  # the first copy is still there
 
 
+def origin(tmp_path: Path, repo: Path) -> Path:
+    """A bare repository in ``tmp_path``, ``repo``'s remote ``origin``."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    git(repo, "remote", "add", "origin", str(remote))
+    return remote
+
+
 def _installed_python(hook: Path) -> str:
     return next(line.split(":-", 1)[1].rstrip('}"') for line in hook.read_text().splitlines()
                 if line.startswith('py="${GITMEM_PYTHON:-'))
 
 
 def test_a_failing_chained_pre_push_hook_still_stops_the_push(tmp_path, repo):
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    git(repo, "remote", "add", "origin", str(remote))
+    origin(tmp_path, repo)
     hooks = repo / ".git" / "hooks"
     write_hook(hooks, "pre-push", b"#!/bin/sh\ncat >/dev/null\necho 'user says no' >&2\nexit 1\n")
     install(repo)
@@ -129,9 +135,7 @@ def test_a_failing_chained_pre_push_hook_still_stops_the_push(tmp_path, repo):
 def test_a_chained_hook_that_takes_its_name_from_dollar_zero_still_does_its_work(tmp_path, repo):
     """husky v4, yorkie and hook dispatchers read the hook's name from $0 (and helpers from its folder): run as
     pre-push.gitmem-chained they found no work, and a pre-push gate that runs the tests let every push through."""
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    git(repo, "remote", "add", "origin", str(remote))
+    origin(tmp_path, repo)
     hooks = repo / ".git" / "hooks"
     write_hook(hooks, "dispatch.sh", b'[ "$hookName" = pre-push ] && { echo "tests fail" >&2; exit 1; }\nexit 0\n')
     for shell in (b"/bin/sh", b"/usr/bin/env bash"):
@@ -146,9 +150,7 @@ def test_a_chained_hook_in_another_language_sees_its_own_name(tmp_path, repo):
     """overcommit's Ruby hook reads its hook type from $0: run as pre-push.gitmem-chained it failed to load a
     "pre-push.gitmem-chained" context and stopped every push. Any program, not only a shell script, is run by
     the hook's own name; its exit status still decides."""
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    git(repo, "remote", "add", "origin", str(remote))
+    origin(tmp_path, repo)
     hooks = repo / ".git" / "hooks"
     write_hook(hooks, "pre-push", b"#!/usr/bin/env python3\nimport os, sys\nsys.stdin.read()\n"
                b"name = os.path.basename(sys.argv[0])\nprint('hook type', name, file=sys.stderr)\n"
@@ -161,9 +163,7 @@ def test_a_chained_hook_in_another_language_sees_its_own_name(tmp_path, repo):
 
 
 def test_pre_push_reminds_about_unpushed_memory_unless_turned_off(tmp_path, repo):
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    git(repo, "remote", "add", "origin", str(remote))
+    origin(tmp_path, repo)
     install(repo)
     Store.open(str(repo)).add("fact", "not pushed yet")
     pushed = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
@@ -184,9 +184,7 @@ def test_pre_push_takes_a_push_of_head_for_the_branch_head_names(tmp_path, repo)
     """git hands the hook `HEAD` as the local ref for `git push origin HEAD`, and for every plain `git push` after
     `gitmem remote setup` (its `HEAD` push refspec): the hook looked only at `refs/heads/*`, so it neither reminded
     nor pushed, and a memory push git refused as a non-fast-forward was left to git's "git pull" hint."""
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    git(repo, "remote", "add", "origin", str(remote))
+    remote = origin(tmp_path, repo)
     install(repo)
     Store.open(str(repo)).add("fact", "not pushed yet")
 
@@ -203,10 +201,9 @@ def test_pre_push_takes_a_push_of_head_for_the_branch_head_names(tmp_path, repo)
 def test_pre_push_does_not_remind_about_memory_the_same_push_sends(tmp_path, repo):
     """`git push origin main refs/memory/main` and `git push --mirror` send the memory with the code: "memory of
     main is not on origin: run `gitmem push origin`" was said of the very push that sent it."""
-    remote, backup = tmp_path / "remote.git", tmp_path / "backup.git"
-    for bare in (remote, backup):
-        git(tmp_path, "init", "-q", "--bare", str(bare))
-    git(repo, "remote", "add", "origin", str(remote))
+    origin(tmp_path, repo)
+    backup = tmp_path / "backup.git"
+    git(tmp_path, "init", "-q", "--bare", str(backup))
     install(repo)
     Store.open(str(repo)).add("fact", "goes out with the code")
 
@@ -220,9 +217,7 @@ def test_pre_push_does_not_remind_about_memory_the_same_push_sends(tmp_path, rep
 
 
 def test_pre_push_can_push_memory_with_the_code(tmp_path, repo):
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    git(repo, "remote", "add", "origin", str(remote))
+    remote = origin(tmp_path, repo)
     install(repo)
     git(repo, "config", "gitmem.prePush", "push")
     tip = Store.open(str(repo)).add("fact", "travels with the code").commit
@@ -804,9 +799,7 @@ def test_the_line_in_a_users_hook_file_passes_arguments_and_stdin_on_and_a_refus
         body = f"#!/bin/sh\n{line}\n" + ("echo user-pre-push-ran >&2\n" if name == "pre-push" else "")
         write_hook(folder, name, body.encode())
     assert install(repo).returncode == 0
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", str(remote))
-    git(repo, "remote", "add", "origin", str(remote))
+    remote = origin(tmp_path, repo)
 
     git(repo, "checkout", "-q", "-b", "topic")  # post-checkout's arguments
     assert pygit2.Repository(str(repo)).config["gitmem.branch.topic.parent"] == "main"
