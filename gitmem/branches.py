@@ -262,12 +262,15 @@ class BranchInfo:
     #: the branch, other than the parent, whose memory holds all of its: for memory set aside here, the branch it
     #: was set aside from (:func:`merged_back`); prune: ``renamed_to`` too
     merged_into: Optional[str] = None
+    #: for memory set aside here (:func:`set_aside_from`), the branch whose earlier memory it holds: it never had
+    #: code of its own, so its ``code`` "deleted" says only that no code branch has its name
+    set_aside_from: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return {"name": self.name, "ref": self.ref, "tip": self.tip, "parent": self.parent,
                 "memories": self.memories, "active": self.active, "code": self.code, "merged": self.merged,
                 "conflicts": self.conflicts, "memory_merged": self.memory_merged, "renamed_to": self.renamed_to,
-                "merged_into": self.merged_into}
+                "merged_into": self.merged_into, "set_aside_from": self.set_aside_from}
 
 
 def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
@@ -294,7 +297,8 @@ def list_branches(repo: pygit2.Repository) -> List[BranchInfo]:
         out.append(BranchInfo(name, ref, tip, parent, sum(counts.values()),
                               "exists" if tips else "deleted",
                               merged, len(conflict_blobs(store, tip)), in_parent or bool(back),
-                              counted(counts), merged_into=back))
+                              counted(counts), merged_into=back,
+                              set_aside_from=set_aside_from(repo, name)))
     return out
 
 

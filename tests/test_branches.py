@@ -216,6 +216,17 @@ def test_branch_lists_memory_set_aside_and_merged_into_the_new_branch_as_merged(
             if b.name == aside] == [(aside, True, "wip")]
 
 
+def test_branch_labels_memory_set_aside_here_as_set_aside_not_as_code_deleted(repo):
+    """`gitmem branch` said "code deleted" of wip.earlier-X, memory set aside here that never had code of its own:
+    it names the branch it was set aside from, in the listing and in the JSON."""
+    aside, _ = wip_set_aside(repo)
+    line = next(x for x in gitmem(repo, "branch").stdout.splitlines() if aside in x)
+    assert "set aside from wip" in line and "code deleted" not in line, line
+    info = {b["name"]: b for b in json.loads(gitmem(repo, "branch", "--json").stdout)["branches"]}
+    assert (info[aside]["set_aside_from"], info[aside]["code"]) == ("wip", "deleted")
+    assert info["wip"]["set_aside_from"] is None
+
+
 def test_a_branch_created_again_from_another_start_reads_that_starts_memory(repo):
     """x was made from spike and deleted without a write: its fork record is an earlier branch's, and the
     new x, made from main, reads main's memory, not spike's."""

@@ -30,8 +30,9 @@ def branch(store: Store, move, as_json: bool) -> None:
     still exists and whether it is merged into its parent. With --move, rename one.
 
     JSON: {"current", "branches": [{"name", "ref", "tip", "parent", "memories", "active", "code", "merged",
-    "conflicts", "memory_merged", "renamed_to", "merged_into"}]} (memories: every blob; active: as status counts;
-    merged_into: for memory set aside here, BRANCH.earlier-TIP, BRANCH once its memory holds all of it, as prune
+    "conflicts", "memory_merged", "renamed_to", "merged_into", "set_aside_from"}]} (memories: every blob; active: as
+    status counts; set_aside_from: for memory set aside here, BRANCH.earlier-TIP, BRANCH (its "code" is "deleted": it
+    never had code of its own); merged_into: for that memory, BRANCH once its memory holds all of it, as prune
     counts it; renamed_to: set by prune only);
     with --move: {"from", "to", "ref", "tip"}.
 
@@ -66,6 +67,7 @@ def branch(store: Store, move, as_json: bool) -> None:
         mark = "*" if b.name == store.branch else " "
         notes = [f"from {b.parent}"] if b.parent else []
         notes += [f"code renamed to {moved[b.name]}: {carry_over(store.repo, b.name, moved[b.name])}"] if b.name in moved \
+            else [f"set aside from {b.set_aside_from}"] if b.set_aside_from \
             else ["code deleted"] if b.code == "deleted" else []
         notes += ([f"code and memory merged into {b.parent or 'the default branch'}"] if b.memory_merged else
                   [f"code merged, memory not yet: gitmem merge {b.name}"]) if b.merged else \
