@@ -825,8 +825,9 @@ class Store:
         """Replace a memory with a new one in a single commit: the old one is marked
         superseded (and points at its successor); the new one says what it supersedes. The successor is
         anchored as :meth:`add` anchors one: a file memory's to its file's current blob, a checkpoint's to HEAD,
-        with the next step its text gives. ``seen``: as :meth:`retract`'s (a form prefilled from the memory); a
-        memory superseded since raises :class:`Superseded`, saying whether its successor is what this would write."""
+        with the next step its text gives. A ``title`` or ``reason`` of None keeps the old one's, ``""`` clears
+        it. ``seen``: as :meth:`retract`'s (a form prefilled from the memory); a memory superseded since
+        raises :class:`Superseded`, saying whether its successor is what this would write."""
         author = author or default_author(self.repo)
         new_fields = {"text": text, "title": fields_.pop("title", None), "reason": fields_.pop("reason", None),
                       "next": fields_.pop("next", None)}
@@ -835,7 +836,7 @@ class Store:
 
         def successor_of(old: Memory) -> Tuple[Memory, int]:
             keep = {k: getattr(old, k) for k in ("title", "reason", "tags", "paths")}
-            keep.update({k: v for k, v in new_fields.items() if v is not None or k == "text"})
+            keep.update({k: v if k == "text" else v or None for k, v in new_fields.items() if v is not None or k == "text"})
             keep.update({k: tuple(dict.fromkeys(v)) for k, v in fields_.items()  # None keeps them; no repeats, as add
                          if k in ("tags", "paths") and v is not None})
             if old.type == "file" and keep["paths"]:

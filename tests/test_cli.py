@@ -70,6 +70,17 @@ def test_edit_supersede_retract_and_log(run, repo):
     assert len(json.loads(run("list", "--status", "any", "--json").output)["memories"]) == 2
 
 
+def test_supersede_clears_a_title_or_reason_given_empty_and_keeps_one_left_out(run):
+    mid = json.loads(run("add", "decision", "Use MySQL", "--title", "Database", "--because", "hosted",
+                         "--json").output)["id"]
+    kept = json.loads(run("supersede", mid, "Use Postgres", "--json").output)["memory"]
+    assert (kept["title"], kept["reason"]) == ("Database", "hosted")
+    r = run("supersede", kept["id"], "Use Postgres 16", "--title", "", "--because", "", "--json")
+    assert r.exit_code == 0, r.output
+    assert (json.loads(r.output)["memory"].get("title"), json.loads(r.output)["memory"].get("reason")) == (None, None)
+    assert '--title "" clears it' in " ".join(run("supersede", "--help").output.split())
+
+
 def test_a_retractions_reason_is_shown_by_show_and_log_redacted_and_read_by_one_walk(run, repo, monkeypatch):
     # `retract --because R` kept R only in the commit body: show, show --json and log never printed it (found by QA).
     from gitmem.store import Store

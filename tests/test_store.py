@@ -98,6 +98,19 @@ def test_supersede_is_one_commit_linking_both(store, repo):
     assert len(git(repo, "rev-list", "refs/memory/main").split()) == 2
 
 
+def test_supersede_keeps_a_title_or_reason_given_as_none_and_clears_one_given_empty(store):
+    """A None title or reason kept the old one and there was no way to clear it ("" was refused as empty)."""
+    old = store.add("decision", "Use pygit2", title="Git access", reason="no subprocess").memory
+    kept = store.supersede(old.id, "Use pygit2 1.15").memory
+    assert (kept.title, kept.reason) == ("Git access", "no subprocess")
+    cleared = store.supersede(kept.id, "Use pygit2 1.16", title="", reason="").memory
+    assert (cleared.title, cleared.reason) == (None, None)
+    assert (store.get(cleared.id).title, store.get(cleared.id).reason) == (None, None)
+    rejection = store.add("rejection", "Use GitPython", reason="spawns git").memory
+    with pytest.raises(InvalidMemory, match="needs the reason"):  # a rejection keeps needing one
+        store.supersede(rejection.id, "Use GitPython 3", reason="")
+
+
 def test_a_supersede_decided_on_a_memory_superseded_since_names_its_successor_and_writes_nothing(store, repo):
     """A form sent twice finds its own successor (``same``: answered with it); another person's edit finds the
     first one's (not ``same``): neither writes, and the old memory stays superseded once."""

@@ -592,6 +592,17 @@ def test_supersede_through_the_form_replaces_the_memory_and_links_both_ways(repo
     assert "Memory-Source: web-ui" in log and "Author-Kind: human" in log and f"Supersedes: {old.id}" in log
 
 
+def test_a_title_or_reason_emptied_in_the_supersede_form_keeps_the_memorys(repo, store, web):
+    """As the fields' placeholder says ("left empty: stays as it is"), though the library now clears on ""."""
+    old = store.add("decision", "Deploy on Fridays", title="Deploys", reason="the team is in").memory
+    fields = supersede_fields(web.get(f"/memory/{old.id}").text)
+    assert 'placeholder="left empty: stays as it is"' in web.get(f"/memory/{old.id}").text
+    r = web.post("/supersede", data={**fields, "text": "Never deploy on Fridays", "title": "", "reason": " "})
+    assert r.status_code == 303
+    new = Store.open(str(repo)).get(r.headers["location"].split("/")[2].split("?")[0])
+    assert (new.text, new.title, new.reason) == ("Never deploy on Fridays", "Deploys", "the team is in")
+
+
 def test_an_invalid_supersede_says_why_in_the_forms_words_keeps_what_was_typed_and_writes_nothing(repo, store, web):
     from gitmem.model import MAX_TEXT_BYTES
 

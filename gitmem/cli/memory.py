@@ -371,8 +371,9 @@ def _edit_in_editor(m: Memory) -> Dict[str, Any]:
 @main.command()
 @click.argument("memory_id", metavar="ID")
 @click.argument("text")
-@click.option("--title", help="Title of the new memory (default: keep the old one).")
-@click.option("--because", "reason", metavar="REASON", help="Reason of the new memory.")
+@click.option("--title", help='Title of the new memory (default: keep the old one; --title "" clears it).')
+@click.option("--because", "reason", metavar="REASON",
+              help='Reason of the new memory (default: keep the old one; --because "" clears it).')
 @pass_store
 @author_options
 @json_option
