@@ -429,8 +429,10 @@ RULES: Tuple[Rule, ...] = (
     # After generic-api-key, which names what both find. A lowercase name (``password``, ``dbPassword``)
     # is also code's: its unquoted value needs a digit or a symbol, since a bare word there is a variable,
     # a type or prose (``password = new_password``, ``password: str``, ``password: see the vault``), unless
-    # the name is a YAML key (at a line's start, then a colon) and the word all the rest of the line:
-    # ``password: correcthorse``. An UPPER_CASE name is an environment variable's, a name after ``;``,
+    # the name is a YAML key (at a line's start, then a colon) and the word, lowercase or capitalised, all the rest
+    # of the line: ``password: Correcthorse`` (``SecretStr``, ``Optional`` stay types). After ``=`` a lowercase
+    # name's bare word stays a variable (``password = userinput``), INI's ``password = correcthorse`` too: a
+    # memory has no file type to tell them apart. An UPPER_CASE name is an environment variable's, a name after ``;``,
     # ``?``, ``&`` or ``--`` sits in a connection string, a query or a command line, and a quoted value is a
     # string literal: any value of theirs is a literal.
     _rule("generic-password", "Any literal value assigned to a name ending in password/passwd/pwd/passphrase/secret",
@@ -439,7 +441,7 @@ RULES: Tuple[Rule, ...] = (
           r"[\w.-]{0,60}?(?:passw(?:or)?d|pass[_.-]?phrase|pwd|(?<=[_.-])pass|secret)"
           r"[\"']?[ \t]*(?:=(?!=)|:=|=>|:(?!:))[ \t]*(?P<q>[\"'`])?"
           r"(?(literal)|(?(q)|(?:(?=" + _VALUE_CHAR + r"*?(?![a-z_.-])" + _VALUE_CHAR + r")"
-          r"|(?(key)(?=(?-i:[a-z]+)[ \t]*(?:#[^\n]*)?(?:\r?\n|$))|(?!)))))"
+          r"|(?(key)(?=(?-i:[A-Z]?[a-z]+)[ \t]*(?:#[^\n]*)?(?:\r?\n|$))|(?!)))))"
           r"(?P<secret>" + _VALUE_CHAR + r"{6,})"
           r"(?(q)(?P=q)|(?=[\s\"'`;,&)\]}>]|\\[nrt]|$))",
           ("pass", "pwd", "secret"), flags=re.IGNORECASE, validate=_assigned_password, one_line=True,
@@ -451,8 +453,8 @@ RULES: Tuple[Rule, ...] = (
                         "Server=db;User Id=app;Password=correcthorse;", "mysql --password=correcthorse app",
                         "'password' => 'hunter2hunter2',", "set `DB_PASS=hunter2hunter2` in .env",
                         "password := \"hunter2hunter2\"", "password: correcthorse", "  - db_password: correcthorse\n",
-                        "password: correcthorse  # the staging one", 'password = "postgres"', "password: 'postgres'",
-                        'DB_PASSWORD="postgres"', 'connect(password="correcthorse")'),
+                        "password: correcthorse  # the staging one", "password: Correcthorse", 'password = "postgres"',
+                        "password: 'postgres'", 'DB_PASSWORD="postgres"', 'connect(password="correcthorse")'),
           false_samples=lambda: ("DB_PASSWORD=${DB_PASS}", "password: <password>", "DB_PASSWORD=changeme",
                          "password: '****'", "PASSWORD=xxxxxxxx", "DB_PASSWORD=your-password-here",
                          "password: str", "password = get_password()", "connect(password=password)",

@@ -202,6 +202,8 @@ def test_low_entropy_and_digit_free_names_are_not_generic_secrets():
     ("password: hunter2hunter2", "password: "), ("PGPASSWORD=correcthorsebattery", "PGPASSWORD="),
     ("password: correcthorse", "password: "), ("  db_password: correcthorse  # staging\n", "  db_password: "),
     ('password = "correcthorse"', 'password = "'), ("password: 'correcthorse'", "password: '"),
+    ("password: Correcthorse", "password: "), ("  db_password: Correcthorse  # staging\n", "  db_password: "),
+    ("PASSWORD=correcthorse", "PASSWORD="),
 ])
 def test_a_password_name_makes_a_low_entropy_value_a_secret(line, kept):
     """A `.env` line an agent hook recorded must not reach `gitmem push` because its password is a word."""
