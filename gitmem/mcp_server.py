@@ -393,9 +393,11 @@ def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, por
           echo: Callable[[str], None] = print) -> None:
     """Run until the client disconnects: stdio by default, or streamable HTTP on 127.0.0.1 (``echo`` says the
     address once it listens, as `gitmem ui` does: a client needs it, and ``--port 0`` picks one)."""
-    from .repo import open_repository
+    from .repo import check_branch_name, open_repository
 
     open_repository(path)  # fail fast, before the client waits on a handshake
+    if branch is not None:
+        check_branch_name(branch)
     server = build_server(path, branch)
     if http:
         from mcp.server.transport_security import TransportSecuritySettings

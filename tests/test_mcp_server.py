@@ -238,6 +238,18 @@ def test_requests_piped_in_before_the_input_ends_are_all_answered_before_the_ser
     assert len(stored) == 10 and stored == {m.id for m in Store.open(str(repo)).list()}
 
 
+@pytest.mark.parametrize("http", [False, True])
+def test_an_invalid_branch_is_refused_at_start_not_on_every_call(repo, http):
+    """`gitmem --branch bad..name mcp` fails as `gitmem --branch bad..name list` does, before a client waits on a
+    handshake: it started, answered the handshake and then failed every tool call with the same error."""
+    from conftest import gitmem_process
+
+    done = gitmem_process(repo, "--branch", "bad..name", "mcp", *(["--http", "--port", "0"] if http else []),
+                          check=False, input="", timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == ["Error: invalid branch name 'bad..name'"]
+
+
 def test_a_client_that_goes_away_mid_call_ends_the_server_quietly_and_the_write_is_kept(repo):
     """A client killed mid-call closes both pipes: the server still finishes the write (as for a client that
     only closed its input, above), then finds no one to answer. That is the session's end, not a crash: no
