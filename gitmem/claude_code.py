@@ -560,19 +560,21 @@ def session_checkpoint(hook: HookInput, store: Store, source: str = "claude-code
     SessionEnd; before a compaction, prompts are enough), when nothing happened since its last
     one, or when the agent wrote its own checkpoint during the session (it says more)."""
     from .checkpoint import latest_checkpoint
-    from .model import utc_now
+    from .model import new_id, utc_now
 
     with SessionState(store, hook.session_id) as state:
         prompts = [p for p in state.items("prompts") if isinstance(p, str)]
         changed, read = state.items("changed"), state.items("read")
         if not changed and (hook.event == "SessionEnd" or not prompts):
             return Outcome(note="the session changed nothing: no checkpoint")  # a question is not a run
-        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(state.data.get("started") or 0)))
+        # by id (milliseconds), not by the second `created` names: a checkpoint written a moment before the
+        # session started, in the same second, is not one written during it
+        started = new_id(int(float(state.data.get("started") or 0) * 1000), tail=0)
         done = len(prompts) + len(changed)
         if state.data.get("checkpointed") == done:
             return Outcome(note="nothing new since this session's last checkpoint")
         latest = latest_checkpoint(store)
-        if latest is not None and latest[1].created >= started and session_tag(hook.session_id) not in latest[1].tags:
+        if latest is not None and latest[1].id >= started and session_tag(hook.session_id) not in latest[1].tags:
             return Outcome(note=f"checkpoint {latest[1].id} was written during this session")
         how = "was compacted" if hook.event == "PreCompact" else f"ended ({hook.text('reason') or 'other'})"
         parts = [f"Claude Code session {hook.session_id} {how} at {utc_now()}."]

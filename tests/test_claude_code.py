@@ -309,6 +309,26 @@ def test_an_agent_checkpoint_written_during_the_session_is_not_replaced(repo):
     assert cp.next == "the other thing"
 
 
+def test_a_checkpoint_written_just_before_the_session_in_the_same_second_does_not_stop_its_own(repo, capsys):
+    """Only a checkpoint written during the session stands in for the session's: one written a moment before it
+    started (`gitmem checkpoint`, then `claude` in a script), in the same second, counted as written during it,
+    and the session ended with no checkpoint of what it changed."""
+    from gitmem import claude_code
+
+    time.sleep(1 - time.time() % 1)  # at the start of a second: the checkpoint and the session share it
+    gitmem_store = Store.open(str(repo))
+    gitmem_store.add("checkpoint", "before the session", next="start the session")
+    for event, fields in (("UserPromptSubmit", {"prompt": "write the parser"}),
+                          ("PostToolUse", {"tool_name": "Write", "tool_input": {"file_path": str(repo / "p.py")}}),
+                          ("SessionEnd", {"reason": "other"})):
+        (repo / "p.py").write_text("def parse(): pass\n")
+        data = {"session_id": SESSION, "transcript_path": "", "cwd": str(repo), "hook_event_name": event, **fields}
+        assert claude_code.main(event, json.dumps(data), env=FOREGROUND) == 0
+    capsys.readouterr()
+    latest = Store.open(str(repo)).list(type="checkpoint")[-1]
+    assert "ended (other)" in latest.text and "Changed: p.py" in latest.text
+
+
 @pytest.mark.parametrize("stdin", ["not json", "[1, 2]", ""])
 def test_a_broken_input_warns_and_never_blocks_the_session(repo, stdin):
     result = gitmem(repo, "hook", "claude-code", "SessionStart", input=stdin, env=FOREGROUND)
