@@ -156,12 +156,16 @@ class Gitmem:
                limit: int = 10) -> Dict[str, Any]:
         from .conflicts import pending
         from .model import TYPES, check_choice
-        from .recall import AGENT_BACKLOG, find
+        from .recall import AGENT_BACKLOG, changed_paths, find
 
         check_choice("type", type, TYPES)
         if limit < 1:  # as `gitmem search -n 0` is: asking for no memory is a mistake, not a request for one
             raise GitmemError(f"limit must be at least 1 (got {limit}); at most 50 are returned")
         store = self.store()
+        if paths is None:
+            paths = changed_paths(store)
+        if not query.strip() and not paths:  # as `gitmem search ""` is: nothing ranks, and no hits reads as none
+            raise GitmemError("query is empty and there are no paths to rank by: give words to search for, or paths")
         hits = find(store, query, min(limit, 50), filters={"type": type}, paths=paths, max_backlog=AGENT_BACKLOG)
         conflicts = pending(store)
         out = {"ref": store.ref, "memories": [_hit(h, conflicts) for h in hits]}

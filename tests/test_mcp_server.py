@@ -112,6 +112,27 @@ def test_recall_reads_a_path_as_a_stored_path_is_written(repo):
     assert run(main) == [1, 1, 1, 1, 0]  # outside the repository: nothing
 
 
+def test_recall_with_no_words_and_no_paths_is_refused_not_answered_with_none(repo):
+    """`recall(query="", type="decision")` answered no memories over a store of decisions: nothing ranks without
+    words or paths, and the model read the empty list as "no decisions". Refused as `gitmem search ""` is; with
+    paths (or a current diff) it still ranks by them."""
+    async def main():
+        async with session(repo) as s:
+            await call(s, "remember", type="decision", text="Refunds are idempotent", paths=["src/pay.py"])
+            empty = await s.call_tool("recall", {"query": " ", "type": "decision"})
+            _, by_path = await call(s, "recall", query="", paths=["src/pay.py"])
+            (repo / "src").mkdir()
+            (repo / "src" / "pay.py").write_text("x = 1\n")
+            _, by_diff = await call(s, "recall", query="")
+            return empty, by_path, by_diff
+
+    empty, by_path, by_diff = run(main)
+    assert empty.is_error and empty.content[0].text.endswith(
+        "query is empty and there are no paths to rank by: give words to search for, or paths")
+    assert [m["text"] for m in by_path["memories"]] == [m["text"] for m in by_diff["memories"]] == [
+        "Refunds are idempotent"]
+
+
 def test_a_malformed_call_is_an_mcp_error_and_writes_nothing(repo):
     async def main():
         async with session(repo) as s:
