@@ -271,6 +271,15 @@ def test_an_invalid_branch_is_refused_at_start_not_on_every_call(repo, http):
     assert done.stderr.strip().splitlines() == ["Error: invalid branch name 'bad..name'"]
 
 
+def test_a_port_without_http_is_refused_not_ignored(repo):
+    """`gitmem mcp --port 9000` served stdio and left the port unused: a person who forgot --http waited on a port
+    nothing listened on."""
+    from conftest import gitmem_process
+
+    done = gitmem_process(repo, "mcp", "--port", "9000", check=False, input="", timeout=60)
+    assert done.returncode == 2 and done.stdout == "" and "--port is for --http" in done.stderr
+
+
 def test_a_client_that_goes_away_mid_call_ends_the_server_quietly_and_the_write_is_kept(repo):
     """A client killed mid-call closes both pipes: the server still finishes the write (as for a client that
     only closed its input, above), then finds no one to answer. That is the session's end, not a crash: no

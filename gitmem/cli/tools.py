@@ -32,6 +32,8 @@ def mcp(ctx: click.Context, repo: Optional[str], http: bool, port: int) -> None:
     """
     from ..mcp_server import serve
 
+    if not http and ctx.get_parameter_source("port") is not click.core.ParameterSource.DEFAULT:
+        raise click.UsageError("--port is for --http: over stdio the client talks on the process's stdin and stdout")
     settings: Settings = ctx.find_object(Settings) or Settings()
     serve(repo or settings.path, settings.branch, http=http, port=port, echo=click.echo)
 
