@@ -66,9 +66,12 @@ def _parse(text: str, i: int) -> _Node:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Equal as JSON, strictly: ``1``, ``1.0`` and ``true`` differ (Python's ``==`` says they do not)."""
+    """Equal as JSON, strictly: ``1``, ``1.0`` and ``true`` differ, and so do ``0.0`` and ``-0.0`` (Python's ``==``
+    says they do not)."""
     if type(a) is not type(b):
         return False
+    if isinstance(a, float):
+        return repr(a) == repr(b)  # as json.dumps writes them
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list):

@@ -42,6 +42,14 @@ def test_a_member_whose_value_stays_keeps_its_one_line_layout(old, new):
             assert member in out
 
 
+def test_values_python_calls_equal_but_json_writes_apart_are_changes():
+    """0.0 and -0.0, 1 and 1.0 and true: equal to Python's ``==``, written differently, so an edit between them
+    writes the new value (hypothesis found -0.0 kept as 0.0)."""
+    for old, new in ((0.0, -0.0), (1, 1.0), (1, True), (-0.0, 0.0)):
+        out = edit('{\n  "a": ' + json.dumps(old) + "\n}\n", {"a": new})
+        assert json.dumps(json.loads(out)) == json.dumps({"a": new}), (old, new, out)
+
+
 def test_new_keys_go_last_in_the_indent_of_their_neighbours_and_an_emptied_object_closes_up():
     text = '{\n    "b": [1, 2],\n    "a": {"x": true}\n}'
     assert edit(text, {"b": [1, 2], "a": {"x": True}, "c": {"d": [3]}}) == (
