@@ -577,10 +577,15 @@ def test_a_guide_it_cannot_read_or_a_damaged_memory_ref_never_makes_the_router_a
         running.stop()
 
 
+def set_guide(repo, name="AGENTS.md", text="# Guide\n\nEvery payout is reconciled against the ledger by noon.\n"):
+    """Write the repository guide ``name`` and make it the guide (git config gitmem.guide)."""
+    (repo / name).write_text(text)
+    gitmem(repo, "guide", "set", name)
+
+
 def test_a_guide_deleted_between_two_requests_leaves_the_memory_attached_and_the_header_names_it(team):
     repo, refund = team
-    (repo / "AGENTS.md").write_text("# Guide\n\nEvery payout is reconciled against the ledger by noon.\n")
-    gitmem(repo, "guide", "set", "AGENTS.md")
+    set_guide(repo)
     running = start(repo, guide=True)
     try:
         sdk = client(running.url)
@@ -605,8 +610,7 @@ def test_a_guide_on_a_branch_without_memory_is_attached_alone_and_the_header_say
     """With --guide on a repository that holds no memory yet, the guide went out and the header read "attached
     None": it names what was attached and what was not."""
     repo = make_repo(tmp_path / "fresh")
-    (repo / "AGENTS.md").write_text("# Guide\n\nEvery payout is reconciled against the ledger by noon.\n")
-    gitmem(repo, "guide", "set", "AGENTS.md")
+    set_guide(repo)
     running = start(repo, guide=True)
     try:
         r = client(running.url).messages.with_raw_response.create(**body())
@@ -619,8 +623,7 @@ def test_a_guide_on_a_branch_without_memory_is_attached_alone_and_the_header_say
 
 def test_a_guide_named_in_any_script_is_escaped_in_the_header(team):
     repo, refund = team
-    (repo / "指南.md").write_text("# Guide\n")
-    gitmem(repo, "guide", "set", "指南.md")
+    set_guide(repo, "指南.md", "# Guide\n")
     (repo / "指南.md").unlink()
     running = start(repo, guide=True)
     try:
