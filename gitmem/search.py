@@ -92,14 +92,14 @@ _FOLDED = (r"(?<=[A-Za-z])[\u0300-\u036f]+|[\u0591-\u05c7\u0610-\u061a\u0640\u06
 _LATIN = str.maketrans({"ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "Ae", "œ": "oe", "Œ": "Oe", "ø": "o", "Ø": "O",
                         "đ": "d", "Đ": "D", "ð": "d", "Ð": "D", "ł": "l", "Ł": "L", "þ": "th", "Þ": "Th",
                         "ħ": "h", "Ħ": "H", "ı": "i"})
-# Scripts written without spaces between words: indexed as overlapping character pairs, as
-# search engines do for Chinese, Japanese and Korean, so any two-character word can be found; Thai, Lao,
-# Khmer and Myanmar too (a character there is a letter with its marks). Kept as a pattern: its ranges take
-# ~1.6 ms to compile, and ASCII text never needs them (re compiles it on first use).
 # Characters that only guide how a word is drawn or broken at a line's end: the zero-width non-joiner and joiner
 # (Persian "می‌خواهم" is one word, typed with or without its ZWNJ; Indic conjuncts), the word joiner, a byte order
 # mark, the soft hyphen. Unicode's case folding for identifiers and search (NFKC_Casefold) leaves them out.
 _INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200c\u200d\u2060\ufeff"))
+# Scripts written without spaces between words: indexed as overlapping character pairs, as
+# search engines do for Chinese, Japanese and Korean, so any two-character word can be found; Thai, Lao,
+# Khmer and Myanmar too (a character there is a letter with its marks). Kept as a pattern: its ranges take
+# ~1.6 ms to compile, and ASCII text never needs them (re compiles it on first use).
 _UNSPACED = (r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f\u0e80-\u0eff"
              r"\u1000-\u109f\u1780-\u17ff]+")
 STOP_WORDS = frozenset(
