@@ -25,11 +25,12 @@ row's ``source`` names the page it came from):
   ``not_found_error``, ``model: <id>``) and ``GET /v1/models`` leaves them out.
 - minimum cacheable prefix: https://platform.claude.com/docs/en/build-with-claude/prompt-caching
   ("Cache limitations"): 4096 for Opus 4.6, Opus 4.5 and Haiku 4.5; 2048 for Opus 4.7; 1024 for
-  Opus 4.8, Sonnet 5, Sonnet 4.6/4.5, Opus 4.1/4 and Sonnet 4; 512 for Fable 5.1, Mythos 5.1, Opus 5,
-  Fable 5 and Mythos 5 (Fable 5.1 and Mythos 5.1 from a full copy of the page stored in a public
-  repository, read 2026-12-05); 2048 for Haiku 3.5 and Haiku 3. No copy names a minimum for Opus 5.5,
-  Sonnet 5.5 or Haiku 5.5: their rows say ``min_cacheable_source: "assumed"`` and take their
-  predecessor's (Haiku 5.5 takes Haiku 4.5's 4096, the conservative side).
+  Opus 4.8, Sonnet 5, Sonnet 4.6/4.5, Opus 4.1/4 and Sonnet 4; 512 for Fable 5.1, Mythos 5.1, Opus 5.5,
+  Opus 5, Sonnet 5.5, Fable 5, Mythos 5 and Haiku 5.5 (the page as quoted, verified 2026-10-07 and
+  2026-10-08, in two public repositories' notes: "512 tokens for Claude Fable 5.1, Claude Mythos 5.1,
+  Claude Opus 5.5, Claude Opus 5, Claude Sonnet 5.5, Claude Fable 5, Claude Mythos 5, and Claude Haiku
+  5.5"); 2048 for Haiku 3.5 and Haiku 3. A row an override file adds may say ``min_cacheable_source:
+  "assumed"`` when no copy of the page names its minimum.
 - model ids, context windows, output limits and tokenizer generation: the models overview and
   each model's page (Claude 4.7 and later use the newer tokenizer, ``tokenizer: "v4.7"``).
 - release dates (``released``): each model's page, https://platform.claude.com/docs/en/models/<model>/overview
@@ -101,13 +102,13 @@ class ModelPrice(NamedTuple):
 
 
 def _row(id, name, prices, minimum, aliases=(), context=200_000, max_out=64_000, lifecycle="active",
-         tokenizer="v3", assumed=False, **extra):
+         tokenizer="v3", **extra):
     """One row; ``prices`` is (base input, 5m write, 1h write, read, output) as the page prints them."""
     base, write_5m, write_1h, read, output = prices
     return ModelPrice(id=id, display_name=name, input=base, cache_write_5m=write_5m, cache_write_1h=write_1h,
                       cache_read=read, output=output, min_cacheable_tokens=minimum, context_window=context,
                       max_output_tokens=max_out, aliases=tuple(aliases), lifecycle=lifecycle, tokenizer=tokenizer,
-                      min_cacheable_source="assumed" if assumed else "docs", **extra)
+                      **extra)
 
 
 _M, _K = 1_000_000, 128_000
@@ -127,7 +128,7 @@ _SHIPPED = (
     _row("claude-mythos-5", "Claude Mythos 5", (10.0, 12.5, 20.0, 1.0, 50.0), 512, context=_M, max_out=_K,
          tokenizer="v4.7", note="limited availability"),
     _row("claude-opus-5-5", "Claude Opus 5.5", (4.0, 5.0, 8.0, 0.2, 20.0), 512, context=_M, max_out=_K,
-         tokenizer="v4.7", assumed=True),
+         tokenizer="v4.7"),
     _row("claude-opus-5", "Claude Opus 5", _OPUS, 512, context=_M, max_out=_K, tokenizer="v4.7", note="legacy",
          released="2026-07-24"),
     _row("claude-opus-4-8", "Claude Opus 4.8", _OPUS, 1024, context=_M, max_out=_K, tokenizer="v4.7", note="legacy",
@@ -140,8 +141,8 @@ _SHIPPED = (
          lifecycle="retired"),
     _row("claude-opus-4-20250514", "Claude Opus 4", _OPUS_OLD, 1024, ["claude-opus-4-0"], max_out=32_000,
          lifecycle="retired"),
-    _row("claude-sonnet-5-5", "Claude Sonnet 5.5", (2.0, 2.5, 4.0, 0.1, 10.0), 1024, context=_M, max_out=_K,
-         tokenizer="v4.7", assumed=True),
+    _row("claude-sonnet-5-5", "Claude Sonnet 5.5", (2.0, 2.5, 4.0, 0.1, 10.0), 512, context=_M, max_out=_K,
+         tokenizer="v4.7"),
     _row("claude-sonnet-5", "Claude Sonnet 5", _SONNET_5, 1024, context=_M, max_out=_K, tokenizer="v4.7",
          note="legacy", released="2026-06-30"),
     _row("claude-sonnet-4-6", "Claude Sonnet 4.6", _SONNET_4, 1024, context=_M, max_out=_K, note="legacy",
@@ -149,8 +150,8 @@ _SHIPPED = (
     _row("claude-sonnet-4-5-20250929", "Claude Sonnet 4.5", _SONNET_4, 1024, ["claude-sonnet-4-5"],
          lifecycle="deprecated", note="retirement date 2026-11-30", released="2025-09-29"),
     _row("claude-sonnet-4-20250514", "Claude Sonnet 4", _SONNET_4, 1024, ["claude-sonnet-4-0"], lifecycle="retired"),
-    _row("claude-haiku-5-5", "Claude Haiku 5.5", (0.1, 0.125, 0.2, 0.01, 0.5), 4096, context=_M, max_out=_K,
-         tokenizer="v4.7", assumed=True, long_prompt_threshold=100_000, long_prompt=(0.5, 0.625, 1.0, 0.05, 2.5),
+    _row("claude-haiku-5-5", "Claude Haiku 5.5", (0.1, 0.125, 0.2, 0.01, 0.5), 512, context=_M, max_out=_K,
+         tokenizer="v4.7", long_prompt_threshold=100_000, long_prompt=(0.5, 0.625, 1.0, 0.05, 2.5),
          released="2026-10-07"),
     _row("claude-haiku-4-5-20251001", "Claude Haiku 4.5", (1.0, 1.25, 2.0, 0.1, 5.0), 4096, ["claude-haiku-4-5"],
          released="2025-10-15"),

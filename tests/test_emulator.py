@@ -1034,6 +1034,21 @@ def test_near_the_minimum_the_emulator_does_not_cache_what_the_api_might_not(emu
     assert usage(emu, far)["cache_creation_input_tokens"] == tokens_through(far, 0)
 
 
+# PC, "Cache limitations" (quoted in two public repositories' notes, verified 2026-10-07 and 2026-10-08): "512
+# tokens for Claude Fable 5.1, Claude Mythos 5.1, Claude Opus 5.5, Claude Opus 5, Claude Sonnet 5.5, Claude Fable 5,
+# Claude Mythos 5, and Claude Haiku 5.5". A system prompt of some 800 tokens caches on all three 5.5 models.
+@pytest.mark.parametrize("model", ["claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5"])
+def test_the_5_5_models_cache_a_prefix_from_512_tokens(clock, model):
+    from gitmem.pricing import DEFAULT_TABLE
+
+    req = body(model=model, guide_text=guide(11))
+    prefix = prompt_blocks(req, DEFAULT_TABLE.get(model).tokenizer)[0].tokens
+    assert 600 < prefix < 1024
+    client = sdk_client(Emulator(clock=clock))
+    assert client.messages.create(**req).usage.cache_creation_input_tokens == prefix
+    assert client.messages.create(**req).usage.cache_read_input_tokens == prefix
+
+
 # https://platform.claude.com/docs/en/build-with-claude/prompt-caching, "What invalidates the cache": "Non-tool
 # results passed to extended thinking requests": "On Opus 4.5+ and Sonnet 4.6+, thinking blocks are preserved by
 # default, so the cache remains valid (✓). On earlier Opus/Sonnet models and all Haiku models, all
