@@ -370,6 +370,25 @@ def test_top_level_cache_control_marks_the_last_block(emu):
     assert usage(emu, req)["cache_creation_input_tokens"] == count_request_tokens(req)
 
 
+# PC, automatic caching, "Edge cases": "If the last block is not eligible as an automatic cache breakpoint target,
+# the system silently walks backwards to find the nearest eligible block", and "Empty text blocks cannot be cached".
+# An empty prefill is passed over, so the entry is at the question and a later prefill reads it.
+def test_top_level_cache_control_passes_over_an_empty_prefill(clock):
+    client = sdk_client(Emulator(clock=clock))
+
+    def ask(prefill):
+        req = body(guide_ttl=None, cache_control={"type": "ephemeral"})
+        req["messages"].append({"role": "assistant", "content": prefill})
+        return req, client.messages.create(**req).usage
+
+    req, first = ask("")
+    through_question = tokens_through(req, 2)
+    assert first.cache_creation_input_tokens == through_question
+    assert first.input_tokens == count_request_tokens(req) - through_question > 0
+    _, later = ask("Refunds go")
+    assert later.cache_read_input_tokens == through_question
+
+
 # Automatic caching (prompt-caching page): when the last block already has an explicit
 # cache_control, the top-level one must agree with its TTL; a different TTL is a 400.
 def test_a_top_level_ttl_that_differs_from_the_last_blocks_explicit_ttl_is_rejected(emu):

@@ -292,9 +292,12 @@ def _breakpoints(body: Mapping[str, Any], blocks: List[PromptBlock]) -> Tuple[Br
     if automatic is not None:
         # Automatic caching: the top-level marker applies to the last cacheable block. If that
         # block carries its own marker with another TTL, the API answers 400 (the caching docs:
-        # the two must agree); with the same TTL they are one breakpoint.
+        # the two must agree); with the same TTL they are one breakpoint. "Empty text blocks cannot be
+        # cached": an empty final assistant message (a prefill of "") is passed over, as thinking is
+        # ("the system silently walks backwards to find the nearest eligible block").
         ttl = _check_cache_control(automatic, "cache_control")
-        cacheable = [i for i, b in enumerate(blocks) if b.block.get("type") not in _UNCACHEABLE]
+        cacheable = [i for i, b in enumerate(blocks)
+                     if b.block.get("type") not in _UNCACHEABLE and b.block.get("text") != ""]
         own = [(i, t, f) for i, t, f in marked if cacheable and i == cacheable[-1]]
         if own and own[0][1] != ttl:
             raise invalid(
