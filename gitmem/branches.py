@@ -483,10 +483,13 @@ class KeptAside:
         return {"branch": self.branch, "aside": self.aside, "aside_merged": self.aside_merged}
 
 
-def kept_aside(repo: pygit2.Repository) -> List[KeptAside]:
-    """Every memory set aside here (kept in this clone, not pushed), whether or not a remote is configured."""
+def kept_aside(repo: pygit2.Repository, of: Optional[str] = None) -> List[KeptAside]:
+    """Every memory set aside here (kept in this clone, not pushed), whether or not a remote is configured;
+    with ``of``, only the earlier memory of that branch (the others are not looked at)."""
     out = []
     for name, ref in memory_names(repo):
+        if of is not None and aside_of(name) != of:
+            continue
         if (branch := set_aside_from(repo, name)) and (tip := ref_target(repo, ref)):
             out.append(KeptAside(name, branch, merged_back(repo, name, tip) is not None))
     return out

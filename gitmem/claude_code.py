@@ -6,8 +6,9 @@ and puts ``hookSpecificOutput.additionalContext`` of SessionStart and UserPrompt
 model's context (https://code.claude.com/docs/en/hooks). What each event does here:
 
 - **SessionStart** (startup, resume, clear, compact): where the branch stands (the last
-  checkpoint, commits since, next step), the conventions, and the decisions and rejections
-  ranked for the files the branch changed, as ``<memory>`` elements within a token budget.
+  checkpoint, commits since, next step, an earlier branch's memory set aside here), the conventions,
+  and the decisions and rejections ranked for the files the branch changed, as ``<memory>``
+  elements within a token budget.
 - **UserPromptSubmit**: memories relevant to the prompt that SessionStart did not already
   bring, and every earlier rejection the prompt re-proposes, with its reason.
 - **PostToolUse**: Read writes a ``file`` memory with the file's blob id (once per path and
@@ -289,10 +290,12 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
     more = "({} more not shown: call recall or check_proposal for them)"
     # A memory in conflict is shown as one side only: the notice (both versions) is never left out.
     unsettled = [render_conflict(c) for c in pending(store).values()]
-    fixed = [header, "Where this branch stands:", standing, intro, more.format(total), *unsettled, "</gitmem>"]
+    earlier = set_aside_notes(store)
+    fixed = [header, "Where this branch stands:", standing, *earlier, intro, more.format(total), *unsettled,
+             "</gitmem>"]
     candidates = itertools.chain(conventions, ranked, newest_first)
     fitted = _fit(((m.id, render_memory(m)) for m in candidates), budget - count_tokens("\n".join(fixed)))
-    lines = fixed[:3]
+    lines = [*fixed[:3], *earlier]
     if fitted:
         lines.append(intro)
         lines.extend(element for _, element in fitted)
@@ -305,6 +308,28 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
             state.add("injected", memory_id, keep=2000)
         state.data["branch"] = store.branch
     return Outcome(_context_output("SessionStart", "\n".join(lines)), note=f"injected {plural(len(fitted), 'memory')}")
+
+
+def set_aside_notes(store: Store) -> List[str]:
+    """One line per memory of an earlier branch of this name set aside here and not merged back: the agent
+    would never learn of it otherwise (it reads the new branch's). The refs are looked for without libgit2
+    first: SessionStart runs on every session, and almost never finds any."""
+    from .gitdir import may_hold_aside
+
+    if store.git is not None and not may_hold_aside(store.git):
+        return []
+    from .branches import kept_aside
+    from .model import quoted
+    from .store import Store
+    from .warm import counted
+
+    out = []
+    for a in kept_aside(store.repo, of=store.branch):
+        if not a.aside_merged:
+            n = counted(Store(store.repo, a.branch).summary()["counts"])
+            out.append(f"An earlier branch named {quoted(a.aside)} left memory, set aside as {quoted(a.branch)} "
+                       f"({plural(n, 'memory')}) and not read here: `gitmem merge {quoted(a.branch)}` brings it in.")
+    return out
 
 
 def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code",

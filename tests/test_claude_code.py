@@ -15,6 +15,7 @@ import time
 import pytest
 
 from conftest import conflicted, git, gitmem
+from test_branches import wip_set_aside
 from gitmem.store import Store
 
 SESSION = "5f0c7a1e-93b2-4c47-9a53-0d6a8e1f2b11"
@@ -98,6 +99,24 @@ def test_session_start_stays_within_its_token_budget(repo):
     text = context_of(hook(repo, "SessionStart", source="startup"))
     assert count_tokens(text) <= SESSION_BUDGET
     assert "more not shown: call recall or check_proposal" in text
+
+
+def test_session_start_names_the_earlier_branchs_memory_set_aside_here_until_it_is_merged(repo):
+    """A branch deleted and created again sets the earlier one's memory aside: status named it, SessionStart did
+    not, so the agent never learnt it was there, nor how to take it. Only this branch's is named."""
+    aside, spike = wip_set_aside(repo)
+    gitmem(repo, "--branch", aside, "add", "fact", "a second spike fact")
+    git(repo, "checkout", "-q", "-b", "other")
+    assert "earlier branch" not in context_of(hook(repo, "SessionStart", source="startup"))
+    git(repo, "checkout", "-q", "wip")
+
+    text = context_of(hook(repo, "SessionStart", source="startup"))
+    assert (f"An earlier branch named wip left memory, set aside as {aside} (2 memories) and not read here: "
+            f"`gitmem merge {aside}` brings it in.") in text
+    assert spike not in text
+
+    gitmem(repo, "merge", aside)
+    assert "earlier branch" not in context_of(hook(repo, "SessionStart", source="startup"))
 
 
 @pytest.mark.parametrize("source", ["resume", "clear", "compact"])
