@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from .model import CHOICE_TYPES, Memory, memory_path
+from .model import CHOICE_TYPES, Memory, memory_path, undecodable
 from .search import DENSE_DEPTH, Hit, dense_floor, deviation, rank, tokenize
 
 if TYPE_CHECKING:
@@ -26,7 +26,8 @@ _GIT_STATUS_IGNORED = 1 << 14  # libgit2's GIT_STATUS_IGNORED flag
 
 
 def changed_paths(store: "Store") -> List[str]:
-    """Paths changed in the working tree or index (the "current diff"), sorted."""
+    """Paths changed in the working tree or index (the "current diff"), sorted. A name that is not UTF-8 is left
+    out: no memory can name it (its paths are UTF-8), and the index could not even look it up."""
     repo = store.repo
     if repo.is_bare:
         return []
@@ -34,7 +35,7 @@ def changed_paths(store: "Store") -> List[str]:
         status = repo.status(untracked_files="normal")
     except Exception:  # noqa: BLE001 - a broken index must not stop a recall
         return []
-    return sorted(p for p, flags in status.items() if not flags & _GIT_STATUS_IGNORED)
+    return sorted(p for p, flags in status.items() if not flags & _GIT_STATUS_IGNORED and undecodable(p) is None)
 
 
 def mode() -> str:

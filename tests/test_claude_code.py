@@ -133,6 +133,16 @@ def test_a_re_proposed_rejection_comes_back_with_its_reason_on_prompt_submit(rep
     assert "we run no Redis in production and the ops team will not add one" in text
 
 
+def test_prompt_submit_checks_the_prompt_with_a_file_not_named_in_utf8_in_the_work_tree(repo, team):
+    """An untracked file whose name is not UTF-8 (a download, a test artifact) made every prompt's hook a warning:
+    the changed paths recall weighs reached SQLite undecoded, and a re-proposed rejection went unsaid."""
+    import os
+
+    (repo / os.fsdecode(b"report-\xff.txt")).write_text("x")
+    result = hook(repo, "UserPromptSubmit", prompt="Should we move the job queue to Redis?")
+    assert f'id="{team["rejection"]}"' in context_of(result) and result.stderr == ""
+
+
 def test_prompt_submit_brings_relevant_memory_once_and_stays_quiet_otherwise(repo):
     fact = memory_id(repo, "fact", "The invoice exporter writes CSV files with semicolons as separators")
     first = context_of(hook(repo, "UserPromptSubmit", prompt="How does the invoice exporter write its CSV files?"))
