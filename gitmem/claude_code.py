@@ -82,8 +82,10 @@ class HookInput:
         return cwd if isinstance(cwd, str) and cwd else "."
 
     def text(self, key: str) -> str:
+        """The string field ``key`` ("" if absent), as valid UTF-8: JSON may escape half of a surrogate pair (a
+        prompt cut inside an emoji), which every write would refuse, the session's checkpoint among them."""
         value = self.data.get(key)
-        return value if isinstance(value, str) else ""
+        return value.encode("utf-8", "replace").decode("utf-8") if isinstance(value, str) else ""
 
     @classmethod
     def parse(cls, event: str, raw: str) -> "HookInput":

@@ -338,6 +338,17 @@ def test_an_agent_checkpoint_written_during_the_session_is_not_replaced(repo):
     assert cp.next == "the other thing"
 
 
+def test_a_prompt_holding_a_lone_surrogate_still_gets_the_sessions_checkpoint(repo):
+    """JSON may escape half of a surrogate pair (a prompt cut inside an emoji): the prompt went into the session's
+    state as it came, and every checkpoint of the session was then refused as "not valid UTF-8"."""
+    hook(repo, "UserPromptSubmit", prompt="fix the \ud83d parser")
+    (repo / "parser.py").write_text("def parse(): pass\n")
+    hook(repo, "PostToolUse", tool_name="Write", tool_input={"file_path": str(repo / "parser.py")})
+    assert hook(repo, "SessionEnd", reason="other").stderr == ""
+    [cp] = Store.open(str(repo)).list(type="checkpoint")
+    assert "Last prompt: fix the ? parser" in cp.text
+
+
 def test_a_checkpoint_written_just_before_the_session_in_the_same_second_does_not_stop_its_own(repo, capsys):
     """Only a checkpoint written during the session stands in for the session's: one written a moment before it
     started (`gitmem checkpoint`, then `claude` in a script), in the same second, counted as written during it,
