@@ -585,7 +585,8 @@ def _last_reply(transcript_path: str, limit: int = 300) -> str:
 def session_checkpoint(hook: HookInput, store: Store, source: str = "claude-code") -> Outcome:
     """A checkpoint from the session's last state. None when the session changed no file (on
     SessionEnd; before a compaction, prompts are enough), when nothing happened since its last
-    one, or when the agent wrote its own checkpoint during the session (it says more)."""
+    one, or when the agent wrote its own checkpoint during the session (it says more; another session's
+    hook checkpoint is not this one's)."""
     from .checkpoint import latest_checkpoint
     from .model import new_id, utc_now
 
@@ -601,7 +602,9 @@ def session_checkpoint(hook: HookInput, store: Store, source: str = "claude-code
         if state.data.get("checkpointed") == done:
             return Outcome(note="nothing new since this session's last checkpoint")
         latest = latest_checkpoint(store)
-        if latest is not None and latest[1].id >= started and session_tag(hook.session_id) not in latest[1].tags:
+        # the agent's own (through MCP or the CLI: no session tag) says more; another session's hook does not
+        if latest is not None and latest[1].id >= started \
+                and not any(t.startswith(session_tag("")) for t in latest[1].tags):
             return Outcome(note=f"checkpoint {latest[1].id} was written during this session")
         how = "was compacted" if hook.event == "PreCompact" else f"ended ({hook.text('reason') or 'other'})"
         parts = [f"Claude Code session {hook.session_id} {how} at {utc_now()}."]

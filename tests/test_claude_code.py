@@ -338,6 +338,23 @@ def test_an_agent_checkpoint_written_during_the_session_is_not_replaced(repo):
     assert cp.next == "the other thing"
 
 
+def test_another_sessions_checkpoint_does_not_stand_in_for_this_ones(repo):
+    """Two sessions on one branch: the one that ended first wrote its checkpoint, and the other, ending later with
+    more done, took it for its agent's own and wrote none, so the next session resumed from the stale one."""
+    hook(repo, "UserPromptSubmit", prompt="write the parser")
+    (repo / "parser.py").write_text("def parse(): pass\n")
+    hook(repo, "PostToolUse", tool_name="Write", tool_input={"file_path": str(repo / "parser.py")})
+    other = {"session_id": "0a1b2c3d-other"}
+    hook(repo, "UserPromptSubmit", prompt="fix the README typo", **other)
+    (repo / "README.md").write_text("typo fixed\n")
+    hook(repo, "PostToolUse", tool_name="Edit", tool_input={"file_path": str(repo / "README.md")}, **other)
+    hook(repo, "SessionEnd", reason="other", **other)
+
+    hook(repo, "SessionEnd", reason="other")
+    latest = Store.open(str(repo)).list(type="checkpoint")[-1]
+    assert f"session:{SESSION}" in latest.tags and "Last prompt: write the parser" in latest.text
+
+
 def test_a_prompt_holding_a_lone_surrogate_still_gets_the_sessions_checkpoint(repo):
     """JSON may escape half of a surrogate pair (a prompt cut inside an emoji): the prompt went into the session's
     state as it came, and every checkpoint of the session was then refused as "not valid UTF-8"."""
