@@ -377,16 +377,18 @@ def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code
 
 
 def _repo_path(store: Store, path: str, cwd: str) -> Optional[str]:
-    """``path`` relative to the work tree, or None when it is outside it or no file of it (in a ``.git``)."""
+    """``path`` relative to the work tree, or None when it is outside it, no file of it (in a ``.git``), or not
+    named in UTF-8 (no memory can name it)."""
     from .errors import InvalidMemory
-    from .model import check_new_path
+    from .model import check_new_path, undecodable
 
     workdir = store.repo.workdir
     if not path or not workdir:
         return None
     full = os.path.realpath(os.path.join(cwd, path))
+    rel = os.path.relpath(full, os.path.realpath(workdir)).replace(os.sep, "/")
     try:
-        return check_new_path(os.path.relpath(full, os.path.realpath(workdir)).replace(os.sep, "/"))
+        return check_new_path(rel) if undecodable(rel) is None else None
     except InvalidMemory:
         return None
 
@@ -468,7 +470,7 @@ def post_tool_use(hook: HookInput, store: Store, source: str = "claude-code") ->
         return _link_commit(store, source, float(job.get("commit_after") or 0))
     rel = _repo_path(store, str(job.get("file_path") or ""), hook.cwd)
     if rel is None:
-        return Outcome(note="outside the work tree")
+        return Outcome(note="outside the work tree, or not a path a memory can name")
     if _ignored(store, rel):
         return Outcome(note=f"{rel} is ignored by git")
     if tool == "Read":

@@ -273,6 +273,18 @@ def test_a_file_git_ignores_is_not_recorded_as_team_memory(repo):
     assert [m.paths for m in file_memories(repo)] == [("keep.log",)]
 
 
+def test_a_file_not_named_in_utf8_is_left_out_quietly(repo):
+    """No memory can name it (paths are UTF-8): reading or editing it gave a warning from deep in libgit2 where
+    an ignored file is left out without one."""
+    import os
+
+    name = os.fsdecode(b"caf\xe9.txt")
+    (repo / name).write_text("menu\n")
+    for tool in ("Read", "Edit"):
+        assert hook(repo, "PostToolUse", tool_name=tool, tool_input={"file_path": str(repo / name)}).stderr == ""
+    assert Store.open(str(repo)).tip() is None
+
+
 def test_edits_link_to_one_session_action_and_a_git_commit_links_it(repo):
     for name in ("a.py", "b.py", "a.py"):
         (repo / name).write_text(f"# {name}\n")
