@@ -300,6 +300,9 @@ def ls_remote(repo: pygit2.Repository, remote: str, *, interactive: Optional[boo
 # --- fetch -------------------------------------------------------------------------
 
 INCOMING_PREFIX = "refs/gitmem-incoming/"
+#: A fetch depth no history reaches: git's own "infinite" depth (2**31 - 1, what --unshallow sends) would
+#: unshallow every shallow commit of the clone, and fetch the code's whole history with the memory's.
+WHOLE_HISTORY = 2**31 - 2
 
 
 def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optional[Sequence[str]] = None, *,
@@ -333,6 +336,8 @@ def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optio
             wanted.append(b)
     _drop_dead_incoming(repo)
     landed = _fetch_incoming(repo, remote, wanted, refused, interactive)
+    if repo.is_shallow:  # a commit read before the fetch unshallowed it keeps its hidden parents until then
+        repo.free()
     # Prune what the remote no longer has (of ``branches``, if given) first: a copy of its deleted `feature`
     # would keep its new `feature/billing` from landing (git keeps no ref that is also a folder of refs).
     for b in set(before) - set(on_remote):
@@ -373,6 +378,12 @@ def _fetch_incoming(repo, remote: str, wanted: Sequence[str], refused: List[Any]
         # A partial clone's fetches take its filter (blob:none ...), memory's too: libgit2 cannot fetch the
         # blobs left out later, so the memory would be unreadable. Such a clone's git knows --no-filter.
         args.append("--no-filter")
+    if repo.is_shallow:
+        # A shallow clone's fetches stop at its shallow commits, and `git fetch --depth N` over `remote setup`'s
+        # refspecs makes memory commits shallow too: a later merge's base is then hidden, and every memory one
+        # side edited looks like a conflict. A depth past any history brings the memory's history whole and
+        # unshallows its commits; the code's shallow commits, which no memory tip reaches, stay as they are.
+        args.append(f"--depth={WHOLE_HISTORY}")
     specs = [f"+{shared_ref(b)}:{_incoming_ref(remote, b)}" for b in wanted]
     result = _git(repo, args + [remote, *specs], interactive=interactive, what=f"fetch from {remote}")
     if result.returncode != 0:

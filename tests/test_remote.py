@@ -229,6 +229,70 @@ def test_a_partial_clone_pulls_the_memory_whole(alice, origin, tmp_path):
     assert "ok" in gitmem(partial, "doctor").stdout
 
 
+def shallow_clone(origin: Path, path: Path, name: str) -> Path:
+    """`git clone --depth 1` (over file://: git ignores --depth for a local path), as CI and big repositories
+    clone, whose plain `git fetch` also fetches memory (`gitmem remote setup`)."""
+    git(path.parent, "clone", "-q", "--depth", "1", origin.as_uri(), path.name)
+    git(path, "config", "user.name", name)
+    git(path, "config", "user.email", f"{name.lower()}@example.com")
+    gitmem(path, "remote", "setup")
+    return path
+
+
+def _cut_by_a_depth_fetch(alice: Path, origin: Path, tmp_path: Path) -> Path:
+    """A shallow clone that edited the team's memory while Alice pushed more, then ran `git fetch --depth 1`:
+    its copy of the remote's memory is cut at Alice's tip, which hides the merge base."""
+    (alice / "code.txt").write_text("code\n")  # a second code commit, so the clone's code is cut too
+    git(alice, "add", "code.txt")
+    git(alice, "commit", "-q", "-m", "code")
+    git(alice, "push", "-q", "origin", "main")
+    gitmem(alice, "add", "fact", "Refunds are idempotent")
+    gitmem(alice, "push")
+    ci = shallow_clone(origin, tmp_path / "ci", "Ci")
+    gitmem(ci, "pull")
+    [memory_id] = Store.open(str(ci)).memories()
+    gitmem(ci, "edit", memory_id, "--text", "Refunds are idempotent, keyed by order id")
+    gitmem(alice, "add", "fact", "Queue jobs in Postgres")
+    gitmem(alice, "push")
+    git(ci, "fetch", "-q", "--depth", "1", "origin")
+    assert remote_tip(origin) in (ci / ".git" / "shallow").read_text()
+    return ci
+
+
+def _merged_whole(ci: Path) -> None:
+    """The edit and Alice's new memory both stand, the memory history is whole, and the code is still shallow."""
+    assert texts(ci) == {"Refunds are idempotent, keyed by order id", "Queue jobs in Postgres"}
+    assert gitmem(ci, "conflicts").stdout.startswith("no conflicts")
+    shallow = set((ci / ".git" / "shallow").read_text().split())
+    assert shallow == {git(ci, "rev-list", "--max-parents=0", "HEAD").strip()}  # the code's cut, no memory's
+
+
+def test_a_shallow_clone_pulls_memory_a_depth_fetch_cut_against_its_true_base(alice, origin, tmp_path):
+    """A merge base hidden by a shallow fetch made every memory one side edited a conflict: a pull fetches the
+    memory's history whole (the code's stays shallow) and merges it as any clone would."""
+    ci = _cut_by_a_depth_fetch(alice, origin, tmp_path)
+
+    pulled = json.loads(gitmem(ci, "pull", "--json").stdout)
+
+    assert [(m["kind"], m["conflicts"]) for m in pulled["merged"]] == [("merge", [])]
+    _merged_whole(ci)
+
+
+def test_the_pre_push_hook_of_a_shallow_clone_merges_memory_a_depth_fetch_cut_and_pushes_it(alice, origin, tmp_path):
+    ci = _cut_by_a_depth_fetch(alice, origin, tmp_path)
+    gitmem(ci, "hooks", "install")
+    git(ci, "config", "gitmem.prePush", "push")
+    git(ci, "config", "gitmem.hookMode", "foreground")
+    (ci / "more.txt").write_text("more\n")
+    git(ci, "add", "more.txt")
+    git(ci, "commit", "-q", "-m", "more code")
+
+    git(ci, "push", "-q", "origin", "main")
+
+    assert remote_tip(origin) == Store.open(str(ci)).own_tip()
+    _merged_whole(ci)
+
+
 def test_init_fetch_does_the_first_fetch(alice, origin, tmp_path):
     gitmem(alice, "add", "fact", "the team knows this")
     gitmem(alice, "push")
