@@ -156,6 +156,19 @@ class RefClash(StorageError):
                          f"whose code is gone (`gitmem prune`{there})")
 
 
+class ShallowHistory(GitmemError):
+    """A merge into ``ref`` of ``theirs`` refused: the history of one side since the merge base libgit2 found
+    reaches ``cut``, a commit a shallow fetch left without its parents, so the true base may lie behind it and
+    every memory one side changed would look like a conflict. Nothing written; whole history fixes it."""
+
+    def __init__(self, ref: str, theirs: str, cut: str):
+        self.ref, self.theirs, self.cut = ref, theirs, cut
+        super().__init__(f"cannot merge {theirs[:10]} into {ref}: the memory history here is cut at {cut[:10]}, "
+                         "which a shallow fetch (`git fetch --depth`) left without its parents, so the merge base "
+                         "is unknown and conflicts that are not real would be reported; nothing merged: "
+                         "fetch the memory's whole history from a remote that holds it (`gitmem fetch`)")
+
+
 class BranchError(GitmemError):
     """The branch name or HEAD state does not allow the operation."""
 

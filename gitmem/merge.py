@@ -6,13 +6,14 @@ resolves them in one commit.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import pygit2
 
 from . import model
-from .errors import Changed, GitmemError, InvalidMemory, NotFound, PendingConflict, Untrusted
+from .errors import Changed, GitmemError, InvalidMemory, NotFound, PendingConflict, ShallowHistory, Untrusted
 from .model import Author, Memory
 from .records import (CONFLICT_FIELDS, CONFLICTS_DIR, Conflict, conflict_path, dump_conflict, from_future,
                       merge_records, rivals)
@@ -201,6 +202,8 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
             # changes a known memory with a timestamp from the future, or into no valid memory.
             # Merge it instead: the record merge keeps every memory either side has, and ours
             # over a future stamp or an unreadable version.
+        elif cut := _shallow_cut(repo, [ours, theirs], base):
+            raise ShallowHistory(store.ref, theirs, cut)
         if base is not None:
             base = _virtual_base(store, ours, theirs, base, author, source, not_after)
         r = _merge_commit(store, base, ours, theirs, author, source, message, not_after)
@@ -208,6 +211,27 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
         return r
 
     return store.retrying(attempt)
+
+
+def _shallow_cut(repo: pygit2.Repository, tips: Sequence[str], base: Optional[str]) -> Optional[str]:
+    """A commit in the history of ``tips`` since ``base`` that a shallow fetch left without its parents, or None.
+    Past such a commit the merge base libgit2 finds (or not) may be wrong: a commit both sides share, hidden
+    there, is not seen. Grafts below ``base`` cannot hide a better one, so a merge measured against it stands."""
+    from .repo import common_dir
+
+    if not repo.is_shallow:
+        return None
+    try:
+        with open(os.path.join(common_dir(repo), "shallow"), encoding="ascii") as f:
+            cut = set(f.read().split())
+    except OSError:
+        return None
+    walker = repo.walk(tips[0])
+    for tip in tips[1:]:
+        walker.push(tip)
+    if base:
+        walker.hide(base)
+    return next((str(c.id) for c in walker if str(c.id) in cut), None)
 
 
 def _merge_bases(repo: pygit2.Repository, ours: str, theirs: str, first: str) -> List[str]:

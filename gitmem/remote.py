@@ -502,9 +502,9 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     commit (conflicts are stored for ``gitmem conflicts``), and so for a code
     branch here whose parent's memory, which it reads, holds what the remote's
     lacks. ``branches`` limits both steps. A branch whose merge clashes again on a pending conflict, or whose
-    ref git cannot create beside a local one (:class:`~gitmem.errors.RefClash`), is left as it is (``blocked``),
-    the others merged."""
-    from .errors import NotFound, PendingConflict
+    ref git cannot create beside a local one (:class:`~gitmem.errors.RefClash`), or whose merge base the remote
+    cannot give whole (:class:`~gitmem.errors.ShallowHistory`), is left as it is (``blocked``), the others merged."""
+    from .errors import NotFound, PendingConflict, ShallowHistory
     from .merge import merge_into
     from .trust import Refusal
 
@@ -543,7 +543,8 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 continue
             r = merge_into(target, b.new, author=author, source=source,
                            message=f"merge memory of {b.branch} from {remote}", gated=True)
-        except RefClash as e:  # `feature` here, `feature/billing` there: this branch waits, the others merge
+        except (RefClash, ShallowHistory) as e:  # `feature` here, `feature/billing` there; or a base a shallow
+            # remote cannot give: this branch waits, the others merge
             blocked.append({"branch": b.branch, "ref": b.ref, "id": "", "why": str(e)})
             continue
         except PendingConflict as e:
@@ -843,7 +844,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     Raises SecretFound before anything is sent when outgoing memory holds a
     secret, RemoteError when the remote cannot be reached; local memory is
     unchanged in both cases. Returns one :class:`BranchPush` per branch."""
-    from .errors import PendingConflict
+    from .errors import PendingConflict, ShallowHistory
     from .merge import merge_into
 
     repo = store.repo
@@ -883,6 +884,10 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
             else:
                 if any(reason in summary for reason in _RETRY_REASONS):
                     summary += f"; the remote kept moving for {plural(attempt, 'attempt')}, run `gitmem push` again"
+                elif "shallow update not allowed" in summary:
+                    summary += (f"; a shallow fetch (`git fetch --depth`) cut this memory's history and {remote} lacks "
+                                "what lies behind the cut: `gitmem fetch` it whole from a remote that holds it, then "
+                                "push again")
                 elif said:  # a server hook's reason (branch protection, a policy): the user needs its words
                     summary += f"; {remote} said: {' / '.join(said[:5])}"
                 done[b] = BranchPush(b, "rejected", tips[b], merges[b], attempt, message=summary)
@@ -929,7 +934,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                 try:
                     result = merge_into(stores[r.branch], r.new, author=author, source=source,
                                         message=f"merge memory of {r.branch} from {remote}", gated=r.new != r.old)
-                except PendingConflict as e:
+                except (PendingConflict, ShallowHistory) as e:
                     done[r.branch] = BranchPush(r.branch, "rejected", tips[r.branch], merges[r.branch], attempt,
                                                 message=f"{e}; nothing pushed")
                     retry.remove(r.branch)

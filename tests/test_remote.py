@@ -278,6 +278,20 @@ def test_a_shallow_clone_pulls_memory_a_depth_fetch_cut_against_its_true_base(al
     _merged_whole(ci)
 
 
+def test_a_merge_whose_base_a_shallow_fetch_hid_says_so_and_merges_nothing(alice, origin, tmp_path):
+    ci = _cut_by_a_depth_fetch(alice, origin, tmp_path)
+    before = Store.open(str(ci)).own_tip()
+
+    refused = gitmem(ci, "merge", "main", check=False)
+
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "shallow fetch" in refused.stderr and "`gitmem fetch`" in refused.stderr
+    assert Store.open(str(ci)).own_tip() == before
+    gitmem(ci, "fetch")
+    assert [m["conflicts"] for m in json.loads(gitmem(ci, "merge", "main", "--json").stdout)["merged"]] == [[]]
+    _merged_whole(ci)
+
+
 def test_the_pre_push_hook_of_a_shallow_clone_merges_memory_a_depth_fetch_cut_and_pushes_it(alice, origin, tmp_path):
     ci = _cut_by_a_depth_fetch(alice, origin, tmp_path)
     gitmem(ci, "hooks", "install")
@@ -291,6 +305,42 @@ def test_the_pre_push_hook_of_a_shallow_clone_merges_memory_a_depth_fetch_cut_an
 
     assert remote_tip(origin) == Store.open(str(ci)).own_tip()
     _merged_whole(ci)
+
+
+def test_a_pull_from_a_remote_whose_memory_is_cut_says_so_and_merges_nothing(alice, origin, tmp_path):
+    """A remote that holds the memory shallow itself (a mirror made with --depth) cannot give the merge base:
+    the pull names the branch as not merged and why, instead of conflicts that are not real."""
+    ci = _cut_by_a_depth_fetch(alice, origin, tmp_path)
+    mirror = tmp_path / "mirror.git"
+    git(tmp_path, "init", "-q", "--bare", str(mirror))
+    git(mirror, "fetch", "-q", "--depth", "1", origin.as_uri(), "refs/memory/main:refs/memory/main")
+    git(ci, "remote", "add", "mirror", mirror.as_uri())
+    before = Store.open(str(ci)).own_tip()
+
+    pulled = gitmem(ci, "pull", "mirror", check=False)
+
+    assert pulled.returncode == 1 and "Traceback" not in pulled.stderr
+    assert "main: not merged: cannot merge" in pulled.stderr and "shallow fetch" in pulled.stderr
+    assert Store.open(str(ci)).own_tip() == before and gitmem(ci, "conflicts").stdout.startswith("no conflicts")
+
+
+def test_a_push_of_memory_a_depth_fetch_cut_to_a_remote_without_it_says_what_makes_it_whole(alice, origin, tmp_path):
+    gitmem(alice, "add", "fact", "Refunds are idempotent")
+    gitmem(alice, "push")
+    ci = shallow_clone(origin, tmp_path / "ci", "Ci")
+    gitmem(ci, "pull")
+    git(ci, "fetch", "-q", "--depth", "1", "origin")  # cuts this clone's memory too: it is the remote's tip
+    backup = tmp_path / "backup.git"
+    git(tmp_path, "init", "-q", "--bare", str(backup))
+    git(ci, "remote", "add", "backup", backup.as_uri())
+
+    refused = gitmem(ci, "push", "backup", check=False)
+
+    assert refused.returncode == 1 and "shallow update not allowed" in refused.stderr
+    assert "`gitmem fetch` it whole" in refused.stderr
+    gitmem(ci, "fetch", "origin")
+    gitmem(ci, "push", "backup")
+    assert remote_tip(backup) == Store.open(str(ci)).own_tip()
 
 
 def test_init_fetch_does_the_first_fetch(alice, origin, tmp_path):
