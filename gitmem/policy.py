@@ -27,6 +27,7 @@ session 2.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -48,6 +49,13 @@ TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 PHASES = ("session1", "break", "session2")
 #: Break lengths in minutes that ``gitmem bill`` tabulates (the issue's list).
 DEFAULT_BREAKS = (0, 2, 4, 5.5, 10, 30, 59, 61, 120)
+#: The most pings one idle period of a keep-alive may send (the shipped one sends 15): each is simulated.
+MAX_PINGS = 1000
+
+
+def _finite(value: float) -> bool:
+    """0 or more and finite (NaN is not)."""
+    return 0 <= value < math.inf
 
 
 def policy_ttl(policy: str) -> str:
@@ -73,6 +81,13 @@ class KeepAlive:
     ping_after: float = 240.0
     idle_limit: float = 3600.0
 
+    def __post_init__(self) -> None:
+        if not (_finite(self.ping_after) and self.ping_after > 0 and _finite(self.idle_limit)
+                and self.idle_limit / self.ping_after <= MAX_PINGS):
+            raise GitmemError(f"a keep-alive pings after a positive idle time and stops after a finite one, at most "
+                              f"{MAX_PINGS} pings a break (got ping_after {self.ping_after!r}, idle_limit "
+                              f"{self.idle_limit!r})")
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -82,6 +97,13 @@ class Workload:
     gap_seconds: float = 30.0
     #: A keep-alive ping: the same prefix with ``max_tokens: 0``; default: the last question again.
     ping: Optional[Request] = None
+
+    def __post_init__(self) -> None:
+        requests = (*self.session1, *self.session2, *([self.ping] if self.ping else []))
+        counts = [self.prefix_tokens, *(n for r in requests for n in (r.uncached_input, r.output))]
+        if not _finite(self.gap_seconds) or min(counts) < 0:
+            raise GitmemError(f"a workload has no negative token counts and a finite gap of 0 seconds or more "
+                              f"(got gap_seconds {self.gap_seconds!r}, smallest count {min(counts)})")
 
     @property
     def ping_request(self) -> Request:
@@ -145,8 +167,8 @@ def simulate(w: Workload, policy: str, break_seconds: float, model: str = "claud
 
     ``auto`` picks with :func:`choose` for ``expected_break`` (default: the actual break).
     """
-    if break_seconds < 0:
-        raise GitmemError("a break cannot be negative")
+    if not _finite(break_seconds):
+        raise GitmemError(f"a break is a finite number of seconds, not negative (got {break_seconds!r})")
     chosen = policy
     if policy == "auto":
         chosen = choose(w, break_seconds if expected_break is None else expected_break, model, table, keepalive)

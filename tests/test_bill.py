@@ -275,3 +275,15 @@ def test_an_unreadable_price_table_is_an_error_naming_the_file(tmp_path):
     missing = tmp_path / "nope.yaml"
     with pytest.raises(PriceTableError, match=re.escape(f"cannot read price table {missing}")):
         load_price_table(str(missing))
+
+
+@pytest.mark.parametrize("change", [{"keepalive": {"ping_after": 0, "idle_limit": 3600}},
+                                    {"break_seconds": float("nan")},
+                                    {"workload": {**make_run()["workload"], "gap_seconds": -30}}])
+def test_a_run_edited_to_numbers_no_run_could_have_is_one_line_and_exit_1(repo, tmp_path, change):
+    # ping_after 0 hung `gitmem bill`; a NaN break and a negative gap were priced into a table.
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({**make_run(), **change}))
+    result = gitmem(repo, "bill", "--run", path, check=False, timeout=60)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == ""

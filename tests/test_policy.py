@@ -118,3 +118,27 @@ def test_unknown_policies_and_negative_breaks_are_refused():
 
 def test_workloads_round_trip_through_json():
     assert Workload.from_dict(W.to_dict()).to_dict() == W.to_dict()
+
+
+@pytest.mark.parametrize("brk", [float("nan"), float("inf")])
+def test_a_break_that_is_not_a_finite_number_of_seconds_is_refused(brk):
+    # NaN passed the check for negative breaks and priced a table for a break of "nan min".
+    with pytest.raises(GitmemError, match="break"):
+        simulate(W, "5m", brk)
+
+
+@pytest.mark.parametrize("ping_after, idle_limit", [(0, 3600), (-5, 3600), (float("nan"), 3600), (240, float("inf")),
+                                                    (240, -1), (1e-6, 3600)])
+def test_a_keep_alive_that_would_ping_without_end_is_refused(ping_after, idle_limit):
+    # ping_after 0 or less never moved the next ping past the request: simulate looped for ever (a hand-edited run
+    # hung `gitmem bill`); a tiny one sent billions of pings.
+    with pytest.raises(GitmemError, match="keep-alive"):
+        KeepAlive(ping_after=ping_after, idle_limit=idle_limit)
+
+
+@pytest.mark.parametrize("change", [{"gap_seconds": -30}, {"gap_seconds": float("nan")}, {"gap_seconds": float("inf")},
+                                    {"prefix_tokens": -5}, {"session1": [[-100, 200]]}, {"session2": [[100, -1]]}])
+def test_a_workload_no_session_could_have_is_refused(change):
+    # A negative gap sent session 1's requests back in time, negative tokens priced to negative dollars.
+    with pytest.raises(GitmemError, match="workload"):
+        Workload.from_dict({**W.to_dict(), **change})
