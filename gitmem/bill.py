@@ -127,6 +127,8 @@ def _priced(run: Mapping[str, Any], table: PriceTable) -> Bill:
     guide_tokens = int(run.get("guide_tokens") or 0)
     by_policy: Dict[str, List[Mapping[str, Any]]] = {}
     for r in run["requests"]:
+        if r["phase"] not in PHASES:  # left out of every column, it was still in the uncached baseline
+            raise ValueError(f"phase {r['phase']!r} is none of {', '.join(PHASES)}")
         by_policy.setdefault(r["policy"], []).append(r)
     order = [p for p in FIXED if p in by_policy] + sorted(set(by_policy) - set(FIXED))
 

@@ -45,6 +45,7 @@ class Usage:
 
         A reply without the ``cache_creation`` breakdown (older API versions) has all its cache
         writes counted as 5-minute writes, which is what they were before 1-hour TTLs existed.
+        A negative count is a ``ValueError``.
         """
         created = int(_get(usage, "cache_creation_input_tokens") or 0)
         breakdown = _get(usage, "cache_creation")
@@ -52,7 +53,7 @@ class Usage:
         hour = _get(breakdown, "ephemeral_1h_input_tokens")
         if five is None and hour is None:
             five, hour = created, 0
-        return cls(
+        counts = cls(
             input_tokens=int(_get(usage, "input_tokens") or 0),
             output_tokens=int(_get(usage, "output_tokens") or 0),
             cache_creation_input_tokens=created,
@@ -60,6 +61,9 @@ class Usage:
             ephemeral_5m_input_tokens=int(five or 0),
             ephemeral_1h_input_tokens=int(hour or 0),
         )
+        if min(counts.to_dict().values()) < 0:  # no reply has one; priced, a hand-edited one cost negative dollars
+            raise ValueError(f"a negative token count: {counts.to_dict()}")
+        return counts
 
     def to_api(self) -> dict:
         """The API's JSON shape (nested ``cache_creation``)."""

@@ -287,3 +287,18 @@ def test_a_run_edited_to_numbers_no_run_could_have_is_one_line_and_exit_1(repo, 
     result = gitmem(repo, "bill", "--run", path, check=False, timeout=60)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and result.stdout == ""
+
+
+def test_a_request_of_no_phase_the_bill_knows_is_refused_not_left_out_of_the_table():
+    # A request in phase "lunch" was in no column, yet in the uncached baseline: uncached cost 0.94x uncached.
+    run = make_run()
+    run["requests"][0]["phase"] = "lunch"
+    with pytest.raises(GitmemError, match="not a gitmem run record.*lunch"):
+        make_bill(run)
+
+
+def test_a_negative_token_count_is_refused_not_priced_to_negative_dollars():
+    run = make_run()
+    run["requests"][0]["usage"] = usage(-1_000_000, 200)
+    with pytest.raises(GitmemError, match="not a gitmem run record.*negative"):
+        make_bill(run)
