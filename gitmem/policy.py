@@ -9,7 +9,8 @@ Policies:
   an hour.
 - ``keepalive``: the 5-minute TTL plus a ``max_tokens: 0`` request with the same prefix every
   :attr:`KeepAlive.ping_after` seconds of idleness (a read refreshes the entry at no extra cost), and
-  no more pings once the idle time passes :attr:`KeepAlive.idle_limit`.
+  no more pings once the idle time passes :attr:`KeepAlive.idle_limit`; none for a prefix shorter than
+  the model's cache minimum, which nothing keeps.
 - ``auto``: whichever of the four is cheapest for the *expected* break, computed here
   (:func:`choose`). The router cannot know the break while it lasts: its ``auto`` is the online
   rule :func:`choose_plan` (below), priced against hindsight by :func:`hindsight_cost`.
@@ -201,8 +202,9 @@ def simulate(w: Workload, policy: str, break_seconds: float, model: str = "claud
 
     last: Optional[Tuple[float, str]] = None
     for at, phase, r in _timeline(w, break_seconds):
-        if chosen == "keepalive" and last is not None:
-            # Pings in the idle time before this request; those between the sessions are the break's.
+        if chosen == "keepalive" and cacheable and last is not None:
+            # Pings in the idle time before this request; those between the sessions are the break's. A prefix
+            # too short to cache is not pinged: nothing is kept (and the router pings only an entry a reply showed).
             where = "break" if (last[1], phase) == ("session1", "session2") else phase
             k = 1
             while last[0] + k * keepalive.ping_after < at and k * keepalive.ping_after <= keepalive.idle_limit:

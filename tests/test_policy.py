@@ -142,3 +142,12 @@ def test_a_workload_no_session_could_have_is_refused(change):
     # A negative gap sent session 1's requests back in time, negative tokens priced to negative dollars.
     with pytest.raises(GitmemError, match="workload"):
         Workload.from_dict({**W.to_dict(), **change})
+
+
+def test_a_prefix_below_the_model_minimum_is_not_pinged():
+    # Nothing is cached to keep alive, and the router pings only an entry a reply showed: the table priced a ping
+    # of 2,000 + 100 uncached tokens (2,100 millionths) into a break of 5.5 minutes, keep-alive at 1.34x uncached.
+    small = Workload(prefix_tokens=2_000, session1=(Request(100, 200),), session2=(Request(100, 200),))
+    est = simulate(small, "keepalive", 330)
+    assert est.pings == 0 and est.costs["break"].total == 0
+    assert est.total == simulate(small, "none", 330).total == pytest.approx(2 * 3_100 * MICRO)
