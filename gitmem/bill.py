@@ -191,7 +191,7 @@ def why_cheapest(w: Workload, break_seconds: float, model: str, table: PriceTabl
             what = f"{plural(e.writes, 'prefix write')} at {price / row.input:g}x base input" if row.input else \
                 f"{plural(e.writes, 'prefix write')}"
             if e.pings:
-                what += f", {plural(e.pings, 'ping')} {_usd(e.costs['break'].total)} to keep it"
+                what += f", {plural(e.pings, 'ping')} {_usd(e.ping_cost)} to keep it"
         if text:
             text += " = " if e.total - estimates[0].total < 1e-12 else " < "
         text += f"{POLICY_LABELS[e.policy]} {_usd(e.total)} ({what})"

@@ -129,7 +129,8 @@ class Workload:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A policy's cost for one break length, per phase; ``chosen`` is what ``auto`` picked."""
+    """A policy's cost for one break length, per phase; ``chosen`` is what ``auto`` picked; ``ping_cost``
+    is what its pings cost, in whichever phase each fell."""
 
     policy: str
     break_seconds: float
@@ -138,6 +139,7 @@ class Estimate:
     pings: int
     writes: int
     chosen: str
+    ping_cost: float = 0.0
 
     @property
     def total(self) -> float:
@@ -145,7 +147,7 @@ class Estimate:
 
     def to_dict(self) -> dict:
         return {"policy": self.policy, "chosen": self.chosen, "break_seconds": self.break_seconds,
-                "pings": self.pings, "prefix_writes": self.writes, "total": self.total,
+                "pings": self.pings, "ping_cost": self.ping_cost, "prefix_writes": self.writes, "total": self.total,
                 "phases": {p: {"usage": self.usage[p].to_dict(), "cost": self.costs[p].total} for p in PHASES}}
 
 
@@ -182,7 +184,8 @@ def simulate(w: Workload, policy: str, break_seconds: float, model: str = "claud
     costs = {p: Cost(row.id, source=table.source) for p in PHASES}
     expires, pings, writes = float("-inf"), 0, 0
 
-    def send(at: float, phase: str, r: Request) -> None:
+    def send(at: float, phase: str, r: Request) -> float:
+        """Send ``r`` at ``at``; what it cost."""
         nonlocal expires, writes
         u = Usage(input_tokens=r.uncached_input, output_tokens=r.output)
         if not cacheable:
@@ -197,10 +200,13 @@ def simulate(w: Workload, policy: str, break_seconds: float, model: str = "claud
                       ephemeral_1h_input_tokens=w.prefix_tokens if ttl == "1h" else 0)
         if cacheable:
             expires = at + life
+        price = cost(u, model, table)
         usage[phase] = usage[phase] + u
-        costs[phase] = costs[phase] + cost(u, model, table)
+        costs[phase] = costs[phase] + price
+        return price.total
 
     last: Optional[Tuple[float, str]] = None
+    ping_cost = 0.0
     for at, phase, r in _timeline(w, break_seconds):
         if chosen == "keepalive" and cacheable and last is not None:
             # Pings in the idle time before this request; those between the sessions are the break's. A prefix
@@ -208,12 +214,12 @@ def simulate(w: Workload, policy: str, break_seconds: float, model: str = "claud
             where = "break" if (last[1], phase) == ("session1", "session2") else phase
             k = 1
             while last[0] + k * keepalive.ping_after < at and k * keepalive.ping_after <= keepalive.idle_limit:
-                send(last[0] + k * keepalive.ping_after, where, w.ping_request)
+                ping_cost += send(last[0] + k * keepalive.ping_after, where, w.ping_request)
                 pings += 1
                 k += 1
         send(at, phase, r)
         last = (at, phase)
-    return Estimate(policy, break_seconds, usage, costs, pings, writes, chosen)
+    return Estimate(policy, break_seconds, usage, costs, pings, writes, chosen, ping_cost)
 
 
 def choose(w: Workload, expected_break: float, model: str = "claude-haiku-4-5",

@@ -302,3 +302,11 @@ def test_a_negative_token_count_is_refused_not_priced_to_negative_dollars():
     run["requests"][0]["usage"] = usage(-1_000_000, 200)
     with pytest.raises(GitmemError, match="not a gitmem run record.*negative"):
         make_bill(run)
+
+
+def test_the_reason_prices_every_ping_not_only_the_breaks():
+    # Requests 290 s apart: a ping in each session's idle time too, 3 in all at 1,100 millionths each. The reason
+    # said "3 pings $0.0011", the break's one ping, as if the three cost that.
+    run = make_run()
+    run["workload"]["gap_seconds"] = 290
+    assert "3 pings $0.0033 to keep it" in make_bill(run).why
