@@ -452,7 +452,10 @@ def render_router_text(bill: Mapping[str, Any], title: str = "Router traffic") -
 
 
 def _usd(x: float) -> str:
-    return f"${x:.4f}"
+    """Dollars to 4 decimals, more for a smaller amount: two significant digits at least, so no cost shows as
+    ``$0.0000`` (a Haiku 5.5 ping can cost $0.00004)."""
+    places = 4 if x == 0 else min(10, max(4, 1 - math.floor(math.log10(abs(x)))))
+    return f"${x:.{places}f}"
 
 
 def _cell(text: str, width: int) -> str:

@@ -310,3 +310,13 @@ def test_the_reason_prices_every_ping_not_only_the_breaks():
     run = make_run()
     run["workload"]["gap_seconds"] = 290
     assert "3 pings $0.0033 to keep it" in make_bill(run).why
+
+
+def test_a_cost_too_small_for_four_decimals_is_shown_not_rounded_to_nothing():
+    # Haiku 5.5 reads at $0.01 per MTok: a ping reading 4,000 tokens costs $0.00004, which the bill showed as
+    # "$0.0000", a break that cost nothing. Every figure keeps two significant digits.
+    run = make_run({"keepalive": [("session1", WRITE5), ("break", usage(0, 0, read=4_000)), ("session2", READ)]})
+    run["model"] = "claude-haiku-5-5"
+    row = next(line for line in render_text(make_bill(run)).splitlines() if line.startswith("5m + keep-alive"))
+    assert row.split()[4] == "$0.000040"  # the break column
+    assert "$0.0000 " not in row
