@@ -320,3 +320,11 @@ def test_a_cost_too_small_for_four_decimals_is_shown_not_rounded_to_nothing():
     row = next(line for line in render_text(make_bill(run)).splitlines() if line.startswith("5m + keep-alive"))
     assert row.split()[4] == "$0.000040"  # the break column
     assert "$0.0000 " not in row
+
+
+def test_the_help_teaches_how_to_read_the_bill(repo):
+    # It listed the JSON keys, but not what a row's figures are, what the lower table is, or that figures round.
+    shown = " ".join(gitmem(repo, "bill", "--help").stdout.split())
+    for phrase in ("backend (emulator or the real API)", "USD per run", "vs uncached", "guide after the break",
+                   "computed, not measured", "* marks the cheapest", "unrounded"):
+        assert phrase in shown

@@ -235,6 +235,16 @@ def bill(run_path: Optional[str], svg_path: Optional[str], plot: bool, router_tr
     """The bill of a recorded run: session 1 / break / session 2 per policy, the ratio to
     uncached, and a computed table for other break lengths with the cheapest marked.
 
+    How to read it: the first line names the backend (emulator or the real API) and the price table.
+    Each policy's row is in USD per run (the mean over the runs), priced from the usage fields each
+    reply returned: session 1, the break (keep-alive pings) and session 2, their total, and vs
+    uncached (that total over the uncached policy's). guide after the break counts the runs whose
+    first request after it read the cached guide, re-wrote it or sent it uncached. The table below is
+    computed, not measured: the same workload for other break lengths; * marks the cheapest fixed
+    policy, auto picks what auto would send knowing the break. Figures have 4 decimals (two
+    significant digits at least); a total is of the unrounded costs, so it can differ from the sum
+    of the figures beside it in the last digit.
+
     JSON: {"backend", "model", "prices", "break_seconds", "policies": [{"policy", "runs",
     "cost_per_run": {"session1", "break", "session2", "total"}, "usage_per_run",
     "ratio_to_uncached", "guide_after_break"}], "break_table": [{"break_minutes", "totals",
