@@ -166,8 +166,7 @@ def _priced(run: Mapping[str, Any], table: PriceTable) -> Bill:
         bills.append(PolicyBill(name, runs, phases, usage, sum(phases.values()) / base if base else 0.0, after))
     workload = Workload.from_dict(run["workload"])
     keep = KeepAlive(**run.get("keepalive", {}))
-    return Bill(backend=run["backend"], model=model, source=run.get("prices", {}).get("source", table.source),
-                checked=run.get("prices", {}).get("checked", table.checked),
+    return Bill(backend=run["backend"], model=model, source=table.source, checked=table.checked,  # what priced it
                 break_seconds=float(run.get("break_seconds", 0)), policies=bills,
                 table=break_table(workload, model=model, table=table, keepalive=keep), workload=workload,
                 why=why_cheapest(workload, float(run.get("break_seconds", 0)), model, table, keep))

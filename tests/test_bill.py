@@ -328,3 +328,14 @@ def test_the_help_teaches_how_to_read_the_bill(repo):
     for phrase in ("backend (emulator or the real API)", "USD per run", "vs uncached", "guide after the break",
                    "computed, not measured", "* marks the cheapest", "unrounded"):
         assert phrase in shown
+
+
+def test_the_bill_names_the_price_table_it_was_priced_with_not_the_one_the_run_recorded(tmp_path):
+    # An override file priced the bill, while its first line named the shipped pricing page the run recorded.
+    override = tmp_path / "prices.yaml"
+    override.write_text("source: https://example.com/negotiated\nchecked: 2026-12-01\n"
+                        "models: {claude-haiku-4-5: {input: 0.5}}\n")
+    bill = make_bill(make_run(), load_price_table(str(override)))
+    assert bill.policy("none").phases["session1"] / MICRO == pytest.approx(2 * (10_100 * 0.5 + 200 * 5))
+    assert render_text(bill).splitlines()[0].endswith("prices: https://example.com/negotiated, checked 2026-12-01)")
+    assert bill.to_dict()["prices"] == {"source": "https://example.com/negotiated", "checked": "2026-12-01"}
