@@ -41,6 +41,9 @@ BACKGROUND_HOOKS = ("post-commit",)
 PRE_PUSH_MODES = ("off", "warn", "push")
 #: The exit status of :func:`main` that stops a push (all else exits 0).
 REFUSED = 3
+#: The status of a hook script's ``run`` when gitmem cannot be started (uninstalled, its python gone): it said so
+#: in one line, so no "hook failed" follows; a push of memory still stops, unchecked.
+SKIPPED = 4
 _ZERO = "0" * 40
 
 _TEMPLATE = """#!/bin/sh
@@ -78,13 +81,15 @@ run() {{  # `del sys.path[0]`: a worktree file named like a stdlib module must n
 try:
     from gitmem.hooks import main
 except ImportError as e:
-    sys.exit(f"gitmem: cannot load gitmem with {{sys.executable}} ({{e}}): run gitmem hooks install again")
+    print(f"gitmem: cannot load gitmem with {{sys.executable}} ({{e}}): run gitmem hooks install again; "
+          f"{{sys.argv[1]}} skipped", file=sys.stderr)
+    sys.exit({skipped})
 sys.exit(main(sys.argv[1:]))' "$hook" "$@"
     elif command -v gitmem >/dev/null 2>&1; then
         gitmem hook "$hook" "$@"
     else
         echo "gitmem: not found (set GITMEM_PYTHON or run gitmem hooks install again); $hook skipped" >&2
-        return 1
+        return {skipped}
     fi
 }}
 {precheck}{dispatch}
@@ -215,7 +220,7 @@ _FOREGROUND = """{feed}run "$@"; rc=$?
     if [ "$hook" = pre-push ] && [ "$rc" -ne 0 ]; then  # memory never leaves unchecked
         case "$input" in *refs/memory/*) echo "gitmem: the memory being pushed was not checked; push refused" >&2; exit 1;; esac
     fi
-    [ "$rc" -ne 0 ] && echo "gitmem: $hook hook failed; git is not affected" >&2"""
+    [ "$rc" -ne 0 ] && [ "$rc" -ne {skipped} ] && echo "gitmem: $hook hook failed; git is not affected" >&2"""
 _BACKGROUND = """if [ "${{GITMEM_HOOK_MODE:-$(git config gitmem.hookMode)}}" = foreground ]; then
     {foreground}
 else  # background (default): git returns at once; messages go to gitmem/hooks.log
@@ -250,9 +255,9 @@ def script(hook: str, python: Optional[str] = None) -> str:
     if python and any(c in python for c in '"$`\\\n'):
         raise GitmemError(f"cannot write {python!r} into a shell script; set GITMEM_PYTHON instead")
     feed = "printf '%s' \"$input\" | " if hook in _STDIN_HOOKS else ""
-    foreground = _FOREGROUND.format(feed=feed, refused=REFUSED)
+    foreground = _FOREGROUND.format(feed=feed, refused=REFUSED, skipped=SKIPPED)
     return _summed(_TEMPLATE.format(
-        marker=MARKER, hook=hook, suffix=CHAINED_SUFFIX, python=python or "", feed=feed,
+        marker=MARKER, hook=hook, suffix=CHAINED_SUFFIX, python=python or "", feed=feed, skipped=SKIPPED,
         read_stdin='input=$(cat; echo x); input=${input%x}\n' if feed else "",
         precheck=_guarded(hook),
         dispatch=_BACKGROUND.format(foreground=foreground) if hook in BACKGROUND_HOOKS else foreground,

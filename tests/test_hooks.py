@@ -315,11 +315,15 @@ def test_a_failing_hook_warns_and_never_fails_the_commit(repo):
 
 
 def test_a_hook_whose_python_is_gone_still_lets_git_work(repo):
+    """gitmem uninstalled (its python gone, none on PATH): each hook skips with one line, not that line and
+    "hook failed" after it, as if something had gone wrong in a hook that was never run."""
     install(repo)
     env = {"GITMEM_PYTHON": "/nonexistent/python", "PATH": "/usr/bin:/bin"}
-    done = subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "x"], cwd=repo, capture_output=True,
-                          text=True, env={**os.environ, **env})
-    assert done.returncode == 0 and "gitmem" in done.stderr
+    for args in (["commit", "-q", "--allow-empty", "-m", "x"], ["checkout", "-q", "-b", "feature"]):
+        done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env={**os.environ, **env})
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == ("gitmem: not found (set GITMEM_PYTHON or run gitmem hooks install again); "
+                               f"post-{args[0]} skipped\n"), done.stderr
 
 
 def test_a_hook_whose_python_lost_gitmem_says_so_in_one_line_without_a_traceback(repo, tmp_path):
@@ -334,7 +338,8 @@ def test_a_hook_whose_python_lost_gitmem_says_so_in_one_line_without_a_traceback
         done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env=env)
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr and "gitmem: cannot load gitmem" in done.stderr, done.stderr
-        assert all(line.startswith("gitmem: ") for line in done.stderr.splitlines()), done.stderr
+        assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("gitmem: "), done.stderr
+        assert done.stderr.rstrip().endswith(f"post-{args[0]} skipped"), done.stderr
 
 
 def test_post_rewrite_moves_links_to_the_rewritten_commits(repo):
