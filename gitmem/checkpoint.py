@@ -307,10 +307,11 @@ class Resume:
     relevant: List[Memory]
     next: Optional[str]
     inherits: Optional[str] = None  # the parent branch whose memory was read: this branch has none of its own yet
+    off_head: bool = False  # the checkpoint's commit is not in HEAD's history (see :func:`off_head_note`)
 
     def to_dict(self) -> Dict[str, Any]:
         out = {"branch": self.branch, "head": self.head, "inherits": self.inherits,
-               "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None,
+               "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None, "off_head": self.off_head,
                "commits_since": [{"commit": c, "subject": s} for c, s in self.commits_since],
                "memories_since": [m.to_dict() for m in self.memories_since],
                "changed_files": list(self.changed_files),
@@ -325,7 +326,18 @@ def inherited_note(branch: str) -> str:
             f"are {branch}'s work, not this branch's")
 
 
+def off_head_note(commit: str) -> str:
+    """What resume says when the checkpoint stands at a commit HEAD's history lacks: no hook runs for
+    `git reset --hard` (nor for a rebase that drops the commit), so the checkpoint, its next step and the memories
+    written since still tell of work that is no longer here, and "no commits since" would read as all done."""
+    return (f"its commit {commit[:10]} is not in HEAD's history: a reset or a rebase left it behind, or it was "
+            f"never fetched here, so the checkpoint, its next step and the memories since may be about work "
+            f"that is not here")
+
+
 def resume(store: Store, *, limit: int = 50) -> Resume:
+    from .branches import reachable
+
     repo = store.repo
     # where the branch's code stands: HEAD when it is the branch checked out (or HEAD is detached), else the
     # branch's own tip (`gitmem --branch main resume` from another branch is about main)
@@ -336,12 +348,15 @@ def resume(store: Store, *, limit: int = 50) -> Resume:
     cp = latest_checkpoint(store, tip)
     point = cp[1] if cp else None
     commits: List[Tuple[str, str]] = []
+    off_head = False
     if head:
         # commits the hooks linked to the checkpoint after it was written, then any
         # made without hooks after the commit it stands at (none when that commit is not here, a reset or
         # a teammate's unpushed one: else all of history would read as made since)
         walker = repo.walk(head, pygit2.enums.SortMode.TOPOLOGICAL | pygit2.enums.SortMode.TIME)
         gone = bool(point and point.commit and point.commit not in repo)
+        off_head = bool(point and point.commit and reads == store.branch
+                        and (gone or not reachable(repo, point.commit, head)))
         if point and point.commit and not gone:
             walker.hide(point.commit)
         later = [] if gone else list(islice(walker, limit))  # not the whole history, to keep ``limit``
@@ -360,7 +375,7 @@ def resume(store: Store, *, limit: int = 50) -> Resume:
     files = _changed_files(store, head, [c for c, _ in commits])
     relevant = store.choices_touching(_touching(files)) if files else []
     return Resume(store.branch, head, point, commits, since, files, relevant, point.next if point else None,
-                  reads if reads and reads != store.branch else None)
+                  reads if reads and reads != store.branch else None, off_head)
 
 
 def _touching(files: Sequence[str]) -> Callable[[Sequence[str]], bool]:
@@ -428,6 +443,8 @@ def render_resume(r: Resume, prompt: bool = False) -> str:
         lines.append(f"branch {r.branch}, HEAD {(r.head or '-')[:10]}")
         lines.append(f"checkpoint {cp.id} at {(cp.commit or '-')[:10]} ({cp.created}): {cp.text.strip()}"
                      if cp else "no checkpoint on this branch yet")
+    if cp and cp.commit and r.off_head:
+        lines.append(f"Note: {off_head_note(cp.commit)}." if prompt else f"  ({off_head_note(cp.commit)})")
     if r.inherits:
         note = inherited_note(q(r.inherits))
         lines.append(f"Note: {note}." if prompt else f"  ({note})")

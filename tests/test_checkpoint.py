@@ -101,6 +101,28 @@ def test_resume_lists_no_commits_when_the_checkpoints_commit_is_not_here(repo):
     assert resume(Store.open(str(repo))).commits_since == []
 
 
+def test_resume_after_a_reset_says_the_checkpoint_s_commit_is_no_longer_in_head(repo):
+    """`git reset --hard HEAD~2` past the commit the hooks advanced the checkpoint to: resume said the run stood
+    at that commit with no commits since, so an agent took the work of the two dropped commits for done."""
+    git(repo, "config", "gitmem.hookMode", "foreground")
+    gitmem(repo, "hooks", "install")
+    _commit(repo, "c1")
+    checkpoint(Store.open(str(repo)), "parser started", next="finish the parser")
+    _commit(repo, "c2")
+    _commit(repo, "c3")
+    dropped = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "reset", "-q", "--hard", "HEAD~2")
+    out = json.loads(gitmem(repo, "resume", "--json").stdout)
+    assert out["checkpoint"]["commit"] == dropped and out["off_head"] is True
+    for text in (gitmem(repo, "resume").stdout, gitmem(repo, "resume", "--prompt").stdout):
+        assert f"{dropped[:10]} is not in HEAD's history" in text, text
+    _commit(repo, "c2-again")  # the branch goes on from HEAD: still not where the checkpoint stands
+    assert json.loads(gitmem(repo, "resume", "--json").stdout)["off_head"] is True
+    checkpoint(Store.open(str(repo)), "parser redone", next="wire it")
+    out = json.loads(gitmem(repo, "resume", "--json").stdout)
+    assert out["off_head"] is False and "not in HEAD's history" not in gitmem(repo, "resume").stdout
+
+
 def test_a_superseded_checkpoint_is_replaced_by_one_at_head_with_its_own_next_step(repo):
     """`gitmem supersede` of a checkpoint writes a checkpoint, as `gitmem checkpoint` does: tied to HEAD (else resume
     took every commit in history for one made since) and with the next step its text gives."""

@@ -545,10 +545,12 @@ def resume(store: Store, prompt: bool, limit: int, as_json: bool) -> None:
     """Where the run on this branch stands: the latest checkpoint, commits and
     memories since, decisions and rejections about the files the branch
     changed, and the next step. On a branch with no memory of its own yet, it
-    says whose checkpoint it shows (inherits, note).
+    says whose checkpoint it shows (inherits, note); when HEAD's history lacks
+    the checkpoint's commit (a reset or rebase left it behind), it says so
+    (off_head).
 
-    JSON: {"branch", "head", "inherits", "checkpoint", "commits_since": [{"commit", "subject"}], "memories_since",
-    "changed_files", "relevant", "next", "note"?}.
+    JSON: {"branch", "head", "inherits", "checkpoint", "off_head", "commits_since": [{"commit", "subject"}],
+    "memories_since", "changed_files", "relevant", "next", "note"?}.
 
     Example: gitmem resume --prompt
     """
