@@ -381,20 +381,21 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
 
 
 def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Conflict]) -> Dict[str, Optional[bytes]]:
-    """Three-way merge of conflicts/ by blob: a resolution (deletion) on one side
-    wins over no change on the other; a conflict this merge found wins over both."""
+    """Three-way merge of conflicts/ by the conflict each file holds (:meth:`~gitmem.records.Conflict.sides`,
+    so one found either way round is no change): a resolution (deletion) on one side wins over no change
+    on the other; a conflict this merge found wins over both."""
     b, o, t = (conflict_blobs(store, c) for c in (base, ours, theirs))
     updates: Dict[str, Optional[bytes]] = {}
     for path in set(o) | set(t):
-        ov, tv, bv = o.get(path), t.get(path), b.get(path)
+        ov, tv, bv = (_conflict_held(store, side.get(path)) for side in (o, t, b))
         if ov == tv or tv == bv:
             continue
         if ov == bv or ov is None:
-            chosen = tv
+            chosen = t.get(path)
         elif tv is None:
             continue
         else:
-            chosen = max(ov, tv)
+            chosen = max(o[path], t[path])
         updates[path] = None if chosen is None else _written_again(store, chosen, path) \
             if secret_blobs(store.repo, [chosen]) else store.repo[chosen].peel(pygit2.Blob).data
     for c in new:
@@ -405,6 +406,13 @@ def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Confli
     return updates
 
 
+def _conflict_held(store: Store, blob: Optional[str]) -> Any:
+    """What the conflict file ``blob`` holds, to compare: its conflict's sides, or the blob itself where
+    gitmem cannot read a conflict (doctor names it), or None for no file."""
+    held = read_conflict(store.repo, blob) if blob else None
+    return held.sides() if held else blob
+
+
 def _refuse_over_pending(store: Store, c: Conflict, pending: str) -> None:
     """A merge whose new conflict ``c`` would take the place of the unresolved one a side holds (blob ``pending``)
     is refused, unless ``c`` shows both of its versions: a conflict file holds two, so a third version's clash
@@ -412,8 +420,7 @@ def _refuse_over_pending(store: Store, c: Conflict, pending: str) -> None:
     held = read_conflict(store.repo, pending)
     if held is None:
         return  # no conflict gitmem can read (doctor names it): nothing of it is shown to lose
-    shown = {model.version(c.ours), model.version(c.theirs)}
-    if not {model.version(held.ours), model.version(held.theirs)} <= shown:
+    if not held.sides() <= c.sides():
         raise PendingConflict(c.id, f"memory {c.id} has an unresolved conflict ({held.ours.text[:30]!r} against "
                           f"{held.theirs.text[:30]!r}) and this merge clashes on it again: settle it first with "
                           f"`gitmem resolve {c.id} --ours|--theirs|--edit`, then merge again")

@@ -17,7 +17,7 @@ Plain memories in, plain memories out: no repository, no clock, no files.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from . import model
 from .errors import InvalidMemory
@@ -72,6 +72,11 @@ class Conflict:
     def claimed(self) -> Tuple[str, ...]:
         """The memory and the successors its two sides name: where a resolve may leave a rival (:func:`rivals`)."""
         return tuple(i for i in (self.id, self.ours.superseded_by, self.theirs.superseded_by) if i)
+
+    def sides(self) -> FrozenSet[str]:
+        """Its two versions (:func:`gitmem.model.version` of each), order-free: merges either way round find the
+        same conflict with ours and theirs swapped, a different file holding one conflict."""
+        return frozenset((model.version(self.ours), model.version(self.theirs)))
 
     def version(self) -> str:
         """A fingerprint of the two versions a person is shown (:func:`gitmem.model.version` of each): a form

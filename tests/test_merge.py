@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from gitmem import Store
@@ -134,6 +136,30 @@ def test_a_change_after_criss_cross_merges_is_kept_whichever_merge_base_git_pick
     r = merge_into(main, feature.own_tip())
     assert r.conflicts == [] and main.get(shared.id).text == "Use Postgres"
     assert merge_into(feature, main.own_tip()).kind == "fast-forward"
+
+
+@pytest.mark.parametrize("resolved_on", ["main", "feature"])
+def test_a_conflict_both_sides_found_and_one_resolved_stays_resolved_whichever_merge_base_git_picks(
+        repo, resolved_on):
+    """main and feature merge each other's clashing edits (a criss-cross): each holds the conflict, ours and
+    theirs the other way round. One side resolves it and merges the other: the conflict came back when the
+    virtual merge base held it the resolving side's way round, as a change the other side made to it."""
+    main, feature, shared = two_branches(repo)
+    feature.add("fact", "feature fact", author=ALICE)  # feature's memory forks here, before either edit
+    resolver, other = (main, feature) if resolved_on == "main" else (feature, main)
+    other.edit(shared.id, text="Use Postgres 15", author=ALICE)
+    time.sleep(1.01 - time.time() % 1)  # libgit2 takes the newer of two merge bases first: the resolver's
+    resolver.edit(shared.id, text="Use Postgres 16", author=ALICE)
+    ours_before, theirs_before = main.own_tip(), feature.own_tip()
+    merge_into(main, theirs_before)
+    merge_into(feature, ours_before)
+    resolve(resolver, shared.id, take="ours", author=ALICE)
+    text = resolver.get(shared.id).text
+
+    r = merge_into(resolver, other.own_tip())
+
+    assert r.conflicts == [] and list_conflicts(resolver) == [] and resolver.get(shared.id).text == text
+    assert merge_into(other, resolver.own_tip()).kind == "fast-forward" and list_conflicts(other) == []
 
 
 def test_a_second_clash_on_a_memory_with_a_conflict_pending_is_refused_not_written_over_it(repo):
