@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import pygit2
 
@@ -300,7 +300,10 @@ def _merge_commit(store: Store, base: Optional[str], ours: str, theirs: str, aut
         else:
             changed.append(i)
         updates[path] = data
-    updates.update(_merge_conflict_files(store, base, ours, theirs, result.conflicts))
+    def merged(memory_id: str) -> Optional[Memory]:
+        return result.merged.get(memory_id) or load_ids(store, e_ours, [memory_id]).get(memory_id)
+
+    updates.update(_merge_conflict_files(store, base, ours, theirs, result.conflicts, merged))
     text = _merge_message(message, store.branch, theirs, added, changed, result.conflicts, author, source, kept)
     commit = store.commit_tree(updates, text, author, base=ours, extra_parents=[theirs])
     # Every memory taken was written again, so redacted; the count says what arrived with secrets.
@@ -380,22 +383,29 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
     return store.commit_tree(updates, text, author, base=theirs), count
 
 
-def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Conflict]) -> Dict[str, Optional[bytes]]:
+def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Conflict],
+                          merged: Callable[[str], Optional[Memory]]) -> Dict[str, Optional[bytes]]:
     """Three-way merge of conflicts/ by the conflict each file holds (:meth:`~gitmem.records.Conflict.sides`,
     so one found either way round is no change): a resolution (deletion) on one side wins over no change
-    on the other; a conflict this merge found wins over both."""
+    on the other; a conflict this merge found wins over both. ``merged``: the memory of an id as the merge
+    leaves it, which a conflict kept must still show (:func:`_refuse_stale`)."""
     b, o, t = (conflict_blobs(store, c) for c in (base, ours, theirs))
+    renewed = {conflict_path(c.id) for c in new}
     updates: Dict[str, Optional[bytes]] = {}
     for path in set(o) | set(t):
         ov, tv, bv = (_conflict_held(store, side.get(path)) for side in (o, t, b))
         if ov == tv or tv == bv:
-            continue
-        if ov == bv or ov is None:
+            chosen = o.get(path)
+        elif ov == bv or ov is None:
             chosen = t.get(path)
         elif tv is None:
-            continue
+            chosen = o.get(path)
         else:
             chosen = max(o[path], t[path])
+        if chosen is not None and path not in renewed:
+            _refuse_stale(store, chosen, merged, mine=ov is not None and ov == _conflict_held(store, chosen))
+        if chosen == o.get(path):
+            continue
         updates[path] = None if chosen is None else _written_again(store, chosen, path) \
             if secret_blobs(store.repo, [chosen]) else store.repo[chosen].peel(pygit2.Blob).data
     for c in new:
@@ -411,6 +421,25 @@ def _conflict_held(store: Store, blob: Optional[str]) -> Any:
     gitmem cannot read a conflict (doctor names it), or None for no file."""
     held = read_conflict(store.repo, blob) if blob else None
     return held.sides() if held else blob
+
+
+def _refuse_stale(store: Store, blob: str, merged: Callable[[str], Optional[Memory]], mine: bool) -> None:
+    """A merge that keeps the unresolved conflict in ``blob`` (``mine``: ours holds it, else the memory merged
+    in) while the other side changed a field it clashed on is refused: the conflict's stand-in was the merge
+    base's value, so the record merge took the change as the only one, and the conflict would go on offering
+    two versions neither of which the memory holds (`resolve --ours` would undo the change unseen)."""
+    held = read_conflict(store.repo, blob)
+    m = merged(held.id) if held else None
+    changed = held.changed_in(m) if held and m else ()
+    if not held or not changed:
+        return
+    f, i = changed[0], held.id
+    a, b, now = (str(getattr(v, f))[:30] for v in (held.ours, held.theirs, m))
+    where = (f"settle it first with `gitmem resolve {i} --ours|--theirs|--edit`" if mine else
+             f"settle it where it is pending first (`gitmem --branch BRANCH resolve {i} --ours|--theirs|--edit`)")
+    raise PendingConflict(i, f"memory {i} has an unresolved conflict{'' if mine else ' in the memory merged in'} "
+                          f"({f}: {a!r} against {b!r}) and this merge changes its {f} again ({now!r}): {where}, "
+                          "then merge again")
 
 
 def _refuse_over_pending(store: Store, c: Conflict, pending: str) -> None:

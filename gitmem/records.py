@@ -30,6 +30,8 @@ _LIST_FIELDS = ("tags", "paths", "commits")
 #: ``commit`` on every branch that commits): the newer side's value wins, never a conflict.
 _BOOKKEEPING_FIELDS = ("commit",)
 _STATUS_RANK = {"active": 0, "retracted": 1, "superseded": 2}
+#: Fields the merge settles by rule, never a person: a conflict names them only when a side came from the future.
+_RULED_FIELDS = (*_LIST_FIELDS, "status", "updated", *_BOOKKEEPING_FIELDS)
 _FIELDS = tuple(f for f in Memory._fields if f != "id")
 _NO_BASE = object()  # equal to no value: a field whose base value was only a conflict's stand-in
 
@@ -77,6 +79,12 @@ class Conflict:
         """Its two versions (:func:`gitmem.model.version` of each), order-free: merges either way round find the
         same conflict with ours and theirs swapped, a different file holding one conflict."""
         return frozenset((model.version(self.ours), model.version(self.theirs)))
+
+    def changed_in(self, m: Memory) -> Tuple[str, ...]:
+        """The fields a person must choose whose value in ``m`` is neither version's: a side changed them since
+        the conflict was found, a third version the conflict file cannot show."""
+        return tuple(f for f in self.fields if f not in _RULED_FIELDS
+                     and getattr(m, f) not in (getattr(self.ours, f), getattr(self.theirs, f)))
 
     def version(self) -> str:
         """A fingerprint of the two versions a person is shown (:func:`gitmem.model.version` of each): a form

@@ -179,6 +179,31 @@ def test_a_second_clash_on_a_memory_with_a_conflict_pending_is_refused_not_writt
     assert [(c.ours.text, c.theirs.text) for c in r.conflicts] == [("Use Postgres 16", "Use Postgres 17")]
 
 
+@pytest.mark.parametrize("held_by", ["ours", "theirs"])
+def test_a_merge_that_changes_a_field_of_a_pending_conflict_is_refused_not_left_showing_a_stale_conflict(
+        repo, held_by):
+    """A conflict pending on one side whose stand-in is the merge base's value, and the other side edits the
+    field: the record merge saw one side's change, took it, and kept the conflict file, whose two versions
+    were then neither what the memory held: `resolve --ours` (or --theirs) silently undid the new edit."""
+    main, feature, shared = two_branches(repo)
+    feature.add("fact", "feature fact", author=ALICE)  # feature's memory forks here, before either edit
+    holder, other = (main, feature) if held_by == "ours" else (feature, main)
+    other.edit(shared.id, text="Use Postgres 16", author=ALICE)  # the stand-in: the larger, in the same second
+    holder.edit(shared.id, text="Use Postgres 15", author=ALICE)
+    merge_into(holder, other.own_tip())
+    other.edit(shared.id, text="Use Postgres 17", author=ALICE)  # a third version
+    ours, theirs = (holder, other) if held_by == "ours" else (other, holder)
+    tip, pending = ours.own_tip(), list_conflicts(ours)
+
+    with pytest.raises(GitmemError, match=f"{shared.id} has an unresolved conflict.*gitmem.* resolve {shared.id}"):
+        merge_into(ours, theirs.own_tip())
+
+    assert ours.own_tip() == tip and list_conflicts(ours) == pending  # nothing written
+    resolve(holder, shared.id, take="theirs", author=ALICE)
+    r = merge_into(ours, theirs.own_tip())  # 16 chosen over 15, and 17 was written on 16
+    assert r.conflicts == [] and list_conflicts(ours) == [] and ours.get(shared.id).text == "Use Postgres 17"
+
+
 def test_a_conflict_travels_with_the_merge_and_a_resolution_merges_back(repo):
     main, feature, shared = two_branches(repo)
     feature.edit(shared.id, text="Use Postgres 15", author=ALICE)
