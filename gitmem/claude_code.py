@@ -340,6 +340,7 @@ def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code
     conflict followed by its conflict's notice."""
     from .conflicts import pending
     from .context import render_conflict, render_memory
+    from .backlog import start_if_waiting
     from .recall import AGENT_BACKLOG, check, recall
 
     # A pasted log of megabytes is a prompt too: its head says what it is about, and Claude Code waits
@@ -354,6 +355,7 @@ def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code
         hits = [h for h in recall(store, prompt, limit=PROMPT_LIMIT + len(injected), max_backlog=AGENT_BACKLOG)
                 if h.match >= PROMPT_MATCH_FLOOR and h.memory.type not in ("rejection", "checkpoint")
                 and h.memory.id not in injected][:PROMPT_LIMIT]
+        start_if_waiting(store)
         lines: List[str] = []
         for h in rejections:
             m = h.memory

@@ -156,6 +156,7 @@ class Gitmem:
                limit: int = 10) -> Dict[str, Any]:
         from .conflicts import pending
         from .model import TYPES, check_choice
+        from .backlog import start_if_waiting
         from .recall import AGENT_BACKLOG, changed_paths, find
 
         check_choice("type", type, TYPES)
@@ -167,6 +168,7 @@ class Gitmem:
         if not query.strip() and not paths:  # as `gitmem search ""` is: nothing ranks, and no hits reads as none
             raise GitmemError("query is empty and there are no paths to rank by: give words to search for, or paths")
         hits = find(store, query, min(limit, 50), filters={"type": type}, paths=paths, max_backlog=AGENT_BACKLOG)
+        start_if_waiting(store)
         conflicts = pending(store)
         out = {"ref": store.ref, "memories": [_hit(h, conflicts) for h in hits]}
         if any(h.stale for h in hits):
@@ -174,6 +176,7 @@ class Gitmem:
         return _noticed(store, out)
 
     def check_proposal(self, proposal: str, paths: Optional[List[str]] = None) -> Dict[str, Any]:
+        from .backlog import start_if_waiting
         from .recall import AGENT_BACKLOG, check
 
         if not proposal.strip():  # as `gitmem check ""` is: there is nothing to judge
@@ -182,6 +185,7 @@ class Gitmem:
 
         store = self.store()
         verdict = check(store, proposal, paths=paths or (), max_backlog=AGENT_BACKLOG)
+        start_if_waiting(store)
         return check_json(verdict, pending(store) if verdict.hits else {})
 
     def get(self, id: str) -> Dict[str, Any]:

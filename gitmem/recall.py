@@ -503,7 +503,7 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
     from .embedding import document_text, mostly_latin
 
     view = text or document_text
-    name = encoder.name if text is None else f"{encoder.name} {view.__name__}"  # what the keys are kept under
+    name = _view_name(encoder, text)
     kept = matrices.get(name)  # (the rows, positions, matrix, blobs of the matrix's rows, keys)
     if kept is not None and kept[0] is rows:
         return kept[1], kept[2]
@@ -566,6 +566,41 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
     at = np.array(positions, dtype=np.int64)
     matrices[name] = (rows, at, matrix, wanted, keys)
     return at, matrix
+
+
+def _view_name(encoder: "Encoder", text: Optional[Callable[[Memory], str]]) -> str:
+    """What the vector keys of one view of the memories (its text, default the whole memory's) are kept under."""
+    return encoder.name if text is None else f"{encoder.name} {text.__name__}"
+
+
+def waiting(store: "Store") -> bool:
+    """Whether an answer this process gave on an agent's path went by words alone because more memories wait
+    to be embedded than the path allows (``max_backlog``): what :func:`gitmem.backlog.start` is for."""
+    cached = _DENSE.get(store.warm.index.path)
+    return cached is not None and any(key.endswith(" backlog") for key in cached.matrices)
+
+
+def embed_backlog(store: "Store") -> Optional[int]:
+    """Embed every active memory at the tip that has no vector yet, in each view an agent's path reads (the
+    memory for recall, e5's and MiniLM's, and a decision's or rejection's option for the check): how many
+    vectors that took, or None with no encoder or nothing the index can answer. The whole backlog, which
+    those paths will not wait for (:data:`AGENT_BACKLOG`; :mod:`gitmem.backlog` runs this for them)."""
+    from .embedding import english_encoder, option_text
+
+    encoder = _encoder()
+    tip = store.read_from()[1]
+    cached = _rows(store, tip) if encoder is not None and tip is not None else None
+    if encoder is None or cached is None:
+        return None
+    english = english_encoder()
+    views = [(encoder, cached.rows, False, None), (encoder, cached.choices, False, option_text)]
+    views += [(english, cached.rows, True, None)] if english is not None else []
+    done = 0
+    for kind, rows, latin, text in views:
+        if _rows_matrix(store, kind, rows, cached.matrices, 0, latin, text) is None:  # some to embed: counted
+            done += cached.matrices[f"{_view_name(kind, text)} backlog"][1]
+            _rows_matrix(store, kind, rows, cached.matrices, None, latin, text)
+    return done
 
 
 def vector_key(encoder: "Encoder", text: str) -> str:

@@ -411,3 +411,41 @@ def test_a_pasted_megabyte_question_embeds_only_its_first_characters():
     recall_module._QUERY.pop("recording", None)
     recall_module._query_vector(Recording(), "word " * 200_000)
     assert [len(t) for t in seen] == [recall_module.QUERY_CHARS]
+
+
+@needs_encoder
+def test_an_agent_path_held_back_by_the_backlog_starts_one_background_process_that_embeds_it(store):
+    """Agents answer by words while a backlog waits (a new clone, a large pull); nothing on their paths
+    embedded it, so they stayed on words until a person ran `gitmem search`. One such answer now starts a
+    niced process that embeds it all, and the next answer is hybrid."""
+    import time
+
+    from gitmem import backlog
+
+    _team(store)
+    assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is None  # 6 to embed > 2
+    assert recall_module.waiting(store)
+    assert backlog.start(store)
+    folder = os.path.dirname(store.warm.index.path)
+    assert not backlog.start(store)  # one at a time per repository
+    deadline = time.monotonic() + 300
+    while backlog.running(folder) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with open(os.path.join(folder, backlog.LOG), encoding="utf-8") as f:
+        assert "vectors for semantic recall" in f.read()
+    recall(store, "redis job queue", paths=[], max_backlog=2)  # the backlog seen last stands once (a hook asks twice)
+    assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is not None
+    assert not recall_module.waiting(store)
+
+
+@needs_encoder
+def test_mcp_recall_held_back_by_the_backlog_starts_the_background_embedding(store, monkeypatch):
+    from gitmem import backlog
+    from gitmem.mcp_server import Gitmem
+
+    _team(store)
+    monkeypatch.setattr(recall_module, "AGENT_BACKLOG", 2)  # 6 to embed are more than an agent waits for
+    started = []
+    monkeypatch.setattr(backlog, "start", lambda s: started.append(s.ref) or True)
+    Gitmem(store.repo.workdir).recall("redis job queue", paths=[])
+    assert started == [store.ref]

@@ -182,6 +182,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
                     error: Optional[str] = None, status: int = 200) -> HTMLResponse:
         from ..conflicts import pending
         from ..model import inside_repository
+        from ..backlog import start_if_waiting
         from ..recall import AGENT_BACKLOG, find
         from ..search import is_stale
 
@@ -203,6 +204,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
             number = min(number, SEARCH_PAGES)
             hits = find(store, filters["q"], number * LIST_LIMIT + 1, filters=narrowing, status=status_kept,
                         max_backlog=AGENT_BACKLOG)
+            start_if_waiting(store)
             items, shown = hits[(number - 1) * LIST_LIMIT:number * LIST_LIMIT], []  # a hit says whether it is stale
             more = len(hits) > number * LIST_LIMIT
             if store.summary()["counts"].get("invalid"):  # named as the plain page names them (a full load: rare)

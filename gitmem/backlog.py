@@ -1,0 +1,112 @@
+"""The semantic-recall backlog: memories no vector has been computed for yet, embedded in the background.
+
+An agent's path (the MCP server, the Claude Code prompt hook, the web UI) answers by words alone while more
+than :data:`gitmem.recall.AGENT_BACKLOG` memories wait to be embedded: at about 65 ms of a core each, it
+cannot wait for them. Before, nothing on those paths ever embedded them, so a teammate's new clone, or a pull
+that brought a hundred memories, kept every agent on words alone until a person happened to run `gitmem
+search`. Such a path now starts, when it answered by words for that reason, one process per repository at the
+lowest CPU priority that embeds the whole backlog (:func:`gitmem.recall.embed_backlog`) and exits: later
+calls find the vectors in the index. A second start while one runs does nothing (an exclusive lock on
+``<git dir>/gitmem/embed.lock``); its one line of outcome is appended to ``<git dir>/gitmem/embed.log``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator, Optional
+
+if TYPE_CHECKING:
+    from .store import Store
+
+LOCK = "embed.lock"
+LOG = "embed.log"
+
+
+def _folder(store: "Store") -> Optional[str]:
+    """The folder of the store's derived index, made if need be (None: it has none, so nothing keeps vectors)."""
+    path = store.warm.index.path
+    if path is None:
+        return None
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+@contextmanager
+def _locked(folder: str) -> Iterator[Optional[int]]:
+    """The file descriptor holding the folder's embedding lock, held inside (None: another process holds it).
+    A process that inherits the descriptor holds the lock with it, until every copy is closed."""
+    fd = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield None
+            return
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def running(folder: str) -> bool:
+    """Whether a process embeds this index folder's backlog now."""
+    with _locked(folder) as fd:
+        return fd is None
+
+
+def start(store: "Store") -> bool:
+    """Start embedding the backlog of ``store``'s memory in a detached process at the lowest priority, unless
+    one runs already; whether one was started. Nothing waits for it, and it outlives this process. The lock
+    is taken here and handed to the process, so two calls in a row never start two."""
+    import subprocess
+
+    folder = _folder(store)
+    if folder is None:
+        return False
+    with _locked(folder) as fd:
+        if fd is None:
+            return False
+        where = store.repo.workdir or store.repo.path
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where gitmem is imported from
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
+        with open(os.path.join(folder, LOG), "ab") as log:
+            subprocess.Popen([sys.executable, "-c", "from gitmem.backlog import _serve; _serve()", where,
+                              store.branch, str(fd)], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                             start_new_session=True, pass_fds=(fd,))
+    return True
+
+
+def start_if_waiting(store: "Store") -> None:
+    """After an agent's path answered: :func:`start` when it went by words for want of vectors. A process that
+    cannot be started leaves the next call to try again; the answer given stands either way."""
+    from .recall import waiting
+
+    if waiting(store):
+        try:
+            start(store)
+        except OSError:
+            pass
+
+
+def _serve() -> None:
+    """The detached process, holding the lock :func:`start` handed it (its descriptor, the third argument,
+    stays open until it exits): embed the backlog of the branch's memory, say what it did in one line."""
+    import time
+
+    from .recall import embed_backlog
+    from .store import Store
+
+    try:
+        os.nice(19)  # an agent's own work comes first
+    except OSError:
+        pass
+    path, branch = sys.argv[1], sys.argv[2]
+    started = time.monotonic()
+    store = Store.open(path, branch)
+    done = embed_backlog(store)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    what = "no encoder, nothing to embed" if done is None else f"computed {done} vectors for semantic recall"
+    print(f"{stamp} gitmem: {store.ref}: {what} in {time.monotonic() - started:.1f} s", flush=True)
