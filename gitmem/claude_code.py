@@ -19,7 +19,9 @@ model's context (https://code.claude.com/docs/en/hooks). What each event does he
 - **PreCompact** and **SessionEnd**: a checkpoint from the session's last state (its last
   prompt, last reply, the files it read and changed).
 
-On a detached HEAD nothing is recorded, and SessionStart says whose memory it shows.
+On a detached HEAD nothing is recorded, and SessionStart says whose memory it shows. Without a git
+identity every write is refused (never signed with a made-up address), and SessionStart says so to
+the model and, as ``systemMessage``, to the person.
 
 Every write has source ``claude-code/<version>`` and the tag ``session:<session id>``, so
 ``gitmem log`` and ``gitmem list --tag session:<id>`` show what a session wrote. A hook never
@@ -260,6 +262,10 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
     if store.notice:  # or the model takes the default branch's standing for HEAD's own
         standing = (f"Note: {quoted(store.notice)}. What this session reads and changes is not recorded.\n"
                     + standing)
+    refused = None if store.notice else _unsigned(store)
+    if refused:
+        standing = (f"Note: memory is not recorded here ({quoted(refused)}). What this session reads and changes "
+                    "is not kept, and gitmem's tools refuse to write: tell the user.\n" + standing)
     summary = store.summary()
     counts = summary["counts"]
     everything: List[Memory] = []
@@ -309,7 +315,10 @@ def session_start(hook: HookInput, store: Store, source: str = "claude-code",
         for memory_id, _ in fitted:
             state.add("injected", memory_id, keep=2000)
         state.data["branch"] = store.branch
-    return Outcome(_context_output("SessionStart", "\n".join(lines)), note=f"injected {plural(len(fitted), 'memory')}")
+    output = _context_output("SessionStart", "\n".join(lines))
+    if refused:  # Claude Code shows it to the person, who can fix it
+        output["systemMessage"] = f"gitmem: this session's memory is not recorded: {refused}"
+    return Outcome(output, note=f"injected {plural(len(fitted), 'memory')}")
 
 
 def set_aside_notes(store: Store) -> List[str]:
@@ -457,6 +466,18 @@ def _author(store: Store) -> Any:
     from .repo import agent_author  # on first write: reads never load pygit2 for it
 
     return agent_author(store.repo, "claude-code")
+
+
+def _unsigned(store: Store) -> Optional[str]:
+    """Why no write of this session could be signed (no git identity), or None. Said at SessionStart, where the
+    model and the person see it: each capture's own refusal only reaches hooks.log or a stderr nobody reads."""
+    from .errors import GitmemError
+
+    try:
+        _author(store)
+    except GitmemError as e:
+        return str(e)
+    return None
 
 
 def post_tool_use(hook: HookInput, store: Store, source: str = "claude-code") -> Outcome:

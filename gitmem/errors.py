@@ -28,6 +28,15 @@ class NotARepository(GitmemError):
         super().__init__(message or f"not a git repository (or any parent): {path}")
 
 
+class NoIdentity(GitmemError):
+    """No email to sign a write with: git has no identity here, and gitmem makes none up (``git commit`` refuses
+    too). ``fix`` says what this writer can do about it: a hook or an agent's tool has no ``--author``."""
+
+    def __init__(self, fix: str):
+        self.fix = fix
+        super().__init__(f"who is writing? no git identity: {fix}")
+
+
 class InvalidMemory(GitmemError):
     """A memory (or an input meant to become one) breaks the schema."""
 

@@ -208,6 +208,23 @@ def test_a_capture_signs_with_the_email_the_cli_would_and_writes_nothing_without
     assert len(git(repo, "rev-list", "refs/memory/main").split()) == 1  # nothing signed unknown@localhost
 
 
+def test_without_a_git_identity_session_start_tells_the_agent_and_the_person_that_nothing_is_recorded(repo):
+    """A fresh runner or container has no user.email: every capture and checkpoint is refused, and a refusal of a
+    detached capture only reaches hooks.log. SessionStart says so where both will see it, with the command to run."""
+    git(repo, "config", "--unset", "user.email")
+    anonymous = {**FOREGROUND, "GIT_AUTHOR_EMAIL": "", "EMAIL": ""}
+    out = json.loads(hook(repo, "SessionStart", env=anonymous, source="startup").stdout)
+    context, shown = out["hookSpecificOutput"]["additionalContext"], out["systemMessage"]
+    for said in (context, shown):
+        assert "not recorded" in said and "git config user.email you@example.com" in said
+        assert "--author" not in said  # no option a hook or an agent's tool could pass
+    hook(repo, "PostToolUse", env=anonymous, tool_name="Read", tool_input={"file_path": str(repo / "README.md")})
+    assert git(repo, "for-each-ref", "refs/memory") == ""  # refused, never signed with a made-up address
+
+    git(repo, "config", "user.email", "dev@example.com")
+    assert set(json.loads(hook(repo, "SessionStart", env=anonymous, source="startup").stdout)) == {"hookSpecificOutput"}
+
+
 def test_a_read_of_a_fifo_a_device_or_a_huge_file_records_nothing_and_returns_at_once(repo, monkeypatch):
     """Hashing a FIFO or /dev/zero would hold the agent for ever, a log of gigabytes for seconds."""
     import gitmem.claude_code as claude_code

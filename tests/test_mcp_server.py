@@ -412,7 +412,8 @@ def test_a_write_takes_the_email_the_cli_would_and_is_refused_with_none_anywhere
 
     monkeypatch.delenv("GIT_AUTHOR_EMAIL")
     refused = run(write)
-    assert refused.is_error and "no git identity" in refused.content[0].text
+    assert refused.is_error and "git config user.email you@example.com" in refused.content[0].text
+    assert "--author" not in refused.content[0].text  # the CLI's option: no tool argument sets it
     assert len(git(repo, "rev-list", "refs/memory/main").split()) == 1  # nothing signed unknown@localhost
 
 
