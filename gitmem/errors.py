@@ -30,7 +30,7 @@ class NotARepository(GitmemError):
 
 class NoIdentity(GitmemError):
     """No email to sign a write with: git has no identity here, and gitmem makes none up (``git commit`` refuses
-    too). ``fix`` says what this writer can do about it: a hook or an agent's tool has no ``--author``."""
+    too). ``fix`` says what to do; an interface with a way of its own (the CLI's ``--author``) adds it."""
 
     def __init__(self, fix: str):
         self.fix = fix

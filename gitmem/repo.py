@@ -23,8 +23,6 @@ REF_PREFIX = "refs/memory/"
 #: Where memory set aside here (:func:`gitmem.branches.set_aside`) is kept: outside ``refs/memory/``, which
 #: `gitmem remote setup`'s push refspec sends, so a plain `git push` never shares it.
 ASIDE_PREFIX = "refs/memory-aside/"
-#: What a writer without an email does first: the command git itself suggests, for this repository.
-_SET_IDENTITY = "run `git config user.email you@example.com` (and user.name)"
 #: The name set-aside memory is given: ``<branch>.earlier-<tip>`` (its first 8 hex digits, or all).
 _ASIDE_RE = re.compile(r"(.+)\.earlier-[0-9a-f]{8,64}")
 _CREATED_RE = re.compile(r"^branch: Created from (.+)$")
@@ -334,8 +332,8 @@ def parent_chain(repo: pygit2.Repository, branch: str) -> List[str]:
 
 def default_author(repo: pygit2.Repository) -> Author:
     """Who writes when no author is given: the GITMEM_AUTHOR_* environment, else the repository's
-    git identity (user.name / user.email), else GIT_AUTHOR_*. Without an email anywhere it raises,
-    as `git commit` does, rather than sign writes with a made-up address."""
+    git identity (user.name / user.email), else GIT_AUTHOR_*. Without an email anywhere it raises
+    :class:`NoIdentity`, as `git commit` refuses, rather than sign writes with a made-up address."""
     env = os.environ
     if env.get("GITMEM_AUTHOR_NAME"):
         check_name(env["GITMEM_AUTHOR_NAME"], "$GITMEM_AUTHOR_NAME")  # as --author's is
@@ -346,7 +344,8 @@ def default_author(repo: pygit2.Repository) -> Author:
         check_email(email, "$GITMEM_AUTHOR_EMAIL")  # as --author's is
     email = email or config_get(repo, "user.email") or env.get("GIT_AUTHOR_EMAIL") or ""
     if not email:
-        raise NoIdentity(f"{_SET_IDENTITY}, set GITMEM_AUTHOR_EMAIL, or pass --author \"Name <email>\"")
+        raise NoIdentity("run `git config user.email you@example.com` (and user.name) in this repository, "
+                         "or set GITMEM_AUTHOR_EMAIL")
     return Author(name=name, email=email, kind=author_kind())
 
 
@@ -361,11 +360,7 @@ def agent_author(repo: pygit2.Repository, name: str) -> Author:
     """An agent tool as the writer (``GITMEM_AUTHOR_NAME`` names it otherwise), signing with the email the
     CLI would: with none anywhere the write is refused, never signed with a made-up address. The email says
     whose agent wrote a memory the team pulls; a placeholder would say nobody's, in every clone, for good."""
-    try:
-        email = default_author(repo).email
-    except NoIdentity:
-        raise NoIdentity(f"{_SET_IDENTITY} in this repository, or set GITMEM_AUTHOR_EMAIL where the agent runs") from None
-    return Author(name=os.environ.get("GITMEM_AUTHOR_NAME") or name, email=email, kind="agent")
+    return Author(name=os.environ.get("GITMEM_AUTHOR_NAME") or name, email=default_author(repo).email, kind="agent")
 
 
 def ref_target(repo: pygit2.Repository, ref: str) -> Optional[str]:

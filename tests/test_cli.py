@@ -403,6 +403,7 @@ def test_a_missing_git_identity_is_an_error_not_a_made_up_author(tmp_path):
     env = {"GIT_AUTHOR_NAME": "", "GIT_AUTHOR_EMAIL": "", "EMAIL": ""}
     result = gitmem(repo, "fact", "add", "who wrote this?", check=False, env=env)
     assert result.returncode == 1 and "no git identity" in result.stderr
+    assert "`git config user.email you@example.com`" in result.stderr and '--author "Name <email>"' in result.stderr
     ok = gitmem(repo, "fact", "add", "signed", "--author", "Ann <ann@example.com>", env=env)
     assert "Added" in ok.stdout
     assert git(repo, "log", "-1", "--format=%an <%ae>", "refs/memory/main", env=env).strip() == "Ann <ann@example.com>"

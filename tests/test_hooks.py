@@ -490,6 +490,19 @@ def test_a_rebase_that_picks_nothing_brings_mains_memory_as_a_merge_does(repo, c
     assert {m.text for m in Store.open(str(repo), "topic").list()} == {"topic fact", "main fact"}
 
 
+def test_without_a_git_identity_a_fast_forward_says_on_the_terminal_why_memory_was_not_merged(repo):
+    """A fast-forward needs no identity, but merging the branches' memory writes a commit: refused, never signed
+    with a made-up address, and said where the person ran git, with what to run (no --author: git takes none)."""
+    _topic_behind_main_with_memory_of_its_own(repo)
+    git(repo, "config", "--unset", "user.email")
+    anonymous = {**os.environ, "GIT_AUTHOR_EMAIL": "", "GIT_COMMITTER_EMAIL": "", "EMAIL": ""}
+    done = subprocess.run(["git", "merge", "-q", "main"], cwd=repo, capture_output=True, text=True, env=anonymous)
+    assert done.returncode == 0 and head(repo) == git(repo, "rev-parse", "main").strip()
+    assert "post-merge" in done.stderr and "`git config user.email you@example.com`" in done.stderr
+    assert "--author" not in done.stderr
+    assert {m.text for m in Store.open(str(repo), "topic").list()} == {"topic fact"}
+
+
 def test_a_rebase_that_stops_before_it_ends_merges_no_memory_and_an_abort_leaves_none(repo):
     _topic_behind_main_with_memory_of_its_own(repo)
     git(repo, "rebase", "-q", "-i", "main", env={"GIT_SEQUENCE_EDITOR": "sh -c 'echo break >> \"$1\"' --"})

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional
 import click
 
 from .. import __version__
-from ..errors import GitmemError
+from ..errors import GitmemError, NoIdentity
 from ..text import inert
 
 if TYPE_CHECKING:
@@ -287,7 +287,10 @@ def author_options(f: Callable) -> Callable:
             check_name(name, "--author")
             check_email(email, "--author")
         else:
-            base = default_author(args[0].repo)  # pass_store sits above: args[0] is the store
+            try:
+                base = default_author(args[0].repo)  # pass_store sits above: args[0] is the store
+            except NoIdentity as e:  # a hook or an agent's tool has no --author: only a command's refusal names it
+                raise NoIdentity(f'{e.fix}, or pass --author "Name <email>"') from None
             name, email = base.name, base.email
         who = Author(name=name, email=email, kind=kind)
         where = "--source" if source else "$GITMEM_SOURCE"
