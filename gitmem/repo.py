@@ -332,7 +332,8 @@ def parent_chain(repo: pygit2.Repository, branch: str) -> List[str]:
 
 def default_author(repo: pygit2.Repository) -> Author:
     """Who writes when no author is given: the GITMEM_AUTHOR_* environment, else the repository's
-    git identity (user.name / user.email), else GIT_AUTHOR_*. Without an email anywhere it raises
+    git identity (user.name / user.email), else GIT_AUTHOR_*, else ``$EMAIL`` (which git falls back to, so a
+    machine whose commits git signs has memory signed alike). Without an email anywhere it raises
     :class:`NoIdentity`, as `git commit` refuses, rather than sign writes with a made-up address."""
     env = os.environ
     if env.get("GITMEM_AUTHOR_NAME"):
@@ -342,7 +343,7 @@ def default_author(repo: pygit2.Repository) -> Author:
     email = env.get("GITMEM_AUTHOR_EMAIL")
     if email:
         check_email(email, "$GITMEM_AUTHOR_EMAIL")  # as --author's is
-    email = email or config_get(repo, "user.email") or env.get("GIT_AUTHOR_EMAIL") or ""
+    email = email or config_get(repo, "user.email") or env.get("GIT_AUTHOR_EMAIL") or env.get("EMAIL") or ""
     if not email:
         raise NoIdentity("run `git config user.email you@example.com` (and user.name) in this repository, "
                          "or set GITMEM_AUTHOR_EMAIL")

@@ -409,6 +409,15 @@ def test_a_missing_git_identity_is_an_error_not_a_made_up_author(tmp_path):
     assert git(repo, "log", "-1", "--format=%an <%ae>", "refs/memory/main", env=env).strip() == "Ann <ann@example.com>"
 
 
+def test_an_email_in_the_environment_signs_memory_as_git_signs_commits(tmp_path):
+    """git signs a commit with $EMAIL when no user.email is set: gitmem refused the same machine's writes."""
+    repo = tmp_path / "anon"
+    git(tmp_path, "init", "-q", "-b", "main", "anon")
+    env = {"GIT_AUTHOR_NAME": "Bo", "GIT_AUTHOR_EMAIL": "", "EMAIL": "bo@example.com"}
+    gitmem(repo, "fact", "add", "signed from $EMAIL", env=env)
+    assert git(repo, "log", "-1", "--format=%an <%ae>", "refs/memory/main", env=env).strip() == "Bo <bo@example.com>"
+
+
 def test_the_author_is_the_identity_git_would_use_even_when_the_environment_gives_it(tmp_path):
     """A CI job sets its identity through the environment (GIT_CONFIG_COUNT, or GIT_CONFIG_GLOBAL naming
     another file), which libgit2 does not read: the memory is signed as git signs the job's commits."""
