@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional,
 import pygit2
 
 from .errors import BranchError, GitmemError, InvalidMemory, NotFound, PendingConflict, StorageError
-from .refs import memory_names
+from .refs import memory_names, written_here
 from .repo import ASIDE_PREFIX, REF_PREFIX, aside_of, created_from, doctor_command, parent_chain, ref_target
 
 if TYPE_CHECKING:
@@ -957,10 +957,11 @@ class LateParent:
 
 def late_parent(repo: pygit2.Repository, branch: str) -> Optional[LateParent]:
     """``branch``'s :class:`LateParent`, or None: it did not start without its parent's memory (no record), the
-    parent has none here yet, or the branch holds what it should. Sync skips a branch's parents (their later
-    writes are speculation it must not take), so without this it would never get what the parent held at the
-    fork. Only a link of the fork point (:func:`code_fork`) is taken as that: the writes after the parent's
-    previous link may precede the fork or follow it, and a guess could leak speculation."""
+    parent has none here yet, none of what it has came by a fetch (:func:`_fetched`), or the branch holds what it
+    should. Sync skips a branch's parents (their later writes are speculation it must not take), so without this
+    it would never get what the parent held at the fork. Only a link of the fork point (:func:`code_fork`) is
+    taken as that: the writes after the parent's previous link may precede the fork or follow it, and a guess
+    could leak speculation."""
     from .audit import code_commit_in
     from .repo import config_get, memory_ref
 
@@ -977,10 +978,22 @@ def late_parent(repo: pygit2.Repository, branch: str) -> Optional[LateParent]:
             return LateParent(branch, parent, fork, str(links[-1].id))  # the oldest: made with the commit
         inherited = [t for name in parent_chain(repo, parent) if (t := ref_target(repo, memory_ref(name)))]
         parents_own = _walk(repo, tips, inherited)
+        if not _fetched(repo, parent, [own, *inherited]):
+            return None
     except (KeyError, ValueError, pygit2.GitError):
         return None
     held = {str(c.id) for c in parents_own} - {str(c.id) for c in lacking}
     return None if held or not parents_own else LateParent(branch, parent, fork, None)
+
+
+def _fetched(repo: pygit2.Repository, branch: str, hidden: Sequence[str]) -> bool:
+    """Whether some of ``branch``'s memory that none of ``hidden`` holds came by a fetch: a fetched copy holds it
+    and no write of this clone's made it (a push moves the fetched copy too). A branch that started while its
+    parent had no memory here started before all of the parent's own writes here: what the parent wrote since
+    is its later memory, not what it held at the fork."""
+    copies = [tip for ref, tip in memory_tips(repo, branch) if ref.startswith(REMOTE_PREFIX)]
+    fetched = {str(c.id) for c in _walk(repo, copies, hidden)} if copies else set()
+    return bool(fetched and fetched - written_here(repo))
 
 
 def _walk(repo: pygit2.Repository, tips: Sequence[str], hidden: Iterable[str]) -> List[pygit2.Commit]:

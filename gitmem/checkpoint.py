@@ -20,6 +20,7 @@ import pygit2
 from . import model
 from .errors import GitmemError
 from .model import Author, Memory
+from .refs import TAKEN
 from .repo import head_commit, parent_chain, ref_target
 from .text import plural
 
@@ -69,10 +70,6 @@ def latest_checkpoint(store: Store, at: Optional[str] = None) -> Optional[Tuple[
 # --- links written by hooks -------------------------------------------------------
 
 
-#: The reflog messages of the moves that take a tip made elsewhere as it is (a pull's, a merge's fast-forward).
-_TAKEN = ("gitmem merge: fast-forward", "gitmem pull:")
-
-
 def _taken(store: Store) -> Set[str]:
     """The commits the ref's recent moves by a pull or a fast-forward merge added (each move's new tip and
     what lies below it but not below the old one), at most :data:`_MAX_WALK` of them."""
@@ -84,7 +81,7 @@ def _taken(store: Store) -> Set[str]:
     except (KeyError, pygit2.GitError, OSError):
         return out  # no reflog: every commit since the last link counts, as before there were pulls
     for entry in entries:  # newest first
-        if not (entry.message or "").startswith(_TAKEN) or len(out) >= _MAX_WALK:
+        if not (entry.message or "").startswith(TAKEN) or len(out) >= _MAX_WALK:
             continue
         try:
             walker = store.repo.walk(entry.oid_new)

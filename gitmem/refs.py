@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, TypeVar
 
 import pygit2
 
@@ -215,6 +215,24 @@ def retrying(repo: pygit2.Repository, ref: str, attempt: Callable[[], T]) -> T:
             continue
         time.sleep(random.uniform(0.001, 0.004) * min(n + 1, 10))
     raise ConcurrentUpdate(ref, None, ref_target(repo, ref))
+
+
+#: The reflog messages of the moves that take a tip made elsewhere as it is (a pull's, a merge's fast-forward).
+TAKEN = ("gitmem merge: fast-forward", "gitmem pull:")
+
+
+def written_here(repo: pygit2.Repository) -> Set[str]:
+    """The memory commits this clone's writes made, as its memory refs' reflogs name them: each write's entry
+    names the commit it made, unlike a move that takes a tip as it is (:data:`TAKEN`; a rename's or a set
+    aside's "gitmem: ..."). No clock is read. A reflog that is gone (a pruned branch's) or expired names none."""
+    out: Set[str] = set()
+    for ref in [r for r in repo.references if r.startswith(REF_PREFIX)]:
+        try:
+            out.update(str(e.oid_new) for e in repo.references[ref].log()
+                       if (e.message or "").startswith("gitmem ") and not e.message.startswith(TAKEN))
+        except (KeyError, pygit2.GitError, OSError):
+            continue  # no reflog: none of its commits can be told as written here
+    return out
 
 
 def ensure_reflog(repo: pygit2.Repository, ref: str) -> None:

@@ -1251,3 +1251,20 @@ def test_prune_counts_a_deleted_branchs_memories_in_words_that_fit_the_number(re
     listing = gitmem(repo, "prune").stdout
     assert re.search(r"^would keep refs/memory/one at [0-9a-f]+ \(1 memory; ", listing, re.M), listing
     assert re.search(r"^would keep refs/memory/two at [0-9a-f]+ \(2 memories; ", listing, re.M), listing
+
+
+def test_a_branch_started_before_its_parent_had_memory_is_not_told_to_take_what_the_parent_wrote_later(repo):
+    """featA's first write found no memory on main; main's memory was written here afterwards. Nothing arrived
+    late from anywhere: it is main's later memory, which featA is not told to merge as its parent's."""
+    with_hooks(repo)
+    git(repo, "checkout", "-q", "-b", "featA")
+    mine = add(repo, "fact", "featA's own")["id"]
+    git(repo, "checkout", "-q", "main")
+    later = add(repo, "decision", "main's later idea", "--because", "after featA forked")["id"]
+    git(repo, "checkout", "-q", "featA")
+
+    status = json.loads(gitmem(repo, "status", "--json").stdout)
+    assert status["late_parent"] is None
+    said = gitmem(repo, "status").stdout + gitmem(repo, "sync").stderr
+    assert "started before" not in said and "gitmem merge main" not in said
+    assert ids(repo, "featA") == {mine} and later not in ids(repo, "featA")

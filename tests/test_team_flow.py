@@ -376,3 +376,20 @@ def test_a_teammates_branch_checked_out_without_the_hooks_still_merges_once_its_
     git(alice, "pull", "-q", "--ff-only")
     gitmem(alice, "sync")
     assert texts(alice) == {"Retry webhooks with backoff", "Webhook retries stop after a day"}
+
+
+def test_a_parents_memory_written_and_pushed_here_after_the_fork_is_not_said_to_have_arrived(team):
+    """Alice's feature found no memory on main at its first write; she then wrote main's memory and pushed it
+    (which moves the fetched copy too). It came from no one: feature is not told main's memory arrived late."""
+    alice, bob, _ = team
+    git(alice, "checkout", "-q", "-b", "feature")
+    gitmem(alice, "add", "fact", "feature's own")
+    git(alice, "checkout", "-q", "main")
+    gitmem(alice, "add", "fact", "main's later fact")
+    commit_code(alice, "main.txt")
+    git(alice, "push", "-q")  # `remote setup`'s refspecs push the memory too
+    gitmem(alice, "push")
+    git(alice, "checkout", "-q", "feature")
+
+    assert "started before" not in gitmem(alice, "status").stdout + gitmem(alice, "sync").stderr
+    assert texts(alice) == {"feature's own"}
