@@ -348,13 +348,17 @@ class Placement:
     folder: str
     entry: Optional[str] = None
     reason: Optional[str] = None
+    #: The hooks folder (``entry``) does not exist in this worktree: git runs no hooks here, and no line helps.
+    missing: bool = False
 
 
 def placement(repo: pygit2.Repository) -> Placement:
     """A hooks folder git sees (a hook file tracked, or one gitmem would add shown as untracked) is the
     team's: a script written there would be committed with this machine's python in it, and a tracked hook
     moved aside would show as deleted. husky v9's folder (see :func:`husky_entry`) is husky's: rewritten on
-    every `npm install`. gitmem's scripts then go under the git dir, and the user's hook files call them."""
+    every `npm install`. gitmem's scripts then go under the git dir, and the user's hook files call them. One
+    git would show that this worktree lacks (husky's in a new linked worktree, before `npm install` there) is
+    the tool's to make: gitmem writes nothing into the worktree, and git runs no hooks here until it exists."""
     from .repo import common_dir
 
     folder = hooks_dir(repo)
@@ -366,6 +370,9 @@ def placement(repo: pygit2.Repository) -> Placement:
     seen = _seen_by_git(repo, folder)
     if seen is None:
         return Placement(folder)
+    if not os.path.isdir(folder):  # untracked and not here: a tool makes it (husky's, by `npm install`)
+        return Placement(own, folder, f"core.hooksPath ({folder}) names a folder that does not exist in this "
+                                      "worktree", missing=True)
     return Placement(own, folder, f"core.hooksPath ({folder}) is a folder git {seen}")
 
 
@@ -452,6 +459,9 @@ def status(repo: pygit2.Repository) -> List[HookState]:
             out.append(HookState(name, path, state, os.path.lexists(path + CHAINED_SUFFIX)))
             continue
         entry = os.path.join(where.entry, name)
+        if where.missing:
+            out.append(HookState(name, entry, "absent", False))  # no file git would run: the folder is not here
+            continue
         if state == "installed" and not _calls_ours(entry, name):
             state = "needs-line"
         out.append(HookState(name, entry, state, False, line(name) if state != "installed" else None))

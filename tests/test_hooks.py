@@ -753,6 +753,36 @@ def test_installing_again_puts_back_the_husky_scripts_an_earlier_install_moved_a
     assert not (folder / ("post-commit" + CHAINED_SUFFIX)).exists()
 
 
+def test_a_new_linked_worktree_without_huskys_folder_is_told_git_runs_no_hooks_there(repo, tmp_path):
+    """husky's .husky/_ is untracked, made by `npm install`: a new linked worktree has none until that runs
+    there, and git then runs no hooks in it at all. gitmem says so and what makes the folder, not that hook
+    files in it are to be created and committed; install writes nothing into the worktree and commits nothing."""
+    husky_repo(repo)
+    for h in json.loads(install(repo, "--json", check=False).stdout)["hooks"]:  # the team's husky files call gitmem
+        add_line(Path(h["path"]), h["line"])
+    git(repo, "add", ".husky")
+    git(repo, "commit", "-q", "-m", "gitmem in husky")
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "topic", str(wt))
+    commits = git(repo, "rev-list", "--all", "--count")
+
+    for done in (gitmem(wt, "hooks", "status"), install(wt, check=False)):
+        said = done.stderr
+        assert ".husky/_" in said and "does not exist in this worktree" in said and "git runs no hooks" in said
+        assert "npm install" in said and "untracked files" not in said and "commit them" not in said
+    assert done.returncode == 1  # install: memory does not follow this worktree's commits yet
+    states = json.loads(gitmem(wt, "hooks", "status", "--json").stdout)["hooks"]
+    assert {h["state"] for h in states} == {"absent"} and {h["line"] for h in states} == {None}
+    assert not (wt / ".husky" / "_").exists() and git(wt, "status", "--porcelain") == ""
+    assert git(repo, "rev-list", "--all", "--count") == commits
+
+    husky_prepare(wt)  # `npm install` in the worktree
+    assert {h["state"] for h in json.loads(gitmem(wt, "hooks", "status", "--json").stdout)["hooks"]} == {"installed"}
+    m = Store.open(str(wt)).add("fact", "followed in the worktree").memory
+    assert commit(wt, "w.txt").returncode == 0
+    assert Store.open(str(wt)).get(m.id).commits == (head(wt),)
+
+
 def test_status_says_plainly_when_gitmems_hooks_were_replaced(repo):
     """Another tool wrote over gitmem's post-commit: memory no longer follows commits, and status says so."""
     install(repo)

@@ -410,7 +410,14 @@ def _report_hooks(states, as_json: bool, repo, strict: bool = False, uninstalled
             click.echo(f"{s.name:<14} {state}{' (chains the previous hook)' if s.chained else ''}"
                        + (f"; its edited copy of gitmem's hook is kept in {shown(s.kept)}" if s.kept else ""))
         click.echo(f"in {where.folder}")
-    if pending:
+    if where.missing:
+        click.echo(f"gitmem: {where.reason}, so git runs no hooks here, gitmem's nor any other: memory does not "
+                   "follow this worktree's commits, checkouts, merges or pushes. It is untracked, most likely made by a "
+                   "tool: run that here (husky: `npm install`), then `gitmem hooks status`. gitmem wrote no file in "
+                   f"this worktree; its hooks are in {shown(where.folder)}", err=True)
+        if strict:
+            raise SystemExit(1)
+    elif pending:
         click.echo(f"gitmem: {where.reason}, so gitmem wrote no file there (git status is unchanged); its hooks are "
                    f"in {shown(where.folder)}. Until each hook file below calls them (add the line at its top, below any "
                    "`#!` line; create the missing files, executable, and commit them: the line does nothing in a clone "
