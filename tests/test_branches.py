@@ -750,7 +750,7 @@ def test_branch_list_diff_and_prune(repo):
 def test_a_renamed_branch_is_named_in_status_kept_from_prune_and_its_memory_moved_with_it(repo):
     """git branch -m renames the code and runs no hook: the memory stays under the old name until
     `gitmem branch -m` moves it, and meanwhile nothing calls it deleted or prunes it."""
-    gitmem(repo, "hooks", "install")  # post-checkout records where each branch was forked from
+    with_hooks(repo)  # post-checkout records where each branch was forked from
     gitmem(repo, "add", "decision", "base", "--because", "why")
     git(repo, "checkout", "-q", "-b", "old")
     note = json.loads(gitmem(repo, "add", "note", "old-branch note", "--json").stdout)["id"]
@@ -778,7 +778,7 @@ def test_a_renamed_branch_is_named_in_status_kept_from_prune_and_its_memory_move
 def test_moving_the_memory_of_a_code_branch_that_was_not_renamed_is_refused(repo):
     """`gitmem branch -m feature other` with no `git branch -m` before it moved the memory to a name with no code:
     the checked-out feature then read main's memory, its own listed as 'code deleted' under other."""
-    gitmem(repo, "hooks", "install")
+    with_hooks(repo)
     git(repo, "checkout", "-q", "-b", "feature")
     gitmem(repo, "add", "note", "feature note")
     before = git(repo, "for-each-ref", "refs/memory")
@@ -808,7 +808,7 @@ def test_a_branch_renamed_twice_is_still_named_in_status_and_kept_from_prune(rep
     """`git branch -m a b` then `git branch -m b c` (a typo fixed): the memory stayed under a. Only the newest
     rename was read, and b has no memory, so c read main's memory with no word of a's, and a was called
     deleted and offered to prune."""
-    gitmem(repo, "hooks", "install")
+    with_hooks(repo)
     git(repo, "checkout", "-q", "-b", "a")
     gitmem(repo, "add", "note", "a's note")
     commit_file(repo, "a.txt")
@@ -827,7 +827,7 @@ def test_a_renamed_branch_that_wrote_before_its_memory_was_moved_still_names_wha
     renamed's first write forks main's memory, and old's memory is still the only copy of what the branch
     knew. It must stay named (status, branch) and kept from prune, with the merge that brings it, until
     it is in renamed's memory; then prune drops it as merged."""
-    gitmem(repo, "hooks", "install")
+    with_hooks(repo)
     gitmem(repo, "add", "decision", "base", "--because", "why")
     git(repo, "checkout", "-q", "-b", "old")
     gitmem(repo, "add", "note", "old-branch note")
