@@ -173,20 +173,35 @@ def declined(text: str) -> bool:
 #: Where a proposal turns an option down beside the one it proposes: "..., not Redis", "instead of Redis",
 #: "rather than Redis", "away from Redis", "no more Redis"; the words up to the next clause are the option.
 _TURNED_DOWN = re.compile(r"(?:,\s*(?:and\s+|but\s+)?(?:not|never|no)\b|\b(?:instead\s+of|rather\s+than|away\s+from|"
-                          r"no\s+more|no\s+longer|out\s+of)\b)([^,;:()\u2013\u2014]*)", re.IGNORECASE)
+                          r"no\s+more|no\s+longer|out\s+of)\b)(?P<option>[^,;:()\u2013\u2014]*)", re.IGNORECASE)
+
+
+#: Where a text moves away from an option to another: "move the queue from Redis to Postgres", "replace pytest with
+#: unittest". Only after a verb of change: "power the chip from its LDO to avoid noise" leaves nothing.
+_LEFT = re.compile(r"\b(?:(?:switch|mov|migrat|port|convert|chang|transition)(?:e|es|ed|ing|s)?\b[^,;:()\u2013\u2014]*?"
+                   r"\bfrom|replac(?:e|es|ed|ing))\s+(?P<option>[^,;:()\u2013\u2014]+?)(?=\s+(?:to|onto|into|with)\b)",
+                   re.IGNORECASE)
 
 
 def turned_down(text: str) -> set:
     """The search terms of the options ``text`` turns down beside what it proposes ("Keep sessions in
-    Postgres, not Redis": redis): a proposal that turns down a rejection's named option agrees with it."""
-    return {t for span in _TURNED_DOWN.findall(text) for t in content_terms(span)}
+    Postgres, not Redis": redis) or moves away from ("Move the queue from Redis to Postgres": redis): a
+    proposal that turns down a rejection's named option agrees with it."""
+    return {t for pattern in (_TURNED_DOWN, _LEFT) for found in pattern.finditer(text)
+            for t in content_terms(found.group("option"))}
+
+
+def without_turned_down(text: str) -> str:
+    """``text`` without the options it turns down or moves away from (:func:`turned_down`): what it proposes."""
+    return _LEFT.sub(lambda found: found.group(0)[:found.start("option") - found.start()], _TURNED_DOWN.sub("", text))
 
 
 def _adopts_only(text: str) -> bool:
     """Whether ``text`` says nothing of removing, avoiding or turning anything down: a rejected option so
     worded proposed to do something, so removing it agrees with the rejection. One that removes anything
     itself ("..., with no central Puppetmaster", "... instead of sleeping") may be what a removal repeats."""
-    return not (_REMOVE | _NEGATION).intersection(re.findall(r"[a-z']+", text.lower())) and not _TURNED_DOWN.search(text)
+    return not (_REMOVE | _NEGATION).intersection(re.findall(r"[a-z']+", text.lower())) \
+        and not _TURNED_DOWN.search(text) and not _LEFT.search(text)
 
 
 def judge(memories: Iterable[Memory], proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
@@ -238,7 +253,7 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
     proposed_names = names(proposal)
     refused = turned_down(proposal)
     removal = side < 0 and not _NEGATION.intersection(_clause_words(proposal))  # its verb removes, unturned
-    kept = content_terms(_TURNED_DOWN.sub("", proposal))  # the proposal's words but the options it turns down
+    kept = content_terms(without_turned_down(proposal))  # the proposal's words but the options it turns down
     out: List[Hit] = []
     for h in hits:
         m = h.memory
@@ -261,6 +276,8 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
             repeat = False
         if named & refused and not named & kept:
             repeat = False  # turns down the option the team rejected: "Keep sessions in Postgres, not Redis"
+        if keeps_what_it_left(m, proposal):
+            repeat = False  # keeps what the rejected option moved away from: "Keep React" against "Move from React to Svelte"
         if option is not None and nearest_decision > cosine:
             repeat = False  # nearer to what the team chose than to what it rejected
         if option is None and chosen_by_decision(mine, theirs, decisions, weight):
@@ -363,6 +380,18 @@ def judge_long(memories: Sequence[Memory], proposal: str, *, limit: int = 5,
 
 _NAME = re.compile(r"(?<![\w.])(?:[A-Z][a-z0-9]*[A-Z0-9][\w+#.-]*|[A-Z]{2,}[\w+#-]*|[a-z]+[0-9A-Z][\w.-]*)")
 _CAPITALISED = re.compile(r"(?<=[a-z0-9,;:)] )[A-Z][a-z]+\b")
+
+
+def keeps_what_it_left(m: Memory, proposal: str) -> bool:
+    """Whether ``proposal`` only adopts (:func:`_adopts_only`) and names an option the rejected option (title and
+    text) turns down or moves away from, and nothing the rejected option proposes instead: "Keep the Django ORM"
+    against a rejected "Switch the ORM from Django ORM to SQLAlchemy" is the opposite option. Only for a rejected
+    option that names what it proposes instead, so the two can be told apart."""
+    option = f"{m.title or ''}. {m.text}"
+    left = turned_down(option)
+    instead = names(without_turned_down(option)) - left
+    return bool(left and instead and _adopts_only(proposal) and left & content_terms(proposal)
+                and not instead & content_terms(proposal))
 
 
 def covered(m: Memory, mine: set, weight: Callable[[str], float]) -> float:

@@ -280,6 +280,20 @@ def test_a_proposal_turning_down_the_rejected_option_agrees_with_the_rejection(p
         assert judge(pool, proposal, now=NOW).repeat
 
 
+@pytest.mark.parametrize("rejected, opposite, again", [
+    ("Move the frontend from React to Svelte", "Keep React for the frontend", "Rewrite the frontend in Svelte"),
+    ("Switch the ORM from Django ORM to SQLAlchemy", "Keep the Django ORM", "Switch the ORM to SQLAlchemy"),
+    ("Use Redis for the job queue", "Move the job queue from Redis to Postgres", "Move the job queue from Postgres to Redis")])
+def test_keeping_what_the_rejected_option_moves_away_from_is_the_opposite_option(rejected, opposite, again):
+    # "Keep React" took the rejected move's stance (both adopt something) and shared its words: it was a repeat
+    pool = _among_notes(mem(rejected, "rejection", 1, reason="no gain for the cost"))
+    for similarity in (None, _cosines(pool, 0.80, m1=0.95)):
+        verdict = judge(pool, opposite, similarity=similarity, now=NOW)
+        assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(1)
+    # Naming where the rejected option moves to is the rejected option again
+    assert judge(pool, again, now=NOW).repeat
+
+
 @pytest.mark.parametrize("proposal", ["Stop caching sessions in Redis", "Remove the Redis session cache",
                                       "drop redis from the session path"])
 def test_removing_what_a_rejection_without_a_stance_word_proposed_agrees_with_it(proposal):
