@@ -12,7 +12,6 @@ calls find the vectors in the index. A second start while one runs does nothing 
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sys
 from contextlib import contextmanager
@@ -38,7 +37,13 @@ def _folder(store: "Store") -> Optional[str]:
 @contextmanager
 def _locked(folder: str) -> Iterator[Optional[int]]:
     """The file descriptor holding the folder's embedding lock, held inside (None: another process holds it).
-    A process that inherits the descriptor holds the lock with it, until every copy is closed."""
+    A process that inherits the descriptor holds the lock with it, until every copy is closed. Where there is
+    no flock (Windows) it is never this process's: no embedding starts there."""
+    try:
+        import fcntl
+    except ImportError:
+        yield None
+        return
     fd = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
