@@ -24,10 +24,11 @@ def inside(path: str, root: str) -> str:
     ``.git/config`` would send the repository's credentials to the model as the guide, and an export written
     through it would leave git unable to read its config (or a hook running memory text as shell)."""
     real, top = os.path.realpath(path), os.path.realpath(root)
-    if os.path.commonpath([real, top]) != top:
+    parts = os.path.relpath(real, top).split(os.sep)
+    if parts[0] == os.pardir:
         raise GitmemError(f"{os.path.relpath(path, root)} leads to {real}, outside the repository: "
                           "not read or written")
-    if any(part.casefold() == ".git" for part in os.path.relpath(real, top).split(os.sep)):
+    if any(part.casefold() == ".git" for part in parts):
         raise GitmemError(f"{os.path.relpath(path, root)} leads to {real}, inside git's own folder, not the work "
                           "tree: not read or written")
     return real
