@@ -311,8 +311,19 @@ class Store:
     def current_blob(self, path: str) -> Optional[str]:
         """The blob id of ``path`` as an agent read it: the working file's (hashed without libgit2); None when
         the working tree has no such file (deleted, not yet committed: its summary is stale), unless there is
-        no working tree or a sparse checkout leaves files out of it: then HEAD's."""
+        no working tree or a sparse checkout leaves files out of it: then HEAD's.
+
+        A path whose folders lead out of the work tree has none: ``path`` comes from memory anyone who can push
+        wrote, and a clone's committed link ``d -> /dev`` would have ``d/zero`` read until memory ran out (git
+        stores no file beyond a link, so no blob of it could match)."""
+        from .files import inside
+
         workdir = self.git.workdir if self._repo is None and self.git is not None else self.repo.workdir
+        if workdir:
+            try:
+                inside(os.path.dirname(os.path.join(workdir, path)), workdir)
+            except GitmemError:
+                return None
         blob = gitdir.blob_id(os.path.join(workdir, path)) if workdir else None
         if blob is None and workdir and not os.path.lexists(os.path.join(workdir, path)) and \
                 (self.config("core.sparseCheckout") or "").lower() not in ("true", "yes", "on", "1"):

@@ -268,6 +268,25 @@ def test_a_hand_edited_document_with_wrong_types_is_refused_by_field(changes):
     assert dump_yaml(m) == dump_yaml(load_yaml(dump_yaml(m)))  # what is accepted round-trips
 
 
+def test_a_file_memorys_path_through_a_committed_link_out_of_the_repository_is_never_read(repo, tmp_path):
+    """A clone's link ``d -> /dev`` and a pulled file memory of ``d/zero``: hashing the file to tell a stale
+    summary read /dev/zero until memory ran out, in every search, context, export and web page."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("not the repository's\n")
+    (repo / "d").symlink_to(outside)
+    git(repo, "add", "d")
+    git(repo, "commit", "-qm", "a link")
+    store = Store.open(str(repo))
+    assert store.current_blob("d/secret.txt") is None
+    w = store.add("file", "d/secret.txt: one line", paths=["d/secret.txt"])  # as an agent's remember call
+    assert w.memory.blob is None
+    (repo / "inner").mkdir()
+    (repo / "inner" / "app.py").write_text("pass\n")
+    (repo / "e").symlink_to("inner")  # a link that stays inside is read through as before
+    assert store.current_blob("e/app.py") == git(repo, "hash-object", "inner/app.py").strip()
+
+
 # --- prompt injection -------------------------------------------------------------------------
 
 INJECTIONS = [
