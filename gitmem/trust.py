@@ -144,13 +144,20 @@ def memory_blob_problem(data: bytes) -> Optional[str]:
 
 
 def ref_name_problem(branch: str) -> Optional[str]:
-    """Why a remote's ``refs/memory/<branch>`` cannot be taken in, or None."""
+    """Why a remote's ``refs/memory/<branch>`` cannot be taken in, or None.
+
+    git allows a name with C1 controls (a CSI, U+009B) or bidi overrides, which every list of branches, pull
+    and status would print as they are: refused here, the one place all of them come through."""
+    from .text import inert
+
     try:
         check_branch_name(branch)
     except BranchError:
         if len(branch) > 255:
             return f"branch name of {len(branch)} characters (at most 255)"
         return "not a valid memory branch name"
+    if inert(branch) != branch:
+        return "branch name with control or text-reordering characters"
     return None
 
 

@@ -418,6 +418,24 @@ def test_bad_remote_ref_names_are_skipped_one_by_one_and_the_rest_merge(team):
     assert_intact(mine)
 
 
+def test_a_remote_branch_named_with_a_terminal_control_or_a_bidi_override_is_skipped(team):
+    """git allows both in a ref name; pull, fetch, status and the branch list printed them as they are: a CSI
+    (U+009B) drives a terminal, a right-to-left override makes ``x<RLO>gnp.exe`` read as ``xexe.png``."""
+    mine, mallory, origin = team
+    good = plant(mallory, [("100644", blob(mallory, memory_yaml(NEW_ID)), NEW_PATH)])
+    for name in ("ev\u009b2Jil", "x\u202egnp.exe"):
+        git(origin, "update-ref", f"refs/memory/{name}", good)
+
+    human = run(mine, "pull", check=False)
+    assert human.returncode == 1
+    refused = [line for line in human.stderr.splitlines() if line.startswith("gitmem: refused")]
+    assert len(refused) == 2 and all("control or text-reordering" in line for line in refused)
+    for shown in (human.stdout, human.stderr, run(mine, "branch").stdout, run(mine, "status").stdout):
+        assert "\u009b" not in shown and "\u202e" not in shown
+    assert git(mine, "for-each-ref", "--format=%(refname)", "refs/memory/").split() == ["refs/memory/main"]
+    assert {m.text for m in Store.open(str(mine)).list()} == KEPT | {"planted"}
+
+
 # --- git's own object checks -----------------------------------------------------------------------
 
 
