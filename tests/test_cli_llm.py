@@ -110,6 +110,18 @@ def test_messages_prints_every_usage_field_and_the_backend(run, body_file):
     assert "backend: emulator" in text
 
 
+def test_messages_shows_a_reply_quoting_terminal_escapes_inert(run, tmp_path):
+    """`gitmem context --json` into `gitmem messages --body`: the body holds the team's memory, and a reply that
+    quotes an OSC 52 in it would set the terminal's clipboard."""
+    body = {**BODY, "system": [{"type": "text", "text": "The API port is 8000 \x1b]52;c;eA==\x07\u202e always."}],
+            "messages": [{"role": "user", "content": "What is the API port?"}]}
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(body))
+    text = run("messages", "--body", str(path)).output
+    assert "8000 \\x1b]52;c;eA==\\x07\\u202e always" in text
+    assert not any(c in text for c in "\x1b\x07\u202e")
+
+
 def test_messages_reports_api_errors_in_one_line(run, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**BODY, "model": "claude-nope"}))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import click
 
-from .base import emit_json, json_option, main
+from .base import echo, emit_json, json_option, main
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -204,7 +204,7 @@ def messages(body_path: str, boundary: Optional[int], ttl: Optional[str], ping_a
         click.echo(f"== {r['label']}{at} - backend: {r['backend']}, model {done[0][1].model}, "
                    f"request-id {r['request_id']}")
         if r["label"] != "ping":
-            click.echo(r["text"])
+            echo(r["text"])  # a reply may quote the body, whose memory anyone who can push wrote (as `ask`'s)
         click.echo(f"stop_reason: {r['stop_reason']}")
         click.echo(f"input_tokens: {u['input_tokens']}  output_tokens: {u['output_tokens']}  "
                    f"cache_creation_input_tokens: {u['cache_creation_input_tokens']}  "
