@@ -29,7 +29,7 @@ from .repo import (
     entries_by_name, head_commit,
     memory_ref, open_repository, parent_chain, ref_target, reopen, undecodable,
 )
-from .warm import Warm, counted, placed, warm_for
+from .warm import Warm, counted, invalid_at, placed, warm_for
 
 if TYPE_CHECKING:
     from .audit import Change
@@ -685,7 +685,7 @@ class Store:
         """The memory stored in blob ``blob_id`` at ``path`` (remembered by blob id)."""
         parsed = placed(self.warm.parse(self.repository, [(path, str(blob_id))], self.read_ref())[str(blob_id)], path)
         if isinstance(parsed, str):
-            raise InvalidMemory(path, parsed)
+            raise invalid_at(parsed, path)
         return parsed
 
     def _load_all(self, snap: Snapshot) -> Dict[str, Memory]:
@@ -706,7 +706,7 @@ class Store:
             for path, blob_id in entries:
                 found = placed(parsed[blob_id], path)
                 if isinstance(found, str):
-                    problems.append(Problem("error", path, found))
+                    problems.append(Problem("error", path, invalid_at(found, path).problem))
                 elif found.id in memories:
                     problems.append(Problem("error", path, f"duplicate id {found.id}"))
                 else:

@@ -404,6 +404,12 @@ def read_memory(repo: pygit2.Repository, path: str, blob_id: str, ref: str) -> P
         return str(e)
 
 
+def invalid_at(verdict: str, path: str) -> InvalidMemory:
+    """The error an invalid blob's verdict (``invalid <path>: <field>: <problem>``, as :func:`read_memory` says
+    it) makes for the entry at ``path``: the path named once, where wrapping the verdict named it twice."""
+    return InvalidMemory(path, verdict[len(f"invalid {path}: "):] if verdict.startswith(f"invalid {path}: ") else verdict)
+
+
 def placed(parsed: Parsed, path: str) -> Parsed:
     """A blob's verdict (:meth:`Warm.parse`: its content's, kept by blob id) for the entry at ``path``: a
     memory stored under another path is invalid there. Every reader of tree entries asks this, never the

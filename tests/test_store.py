@@ -313,6 +313,21 @@ def test_hand_corrupted_blob_is_reported_not_fatal(store, repo):
     assert "0000000000000000" in git(repo, "ls-tree", "-r", "refs/memory/main")
 
 
+def test_an_invalid_memory_is_named_by_its_path_once(store, repo):
+    """A hand edit that breaks a field: doctor's line and show's error said the path twice ("invalid P: invalid
+    P: source: ..."), as the blob's verdict, which names it already, was wrapped again."""
+    m = store.add("fact", "signed by a tool").memory
+    path = memory_path(m)
+    plant(store, path, dump_yaml(m).replace(b"source: api", b'source: "tool\\u0007"'))
+    s = Store.open(str(repo))
+    s.list()
+    assert [p.where for p in s.problems] == [path]
+    assert s.problems[0].message.startswith("source: 'tool\\x07': ") and path not in s.problems[0].message
+    with pytest.raises(InvalidMemory) as e:
+        s.get(m.id)
+    assert str(e.value).count(path) == 1 and str(e.value).startswith(f"invalid {path}: source: 'tool\\x07'")
+
+
 def test_one_write_rewrites_only_a_few_small_trees(store, repo):
     for i in range(30):
         store.add("fact", f"fact {i}")
