@@ -79,7 +79,7 @@ def start(store: "Store") -> bool:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
         with open(os.path.join(folder, LOG), "ab") as log:
             subprocess.Popen([sys.executable, "-c", "from gitmem.backlog import _serve; _serve()", where,
-                              store.branch, str(fd)], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                              store.branch], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                              start_new_session=True, pass_fds=(fd,))
     return True
 
@@ -97,10 +97,11 @@ def start_if_waiting(store: "Store") -> None:
 
 
 def _serve() -> None:
-    """The detached process, holding the lock :func:`start` handed it (its descriptor, the third argument,
-    stays open until it exits): embed the backlog of the branch's memory, say what it did in one line."""
+    """The detached process, holding the lock :func:`start` handed it (the descriptor it inherited stays open
+    until it exits): embed the backlog of the branch's memory, and say in one line what it did or why not."""
     import time
 
+    from .errors import GitmemError
     from .recall import embed_backlog
     from .store import Store
 
@@ -110,8 +111,12 @@ def _serve() -> None:
         pass
     path, branch = sys.argv[1], sys.argv[2]
     started = time.monotonic()
-    store = Store.open(path, branch)
-    done = embed_backlog(store)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        store = Store.open(path, branch)
+        done = embed_backlog(store)
+    except (GitmemError, OSError) as e:
+        print(f"{stamp} gitmem: memory of {branch!r} in {path}: not embedded: {e}", flush=True)
+        return
     what = "no encoder, nothing to embed" if done is None else f"computed {done} vectors for semantic recall"
     print(f"{stamp} gitmem: {store.ref}: {what} in {time.monotonic() - started:.1f} s", flush=True)
