@@ -407,6 +407,9 @@ def serve(path: str = ".", branch: Optional[str] = None, http: bool = False, por
     if branch is not None:
         check_branch_name(branch)
     server = build_server(path, branch)
+    from .serving import warm_up
+
+    warm_up(path, branch)
     if http:
         from mcp.server.transport_security import TransportSecuritySettings
 

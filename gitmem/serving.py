@@ -32,16 +32,40 @@ def on_library_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     in turn, and each arena kept its high-water mark, free but resident (the MCP server over 100,000
     writes: 115 MB at 10,000, 172 MB at 100,000, 51 MB of it free in the workers' arenas). On one
     thread the library's memory is one arena's (the library itself is safe to call from several)."""
-    global _LIBRARY
     if threading.current_thread().name.startswith("gitmem-library"):
         return fn(*args, **kwargs)  # already there (a handler calling another)
+    return _library().submit(fn, *args, **kwargs).result()
+
+
+def _library() -> "ThreadPoolExecutor":
+    global _LIBRARY
     if _LIBRARY is None:
         from concurrent.futures import ThreadPoolExecutor
 
         with _LIBRARY_LOCK:
             if _LIBRARY is None:
                 _LIBRARY = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gitmem-library")
-    return _LIBRARY.submit(fn, *args, **kwargs).result()
+    return _LIBRARY
+
+
+def warm_up(path: str, branch: Optional[str] = None) -> None:
+    """Queue on the library's thread, not waited for, what a server's first call reads: the summaries and
+    the search postings of the branch's memory. After a clone or a pull that is the whole store (at 100,000
+    memories about 11 s), which the agent's first recall would otherwise wait for; on a warm index it costs
+    milliseconds. A call that comes meanwhile waits its turn on that thread, no longer than it would have."""
+    _library().submit(_warm, path, branch)
+
+
+def _warm(path: str, branch: Optional[str]) -> None:
+    from . import postings
+    from .store import Store
+
+    try:
+        store = Store.open(path, branch)
+        store.summary()
+        postings.members(store)
+    except (GitmemError, OSError):
+        pass  # the first call meets it again, and says it to the client
 
 
 #: A Host header (RFC 9110: host, optionally ``:port``) naming this machine's loopback, and nothing after it.

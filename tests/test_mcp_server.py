@@ -733,3 +733,37 @@ def test_check_proposal_echoes_a_short_prefix_of_a_long_proposal_as_gitmem_check
     assert short["proposal"] == "Move the job queue to Redis" and "proposal_chars" not in short
     cli = json.loads(gitmem(repo, "check", "-", "--json", input=plan, check=False).stdout)
     assert {k: cli[k] for k in ("proposal", "proposal_chars")} == {k: long[k] for k in ("proposal", "proposal_chars")}
+
+
+def test_the_server_builds_the_search_index_before_the_first_call_comes(repo):
+    """A new clone's first recall waited for every memory's search postings (about 11 s at 100,000): the
+    server builds them on its library thread as it starts, before any call asks."""
+    import sqlite3
+    import time
+
+    from gitmem import Store
+
+    store = Store.open(str(repo))
+    for n in range(5):
+        store.add("fact", f"fact number {n} about retries")
+    index = repo / ".git" / "gitmem" / "index.sqlite"
+    for name in os.listdir(index.parent):  # as a clone finds it: no derived index yet
+        os.remove(index.parent / name)
+
+    def views() -> list:
+        if not index.exists():
+            return []
+        with sqlite3.connect(f"file:{index}?mode=ro", uri=True) as db:
+            try:
+                return [ref for (ref,) in db.execute("SELECT ref FROM views WHERE tree IS NOT NULL")]
+            except sqlite3.OperationalError:  # being built: its tables are not there yet
+                return []
+
+    async def scenario():
+        async with session(repo):
+            deadline = time.monotonic() + 60
+            while not views() and time.monotonic() < deadline:
+                await anyio.sleep(0.1)
+            assert views() == ["refs/memory/main"]  # no tool was called
+
+    run(scenario)

@@ -506,10 +506,11 @@ def serve(repo_path: str = ".", port: int = DEFAULT_PORT, open_browser: bool = F
     import threading
     import webbrowser
 
-    from ..serving import listen, run
+    from ..serving import listen, run, warm_up
 
     app = create_app(repo_path)
     sock = listen("127.0.0.1", port)
+    warm_up(repo_path)
     address = f"http://127.0.0.1:{sock.getsockname()[1]}/"
     echo(f"gitmem ui: serving {os.path.abspath(repo_path)} on {address} (Ctrl-C stops)")
     if open_browser:
