@@ -33,7 +33,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .errors import GitmemError
 from .serving import LONE_SURROGATE, TOO_LARGE, lone_surrogate, read_body, scope_refusal
@@ -68,11 +68,15 @@ class Unreachable(Exception):
     """The upstream did not answer (refused, reset, timed out before a response)."""
 
 
+class ClientGone(Exception):
+    """The client hung up before the whole reply was relayed."""
+
+
 @dataclass
 class UpstreamResponse:
     status: int
     headers: List[Tuple[str, str]]
-    chunks: AsyncIterator[bytes]
+    chunks: AsyncGenerator[bytes, None]
     close: Any = None
 
 
@@ -90,7 +94,7 @@ class EmulatorUpstream:
         response = await asyncio.to_thread(self.emulator.handle, method, path, lower, body, query)
         delay = bool(self.emulator.stream_delay)
 
-        async def chunks() -> AsyncIterator[bytes]:
+        async def chunks() -> AsyncGenerator[bytes, None]:
             it = response.iter_chunks()
             while True:
                 chunk = await asyncio.to_thread(next, it, None) if delay else next(it, None)
@@ -125,7 +129,7 @@ class HttpUpstream:
         except httpx2.HTTPError as exc:
             raise Unreachable(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from None
 
-        async def chunks() -> AsyncIterator[bytes]:
+        async def chunks() -> AsyncGenerator[bytes, None]:
             try:
                 async for chunk in response.aiter_raw():
                     yield chunk
@@ -290,12 +294,13 @@ class Router:
             status, payload = await self._admin(scope["method"], path[len("/_router/"):], raw)
             await _send_json(send, status, payload, [(UPSTREAM_HEADER, self.upstream_name)])
             return
-        await self._proxy(scope["method"], path, scope.get("query_string", b"").decode("latin-1"), headers, raw, send)
+        await self._proxy(scope["method"], path, scope.get("query_string", b"").decode("latin-1"), headers, raw, send,
+                          receive)
 
     # -- the proxy ----------------------------------------------------------------------------
 
     async def _proxy(self, method: str, path: str, query: str, headers: List[Tuple[str, str]], raw: bytes,
-                     send: Any) -> None:
+                     send: Any, receive: Any) -> None:
         lower = {k.lower(): v for k, v in headers}
         extra = [(UPSTREAM_HEADER, self.upstream_name)]
         try:
@@ -345,13 +350,16 @@ class Router:
         streamed = "event-stream" in content_type
         sse = SseUsage() if streamed else None
         body = b""
+        gone = False
         try:
-            async for chunk in response.chunks:
+            async for chunk in _relay(response, receive):
                 if sse is not None:
                     sse.feed(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 else:
                     body += chunk
+        except ClientGone:
+            gone = True
         except Exception as exc:  # the upstream dropped the stream: end ours with the API's error event
             if sse is None:
                 raise
@@ -360,18 +368,21 @@ class Router:
                         "body": f"event: error\ndata: {json.dumps(broke)}\n\n".encode("utf-8")})
         if data is not None and path.rstrip("/") == _MESSAGES:
             # Recorded before the response ends, so a client that has its reply finds it in the log.
-            self._record_reply(prepared, data, response, body, sse, streamed, started)
-        await send({"type": "http.response.body", "body": body, "more_body": False})
+            self._record_reply(prepared, data, response, body, sse, streamed, started, gone)
+        if not gone:
+            await send({"type": "http.response.body", "body": body, "more_body": False})
 
     def _record_reply(self, prepared: Mapping[str, Any], data: Mapping[str, Any], response: UpstreamResponse,
-                      body: bytes, sse: Optional[SseUsage], streamed: bool, started: float) -> None:
+                      body: bytes, sse: Optional[SseUsage], streamed: bool, started: float, gone: bool) -> None:
         request_id = next((v for k, v in response.headers if k.lower() == "request-id"), None)
         usage: Any = None
         model: Optional[str] = data.get("model")
         error: Optional[str] = None
+        if gone:  # the output generated before the upstream saw its connection close is not in any event
+            error = "the client disconnected before the reply's end: the upstream's was closed (usage: what had arrived)"
         if sse is not None:
             usage, model = sse.usage or None, sse.model or model
-            error = sse.error.get("message") if sse.error else None
+            error = sse.error.get("message") if sse.error else error
         else:
             try:
                 reply = json.loads(body)
@@ -738,6 +749,32 @@ def _read_gaps(path: str, run_id: str) -> Dict[str, List[float]]:
     except OSError:
         return {}
     return {key: found[-HISTORY_LIMIT:] for key, found in gaps.items()}
+
+
+async def _relay(response: UpstreamResponse, receive: Any) -> AsyncIterator[bytes]:
+    """The upstream's reply, chunk by chunk, until the client hangs up (after the request body, the next ASGI
+    message is ``http.disconnect``): then the upstream's response is closed and :class:`ClientGone` raised.
+    Read on, the API would generate (and bill) the rest of a reply nobody reads: Claude Code interrupted with
+    Esc, or an SDK that timed out and retries while the first attempt runs to ``max_tokens``."""
+    hangup = asyncio.ensure_future(receive())
+    try:
+        while True:
+            step = asyncio.ensure_future(response.chunks.__anext__())
+            await asyncio.wait((step, hangup), return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                step.cancel()
+                await asyncio.wait((step,))
+                raise ClientGone()
+            try:
+                chunk = step.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        hangup.cancel()
+        await response.chunks.aclose()
+        if response.close is not None:  # a stream never started has no ``finally`` of its own to run
+            await response.close()
 
 
 def _header_value(text: str) -> str:

@@ -952,3 +952,75 @@ def test_on_the_real_clock_a_background_task_sends_the_pings_and_stops_at_the_id
     assert 1 <= len(pings) == after_limit <= 4  # one every 0.5 idle seconds at most, none past 2 s idle
     assert all(p["status"] == 200 and p["usage"]["cache_read_input_tokens"] > 0 for p in pings)
     assert all(p["clock"] == "wall" and 0.5 <= p["at"] - sent <= 2.0 + 1.0 for p in pings)  # + scheduling delay
+
+
+class SlowStream:
+    """An HTTP upstream that streams a long reply, one text delta every 20 ms, and notes how many deltas it
+    had written when its connection was closed (None: it wrote them all)."""
+
+    DELTAS = 250
+
+    def __init__(self):
+        state = self.state = {"written": 0, "closed_after": None}
+
+        def event(data):
+            payload = f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode()
+            return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                message = {"id": "msg_1", "type": "message", "role": "assistant", "model": HAIKU, "content": [],
+                           "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 9, "output_tokens": 1}}
+                try:
+                    self.wfile.write(event({"type": "message_start", "message": message}))
+                    self.wfile.write(event({"type": "content_block_start", "index": 0,
+                                            "content_block": {"type": "text", "text": ""}}))
+                    for _ in range(SlowStream.DELTAS):
+                        self.wfile.write(event({"type": "content_block_delta", "index": 0,
+                                                "delta": {"type": "text_delta", "text": "word "}}))
+                        self.wfile.flush()
+                        state["written"] += 1
+                        time.sleep(0.02)
+                    self.wfile.write(event({"type": "content_block_stop", "index": 0}))
+                    self.wfile.write(event({"type": "message_delta", "delta": {"stop_reason": "end_turn",
+                                            "stop_sequence": None}, "usage": {"output_tokens": SlowStream.DELTAS}}))
+                    self.wfile.write(event({"type": "message_stop"}) + b"0\r\n\r\n")
+                except OSError:
+                    state["closed_after"] = state["written"]
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def test_a_client_that_leaves_mid_stream_ends_the_upstream_stream_and_is_recorded_as_such(team):
+    """An agent interrupted (Esc in Claude Code, an SDK timeout that retries) closes its stream: the router closes
+    the upstream's too, so the API stops generating output nobody reads and the client is not billed for all of it."""
+    repo, _ = team
+    upstream = SlowStream()
+    running = start(repo, upstream=upstream.url)
+    try:
+        with client(running.url).messages.stream(**body()) as stream:
+            for number, _ in enumerate(stream.text_stream):
+                if number == 3:
+                    break
+        deadline = time.monotonic() + 3  # the whole reply takes 5 s
+        while upstream.state["closed_after"] is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert upstream.state["closed_after"] is not None and upstream.state["closed_after"] < SlowStream.DELTAS / 2
+        entry = read_requests(Store.open(str(repo)), "router")[-1]
+        assert entry["stream"] is True and "the client disconnected" in entry["error"]
+        assert entry["usage"]["input_tokens"] == 9  # what had arrived: message_start's usage
+    finally:
+        running.stop()
+        upstream.server.shutdown()
