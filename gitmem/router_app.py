@@ -33,7 +33,8 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Awaitable, Dict, List, Mapping, Optional,
+                    Sequence, Tuple, TypeVar)
 
 from .errors import GitmemError
 from .serving import LONE_SURROGATE, TOO_LARGE, lone_surrogate, read_body, scope_refusal
@@ -58,6 +59,7 @@ ANTHROPIC_URL = "https://api.anthropic.com"
 DEFAULT_PORT = 8766
 _MESSAGES = "/v1/messages"
 _COUNT = "/v1/messages/count_tokens"
+T = TypeVar("T")
 #: A gap this long or longer between two requests of a line is a break (in the bill).
 BREAK_SECONDS = 60.0
 #: Gaps of a line kept for ``auto`` (the newest).
@@ -70,6 +72,10 @@ class Unreachable(Exception):
 
 class ClientGone(Exception):
     """The client hung up before the whole reply was relayed."""
+
+
+#: What the request log says of a request whose client hung up before its reply's end.
+GONE = "the client disconnected before the reply's end: the upstream request was closed"
 
 
 @dataclass
@@ -334,14 +340,27 @@ class Router:
                 prepared["headers"] = forward_headers(headers)  # in memory only, for this line's pings
                 raw = json.dumps(prepared["body"], ensure_ascii=False).encode("utf-8")
                 extra += [("gitmem-memory", _header_value(prepared["memory_header"])), ("gitmem-policy", policy)]
+        hangup = _Hangup(receive)
         try:
-            response = await self.upstream.send(method, path, query, forward_headers(headers), raw)
-        except Unreachable as exc:
-            message = f"gitmem router: the upstream {self.upstream_name} is unreachable ({exc})"
+            await self._forward(method, path, query, headers, raw, send, hangup, data, prepared, extra, started)
+        finally:
+            hangup.close()
+
+    async def _forward(self, method: str, path: str, query: str, headers: List[Tuple[str, str]], raw: bytes, send: Any,
+                       hangup: _Hangup, data: Optional[Dict[str, Any]], prepared: Dict[str, Any],
+                       extra: List[Tuple[str, str]], started: float) -> None:
+        """Send the request upstream and relay its reply, recording a message request's usage."""
+        try:
+            response = await hangup.first(self.upstream.send(method, path, query, forward_headers(headers), raw))
+        except (Unreachable, ClientGone) as exc:
+            gone = isinstance(exc, ClientGone)
+            message = GONE if gone else f"gitmem router: the upstream {self.upstream_name} is unreachable ({exc})"
             if data is not None and path.rstrip("/") == _MESSAGES:
-                self._record(prepared, data, status=502, usage=None, model=data.get("model"), request_id=None,
-                             stream=bool(data.get("stream")), error=message, latency=time.perf_counter() - started)
-            await _send_json(send, 502, _error(502, "api_error", message), extra)
+                self._record(prepared, data, status=499 if gone else 502, usage=None, model=data.get("model"),
+                             request_id=None, stream=bool(data.get("stream")), error=message,
+                             latency=time.perf_counter() - started)
+            if not gone:
+                await _send_json(send, 502, _error(502, "api_error", message), extra)
             return
         out = response_headers(response.headers) + extra
         await send({"type": "http.response.start", "status": response.status,
@@ -352,7 +371,7 @@ class Router:
         body = b""
         gone = False
         try:
-            async for chunk in _relay(response, receive):
+            async for chunk in _relay(response, hangup):
                 if sse is not None:
                     sse.feed(chunk)
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -378,8 +397,8 @@ class Router:
         usage: Any = None
         model: Optional[str] = data.get("model")
         error: Optional[str] = None
-        if gone:  # the output generated before the upstream saw its connection close is not in any event
-            error = "the client disconnected before the reply's end: the upstream's was closed (usage: what had arrived)"
+        if gone:  # the output generated before the upstream saw its connection close is in no event
+            error = GONE + " (usage: what had arrived)"
         if sse is not None:
             usage, model = sse.usage or None, sse.model or model
             error = sse.error.get("message") if sse.error else error
@@ -751,27 +770,41 @@ def _read_gaps(path: str, run_id: str) -> Dict[str, List[float]]:
     return {key: found[-HISTORY_LIMIT:] for key, found in gaps.items()}
 
 
-async def _relay(response: UpstreamResponse, receive: Any) -> AsyncIterator[bytes]:
-    """The upstream's reply, chunk by chunk, until the client hangs up (after the request body, the next ASGI
-    message is ``http.disconnect``): then the upstream's response is closed and :class:`ClientGone` raised.
-    Read on, the API would generate (and bill) the rest of a reply nobody reads: Claude Code interrupted with
-    Esc, or an SDK that timed out and retries while the first attempt runs to ``max_tokens``."""
-    hangup = asyncio.ensure_future(receive())
+class _Hangup:
+    """The client's side of a request once its body is read: the next ASGI message is ``http.disconnect``.
+
+    Waited for beside the upstream, so that a client that hangs up (Claude Code interrupted with Esc, an SDK
+    that timed out and retries) ends the upstream request too: read on, the API would generate (and bill) the
+    rest of a reply nobody reads."""
+
+    def __init__(self, receive: Any):
+        self._gone = asyncio.ensure_future(receive())
+
+    async def first(self, pending: Awaitable[T]) -> T:
+        """``pending``'s result, or :class:`ClientGone` (``pending`` cancelled) if the client hangs up first."""
+        step = asyncio.ensure_future(pending)
+        await asyncio.wait((step, self._gone), return_when=asyncio.FIRST_COMPLETED)
+        if not step.done():
+            step.cancel()
+            await asyncio.wait((step,))
+            raise ClientGone()
+        return step.result()
+
+    def close(self) -> None:
+        self._gone.cancel()
+
+
+async def _relay(response: UpstreamResponse, hangup: _Hangup) -> AsyncIterator[bytes]:
+    """The upstream's reply, chunk by chunk, until the client hangs up: then its response is closed (the API
+    stops generating) and :class:`ClientGone` raised."""
     try:
         while True:
-            step = asyncio.ensure_future(response.chunks.__anext__())
-            await asyncio.wait((step, hangup), return_when=asyncio.FIRST_COMPLETED)
-            if not step.done():
-                step.cancel()
-                await asyncio.wait((step,))
-                raise ClientGone()
             try:
-                chunk = step.result()
+                chunk = await hangup.first(response.chunks.__anext__())
             except StopAsyncIteration:
                 return
             yield chunk
     finally:
-        hangup.cancel()
         await response.chunks.aclose()
         if response.close is not None:  # a stream never started has no ``finally`` of its own to run
             await response.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import select
 import socket
 import threading
 import time
@@ -433,18 +434,23 @@ class Recorder:
             def do_POST(self):
                 length = int(self.headers.get("content-length", 0))
                 seen.append((self.path, dict(self.headers), json.loads(self.rfile.read(length))))
-                reply = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": HAIKU,
-                                    "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
-                                    "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 1}}).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
+                Recorder.answer(self)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @staticmethod
+    def answer(handler):
+        """Write the fixed message."""
+        reply = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": HAIKU,
+                            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+                            "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 1}}).encode()
+        handler.send_response(200)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(reply)))
+        handler.end_headers()
+        handler.wfile.write(reply)
 
     def close(self):
         self.server.shutdown()
@@ -954,9 +960,10 @@ def test_on_the_real_clock_a_background_task_sends_the_pings_and_stops_at_the_id
     assert all(p["clock"] == "wall" and 0.5 <= p["at"] - sent <= 2.0 + 1.0 for p in pings)  # + scheduling delay
 
 
-class SlowStream:
-    """An HTTP upstream that streams a long reply, one text delta every 20 ms, and notes how many deltas it
-    had written when its connection was closed (None: it wrote them all)."""
+class SlowUpstream:
+    """An HTTP upstream that takes 5 s over each reply: a stream writes a text delta every 20 ms, a plain reply is
+    written at the end. It notes how many deltas it had written when the router closed the connection (None: it
+    was never closed), as the API would stop generating there."""
 
     DELTAS = 250
 
@@ -974,7 +981,14 @@ class SlowStream:
                 pass
 
             def do_POST(self):
-                self.rfile.read(int(self.headers.get("content-length", 0)))
+                sent = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+                if not sent.get("stream"):
+                    deadline = time.monotonic() + 5
+                    while time.monotonic() < deadline:  # "generating": see whether the router hangs up meanwhile
+                        if select.select([self.connection], [], [], 0.02)[0] and not self.connection.recv(1, socket.MSG_PEEK):
+                            state["closed_after"] = 0
+                            return
+                    return Recorder.answer(self)
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("transfer-encoding", "chunked")
@@ -985,7 +999,7 @@ class SlowStream:
                     self.wfile.write(event({"type": "message_start", "message": message}))
                     self.wfile.write(event({"type": "content_block_start", "index": 0,
                                             "content_block": {"type": "text", "text": ""}}))
-                    for _ in range(SlowStream.DELTAS):
+                    for _ in range(SlowUpstream.DELTAS):
                         self.wfile.write(event({"type": "content_block_delta", "index": 0,
                                                 "delta": {"type": "text_delta", "text": "word "}}))
                         self.wfile.flush()
@@ -993,7 +1007,7 @@ class SlowStream:
                         time.sleep(0.02)
                     self.wfile.write(event({"type": "content_block_stop", "index": 0}))
                     self.wfile.write(event({"type": "message_delta", "delta": {"stop_reason": "end_turn",
-                                            "stop_sequence": None}, "usage": {"output_tokens": SlowStream.DELTAS}}))
+                                            "stop_sequence": None}, "usage": {"output_tokens": SlowUpstream.DELTAS}}))
                     self.wfile.write(event({"type": "message_stop"}) + b"0\r\n\r\n")
                 except OSError:
                     state["closed_after"] = state["written"]
@@ -1002,25 +1016,36 @@ class SlowStream:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
+    def closed_within(self, seconds):
+        deadline = time.monotonic() + seconds
+        while self.state["closed_after"] is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.state["closed_after"]
 
-def test_a_client_that_leaves_mid_stream_ends_the_upstream_stream_and_is_recorded_as_such(team):
-    """An agent interrupted (Esc in Claude Code, an SDK timeout that retries) closes its stream: the router closes
-    the upstream's too, so the API stops generating output nobody reads and the client is not billed for all of it."""
+
+def test_a_client_that_hangs_up_ends_the_upstream_request_and_is_recorded_as_such(team):
+    """An agent interrupted (Esc in Claude Code) or an SDK that timed out (and retries) closes its connection: the
+    router closes the upstream's too, so the API stops generating output nobody reads and bills none of the rest."""
     repo, _ = team
-    upstream = SlowStream()
+    upstream = SlowUpstream()
     running = start(repo, upstream=upstream.url)
     try:
         with client(running.url).messages.stream(**body()) as stream:
             for number, _ in enumerate(stream.text_stream):
                 if number == 3:
                     break
-        deadline = time.monotonic() + 3  # the whole reply takes 5 s
-        while upstream.state["closed_after"] is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert upstream.state["closed_after"] is not None and upstream.state["closed_after"] < SlowStream.DELTAS / 2
+        closed = upstream.closed_within(3)  # the whole reply takes 5 s
+        assert closed is not None and closed < SlowUpstream.DELTAS / 2
         entry = read_requests(Store.open(str(repo)), "router")[-1]
         assert entry["stream"] is True and "the client disconnected" in entry["error"]
         assert entry["usage"]["input_tokens"] == 9  # what had arrived: message_start's usage
+
+        upstream.state["closed_after"] = None
+        with pytest.raises(anthropic.APITimeoutError):
+            client(running.url).with_options(timeout=0.5).messages.create(**body())
+        assert upstream.closed_within(3) == 0  # before the upstream answered
+        entry = read_requests(Store.open(str(repo)), "router")[-1]
+        assert entry["status"] == 499 and "the client disconnected" in entry["error"] and entry["usage"] is None
     finally:
         running.stop()
         upstream.server.shutdown()
