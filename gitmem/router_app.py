@@ -32,12 +32,12 @@ import json
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import (TYPE_CHECKING, Any, AsyncGenerator, AsyncIterator, Awaitable, Dict, List, Mapping, Optional,
                     Sequence, Tuple, TypeVar)
 
 from .errors import GitmemError
-from .serving import LONE_SURROGATE, TOO_LARGE, lone_surrogate, read_body, scope_refusal
+from .serving import LONE_SURROGATE, MAX_REQUEST_BYTES, TOO_LARGE, lone_surrogate, read_body, scope_refusal
 from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan, hour_ping_after
 from .pricing import DEFAULT_TABLE, PriceTable
 from .usage import Usage, cost
@@ -74,6 +74,8 @@ class ClientGone(Exception):
     """The client hung up before the whole reply was relayed."""
 
 
+#: The ``gitmem-memory`` header of a request the memory would take past the API's size limit.
+OVER_LIMIT = "with the memory the request would pass the API's 32 MiB limit: sent as it came"
 #: What the request log says of a request whose client hung up before its reply's end.
 GONE = "the client disconnected before the reply's end: the upstream request was closed"
 
@@ -337,8 +339,15 @@ class Router:
                                                        f"(valid: {', '.join(POLICIES)})"), extra)
                     return
                 prepared = self._prepare(data, ctl, policy, lower, count=path.rstrip("/") == _COUNT)
+                forwarded = json.dumps(prepared["body"], ensure_ascii=False).encode("utf-8")
+                if len(forwarded) > MAX_REQUEST_BYTES:  # the API would refuse what it takes as the client sent it
+                    data = json.loads(raw)  # ``_prepare`` attached to the parsed body in place
+                    prepared = self._prepare(data, replace(ctl, memory=False), policy, lower,
+                                             count=path.rstrip("/") == _COUNT)
+                    prepared["memory_header"] = f"none: {OVER_LIMIT}"
+                else:
+                    raw = forwarded
                 prepared["headers"] = forward_headers(headers)  # in memory only, for this line's pings
-                raw = json.dumps(prepared["body"], ensure_ascii=False).encode("utf-8")
                 extra += [("gitmem-memory", _header_value(prepared["memory_header"])), ("gitmem-policy", policy)]
         hangup = _Hangup(receive)
         try:

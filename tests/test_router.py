@@ -1049,3 +1049,20 @@ def test_a_client_that_hangs_up_ends_the_upstream_request_and_is_recorded_as_suc
     finally:
         running.stop()
         upstream.server.shutdown()
+
+
+def test_a_body_the_memory_would_take_past_32_mib_goes_as_it_came_not_413(team, routed):
+    """A request the API accepts as the client sent it must not be refused because the router added the memory:
+    it goes without it, and the header says why."""
+    import base64
+
+    from gitmem.serving import MAX_REQUEST_BYTES
+
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}
+    question = {**body(), "messages": [{"role": "user", "content": [image, {"type": "text", "text": "What is it?"}]}]}
+    room = MAX_REQUEST_BYTES - len(json.dumps(question, separators=(",", ":"))) - 100  # as the SDK sends it: 100 under
+    image["source"]["data"] = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(room * 3 // 4 - 8)).decode()
+    reply = client(routed.url).messages.with_raw_response.create(**question)
+    assert reply.parse().usage.input_tokens > 0
+    assert reply.headers["gitmem-memory"].startswith("none: ") and "32 MiB" in reply.headers["gitmem-memory"]
+    assert client(routed.url).messages.with_raw_response.create(**body()).headers["gitmem-memory"].startswith("attached")
