@@ -417,7 +417,10 @@ def chosen_by_decision(mine: set, theirs: set, decisions: Sequence[Memory], weig
 
 
 #: Words that narrow what a text proposes, in kinds: a condition, a restriction, an option left open.
-_QUALIFIERS = tuple(frozenset(g.split()) for g in ("when whenever if unless", "only solely except", "optional optionally"))
+_CONDITION = frozenset("when whenever if unless".split())
+_QUALIFIERS = (_CONDITION, frozenset("only solely except".split()), frozenset("optional optionally".split()))
+#: A condition: the words after "when", "if", ... up to the end of its clause.
+_CONDITION_CLAUSE = re.compile(r"\b(?:%s)\b(?P<condition>[^,;:()\u2013\u2014]*)" % "|".join(sorted(_CONDITION)), re.IGNORECASE)
 
 
 def qualifies(proposal: str, m: Memory) -> bool:
@@ -426,10 +429,15 @@ def qualifies(proposal: str, m: Memory) -> bool:
     "Offer a magic link as an optional alternative to the password" against replacing passwords with magic
     links. The rejection turned down the option as stated; a version of it only in some case, or only as
     an option, is another proposal (the reason may not apply to it). A qualifier the option has too is part
-    of the option: "resend when the ack is missing" against "retransmits when no ACK arrives"."""
+    of the option: "resend when the ack is missing" against "retransmits when no ACK arrives"; so is a condition
+    saying only what the option says: "translate when rendering" against a rejected "translate at render time"."""
+    option = f"{m.title or ''} {m.text}"
     mine = set(re.findall(r"[a-z]+", proposal.lower()))
-    theirs = set(re.findall(r"[a-z]+", f"{m.title or ''} {m.text}".lower()))
-    return any(kind & mine and not kind & theirs for kind in _QUALIFIERS)
+    theirs = set(re.findall(r"[a-z]+", option.lower()))
+    stated = content_terms(option)
+    narrower = any(content_terms(_CLAUSE_END.split(found.group("condition"), maxsplit=1)[0]) - stated
+                   for found in _CONDITION_CLAUSE.finditer(proposal))
+    return any(kind & mine and not kind & theirs and (kind is not _CONDITION or narrower) for kind in _QUALIFIERS)
 
 
 def answered_by_reason(m: Memory, mine: set, theirs: set, weight: Callable[[str], float]) -> bool:

@@ -256,6 +256,17 @@ def test_a_qualifier_the_rejected_option_has_too_is_part_of_the_option():
     assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(5)
 
 
+def test_a_condition_the_rejected_option_already_states_narrows_nothing():
+    # "when rendering" is the rejected "at render time": any "when" made the proposal a narrower version, and
+    # the repeat was missed
+    pool = _among_notes(mem("Translate invoices with machine translation at render time", "rejection", 1,
+                            reason="legal wording must be reviewed"))
+    verdict = judge(pool, "Machine-translate the invoice text when rendering", now=NOW)
+    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(1)
+    narrowed = judge(pool, "Machine-translate the invoice text when a customer asks for a copy in their language", now=NOW)
+    assert not narrowed.repeat and narrowed.related[0].memory.id == fixture_id(1)
+
+
 def test_by_words_a_proposal_sharing_more_with_a_decision_than_with_the_rejected_option_is_related():
     pool = quickstart() + [
         mem("Capture the full basket amount at checkout", "rejection", 5, reason="orders change after picking"),
