@@ -250,7 +250,7 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
     mine_mass = sum(weight(t) for t in mine) or 1.0
     side = stance(proposal)
     negated = declined(proposal)
-    proposed_names = names(proposal)
+    proposed_names = names(proposal) - _COMMON_ACRONYMS  # the options it names: "API" names none
     refused = turned_down(proposal)
     removal = side < 0 and not _NEGATION.intersection(_clause_words(proposal))  # its verb removes, unturned
     kept = content_terms(without_turned_down(proposal))  # the proposal's words but the options it turns down
@@ -269,10 +269,12 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
         repeat = ((h.match >= REPEAT_MATCH and novelty <= REPEAT_NOVELTY) or z >= REPEAT_Z
                   or (z >= RELATED_Z and cosine >= nearest_decision + OPTION_MARGIN))
         named = names(f"{m.title or ''}. {m.text}")  # a full stop: the text's first word is no name
-        if named and proposed_names and not named & (mine | proposed_names) and not proposed_names & theirs \
+        distinct = named - _COMMON_ACRONYMS
+        if distinct and proposed_names and not shares_a_name(distinct, theirs, proposed_names, mine) \
                 and z < REPEAT_Z:
-            # each names an option the other never mentions: RabbitMQ against a rejected Redis; unless the
-            # two are paraphrases by meaning ("the British way" against "the UK way")
+            # each names an option the other never mentions: RabbitMQ against a rejected Redis, REST against a
+            # rejected GraphQL (for "the public API" both name); unless the two are paraphrases by meaning ("the
+            # British way" against "the UK way")
             repeat = False
         if named & refused and not named & kept:
             repeat = False  # turns down the option the team rejected: "Keep sessions in Postgres, not Redis"
@@ -458,12 +460,39 @@ def answered_by_reason(m: Memory, mine: set, theirs: set, weight: Callable[[str]
     return because >= REASON_NOVELTY_SHARE * mass and because >= sum(weight(t) for t in mine - theirs - reason)
 
 
+#: An acronym's plural: the s of "APIs".
+_ACRONYM_PLURAL = re.compile(r"(?<=[A-Z]{2})s$")
+
+
 def names(text: str) -> set:
     """The named things ``text`` proposes: product and technology names (Redis, RabbitMQ, JWT,
     gRPC, k8s), told from ordinary words by their capitals or digits, as search terms. A name is the
-    word it spells, not the words its capitals would split it into: RabbitMQ is no queue, OpenSearch no search."""
+    word it spells, not the words its capitals would split it into: RabbitMQ is no queue, OpenSearch no search.
+    An acronym's plural is the acronym: "APIs" names an API, as "UUIDs" a UUID."""
     found = _NAME.findall(text) + _CAPITALISED.findall(text)
-    return {t for word in found for t in tokenize(word.lower()) if t not in STOP_WORDS}
+    return {t for word in found for t in tokenize(_ACRONYM_PLURAL.sub("", word).lower()) if t not in STOP_WORDS}
+
+
+#: Acronyms so common in technical writing that they name what a text is about, not an option for it: "the public
+#: API" of a REST proposal and of a rejected GraphQL, the "HTTP API" of a rejected "REST API" re-proposed. As search
+#: terms. Not formats and languages (JSON, SQL, HTML), often the option itself ("Rust instead of JavaScript" is no
+#: repeat of a rejected JSON payload), nor an SDK, mostly a product's ("the Nordic SDK", "the nRF Connect SDK").
+_COMMON_ACRONYMS = frozenset(t for w in "API URL URI HTTP CLI UI UX ID DB OS CPU RAM CI PR".split()
+                             for t in tokenize(w.lower()))
+#: A version ending a name: the v4 of UUIDv4, the 3 of Python3.
+_VERSION = re.compile(r"(?<=[a-z]{2})v?\d+(?:\.\d+)*$")
+
+
+def same_name(a: str, b: str) -> bool:
+    """Whether names (search terms) ``a`` and ``b`` name one thing: the same name, or one is the other with a
+    version (UUIDv4 is a UUID, Python3 Python). Two versions of it are two options: UUIDv4 and UUIDv7."""
+    return a == b or a == _VERSION.sub("", b) or b == _VERSION.sub("", a)
+
+
+def shares_a_name(named: set, theirs: set, proposed: set, mine: set) -> bool:
+    """Whether either text mentions a name of the other: a rejection's (``named``) among the proposal's words
+    (``mine``) or names (:func:`same_name`), or the proposal's (``proposed``) among the rejection's words (``theirs``)."""
+    return bool(named & mine or proposed & theirs or any(same_name(a, b) for a in named for b in proposed))
 
 
 def content_text(text: str) -> str:

@@ -118,6 +118,22 @@ def test_a_paraphrase_by_meaning_that_names_the_option_otherwise_is_a_repeat():
     assert paraphrase.repeat and paraphrase.repeats[0].memory.id == fixture_id(1)
 
 
+def test_a_common_acronym_both_texts_mention_is_their_topic_not_a_shared_option():
+    # "API" passed for a product name both texts name, so REST looked like no other option than the rejected GraphQL
+    pool = _among_notes(mem("Adopt GraphQL for the public API", "rejection", 1, reason="its resolvers cost too much to run"))
+    verdict = judge(pool, "Add rate limiting to the public REST API", now=NOW)
+    assert not verdict.repeat and verdict.related[0].memory.id == fixture_id(1)
+    assert judge(pool, "Expose the public API through GraphQL", now=NOW).repeat
+
+
+def test_a_name_with_a_version_is_the_name_and_another_version_another_option():
+    # "UUIDs" and "UUIDv4" were two names, each unknown to the other text: the repeat was missed
+    pool = _among_notes(mem("Use UUIDv4 as invoice numbers", "rejection", 1, reason="tax law needs gapless numbers"))
+    verdict = judge(pool, "Use random UUIDs for invoice numbers", now=NOW)
+    assert verdict.repeat and verdict.repeats[0].memory.id == fixture_id(1)
+    assert not judge(pool, "Use UUIDv7 for invoice numbers", now=NOW).repeat
+
+
 def test_the_first_word_of_a_rejection_after_its_title_is_no_name():
     # Joined to the title, "Keep" would follow a lower-case word and pass for a product name, which
     # the proposal's "API" never mentions: the two would look like different named options.
