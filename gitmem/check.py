@@ -176,11 +176,11 @@ _TURNED_DOWN = re.compile(r"(?:,\s*(?:and\s+|but\s+)?(?:not|never|no)\b|\b(?:ins
                           r"no\s+more|no\s+longer|out\s+of)\b)(?P<option>[^,;:()\u2013\u2014]*)", re.IGNORECASE)
 
 
-#: Where a text moves away from an option to another: "move the queue from Redis to Postgres", "replace pytest with
-#: unittest". Only after a verb of change: "power the chip from its LDO to avoid noise" leaves nothing.
+#: Where a text moves away from an option (to the ``target``): "move the queue from Redis to Postgres", "replace pytest
+#: with unittest". Only after a verb of change: "power the chip from its LDO to avoid noise" leaves nothing.
 _LEFT = re.compile(r"\b(?:(?:switch|mov|migrat|port|convert|chang|transition)(?:e|es|ed|ing|s)?\b[^,;:()\u2013\u2014]*?"
-                   r"\bfrom|replac(?:e|es|ed|ing))\s+(?P<option>[^,;:()\u2013\u2014]+?)(?=\s+(?:to|onto|into|with)\b)",
-                   re.IGNORECASE)
+                   r"\bfrom|replac(?:e|es|ed|ing))\s+(?P<option>[^,;:()\u2013\u2014]+?)"
+                   r"(?=\s+(?:to|onto|into|with)\b(?P<target>[^,;:()\u2013\u2014]*))", re.IGNORECASE)
 
 
 def turned_down(text: str) -> set:
@@ -388,10 +388,12 @@ def keeps_what_it_left(m: Memory, proposal: str) -> bool:
     """Whether ``proposal`` only adopts (:func:`_adopts_only`) and names an option the rejected option (title and
     text) turns down or moves away from, and nothing the rejected option proposes instead: "Keep the Django ORM"
     against a rejected "Switch the ORM from Django ORM to SQLAlchemy" is the opposite option. Only for a rejected
-    option that names what it proposes instead, so the two can be told apart."""
+    option that says what it proposes instead, so the two can be told apart: where it moves to ("Replace pytest
+    with unittest"), else the names beside what it turns down ("Cache sessions in Postgres, not Redis")."""
     option = f"{m.title or ''}. {m.text}"
     left = turned_down(option)
-    instead = names(without_turned_down(option)) - left
+    moved_to = {t for found in _LEFT.finditer(option) for t in content_terms(found.group("target"))}
+    instead = (moved_to or names(without_turned_down(option))) - left
     return bool(left and instead and _adopts_only(proposal) and left & content_terms(proposal)
                 and not instead & content_terms(proposal))
 

@@ -310,6 +310,7 @@ def test_a_proposal_turning_down_the_rejected_option_agrees_with_the_rejection(p
 @pytest.mark.parametrize("rejected, opposite, again", [
     ("Move the frontend from React to Svelte", "Keep React for the frontend", "Rewrite the frontend in Svelte"),
     ("Switch the ORM from Django ORM to SQLAlchemy", "Keep the Django ORM", "Switch the ORM to SQLAlchemy"),
+    ("Replace pytest with unittest", "Keep pytest", "Move the tests to unittest"),  # no capital: where it moves to
     ("Use Redis for the job queue", "Move the job queue from Redis to Postgres", "Move the job queue from Postgres to Redis")])
 def test_keeping_what_the_rejected_option_moves_away_from_is_the_opposite_option(rejected, opposite, again):
     # "Keep React" took the rejected move's stance (both adopt something) and shared its words: it was a repeat
