@@ -411,7 +411,7 @@ def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Confli
     for c in new:
         path = conflict_path(c.id)
         for pending in {side[path] for side in (o, t) if path in side}:
-            _refuse_over_pending(store, c, pending)
+            _refuse_over_pending(store, c, pending, mine=o.get(path) == pending)
         updates[path] = dump_conflict(c)
     return updates
 
@@ -435,24 +435,31 @@ def _refuse_stale(store: Store, blob: str, merged: Callable[[str], Optional[Memo
         return
     f, i = changed[0], held.id
     a, b, now = (str(getattr(v, f))[:30] for v in (held.ours, held.theirs, m))
+    raise PendingConflict(i, _pending_refusal(i, mine, f"{f}: {a!r} against {b!r}",
+                                              f"this merge changes its {f} again ({now!r})"))
+
+
+def _pending_refusal(memory_id: str, mine: bool, versions: str, why: str) -> str:
+    """Why a merge waits for the unresolved conflict on ``memory_id``, and where to settle it: here (``mine``),
+    else on the branch merged in, since `gitmem resolve` here finds no such conflict."""
+    i = memory_id
     where = (f"settle it first with `gitmem resolve {i} --ours|--theirs|--edit`" if mine else
              f"settle it where it is pending first (`gitmem --branch BRANCH resolve {i} --ours|--theirs|--edit`)")
-    raise PendingConflict(i, f"memory {i} has an unresolved conflict{'' if mine else ' in the memory merged in'} "
-                          f"({f}: {a!r} against {b!r}) and this merge changes its {f} again ({now!r}): {where}, "
-                          "then merge again")
+    return (f"memory {i} has an unresolved conflict{'' if mine else ' in the memory merged in'} ({versions}) "
+            f"and {why}: {where}, then merge again")
 
 
-def _refuse_over_pending(store: Store, c: Conflict, pending: str) -> None:
-    """A merge whose new conflict ``c`` would take the place of the unresolved one a side holds (blob ``pending``)
-    is refused, unless ``c`` shows both of its versions: a conflict file holds two, so a third version's clash
-    would drop one from everything a person is shown (nothing merged is silently dropped)."""
+def _refuse_over_pending(store: Store, c: Conflict, pending: str, mine: bool) -> None:
+    """A merge whose new conflict ``c`` would take the place of the unresolved one a side holds (blob ``pending``;
+    ``mine``: ours holds it, else the memory merged in) is refused, unless ``c`` shows both of its versions: a
+    conflict file holds two, so a third version's clash would drop one from everything a person is shown
+    (nothing merged is silently dropped)."""
     held = read_conflict(store.repo, pending)
     if held is None:
         return  # no conflict gitmem can read (doctor names it): nothing of it is shown to lose
     if not held.sides() <= c.sides():
-        raise PendingConflict(c.id, f"memory {c.id} has an unresolved conflict ({held.ours.text[:30]!r} against "
-                          f"{held.theirs.text[:30]!r}) and this merge clashes on it again: settle it first with "
-                          f"`gitmem resolve {c.id} --ours|--theirs|--edit`, then merge again")
+        raise PendingConflict(c.id, _pending_refusal(c.id, mine, f"{held.ours.text[:30]!r} against "
+                                                     f"{held.theirs.text[:30]!r}", "this merge clashes on it again"))
 
 
 def _merge_message(message, branch, theirs, added, changed, conflicts, author, source, kept=()) -> str:

@@ -179,6 +179,24 @@ def test_a_second_clash_on_a_memory_with_a_conflict_pending_is_refused_not_writt
     assert [(c.ours.text, c.theirs.text) for c in r.conflicts] == [("Use Postgres 16", "Use Postgres 17")]
 
 
+def test_a_second_clash_on_a_conflict_pending_in_the_memory_merged_in_says_where_to_settle_it(repo):
+    """The refusal named `gitmem resolve ID`, which on the branch merged into says there is no such conflict:
+    the conflict is pending on the branch merged in, where it must be settled."""
+    main, feature, shared = two_branches(repo)
+    git(repo, "branch", "other")
+    other = Store.open(str(repo), "other")
+    feature.edit(shared.id, text="Use Postgres 15", author=ALICE)
+    other.edit(shared.id, text="Use Postgres 17", author=ALICE)
+    main.edit(shared.id, text="Use Postgres 16", author=ALICE)
+    merge_into(main, feature.own_tip())
+    with pytest.raises(GitmemError, match=f"conflict in the memory merged in .*gitmem --branch BRANCH resolve {shared.id}"):
+        merge_into(other, main.own_tip())
+    assert list_conflicts(other) == []  # nothing to resolve where the merge went
+    resolve(main, shared.id, take="ours", author=ALICE)
+    assert [(c.ours.text, c.theirs.text) for c in merge_into(other, main.own_tip()).conflicts] == [
+        ("Use Postgres 17", "Use Postgres 16")]
+
+
 @pytest.mark.parametrize("held_by", ["ours", "theirs"])
 def test_a_merge_that_changes_a_field_of_a_pending_conflict_is_refused_not_left_showing_a_stale_conflict(
         repo, held_by):
