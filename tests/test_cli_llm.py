@@ -64,6 +64,15 @@ def test_models_honours_a_price_file_named_in_git_config(run, repo):
     assert next(m for m in data["models"] if m["id"] == "claude-haiku-4-5-20251001")["input"] == 0.8
 
 
+def test_models_explains_a_star_only_when_a_row_shows_one(run, repo):
+    # every shipped minimum is documented: the note on assumed ones explained a mark no row had
+    assert "*" not in run("models").output
+    (repo / "prices.yaml").write_text("models:\n  claude-haiku-4-5: {min_cacheable_source: assumed}\n")
+    git(repo, "config", "gitmem.prices", "prices.yaml")
+    text = run("models").output
+    assert "4096*" in text and "* = not on the stored docs page" in text
+
+
 def _requests(run, *args):
     result = run("messages", *args, "--json")
     assert result.exit_code == 0, result.output

@@ -100,8 +100,9 @@ def models(show_all: bool, as_json: bool) -> None:
     for r in rows:
         click.echo("  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths))))
     hidden = len(table.models) - len(shown)
-    click.echo("\nUSD per million tokens; min cache = minimum cacheable prefix in tokens "
-               "(* = not on the stored docs page: the predecessor's, assumed).")
+    assumed = any(row.min_cacheable_source == "assumed" for row in shown)
+    click.echo("\nUSD per million tokens; min cache = minimum cacheable prefix in tokens"
+               + (" (* = not on the stored docs page: the predecessor's, assumed)." if assumed else "."))
     for row in shown:
         if row.long_prompt:
             long = "/".join(f"{p:g}" for p in row.long_prompt)
