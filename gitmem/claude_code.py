@@ -331,15 +331,21 @@ def set_aside_notes(store: Store) -> List[str]:
         return []
     from .branches import kept_aside
     from .model import quoted
+    from .postings import members
     from .store import Store
-    from .warm import counted
 
     out = []
+    here = None
     for a in kept_aside(store.repo, of=store.branch):
         if not a.aside_merged:
-            n = counted(Store(store.repo, a.branch).summary()["counts"])
+            # what the merge would bring: its active memories this branch lacks or holds in another version (the
+            # parent's, which both read, are not news); a version is a blob, and the index numbers blobs alike
+            here = members(store) or {} if here is None else here
+            theirs = members(Store(store.repo, a.branch)) or {}
+            n = sum(1 for i, (_, active, doc) in theirs.items() if active and (here.get(i) or (0, 0, None))[2] != doc)
             out.append(f"An earlier branch named {quoted(a.aside)} left memory, set aside as {quoted(a.branch)} "
-                       f"({plural(n, 'memory')}) and not read here: `gitmem merge {quoted(a.branch)}` brings it in.")
+                       f"({plural(n, 'memory')} this branch lacks) and not read here: "
+                       f"`gitmem merge {quoted(a.branch)}` brings it in.")
     return out
 
 

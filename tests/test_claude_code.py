@@ -104,6 +104,7 @@ def test_session_start_stays_within_its_token_budget(repo):
 def test_session_start_names_the_earlier_branchs_memory_set_aside_here_until_it_is_merged(repo):
     """A branch deleted and created again sets the earlier one's memory aside: status named it, SessionStart did
     not, so the agent never learnt it was there, nor how to take it. Only this branch's is named."""
+    gitmem(repo, "add", "fact", "main's own fact, which wip reads too")
     aside, spike = wip_set_aside(repo)
     gitmem(repo, "--branch", aside, "add", "fact", "a second spike fact")
     git(repo, "checkout", "-q", "-b", "other")
@@ -111,7 +112,8 @@ def test_session_start_names_the_earlier_branchs_memory_set_aside_here_until_it_
     git(repo, "checkout", "-q", "wip")
 
     text = context_of(hook(repo, "SessionStart", source="startup"))
-    assert (f"An earlier branch named wip left memory, set aside as {aside} (2 memories) and not read here: "
+    assert (f"An earlier branch named wip left memory, set aside as {aside} (2 memories this branch lacks) and not "
+            "read here: "
             f"`gitmem merge {aside}` brings it in.") in text
     assert spike not in text
 
