@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import pygit2
 
@@ -600,7 +600,8 @@ def main(argv: Sequence[str], stdin: Optional[str] = None, cwd: str = ".") -> in
         print(f"gitmem: {e}", file=sys.stderr)
         return REFUSED
     except Exception as e:  # noqa: BLE001 - a hook must never break git
-        if name == "pre-push" and memory_updates(stdin or ""):  # ... but memory never leaves unscanned
+        if name == "pre-push" and (memory_updates(stdin or "") or memory_deletions(stdin or "")):  # ... but memory
+            # never leaves unscanned, nor goes from the remote unchecked
             print(f"gitmem: could not check the memory being pushed ({_one_line(e)}); push refused",
                   file=sys.stderr)
             return REFUSED
@@ -885,6 +886,7 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
     # first: what a push would send, and that its tips are commits
     _refuse_memory_secrets(store, updates, args[0] if args else None, url)
     _refuse_forced_memory(store, args[0] if args else "the remote", updates)
+    _refuse_deleted_memory(store, args, stdin)
     if os.environ.get("GITMEM_HOOK") == "pre-push":
         return []  # the memory push gitmem itself runs from here (it scanned already)
     mode = (config_get(store.repo, "gitmem.prePush") or "warn").lower()
@@ -941,6 +943,45 @@ def memory_updates(stdin: str) -> List[List[str]]:
         if parts[2].startswith("refs/memory/") or parts[0].startswith("refs/memory/"):
             out.append(parts)
     return out
+
+
+def memory_deletions(stdin: str) -> List[Tuple[str, str]]:
+    """(remote ref, its tip) of each pre-push line that deletes a memory ref on the remote."""
+    return [(parts[2], parts[3]) for parts in (line.split() for line in stdin.splitlines())
+            if len(parts) == 4 and parts[1] == _ZERO and parts[2].startswith(REF_PREFIX) and parts[3] != _ZERO]
+
+
+def _refuse_deleted_memory(store: Store, args: Sequence[str], stdin: str) -> None:
+    """Memory is never deleted from a remote by accident: `git push --prune` and `--mirror` over `remote setup`'s
+    refspec delete every remote memory ref this clone lacks, so a teammate's pushed memory nobody pulled went,
+    and each clone's next fetch dropped its copy. A deletion goes only when what the ref holds stays: in the
+    memory another of the remote's memory refs holds after this push (merged, or renamed), or dropped here at
+    that tip (`gitmem prune`, or set aside: what :func:`gitmem.remote.earlier_memory_notice` tells to delete)."""
+    deleted = memory_deletions(stdin)
+    if not deleted:
+        return
+    from .branches import dropped_here, reachable
+    from .remote import fetch, memory_refs_at
+
+    repo = store.repo
+    remote = args[0] if args else "the remote"
+    url = args[1] if len(args) > 1 and args[1] else remote  # where git pushes
+    gone = {ref for ref, _ in deleted}
+    after = {ref: tip for ref, tip in memory_refs_at(repo, url, False, remote).items() if ref not in gone}
+    after.update((dst, local) for _, local, dst, _ in memory_updates(stdin) if dst.startswith(REF_PREFIX))
+    unseen = [ref[len(REF_PREFIX):] for ref, tip in [*deleted, *after.items()] if tip not in repo]
+    if unseen and remote in repo.remotes.names():
+        try:
+            fetch(repo, remote, unseen, interactive=False)
+        except GitmemError:
+            pass  # what is still not here is refused below
+    lost = [ref for ref, tip in deleted if tip not in repo or not (
+        any(reachable(repo, tip, kept) for kept in after.values()) or dropped_here(repo, ref[len(REF_PREFIX):], tip))]
+    if lost:
+        raise ForcedMemory(f"refusing to delete {remote}'s {', '.join(lost)}: memory no other memory ref there holds, "
+                           "not dropped here (`git push --prune` and `--mirror` delete every memory ref this clone "
+                           f"lacks); push refused: `gitmem pull` brings it here; to delete it on purpose, "
+                           f"`git push --no-verify {remote} {' '.join(':' + ref for ref in lost)}`")
 
 
 def _refuse_set_aside(store: Store, updates: List[List[str]]) -> None:

@@ -764,22 +764,24 @@ def held_tips(repo: pygit2.Repository, remote: str, *, url: Optional[str] = None
         urls = [url]
     held: Set[str] = set()
     for n, each in enumerate(urls):
-        here = _listed(repo, each, interactive, remote)
+        here = set(memory_refs_at(repo, each, interactive, remote).values())
         held = here if n == 0 else held & here
     if any(oid not in repo for oid in held) and remote in repo.remotes.names():
         fetch(repo, remote, interactive=interactive)
     return sorted(oid for oid in held if oid in repo)
 
 
-def _listed(repo: pygit2.Repository, url: str, interactive: Optional[bool], name: str) -> Set[str]:
-    """The tips of the memory refs at ``url`` (`git ls-remote`). One that cannot be asked is a RemoteError
-    naming ``name``, not an empty set: taken for a remote holding none of the history, it had the scan read
+def memory_refs_at(repo: pygit2.Repository, url: str, interactive: Optional[bool],
+                   name: str) -> Dict[str, str]:
+    """ref -> tip of the memory refs at ``url`` (`git ls-remote`). One that cannot be asked is a RemoteError
+    naming ``name``, not an empty answer: taken for a remote holding none of the history, it had the scan read
     all of it and refuse the push for a secret a pull redacted here, telling the user to rotate it."""
     result = _git(repo, ["ls-remote", "--refs", url, REF_PREFIX + "*"], interactive=interactive,
                   what=f"list the memory {url} holds")
     if result.returncode != 0:
         raise RemoteError(f"could not reach {name}: {_failure(result)}")
-    return {m.group(1) for line in result.stdout.splitlines() if (m := re.match(r"([0-9a-f]{40,64})\t", line))}
+    return {m.group(2): m.group(1) for line in result.stdout.splitlines()
+            if (m := re.match(r"([0-9a-f]{40,64})\t(\S+)$", line))}
 
 
 def _refuse_secrets(repo: pygit2.Repository, tips: Dict[str, str], known: Iterable[str]) -> None:

@@ -444,6 +444,35 @@ def test_a_forced_plain_push_never_forces_memory_back(alice, bob, origin):
     assert subprocess.run(["git", "merge-base", "--is-ancestor", team, "refs/memory/main"], cwd=origin).returncode == 0
 
 
+def test_a_plain_push_with_prune_never_deletes_memory_the_remote_alone_holds(alice, bob, origin):
+    """`git push --prune` over `remote setup`'s refspec deletes every remote memory ref the pusher lacks: bob's
+    pushed memory of spike, which alice never pulled, went with exit 0, and each clone's next fetch dropped its
+    copy. The pre-push hook refuses the push whole; memory the remote keeps under another ref may go."""
+    for who in (alice, bob):
+        gitmem(who, "hooks", "install")
+        gitmem(who, "remote", "setup")
+    git(bob, "branch", "spike")
+    gitmem(bob, "--branch", "spike", "add", "fact", "only on bob's spike")
+    gitmem(bob, "push", "--branch", "spike")
+    spike = remote_tip(origin, "spike")
+    git(alice, "branch", "done")
+    gitmem(alice, "--branch", "done", "add", "fact", "merged into main")
+    gitmem(alice, "push", "--branch", "done")
+    gitmem(alice, "merge", "done")
+    gitmem(alice, "push")
+    git(alice, "branch", "-q", "-D", "done")
+    gitmem(alice, "prune", "--yes")
+
+    pruned = subprocess.run(["git", "push", "--prune"], cwd=alice, capture_output=True, text=True)
+
+    assert pruned.returncode != 0, pruned.stderr
+    assert "refusing to delete origin's refs/memory/spike" in pruned.stderr, pruned.stderr
+    assert "refs/memory/done" not in pruned.stderr.split("refusing", 1)[1]  # merged into main's: not named
+    assert remote_tip(origin, "spike") == spike and remote_tip(origin, "done")
+    git(alice, "push", "-q", "origin", ":refs/memory/done")  # all of it is in the remote's main memory
+    assert remote_tip(origin, "done") is None and remote_tip(origin, "spike") == spike
+
+
 def test_remote_setup_keeps_an_existing_push_refspec_and_undo_leaves_it(alice):
     git(alice, "config", "--add", "remote.origin.push", "refs/heads/main:refs/heads/main")
     config = Path(alice, ".git", "config")
