@@ -18,12 +18,12 @@ import pygit2
 
 from .errors import BranchError, GitmemError, InvalidMemory, NotFound, PendingConflict, StorageError
 from .refs import memory_names, written_here
-from .repo import ASIDE_PREFIX, REF_PREFIX, aside_of, created_from, doctor_command, parent_chain, ref_target
+from .repo import (ASIDE_PREFIX, REF_PREFIX, REMOTE_PREFIX, aside_of, created_from, doctor_command, parent_chain,
+                   ref_target)
 
 if TYPE_CHECKING:
     from .store import Store
 
-REMOTE_PREFIX = "refs/memory-remotes/"
 _MOVING_RE = re.compile(r"^checkout: moving from (\S+) to (\S+)$")
 
 

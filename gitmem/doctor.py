@@ -16,8 +16,8 @@ from .errors import GitmemError, InvalidMemory, StorageError
 from . import model
 from .model import Author, Memory
 from .refs import lock_file
-from .repo import (below_parents, blob_at, current_branch, default_author, doctor_command, entries_by_name,
-                   objects_read_once)
+from .repo import (REMOTE_PREFIX, below_parents, blob_at, current_branch, default_author, doctor_command,
+                   entries_by_name, objects_read_once, ref_target)
 from .model import CONFLICTS_DIR, Problem, parse_memory
 from .store import Store
 from .text import plural
@@ -80,9 +80,9 @@ def doctor(store: Store, full: bool = False) -> List[Problem]:
     if found:
         good = last_good_tip(store)
         command = doctor_command(store.ref, checked_out=current_branch(store.repo)[0])
-        offer = (f"; last intact tip in the reflog is {good[:10]}: run `{command} --recover` to move "
+        offer = (f"; last intact tip {good[1]} is {good[0][:10]}: run `{command} --recover` to move "
                  "the ref back to it (intact later memories are kept)" if good else
-                 "; no intact earlier tip in the reflog")
+                 "; no intact earlier tip in the reflog or a fetched copy")
         problems.append(Problem("error", store.ref, f"history is damaged: {found}{offer}"))
         return problems
     if tip == sound:
@@ -228,16 +228,27 @@ def damage(repo: pygit2.Repository, tip: Optional[str], known: Sequence[str] = (
     return None
 
 
-def last_good_tip(store: Store) -> Optional[str]:
-    """The newest tip in the ref's reflog whose whole history is intact."""
-    current = store.own_tip()
+def last_good_tip(store: Store) -> Optional[Tuple[str, str]]:
+    """The newest tip in the ref's reflog whose whole history is intact, else a fetched copy of the branch's
+    memory below the current tip whose history is (`git gc` expires reflog entries, and the memory this clone
+    pushed and fetched back is an earlier tip of its own), with where it was found."""
+    repo, current = store.repo, store.own_tip()
     try:
-        entries = [str(e.oid_new) for e in store.repo.references[store.ref].log()]
+        entries = [str(e.oid_new) for e in repo.references[store.ref].log()]
     except (KeyError, pygit2.GitError, OSError):
-        return None
+        entries = []
     for oid in dict.fromkeys(entries):
-        if oid != current and not set(oid) <= {"0"} and damage(store.repo, oid) is None:
-            return oid
+        if oid != current and not set(oid) <= {"0"} and damage(repo, oid) is None:
+            return oid, "in the reflog"
+    for remote in repo.remotes.names():
+        ref = f"{REMOTE_PREFIX}{remote}/{store.branch}"
+        copy = ref_target(repo, ref)
+        try:
+            below = bool(copy and current and copy != current and repo.descendant_of(current, copy))
+        except (KeyError, pygit2.GitError, ValueError):
+            continue  # a history too damaged to tell: not taken for an earlier tip
+        if below and copy and damage(repo, copy) is None:
+            return copy, f"in {ref}"
     return None
 
 
@@ -252,9 +263,11 @@ def recover(store: Store, author: Optional[Author] = None, source: str = "doctor
     found = damage(store.repo, tip)
     if found is None:
         raise GitmemError(f"nothing to recover: the history of {store.ref} is intact")
-    good = last_good_tip(store)
-    if good is None:
-        raise StorageError(f"{store.ref} is damaged ({found}) and its reflog has no intact earlier tip")
+    found_good = last_good_tip(store)
+    if found_good is None:
+        raise StorageError(f"{store.ref} is damaged ({found}) and no intact earlier tip is in its reflog or a "
+                           "fetched copy")
+    good = found_good[0]
     readable, lost = _salvage(store.repo, tip)
     updates: Dict[str, Optional[bytes]] = {}
     for path, data in readable.items():

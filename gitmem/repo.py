@@ -23,6 +23,8 @@ REF_PREFIX = "refs/memory/"
 #: Where memory set aside here (:func:`gitmem.branches.set_aside`) is kept: outside ``refs/memory/``, which
 #: `gitmem remote setup`'s push refspec sends, so a plain `git push` never shares it.
 ASIDE_PREFIX = "refs/memory-aside/"
+#: Where a fetch keeps each remote's copy of the memory: ``refs/memory-remotes/<remote>/<branch>``.
+REMOTE_PREFIX = "refs/memory-remotes/"
 #: The name set-aside memory is given: ``<branch>.earlier-<tip>`` (its first 8 hex digits, or all).
 _ASIDE_RE = re.compile(r"(.+)\.earlier-[0-9a-f]{8,64}")
 _CREATED_RE = re.compile(r"^branch: Created from (.+)$")

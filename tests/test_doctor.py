@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import damage_ref, git, gitmem
+from conftest import clone, damage_ref, git, gitmem, make_origin
 from gitmem import Author, Store
 from gitmem.doctor import doctor
 from gitmem.model import dump_yaml, memory_path
@@ -311,3 +311,25 @@ def test_fix_on_a_branch_without_memory_removes_the_stale_lock_of_the_parents_me
     assert not lock.exists() and "stale lock" not in r.stdout.split("\n", 1)[1]
     assert r.stdout.startswith("removed stale lock ") and \
         r.stdout.splitlines()[0].endswith(": refs/memory/main's, whose memory feature reads")
+
+
+def test_with_the_reflog_expired_a_fetched_copy_is_the_intact_tip_recovery_goes_back_to(tmp_path):
+    """`git gc` expires reflog entries (`git reflog expire --expire=now --all` all of them): a blob lost from the
+    unpushed tip then left doctor with "no intact earlier tip" and every command refusing the branch, though the
+    pushed memory this clone fetched was an intact earlier tip. Recovery goes back to it and keeps the rest."""
+    me = clone(make_origin(tmp_path), tmp_path / "me", "Me")
+    store = Store.open(str(me))
+    pushed = store.add("fact", "pushed").commit
+    gitmem(me, "push")
+    kept = store.add("fact", "kept, written after the push").memory
+    lost = store.add("fact", "lost with its blob").memory
+    blob = git(me, "rev-parse", f"refs/memory/main:{memory_path(lost)}").strip()
+    git(me, "reflog", "expire", "--expire=now", "--all")
+    _object_file(me, blob).unlink()
+
+    report = gitmem(me, "doctor", check=False)
+    offer = f"last intact tip in refs/memory-remotes/origin/main is {pushed[:10]}: run `gitmem doctor --recover`"
+    assert report.returncode == 1 and offer in report.stdout, report.stdout
+    recovered = json.loads(gitmem(me, "doctor", "--recover", "--json").stdout)["recovered"]
+    assert recovered["good"] == pushed and recovered["lost"] == [memory_path(lost)]
+    assert {m.text for m in Store.open(str(me)).memories().values()} == {"pushed", kept.text}
