@@ -62,6 +62,9 @@ _GIT_COMMIT_RE = re.compile(r"(?:^|[;&|(]|\$\()\s*(?:\w+=\S*\s+)*git(?:\s+(?:-[C
 _DEFINES_RE = re.compile(r"^[ \t]*(?:async\s+def|def|class|function|export\s+(?:default\s+)?(?:function|class|const)|"
                          r"func|fn|pub\s+fn|struct|interface|type)\s+([A-Za-z_][\w]*)", re.M)
 
+#: What a first line quoted in a file summary is trimmed of: comment marks, quotes, blanks.
+_DECORATION = "#/*\"' "
+
 
 @dataclass(frozen=True)
 class HookInput:
@@ -426,9 +429,11 @@ def summarize_file(path: str, full_path: str) -> str:
     if names:
         shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
         parts.append(f"defines {shown}")
-    first = next((line.strip().strip("#/*\"' ") for line in lines if line.strip().strip("#/*\"' ")), "")
-    if first:
-        parts.append(f"starts: {first[:120]}")
+    first = next((line for line in lines if line.strip().strip(_DECORATION)), "")
+    if first:  # redacted whole, then trimmed and cut: a cut token or an unclosed quote no longer has a secret's shape
+        from .redact import redact
+
+        parts.append(f"starts: {redact(first)[0].strip().strip(_DECORATION)[:120]}")
     summary = "; ".join(parts)
     return summary if len(summary) <= FILE_SUMMARY_CHARS else summary[: FILE_SUMMARY_CHARS - 3] + "..."
 

@@ -239,6 +239,21 @@ def test_a_read_of_a_fifo_a_device_or_a_huge_file_records_nothing_and_returns_at
     hook(repo, "SessionStart", source="startup", transcript_path="/dev/zero")  # returns: not a regular file
 
 
+def test_a_long_secret_on_a_files_first_line_is_redacted_before_the_summary_cuts_it(repo):
+    """A tracked env file whose first line quotes a long token: cut to the summary's length first, the quote
+    never closed and the assignment no longer matched, so the token's first 90 characters were stored."""
+    import random
+    import string
+
+    rng = random.Random(7)
+    token = "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(130))
+    for line in (f'export SERVICE_API_TOKEN="{token}"', 'DB_PASSWORD="' + "hunter2" * 20 + '"'):
+        (repo / "deploy.env").write_text(line + "\nREGION=eu\n")
+        hook(repo, "PostToolUse", tool_name="Read", tool_input={"file_path": str(repo / "deploy.env")})
+        [m] = [m for m in file_memories(repo) if m.paths == ("deploy.env",)]
+        assert "REDACTED" in m.text and token[:20] not in m.text and "hunter2hunter2" not in m.text, m.text
+
+
 def test_a_binary_file_is_summarised_as_binary_not_as_garbage(repo):
     from gitmem.claude_code import summarize_file
 
