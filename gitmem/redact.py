@@ -167,8 +167,17 @@ _EXAMPLE_PASSWORDS = frozenset({"pass", "password", "passwd", "pwd", "pw", "secr
 
 
 def _not_template(value: str) -> bool:
-    """False for ``${VAR}``, ``$VAR``, ``{{ var }}``, ``<user>:<password>``, ``%(pw)s``, ``****``."""
-    return _compiled(_TEMPLATE_PATTERN, re.IGNORECASE).fullmatch(value) is None
+    """False for ``${VAR}``, ``$VAR``, ``{{ var }}``, ``<user>:<password>``, ``%(pw)s``, ``****``, and for what
+    documentation writes: a value elided with ``...`` or ``…`` (``sk-ant-api03-...``), AWS's example key pair
+    (``AKIAIOSFODNN7EXAMPLE``, ``...EXAMPLEKEY``)."""
+    return (not value.endswith(("...", "\u2026", "EXAMPLE", "EXAMPLEKEY"))
+            and _compiled(_TEMPLATE_PATTERN, re.IGNORECASE).fullmatch(value) is None)
+
+
+def _not_filler(value: str) -> bool:
+    """False for a token's prefix and one character repeated (``ghp_xxxx…``, ``sk_live_XXXX…``): documentation's
+    placeholder. Not an entropy floor: a real token glued to a run of letters matches as one low-entropy word."""
+    return _compiled(r"[a-z]+_(?:pat_|live_|test_|prod_)?(.)\1*", re.IGNORECASE).fullmatch(value) is None
 
 
 def _url_password(value: str) -> bool:
@@ -263,20 +272,20 @@ RULES: Tuple[Rule, ...] = (
                         "OPENAI_API_KEY=" + _fake("sk-", 48)),
           false_samples=lambda: ("task-force meeting, disk-usage at 80%", "sk-" + "abc123", "use sk-proj-...")),
     _rule("github-pat", "GitHub personal access token (classic)",
-          r"ghp_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("ghp_",),  # glued to a name too: no word boundary before
+          r"ghp_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("ghp_",), validate=_not_filler,  # glued to a name too: no word boundary before
           true_samples=lambda: (_fake("ghp_", 36), "https://" + _fake("ghp_", 36, seed="url") + "@github.com/o/r.git",
                         "MY_TOKEN_" + _fake("ghp_", 36, seed="glued"), "x" + _fake("ghp_", 36, seed="x")),
-          false_samples=lambda: ("ghp_ tokens are classic PATs", "ghp_" + "short123")),
-    _rule("github-oauth", "GitHub OAuth access token", r"gho_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("gho_",),
+          false_samples=lambda: ("ghp_ tokens are classic PATs", "ghp_" + "short123", "ghp_" + "x" * 36)),
+    _rule("github-oauth", "GitHub OAuth access token", r"gho_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("gho_",), validate=_not_filler,
           true_samples=lambda: (_fake("gho_", 36),), false_samples=lambda: ("gho_" + "notlongenough",)),
     _rule("github-app-token", "GitHub App user-to-server or server-to-server token",
-          r"gh[us]_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("ghu_", "ghs_"),
+          r"gh[us]_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("ghu_", "ghs_"), validate=_not_filler,
           true_samples=lambda: (_fake("ghu_", 36), "x-access-token:" + _fake("ghs_", 36)),
           false_samples=lambda: ("ghs_" + "tooshort",)),
-    _rule("github-refresh-token", "GitHub refresh token", r"ghr_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("ghr_",),
+    _rule("github-refresh-token", "GitHub refresh token", r"ghr_[A-Za-z0-9]{30,}(?![A-Za-z0-9])", ("ghr_",), validate=_not_filler,
           true_samples=lambda: (_fake("ghr_", 76),), false_samples=lambda: ("ghr_" + "x1",)),
     _rule("github-fine-grained-pat", "GitHub fine-grained personal access token",
-          r"github_pat_[A-Za-z0-9_]{22,}(?![A-Za-z0-9_])", ("github_pat_",),
+          r"github_pat_[A-Za-z0-9_]{22,}(?![A-Za-z0-9_])", ("github_pat_",), validate=_not_filler,
           true_samples=lambda: (_fake("github_" + "pat_", 22) + "_" + _fake("", 59),),
           false_samples=lambda: ("github_pat_ is the fine-grained prefix", "github_pat_" + "short")),
     _rule("gitlab-pat", "GitLab personal access token",
@@ -285,10 +294,13 @@ RULES: Tuple[Rule, ...] = (
                         _fake("glpat-", 27, _ALNUM + "-_") + ".01." + _fake("", 9, "abcdefghijklmnopqrstuvwxyz0123456789")),
           false_samples=lambda: ("glpat-" + "short",)),
     _rule("slack-token", "Slack bot, user, app-level, config or refresh token",
-          r"\b(?:xoxe\.)?xox[abeoprs]-(?:\d+-)+[A-Za-z0-9-]{8,}", ("xox",),
+          r"\b(?:(?:xoxe\.)?xox[abeoprs]-(?:\d+-)+[A-Za-z0-9-]{8,}|xapp-\d-[A-Z0-9]+-\d+-[A-Za-z0-9]{20,})",
+          ("xox", "xapp-"),
           true_samples=lambda: ("xoxb-" + _fake("", 12, "0123456789") + "-" + _fake("", 13, "0123456789") + "-" + _fake("", 24),
-                        "xoxe.xoxp-1-" + _fake("", 160, seed="rotating")),
-          false_samples=lambda: ("xoxb-your-bot-token", "xoxo, gossip girl")),
+                        "xoxe.xoxp-1-" + _fake("", 160, seed="rotating"),
+                        "xa" + "pp-1-A0" + _fake("", 9, "0123456789ABCDEF") + "-" + _fake("", 13, "0123456789")
+                        + "-" + _fake("", 64, "0123456789abcdef")),
+          false_samples=lambda: ("xoxb-your-bot-token", "xoxo, gossip girl", "xapp-1 is the app-level prefix")),
     _rule("slack-webhook-url", "Slack incoming-webhook or workflow URL (the path is the secret)",
           r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9+/]{30,})",
           ("hooks.slack.com",),
@@ -297,22 +309,25 @@ RULES: Tuple[Rule, ...] = (
           false_samples=lambda: ("post to https://hooks.slack.com/services/ with the team's URL",)),
     _rule("aws-access-token", "AWS access key id",
           r"(?<![A-Za-z0-9])(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}(?![A-Za-z0-9])",
-          ("a3t", "akia", "asia", "abia", "acca"),
+          ("a3t", "akia", "asia", "abia", "acca"), validate=_not_template,
           true_samples=lambda: (_fake("AK" + "IA", 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"),
                         "id_" + _fake("AK" + "IA", 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", seed="glued"),
                         "aws_access_key_id = " + _fake("AS" + "IA", 16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")),
-          false_samples=lambda: ("Asia-Pacific region", "AKIA prefixes mark long-term keys", "EASTASIAPACIFICREGIONCODES")),
+          false_samples=lambda: ("Asia-Pacific region", "AKIA prefixes mark long-term keys", "EASTASIAPACIFICREGIONCODES",
+                         "AKIA" + "IOSFODNN7EXAMPLE")),
     _rule("aws-secret-key", "AWS secret access key (only next to an aws...secret name)",
           r"aws[\w \t.-]{0,20}?secret[\w \t.-]{0,20}?[\"']?[ \t]*(?:=|:=|=>|:)[ \t]*[\"']?"
           r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])", ("aws",), flags=re.IGNORECASE, entropy=3.0,
+          validate=_not_template,
           true_samples=lambda: ("aws_secret_access_key = " + _fake("", 40, _B64),
                         'AWS_SECRET_ACCESS_KEY="' + _fake("", 40, _B64, seed="2") + '"',
                         "AWS Secret Access Key: " + _fake("", 40, _B64, seed="3")),
-          false_samples=lambda: ("aws_secret_access_key = " + "A" * 40, _fake("", 40, _B64) + " is a base64 blob")),
+          false_samples=lambda: ("aws_secret_access_key = " + "A" * 40, _fake("", 40, _B64) + " is a base64 blob",
+                         "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")),
     _rule("stripe-access-token", "Stripe secret or restricted key",
-          r"\b[rs]k_(?:live|test|prod)_[A-Za-z0-9]{10,}", ("sk_", "rk_"),
+          r"\b[rs]k_(?:live|test|prod)_[A-Za-z0-9]{10,}", ("sk_", "rk_"), validate=_not_filler,
           true_samples=lambda: (_fake("sk_" + "live_", 24), _fake("rk_" + "test_", 24)),
-          false_samples=lambda: ("task_live_reload = True", "sk_live_ keys are secret")),
+          false_samples=lambda: ("task_live_reload = True", "sk_live_ keys are secret", "sk_live_" + "x" * 24)),
     _rule("google-api-key", "Google (GCP, Firebase, Gemini) API key",
           r"\bAIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])", ("aiza",),
           true_samples=lambda: (_fake("AI" + "za", 35, _ALNUM + "-_"), "key=" + _fake("AI" + "za", 35, _ALNUM + "-_", seed="q")),
@@ -386,6 +401,32 @@ RULES: Tuple[Rule, ...] = (
                         + "\nPrivate-Lines: 1\n" + _fake("", 44, _B64, seed="p")
                         + "\nPrivate-MAC: " + _fake("", 64, "0123456789abcdef"),),
           false_samples=lambda: ("convert the .ppk with puttygen (PuTTY key file)",)),
+    _rule("discord-webhook-url", "Discord webhook URL (the path's token is the secret)",
+          r"discord(?:app)?\.com/api/webhooks/\d+/(?P<secret>[A-Za-z0-9_-]{60,})", ("discord",),
+          true_samples=lambda: ("https://discord.com/api/" + "webhooks/1" + _fake("", 18, "0123456789") + "/"
+                                + _fake("", 68, _ALNUM + "-_"),),
+          false_samples=lambda: ("post to https://discord.com/api/webhooks/ID/TOKEN",)),
+    # No prefix of its own (base64 of the bot's id, a timestamp, an HMAC): only next to a name saying Discord or
+    # bot, where a dotted value that reads like a name (``self.token``) would fool generic-api-key.
+    _rule("discord-bot-token", "Discord bot token next to a discord/bot name or an ``Authorization: Bot`` header",
+          r"(?i:discord|\bbot)[\w \t.:=\"'`-]{0,40}?(?<![A-Za-z0-9_-])"
+          r"(?P<secret>[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38})(?![A-Za-z0-9_-])",
+          ("discord", "bot"), entropy=3.5, one_line=True,
+          true_samples=lambda: ("DISCORD_BOT_TOKEN=" + _fake("M", 23) + "." + _fake("G", 5) + "." + _fake("a", 37),
+                                "Authorization: Bot " + _fake("N", 23, seed="h") + "." + _fake("G", 5, seed="h") + "."
+                                + _fake("b", 37, seed="h")),
+          false_samples=lambda: ("the bot token lives in DISCORD_BOT_TOKEN", "bot: self.client.user.name")),
+    _rule("netrc-password", "Password of a .netrc entry (machine HOST login USER password SECRET)",
+          r"\bmachine\s+\S+\s+login\s+\S+(?:\s+account\s+\S+)?\s+password\s+(?P<secret>[^\s]{6,})",
+          ("machine",), validate=_assigned_password,
+          true_samples=lambda: ("machine api.github.com login ada password " + _fake("", 20),
+                                "machine api.heroku.com\n  login ada@example.com\n  password " + _fake("", 36, seed="h")),
+          false_samples=lambda: ("the build machine has no login password prompt",
+                                 "machine example.com login USER password ${NETRC_PASSWORD}")),
+    _rule("mailgun-private-api-token", "Mailgun private API key (key- + 32 hex) next to a mailgun name",
+          r"(?i:mailgun)[^\n]{0,60}?\b(?P<secret>key-[a-f0-9]{32})\b", ("mailgun",), entropy=3.0, one_line=True,
+          true_samples=lambda: ("mailgun: " + _fake("key" + "-", 32, "0123456789abcdef"),),
+          false_samples=lambda: ("mailgun keys start with key-", "mailgun cache key-" + "0" * 32)),
     _rule("password-in-url", "Password in a URL's userinfo (only the password is replaced)",
           r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@'\"`<>]*:(?P<secret>[^\s/?#@'\"`<>]+)@(?=[\w\[])",
           ("://",), validate=_url_password,
@@ -399,7 +440,9 @@ RULES: Tuple[Rule, ...] = (
     _rule("generic-api-key", "High-entropy value assigned to a password/secret/token/key/auth name",
           r"(?<![\w.-])[\w.-]{0,60}?"
           r"(?:(?<![a-z])pass(?:w(?:or)?d|phrase)?|pwd|secret|token|api[_.-]?key|access[_.-]?key|private[_.-]?key"
-          r"|auth(?:orization)?|credentials?)"
+          r"|auth(?:orization)?|credentials?"
+          # an environment variable's ``*_KEY`` (``ENCRYPTION_KEY``), not a public one's
+          r"|(?-i:(?<=[A-Z0-9])(?<!PUBLIC)(?<!PUBLISHABLE)(?<!GPG)(?<!PGP)_KEY))"
           r"(?:[_.-]?(?:key|token|secret|value|header|str|string|b64|base64|hash|s))*"
           r"[\"']?[ \t]*(?:=(?!=)|:=|=>|:)[ \t]*(?P<q>[\"'`])?(?:(?:bearer|basic|token)[ \t]+)?"
           r"(?P<secret>(?:(?(q)[^\s\"'`]|[^\s\"'`;,&()\[\]{}<>\\])){8,})"
@@ -412,12 +455,13 @@ RULES: Tuple[Rule, ...] = (
                         "curl 'https://api.example.com/v1/items?access_token=" + _fake("", 24, seed="qs") + "&page=2'",
                         "client_secret: " + _fake("", 32, "0123456789abcdef"),
                         "export MY_SERVICE_TOKEN=" + _fake("", 28, seed="env"),
-                        "DB_PASS=" + _fake("", 14, seed="dbpass"),
+                        "DB_PASS=" + _fake("", 14, seed="dbpass"), "SIGNING_KEY=" + _fake("", 44, _B64, seed="sk"),
                         "AWS_SESSION_TOKEN=IQoJb3JpZ2luX2Vj" + _fake("", 600, _B64, seed="sts") + "==",
                         '"password": "' + _fake("", 260, seed="long") + '"'),
           false_samples=lambda: ('password = os.environ["DB_PASSWORD"]', "token = get_token()", "api_key: str",
                          "api_key: Optional[str] = None", "token = self.token_provider",
                          "tokenizer = AutoTokenizer.from_pretrained(name)", "tokenizer: tiktoken-cl100k",
+                         "PUBLIC_KEY=" + _fake("", 44, _B64), "cache_key = " + _fake("", 40, "0123456789abcdef"),
                          "max_tokens=4096", "prompt_tokens: 1234567890", "auth: username/password",
                          "password: changeme", 'secret = "${{ secrets.DEPLOY_KEY }}"',
                          "token_url = https://oauth2.example.com/token", "secret_file: /etc/app/secret2.pem",

@@ -393,3 +393,45 @@ def test_the_blob_scan_reads_yaml_escapes_in_every_value_a_key_written_twice_inc
     assert not blob_is_clean(escaped)  # the bytes hold no token; the YAML gitmem reads does
     assert not blob_is_clean(escaped + b"text: harmless\n")  # a loader keeps the last of a key written twice
     assert blob_is_clean(b'text: "a \\"quoted\\" word"\n') and blob_is_clean(b"text: [unclosed \\\n")
+
+
+# ---- an audit of what agents paste: credential shapes the table missed, placeholders it flagged --------------
+
+# every part starting with a letter: shaped like a dotted name (``self.token.value``), which code assigns
+DISCORD_BOT = _token("M", 23, seed=70) + "." + _token("G", 5, seed=71) + "." + _token("a", 37, seed=72)
+MISSED = [
+    ("slack app-level token", "SLACK_APP_TOKEN " + _token("xa" + "pp-1-A0", 9, string.ascii_uppercase + string.digits, seed=73)
+     + "-" + _token("", 13, string.digits, seed=74) + "-" + _token("", 64, HEX, seed=75)),
+    ("discord webhook", "https://discord.com/api/" + "webhooks/1163662340359917557/" + _token("", 68, seed=76)),
+    ("discord bot token env", "DISCORD_BOT_TOKEN=" + DISCORD_BOT),
+    ("discord bot token header", "Authorization: Bot " + DISCORD_BOT),
+    ("netrc", "machine api.github.com login ada password " + _token("", 20, seed=77)),
+    ("netrc across lines", "machine api.heroku.com\n  login ada@example.com\n  password " + _token("", 36, seed=78) + "\n"),
+    ("mailgun key-", "mailgun: " + _token("key" + "-", 32, HEX, seed=79)),
+    ("an UPPER_CASE *_KEY variable", "ENCRYPTION_KEY=" + _token("", 44, B64, seed=80)),
+    ("k8s data under a *_KEY name", "kind: Secret\ndata:\n  STRIPE_KEY: " + base64.b64encode(
+        _token("sk_" + "live_", 24, seed=81).encode()).decode() + "\n"),
+]
+
+
+@pytest.mark.parametrize("shape,sample", MISSED, ids=[s for s, _ in MISSED])
+def test_a_credential_agents_paste_is_redacted_entirely(shape, sample):
+    out, findings = redact(sample)
+    assert findings, shape
+    for finding in findings:
+        assert sample[finding.start:finding.end] not in out
+    assert scan(out) == []
+
+
+@pytest.mark.parametrize("text", [
+    "export GITHUB_TOKEN=" + "gh" + "p_" + "x" * 36, "token: " + "gh" + "o_" + "X" * 36,
+    "STRIPE_KEY=" + "sk_" + "live_" + "x" * 24, "ANTHROPIC_API_KEY=" + "sk-ant-" + "api03-...",
+    "OPENAI_API_KEY=sk-proj-abc123...", "api_key: abc123def456…",
+    "aws_access_key_id = " + "AKIA" + "IOSFODNN7EXAMPLE", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "PUBLIC_KEY=" + _token("", 44, B64, seed=82), "ENV GPG_KEY=" + _token("", 40, HEX, seed=83).upper(),
+    "cache_key = " + hashlib.sha1(b"x").hexdigest(), "the build machine has no login password prompt",
+])
+def test_documentation_placeholders_and_public_keys_are_left_alone(text):
+    """Docs' ``ghp_xxxx…`` and elided ``sk-ant-api03-...``, AWS's published example key pair, public keys and
+    hashes under ``key`` names are no secrets: replacing them only hides what a memory says."""
+    assert redact(text) == (text, [])
