@@ -114,6 +114,20 @@ def test_after_a_write_the_view_takes_in_only_the_new_memory(repo, store, monkey
     assert taken == [1]
 
 
+def test_a_first_search_writes_the_postings_of_every_memory_many_to_a_statement(repo, store):
+    """The first search after a clone writes a posting for each word of each memory (1.2 million at 100,000
+    memories): a statement each spent more on binding them than SQLite on writing them."""
+    for i in range(60):
+        store.add("fact", f"note {i}: the payments service retries webhooks with backoff to a dead letter queue")
+    fresh = _fresh(repo)
+    statements: List[str] = []
+    fresh.warm.index._conn().set_trace_callback(statements.append)
+    assert postings.rank(fresh, "note 7", 1)[0].memory.text.startswith("note 7:")
+    written = fresh.warm.index._conn().execute("SELECT COUNT(*) FROM postings").fetchone()[0]
+    inserts = [s for s in statements if re.match(r"INSERT INTO \S*postings", s)]
+    assert written > 500 and 0 < len(inserts) <= written / 100
+
+
 SPELLINGS = ("retryPolicy", "RetryPolicy", "retry_policy", "retry-policy", "retry policy", "café", "Cafe", "s3Bucket",
              "utf8", "UTF-8")
 
