@@ -830,3 +830,22 @@ def test_what_a_cold_start_parses_is_frozen_out_of_later_collections(repo, store
     finally:
         gc.unfreeze()
     assert len(parsed) == 20
+
+
+def test_a_whole_stores_parsed_blobs_are_read_in_one_pass_with_the_answers_of_lookups_by_key(repo, store,
+                                                                                             monkeypatch):
+    """A first search after a `status` reads every memory back from the index: 100,000 rows by their keys
+    took 0.33 s, in one pass over the table 0.1 s."""
+    _seed(store, 20)
+    entries = list(store.snapshot().entries())
+    first = _fresh(repo)
+    first.warm.parse(first.repository, entries, "refs/memory/main")
+    first.warm.index.flush()  # the rows a `status` leaves
+    blobs = [b for _, b in entries]
+    by_key = _fresh(repo).warm.index.parsed(blobs)
+    index = _fresh(repo).warm.index
+    monkeypatch.setattr(type(index), "SCAN_FROM", 5)
+    statements = []
+    index._conn().set_trace_callback(statements.append)
+    assert index.parsed(blobs) == by_key and len(by_key) == 20
+    assert [s for s in statements if "FROM blobs" in s and " IN (" not in s and "LIMIT" not in s]
