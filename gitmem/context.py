@@ -304,19 +304,11 @@ def render_memory(m: Memory, withdrawn: bool = False) -> str:
     return f"<memory {rendered}>{quoted(text)}</memory>"
 
 
-def _shown(value: Any) -> str:
-    if value is None or value == "" or value == ():
-        return "(none)"
-    return ", ".join(map(str, value)) if isinstance(value, tuple) else str(value)
-
-
 def render_conflict(c: Conflict) -> str:
     """A pending conflict as an agent reads it: the memory ``c.id`` shows one side only until a person
     chooses, so both versions of each clashing field are spelled out, and what settles it."""
-    sides = "; ".join(f"{f}: {_shown(getattr(c.ours, f))!r} against {_shown(getattr(c.theirs, f))!r}"
-                      for f in c.fields)
     text = (f"memory {c.id} is in conflict: a person has not chosen between its versions yet, so neither is "
-            f"settled (the memory shows one of them for now); do not rely on it, ask. {sides}. "
+            f"settled (the memory shows one of them for now); do not rely on it, ask. {c.clash()}. "
             f"Settled by `gitmem resolve {c.id} --ours|--theirs|--edit`")
     attrs = f'id="{quoted(c.id)}" type="{quoted(c.ours.type)}" fields="{quoted(",".join(c.fields))}"'
     return f"<conflict {attrs}>{quoted(text)}</conflict>"

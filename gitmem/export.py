@@ -32,6 +32,7 @@ from .files import inside, replace_file
 from .model import Memory
 
 if TYPE_CHECKING:
+    from .records import Conflict
     from .store import Store
 
 #: The begin marker's line up to its digest; as a whole line (:data:`BEGIN`), the one gitmem wrote before the
@@ -145,7 +146,7 @@ def quote(text: str) -> str:
 _line = quote
 
 
-def _item(m: Memory, stale: bool) -> str:
+def _item(m: Memory, stale: bool, conflict: Optional[Conflict]) -> str:
     head = f"**{_line(m.title)}**: " if m.title and m.title.strip() != m.text.strip() else ""
     if m.type == "rejection":
         body = f"{head}{_line(m.text)} (rejected because: {_line(m.reason or '')})"
@@ -155,26 +156,31 @@ def _item(m: Memory, stale: bool) -> str:
     else:
         body = head + _line(m.text) + (f" (why: {_line(m.reason)})" if m.reason else "")
     where = f" [{', '.join(_line(p) for p in m.paths)}]" if m.paths and m.type != "file" else ""
-    return f"- {body}{where} `{m.id}`"
+    unsettled = "" if conflict is None else (
+        f" (in conflict, not settled: a person has not chosen between its versions yet, so do not rely on it; "
+        f"{_line(conflict.clash())}; `gitmem resolve {m.id}`)")
+    return f"- {body}{where}{unsettled} `{m.id}`"
 
 
-def render(memories: Iterable[Memory], *, ref: str, stale: Iterable[str] = (), max_bytes: int = MAX_SECTION_BYTES,
-           max_lines: Optional[int] = None, total: Optional[int] = None) -> str:
+def render(memories: Iterable[Memory], *, ref: str, stale: Iterable[str] = (), conflicts: Iterable[Conflict] = (),
+           max_bytes: int = MAX_SECTION_BYTES, max_lines: Optional[int] = None, total: Optional[int] = None) -> str:
     """The generated section, markers included. Only active decisions, rejections,
-    conventions, facts and file notes; sorted by id, so the same memory renders the same.
+    conventions, facts and file notes; sorted by id, so the same memory renders the same. A memory in one of
+    ``conflicts`` (pending at the tip) says so, with both versions: the memory holds one side only for now.
 
     At most ``max_bytes`` (UTF-8) and ``max_lines``: what does not fit is left out, rejections and conventions
     last and the oldest first within a type (an item longer than the room left is left out, and shorter ones after
     it still go in: one long rejection does not hide the rest), and the section says how many it left out (of
     ``total``, when ``memories`` are only the newest of each type that could fit: see :func:`export`). Only the
     items that are kept are rendered (each is redacted, which is most of the cost)."""
-    return _render(memories, ref=ref, stale=stale, max_bytes=max_bytes, max_lines=max_lines, total=total)[0]
+    return _render(memories, ref=ref, stale=stale, conflicts=conflicts, max_bytes=max_bytes, max_lines=max_lines,
+                   total=total)[0]
 
 
-def _render(memories: Iterable[Memory], *, ref: str, stale: Iterable[str], max_bytes: int,
-            max_lines: Optional[int], total: Optional[int]) -> Tuple[str, int]:
+def _render(memories: Iterable[Memory], *, ref: str, stale: Iterable[str], conflicts: Iterable[Conflict],
+            max_bytes: int, max_lines: Optional[int], total: Optional[int]) -> Tuple[str, int]:
     """:func:`render`'s section, and how many memories it left out."""
-    stale_ids = set(stale)
+    stale_ids, unsettled = set(stale), {c.id: c for c in conflicts}
     active = [m for m in memories if m.status == "active" and m.type in _PRIORITY]
     lines = ["## Project memory (gitmem)", "",
              f"From {_line(ref)}. Check a proposal against the rejected ideas before suggesting it "
@@ -190,7 +196,7 @@ def _render(memories: Iterable[Memory], *, ref: str, stale: Iterable[str], max_b
     items: Dict[str, str] = {}  # the kept ones'
     headed: Set[str] = set()  # the types with a kept item (and so a heading)
     for m in sorted(sorted(active, key=lambda m: m.id, reverse=True), key=lambda m: _PRIORITY.index(m.type)):
-        item = _item(m, m.id in stale_ids)
+        item = _item(m, m.id in stale_ids, unsettled.get(m.id))
         size, height = len(item.encode()) + 1, 1 if m.type in headed else 4
         if size <= room and height <= line_room:
             items[m.id], room, line_room = item, room - size, line_room - height
@@ -347,6 +353,7 @@ def export(store: Store, fmt: str, *, write: bool = False, force: bool = False) 
 
     A section edited by hand since gitmem wrote it is not replaced (:class:`EditedByHand`) unless ``force``:
     the edit would be lost without a word."""
+    from .conflicts import pending
     from .search import is_stale
     from .warm import counted
 
@@ -362,7 +369,8 @@ def export(store: Store, fmt: str, *, write: bool = False, force: bool = False) 
     counts = store.summary()["counts"]
     blobs = store.current_blobs(memories)
     section, left_out = _render(memories, ref=store.ref, stale=[m.id for m in memories if is_stale(m, blobs)],
-                                max_bytes=budget, max_lines=lines, total=counted(counts, _PRIORITY))
+                                conflicts=pending(store).values(), max_bytes=budget, max_lines=lines,
+                                total=counted(counts, _PRIORITY))
     text = splice(existing, section, fmt)
     changed = text != existing
     if write and changed:

@@ -58,6 +58,12 @@ def check_conflict(data: Any) -> None:
             raise InvalidMemory("conflict", f"its {side} version has another id than the conflict")
 
 
+def _shown(value: Any) -> str:
+    if value is None or value == "" or value == ():
+        return "(none)"
+    return ", ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
 @dataclass(frozen=True)
 class Conflict:
     """One memory both sides changed incompatibly: ``fields`` names what clashed."""
@@ -85,6 +91,12 @@ class Conflict:
         the conflict was found, a third version the conflict file cannot show."""
         return tuple(f for f in self.fields if f not in _RULED_FIELDS
                      and getattr(m, f) not in (getattr(self.ours, f), getattr(self.theirs, f)))
+
+    def clash(self) -> str:
+        """Both versions of each clashing field, as a notice spells them out for a reader who cannot run
+        ``gitmem conflicts``: ``text: 'a' against 'b'``."""
+        return "; ".join(f"{f}: {_shown(getattr(self.ours, f))!r} against {_shown(getattr(self.theirs, f))!r}"
+                         for f in self.fields)
 
     def version(self) -> str:
         """A fingerprint of the two versions a person is shown (:func:`gitmem.model.version` of each): a form

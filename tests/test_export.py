@@ -564,3 +564,19 @@ def test_one_long_rejection_that_does_not_fit_leaves_out_only_itself(repo, store
     section = export(store, "windsurf-rules").text
     assert "Use Redis for the job queue" in section and "Money is integer cents" in section
     assert "Rewrite it in Rust" not in section and "1 more memory is not shown here" in section
+
+
+def test_a_memory_in_conflict_is_exported_as_unsettled_with_both_versions_until_it_is_resolved(repo):
+    """A merge's conflict leaves one side in the memory for now: the file must not hand the agent that side as
+    settled (every other reader marks it) while a person has not chosen."""
+    from conftest import conflicted
+    from gitmem.merge import merge_into, resolve
+
+    main, shared = conflicted(repo)
+    merge_into(main, Store.open(str(repo), "feature").own_tip())
+    item = next(line for line in export(main, "agents-md").text.splitlines() if line.endswith(f"`{shared}`"))
+    assert "in conflict" in item and "Use Postgres 16" in item and "Use Postgres 15" in item
+    assert f"gitmem resolve {shared}" in item
+    resolve(main, shared, take="ours")
+    item = next(line for line in export(main, "agents-md").text.splitlines() if line.endswith(f"`{shared}`"))
+    assert "conflict" not in item and "Use Postgres 15" not in item
