@@ -368,7 +368,7 @@ def export(store: Store, fmt: str, *, write: bool = False, force: bool = False) 
     memories = [m for t in _PRIORITY for m in store.list(type=t, limit=most)]
     counts = store.summary()["counts"]
     blobs = store.current_blobs(memories)
-    section, left_out = _render(memories, ref=store.ref, stale=[m.id for m in memories if is_stale(m, blobs)],
+    section, left_out = _render(memories, ref=store.read_ref(), stale=[m.id for m in memories if is_stale(m, blobs)],
                                 conflicts=pending(store).values(), max_bytes=budget, max_lines=lines,
                                 total=counted(counts, _PRIORITY))
     text = splice(existing, section, fmt)

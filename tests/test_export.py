@@ -8,7 +8,7 @@ import re
 import pygit2
 import pytest
 
-from conftest import gitmem
+from conftest import git, gitmem
 from gitmem.errors import GitmemError
 from gitmem.model import Author, memory_path
 from gitmem.store import Store
@@ -580,3 +580,15 @@ def test_a_memory_in_conflict_is_exported_as_unsettled_with_both_versions_until_
     resolve(main, shared, take="ours")
     item = next(line for line in export(main, "agents-md").text.splitlines() if line.endswith(f"`{shared}`"))
     assert "conflict" not in item and "Use Postgres 15" not in item
+
+
+def test_a_branch_reading_its_parent_s_memory_exports_it_as_the_parent_s_unchanged(repo, remembered):
+    """A new branch has no memory ref of its own until its first write: the section named that missing ref, and
+    re-exporting a committed AGENTS.md on the branch changed it though the memory was the same."""
+    export(remembered, "agents-md", write=True)
+    git(repo, "checkout", "-q", "-b", "feature")
+    feature = Store.open(str(repo))
+    assert export(feature, "agents-md").changed is False
+    feature.add("fact", "Feature flags live in flags.yaml")
+    text = export(feature, "agents-md").text
+    assert "From refs/memory/feature." in text and "flags.yaml" in text
