@@ -110,6 +110,7 @@ class Export(NamedTuple):
     changed: bool
     text: str
     left_out: int = 0  # memories the section had no room for (it says so too)
+    why: str = _SECTION_WHY  # the limits that left them out
 
     def to_dict(self) -> Dict[str, Any]:
         return {"format": self.format, "path": self.path, "changed": self.changed, "left_out": self.left_out}
@@ -120,7 +121,7 @@ class Export(NamedTuple):
             return ""
         from .text import plural
 
-        return (f"{plural(self.left_out, 'memory')} left out ({TARGETS[self.format].why}); "
+        return (f"{plural(self.left_out, 'memory')} left out ({self.why}); "
                 "find them with `gitmem search` or `gitmem list`")
 
 
@@ -348,6 +349,19 @@ def target(store: Store, fmt: str) -> str:
     return inside(os.path.join(workdir, FORMATS[fmt]), workdir)  # through links (AGENTS.md to CLAUDE.md), not out
 
 
+def _limits(store: Store, fmt: str, path: str) -> Target:
+    """``fmt``'s target with the strictest limits of every format whose file is ``path`` too (teams link AGENTS.md
+    to CLAUDE.md): each format then renders the one file the same section, within what every tool reading it
+    asks, instead of each export undoing the other's."""
+    workdir = store.repo.workdir or ""
+    same = [t for f, t in TARGETS.items() if f == fmt or os.path.realpath(os.path.join(workdir, t.path)) == path]
+    lines = [t.max_lines for t in same if t.max_lines is not None]
+    characters = [t.file_limit for t in same if t.file_limit is not None]
+    whys = [t.why for t in same if t.max_lines is not None or t.file_limit is not None] or [_SECTION_WHY]
+    return TARGETS[fmt]._replace(max_bytes=min(t.max_bytes for t in same), file_limit=min(characters, default=None),
+                                 max_lines=min(lines, default=None), why="; ".join(dict.fromkeys(whys)))
+
+
 def export(store: Store, fmt: str, *, write: bool = False, force: bool = False) -> Export:
     """Render ``fmt`` for the store's memory; with ``write``, update the file if it changed.
 
@@ -359,7 +373,7 @@ def export(store: Store, fmt: str, *, write: bool = False, force: bool = False) 
 
     path = target(store, fmt)
     existing = _read(path)
-    goal, rest = TARGETS[fmt], splice(existing, "", fmt)  # rest: the file besides the section, separators too
+    goal, rest = _limits(store, fmt, path), splice(existing, "", fmt)  # rest: the file besides the section, separators too
     budget = goal.max_bytes if goal.file_limit is None else max(0, min(goal.max_bytes, goal.file_limit - len(rest)))
     lines = None if goal.max_lines is None else max(0, goal.max_lines - len(rest.splitlines()))
     # No more items fit than the section has bytes for its shortest (``- x `<id>```), or lines, so the newest that
@@ -377,7 +391,7 @@ def export(store: Store, fmt: str, *, write: bool = False, force: bool = False) 
         if existing is not None and not force and edited(existing):
             raise EditedByHand(FORMATS[fmt], fmt)
         replace_file(path, text, within=store.repo.workdir)
-    return Export(fmt, FORMATS[fmt], changed, text, left_out)
+    return Export(fmt, FORMATS[fmt], changed, text, left_out, goal.why)
 
 
 def _read(path: str) -> Optional[str]:

@@ -8,7 +8,7 @@ import re
 import pygit2
 import pytest
 
-from conftest import git, gitmem
+from conftest import git, gitmem, seeded
 from gitmem.errors import GitmemError
 from gitmem.model import Author, memory_path
 from gitmem.store import Store
@@ -592,3 +592,16 @@ def test_a_branch_reading_its_parent_s_memory_exports_it_as_the_parent_s_unchang
     feature.add("fact", "Feature flags live in flags.yaml")
     text = export(feature, "agents-md").text
     assert "From refs/memory/feature." in text and "flags.yaml" in text
+
+
+def test_agents_md_linked_to_claude_md_gets_one_section_within_claude_code_s_limit_from_either_format(repo, store):
+    """Teams link AGENTS.md to CLAUDE.md: the agents-md export wrote a 16 KiB section past Claude Code's 200
+    lines, the claude-md export cut it back, and each export (or both formats refreshed on commit) undid the
+    other's for ever."""
+    seeded(repo, 1_000)
+    (repo / "CLAUDE.md").write_text("# Our rules\n")
+    (repo / "AGENTS.md").symlink_to("CLAUDE.md")
+    first = export(store, "agents-md", write=True)
+    assert len((repo / "CLAUDE.md").read_text().splitlines()) <= 200
+    assert "Claude Code recommends a CLAUDE.md under 200 lines" in first.note()
+    assert not export(store, "claude-md", write=True).changed and not export(store, "agents-md", write=True).changed
