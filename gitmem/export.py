@@ -373,7 +373,11 @@ def export(store: Store, fmt: str, *, write: bool = False, force: bool = False) 
 
     path = target(store, fmt)
     existing = _read(path)
-    goal, rest = _limits(store, fmt, path), splice(existing, "", fmt)  # rest: the file besides the section, separators too
+    try:
+        rest = splice(existing, "", fmt)  # the file besides the section, separators too (its markers checked)
+    except GitmemError as e:  # which file, for the hook's log, which refreshes several
+        raise GitmemError(f"{FORMATS[fmt]}: {e}") from None
+    goal = _limits(store, fmt, path)
     budget = goal.max_bytes if goal.file_limit is None else max(0, min(goal.max_bytes, goal.file_limit - len(rest)))
     lines = None if goal.max_lines is None else max(0, goal.max_lines - len(rest.splitlines()))
     # No more items fit than the section has bytes for its shortest (``- x `<id>```), or lines, so the newest that
@@ -468,8 +472,9 @@ def check_on_commit(store: Store, fmt: str) -> None:
 def refresh(store: Store) -> List[str]:
     """Re-render the formats chosen with --on-commit (called by the post-commit hook); what it did, to show.
 
-    A file that git has tracked since is left alone: writing it would dirty the work tree. So is a section
-    edited by hand (and the hook says so): the other formats are still refreshed."""
+    A file that git has tracked since is left alone: writing it would dirty the work tree. So is one the export
+    refuses (a section edited by hand, a stray marker, a read-only file), and the hook says so: the other formats
+    are still refreshed."""
     done = []
     for fmt in on_commit_formats(store):
         if tracked(store, fmt):
@@ -477,6 +482,6 @@ def refresh(store: Store) -> List[str]:
         try:
             if export(store, fmt, write=True).changed:
                 done.append(f"refreshed {FORMATS[fmt]}")
-        except EditedByHand as e:
+        except GitmemError as e:  # each names its file
             done.append(f"not refreshed: {e}")
     return done

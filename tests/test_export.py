@@ -265,6 +265,22 @@ def test_the_post_commit_refresh_leaves_an_edited_section_and_says_so(repo, reme
     assert said[1:] == ["refreshed AGENTS.md"] and (repo / "CLAUDE.md").read_text() == mine
 
 
+def test_the_post_commit_refresh_names_a_file_it_cannot_fix_and_still_refreshes_the_others(repo, remembered):
+    """A stray marker, a directory or a read-only file in one format's place stopped the hook at it: the other
+    formats went stale, and the hook's log said only "found <!-- gitmem:end --> on line 3 ...", in no file."""
+    enable_on_commit(remembered, "claude-md")
+    enable_on_commit(remembered, "agents-md")
+    mine = "# Rules\n\n" + END + "\n"
+    (repo / "CLAUDE.md").write_text(mine)
+    remembered.add("fact", "The API listens on port 8000")
+    said = refresh(remembered)
+    assert said[0].startswith(f"not refreshed: CLAUDE.md: found {END} on line 3 without its")
+    assert said[1:] == ["refreshed AGENTS.md"] and (repo / "CLAUDE.md").read_text() == mine
+    assert "port 8000" in (repo / "AGENTS.md").read_text()
+    refused = gitmem(repo, "export", "--format", "claude-md", "--write", check=False)
+    assert refused.returncode == 1 and refused.stderr.startswith(f"Error: CLAUDE.md: found {END} on line 3")
+
+
 def test_on_commit_refresh_rewrites_only_the_chosen_formats(repo, remembered):
     enable_on_commit(remembered, "claude-md")
     assert refresh(remembered) == ["refreshed CLAUDE.md"]
