@@ -378,11 +378,14 @@ def test_post_commit_runs_in_the_background_by_default_and_still_links(repo):
     m = Store.open(str(repo)).add("fact", "linked after git returned").memory
     assert commit(repo, "a.txt").returncode == 0
     sha = head(repo)
+    log = repo / ".git" / "gitmem" / "hooks.log"
     deadline = time.monotonic() + 60  # a bound for a slow machine, not a speed assertion
-    while Store.open(str(repo)).get(m.id).commits != (sha,) and time.monotonic() < deadline:
+    # the link is written first, the log line after it: both are waited for
+    while (Store.open(str(repo)).get(m.id).commits != (sha,) or not log.exists() or "linked" not in log.read_text()) \
+            and time.monotonic() < deadline:
         time.sleep(0.1)
     assert Store.open(str(repo)).get(m.id).commits == (sha,)
-    assert "linked" in (repo / ".git" / "gitmem" / "hooks.log").read_text()
+    assert "linked" in log.read_text()
 
 
 def test_git_commit_whose_output_is_read_does_not_wait_for_the_background_post_commit(repo, tmp_path):
