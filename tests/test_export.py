@@ -295,6 +295,19 @@ def test_cli_prints_without_write_and_reports_json(repo, remembered):
     assert (first["written"], second["written"]) == (True, False) and first["path"] == "AGENTS.md"
 
 
+def test_check_fails_a_ci_job_while_the_committed_section_is_stale_and_writes_nothing(repo, remembered):
+    gitmem(repo, "export", "--format", "agents-md", "--write")
+    assert gitmem(repo, "export", "--format", "agents-md", "--check").stdout == "up to date: AGENTS.md\n"
+    remembered.add("fact", "The API listens on port 8000")
+    before = (repo / "AGENTS.md").read_bytes()
+    stale = gitmem(repo, "export", "--format", "agents-md", "--check", check=False)
+    assert stale.returncode == 1 and "stale: AGENTS.md: `gitmem export --format agents-md --write`" in stale.stderr
+    as_json = gitmem(repo, "export", "--format", "agents-md", "--check", "--json", check=False)
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["changed"] is True
+    assert (repo / "AGENTS.md").read_bytes() == before
+    assert gitmem(repo, "export", "--format", "agents-md", "--check", "--write", check=False).returncode == 2
+
+
 def test_the_post_commit_hook_refreshes_formats_chosen_with_on_commit(repo, remembered):
     from conftest import git
     from gitmem.hooks import run

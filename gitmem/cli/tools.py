@@ -99,6 +99,9 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
                    "windsurf-rules: .windsurfrules (Windsurf's older place), "
                    "windsurf-workspace-rules: .windsurf/rules/gitmem.md (trigger: always_on).")
 @click.option("--write", is_flag=True, help="Update the file (default: print what it would contain).")
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 when the file's section is not what memory gives now (CI: a committed "
+                   "AGENTS.md kept in step).")
 @click.option("--force", is_flag=True,
               help="Replace the section even if it was edited by hand since gitmem wrote it (the edit is lost).")
 @click.option("--on-commit", is_flag=True,
@@ -106,7 +109,7 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
                    "track (it is added to .git/info/exclude), so commits never leave the work tree dirty.")
 @json_option
 @pass_store
-def export_(store: Store, fmt: str, write: bool, force: bool, on_commit: bool, as_json: bool) -> None:
+def export_(store: Store, fmt: str, write: bool, check: bool, force: bool, on_commit: bool, as_json: bool) -> None:
     """Render memory into a marked, generated section of a tool's rules file.
 
     Only the text between the gitmem markers is replaced; the rest of the file
@@ -114,21 +117,29 @@ def export_(store: Store, fmt: str, write: bool, force: bool, on_commit: bool, a
     escaped so it stays quoted data: it cannot open HTML, links, code or headings.
     A section edited by hand since gitmem wrote it is refused unless --force.
 
-    JSON: {"format", "path", "changed", "left_out", "written", "on_commit": [format, ...]}.
+    JSON: {"format", "path", "changed", "left_out", "written", "on_commit": [format, ...]} (changed: the file's
+    section differs from what memory gives now; with --check, exit 1 when it does).
 
     Example: gitmem export --format agents-md --write
     """
     from ..export import check_on_commit, enable_on_commit, export, on_commit_formats
 
+    if check and (write or on_commit):
+        raise click.UsageError("--check writes nothing: use it without --write and --on-commit")
     if on_commit:
         check_on_commit(store, fmt)  # refused before anything is written
     result = export(store, fmt, write=write, force=force)
     formats = enable_on_commit(store, fmt) if on_commit else on_commit_formats(store)
     if as_json:
         emit_json({**result.to_dict(), "written": write and result.changed, "on_commit": list(formats)})
-        return
-    if not write:
+    elif check:
+        click.echo(f"stale: {result.path}: `gitmem export --format {fmt} --write` brings it in step" if result.changed
+                   else f"up to date: {result.path}", err=result.changed)
+    elif not write:
         echo(result.text, nl=False)
+    if check and result.changed:
+        raise SystemExit(1)
+    if as_json or not write:
         return
     click.echo(f"{'updated' if result.changed else 'unchanged'}: {result.path}")
     if result.left_out:
