@@ -20,7 +20,7 @@ import pygit2
 
 from .errors import ForcedMemory, GitmemError, SecretFound, SetAsideMemory
 from .files import replace_file
-from .repo import REF_PREFIX, head_commit, ref_target
+from .repo import GITMEM_PREFIXES, INCOMING_PREFIX, REF_PREFIX, head_commit, ref_target
 from .text import plural
 
 if TYPE_CHECKING:
@@ -95,6 +95,9 @@ sys.exit(main(sys.argv[1:]))' "$hook" "$@"
 {precheck}{dispatch}
 exit "$status"
 """
+
+#: A shell ``case`` pattern matching every ref of gitmem's (:data:`gitmem.repo.GITMEM_PREFIXES`).
+_GITMEM_GLOBS = "|".join(f"{prefix}*" for prefix in GITMEM_PREFIXES)
 
 #: Shell tests run before Python starts: a hook with nothing to do costs a few git calls, not
 #: ~100 ms of interpreter and pygit2 start-up. Each may answer "maybe" (start Python, which
@@ -199,10 +202,10 @@ has_work "$@" || exit "$status"
 has_work() {
     mode=$(git config gitmem.prePush 2>/dev/null) || mode=warn
     printf '%s' "$input" | while read -r local_ref _ remote_ref _; do
-        case "$remote_ref" in refs/memory/*) echo y; break ;; esac  # judged by where it goes, too
+        case "$remote_ref" in """ + _GITMEM_GLOBS + """) echo y; break ;; esac  # judged by where it goes, too
         [ "$local_ref" = HEAD ] && local_ref=$(git symbolic-ref -q HEAD)  # `git push origin HEAD`, remote setup's refspec
         case "$local_ref" in
-            refs/memory/*) echo y; break ;;
+            """ + _GITMEM_GLOBS + """) echo y; break ;;
             refs/heads/*)
                 [ "$mode" = off ] && continue
                 ours=$(git rev-parse -q --verify "refs/memory/${local_ref#refs/heads/}") || continue
@@ -218,7 +221,7 @@ has_work "$@" || exit "$status"
 _FOREGROUND = """{feed}run "$@"; rc=$?
     [ "$rc" -eq {refused} ] && exit 1  # pre-push only: memory being pushed holds a secret
     if [ "$hook" = pre-push ] && [ "$rc" -ne 0 ]; then  # memory never leaves unchecked
-        case "$input" in *refs/memory/*) echo "gitmem: the memory being pushed was not checked; push refused" >&2; exit 1;; esac
+        case "$input" in {anywhere}) echo "gitmem: the memory being pushed was not checked; push refused" >&2; exit 1;; esac
     fi
     [ "$rc" -ne 0 ] && [ "$rc" -ne {skipped} ] && echo "gitmem: $hook hook failed; git is not affected" >&2"""
 _BACKGROUND = """if [ "${{GITMEM_HOOK_MODE:-$(git config gitmem.hookMode)}}" = foreground ]; then
@@ -255,7 +258,8 @@ def script(hook: str, python: Optional[str] = None) -> str:
     if python and any(c in python for c in '"$`\\\n'):
         raise GitmemError(f"cannot write {python!r} into a shell script; set GITMEM_PYTHON instead")
     feed = "printf '%s' \"$input\" | " if hook in _STDIN_HOOKS else ""
-    foreground = _FOREGROUND.format(feed=feed, refused=REFUSED, skipped=SKIPPED)
+    foreground = _FOREGROUND.format(feed=feed, refused=REFUSED, skipped=SKIPPED,
+                                    anywhere="|".join(f"*{prefix}*" for prefix in GITMEM_PREFIXES))
     return _summed(_TEMPLATE.format(
         marker=MARKER, hook=hook, suffix=CHAINED_SUFFIX, python=python or "", feed=feed, skipped=SKIPPED,
         read_stdin='input=$(cat; echo x); input=${input%x}\n' if feed else "",
@@ -877,9 +881,8 @@ def _post_rewrite(store: Store, args: List[str], stdin: str) -> List[str]:
 
 
 def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
-    from .branches import REMOTE_PREFIX, reachable
-    from .repo import config_get, current_branch, memory_ref
-
+    """Refuse a push that sends a secret or set-aside memory under refs/memory/, forces memory back or deletes
+    it; then tell what it sends of a fetch's quarantine (a mirror's), and remind of the code's memory."""
     url = args[1] if len(args) > 1 else None  # where git pushes
     updates = memory_updates(stdin)
     _refuse_set_aside(store, updates)
@@ -887,6 +890,18 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
     _refuse_memory_secrets(store, updates, args[0] if args else None, url)
     _refuse_forced_memory(store, args[0] if args else "the remote", updates)
     _refuse_deleted_memory(store, args, stdin)
+    quarantined = [dst for _, _, dst, _ in updates if dst.startswith(INCOMING_PREFIX)]
+    notes = [f"{', '.join(quarantined)}: memory a fetch that did not finish held for the trust gate, not checked by "
+             f"it, goes too (scanned for secrets); `gitmem fetch` removes such refs"] if quarantined else []
+    return notes + _memory_with_code(store, args, stdin, updates)
+
+
+def _memory_with_code(store: Store, args: List[str], stdin: str, updates: List[List[str]]) -> List[str]:
+    """gitmem.prePush: for each code branch pushed whose memory the remote lacks, nothing, a reminder, or a push
+    of that memory."""
+    from .branches import REMOTE_PREFIX, reachable
+    from .repo import config_get, current_branch, memory_ref
+
     if os.environ.get("GITMEM_HOOK") == "pre-push":
         return []  # the memory push gitmem itself runs from here (it scanned already)
     mode = (config_get(store.repo, "gitmem.prePush") or "warn").lower()
@@ -932,17 +947,15 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
 
 
 def memory_updates(stdin: str) -> List[List[str]]:
-    """The pre-push lines (local ref, local sha, remote ref, remote sha) that send memory:
-    judged by the destination ref as well as the source, so `git push origin <sha>:refs/memory/main`
-    and `refs/heads/x:refs/memory/main` count. Deletions send nothing and are left out."""
-    out = []
-    for line in stdin.splitlines():
-        parts = line.split()
-        if len(parts) != 4 or parts[1] == _ZERO:
-            continue
-        if parts[2].startswith("refs/memory/") or parts[0].startswith("refs/memory/"):
-            out.append(parts)
-    return out
+    """The pre-push lines (local ref, local sha, remote ref, remote sha) that send memory: to or from any of
+    gitmem's refs (:data:`gitmem.repo.GITMEM_PREFIXES`), not only ``refs/memory/``, since `git push --mirror`
+    sends set-aside memory, fetched copies and a fetch's quarantine refs too. Judged by the destination ref as
+    well as the source, so `git push origin <sha>:refs/memory/main` and `refs/heads/x:refs/memory/main` count.
+    Deletions send nothing and are left out."""
+    return [parts for parts in map(str.split, stdin.splitlines())
+            if len(parts) == 4 and parts[1] != _ZERO and (parts[0].startswith(GITMEM_PREFIXES)
+                                                          or parts[2].startswith(GITMEM_PREFIXES))]
+
 
 
 def memory_deletions(stdin: str) -> List[Tuple[str, str]]:
@@ -1007,11 +1020,15 @@ def _refuse_forced_memory(store: Store, remote: str, updates: List[List[str]]) -
     A tip moved since this clone's last fetch is fetched first: the memory of an earlier branch of that name,
     dropped or set aside here, is one no pull takes (:func:`gitmem.branches.dropped_here`), so "pull first"
     would lead to git's own non-fast-forward refusal; the advice is `gitmem push`'s
-    (:func:`gitmem.remote.earlier_memory_notice`)."""
+    (:func:`gitmem.remote.earlier_memory_notice`).
+
+    Only memory to or from ``refs/memory/``, which the team shares: gitmem's other refs are this clone's own,
+    sent only by `git push --mirror` to a copy of this clone, where whatever the last mirror left is replaced."""
     from .branches import dropped_here, reachable
 
-    moved = [(ref, tip) for _, local, ref, tip in updates
-             if tip != _ZERO and (tip not in store.repo or not reachable(store.repo, tip, local))]
+    moved = [(ref, tip) for source, local, ref, tip in updates
+             if (source.startswith(REF_PREFIX) or ref.startswith(REF_PREFIX))
+             and tip != _ZERO and (tip not in store.repo or not reachable(store.repo, tip, local))]
     if not moved:
         return
     from .remote import earlier_memory_notice, fetch
@@ -1035,9 +1052,10 @@ def _refuse_forced_memory(store: Store, remote: str, updates: List[List[str]]) -
 
 def _refuse_memory_secrets(store: Store, updates: List[List[str]], remote: Optional[str] = None,
                            url: Optional[str] = None) -> None:
-    """A plain `git push` sending anything to refs/memory/* (after `gitmem remote setup`, or
-    by hand) gets the same outgoing scan as `gitmem push`: every object it sends, and the
-    tip must be a memory commit. Anything that goes wrong here refuses the push (see :func:`main`).
+    """A plain `git push` sending anything to or from gitmem's refs (after `gitmem remote setup`, by hand, or
+    a `--mirror` sending set-aside memory, fetched copies and quarantine refs too) gets the same outgoing scan
+    as `gitmem push`: every object it sends, and the tip must be a memory commit. Anything that goes wrong
+    here refuses the push (see :func:`main`).
     A ref new to the remote is scanned past what ``url`` (where git pushes) holds under its other memory refs,
     as `gitmem push` does (:func:`gitmem.remote.held_tips`: tips this clone lacks are fetched from ``remote``)."""
     if not updates:

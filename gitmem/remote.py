@@ -40,8 +40,8 @@ from .errors import GitmemError, RefClash, RemoteError, SecretFound, StorageErro
 from .index import process_gone
 from .model import Author
 from .refs import memory_names
-from .repo import (ASIDE_PREFIX, REF_PREFIX, check_branch_name, common_dir, config_get, damaged, memory_ref, ref_target,
-                   shared_ref)
+from .repo import (ASIDE_PREFIX, INCOMING_PREFIX, REF_PREFIX, check_branch_name, common_dir, config_get, damaged,
+                   memory_ref, ref_target, shared_ref)
 from .store import Store
 from .text import plural
 
@@ -299,7 +299,6 @@ def ls_remote(repo: pygit2.Repository, remote: str, *, interactive: Optional[boo
 
 # --- fetch -------------------------------------------------------------------------
 
-INCOMING_PREFIX = "refs/gitmem-incoming/"
 #: A fetch depth no history reaches: git's own "infinite" depth (2**31 - 1, what --unshallow sends) would
 #: unshallow every shallow commit of the clone, and fetch the code's whole history with the memory's.
 WHOLE_HISTORY = 2**31 - 2

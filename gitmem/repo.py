@@ -25,6 +25,10 @@ REF_PREFIX = "refs/memory/"
 ASIDE_PREFIX = "refs/memory-aside/"
 #: Where a fetch keeps each remote's copy of the memory: ``refs/memory-remotes/<remote>/<branch>``.
 REMOTE_PREFIX = "refs/memory-remotes/"
+#: Where a fetch holds what it brought until the trust gate passes it: ``refs/gitmem-incoming/<pid>/<remote>/<b>``.
+INCOMING_PREFIX = "refs/gitmem-incoming/"
+#: Every ref namespace of gitmem's: each holds memory, so a push sending any of them is scanned as memory is.
+GITMEM_PREFIXES = (REF_PREFIX, ASIDE_PREFIX, REMOTE_PREFIX, INCOMING_PREFIX)
 #: The name set-aside memory is given: ``<branch>.earlier-<tip>`` (its first 8 hex digits, or all).
 _ASIDE_RE = re.compile(r"(.+)\.earlier-[0-9a-f]{8,64}")
 _CREATED_RE = re.compile(r"^branch: Created from (.+)$")

@@ -554,6 +554,52 @@ def test_plain_git_push_of_memory_with_a_planted_secret_is_refused_by_the_hook(a
     assert remote_tip(origin) == pushed_before
 
 
+@pytest.mark.parametrize("ref", ["refs/memory-aside/main.earlier-{tip}", "refs/memory-remotes/origin/main",
+                                 "refs/gitmem-incoming/999999999/origin/main"])
+def test_a_mirror_push_scans_gitmems_other_refs_as_it_scans_memory(alice, tmp_path, ref):
+    """`git push --mirror` (a backup, a move to a new host) sends every ref: memory set aside here, fetched copies
+    and a fetch's quarantine refs too, which went out unscanned. A secret in one stays here; clean, they go."""
+    gitmem(alice, "hooks", "install")
+    gitmem(alice, "add", "fact", "clean")
+    clean = git(alice, "rev-parse", "refs/memory/main").strip()
+    planted = _plant(alice, "note/zz/planted.yaml", f"text: deploy with {_github_token()}\n")
+    ref = ref.format(tip=planted[:8])
+    git(alice, "update-ref", ref, planted)
+    git(alice, "update-ref", "refs/memory/main", clean)  # this clone's own memory is clean
+    backup = tmp_path / "backup.git"
+    git(tmp_path, "init", "-q", "--bare", str(backup))
+
+    refused = subprocess.run(["git", "push", "--mirror", str(backup)], cwd=alice, capture_output=True, text=True)
+
+    assert refused.returncode != 0 and "github-pat" in refused.stderr and "push refused" in refused.stderr
+    assert git(backup, "for-each-ref") == ""
+    git(alice, "update-ref", ref, clean)
+    mirrored = subprocess.run(["git", "push", "--mirror", str(backup)], cwd=alice, capture_output=True, text=True)
+    assert mirrored.returncode == 0, mirrored.stderr
+    assert git(backup, "rev-parse", ref).strip() == clean
+    assert ("`gitmem fetch` removes such refs" in mirrored.stderr) == ref.startswith("refs/gitmem-incoming/")
+
+
+def test_a_mirror_push_of_gitmems_other_refs_that_cannot_be_checked_is_refused(alice, tmp_path):
+    """Memory never leaves unscanned: a check that fails, or a gitmem the hook cannot start, refuses a push of
+    set-aside memory as it does one of refs/memory/*."""
+    gitmem(alice, "hooks", "install")
+    blob = git(alice, "hash-object", "-w", "README.md").strip()
+    git(alice, "update-ref", "refs/memory-aside/wip.earlier-00000000", blob)  # not a commit: the scan fails
+    backup = tmp_path / "backup.git"
+    git(tmp_path, "init", "-q", "--bare", str(backup))
+    push = ["git", "push", str(backup), "refs/memory-aside/*:refs/memory-aside/*"]
+
+    failed = subprocess.run(push, cwd=alice, capture_output=True, text=True)
+    git(alice, "update-ref", "refs/memory-aside/wip.earlier-00000000", git(alice, "rev-parse", "HEAD").strip())
+    unstarted = subprocess.run(push, cwd=alice, capture_output=True, text=True,
+                               env={**os.environ, "GITMEM_PYTHON": "/nonexistent/python", "PATH": "/usr/bin:/bin"})
+
+    assert failed.returncode != 0 and "could not check the memory being pushed" in failed.stderr, failed.stderr
+    assert unstarted.returncode != 0 and "was not checked; push refused" in unstarted.stderr, unstarted.stderr
+    assert git(backup, "for-each-ref") == ""
+
+
 def test_a_branch_named_with_a_secret_is_refused_by_gitmem_push_and_by_the_hook(alice, origin):
     """Memory goes out under its branch's name, which no object scan reads: a token pasted into a branch name
     stays here, whichever way the push goes, and the message names the rule, never the token."""
