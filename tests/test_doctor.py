@@ -247,7 +247,20 @@ def test_doctor_on_a_branch_without_memory_checks_the_parents_memory_it_reads(re
     assert f"last intact tip in the reflog is {intact[:10]}: run `gitmem --branch main doctor --recover`" \
         in damaged[2]
     gitmem(repo, "--branch", "main", "doctor", "--recover")
-    assert gitmem(repo, "doctor").stdout.rstrip().endswith("refs/memory/feature: ok")
+    assert gitmem(repo, "doctor").stdout.rstrip().endswith("refs/memory/main, whose memory feature reads: ok")
+
+
+def test_doctor_on_a_branch_without_memory_names_the_parents_ref_it_found_ok(repo):
+    """A new branch reads main's memory, and doctor checks main's ref: it printed "refs/memory/wip: ok", of a ref
+    that does not exist and was never checked. Its verdict names the ref it checked, and whose memory that is."""
+    gitmem(repo, "add", "fact", "on main")
+    git(repo, "checkout", "-q", "-b", "wip")
+
+    shown = gitmem(repo, "doctor").stdout
+    report = json.loads(gitmem(repo, "doctor", "--json").stdout)
+
+    assert shown.splitlines()[-1] == "refs/memory/main, whose memory wip reads: ok"
+    assert (report["ref"], report["checked"], report["ok"]) == ("refs/memory/wip", "refs/memory/main", True)
 
 
 def test_recover_on_a_branch_without_memory_recovers_the_parents_memory_it_reads(repo):
@@ -289,7 +302,7 @@ def test_drop_invalid_on_a_branch_without_memory_drops_from_the_parents_memory_i
 
     assert r.stdout.splitlines()[0] == (f"dropped (not a valid memory, kept in history) from refs/memory/main, "
                                         f"whose memory feature reads: {planted}")
-    assert r.stdout.rstrip().endswith("refs/memory/feature: ok")
+    assert r.stdout.rstrip().endswith("refs/memory/main, whose memory feature reads: ok")
     assert "refs/memory/feature" not in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory/")
     assert [m["id"] for m in json.loads(gitmem(repo, "--branch", "main", "list", "--json").stdout)["memories"]] == [good]
     report = json.loads(gitmem(repo, "doctor", "--drop-invalid", "--json").stdout)

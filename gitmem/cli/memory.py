@@ -534,7 +534,7 @@ def doctor(store: Store, fix: bool, recover: bool, drop_invalid: bool, full: boo
             echo(f"dropped (not a valid memory, kept in history) from {repaired}{whose[:-1]}: {path}")
         for p in problems:
             echo(f"{p.level}: {p.where}: {p.message}")
-        click.echo(f"{store.ref}: {'ok' if not errors else plural(len(errors), 'error')}")
+        click.echo(f"{repaired}{whose[:-1]}: {'ok' if not errors else plural(len(errors), 'error')}")
     if errors:
         raise SystemExit(1)
 
