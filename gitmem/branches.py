@@ -394,6 +394,10 @@ def move(repo: pygit2.Repository, old: str, new: str, *, after_code: bool = True
                 if config_get(repo, f"gitmem.branch.{new}.{key}") is None:
                     config[f"gitmem.branch.{new}.{key}"] = value
                 del config[f"gitmem.branch.{old}.{key}"]
+        if config_get(repo, f"gitmem.branch.{new}.renamedTo") is not None:
+            del config[f"gitmem.branch.{new}.renamedTo"]  # its memory is here again
+        if not aside_of(new):  # set aside is no rename: see set_aside
+            config[f"gitmem.branch.{old}.renamedTo"] = new  # for renamed_here
         for entry in list(config):  # the branches forked from it
             if entry.name.startswith("gitmem.branch.") and entry.name.endswith(".parent") and entry.value == old:
                 config[entry.name] = new
@@ -687,6 +691,21 @@ def follow_rename(repo: pygit2.Repository, branch: str) -> Optional[Tuple[str, s
     return heir, heir
 
 
+def renamed_here(repo: pygit2.Repository, branch: str) -> Optional[str]:
+    """The name ``branch``'s memory was renamed to here (:func:`move`, followed through later renames), while
+    ``branch`` has no memory here again: a remote's copy of ``branch`` is then that memory, as pushed before the
+    rename or written since by a teammate still on the old name, and a pull must not make ``branch`` again (a
+    branch of its own, which prune would later drop). None when it was not renamed here."""
+    from .repo import config_get, memory_ref
+
+    name, seen = branch, {branch}
+    while ref_target(repo, memory_ref(name)) is None and \
+            (heir := config_get(repo, f"gitmem.branch.{name}.renamedTo")) and heir not in seen:
+        name = heir
+        seen.add(name)
+    return name if name != branch else None
+
+
 def carry_over(repo: pygit2.Repository, old: str, new: str) -> str:
     """The command that brings the memory ``old`` left behind to ``new`` (renamed by git): a move, or a merge
     once ``new`` has memory of its own."""
@@ -844,6 +863,16 @@ def skipped_notice(branch: str, remote: str) -> str:
     (:func:`dropped_here`), and the command that brings it all the same."""
     return (f"{branch}: not taken again, it was dropped or set aside here (`gitmem merge "
             f"{REMOTE_PREFIX}{remote}/{branch}` brings it)")
+
+
+def renamed_notice(branch: str, heir: str, remote: str, lacking: bool) -> str:
+    """What a person is told about ``remote``'s copy of ``branch``'s memory when ``branch`` was renamed to ``heir``
+    here (:func:`renamed_here`): a pull does not take it; when it holds memory ``heir``'s lacks (``lacking``: a
+    teammate wrote under the old name), the command that brings that into ``heir``."""
+    if not lacking:
+        return f"{branch}: renamed to {heir} here, whose memory holds all of {remote}'s"
+    return (f"{branch}: renamed to {heir} here; {remote}'s holds memory {heir} lacks, not taken "
+            f"(`gitmem --branch {heir} merge {REMOTE_PREFIX}{remote}/{branch}` brings it)")
 
 
 _KIND_RANK = {"up-to-date": 0, "new": 1, "fast-forward": 2, "merge": 3}

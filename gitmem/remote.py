@@ -35,7 +35,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import pygit2
 
 from .branches import (REMOTE_PREFIX, aside_notice, blocked_entry, damaged_copy, dropped_here, earlier_root,
-                       merged_back, reachable, set_aside_for, set_aside_from, take_late_parent)
+                       merged_back, reachable, renamed_here, set_aside_for, set_aside_from, take_late_parent)
 from .errors import GitmemError, RefClash, RemoteError, SecretFound, StorageError
 from .index import process_gone
 from .model import Author
@@ -122,7 +122,9 @@ class PullResult:
     aside because the remote's is a new branch's (:func:`gitmem.branches.set_aside_for`). An entry with ``as_of``
     and ``into`` merged the memory ``branch`` held at that fork point into branch ``into``, which started before
     it arrived (:func:`gitmem.branches.take_late_parent`); ``late`` is such a branch whose parent's memory at the
-    fork cannot be told, named by the pull that brought (more of) the parent's memory, not by every later one."""
+    fork cannot be told, named by the pull that brought (more of) the parent's memory, not by every later one.
+    ``renamed``: branch -> the name its memory was renamed to here (:func:`gitmem.branches.renamed_here`), whose
+    fetched copy, never taken, holds memory that name's lacks, named by the pull that fetched it."""
 
     fetch: FetchResult
     merged: List[Dict[str, Any]] = field(default_factory=list)
@@ -130,11 +132,13 @@ class PullResult:
     set_aside: Dict[str, str] = field(default_factory=dict)
     late: List[Any] = field(default_factory=list)  # :class:`gitmem.branches.LateParent` left to a person
     blocked: List[Dict[str, str]] = field(default_factory=list)  # as :attr:`gitmem.branches.SyncResult.blocked`
+    renamed: Dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"remote": self.fetch.remote, "fetched": self.fetch.to_dict()["branches"], "merged": self.merged,
                 "refused": [r.to_dict() for r in self.fetch.refused], "skipped": self.skipped,
-                "set_aside": self.set_aside, "late": [x.to_dict() for x in self.late], "blocked": self.blocked}
+                "set_aside": self.set_aside, "late": [x.to_dict() for x in self.late], "blocked": self.blocked,
+                "renamed": self.renamed}
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,9 @@ class Divergence:
     it holds (:func:`gitmem.branches.set_aside_from`: kept in this clone, not pushed); ``aside_merged``: that
     branch's memory holds all of it now (:func:`gitmem.branches.merged_back`: prune drops it as merged).
     ``new_branch``: the copy is a new branch's memory of that name, which set this one aside
-    (:func:`gitmem.branches.earlier_root`): a pull sets this memory aside here too and takes the copy."""
+    (:func:`gitmem.branches.earlier_root`): a pull sets this memory aside here too and takes the copy.
+    ``renamed_to``: the branch's memory was renamed to that name here (:func:`gitmem.branches.renamed_here`): a
+    pull never takes the copy, and ``behind`` counts what that name's memory lacks of it (``skipped`` then)."""
 
     branch: str
     remote: str
@@ -183,6 +189,7 @@ class Divergence:
     aside: Optional[str] = None
     aside_merged: bool = False
     new_branch: bool = False
+    renamed_to: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -513,6 +520,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     merged: List[Dict[str, Any]] = []
     skipped: List[str] = []
     aside: Dict[str, str] = {}
+    renamed: Dict[str, str] = {}
     blocked: List[Dict[str, str]] = []
     refused = fetched.refused_branches()
     for b in fetched.branches:
@@ -527,6 +535,10 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
         if dropped_here(repo, b.branch, b.new):  # dropped or set aside here, and the remote has nothing newer
             if b.new != b.old:  # news in the pull that fetched it; `gitmem status` names it after
                 skipped.append(b.branch)
+            continue
+        if target.own_tip() is None and (heir := renamed_here(repo, b.branch)):  # that memory is heir's now
+            if b.new != b.old and not reachable(repo, b.new, ref_target(repo, memory_ref(heir))):
+                renamed[b.branch] = heir
             continue
         if name := set_aside_for(repo, b.branch, [b.new]):
             aside[b.branch] = name
@@ -569,7 +581,7 @@ def pull(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
             merged += [{**m, "into": name, "conflicts": [c["id"] for c in m["conflicts"]]} for m in taken]
             late += [x for x in left if x.parent in arrived]
             blocked += waiting
-    return PullResult(fetched, merged, skipped, aside, late, blocked)
+    return PullResult(fetched, merged, skipped, aside, late, blocked, renamed)
 
 
 def sync(store: Store, remote: Optional[str] = None, *, fetch_first: bool = True, author: Optional[Author] = None,
@@ -1065,7 +1077,9 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
             mine, fetched = local.get(b), theirs.get(b)
             if not mine and not fetched:
                 continue
-            base = mine or (_inherited(repo, b) if fetched else None)  # no memory of its own: what it reads
+            heir = renamed_here(repo, b) if fetched and not mine else None  # its memory is heir's: behind heir's
+            base = mine or (heir and ref_target(repo, memory_ref(heir))) or \
+                (_inherited(repo, b) if fetched else None)  # no memory of its own: what it reads
             try:
                 if base and fetched:
                     ahead, behind = repo.ahead_behind(base, fetched)
@@ -1076,11 +1090,12 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
             except (KeyError, ValueError, pygit2.GitError) as e:
                 copies = [(memory_ref(b), mine), (tracking_ref(remote, b), fetched)]  # type: ignore[arg-type]  # pygit2 stub
                 raise _damage_among(repo, copies, e) from None
-            skipped = bool(fetched and behind and dropped_here(repo, b, fetched))  # a pull does not take it
+            skipped = bool(fetched and behind and (heir or dropped_here(repo, b, fetched)))  # a pull does not take it
             aside = set_aside_from(repo, b) if mine else None
             merged = bool(aside and mine and merged_back(repo, b, mine))
             new = bool(mine and fetched and ahead and behind and earlier_root(repo, b, mine, fetched))
-            out.append(Divergence(b, remote, mine, fetched, ahead, behind, skipped, aside, merged, new))  # type: ignore[arg-type]  # pygit2 stub
+            out.append(Divergence(b, remote, mine, fetched, ahead, behind, skipped, aside, merged, new,  # type: ignore[arg-type]  # pygit2 stub
+                                  heir))
     return out
 
 

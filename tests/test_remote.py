@@ -1015,6 +1015,47 @@ def test_a_pull_does_not_bring_back_the_memory_prune_dropped_unless_the_remote_h
     assert "refs/memory/spike" in git(bob, "for-each-ref", "refs/memory")
 
 
+def test_a_pull_does_not_make_memory_of_a_name_renamed_away_here_again(alice, bob):
+    """alice renamed old to new (`git branch -m`, then `gitmem branch -m`); origin still held refs/memory/old, and
+    her next pull made memory of old again, a branch of its own that prune later dropped. A name renamed away
+    here is skipped as dropped memory is, and status says where it went. What bob, still on old, writes there
+    since is named with the command that brings it into new; bob's old and his pushes are untouched."""
+    git(alice, "checkout", "-q", "-b", "old")
+    gitmem(alice, "add", "fact", "written on old")
+    git(alice, "commit", "-q", "--allow-empty", "-m", "old work")
+    git(alice, "push", "-q", "origin", "old")
+    gitmem(alice, "push")
+    git(bob, "fetch", "-q", "origin")
+    git(bob, "checkout", "-q", "old")
+    gitmem(bob, "pull")
+    git(alice, "branch", "-m", "old", "new")
+    gitmem(alice, "branch", "-m", "old", "new")
+
+    quiet = gitmem(alice, "pull")
+
+    assert "refs/memory/old" not in git(alice, "for-each-ref", "refs/memory")
+    assert "old" not in quiet.stdout + quiet.stderr
+    assert "memory old: renamed to new here, whose memory holds all of origin's" in gitmem(alice, "status").stdout
+    gitmem(bob, "add", "fact", "bob goes on with old")
+    gitmem(bob, "push")
+    more = gitmem(alice, "pull")
+    command = "`gitmem --branch new merge refs/memory-remotes/origin/old`"
+    assert "refs/memory/old" not in git(alice, "for-each-ref", "refs/memory")
+    assert f"old: renamed to new here; origin's holds memory new lacks, not taken ({command} brings it)" \
+        in more.stderr
+    assert "memory old: renamed to new here; origin's holds memory new lacks" in gitmem(alice, "status").stdout
+    status = json.loads(gitmem(alice, "status", "--json").stdout)["remotes"]
+    assert [(r["branch"], r["renamed_to"], r["skipped"], r["behind"]) for r in status if r["branch"] == "old"] == [
+        ("old", "new", True, 1)]
+    gitmem(alice, "--branch", "new", "merge", "refs/memory-remotes/origin/old")
+    assert {"written on old", "bob goes on with old"} <= texts(alice)  # alice is on new
+    gitmem(alice, "push", "--all")
+    gitmem(bob, "pull")
+    assert {"written on old", "bob goes on with old"} <= texts(bob)  # bob is still on old
+    gitmem(bob, "add", "fact", "bob still on old")
+    assert gitmem(bob, "push").returncode == 0
+
+
 def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
     gitmem(alice, "add", "fact", "one")
     gitmem(alice, "push")
@@ -1028,7 +1069,7 @@ def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
     status = json.loads(gitmem(bob, "status", "--json").stdout)
 
     assert status["remotes"] == [{"branch": "main", "remote": "origin", "ahead": 2, "behind": 1, "skipped": False,
-                                  "aside": None, "aside_merged": False, "new_branch": False,
+                                  "aside": None, "aside_merged": False, "new_branch": False, "renamed_to": None,
                                   "local": Store.open(str(bob)).own_tip(),
                                   "fetched": Store.open(str(alice)).own_tip()}]
     assert "origin: 2 ahead, 1 behind" in gitmem(bob, "status").stdout

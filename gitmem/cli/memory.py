@@ -547,10 +547,12 @@ def status(store: Store, as_json: bool) -> None:
 
     JSON: {"branch", "ref", "own_tip", "reads", "tip", "counts": {type: active memories}, "notice",
     "conflicts": [id], "remotes": [{"branch", "remote", "local", "fetched", "ahead", "behind", "skipped", "aside",
-    "aside_merged", "new_branch"}] (skipped: a pull does not take that copy, the branch's memory was dropped or set
-    aside here; aside: null, or for memory set aside here, BRANCH.earlier-TIP, the branch whose earlier memory it
-    holds, kept in this clone and not pushed; aside_merged: BRANCH's memory holds all of it, `gitmem prune --yes`
-    drops it; new_branch: the copy is a new branch's memory of that name, which set the earlier one's aside: a
+    "aside_merged", "new_branch", "renamed_to"}] (skipped: a pull does not take that copy, the branch's memory was
+    dropped, set aside or renamed here; renamed_to: null, or the name the branch's memory was renamed to here
+    (`gitmem branch -m`), which a pull never makes again: behind counts what that name's memory lacks of the copy;
+    aside: null, or for memory set aside here, BRANCH.earlier-TIP, the branch whose earlier memory it holds, kept in
+    this clone and not pushed; aside_merged: BRANCH's memory holds all of it, `gitmem prune --yes` drops it;
+    new_branch: the copy is a new branch's memory of that name, which set the earlier one's aside: a
     pull sets this clone's aside too and takes the copy), "set_aside": [{"branch", "aside", "aside_merged"}] (every
     memory set aside here, remote or none, as in remotes),
     "late_parent":
@@ -624,6 +626,11 @@ def status(store: Store, as_json: bool) -> None:
         if d["fetched"] is None:  # "N ahead" would count its whole history, as if the remote were behind it
             click.echo(f"  memory {d['branch']}: not on {d['remote']} (as of the last fetch or push): "
                        f"`gitmem push {d['remote']} --branch {d['branch']}`")
+            continue
+        if d["renamed_to"]:  # renamed here: not made again, whatever it holds
+            from ..branches import renamed_notice
+
+            click.echo(f"  memory {renamed_notice(d['branch'], d['renamed_to'], d['remote'], lacking=d['behind'] > 0)}")
             continue
         if d["skipped"]:  # "N behind" would promise what a pull does not take
             from ..branches import skipped_notice

@@ -152,7 +152,10 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
     the remote's memory held, redacted on arrival (its history still holds them: rotate them); "refused": [{"what", "why",
     "remote"}] is what the trust gate kept out (also one line each on stderr, and exit 1); "skipped": branches
     whose memory `gitmem prune` dropped or a new branch of that name set aside here, and whose remote memory,
-    fetched by this pull, holds nothing newer (left fetched; `gitmem status` names them after); "set_aside":
+    fetched by this pull, holds nothing newer (left fetched; `gitmem status` names them after); "renamed":
+    {branch: name} for a branch whose memory was renamed to that name here (`gitmem branch -m`), whose remote
+    memory, fetched by this pull, holds memory that name's lacks: never made a branch here again (on stderr, with
+    the command that merges it into that name); "set_aside":
     {branch: name} where this clone's memory of an earlier branch was put because the remote's is a new branch
     of that name (not merged); a merged entry with "as_of" and "into" merged the branch's memory as of the
     commit "into" forked at, because "into" started before that memory arrived; "late": [{"branch", "parent",
@@ -176,7 +179,7 @@ def pull(store: Store, remote, branch, who, source, as_json) -> None:
 
 
 def _say_pulled(result) -> None:
-    from ..branches import aside_notice, blocked_notice, skipped_notice
+    from ..branches import aside_notice, blocked_notice, renamed_notice, skipped_notice
     from ..merge import arrival_notice
 
     for m in result.merged:
@@ -201,6 +204,8 @@ def _say_pulled(result) -> None:
         click.echo(f"gitmem: {blocked_notice(b, 'gitmem pull')}", err=True)
     for name in result.skipped:
         click.echo(skipped_notice(name, result.fetch.remote), err=True)
+    for name, heir in result.renamed.items():
+        click.echo(renamed_notice(name, heir, result.fetch.remote, lacking=True), err=True)
     if not result.fetch.refused and not any(b.new for b in result.fetch.branches):
         click.echo(f"{result.fetch.remote} has no memory yet", err=True)
 
