@@ -162,7 +162,9 @@ def test_a_conflict_both_sides_found_and_one_resolved_stays_resolved_whichever_m
     assert merge_into(other, resolver.own_tip()).kind == "fast-forward" and list_conflicts(other) == []
 
 
-def test_a_second_clash_on_a_memory_with_a_conflict_pending_is_refused_not_written_over_it(repo):
+def _third_version_over_a_pending_conflict(repo):
+    """main holds a conflict on one memory (its 16 against feature's 15); another branch edited it a third way
+    (17)."""
     main, feature, shared = two_branches(repo)
     git(repo, "branch", "other")
     other = Store.open(str(repo), "other")
@@ -170,6 +172,11 @@ def test_a_second_clash_on_a_memory_with_a_conflict_pending_is_refused_not_writt
     other.edit(shared.id, text="Use Postgres 17", author=ALICE)
     main.edit(shared.id, text="Use Postgres 16", author=ALICE)
     merge_into(main, feature.own_tip())
+    return main, other, shared
+
+
+def test_a_second_clash_on_a_memory_with_a_conflict_pending_is_refused_not_written_over_it(repo):
+    main, other, shared = _third_version_over_a_pending_conflict(repo)
     pending, tip = list_conflicts(main), main.own_tip()
     with pytest.raises(GitmemError, match=f"{shared.id}.*unresolved conflict.*gitmem resolve"):
         merge_into(main, other.own_tip())  # a conflict file holds two versions: one of the three would go
@@ -182,13 +189,7 @@ def test_a_second_clash_on_a_memory_with_a_conflict_pending_is_refused_not_writt
 def test_a_second_clash_on_a_conflict_pending_in_the_memory_merged_in_says_where_to_settle_it(repo):
     """The refusal named `gitmem resolve ID`, which on the branch merged into says there is no such conflict:
     the conflict is pending on the branch merged in, where it must be settled."""
-    main, feature, shared = two_branches(repo)
-    git(repo, "branch", "other")
-    other = Store.open(str(repo), "other")
-    feature.edit(shared.id, text="Use Postgres 15", author=ALICE)
-    other.edit(shared.id, text="Use Postgres 17", author=ALICE)
-    main.edit(shared.id, text="Use Postgres 16", author=ALICE)
-    merge_into(main, feature.own_tip())
+    main, other, shared = _third_version_over_a_pending_conflict(repo)
     with pytest.raises(GitmemError, match=f"conflict in the memory merged in .*gitmem --branch BRANCH resolve {shared.id}"):
         merge_into(other, main.own_tip())
     assert list_conflicts(other) == []  # nothing to resolve where the merge went
