@@ -294,14 +294,8 @@ def test_a_merge_whose_base_a_shallow_fetch_hid_says_so_and_merges_nothing(alice
 
 def test_the_pre_push_hook_of_a_shallow_clone_merges_memory_a_depth_fetch_cut_and_pushes_it(alice, origin, tmp_path):
     ci = _cut_by_a_depth_fetch(alice, origin, tmp_path)
-    gitmem(ci, "hooks", "install")
-    git(ci, "config", "gitmem.prePush", "push")
     git(ci, "config", "gitmem.hookMode", "foreground")
-    (ci / "more.txt").write_text("more\n")
-    git(ci, "add", "more.txt")
-    git(ci, "commit", "-q", "-m", "more code")
-
-    git(ci, "push", "-q", "origin", "main")
+    _push_code_with_the_push_hook(ci, "more.txt")
 
     assert remote_tip(origin) == Store.open(str(ci)).own_tip()
     _merged_whole(ci)
@@ -1262,15 +1256,20 @@ def test_doctor_does_not_contact_the_remotes_unless_asked(alice, bob, tmp_path):
     assert json.loads(gitmem(bob, "doctor", "--json").stdout)["ok"]  # no network step to fail
 
 
-def test_the_pre_push_hook_in_push_mode_sends_the_branchs_memory_with_the_code(alice, origin):
-    gitmem(alice, "hooks", "install")
-    git(alice, "config", "gitmem.prePush", "push")
-    gitmem(alice, "add", "fact", "goes out with the code")
-    (alice / "code.txt").write_text("code\n")
-    git(alice, "add", "code.txt")
-    git(alice, "commit", "-q", "-m", "code")
+def _push_code_with_the_push_hook(clone, name="code.txt"):
+    """A new code commit (file ``name``) and a plain `git push` of it, with gitmem's hooks and the pre-push hook in
+    push mode."""
+    gitmem(clone, "hooks", "install")
+    git(clone, "config", "gitmem.prePush", "push")
+    (clone / name).write_text("code\n")
+    git(clone, "add", name)
+    git(clone, "commit", "-q", "-m", f"add {name}")
+    git(clone, "push", "-q", "origin", "main")
 
-    git(alice, "push", "-q", "origin", "main")
+
+def test_the_pre_push_hook_in_push_mode_sends_the_branchs_memory_with_the_code(alice, origin):
+    gitmem(alice, "add", "fact", "goes out with the code")
+    _push_code_with_the_push_hook(alice)
 
     assert remote_tip(origin) == Store.open(str(alice)).own_tip()
 
