@@ -765,3 +765,12 @@ def test_status_counts_each_type_in_words_that_fit_the_number(run):
         run("add", "fact", text)
     assert "\n  1 decision, 2 facts\n" in run("status").output
     assert json.loads(run("status", "--json").output)["counts"] == {"decision": 1, "fact": 2}
+
+
+def test_a_usage_error_does_not_repeat_a_secret_given_in_the_wrong_place(run):
+    """A token pasted where the type goes was quoted back by the usage error, into a terminal's scrollback or a
+    CI log; nothing is stored either way."""
+    token = "ghp_" + "R4nd0mT0k3nV4lu3sF0rT3st1ngOnlyXyZ12"
+    result = run("add", token, "the text")
+    assert result.exit_code == 2 and "Invalid value for 'TYPE'" in result.output
+    assert token not in result.output and "[REDACTED:" in result.output

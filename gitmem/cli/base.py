@@ -79,6 +79,13 @@ class GitmemGroup(click.Group):
             return super().invoke(ctx)
         except GitmemError as e:
             raise click.ClickException(inert(str(e))) from None
+        except click.UsageError as e:  # it quotes the value given: a token pasted in the wrong place, into a CI log
+            from ..redact import redact
+
+            shown = redact(e.format_message())[0]
+            if shown == e.format_message():
+                raise
+            raise click.UsageError(shown, e.ctx) from None
         except BrokenPipeError:  # `gitmem log | head`
             sys.stderr.close()
             raise SystemExit(0) from None
