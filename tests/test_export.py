@@ -389,14 +389,14 @@ def test_a_large_store_is_cut_to_the_budget_newest_first_rejections_kept_and_say
     for i in range(40):
         store.add("decision", f"Decision {i}: module m{i} keeps its own connection pool")
     memories = list(store.memories().values())
-    full = render(memories, ref=store.ref, max_bytes=10**6)
+    full = render(memories, max_bytes=10**6)
     assert "Decision 0:" in full and "not shown" not in full
-    cut = render(memories, ref=store.ref, max_bytes=2000)
+    cut = render(memories, max_bytes=2000)
     assert len(cut.encode()) <= 2000 and cut.endswith(END + "\n")
     assert rejection.text in cut and "Decision 39:" in cut and "Decision 0:" not in cut
     shown = cut.count("\n- ")
     assert f"{41 - shown} more memories are not shown here" in cut and "gitmem search" in cut
-    assert render(memories, ref=store.ref, max_bytes=2000) == cut
+    assert render(memories, max_bytes=2000) == cut
     assert len(export(store, "agents-md").text.encode()) <= MAX_SECTION_BYTES
 
 
@@ -568,7 +568,7 @@ def test_a_large_store_exports_the_section_rendering_all_of_it_would(repo):
     store = seeded(repo, 1_200)  # more of one type than any section holds
     text = export(store, "agents-md").text
     start, end = find_section(text)
-    assert text[start:end] == render(store.memories().values(), ref=store.ref, max_bytes=MAX_SECTION_BYTES)
+    assert text[start:end] == render(store.memories().values(), max_bytes=MAX_SECTION_BYTES)
     assert "memories are not shown here" in text
 
 
@@ -620,7 +620,30 @@ def test_a_branch_reading_its_parent_s_memory_exports_it_as_the_parent_s_unchang
     assert export(feature, "agents-md").changed is False
     feature.add("fact", "Feature flags live in flags.yaml")
     text = export(feature, "agents-md").text
-    assert "From refs/memory/feature." in text and "flags.yaml" in text
+    assert "refs/memory" not in text and "flags.yaml" in text
+
+
+def test_the_same_memory_exports_the_same_bytes_on_every_branch_so_two_refreshes_merge(repo, remembered):
+    """The section named the memory ref it read: on two branches with memory of their own, the same memory gave
+    two files, and merging two code branches that had both refreshed a committed AGENTS.md conflicted on it."""
+    export(remembered, "agents-md", write=True)
+    git(repo, "add", "AGENTS.md")
+    git(repo, "commit", "-q", "-m", "agents")
+    git(repo, "branch", "one")
+    git(repo, "branch", "two")
+    remembered.add("fact", "The API listens on port 8000")
+    tip = remembered.own_tip()
+    files = []
+    for branch in ("one", "two"):
+        git(repo, "update-ref", f"refs/memory/{branch}", str(tip))  # each pulled the same memory
+        git(repo, "checkout", "-q", branch)
+        assert export(Store.open(str(repo)), "agents-md", write=True).changed
+        files.append((repo / "AGENTS.md").read_bytes())
+        git(repo, "commit", "-q", "-am", f"refresh on {branch}")
+        assert gitmem(repo, "export", "--format", "agents-md", "--check").returncode == 0
+    assert files[0] == files[1] and b"port 8000" in files[0]
+    git(repo, "merge", "-q", "--no-edit", "one")
+    assert (repo / "AGENTS.md").read_bytes() == files[0]
 
 
 def test_agents_md_linked_to_claude_md_gets_one_section_within_claude_code_s_limit_from_either_format(repo, store):
