@@ -258,9 +258,10 @@ def _left_out(count: int) -> str:
 def splice(existing: Optional[str], section: str, fmt: str) -> str:
     """Put ``section`` in place of the marked one in ``existing`` (or append it), keeping the rest.
 
-    A file whose first line ends in CRLF (a Windows checkout) gets the section with CRLF too: no mixed
-    line ends, and a checkout of an unchanged section is left as it is."""
-    if existing is None:
+    An empty or blank file (an editor's new file) is written as a new one, front matter first: without it Cursor
+    and Windsurf never apply the rule. A file whose first line ends in CRLF (a Windows checkout) gets the section
+    with CRLF too: no mixed line ends, and a checkout of an unchanged section is left as it is."""
+    if existing is None or not existing.strip():
         return TARGETS[fmt].front + section
     first = existing.find("\n")
     nl = "\r\n" if first > 0 and existing[first - 1] == "\r" else "\n"
@@ -269,8 +270,6 @@ def splice(existing: Optional[str], section: str, fmt: str) -> str:
     if span is not None:
         start, end = span
         return existing[:start] + section + existing[end:]
-    if not existing:
-        return section
     return existing + (nl if existing.endswith("\n") else nl + nl) + section
 
 

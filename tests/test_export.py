@@ -137,6 +137,18 @@ def test_cursor_rules_get_front_matter_that_always_applies(repo, remembered):
     assert not export(remembered, "cursor-rules", write=True).changed
 
 
+@pytest.mark.parametrize("blank", ["", "\n \n"], ids=["empty", "whitespace"])
+def test_an_empty_cursor_rule_an_editor_created_gets_the_front_matter_of_a_new_one(repo, remembered, blank):
+    """A 0-byte .mdc (an editor's "new file") got the section without `alwaysApply: true`: Cursor never applied
+    the rule."""
+    (repo / ".cursor" / "rules").mkdir(parents=True)
+    (repo / FORMATS["cursor-rules"]).write_text(blank)
+    export(remembered, "cursor-rules", write=True)
+    text = (repo / FORMATS["cursor-rules"]).read_text()
+    assert text.startswith("---\ndescription: ") and "\nalwaysApply: true\n---\n" in text
+    assert not export(remembered, "cursor-rules", write=True).changed
+
+
 def test_stale_file_notes_say_so(repo, store):
     (repo / "app.py").write_text("print(1)\n")
     store.add("file", "app.py prints one", paths=["app.py"])
