@@ -111,9 +111,16 @@ class Export(NamedTuple):
     text: str
     left_out: int = 0  # memories the section had no room for (it says so too)
     why: str = _SECTION_WHY  # the limits that left them out
+    edited_by_hand: bool = False  # the file's section was changed since gitmem wrote it (before this export)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"format": self.format, "path": self.path, "changed": self.changed, "left_out": self.left_out}
+        return {"format": self.format, "path": self.path, "changed": self.changed, "left_out": self.left_out,
+                "edited_by_hand": self.edited_by_hand}
+
+    def edit_note(self) -> str:
+        """For a preview: that ``--write`` will refuse the file, and why; empty when its section is as gitmem
+        wrote it."""
+        return f"--write will refuse this file: {EditedByHand(self.path, self.format)}" if self.edited_by_hand else ""
 
     def note(self) -> str:
         """What was left out and why, for the one line an interface prints; empty when nothing was."""
@@ -369,7 +376,8 @@ def export(store: Store, fmt: str, *, write: bool = False, force: bool = False) 
     """Render ``fmt`` for the store's memory; with ``write``, update the file if it changed.
 
     A section edited by hand since gitmem wrote it is not replaced (:class:`EditedByHand`) unless ``force``:
-    the edit would be lost without a word."""
+    the edit would be lost without a word. Without ``write`` the result says so (``edited_by_hand``), so a
+    preview can warn before ``write`` refuses."""
     from .conflicts import pending
     from .search import is_stale
     from .warm import counted
@@ -393,12 +401,12 @@ def export(store: Store, fmt: str, *, write: bool = False, force: bool = False) 
                                 conflicts=pending(store).values(), max_bytes=budget, max_lines=lines,
                                 total=counted(counts, _PRIORITY))
     text = splice(existing, section, fmt)
-    changed = text != existing
+    changed, hand = text != existing, existing is not None and edited(existing)
     if write and changed:
-        if existing is not None and not force and edited(existing):
+        if hand and not force:
             raise EditedByHand(FORMATS[fmt], fmt)
         replace_file(path, text, within=store.repo.workdir)
-    return Export(fmt, FORMATS[fmt], changed, text, left_out, goal.why)
+    return Export(fmt, FORMATS[fmt], changed, text, left_out, goal.why, hand)
 
 
 def _read(path: str) -> Optional[str]:

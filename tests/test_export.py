@@ -255,6 +255,23 @@ def test_a_hand_edit_inside_the_section_is_refused_not_lost_and_force_overwrites
     assert export(remembered, "claude-md", write=True).changed and "Tuesdays" in (repo / "CLAUDE.md").read_text()
 
 
+def test_the_preview_and_json_say_the_section_was_edited_by_hand_before_write_refuses_it(repo, remembered):
+    """Without --write, the preview printed the new section and --json said only "changed": nothing warned that
+    --write would then refuse."""
+    gitmem(repo, "export", "--format", "claude-md", "--write")
+    clean = json.loads(gitmem(repo, "export", "--format", "claude-md", "--json").stdout)
+    assert clean["edited_by_hand"] is False
+    text = (repo / "CLAUDE.md").read_text()
+    (repo / "CLAUDE.md").write_text(text.replace("integer cents", "integer cents, never floats"))
+    preview = gitmem(repo, "export", "--format", "claude-md")
+    assert "integer cents\n" in preview.stdout or "integer cents `" in preview.stdout
+    note = preview.stderr.strip().splitlines()
+    assert len(note) == 1 and "CLAUDE.md" in note[0] and "edited" in note[0] and "--force" in note[0]
+    report = json.loads(gitmem(repo, "export", "--format", "claude-md", "--json").stdout)
+    assert report["edited_by_hand"] is True and report["changed"] is True and report["written"] is False
+    assert "edited" in gitmem(repo, "export", "--format", "claude-md", "--check", check=False).stderr
+
+
 def test_an_unedited_section_in_a_crlf_checkout_or_from_an_older_gitmem_is_updated(repo, remembered):
     export(remembered, "agents-md", write=True)
     (repo / "AGENTS.md").write_bytes((repo / "AGENTS.md").read_bytes().replace(b"\n", b"\r\n"))

@@ -115,10 +115,12 @@ def export_(store: Store, fmt: str, write: bool, check: bool, force: bool, on_co
     Only the text between the gitmem markers is replaced; the rest of the file
     stays as you wrote it, and running it twice changes nothing. Memory text is
     escaped so it stays quoted data: it cannot open HTML, links, code or headings.
-    A section edited by hand since gitmem wrote it is refused unless --force.
+    A section edited by hand since gitmem wrote it is refused unless --force;
+    without --write, a line on stderr says so first.
 
-    JSON: {"format", "path", "changed", "left_out", "written", "on_commit": [format, ...]} (changed: the file's
-    section differs from what memory gives now; with --check, exit 1 when it does).
+    JSON: {"format", "path", "changed", "left_out", "edited_by_hand", "written", "on_commit": [format, ...]}
+    (changed: the file's section differs from what memory gives now; with --check, exit 1 when it does;
+    edited_by_hand: the section was edited since gitmem wrote it, so --write refuses it without --force).
 
     Example: gitmem export --format agents-md --write
     """
@@ -130,6 +132,8 @@ def export_(store: Store, fmt: str, write: bool, check: bool, force: bool, on_co
         check_on_commit(store, fmt)  # refused before anything is written
     result = export(store, fmt, write=write, force=force)
     formats = enable_on_commit(store, fmt) if on_commit else on_commit_formats(store)
+    if result.edited_by_hand and not (write or as_json):  # before --write refuses it
+        click.echo(result.edit_note(), err=True)
     if as_json:
         emit_json({**result.to_dict(), "written": write and result.changed, "on_commit": list(formats)})
     elif check:
