@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator, Optional
 
@@ -64,8 +65,9 @@ def running(folder: str) -> bool:
 
 def start(store: "Store") -> bool:
     """Start embedding the backlog of ``store``'s memory in a detached process at the lowest priority, unless
-    one runs already; whether one was started. Nothing waits for it, and it outlives this process. The lock
-    is taken here and handed to the process, so two calls in a row never start two."""
+    one runs already; whether one was started. No caller waits for it (a daemon thread reaps it), and it
+    outlives this process. The lock is taken here and handed to the process, so two calls in a row never start
+    two."""
     import subprocess
 
     folder = _folder(store)
@@ -78,9 +80,11 @@ def start(store: "Store") -> bool:
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where gitmem is imported from
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)}
         with open(os.path.join(folder, LOG), "ab") as log:
-            subprocess.Popen([sys.executable, "-c", "from gitmem.backlog import _serve; _serve()", where,
-                              store.branch], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                             start_new_session=True, pass_fds=(fd,))
+            process = subprocess.Popen([sys.executable, "-c", "from gitmem.backlog import _serve; _serve()", where,
+                                        store.branch], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                       start_new_session=True, pass_fds=(fd,))
+    # Reaped as it exits: a long-lived server (MCP, the web UI) that starts no other process kept it <defunct>.
+    threading.Thread(target=process.wait, name="gitmem-backlog-reaper", daemon=True).start()
     return True
 
 
