@@ -495,6 +495,12 @@ class Index:
             out += self._query(f"SELECT {columns} FROM {table} WHERE {where} AND {key} IN ({marks})", [*args, *chunk])
         return out
 
+    def version(self) -> Optional[int]:
+        """A number that changes when another process commits to the index (SQLite's ``data_version``; this
+        process's own writes leave it), or None when it cannot be read."""
+        rows = self._query("PRAGMA data_version")
+        return rows[0][0] if rows else None
+
     def vectors(self, encoder: str, text_hashes: Sequence[str]) -> Dict[str, bytes]:
         """The stored vectors of these texts (by their hash) under ``encoder``."""
         return dict(self._by_key("vectors", "text_sha1, vec", "text_sha1", text_hashes, encoder))

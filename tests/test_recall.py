@@ -418,22 +418,43 @@ def test_an_agent_path_held_back_by_the_backlog_starts_one_background_process_th
     """Agents answer by words while a backlog waits (a new clone, a large pull); nothing on their paths
     embedded it, so they stayed on words until a person ran `gitmem search`. One such answer now starts a
     niced process that embeds it all, and the next answer is hybrid."""
-    import time
-
     from gitmem import backlog
 
     _team(store)
     assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is None  # 6 to embed > 2
     assert recall_module.waiting(store)
     assert backlog.start(store)
-    folder = os.path.dirname(store.warm.index.path)
     assert not backlog.start(store)  # one at a time per repository
+    _embedded_in_the_background(store, started=True)
+    assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is not None  # the very next
+    assert not recall_module.waiting(store)
+
+
+def _embedded_in_the_background(store, started=False):
+    """Run the background embedding (already ``started``, or start it) and wait for its log line."""
+    import time
+
+    from gitmem import backlog
+
+    assert started or backlog.start(store)
+    folder = os.path.dirname(store.warm.index.path)
     deadline = time.monotonic() + 300
     while backlog.running(folder) and time.monotonic() < deadline:
         time.sleep(0.2)
     with open(os.path.join(folder, backlog.LOG), encoding="utf-8") as f:
         assert "vectors for semantic recall" in f.read()
-    recall(store, "redis job queue", paths=[], max_backlog=2)  # the backlog seen last stands once (a hook asks twice)
+
+
+@needs_encoder
+def test_a_server_sees_the_backlog_again_on_every_call_until_the_index_changes(store):
+    """A server's call after the one that found the backlog went by words unasked (the backlog seen last stood
+    once, for a prompt hook that asks twice): it stayed on words after the vectors came, and did not start a
+    new process after one was killed. The backlog seen stands while no other process wrote to the index."""
+    _team(store)
+    for _ in range(3):  # as a killed process leaves it: every call finds it waiting, and may start another
+        assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is None
+        assert recall_module.waiting(store)
+    _embedded_in_the_background(store)
     assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is not None
     assert not recall_module.waiting(store)
 
