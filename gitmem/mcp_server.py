@@ -157,7 +157,7 @@ class Gitmem:
         from .conflicts import pending
         from .model import TYPES, check_choice
         from .backlog import start_if_waiting
-        from .recall import AGENT_BACKLOG, changed_paths, find
+        from .recall import AGENT_BACKLOG, changed_paths, find, waiting
 
         check_choice("type", type, TYPES)
         if limit < 1:  # as `gitmem search -n 0` is: asking for no memory is a mistake, not a request for one
@@ -170,7 +170,11 @@ class Gitmem:
         hits = find(store, query, min(limit, 50), filters={"type": type}, paths=paths, max_backlog=AGENT_BACKLOG)
         start_if_waiting(store)
         conflicts = pending(store)
-        out = {"ref": store.ref, "memories": [_hit(h, conflicts) for h in hits]}
+        out: Dict[str, Any] = {"ref": store.ref, "memories": [_hit(h, conflicts) for h in hits]}
+        behind = waiting(store)
+        if behind and hits and all(h.similarity is None for h in hits):  # else the model cannot tell a ranking by
+            # words from one by meaning
+            out["recall"] = f"by words only: {behind} memories wait for vectors, embedded in the background"
         if any(h.stale for h in hits):
             out["note"] = "stale: the file changed since that file memory was written; re-read it"
         return _noticed(store, out)

@@ -577,11 +577,13 @@ def _view_name(encoder: "Encoder", text: Optional[Callable[[Memory], str]]) -> s
     return encoder.name if text is None else f"{encoder.name} {text.__name__}"
 
 
-def waiting(store: "Store") -> bool:
-    """Whether an answer this process gave on an agent's path went by words alone because more memories wait
-    to be embedded than the path allows (``max_backlog``): what :func:`gitmem.backlog.start` is for."""
+def waiting(store: "Store") -> Optional[int]:
+    """How many memories wait to be embedded (in the view with most) when an answer this process gave on an
+    agent's path went by words alone for that reason (more than ``max_backlog``), else None: what
+    :func:`gitmem.backlog.start` is for, and what the answer says of itself."""
     cached = _DENSE.get(store.warm.index.path)
-    return cached is not None and any(key.endswith(" backlog") for key in cached.matrices)
+    behind = [held[1] for key, held in cached.matrices.items() if key.endswith(" backlog")] if cached else []
+    return max(behind) if behind else None
 
 
 def embed_backlog(store: "Store") -> Optional[int]:

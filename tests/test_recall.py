@@ -468,5 +468,10 @@ def test_mcp_recall_held_back_by_the_backlog_starts_the_background_embedding(sto
     monkeypatch.setattr(recall_module, "AGENT_BACKLOG", 2)  # 6 to embed are more than an agent waits for
     started = []
     monkeypatch.setattr(backlog, "start", lambda s: started.append(s.ref) or True)
-    Gitmem(store.repo.workdir).recall("redis job queue", paths=[])
+    answer = Gitmem(store.repo.workdir).recall("redis job queue", paths=[])
     assert started == [store.ref]
+    # the model is told the ranking went by words: it may ask again, in other words, later
+    assert answer["recall"] == "by words only: 6 memories wait for vectors, embedded in the background"
+    monkeypatch.setattr(recall_module, "AGENT_BACKLOG", 64)
+    answer = Gitmem(store.repo.workdir).recall("redis job queue", paths=[])
+    assert "recall" not in answer and answer["memories"][0]["text"] == "Use Redis for the job queue"
