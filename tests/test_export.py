@@ -269,7 +269,8 @@ def test_the_preview_and_json_say_the_section_was_edited_by_hand_before_write_re
     assert len(note) == 1 and "CLAUDE.md" in note[0] and "edited" in note[0] and "--force" in note[0]
     report = json.loads(gitmem(repo, "export", "--format", "claude-md", "--json").stdout)
     assert report["edited_by_hand"] is True and report["changed"] is True and report["written"] is False
-    assert "edited" in gitmem(repo, "export", "--format", "claude-md", "--check", check=False).stderr
+    checked = gitmem(repo, "export", "--format", "claude-md", "--check", check=False)
+    assert "edited" in checked.stderr and "`gitmem export --format claude-md --write --force` brings" in checked.stderr
 
 
 def test_an_unedited_section_in_a_crlf_checkout_or_from_an_older_gitmem_is_updated(repo, remembered):

@@ -137,7 +137,8 @@ def export_(store: Store, fmt: str, write: bool, check: bool, force: bool, on_co
     if as_json:
         emit_json({**result.to_dict(), "written": write and result.changed, "on_commit": list(formats)})
     elif check:
-        click.echo(f"stale: {result.path}: `gitmem export --format {fmt} --write` brings it in step" if result.changed
+        how = f"`gitmem export --format {fmt} --write{' --force' if result.edited_by_hand else ''}`"
+        click.echo(f"stale: {result.path}: {how} brings it in step" if result.changed
                    else f"up to date: {result.path}", err=result.changed)
     elif not write:
         echo(result.text, nl=False)
