@@ -403,7 +403,7 @@ def _merge_conflict_files(store: Store, base, ours, theirs, new: Sequence[Confli
         else:
             chosen = max(o[path], t[path])
         if chosen is not None and path not in renewed:
-            _refuse_stale(store, chosen, merged, mine=ov is not None and ov == _conflict_held(store, chosen))
+            _refuse_stale(store, chosen, merged, mine=chosen == o.get(path))  # ours holds it, or the one merged in
         if chosen == o.get(path):
             continue
         updates[path] = None if chosen is None else _written_again(store, chosen, path) \
