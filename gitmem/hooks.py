@@ -888,8 +888,9 @@ def _pre_push(store: Store, args: List[str], stdin: str) -> List[str]:
     _refuse_set_aside(store, updates)
     # first: what a push would send, and that its tips are commits
     _refuse_memory_secrets(store, updates, args[0] if args else None, url)
-    _refuse_forced_memory(store, args[0] if args else "the remote", updates)
-    _refuse_deleted_memory(store, args, stdin)
+    remote = args[0] if args else "the remote"
+    _refuse_forced_memory(store, remote, updates)
+    _refuse_deleted_memory(store, remote, url, memory_deletions(stdin), updates)
     quarantined = [dst for _, _, dst, _ in updates if dst.startswith(INCOMING_PREFIX)]
     notes = [f"{', '.join(quarantined)}: memory a fetch that did not finish held for the trust gate, not checked by "
              f"it, goes too (scanned for secrets); `gitmem fetch` removes such refs"] if quarantined else []
@@ -952,36 +953,38 @@ def memory_updates(stdin: str) -> List[List[str]]:
     sends set-aside memory, fetched copies and a fetch's quarantine refs too. Judged by the destination ref as
     well as the source, so `git push origin <sha>:refs/memory/main` and `refs/heads/x:refs/memory/main` count.
     Deletions send nothing and are left out."""
-    return [parts for parts in map(str.split, stdin.splitlines())
-            if len(parts) == 4 and parts[1] != _ZERO and (parts[0].startswith(GITMEM_PREFIXES)
-                                                          or parts[2].startswith(GITMEM_PREFIXES))]
-
+    return [parts for parts in _push_lines(stdin)
+            if parts[1] != _ZERO and (parts[0].startswith(GITMEM_PREFIXES) or parts[2].startswith(GITMEM_PREFIXES))]
 
 
 def memory_deletions(stdin: str) -> List[Tuple[str, str]]:
     """(remote ref, its tip) of each pre-push line that deletes a memory ref on the remote."""
-    return [(parts[2], parts[3]) for parts in (line.split() for line in stdin.splitlines())
-            if len(parts) == 4 and parts[1] == _ZERO and parts[2].startswith(REF_PREFIX) and parts[3] != _ZERO]
+    return [(parts[2], parts[3]) for parts in _push_lines(stdin)
+            if parts[1] == _ZERO and parts[2].startswith(REF_PREFIX) and parts[3] != _ZERO]
 
 
-def _refuse_deleted_memory(store: Store, args: Sequence[str], stdin: str) -> None:
+def _push_lines(stdin: str) -> List[List[str]]:
+    """The lines git gives a pre-push hook, split: local ref, local sha, remote ref, remote sha."""
+    return [parts for parts in map(str.split, stdin.splitlines()) if len(parts) == 4]
+
+
+def _refuse_deleted_memory(store: Store, remote: str, url: Optional[str], deleted: List[Tuple[str, str]],
+                           updates: List[List[str]]) -> None:
     """Memory is never deleted from a remote by accident: `git push --prune` and `--mirror` over `remote setup`'s
     refspec delete every remote memory ref this clone lacks, so a teammate's pushed memory nobody pulled went,
-    and each clone's next fetch dropped its copy. A deletion goes only when what the ref holds stays: in the
-    memory another of the remote's memory refs holds after this push (merged, or renamed), or dropped here at
-    that tip (`gitmem prune`, or set aside: what :func:`gitmem.remote.earlier_memory_notice` tells to delete)."""
-    deleted = memory_deletions(stdin)
+    and each clone's next fetch dropped its copy. A deletion (``deleted``: :func:`memory_deletions`) goes only
+    when what the ref holds stays: in the memory another of the remote's memory refs holds after this push
+    (``updates`` among them: merged, or renamed), or dropped here at that tip (`gitmem prune`, or set aside: what
+    :func:`gitmem.remote.earlier_memory_notice` tells to delete)."""
     if not deleted:
         return
     from .branches import dropped_here, reachable
     from .remote import fetch, memory_refs_at
 
     repo = store.repo
-    remote = args[0] if args else "the remote"
-    url = args[1] if len(args) > 1 and args[1] else remote  # where git pushes
     gone = {ref for ref, _ in deleted}
-    after = {ref: tip for ref, tip in memory_refs_at(repo, url, False, remote).items() if ref not in gone}
-    after.update((dst, local) for _, local, dst, _ in memory_updates(stdin) if dst.startswith(REF_PREFIX))
+    after = {ref: tip for ref, tip in memory_refs_at(repo, url or remote, False, remote).items() if ref not in gone}
+    after.update((dst, local) for _, local, dst, _ in updates if dst.startswith(REF_PREFIX))
     unseen = [ref[len(REF_PREFIX):] for ref, tip in [*deleted, *after.items()] if tip not in repo]
     if unseen and remote in repo.remotes.names():
         try:
