@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from .gitdir import blob_id
-from .text import plural
+from .text import inert_json, plural
 
 if TYPE_CHECKING:
     from .store import Store
@@ -728,7 +728,7 @@ def main(event: str, stdin: Optional[str] = None, *, path: Optional[str] = None,
         source = env.get("GITMEM_CLAUDE_SOURCE") or source_for(env, hook.text("transcript_path"))
         outcome = run(hook, store, source=source)
         if outcome.output is not None:
-            sys.stdout.write(json.dumps(outcome.output, ensure_ascii=False) + "\n")
+            sys.stdout.write(inert_json(outcome.output) + "\n")
             sys.stdout.flush()
         if detached or env.get("GITMEM_HOOK_DEBUG"):
             ms = (time.monotonic() - started) * 1000

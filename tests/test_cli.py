@@ -555,9 +555,24 @@ def test_terminal_escapes_in_memory_text_and_commit_authors_are_inert_in_human_o
         assert not any(c in out for c in "\x1b\x07\r\x9b\u202e"), name
     assert "\\x1b[31mred" in outputs["log"] or "\\x1b" in outputs["log"]
     assert "Mallory\\x1b[8m" in outputs["log"]
-    # --json keeps the exact text (JSON escapes control characters itself)
+    # --json keeps the exact text (escaped the JSON way: see the next test)
     shown = json_.loads(gitmem(repo, "show", memory_id, "--json").stdout)
     assert shown["text"] == f"plan {ESCAPES}"
+
+
+def test_json_output_escapes_every_control_character_and_gives_back_the_exact_text(run):
+    """`list --json` in a terminal must not run a memory's CSI (U+009B) or reorder a line, yet a script reading
+    it gets the exact text back; accents and CJK stay readable UTF-8."""
+    text = "plan \x9b31m \u202eevil \x1b[2J \u2028next \x7f café 東京"
+    memory_id = json.loads(run("add", "decision", text, "--json").output)["id"]
+    outputs = {name: run(*args).output for name, args in {
+        "list": ["list", "--json"], "show": ["show", memory_id, "--json"], "search": ["search", "plan", "--json"]}.items()}
+    for name, out in outputs.items():
+        assert not any(c in out for c in "\x9b\u202e\x1b\u2028\x7f"), name  # CSI, RLO, ESC, LS, DEL
+        assert "café 東京" in out and "\\u009b31m \\u202eevil" in out, name
+    assert json.loads(outputs["list"])["memories"][0]["text"] == text
+    assert json.loads(outputs["show"])["text"] == text
+    assert json.loads(outputs["search"])["hits"][0]["memory"]["text"] == text
 
 
 def test_each_command_comes_from_the_module_the_command_map_names():

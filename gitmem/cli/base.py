@@ -18,7 +18,7 @@ import click
 
 from .. import __version__
 from ..errors import GitmemError, NoIdentity
-from ..text import inert
+from ..text import inert, inert_json
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -224,20 +224,17 @@ def json_option(f: Callable) -> Callable:
 
 
 def emit_json(data: Any) -> None:
-    import json  # here, not at the top: `gitmem --version` and human output never need it
-
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False))
+    """Print ``data`` as JSON: the exact text, its control characters escaped (:func:`~gitmem.text.inert_json`)."""
+    click.echo(inert_json(data, indent=2))
 
 
 def emit_json_list(head: Dict[str, Any], key: str, items: Iterable[Any]) -> int:
     """:func:`emit_json` of ``head`` with ``key`` last holding ``items``, byte for byte, each item printed as
     it comes (a listing of 100,000 memories need not be held whole); returns how many there were."""
-    import json
-
-    text = json.dumps({**head, key: []}, indent=2, ensure_ascii=False)
+    text = inert_json({**head, key: []}, indent=2)
     n = 0
     for n, item in enumerate(items, 1):
-        body = json.dumps(item, indent=2, ensure_ascii=False).replace("\n", "\n    ")
+        body = inert_json(item, indent=2).replace("\n", "\n    ")
         click.echo(f"{text[:-3]}\n    {body}" if n == 1 else f",\n    {body}", nl=False)
     click.echo(text if n == 0 else "\n  ]\n}")
     return n
