@@ -14,14 +14,18 @@ fact added mid-session changes only the tail: the client's prefix and the memory
 read from the cache.
 
 **Breakpoints.** The API allows 4 ``cache_control`` markers and refuses a 1-hour marker after a
-5-minute one. A request whose own markers are already in that order is the API's to refuse: the router
-attaches nothing to it and forwards it as it came, so the client gets the API's 400 as with memory off
-(raising its markers would make it pass, billed at the 1-hour rate the client did not ask for). Else
-the router wants a marker where the context builder puts one (guide and memory, and the tail), with the
-policy's TTL. :func:`attach` keeps within the limit:
+5-minute one. A top-level ``cache_control`` (automatic caching) is a breakpoint on the last cacheable
+block, one with that block's own marker if it has the same TTL and a 400 if another (:func:`markers`).
+A request whose own markers the API already refuses, out of TTL order or so in conflict, is the API's
+to refuse: the router attaches nothing to it and forwards it as it came, so the client gets the API's
+400 as with memory off (raising its markers would make it pass, billed at the 1-hour rate the client
+did not ask for). Else the router wants a marker where the context builder puts one (guide and memory,
+and the tail), with the policy's TTL. :func:`attach` keeps within the limit:
 
-1. free slots = 4 - the client's markers (a top-level ``cache_control`` counts as one, at the end);
-   the router keeps as many of its wanted markers as fit, memory first, then guide, then tail;
+1. free slots = 4 - the client's breakpoints, counted with the router's blocks in place (a top-level
+   marker lands in ``messages``, or, when no block there can be cached, on the router's last block,
+   which is then left to it); the router keeps as many of its wanted markers as fit, memory first,
+   then guide, then tail;
 2. no free slot, and a client marker after the router's blocks (in ``messages``): the router adds
    none. That marker's prefix contains the memory, so memory is cached with the conversation;
 3. no free slot and every client marker before the router's blocks: the client's last marker moves
@@ -46,7 +50,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 __all__ = [
     "MAX_BREAKPOINTS", "HEADER_PREFIX", "MEMORY_ON", "MEMORY_OFF", "RouterBlock", "Attached", "Controls", "controls", "attach",
     "markers", "session_of", "forward_headers", "response_headers", "SseUsage", "ttl_order_ok", "CONTROL_HEADERS",
-    "CLIENT_TTL_ORDER", "warm_key",
+    "CLIENT_TTL_ORDER", "CLIENT_TTL_CONFLICT", "CLIENT_REFUSED", "warm_key",
 ]
 
 MAX_BREAKPOINTS = 4
@@ -67,6 +71,11 @@ _HOP = {"host", "content-length", "transfer-encoding", "connection", "keep-alive
 _PRIORITY = ("memory", "guide", "tail")
 #: :attr:`Attached.note` for a request whose own markers the API refuses: nothing attached or changed.
 CLIENT_TTL_ORDER = "the request's own cache_control puts a 1h TTL after a 5m one, which the API refuses: sent as it came"
+#: :attr:`Attached.note` for a request whose top-level ``cache_control`` lands on a block marked with another TTL.
+CLIENT_TTL_CONFLICT = ("the request's top-level cache_control lands on a block marked with another TTL, which the API "
+                       "refuses: sent as it came")
+#: The notes of a request :func:`attach` sends as it came, its 400 being the client's to see.
+CLIENT_REFUSED = (CLIENT_TTL_ORDER, CLIENT_TTL_CONFLICT)
 
 
 @dataclass(frozen=True)
@@ -191,29 +200,65 @@ def warm_key(body: Mapping[str, Any], workspace: Optional[str]) -> str:
 
 
 def _prefix_blocks(body: Mapping[str, Any]) -> List[Any]:
-    """Every block of the prefix in the API's order (tools, system, messages): the dicts themselves."""
+    """Every block of the prefix in the API's order (tools, system, messages): the dicts themselves, and a string
+    ``system`` or message content as the one text block the API reads it as (a new dict, so never one to mark)."""
     out: List[Any] = list(body.get("tools") or [])
-    system = body.get("system")
-    if isinstance(system, list):
-        out += system
-    for message in body.get("messages") or []:
-        if isinstance(message, Mapping) and isinstance(message.get("content"), list):
-            out += message["content"]
+    contents = [body.get("system")] + [m.get("content") for m in body.get("messages") or [] if isinstance(m, Mapping)]
+    for content in contents:
+        if isinstance(content, str):
+            out.append({"type": "text", "text": content})
+        elif isinstance(content, list):
+            out += content
     return out
 
 
+def _ttl(control: Mapping[str, Any]) -> str:
+    return str(control.get("ttl", "5m"))
+
+
+def _automatic(blocks: Sequence[Any], top: Any) -> Optional[Tuple[int, str]]:
+    """Where a top-level ``cache_control`` (automatic caching) puts its breakpoint, and its TTL; None without one.
+
+    The caching docs (https://platform.claude.com/docs/en/build-with-claude/prompt-caching, "Automatic caching"):
+    the system "applies the cache breakpoint to the last cacheable block", and if that block "is not eligible ... the
+    system silently walks backwards to find the nearest eligible block. If none is found, caching is skipped".
+    Ineligible, as the page lists what cannot be cached: thinking blocks and empty text blocks (an empty prefill).
+    The emulator's ``_breakpoints`` walks back over the same blocks."""
+    if not isinstance(top, Mapping):
+        return None
+    for i in range(len(blocks) - 1, -1, -1):
+        block = blocks[i]
+        if isinstance(block, Mapping) and block.get("type") not in ("thinking", "redacted_thinking") \
+                and block.get("text") != "":
+            return i, _ttl(top)
+    return None
+
+
 def markers(body: Mapping[str, Any]) -> List[Tuple[int, str]]:
-    """(position, ttl) of every ``cache_control`` marker in prefix order; the top-level one last."""
-    found = []
+    """(position, ttl) of every breakpoint in prefix order, as the API counts them toward its 4.
+
+    A top-level ``cache_control`` is one where :func:`_automatic` puts it, unless that block has its own marker:
+    the docs' edge cases, "If the last block already has an explicit cache_control with the same TTL, automatic
+    caching is a no-op" (one breakpoint, not two), and with a different TTL "the API returns a 400 error"
+    (:func:`_ttl_conflict`; here the block's own TTL is listed). No marker can follow it: what it walks back over
+    cannot be marked."""
     blocks = _prefix_blocks(body)
-    for i, block in enumerate(blocks):
-        control = block.get("cache_control") if isinstance(block, Mapping) else None
-        if isinstance(control, Mapping):
-            found.append((i, str(control.get("ttl", "5m"))))
-    top = body.get("cache_control")
-    if isinstance(top, Mapping):
-        found.append((len(blocks), str(top.get("ttl", "5m"))))
-    return found
+    found = {i: _ttl(block["cache_control"]) for i, block in enumerate(blocks)
+             if isinstance(block, Mapping) and isinstance(block.get("cache_control"), Mapping)}
+    automatic = _automatic(blocks, body.get("cache_control"))
+    if automatic:
+        found.setdefault(*automatic)
+    return sorted(found.items())
+
+
+def _ttl_conflict(body: Mapping[str, Any]) -> bool:
+    """True when the top-level ``cache_control`` lands on a block marked with another TTL (the API's 400)."""
+    blocks = _prefix_blocks(body)
+    automatic = _automatic(blocks, body.get("cache_control"))
+    if automatic is None:
+        return False
+    own = blocks[automatic[0]].get("cache_control")
+    return isinstance(own, Mapping) and _ttl(own) != automatic[1]
 
 
 def ttl_order_ok(body: Mapping[str, Any]) -> bool:
@@ -236,23 +281,29 @@ def attach(body: Mapping[str, Any], blocks: Sequence[RouterBlock], ttl: str = "5
     leaves the client's alone), ``5m`` or ``1h`` marks the router's blocks that the context builder
     marks (the builder marks the tail 5m even under ``1h``). ``copy_body=False`` changes ``body``
     in place (the server's own freshly parsed copy: saves a deep copy per request). A body whose own
-    markers are out of TTL order comes back as it was, with the note :data:`CLIENT_TTL_ORDER`."""
+    markers the API refuses (:data:`CLIENT_REFUSED`) comes back as it was, with that note."""
     out: Dict[str, Any] = copy.deepcopy(dict(body)) if copy_body else body  # type: ignore[assignment]
-    if not ttl_order_ok(out):
-        return Attached(body=out, client_markers=len(markers(out)), router_markers=[], note=CLIENT_TTL_ORDER)
+    refused = CLIENT_TTL_CONFLICT if _ttl_conflict(out) else "" if ttl_order_ok(out) else CLIENT_TTL_ORDER
+    if refused:
+        return Attached(body=out, client_markers=len(markers(out)), router_markers=[], note=refused)
     system = out.get("system")
     if isinstance(system, str):
         system = [{"type": "text", "text": system}] if system else []
     elif not isinstance(system, list):
         system = []
-    out["system"] = system  # as blocks before the markers are counted: a string system is one block
-    client = markers(out)
     n_tools = len(out.get("tools") or [])
     insert_at = n_tools + len(system)  # prefix position of the first router block
     new: List[Dict[str, Any]] = [{"type": "text", "text": b.text} for b in blocks if b.text]
     names = [b.name for b in blocks if b.text]
     wanted = {b.name: (b.mark if ttl != "1h" or b.mark is None else ("5m" if b.name == "tail" else "1h"))
               for b in blocks if b.text and b.mark and ttl != "none"}
+    # Counted with the router's blocks in place, unmarked: a top-level marker lands on the last of them when the
+    # conversation has no cacheable block. That block is then the client's breakpoint, with the client's TTL.
+    out["system"] = system + new
+    client = markers(out)
+    for pos, _ in client:
+        if insert_at <= pos < insert_at + len(new):
+            wanted.pop(names[pos - insert_at], None)
     result = Attached(body=out, client_markers=len(client), router_markers=[], blocks=names)
     free = MAX_BREAKPOINTS - len(client)
     keep = [name for name in _PRIORITY if name in wanted][:max(0, free)]
@@ -264,7 +315,7 @@ def attach(body: Mapping[str, Any], blocks: Sequence[RouterBlock], ttl: str = "5
             prefix = _prefix_blocks(out)
             moved = prefix[last].pop("cache_control")
             target = next(name for name in _PRIORITY if name in wanted)
-            moved_ttl = str(moved.get("ttl", "5m")) if isinstance(moved, Mapping) else "5m"
+            moved_ttl = _ttl(moved) if isinstance(moved, Mapping) else "5m"
             wanted[target] = "1h" if "1h" in (moved_ttl, wanted[target]) else "5m"
             keep = [target]
             result.moved = True
@@ -273,7 +324,6 @@ def attach(body: Mapping[str, Any], blocks: Sequence[RouterBlock], ttl: str = "5
         if name in keep:
             block["cache_control"] = _control(wanted[name])
             result.router_markers.append(f"{name}:{wanted[name]}")
-    out["system"] = system + new
     if not out["system"]:
         out.pop("system")
     result.raised = _raise_for_order(out)
@@ -281,7 +331,8 @@ def attach(body: Mapping[str, Any], blocks: Sequence[RouterBlock], ttl: str = "5
 
 
 def _raise_for_order(body: Dict[str, Any]) -> int:
-    """Raise 5-minute markers that come before a 1-hour one to 1 hour; returns how many."""
+    """Raise 5-minute markers that come before a 1-hour one to 1 hour; returns how many. Each is a block's own
+    marker: a top-level one is the last breakpoint (:func:`markers`), never followed by a 1-hour one."""
     found = markers(body)
     last_1h = max((i for i, (_, ttl) in enumerate(found) if ttl == "1h"), default=-1)
     if last_1h < 0:
@@ -291,8 +342,7 @@ def _raise_for_order(body: Dict[str, Any]) -> int:
     for pos, ttl in found[:last_1h]:
         if ttl == "1h":
             continue
-        target = body if pos == len(blocks) else blocks[pos]
-        target["cache_control"] = _control("1h")
+        blocks[pos]["cache_control"] = _control("1h")
         raised += 1
     return raised
 

@@ -41,7 +41,7 @@ from .serving import LONE_SURROGATE, MAX_REQUEST_BYTES, TOO_LARGE, lone_surrogat
 from .policy import POLICIES, KeepAlive, Plan, PrefixCosts, choose_plan, hour_ping_after
 from .pricing import DEFAULT_TABLE, PriceTable
 from .usage import Usage, cost
-from .router import (CLIENT_TTL_ORDER, Controls, RouterBlock, SseUsage, attach, controls, forward_headers,
+from .router import (CLIENT_REFUSED, Controls, RouterBlock, SseUsage, attach, controls, forward_headers,
                      response_headers, session_of, warm_key)
 
 if TYPE_CHECKING:
@@ -501,7 +501,7 @@ class Router:
             info["memory_header"] = "none: " + str(exc).splitlines()[0][:120]
             return info
         attached = attach(data, attachment.blocks, "none" if count else ttl, copy_body=False)
-        if attached.note == CLIENT_TTL_ORDER:  # the API's 400 is the client's to see, as with memory off
+        if attached.note in CLIENT_REFUSED:  # the API's 400 is the client's to see, as with memory off
             info.update(attached=attached.to_dict(), memory_header=f"none: {attached.note}")
             return info
         info.update(body=attached.body, attached=attached.to_dict(), ttl=ttl, context=attachment.context,

@@ -27,10 +27,11 @@ from gitmem.pricing import DEFAULT_TABLE
 from gitmem.policy import (FIXED, Plan, PrefixCosts, break_cost, choose_plan, fixed_cost, hindsight_cost, online_cost,
                            ski_rental_pings)
 from gitmem.usage import Usage, cost
-from gitmem.router import CLIENT_TTL_ORDER, RouterBlock, attach, markers, ttl_order_ok
+from gitmem.router import CLIENT_REFUSED, CLIENT_TTL_ORDER, RouterBlock, attach, markers, ttl_order_ok
 from gitmem.router_app import Router, default_line, serve_in_thread
 from gitmem.store import Store
 from gitmem.text import plural
+from gitmem.tokens import count_tokens
 
 HAIKU = "claude-haiku-4-5"
 SECRET = "sk-ant-api03-router-test-secret-key-0123456789"
@@ -185,8 +186,8 @@ HOUR = {"type": "ephemeral", "ttl": "1h"}
 def test_attach_leaves_a_body_whose_own_ttl_order_the_api_refuses_as_it_came():
     """Every mix of no, 5-minute and 1-hour markers on a tool, the system, two turns and the top level: a body
     the API accepts stays acceptable with the router's blocks, one it refuses stays refused, and one whose
-    markers are out of TTL order comes back unchanged (the router raised the client's 5-minute markers, and
-    the request passed billed at the 1-hour rate)."""
+    markers are out of TTL order, or whose top-level TTL conflicts with its last turn's, comes back unchanged
+    (the router raised the client's 5-minute markers, and the request passed billed at the 1-hour rate)."""
     blocks = [RouterBlock("guide", "preamble", "5m"), RouterBlock("memory", "<team-memory/>", "5m"),
               RouterBlock("tail", "tail", "5m")]
     control = {"5m": {"type": "ephemeral"}, "1h": HOUR}
@@ -205,9 +206,9 @@ def test_attach_leaves_a_body_whose_own_ttl_order_the_api_refuses_as_it_came():
                        **({"cache_control": control[top]} if top else {})}
         try:
             parse_request(client_body, DEFAULT_TABLE)
-            accepted = True
-        except ApiError:
-            accepted = False
+            accepted, refusal = True, ""
+        except ApiError as exc:
+            accepted, refusal = False, exc.message
         for policy in ("5m", "1h", "none"):
             out = attach(client_body, blocks, policy)
             if accepted:
@@ -215,9 +216,9 @@ def test_attach_leaves_a_body_whose_own_ttl_order_the_api_refuses_as_it_came():
                 continue
             with pytest.raises(ApiError):
                 parse_request(out.body, DEFAULT_TABLE)
-            if not ttl_order_ok(client_body):
+            if "ttl" in refusal:  # out of order, or in conflict
                 unordered += 1
-                assert out.body == client_body and out.note == CLIENT_TTL_ORDER
+                assert out.body == client_body and out.note in CLIENT_REFUSED
                 assert (out.blocks, out.router_markers, out.raised, out.moved) == ([], [], 0, False)
     assert unordered
 
@@ -263,6 +264,48 @@ def test_a_request_whose_own_ttl_order_the_api_refuses_is_forwarded_as_it_came(r
     (_, _, on), (_, _, off), (path, _, counted) = upstream.seen
     assert on == off == invalid  # no memory, no marker raised, the string system left a string
     assert path == "/v1/messages/count_tokens" and counted["system"] == "You are helpful" and counted["cache_control"] == HOUR
+
+
+def conversation(first, prefill):
+    """System, two user turns and the reply between, each user turn marked, with automatic caching on top: the
+    top-level marker lands on the last turn (walking back over an empty prefill), which already has one."""
+    marked = {"cache_control": {"type": "ephemeral"}}
+    turns = [{"role": "user", "content": [{"type": "text", "text": first, **marked}]},
+             {"role": "assistant", "content": "Refunds go through the ledger."},
+             {"role": "user", "content": [{"type": "text", "text": "And chargebacks?", **marked}]}]
+    return {**body(cache_control={"type": "ephemeral"}), "messages": turns + (
+        [{"role": "assistant", "content": ""}] if prefill else [])}
+
+
+@pytest.mark.parametrize("prefill", [False, True])
+def test_a_top_level_cache_control_on_a_block_marked_with_its_ttl_is_one_breakpoint_so_the_memory_gets_a_slot(
+        team, routed, prefill):
+    """The caching docs' edge cases: "If the last block already has an explicit cache_control with the same TTL,
+    automatic caching is a no-op", so system, two turns and the top level are 3 breakpoints, not 4, and the memory
+    block gets the fourth: a conversation that changes before its markers still reads the memory from the cache."""
+    repo, _ = team
+    sdk = client(routed.url)
+    sdk.messages.create(**conversation("How do refunds work?", prefill))
+    second = sdk.messages.create(**conversation("Who approves a refund?", prefill))
+    assert second.usage.cache_read_input_tokens > count_tokens(GUIDE)  # the client's system prompt and the memory
+    entry = read_requests(Store.open(str(repo)), "router")[-1]["memory"]
+    assert (entry["client_markers"], entry["router_markers"], entry["moved"]) == (3, ["memory:5m"], False)
+
+
+def test_a_top_level_cache_control_that_lands_on_the_routers_last_block_keeps_its_own_ttl(team, routed):
+    """With no cacheable block in the conversation (a turn of redacted thinking alone) the top-level marker lands
+    on the last block of system, which memory makes the router's: the router leaves that block to it rather than
+    give it a second TTL, which the API refuses ("If the last block has an explicit cache_control with a different
+    TTL, the API returns a 400 error")."""
+    sdk = client(routed.url)
+    thinking = [{"role": "user", "content": [{"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}]}]
+    for policy, top in (("1h", {"type": "ephemeral"}), ("5m", HOUR)):
+        raw = sdk.messages.with_raw_response.create(**{**body(cache_control=top), "system": system(marked=False),
+                                                       "messages": thinking},
+                                                    extra_headers={"gitmem-policy": policy})
+        usage = raw.parse().usage  # the prefix through the memory block cached (written, then read)
+        assert raw.headers["gitmem-memory"].startswith("attached")
+        assert usage.cache_creation_input_tokens + usage.cache_read_input_tokens > count_tokens(GUIDE)
 
 
 def test_streaming_arrives_in_more_than_one_chunk(team):
