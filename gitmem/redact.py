@@ -93,11 +93,12 @@ class Rule(NamedTuple):
         return out
 
     def _keyword_offsets(self, text: str) -> List[int]:
-        """Where a keyword starts, in order. ASCII text: plain ``find`` on the lowered text (same
-        offsets, same answer as the regex's IGNORECASE); other text: a regex with the rule's flags,
-        since Unicode case folding can change lengths and match more ("ſ" for "s")."""
+        """Where a keyword starts, in order, in any case. ASCII text: plain ``find`` on the lowered text
+        (same offsets, same answer as IGNORECASE); other text: a regex with the rule's flags and IGNORECASE,
+        since Unicode case folding can change lengths and match more ("ſ" for "s"), and a rule that is
+        case-insensitive only in part (``(?i:discord)``) has no IGNORECASE of its own."""
         if not text.isascii():
-            return [m.start() for m in _keyword_regex(self.keywords, self.regex.flags).finditer(text)]
+            return [m.start() for m in _keyword_regex(self.keywords, self.regex.flags | re.IGNORECASE).finditer(text)]
         lowered = text.lower()
         found = []
         for keyword in self.keywords:

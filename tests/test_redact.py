@@ -367,6 +367,16 @@ def test_scanning_only_the_lines_with_a_keyword_finds_what_scanning_everything_f
     assert fast == slow
 
 
+@pytest.mark.parametrize("text", [
+    "DISCORD_BOT_TOKEN={bot} for the café", "MAILGUN: key" + "-{hex} for the café",
+])
+def test_a_keyword_written_in_capitals_is_found_in_text_that_is_not_ascii(text):
+    """A rule case-insensitive only in its name part (``(?i:mailgun)``) still finds its line in any text."""
+    text = text.format(bot=DISCORD_BOT, hex=_token("", 32, HEX, seed=93))
+    out, findings = redact(text)
+    assert findings and "REDACTED" in out and out.endswith(" for the café")
+
+
 def test_what_a_push_remembers_as_clean_is_keyed_by_the_rules(monkeypatch):
     """A blob scanned clean is remembered under rules_key(); a changed rule must change the key,
     or a push would skip a blob the new rule flags."""
