@@ -158,6 +158,8 @@ _PLACEHOLDER_WORD_PATTERN = r"your|example|placeholder|change.?me|replace.?me|du
 _NOT_PASSWORDS = frozenset({"none", "null", "nil", "undefined", "true", "false", "yes", "no", "on", "off", "empty",
                             "unset", "required", "optional", "hidden", "masked", "prompt", "string", "bytes", "todo",
                             "enabled", "disabled", "boolean", "number", "integer", "object", "unknown"})
+# ``arn:partition:service:region:account:resource``; the region and account may be empty (S3, IAM).
+_ARN_PATTERN = r"arn:aws(?:-[a-z]+)*:[a-z0-9-]+:[a-z0-9-]*:(?:\d{12}|aws)?:[^\s:]"
 _NUMBER_PATTERN = r"[\d\s.,:/+_-]+"  # a count, a date, a time, a version
 _SEPARATORS = set("-_./:")
 # One character of a value: quoted (group ``q``), anything but a blank or a quote; unquoted, also not a
@@ -181,6 +183,13 @@ def _not_filler(value: str) -> bool:
     return _compiled(r"[a-z]+_(?:pat_|live_|test_|prod_)?(.)\1*", re.IGNORECASE).fullmatch(value) is None
 
 
+def _locator(value: str) -> bool:
+    """A URL, a path or an AWS ARN (``arn:aws:kms:us-east-1:123456789012:key/…``): where a secret is, or
+    which resource it is for, not the secret."""
+    return ("://" in value or value.startswith(("/", "~/", "./", "../"))
+            or _compiled(_ARN_PATTERN, 0).match(value) is not None)
+
+
 def _url_password(value: str) -> bool:
     """A URL password unless it is a template or the word documentation uses (``user:pass@``)."""
     return _not_template(value) and value.lower() not in _EXAMPLE_PASSWORDS
@@ -189,11 +198,11 @@ def _url_password(value: str) -> bool:
 def _plausible_secret(value: str) -> bool:
     """Whether a value assigned to a secret-ish name looks like a secret rather than code or prose.
 
-    Rejected: templates, URLs and paths, plain numbers, names of things rather than secrets
+    Rejected: templates, URLs, paths and ARNs, plain numbers, names of things rather than secrets
     (digit-free ``self.token``, dotted ``rust.hpke.X25519Key``, secret-naming ``Ed25519PrivateKey``),
     and values using a single character class (``username/password``).
     """
-    if not _not_template(value) or "://" in value or value.startswith(("/", "~/", "./", "../")):
+    if not _not_template(value) or _locator(value):
         return False
     has_digit = any(c.isdigit() for c in value)
     if value.isdigit():
@@ -209,9 +218,9 @@ def _plausible_secret(value: str) -> bool:
 def _assigned_password(value: str) -> bool:
     """Whether a value assigned to a password name is a password: any literal, whatever its entropy,
     unless it is a template or placeholder (``${X}``, ``****``, ``changeme``, ``your-password-here``), a
-    URL or a path, a number or a date, a word like ``none`` or ``true``, or, free of digits, names a
+    URL, a path or an ARN, a number or a date, a word like ``none`` or ``true``, or, free of digits, names a
     secret rather than being one (``SecretStr``, ``app-db-secret``, ``new_password``)."""
-    if not _url_password(value) or "://" in value or value.startswith(("/", "~/", "./", "../")):
+    if not _url_password(value) or _locator(value):
         return False
     lowered = value.lower()
     if lowered in _NOT_PASSWORDS or _compiled(_NUMBER_PATTERN, 0).fullmatch(value):
@@ -466,6 +475,8 @@ RULES: Tuple[Rule, ...] = (
                          "max_tokens=4096", "prompt_tokens: 1234567890", "auth: username/password",
                          "password: changeme", 'secret = "${{ secrets.DEPLOY_KEY }}"',
                          "token_url = https://oauth2.example.com/token", "secret_file: /etc/app/secret2.pem",
+                         "KMS_KEY=arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+                         "SIGNING_KEY: arn:aws-us-gov:kms:us-gov-west-1:123456789012:alias/Signing2",
                          'api_key = "<your-api-key>"', "password = PasswordField()",
                          "the token: it expires after 10 minutes", "if token == Comment.Special:",
                          "private_key: Ed25519PrivateKey | Ed448PrivateKey", "bypass: true", "compass = Compass2D(x)",
@@ -515,7 +526,8 @@ RULES: Tuple[Rule, ...] = (
                          "the password is stored in vault", "Changed the admin password: yesterday",
                          "password: enabled", "  password: boolean", 'password: "${DB_PASSWORD}"',
                          "password = userinput", "password: new_password", 'password = "password"',
-                         "password: Optional", "password: correcthorse;")),
+                         "password: Optional", "password: correcthorse;",
+                         "DB_PASSWORD=arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf")),
 )
 
 

@@ -445,3 +445,23 @@ def test_documentation_placeholders_and_public_keys_are_left_alone(text):
     """Docs' ``ghp_xxxx…`` and elided ``sk-ant-api03-...``, AWS's published example key pair, public keys and
     hashes under ``key`` names are no secrets: replacing them only hides what a memory says."""
     assert redact(text) == (text, [])
+
+
+@pytest.mark.parametrize("text", [
+    "KMS_KEY=arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+    "export SSE_KEY=arn:aws:kms:eu-west-1:123456789012:alias/prod-data2",
+    "DB_PASSWORD=arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf",
+    "ROLE_TOKEN: arn:aws:iam::123456789012:role/Deploy2",
+])
+def test_an_arn_names_a_key_or_secret_and_is_kept(text):
+    """An ARN says which KMS key or stored secret to use: redacting it only hides what the memory says."""
+    assert redact(text) == (text, [])
+
+
+@pytest.mark.parametrize("text,out", [
+    ("API_KEY=" + _token("s" + "k-", 20, seed=90), "API_KEY=[REDACTED:generic-api-key]"),
+    ("KMS_KEY=" + _token("", 44, B64, seed=91), "KMS_KEY=[REDACTED:generic-api-key]"),
+    ("KMS_KEY=arn" + _token("", 30, seed=92), "KMS_KEY=[REDACTED:generic-api-key]"),
+])
+def test_a_secret_under_a_key_name_still_goes_when_it_is_no_arn(text, out):
+    assert redact(text)[0] == out
