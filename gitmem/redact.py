@@ -129,6 +129,7 @@ def shannon_entropy(value: str) -> float:
 
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 _B64 = _ALNUM + "+/"
+_BECH32 = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"
 
 
 def _fake(prefix: str, length: int, alphabet: str = _ALNUM, seed: str = "") -> str:
@@ -178,9 +179,10 @@ def _not_template(value: str) -> bool:
 
 
 def _not_filler(value: str) -> bool:
-    """False for a token's prefix and one character repeated (``ghp_xxxx…``, ``sk_live_XXXX…``): documentation's
-    placeholder. Not an entropy floor: a real token glued to a run of letters matches as one low-entropy word."""
-    return _compiled(r"[a-z]+_(?:pat_|live_|test_|prod_)?(.)\1*", re.IGNORECASE).fullmatch(value) is None
+    """False for a token's prefix and one character repeated (``ghp_xxxx…``, ``sk_live_XXXX…``, ``lin_api_xxxx…``):
+    documentation's placeholder. Not an entropy floor: a real token glued to a run of letters matches as one
+    low-entropy word."""
+    return _compiled(r"[a-z]+_(?:pat_|live_|test_|prod_|api_)?(.)\1*", re.IGNORECASE).fullmatch(value) is None
 
 
 def _locator(value: str) -> bool:
@@ -437,6 +439,23 @@ RULES: Tuple[Rule, ...] = (
           r"(?i:mailgun)[^\n]{0,60}?\b(?P<secret>key-[a-f0-9]{32})\b", ("mailgun",), entropy=3.0, one_line=True,
           true_samples=lambda: ("mailgun: " + _fake("key" + "-", 32, "0123456789abcdef"),),
           false_samples=lambda: ("mailgun keys start with key-", "mailgun cache key-" + "0" * 32)),
+    _rule("databricks-api-token", "Databricks personal access token (dapi + 32 hex)",
+          r"(?<![A-Za-z0-9])dapi[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9])", ("dapi",), entropy=3.0,
+          true_samples=lambda: ("DATABRICKS_TOKEN=" + _fake("da" + "pi", 32, "0123456789abcdef"),
+                                "databricks configure --token " + _fake("da" + "pi", 32, "0123456789abcdef", seed="2") + "-2"),
+          false_samples=lambda: ("dapi tokens are Databricks PATs", "dapi" + "0" * 32, "dapi" + _fake("", 40, "0123456789abcdef"),
+                                 "rapidapi" + _fake("", 32, "0123456789abcdef", seed="r"))),
+    _rule("linear-api-key", "Linear personal API key (lin_api_ + 40)",
+          r"(?<![A-Za-z0-9])lin_api_[A-Za-z0-9]{40}(?![A-Za-z0-9])", ("lin_api_",), validate=_not_filler,
+          true_samples=lambda: (_fake("lin" + "_api_", 40), "LINEAR_API_KEY=" + _fake("lin" + "_api_", 40, seed="env")),
+          false_samples=lambda: ("lin_api_ marks a Linear key", "lin_api_" + "x" * 40, "LIN_API_KEY_NAME=linear")),
+    _rule("age-secret-key", "age encryption secret key (AGE-SECRET-KEY-1 + 58 bech32)",
+          r"AGE-SECRET-KEY-1[" + _BECH32 + r"]{58}(?![A-Za-z0-9])", ("age-secret-key-1",), entropy=3.0,
+          true_samples=lambda: (_fake("AGE-SECRET-" + "KEY-1", 58, _BECH32),
+                                "# created: 2026-01-01\n# public key: age1" + _fake("", 58, _BECH32.lower()) + "\n"
+                                + _fake("AGE-SECRET-" + "KEY-1", 58, _BECH32, seed="file")),
+          false_samples=lambda: ("age keys start with AGE-SECRET-KEY-1", "AGE-SECRET-KEY-1" + "Q" * 58,
+                                 "age1" + _fake("", 58, _BECH32.lower()) + " is the public recipient")),
     _rule("password-in-url", "Password in a URL's userinfo (only the password is replaced)",
           r"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@'\"`<>]*:(?P<secret>[^\s/?#@'\"`<>]+)@(?=[\w\[])",
           ("://",), validate=_url_password,

@@ -421,6 +421,10 @@ MISSED = [
     ("an UPPER_CASE *_KEY variable", "ENCRYPTION_KEY=" + _token("", 44, B64, seed=80)),
     ("k8s data under a *_KEY name", "kind: Secret\ndata:\n  STRIPE_KEY: " + base64.b64encode(
         _token("sk_" + "live_", 24, seed=81).encode()).decode() + "\n"),
+    ("databricks token in prose", "the notebook job uses " + _token("da" + "pi", 32, HEX, seed=94) + " for the workspace"),
+    ("linear api key in prose", "the triage bot reads issues with " + _token("lin" + "_api_", 40, seed=95)),
+    ("age key file", "# public key: age1" + _token("", 58, "qpzry9x8gf2tvdw0s3jn54khce6mua7l", seed=96) + "\n"
+     + _token("AGE-SECRET-" + "KEY-1", 58, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", seed=97)),
 ]
 
 
