@@ -435,10 +435,19 @@ RULES: Tuple[Rule, ...] = (
                                 "machine api.heroku.com\n  login ada@example.com\n  password " + _fake("", 36, seed="h")),
           false_samples=lambda: ("the build machine has no login password prompt",
                                  "machine example.com login USER password ${NETRC_PASSWORD}")),
-    _rule("mailgun-private-api-token", "Mailgun private API key (key- + 32 hex) next to a mailgun name",
-          r"(?i:mailgun)[^\n]{0,60}?\b(?P<secret>key-[a-f0-9]{32})\b", ("mailgun",), entropy=3.0, one_line=True,
-          true_samples=lambda: ("mailgun: " + _fake("key" + "-", 32, "0123456789abcdef"),),
-          false_samples=lambda: ("mailgun keys start with key-", "mailgun cache key-" + "0" * 32)),
+    # The newer key has no prefix, and a shape-only rule would have no keyword: it would run on every text.
+    _rule("mailgun-private-api-token", "Mailgun private API key (key- + 32 hex, or 32-8-8 hex) next to a mailgun name",
+          r"(?i:mailgun)[^\n]{0,60}?(?P<secret>\bkey-[a-f0-9]{32}\b"
+          r"|(?<![\w-])[a-f0-9]{32}-[a-f0-9]{8}-[a-f0-9]{8}(?![\w-]))", ("mailgun",), entropy=3.0, one_line=True,
+          true_samples=lambda: ("mailgun: " + _fake("key" + "-", 32, "0123456789abcdef"),
+                                "MAILGUN_API_KEY=" + "-".join(_fake("", n, "0123456789abcdef", seed="new") for n in (32, 8, 8)),
+                                "curl -s https://api.mailgun.net/v3/mg.example.com/messages # key "
+                                + "-".join(_fake("", n, "0123456789abcdef", seed="curl") for n in (32, 8, 8))),
+          false_samples=lambda: ("mailgun keys start with key-", "mailgun cache key-" + "0" * 32,
+                                 "mailgun message 0f8e2c3a-1b2d-4e5f-8a9b-0c1d2e3f4a5b queued",
+                                 "mailgun fix landed in " + _fake("", 40, "0123456789abcdef", seed="sha"),
+                                 "mailgun ids " + "-".join(_fake("", n, "0123456789abcdef", seed="long") for n in (32, 8, 8, 8)),
+                                 "mailgun ids " + "-".join(_fake("", n, "0123456789abcdef", seed="two") for n in (32, 8)))),
     _rule("databricks-api-token", "Databricks personal access token (dapi + 32 hex)",
           r"(?<![A-Za-z0-9])dapi[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9])", ("dapi",), entropy=3.0,
           true_samples=lambda: ("DATABRICKS_TOKEN=" + _fake("da" + "pi", 32, "0123456789abcdef"),

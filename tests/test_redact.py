@@ -418,6 +418,7 @@ MISSED = [
     ("netrc", "machine api.github.com login ada password " + _token("", 20, seed=77)),
     ("netrc across lines", "machine api.heroku.com\n  login ada@example.com\n  password " + _token("", 36, seed=78) + "\n"),
     ("mailgun key-", "mailgun: " + _token("key" + "-", 32, HEX, seed=79)),
+    ("mailgun's newer key", "mailgun sending key " + "-".join(_token("", n, HEX, seed=98 + n) for n in (32, 8, 8))),
     ("an UPPER_CASE *_KEY variable", "ENCRYPTION_KEY=" + _token("", 44, B64, seed=80)),
     ("k8s data under a *_KEY name", "kind: Secret\ndata:\n  STRIPE_KEY: " + base64.b64encode(
         _token("sk_" + "live_", 24, seed=81).encode()).decode() + "\n"),
