@@ -150,7 +150,7 @@ def _fake(prefix: str, length: int, alphabet: str = _ALNUM, seed: str = "") -> s
 
 
 # Patterns used only once a rule has matched, compiled then (:func:`_compiled`), as the rules' are.
-_TEMPLATE_PATTERN = r"(?:\$\{?[\w.]+\}?|\{\{?[^{}]*\}\}?|<[^<>]*>|%\(\w+\)s|\*+|x{3,}|\.{3,}|[-_:@/])+"
+_TEMPLATE_PATTERN = r"(?:\$\{?[\w.]+\}?|%\w+%|\{\{?[^{}]*\}\}?|<[^<>]*>|%\(\w+\)s|\*+|x{3,}|\.{3,}|[-_:@/])+"
 _NAME_PATTERN = r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*"
 _NAMING_WORD_PATTERN = r"key|token|secret|passw|passphrase|pwd|auth|credential"
 # What documentation and scaffolding put where a password goes, or mask one with (``ab12****``).
@@ -166,12 +166,14 @@ _SEPARATORS = set("-_./:")
 # One character of a value: quoted (group ``q``), anything but a blank or a quote; unquoted, also not a
 # delimiter of the code, query or connection string around it.
 _VALUE_CHAR = r"(?:(?(q)[^\s\"'`]|[^\s\"'`;,&()\[\]{}<>\\]))"
+# Where a value ends: its closing quote, or a blank, a delimiter, an escaped line break or the end.
+_VALUE_END = r"(?(q)(?P=q)|(?=[\s\"'`;,&)\]}>]|\\[nrt]|$))"
 # What documentation writes where a URL's password goes.
 _EXAMPLE_PASSWORDS = frozenset({"pass", "password", "passwd", "pwd", "pw", "secret", "changeme"})
 
 
 def _not_template(value: str) -> bool:
-    """False for ``${VAR}``, ``$VAR``, ``{{ var }}``, ``<user>:<password>``, ``%(pw)s``, ``****``, and for what
+    """False for ``${VAR}``, ``$VAR``, ``%VAR%``, ``{{ var }}``, ``<user>:<password>``, ``%(pw)s``, ``****``, and for what
     documentation writes: a value elided with ``...`` or ``…`` (``sk-ant-api03-...``), AWS's example key pair
     (``AKIAIOSFODNN7EXAMPLE``, ``...EXAMPLEKEY``)."""
     return (not value.endswith(("...", "\u2026", "EXAMPLE", "EXAMPLEKEY"))
@@ -230,6 +232,14 @@ def _assigned_password(value: str) -> bool:
     if _compiled(_PLACEHOLDER_WORD_PATTERN, 0).search(lowered):
         return False
     return any(c.isdigit() for c in value) or not _compiled(_NAMING_WORD_PATTERN, 0).search(lowered)
+
+
+def _flag_value(value: str) -> bool:
+    """Whether a command-line flag's value is a secret: as for an assigned one (:func:`_plausible_secret`), unless
+    it is filler (``ghp_xxxx…``), a file to read it from (``@token.txt``) or an option list
+    (``docker build --secret id=npmrc,src=.npmrc``)."""
+    return (_plausible_secret(value) and _not_filler(value) and not value.startswith("@")
+            and "=" not in value.rstrip("="))
 
 
 def _rule(id: str, description: str, pattern: str, keywords: Tuple[str, ...], *, flags: int = 0,
@@ -475,6 +485,42 @@ RULES: Tuple[Rule, ...] = (
                          "http://localhost:8080/api", "postgres://user:${DB_PASSWORD}@db/app",
                          "https://user:<password>@host/", "git@github.com:o/r.git",
                          "e.g. `https://user:pass@host:port/path?query#fragment`")),
+    # A line continued with a backslash is one command: ``-u`` may sit lines after ``curl``.
+    _rule("curl-auth-user", "Password of curl's -u/--user user:password (the user is kept)",
+          r"\bcurl\b(?:[^\n|;&]|\\\r?\n)*?[ \t](?:-u[ \t]*|--user(?:[ \t]+|=))(?P<q>[\"'])?[^\s\"':]*:"
+          r"(?P<secret>" + _VALUE_CHAR + r"+)" + _VALUE_END, ("curl",), validate=_assigned_password,
+          true_samples=lambda: ("curl -u admin:" + _fake("", 16, seed="curl") + " https://ci.internal/api/json",
+                                "curl -s --user 'api:" + "-".join(_fake("", n, "0123456789abcdef", seed="u") for n in (32, 8, 8))
+                                + "' https://api.eu.example.com/v3/messages",
+                                "curl -X POST \\\n  --user=deploy:hunter2hunter2 \\\n  https://registry.internal/v2/"),
+          false_samples=lambda: ("curl -u user:password https://host/", "curl -u $USER:$PASS https://host/",
+                                 'curl --user "admin:${ADMIN_PASSWORD}" https://host/', "curl -u elastic:changeme localhost:9200",
+                                 "curl -s --user 'api:YOUR_API_KEY' https://api.example.com/v3/messages",
+                                 "curl -u admin https://host/ (it prompts)", "curl https://host/ | sort -u a:b1c2d3e4",
+                                 "curl --upload-file notes:v2.txt https://host/")),
+    # The space-separated twin of ``--token=VALUE``: generic-api-key's bar, not generic-password's any literal,
+    # since mysql's ``--password mydb`` names a database (its password must be attached). The flag's name ends in a
+    # secret word, so ``--token-file`` and ``--password-stdin`` pass. ``-p`` is a port as often as a password: left out.
+    _rule("secret-flag", "Value of a command-line flag named for a secret (--token VALUE, --api-key VALUE)",
+          r"(?<![\w-])--?(?:[a-z0-9]+[-_]){0,4}"
+          r"(?:token|pass(?:word|wd|phrase)?|secret|(?:api|access|secret|private)[-_]?key|credentials?)"
+          r"[ \t]+(?P<q>[\"'])?(?!-)(?P<secret>" + _VALUE_CHAR + r"{8,})" + _VALUE_END,
+          ("token", "pass", "secret", "key", "credential"), entropy=3.0, validate=_flag_value, one_line=True,
+          true_samples=lambda: ("gh auth login --token " + _fake("", 24, seed="flag"),
+                                "docker login -u ada --password " + _fake("", 16, seed="pw") + " registry.internal",
+                                "tool --api-key '" + _fake("", 32, seed="key") + "' --verbose",
+                                "cast send --private-key 0x" + _fake("", 64, "0123456789abcdef", seed="eth"),
+                                "consul members -token "
+                                + "-".join(_fake("", n, "0123456789abcdef", seed="acl") for n in (8, 4, 4, 4, 12)),
+                                "--client-secret " + _fake("", 20)),
+          false_samples=lambda: ("gh auth login --token $GITHUB_TOKEN", 'tool --token "${TOKEN}"', "tool --token <token>",
+                                 "tool --token %GITHUB_TOKEN%", "tool --token-file /run/secrets/token",
+                                 "docker login --password-stdin < pw.txt", "tool --token ghp_" + "x" * 36,
+                                 "tool --token YOUR_TOKEN", "mysql -u root --password app_production",
+                                 "docker build --secret id=npmrc,src=.npmrc .", "docker service create --secret db_password2 app",
+                                 "tool --api-key @key.txt", "tool --token --verbose", "tool --max-tokens 4096",
+                                 "use the --token flag for CI authentication", 'tool --token "$(cat ~/.token)"',
+                                 "tool --private-key ~/.ssh/id_ed25519", "tool --bypass Zq8kd9Lm2Pw0xR7")),
     _rule("generic-api-key", "High-entropy value assigned to a password/secret/token/key/auth name",
           r"(?<![\w.-])[\w.-]{0,60}?"
           r"(?:(?<![a-z])pass(?:w(?:or)?d|phrase)?|pwd|secret|token|api[_.-]?key|access[_.-]?key|private[_.-]?key"
@@ -483,8 +529,7 @@ RULES: Tuple[Rule, ...] = (
           r"|(?-i:(?<=[A-Z0-9])(?<!PUBLIC)(?<!PUBLISHABLE)(?<!GPG)(?<!PGP)_KEY))"
           r"(?:[_.-]?(?:key|token|secret|value|header|str|string|b64|base64|hash|s))*"
           r"[\"']?[ \t]*(?:=(?!=)|:=|=>|:)[ \t]*(?P<q>[\"'`])?(?:(?:bearer|basic|token)[ \t]+)?"
-          r"(?P<secret>(?:(?(q)[^\s\"'`]|[^\s\"'`;,&()\[\]{}<>\\])){8,})"
-          r"(?(q)(?P=q)|(?=[\s\"'`;,&)\]}>]|\\[nrt]|$))",
+          r"(?P<secret>" + _VALUE_CHAR + r"{8,})" + _VALUE_END,
           ("pass", "pwd", "secret", "token", "key", "auth", "credential"), flags=re.IGNORECASE,
           entropy=3.0, validate=_plausible_secret, one_line=True,
           true_samples=lambda: ("DB_PASSWORD=Sup3r" + _fake("", 10, seed="pw") + "!",
@@ -527,7 +572,7 @@ RULES: Tuple[Rule, ...] = (
           r"(?(literal)|(?(q)|(?:(?=" + _VALUE_CHAR + r"*?(?![a-z_.-])" + _VALUE_CHAR + r")"
           r"|(?(key)(?=(?-i:[A-Z]?[a-z]+)[ \t]*(?:#[^\n]*)?(?:\r?\n|$))|(?!)))))"
           r"(?P<secret>" + _VALUE_CHAR + r"{6,})"
-          r"(?(q)(?P=q)|(?=[\s\"'`;,&)\]}>]|\\[nrt]|$))",
+          + _VALUE_END,
           ("pass", "pwd", "secret"), flags=re.IGNORECASE, validate=_assigned_password, one_line=True,
           true_samples=lambda: ("DB_PASSWORD=hunter2hunter2", 'DB_PASSWORD="hunter2hunter2"', "password: hunter2hunter2",
                         "PGPASSWORD=correcthorsebattery", "export MYSQL_PWD=hunter2",

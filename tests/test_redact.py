@@ -418,6 +418,8 @@ MISSED = [
     ("netrc", "machine api.github.com login ada password " + _token("", 20, seed=77)),
     ("netrc across lines", "machine api.heroku.com\n  login ada@example.com\n  password " + _token("", 36, seed=78) + "\n"),
     ("mailgun key-", "mailgun: " + _token("key" + "-", 32, HEX, seed=79)),
+    ("a --token flag", "gh auth login --hostname ghe.internal --token " + _token("", 40, seed=100)),
+    ("curl -u user:password", "curl -fsS -u ci-bot:" + _token("", 20, seed=101) + " https://jenkins.internal/job/x/build"),
     ("mailgun's newer key", "mailgun sending key " + "-".join(_token("", n, HEX, seed=98 + n) for n in (32, 8, 8))),
     ("an UPPER_CASE *_KEY variable", "ENCRYPTION_KEY=" + _token("", 44, B64, seed=80)),
     ("k8s data under a *_KEY name", "kind: Secret\ndata:\n  STRIPE_KEY: " + base64.b64encode(
@@ -470,3 +472,31 @@ def test_an_arn_names_a_key_or_secret_and_is_kept(text):
 ])
 def test_a_secret_under_a_key_name_still_goes_when_it_is_no_arn(text, out):
     assert redact(text)[0] == out
+
+
+@pytest.mark.parametrize("text,out", [
+    ("deploy --token {v} --verbose", "deploy --token [REDACTED:secret-flag] --verbose"),
+    ("tool --api-key '{v}'", "tool --api-key '[REDACTED:secret-flag]'"),
+    ("curl -u ada:{v} https://ci.internal/", "curl -u ada:[REDACTED:curl-auth-user] https://ci.internal/"),
+    ('curl -X POST \\\n  --user "ada:{v}" \\\n  https://ci.internal/',
+     'curl -X POST \\\n  --user "ada:[REDACTED:curl-auth-user]" \\\n  https://ci.internal/'),
+])
+def test_a_secret_on_a_command_line_goes_and_the_command_and_user_stay(text, out):
+    value = _token("Zq8", 21, seed=102)
+    assert redact(text.format(v=value))[0] == out
+
+
+@pytest.mark.parametrize("text", [
+    "tool --token-file /run/secrets/token", "docker login -u ada --password-stdin", "gh auth login --token $GH_TOKEN",
+    'tool --token "${TOKEN}"', "tool --token <token>", "tool --token ghp_" + "x" * 36, "curl -u $USER:$PASS https://host/",
+    "curl -u user:password https://host/", "mysql -u root --password app_production",
+])
+def test_a_flag_that_reads_the_secret_elsewhere_or_names_a_placeholder_is_kept(text):
+    assert redact(text) == (text, [])
+
+
+def test_the_push_scan_applies_the_command_line_rules_too():
+    from gitmem.redact import blob_is_clean
+
+    assert not blob_is_clean(("text: deploy --token " + _token("Zq8", 21, seed=103) + "\n").encode())
+    assert blob_is_clean(b"text: deploy --token-file /run/secrets/token\n")

@@ -118,6 +118,20 @@ def test_edit_supersede_and_retract_never_store_a_secret_raw(repo):
         assert_never_stored(repo, secret)
 
 
+def test_a_secret_on_a_command_line_an_agent_notes_is_stored_redacted(repo):
+    """The store applies the whole rule table: a `--token VALUE` flag and `curl -u user:password` in a memory's
+    text lose the secret and keep the command."""
+    token, password = "Zq8" + fresh_secret()[4:], "Pw0" + fresh_secret()[8:]
+    result = gitmem(repo, "add", "fact", f"CI logs in: gh auth login --token {token}; health: curl -u probe:{password} "
+                    "https://ci.internal/health")
+    assert "redacted 2 secrets" in result.stderr
+    stored = json.loads(gitmem(repo, "list", "--json").stdout)["memories"][0]["text"]
+    assert stored == ("CI logs in: gh auth login --token [REDACTED:secret-flag]; health: curl -u "
+                      "probe:[REDACTED:curl-auth-user] https://ci.internal/health")
+    assert_never_stored(repo, token)
+    assert_never_stored(repo, password)
+
+
 # --- the library's other writers ----------------------------------------------------------------------
 
 
