@@ -378,14 +378,20 @@ def test_post_commit_runs_in_the_background_by_default_and_still_links(repo):
     m = Store.open(str(repo)).add("fact", "linked after git returned").memory
     assert commit(repo, "a.txt").returncode == 0
     sha = head(repo)
-    log = repo / ".git" / "gitmem" / "hooks.log"
-    deadline = time.monotonic() + 60  # a bound for a slow machine, not a speed assertion
-    # the link is written first, the log line after it: both are waited for
-    while (Store.open(str(repo)).get(m.id).commits != (sha,) or not log.exists() or "linked" not in log.read_text()) \
-            and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for_background_link(repo, m.id, sha)
     assert Store.open(str(repo)).get(m.id).commits == (sha,)
-    assert "linked" in log.read_text()
+    assert "linked" in (repo / ".git" / "gitmem" / "hooks.log").read_text()
+
+
+def wait_for_background_link(checkout, memory_id: str, sha: str, log=None) -> None:
+    """Until the detached post-commit hook has linked the memory to ``sha`` in ``checkout`` and logged it in
+    ``log`` (default: the checkout's own hooks.log), or a bound for a slow machine passed (not a speed assertion):
+    the link is written first and the log line after it, so a test that reads the log must wait for both."""
+    log = log or Path(checkout) / ".git" / "gitmem" / "hooks.log"
+    deadline = time.monotonic() + 60
+    while (Store.open(str(checkout)).get(memory_id).commits != (sha,) or not log.exists()
+           or "linked" not in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def test_git_commit_whose_output_is_read_does_not_wait_for_the_background_post_commit(repo, tmp_path):
@@ -405,9 +411,7 @@ def test_git_commit_whose_output_is_read_does_not_wait_for_the_background_post_c
         release.touch()
     assert done.returncode == 0, done.stderr
     sha = head(repo)
-    deadline = time.monotonic() + 60
-    while Store.open(str(repo)).get(m.id).commits != (sha,) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for_background_link(repo, m.id, sha)
     assert Store.open(str(repo)).get(m.id).commits == (sha,)
 
 
@@ -607,9 +611,7 @@ def test_a_detached_hook_in_a_worktree_whose_path_has_spaces_logs_inside_the_rep
     m = Store.open(str(wt)).add("fact", "linked from a worktree with spaces").memory
     assert commit(wt, "w.txt").returncode == 0
     sha = head(wt)
-    deadline = time.monotonic() + 60  # a bound for a slow machine, not a speed assertion
-    while Store.open(str(wt)).get(m.id).commits != (sha,) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for_background_link(wt, m.id, sha, log=repo / ".git" / "gitmem" / "hooks.log")
     assert Store.open(str(wt)).get(m.id).commits == (sha,)
     assert "linked" in (repo / ".git" / "gitmem" / "hooks.log").read_text()
     strays = [p for p in tmp_path.rglob("hooks.log") if repo / ".git" not in p.parents]
