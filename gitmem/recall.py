@@ -507,13 +507,15 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
     kept = matrices.get(name)  # (the rows, positions, matrix, blobs of the matrix's rows, keys)
     if kept is not None and kept[0] is rows:
         return kept[1], kept[2]
-    # (the rows, how many had no vector, the index's version): it stands while no other process wrote to the
-    # index (a prompt hook asks twice, the check then recall, and looks once); once the background one did,
-    # the next call looks again. Used once, a server's call after one that found it went by words unasked.
+    # (the rows, how many had no vector, the index's version, and the index it was read from: a version counts
+    # one connection's commits, so after the index was reopened it says nothing): it stands while no other
+    # process wrote to the index (a prompt hook asks twice, the check then recall, and looks once); once the
+    # background one did, the next call looks again. Used once, a server's call after one that found it went by
+    # words unasked.
     index = store.warm.index
     version = index.version()
     behind = matrices.pop(f"{name} backlog", None)
-    if behind is not None and behind[0] is rows and behind[2] is not None and behind[2] == version \
+    if behind is not None and behind[0] is rows and behind[2] is not None and behind[2] == version and behind[3] is index \
             and max_backlog is not None and behind[1] > max_backlog:
         matrices[f"{name} backlog"] = behind
         return None
@@ -542,7 +544,7 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
     looked = index.vectors(encoder.name, list(dict.fromkeys(keys[b][0] for b in stored)))
     todo = [b for b in stored if keys[b][0] not in looked]
     if max_backlog is not None and len(todo) > max_backlog:
-        matrices[f"{name} backlog"] = (rows, len(todo), version)
+        matrices[f"{name} backlog"] = (rows, len(todo), version, index)
         return None
     embedded: Dict[str, Any] = {}
     todo_set = set(todo)
