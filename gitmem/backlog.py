@@ -2,12 +2,16 @@
 
 An agent's path (the MCP server, the Claude Code prompt hook, the web UI) answers by words alone while more
 than :data:`gitmem.recall.AGENT_BACKLOG` memories wait to be embedded: at about 65 ms of a core each, it
-cannot wait for them. Before, nothing on those paths ever embedded them, so a teammate's new clone, or a pull
-that brought a hundred memories, kept every agent on words alone until a person happened to run `gitmem
-search`. Such a path now starts, when it answered by words for that reason, one process per repository at the
-lowest CPU priority that embeds the whole backlog (:func:`gitmem.recall.embed_backlog`) and exits: later
-calls find the vectors in the index. A second start while one runs does nothing (an exclusive lock on
+cannot wait for them (nor can a person's `gitmem search` or `check` past :data:`gitmem.recall.PERSON_BACKLOG`).
+Before, nothing on those paths ever embedded them, so a teammate's new clone, or a pull that brought a hundred
+memories, kept every agent on words alone until a person happened to run `gitmem search`, and that search
+embedded it all before it answered, silently (an hour for a fresh clone of 100,000). Such a path or command now
+starts, when it answered by words for that reason, one process per repository at the lowest CPU priority that
+embeds the whole backlog (:func:`gitmem.recall.embed_backlog`) and exits: later calls find the vectors in the
+index. A second start while one runs does nothing (an exclusive lock on
 ``<git dir>/gitmem/embed.lock``); its one line of outcome is appended to ``<git dir>/gitmem/embed.log``.
+`gitmem embed` takes the same lock (:func:`embed`), so it waits for such a process rather than compute the
+same vectors beside it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 import sys
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 if TYPE_CHECKING:
     from .store import Store
@@ -36,10 +40,11 @@ def _folder(store: "Store") -> Optional[str]:
 
 
 @contextmanager
-def _locked(folder: str) -> Iterator[Optional[int]]:
+def _locked(folder: str, waiting: Optional[Callable[[], None]] = None) -> Iterator[Optional[int]]:
     """The file descriptor holding the folder's embedding lock, held inside (None: another process holds it).
     A process that inherits the descriptor holds the lock with it, until every copy is closed. Where there is
-    no flock (Windows) it is never this process's: no embedding starts there."""
+    no flock (Windows) it is never this process's: no embedding starts there. With ``waiting``, a lock another
+    process holds is waited for, after ``waiting`` is called to say so."""
     try:
         import fcntl
     except ImportError:
@@ -50,8 +55,11 @@ def _locked(folder: str) -> Iterator[Optional[int]]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            yield None
-            return
+            if waiting is None:
+                yield None
+                return
+            waiting()
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield fd
     finally:
         os.close(fd)
@@ -88,16 +96,32 @@ def start(store: "Store") -> bool:
     return True
 
 
-def start_if_waiting(store: "Store") -> None:
-    """After an agent's path answered: :func:`start` when it went by words for want of vectors. A process that
-    cannot be started leaves the next call to try again; the answer given stands either way."""
+def start_if_waiting(store: "Store") -> Optional[int]:
+    """After an agent's path or a person's command answered: :func:`start` when it went without vectors for want
+    of them; how many memories wait then (:func:`gitmem.recall.waiting`), else None. A process that cannot be
+    started leaves the next call to try again; the answer given stands either way."""
     from .recall import waiting
 
-    if waiting(store):
+    behind = waiting(store)
+    if behind:
         try:
             start(store)
         except OSError:
             pass
+    return behind
+
+
+def embed(store: "Store", waiting: Callable[[], None] = lambda: None) -> Optional[int]:
+    """Embed the whole backlog in this process (:func:`gitmem.recall.embed_backlog`'s answer), holding the lock a
+    background embedding holds: while one runs, ``waiting`` is called and this waits for it to finish, then
+    embeds what is left (nothing, unless it failed or memories came since), never the same vectors beside it."""
+    from .recall import embed_backlog
+
+    folder = _folder(store)
+    if folder is None:
+        return embed_backlog(store)
+    with _locked(folder, waiting):
+        return embed_backlog(store)
 
 
 def _serve() -> None:

@@ -38,14 +38,21 @@ def changed_paths(store: "Store") -> List[str]:
     return sorted(p for p, flags in status.items() if not flags & _GIT_STATUS_IGNORED and undecodable(p) is None)
 
 
-def mode() -> str:
-    """"hybrid (<encoders>)" when a sentence encoder is installed, else "lexical (<why>)": names both
-    encoders when recall fuses e5 with MiniLM, and why MiniLM is missing when it runs on e5 alone."""
+def mode(store: Optional["Store"] = None) -> str:
+    """How recall ranks: "hybrid (<encoders>)" when a sentence encoder is installed, else "lexical (<why>)":
+    names both encoders when recall fuses e5 with MiniLM, and why MiniLM is missing when it runs on e5 alone.
+    With ``store``, how the last recall this process made over it ran: "lexical" too when it went by words
+    because more memories waited for vectors than it would embed, e5 alone when MiniLM's did."""
     encoder = _encoder()
     if encoder is not None:
         from .embedding import english_encoder, english_unavailable_reason
 
+        held = _held(store) if store is not None else {}
+        if encoder.name in held:
+            return f"lexical ({held[encoder.name]:,} memories wait for vectors, embedded in the background)"
         english = english_encoder()
+        if english is not None and english.name in held:
+            return f"hybrid ({encoder.name}; e5 alone: {held[english.name]:,} memories wait for {english.name}'s vectors)"
         if english is not None:
             return f"hybrid ({encoder.name} + {english.name})"
         why = english_unavailable_reason()
@@ -57,8 +64,14 @@ def mode() -> str:
 
 #: An agent's path (MCP, hooks, web UI) embeds at most this many missing memories per call; past it
 #: the call answers with words alone, so a new clone's backlog never stalls an agent for minutes.
-#: `gitmem search` and `gitmem check` embed the whole backlog, with a progress line.
 AGENT_BACKLOG = 64
+
+#: `gitmem search` and `gitmem check` embed at most this many missing memories (per view) before they answer:
+#: a memory costs about 65 ms of a core with e5 and 10-25 ms more with MiniLM, so 50 are about 4 s of CPU, 2-3 s
+#: on two quiet cores, a wait a person sits through after adding a few memories (the search right after is by
+#: meaning). Past it they answer by words at once and leave the backlog to :mod:`gitmem.backlog`: a fresh clone
+#: of 100,000 memories kept a search busy for an hour, silently. `gitmem embed` embeds it all in the foreground.
+PERSON_BACKLOG = 50
 
 
 def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths: Optional[Sequence[str]] = None,
@@ -292,6 +305,9 @@ def _latin_rows(pool: Sequence[Memory], text: Optional[Callable[[Memory], str]])
 _MATRICES: Dict[Any, Tuple[Tuple[Memory, ...], Any]] = {}  # (encoder, view) -> (pool, matrix)
 _VECTORS: Dict[Any, Dict[Tuple[Optional[str], str], Any]] = {}  # (encoder, view) -> (index file, text hash) -> vector
 _QUERY: Dict[str, Tuple[str, Any]] = {}  # encoder -> its last query and vector: asked twice by a check and the prompt hook
+# (index file, view name) -> how many memories had no vector when the last call for that view went without it,
+# as _rows_matrix keeps it for the index's rows (read by _held)
+_HELD: Dict[Tuple[Optional[str], str], int] = {}
 
 
 #: A question's first characters that are embedded (about two of e5's 512-token windows): the encoder
@@ -318,13 +334,14 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
     from .embedding import document_text
 
     view = (encoder.name, text)
+    where = store.warm.index.path
+    _HELD.pop((where, _view_name(encoder, text)), None)
     text = text or document_text
     key = tuple(pool)  # compared element by element, each found the same by identity first: as quick as ids
     cached = _MATRICES.get(view)
     if cached is not None and cached[0] == key:
         return cached[1]
     hashes = [vector_key(encoder, text(m)) for m in pool]
-    where = store.warm.index.path
     kept = _VECTORS.get(view, {})
     known = {h: kept[where, h] for h in hashes if (where, h) in kept}
     missing = list(dict.fromkeys(h for h in hashes if h not in known))
@@ -333,6 +350,7 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
                      store.warm.index.vectors(encoder.name, missing).items())
     todo = [i for i, h in enumerate(hashes) if h not in known]
     if max_backlog is not None and len(todo) > max_backlog:
+        _HELD[where, _view_name(encoder, view[1])] = len(todo)
         return None
     if todo:
         _embed(store, encoder, [pool[i] for i in todo], [hashes[i] for i in todo], known, text)
@@ -344,10 +362,11 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
 
 def _embed(store: "Store", encoder: "Encoder", memories: Sequence[Memory], hashes: Sequence[str],
            known: Dict[str, Any], text: Callable[[Memory], str]) -> None:
-    """Compute missing vectors in batches, saving each batch, with a progress line for a backlog."""
+    """Compute missing vectors in batches, saving each batch, with a progress line on a terminal for more than
+    a person's command embeds unasked (:data:`PERSON_BACKLOG`: `gitmem embed`)."""
     import time
 
-    loud = len(memories) >= 200 and sys.stderr.isatty()
+    loud = len(memories) > PERSON_BACKLOG and sys.stderr.isatty()
     started = time.monotonic()
     batch = 64
     for start in range(0, len(memories), batch):
@@ -580,12 +599,24 @@ def _view_name(encoder: "Encoder", text: Optional[Callable[[Memory], str]]) -> s
 
 
 def waiting(store: "Store") -> Optional[int]:
-    """How many memories wait to be embedded (in the view with most) when an answer this process gave on an
-    agent's path went by words alone for that reason (more than ``max_backlog``), else None: what
-    :func:`gitmem.backlog.start` is for, and what the answer says of itself."""
-    cached = _DENSE.get(store.warm.index.path)
-    behind = [held[1] for key, held in cached.matrices.items() if key.endswith(" backlog")] if cached else []
+    """How many memories wait to be embedded (in the view with most) when an answer this process gave with a
+    ``max_backlog`` went without some vectors for that reason (more than ``max_backlog``), else None: what
+    :func:`gitmem.backlog.start` is for, and what the answer says of itself (:func:`mode`)."""
+    behind = _held(store).values()
     return max(behind) if behind else None
+
+
+def _held(store: "Store") -> Dict[str, int]:
+    """By view name (:func:`_view_name`): how many memories had no vector when the last call in that view,
+    from the index or over loaded memories, went without it."""
+    where = store.warm.index.path
+    cached = _DENSE.get(where)
+    held = {key[:-len(" backlog")]: kept[1] for key, kept in cached.matrices.items()
+            if key.endswith(" backlog")} if cached else {}
+    for (path, name), n in _HELD.items():
+        if path == where:
+            held[name] = max(n, held.get(name, 0))
+    return held
 
 
 def embed_backlog(store: "Store") -> Optional[int]:

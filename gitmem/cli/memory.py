@@ -10,8 +10,8 @@ import click
 
 from ..model import AUTHOR_KINDS, STATUSES, TYPES, Memory, source_matches
 from ..text import plural
-from .base import (REPO_PATH, UTF8_TEXT, author_options, echo, edit_in_editor, emit_json, emit_json_list, json_option, main, pad,
-                   pass_store, read_text_argument)
+from .base import (REPO_PATH, UTF8_TEXT, author_options, echo, edit_in_editor, emit_json, emit_json_list, json_option, main,
+                   note_backlog, pad, pass_store, read_text_argument)
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -291,7 +291,9 @@ def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, 
     words, then files in play (--path), then recency. Stale file memories are marked.
 
     Words and meaning both count when a sentence encoder is installed (hybrid recall; the JSON's
-    "recall" says which ran), else words alone.
+    "recall" says which ran), else words alone. A memory's meaning is embedded once (about 65 ms of a
+    core): when more than 50 wait (a fresh clone, a large pull) the search answers by words at once, says
+    so on stderr and embeds them in the background; `gitmem embed` embeds them now.
 
     JSON: {"query", "ref", "recall", "hits": [{"score", "match", "similarity"?, "stale"?, "memory"}]}; a memory
     in conflict after a merge also has "conflict": {"fields", "ours", "theirs", "note"} (as MCP get), and its
@@ -299,12 +301,13 @@ def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, 
 
     Example: gitmem search "job queue redis"
     """
-    from ..recall import find, mode
+    from ..recall import PERSON_BACKLOG, find, mode
 
     if not query.strip():
         raise click.UsageError("QUERY is empty: give words to search for (or use `gitmem list`)")
     hits = find(store, query, limit, filters={"type": type_, "tag": tag, "author_kind": author_kind, "source": source},
-                paths=[path] if path else [], status=None if status == "any" else status)
+                paths=[path] if path else [], status=None if status == "any" else status, max_backlog=PERSON_BACKLOG)
+    note_backlog(store)
     from ..conflicts import pending, with_conflict
 
     conflicts = pending(store) if hits else {}
@@ -312,7 +315,7 @@ def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, 
         out = [h.to_dict() for h in hits]
         for hit in out:
             with_conflict(hit["memory"], hit["memory"]["id"], conflicts)
-        emit_json({"query": query, "ref": store.ref, "recall": mode(), "hits": out})
+        emit_json({"query": query, "ref": store.ref, "recall": mode(store), "hits": out})
         return
     short = store.short_ids(of=[h.memory.id for h in hits])
     for h in hits:
@@ -322,6 +325,49 @@ def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, 
 
         click.echo("no matches" if tokenize(query) else  # say why, rather than let it read as "no such memory"
                    "no matches: nothing in the query is searched for (only common words, symbols or emoji)", err=True)
+
+
+@main.command()
+@json_option
+@pass_store
+def embed(store: Store, as_json: bool) -> None:
+    """Embed every memory that has no vector yet, now, in the foreground (a progress line on a terminal).
+
+    `gitmem search` and `check` embed at most 50 waiting memories before they answer, and leave more (a
+    fresh clone, a large pull) to a background process at the lowest CPU priority; this waits for all of it
+    (CI: a clone whose first search is by meaning). A background embedding already running is waited for,
+    then whatever it left is embedded: the same vectors are never computed twice at once. Exit 1 when no
+    sentence encoder is installed.
+
+    JSON: {"ref", "recall", "computed", "waited", "seconds"} (computed: vectors this command computed;
+    waited: it first waited for a background embedding).
+
+    Example: gitmem embed
+    """
+    import time
+
+    from ..backlog import embed as embed_backlog
+    from ..errors import GitmemError
+    from ..recall import mode
+
+    if mode().startswith("lexical"):
+        raise GitmemError(f"nothing to embed with: recall is {mode()}")
+    waited = []
+
+    def waiting() -> None:
+        waited.append(True)
+        click.echo("gitmem: a background process is embedding this memory; waiting for it to finish", err=True)
+
+    started = time.monotonic()
+    computed = embed_backlog(store, waiting) or 0
+    seconds = round(time.monotonic() - started, 1)
+    if as_json:
+        emit_json({"ref": store.ref, "recall": mode(store), "computed": computed, "waited": bool(waited),
+                   "seconds": seconds})
+    elif computed:
+        click.echo(f"computed {computed:,} vectors for semantic recall in {seconds} s")
+    else:
+        click.echo("every memory has its vectors: nothing to compute")
 
 
 _EDITABLE = ("text", "title", "reason", "tags", "paths", "next")

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import click
 
-from .base import REPO_PATH, UTF8_TEXT, Settings, echo, emit_json, json_option, main, pass_store, read_text_argument
+from .base import (REPO_PATH, UTF8_TEXT, Settings, echo, emit_json, json_option, main, note_backlog, pass_store,
+                   read_text_argument)
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -60,8 +61,12 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
 
     PROPOSAL - reads it from stdin (a plan in a file: gitmem check - < plan.md).
 
+    As `gitmem search`, it judges by words at once when more than 50 memories wait for vectors, says so, and
+    embeds them in the background (`gitmem embed` embeds them now).
+
     Example: gitmem check "move the job queue to Redis" --path src/jobs/queue.py
     """
+    from ..recall import PERSON_BACKLOG
     from ..recall import check as check_proposal
 
     proposal = read_text_argument(proposal, "PROPOSAL")
@@ -69,7 +74,8 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
         raise click.UsageError("PROPOSAL is empty: say what you are about to do")
     from ..conflicts import check_json, marked, pending
 
-    verdict = check_proposal(store, proposal, paths=paths)
+    verdict = check_proposal(store, proposal, paths=paths, max_backlog=PERSON_BACKLOG)
+    note_backlog(store)
     conflicts = pending(store) if verdict.hits else {}
     if as_json:
         emit_json(check_json(verdict, conflicts))
