@@ -837,7 +837,7 @@ def test_a_search_past_the_backlog_a_person_waits_for_answers_by_words_and_embed
     assert answer["hits"][0]["memory"]["text"] == "Use Redis for the job queue"
     assert all("similarity" not in h for h in answer["hits"])
     assert result.stderr == ("gitmem: by words only: 4 memories wait for vectors; embedding them in the background "
-                             "(`gitmem embed` waits for them)\n")
+                             "(`gitmem embed` embeds them now)\n")
     assert "computed" in _background_done(team)  # a background process was started, and embedded them
     team.add("fact", "Nightly exports to the warehouse run at 02:00 UTC")  # a few new ones are embedded inline
     result = gitmem(repo, "search", "redis job queue", "--json")

@@ -220,7 +220,7 @@ def note_backlog(store: Store) -> None:
     if behind:
         words = "by words only: " if mode(store).startswith("lexical") else ""
         click.echo(f"gitmem: {words}{behind:,} memories wait for vectors; embedding them in the background "
-                   "(`gitmem embed` waits for them)", err=True)
+                   "(`gitmem embed` embeds them now)", err=True)
 
 
 def pass_store(f: Callable) -> Callable:
