@@ -50,6 +50,9 @@ class Rule(NamedTuple):
     ``one_line``: no match can hold a line break, so only the lines holding a keyword are
     searched (a pattern that may start anywhere costs time on every character of a long text).
     ``samples`` builds the true and false samples the tests check the rule against (only they need them).
+    ``not_after``: a pattern for the command before a secret (its line and the lines it continues with a
+    backslash), ending in ``$``: where it matches, the value is no secret for this command (mysql's
+    ``--password DB`` names the database).
     """
 
     id: str
@@ -61,6 +64,7 @@ class Rule(NamedTuple):
     validate: Optional[Callable[[str], bool]] = None
     samples: Callable[[], Tuple[Tuple[str, ...], Tuple[str, ...]]] = lambda: ((), ())
     one_line: bool = False
+    not_after: Optional[str] = None
 
     @property
     def regex(self) -> re.Pattern[str]:
@@ -168,6 +172,12 @@ _SEPARATORS = set("-_./:")
 _VALUE_CHAR = r"(?:(?(q)[^\s\"'`]|[^\s\"'`;,&()\[\]{}<>\\]))"
 # Where a value ends: its closing quote, or a blank, a delimiter, an escaped line break or the end.
 _VALUE_END = r"(?(q)(?P=q)|(?=[\s\"'`;,&)\]}>]|\\[nrt]|$))"
+# A value holding a digit or a symbol: no bare word, which in code or prose is a variable, a type or
+# a word (``password = new_password``, ``the --password option``).
+_NOT_A_WORD = r"(?=" + _VALUE_CHAR + r"*?(?![A-Za-z_.-])" + _VALUE_CHAR + r")"
+# The command of a line, as :attr:`Rule.not_after` reads it: a word at a command's start or after a path or a
+# blank (``docker exec db mysql``, ``/usr/bin/mysql``), then its arguments up to the next pipe, ``;`` or ``&``.
+_COMMAND = r"(?<![\w.-])(?:{})(?=[ \t])(?:[^\n|;&]|\\\r?\n)*?[ \t]"
 # What documentation writes where a URL's password goes.
 _EXAMPLE_PASSWORDS = frozenset({"pass", "password", "passwd", "pwd", "pw", "secret", "changeme"})
 
@@ -234,12 +244,20 @@ def _assigned_password(value: str) -> bool:
     return any(c.isdigit() for c in value) or not _compiled(_NAMING_WORD_PATTERN, 0).search(lowered)
 
 
+def _flag_literal(value: str) -> bool:
+    """False for what a command-line flag takes besides a secret: filler (``ghp_xxxx…``), a file to read it from
+    (``@token.txt``), an option list (``docker build --secret id=npmrc,src=.npmrc``)."""
+    return _not_filler(value) and not value.startswith("@") and "=" not in value.rstrip("=")
+
+
 def _flag_value(value: str) -> bool:
-    """Whether a command-line flag's value is a secret: as for an assigned one (:func:`_plausible_secret`), unless
-    it is filler (``ghp_xxxx…``), a file to read it from (``@token.txt``) or an option list
-    (``docker build --secret id=npmrc,src=.npmrc``)."""
-    return (_plausible_secret(value) and _not_filler(value) and not value.startswith("@")
-            and "=" not in value.rstrip("="))
+    """Whether a secret flag's value is a secret: as for an assigned one (:func:`_plausible_secret`)."""
+    return _plausible_secret(value) and _flag_literal(value)
+
+
+def _password_flag_value(value: str) -> bool:
+    """Whether a password flag's value is a password: as for an assigned one (:func:`_assigned_password`)."""
+    return _assigned_password(value) and _flag_literal(value)
 
 
 def _rule(id: str, description: str, pattern: str, keywords: Tuple[str, ...], *, flags: int = 0,
@@ -261,6 +279,15 @@ def _pem(label: str, lines: int, end: bool = True, newline: str = "\n", headers:
     body = newline.join(_fake("", 64, _B64, seed=f"{label}{i}") for i in range(lines))
     text = "-----BEGIN " + label + "PRIVATE KEY-----" + newline + headers + body
     return text + newline + "-----END " + label + "PRIVATE KEY-----" if end else text
+
+
+_PPK = r"PuTTY-User-Key-File-\d+:{value}*(?:{newline}(?:[A-Za-z-]+:{value}*|[A-Za-z0-9+/=]{{8,}})){lines}"
+
+
+def _ppk(newline: str) -> str:
+    return newline.join(["PuTTY-User-Key-File-" + "3: ssh-ed25519", "Encryption: none", "Key-Derivation: Argon2id",
+                         "Comment: deploy", "Public-Lines: 2", _fake("", 64, _B64), _fake("", 20, _B64), "Private-Lines: 1",
+                         _fake("", 44, _B64, seed="p"), "Private-MAC: " + _fake("", 64, "0123456789abcdef")])
 
 
 def _jwt() -> str:
@@ -415,13 +442,12 @@ RULES: Tuple[Rule, ...] = (
           r"\bwhsec_[A-Za-z0-9+/]{24,}={0,2}", ("whsec_",),
           true_samples=lambda: (_fake("wh" + "sec_", 32), "STRIPE_WEBHOOK_SECRET=" + _fake("wh" + "sec_", 40, seed="w")),
           false_samples=lambda: ("whsec_ is the webhook secret prefix", "whsec_" + "short")),
+    # Inside a JSON string its line breaks are escaped, and an unescaped quote ends it: the key, not the rest of the line.
     _rule("putty-private-key", "PuTTY private key file (.ppk), the whole key",
-          r"PuTTY-User-Key-File-\d+:[^\n]*(?:\r?\n(?:[A-Za-z-]+:[^\n]*|[A-Za-z0-9+/=]{8,}))*",
+          _PPK.format(value=r"(?:[^\n\\\"]|\\(?![rn]))", newline=r"(?:\\r)?\\n", lines="+")
+          + "|" + _PPK.format(value=r"[^\n]", newline=r"\r?\n", lines="*"),
           ("putty-user-key-file-",), flags=re.IGNORECASE,
-          true_samples=lambda: ("PuTTY-User-Key-File-" + "3: ssh-ed25519\nEncryption: none\nKey-Derivation: Argon2id\n"
-                        "Comment: deploy\nPublic-Lines: 2\n" + _fake("", 64, _B64) + "\n" + _fake("", 20, _B64)
-                        + "\nPrivate-Lines: 1\n" + _fake("", 44, _B64, seed="p")
-                        + "\nPrivate-MAC: " + _fake("", 64, "0123456789abcdef"),),
+          true_samples=lambda: (_ppk("\n"), '{"key": "' + _ppk("\\n") + '", "user": "ada"}'),
           false_samples=lambda: ("convert the .ppk with puttygen (PuTTY key file)",)),
     _rule("discord-webhook-url", "Discord webhook URL (the path's token is the secret)",
           r"discord(?:app)?\.com/api/webhooks/\d+/(?P<secret>[A-Za-z0-9_-]{60,})", ("discord",),
@@ -438,13 +464,16 @@ RULES: Tuple[Rule, ...] = (
                                 "Authorization: Bot " + _fake("N", 23, seed="h") + "." + _fake("G", 5, seed="h") + "."
                                 + _fake("b", 37, seed="h")),
           false_samples=lambda: ("the bot token lives in DISCORD_BOT_TOKEN", "bot: self.client.user.name")),
-    _rule("netrc-password", "Password of a .netrc entry (machine HOST login USER password SECRET)",
-          r"\bmachine\s+\S+\s+login\s+\S+(?:\s+account\s+\S+)?\s+password\s+(?P<secret>[^\s]{6,})",
-          ("machine",), validate=_assigned_password,
+    _rule("netrc-password", "Password of a .netrc entry (machine HOST or default, login USER password SECRET)",
+          r"(?:\bmachine\s+\S+|(?<![^\n])[ \t]*default)\s+login\s+\S+(?:\s+account\s+\S+)?\s+password\s+(?P<secret>[^\s]{6,})",
+          ("machine", "default"), validate=_assigned_password,
           true_samples=lambda: ("machine api.github.com login ada password " + _fake("", 20),
+                                "default login anonymous password " + _fake("", 16, seed="d"),
                                 "machine api.heroku.com\n  login ada@example.com\n  password " + _fake("", 36, seed="h")),
           false_samples=lambda: ("the build machine has no login password prompt",
-                                 "machine example.com login USER password ${NETRC_PASSWORD}")),
+                                 "machine example.com login USER password ${NETRC_PASSWORD}",
+                                 "by default login and password prompts are off",
+                                 "default login root password changeme")),
     # The newer key has no prefix, and a shape-only rule would have no keyword: it would run on every text.
     _rule("mailgun-private-api-token", "Mailgun private API key (key- + 32 hex, or 32-8-8 hex) next to a mailgun name",
           r"(?i:mailgun)[^\n]{0,60}?(?P<secret>\bkey-[a-f0-9]{32}\b"
@@ -498,29 +527,57 @@ RULES: Tuple[Rule, ...] = (
                                  "curl -s --user 'api:YOUR_API_KEY' https://api.example.com/v3/messages",
                                  "curl -u admin https://host/ (it prompts)", "curl https://host/ | sort -u a:b1c2d3e4",
                                  "curl --upload-file notes:v2.txt https://host/")),
-    # The space-separated twin of ``--token=VALUE``: generic-api-key's bar, not generic-password's any literal,
-    # since mysql's ``--password mydb`` names a database (its password must be attached). The flag's name ends in a
-    # secret word, so ``--token-file`` and ``--password-stdin`` pass. ``-p`` is a port as often as a password: left out.
+    # The space-separated twin of ``--token=VALUE``: generic-api-key's bar, not generic-password's any literal.
+    # The flag's name ends in a secret word, so ``--token-file`` passes. ``-p`` is a port as often as a password:
+    # left out. docker, podman and buildah's ``--secret`` takes a secret's name or ``id=…,src=…``, never its value.
     _rule("secret-flag", "Value of a command-line flag named for a secret (--token VALUE, --api-key VALUE)",
           r"(?<![\w-])--?(?:[a-z0-9]+[-_]){0,4}"
-          r"(?:token|pass(?:word|wd|phrase)?|secret|(?:api|access|secret|private)[-_]?key|credentials?)"
+          r"(?:token|secret|(?:api|access|secret|private)[-_]?key|credentials?)"
           r"[ \t]+(?P<q>[\"'])?(?!-)(?P<secret>" + _VALUE_CHAR + r"{8,})" + _VALUE_END,
-          ("token", "pass", "secret", "key", "credential"), entropy=3.0, validate=_flag_value, one_line=True,
+          ("token", "secret", "key", "credential"), entropy=3.0, validate=_flag_value, one_line=True,
+          not_after=_COMMAND.format("docker|podman|buildah") + r"--secret[ \t]+[\"']?$",
           true_samples=lambda: ("gh auth login --token " + _fake("", 24, seed="flag"),
-                                "docker login -u ada --password " + _fake("", 16, seed="pw") + " registry.internal",
                                 "tool --api-key '" + _fake("", 32, seed="key") + "' --verbose",
                                 "cast send --private-key 0x" + _fake("", 64, "0123456789abcdef", seed="eth"),
                                 "consul members -token "
                                 + "-".join(_fake("", n, "0123456789abcdef", seed="acl") for n in (8, 4, 4, 4, 12)),
-                                "--client-secret " + _fake("", 20)),
+                                "--client-secret " + _fake("", 20),
+                                "kubectl create secret generic db --secret " + _fake("", 20, seed="kube")),
           false_samples=lambda: ("gh auth login --token $GITHUB_TOKEN", 'tool --token "${TOKEN}"', "tool --token <token>",
                                  "tool --token %GITHUB_TOKEN%", "tool --token-file /run/secrets/token",
-                                 "docker login --password-stdin < pw.txt", "tool --token ghp_" + "x" * 36,
-                                 "tool --token YOUR_TOKEN", "mysql -u root --password app_production",
+                                 "tool --token ghp_" + "x" * 36, "tool --token YOUR_TOKEN",
                                  "docker build --secret id=npmrc,src=.npmrc .", "docker service create --secret db_password2 app",
-                                 "tool --api-key @key.txt", "tool --token --verbose", "tool --max-tokens 4096",
+                                 "docker service create --secret prod-db-creds2 app",
+                                 "podman run --rm --secret 'prod-db-creds2' app",
+                                 "buildah build \\\n  --secret prod-db-creds2 .", "tool --api-key @key.txt",
+                                 "tool --token --verbose", "tool --max-tokens 4096",
                                  "use the --token flag for CI authentication", 'tool --token "$(cat ~/.token)"',
-                                 "tool --private-key ~/.ssh/id_ed25519", "tool --bypass Zq8kd9Lm2Pw0xR7")),
+                                 "tool --private-key ~/.ssh/id_ed25519")),
+    # The space-separated twin of ``--password=VALUE``: generic-password's any literal, a bare word only quoted (the
+    # ``--password option``). A database client's ``--password`` takes its value attached (``mysql --password=pw``,
+    # ``-ppw``) or none (``psql --password`` prompts): the word after it is the database.
+    _rule("password-flag", "Value of a command-line password flag (--password VALUE, --db-passwd VALUE)",
+          r"(?<![\w-])--?(?:[a-z0-9]+[-_]){0,4}pass(?:word|wd|phrase)?"
+          r"[ \t]+(?P<q>[\"'])?(?!-)(?(q)|" + _NOT_A_WORD + r")(?P<secret>" + _VALUE_CHAR + r"{6,})" + _VALUE_END,
+          ("pass",), validate=_password_flag_value, one_line=True,
+          not_after=_COMMAND.format(r"mysql\w*|mariadb[\w-]*|psql|pg_\w+|createdb|dropdb|createuser|dropuser|"
+                                    r"vacuumdb|reindexdb|clusterdb|pgbench") + r"--pass(?:w(?:or)?d)?[ \t]+[\"']?$",
+          true_samples=lambda: ("tool --password hunter2hunter2", "sshpass --password hunter2 ssh ada@host",
+                                "docker login -u ada --password " + _fake("", 16, seed="pw") + " registry.internal",
+                                "tool --db-password 'correcthorse'",
+                                "mysql -u root -e 'select 1' | tool --password shop_2024",
+                                "gpg --batch --passphrase Tr0ub4dor --symmetric notes.txt",
+                                "mysql --password=x app && deploy --password shop_2024"),
+          false_samples=lambda: ("mysql -u root --password app_production", "mysql -u root --password shop_2024",
+                                 "mysqldump --single-transaction --password orders_2024 > dump.sql",
+                                 "docker exec -it db mariadb -u root --password shop_2024",
+                                 "mysql -h db.internal \\\n  --password shop_2024",
+                                 "psql -U app --password orders_2024", "docker login --password-stdin < pw.txt",
+                                 "tool --password $DB_PASSWORD", 'tool --password "${DB_PASSWORD}"',
+                                 "tool --password <password>", "tool --password new_password",
+                                 "pass the --password option to the tool", "tool --password changeme",
+                                 "tool --password --verbose", "tool --bypass Zq8kd9Lm2Pw0xR7",
+                                 "tool --password ****")),
     _rule("generic-api-key", "High-entropy value assigned to a password/secret/token/key/auth name",
           r"(?<![\w.-])[\w.-]{0,60}?"
           r"(?:(?<![a-z])pass(?:w(?:or)?d|phrase)?|pwd|secret|token|api[_.-]?key|access[_.-]?key|private[_.-]?key"
@@ -569,8 +626,8 @@ RULES: Tuple[Rule, ...] = (
           r"(?<![\w.-])(?:(?P<literal>)(?:(?<=[;?&])|(?=--)|(?-i:(?=[A-Z0-9_.-]+[\"']?[ \t]*[=:]))))?"
           r"[\w.-]{0,60}?(?:passw(?:or)?d|pass[_.-]?phrase|pwd|(?<=[_.-])pass|secret)"
           r"[\"']?[ \t]*(?:=(?!=)|:=|=>|:(?!:))[ \t]*(?P<q>[\"'`])?"
-          r"(?(literal)|(?(q)|(?:(?=" + _VALUE_CHAR + r"*?(?![a-z_.-])" + _VALUE_CHAR + r")"
-          r"|(?(key)(?=(?-i:[A-Z]?[a-z]+)[ \t]*(?:#[^\n]*)?(?:\r?\n|$))|(?!)))))"
+          r"(?(literal)|(?(q)|(?:" + _NOT_A_WORD
+          + r"|(?(key)(?=(?-i:[A-Z]?[a-z]+)[ \t]*(?:#[^\n]*)?(?:\r?\n|$))|(?!)))))"
           r"(?P<secret>" + _VALUE_CHAR + r"{6,})"
           + _VALUE_END,
           ("pass", "pwd", "secret"), flags=re.IGNORECASE, validate=_assigned_password, one_line=True,
@@ -670,11 +727,12 @@ def rules_key() -> str:
     code that applies them (validators, the keyword pre-filter, the scan), so changing any of it
     scans every blob again."""
     code: List[Callable[..., Any]] = [r.validate for r in RULES if r.validate is not None]
-    code += [shannon_entropy, Rule.spans, Rule._keyword_offsets, _candidate_rules, _hits, _fixpoint_hits, blob_texts,
-             _yaml_strings]
+    code += [shannon_entropy, Rule.spans, Rule._keyword_offsets, _candidate_rules, _hits, _command_start,
+             _fixpoint_hits, blob_texts, _yaml_strings]
     import hashlib
 
-    parts = [f"{r.id}\0{r.pattern}\0{r.flags}\0{r.keywords}\0{r.entropy}".encode("utf-8") for r in RULES]
+    parts = [f"{r.id}\0{r.pattern}\0{r.flags}\0{r.keywords}\0{r.entropy}\0{r.not_after}".encode("utf-8")
+             for r in RULES]
     parts += [marshal.dumps(f.__code__) for f in code]
     return hashlib.sha1(b"\n".join(parts)).hexdigest()
 
@@ -703,6 +761,9 @@ def _hits(text: str) -> List[_Hit]:
                 continue
             if rule.validate is not None and not rule.validate(value):
                 continue
+            if rule.not_after is not None and _compiled(rule.not_after, rule.flags).search(
+                    text, _command_start(text, start), start):
+                continue
             hits.append((start, index, end))
     if hits and "redacted:" in lowered:
         spans = sorted([m.span() for m in _compiled(_PLACEHOLDER_PATTERN, 0).finditer(text)]
@@ -711,6 +772,20 @@ def _hits(text: str) -> List[_Hit]:
         ends = [end for _, end in spans]
         hits = [h for h in hits if not _overlaps(spans, ends, h[0], h[2])]
     return _merge(hits)
+
+
+def _command_start(text: str, at: int) -> int:
+    """Where the command holding offset ``at`` starts: its line, or the first of the lines before it that
+    each end in a backslash (one command written over several lines)."""
+    start = text.rfind("\n", 0, at) + 1
+    while start:
+        end = start - 1  # the line break ending the line before
+        if end and text[end - 1] == "\r":
+            end -= 1
+        if not (end and text[end - 1] == "\\"):
+            break
+        start = text.rfind("\n", 0, end) + 1
+    return start
 
 
 def _overlaps(spans: List[Tuple[int, int]], ends: List[int], start: int, end: int) -> bool:

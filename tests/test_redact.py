@@ -495,6 +495,47 @@ def test_a_flag_that_reads_the_secret_elsewhere_or_names_a_placeholder_is_kept(t
     assert redact(text) == (text, [])
 
 
+@pytest.mark.parametrize("text,out", [
+    ("tool --password hunter2hunter2 --verbose", "tool --password [REDACTED:password-flag] --verbose"),
+    ("sshpass --password 'correcthorse' ssh ada@host", "sshpass --password '[REDACTED:password-flag]' ssh ada@host"),
+    ("mysql -e 'show tables' app | tool --db-password shop_2024",
+     "mysql -e 'show tables' app | tool --db-password [REDACTED:password-flag]"),
+])
+def test_a_word_after_a_password_flag_is_a_password(text, out):
+    """Outside a database client a password flag's separate value is the password, word-like or not."""
+    assert redact(text)[0] == out
+
+
+@pytest.mark.parametrize("text", [
+    "mysql -u root --password orders_2024_eu", "mysqldump --password shop2024db > dump.sql",
+    "docker exec -it db mariadb -u root --password orders_2024_eu", "psql -U app --password orders_2024_eu",
+    "mysql -h db.internal \\\n  -u root \\\n  --password orders_2024_eu",
+])
+def test_a_database_clients_password_flag_keeps_the_database_after_it(text):
+    """mysql takes its password attached (``--password=pw``, ``-ppw``) and psql none: the word after it names the database."""
+    assert redact(text) == (text, [])
+
+
+@pytest.mark.parametrize("text", [
+    "docker service create --secret prod-db-creds2 app", "podman run --rm --secret 'prod-db-creds2' app",
+    "buildah build \\\n  --secret prod-db-creds2 .",
+])
+def test_a_container_tools_secret_flag_names_the_secret_and_is_kept(text):
+    assert redact(text) == (text, [])
+
+
+def test_a_putty_key_inside_json_goes_and_the_rest_of_the_json_stays():
+    body = "\\n".join(["PuTTY-User-Key-File-" + "3: ssh-ed25519", "Encryption: none", "Public-Lines: 1",
+                      _token("", 64, B64, seed=108), "Private-Lines: 1", _token("", 44, B64, seed=109),
+                      "Private-MAC: " + _token("", 64, HEX, seed=110)])
+    assert redact('{"key": "' + body + '", "user": "ada"}')[0] == '{"key": "[REDACTED:putty-private-key]", "user": "ada"}'
+
+
+def test_a_netrc_default_entry_loses_its_password():
+    assert redact("default login anonymous password " + _token("", 16, seed=111))[0] == (
+        "default login anonymous password [REDACTED:netrc-password]")
+
+
 def test_the_push_scan_applies_the_command_line_rules_too():
     from gitmem.redact import blob_is_clean
 
