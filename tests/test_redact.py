@@ -407,6 +407,7 @@ def test_the_blob_scan_reads_yaml_escapes_in_every_value_a_key_written_twice_inc
 
 # ---- an audit of what agents paste: credential shapes the table missed, placeholders it flagged --------------
 
+B64URL = string.ascii_letters + string.digits + "_-"
 # every part starting with a letter: shaped like a dotted name (``self.token.value``), which code assigns
 DISCORD_BOT = _token("M", 23, seed=70) + "." + _token("G", 5, seed=71) + "." + _token("a", 37, seed=72)
 MISSED = [
@@ -426,6 +427,10 @@ MISSED = [
         _token("sk_" + "live_", 24, seed=81).encode()).decode() + "\n"),
     ("databricks token in prose", "the notebook job uses " + _token("da" + "pi", 32, HEX, seed=94) + " for the workspace"),
     ("linear api key in prose", "the triage bot reads issues with " + _token("lin" + "_api_", 40, seed=95)),
+    ("vault service token", "export VAULT_TOKEN=" + _token("hv" + "s.CAESI", 95, B64URL, seed=104)),
+    ("vault service token in a header", "curl -H 'X-Vault-Token: " + _token("hv" + "s.", 100, seed=105) + "' https://vault:8200/v1/kv"),
+    ("vault batch token", "token " + _token("hv" + "b.AAAAAQ", 160, B64URL, seed=106)),
+    ("legacy vault token", "VAULT_TOKEN=s.Zc9E" + _token("", 19, seed=107) + "7"),  # a dotted name to generic-api-key
     ("age key file", "# public key: age1" + _token("", 58, "qpzry9x8gf2tvdw0s3jn54khce6mua7l", seed=96) + "\n"
      + _token("AGE-SECRET-" + "KEY-1", 58, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", seed=97)),
 ]
