@@ -475,3 +475,25 @@ def test_mcp_recall_held_back_by_the_backlog_starts_the_background_embedding(sto
     monkeypatch.setattr(recall_module, "AGENT_BACKLOG", 64)
     answer = Gitmem(store.repo.workdir).recall("redis job queue", paths=[])
     assert "recall" not in answer and answer["memories"][0]["text"] == "Use Redis for the job queue"
+
+
+@needs_encoder
+def test_a_web_search_held_back_by_the_backlog_says_it_ranked_by_words(store, monkeypatch):
+    """The page said "ranked as gitmem search does" while it ranked by words alone, for as long as a new clone's
+    vectors took to compute in the background (about 25 minutes at 4,000 memories): MCP recall says so."""
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from gitmem import backlog
+    from gitmem.web import create_app
+
+    _team(store)
+    monkeypatch.setattr(recall_module, "AGENT_BACKLOG", 2)  # 6 to embed are more than the page waits for
+    monkeypatch.setattr(backlog, "start", lambda s: True)
+    web = TestClient(create_app(store.repo.workdir), base_url="http://127.0.0.1:8737")
+    page = web.get("/memory", params={"q": "redis job queue"}).text
+    assert "by words only: 6 memories wait for vectors, embedded in the background" in page
+    assert "ranked as <code>gitmem search</code> does" not in page
+    monkeypatch.setattr(recall_module, "AGENT_BACKLOG", 64)
+    page = web.get("/memory", params={"q": "redis job queue"}).text
+    assert "ranked as <code>gitmem search</code> does" in page and "by words only" not in page

@@ -183,7 +183,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         from ..conflicts import pending
         from ..model import inside_repository
         from ..backlog import start_if_waiting
-        from ..recall import AGENT_BACKLOG, find
+        from ..recall import AGENT_BACKLOG, find, waiting
         from ..search import is_stale
 
         store = open_store(params.get("branch"))
@@ -200,11 +200,15 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         problems: List[Any] = []
         listed: Optional["Page"] = None  # a list's page; a search's is ``number``, with ``more`` after it
         number, more = page_number(params), False
+        by_words: Optional[int] = None  # memories still to embed when the search went by words for them
         if filters["q"]:  # from the index when nothing narrows it, as `gitmem search`; paged by rank, not by id
             number = min(number, SEARCH_PAGES)
             hits = find(store, filters["q"], number * LIST_LIMIT + 1, filters=narrowing, status=status_kept,
                         max_backlog=AGENT_BACKLOG)
             start_if_waiting(store)
+            behind = waiting(store)
+            if behind and hits and all(hit.similarity is None for hit in hits):  # as MCP recall says it
+                by_words = behind
             items, shown = hits[(number - 1) * LIST_LIMIT:number * LIST_LIMIT], []  # a hit says whether it is stale
             more = len(hits) > number * LIST_LIMIT
             if store.summary()["counts"].get("invalid"):  # named as the plain page names them (a full load: rare)
@@ -219,7 +223,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         body = pages.memory_page(conflicts=pending(store, tip) if items else {},
             repo=repo_label, branch=store.branch, branches=branch_names(store), read_from=read_from, tip=tip,
             filters=filters, items=items, listed=listed, number=number, more=more, per_page=LIST_LIMIT,
-            last_page=SEARCH_PAGES,
+            last_page=SEARCH_PAGES, by_words=by_words,
             stale_ids={m.id for m in shown if is_stale(m, blobs)}, csrf=token, key=secrets.token_urlsafe(24),
             who=signer(store), form=form or {}, flash=done(params), error=error, problems=problems)
         return html(body, status)

@@ -102,7 +102,8 @@ def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: O
                 last_page: int, stale_ids: set,
                 csrf: str, key: str, who: Any, form: Mapping[str, str], flash: Optional[str] = None,
                 error: Optional[str] = None, problems: Sequence[Any] = (),
-                conflicts: Optional[Mapping[str, Any]] = None) -> Safe:
+                conflicts: Optional[Mapping[str, Any]] = None, by_words: Optional[int] = None) -> Safe:
+    """``by_words``: a search ranked by words alone, as that many memories still wait for their vectors."""
     conflicts = conflicts or {}
     f = filters
     switcher = h("""<form class="switcher" method="get" action="/memory">
@@ -142,9 +143,11 @@ def memory_page(*, repo: str, branch: str, branches: Sequence[str], read_from: O
         which = h("{} best match(es)", end) if number == 1 and not more else \
             h("The best matches {}-{}{}", start, end, "" if more else f" of {end}") if items else "No more matches"
         deepest = more and number >= last_page
-        count = h('<p class="count">{} for <q>{}</q>, ranked as <code>gitmem search</code> does{}.</p>', which,
-                  typed(f.get("q", "")), "; a search pages no further: add words or a filter for the others" if deepest
-                  else "")
+        # While vectors are computed in the background the page ranks by words, which `gitmem search` does not
+        ranked = h("by words only: {} wait for vectors, embedded in the background", plural(by_words, "memory")) \
+            if by_words else Safe("ranked as <code>gitmem search</code> does")
+        count = h('<p class="count">{} for <q>{}</q>, {}{}.</p>', which, typed(f.get("q", "")), ranked,
+                  "; a search pages no further: add words or a filter for the others" if deepest else "")
         nav = pager(url("/memory", **params, page=number - 1) if number > 1 else None,
                     url("/memory", **params, page=number + 1) if more and not deepest else None,
                     h("<span>page {}</span>", number),
