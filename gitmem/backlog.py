@@ -1,8 +1,9 @@
 """The semantic-recall backlog: memories no vector has been computed for yet, embedded in the background.
 
 An agent's path (the MCP server, the Claude Code prompt hook, the web UI) answers by words alone while more
-than :data:`gitmem.recall.AGENT_BACKLOG` memories wait to be embedded: at about 65 ms of a core each, it
-cannot wait for them (nor can a person's `gitmem search` or `check` past :data:`gitmem.recall.PERSON_BACKLOG`).
+memories wait to be embedded than its :data:`gitmem.recall.AGENT_BUDGET` (about a second of CPU) covers: at about
+65 ms of a core each, it cannot wait for them (nor can a person's `gitmem search` or `check` past
+:data:`gitmem.recall.PERSON_BUDGET`), nor for any while that process embeds them (:func:`allowance`).
 Before, nothing on those paths ever embedded them, so a teammate's new clone, or a pull that brought a hundred
 memories, kept every agent on words alone until a person happened to run `gitmem search`, and that search
 embedded it all before it answered, silently (an hour for a fresh clone of 100,000). Such a path or command now
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 if TYPE_CHECKING:
+    from .recall import Budget
     from .store import Store
 
 LOCK = "embed.lock"
@@ -69,6 +71,15 @@ def running(folder: str) -> bool:
     """Whether a process embeds this index folder's backlog now."""
     with _locked(folder) as fd:
         return fd is None
+
+
+def allowance(store: "Store", ms: float) -> "Budget":
+    """What one call over ``store`` may spend embedding inline (:class:`gitmem.recall.Budget`): ``ms``, or nothing
+    while a process embeds the backlog (the call would compute the same vectors beside it, on the same cores)."""
+    from .recall import Budget
+
+    folder = _folder(store)
+    return Budget(0.0 if folder is not None and running(folder) else ms)
 
 
 def start(store: "Store") -> bool:

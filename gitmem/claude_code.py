@@ -358,8 +358,8 @@ def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code
     conflict followed by its conflict's notice."""
     from .conflicts import pending
     from .context import render_conflict, render_memory
-    from .backlog import start_if_waiting
-    from .recall import AGENT_BACKLOG, check, recall
+    from .backlog import allowance, start_if_waiting
+    from .recall import AGENT_BUDGET, check, recall
 
     # A pasted log of megabytes is a prompt too: its head says what it is about, and Claude Code waits
     # on this hook (judging 20 MB took 9 s of its 10).
@@ -369,8 +369,9 @@ def user_prompt_submit(hook: HookInput, store: Store, source: str = "claude-code
     with SessionState(store, hook.session_id) as state:
         state.add("prompts", prompt, keep=5, chars=2000)
         injected = set(state.items("injected"))
-        rejections = check(store, prompt, max_backlog=AGENT_BACKLOG).repeats
-        hits = [h for h in recall(store, prompt, limit=PROMPT_LIMIT + len(injected), max_backlog=AGENT_BACKLOG)
+        spend = allowance(store, AGENT_BUDGET)  # one for the check and the recall: Claude Code waits on both
+        rejections = check(store, prompt, budget=spend).repeats
+        hits = [h for h in recall(store, prompt, limit=PROMPT_LIMIT + len(injected), budget=spend)
                 if h.match >= PROMPT_MATCH_FLOOR and h.memory.type not in ("rejection", "checkpoint")
                 and h.memory.id not in injected][:PROMPT_LIMIT]
         start_if_waiting(store)

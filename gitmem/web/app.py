@@ -182,8 +182,8 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
                     error: Optional[str] = None, status: int = 200) -> HTMLResponse:
         from ..conflicts import pending
         from ..model import inside_repository
-        from ..backlog import start_if_waiting
-        from ..recall import AGENT_BACKLOG, find, waiting
+        from ..backlog import allowance, start_if_waiting
+        from ..recall import AGENT_BUDGET, find, waiting
         from ..search import is_stale
 
         store = open_store(params.get("branch"))
@@ -204,7 +204,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
         if filters["q"]:  # from the index when nothing narrows it, as `gitmem search`; paged by rank, not by id
             number = min(number, SEARCH_PAGES)
             hits = find(store, filters["q"], number * LIST_LIMIT + 1, filters=narrowing, status=status_kept,
-                        max_backlog=AGENT_BACKLOG)
+                        budget=allowance(store, AGENT_BUDGET))
             start_if_waiting(store)
             behind = waiting(store)
             if behind and hits and all(hit.similarity is None for hit in hits):  # as MCP recall says it
