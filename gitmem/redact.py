@@ -52,7 +52,7 @@ class Rule(NamedTuple):
     ``samples`` builds the true and false samples the tests check the rule against (only they need them).
     ``not_after``: a pattern for the command before a secret (its line and the lines it continues with a
     backslash), ending in ``$``: where it matches, the value is no secret for this command (mysql's
-    ``--password DB`` names the database).
+    ``--password DB`` names the database) or at this place (``arn:…:secret:NAME`` names a stored secret).
     """
 
     id: str
@@ -154,17 +154,27 @@ def _fake(prefix: str, length: int, alphabet: str = _ALNUM, seed: str = "") -> s
 
 
 # Patterns used only once a rule has matched, compiled then (:func:`_compiled`), as the rules' are.
-_TEMPLATE_PATTERN = r"(?:\$\{?[\w.]+\}?|%\w+%|\{\{?[^{}]*\}\}?|<[^<>]*>|%\(\w+\)s|\*+|x{3,}|\.{3,}|[-_:@/])+"
+_TEMPLATE_PATTERN = r"(?:\$env:\w+|\$\{?[\w.]+\}?|%\w+%|\{\{?[^{}]*\}\}?|<[^<>]*>|%\(\w+\)s|\*+|x{3,}|\.{3,}|[-_:@/])+"
 _NAME_PATTERN = r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*"
 _NAMING_WORD_PATTERN = r"key|token|secret|passw|passphrase|pwd|auth|credential"
-# What documentation and scaffolding put where a password goes, or mask one with (``ab12****``).
-_PLACEHOLDER_WORD_PATTERN = r"your|example|placeholder|change.?me|replace.?me|dummy|redacted|xxxx|\*\*\*"
+# What documentation and scaffolding put where a password goes, or mask one with (``ab12****``), and the
+# instructions a ``.env.example`` puts there instead (``change-this-to-a-random-string``).
+_PLACEHOLDER_WORD_PATTERN = (r"your|example|placeholder|change.?me|replace.?me|dummy|redacted|xxxx|\*\*\*"
+                             r"|change.?this|replace.?(?:this|with)|generate.?(?:with|one)|fill.?(?:me|in)")
 # Values that say something about a password rather than being one (``password: none``, ``SECRET=true``).
 _NOT_PASSWORDS = frozenset({"none", "null", "nil", "undefined", "true", "false", "yes", "no", "on", "off", "empty",
                             "unset", "required", "optional", "hidden", "masked", "prompt", "string", "bytes", "todo",
                             "enabled", "disabled", "boolean", "number", "integer", "object", "unknown"})
 # ``arn:partition:service:region:account:resource``; the region and account may be empty (S3, IAM).
 _ARN_PATTERN = r"arn:aws(?:-[a-z]+)*:[a-z0-9-]+:[a-z0-9-]*:(?:\d{12}|aws)?:[^\s:]"
+# What comes before a Secrets Manager secret's name in its ARN (``…:secret:prod/db-AbCdEf``): a name, no value.
+_SECRET_ARN = r"arn:aws(?:-[a-z]+)*:secretsmanager:[a-z0-9-]*:\d{12}:secret:$"
+# A file a secret is read from, by its extension or an SSH key's default name (``deploy-2024.pem``,
+# ``id_ed25519_ci``, curl's ``@pw.txt``), and a reference to a stored secret (Google Cloud's
+# ``projects/P/secrets/S``, ``--set-secrets API_KEY=api-key:latest``).
+_FILE_OR_REFERENCE_PATTERN = (r"@?[\w.~/-]*\.(?:pem|key|pub|crt|cer|der|p12|pfx|jks|ppk|asc|gpg|age|json|ya?ml|toml|ini"
+                              r"|cfg|conf|env|txt)|id_(?:rsa|dsa|ecdsa|ed25519)[\w.-]*"
+                              r"|(?:[\w.-]+=)?(?:projects/[^/\s]+/secrets/\S+|[\w.-]+:latest)")
 _NUMBER_PATTERN = r"[\d\s.,:/+_-]+"  # a count, a date, a time, a version
 _SEPARATORS = set("-_./:")
 # One character of a value: quoted (group ``q``), anything but a blank or a quote; unquoted, also not a
@@ -191,17 +201,37 @@ def _not_template(value: str) -> bool:
 
 
 def _not_filler(value: str) -> bool:
-    """False for a token's prefix and one character repeated (``ghp_xxxx…``, ``sk_live_XXXX…``, ``lin_api_xxxx…``):
-    documentation's placeholder. Not an entropy floor: a real token glued to a run of letters matches as one
-    low-entropy word."""
-    return _compiled(r"[a-z]+_(?:pat_|live_|test_|prod_|api_)?(.)\1*", re.IGNORECASE).fullmatch(value) is None
+    """False for documentation's placeholder tokens: repeated (:func:`_repeated`) or counted out (:func:`_counted`)."""
+    return not _repeated(value) and not _counted(value)
+
+
+def _repeated(value: str) -> bool:
+    """A token's prefix and one character repeated (``ghp_xxxx…``, ``glpat-xxxx…``, ``lin_api_xxxx…``). Not an
+    entropy floor: a real token glued to a run of letters matches as one low-entropy word."""
+    return _compiled(r"[a-z]+[_-](?:pat_|live_|test_|prod_|api_)?(.)\1*", re.IGNORECASE).fullmatch(value) is not None
+
+
+def _counted(value: str) -> bool:
+    """Whether at least half of the letters and digits of ``value`` sit in runs counted out, three or more long
+    (``abc``, ``1234``): documentation's made-up token (``ghp_123456789``, ``abcd1234efgh5678``, kubeadm's
+    ``abcdef.0123456789abcdef``). A random token almost never has such runs."""
+    chars = [c for c in value.lower() if c.isalnum()]
+    counted, run = 0, 1
+    for before, char in zip(chars, chars[1:] + [""]):
+        if char and ord(char) == ord(before) + 1:
+            run += 1
+            continue
+        counted += run if run >= 3 else 0
+        run = 1
+    return bool(chars) and 2 * counted >= len(chars)
 
 
 def _locator(value: str) -> bool:
-    """A URL, a path or an AWS ARN (``arn:aws:kms:us-east-1:123456789012:key/…``): where a secret is, or
-    which resource it is for, not the secret."""
+    """A URL, a path, a file, an AWS ARN (``arn:aws:kms:us-east-1:123456789012:key/…``) or another stored secret's
+    reference (:data:`_FILE_OR_REFERENCE_PATTERN`): where a secret is, or which resource it is for, not the secret."""
     return ("://" in value or value.startswith(("/", "~/", "./", "../"))
-            or _compiled(_ARN_PATTERN, 0).match(value) is not None)
+            or _compiled(_ARN_PATTERN, 0).match(value) is not None
+            or _compiled(_FILE_OR_REFERENCE_PATTERN, re.IGNORECASE).fullmatch(value) is not None)
 
 
 def _url_password(value: str) -> bool:
@@ -212,11 +242,14 @@ def _url_password(value: str) -> bool:
 def _plausible_secret(value: str) -> bool:
     """Whether a value assigned to a secret-ish name looks like a secret rather than code or prose.
 
-    Rejected: templates, URLs, paths and ARNs, plain numbers, names of things rather than secrets
+    Rejected: templates and placeholders (``Example-123``, ``replace-with-32-random-chars``), URLs, paths, files and
+    ARNs, values counted out (``abcd1234efgh5678``), plain numbers, names of things rather than secrets
     (digit-free ``self.token``, dotted ``rust.hpke.X25519Key``, secret-naming ``Ed25519PrivateKey``),
     and values using a single character class (``username/password``).
     """
-    if not _not_template(value) or _locator(value):
+    if not _not_template(value) or _locator(value) or _counted(value):
+        return False
+    if _compiled(_PLACEHOLDER_WORD_PATTERN, 0).search(value.lower()):
         return False
     has_digit = any(c.isdigit() for c in value)
     if value.isdigit():
@@ -246,8 +279,9 @@ def _assigned_password(value: str) -> bool:
 
 def _flag_literal(value: str) -> bool:
     """False for what a command-line flag takes besides a secret: filler (``ghp_xxxx…``), a file to read it from
-    (``@token.txt``), an option list (``docker build --secret id=npmrc,src=.npmrc``)."""
-    return _not_filler(value) and not value.startswith("@") and "=" not in value.rstrip("=")
+    (``@token.txt``), an option list (``docker build --secret id=npmrc,src=.npmrc``). A password counted out
+    (``test1234``) is a weak password, not a placeholder: only a token's is (:func:`_plausible_secret`)."""
+    return not _repeated(value) and not value.startswith("@") and "=" not in value.rstrip("=")
 
 
 def _flag_value(value: str) -> bool:
@@ -338,10 +372,10 @@ RULES: Tuple[Rule, ...] = (
           true_samples=lambda: (_fake("github_" + "pat_", 22) + "_" + _fake("", 59),),
           false_samples=lambda: ("github_pat_ is the fine-grained prefix", "github_pat_" + "short")),
     _rule("gitlab-pat", "GitLab personal access token",
-          r"glpat-[A-Za-z0-9_-]{20,}(?:\.[0-9a-z]{2}\.[0-9a-z]{9})?(?![A-Za-z0-9_-])", ("glpat-",),
+          r"glpat-[A-Za-z0-9_-]{20,}(?:\.[0-9a-z]{2}\.[0-9a-z]{9})?(?![A-Za-z0-9_-])", ("glpat-",), validate=_not_filler,
           true_samples=lambda: (_fake("glpat-", 20, _ALNUM + "-_"),
                         _fake("glpat-", 27, _ALNUM + "-_") + ".01." + _fake("", 9, "abcdefghijklmnopqrstuvwxyz0123456789")),
-          false_samples=lambda: ("glpat-" + "short",)),
+          false_samples=lambda: ("glpat-" + "short", "glab auth login --token glpat-" + "x" * 20)),
     _rule("slack-token", "Slack bot, user, app-level, config or refresh token",
           r"\b(?:(?:xoxe\.)?xox[abeoprs]-(?:\d+-)+[A-Za-z0-9-]{8,}|xapp-\d-[A-Z0-9]+-\d+-[A-Za-z0-9]{20,})",
           ("xox", "xapp-"),
@@ -488,11 +522,12 @@ RULES: Tuple[Rule, ...] = (
                                  "mailgun ids " + "-".join(_fake("", n, "0123456789abcdef", seed="long") for n in (32, 8, 8, 8)),
                                  "mailgun ids " + "-".join(_fake("", n, "0123456789abcdef", seed="two") for n in (32, 8)))),
     _rule("databricks-api-token", "Databricks personal access token (dapi + 32 hex)",
-          r"(?<![A-Za-z0-9])dapi[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9])", ("dapi",), entropy=3.0,
+          r"(?<![A-Za-z0-9])dapi[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9])", ("dapi",), entropy=3.0, validate=_not_filler,
           true_samples=lambda: ("DATABRICKS_TOKEN=" + _fake("da" + "pi", 32, "0123456789abcdef"),
                                 "databricks configure --token " + _fake("da" + "pi", 32, "0123456789abcdef", seed="2") + "-2"),
           false_samples=lambda: ("dapi tokens are Databricks PATs", "dapi" + "0" * 32, "dapi" + _fake("", 40, "0123456789abcdef"),
-                                 "rapidapi" + _fake("", 32, "0123456789abcdef", seed="r"))),
+                                 "rapidapi" + _fake("", 32, "0123456789abcdef", seed="r"),
+                                 "DATABRICKS_TOKEN=dapi" + "0123456789abcdef" * 2)),
     _rule("linear-api-key", "Linear personal API key (lin_api_ + 40)",
           r"(?<![A-Za-z0-9])lin_api_[A-Za-z0-9]{40}(?![A-Za-z0-9])", ("lin_api_",), validate=_not_filler,
           true_samples=lambda: (_fake("lin" + "_api_", 40), "LINEAR_API_KEY=" + _fake("lin" + "_api_", 40, seed="env")),
@@ -509,7 +544,7 @@ RULES: Tuple[Rule, ...] = (
     _rule("vault-service-token", "HashiCorp Vault service token (hvs. + 90-120, or the legacy s. + 24 after a vault name)",
           r"(?<![\w.-])hvs\.[\w-]{90,120}(?![\w-])"
           r"|(?i:vault)[^\n]{0,40}?(?<![\w.-])(?P<secret>s\.(?=[A-Za-z]*\d)[A-Za-z0-9]{24})(?![\w.-])",
-          ("hvs.", "vault"), entropy=3.5, one_line=True,
+          ("hvs.", "vault"), entropy=3.5, validate=_not_filler, one_line=True,
           true_samples=lambda: ("VAULT_TOKEN=hvs." + _fake("", 95, _ALNUM + "-_"),
                                 "-vaultToken " + _fake("hvs.", 110, _ALNUM + "-_", seed="cli"),
                                 "vault login " + _fake("s.", 24, seed="legacy"),
@@ -517,7 +552,8 @@ RULES: Tuple[Rule, ...] = (
           false_samples=lambda: ("hvs. marks a Vault service token", "hvs." + "x" * 95,
                                  "vault: s.AcceptanceTimeoutSeconds", "vault config: s." + _fake("", 24, _ALNUM[:52]),
                                  "token: " + _fake("s.", 24, seed="no-name"),
-                                 "vault token s.makeKubeConfigController = args")),
+                                 "vault token s.makeKubeConfigController = args",
+                                 "vault token lookup s.1234567890abcdefghij1234")),
     _rule("vault-batch-token", "HashiCorp Vault batch token (hvb. + 138-300)",
           r"(?<![\w.-])hvb\.[\w-]{138,300}(?![\w-])", ("hvb.",), entropy=4.0,
           true_samples=lambda: ("VAULT_TOKEN=" + _fake("hvb.", 150, _ALNUM + "-_"),),
@@ -532,10 +568,12 @@ RULES: Tuple[Rule, ...] = (
                          "http://localhost:8080/api", "postgres://user:${DB_PASSWORD}@db/app",
                          "https://user:<password>@host/", "git@github.com:o/r.git",
                          "e.g. `https://user:pass@host:port/path?query#fragment`")),
-    # A line continued with a backslash is one command: ``-u`` may sit lines after ``curl``.
+    # A line continued with a backslash is one command: ``-u`` may sit lines after ``curl``. A password equal to its
+    # user is a product's published default (RabbitMQ's ``guest:guest``, Grafana's ``admin:admin``): kept.
     _rule("curl-auth-user", "Password of curl's -u/--user user:password (the user is kept)",
-          r"\bcurl\b(?:[^\n|;&]|\\\r?\n)*?[ \t](?:-u[ \t]*|--user(?:[ \t]+|=))(?P<q>[\"'])?[^\s\"':]*:"
-          r"(?P<secret>" + _VALUE_CHAR + r"+)" + _VALUE_END, ("curl",), validate=_assigned_password,
+          r"\bcurl\b(?:[^\n|;&]|\\\r?\n)*?[ \t](?:-u[ \t]*|--user(?:[ \t]+|=))(?P<q>[\"'])?(?P<user>[^\s\"':]*):"
+          r"(?!(?P=user)" + _VALUE_END + r")(?P<secret>" + _VALUE_CHAR + r"+)" + _VALUE_END, ("curl",),
+          validate=_assigned_password,
           true_samples=lambda: ("curl -u admin:" + _fake("", 16, seed="curl") + " https://ci.internal/api/json",
                                 "curl -s --user 'api:" + "-".join(_fake("", n, "0123456789abcdef", seed="u") for n in (32, 8, 8))
                                 + "' https://api.eu.example.com/v3/messages",
@@ -544,16 +582,17 @@ RULES: Tuple[Rule, ...] = (
                                  'curl --user "admin:${ADMIN_PASSWORD}" https://host/', "curl -u elastic:changeme localhost:9200",
                                  "curl -s --user 'api:YOUR_API_KEY' https://api.example.com/v3/messages",
                                  "curl -u admin https://host/ (it prompts)", "curl https://host/ | sort -u a:b1c2d3e4",
-                                 "curl --upload-file notes:v2.txt https://host/")),
+                                 "curl --upload-file notes:v2.txt https://host/", "curl -u guest:guest http://localhost:15672/api/overview",
+                                 "curl -u 'admin:admin' http://localhost:3000/api/health")),
     # The space-separated twin of ``--token=VALUE``: generic-api-key's bar, not generic-password's any literal.
     # The flag's name ends in a secret word, so ``--token-file`` passes. ``-p`` is a port as often as a password:
-    # left out. docker, podman and buildah's ``--secret`` takes a secret's name or ``id=…,src=…``, never its value.
+    # left out. docker, podman, buildah and gcloud's ``--secret`` takes a secret's name or ``id=…,src=…``, never its value.
     _rule("secret-flag", "Value of a command-line flag named for a secret (--token VALUE, --api-key VALUE)",
           r"(?<![\w-])--?(?:[a-z0-9]+[-_]){0,4}"
           r"(?:token|secret|(?:api|access|secret|private)[-_]?key|credentials?)"
           r"[ \t]+(?P<q>[\"'])?(?!-)(?P<secret>" + _VALUE_CHAR + r"{8,})" + _VALUE_END,
           ("token", "secret", "key", "credential"), entropy=3.0, validate=_flag_value, one_line=True,
-          not_after=_COMMAND.format("docker|podman|buildah") + r"--secret[ \t]+[\"']?$",
+          not_after=_COMMAND.format("docker|podman|buildah|gcloud") + r"--secret[ \t]+[\"']?$",
           true_samples=lambda: ("gh auth login --token " + _fake("", 24, seed="flag"),
                                 "tool --api-key '" + _fake("", 32, seed="key") + "' --verbose",
                                 "cast send --private-key 0x" + _fake("", 64, "0123456789abcdef", seed="eth"),
@@ -570,7 +609,12 @@ RULES: Tuple[Rule, ...] = (
                                  "buildah build \\\n  --secret prod-db-creds2 .", "tool --api-key @key.txt",
                                  "tool --token --verbose", "tool --max-tokens 4096",
                                  "use the --token flag for CI authentication", 'tool --token "$(cat ~/.token)"',
-                                 "tool --private-key ~/.ssh/id_ed25519")),
+                                 "tool --private-key ~/.ssh/id_ed25519", "ansible-playbook site.yml --private-key id_rsa_deploy2",
+                                 "tool --private-key keys/deploy-2024.pem", "tool --credentials creds-prod-2024.json",
+                                 "gcloud secrets versions access 3 --secret my-db-password2",
+                                 "kubeadm join 192.168.0.200:6443 --token abcdef.0123456789abcdef",
+                                 "tool --api-key sk-proj-abc123", "tool --token 1234567890abcdef",
+                                 "tool --token $env:GITHUB_TOKEN")),
     # The space-separated twin of ``--password=VALUE``: generic-password's any literal, a bare word only quoted (the
     # ``--password option``). A database client's ``--password`` takes its value attached (``mysql --password=pw``,
     # ``-ppw``) or none (``psql --password`` prompts): the word after it is the database.
@@ -606,7 +650,7 @@ RULES: Tuple[Rule, ...] = (
           r"[\"']?[ \t]*(?:=(?!=)|:=|=>|:)[ \t]*(?P<q>[\"'`])?(?:(?:bearer|basic|token)[ \t]+)?"
           r"(?P<secret>" + _VALUE_CHAR + r"{8,})" + _VALUE_END,
           ("pass", "pwd", "secret", "token", "key", "auth", "credential"), flags=re.IGNORECASE,
-          entropy=3.0, validate=_plausible_secret, one_line=True,
+          entropy=3.0, validate=_plausible_secret, one_line=True, not_after=_SECRET_ARN,
           true_samples=lambda: ("DB_PASSWORD=Sup3r" + _fake("", 10, seed="pw") + "!",
                         '"api_key": "' + _fake("", 32, seed="json") + '"',
                         "Authorization: Bearer " + _fake("", 40, seed="bearer"),
@@ -629,7 +673,13 @@ RULES: Tuple[Rule, ...] = (
                          "the token: it expires after 10 minutes", "if token == Comment.Special:",
                          "private_key: Ed25519PrivateKey | Ed448PrivateKey", "bypass: true", "compass = Compass2D(x)",
                          "X25519PrivateKey = rust_openssl.hpke.X25519PrivateKey",
-                         '{"Proxy-Authorization": "Basic <username>:<password>"}')),
+                         '{"Proxy-Authorization": "Basic <username>:<password>"}',
+                         "SESSION_SECRET=replace-with-32-random-chars", "NEXTAUTH_SECRET=generate-with-openssl-rand-base64-32",
+                         "aws cognito-idp initiate-auth --auth-parameters USERNAME=jane,PASSWORD=Example-123",
+                         "terraform import aws_secretsmanager_secret.db "
+                         "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod-db-2024",
+                         "gcloud run deploy app --update-secrets=API_KEY=api-key:latest",
+                         "gcloud run deploy app --set-secrets API_KEY=projects/123/secrets/api-key:2")),
     # After generic-api-key, which names what both find. A lowercase name (``password``, ``dbPassword``)
     # is also code's: its unquoted value needs a digit or a symbol, since a bare word there is a variable,
     # a type or prose (``password = new_password``, ``password: str``, ``password: see the vault``), unless
@@ -643,12 +693,12 @@ RULES: Tuple[Rule, ...] = (
           r"(?:(?:^|(?<=\n))[ \t]*(?:-[ \t]+)?(?P<key>(?=[\"']?[\w.-]+[\"']?:(?![:=])))[\"']?)?"
           r"(?<![\w.-])(?:(?P<literal>)(?:(?<=[;?&])|(?=--)|(?-i:(?=[A-Z0-9_.-]+[\"']?[ \t]*[=:]))))?"
           r"[\w.-]{0,60}?(?:passw(?:or)?d|pass[_.-]?phrase|pwd|(?<=[_.-])pass|secret)"
-          r"[\"']?[ \t]*(?:=(?!=)|:=|=>|:(?!:))[ \t]*(?P<q>[\"'`])?"
+          r"[\"']?[ \t]*(?:=(?!=)|:=|=>|:(?![:?]))[ \t]*(?P<q>[\"'`])?"
           r"(?(literal)|(?(q)|(?:" + _NOT_A_WORD
           + r"|(?(key)(?=(?-i:[A-Z]?[a-z]+)[ \t]*(?:#[^\n]*)?(?:\r?\n|$))|(?!)))))"
           r"(?P<secret>" + _VALUE_CHAR + r"{6,})"
           + _VALUE_END,
-          ("pass", "pwd", "secret"), flags=re.IGNORECASE, validate=_assigned_password, one_line=True,
+          ("pass", "pwd", "secret"), flags=re.IGNORECASE, validate=_assigned_password, one_line=True, not_after=_SECRET_ARN,
           true_samples=lambda: ("DB_PASSWORD=hunter2hunter2", 'DB_PASSWORD="hunter2hunter2"', "password: hunter2hunter2",
                         "PGPASSWORD=correcthorsebattery", "export MYSQL_PWD=hunter2",
                         "PGPASSWORD=correcthorse psql -h db.internal app", '"password": "hunter2hunter2"',
@@ -675,7 +725,9 @@ RULES: Tuple[Rule, ...] = (
                          "password: enabled", "  password: boolean", 'password: "${DB_PASSWORD}"',
                          "password = userinput", "password: new_password", 'password = "password"',
                          "password: Optional", "password: correcthorse;",
-                         "DB_PASSWORD=arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf")),
+                         "DB_PASSWORD=arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf",
+                         "JWT_SECRET=change-this-to-a-random-string", "tool --password ${DB_PASSWORD:?required}",
+                         "tool --password=@pw.txt")),
 )
 
 

@@ -546,3 +546,37 @@ def test_the_push_scan_applies_the_command_line_rules_too():
 
     assert not blob_is_clean(("text: deploy --token " + _token("Zq8", 21, seed=103) + "\n").encode())
     assert blob_is_clean(b"text: deploy --token-file /run/secrets/token\n")
+
+
+# ---- what agents quote from tools' docs: kept, and a real value in its place still goes ----------------------
+
+REAL = _token("Zq8", 21, seed=120)
+TOOL_DOCS = [
+    # (the usage a tool's docs or a .env.example show, the same place holding a real-shaped secret)
+    ("ansible-playbook site.yml --private-key id_rsa_deploy2", "ansible-playbook site.yml --private-key " + REAL),
+    ("terraform apply -var-file=prod.tfvars --private-key keys/deploy-2024.pem", "tool --private-key " + REAL),
+    ("gcloud secrets versions access latest --secret prod-api-key-v2", "gcloud auth login --token " + REAL),
+    ("kubeadm join 192.168.0.200:6443 --token abcdef.0123456789abcdef", "kubeadm join 10.0.0.1:6443 --token " + REAL),
+    ("tool --api-key abcd1234efgh5678", "tool --api-key " + REAL),
+    ("glab auth login --token glpat-" + "x" * 20, "glab auth login --token " + _token("gl" + "pat-", 20, seed=121)),
+    ("DATABRICKS_TOKEN=dapi" + "0123456789abcdef" * 2, "DATABRICKS_TOKEN=" + _token("da" + "pi", 32, HEX, seed=122)),
+    ("JWT_SECRET=change-this-to-a-random-string", "JWT_SECRET=" + REAL),
+    ("SESSION_SECRET=replace-with-32-random-chars", "SESSION_SECRET=" + REAL),
+    ("USERNAME=jane,PASSWORD=Example-123", "USERNAME=jane,PASSWORD=" + REAL),
+    ("terraform import aws_secretsmanager_secret.db arn:aws:secretsmanager:us-east-1:123456789012:secret:prod-db-2024",
+     "the db secret: " + REAL),
+    ("gcloud run deploy app --set-secrets API_KEY=projects/123/secrets/api-key:2",
+     "gcloud run deploy app --set-env-vars API_KEY=" + REAL),
+    ("tool --token $env:GITHUB_TOKEN", "tool --token " + REAL),
+    ("tool --password ${DB_PASSWORD:?required}", 'DB_PASSWORD="${DB_PASSWORD:-' + REAL + '}"'),
+    ("curl -u guest:guest http://localhost:15672/api/overview", "curl -u guest:" + REAL + " http://localhost:15672/api/overview"),
+]
+
+
+@pytest.mark.parametrize("usage,real", TOOL_DOCS, ids=[u for u, _ in TOOL_DOCS])
+def test_a_tools_documented_usage_is_kept_and_a_real_secret_in_its_place_goes(usage, real):
+    """A memory quoting how to run a tool (a key file, a secret's name, a placeholder a .env.example or the docs
+    count out) loses nothing; the same command or assignment holding a real secret loses the secret."""
+    assert redact(usage) == (usage, [])
+    out, findings = redact(real)
+    assert findings and all(real[f.start:f.end] not in out for f in findings)
