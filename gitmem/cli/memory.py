@@ -292,9 +292,9 @@ def search(store: Store, query: str, limit: int, type_, tag, path, author_kind, 
 
     Words and meaning both count when a sentence encoder is installed (hybrid recall; the JSON's
     "recall" says which ran), else words alone. A memory's meaning is embedded once (about 65 ms of a
-    core): when more wait than 4 s of CPU embeds (about 50: a fresh clone, a large pull), or while they are
-    embedded, the search answers by words at once, says so on stderr and embeds them in the background;
-    `gitmem embed` embeds them now.
+    core): when the memories still waiting would take over 4 s of CPU (about 50: a fresh clone, a large
+    pull), or while a background process embeds them, the search answers by words at once, says so on
+    stderr and leaves them to the background; `gitmem embed` embeds them now.
 
     JSON: {"query", "ref", "recall", "hits": [{"score", "match", "similarity"?, "stale"?, "memory"}]}; a memory
     in conflict after a merge also has "conflict": {"fields", "ours", "theirs", "note"} (as MCP get), and its

@@ -61,8 +61,8 @@ def check(store: Store, proposal: str, paths: Sequence[str], as_json: bool) -> N
 
     PROPOSAL - reads it from stdin (a plan in a file: gitmem check - < plan.md).
 
-    As `gitmem search`, it judges by words at once when more memories wait for vectors than 4 s of CPU embeds
-    (about 50), says so, and embeds them in the background (`gitmem embed` embeds them now).
+    As `gitmem search`, it judges by words at once when the memories still waiting for vectors would take over
+    4 s of CPU to embed (about 50), says so, and leaves them to the background (`gitmem embed` embeds them now).
 
     Example: gitmem check "move the job queue to Redis" --path src/jobs/queue.py
     """
