@@ -74,22 +74,14 @@ def changed_blobs(store: Store, old: Optional[str], new: Optional[str]
     return _by_id(removed), _by_id(added)
 
 
-def _fast_forward_changes(repo: pygit2.Repository, ours: str,
-                          theirs: str) -> Tuple[List[str], List[str], List[str]]:
-    """(added, changed, removed) memory ids from ours to theirs, by a tree diff: shared subtrees
-    are skipped, so a fast-forward by one memory costs a few trees, not 3 full listings."""
-    diff = repo.diff(repo[ours].peel(pygit2.Tree), repo[theirs].peel(pygit2.Tree))  # type: ignore[call-overload]  # pygit2 stub
-    added: set = set()
-    removed: set = set()
-    changed: set = set()
-    for delta in diff.deltas:
-        path = delta.new_file.path if delta.status_char() != "D" else delta.old_file.path
-        if path.split("/", 1)[0] not in model.TYPES or not path.endswith(".yaml"):
-            continue
-        memory_id = path.rsplit("/", 1)[1][:-5]
-        {"A": added, "D": removed}.get(delta.status_char(), changed).add(memory_id)
-    changed |= added & removed  # a memory that moved (its type changed) is a change
-    return sorted(added - removed), sorted(changed), sorted(removed - added)
+def _fast_forward_changes(store: Store, ours: str, theirs: str
+                          ) -> Tuple[List[str], List[str], Dict[str, Tuple[str, str]]]:
+    """(added, changed) memory ids from ours to theirs, and the removed ones' (path, blob) in ours, by
+    :func:`changed_blobs`: shared subtrees are not read, so a fast-forward by one memory costs a few trees
+    (libgit2's tree diff read every tree of both: 0.2 s a pull at 100,000 memories)."""
+    removed, added = changed_blobs(store, ours, theirs)
+    changed = added.keys() & removed.keys()  # a changed blob, or a memory that moved (its type changed)
+    return sorted(added.keys() - changed), sorted(changed), {i: e for i, e in removed.items() if i not in changed}
 
 
 def believed_until(now: Optional[float] = None) -> str:
@@ -189,10 +181,9 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
         if base == theirs:
             return MergeResult("up-to-date", ours)
         if base == ours:
-            added, changed, removed = _fast_forward_changes(repo, ours, theirs)
-            if removed:  # a blob that is no valid memory may go (doctor --drop-invalid): only memory is kept
-                e_ours = blobs_by_id(store, ours)
-                removed = [i for i in removed if i in e_ours and _is_memory(store, e_ours[i])]
+            added, changed, gone = _fast_forward_changes(store, ours, theirs)
+            # a blob that is no valid memory may go (doctor --drop-invalid): only memory is kept
+            removed = [i for i, entry in gone.items() if _is_memory(store, entry)]
             if not removed and not _untaken_changes(store, ours, theirs, changed, not_after):
                 tip, redacted = redacted_onto(store, theirs, ours, author, source)
                 store.move_ref(expected, tip, f"gitmem merge: fast-forward to {theirs[:12]}")
@@ -366,8 +357,7 @@ def redacted_onto(store: Store, theirs: str, ours: Optional[str], author: Option
     if ours is None:  # a first pull: every blob, its conflict files' too
         arrived = [*store.snapshot(theirs).entries(), *conflict_blobs(store, theirs).items()]
     else:  # what the tree diff brings: a fast-forward by one memory reads a few trees
-        diff = repo.diff(repo[ours].peel(pygit2.Tree), repo[theirs].peel(pygit2.Tree))  # type: ignore[call-overload]
-        arrived = [(d.new_file.path, str(d.new_file.id)) for d in diff.deltas if d.status_char() != "D"]
+        arrived = store.warm.arrived(store.repository, store.tree_of(ours), store.tree_of(theirs))
     paths: Dict[str, List[str]] = {}  # blob -> every path it arrived at (a stray copy shares a memory's blob)
     for path, blob in arrived:
         paths.setdefault(blob, []).append(path)

@@ -130,6 +130,28 @@ class Warm:
             level = nxt
         return added, removed
 
+    def arrived(self, git: Git, old: str, new: str) -> List[Tuple[str, str]]:
+        """(path, blob id) of every blob of the tree ``new``, at any path (conflict files, stray copies), that
+        the tree ``old`` lacks at that path, reading only the subtrees that differ: libgit2's tree diff reads
+        every tree of both (0.1 s a pull at 100,000 memories)."""
+        out: List[Tuple[str, str]] = []
+        level: List[Tuple[str, Optional[str], str]] = [("", old, new)]
+        while level:
+            known = self.tree_entries(git, list(dict.fromkeys(t for _, a, b in level for t in (a, b) if t is not None)))
+            nxt: List[Tuple[str, Optional[str], str]] = []
+            for prefix, a, b in level:
+                mine = {name: (kind, oid) for name, kind, oid in known[a]} if a is not None else {}
+                for name, kind, oid in known[b]:
+                    was = mine.get(name)
+                    if was == (kind, oid):
+                        continue
+                    if kind == "tree":
+                        nxt.append((f"{prefix}{name}/", was[1] if was is not None and was[0] == "tree" else None, oid))
+                    elif kind == "blob":
+                        out.append((prefix + name, oid))
+            level = nxt
+        return out
+
     #: How many memories each list of a summary keeps: enough for the first page of ``gitmem list``,
     #: ``resume`` and the SessionStart hook's budget; a caller that needs more reads everything.
     NEWEST = 50
