@@ -626,20 +626,22 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
 
     A tip must be a commit: anything else (a blob, a tree, an annotated tag, whose message
     and tagger are scanned first) raises :class:`RemoteError`, since a memory ref only ever
-    points at a commit. Trees and blobs the remote already
-    has are skipped, so the cost is the new objects plus one walk of the known tips' trees.
-    Blobs found clean are remembered in the derived index (under a hash of the rules), so a
-    blob is read and scanned once, however many pushes send it."""
+    points at a commit. A tree or blob a known tip holds at the same path is skipped (only the known
+    trees at the paths of new trees are read), so the cost is what the push sends: a walk of the known
+    trees read all of them (0.2 s a push at 100,000 memories). Blobs found clean are remembered in the
+    derived index (under a hash of the rules), so a blob is read and scanned once, however many pushes
+    send it."""
     from .redact import redact, scan
     from .trust import printable, secret_blobs
 
     known = [k for k in dict.fromkeys(known) if k]
-    seen: Set[str] = set()
+    held: List[pygit2.Tree] = []  # the known tips' trees
     for k in known:
         try:
-            _mark(repo, repo[k].peel(pygit2.Tree), seen)
+            held.append(repo[k].peel(pygit2.Tree))
         except (KeyError, ValueError, pygit2.GitError):
             continue
+    seen: Set[str] = {str(t.id) for t in held}
     found: List[Tuple[str, str]] = []
 
     def look(text: str, where: str) -> None:
@@ -678,12 +680,15 @@ def outgoing_secrets(repo: pygit2.Repository, tips: Iterable[str], known: Iterab
             if str(tree.id) in seen:
                 continue
             seen.add(str(tree.id))
+            seen.update(_held_at(repo, held, prefix))
             look("\n".join(_text(e.raw_name) for e in tree), f"entry names in {prefix or '/'} (commit {short})")
             for entry in tree:
                 oid = str(entry.id)
+                if oid in seen:
+                    continue
                 if entry.type_str == "tree":
                     stack.append((f"{prefix}{entry.name}/", repo[entry.id].peel(pygit2.Tree)))
-                elif entry.type_str == "blob" and oid not in seen:
+                elif entry.type_str == "blob":
                     seen.add(oid)
                     blobs[oid] = f"{prefix}{entry.name} (commit {short})"
     for oid, rules in secret_blobs(repo, list(blobs)).items():
@@ -721,18 +726,16 @@ def _text(raw: Any) -> str:
     return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
 
 
-def _mark(repo: pygit2.Repository, tree: pygit2.Tree, seen: Set[str]) -> None:
-    stack = [tree]
-    while stack:
-        t = stack.pop()
-        if str(t.id) in seen:
-            continue
-        seen.add(str(t.id))
-        for entry in t:
-            if entry.type_str == "tree":
-                stack.append(repo[entry.id].peel(pygit2.Tree))
-            else:
-                seen.add(str(entry.id))
+def _held_at(repo: pygit2.Repository, held: Sequence[pygit2.Tree], prefix: str) -> Set[str]:
+    """Ids of the entries of each of the ``held`` trees' subtree at ``prefix`` (``a/b/``; "" the root)."""
+    out: Set[str] = set()
+    for root in held:
+        try:
+            tree = repo[root[prefix[:-1]].id].peel(pygit2.Tree) if prefix else root
+        except (KeyError, ValueError, pygit2.GitError):
+            continue  # not there, or not a tree
+        out.update(str(e.id) for e in tree)
+    return out
 
 
 def _leases(repo: pygit2.Repository, remote: str, tips: Dict[str, str]) -> Dict[str, str]:

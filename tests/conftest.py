@@ -195,6 +195,27 @@ def conflicted(repo):
     return main, shared.id
 
 
+class ReadSpy(pygit2.OdbBackend):
+    """Ahead of every other backend: counts the objects libgit2 is asked to read, then lets the next answer."""
+
+    def __init__(self):
+        super().__init__()
+        self.reads = 0
+
+    def read_cb(self, oid):
+        self.reads += 1
+        raise KeyError(str(oid))
+
+    def read_prefix_cb(self, prefix):
+        raise KeyError(prefix)
+
+    def read_header_cb(self, oid):
+        raise KeyError(str(oid))
+
+    def exists_cb(self, oid):
+        return False
+
+
 def seeded(repo: Path, n: int):
     """A store of ``n`` memories on five topics in one commit (one id a millisecond, oldest first), a
     convention every 500: a large store made in a moment."""

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import time
 
-import pygit2
 import pytest
 
 from gitmem import Store
 from gitmem.merge import list_conflicts, merge_into, resolve
 from gitmem.errors import GitmemError, InvalidMemory, Untrusted
-from gitmem.model import Author, Memory, dump_yaml, memory_path, new_id, utc_now
+from gitmem.model import Author
 
-from conftest import DAMAGES, damage_ref, git, gitmem, make_repo
+from conftest import DAMAGES, ReadSpy, damage_ref, git, gitmem, make_repo, seeded
 
 ALICE = Author("Alice", "alice@example.com", "human")
 
@@ -357,36 +356,12 @@ def test_a_fast_forward_reports_the_memories_it_added_and_changed(store):
     assert kept.memory.id in store.memories()
 
 
-class ReadSpy(pygit2.OdbBackend):
-    """Ahead of every other backend: counts the objects libgit2 is asked to read, then lets the next answer."""
-
-    def __init__(self):
-        super().__init__()
-        self.reads = 0
-
-    def read_cb(self, oid):
-        self.reads += 1
-        raise KeyError(str(oid))
-
-    def read_prefix_cb(self, prefix):
-        raise KeyError(prefix)
-
-    def read_header_cb(self, oid):
-        raise KeyError(str(oid))
-
-    def exists_cb(self, oid):
-        return False
-
-
-def test_a_fast_forward_by_one_memory_reads_the_trees_it_changed_not_every_tree(store):
+def test_a_fast_forward_by_one_memory_reads_the_trees_it_changed_not_every_tree(repo):
     """A pull of one memory into 100,000 fast-forwards: the diff it checks (no deletion, no future stamp)
     reads the few trees that changed, not every bucket of both tips (0.2 s a pull at 100,000)."""
-    memories = [Memory(id=new_id(1_760_000_000_000 + i), type="fact", text=f"fact {i}", author=ALICE, source="cli",
-                       created=utc_now()) for i in range(400)]
-    seed = store.commit_tree({memory_path(m): dump_yaml(m) for m in memories}, "seed", ALICE, base=None)
-    store.move_ref(None, seed, "seed")
+    store = seeded(repo, 400)
     side = Store(store.repo, "side")
-    side.retrying(lambda: side.move_ref(None, seed, "fork"))
+    side.retrying(lambda: side.move_ref(None, store.own_tip(), "fork"))
     new = side.add("fact", "new on side", author=ALICE).memory
     spy = ReadSpy()
     store.repo.odb.add_backend(spy, 2000)
