@@ -193,9 +193,16 @@ class IndexedMemories:
         n, listed = self._sql(read)  # one read: the view cannot move between the count and the lookups
         return n + sum((m is not None) - (i in listed) for i, m in self.changed.items())
 
-    def ids(self, type: Optional[str] = None, active: Optional[bool] = None) -> List[str]:
-        """Ids of the memories of ``type`` (None: any) that are (or are not) ``active`` (None: either), by id."""
+    def ids(self, type: Optional[str] = None, active: Optional[bool] = None,
+            newest: Optional[int] = None) -> List[str]:
+        """Ids of the memories of ``type`` (None: any) that are (or are not) ``active`` (None: either), by id;
+        ``newest``: only the newest that many (a list of the newest 40 decisions of 100,000 memories reads 40 ids,
+        not 25,000)."""
+        assert newest is None or not self.changed, "read through a commit's own view"
         where, args = _members_where(type, active)
+        if newest is not None:
+            return self._sql(lambda db, view: [i for (i,) in db.execute(
+                f"SELECT id FROM members WHERE view=?{where} ORDER BY id DESC LIMIT ?", [view, *args, newest])])[::-1]
         listed = self._sql(lambda db, view: [i for (i,) in db.execute(
             f"SELECT id FROM members WHERE view=?{where} ORDER BY id", [view, *args])])
         if not self.changed:

@@ -503,8 +503,8 @@ class Store:
                 return
         wanted = matcher(type=type, tag=tag, path=path, author_kind=author_kind, source=source, status=status,
                           before=before)
-        yield from self._read(self._listed(at, type, status, path, tag, limit, author_kind, source), wanted, at, limit,
-                              before)
+        listed = self._listed(at, type, status, path, tag, limit, author_kind, source, None if before else limit)
+        yield from self._read(listed, wanted, at, limit, before)
 
     def matching_ids(self, *, type: Optional[str] = None, tag: Optional[str] = None, path: Optional[str] = None,
                      author_kind: Optional[str] = None, source: Optional[str] = None,
@@ -606,10 +606,12 @@ class Store:
 
     def _listed(self, at: Optional[str], type: Optional[str], status: Optional[str],
                 path: Optional[str], tag: Optional[str] = None, limit: Optional[int] = None,
-                author_kind: Optional[str] = None, source: Optional[str] = None) -> Optional[Tuple[Any, List[str]]]:
+                author_kind: Optional[str] = None, source: Optional[str] = None,
+                newest: Optional[int] = None) -> Optional[Tuple[Any, List[str]]]:
         """(the index's view of the memories at ``at``, the ids there of the given type, status (active or
         not), path, author kind and source, by id, and only those whose words hold a ``tag``'s); None where the
-        index cannot answer or a full load must report invalid blobs."""
+        index cannot answer or a full load must report invalid blobs. ``newest``: only the newest that many
+        where the index alone picks them (by type, and status active or any), as a limited listing lists."""
         from .postings import IndexedMemories
 
         tip = at or self.tip()
@@ -622,7 +624,8 @@ class Store:
             # a tag's memories from the postings of its words, unless it is so common that the newest ``limit``
             # of them are found sooner by reading the newest memories
             having = view.having(terms, type, active, at_most=limit and 64 * limit) if terms else None
-            ids = having if having is not None else view.ids(type, active)
+            exact = not (terms or path is not None or author_kind or source) and status in (None, "active")
+            ids = having if having is not None else view.ids(type, active, newest if exact else None)
             if path is not None:
                 near = view.touching([path])
                 ids = [i for i in ids if i in near]

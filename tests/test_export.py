@@ -602,6 +602,25 @@ def test_a_large_store_exports_the_section_rendering_all_of_it_would(repo):
     assert "memories are not shown here" in text
 
 
+def test_an_export_of_a_large_store_reads_only_the_newest_ids_of_each_type_from_the_index(repo, monkeypatch):
+    """A section holds the newest few of each type: an export of 100,000 memories read every id of each type
+    from the index to keep those (0.1 s), as `gitmem list --type decision -n 5` did."""
+    from conftest import seeded
+    from gitmem.postings import IndexedMemories
+
+    store = seeded(repo, 1_200)
+    read = []
+    real = IndexedMemories.ids
+    monkeypatch.setattr(IndexedMemories, "ids", lambda self, *a: read.append(len(got := real(self, *a))) or got)
+
+    assert [m.id for m in store.list(type="fact", limit=5)] == [m.id for m in store.list(type="fact")][-5:]
+    assert read == [5, 1_197]
+    del read[:]
+    text = export(store, "agents-md").text
+    assert "memories are not shown here" in text
+    assert max(read) < 1_197
+
+
 @pytest.mark.parametrize("mine", [
     "# Agents\n\nmine\n\n- Deploys happen on Fridays\n" + END + "\n",  # the begin line deleted by hand
     "# Agents\n\n" + END + "\n\n" + BEGIN + "\n- Deploys happen on Fridays\n" + END + "\n",
