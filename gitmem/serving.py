@@ -63,7 +63,9 @@ def _warm(path: str, branch: Optional[str]) -> None:
     try:
         store = Store.open(path, branch)
         store.summary()
-        postings.members(store)
+        tip = store.tip()
+        if tip is not None:  # the view brought to the tip, reading none of its rows (all of them: 0.1 s at 100,000)
+            postings.IndexedMemories(store, tip).answers()
     except (GitmemError, OSError):
         pass  # the first call meets it again, and says it to the client
 

@@ -1,5 +1,6 @@
 """Local servers: a taken port is one clear error before anything claims to be serving."""
 
+import os
 import socket
 
 import pytest
@@ -99,3 +100,29 @@ def test_the_servers_default_ports_differ_so_all_can_run_at_once():
 
     ports = [port_of("ui"), port_of("emulator", "serve"), port_of("router", "serve"), port_of("mcp")]
     assert len(set(ports)) == 4, ports
+
+
+def test_a_servers_warm_up_brings_the_index_to_the_tip_without_listing_every_memory(repo, monkeypatch):
+    """A server starts by bringing the branch's index view to the tip, so its first call finds it there; it read
+    every memory's row into a dict it then dropped (0.1 s at 100,000, which the first call waited for)."""
+    import sqlite3
+
+    from conftest import seeded
+    from gitmem import postings, serving
+
+    store = seeded(repo, 50)
+    store.add("fact", "written since the index last saw the tip")
+    index = repo / ".git" / "gitmem"
+    for name in os.listdir(index):  # as a clone finds it: no derived index yet
+        os.remove(index / name)
+    listed = []
+    real = postings.members
+    monkeypatch.setattr(postings, "members", lambda *a, **k: listed.append(a) or real(*a, **k))
+
+    serving.warm_up(str(repo))
+    serving.on_library_thread(lambda: None)  # the warm-up queued before it is done
+
+    with sqlite3.connect(f"file:{index / 'index.sqlite'}?mode=ro", uri=True) as db:
+        views = db.execute("SELECT ref, tree FROM views").fetchall()
+    assert views == [("refs/memory/main", store.tree_of(store.tip()))]
+    assert listed == []
