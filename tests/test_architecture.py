@@ -12,7 +12,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "gitmem"
 
 #: Plain data in, plain data out: these modules are tested without a repository.
-PURE_CORE = ["model", "tokens", "redact", "policy", "pricing", "usage", "records", "search", "check", "context",
+PURE_CORE = ["model", "errors", "tokens", "redact", "policy", "pricing", "usage", "records", "search", "check", "context",
              "jsontext", "text"]
 #: What the pure core may not import: git, processes, sockets and HTTP, databases, servers,
 #: and every gitmem module that reaches git or the network.

@@ -329,3 +329,70 @@ def test_the_json_each_command_prints_has_the_keys_its_help_documents(tmp_path):
         result = gitmem(repo, *args, "--json", check=False)
         assert result.stdout.startswith("{"), (args, result.stderr)
         check_shape(json.loads(result.stdout), body, paragraph, " ".join(args))
+
+
+def layer_rows() -> dict[str, list[str]]:
+    """docs/architecture.md's layers table: each layer and the modules its second column names."""
+    section = DOCS["architecture.md"].split("## The layers", 1)[1]
+    rows = re.findall(r"^\| ([a-z ]+) \| (.*?) \| ", section, re.M)
+    return {layer: [m.rstrip("/") for m in re.findall(r"`([a-z_]+/?)`", modules)] for layer, modules in rows
+            if layer != "layer"}
+
+
+def test_the_architecture_table_names_every_module_of_gitmem_and_no_other():
+    """Each module and package of gitmem/ sits in one layer of docs/architecture.md's table, and each name there is
+    one (errors and router were in none)."""
+    package = ROOT / "gitmem"
+    actual = {p.stem for p in package.glob("*.py") if p.stem not in ("__init__", "__main__")} | \
+        {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
+    named = [m for modules in layer_rows().values() for m in modules]
+    assert sorted(m for m in set(named) if named.count(m) > 1) == []
+    assert sorted(actual - set(named)) == [] and sorted(set(named) - actual) == []
+
+
+def test_the_architecture_tables_pure_core_is_the_one_the_import_test_guards():
+    from test_architecture import PURE_CORE
+
+    assert sorted(layer_rows()["pure core"]) == sorted(PURE_CORE)
+
+
+def test_every_file_of_this_checkout_the_docs_name_exists():
+    """A `gitmem/...`, `tests/...` or `bench/...` path in the README or a docs page is a file here (what
+    `.git/gitmem/` holds is another place)."""
+    named = [(name, m.group(1)) for name, doc in [("README.md", README), *DOCS.items()]
+             for m in re.finditer(r"(?<![\w./-])((?:gitmem|tests|bench)/[\w./-]*\w)", doc)]
+    assert len(named) >= 30
+    assert [(doc, path) for doc, path in named if not (ROOT / path).exists()] == []
+
+
+def test_every_gitmem_name_the_docs_give_resolves():
+    """`gitmem.recall.AGENT_BUDGET`, `gitmem.memory_tool.sdk_tool()`: a dotted name whose first part is one of
+    gitmem's modules is an attribute there, and a snake_case one names a module (git config keys such as
+    `gitmem.prePush` are neither)."""
+    import importlib
+
+    package = ROOT / "gitmem"
+    modules = {p.stem for p in package.glob("*.py")} | {p.name for p in package.iterdir() if p.is_dir()}
+    wrong, checked = [], 0
+    for name, doc in [("README.md", README), *DOCS.items()]:
+        for dotted in re.findall(r"`(gitmem(?:\.\w+)+)", doc):
+            parts = dotted.split(".")
+            if parts[1] not in modules:
+                if "_" in parts[1]:
+                    wrong.append((name, dotted))
+                continue
+            checked += 1
+            cut = len(parts)
+            while cut > 1:
+                try:
+                    obj = importlib.import_module(".".join(parts[:cut]))
+                    break
+                except ImportError:
+                    cut -= 1
+            for attr in parts[cut:]:
+                if not hasattr(obj, attr):
+                    wrong.append((name, dotted))
+                    break
+                obj = getattr(obj, attr)
+    assert checked >= 20
+    assert wrong == []
