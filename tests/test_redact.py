@@ -580,3 +580,19 @@ def test_a_tools_documented_usage_is_kept_and_a_real_secret_in_its_place_goes(us
     assert redact(usage) == (usage, [])
     out, findings = redact(real)
     assert findings and all(real[f.start:f.end] not in out for f in findings)
+
+
+def test_every_rule_in_the_docs_table_is_one_of_the_code_with_its_keywords():
+    """docs/redact.md's table names no rule the code lacks, and its keywords column lists the rule's keywords (all of
+    them, or some then `…`)."""
+    import re
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "redact.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([a-z0-9-]+)` \| .* \| ([^|]*) \|$", docs, re.M)}
+    by_id = {rule.id: rule for rule in RULES}
+    assert len(rows) >= 40 and sorted(set(rows) - set(by_id)) == []
+    for rule_id, cell in rows.items():
+        listed = set(re.findall(r"`([^`]+)`", cell))
+        keywords = set(by_id[rule_id].keywords)
+        assert listed <= keywords and (listed == keywords or "…" in cell), (rule_id, listed, keywords)
