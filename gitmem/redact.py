@@ -279,9 +279,11 @@ def _assigned_password(value: str) -> bool:
 
 def _flag_literal(value: str) -> bool:
     """False for what a command-line flag takes besides a secret: filler (``ghp_xxxx…``), a file to read it from
-    (``@token.txt``), an option list (``docker build --secret id=npmrc,src=.npmrc``). A password counted out
-    (``test1234``) is a weak password, not a placeholder: only a token's is (:func:`_plausible_secret`)."""
-    return not _repeated(value) and not value.startswith("@") and "=" not in value.rstrip("=")
+    (``@token.txt``), an option list (``docker build --secret id=npmrc,src=.npmrc``: a lowercase key, then ``=``; a
+    random password holds an ``=`` anywhere). A password counted out (``test1234``) is a weak password, not a
+    placeholder: only a token's is (:func:`_plausible_secret`)."""
+    return (not _repeated(value) and not value.startswith("@")
+            and _compiled(r"[a-z][a-z0-9_-]*=(?!=|$)", 0).match(value) is None)
 
 
 def _flag_value(value: str) -> bool:

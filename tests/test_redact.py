@@ -483,6 +483,7 @@ def test_a_secret_under_a_key_name_still_goes_when_it_is_no_arn(text, out):
     ("deploy --token {v} --verbose", "deploy --token [REDACTED:secret-flag] --verbose"),
     ("tool --api-key '{v}'", "tool --api-key '[REDACTED:secret-flag]'"),
     ("curl -u ada:{v} https://ci.internal/", "curl -u ada:[REDACTED:curl-auth-user] https://ci.internal/"),
+    ("tool --api-key 'Gs={v}' -v", "tool --api-key '[REDACTED:secret-flag]' -v"),
     ('curl -X POST \\\n  --user "ada:{v}" \\\n  https://ci.internal/',
      'curl -X POST \\\n  --user "ada:[REDACTED:curl-auth-user]" \\\n  https://ci.internal/'),
 ])
@@ -505,9 +506,11 @@ def test_a_flag_that_reads_the_secret_elsewhere_or_names_a_placeholder_is_kept(t
     ("sshpass --password 'correcthorse' ssh ada@host", "sshpass --password '[REDACTED:password-flag]' ssh ada@host"),
     ("mysql -e 'show tables' app | tool --db-password shop_2024",
      "mysql -e 'show tables' app | tool --db-password [REDACTED:password-flag]"),
+    ("tool --password M=^A_ozpZk5Gc3lK", "tool --password [REDACTED:password-flag]"),
 ])
 def test_a_word_after_a_password_flag_is_a_password(text, out):
-    """Outside a database client a password flag's separate value is the password, word-like or not."""
+    """Outside a database client a password flag's separate value is the password, word-like or not, an ``=`` in it
+    included (only a lowercase key before one makes an option list)."""
     assert redact(text)[0] == out
 
 
