@@ -241,6 +241,21 @@ def test_a_planted_conflict_already_in_local_history_is_refused_and_resolve_keep
     git(mine, "fsck", "--strict", "--no-dangling")
 
 
+def test_a_planted_conflict_files_name_in_local_history_is_listed_inert(team):
+    """A name from a tree is an outsider's: ``gitmem conflicts`` and ``doctor`` show its escapes, never act on them."""
+    mine, _, _ = team
+    tip = git(mine, "rev-parse", "refs/memory/main").strip()
+    name = "conflicts/\x1b]0;owned\x07\u202eevil.yaml"
+    git(mine, "update-ref", "refs/memory/main",
+        commit(mine, tree_with(mine, tip, [("100644", blob(mine, "id: [\n"), name)]), tip))  # a hand edit
+
+    listed = run(mine, "conflicts")
+    doctor = run(mine, "doctor", "--offline", check=False)
+
+    assert "refused conflicts/\\x1b]0;owned\\x07\\u202eevil.yaml" in listed.stderr
+    assert not re.search("[\x1b\x07\u202e]", listed.stderr + listed.stdout + doctor.stdout + doctor.stderr)
+
+
 def _conflict_yaml(victim, fields) -> str:
     import yaml
 

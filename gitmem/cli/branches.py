@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 
 import click
 
-from ..text import plural
+from ..text import inert, plural
 from .base import author_options, echo, edit_in_editor, emit_json, json_option, main, pad, pass_store
 
 if TYPE_CHECKING:
@@ -302,7 +302,7 @@ def conflicts(store: Store, as_json: bool) -> None:
 
     found, refused = conflicts_and_problems(store)
     for path, why in refused:
-        click.echo(f"gitmem: refused {path}: {why}", err=True)
+        click.echo(inert(f"gitmem: refused {path}: {why}"), err=True)
     if as_json:
         emit_json({"ref": store.ref, "conflicts": [c.to_dict() for c in found],
                    "refused": [{"path": p, "why": w} for p, w in refused]})
