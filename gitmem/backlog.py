@@ -23,6 +23,8 @@ import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
+from .errors import GitmemError
+
 if TYPE_CHECKING:
     from .recall import Budget
     from .store import Store
@@ -37,7 +39,10 @@ def _folder(store: "Store") -> Optional[str]:
     if path is None:
         return None
     folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:  # a repository gitmem cannot write (read-only, or damaged): it runs without the index, and
+        return None  # so without its vectors
     return folder
 
 
@@ -52,7 +57,10 @@ def _locked(folder: str, waiting: Optional[Callable[[], None]] = None) -> Iterat
     except ImportError:
         yield None
         return
-    fd = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise GitmemError(f"cannot open the embedding lock {os.path.join(folder, LOCK)}: {e.strerror or e}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -68,9 +76,13 @@ def _locked(folder: str, waiting: Optional[Callable[[], None]] = None) -> Iterat
 
 
 def running(folder: str) -> bool:
-    """Whether a process embeds this index folder's backlog now."""
-    with _locked(folder) as fd:
-        return fd is None
+    """Whether a process embeds this index folder's backlog now (not where the lock cannot be opened: no
+    process of gitmem's can hold it there either, and a search must not fail for it)."""
+    try:
+        with _locked(folder) as fd:
+            return fd is None
+    except GitmemError:
+        return False
 
 
 def allowance(store: "Store", ms: float) -> "Budget":
@@ -117,7 +129,7 @@ def start_if_waiting(store: "Store") -> Optional[int]:
     if behind:
         try:
             start(store)
-        except OSError:
+        except (OSError, GitmemError):
             pass
     return behind
 
@@ -140,7 +152,6 @@ def _serve() -> None:
     until it exits): embed the backlog of the branch's memory, and say in one line what it did or why not."""
     import time
 
-    from .errors import GitmemError
     from .recall import embed_backlog
     from .store import Store
 

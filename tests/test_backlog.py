@@ -85,3 +85,34 @@ def test_no_call_embeds_while_the_background_process_does(store, monkeypatch):
         os.close(held)
     assert answer["recall"] == "by words only: 1 memories wait for vectors, embedded in the background"
     assert embed_backlog(store) >= 1  # still to compute: the call embedded nothing
+
+
+def test_a_search_runs_where_the_embedding_lock_cannot_be_had_and_embed_says_why_in_one_line(tmp_path):
+    """Every search and recall asks whether a background embedding runs (the lock): a lock that cannot be opened
+    (here a folder in its place), or an index folder that cannot be made, must not fail them; only `gitmem
+    embed`, which needs the lock, fails, in one line."""
+    from click.testing import CliRunner
+
+    from conftest import make_repo
+    from gitmem.cli import main
+    from gitmem.store import Store
+
+    repo = make_repo(tmp_path / "r")
+    Store.open(str(repo)).add("fact", "hello there, the queue retries")
+    runner = CliRunner()
+    env = {"GITMEM_ENCODER": "none"}
+    os.makedirs(repo / ".git" / "gitmem" / backlog.LOCK)
+    found = runner.invoke(main, ["-C", str(repo), "search", "queue"], env=env)
+    assert found.exit_code == 0 and "hello there" in found.output, found.output
+    store = Store.open(str(repo))
+    with pytest.raises(backlog.GitmemError, match=r"^cannot open the embedding lock .*embed\.lock: Is a directory$"):
+        backlog.embed(store)
+    assert backlog.allowance(store, 1000.0).ms == 1000.0  # nothing runs, as far as anyone can tell
+    other = make_repo(tmp_path / "o")
+    Store.open(str(other)).add("fact", "hello again, the queue retries")
+    import shutil
+
+    shutil.rmtree(other / ".git" / "gitmem")
+    (other / ".git" / "gitmem").write_text("not a folder\n")  # nothing can be made there: no index at all
+    found = runner.invoke(main, ["-C", str(other), "search", "queue"], env=env)
+    assert found.exit_code == 0 and "hello again" in found.output, found.output
