@@ -798,19 +798,27 @@ def _post_merge(store: Store, args: List[str], stdin: str) -> List[str]:
 def _merge_memory(store: Store, head: str, before: Optional[str]) -> List[str]:
     """Merge the memory of the branches whose code moving the branch from ``before`` to ``head`` brought in;
     what it did, as lines."""
-    from .branches import aside_notice, blocked_notice, held_notice, merge_branches, merged_by, written_elsewhere
+    from .branches import aside_notice, blocked_notice, held_notice, merge_branches, merged_by, reachable, \
+        written_elsewhere
+    from .checkpoint import link_commit
+    from .store import Store
 
     repo = store.repo
     commit = repo[head].peel(pygit2.Commit)
     names = merged_by(repo, store.branch, head, before)
+    for name in names:  # a merge run at once may beat the branch's last post-commit, run in the background
+        code = ref_target(repo, f"refs/heads/{name}")
+        if name != store.branch and code and reachable(repo, code, head):
+            try:  # as that hook would; it then finds it done
+                link_commit(Store(repo, name), code, source="hook")
+            except GitmemError:  # damaged memory, no identity: the merge below names what stops it
+                pass
     into = store.tip()
     held = [name for name in names if name != store.branch and written_elsewhere(repo, name, head, into)]
     result = merge_branches(store, [name for name in names if name not in held], source="hook")
     merged = result.merged
     if len(commit.parents) > 1 and any(m["kind"] != "up-to-date" for m in merged):
-        from .checkpoint import link_commit  # a merge commit that brought memory: the checkpoint stands at it
-
-        link_commit(store, head, source="hook")
+        link_commit(store, head, source="hook")  # a merge commit that brought memory: the checkpoint stands at it
     return [aside_notice(*item) for item in result.set_aside.items()] + [line for line in map(_describe, merged) if line] \
         + [blocked_notice(entry) for entry in result.blocked] + [held_notice(name, store.branch) for name in held]
 

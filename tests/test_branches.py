@@ -74,6 +74,22 @@ def test_feature_memory_stays_off_main_until_the_code_merges(repo):
     assert head in pygit2.Repository(str(repo))[link].message
 
 
+def test_a_merge_made_before_the_branch_s_background_post_commit_ran_still_links_its_last_commit(repo):
+    with_hooks(repo)
+    git(repo, "checkout", "-q", "-b", "feature")
+    speculative = add(repo, "decision", "Queue jobs in Postgres")["id"]
+    (repo / "jobs.py").write_text("x\n")
+    git(repo, "add", "jobs.py")
+    git(repo, "commit", "-q", "-m", "jobs", env={"GITMEM_HOOKS": "0"})  # its hook has not run yet
+    last = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "--no-edit", "feature")  # a script, an agent: at once
+    assert last in Store.open(str(repo)).get(speculative).commits
+    gitmem(repo, "hook", "post-commit", last, "refs/heads/feature")  # the late background hook: nothing left
+    git(repo, "merge-base", "--is-ancestor", tip(repo, "feature"), tip(repo, "main"))
+    assert next(b for b in list_branches(pygit2.Repository(str(repo))) if b.name == "feature").memory_merged
+
+
 def test_a_merge_concluded_with_git_commit_after_a_conflict_merges_memory(repo):
     """git runs post-merge only for a merge it commits itself: one that stopped on a conflict and was
     concluded with `git commit` reaches gitmem through post-commit, and the memory merges there."""
