@@ -224,8 +224,9 @@ class Memory(NamedTuple):
 
     @property
     def summary(self) -> str:
-        """A one-line label for logs and lists."""
-        line = (self.title or self.text).strip().splitlines()[0] if (self.title or self.text).strip() else ""
+        """A one-line label for logs and lists: the first line, cut at a newline only (``splitlines`` also cut at
+        a lone CR, U+2028 and the other separators, so a list showed a memory up to one with no sign of the rest)."""
+        line = (self.title or self.text).strip().split("\n", 1)[0].rstrip("\r")
         return line if len(line) <= 72 else line[:69] + "..."
 
     def evolve(self, **changes: Any) -> "Memory":

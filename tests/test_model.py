@@ -304,3 +304,11 @@ def test_a_text_only_its_redaction_makes_too_long_says_so(repo):
     assert len(text.encode()) < MAX_TEXT_BYTES
     with pytest.raises(InvalidMemory, match=r"over the \d+-byte limit, once \d+ secrets? in it had been redacted"):
         Store.open(str(repo)).add("fact", text)
+
+
+def test_a_summary_is_the_first_line_cut_at_a_newline_only():
+    assert mem(text="first line\r\nsecond").summary == "first line"
+    assert mem(text="tab\there \u2028 and the rest").summary == "tab\there \u2028 and the rest"
+    assert mem(text="carriage\rreturn, then more").summary == "carriage\rreturn, then more"
+    assert mem(text="x" * 100).summary == "x" * 69 + "..."
+    assert mem(text="  \n  indented second\n", title=None).summary == "indented second"
