@@ -438,6 +438,8 @@ def _update(store: "Store", ref: str, root: str) -> Optional[int]:
     try:
         added, removed = store.warm.diff(store.repository, start, root)
         parsed = store.warm.parse(store.repository, added, ref)
+    except KeyError as e:  # a tree the repository lacks (a partial clone's, say): damage or unfetched, said in one line
+        raise store._damaged(store.tip(), e) from None
     finally:
         index.flush()
     # A view's members are the entries that are memories at their paths: a stray copy of a blob under

@@ -396,13 +396,31 @@ def blob_at(repo: pygit2.Repository, treeish: str, path: str) -> Optional[str]:
         return None
 
 
-def damaged(ref: str, oid: Optional[str], e: Exception) -> StorageError:
+def damaged(ref: str, oid: Optional[str], e: Exception, repo: Optional[pygit2.Repository] = None) -> StorageError:
     """The error for an object that cannot be read: names the ref, the object (the one libgit2 did not find,
-    which may lie below ``oid`` in its history) and the doctor that repairs that ref."""
+    which may lie below ``oid`` in its history) and the doctor that repairs that ref. In a partial clone of
+    ``repo`` a missing object is one a filtered `git fetch` left on the remote, which libgit2 cannot fetch
+    lazily as git does: nothing is damaged, and git fetches it when asked to walk the ref."""
     named = re.search(r"\(([0-9a-f]{40})\)", str(e)) if isinstance(e, KeyError) else None
+    if isinstance(e, KeyError) and repo is not None and partial_clone(repo):
+        import shlex
+
+        return StorageError(f"{ref}: object {named.group(1) if named else oid} is not in this partial clone yet; "
+                            f"fetch it with `git rev-list --objects {shlex.quote(ref)} >/dev/null`")
     detail = "missing" if isinstance(e, KeyError) else f"unreadable ({str(e).splitlines()[0] if str(e) else e!r})"
     return StorageError(f"{ref} is damaged: object {named.group(1) if named else oid} is {detail}; "
                         f"run `{doctor_command(ref)}`")
+
+
+def partial_clone(repo: pygit2.Repository) -> bool:
+    """Whether git may leave objects on a promisor remote (`git clone --filter`): git 2.39 marks the remote
+    (remote.<name>.promisor), later ones also set extensions.partialClone."""
+    try:
+        return any(e.name.lower().startswith("remote.") and e.name.lower().endswith(".promisor")
+                   and (e.value or "").lower() in ("true", "yes", "on", "1") for e in repo.config) \
+            or config_get(repo, "extensions.partialClone") is not None
+    except (pygit2.GitError, OSError):
+        return False
 
 
 def doctor_command(ref: str, checked_out: Optional[str] = None) -> str:

@@ -422,7 +422,7 @@ class Store:
                 return GitmemError(f"no commit {echoed(commit)} in this repository")
             except pygit2.GitError:
                 pass
-        return damaged(self.read_ref(), commit, e)
+        return damaged(self.read_ref(), commit, e, self.repo)
 
     def snapshot(self, commit: Optional[str] = None) -> Snapshot:
         return Snapshot(self, commit if commit is not None else self.tip())

@@ -420,7 +420,7 @@ def read_memory(repo: pygit2.Repository, path: str, blob_id: str, ref: str) -> P
     try:
         kind, data = repo.odb.read(blob_id)  # the raw object: no Blob built around it
     except (KeyError, ValueError, pygit2.GitError) as e:
-        raise damaged(ref, blob_id, e) from None
+        raise damaged(ref, blob_id, e, repo) from None
     if kind != pygit2.GIT_OBJECT_BLOB:
         raise damaged(ref, blob_id, ValueError("not a blob"))
     try:

@@ -713,3 +713,28 @@ def test_a_new_memory_s_paths_never_name_a_file_inside_git(store, repo):
     again = Store.open(str(repo))
     assert again.get(old.id).paths == (".git/config",) and not again.problems
     assert again.edit(old.id, text="the remote is upstream").memory.paths == (".git/config",)  # its own paths stay
+
+
+@pytest.mark.parametrize("filter_", ["blob:none", "tree:0"])
+def test_memory_a_partial_clones_git_fetch_left_on_the_remote_is_said_to_be_unfetched_not_damaged(repo, tmp_path,
+                                                                                                  filter_):
+    """A partial clone's `git fetch` of memory (remote setup's refspecs) leaves blobs, or trees, on the remote,
+    and libgit2 does not fetch them lazily: `gitmem list` called the memory damaged and sent the user to doctor
+    (which found it damaged beyond repair), and `gitmem search` was a KeyError traceback. Each now says what to
+    run, and after it the memory reads."""
+    from conftest import gitmem
+
+    gitmem(repo, "add", "fact", "tests run with pytest")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(remote))
+    git(repo, "push", "-q", str(remote), "refs/memory/*:refs/memory/*")
+    git(remote, "config", "uploadpack.allowFilter", "true")
+    clone = tmp_path / "partial"
+    git(tmp_path, "clone", "-q", f"--filter={filter_}", f"file://{remote}", str(clone))
+    git(clone, "fetch", "-q", "origin", "refs/memory/*:refs/memory/*")
+    for args in (["list"], ["search", "pytest"]):
+        r = gitmem(clone, *args, check=False)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+        assert "not in this partial clone" in r.stderr and "damaged" not in r.stderr, r.stderr
+    git(clone, "rev-list", "--objects", "refs/memory/main")
+    assert "tests run with pytest" in gitmem(clone, "list").stdout
