@@ -17,7 +17,7 @@ from . import model
 from .model import Author, Memory
 from .refs import lock_file
 from .repo import (REMOTE_PREFIX, below_parents, blob_at, current_branch, default_author, doctor_command,
-                   entries_by_name, objects_read_once, ref_target)
+                   entries_by_name, objects_read_once, partial_clone, ref_target, unfetched)
 from .model import CONFLICTS_DIR, Problem, parse_memory
 from .store import Store
 from .text import plural
@@ -77,6 +77,10 @@ def doctor(store: Store, full: bool = False) -> List[Problem]:
         sound = None  # a hint naming nothing here (pruned, or a damaged index row): check everything
     known = [sound] if sound else []
     found = damage(store.repo, tip, known)
+    if found and _unfetched(store, found):  # nothing is damaged, and a recovery would drop the memory it holds
+        problems.append(Problem("error", store.ref, f"{unfetched(store.ref, found[:-len(' is missing')])}, then run "
+                                                    "doctor again"))
+        return problems
     if found:
         good = last_good_tip(store)
         command = doctor_command(store.ref, checked_out=current_branch(store.repo)[0])
@@ -228,6 +232,11 @@ def damage(repo: pygit2.Repository, tip: Optional[str], known: Sequence[str] = (
     return None
 
 
+def _unfetched(store: Store, found: str) -> bool:
+    """Whether :func:`damage`'s ``found`` is an object a partial clone has not fetched yet, not damage."""
+    return found.endswith(" is missing") and partial_clone(store.repo)
+
+
 def last_good_tip(store: Store) -> Optional[Tuple[str, str]]:
     """The newest tip in the ref's reflog whose whole history is intact, else a fetched copy of the branch's
     memory below the current tip whose history is (`git gc` expires reflog entries, and the memory this clone
@@ -263,6 +272,8 @@ def recover(store: Store, author: Optional[Author] = None, source: str = "doctor
     found = damage(store.repo, tip)
     if found is None:
         raise GitmemError(f"nothing to recover: the history of {store.ref} is intact")
+    if _unfetched(store, found):
+        raise GitmemError(f"nothing to recover in {store.ref}: {unfetched(store.ref, found[:-len(' is missing')])}")
     found_good = last_good_tip(store)
     if found_good is None:
         raise StorageError(f"{store.ref} is damaged ({found}) and no intact earlier tip is in its reflog or a "

@@ -403,13 +403,18 @@ def damaged(ref: str, oid: Optional[str], e: Exception, repo: Optional[pygit2.Re
     lazily as git does: nothing is damaged, and git fetches it when asked to walk the ref."""
     named = re.search(r"\(([0-9a-f]{40})\)", str(e)) if isinstance(e, KeyError) else None
     if isinstance(e, KeyError) and repo is not None and partial_clone(repo):
-        import shlex
-
-        return StorageError(f"{ref}: object {named.group(1) if named else oid} is not in this partial clone yet; "
-                            f"fetch it with `git rev-list --objects {shlex.quote(ref)} >/dev/null`")
+        return StorageError(f"{ref}: {unfetched(ref, f'object {named.group(1) if named else oid}')}")
     detail = "missing" if isinstance(e, KeyError) else f"unreadable ({str(e).splitlines()[0] if str(e) else e!r})"
     return StorageError(f"{ref} is damaged: object {named.group(1) if named else oid} is {detail}; "
                         f"run `{doctor_command(ref)}`")
+
+
+def unfetched(ref: str, what: str) -> str:
+    """What a partial clone's missing object (``what``: "object <id>") under ``ref`` is, and the git command that
+    fetches it: git walks the ref and fetches what it lacks from the promisor remote, which libgit2 cannot."""
+    import shlex
+
+    return f"{what} is not in this partial clone yet; fetch it with `git rev-list --objects {shlex.quote(ref)} >/dev/null`"
 
 
 def partial_clone(repo: pygit2.Repository) -> bool:

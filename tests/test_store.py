@@ -736,5 +736,13 @@ def test_memory_a_partial_clones_git_fetch_left_on_the_remote_is_said_to_be_unfe
         r = gitmem(clone, *args, check=False)
         assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
         assert "not in this partial clone" in r.stderr and "damaged" not in r.stderr, r.stderr
+    # doctor says so too, and offers no recovery: moving the ref back would drop the memory it cannot read
+    checked = gitmem(clone, "doctor", "--offline", check=False)
+    assert checked.returncode == 1 and "not in this partial clone yet" in checked.stdout + checked.stderr
+    assert "damaged" not in checked.stdout + checked.stderr and "--recover" not in checked.stdout + checked.stderr
+    tip = git(clone, "rev-parse", "refs/memory/main").strip()
+    refused = gitmem(clone, "doctor", "--recover", check=False)
+    assert refused.returncode == 1 and "nothing to recover" in refused.stderr and "git rev-list" in refused.stderr
+    assert git(clone, "rev-parse", "refs/memory/main").strip() == tip
     git(clone, "rev-list", "--objects", "refs/memory/main")
     assert "tests run with pytest" in gitmem(clone, "list").stdout
