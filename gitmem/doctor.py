@@ -77,9 +77,9 @@ def doctor(store: Store, full: bool = False) -> List[Problem]:
         sound = None  # a hint naming nothing here (pruned, or a damaged index row): check everything
     known = [sound] if sound else []
     found = damage(store.repo, tip, known)
-    if found and _unfetched(store, found):  # nothing is damaged, and a recovery would drop the memory it holds
-        problems.append(Problem("error", store.ref, f"{unfetched(store.ref, found[:-len(' is missing')])}, then run "
-                                                    "doctor again"))
+    fetch = _unfetched(store, found)
+    if fetch:  # nothing is damaged, and a recovery would drop the memory it holds
+        problems.append(Problem("error", store.ref, f"{fetch}, then run doctor again"))
         return problems
     if found:
         good = last_good_tip(store)
@@ -232,9 +232,13 @@ def damage(repo: pygit2.Repository, tip: Optional[str], known: Sequence[str] = (
     return None
 
 
-def _unfetched(store: Store, found: str) -> bool:
-    """Whether :func:`damage`'s ``found`` is an object a partial clone has not fetched yet, not damage."""
-    return found.endswith(" is missing") and partial_clone(store.repo)
+def _unfetched(store: Store, found: Optional[str]) -> Optional[str]:
+    """When :func:`damage`'s ``found`` is an object a partial clone has not fetched yet, not damage: that, and the
+    git command that fetches it."""
+    missing = " is missing"
+    if found is None or not found.endswith(missing) or not partial_clone(store.repo):
+        return None
+    return unfetched(store.ref, found[:-len(missing)])
 
 
 def last_good_tip(store: Store) -> Optional[Tuple[str, str]]:
@@ -272,8 +276,9 @@ def recover(store: Store, author: Optional[Author] = None, source: str = "doctor
     found = damage(store.repo, tip)
     if found is None:
         raise GitmemError(f"nothing to recover: the history of {store.ref} is intact")
-    if _unfetched(store, found):
-        raise GitmemError(f"nothing to recover in {store.ref}: {unfetched(store.ref, found[:-len(' is missing')])}")
+    fetch = _unfetched(store, found)
+    if fetch:
+        raise GitmemError(f"nothing to recover in {store.ref}: {fetch}")
     found_good = last_good_tip(store)
     if found_good is None:
         raise StorageError(f"{store.ref} is damaged ({found}) and no intact earlier tip is in its reflog or a "
