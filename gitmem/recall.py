@@ -577,12 +577,13 @@ def _parsed(store: "Store", rows: Sequence[Tuple[str, str, str]]) -> Dict[str, M
     return {b: m for b, m in parsed.items() if isinstance(m, Memory)}
 
 
-def _missing(store: "Store", encoder: "Encoder", cached: _Rows, latin_only: bool,
-             text: Optional[Callable[[Memory], str]]) -> int:
-    """How many of one view's rows (:func:`_rows_matrix`) have no vector yet."""
+def _view_lookup(store: "Store", encoder: "Encoder", cached: _Rows, latin_only: bool,
+                 text: Optional[Callable[[Memory], str]]) -> Optional[_Lookup]:
+    """Where each of one view's rows (:func:`_rows_matrix`) has its vector, and which have none yet; None when
+    the matrix kept for the view stands for these very rows (none is missing)."""
     kept = cached.matrices.get(_view_name(encoder, text))
     rows = _view_rows(cached, text)
-    return 0 if kept is not None and kept[0] is rows else len(_lookup(store, encoder, rows, kept, latin_only, text).todo)
+    return None if kept is not None and kept[0] is rows else _lookup(store, encoder, rows, kept, latin_only, text)
 
 
 def _view_rows(cached: _Rows, text: Optional[Callable[[Memory], str]]) -> List[Tuple[str, str, str]]:
@@ -602,9 +603,16 @@ def _views() -> List[Tuple["Encoder", bool, Optional[Callable[[Memory], str]]]]:
     return views + ([(english, True, None)] if english is not None else [])
 
 
-def _backlog_ms(store: "Store", cached: _Rows) -> float:
-    """The estimated CPU to embed every vector the views of ``cached`` lack: what a :class:`Budget` weighs."""
-    return sum(_missing(store, kind, cached, latin, text) * kind.cost_ms for kind, latin, text in _views())
+def _backlog_ms(store: "Store", cached: _Rows, known: Optional[Tuple[str, int]] = None) -> float:
+    """The estimated CPU to embed every vector the views of ``cached`` lack: what a :class:`Budget` weighs.
+    ``known``: (view name, how many it lacks) of a view the caller has just looked up, not looked up again."""
+    total = 0.0
+    for kind, latin, text in _views():
+        if known is not None and _view_name(kind, text) == known[0]:
+            total += known[1] * kind.cost_ms
+        elif (found := _view_lookup(store, kind, cached, latin, text)) is not None:
+            total += len(found.todo) * kind.cost_ms
+    return total
 
 
 def _memory_ms() -> float:
@@ -614,11 +622,12 @@ def _memory_ms() -> float:
 
 
 def _rows_matrix(store: "Store", encoder: "Encoder", cached: _Rows, budget: Optional[Budget],
-                 latin_only: bool = False, text: Optional[Callable[[Memory], str]] = None) -> Optional[Tuple[Any, Any]]:
+                 latin_only: bool = False, text: Optional[Callable[[Memory], str]] = None,
+                 found: Optional[_Lookup] = None) -> Optional[Tuple[Any, Any]]:
     """(positions, matrix): the vectors of one view's rows (:func:`_view_rows`; of those mostly in Latin script,
     with ``latin_only``), in their order, stacked as :func:`_matrix` stacks a loaded pool's; kept in
     ``cached.matrices`` per view, and reused by blob when the rows change. None when more are still to embed
-    than ``budget`` allows."""
+    than ``budget`` allows. ``found``: the view's :func:`_view_lookup`, when the caller has made it."""
     import numpy as np
 
     from .embedding import document_text
@@ -641,8 +650,8 @@ def _rows_matrix(store: "Store", encoder: "Encoder", cached: _Rows, budget: Opti
             and budget is not None and not budget.fits(lambda: _backlog_ms(store, cached)):
         matrices[f"{name} backlog"] = behind
         return None
-    _, keys, read, positions, wanted, was, looked, todo = _lookup(store, encoder, rows, kept, latin_only, text)
-    if todo and budget is not None and not budget.fits(lambda: _backlog_ms(store, cached)):
+    _, keys, read, positions, wanted, was, looked, todo = found or _lookup(store, encoder, rows, kept, latin_only, text)
+    if todo and budget is not None and not budget.fits(lambda: _backlog_ms(store, cached, (name, len(todo)))):
         matrices[f"{name} backlog"] = (rows, len(todo), version, index)
         return None
     embedded: Dict[str, Any] = {}
@@ -711,10 +720,10 @@ def embed_backlog(store: "Store") -> Optional[int]:
         return None
     done = 0
     for kind, latin, text in _views():
-        missing = _missing(store, kind, cached, latin, text)
-        if missing:
-            done += missing
-            _rows_matrix(store, kind, cached, None, latin, text)
+        found = _view_lookup(store, kind, cached, latin, text)
+        if found is not None and found.todo:
+            done += len(found.todo)
+            _rows_matrix(store, kind, cached, None, latin, text, found)
     return done
 
 
