@@ -90,8 +90,11 @@ def allowance(store: "Store", ms: float) -> "Budget":
     while a process embeds the backlog (the call would compute the same vectors beside it, on the same cores)."""
     from .recall import Budget
 
-    folder = _folder(store)
-    return Budget(0.0 if folder is not None and running(folder) else ms)
+    def busy() -> bool:
+        folder = _folder(store)
+        return folder is not None and running(folder)
+
+    return Budget(ms, busy)
 
 
 def start(store: "Store") -> bool:

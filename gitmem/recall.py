@@ -81,16 +81,19 @@ class Budget:
     view it reads. Counted in time, not texts: an e5 text costs about four MiniLM ones, so one count of texts
     was too tight for MiniLM or too loose for e5. Settled by the first view with something to embed: when the
     whole backlog fits, each view embeds its part inline; else none does, and the call answers by words (what
-    waits is recorded for :func:`waiting`), rather than pay for some views and leave the rest."""
+    waits is recorded for :func:`waiting`), rather than pay for some views and leave the rest. ``busy`` says
+    whether another process embeds the same vectors now (then nothing fits): asked only by a call with something
+    to embed, so a search that has every vector (or no encoder) never looks."""
 
-    def __init__(self, ms: float) -> None:
+    def __init__(self, ms: float, busy: Callable[[], bool] = lambda: False) -> None:
         self.ms = ms
+        self._busy = busy
         self._fits: Optional[bool] = None
 
     def fits(self, cost: Callable[[], float]) -> bool:
         """Whether ``cost`` (the backlog's, asked once) fits: one answer for the rest of the call."""
         if self._fits is None:
-            self._fits = cost() <= self.ms
+            self._fits = not self._busy() and cost() <= self.ms
         return self._fits
 
 
