@@ -226,11 +226,15 @@ def _safe(text):
         return "unreadable"
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=_TEXT, title=st.none() | _TEXT, tags=st.lists(_TEXT, max_size=2))
-def test_gitmem_yaml_read_directly_reads_as_the_safe_loader_reads_it(text, title, tags):
+#: Texts past the dumper's width of 100, which it wraps over lines (at single spaces only).
+_LONG = st.lists(_TRICKY | st.text(min_size=1, max_size=12), min_size=12, max_size=40).map(" ".join)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_TEXT | _LONG, title=st.none() | _TEXT, tags=st.lists(_TEXT, max_size=2), reason=st.none() | _LONG)
+def test_gitmem_yaml_read_directly_reads_as_the_safe_loader_reads_it(text, title, tags, reason):
     try:
-        stored = dump_yaml(mem(text=text, title=title, tags=tuple(tags))).decode("utf-8")
+        stored = dump_yaml(mem(text=text, title=title, tags=tuple(tags), reason=reason)).decode("utf-8")
     except InvalidMemory:
         assume(False)
     fast = load_own_yaml(stored)
@@ -249,10 +253,17 @@ def _documents(draw):
     """Documents shaped like gitmem's YAML, in every form the direct reader accepts or refuses."""
     lines = []
     for key in draw(st.lists(st.sampled_from(["schema", "id", "text", "tags", "author", "source", "x_y"]), max_size=3)):
-        form = draw(st.sampled_from(["plain", "quoted", "list", "author", "block", "bare"]))
+        form = draw(st.sampled_from(["plain", "quoted", "list", "author", "block", "bare", "wrapped"]))
         value = draw(_VALUE)
         if form == "plain":
             lines.append(f"{key}: {value}")
+        elif form == "wrapped":  # a long scalar over lines, as the dumper wraps one, and shapes near it
+            quote = draw(st.sampled_from(["", "'"]))
+            lines.append(f"{key}: {quote}{value}" + draw(st.sampled_from(["", " ", "\t"])))
+            for part in draw(st.lists(_VALUE, min_size=1, max_size=3)):
+                lines.append(draw(st.sampled_from(["  ", "  ", "   ", " ", "", "  \t"])) + part
+                             + draw(st.sampled_from(["", "", " "])))
+            lines[-1] += quote
         elif form == "quoted":
             lines.append(f"{key}: '" + value.replace("'", draw(st.sampled_from(["''", "'"]))) + "'")
         elif form == "list":
@@ -279,6 +290,16 @@ def _documents(draw):
 @example("text: |-\n  a\n b\n")
 @example("author:\n  name: x\n  name: y\n")
 @example("schema: 012\n")
+@example("text: 'a\n  b'\n")
+@example("text: a\n  b\n")
+@example("text: a\n  #b\n")
+@example("text: a\n  - b\n")
+@example("text: 'a \n  b'\n")
+@example("text: 'a\n   b'\n")
+@example("text: 'a\n\n  b'\n")
+@example("text: 'it''\n  s'\n")
+@example("text: 'a\n  b'\n  c\n")
+@example("text: \n  b\n")
 def test_a_blob_written_by_hand_is_read_directly_only_as_the_safe_loader_reads_it(document):
     fast = load_own_yaml(document)
     assert fast is None or fast == _safe(document)
@@ -288,7 +309,13 @@ def test_what_gitmem_writes_is_read_directly():
     """The fast path must apply to ordinary memories, or a cold start pays the full YAML cost."""
     for m in (mem(text="Queue jobs in Postgres with SKIP LOCKED", tags=("queue",), paths=("src/jobs.py",)),
               mem(type="rejection", text="Use Redis for the job queue", reason="ops won't run it: no new services"),
-              mem(type="checkpoint", text="queue done\n\nnext: retries with backoff", next="add retries")):
+              mem(type="checkpoint", text="queue done\n\nnext: retries with backoff", next="add retries"),
+              # Longer than the dumper's width, so wrapped over lines: quoted (": " in it) and plain.
+              mem(type="rejection", text="Use MongoDB for orders: it was proposed for the flexible schema of the "
+                  "order documents that the partners send us", reason="We need multi-document transactions for "
+                  "refunds and the team has no experience running it at our scale, nor the time to learn it now"),
+              mem(text="We keep the orders in Postgres because the team knows it well and it carries the transactional "
+                  "load of checkout and refunds and invoices without a second store to run")):
         stored = dump_yaml(m).decode("utf-8")
         assert load_own_yaml(stored) == safe_load(stored)
 
