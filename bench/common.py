@@ -35,20 +35,32 @@ def sample_repo(name: str) -> str:
     return path
 
 
-def _sample(i: int) -> Dict[str, object]:
-    """The ``i``-th benchmark memory's type, text, tags and paths."""
-    return {"type": TYPES[i % len(TYPES)], "text": f"Memory {i}: the service {i % 97} uses queue {i % 13} for retries",
-            "tags": (f"t{i % 7}",), "paths": (f"src/mod{i % 50}.py",)}
+#: What :func:`_sample` adds to a memory's text in a store of ``long`` texts: lengths as the ADR benchmark's
+#: decisions and rejections have (median 146 characters with the reason), which the dumper wraps over lines.
+_LONGER = ("",
+           ", since the worker restarts on every deploy and a message it held is delivered again",
+           ", because the broker we ran before lost messages during deploys and the on-call engineer could not "
+           "replay them without a manual export of the dead-letter table",
+           ", and the retry delay doubles from one second up to five minutes; a job that still fails after ten "
+           "tries goes to the dead-letter queue, where the on-call engineer looks at it the next morning and "
+           "either replays it or closes the ticket with the reason")
 
 
-def seeded_store(n: int, name: str = "seed") -> Store:
-    """A store holding ``n`` memories, seeded in one commit (seeding is not what is measured)."""
+def _sample(i: int, long: bool = False) -> Dict[str, object]:
+    """The ``i``-th benchmark memory's type, text, tags and paths (``long``: its text as long as real ones)."""
+    text = f"Memory {i}: the service {i % 97} uses queue {i % 13} for retries" + (_LONGER[i % 4] if long else "")
+    return {"type": TYPES[i % len(TYPES)], "text": text, "tags": (f"t{i % 7}",), "paths": (f"src/mod{i % 50}.py",)}
+
+
+def seeded_store(n: int, name: str = "seed", long: bool = False) -> Store:
+    """A store holding ``n`` memories, seeded in one commit (seeding is not what is measured; ``long``: texts
+    as long as real decisions, see :func:`_sample`)."""
     store = Store.open(sample_repo(f"{name}-{n}"))
     updates: Dict[str, bytes] = {}
     base_ms = 1_760_000_000_000
     for i in range(n):
         m = Memory(id=new_id(base_ms + i), author=AUTHOR, source="bench", created=utc_now(),
-                   **_sample(i))  # type: ignore[arg-type]
+                   **_sample(i, long))  # type: ignore[arg-type]
         updates[memory_path(m)] = dump_yaml(m)
     if updates:
         commit = store.commit_tree(updates, "seed", AUTHOR, base=None)

@@ -2,7 +2,8 @@
 
 For each size the store is built twice: seeded in one commit (bench/common.seeded_store, "bulk"), and
 written one commit per memory as a team's is (bench/common.written_store, "history": `git log` holds a
-commit per memory). Each is packed as a clone would be, and every figure is a median of whole-process
+commit per memory); with ``--stores long``, also as bulk with texts as long as real decisions ("long": the
+dumper wraps most of them over lines). Each is packed as a clone would be, and every figure is a median of whole-process
 runs, printed as a ratio to its baseline measured in the same run:
 
 - the first command after a clone (`gitmem status`, no derived index yet) against
@@ -20,7 +21,7 @@ Semantic recall embeds every memory once (a backlog of minutes at 100,000 on a 2
 the search and context figures here run with GITMEM_ENCODER=none: they measure the index and the
 ranking, not the encoder; bench/recall.py measures the hybrid search at its own sizes.
 
-Run: python bench/scale.py [--sizes 1000,10000,100000] [--runs 3] [--stores bulk,history] [--json]
+Run: python bench/scale.py [--sizes 1000,10000,100000] [--runs 3] [--stores bulk,history,long] [--json]
 (writing 100,000 memories one commit each takes several minutes before anything is measured)
 Targets (issue 20, at 100,000, warm): search and context <= 1.5x gitmem --version, list (first page)
 and status <= 1.3x, doctor <= 2x cat-file, cold <= 5x cat-file, RSS <= 300 MB, write 100k/100 <= 1.2.
@@ -78,7 +79,7 @@ def _gitmem(*args: str) -> List[str]:
     return [sys.executable, "-m", "gitmem", *args]
 
 
-STORES = {"bulk": seeded_store, "history": written_store}
+STORES = {"bulk": seeded_store, "history": written_store, "long": lambda n, name: seeded_store(n, name, long=True)}
 
 
 def measure(n: int, runs: int, kind: str = "bulk") -> Dict[str, object]:
@@ -196,7 +197,7 @@ def _write_times(sizes: Tuple[int, int], writes: int) -> List[float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run(sizes=SIZES, runs: int = 3, stores: Tuple[str, ...] = tuple(STORES)) -> dict:
+def run(sizes=SIZES, runs: int = 3, stores: Tuple[str, ...] = ("bulk", "history")) -> dict:
     rows = [measure(n, runs, kind) for kind in stores for n in sizes]
     writes = _write_times((100, sizes[-1]), 100)
     return {"sizes": rows, "write_ms": {"100": writes[0] * 1e3, str(sizes[-1]): writes[1] * 1e3},
@@ -233,8 +234,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--stores", default=",".join(STORES),
-                        help="bulk (one seeding commit), history (one commit per memory), or both")
+    parser.add_argument("--stores", default="bulk,history",
+                        help="bulk (one seeding commit), history (one commit per memory), long (bulk, texts as long as "
+                        "real decisions), or several, comma-separated")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     stores = tuple(args.stores.split(","))
