@@ -175,22 +175,13 @@ def session_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str:
 def warm_key(body: Mapping[str, Any], workspace: Optional[str]) -> str:
     """What a ping with ``body`` keeps warm, as a hash: the cache entries at its markers, i.e. the caller's
     workspace (the cache is per workspace: ``workspace`` stands for it, e.g. a hash of the key), the request's
-    fields other than the conversation and the prefix up to and including its last marker. Two bodies with
+    fields other than the conversation and the prefix up to and including its last breakpoint (:func:`markers`,
+    so a top-level marker's, which walks back over a trailing empty prefill or thinking block). Two bodies with
     the same key refresh the same entries, so one ping serves both (agents sharing a repository's guide and
-    memory, their own turns unmarked); what follows the last marker is never cached, so it does not count."""
-    items: List[Any] = [["tool", None, tool] for tool in body.get("tools") or []]
-    system = body.get("system")
-    for block in ([{"type": "text", "text": system}] if isinstance(system, str) and system else
-                  system if isinstance(system, list) else []):
-        items.append(["system", None, block])
-    for message in body.get("messages") or []:
-        if not isinstance(message, Mapping):
-            continue
-        content = message.get("content")
-        for block in [{"type": "text", "text": content}] if isinstance(content, str) else content or []:
-            items.append(["message", message.get("role"), block])
-    marked = [i for i, (_, _, block) in enumerate(items) if isinstance(block, Mapping) and "cache_control" in block]
-    end = len(items) if "cache_control" in body else (marked[-1] + 1 if marked else 0)
+    memory, their own turns unmarked); what follows the last breakpoint is never cached, so it does not count."""
+    items = _prefix(body)
+    found = _found([block for _, block in items], body.get("cache_control"))
+    end = max(found) + 1 if found else 0
     rest = {k: v for k, v in body.items() if k not in ("tools", "system", "messages", "max_tokens", "stream", "metadata")}
     text = json.dumps([workspace, rest, items[:end]], sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -199,17 +190,24 @@ def warm_key(body: Mapping[str, Any], workspace: Optional[str]) -> str:
 # --- breakpoints ---------------------------------------------------------------------------------
 
 
-def _prefix_blocks(body: Mapping[str, Any]) -> List[Any]:
-    """Every block of the prefix in the API's order (tools, system, messages): the dicts themselves, and a string
-    ``system`` or message content as the one text block the API reads it as (a new dict, so never one to mark)."""
-    out: List[Any] = list(body.get("tools") or [])
-    contents = [body.get("system")] + [m.get("content") for m in body.get("messages") or [] if isinstance(m, Mapping)]
-    for content in contents:
+def _prefix(body: Mapping[str, Any]) -> List[Tuple[Optional[str], Any]]:
+    """Every block of the prefix in the API's order (tools, system, messages), with its message's role (None for
+    tools and system): the dicts themselves, and a string ``system`` or message content as the one text block the
+    API reads it as (a new dict, so never one to mark)."""
+    out: List[Tuple[Optional[str], Any]] = [(None, tool) for tool in body.get("tools") or []]
+    contents = [(None, body.get("system"))] + [(m.get("role"), m.get("content")) for m in body.get("messages") or []
+                                               if isinstance(m, Mapping)]
+    for role, content in contents:
         if isinstance(content, str):
-            out.append({"type": "text", "text": content})
+            out.append((role, {"type": "text", "text": content}))
         elif isinstance(content, list):
-            out += content
+            out += [(role, block) for block in content]
     return out
+
+
+def _prefix_blocks(body: Mapping[str, Any]) -> List[Any]:
+    """The blocks of :func:`_prefix`, without their roles."""
+    return [block for _, block in _prefix(body)]
 
 
 def _ttl(control: Mapping[str, Any]) -> str:
@@ -234,41 +232,49 @@ def _automatic(blocks: Sequence[Any], top: Any) -> Optional[Tuple[int, str]]:
     return None
 
 
+def _found(blocks: Sequence[Any], top: Any) -> Dict[int, str]:
+    """The TTL of every breakpoint by prefix position (:func:`markers`), in ``blocks`` already walked."""
+    found = {i: _ttl(block["cache_control"]) for i, block in enumerate(blocks)
+             if isinstance(block, Mapping) and isinstance(block.get("cache_control"), Mapping)}
+    automatic = _automatic(blocks, top)
+    if automatic:
+        found.setdefault(*automatic)
+    return found
+
+
 def markers(body: Mapping[str, Any]) -> List[Tuple[int, str]]:
     """(position, ttl) of every breakpoint in prefix order, as the API counts them toward its 4.
 
     A top-level ``cache_control`` is one where :func:`_automatic` puts it, unless that block has its own marker:
     the docs' edge cases, "If the last block already has an explicit cache_control with the same TTL, automatic
     caching is a no-op" (one breakpoint, not two), and with a different TTL "the API returns a 400 error"
-    (:func:`_ttl_conflict`; here the block's own TTL is listed). No marker can follow it: what it walks back over
+    (:func:`_refusal`; here the block's own TTL is listed). No marker can follow it: what it walks back over
     cannot be marked."""
-    blocks = _prefix_blocks(body)
-    found = {i: _ttl(block["cache_control"]) for i, block in enumerate(blocks)
-             if isinstance(block, Mapping) and isinstance(block.get("cache_control"), Mapping)}
-    automatic = _automatic(blocks, body.get("cache_control"))
-    if automatic:
-        found.setdefault(*automatic)
-    return sorted(found.items())
+    return sorted(_found(_prefix_blocks(body), body.get("cache_control")).items())
 
 
-def _ttl_conflict(body: Mapping[str, Any]) -> bool:
-    """True when the top-level ``cache_control`` lands on a block marked with another TTL (the API's 400)."""
-    blocks = _prefix_blocks(body)
-    automatic = _automatic(blocks, body.get("cache_control"))
-    if automatic is None:
-        return False
-    own = blocks[automatic[0]].get("cache_control")
-    return isinstance(own, Mapping) and _ttl(own) != automatic[1]
-
-
-def ttl_order_ok(body: Mapping[str, Any]) -> bool:
-    """True when no 1-hour marker follows a 5-minute one (the API's rule)."""
+def _order_ok(found: Mapping[int, str]) -> bool:
     seen_5m = False
-    for _, ttl in markers(body):
+    for _, ttl in sorted(found.items()):
         if ttl == "1h" and seen_5m:
             return False
         seen_5m = seen_5m or ttl != "1h"
     return True
+
+
+def ttl_order_ok(body: Mapping[str, Any]) -> bool:
+    """True when no 1-hour marker follows a 5-minute one (the API's rule)."""
+    return _order_ok(_found(_prefix_blocks(body), body.get("cache_control")))
+
+
+def _refusal(blocks: Sequence[Any], top: Any, found: Mapping[int, str]) -> str:
+    """Why the API refuses these breakpoints (one of :data:`CLIENT_REFUSED`), or "": the top-level
+    ``cache_control`` lands on a block marked with another TTL, or a 1-hour marker follows a 5-minute one."""
+    automatic = _automatic(blocks, top)
+    own = blocks[automatic[0]].get("cache_control") if automatic else None
+    if automatic and isinstance(own, Mapping) and _ttl(own) != automatic[1]:
+        return CLIENT_TTL_CONFLICT
+    return "" if _order_ok(found) else CLIENT_TTL_ORDER
 
 
 def _control(ttl: str) -> dict:
@@ -281,12 +287,11 @@ def attach(body: Mapping[str, Any], blocks: Sequence[RouterBlock], ttl: str = "5
     leaves the client's alone), ``5m`` or ``1h`` marks the router's blocks that the context builder
     marks (the builder marks the tail 5m even under ``1h``). ``copy_body=False`` changes ``body``
     in place (the server's own freshly parsed copy: saves a deep copy per request). A body whose own
-    markers the API refuses (:data:`CLIENT_REFUSED`) comes back as it was, with that note."""
+    markers the API refuses (:data:`CLIENT_REFUSED`) comes back as it was, with that note. The request's
+    blocks are walked once; the breakpoints are then kept up to date as markers are added or moved."""
     out: Dict[str, Any] = copy.deepcopy(dict(body)) if copy_body else body  # type: ignore[assignment]
-    refused = CLIENT_TTL_CONFLICT if _ttl_conflict(out) else "" if ttl_order_ok(out) else CLIENT_TTL_ORDER
-    if refused:
-        return Attached(body=out, client_markers=len(markers(out)), router_markers=[], note=refused)
-    system = out.get("system")
+    had_system, given = "system" in out, out.get("system")
+    system = given
     if isinstance(system, str):
         system = [{"type": "text", "text": system}] if system else []
     elif not isinstance(system, list):
@@ -300,46 +305,54 @@ def attach(body: Mapping[str, Any], blocks: Sequence[RouterBlock], ttl: str = "5
     # Counted with the router's blocks in place, unmarked: a top-level marker lands on the last of them when the
     # conversation has no cacheable block. That block is then the client's breakpoint, with the client's TTL.
     out["system"] = system + new
-    client = markers(out)
-    for pos, _ in client:
+    prefix = _prefix_blocks(out)
+    found = _found(prefix, out.get("cache_control"))
+    refused = _refusal(prefix, out.get("cache_control"), found)
+    if refused:
+        if had_system:
+            out["system"] = given
+        else:
+            out.pop("system")
+        return Attached(body=out, client_markers=len(found), router_markers=[], note=refused)
+    for pos in found:
         if insert_at <= pos < insert_at + len(new):
             wanted.pop(names[pos - insert_at], None)
-    result = Attached(body=out, client_markers=len(client), router_markers=[], blocks=names)
-    free = MAX_BREAKPOINTS - len(client)
+    result = Attached(body=out, client_markers=len(found), router_markers=[], blocks=names)
+    free = MAX_BREAKPOINTS - len(found)
     keep = [name for name in _PRIORITY if name in wanted][:max(0, free)]
     if wanted and free <= 0:
-        if any(pos >= insert_at for pos, _ in client):
+        if any(pos >= insert_at for pos in found):
             result.note = "no free breakpoint: a client breakpoint after the memory caches it with the conversation"
         else:
-            last = max(pos for pos, _ in client)
-            prefix = _prefix_blocks(out)
+            last = max(found)
             moved = prefix[last].pop("cache_control")
+            del found[last]
             target = next(name for name in _PRIORITY if name in wanted)
             moved_ttl = _ttl(moved) if isinstance(moved, Mapping) else "5m"
             wanted[target] = "1h" if "1h" in (moved_ttl, wanted[target]) else "5m"
             keep = [target]
             result.moved = True
             result.note = f"no free breakpoint: the client's last one (block {last}) moved onto the {target} block"
-    for block, name in zip(new, names):
+    for at, (block, name) in enumerate(zip(new, names), start=insert_at):
         if name in keep:
             block["cache_control"] = _control(wanted[name])
+            found[at] = wanted[name]
             result.router_markers.append(f"{name}:{wanted[name]}")
     if not out["system"]:
         out.pop("system")
-    result.raised = _raise_for_order(out)
+    result.raised = _raise_for_order(prefix, found)
     return result
 
 
-def _raise_for_order(body: Dict[str, Any]) -> int:
+def _raise_for_order(blocks: Sequence[Any], found: Mapping[int, str]) -> int:
     """Raise 5-minute markers that come before a 1-hour one to 1 hour; returns how many. Each is a block's own
     marker: a top-level one is the last breakpoint (:func:`markers`), never followed by a 1-hour one."""
-    found = markers(body)
-    last_1h = max((i for i, (_, ttl) in enumerate(found) if ttl == "1h"), default=-1)
+    order = sorted(found.items())
+    last_1h = max((i for i, (_, ttl) in enumerate(order) if ttl == "1h"), default=-1)
     if last_1h < 0:
         return 0
-    blocks = _prefix_blocks(body)
     raised = 0
-    for pos, ttl in found[:last_1h]:
+    for pos, ttl in order[:last_1h]:
         if ttl == "1h":
             continue
         blocks[pos]["cache_control"] = _control("1h")

@@ -27,7 +27,7 @@ from gitmem.pricing import DEFAULT_TABLE
 from gitmem.policy import (FIXED, Plan, PrefixCosts, break_cost, choose_plan, fixed_cost, hindsight_cost, online_cost,
                            ski_rental_pings)
 from gitmem.usage import Usage, cost
-from gitmem.router import CLIENT_REFUSED, CLIENT_TTL_ORDER, RouterBlock, attach, markers, ttl_order_ok
+from gitmem.router import CLIENT_REFUSED, CLIENT_TTL_ORDER, RouterBlock, attach, markers, ttl_order_ok, warm_key
 from gitmem.router_app import Router, default_line, serve_in_thread
 from gitmem.store import Store
 from gitmem.text import plural
@@ -178,6 +178,19 @@ def test_attach_moves_or_merges_instead_of_adding_a_fifth_breakpoint():
                      "messages": [{"role": "user", "content": [marked]}]}
     kept = attach(string_system, blocks, "5m")
     assert not kept.moved and kept.body["messages"][0]["content"][0] == marked and len(markers(kept.body)) == 4
+
+
+
+def test_a_ping_keeps_warm_the_prefix_up_to_the_last_breakpoint_a_trailing_empty_prefill_is_not_part_of_it():
+    # A top-level cache_control walks back over an empty prefill ("Empty text blocks cannot be cached"), so a
+    # request with one writes the very entries the same request without it does: one ping keeps both warm. The
+    # warm key hashed the whole conversation, prefill included, and pinged the two lines apart.
+    plain = {**body(), "system": system(marked=False), "cache_control": {"type": "ephemeral"}}
+    prefill = {**plain, "messages": plain["messages"] + [{"role": "assistant", "content": ""}]}
+    assert markers(prefill) == markers(plain)
+    assert warm_key(prefill, "key") == warm_key(plain, "key")
+    # what the breakpoint covers still counts: another question is another entry
+    assert warm_key({**plain, "messages": [{"role": "user", "content": "Other?"}]}, "key") != warm_key(plain, "key")
 
 
 HOUR = {"type": "ephemeral", "ttl": "1h"}
