@@ -655,6 +655,30 @@ def test_a_top_level_field_the_api_does_not_take_is_refused_through_the_sdk(emu)
     assert client.messages.create(**body(), extra_body={"context_management": {"edits": []}}).content
 
 
+
+def test_a_message_of_only_whitespace_text_is_refused_as_the_api_refuses_it(emu):
+    """The API's 400s for blank text, in its words (as Claude Code users got them, with request ids, in
+    anthropics/claude-code#23440 and #59812): an empty block anywhere, and a message whose text is all whitespace;
+    whitespace beside real text passes. The emulator answered a whitespace-only turn 200 and billed it."""
+    import anthropic
+
+    client = sdk_client(emu)
+    for content, message in (
+        ("  ", "messages: text content blocks must contain non-whitespace text"),
+        ([{"type": "text", "text": "\n"}, {"type": "text", "text": " "}],
+         "messages: text content blocks must contain non-whitespace text"),
+        ([{"type": "text", "text": ""}, {"type": "text", "text": "Refunds?"}], "messages: text content blocks must be non-empty"),
+    ):
+        req = body()
+        req["messages"][-1]["content"] = content
+        with pytest.raises(anthropic.BadRequestError) as raised:
+            client.messages.create(**req)
+        assert raised.value.body["error"] == {"type": "invalid_request_error", "message": message}, content
+    req = body()
+    req["messages"][-1]["content"] = [{"type": "text", "text": " "}, {"type": "text", "text": "Refunds?"}]
+    assert client.messages.create(**req).content
+
+
 def test_every_body_field_of_the_installed_sdk_is_taken():
     """The emulator's field lists cover the SDK's request types: an SDK upgrade that adds a field fails here, not
     in a client the emulator refuses."""

@@ -128,13 +128,20 @@ def _check_cache_control(value: Any, field: str) -> str:
     return ttl
 
 
-def _check_text_block(block: Any, path: str) -> None:
+#: The API's 400 for a message whose text is all whitespace, in its words (observed, with request ids, in
+#: anthropics/claude-code#23440; whitespace beside non-blank text in the same message passes).
+BLANK_TEXT = "messages: text content blocks must contain non-whitespace text"
+
+
+def _check_text_block(block: Any, path: str, blank: str) -> None:
+    """``blank`` names the field in the empty-text error: the API says ``messages`` for any message block
+    (anthropics/claude-code#59812: "messages: text content blocks must be non-empty")."""
     if not isinstance(block, Mapping) or block.get("type") != "text":
         raise invalid(f"{path}.type: Input should be 'text'")
     if not isinstance(block.get("text"), str):
         raise invalid(f"{path}.text: Field required")
     if not block["text"]:
-        raise invalid(f"{path}.text: text content blocks must be non-empty")
+        raise invalid(f"{blank}: text content blocks must be non-empty")
 
 
 def _check_messages(messages: Any) -> None:
@@ -153,6 +160,8 @@ def _check_messages(messages: Any) -> None:
         if isinstance(content, str):
             if not content and not last_assistant:
                 raise invalid(f"{path}: all messages must have non-empty content except for the optional final assistant message")
+            if content and not content.strip() and not last_assistant:
+                raise invalid(BLANK_TEXT)
             continue
         if not isinstance(content, list):
             raise invalid(f"{path}.content: Input should be a valid string or list of content blocks")
@@ -165,7 +174,9 @@ def _check_messages(messages: Any) -> None:
             if block["type"] not in _CONTENT_TYPES:
                 raise invalid(f"{bpath}.type: Input tag {block['type']!r} does not match any of the expected content block types")
             if block["type"] == "text":
-                _check_text_block(block, bpath)
+                _check_text_block(block, bpath, "messages")
+        if not last_assistant and all(b["type"] == "text" for b in content) and not any(b["text"].strip() for b in content):
+            raise invalid(BLANK_TEXT)
     _check_tool_pairs(messages)
 
 
@@ -236,7 +247,7 @@ def _check_scalars(body: Mapping[str, Any], model: ModelPrice, for_count: bool) 
         if not isinstance(system, list):
             raise invalid("system: Input should be a valid string or list of text blocks")
         for i, block in enumerate(system):
-            _check_text_block(block, f"system.{i}")
+            _check_text_block(block, f"system.{i}", f"system.{i}.text")
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
