@@ -41,7 +41,7 @@ from .index import process_gone
 from .model import Author
 from .refs import memory_names
 from .repo import (ASIDE_PREFIX, INCOMING_PREFIX, REF_PREFIX, check_branch_name, common_dir, config_get, damaged,
-                   memory_ref, ref_target, shared_ref)
+                   memory_ref, partial_clone, ref_target, shared_ref)
 from .store import Store
 from .text import plural
 
@@ -256,7 +256,7 @@ def remote_branches(repo: pygit2.Repository, remote: str) -> Dict[str, str]:
 
 
 def _git(repo: pygit2.Repository, args: Sequence[str], *, interactive: Optional[bool] = None,
-         what: str) -> subprocess.CompletedProcess:
+         what: str, input: Optional[str] = None) -> subprocess.CompletedProcess:
     """Run the user's git on this repository, from its work tree as git itself runs there (a remote's relative
     URL is relative to it, whatever directory gitmem was started in); a missing git or a failure to start is
     a RemoteError."""
@@ -266,9 +266,10 @@ def _git(repo: pygit2.Repository, args: Sequence[str], *, interactive: Optional[
     if not interactive:
         env["GIT_TERMINAL_PROMPT"] = "0"
     try:  # surrogateescape: a remote's ref names need not be UTF-8 (they are refused by name, not crashed on)
+        feed: Dict[str, Any] = {"input": input} if input is not None else \
+            {"stdin": None if interactive else subprocess.DEVNULL}
         return subprocess.run(["git", f"--git-dir={repo.path}", *args], capture_output=True, text=True,
-                              errors="surrogateescape", env=env, stdin=None if interactive else subprocess.DEVNULL,
-                              cwd=repo.workdir or repo.path)
+                              errors="surrogateescape", env=env, cwd=repo.workdir or repo.path, **feed)
     except OSError as e:
         raise RemoteError(f"could not run git to {what}: {e}") from None
 
@@ -342,6 +343,9 @@ def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optio
             wanted.append(b)
     _drop_dead_incoming(repo)
     landed = _fetch_incoming(repo, remote, wanted, refused, interactive)
+    if partial_clone(repo):  # before the gate, which reads every new commit's tree
+        _fetch_unfetched(repo, remote, [*local_branches(repo).values(), *before.values(), *landed.values()],
+                         interactive)
     if repo.is_shallow:  # a commit read before the fetch unshallowed it keeps its hidden parents until then
         repo.free()
     # Prune what the remote no longer has (of ``branches``, if given) first: a copy of its deleted `feature`
@@ -354,6 +358,30 @@ def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optio
     shown = names if names is not None else sorted(set(before) | set(after))
     return FetchResult(remote, [RemoteBranch(b, tracking_ref(remote, b), before.get(b), after.get(b))
                                 for b in shown], refused)
+
+
+def _fetch_unfetched(repo: pygit2.Repository, remote: str, tips: Sequence[str], interactive: Optional[bool]) -> None:
+    """Fetch, in one go, every object of the memory histories at ``tips`` a partial clone left on the remote:
+    a plain `git fetch` of memory takes the clone's filter, and once the commits are here gitmem's own fetch
+    wants nothing (git negotiates by commit), so the blobs (or trees) stayed behind while libgit2, which cannot
+    fetch lazily, read the memory as missing; git's own lazy fetch asks once per object (minutes at 10,000)."""
+    if not tips:
+        return
+    listed = _git(repo, ["rev-list", "--objects", "--missing=print", *dict.fromkeys(tips), "--"], interactive=False,
+                  what="list the memory objects this partial clone lacks")
+    missing = [line[1:] for line in listed.stdout.splitlines() if line.startswith("?")]
+    if listed.returncode != 0 or not missing:
+        return  # a history that cannot be walked is damage: the readers and doctor name it
+    # As git's own lazy fetch asks: by object id (protocol v2 serves any object the remote holds), no negotiation;
+    # unfiltered, so a tree comes with everything below it; checked strictly, as every fetch of memory is.
+    from .trust import FSCK_CONFIG
+
+    result = _git(repo, [*FSCK_CONFIG, "-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags",
+                         "--no-write-fetch-head", "--recurse-submodules=no", "--no-filter", "--stdin", remote],
+                  interactive=interactive, what=f"fetch from {remote}", input="\n".join(missing) + "\n")
+    if result.returncode != 0:
+        raise RemoteError(f"could not fetch the {plural(len(missing), 'memory object')} this partial clone lacks "
+                          f"from {remote}: {_failure(result)}")
 
 
 def _incoming_ref(remote: str, branch: str) -> str:

@@ -410,11 +410,10 @@ def damaged(ref: str, oid: Optional[str], e: Exception, repo: Optional[pygit2.Re
 
 
 def unfetched(ref: str, what: str) -> str:
-    """What a partial clone's missing object (``what``: "object <id>") under ``ref`` is, and the git command that
-    fetches it: git walks the ref and fetches what it lacks from the promisor remote, which libgit2 cannot."""
-    import shlex
-
-    return f"{what} is not in this partial clone yet; fetch it with `git rev-list --objects {shlex.quote(ref)} >/dev/null`"
+    """What a partial clone's missing object (``what``: "object <id>") under ``ref`` is, and the command that
+    fetches it: `gitmem fetch` fetches every object the memory histories lack in one request (libgit2 cannot fetch
+    lazily, and git's lazy fetch, `git rev-list --objects`, asks once per object)."""
+    return f"{what} is not in this partial clone yet; fetch it with `gitmem fetch`"
 
 
 def partial_clone(repo: pygit2.Repository) -> bool:

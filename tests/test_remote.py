@@ -229,6 +229,37 @@ def test_a_partial_clone_pulls_the_memory_whole(alice, origin, tmp_path):
     assert "ok" in gitmem(partial, "doctor").stdout
 
 
+def unfetched_objects(path: Path) -> list:
+    """The memory objects a partial clone lacks (listed without git's lazy fetch)."""
+    out = git(path, "rev-list", "--objects", "--missing=print", "--glob=refs/memory*")
+    return [line for line in out.splitlines() if line.startswith("?")]
+
+
+@pytest.mark.parametrize("filter_", ["blob:none", "tree:0"])
+@pytest.mark.parametrize("refspec", ["refs/memory/*:refs/memory/*", "refs/memory/*:refs/memory-remotes/origin/*"])
+def test_a_pull_fetches_what_a_partial_clones_plain_git_fetch_of_memory_left_behind(alice, origin, tmp_path, filter_,
+                                                                                     refspec):
+    """A plain `git fetch` of memory in a partial clone takes the clone's filter; the commits are then here, so
+    `gitmem pull` fetched nothing (git negotiates by commit) and the memory stayed unreadable."""
+    for i in range(3):
+        gitmem(alice, "add", "fact", f"fact number {i}")
+    gitmem(alice, "push")
+    git(origin, "config", "uploadpack.allowFilter", "true")
+    git(tmp_path, "clone", "-q", f"--filter={filter_}", origin.as_uri(), "partial")
+    partial = tmp_path / "partial"
+    git(partial, "fetch", "-q", "origin", refspec)
+    assert unfetched_objects(partial)
+    if refspec.startswith("refs/memory/*:refs/memory/*"):
+        r = gitmem(partial, "list", check=False)
+        assert r.returncode == 1 and "not in this partial clone yet; fetch it with `gitmem fetch`" in r.stderr
+
+    pulled = json.loads(gitmem(partial, "pull", "--json").stdout)
+
+    assert pulled["refused"] == [] and unfetched_objects(partial) == []
+    assert texts(partial) == {f"fact number {i}" for i in range(3)}
+    assert "ok" in gitmem(partial, "doctor").stdout
+
+
 def shallow_clone(origin: Path, path: Path, name: str) -> Path:
     """`git clone --depth 1` (over file://: git ignores --depth for a local path), as CI and big repositories
     clone, whose plain `git fetch` also fetches memory (`gitmem remote setup`)."""
