@@ -400,8 +400,9 @@ def damaged(ref: str, oid: Optional[str], e: Exception, repo: Optional[pygit2.Re
     """The error for an object that cannot be read: names the ref, the object (the one libgit2 did not find,
     which may lie below ``oid`` in its history) and the doctor that repairs that ref. In a partial clone of
     ``repo`` a missing object is one a filtered `git fetch` left on the remote, which libgit2 cannot fetch
-    lazily as git does: nothing is damaged, and git fetches it when asked to walk the ref."""
-    named = re.search(r"\(([0-9a-f]{40})\)", str(e)) if isinstance(e, KeyError) else None
+    lazily as git does: nothing is damaged, and `gitmem fetch` fetches it (:func:`unfetched`)."""
+    # libgit2 names it in parentheses ("no match for id (...)"), pygit2's lookup alone (KeyError('...'))
+    named = re.search(r"\b([0-9a-f]{40}|[0-9a-f]{64})\b", str(e)) if isinstance(e, KeyError) else None
     if isinstance(e, KeyError) and repo is not None and partial_clone(repo):
         return StorageError(f"{ref}: {unfetched(ref, f'object {named.group(1) if named else oid}')}")
     detail = "missing" if isinstance(e, KeyError) else f"unreadable ({str(e).splitlines()[0] if str(e) else e!r})"

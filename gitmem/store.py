@@ -888,7 +888,9 @@ class Store:
         from .redact import blob_is_clean, redact, rules_key
 
         try:
-            base_tree = self.repo[base].peel(pygit2.Tree) if base else None
+            # The tree looked up by id: a partial clone's missing tree is then a KeyError, said as not fetched yet
+            # (`gitmem fetch`), where peeling the commit was libgit2's "can not be successfully peeled".
+            base_tree = self.repo[self.repo[base].peel(pygit2.Commit).tree_id].peel(pygit2.Tree) if base else None
             tree = _write_tree(self.repo, base_tree, updates)
             # A push scans what it sends for secrets; what was scanned here need not be read again.
             # A write never waits on the derived index: if another process holds it, the push scans.
@@ -899,6 +901,8 @@ class Store:
             committer = pygit2.Signature(*COMMITTER)
             parents = ([base] if base else []) + list(extra_parents)
             return str(self.repo.create_commit(None, sig, committer, message, tree, parents))
+        except KeyError as e:  # an object the base's history lacks: damage, or a partial clone's
+            raise self._damaged(base, e) from None
         except (pygit2.GitError, OSError) as e:
             raise StorageError(f"could not write memory objects: {e}") from None
 

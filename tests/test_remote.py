@@ -260,6 +260,28 @@ def test_a_pull_fetches_what_a_partial_clones_plain_git_fetch_of_memory_left_beh
     assert "ok" in gitmem(partial, "doctor").stdout
 
 
+def test_a_write_on_memory_whose_trees_a_partial_clone_lacks_says_what_to_run_and_moves_no_ref(alice, origin,
+                                                                                                 tmp_path):
+    """`git clone --filter=tree:0` and a plain `git fetch` of memory: the tip's tree is on the remote. `gitmem add`
+    failed with libgit2's "can not be successfully peeled into a tree"; it says what to run, and writes nothing."""
+    gitmem(alice, "add", "fact", "tests run with pytest")
+    gitmem(alice, "push")
+    git(origin, "config", "uploadpack.allowFilter", "true")
+    git(tmp_path, "clone", "-q", "--filter=tree:0", origin.as_uri(), "partial")
+    partial = tmp_path / "partial"
+    git(partial, "fetch", "-q", "origin", "refs/memory/*:refs/memory/*")
+    before = git(partial, "for-each-ref", "refs/memory")
+
+    r = gitmem(partial, "add", "fact", "written in a partial clone", check=False)
+
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "not in this partial clone yet; fetch it with `gitmem fetch`" in r.stderr, r.stderr
+    assert git(partial, "for-each-ref", "refs/memory") == before
+    gitmem(partial, "fetch")
+    gitmem(partial, "add", "fact", "written in a partial clone")
+    assert texts(partial) == {"tests run with pytest", "written in a partial clone"}
+
+
 def shallow_clone(origin: Path, path: Path, name: str) -> Path:
     """`git clone --depth 1` (over file://: git ignores --depth for a local path), as CI and big repositories
     clone, whose plain `git fetch` also fetches memory (`gitmem remote setup`)."""
