@@ -282,6 +282,33 @@ def test_a_write_on_memory_whose_trees_a_partial_clone_lacks_says_what_to_run_an
     assert texts(partial) == {"tests run with pytest", "written in a partial clone"}
 
 
+def test_an_add_on_a_tip_whose_blobs_a_partial_clone_lacks_keeps_every_memory_as_it_was(alice, origin, tmp_path):
+    """`git clone --filter=blob:none` and a plain `git fetch` of memory: an add succeeds without the other memories'
+    blobs. Its commit holds each of them by the same id, and once they are fetched the history is whole."""
+    for i in range(3):
+        gitmem(alice, "add", "fact", f"fact number {i}")
+    gitmem(alice, "push")
+    git(origin, "config", "uploadpack.allowFilter", "true")
+    git(tmp_path, "clone", "-q", "--filter=blob:none", origin.as_uri(), "partial")
+    partial = tmp_path / "partial"
+    git(partial, "fetch", "-q", "origin", "refs/memory/*:refs/memory/*")
+    held = git(partial, "ls-tree", "-r", "refs/memory/main").splitlines()
+    assert len(unfetched_objects(partial)) == 3
+
+    gitmem(partial, "add", "fact", "written in a partial clone")
+
+    now = git(partial, "ls-tree", "-r", "refs/memory/main").splitlines()
+    assert set(held) < set(now) and len(now) == len(held) + 1
+    gitmem(partial, "fetch")
+    assert unfetched_objects(partial) == []
+    assert git(partial, "fsck", "--no-dangling").strip() == ""
+    assert "ok" in gitmem(partial, "doctor", "--offline").stdout
+    assert texts(partial) == {"written in a partial clone"} | {f"fact number {i}" for i in range(3)}
+    gitmem(partial, "push")
+    gitmem(alice, "pull")
+    assert texts(alice) == texts(partial)
+
+
 def shallow_clone(origin: Path, path: Path, name: str) -> Path:
     """`git clone --depth 1` (over file://: git ignores --depth for a local path), as CI and big repositories
     clone, whose plain `git fetch` also fetches memory (`gitmem remote setup`)."""
