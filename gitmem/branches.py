@@ -1128,13 +1128,16 @@ def resolve_side(store: Store, name: str) -> Optional[str]:
 
 def diff(store: Store, left: str, right: str) -> MemoryDiff:
     """What ``right`` changed since it diverged from ``left`` (like ``git diff A...B``)."""
-    from .merge import changed_blobs, load_ids
+    from .errors import ShallowHistory
+    from .merge import changed_blobs, load_ids, shallow_cut
 
     a, b = resolve_side(store, left), resolve_side(store, right)
     base = None
     if a and b:
         found = store.repo.merge_base(a, b)
         base = str(found) if found else None
+        if cut := shallow_cut(store.repo, [a, b], base):  # the base is hidden: all of one side read as its change
+            raise ShallowHistory(left, right, cut, diff=True)
     e_base, e_to = changed_blobs(store, base, b)
     touched = sorted(i for i in set(e_base) | set(e_to) if e_base.get(i) != e_to.get(i))
     before, after = load_ids(store, e_base, touched), load_ids(store, e_to, touched)

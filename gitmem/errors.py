@@ -168,13 +168,16 @@ class RefClash(StorageError):
 class ShallowHistory(GitmemError):
     """A merge into ``ref`` of ``theirs`` refused: the history of one side since the merge base libgit2 found
     reaches ``cut``, a commit a shallow fetch left without its parents, so the true base may lie behind it and
-    every memory one side changed would look like a conflict. Nothing written; whole history fixes it."""
+    every memory one side changed would look like a conflict. Nothing written; whole history fixes it. ``diff``:
+    refused as a diff of ``ref``...``theirs`` (two names), whose base the cut hides alike."""
 
-    def __init__(self, ref: str, theirs: str, cut: str):
+    def __init__(self, ref: str, theirs: str, cut: str, diff: bool = False):
         self.ref, self.theirs, self.cut = ref, theirs, cut
-        super().__init__(f"cannot merge {theirs[:10]} into {ref}: the memory history here is cut at {cut[:10]}, "
-                         "which a shallow fetch (`git fetch --depth`) left without its parents, so the merge base "
-                         "is unknown and conflicts that are not real would be reported; nothing merged: "
+        doing, harm = ((f"cannot diff {ref}...{theirs}", "memory both sides share would show as changed") if diff else
+                       (f"cannot merge {theirs[:10]} into {ref}",
+                        "conflicts that are not real would be reported; nothing merged"))
+        super().__init__(f"{doing}: the memory history here is cut at {cut[:10]}, which a shallow fetch "
+                         f"(`git fetch --depth`) left without its parents, so the merge base is unknown and {harm}: "
                          "fetch the memory's whole history from a remote that holds it (`gitmem fetch`)")
 
 

@@ -193,7 +193,7 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
             # changes a known memory with a timestamp from the future, or into no valid memory.
             # Merge it instead: the record merge keeps every memory either side has, and ours
             # over a future stamp or an unreadable version.
-        elif cut := _shallow_cut(repo, [ours, theirs], base):
+        elif cut := shallow_cut(repo, [ours, theirs], base):
             raise ShallowHistory(store.ref, theirs, cut)
         if base is not None:
             base = _virtual_base(store, ours, theirs, base, author, source, not_after)
@@ -204,7 +204,7 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
     return store.retrying(attempt)
 
 
-def _shallow_cut(repo: pygit2.Repository, tips: Sequence[str], base: Optional[str]) -> Optional[str]:
+def shallow_cut(repo: pygit2.Repository, tips: Sequence[str], base: Optional[str]) -> Optional[str]:
     """A commit in the history of ``tips`` since ``base`` that a shallow fetch left without its parents, or None.
     Past such a commit the merge base libgit2 finds (or not) may be wrong: a commit both sides share, hidden
     there, is not seen. Grafts below ``base`` cannot hide a better one, so a merge measured against it stands."""

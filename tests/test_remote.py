@@ -372,6 +372,34 @@ def test_a_merge_whose_base_a_shallow_fetch_hid_says_so_and_merges_nothing(alice
     _merged_whole(ci)
 
 
+def test_memory_fetched_with_depth_1_gives_answers_or_one_line_errors_and_a_diff_never_guesses(alice, origin,
+                                                                                               tmp_path):
+    """`git fetch --depth 1` of memory refs leaves each tip without its parents. Readers answer from what is here;
+    a diff whose merge base lies behind the cut said every memory of the branch was its change: it says why it
+    cannot tell, and tells once the history is fetched whole."""
+    gitmem(alice, "add", "fact", "Refunds are idempotent")
+    git(alice, "branch", "feature")
+    gitmem(alice, "--branch", "feature", "add", "fact", "Feature flags live in config")
+    gitmem(alice, "add", "fact", "Queue jobs in Postgres")
+    gitmem(alice, "push", "--all")
+    clone(origin, tmp_path / "cut", "Cut")
+    cut = tmp_path / "cut"
+    git(cut, "fetch", "-q", "--depth", "1", "origin", "refs/memory/*:refs/memory/*")
+    assert remote_tip(origin, "feature") in (cut / ".git" / "shallow").read_text()
+
+    for args in (["status"], ["log"], ["--branch", "feature", "log", "-n", "1"], ["branch"], ["doctor", "--offline"],
+                 ["--branch", "feature", "doctor", "--offline"], ["diff", "main..feature"]):
+        r = gitmem(cut, *args, check=False)
+        assert "Traceback" not in r.stderr and r.stderr.count("\n") <= 1, (args, r.stderr)
+    refused = gitmem(cut, "diff", "main..feature", check=False)
+    assert refused.returncode == 1 and "shallow fetch" in refused.stderr and "`gitmem fetch`" in refused.stderr
+    assert "Refunds are idempotent" not in refused.stdout
+
+    gitmem(cut, "fetch")
+    told = gitmem(cut, "diff", "main..feature", "--json").stdout
+    assert [m["text"] for m in json.loads(told)["added"]] == ["Feature flags live in config"]
+
+
 def test_the_pre_push_hook_of_a_shallow_clone_merges_memory_a_depth_fetch_cut_and_pushes_it(alice, origin, tmp_path):
     ci = _cut_by_a_depth_fetch(alice, origin, tmp_path)
     git(ci, "config", "gitmem.hookMode", "foreground")

@@ -299,6 +299,7 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
 
     def branches_view(params: Mapping[str, str], error: Optional[str] = None, status: int = 200) -> HTMLResponse:
         from ..branches import diff, list_branches
+        from ..errors import ShallowHistory
         from ..merge import list_conflicts
         from ..repo import default_branch
         from ..store import Store
@@ -308,7 +309,10 @@ def create_app(repo_path: str = ".", *, csrf_token: Optional[str] = None) -> Sta
             store = Store(root.repo, info.name)
             row: Dict[str, Any] = {"info": info}
             if info.parent:
-                row["diff"] = diff(store, info.parent, info.name)
+                try:
+                    row["diff"] = diff(store, info.parent, info.name)
+                except ShallowHistory as e:  # its base is behind a shallow fetch's cut: said, not guessed
+                    row["no_diff"] = str(e)
             if info.conflicts:
                 row["conflicts"] = list_conflicts(store)
             rows.append(row)

@@ -363,6 +363,8 @@ def branches_page(*, repo: str, rows: Sequence[Mapping[str, Any]], default: str,
                  parent=h(" · parent <code>{}</code>", b.parent) if b.parent else " · default branch")
         parts = [head]
         d = r.get("diff")
+        if r.get("no_diff"):
+            parts.append(h('<p class="empty">{}</p>', r["no_diff"]))
         if d is not None:
             if d.added or d.changed or d.removed:
                 items = [h('<li class="added">+ {} <a href="{}"><code>{}</code></a> {}{}</li>', m.type,
