@@ -336,7 +336,7 @@ class Index:
     def parsed(self, blob_ids: Sequence[str]) -> Dict[str, Parsed]:
         """What is known of these blobs: a memory, or the reason one is invalid."""
         out: Dict[str, Parsed] = {}
-        if len(blob_ids) >= 1000 and not self._query("SELECT 1 FROM blobs LIMIT 1"):
+        if len(blob_ids) >= 1000 and not self.knows_blobs():
             return out  # a new index, asked for a whole store's blobs: 100,000 lookups took 90 ms to find none
         rows = self._by_key("blobs", "blob, row", "blob", blob_ids)
         for start in range(0, len(rows), _BATCH):  # a batch at a time: one JSON text of them all doubled them
@@ -345,6 +345,10 @@ class Index:
                 if parsed is not None:
                     out[blob] = parsed
         return out
+
+    def knows_blobs(self) -> bool:
+        """Whether the index holds any blob's row (a new one, none: a first build parses every blob)."""
+        return bool(self._query("SELECT 1 FROM blobs LIMIT 1"))
 
     def put_parsed(self, blob_id: str, parsed: Parsed) -> None:
         self._pending_blobs.append((blob_id, row_text(parsed)))

@@ -79,8 +79,7 @@ class Warm:
             out.update(self.index.trees(missing))
             for t in missing:
                 if t not in out:
-                    tree = git()[t].peel(pygit2.Tree)
-                    out[t] = [(e.name, e.type_str, str(e.id)) for e in tree]  # type: ignore[misc]  # a tree entry has a name
+                    out[t] = read_tree(git(), t)
                     self.index.put_tree(t, out[t])
             self._keep_trees(out)
         return out
@@ -175,17 +174,19 @@ class Warm:
         ``status``, the first page of ``list``, ``resume`` and the SessionStart hook cost what
         changed, not what is stored."""
         with _collector_paused():
-            absent, parsed = self._parse_backlog(git, root, ref)
-            return self._summary(git, "", root, ref, 0, absent, parsed)
+            absent, parsed, buckets = self._parse_backlog(git, root, ref)
+            return self._summary(git, "", root, ref, 0, absent, parsed, buckets)
 
-    def _parse_backlog(self, git: Git, root: str, ref: str) -> Tuple[Set[str], Dict[str, Parsed]]:
+    def _parse_backlog(self, git: Git, root: str, ref: str
+                       ) -> Tuple[Set[str], Dict[str, Parsed], Dict[str, Dict[str, Any]]]:
         """Parse, in one batch, every blob under the trees whose summary neither this process nor
         the index knows, walking level by level and asking the index once per level: on a first
         command after a clone that is the whole store, read with one progress line and, past
-        :attr:`PARALLEL` blobs, a second process (:meth:`parse`), instead of bucket by bucket.
-        Answers the keys of the summaries to compute (the index does not hold them) and the blobs
-        parsed, which the summing reads again: kept here, not in :attr:`parsed`, which a batch this
-        size would overflow (and the index has them only once this command flushes)."""
+        :attr:`PARALLEL` blobs, a second process, instead of bucket by bucket.
+        Answers the keys of the summaries to compute (the index does not hold them), the blobs
+        parsed, which the summing reads again (kept here, not in :attr:`parsed`, which a batch this
+        size would overflow; the index has them only once this command flushes), and the buckets'
+        summaries as the index keeps them where the batch made those too (:meth:`_share`)."""
         absent: Set[str] = set()
         level = [("", root)]
         helper = None
@@ -198,11 +199,13 @@ class Warm:
                 absent.update(k for k in keys if k not in known)
                 level = [(prefix, tree) for (prefix, tree), key in zip(level, keys) if key not in known]
                 if depth == 3:
-                    helper = self._early_helper(git, [tree for _, tree in level])
+                    helper, blobs = self._early_helper(git, [tree for _, tree in level])
+                    if helper is not None and not self.index.knows_blobs():
+                        return absent, {}, self._share(git, level, ref, helper, blobs)
                 trees = self.tree_entries(git, [tree for _, tree in level])
                 level = [(f"{prefix}{name}/" if depth < 3 else prefix + name, oid)
                          for prefix, tree in level for name, oid in layout(trees[tree], depth)]
-            return absent, self.parse(git, level, ref, helper)
+            return absent, self.parse(git, level, ref, helper), {}
         finally:
             if helper is not None:
                 helper.stop()
@@ -210,46 +213,79 @@ class Warm:
     #: Buckets read to guess how many blobs the rest hold, before deciding on a helper.
     SAMPLE = 16
 
-    def _early_helper(self, git: Git, buckets: Sequence[str]) -> Optional["_Helper"]:
+    def _early_helper(self, git: Git, buckets: Sequence[str]) -> Tuple[Optional["_Helper"], int]:
         """A helper started before the buckets (the trees of blobs) are read, when a sample of them says
-        they hold :attr:`PARALLEL` blobs or more: it starts Python and imports while they are read."""
+        they hold :attr:`PARALLEL` blobs or more: it starts Python and imports while they are read. With
+        about how many blobs they hold."""
         sample = self.tree_entries(git, buckets[:self.SAMPLE])  # read now, not again
         held = sum(len(layout(entries, 3)) for entries in sample.values())
-        many = bool(sample) and held * len(buckets) >= self.PARALLEL * len(sample)
-        return _Helper() if many and _Helper.usable() else None  # the load is read only for a large backlog
+        blobs = held * len(buckets) // len(sample) if sample else 0
+        many = blobs >= self.PARALLEL
+        return _Helper() if many and _Helper.usable() else None, blobs  # the load is read only for a large backlog
+
+    #: Buckets this process reads between two looks at what the helper answered.
+    STEAL_BUCKETS = 8
+
+    def _share(self, git: Git, buckets: Sequence[Tuple[str, str]], ref: str, helper: "_Helper",
+               blobs: int) -> Dict[str, Dict[str, Any]]:
+        """Each of ``buckets``' summary as the index keeps it, by key, on a first build: ``helper`` takes them
+        from the front and this process from the back until they meet. Each side reads a bucket's tree,
+        parses its blobs and sums them, so this process takes the helper's index rows and summaries as they
+        come (none decoded), and only the trees above the buckets are left to sum after (``blobs``: about how
+        many they hold, for the progress line)."""
+        helper.send_buckets(git(), buckets)
+        out: Dict[str, Dict[str, Any]] = {}
+        taken, end, done = 0, len(buckets), 0  # the helper answered buckets[:taken], this process did buckets[end:]
+        progress = Progress(blobs)
+        try:
+            while end > taken:
+                for tree, entries, stored, rows in helper.buckets():
+                    if taken < end:  # (past where they met, this process read it too)
+                        prefix, expected = buckets[taken]
+                        assert tree == expected, "the helper answers its buckets in order"
+                        self.index.put_tree(tree, entries)
+                        for blob, row in rows:
+                            self.index.put_row(blob, row)
+                        out[f"{prefix}:{tree}"] = stored
+                        self.index.put_summary(f"{prefix}:{tree}", stored)
+                        done += len(rows)
+                    taken += 1
+                for prefix, tree in buckets[max(taken, end - self.STEAL_BUCKETS):end][::-1]:
+                    stored, found = read_bucket(git(), prefix, self.tree_entries(git, [tree])[tree], ref)
+                    for blob, parsed in found.items():
+                        self.index.put_parsed(blob, parsed)
+                    out[f"{prefix}:{tree}"] = stored
+                    self.index.put_summary(f"{prefix}:{tree}", stored)
+                    done += len(found)
+                    end -= 1
+                progress.step(min(done, progress.total))
+        finally:
+            helper.stop()
+        progress.total = done
+        progress.done()
+        return out
 
     def _summary(self, git: Git, prefix: str, tree: str, ref: str, depth: int,
-                 absent: AbstractSet[str] = frozenset(), parsed: Mapping[str, Parsed] = {}) -> Dict[str, Any]:
+                 absent: AbstractSet[str] = frozenset(), parsed: Mapping[str, Parsed] = {},
+                 buckets: Mapping[str, Dict[str, Any]] = {}) -> Dict[str, Any]:
         """The summary of ``tree`` (``absent``: keys the index is known not to hold; ``parsed``: blobs
-        already parsed)."""
+        already parsed; ``buckets``: buckets' summaries already made, as the index keeps them)."""
         key = f"{prefix}:{tree}"
         known = self.summaries.get(key)
         if known is not None:
             return known
-        stored = None if key in absent else self.index.summary(key)
+        stored = buckets.get(key) or (None if key in absent else self.index.summary(key))
         if stored is not None:
             return self._keep_summary(key, _expanded(stored))
         entries = self.tree_entries(git, [tree])[tree]
         if depth == 3:  # a bucket: every valid memory in it is of the type its path names
             blobs = layout(entries, depth)
             found = self.parse(git, [(prefix + name, oid) for name, oid in blobs if oid not in parsed], ref)
-            rows: List[Tuple[str, str, str]] = []
-            invalid = 0
-            choice = self.LISTS["choices"][0]
-            chosen: Set[str] = set()  # paths of the bucket's active choices
-            for name, blob in blobs:
-                memory = placed(parsed[blob] if blob in parsed else found[blob], prefix + name)
-                if isinstance(memory, str):
-                    invalid += 1
-                    continue
-                rows.append((memory.id, blob, memory.status))
-                if choice(memory):
-                    chosen.update(memory.paths)
-            kind, kept = prefix.split("/", 1)[0], self._kept_paths(chosen)
-            rows.sort()
+            kind, rows, invalid, kept = bucket_rows(prefix, blobs, [parsed[b] if b in parsed else found[b]
+                                                                    for _, b in blobs])
             self.index.put_summary(key, _bucket(kind, rows, invalid, kept))
             return self._keep_summary(key, _bucket_summary(kind, rows, invalid, kept))
-        children = [(name, self._summary(git, f"{prefix}{name}/", oid, ref, depth + 1, absent, parsed))
+        children = [(name, self._summary(git, f"{prefix}{name}/", oid, ref, depth + 1, absent, parsed, buckets))
                     for name, oid in layout(entries, depth)]
         counts: Dict[str, int] = {}
         paths: Optional[Set[str]] = set()
@@ -265,13 +301,9 @@ class Warm:
             merged = heapq.merge(*(_under(name, child["lists"][list_name]) for name, child in children),
                                  reverse=newest_first)
             lists[list_name] = list(itertools.islice(merged, self.NEWEST))
-        out = {"counts": counts, "lists": lists, "paths": self._kept_paths(paths)}
+        out = {"counts": counts, "lists": lists, "paths": _kept_paths(paths)}
         self.index.put_summary(key, out)
         return self._keep_summary(key, out)
-
-    def _kept_paths(self, paths: Optional[Set[str]]) -> Optional[List[str]]:
-        """What a summary keeps of the paths its active choices name: them sorted, or None past :attr:`PATHS`."""
-        return sorted(paths) if paths is not None and len(paths) <= self.PATHS else None
 
     def _keep_summary(self, key: str, summary: Dict[str, Any]) -> Dict[str, Any]:
         """Remember a tree's summary in this process (``resume``, SessionStart and a pruned walk ask
@@ -414,6 +446,11 @@ class Progress:
             sys.stderr.write(f"\rgitmem: indexed {self.total:,} {what} into .git/gitmem/index.sqlite\n")
 
 
+def read_tree(repo: pygit2.Repository, tree_id: str) -> List[Entry]:
+    """A tree's entries (name, type, id), read from git."""
+    return [(e.name, e.type_str, str(e.id)) for e in repo[tree_id].peel(pygit2.Tree)]  # type: ignore[misc]  # named
+
+
 def read_memory(repo: pygit2.Repository, path: str, blob_id: str, ref: str) -> Parsed:
     """The memory stored in one blob at ``path``, or why it is not a valid one; a missing or
     unreadable object raises the error that names ``ref`` as damaged."""
@@ -442,12 +479,47 @@ def placed(parsed: Parsed, path: str) -> Parsed:
     return str(misplaced(parsed, path)) if isinstance(parsed, Memory) and memory_path(parsed) != path else parsed
 
 
+def bucket_rows(prefix: str, blobs: Sequence[Tuple[str, str]], verdicts: Sequence[Parsed]
+                ) -> Tuple[str, List[Tuple[str, str, str]], int, Optional[List[str]]]:
+    """What a bucket's summary is made of (see :func:`_bucket`): its type, the (id, blob, status) of its valid
+    memories in id order, how many blobs are not one, and the paths its active choices name. ``blobs``: its
+    entries (name, blob id) under ``prefix``; ``verdicts``: what each blob holds. Every valid memory in a
+    bucket is of the type its path names."""
+    rows: List[Tuple[str, str, str]] = []
+    invalid = 0
+    choice = Warm.LISTS["choices"][0]
+    chosen: Set[str] = set()
+    for (name, blob), verdict in zip(blobs, verdicts):
+        memory = placed(verdict, prefix + name)
+        if isinstance(memory, str):
+            invalid += 1
+            continue
+        rows.append((memory.id, blob, memory.status))
+        if choice(memory):
+            chosen.update(memory.paths)
+    rows.sort()
+    return prefix.split("/", 1)[0], rows, invalid, _kept_paths(chosen)
+
+
+def read_bucket(repo: pygit2.Repository, prefix: str, entries: List[Entry], ref: str
+                ) -> Tuple[Dict[str, Any], Dict[str, Parsed]]:
+    """A bucket's summary as the index keeps it, and what each of its blobs holds, read from git."""
+    blobs = layout(entries, 3)
+    found = {blob: read_memory(repo, prefix + name, blob, ref) for name, blob in blobs}
+    return _bucket(*bucket_rows(prefix, blobs, [found[b] for _, b in blobs])), found
+
+
+def _kept_paths(paths: Optional[Set[str]]) -> Optional[List[str]]:
+    """What a summary keeps of the paths its active choices name: them sorted, or None past :attr:`Warm.PATHS`."""
+    return sorted(paths) if paths is not None and len(paths) <= Warm.PATHS else None
+
+
 class _Helper:
     """A second process parsing blobs (see :func:`_serve`), started before it is given them: Python and
-    its imports (about 0.1 s) run while the caller still walks the trees. :meth:`send` hands it the
-    blobs ((path, blob id)), to parse in order. It reads git itself and writes nothing but its answers,
-    one index row per line, to a temporary file read as it grows: a helper that dies or is stopped only
-    leaves the caller more to parse."""
+    its imports (about 0.1 s) run while the caller still walks the trees. :meth:`send` hands it blobs
+    ((path, blob id)) to parse in order, :meth:`send_buckets` whole buckets to read, parse and sum. It
+    reads git itself and writes nothing but its answers, a line each, to a temporary file read as it
+    grows: a helper that dies or is stopped only leaves the caller more to do."""
 
     def __init__(self) -> None:
         import subprocess
@@ -456,7 +528,7 @@ class _Helper:
 
         self.out = tempfile.TemporaryFile()
         self.read = 0  # bytes of the file taken so far: whole lines only
-        self.rows = 0  # rows answered so far
+        self.lines: List[str] = []  # lines of a bucket not answered whole yet
         self.broken = False
         fd, self.job = tempfile.mkstemp(prefix="gitmem-", suffix=".json")
         os.close(fd)
@@ -466,9 +538,16 @@ class _Helper:
                                      stdin=subprocess.PIPE, stdout=self.out, stderr=subprocess.DEVNULL, env=env)
 
     def send(self, repo: pygit2.Repository, items: List[Tuple[str, str]]) -> None:
+        self._send({"repo": repo.path, "paths": [p for p, _ in items], "blobs": [b for _, b in items]})
+
+    def send_buckets(self, repo: pygit2.Repository, buckets: Sequence[Tuple[str, str]]) -> None:
+        """Buckets as (prefix, tree id): answered by :meth:`buckets`."""
+        self._send({"repo": repo.path, "buckets": buckets})
+
+    def _send(self, job: Dict[str, Any]) -> None:
         """The job: written whole to a file, then one line on the helper's stdin says it is there."""
         with open(self.job, "w", encoding="utf-8") as f:  # one C call (json.dump streams in Python), flat lists
-            f.write(json.dumps({"repo": repo.path, "paths": [p for p, _ in items], "blobs": [b for _, b in items]}))
+            f.write(json.dumps(job))
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.write(b"go\n")
@@ -485,23 +564,56 @@ class _Helper:
         cores = os.cpu_count() or 1
         return bool(sys.executable) and cores > 1 and _load() <= cores - 1
 
-    def answered(self) -> List[Tuple[str, Parsed]]:
-        """(row, parsed) of the blobs answered since the last call, in order. Only whole lines
-        that read as rows count: from the first that does not, the helper is not listened to."""
+    def _whole_lines(self) -> List[str]:
+        """The lines the helper wrote whole since the last call."""
         if self.broken:
             return []
         # pread leaves the file offset, which the helper's writes share, where the helper put it.
         data = os.pread(self.out.fileno(), 1 << 26, self.read)
         whole = data[:data.rfind(b"\n") + 1]
         self.read += len(whole)
-        rows = whole.decode("ascii", "replace").split("\n")[:-1]
+        return whole.decode("ascii", "replace").split("\n")[:-1]
+
+    def _not_listened_to(self) -> None:
+        self.stop()
+        self.broken = True
+        self.lines = []
+
+    def answered(self) -> List[Tuple[str, Parsed]]:
+        """(row, parsed) of the blobs answered since the last call, in order. Only whole lines
+        that read as rows count: from the first that does not, the helper is not listened to."""
+        rows = self._whole_lines()
         out: List[Tuple[str, Parsed]] = []
         for row, found in zip(rows, from_rows(rows)):
             if found is None:
-                self.stop()
-                self.broken = True
+                self._not_listened_to()
                 break
             out.append((row, found))
+        return out
+
+    def buckets(self) -> List[Tuple[str, List[Entry], Dict[str, Any], List[Tuple[str, str]]]]:
+        """(tree id, entries, summary as the index keeps it, (blob id, index row) of each blob) of the buckets
+        answered whole since the last call, in order. The rows are taken as the helper wrote them, unread:
+        :func:`row_text` of the same code, and a row that does not read is parsed again where it is asked
+        for. From a bucket whose lines are not of that shape, the helper is not listened to."""
+        lines = self.lines = self.lines + self._whole_lines()
+        out: List[Tuple[str, List[Entry], Dict[str, Any], List[Tuple[str, str]]]] = []
+        at = 0
+        try:
+            while at < len(lines):
+                head = json.loads(lines[at])
+                end = at + 1 + head["rows"]
+                if end > len(lines):
+                    break
+                rows = [(line[:40], line[41:]) for line in lines[at + 1:end]]
+                if any(line[40:41] != " " for line in lines[at + 1:end]):
+                    raise ValueError("not a row")
+                out.append((head["tree"], [tuple(e) for e in head["entries"]], head["bucket"], rows))
+                at = end
+        except (ValueError, KeyError, TypeError):
+            self._not_listened_to()
+            return out
+        del lines[:at]
         return out
 
     def stop(self) -> None:
@@ -523,8 +635,8 @@ class _Helper:
 
 def _serve() -> None:
     """The helper process (:class:`_Helper`): once stdin says the job is written, read it from the file
-    its command line names and write one row per blob, a batch at a time (the caller reads the file as
-    it grows)."""
+    its command line names and write one row per blob, or a bucket's summary and rows, a batch at a time
+    (the caller reads the file as it grows)."""
     import sys
 
     gc.disable()  # see _collector_paused: nothing this process makes holds a cycle
@@ -535,7 +647,14 @@ def _serve() -> None:
     repo = pygit2.Repository(job["repo"])
     guard_loose_objects(repo)
     write = sys.stdout.write
-    for n, (path, blob_id) in enumerate(zip(job["paths"], job["blobs"]), 1):
+    for n, (prefix, tree) in enumerate(job.get("buckets", ()), 1):
+        entries = read_tree(repo, tree)
+        stored, found = read_bucket(repo, prefix, entries, "")
+        write(json.dumps({"tree": tree, "entries": entries, "bucket": stored, "rows": len(found)}) + "\n")
+        write("".join(f"{blob} {row_text(parsed)}\n" for blob, parsed in found.items()))
+        if n % Warm.STEAL_BUCKETS == 0:
+            sys.stdout.flush()
+    for n, (path, blob_id) in enumerate(zip(job.get("paths", ()), job.get("blobs", ())), 1):
         write(row_text(read_memory(repo, path, blob_id, "")) + "\n")
         if n % Warm.STEAL == 0:
             sys.stdout.flush()

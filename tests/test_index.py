@@ -423,6 +423,49 @@ def test_a_helper_that_stops_at_a_missing_object_answers_only_what_it_read(repo,
         _fresh(repo).warm.parse(store.repository, [missing] + entries, store.ref)
 
 
+def test_a_helper_that_dies_while_it_reads_buckets_leaves_them_to_this_process(repo, store, monkeypatch):
+    """A first build hands the helper whole buckets from the front. One that dies at a blob that is not there
+    answers the buckets before it; this process reads the rest up to the damage and names it as one process
+    would. What the index keeps is sound (the buckets read whole, by their tree ids): it holds no summary of the
+    damaged bucket or of a tree above it, so the next command names the damage again."""
+    _seed(store, 40)
+    tip = store.own_tip()
+    tree = store.repo[tip].tree
+    kind = next(e.name for e in tree if e.type_str == "tree")
+    x = next(e for e in store.repo[tree[kind].id] if e.type_str == "tree")
+    y = next(e for e in store.repo[x.id] if e.type_str == "tree")
+    ghost = "0" * 40
+
+    def mktree(lines):
+        return git(repo, "mktree", "--missing", input="".join(f"{mode} {t} {oid}\t{name}\n"
+                                                                for mode, t, oid, name in lines)).strip()
+
+    def entries(oid, replace):
+        return [(f"{e.filemode:06o}", e.type_str, replace.get(e.name, str(e.id)), e.name)
+                for e in store.repo[oid]]
+
+    bucket = mktree(entries(y.id, {}) + [("100644", "blob", ghost, f"zzzzzzzzzzzzzz{x.name}{y.name}.yaml")])
+    upper = mktree(entries(x.id, {y.name: bucket}))
+    kind_tree = mktree(entries(tree[kind].id, {x.name: upper}))
+    root = mktree(entries(tree.id, {kind: kind_tree}))
+    commit = git(repo, "commit-tree", root, "-p", tip, "-m", "a bucket names a missing blob").strip()
+    git(repo, "update-ref", store.ref, commit)
+    monkeypatch.setattr(warm_module._Helper, "usable", staticmethod(lambda: True))
+    monkeypatch.setattr(warm_module.Warm, "PARALLEL", 10)
+    monkeypatch.setattr(warm_module.Warm, "STEAL_BUCKETS", 1)
+    shared = []
+    real = warm_module._Helper.send_buckets
+    monkeypatch.setattr(warm_module._Helper, "send_buckets", lambda self, *a: shared.append(a) or real(self, *a))
+    _drop_index(repo)
+    with pytest.raises(StorageError, match=f"is damaged: object {ghost} is missing"):
+        _fresh(repo).summary()
+    assert shared  # the helper was handed the buckets
+    kept = {key.split(":")[1] for key, _ in _index_rows(repo)["summaries"]} if os.path.exists(_index_file(repo)) else set()
+    assert not kept & {bucket, upper, kind_tree, root}
+    with pytest.raises(StorageError, match=f"is damaged: object {ghost} is missing"):
+        _fresh(repo).summary()
+
+
 def test_a_helper_started_while_the_trees_are_read_is_given_the_blobs_or_stopped(repo, store, monkeypatch):
     """A cold walk starts the helper before it reads the buckets when a sample of them says the blobs
     are many, so Python starts while the trees are read. Given the blobs, it answers its share; when the
