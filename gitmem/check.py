@@ -56,6 +56,10 @@ REASON_NOVELTY_SHARE = 1 / 4
 #: and more than with the rejected option, proposes what the team chose (:func:`chosen_by_decision`): the
 #: word counterpart of the option cosine's "nearer to a decision", and the same third as REASON_SHARE.
 DECISION_SHARE = REASON_SHARE
+#: A proposal of one word ("redis", "use Redis") names a topic, not an option: it repeats a rejection only when it
+#: says what to do with it and that word is this much of the rejected option's own word weight ("drop Redis"
+#: against a rejected "Drop Redis"); else the rejections on it are related, listed with their reasons to read.
+TOPIC_COVER = PART_COVER
 #: At most this many sentences of a proposal are judged one by one (each costs a query embedding).
 MAX_PARTS = 8
 #: A check's JSON echoes at most this many characters of the proposal: the caller has it, and a 500 KB plan echoed
@@ -288,6 +292,8 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
             repeat = False  # narrows the option by a condition it does not have: only for X, when Y, optional
         if answered_by_reason(m, mine, theirs, weight):
             repeat = False  # proposes what the reason says was done instead: buffer in RAM against a rejected write-each
+        if len(mine) < 2 and not (side and covered(m, mine, weight) >= TOPIC_COVER):
+            repeat = False  # one word names the topic: "redis" against a rejected "Use Redis for the job queue"
         theirs_side = stance(m.text) or stance(m.title or "")
         if side * theirs_side < 0:
             repeat = False  # both take a stance (the text's, else the title's), opposite ones: keep X against a rejected drop X

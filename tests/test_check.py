@@ -36,6 +36,18 @@ def test_another_option_on_the_same_topic_is_related_not_a_repeat(proposal):
     assert verdict.to_dict()["related"][0]["tier"] == "related"
 
 
+@pytest.mark.parametrize("proposal", ["redis", "Redis?", "use Redis"])
+def test_one_word_names_a_topic_so_its_rejections_are_related_not_repeated(proposal):
+    verdict = judge(quickstart(), proposal, now=NOW)
+    assert not verdict.repeat and [h.memory.id for h in verdict.related] == [fixture_id(2)]
+
+
+def test_one_word_with_what_to_do_repeats_a_rejection_of_just_that():
+    pool = quickstart() + [mem("Drop Redis", "rejection", 9, reason="the queue still needs it")]
+    assert [h.memory.id for h in judge(pool, "drop redis", now=NOW).repeats] == [fixture_id(9)]
+    assert not judge(pool, "redis", now=NOW).repeat
+
+
 def test_a_name_both_texts_hold_weighs_once_however_its_capitals_split_it():
     """Search splits OpenSearch into open and search as well: counted three times, a shared name alone made
     an upgrade of the cluster a repeat of the rejected move away from it."""

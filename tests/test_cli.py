@@ -146,6 +146,15 @@ def test_check_reads_a_plan_from_stdin(run):
     assert empty.exit_code == 2 and "PROPOSAL is '-' but stdin was empty" in empty.output
 
 
+def test_a_check_of_a_bare_topic_word_lists_the_rejections_on_it_without_calling_it_a_repeat(run):
+    # "redis" proposes nothing: exit 1 ("a repeat") on it read as "Redis was rejected", not "Redis for the job queue was"
+    run("add", "rejection", "Use Redis for the job queue", "--because", "no new stateful services")
+    result = run("check", "redis", "--json")
+    verdict = json.loads(result.output)
+    assert result.exit_code == 0 and verdict["repeat"] is False and verdict["rejections"] == []
+    assert [r["reason"] for r in verdict["related"]] == ["no new stateful services"]
+
+
 def test_a_search_with_nothing_searchable_says_so(run):
     # "the a of", "?!" or an emoji are searched for by no word: "no matches" alone read as "no such memory"
     run("add", "fact", "The CI runs on GitHub Actions")
