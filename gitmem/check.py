@@ -155,6 +155,11 @@ def stance(text: str) -> int:
     return sign
 
 
+def option_stance(m: Memory) -> int:
+    """The :func:`stance` of a memory's option: its text's, else its title's."""
+    return stance(m.text) or stance(m.title or "")
+
+
 #: Negations that turn the verb after them around ("do not publish", "we should never retry"); "no" and
 #: "without" more often name a thing's absence ("no new services"), which says nothing about the verb.
 _NOT = frozenset("not never dont don't doesnt doesn't shouldnt shouldn't wont won't cannot can't".split())
@@ -286,7 +291,7 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
             repeat = False  # keeps what the rejected option moved away from: "Keep React" against "Move from React to Svelte"
         if option is not None and nearest_decision > cosine:
             repeat = False  # nearer to what the team chose than to what it rejected
-        if option is None and chosen_by_decision(mine, theirs, decisions, weight):
+        if option is None and chosen_by_decision(mine, theirs, decisions, weight, side):
             repeat = False  # by words, nearer to what a decision chose than to the rejected option (lexical judge)
         if qualifies(proposal, m):
             repeat = False  # narrows the option by a condition it does not have: only for X, when Y, optional
@@ -294,7 +299,7 @@ def verdict(proposal: str, hits: Sequence[Hit], limit: int, *, near: Callable[[s
             repeat = False  # proposes what the reason says was done instead: buffer in RAM against a rejected write-each
         if len(mine) < 2 and not (side and covered(m, mine, weight) >= TOPIC_COVER):
             repeat = False  # one word names the topic: "redis" against a rejected "Use Redis for the job queue"
-        theirs_side = stance(m.text) or stance(m.title or "")
+        theirs_side = option_stance(m)
         if side * theirs_side < 0:
             repeat = False  # both take a stance (the text's, else the title's), opposite ones: keep X against a rejected drop X
         elif not theirs_side and removal and _adopts_only(f"{m.title or ''} {m.text}"):
@@ -411,15 +416,20 @@ def covered(m: Memory, mine: set, weight: Callable[[str], float]) -> float:
     return sum(weight(t) for t in option & mine) / total if total else 0.0
 
 
-def chosen_by_decision(mine: set, theirs: set, decisions: Sequence[Memory], weight: Callable[[str], float]) -> bool:
+def chosen_by_decision(mine: set, theirs: set, decisions: Sequence[Memory], weight: Callable[[str], float],
+                       side: int) -> bool:
     """Whether a proposal shares at least :data:`DECISION_SHARE` of its word weight with one of ``decisions``'
     options (title and text) and more than with the rejected option (``theirs``): it proposes what the team
     chose ("Capture the picked amount when the order leaves the warehouse" against a rejected capture at
     checkout, next to the decision to authorise at checkout and capture at dispatch). The option cosine says
-    the same by meaning; this says it by words, and is all the lexical judge has."""
+    the same by meaning; this says it by words, and is all the lexical judge has. A decision of the opposite
+    stance to the proposal's (``side``) names the same things to do the other thing with them: "keep the nginx
+    proxy" shares its words with the decision to drop it, and chooses what the team turned down."""
     mass = sum(weight(t) for t in mine) or 1.0
     option = sum(weight(t) for t in mine & theirs)
     for d in decisions:
+        if side * option_stance(d) < 0:
+            continue
         shared = sum(weight(t) for t in mine & content_terms(f"{d.title or ''} {d.text}"))
         if shared >= DECISION_SHARE * mass and shared > option:
             return True

@@ -48,6 +48,19 @@ def test_one_word_with_what_to_do_repeats_a_rejection_of_just_that():
     assert not judge(pool, "redis", now=NOW).repeat
 
 
+def test_keeping_what_a_decision_dropped_repeats_the_rejected_keep_though_it_shares_the_decisions_words():
+    """By words, a proposal closer to a decision than to the rejection proposes what the team chose, unless it does
+    the opposite of the decision with the same things: keeping the proxy the team decided to drop."""
+    dropped = mem("Apps reach Elasticsearch through the load balancer; the loopback nginx proxy is no longer configured",
+                  "decision", 1, title="Drop the nginx proxy in front of Elasticsearch", reason="the balancer balances")
+    kept = mem("Carry the nginx proxy over to the new hosts", "rejection", 2, title="Keep the Elasticsearch proxy",
+               reason="the balancer already balances")
+    pool = _among_notes(kept) + [dropped]
+    verdict = judge(pool, "keep the loopback nginx proxy for elasticsearch", now=NOW)
+    assert [h.memory.id for h in verdict.repeats] == [kept.id]
+    assert not judge(pool, "drop the loopback nginx proxy for elasticsearch on the other hosts too", now=NOW).repeat
+
+
 def test_a_name_both_texts_hold_weighs_once_however_its_capitals_split_it():
     """Search splits OpenSearch into open and search as well: counted three times, a shared name alone made
     an upgrade of the cluster a repeat of the rejected move away from it."""
