@@ -358,8 +358,17 @@ class Index:
         self._pending_blobs.append((blob_id, row))
 
     def flush(self) -> None:
-        """Store what this command learned, in one transaction per table (blobs in key order, so a
-        cold start appends to the table's B-tree instead of splitting pages all over it)."""
+        """Store what this command learned, and make a first build the index."""
+        with self._lock:
+            self.spill()
+            if self._building:
+                self._publish()
+
+    def spill(self) -> None:
+        """Store what this command learned so far, in one transaction per table (blobs in key order, so a
+        cold start appends to the table's B-tree instead of splitting pages all over it). A first build
+        spills as it goes, while a helper process still parses: what the flush at its end is left to write
+        is what this process waits for alone."""
         with self._lock:
             blobs, trees, summaries = self._pending_blobs, self._pending_trees, self._pending_summaries
             self._pending_blobs, self._pending_trees, self._pending_summaries = [], {}, {}
@@ -367,8 +376,6 @@ class Index:
             self._write("INSERT OR IGNORE INTO blobs VALUES (?, ?)", sorted(blobs, key=itemgetter(0)))
             self._write("INSERT OR IGNORE INTO trees VALUES (?, ?)", [(t, _ENCODE(e)) for t, e in trees.items()])
             self._write("INSERT OR IGNORE INTO summaries VALUES (?, ?)", [(k, _ENCODE(v)) for k, v in summaries.items()])
-            if self._building:
-                self._publish()
 
     # --- the tree of a commit ----------------------------------------------------------
 

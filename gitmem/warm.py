@@ -225,6 +225,8 @@ class Warm:
 
     #: Buckets this process reads between two looks at what the helper answered.
     STEAL_BUCKETS = 8
+    #: Blobs' rows this process keeps before it writes them to the index, while a helper parses.
+    SPILL = 8192
 
     def _share(self, git: Git, buckets: Sequence[Tuple[str, str]], ref: str, helper: "_Helper",
                blobs: int) -> Dict[str, Dict[str, Any]]:
@@ -235,14 +237,16 @@ class Warm:
         many they hold, for the progress line)."""
         helper.send_buckets(git(), buckets)
         out: Dict[str, Dict[str, Any]] = {}
-        taken, end, done = 0, len(buckets), 0  # the helper answered buckets[:taken], this process did buckets[end:]
+        taken, end, done, spilt = 0, len(buckets), 0, 0  # the helper answered buckets[:taken], this process did buckets[end:]
         progress = Progress(blobs)
         try:
             while end > taken:
                 for tree, entries, stored, rows in helper.buckets():
                     if taken < end:  # (past where they met, this process read it too)
                         prefix, expected = buckets[taken]
-                        assert tree == expected, "the helper answers its buckets in order"
+                        if tree != expected:  # not what it was asked: not listened to, this process reads the rest
+                            helper.ignore()
+                            break
                         self.index.put_tree(tree, entries)
                         for blob, row in rows:
                             self.index.put_row(blob, row)
@@ -258,6 +262,9 @@ class Warm:
                     self.index.put_summary(f"{prefix}:{tree}", stored)
                     done += len(found)
                     end -= 1
+                if done - spilt >= self.SPILL:
+                    self.index.spill()
+                    spilt = done
                 progress.step(min(done, progress.total))
         finally:
             helper.stop()
@@ -574,7 +581,8 @@ class _Helper:
         self.read += len(whole)
         return whole.decode("ascii", "replace").split("\n")[:-1]
 
-    def _not_listened_to(self) -> None:
+    def ignore(self) -> None:
+        """Stop it, and answer nothing more from it."""
         self.stop()
         self.broken = True
         self.lines = []
@@ -586,7 +594,7 @@ class _Helper:
         out: List[Tuple[str, Parsed]] = []
         for row, found in zip(rows, from_rows(rows)):
             if found is None:
-                self._not_listened_to()
+                self.ignore()
                 break
             out.append((row, found))
         return out
@@ -611,7 +619,7 @@ class _Helper:
                 out.append((head["tree"], [tuple(e) for e in head["entries"]], head["bucket"], rows))
                 at = end
         except (ValueError, KeyError, TypeError):
-            self._not_listened_to()
+            self.ignore()
             return out
         del lines[:at]
         return out
