@@ -186,7 +186,7 @@ class Warm:
         Answers the keys of the summaries to compute (the index does not hold them), the blobs
         parsed, which the summing reads again (kept here, not in :attr:`parsed`, which a batch this
         size would overflow; the index has them only once this command flushes), and the buckets'
-        summaries as the index keeps them where the batch made those too (:meth:`_share`)."""
+        summaries where the batch made those too (:meth:`_share`)."""
         absent: Set[str] = set()
         level = [("", root)]
         helper = None
@@ -230,11 +230,11 @@ class Warm:
 
     def _share(self, git: Git, buckets: Sequence[Tuple[str, str]], ref: str, helper: "_Helper",
                blobs: int) -> Dict[str, Dict[str, Any]]:
-        """Each of ``buckets``' summary as the index keeps it, by key, on a first build: ``helper`` takes them
-        from the front and this process from the back until they meet. Each side reads a bucket's tree,
-        parses its blobs and sums them, so this process takes the helper's index rows and summaries as they
-        come (none decoded), and only the trees above the buckets are left to sum after (``blobs``: about how
-        many they hold, for the progress line)."""
+        """Each of ``buckets``' summary, by key, on a first build: ``helper`` takes them from the front and this
+        process from the back until they meet. Each side reads a bucket's tree, parses its blobs and sums them,
+        so this process takes the helper's index rows and summaries as they come (the rows not decoded), and
+        only the trees above the buckets are left to sum after (``blobs``: about how many they hold, for the
+        progress line)."""
         helper.send_buckets(git(), buckets)
         out: Dict[str, Dict[str, Any]] = {}
         taken, end, done, spilt = 0, len(buckets), 0, 0  # the helper answered buckets[:taken], this process did buckets[end:]
@@ -250,16 +250,16 @@ class Warm:
                         self.index.put_tree(tree, entries)
                         for blob, row in rows:
                             self.index.put_row(blob, row)
-                        out[f"{prefix}:{tree}"] = stored
                         self.index.put_summary(f"{prefix}:{tree}", stored)
+                        out[f"{prefix}:{tree}"] = _expanded(stored)
                         done += len(rows)
                     taken += 1
                 for prefix, tree in buckets[max(taken, end - self.STEAL_BUCKETS):end][::-1]:
-                    stored, found = read_bucket(git(), prefix, self.tree_entries(git, [tree])[tree], ref)
+                    parts, found = read_bucket(git(), prefix, self.tree_entries(git, [tree])[tree], ref)
                     for blob, parsed in found.items():
                         self.index.put_parsed(blob, parsed)
-                    out[f"{prefix}:{tree}"] = stored
-                    self.index.put_summary(f"{prefix}:{tree}", stored)
+                    self.index.put_summary(f"{prefix}:{tree}", _bucket(*parts))
+                    out[f"{prefix}:{tree}"] = _bucket_summary(*parts)
                     done += len(found)
                     end -= 1
                 if done - spilt >= self.SPILL:
@@ -276,12 +276,15 @@ class Warm:
                  absent: AbstractSet[str] = frozenset(), parsed: Mapping[str, Parsed] = {},
                  buckets: Mapping[str, Dict[str, Any]] = {}) -> Dict[str, Any]:
         """The summary of ``tree`` (``absent``: keys the index is known not to hold; ``parsed``: blobs
-        already parsed; ``buckets``: buckets' summaries already made, as the index keeps them)."""
+        already parsed; ``buckets``: buckets' summaries already made)."""
         key = f"{prefix}:{tree}"
         known = self.summaries.get(key)
         if known is not None:
             return known
-        stored = buckets.get(key) or (None if key in absent else self.index.summary(key))
+        made = buckets.get(key)
+        if made is not None:
+            return self._keep_summary(key, made)
+        stored = None if key in absent else self.index.summary(key)
         if stored is not None:
             return self._keep_summary(key, _expanded(stored))
         entries = self.tree_entries(git, [tree])[tree]
@@ -509,11 +512,11 @@ def bucket_rows(prefix: str, blobs: Sequence[Tuple[str, str]], verdicts: Sequenc
 
 
 def read_bucket(repo: pygit2.Repository, prefix: str, entries: List[Entry], ref: str
-                ) -> Tuple[Dict[str, Any], Dict[str, Parsed]]:
-    """A bucket's summary as the index keeps it, and what each of its blobs holds, read from git."""
+                ) -> Tuple[Tuple[str, List[Tuple[str, str, str]], int, Optional[List[str]]], Dict[str, Parsed]]:
+    """What a bucket's summary is made of (:func:`bucket_rows`), and what each of its blobs holds, read from git."""
     blobs = layout(entries, 3)
     found = {blob: read_memory(repo, prefix + name, blob, ref) for name, blob in blobs}
-    return _bucket(*bucket_rows(prefix, blobs, [found[b] for _, b in blobs])), found
+    return bucket_rows(prefix, blobs, [found[b] for _, b in blobs]), found
 
 
 def _kept_paths(paths: Optional[Set[str]]) -> Optional[List[str]]:
@@ -657,8 +660,8 @@ def _serve() -> None:
     write = sys.stdout.write
     for n, (prefix, tree) in enumerate(job.get("buckets", ()), 1):
         entries = read_tree(repo, tree)
-        stored, found = read_bucket(repo, prefix, entries, "")
-        write(json.dumps({"tree": tree, "entries": entries, "bucket": stored, "rows": len(found)}) + "\n")
+        parts, found = read_bucket(repo, prefix, entries, "")
+        write(json.dumps({"tree": tree, "entries": entries, "bucket": _bucket(*parts), "rows": len(found)}) + "\n")
         write("".join(f"{blob} {row_text(parsed)}\n" for blob, parsed in found.items()))
         if n % Warm.STEAL_BUCKETS == 0:
             sys.stdout.flush()
