@@ -616,8 +616,8 @@ class _Helper:
                 end = at + 1 + head["rows"]
                 if end > len(lines):
                     break
-                rows = [(line[:40], line[41:]) for line in lines[at + 1:end]]
-                if any(line[40:41] != " " for line in lines[at + 1:end]):
+                rows = [(blob, row) for blob, sep, row in (line.partition(" ") for line in lines[at + 1:end]) if sep]
+                if len(rows) < end - at - 1:
                     raise ValueError("not a row")
                 out.append((head["tree"], [tuple(e) for e in head["entries"]], head["bucket"], rows))
                 at = end
