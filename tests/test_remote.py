@@ -1187,7 +1187,7 @@ def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
 
     assert status["remotes"] == [{"branch": "main", "remote": "origin", "ahead": 2, "behind": 1, "skipped": False,
                                   "aside": None, "aside_merged": False, "new_branch": False, "renamed_to": None,
-                                  "local": Store.open(str(bob)).own_tip(),
+                                  "unfetched": False, "local": Store.open(str(bob)).own_tip(),
                                   "fetched": Store.open(str(alice)).own_tip()}]
     assert "origin: 2 ahead, 1 behind" in gitmem(bob, "status").stdout
     git(alice, "branch", "feature")  # a branch bob has no memory of: counted against what it inherits, main's
@@ -1201,6 +1201,28 @@ def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
     shown = gitmem(bob, "status").stdout
     assert "memory spike: not on origin (as of the last fetch or push): `gitmem push origin --branch spike`" in shown
     assert "spike vs origin" not in shown  # not "5 ahead": the remote is not behind on a branch it never had
+
+
+def test_status_after_a_plain_git_fetch_of_memory_does_not_say_it_is_missing_from_the_remote(alice, bob):
+    """bob fetched the team's memory with plain git (`git fetch origin 'refs/memory/*:refs/memory/*'`), which
+    records no fetched copy: status said "not on origin ... `gitmem push`", though origin has it. Without asking
+    the network it cannot know, so it says so and names `gitmem fetch`; after that fetch it knows."""
+    gitmem(alice, "add", "fact", "from alice")
+    gitmem(alice, "push")
+    git(bob, "fetch", "-q", "origin", "refs/memory/*:refs/memory/*")
+
+    shown = gitmem(bob, "status").stdout
+
+    assert "not on origin" not in shown and "gitmem push" not in shown
+    assert "memory main: whether origin has it is not known here (gitmem has not fetched from origin): " \
+        "`gitmem fetch origin`" in shown
+    [remote] = json.loads(gitmem(bob, "status", "--json").stdout)["remotes"]
+    assert remote["fetched"] is None and remote["unfetched"] is True
+    gitmem(bob, "fetch")
+    assert "memory main vs origin: 0 ahead, 0 behind" in gitmem(bob, "status").stdout
+    git(bob, "branch", "spike")
+    gitmem(bob, "--branch", "spike", "add", "fact", "never pushed")  # origin's whole memory was listed: it lacks spike
+    assert "memory spike: not on origin (as of the last fetch or push)" in gitmem(bob, "status").stdout
 
 
 def test_status_names_memory_set_aside_here_as_kept_in_this_clone_not_as_unpushed(alice, bob, origin):

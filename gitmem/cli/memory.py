@@ -596,8 +596,10 @@ def status(store: Store, as_json: bool) -> None:
 
     JSON: {"branch", "ref", "own_tip", "reads", "tip", "counts": {type: active memories}, "notice",
     "conflicts": [id], "remotes": [{"branch", "remote", "local", "fetched", "ahead", "behind", "skipped", "aside",
-    "aside_merged", "new_branch", "renamed_to"}] (skipped: a pull does not take that copy, the branch's memory was
-    dropped, set aside or renamed here; renamed_to: null, or the name the branch's memory was renamed to here
+    "aside_merged", "new_branch", "renamed_to", "unfetched"}] (unfetched: fetched is null because gitmem never fetched
+    that remote's memory here, not because the remote lacks it: `gitmem fetch` tells; skipped: a pull does not take
+    that copy, the branch's memory was dropped, set aside or renamed here; renamed_to: null, or the name the
+    branch's memory was renamed to here
     (`gitmem branch -m`), which a pull never makes again: behind counts what that name's memory lacks of the copy;
     aside: null, or for memory set aside here, BRANCH.earlier-TIP, the branch whose earlier memory it holds, kept in
     this clone and not pushed; aside_merged: BRANCH's memory holds all of it, `gitmem prune --yes` drops it;
@@ -671,6 +673,10 @@ def status(store: Store, as_json: bool) -> None:
                        f"this clone, not pushed: `gitmem merge {a['branch']}` brings it in, `gitmem prune` drops it")
     for d in data["remotes"]:
         if d["aside"] and d["fetched"] is None:  # this clone's to keep apart, named above: no push to suggest
+            continue
+        if d["fetched"] is None and d["unfetched"]:  # memory fetched with plain git records no copy
+            click.echo(f"  memory {d['branch']}: whether {d['remote']} has it is not known here (gitmem has not "
+                       f"fetched from {d['remote']}): `gitmem fetch {d['remote']}`")
             continue
         if d["fetched"] is None:  # "N ahead" would count its whole history, as if the remote were behind it
             click.echo(f"  memory {d['branch']}: not on {d['remote']} (as of the last fetch or push): "
