@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, Ty
 import pygit2
 
 from .errors import ConcurrentUpdate, GitmemError, RefClash, RefLocked, StorageError
-from .repo import ASIDE_PREFIX, REF_PREFIX, aside_of, common_dir, memory_ref, ref_target
+from .repo import ASIDE_PREFIX, REF_PREFIX, aside_of, branch_command, common_dir, memory_ref, ref_target
 
 T = TypeVar("T")
 MAX_ATTEMPTS = 400
@@ -233,6 +233,44 @@ def written_here(repo: pygit2.Repository) -> Set[str]:
         except (KeyError, pygit2.GitError, OSError):
             continue  # no reflog: none of its commits can be told as written here
     return out
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """Memory gitmem wrote on ``ref`` at ``tip`` (as its reflog says) that the ref no longer holds: a move gitmem did
+    not make took it away, ``by`` (that move's reflog message), such as a forced `git fetch` of ``refs/memory/*``.
+    The reflog keeps the commit (until `git gc` expires the entry), so a merge of it brings the memory back."""
+
+    ref: str
+    tip: str
+    by: str
+
+    def notice(self, checked_out: Optional[str] = None) -> str:
+        return (f"memory written here at {self.tip[:10]} is no longer in {self.ref}: a move gitmem did not make "
+                f"({self.by or 'no reflog message'}) dropped it; bring it back with "
+                f"`{branch_command(self.ref, 'merge ' + self.tip, checked_out)}`")
+
+
+def dropped_writes(repo: pygit2.Repository, ref: str) -> Optional[Dropped]:
+    """The newest tip gitmem moved ``ref`` to, when the ref's tip no longer contains it. Only the newest counts:
+    gitmem's own moves back (a recover, a rewrite) are themselves its newest entry."""
+    tip = ref_target(repo, ref)
+    if tip is None:
+        return None
+    by = ""
+    try:
+        for entry in repo.references[ref].log():
+            message = (entry.message or "").strip()
+            if not message.startswith("gitmem"):
+                by = message  # newest first: ends at the move right after gitmem's
+                continue
+            written = str(entry.oid_new)
+            if written == tip or written not in repo or repo.descendant_of(tip, written):
+                return None
+            return Dropped(ref, written, by)
+    except (KeyError, ValueError, pygit2.GitError, OSError):
+        pass  # no reflog, or a history too damaged to tell: doctor names the damage
+    return None
 
 
 def ensure_reflog(repo: pygit2.Repository, ref: str) -> None:

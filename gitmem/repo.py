@@ -433,8 +433,13 @@ def doctor_command(ref: str, checked_out: Optional[str] = None) -> str:
     `gitmem doctor` checks HEAD's branch's memory, and says it is fine when another branch's is damaged).
     ``checked_out``: the branch HEAD is on, when the command is for a person in this checkout (doctor's
     own hint): for that branch's memory it is plain `gitmem doctor`."""
+    return branch_command(ref, "doctor", checked_out)
+
+
+def branch_command(ref: str, command: str, checked_out: Optional[str] = None) -> str:
+    """``gitmem COMMAND`` run on the memory of ref ``ref``, as :func:`doctor_command` names it."""
     import shlex
 
     branch = next((ref[len(p):] for p in (REF_PREFIX, ASIDE_PREFIX) if ref.startswith(p)), None)
-    return "gitmem doctor" if branch is None or branch == checked_out else \
-        f"gitmem --branch {shlex.quote(branch)} doctor"
+    return f"gitmem {command}" if branch is None or branch == checked_out else \
+        f"gitmem --branch {shlex.quote(branch)} {command}"

@@ -1225,6 +1225,33 @@ def test_status_after_a_plain_git_fetch_of_memory_does_not_say_it_is_missing_fro
     assert "memory spike: not on origin (as of the last fetch or push)" in gitmem(bob, "status").stdout
 
 
+def test_memory_a_forced_plain_git_fetch_dropped_is_named_with_the_merge_that_brings_it_back(alice, bob):
+    """A forced `git fetch origin '+refs/memory/*:refs/memory/*'` moved bob's memory ref to origin's, dropping two
+    writes he had not pushed: status, log and doctor showed nothing wrong and `doctor --recover` said the history
+    was intact. The ref's reflog still holds his last write: status and doctor name it and the merge that brings
+    it back, and once merged they say nothing more."""
+    gitmem(alice, "add", "fact", "from alice")
+    gitmem(alice, "push")
+    gitmem(bob, "add", "fact", "bob's first")
+    gitmem(bob, "add", "fact", "bob's second")
+    lost = Store.open(str(bob)).own_tip()
+    git(bob, "fetch", "-q", "origin", "+refs/memory/*:refs/memory/*")
+    assert texts(bob) == {"from alice"}
+
+    notice = (f"memory written here at {lost[:10]} is no longer in refs/memory/main: a move gitmem did not make "
+              f"(fetch -q origin +refs/memory/*:refs/memory/*: forced-update) dropped it; bring it back with "
+              f"`gitmem merge {lost}`")
+    assert notice in gitmem(bob, "status").stdout
+    assert f"warning: refs/memory/main: {notice}" in gitmem(bob, "doctor").stdout
+    recovered = gitmem(bob, "doctor", "--recover", check=False)
+    assert recovered.returncode == 1 and notice in recovered.stderr and "Traceback" not in recovered.stderr
+
+    gitmem(bob, "merge", lost)
+
+    assert texts(bob) == {"from alice", "bob's first", "bob's second"}
+    assert "no longer in" not in gitmem(bob, "status").stdout + gitmem(bob, "doctor").stdout
+
+
 def test_status_names_memory_set_aside_here_as_kept_in_this_clone_not_as_unpushed(alice, bob, origin):
     """alice deleted feature and made a new one; bob's pull set his memory of the earlier feature aside, as
     feature.earlier-<his tip>. status told him "not on origin: `gitmem push origin --branch feature.earlier-...`",

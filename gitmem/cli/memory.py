@@ -608,7 +608,9 @@ def status(store: Store, as_json: bool) -> None:
     memory set aside here, remote or none, as in remotes),
     "late_parent":
     null or {"branch", "parent", "fork", "as_of", "notice"}} (late_parent: this branch's memory started before its
-    parent's arrived here, and lacks what the parent's held at the fork; the notice names the command).
+    parent's arrived here, and lacks what the parent's held at the fork; the notice names the command), "dropped": null
+    or a notice: memory gitmem wrote on this ref that a move it did not make (a forced `git fetch`) took away, with
+    the `gitmem merge` that brings it back.
 
     Example: gitmem status
     """
@@ -629,6 +631,11 @@ def status(store: Store, as_json: bool) -> None:
 
         late = late_parent(store.repo, store.branch)
         data["late_parent"] = late.to_dict() if late else None
+    from ..refs import dropped_writes
+    from ..repo import current_branch
+
+    dropped = dropped_writes(store.repo, store.ref) if data["own_tip"] else None
+    data["dropped"] = dropped.notice(current_branch(store.repo)[0]) if dropped else None
     data["conflicts"] = list(pending(store, tip))  # the merge machinery loads only when there are some
     if store.git is None or not has_no_remotes(store.git):
         from ..remote import divergence
@@ -660,6 +667,8 @@ def status(store: Store, as_json: bool) -> None:
             click.echo(f"  renamed from {old!r}, whose memory stayed behind: `{carry_over(store.repo, old, store.branch)}`")
     if data["late_parent"]:
         click.echo(f"  {data['late_parent']['notice']}")
+    if data["dropped"]:
+        click.echo(f"  {data['dropped']}")
     click.echo("  " + (", ".join(plural(n, t) for t, n in sorted(counts.items())) or "no memories"))
     if data["conflicts"]:
         click.echo(f"  {plural(len(data['conflicts']), 'unresolved memory conflict')}: see `gitmem conflicts`")
