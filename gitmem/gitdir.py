@@ -185,6 +185,21 @@ def may_be_renamed(git: GitDir, branch: str) -> bool:
         return True
 
 
+def may_be_dropped(git: GitDir, ref: str) -> bool:
+    """False when the newest entry of ``ref``'s reflog is gitmem's own move (or there is no reflog), so no move
+    gitmem did not make can have dropped what it wrote (see gitmem.refs.dropped_writes); True means "maybe": ask
+    libgit2. Only the file's end is read: a store written a memory at a time has a reflog line per write."""
+    try:
+        with open(os.path.join(git.common, "logs", *ref.split("/")), "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            last = f.read().rstrip(b"\n").rpartition(b"\n")[2]
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return bool(last) and not last.partition(b"\t")[2].strip().startswith(b"gitmem")
+
+
 def may_hold_aside(git: GitDir) -> bool:
     """False when no ref under ``refs/memory/`` or ``refs/memory-aside/``, loose or packed, has ``.earlier-`` in
     its name (so no memory was set aside here: see gitmem.branches.kept_aside); True means "maybe": ask libgit2."""

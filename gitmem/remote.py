@@ -50,7 +50,7 @@ MAX_PUSH_ATTEMPTS = 8
 __all__ = [
     "REMOTE_PREFIX", "BranchPush", "FetchResult", "PullResult", "SetupChange", "Divergence", "RemoteBranch",
     "default_remote", "tracking_ref", "local_branches", "remote_branches", "fetch", "pull", "push",
-    "outgoing_secrets", "carry_memory", "divergence", "fetched_remotes", "missing_here",
+    "outgoing_secrets", "carry_memory", "divergence", "missing_here",
 ]
 
 
@@ -178,8 +178,9 @@ class Divergence:
     (:func:`gitmem.branches.earlier_root`): a pull sets this memory aside here too and takes the copy.
     ``renamed_to``: the branch's memory was renamed to that name here (:func:`gitmem.branches.renamed_here`): a
     pull never takes the copy, and ``behind`` counts what that name's memory lacks of it (``skipped`` then).
-    ``unfetched``: no copy, and gitmem has never fetched this remote's memory here (:func:`fetched_remotes`), so
-    whether the remote holds the branch is unknown, not "no"."""
+    ``unfetched``: no copy of this remote's memory at all here (of any branch: gitmem has not fetched or pushed it,
+    or the remote has none), so whether the remote holds the branch is unknown, not "no": a plain
+    `git fetch origin 'refs/memory/*:refs/memory/*'` or `git push` of memory records no copy."""
 
     branch: str
     remote: str
@@ -357,39 +358,10 @@ def fetch(repo: pygit2.Repository, remote: Optional[str] = None, branches: Optio
         if names is None or b in names:
             _delete_ref(repo, tracking_ref(remote, b))
     _gate(repo, remote, landed, refused)
-    if names is None:
-        _note_fetched(repo, remote)
     after = remote_branches(repo, remote)
     shown = names if names is not None else sorted(set(before) | set(after))
     return FetchResult(remote, [RemoteBranch(b, tracking_ref(remote, b), before.get(b), after.get(b))
                                 for b in shown], refused)
-
-
-def _fetched_path(repo: pygit2.Repository) -> str:
-    return os.path.join(common_dir(repo), "gitmem", "fetched-remotes.json")
-
-
-def fetched_remotes(repo: pygit2.Repository) -> Set[str]:
-    """The remotes whose whole memory a gitmem fetch has listed here. Only for them does a missing fetched copy
-    mean "not on the remote": a plain `git fetch origin 'refs/memory/*:refs/memory/*'` (or `git push`) of memory
-    records no copy, and status must not then say the memory is not there (no network to ask)."""
-    try:
-        with open(_fetched_path(repo), encoding="utf-8") as f:
-            names = json.load(f)
-    except (OSError, ValueError):
-        return set()
-    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
-
-
-def _note_fetched(repo: pygit2.Repository, remote: str) -> None:
-    from .files import replace_file
-
-    known = fetched_remotes(repo)
-    if remote not in known:
-        try:
-            replace_file(_fetched_path(repo), json.dumps(sorted(known | {remote})))
-        except (GitmemError, OSError):
-            pass  # only a hint for status, which then asks for a fetch again
 
 
 def _fetch_unfetched(repo: pygit2.Repository, remote: str, tips: Sequence[str], interactive: Optional[bool]) -> None:
@@ -1134,7 +1106,6 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
     (no network: as of the last fetch or push)."""
     local = local_branches(repo)
     out = []
-    listed: Optional[Set[str]] = None
     for remote in repo.remotes.names():
         theirs = remote_branches(repo, remote)  # type: ignore[arg-type]  # pygit2 stub: Optional name
         for b in sorted(set(branches) if branches is not None else set(local) | set(theirs)):
@@ -1158,9 +1129,7 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
             aside = set_aside_from(repo, b) if mine else None
             merged = bool(aside and mine and merged_back(repo, b, mine))
             new = bool(mine and fetched and ahead and behind and earlier_root(repo, b, mine, fetched))
-            if fetched is None and listed is None:
-                listed = fetched_remotes(repo)
-            unknown = fetched is None and remote not in (listed or ())
+            unknown = fetched is None and not theirs
             out.append(Divergence(b, remote, mine, fetched, ahead, behind, skipped, aside, merged, new,  # type: ignore[arg-type]  # pygit2 stub
                                   heir, unknown))
     return out

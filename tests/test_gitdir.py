@@ -146,6 +146,20 @@ def test_warm_list_and_status_do_not_load_libgit2_even_after_gc(tmp_path):
     assert gitmem_process(repo, "list", "-n", "5").stdout == first
 
 
+def test_a_move_of_memory_gitmem_did_not_make_is_seen_from_the_reflog_s_last_line(store, repo):
+    """status asks libgit2 whether a move it did not make dropped memory (refs.dropped_writes) only when the
+    memory ref's newest reflog entry is not gitmem's own: a warm status after gitmem's writes reads one line."""
+    found = gitdir.discover(str(repo))
+    first = store.add("fact", "first").commit
+    store.add("fact", "second")
+    assert not gitdir.may_be_dropped(found, store.ref)
+    assert not gitdir.may_be_dropped(found, "refs/memory/never-written")  # no reflog
+    git(repo, "update-ref", "-m", "fetch: forced-update", store.ref, first)  # as a forced `git fetch` moves it
+    assert gitdir.may_be_dropped(found, store.ref)
+    store.add("fact", "third")  # gitmem's own move is the newest again
+    assert not gitdir.may_be_dropped(found, store.ref)
+
+
 def test_memory_set_aside_is_seen_loose_packed_and_where_an_earlier_gitmem_kept_it(store, repo):
     """status names memory set aside here with no remote configured too: gitdir says when there can be none, so
     a warm status still need not load libgit2, and never misses one."""

@@ -1214,7 +1214,7 @@ def test_status_after_a_plain_git_fetch_of_memory_does_not_say_it_is_missing_fro
     shown = gitmem(bob, "status").stdout
 
     assert "not on origin" not in shown and "gitmem push" not in shown
-    assert "memory main: whether origin has it is not known here (gitmem has not fetched from origin): " \
+    assert "memory main: whether origin has it is not known here (no copy of origin's memory): " \
         "`gitmem fetch origin`" in shown
     [remote] = json.loads(gitmem(bob, "status", "--json").stdout)["remotes"]
     assert remote["fetched"] is None and remote["unfetched"] is True
