@@ -15,7 +15,7 @@ import pygit2
 from .errors import GitmemError, InvalidMemory, StorageError
 from . import model
 from .model import Author, Memory
-from .refs import dropped_writes, lock_file
+from .refs import lock_file
 from .repo import (REMOTE_PREFIX, below_parents, blob_at, current_branch, default_author, doctor_command,
                    entries_by_name, objects_read_once, partial_clone, ref_target, unfetched)
 from .model import CONFLICTS_DIR, Problem, parse_memory
@@ -89,7 +89,7 @@ def doctor(store: Store, full: bool = False) -> List[Problem]:
                  "; no intact earlier tip in the reflog or a fetched copy")
         problems.append(Problem("error", store.ref, f"history is damaged: {found}{offer}"))
         return problems
-    dropped = dropped_writes(store.repo, store.ref)
+    dropped = store.dropped()
     if dropped:
         problems.append(Problem("warning", store.ref, dropped.notice(current_branch(store.repo)[0])))
     if tip == sound:
@@ -278,7 +278,7 @@ def recover(store: Store, author: Optional[Author] = None, source: str = "doctor
         raise GitmemError(f"nothing to recover: {store.ref} holds no memory yet")
     found = damage(store.repo, tip)
     if found is None:
-        dropped = dropped_writes(store.repo, store.ref)
+        dropped = store.dropped()
         raise GitmemError(f"nothing to recover: the history of {store.ref} is intact"
                           + (f", but {dropped.notice(current_branch(store.repo)[0])}" if dropped else ""))
     fetch = _unfetched(store, found)

@@ -631,12 +631,9 @@ def status(store: Store, as_json: bool) -> None:
 
         late = late_parent(store.repo, store.branch)
         data["late_parent"] = late.to_dict() if late else None
-    from ..gitdir import may_be_dropped
-    from ..refs import dropped_writes
     from ..repo import current_branch
 
-    dropped = dropped_writes(store.repo, store.ref) if data["own_tip"] and (
-        store.git is None or may_be_dropped(store.git, store.ref)) else None
+    dropped = store.dropped() if data["own_tip"] else None
     data["dropped"] = dropped.notice(current_branch(store.repo)[0]) if dropped else None
     data["conflicts"] = list(pending(store, tip))  # the merge machinery loads only when there are some
     if store.git is None or not has_no_remotes(store.git):
