@@ -615,6 +615,8 @@ class _Helper:
         try:
             while at < len(lines):
                 head = json.loads(lines[at])
+                if not isinstance(head["rows"], int) or head["rows"] < 0:  # (fewer than none: back to this line)
+                    raise ValueError("not a count of rows")
                 end = at + 1 + head["rows"]
                 if end > len(lines):
                     break

@@ -467,6 +467,24 @@ def test_a_helper_that_dies_while_it_reads_buckets_leaves_them_to_this_process(r
         _fresh(repo).summary()
 
 
+def test_a_helper_answering_a_bucket_of_a_negative_number_of_rows_is_not_listened_to():
+    """A bucket's first line says how many row lines follow: one that says fewer than none is not of that shape
+    (read as an empty bucket, it moved the reader back onto the same line, for ever)."""
+    import signal
+
+    helper = warm_module._Helper()
+    helper.proc.kill()
+    helper.proc.wait()
+    os.write(helper.out.fileno(), (json.dumps({"tree": "t", "entries": [], "bucket": {}, "rows": -1}) + "\n").encode())
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the helper's answer was read for ever"))
+    signal.alarm(5)
+    try:
+        assert helper.buckets() == [] and helper.broken
+    finally:
+        signal.alarm(0)
+        helper.stop()
+
+
 def test_a_helper_started_while_the_trees_are_read_is_given_the_blobs_or_stopped(repo, store, monkeypatch):
     """A cold walk starts the helper before it reads the buckets when a sample of them says the blobs
     are many, so Python starts while the trees are read. Given the blobs, it answers its share; when the
