@@ -91,7 +91,7 @@ def doctor(store: Store, full: bool = False) -> List[Problem]:
         return problems
     dropped = store.dropped()
     if dropped:
-        problems.append(Problem("warning", store.ref, dropped.notice(current_branch(store.repo)[0])))
+        problems.append(Problem("warning", store.ref, dropped))
     if tip == sound:
         return problems
     from .merge import conflicts_and_problems
@@ -280,7 +280,7 @@ def recover(store: Store, author: Optional[Author] = None, source: str = "doctor
     if found is None:
         dropped = store.dropped()
         raise GitmemError(f"nothing to recover: the history of {store.ref} is intact"
-                          + (f", but {dropped.notice(current_branch(store.repo)[0])}" if dropped else ""))
+                          + (f", but {dropped}" if dropped else ""))
     fetch = _unfetched(store, found)
     if fetch:
         raise GitmemError(f"nothing to recover in {store.ref}: {fetch}")

@@ -33,7 +33,6 @@ from .warm import Warm, counted, invalid_at, placed, warm_for
 
 if TYPE_CHECKING:
     from .audit import Change
-    from .refs import Dropped
 
 COMMITTER = ("gitmem", "gitmem@localhost")
 #: Memories a listing reads from the index at a time.
@@ -369,14 +368,16 @@ class Store:
                 pass
         return ref_target(self.repo, self.ref)
 
-    def dropped(self) -> Optional["Dropped"]:
-        """Memory gitmem wrote on this branch's ref that a move it did not make took away
-        (:func:`gitmem.refs.dropped_writes`), asking libgit2 only when the reflog's last line is not gitmem's."""
+    def dropped(self) -> Optional[str]:
+        """What a person reads when memory gitmem wrote on this branch's ref was taken away by a move it did not
+        make (:func:`gitmem.refs.dropped_writes`), or None; libgit2 is asked only when the reflog's last line is
+        not gitmem's."""
         from .refs import dropped_writes
 
         if self.git is not None and not gitdir.may_be_dropped(self.git, self.ref):
             return None
-        return dropped_writes(self.repo, self.ref)
+        found = dropped_writes(self.repo, self.ref)
+        return found.notice(current_branch(self.repo)[0]) if found else None
 
     def tree_of(self, commit: str) -> str:
         """The root tree of memory commit ``commit``. Without libgit2 open, from the loose object or

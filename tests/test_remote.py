@@ -1205,17 +1205,18 @@ def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
 
 def test_status_after_a_plain_git_fetch_of_memory_does_not_say_it_is_missing_from_the_remote(alice, bob):
     """bob fetched the team's memory with plain git (`git fetch origin 'refs/memory/*:refs/memory/*'`), which
-    records no fetched copy: status said "not on origin ... `gitmem push`", though origin has it. Without asking
-    the network it cannot know, so it says so and names `gitmem fetch`; after that fetch it knows."""
+    records no fetched copy: status said "not on origin", though origin has it. Without asking the network it
+    cannot know, so it says so, with the push that sends it or finds it there; after a fetch it knows. An empty
+    remote leaves no copy either: the same line, whose push then sends it."""
     gitmem(alice, "add", "fact", "from alice")
     gitmem(alice, "push")
     git(bob, "fetch", "-q", "origin", "refs/memory/*:refs/memory/*")
 
     shown = gitmem(bob, "status").stdout
 
-    assert "not on origin" not in shown and "gitmem push" not in shown
-    assert "memory main: whether origin has it is not known here (no copy of origin's memory): " \
-        "`gitmem fetch origin`" in shown
+    assert "not on origin" not in shown
+    assert "memory main: not known to be on origin (no copy of origin's memory here): `gitmem push origin --branch " \
+        "main` sends it, or finds it there" in shown
     [remote] = json.loads(gitmem(bob, "status", "--json").stdout)["remotes"]
     assert remote["fetched"] is None and remote["unfetched"] is True
     gitmem(bob, "fetch")

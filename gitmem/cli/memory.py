@@ -597,7 +597,7 @@ def status(store: Store, as_json: bool) -> None:
     JSON: {"branch", "ref", "own_tip", "reads", "tip", "counts": {type: active memories}, "notice",
     "conflicts": [id], "remotes": [{"branch", "remote", "local", "fetched", "ahead", "behind", "skipped", "aside",
     "aside_merged", "new_branch", "renamed_to", "unfetched"}] (unfetched: fetched is null because this clone holds no copy of
-    that remote's memory at all, not because the remote lacks it: `gitmem fetch` tells; skipped: a pull does not take
+    that remote's memory at all, not because the remote lacks it: a push sends it or finds it there; skipped: a pull does not take
     that copy, the branch's memory was dropped, set aside or renamed here; renamed_to: null, or the name the
     branch's memory was renamed to here
     (`gitmem branch -m`), which a pull never makes again: behind counts what that name's memory lacks of the copy;
@@ -631,10 +631,7 @@ def status(store: Store, as_json: bool) -> None:
 
         late = late_parent(store.repo, store.branch)
         data["late_parent"] = late.to_dict() if late else None
-    from ..repo import current_branch
-
-    dropped = store.dropped() if data["own_tip"] else None
-    data["dropped"] = dropped.notice(current_branch(store.repo)[0]) if dropped else None
+    data["dropped"] = store.dropped() if data["own_tip"] else None
     data["conflicts"] = list(pending(store, tip))  # the merge machinery loads only when there are some
     if store.git is None or not has_no_remotes(store.git):
         from ..remote import divergence
@@ -683,8 +680,8 @@ def status(store: Store, as_json: bool) -> None:
         if d["aside"] and d["fetched"] is None:  # this clone's to keep apart, named above: no push to suggest
             continue
         if d["fetched"] is None and d["unfetched"]:  # memory fetched with plain git records no copy
-            click.echo(f"  memory {d['branch']}: whether {d['remote']} has it is not known here (no copy of "
-                       f"{d['remote']}'s memory): `gitmem fetch {d['remote']}`")
+            click.echo(f"  memory {d['branch']}: not known to be on {d['remote']} (no copy of {d['remote']}'s "
+                       f"memory here): `gitmem push {d['remote']} --branch {d['branch']}` sends it, or finds it there")
             continue
         if d["fetched"] is None:  # "N ahead" would count its whole history, as if the remote were behind it
             click.echo(f"  memory {d['branch']}: not on {d['remote']} (as of the last fetch or push): "
