@@ -185,19 +185,33 @@ def may_be_renamed(git: GitDir, branch: str) -> bool:
         return True
 
 
-def may_be_dropped(git: GitDir, ref: str) -> bool:
-    """False when the newest entry of ``ref``'s reflog is gitmem's own move (or there is no reflog), so no move
-    gitmem did not make can have dropped what it wrote (see gitmem.refs.dropped_writes); True means "maybe": ask
-    libgit2. Only the file's end is read: a store written a memory at a time has a reflog line per write."""
+def may_be_dropped(git: GitDir, name: str) -> bool:
+    """False when what gitmem last wrote on the ref ``name`` is its tip still, as the ref's reflog says (or
+    gitmem wrote nothing there), so no move gitmem did not make has dropped it (see gitmem.refs.dropped_writes);
+    True means "maybe": ask libgit2. A store written a memory at a time has a reflog line per write: the whole
+    file is read only when its last line is not gitmem's own move."""
     try:
-        with open(os.path.join(git.common, "logs", *ref.split("/")), "rb") as f:
+        with open(os.path.join(git.common, "logs", *name.split("/")), "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
-            last = f.read().rstrip(b"\n").rpartition(b"\n")[2]
+            lines = f.read().rstrip(b"\n").split(b"\n")
+            if not _by_gitmem(lines[-1]):
+                f.seek(0)
+                lines = f.read().rstrip(b"\n").split(b"\n")
     except FileNotFoundError:
         return False
     except OSError:
         return True
-    return bool(last) and not last.partition(b"\t")[2].strip().startswith(b"gitmem")
+    written = next((parts[1].decode("ascii", "replace") for line in reversed(lines)
+                    if _by_gitmem(line) and len(parts := line.split(b" ", 2)) == 3), None)
+    try:
+        return written is not None and written != ref(git, name)
+    except Unsure:
+        return True
+
+
+def _by_gitmem(line: bytes) -> bool:
+    """Whether a reflog line records a move gitmem made (its messages start with "gitmem")."""
+    return line.partition(b"\t")[2].strip().startswith(b"gitmem")
 
 
 def may_hold_aside(git: GitDir) -> bool:

@@ -148,7 +148,8 @@ def test_warm_list_and_status_do_not_load_libgit2_even_after_gc(tmp_path):
 
 def test_a_move_of_memory_gitmem_did_not_make_is_seen_from_the_reflog_s_last_line(store, repo):
     """status asks libgit2 whether a move it did not make dropped memory (refs.dropped_writes) only when the
-    memory ref's newest reflog entry is not gitmem's own: a warm status after gitmem's writes reads one line."""
+    tip gitmem last wrote, as the memory ref's reflog says, is not its tip: a warm status after gitmem's writes
+    reads one line of it, and memory gitmem never wrote (seeded by other tools) needs no libgit2 either."""
     found = gitdir.discover(str(repo))
     first = store.add("fact", "first").commit
     store.add("fact", "second")
@@ -158,6 +159,8 @@ def test_a_move_of_memory_gitmem_did_not_make_is_seen_from_the_reflog_s_last_lin
     assert gitdir.may_be_dropped(found, store.ref)
     store.add("fact", "third")  # gitmem's own move is the newest again
     assert not gitdir.may_be_dropped(found, store.ref)
+    git(repo, "update-ref", "--create-reflog", "-m", "seeded", "refs/memory/seeded", first)
+    assert not gitdir.may_be_dropped(found, "refs/memory/seeded")  # gitmem wrote nothing there to drop
 
 
 def test_memory_set_aside_is_seen_loose_packed_and_where_an_earlier_gitmem_kept_it(store, repo):
