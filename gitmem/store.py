@@ -370,12 +370,13 @@ class Store:
 
     def dropped(self) -> Optional[str]:
         """What a person reads when memory gitmem wrote on this branch's ref was taken away by a move it did not
-        make (:func:`gitmem.refs.dropped_writes`), or None; libgit2 is asked only when the reflog's last line is
-        not gitmem's."""
-        from .refs import dropped_writes
-
+        make (:func:`gitmem.refs.dropped_writes`), or None. Unless the reflog says the tip gitmem last wrote is
+        not the ref's tip (:func:`gitmem.gitdir.may_be_dropped`), neither libgit2 nor :mod:`gitmem.refs` loads
+        (a warm status's 2.5 ms)."""
         if self.git is not None and not gitdir.may_be_dropped(self.git, self.ref):
             return None
+        from .refs import dropped_writes
+
         found = dropped_writes(self.repo, self.ref)
         return found.notice(current_branch(self.repo)[0]) if found else None
 
