@@ -167,13 +167,18 @@ def test_pre_push_reminds_about_unpushed_memory_unless_turned_off(tmp_path, repo
     install(repo)
     Store.open(str(repo)).add("fact", "not pushed yet")
     pushed = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
-    assert pushed.returncode == 0 and "memory of main is not on origin" in pushed.stderr
+    assert pushed.returncode == 0 and "memory of main is not known to be on origin" in pushed.stderr
     gitmem(repo, "push", "origin")
     Store.open(str(repo)).add("fact", "written after the memory push")  # origin has main's memory, not this
     commit(repo, "a.txt")
     behind = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
     assert behind.returncode == 0 and "memory of main has writes origin lacks: run `gitmem push origin`" in \
         behind.stderr and "not on origin" not in behind.stderr, behind.stderr
+    git(repo, "checkout", "-q", "-b", "spike")  # origin's memory is known here now: a branch it lacks is not on it
+    Store.open(str(repo)).add("fact", "spike only")
+    spike = subprocess.run(["git", "push", "origin", "spike"], cwd=repo, capture_output=True, text=True)
+    assert spike.returncode == 0 and "memory of spike is not on origin" in spike.stderr, spike.stderr
+    git(repo, "checkout", "-q", "main")
     git(repo, "config", "gitmem.prePush", "off")
     commit(repo, "b.txt")
     quiet = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
@@ -193,7 +198,7 @@ def test_pre_push_takes_a_push_of_head_for_the_branch_head_names(tmp_path, repo)
     commit(repo, "a.txt")
     pushed = subprocess.run(["git", "push", "origin", "HEAD"], cwd=repo, capture_output=True, text=True)
 
-    assert reminded.returncode == 0 and "memory of main is not on origin" in reminded.stderr, reminded.stderr
+    assert reminded.returncode == 0 and "memory of main is not known to be on origin" in reminded.stderr, reminded.stderr
     assert pushed.returncode == 0 and "main pushed" in pushed.stderr, pushed.stderr
     assert git(remote, "rev-parse", "refs/memory/main") == git(repo, "rev-parse", "refs/memory/main")
 
@@ -657,7 +662,7 @@ def test_a_hooks_folder_git_tracks_is_left_unchanged_and_the_line_to_add_is_name
     hook.write_text("\n".join([lines[0], states["pre-push"]["line"], *lines[1:]]) + "\n")
     Store.open(str(repo)).add("fact", "not pushed yet")
     pushed = subprocess.run(["git", "push", "origin", "main"], cwd=repo, capture_output=True, text=True)
-    assert pushed.returncode == 0 and "memory of main is not on origin" in pushed.stderr
+    assert pushed.returncode == 0 and "memory of main is not known to be on origin" in pushed.stderr
     assert "team-check" in pushed.stderr
     status = {h["name"]: h["state"] for h in json.loads(gitmem(repo, "hooks", "status", "--json").stdout)["hooks"]}
     assert status["pre-push"] == "installed" and status["post-commit"] == "needs-line"
@@ -861,7 +866,7 @@ def test_the_line_in_a_users_hook_file_passes_arguments_and_stdin_on_and_a_refus
     git(repo, "commit", "-q", "--amend", "-m", "amended")  # post-rewrite's stdin: old and new commit ids
     assert Store.open(str(repo)).get(m.id).commits == (head(repo),)
     pushed = subprocess.run(["git", "push", "origin", "topic"], cwd=repo, capture_output=True, text=True)
-    assert pushed.returncode == 0 and "memory of topic is not on origin" in pushed.stderr  # pre-push: both
+    assert pushed.returncode == 0 and "memory of topic is not known to be on origin" in pushed.stderr  # pre-push: both
     assert "user-pre-push-ran" in pushed.stderr
 
     git(repo, "checkout", "-q", "main")
