@@ -273,6 +273,28 @@ def dropped_writes(repo: pygit2.Repository, ref: str) -> Optional[Dropped]:
     return None
 
 
+def keep_dropped(repo: pygit2.Repository, ref: str) -> Optional[str]:
+    """Keep memory gitmem wrote on the memory ref ``ref`` that a move it did not make dropped (:func:`dropped_writes`)
+    as set aside here, under ``<branch>.earlier-<tip>`` (see :func:`gitmem.branches.set_aside_from`): status lists
+    it, `gitmem merge NAME` brings it back, prune drops it once merged, and no reflog expiry loses it. Its name, or
+    None when nothing was dropped."""
+    found = dropped_writes(repo, ref) if ref.startswith(REF_PREFIX) else None
+    if found is None:
+        return None
+    for name in (f"{ref[len(REF_PREFIX):]}.earlier-{found.tip[:8]}", f"{ref[len(REF_PREFIX):]}.earlier-{found.tip}"):
+        held = ref_target(repo, ASIDE_PREFIX + name)
+        if held == found.tip:
+            return name
+        if held is None:
+            try:
+                move_ref(repo, ASIDE_PREFIX + name, None, found.tip, f"gitmem: kept aside, dropped by {found.by or 'a move'}")
+                return name
+            except ConcurrentUpdate:  # another process kept it just now
+                if ref_target(repo, ASIDE_PREFIX + name) == found.tip:
+                    return name
+    return None
+
+
 def ensure_reflog(repo: pygit2.Repository, ref: str) -> None:
     """git writes reflogs for refs/memory/* only if the log file already exists."""
     path = os.path.join(common_dir(repo), "logs", *ref.split("/"))

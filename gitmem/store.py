@@ -373,12 +373,17 @@ class Store:
         make (:func:`gitmem.refs.dropped_writes`), or None. Unless the reflog says the tip gitmem last wrote is
         not the ref's tip (:func:`gitmem.gitdir.may_be_dropped`), neither libgit2 nor :mod:`gitmem.refs` loads
         (a warm status's 2.5 ms)."""
-        if self.git is not None and not gitdir.may_be_dropped(self.git, self.ref):
+        if not gitdir.may_be_dropped(self._files(), self.ref):
             return None
         from .refs import dropped_writes
 
         found = dropped_writes(self.repo, self.ref)
         return found.notice(current_branch(self.repo)[0]) if found else None
+
+    def _files(self) -> GitDir:
+        """Where this repository's files are, for :mod:`gitmem.gitdir`'s reads: as found, or as libgit2 opened it
+        (a repository :func:`gitmem.gitdir.discover` left to libgit2)."""
+        return self.git or GitDir(self.repo.path, common_dir(self.repo), self.repo.workdir or self.repo.path)
 
     def tree_of(self, commit: str) -> str:
         """The root tree of memory commit ``commit``. Without libgit2 open, from the loose object or
@@ -919,9 +924,13 @@ class Store:
             raise StorageError(f"could not write memory objects: {e}") from None
 
     def move_ref(self, expected: Optional[str], new: str, reflog: str) -> None:
-        """Compare-and-swap this branch's memory ref (see :func:`gitmem.refs.move_ref`)."""
+        """Compare-and-swap this branch's memory ref (see :func:`gitmem.refs.move_ref`). Memory gitmem wrote that a
+        move it did not make dropped (:meth:`dropped`) is kept aside first: this write would make it gitmem's own
+        newest move again, and the dropped memory would be named nowhere but in git's reflog."""
         from . import refs  # writes only, like audit
 
+        if expected is not None and gitdir.may_be_dropped(self._files(), self.ref):
+            refs.keep_dropped(self.repo, self.ref)
         refs.move_ref(self.repo, self.ref, expected, new, reflog)
 
     def retrying(self, attempt: Callable[[], T]) -> T:

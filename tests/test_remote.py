@@ -1253,6 +1253,29 @@ def test_memory_a_forced_plain_git_fetch_dropped_is_named_with_the_merge_that_br
     assert "no longer in" not in gitmem(bob, "status").stdout + gitmem(bob, "doctor").stdout
 
 
+def test_memory_a_forced_plain_git_fetch_dropped_is_kept_aside_by_the_next_write(alice, bob):
+    """After the forced fetch bob wrote one more memory before any status: gitmem's write became the ref's newest
+    move, status, doctor and `doctor --recover` said all was well, and the two dropped writes were named nowhere but
+    in git's reflog (then pushed away for good by the next push). The write keeps them aside first, as this
+    clone's own set-aside memory: status names them and the merge that brings them back, as for a branch's."""
+    gitmem(alice, "add", "fact", "from alice")
+    gitmem(alice, "push")
+    gitmem(bob, "add", "fact", "bob's first")
+    gitmem(bob, "add", "fact", "bob's second")
+    lost = Store.open(str(bob)).own_tip()
+    git(bob, "fetch", "-q", "origin", "+refs/memory/*:refs/memory/*")
+
+    gitmem(bob, "add", "fact", "bob's third, after the fetch")
+    gitmem(bob, "push")
+
+    aside = f"main.earlier-{lost[:8]}"
+    assert git(bob, "rev-parse", f"refs/memory-aside/{aside}").strip() == lost
+    shown = gitmem(bob, "status").stdout
+    assert aside in shown and f"gitmem merge {aside}" in shown, shown
+    gitmem(bob, "merge", aside)
+    assert texts(bob) == {"from alice", "bob's first", "bob's second", "bob's third, after the fetch"}
+
+
 def test_status_names_memory_set_aside_here_as_kept_in_this_clone_not_as_unpushed(alice, bob, origin):
     """alice deleted feature and made a new one; bob's pull set his memory of the earlier feature aside, as
     feature.earlier-<his tip>. status told him "not on origin: `gitmem push origin --branch feature.earlier-...`",
