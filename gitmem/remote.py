@@ -29,7 +29,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import pygit2
@@ -64,7 +64,9 @@ class BranchPush:
     ``status``: "pushed" (the remote moved to ``commit``), "up-to-date",
     "no-memory" (nothing to push), "conflict" (a merge with the remote's memory
     left conflicts for a person; nothing pushed), "rejected" (the remote
-    refused; ``message`` says why). ``merges`` counts merges made on the way."""
+    refused; ``message`` says why). ``merges`` counts merges made on the way; ``taken``, the memories the
+    remote's added or changed here on the way (a push of memory the remote is ahead of takes it in: "up-to-date"
+    then means here too)."""
 
     branch: str
     status: str
@@ -73,6 +75,7 @@ class BranchPush:
     attempts: int = 0
     conflicts: Tuple[str, ...] = ()
     message: str = ""
+    taken: int = 0
 
     def to_dict(self) -> Dict[str, Any]:
         return {**asdict(self), "conflicts": list(self.conflicts)}
@@ -901,6 +904,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
     stores = {b: (store if b == store.branch else Store(repo, b)) for b in names}
     done: Dict[str, BranchPush] = {}
     merges = {b: 0 for b in names}
+    taken = {b: 0 for b in names}
     pending = []
     for b in names:
         if stores[b].own_tip() is None:
@@ -988,6 +992,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                     retry.remove(r.branch)
                     continue
                 merges[r.branch] += result.kind == "merge"
+                taken[r.branch] += len(result.added) + len(result.changed)
                 if result.conflicts:
                     done[r.branch] = BranchPush(
                         r.branch, "conflict", result.commit, merges[r.branch], attempt,
@@ -997,7 +1002,7 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
                     retry.remove(r.branch)
             time.sleep(random.uniform(0.01, 0.05) * attempt)  # two pushers retrying in lockstep would collide
         pending = retry
-    return [done[b] for b in names]
+    return [replace(done[b], taken=taken[b]) for b in names]
 
 
 def _clashes(repo: pygit2.Repository, remote: str, refused: Sequence[str],

@@ -1253,6 +1253,28 @@ def test_memory_a_forced_plain_git_fetch_dropped_is_named_with_the_merge_that_br
     assert "no longer in" not in gitmem(bob, "status").stdout + gitmem(bob, "doctor").stdout
 
 
+def test_a_push_behind_the_remote_says_what_it_took_in(alice, bob):
+    """bob had nothing of his own to send and was behind origin: `gitmem push` took origin's memory in (a
+    fast-forward) and printed only "main: up-to-date", while his memory had grown by alice's writes. It says
+    how many came in, and the JSON counts them."""
+    gitmem(bob, "add", "fact", "bob's, pushed")
+    gitmem(bob, "push")
+    gitmem(alice, "pull")
+    gitmem(alice, "add", "fact", "alice's first")
+    gitmem(alice, "add", "fact", "alice's second")
+    gitmem(alice, "push")
+
+    pushed = gitmem(bob, "push").stdout
+
+    assert "main: up-to-date" in pushed and "2 memories of origin's taken in here" in pushed, pushed
+    assert texts(bob) == {"bob's, pushed", "alice's first", "alice's second"}
+    gitmem(alice, "add", "fact", "alice's third")
+    gitmem(alice, "push")
+    [branch] = json.loads(gitmem(bob, "push", "--json").stdout)["branches"]
+    assert branch["status"] == "up-to-date" and branch["taken"] == 1
+    assert "taken in" not in gitmem(bob, "push").stdout  # nothing came in this time
+
+
 def test_memory_a_forced_plain_git_fetch_dropped_is_kept_aside_by_the_next_write(alice, bob):
     """After the forced fetch bob wrote one more memory before any status: gitmem's write became the ref's newest
     move, status, doctor and `doctor --recover` said all was well, and the two dropped writes were named nowhere but

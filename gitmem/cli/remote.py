@@ -44,8 +44,9 @@ def push(store: Store, remote, branch, all_, who, source, as_json) -> None:
     (`gitmem conflicts`). Memory that looks like it holds a secret is refused.
 
     JSON: {"remote", "branches": [{"branch", "status", "commit", "merges", "attempts",
-    "conflicts", "message"}]}; status is pushed, up-to-date, no-memory (nothing to push), conflict or
-    rejected. Exit code 1 when a branch ends in conflict or rejected.
+    "conflicts", "message", "taken"}]}; status is pushed, up-to-date, no-memory (nothing to push), conflict or
+    rejected; taken counts the remote's memories that came in here on the way (added or changed). Exit code 1
+    when a branch ends in conflict or rejected.
 
     Example: gitmem push origin --all
     """
@@ -78,7 +79,8 @@ def push(store: Store, remote, branch, all_, who, source, as_json) -> None:
         return
     for r in results:
         merged = f", after merging {plural(r.merges, 'time')}" if r.merges else ""
-        click.echo(f"{r.branch}: {r.status} {_short(r.commit)}{merged}" + (f" ({r.message})" if r.message else ""))
+        took = f", {plural(r.taken, 'memory')} of {remote}'s taken in here" if r.taken else ""
+        click.echo(f"{r.branch}: {r.status} {_short(r.commit)}{merged}{took}" + (f" ({r.message})" if r.message else ""))
     if failed:
         raise RemoteError(f"{plural(len(failed), 'memory branch')} not pushed to {remote}: "
                           + "; ".join(f"{r.branch}: {r.message}" for r in failed))
