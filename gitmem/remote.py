@@ -900,6 +900,9 @@ def push(store: Store, remote: Optional[str] = None, branches: Optional[Sequence
 
     repo = store.repo
     remote = _resolve_remote(repo, remote, store.branch)
+    if partial_clone(repo):  # as fetch does: a push that lands at once fetches nothing, and the memory read missing
+        _fetch_unfetched(repo, remote, [*local_branches(repo).values(), *remote_branches(repo, remote).values()],
+                         interactive)
     names = list(dict.fromkeys(check_branch_name(b) for b in (branches or [store.branch])))
     stores = {b: (store if b == store.branch else Store(repo, b)) for b in names}
     done: Dict[str, BranchPush] = {}

@@ -260,6 +260,24 @@ def test_a_pull_fetches_what_a_partial_clones_plain_git_fetch_of_memory_left_beh
     assert "ok" in gitmem(partial, "doctor").stdout
 
 
+def test_a_push_that_lands_at_once_fetches_what_a_partial_clones_plain_git_fetch_left_behind(alice, origin, tmp_path):
+    """In a blob:none clone after a plain `git fetch` of memory, an add and a push both worked, and the next status
+    failed: the push landed at once, so it fetched nothing, where the docs say push fetches what memory lacks."""
+    for i in range(3):
+        gitmem(alice, "add", "fact", f"fact number {i}")
+    gitmem(alice, "push")
+    git(origin, "config", "uploadpack.allowFilter", "true")
+    git(tmp_path, "clone", "-q", "--filter=blob:none", origin.as_uri(), "partial")
+    partial = tmp_path / "partial"
+    git(partial, "fetch", "-q", "origin", "refs/memory/*:refs/memory/*")
+    gitmem(partial, "add", "fact", "written in the partial clone")
+
+    gitmem(partial, "push")
+
+    assert unfetched_objects(partial) == []
+    assert texts(partial) == {f"fact number {i}" for i in range(3)} | {"written in the partial clone"}
+
+
 def test_a_write_on_memory_whose_trees_a_partial_clone_lacks_says_what_to_run_and_moves_no_ref(alice, origin,
                                                                                                  tmp_path):
     """`git clone --filter=tree:0` and a plain `git fetch` of memory: the tip's tree is on the remote. `gitmem add`
