@@ -1271,6 +1271,17 @@ def test_memory_a_forced_plain_git_fetch_dropped_is_named_with_the_merge_that_br
     assert "no longer in" not in gitmem(bob, "status").stdout + gitmem(bob, "doctor").stdout
 
 
+def test_a_new_clone_s_empty_status_names_the_pull_that_brings_the_team_s_memory(alice, bob):
+    """A teammate's fresh clone: `gitmem status` said "no memories" and nothing more, though origin holds the
+    team's memory (no copy of it here yet, so status cannot know)."""
+    gitmem(alice, "add", "fact", "from alice")
+    gitmem(alice, "push")
+
+    assert "no memories here yet (`gitmem pull` brings a remote's, if it has any)" in gitmem(bob, "status").stdout
+    gitmem(bob, "pull")
+    assert "1 fact" in gitmem(bob, "status").stdout
+
+
 def test_a_push_behind_the_remote_says_what_it_took_in(alice, bob):
     """bob had nothing of his own to send and was behind origin: `gitmem push` took origin's memory in (a
     fast-forward) and printed only "main: up-to-date", while his memory had grown by alice's writes. It says

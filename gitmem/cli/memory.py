@@ -665,7 +665,10 @@ def status(store: Store, as_json: bool) -> None:
         click.echo(f"  {data['late_parent']['notice']}")
     if data["dropped"]:
         click.echo(f"  {data['dropped']}")
-    click.echo("  " + (", ".join(plural(n, t) for t, n in sorted(counts.items())) or "no memories"))
+    empty = "no memories"
+    if not data["own_tip"] and (store.git is None or not has_no_remotes(store.git)):
+        empty += " here yet (`gitmem pull` brings a remote's, if it has any)"  # a new clone's first status
+    click.echo("  " + (", ".join(plural(n, t) for t, n in sorted(counts.items())) or empty))
     if data["conflicts"]:
         click.echo(f"  {plural(len(data['conflicts']), 'unresolved memory conflict')}: see `gitmem conflicts`")
     # pushed by name to every remote: compared with their copies below
