@@ -235,12 +235,8 @@ def unfetched_objects(path: Path) -> list:
     return [line for line in out.splitlines() if line.startswith("?")]
 
 
-@pytest.mark.parametrize("filter_", ["blob:none", "tree:0"])
-@pytest.mark.parametrize("refspec", ["refs/memory/*:refs/memory/*", "refs/memory/*:refs/memory-remotes/origin/*"])
-def test_a_pull_fetches_what_a_partial_clones_plain_git_fetch_of_memory_left_behind(alice, origin, tmp_path, filter_,
-                                                                                     refspec):
-    """A plain `git fetch` of memory in a partial clone takes the clone's filter; the commits are then here, so
-    `gitmem pull` fetched nothing (git negotiates by commit) and the memory stayed unreadable."""
+def _plain_fetch_in_partial_clone(alice, origin, tmp_path, filter_="blob:none", refspec="refs/memory/*:refs/memory/*"):
+    """alice's three facts on origin, and a `--filter` clone of it whose memory came by a plain `git fetch`."""
     for i in range(3):
         gitmem(alice, "add", "fact", f"fact number {i}")
     gitmem(alice, "push")
@@ -248,6 +244,16 @@ def test_a_pull_fetches_what_a_partial_clones_plain_git_fetch_of_memory_left_beh
     git(tmp_path, "clone", "-q", f"--filter={filter_}", origin.as_uri(), "partial")
     partial = tmp_path / "partial"
     git(partial, "fetch", "-q", "origin", refspec)
+    return partial
+
+
+@pytest.mark.parametrize("filter_", ["blob:none", "tree:0"])
+@pytest.mark.parametrize("refspec", ["refs/memory/*:refs/memory/*", "refs/memory/*:refs/memory-remotes/origin/*"])
+def test_a_pull_fetches_what_a_partial_clones_plain_git_fetch_of_memory_left_behind(alice, origin, tmp_path, filter_,
+                                                                                     refspec):
+    """A plain `git fetch` of memory in a partial clone takes the clone's filter; the commits are then here, so
+    `gitmem pull` fetched nothing (git negotiates by commit) and the memory stayed unreadable."""
+    partial = _plain_fetch_in_partial_clone(alice, origin, tmp_path, filter_, refspec)
     assert unfetched_objects(partial)
     if refspec.startswith("refs/memory/*:refs/memory/*"):
         r = gitmem(partial, "list", check=False)
@@ -263,13 +269,7 @@ def test_a_pull_fetches_what_a_partial_clones_plain_git_fetch_of_memory_left_beh
 def test_a_push_that_lands_at_once_fetches_what_a_partial_clones_plain_git_fetch_left_behind(alice, origin, tmp_path):
     """In a blob:none clone after a plain `git fetch` of memory, an add and a push both worked, and the next status
     failed: the push landed at once, so it fetched nothing, where the docs say push fetches what memory lacks."""
-    for i in range(3):
-        gitmem(alice, "add", "fact", f"fact number {i}")
-    gitmem(alice, "push")
-    git(origin, "config", "uploadpack.allowFilter", "true")
-    git(tmp_path, "clone", "-q", "--filter=blob:none", origin.as_uri(), "partial")
-    partial = tmp_path / "partial"
-    git(partial, "fetch", "-q", "origin", "refs/memory/*:refs/memory/*")
+    partial = _plain_fetch_in_partial_clone(alice, origin, tmp_path)
     gitmem(partial, "add", "fact", "written in the partial clone")
 
     gitmem(partial, "push")
@@ -303,13 +303,7 @@ def test_a_write_on_memory_whose_trees_a_partial_clone_lacks_says_what_to_run_an
 def test_an_add_on_a_tip_whose_blobs_a_partial_clone_lacks_keeps_every_memory_as_it_was(alice, origin, tmp_path):
     """`git clone --filter=blob:none` and a plain `git fetch` of memory: an add succeeds without the other memories'
     blobs. Its commit holds each of them by the same id, and once they are fetched the history is whole."""
-    for i in range(3):
-        gitmem(alice, "add", "fact", f"fact number {i}")
-    gitmem(alice, "push")
-    git(origin, "config", "uploadpack.allowFilter", "true")
-    git(tmp_path, "clone", "-q", "--filter=blob:none", origin.as_uri(), "partial")
-    partial = tmp_path / "partial"
-    git(partial, "fetch", "-q", "origin", "refs/memory/*:refs/memory/*")
+    partial = _plain_fetch_in_partial_clone(alice, origin, tmp_path)
     held = git(partial, "ls-tree", "-r", "refs/memory/main").splitlines()
     assert len(unfetched_objects(partial)) == 3
 
@@ -1244,17 +1238,24 @@ def test_status_after_a_plain_git_fetch_of_memory_does_not_say_it_is_missing_fro
     assert "memory spike: not on origin (as of the last fetch or push)" in gitmem(bob, "status").stdout
 
 
-def test_memory_a_forced_plain_git_fetch_dropped_is_named_with_the_merge_that_brings_it_back(alice, bob):
-    """A forced `git fetch origin '+refs/memory/*:refs/memory/*'` moved bob's memory ref to origin's, dropping two
-    writes he had not pushed: status, log and doctor showed nothing wrong and `doctor --recover` said the history
-    was intact. The ref's reflog still holds his last write: status and doctor name it and the merge that brings
-    it back, and once merged they say nothing more."""
+def _two_writes_dropped_by_a_forced_fetch(alice, bob) -> str:
+    """bob's two unpushed writes, dropped by a forced `git fetch origin '+refs/memory/*:refs/memory/*'` of alice's
+    memory: the tip they were at."""
     gitmem(alice, "add", "fact", "from alice")
     gitmem(alice, "push")
     gitmem(bob, "add", "fact", "bob's first")
     gitmem(bob, "add", "fact", "bob's second")
     lost = Store.open(str(bob)).own_tip()
     git(bob, "fetch", "-q", "origin", "+refs/memory/*:refs/memory/*")
+    return lost
+
+
+def test_memory_a_forced_plain_git_fetch_dropped_is_named_with_the_merge_that_brings_it_back(alice, bob):
+    """A forced `git fetch origin '+refs/memory/*:refs/memory/*'` moved bob's memory ref to origin's, dropping two
+    writes he had not pushed: status, log and doctor showed nothing wrong and `doctor --recover` said the history
+    was intact. The ref's reflog still holds his last write: status and doctor name it and the merge that brings
+    it back, and once merged they say nothing more."""
+    lost = _two_writes_dropped_by_a_forced_fetch(alice, bob)
     assert texts(bob) == {"from alice"}
 
     notice = (f"memory written here at {lost[:10]} is no longer in refs/memory/main: a move gitmem did not make "
@@ -1309,12 +1310,7 @@ def test_memory_a_forced_plain_git_fetch_dropped_is_kept_aside_by_the_next_write
     move, status, doctor and `doctor --recover` said all was well, and the two dropped writes were named nowhere but
     in git's reflog (then pushed away for good by the next push). The write keeps them aside first, as this
     clone's own set-aside memory: status names them and the merge that brings them back, as for a branch's."""
-    gitmem(alice, "add", "fact", "from alice")
-    gitmem(alice, "push")
-    gitmem(bob, "add", "fact", "bob's first")
-    gitmem(bob, "add", "fact", "bob's second")
-    lost = Store.open(str(bob)).own_tip()
-    git(bob, "fetch", "-q", "origin", "+refs/memory/*:refs/memory/*")
+    lost = _two_writes_dropped_by_a_forced_fetch(alice, bob)
 
     gitmem(bob, "add", "fact", "bob's third, after the fetch")
     gitmem(bob, "push")
