@@ -941,7 +941,11 @@ def _memory_with_code(store: Store, args: List[str], stdin: str, updates: List[L
         ahead = [b for b in branches if b not in missing]  # on the remote, without the latest writes
         # With no copy of the remote's memory here (never fetched or pushed by gitmem, or fetched with plain git),
         # that a branch is missing there is not known, as `gitmem status` says.
-        copies = missing and any(r.startswith(f"{REMOTE_PREFIX}{remote}/") for r in store.repo.references)
+        copies = False
+        if missing:
+            from .remote import remote_branches
+
+            copies = bool(remote_branches(store.repo, remote))
         said = ([f"memory of {', '.join(missing)} is {'not on' if copies else 'not known to be on'} {remote}"]
                 if missing else []) + \
                ([f"memory of {', '.join(ahead)} has writes {remote} lacks"] if ahead else [])
