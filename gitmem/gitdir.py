@@ -185,11 +185,10 @@ def may_be_renamed(git: GitDir, branch: str) -> bool:
         return True
 
 
-def may_be_dropped(git: GitDir, name: str) -> bool:
-    """False when what gitmem last wrote on the ref ``name`` is its tip still, as the ref's reflog says (or
-    gitmem wrote nothing there), so no move gitmem did not make has dropped it (see gitmem.refs.dropped_writes);
-    True means "maybe": ask libgit2. A store written a memory at a time has a reflog line per write: the whole
-    file is read only when its last line is not gitmem's own move."""
+def _last_written(git: GitDir, name: str) -> Optional[Tuple[str, str]]:
+    """(the tip gitmem last moved the ref ``name`` to, the message of the move that came next, "" if none), as the
+    ref's reflog says; None when gitmem wrote nothing there (or it has no reflog). A store written a memory at a
+    time has a reflog line per write: the whole file is read only when its last line is not gitmem's own move."""
     try:
         with open(os.path.join(git.common, "logs", *name.split("/")), "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
@@ -198,15 +197,34 @@ def may_be_dropped(git: GitDir, name: str) -> bool:
                 f.seek(0)
                 lines = f.read().rstrip(b"\n").split(b"\n")
     except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    written = next((parts[1].decode("ascii", "replace") for line in reversed(lines)
-                    if _by_gitmem(line) and len(parts := line.split(b" ", 2)) == 3), None)
+        return None
+    except OSError as e:
+        raise Unsure(f"{name}'s reflog unreadable") from e
+    by = b""
+    for line in reversed(lines):
+        parts = line.split(b" ", 2)
+        if not _by_gitmem(line):
+            by = line.partition(b"\t")[2].strip()  # newest first: ends at the move right after gitmem's
+        elif len(parts) == 3:
+            return parts[1].decode("ascii", "replace"), by.decode("utf-8", "replace")
+    return None
+
+
+def may_be_dropped(git: GitDir, name: str) -> Optional[Tuple[str, str]]:
+    """(the tip gitmem last wrote on the ref ``name``, the message of the move that came next) when the ref's tip is
+    not that tip, so a move gitmem did not make may have dropped it: libgit2 tells whether the tip still holds it
+    (gitmem.refs.dropped_writes). None when it is the tip, gitmem wrote nothing there, or the reflog cannot be
+    read (nor could libgit2 read it)."""
     try:
-        return written is not None and written != ref(git, name)
+        written = _last_written(git, name)
     except Unsure:
-        return True
+        return None
+    if written is None:
+        return None
+    try:
+        return None if written[0] == ref(git, name) else written
+    except Unsure:
+        return written
 
 
 def _by_gitmem(line: bytes) -> bool:

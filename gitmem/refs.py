@@ -251,34 +251,25 @@ class Dropped:
                 f"`{branch_command(self.ref, 'merge ' + self.tip, checked_out)}`")
 
 
-def dropped_writes(repo: pygit2.Repository, ref: str) -> Optional[Dropped]:
-    """The newest tip gitmem moved ``ref`` to, when the ref's tip no longer contains it. Only the newest counts:
+def dropped_writes(repo: pygit2.Repository, ref: str, written: str, by: str) -> Optional[Dropped]:
+    """What gitmem last wrote on ``ref``, at ``written`` (before the move ``by``, as its reflog says:
+    :func:`gitmem.gitdir.may_be_dropped`), when the ref's tip no longer contains it. Only the newest write counts:
     gitmem's own moves back (a recover, a rewrite) are themselves its newest entry."""
     tip = ref_target(repo, ref)
-    if tip is None:
-        return None
-    by = ""
     try:
-        for entry in repo.references[ref].log():
-            message = (entry.message or "").strip()
-            if not message.startswith("gitmem"):
-                by = message  # newest first: ends at the move right after gitmem's
-                continue
-            written = str(entry.oid_new)
-            if written == tip or written not in repo or repo.descendant_of(tip, written):
-                return None
-            return Dropped(ref, written, by)
-    except (KeyError, ValueError, pygit2.GitError, OSError):
-        pass  # no reflog, or a history too damaged to tell: doctor names the damage
-    return None
+        if tip is None or written == tip or written not in repo or repo.descendant_of(tip, written):
+            return None
+    except (KeyError, ValueError, pygit2.GitError):
+        return None  # a history too damaged to tell: doctor names the damage
+    return Dropped(ref, written, by)
 
 
-def keep_dropped(repo: pygit2.Repository, ref: str) -> Optional[str]:
+def keep_dropped(repo: pygit2.Repository, ref: str, written: str, by: str) -> Optional[str]:
     """Keep memory gitmem wrote on the memory ref ``ref`` that a move it did not make dropped (:func:`dropped_writes`)
     as set aside here, under ``<branch>.earlier-<tip>`` (see :func:`gitmem.branches.set_aside_from`): status lists
     it, `gitmem merge NAME` brings it back, prune drops it once merged, and no reflog expiry loses it. Its name, or
     None when nothing was dropped."""
-    found = dropped_writes(repo, ref) if ref.startswith(REF_PREFIX) else None
+    found = dropped_writes(repo, ref, written, by) if ref.startswith(REF_PREFIX) else None
     if found is None:
         return None
     for name in (f"{ref[len(REF_PREFIX):]}.earlier-{found.tip[:8]}", f"{ref[len(REF_PREFIX):]}.earlier-{found.tip}"):

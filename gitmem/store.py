@@ -373,11 +373,12 @@ class Store:
         make (:func:`gitmem.refs.dropped_writes`), or None. Unless the reflog says the tip gitmem last wrote is
         not the ref's tip (:func:`gitmem.gitdir.may_be_dropped`), neither libgit2 nor :mod:`gitmem.refs` loads
         (a warm status's 2.5 ms)."""
-        if not gitdir.may_be_dropped(self._files(), self.ref):
+        suspect = gitdir.may_be_dropped(self._files(), self.ref)
+        if suspect is None:
             return None
         from .refs import dropped_writes
 
-        found = dropped_writes(self.repo, self.ref)
+        found = dropped_writes(self.repo, self.ref, *suspect)
         return found.notice(current_branch(self.repo)[0]) if found else None
 
     def _files(self) -> GitDir:
@@ -929,8 +930,8 @@ class Store:
         newest move again, and the dropped memory would be named nowhere but in git's reflog."""
         from . import refs  # writes only, like audit
 
-        if expected is not None and gitdir.may_be_dropped(self._files(), self.ref):
-            refs.keep_dropped(self.repo, self.ref)
+        if expected is not None and (suspect := gitdir.may_be_dropped(self._files(), self.ref)):
+            refs.keep_dropped(self.repo, self.ref, *suspect)
         refs.move_ref(self.repo, self.ref, expected, new, reflog)
 
     def retrying(self, attempt: Callable[[], T]) -> T:
