@@ -633,7 +633,8 @@ def status(store: Store, as_json: bool) -> None:
         data["late_parent"] = late.to_dict() if late else None
     data["dropped"] = store.dropped() if data["own_tip"] else None
     data["conflicts"] = list(pending(store, tip))  # the merge machinery loads only when there are some
-    if store.git is None or not has_no_remotes(store.git):
+    remotes = store.git is None or not has_no_remotes(store.git)
+    if remotes:
         from ..remote import divergence
 
         data["remotes"] = [d.to_dict() for d in divergence(store.repo)]
@@ -666,7 +667,7 @@ def status(store: Store, as_json: bool) -> None:
     if data["dropped"]:
         click.echo(f"  {data['dropped']}")
     empty = "no memories"
-    if not data["own_tip"] and (store.git is None or not has_no_remotes(store.git)):
+    if not data["own_tip"] and remotes:
         empty += " here yet (`gitmem pull` brings a remote's, if it has any)"  # a new clone's first status
     click.echo("  " + (", ".join(plural(n, t) for t, n in sorted(counts.items())) or empty))
     if data["conflicts"]:
