@@ -67,7 +67,7 @@ COMMANDS = {
     "branches": ("branch", "checkpoint", "conflicts", "diff", "hook", "hooks", "merge", "prune", "resolve",
                  "resume", "sync"),
     "remote": ("fetch", "pull", "push", "remote"),
-    "tools": ("check", "export", "mcp", "memory-tool", "setup"),
+    "tools": ("check", "export", "mcp", "memory-tool", "server", "setup"),
     "ui": ("ui",),
     "router": ("router",),
 }

@@ -261,3 +261,52 @@ def memory_tool(ctx: click.Context, command_json: Optional[str], source: str) ->
     except ValueError as e:
         raise GitmemError(f"not a JSON command: {e}") from None
     click.echo(MemoryTool(settings.path, settings.branch, source=source).execute(command))
+
+
+@main.group()
+def server() -> None:
+    """The command server: a resident gitmem that runs read commands without re-importing gitmem.
+
+    `context`, `search`, `list`, `status` and the other read commands an agent runs over and over start
+    in a few milliseconds when a server runs: the first such command starts one in the background, and
+    it leaves after 10 minutes without a command, or when gitmem changes on disk. Set GITMEM_SERVER=0
+    to run every command in its own process.
+
+    Example: gitmem server status
+    """
+
+
+@server.command("status")
+@json_option
+def server_status(as_json: bool) -> None:
+    """Whether a server runs for this gitmem, and what it has done.
+
+    JSON: {"running", "pid", "socket", "started", "commands", "idle_seconds"}; {"running": false, "socket"}
+    when none runs.
+
+    Example: gitmem server status --json
+    """
+    import time
+
+    from ..cmdserver import control, socket_path
+
+    info = control("status")
+    if as_json:
+        emit_json(info if info is not None else {"running": False, "socket": socket_path()})
+        return
+    if info is None:
+        echo(f"no command server listens at {socket_path()}")
+        return
+    echo(f"command server {info['pid']} at {info['socket']}: {info['commands']} commands in "
+         f"{time.time() - info['started']:.0f} s; leaves after {info['idle_seconds']:.0f} s idle")
+
+
+@server.command("stop")
+def server_stop() -> None:
+    """Stop the server; the next read command starts another (commands it runs still finish).
+
+    Example: gitmem server stop
+    """
+    from ..cmdserver import control
+
+    echo("stopped the command server" if control("stop") is not None else "no command server was running")

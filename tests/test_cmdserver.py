@@ -1,0 +1,174 @@
+"""The command server, driven through the installed ``gitmem`` script as a user runs it: a served command
+answers exactly as it does in its own process, and the server never outlives its code or listens where
+another user could."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from gitmem.cmdserver import SERVED, served
+
+from conftest import ROOT, gitmem
+
+SCRIPT = Path(sys.executable).with_name("gitmem")
+pytestmark = [pytest.mark.skipif(not hasattr(os, "fork"), reason="the command server forks"),
+              pytest.mark.skipif(not SCRIPT.exists(), reason="gitmem is not installed as a script here")]
+
+
+@pytest.fixture
+def runtime():
+    """A runtime directory of this test's own (short: a socket's path has a length limit), whose servers
+    are stopped after it."""
+    directory = tempfile.mkdtemp(prefix="gm-")
+    env = {**os.environ, "XDG_RUNTIME_DIR": directory}
+    env.pop("GITMEM_SERVER", None)
+    yield env
+    for pid in _server_pids(env):
+        os.kill(pid, signal.SIGTERM)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run(cwd, *args, env, input=None, command=(str(SCRIPT),)) -> subprocess.CompletedProcess:
+    return subprocess.run([*command, *args], cwd=str(cwd), env=env, input=input, capture_output=True, text=True,
+                          timeout=60)
+
+
+def _server_pids(env) -> list:
+    """The servers listening in this test's runtime directory (its path is in their command line)."""
+    found = subprocess.run(["pgrep", "-f", env["XDG_RUNTIME_DIR"]], capture_output=True, text=True).stdout
+    return [int(pid) for pid in found.split()]
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` ended (within a few seconds); a zombie nobody reaped yet counts as ended."""
+    for _ in range(200):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _started(cwd, env, command=(str(SCRIPT),)) -> dict:
+    """Run a served command (which starts the server) and wait until the server answers."""
+    _run(cwd, "status", env=env, command=command)
+    for _ in range(200):
+        info = json.loads(_run(cwd, "server", "status", "--json", env=env, command=command).stdout)
+        if info["running"]:
+            return info
+        time.sleep(0.05)
+    raise AssertionError("the command server did not start")
+
+
+def _commands(cwd, env) -> int:
+    return json.loads(_run(cwd, "server", "status", "--json", env=env).stdout)["commands"]
+
+
+def test_served_commands_answer_as_in_their_own_process(repo, runtime):
+    gitmem(repo, "add", "decision", "Retries use exponential backoff", "--because", "the queue floods")
+    gitmem(repo, "add", "rejection", "Use Redis for the cache", "--because", "one more service to run")
+    shown = gitmem(repo, "list", "--json").stdout
+    first = json.loads(shown)["memories"][0]["id"]
+    (repo / "sub").mkdir()
+    _started(repo, runtime)
+    cases = [
+        (repo, ["status"]), (repo, ["list"]), (repo, ["search", "backoff"]), (repo, ["show", first]),
+        (repo, ["context", "--query", "how do retries work"]), (repo, ["log"]), (repo / "sub", ["status", "--json"]),
+        (repo, ["show", "zzzz"]),  # an error: one line and exit 1, from the server too
+        (repo, ["search", "--no-such-option"]),  # a usage error: exit 2
+        (repo, ["--branch", "nope", "list"]),
+    ]
+    before = _commands(repo, runtime)
+    for cwd, args in cases:
+        alone = _run(cwd, *args, env={**runtime, "GITMEM_SERVER": "0"})
+        server = _run(cwd, *args, env=runtime)
+        assert (server.returncode, server.stdout, server.stderr) == (alone.returncode, alone.stdout, alone.stderr), args
+    assert _commands(repo, runtime) == before + len(cases)  # each one ran on the server
+    assert _run(repo, "show", "zzzz", env=runtime).returncode == 1
+
+
+def test_a_worker_takes_the_callers_stdin_environment_and_signals(repo, runtime):
+    gitmem(repo, "add", "rejection", "Use Redis for the cache", "--because", "one more service to run")
+    _started(repo, runtime)
+    piped = _run(repo, "check", "-", "--json", env=runtime, input="use Redis for the session cache\n")
+    alone = _run(repo, "check", "-", "--json", env={**runtime, "GITMEM_SERVER": "0"},
+                 input="use Redis for the session cache\n")
+    assert (piped.returncode, piped.stdout) == (alone.returncode, alone.stdout)
+    assert json.loads(piped.stdout)["proposal"] == "use Redis for the session cache"
+    # The caller's environment, not the server's (started without GIT_DIR).
+    other = _run(repo, "--branch", "main", "list", "--json", env={**runtime, "GIT_DIR": str(repo / "nope")})
+    assert other.returncode != 0 and "nope" in other.stderr
+    # A worker waiting on the caller's stdin ends with the signal the caller gets.
+    waiting = subprocess.Popen([str(SCRIPT), "check", "-"], cwd=repo, env=runtime, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    before = _commands(repo, runtime)
+    for _ in range(200):
+        if _commands(repo, runtime) > before:
+            break
+        time.sleep(0.05)
+    waiting.send_signal(signal.SIGTERM)
+    assert waiting.wait(timeout=30) == 128 + signal.SIGTERM
+    waiting.stdin.close()
+
+
+def test_a_server_leaves_when_its_code_changes(repo, runtime, tmp_path):
+    """An upgrade or an edit of gitmem while a server runs: the next command runs the new code in its own
+    process, and the server is gone."""
+    copy = tmp_path / "copy"
+    shutil.copytree(ROOT / "gitmem", copy / "gitmem", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**runtime, "PYTHONPATH": str(copy)}
+    client = (sys.executable, "-c", "import sys; del sys.path[0]; from gitmem.cmdserver import main; main()")
+    info = _started(repo, env, command=client)
+    module = copy / "gitmem" / "cli" / "memory.py"
+    module.write_text(module.read_text().replace('empty = "no memories"', 'empty = "NEW CODE: no memories"'))
+    stamp = time.time() + 5
+    os.utime(module, (stamp, stamp))
+    ran = _run(repo, "status", env=env, command=client)
+    assert ran.returncode == 0 and "NEW CODE" in ran.stdout
+    assert _gone(info["pid"]), "the stale server still serves"
+
+
+def test_no_server_where_others_could_listen_or_when_turned_off(repo, runtime):
+    shared = Path(runtime["XDG_RUNTIME_DIR"]) / f"gitmem-{os.getuid()}"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    ran = _run(repo, "status", env=runtime)
+    assert ran.returncode == 0 and "memory" in ran.stdout
+    time.sleep(0.5)
+    assert list(shared.iterdir()) == []  # neither a socket nor a lock: the command ran in its own process
+    shared.rmdir()
+    _run(repo, "status", env={**runtime, "GITMEM_SERVER": "0"})
+    time.sleep(0.5)
+    assert not shared.exists()
+
+
+def test_server_stop_and_status(repo, runtime):
+    assert json.loads(_run(repo, "server", "status", "--json", env=runtime).stdout)["running"] is False
+    info = _started(repo, runtime)
+    assert "command server" in _run(repo, "server", "status", env=runtime).stdout
+    assert _run(repo, "server", "stop", env=runtime).stdout.strip() == "stopped the command server"
+    assert _gone(info["pid"])
+    assert "no command server" in _run(repo, "server", "stop", env=runtime).stdout
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["status"], True), (["-C", "x", "search", "a"], True), (["--branch=f", "context"], True), (["-Cx", "list"], True),
+    (["add", "fact", "x"], False), (["--version"], False), (["list", "--help"], False), (["-C", "status"], False),
+    ([], False), (["ui"], False),
+])
+def test_which_commands_are_served(argv, expected):
+    assert served(argv) is expected
+    assert "edit" not in SERVED and "ui" not in SERVED
