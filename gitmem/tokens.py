@@ -43,6 +43,7 @@ __all__ = [
     "truncate_to_tokens",
     "PromptBlock",
     "prompt_blocks",
+    "block_tokens",
     "count_request_tokens",
     "MESSAGE_OVERHEAD_TOKENS",
     "IMAGE_TOKENS",
@@ -273,8 +274,8 @@ def _without_cache_control(block: Mapping[str, Any]) -> dict:
     return {k: v for k, v in block.items() if k != "cache_control"}
 
 
-def _block_tokens(block: Any, family: str = DEFAULT_FAMILY) -> int:
-    """Tokens of one content block, tool definition or system block."""
+def block_tokens(block: Any, family: str = DEFAULT_FAMILY) -> int:
+    """Tokens of one content block, tool definition or system block, without the framing :func:`prompt_blocks` adds."""
     if not isinstance(block, Mapping):
         return count_tokens(str(block), family)
     kind = block.get("type")
@@ -287,7 +288,7 @@ def _block_tokens(block: Any, family: str = DEFAULT_FAMILY) -> int:
         if isinstance(content, str):
             return count_tokens(content, family) + 2
         if isinstance(content, list):
-            return sum(_block_tokens(part, family) for part in content) + 2
+            return sum(block_tokens(part, family) for part in content) + 2
         return 2
     if kind == "document" and isinstance(block.get("source"), Mapping) and block["source"].get("type") == "text":
         return count_tokens(str(block["source"].get("data", "")), family)
@@ -338,13 +339,13 @@ def prompt_blocks(body: Mapping[str, Any], family: str = DEFAULT_FAMILY) -> List
     if isinstance(tools, list):
         hidden = tool_use_system_tokens(body)
         for i, tool in enumerate(tools):
-            tokens = max(1, _block_tokens(tool, family) + TOOL_OVERHEAD_TOKENS) + (hidden if i == 0 else 0) + extra
+            tokens = max(1, block_tokens(tool, family) + TOOL_OVERHEAD_TOKENS) + (hidden if i == 0 else 0) + extra
             extra = 0
             blocks.append(PromptBlock("tools", f"tools.{i}", tool if isinstance(tool, Mapping) else {}, tokens))
     system = body.get("system")
     for i, block in enumerate(_as_blocks(system)):
         path = "system" if isinstance(system, str) else f"system.{i}"
-        tokens = _block_tokens(block, family) + (SYSTEM_OVERHEAD_TOKENS if i == 0 else 0) + extra
+        tokens = block_tokens(block, family) + (SYSTEM_OVERHEAD_TOKENS if i == 0 else 0) + extra
         extra = 0
         blocks.append(PromptBlock("system", path, block if isinstance(block, Mapping) else {}, tokens))
     messages = body.get("messages")
@@ -357,7 +358,7 @@ def prompt_blocks(body: Mapping[str, Any], family: str = DEFAULT_FAMILY) -> List
             for i, block in enumerate(_as_blocks(content)):
                 path = f"messages.{m}.content" if isinstance(content, str) else f"messages.{m}.content.{i}"
                 thinking = isinstance(block, Mapping) and block.get("type") in ("thinking", "redacted_thinking")
-                tokens = 0 if thinking and earlier else _block_tokens(block, family)
+                tokens = 0 if thinking and earlier else block_tokens(block, family)
                 tokens += (MESSAGE_OVERHEAD_TOKENS if i == 0 else 0) + extra
                 extra = 0
                 blocks.append(PromptBlock("messages", path, block if isinstance(block, Mapping) else {}, tokens,

@@ -21,7 +21,7 @@ import pytest
 
 from gitmem.emulator import Emulator, VirtualClock
 from gitmem.emulator.reply import BANNER
-from gitmem.tokens import count_request_tokens, prompt_blocks
+from gitmem.tokens import count_request_tokens, count_tokens, prompt_blocks
 
 HEADERS = {"x-api-key": "test-key", "anthropic-version": "2023-06-01"}
 HAIKU = "claude-haiku-4-5"  # minimum cacheable prefix 4096 tokens
@@ -300,6 +300,53 @@ def test_a_run_of_parallel_tool_calls_counts_as_one_lookback_position(emu):
     client.messages.create(**first)
     third = {**first, "messages": [ask, {"role": "assistant", "content": chatty}, {"role": "user", "content": results}]}
     assert client.messages.create(**third).usage.cache_read_input_tokens == 0
+
+
+def tool_loop(parts, marker=None):
+    """A tool loop whose last user turn is one tool_result with ``parts`` as its content list."""
+    tools = [{"name": "read", "description": "Read a file.", "input_schema": {"type": "object", "properties": {}}}]
+    result = {"type": "tool_result", "tool_use_id": "toolu_01", "content": parts, **({"cache_control": marker} if marker else {})}
+    return {"model": SONNET, "max_tokens": 100, "tools": tools, "messages": [
+        {"role": "user", "content": "Read the guide."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "read", "input": {}}]},
+        {"role": "user", "content": [result]}]}
+
+
+def test_a_marker_inside_a_tool_result_is_a_breakpoint_after_that_part(emu):
+    """The SDK types give the text, image, document and search_result parts of a tool_result's ``content`` their own
+    ``cache_control``, documented as "Create a cache control breakpoint at this content block"; PC: the prefix is
+    "tools, system, and messages (in that order) up to and including the block designated with cache_control". So
+    the entry ends after the marked part, and a later part of the same tool_result is not in it."""
+    client = sdk_client(emu)
+    tail = "Read 120 sections."
+    req = tool_loop([{"type": "text", "text": GUIDE, "cache_control": {"type": "ephemeral"}}, {"type": "text", "text": tail}])
+    through_guide = count_request_tokens(req) - count_tokens(tail)
+    first = client.messages.create(**req).usage
+    assert (first.cache_creation_input_tokens, first.cache_read_input_tokens) == (through_guide, 0)
+    assert first.input_tokens == count_tokens(tail)
+    second = client.messages.create(**req).usage
+    assert (second.cache_creation_input_tokens, second.cache_read_input_tokens) == (0, through_guide)
+    req["messages"][2]["content"][0]["content"][1]["text"] = "Read them all."  # after the breakpoint: still a hit
+    assert client.messages.create(**req).usage.cache_read_input_tokens == through_guide
+    # the marker is not part of the prefix: moved onto the tool_result itself, lookback finds the part's entry
+    moved = tool_loop([{"type": "text", "text": GUIDE}, {"type": "text", "text": tail}], marker={"type": "ephemeral"})
+    assert client.messages.create(**moved).usage.cache_read_input_tokens == through_guide
+
+
+def test_a_marker_inside_a_tool_result_counts_toward_the_limit_and_is_checked(emu):
+    """PC: "You can define up to 4 cache breakpoints (using cache_control parameters) in your prompt": a marker on a
+    tool_result's part is one of them, and a fifth is the API's 400; a malformed one is refused at its own path."""
+    import anthropic
+
+    client = sdk_client(emu)
+    req = tool_loop([{"type": "text", "text": GUIDE, "cache_control": {"type": "ephemeral"}}])
+    req["system"] = [{"type": "text", "text": f"Rule {i}.", "cache_control": {"type": "ephemeral"}} for i in range(4)]
+    with pytest.raises(anthropic.BadRequestError, match="Found 5.") as raised:
+        client.messages.create(**req)
+    assert raised.value.body["error"]["message"] == "A maximum of 4 blocks with `cache_control` may be provided. Found 5."
+    bad = tool_loop([{"type": "text", "text": GUIDE, "cache_control": {"type": "persistent"}}])
+    with pytest.raises(anthropic.BadRequestError, match=r"messages\.2\.content\.0\.content\.0\.cache_control\.type"):
+        client.messages.create(**bad)
 
 
 # PC: "Cache hits require 100% identical prompt segments, including all text and images up to and

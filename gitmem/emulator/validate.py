@@ -13,11 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, NamedTuple, Optional, Tuple
 
 from ..pricing import ModelPrice, PriceTable
 from ..serving import LONE_SURROGATE, lone_surrogate
-from ..tokens import PromptBlock, prompt_blocks
+from ..tokens import PromptBlock, block_tokens, prompt_blocks
 from .cache import Breakpoint, prefix_keys
 
 ERROR_TYPES = {
@@ -88,7 +88,7 @@ def invalid(message: str) -> ApiError:
 
 @dataclass(frozen=True)
 class ParsedRequest:
-    """A validated body, flattened for the cache: blocks, their prefix keys, the breakpoints."""
+    """A validated body, flattened for the cache: its prefix units (:func:`_prefix_units`), their keys, the breakpoints."""
 
     body: Mapping[str, Any]
     model: ModelPrice
@@ -290,15 +290,57 @@ def _check_tool_choice(choice: Any, tools: List[str]) -> None:
         raise invalid(f"tool_choice.name: Tool {choice.get('name')!r} not found in the request's tools.")
 
 
-def _breakpoints(body: Mapping[str, Any], blocks: List[PromptBlock]) -> Tuple[Breakpoint, ...]:
+class _Marker(NamedTuple):
+    """A ``cache_control`` as sent: the prefix unit it ends, the marked block's path and type."""
+
+    unit: int
+    value: Any
+    path: str
+    kind: Any
+
+
+def _prefix_units(blocks: List[PromptBlock], family: str) -> Tuple[List[PromptBlock], List[_Marker]]:
+    """The prefix as the cache sees it, and the request's block-level markers, in prefix order.
+
+    Each block is a unit, except a tool_result whose ``content`` is a list: each part is a unit of its own, still of
+    type tool_result (a run of tool_result blocks is one lookback position), so a marker on a part ends the prefix
+    right after that part. The SDK types give those parts a ``cache_control`` documented as "Create a cache control
+    breakpoint at this content block", and the caching page keys a prefix "up to and including the block designated
+    with cache_control". A unit's key never holds a marker, so moving one between a part and its tool_result keeps
+    the keys. The tool_result's framing is charged on its first part, so the units add up to the same tokens.
+    """
+    units: List[PromptBlock] = []
+    markers: List[_Marker] = []
+    for block in blocks:
+        parts = block.block.get("content") if block.block.get("type") == "tool_result" else None
+        if isinstance(parts, list) and parts:
+            head = {k: v for k, v in block.block.items() if k not in ("content", "cache_control")}
+            sizes = [block_tokens(part, family) for part in parts]
+            sizes[0] += block.tokens - sum(sizes)
+            for j, (part, size) in enumerate(zip(parts, sizes)):
+                part = part if isinstance(part, Mapping) else {}
+                if part.get("cache_control") is not None:
+                    markers.append(_Marker(len(units), part["cache_control"], f"{block.path}.content.{j}", part.get("type")))
+                own = {k: v for k, v in part.items() if k != "cache_control"}
+                units.append(block._replace(path=f"{block.path}.content.{j}", block={**head, "part": j, "content": [own]},
+                                            tokens=size))
+        else:
+            units.append(block)
+        if block.block.get("cache_control") is not None:
+            markers.append(_Marker(len(units) - 1, block.block["cache_control"], block.path, block.block.get("type")))
+    return units, markers
+
+
+def _breakpoints(body: Mapping[str, Any], blocks: List[PromptBlock], markers: List[_Marker]) -> Tuple[Breakpoint, ...]:
+    """The breakpoints of ``markers`` over the units ``blocks`` (:func:`_prefix_units`), one per unit: two markers
+    ending one unit (a tool_result's and its last part's) count twice toward the limit but write one entry, with the
+    first one's TTL (the longer, as the TTL order leaves it)."""
     marked: List[Tuple[int, str, str]] = []
-    for index, block in enumerate(blocks):
-        if "cache_control" not in block.block or block.block.get("cache_control") is None:
-            continue
-        if block.block.get("type") in _UNCACHEABLE:
-            raise invalid(f"{block.path}.cache_control: {block.block['type']} blocks cannot be marked with cache_control")
-        field = f"{block.path}.cache_control"
-        marked.append((index, _check_cache_control(block.block["cache_control"], field), field))
+    for marker in markers:
+        if marker.kind in _UNCACHEABLE:
+            raise invalid(f"{marker.path}.cache_control: {marker.kind} blocks cannot be marked with cache_control")
+        field = f"{marker.path}.cache_control"
+        marked.append((marker.unit, _check_cache_control(marker.value, field), field))
     automatic = body.get("cache_control")
     if automatic is not None:
         # Automatic caching: the top-level marker applies to the last cacheable block. If that
@@ -329,7 +371,8 @@ def _breakpoints(body: Mapping[str, Any], blocks: List[PromptBlock]) -> Tuple[Br
                 "`tools`, `system`, `messages`."
             )
         seen_5m = seen_5m or ttl == "5m"
-    return tuple(Breakpoint(index, ttl) for index, ttl, _ in marked)
+    first = {index: ttl for index, ttl, _ in reversed(marked)}
+    return tuple(Breakpoint(index, ttl) for index, ttl in sorted(first.items()))
 
 
 def _canonical(value: Any) -> str:
@@ -443,8 +486,8 @@ def parse_request(body: Mapping[str, Any], table: PriceTable, for_count: bool = 
         # unknown model.
         raise ApiError(404, f"model: {model_id}")
     _check_scalars(body, model, for_count)
-    blocks = prompt_blocks(body, model.tokenizer)
-    breakpoints = _breakpoints(body, blocks)
+    blocks, markers = _prefix_units(prompt_blocks(body, model.tokenizer), model.tokenizer)
+    breakpoints = _breakpoints(body, blocks, markers)
     total = sum(block.tokens for block in blocks)
     if total > model.context_window:
         raise invalid(f"prompt is too long: {total} tokens > {model.context_window} maximum")
