@@ -193,7 +193,9 @@ def warm_key(body: Mapping[str, Any], workspace: Optional[str]) -> str:
 def _prefix(body: Mapping[str, Any]) -> List[Tuple[Optional[str], Any]]:
     """Every block of the prefix in the API's order (tools, system, messages), with its message's role (None for
     tools and system): the dicts themselves, and a string ``system`` or message content as the one text block the
-    API reads it as (a new dict, so never one to mark)."""
+    API reads it as (a new dict, so never one to mark). The parts of a tool_result's ``content`` list come just
+    before it: each may carry a breakpoint, which ends the prefix after that part (the emulator's
+    ``_prefix_units``)."""
     out: List[Tuple[Optional[str], Any]] = [(None, tool) for tool in body.get("tools") or []]
     contents = [(None, body.get("system"))] + [(m.get("role"), m.get("content")) for m in body.get("messages") or []
                                                if isinstance(m, Mapping)]
@@ -201,7 +203,11 @@ def _prefix(body: Mapping[str, Any]) -> List[Tuple[Optional[str], Any]]:
         if isinstance(content, str):
             out.append((role, {"type": "text", "text": content}))
         elif isinstance(content, list):
-            out += [(role, block) for block in content]
+            for block in content:
+                parts = block.get("content") if isinstance(block, Mapping) and block.get("type") == "tool_result" else None
+                if isinstance(parts, list):
+                    out += [(role, part) for part in parts]
+                out.append((role, block))
     return out
 
 

@@ -150,6 +150,26 @@ def test_breakpoint_limits_hold_with_0_to_4_client_breakpoints(team, routed, n, 
     assert n + len(entry["memory"]["router_markers"]) - entry["memory"]["moved"] <= 4
 
 
+def test_a_client_breakpoint_inside_a_tool_result_counts_toward_the_four(team, routed):
+    """A marker on a part of a tool_result's content is a breakpoint the API counts (the SDK types give those
+    parts a cache_control): with three more, the router adds none, and the emulator takes the request."""
+    marked = {"cache_control": {"type": "ephemeral"}}
+    body = {"model": HAIKU, "max_tokens": 300, "system": [{"type": "text", "text": GUIDE, **marked}],
+            "tools": [{"name": "read", "description": "Read a file", "input_schema": {"type": "object"}}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "question 0", **marked}]},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "read", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01",
+                                              "content": [{"type": "text", "text": "the file", **marked}]}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "answer"}]},
+                {"role": "user", "content": [{"type": "text", "text": "How do refunds work?", **marked}]}]}
+    sdk = client(routed.url)
+    sdk.messages.create(**body, extra_headers={"gitmem-policy": "5m"})  # a 5th marker would be a 400
+    entry = read_requests(Store.open(str(team[0])), "router")[-1]
+    assert entry["memory"]["client_markers"] == 4
+    assert len(entry["memory"]["router_markers"]) - entry["memory"]["moved"] == 0
+
+
 def test_attach_moves_or_merges_instead_of_adding_a_fifth_breakpoint():
     blocks = [RouterBlock("guide", "preamble", "5m"), RouterBlock("memory", "<team-memory/>", "5m")]
     four_in_system = {"model": HAIKU, "max_tokens": 1, "messages": [{"role": "user", "content": "hi"}],
