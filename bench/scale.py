@@ -15,7 +15,10 @@ runs, printed as a ratio to its baseline measured in the same run:
 - `search` of words every memory holds (COMMON_WORDS) against the search above, which has a rare word,
   and `gitmem --version`, interleaved, and an MCP `recall` of those words;
 - a write, at this size against the smallest (bench/store.write_times, in a process of its own);
-- max RSS of the warm commands.
+- max RSS of the warm commands;
+- the warm `list`, `search`, `context` and `status` again as the installed `gitmem` script runs them, on the
+  command server (gitmem/cmdserver.py), interleaved with `gitmem --version`. The figures above run
+  `python -m gitmem`, always in its own process: the two sets are the same commands with and without it.
 
 Semantic recall embeds every memory once (a backlog of minutes at 100,000 on a 2-core machine), so
 the search and context figures here run with GITMEM_ENCODER=none: they measure the index and the
@@ -118,6 +121,7 @@ def measure(n: int, runs: int, kind: str = "bulk") -> Dict[str, object]:
         out[f"{name}_s"] = t
         out[f"{name}_ratio_version"] = t / version
     out.update(common_words(root, max(runs, 5)))
+    out.update(served(root, max(runs, 5)))
     out["mcp_recall_ms"], out["mcp_recall_after_remember_ms"], out["mcp_recall_common_ms"] = mcp_recall(root, max(runs, 5))
     out["doctor_ratio_cat_file"] = float(out["doctor_s"]) / cat  # type: ignore[arg-type]
     full, _ = _median(_gitmem("doctor", "--offline", "--full"), root, 1)
@@ -152,6 +156,40 @@ def common_words(root: str, runs: int) -> Dict[str, float]:
     t = {k: statistics.median(v) for k, v in samples.items()}
     return {"search_common_s": t["common"], "search_rare_s": t["rare"], "search_version_s": t["version"],
             "search_common_ratio_version": t["common"] / t["version"], "search_common_ratio_rare": t["common"] / t["rare"]}
+
+
+#: The script ``pip install`` puts beside the interpreter: what a user runs, and the one that uses the command server.
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "gitmem")
+SERVED = ("list", "search", "context", "status")
+
+
+def served(root: str, runs: int) -> Dict[str, float]:
+    """Seconds of the warm SERVED commands run by SCRIPT on a command server started for them, and of
+    ``gitmem --version`` (in its own process, as the script runs it), a round of all at a time (medians)."""
+    if not os.path.exists(SCRIPT):
+        return {}
+    argvs = {name: [SCRIPT, *COMMANDS[name]] for name in SERVED}
+    argvs["version"] = [SCRIPT, "--version"]
+    subprocess.run([SCRIPT, "status"], cwd=root, env=ENV, capture_output=True, check=True)  # starts the server
+    for _ in range(100):
+        answer = subprocess.run([SCRIPT, "server", "status", "--json"], cwd=root, env=ENV, capture_output=True, text=True)
+        if json.loads(answer.stdout)["running"]:
+            break
+        time.sleep(0.1)
+    else:
+        raise SystemExit("the command server did not start")
+    for argv in argvs.values():
+        _timed(argv, root)  # warm
+    samples: Dict[str, List[float]] = {k: [] for k in argvs}
+    for _ in range(runs):
+        for k, argv in argvs.items():
+            samples[k].append(_timed(argv, root)[0])
+    subprocess.run([SCRIPT, "server", "stop"], cwd=root, env=ENV, capture_output=True, check=True)
+    t = {k: statistics.median(v) for k, v in samples.items()}
+    out = {"served_version_s": t["version"]}
+    for name in SERVED:
+        out[f"served_{name}_s"], out[f"served_{name}_ratio_version"] = t[name], t[name] / t["version"]
+    return out
 
 
 def mcp_recall(root: str, runs: int) -> Tuple[float, float, float]:
@@ -222,6 +260,10 @@ def show(result: dict) -> None:
         print(f"{'':>18} MCP recall {r['mcp_recall_ms']:.1f} ms warm, {r['mcp_recall_after_remember_ms']:.1f} ms "
               f"right after a remember, {r['mcp_recall_common_ms']:.1f} ms of common words only (targets at 100,000: "
               "30 and 60 ms)")
+        if "served_version_s" in r:
+            print(f"{'':>18} on the command server, interleaved with --version ({r['served_version_s']:.3f} s): "
+                  + ", ".join(f"{name} {r[f'served_{name}_s']:.3f} s (x{r[f'served_{name}_ratio_version']:.2f})"
+                              for name in SERVED))
         print(f"{'':>18} search {COMMON_WORDS!r} (common words only) {r['search_common_s']:.3f} s vs "
               f"{COMMANDS['search'][1]!r} {r['search_rare_s']:.3f} s (x{r['search_common_ratio_rare']:.2f}) vs "
               f"--version {r['search_version_s']:.3f} s (x{r['search_common_ratio_version']:.2f}), interleaved")
