@@ -23,9 +23,10 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-#: The commands handed to the server: short, not interactive, run many times. Commands that open an
-#: editor, hold a terminal or serve (``edit``, ``ui``, ``mcp``, ``router``) always run in their own process.
-SERVED = frozenset(("context", "search", "list", "status", "show", "log", "check", "diff", "conflicts", "doctor"))
+#: The commands handed to the server: short, local, not interactive, run many times. Commands that write,
+#: reach a remote (which may ask for a passphrase on the terminal a worker does not have), open an editor or
+#: serve always run in their own process.
+SERVED = frozenset(("context", "search", "list", "status", "show", "log", "check", "diff", "conflicts"))
 
 #: Seconds without a command after which the server leaves.
 IDLE = 600.0
@@ -241,13 +242,13 @@ def _spare(listener, alive: int, parent: int, loaded: Dict[str, int], status: di
     leave (idle, stale, stopped), or leave with it."""
     import select
 
-    while True:
+    stale = _changed(loaded)  # also brings the pages the check reads into this process before a command waits on it
+    while not stale:
         ready, _, _ = select.select([listener, alive], [], [], IDLE)
         if alive in ready:
             os._exit(0)
         if not ready:  # idle
-            os.write(parent, _LEAVE)
-            os._exit(0)
+            break
         try:
             conn, _ = listener.accept()
         except OSError:  # the caller gave up already
@@ -272,8 +273,9 @@ def _spare(listener, alive: int, parent: int, loaded: Dict[str, int], status: di
             conn.close()
             continue
         conn.close()  # stopped, or stale: the command runs in its own process
-        os.write(parent, _LEAVE)
-        os._exit(0)
+        break
+    os.write(parent, _LEAVE)
+    os._exit(0)
 
 
 def _preload() -> Dict[str, int]:
@@ -302,7 +304,7 @@ def _preload() -> Dict[str, int]:
 
 #: What the served commands import inside their functions, when they first need it.
 _LIBRARY = ("store", "index", "warm", "context", "context_inputs", "search", "postings", "redact", "tokens",
-            "pricing", "price_table", "recall", "check", "doctor", "merge", "conflicts", "audit", "model")
+            "pricing", "price_table", "recall", "check", "merge", "conflicts", "audit", "model")
 
 
 def _changed(loaded: Dict[str, int]) -> bool:
