@@ -21,7 +21,10 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from . import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 #: The commands handed to the server: short, local, not interactive, run many times. Commands that write,
 #: reach a remote (which may ask for a passphrase on the terminal a worker does not have), open an editor or
