@@ -222,7 +222,7 @@ def test_a_replacement_beside_the_successor_a_resolve_took_is_found_after_the_so
     assert f"`gitmem retract {theirs.id} --because \"{kept.id} supersedes {shared.id}\"`" in found.message
     shown = gitmem(repo, "doctor").stdout
     assert f"warning: {memory_path(theirs)}: {theirs.id} still supersedes {shared.id}" in shown
-    assert shown.rstrip().endswith("refs/memory/main: ok")  # intact: a question for a person, not damage
+    assert shown.rstrip().endswith("refs/memory/main: ok, with 1 warning")  # intact: a question for a person
 
 
 def test_doctor_on_a_branch_without_memory_checks_the_parents_memory_it_reads(repo):
@@ -247,7 +247,8 @@ def test_doctor_on_a_branch_without_memory_checks_the_parents_memory_it_reads(re
     assert f"last intact tip in the reflog is {intact[:10]}: run `gitmem --branch main doctor --recover`" \
         in damaged[2]
     gitmem(repo, "--branch", "main", "doctor", "--recover")
-    assert gitmem(repo, "doctor").stdout.rstrip().endswith("refs/memory/main, whose memory feature reads: ok")
+    assert gitmem(repo, "doctor").stdout.rstrip().endswith("refs/memory/main, whose memory feature reads: ok, with 1 "
+                                                           "warning")
 
 
 def test_doctor_on_a_branch_without_memory_names_the_parents_ref_it_found_ok(repo):
@@ -259,8 +260,24 @@ def test_doctor_on_a_branch_without_memory_names_the_parents_ref_it_found_ok(rep
     shown = gitmem(repo, "doctor").stdout
     report = json.loads(gitmem(repo, "doctor", "--json").stdout)
 
-    assert shown.splitlines()[-1] == "refs/memory/main, whose memory wip reads: ok"
+    assert shown.splitlines()[-1] == "refs/memory/main, whose memory wip reads: ok, with 1 warning"
     assert (report["ref"], report["checked"], report["ok"]) == ("refs/memory/wip", "refs/memory/main", True)
+
+
+def test_doctor_verdict_counts_the_warnings_printed_above_it(repo):
+    """doctor printed a warning and then ended "refs/memory/main: ok", the line a script or a glance reads, as if
+    it had found nothing. The verdict counts the warnings above it; only an error fails the run."""
+    r = gitmem(repo, "doctor")
+    assert r.stdout.splitlines() == ["warning: refs/memory/main: no memory ref on this branch (no memory yet)",
+                                     "refs/memory/main: ok, with 1 warning"]
+
+    gitmem(repo, "add", "fact", "first")
+    gitmem(repo, "add", "fact", "second")
+    git(repo, "checkout", "-q", "-b", "feature")  # reads main's memory: a warning says so
+    damage_ref(repo, "refs/memory/main", "a missing object")
+    r = gitmem(repo, "doctor", check=False)
+    assert r.returncode == 1
+    assert r.stdout.splitlines()[-1] == "refs/memory/main, whose memory feature reads: 1 error, 1 warning"
 
 
 def test_recover_on_a_branch_without_memory_recovers_the_parents_memory_it_reads(repo):
@@ -302,7 +319,7 @@ def test_drop_invalid_on_a_branch_without_memory_drops_from_the_parents_memory_i
 
     assert r.stdout.splitlines()[0] == (f"dropped (not a valid memory, kept in history) from refs/memory/main, "
                                         f"whose memory feature reads: {planted}")
-    assert r.stdout.rstrip().endswith("refs/memory/main, whose memory feature reads: ok")
+    assert r.stdout.rstrip().endswith("refs/memory/main, whose memory feature reads: ok, with 1 warning")
     assert "refs/memory/feature" not in git(repo, "for-each-ref", "--format=%(refname)", "refs/memory/")
     assert [m["id"] for m in json.loads(gitmem(repo, "--branch", "main", "list", "--json").stdout)["memories"]] == [good]
     report = json.loads(gitmem(repo, "doctor", "--drop-invalid", "--json").stdout)

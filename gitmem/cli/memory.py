@@ -583,7 +583,10 @@ def doctor(store: Store, fix: bool, recover: bool, drop_invalid: bool, full: boo
             echo(f"dropped (not a valid memory, kept in history) from {repaired}{whose[:-1]}: {path}")
         for p in problems:
             echo(f"{p.level}: {p.where}: {p.message}")
-        click.echo(f"{repaired}{whose[:-1]}: {'ok' if not errors else plural(len(errors), 'error')}")
+        verdict = plural(len(errors), "error") if errors else "ok"
+        if len(problems) > len(errors):  # a bare "ok" under a warning read as if there were none
+            verdict += f"{', ' if errors else ', with '}{plural(len(problems) - len(errors), 'warning')}"
+        click.echo(f"{repaired}{whose[:-1]}: {verdict}")
     if errors:
         raise SystemExit(1)
 
