@@ -183,7 +183,9 @@ class Divergence:
     pull never takes the copy, and ``behind`` counts what that name's memory lacks of it (``skipped`` then).
     ``unfetched``: no copy of this remote's memory at all here (of any branch: gitmem has not fetched or pushed it,
     or the remote has none), so whether the remote holds the branch is unknown, not "no": a plain
-    `git fetch origin 'refs/memory/*:refs/memory/*'` or `git push` of memory records no copy."""
+    `git fetch origin 'refs/memory/*:refs/memory/*'` or `git push` of memory records no copy.
+    ``reads``: for a branch without memory of its own here, the branch whose memory it reads (its parent's, or the
+    default branch's), which ``behind`` is counted against (``ahead`` is 0: it has nothing of its own to send)."""
 
     branch: str
     remote: str
@@ -197,6 +199,7 @@ class Divergence:
     new_branch: bool = False
     renamed_to: Optional[str] = None
     unfetched: bool = False
+    reads: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -1121,8 +1124,10 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
             if not mine and not fetched:
                 continue
             heir = renamed_here(repo, b) if fetched and not mine else None  # its memory is heir's: behind heir's
-            base = mine or (heir and ref_target(repo, memory_ref(heir))) or \
-                (_inherited(repo, b) if fetched else None)  # no memory of its own: what it reads
+            moved = heir and ref_target(repo, memory_ref(heir))
+            # no memory of its own: what it reads
+            reads, inherited = _inherited(repo, b) if fetched and not mine and not moved else (None, None)
+            base = mine or moved or inherited
             try:
                 if base and fetched:
                     ahead, behind = repo.ahead_behind(base, fetched)
@@ -1139,7 +1144,7 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
             new = bool(mine and fetched and ahead and behind and earlier_root(repo, b, mine, fetched))
             unknown = fetched is None and not theirs
             out.append(Divergence(b, remote, mine, fetched, ahead, behind, skipped, aside, merged, new,  # type: ignore[arg-type]  # pygit2 stub
-                                  heir, unknown))
+                                  heir, unknown, reads))
     return out
 
 
@@ -1152,15 +1157,15 @@ def _damage_among(repo: pygit2.Repository, copies: Sequence[Tuple[str, Optional[
     return damaged(copies[0][0], copies[0][1], e)
 
 
-def _inherited(repo: pygit2.Repository, branch: str) -> Optional[str]:
-    """The memory tip a branch without memory of its own reads (its parent's, or the default branch's)."""
+def _inherited(repo: pygit2.Repository, branch: str) -> Tuple[Optional[str], Optional[str]]:
+    """(branch, memory tip) a branch without memory of its own reads (its parent's, or the default branch's)."""
     from .repo import parent_chain
 
     for parent in parent_chain(repo, branch):
         tip = ref_target(repo, memory_ref(parent))
         if tip:
-            return tip
-    return None
+            return parent, tip
+    return None, None
 
 
 def _count(repo: pygit2.Repository, tip: str) -> int:

@@ -1199,7 +1199,7 @@ def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
 
     assert status["remotes"] == [{"branch": "main", "remote": "origin", "ahead": 2, "behind": 1, "skipped": False,
                                   "aside": None, "aside_merged": False, "new_branch": False, "renamed_to": None,
-                                  "unfetched": False, "local": Store.open(str(bob)).own_tip(),
+                                  "unfetched": False, "reads": None, "local": Store.open(str(bob)).own_tip(),
                                   "fetched": Store.open(str(alice)).own_tip()}]
     assert "origin: 2 ahead, 1 behind" in gitmem(bob, "status").stdout
     git(alice, "branch", "feature")  # a branch bob has no memory of: counted against what it inherits, main's
@@ -1213,6 +1213,30 @@ def test_status_shows_ahead_and_behind_per_memory_branch_and_remote(alice, bob):
     shown = gitmem(bob, "status").stdout
     assert "memory spike: not on origin (as of the last fetch or push): `gitmem push origin --branch spike`" in shown
     assert "spike vs origin" not in shown  # not "5 ahead": the remote is not behind on a branch it never had
+
+
+def test_status_says_a_branch_without_memory_here_has_none_yet_and_what_it_reads(alice, bob):
+    """bob fetched alice's feature memory; his feature branch has none of its own yet and reads main's. status said
+    "memory feature vs origin: 0 ahead, 1 behind", as if feature had memory here that lagged. It says there is none
+    yet, whose it reads, and what the pull takes."""
+    gitmem(alice, "add", "fact", "on main")
+    gitmem(alice, "push")
+    gitmem(bob, "pull")
+    git(alice, "checkout", "-q", "-b", "feature")
+    gitmem(alice, "add", "fact", "feature fact")
+    gitmem(alice, "push")
+    git(bob, "checkout", "-q", "-b", "feature")
+    gitmem(bob, "fetch")
+
+    shown = gitmem(bob, "status").stdout
+
+    assert "feature vs origin" not in shown
+    assert "memory feature: no memory of its own here yet, reading main's; origin's holds 1 commit main's lacks: " \
+        "`gitmem pull` takes it" in shown
+    feature = next(r for r in json.loads(gitmem(bob, "status", "--json").stdout)["remotes"] if r["branch"] == "feature")
+    assert (feature["local"], feature["reads"], feature["behind"]) == (None, "main", 1)
+    gitmem(bob, "pull")
+    assert "memory feature vs origin: 0 ahead, 0 behind" in gitmem(bob, "status").stdout
 
 
 def test_status_after_a_plain_git_fetch_of_memory_does_not_say_it_is_missing_from_the_remote(alice, bob):

@@ -599,10 +599,11 @@ def status(store: Store, as_json: bool) -> None:
 
     JSON: {"branch", "ref", "own_tip", "reads", "tip", "counts": {type: active memories}, "notice",
     "conflicts": [id], "remotes": [{"branch", "remote", "local", "fetched", "ahead", "behind", "skipped", "aside",
-    "aside_merged", "new_branch", "renamed_to", "unfetched"}] (unfetched: fetched is null because this clone holds
-    no copy of that remote's memory at all, not because the remote lacks it: a push sends it or finds it there;
-    skipped: a pull does not take that copy, the branch's memory was dropped, set aside or renamed here; renamed_to:
-    null, or the name the branch's memory was renamed to here
+    "aside_merged", "new_branch", "renamed_to", "unfetched", "reads"}] (reads: for a branch without memory of
+    its own here, the branch whose memory it reads, which behind counts against; unfetched: fetched is null
+    because this clone holds no copy of that remote's memory at all, not because the remote lacks it: a push
+    sends it or finds it there; skipped: a pull does not take that copy, the branch's memory was dropped, set
+    aside or renamed here; renamed_to: null, or the name the branch's memory was renamed to here
     (`gitmem branch -m`), which a pull never makes again: behind counts what that name's memory lacks of the copy;
     aside: null, or for memory set aside here, BRANCH.earlier-TIP, the branch whose earlier memory it holds, kept in
     this clone and not pushed; aside_merged: BRANCH's memory holds all of it, `gitmem prune --yes` drops it;
@@ -708,6 +709,12 @@ def status(store: Store, as_json: bool) -> None:
             from ..branches import new_branch_notice
 
             click.echo(f"  memory {new_branch_notice(d['branch'], d['remote'])}")
+            continue
+        if d["local"] is None:  # "0 ahead, 1 behind" of memory it does not have
+            reading, lacks = (f", reading {d['reads']}'s", f" {d['reads']}'s lacks") if d["reads"] else ("", "")
+            click.echo(f"  memory {d['branch']}: no memory of its own here yet{reading}" +
+                       (f"; {d['remote']}'s holds {plural(d['behind'], 'commit')}{lacks}: `gitmem pull` takes it"
+                        if d["behind"] else f", which holds all of {d['remote']}'s"))
             continue
         click.echo(f"  memory {d['branch']} vs {d['remote']}: {d['ahead']} ahead, {d['behind']} behind"
                    " (as of the last fetch or push)")
