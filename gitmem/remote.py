@@ -183,7 +183,9 @@ class Divergence:
     pull never takes the copy, and ``behind`` counts what that name's memory lacks of it (``skipped`` then).
     ``unfetched``: no copy of this remote's memory at all here (of any branch: gitmem has not fetched or pushed it,
     or the remote has none), so whether the remote holds the branch is unknown, not "no": a plain
-    `git fetch origin 'refs/memory/*:refs/memory/*'` or `git push` of memory records no copy.
+    `git fetch origin 'refs/memory/*:refs/memory/*'` or `git push` of memory records no copy (yet when the last
+    `git fetch` here took the very tip this memory is at from the remote, its FETCH_HEAD says so: that tip is
+    the copy, see :func:`_fetched_by_git`).
     ``reads``: for a branch without memory of its own here, the branch whose memory it reads (its parent's, or the
     default branch's), which ``behind`` is counted against (``ahead`` is 0: it has nothing of its own to send)."""
 
@@ -1119,8 +1121,11 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
     out = []
     for remote in repo.remotes.names():
         theirs = remote_branches(repo, remote)  # type: ignore[arg-type]  # pygit2 stub: Optional name
+        by_git = _fetched_by_git(repo, remote)  # type: ignore[arg-type]  # pygit2 stub: Optional name
         for b in sorted(set(branches) if branches is not None else set(local) | set(theirs)):
             mine, fetched = local.get(b), theirs.get(b)
+            if fetched is None and mine and by_git.get(b) == mine:  # a plain `git fetch` of memory took this tip
+                fetched = mine
             if not mine and not fetched:
                 continue
             heir = renamed_here(repo, b) if fetched and not mine else None  # its memory is heir's: behind heir's
@@ -1146,6 +1151,36 @@ def divergence(repo: pygit2.Repository, branches: Optional[Sequence[str]] = None
             out.append(Divergence(b, remote, mine, fetched, ahead, behind, skipped, aside, merged, new,  # type: ignore[arg-type]  # pygit2 stub
                                   heir, unknown, reads))
     return out
+
+
+def _fetched_by_git(repo: pygit2.Repository, remote: str) -> Dict[str, str]:
+    """branch -> tip of the memory refs the last `git fetch` here took from ``remote``, as its FETCH_HEAD lists
+    them: a plain `git fetch origin 'refs/memory/*:refs/memory/*'` records no copy, yet says what origin held
+    then (until the next fetch of anything rewrites the file)."""
+    url = repo.remotes[remote].url
+    try:
+        with open(os.path.join(repo.path, "FETCH_HEAD"), encoding="utf-8", errors="surrogateescape") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    named = _fetch_head_url(url) if url else None
+    return {m.group(2): m.group(1) for line in lines
+            if (m := re.fullmatch(r"([0-9a-f]{40,64})\t[^\t]*\t'refs/memory/(.+)' of (.*)", line))
+            and m.group(3) == named}
+
+
+def _fetch_head_url(url: str) -> str:
+    """``url`` as git writes it in FETCH_HEAD (builtin/fetch.c, transport_anonymize_url): the user and password
+    of a network URL left out, then trailing slashes and a ``.git`` ending."""
+    colon, slash, at = url.find(":"), url.find("/"), url.find("@")
+    scheme = url.find("://")
+    if colon >= 0 and not 0 <= slash < colon and at >= 0:  # not a local path
+        if scheme < 0 and ":" in url[at + 1:]:  # user@host:path
+            url = url[at + 1:]
+        elif scheme >= 0 and re.fullmatch(r"[A-Za-z0-9+.-]*", url[:scheme]) and not 0 <= url.find("/", scheme + 3) < at:
+            url = url[:scheme + 3] + url[at + 1:]
+    url = url.rstrip("/")
+    return url[:-4] if url.endswith(".git") and len(url) > 5 else url
 
 
 def _damage_among(repo: pygit2.Repository, copies: Sequence[Tuple[str, Optional[str]]], e: Exception) -> StorageError:

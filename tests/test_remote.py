@@ -1241,25 +1241,51 @@ def test_status_says_a_branch_without_memory_here_has_none_yet_and_what_it_reads
 
 def test_status_after_a_plain_git_fetch_of_memory_does_not_say_it_is_missing_from_the_remote(alice, bob):
     """bob fetched the team's memory with plain git (`git fetch origin 'refs/memory/*:refs/memory/*'`), which
-    records no fetched copy: status said "not on origin", though origin has it. Without asking the network it
-    cannot know, so it says so, with the push that sends it or finds it there; after a fetch it knows. An empty
-    remote leaves no copy either: the same line, whose push then sends it."""
+    records no fetched copy: status said "not on origin", though origin has it, and then "not known to be on
+    origin", though that fetch had just taken his very tip from origin. Its FETCH_HEAD says so: status counts
+    against that tip. Once a later fetch rewrote FETCH_HEAD it cannot know without the network, so it says so,
+    with the push that sends it or finds it there, after which it knows. An empty remote leaves no copy either:
+    the same line, whose push then sends it."""
     gitmem(alice, "add", "fact", "from alice")
     gitmem(alice, "push")
     git(bob, "fetch", "-q", "origin", "refs/memory/*:refs/memory/*")
 
     shown = gitmem(bob, "status").stdout
 
+    assert "not on origin" not in shown and "not known" not in shown
+    assert "memory main vs origin: 0 ahead, 0 behind (as of the last fetch or push)" in shown
+    [remote] = json.loads(gitmem(bob, "status", "--json").stdout)["remotes"]
+    assert remote["fetched"] == remote["local"] and remote["unfetched"] is False
+
+    git(bob, "fetch", "-q", "origin")  # code only: FETCH_HEAD no longer names memory
+    shown = gitmem(bob, "status").stdout
     assert "not on origin" not in shown
     assert "memory main: not known to be on origin (no copy of origin's memory here): `gitmem push origin --branch " \
         "main` sends it, or finds it there" in shown
     [remote] = json.loads(gitmem(bob, "status", "--json").stdout)["remotes"]
     assert remote["fetched"] is None and remote["unfetched"] is True
+    assert gitmem(bob, "push").stdout.startswith("main: up-to-date")
+    assert "memory main vs origin: 0 ahead, 0 behind" in gitmem(bob, "status").stdout
     gitmem(bob, "fetch")
     assert "memory main vs origin: 0 ahead, 0 behind" in gitmem(bob, "status").stdout
     git(bob, "branch", "spike")
     gitmem(bob, "--branch", "spike", "add", "fact", "never pushed")  # origin's whole memory was listed: it lacks spike
     assert "memory spike: not on origin (as of the last fetch or push)" in gitmem(bob, "status").stdout
+
+
+@pytest.mark.parametrize("url, written", [
+    ("git@github.com:team/repo.git", "github.com:team/repo"),
+    ("https://me:token@github.com/team/repo.git/", "https://github.com/team/repo"),
+    ("ssh://git@host:2222/srv/repo.git", "ssh://host:2222/srv/repo"),
+    ("/srv/a@b/repo.git", "/srv/a@b/repo"),
+    ("../origin.git/", "../origin"),
+])
+def test_a_remote_is_known_by_the_url_git_writes_in_fetch_head(url, written):
+    """git writes FETCH_HEAD's URL without credentials, trailing slashes or ".git": a remote whose configured URL
+    has any of them (a GitHub ssh remote has two) is still recognised there."""
+    from gitmem.remote import _fetch_head_url
+
+    assert _fetch_head_url(url) == written
 
 
 def _two_writes_dropped_by_a_forced_fetch(alice, bob) -> str:
