@@ -251,6 +251,12 @@ def may_hold_aside(git: GitDir) -> bool:
         return True
 
 
+def may_be_shallow(git: GitDir) -> bool:
+    """False when git keeps no ``shallow`` file (no `git fetch --depth` cut any history here, memory's or code's);
+    True means "maybe": libgit2 tells whether memory's history is cut (gitmem.merge.shallow_cut)."""
+    return os.path.exists(os.path.join(git.common, "shallow"))
+
+
 def _raise(error: OSError) -> None:
     raise error
 

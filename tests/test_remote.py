@@ -412,6 +412,38 @@ def test_memory_fetched_with_depth_1_gives_answers_or_one_line_errors_and_a_diff
     assert [m["text"] for m in json.loads(told)["added"]] == ["Feature flags live in config"]
 
 
+def _cut_notice(tip: str) -> str:
+    return (f"  memory history cut at {tip[:10]} by a shallow fetch (`git fetch --depth`): `gitmem fetch` brings the "
+            "rest from a remote that holds it (diff and merge need it)\n")
+
+
+def test_status_names_memory_history_a_shallow_fetch_cut_and_the_fetch_that_brings_the_rest(alice, origin, tmp_path):
+    """`git fetch --depth 1` of memory refs left the memory here without its history: status said nothing, and
+    only a later diff or merge refused. It says so in one line, with the fetch that brings the rest."""
+    gitmem(alice, "add", "fact", "first")
+    gitmem(alice, "add", "fact", "second")
+    gitmem(alice, "push")
+    cut = clone(origin, tmp_path / "cut", "Cut")
+    git(cut, "fetch", "-q", "--depth", "1", "origin", "refs/memory/*:refs/memory/*")
+    tip = remote_tip(origin)
+
+    assert _cut_notice(tip) in gitmem(cut, "status").stdout
+    assert json.loads(gitmem(cut, "status", "--json").stdout)["shallow"] == tip
+    gitmem(cut, "fetch")
+    assert "shallow" not in gitmem(cut, "status").stdout
+    assert json.loads(gitmem(cut, "status", "--json").stdout)["shallow"] is None
+
+
+def test_status_of_a_shallow_clone_names_a_cut_copy_of_its_memory_but_not_its_cut_code(alice, origin, tmp_path):
+    """A shallow CI clone's code stays cut, which is no concern of memory's; the remote's copy of its memory, cut by
+    a `git fetch --depth 1`, is what a merge refuses on: named until a fetch brings the rest."""
+    ci = _cut_by_a_depth_fetch(alice, origin, tmp_path)
+
+    assert _cut_notice(remote_tip(origin)) in gitmem(ci, "status").stdout
+    gitmem(ci, "fetch")
+    assert (ci / ".git" / "shallow").exists() and "shallow" not in gitmem(ci, "status").stdout
+
+
 def test_the_pre_push_hook_of_a_shallow_clone_merges_memory_a_depth_fetch_cut_and_pushes_it(alice, origin, tmp_path):
     ci = _cut_by_a_depth_fetch(alice, origin, tmp_path)
     git(ci, "config", "gitmem.hookMode", "foreground")

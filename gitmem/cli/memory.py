@@ -614,7 +614,8 @@ def status(store: Store, as_json: bool) -> None:
     null or {"branch", "parent", "fork", "as_of", "notice"}} (late_parent: this branch's memory started before its
     parent's arrived here, and lacks what the parent's held at the fork; the notice names the command), "dropped": null
     or a notice: memory gitmem wrote on this ref that a move it did not make (a forced `git fetch`) took away, with
-    the `gitmem merge` that brings it back.
+    the `gitmem merge` that brings it back, "shallow": null or the commit a shallow fetch (`git fetch --depth`) cut
+    the history of the memory read here (or of a remote's copy of it) at, whose parents `gitmem fetch` brings.
 
     Example: gitmem status
     """
@@ -652,6 +653,14 @@ def status(store: Store, as_json: bool) -> None:
         data["set_aside"] = [a.to_dict() for a in kept_aside(store.repo)]
     else:
         data["set_aside"] = []  # known without loading libgit2
+    from ..gitdir import may_be_shallow
+
+    data["shallow"] = None
+    if tip and (store.git is None or may_be_shallow(store.git)):  # else known without loading libgit2
+        from ..merge import shallow_cut
+
+        copies = [d["fetched"] for d in data["remotes"] if d["branch"] == branch and d["fetched"]]  # merged with it
+        data["shallow"] = shallow_cut(store.repo, [tip, *copies], None)
     if as_json:
         emit_json(data)
         return
@@ -670,6 +679,9 @@ def status(store: Store, as_json: bool) -> None:
         click.echo(f"  {data['late_parent']['notice']}")
     if data["dropped"]:
         click.echo(f"  {data['dropped']}")
+    if data["shallow"]:  # else only a diff or merge says so, refusing
+        click.echo(f"  memory history cut at {_short(data['shallow'])} by a shallow fetch (`git fetch --depth`): "
+                   "`gitmem fetch` brings the rest from a remote that holds it (diff and merge need it)")
     empty = "no memories"
     if not data["own_tip"] and remotes:
         empty += " here yet (`gitmem pull` brings a remote's, if it has any)"  # a new clone's first status
