@@ -92,9 +92,13 @@ def doctor(store: Store, full: bool = False) -> List[Problem]:
     dropped = store.dropped()
     if dropped:
         problems.append(Problem("warning", store.ref, dropped))
+    from .merge import conflicts_and_problems, shallow_cut, shallow_notice
+
+    cut = shallow_cut(store.repo, [tip], None, memory_shaped=True)
+    if cut:  # sound as far as it goes, but a diff or merge refuses it
+        problems.append(Problem("warning", store.ref, shallow_notice(cut)))
     if tip == sound:
         return problems
-    from .merge import conflicts_and_problems
     from .trust import history_problem, tip_tree_problem
 
     shape = history_problem(store.repo, tip, known)

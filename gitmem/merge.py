@@ -204,10 +204,15 @@ def merge_into(store: Store, theirs: str, *, author: Optional[Author] = None, so
     return store.retrying(attempt)
 
 
-def shallow_cut(repo: pygit2.Repository, tips: Sequence[str], base: Optional[str]) -> Optional[str]:
+def shallow_cut(repo: pygit2.Repository, tips: Sequence[str], base: Optional[str],
+                memory_shaped: bool = False) -> Optional[str]:
     """A commit in the history of ``tips`` since ``base`` that a shallow fetch left without its parents, or None.
     Past such a commit the merge base libgit2 finds (or not) may be wrong: a commit both sides share, hidden
-    there, is not seen. Grafts below ``base`` cannot hide a better one, so a merge measured against it stands."""
+    there, is not seen. Grafts below ``base`` cannot hide a better one, so a merge measured against it stands.
+
+    ``memory_shaped``: look only at cut commits whose tree has memory's shape (:func:`_memory_shaped`), and walk
+    nothing when there are none: a status in a `git clone --depth 1` of the code (CI's checkout) would walk the
+    whole memory history to find that the code's cut commits are not in it."""
     from .repo import common_dir
 
     if not repo.is_shallow:
@@ -217,12 +222,34 @@ def shallow_cut(repo: pygit2.Repository, tips: Sequence[str], base: Optional[str
             cut = set(f.read().split())
     except OSError:
         return None
+    if memory_shaped:
+        cut = {c for c in cut if _memory_shaped(repo, c)}
+        if not cut:
+            return None
     walker = repo.walk(tips[0])
     for tip in tips[1:]:
         walker.push(tip)
     if base:
         walker.hide(base)
     return next((str(c.id) for c in walker if str(c.id) in cut), None)
+
+
+def shallow_notice(cut: str) -> str:
+    """What status and doctor say of memory history a shallow fetch cut at ``cut`` (:func:`shallow_cut`)."""
+    return (f"memory history cut at {cut[:10]} by a shallow fetch (`git fetch --depth`): `gitmem fetch` brings the "
+            "rest from a remote that holds it (diff and merge need it)")
+
+
+def _memory_shaped(repo: pygit2.Repository, commit: str) -> bool:
+    """Whether ``commit``'s tree could be memory's: every top-level entry a folder named for a memory type or for
+    stored conflicts (an empty tree too). A code commit's tree has files or other folders at its top."""
+    from .model import CONFLICTS_DIR, TYPES
+
+    try:
+        tree = repo[commit].peel(pygit2.Tree)
+    except (KeyError, ValueError, pygit2.GitError):
+        return True  # unreadable: it may be memory's, so it is looked at
+    return all(e.name in TYPES or e.name == CONFLICTS_DIR for e in tree)
 
 
 def _merge_bases(repo: pygit2.Repository, ours: str, theirs: str, first: str) -> List[str]:

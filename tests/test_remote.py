@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pygit2
 import pytest
 import yaml
 
@@ -429,8 +430,10 @@ def test_status_names_memory_history_a_shallow_fetch_cut_and_the_fetch_that_brin
 
     assert _cut_notice(tip) in gitmem(cut, "status").stdout
     assert json.loads(gitmem(cut, "status", "--json").stdout)["shallow"] == tip
+    assert _cut_notice(tip).strip() in gitmem(cut, "doctor").stdout  # a warning: sound, but diff and merge refuse it
     gitmem(cut, "fetch")
     assert "shallow" not in gitmem(cut, "status").stdout
+    assert "shallow" not in gitmem(cut, "doctor").stdout
     assert json.loads(gitmem(cut, "status", "--json").stdout)["shallow"] is None
 
 
@@ -442,6 +445,25 @@ def test_status_of_a_shallow_clone_names_a_cut_copy_of_its_memory_but_not_its_cu
     assert _cut_notice(remote_tip(origin)) in gitmem(ci, "status").stdout
     gitmem(ci, "fetch")
     assert (ci / ".git" / "shallow").exists() and "shallow" not in gitmem(ci, "status").stdout
+
+
+def test_status_of_a_ci_clone_cut_by_depth_walks_no_memory_history(alice, origin, tmp_path, monkeypatch):
+    """A `git clone --depth 1` (CI's checkout) keeps a shallow file that lists only code commits: whether one of
+    them cut memory's history is told from their trees, not from a walk of every memory commit on each status."""
+    for i in range(3):
+        gitmem(alice, "add", "fact", f"fact {i}")
+    gitmem(alice, "push")
+    ci = tmp_path / "ci"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{origin}", str(ci))
+    gitmem(ci, "pull")
+    assert (ci / ".git" / "shallow").exists()
+
+    def no_walk(*args, **kwargs):
+        raise AssertionError("status walked the memory history")
+
+    monkeypatch.setattr(pygit2.Repository, "walk", no_walk)
+    shown = gitmem(ci, "status", "--json")
+    assert json.loads(shown.stdout)["shallow"] is None and json.loads(shown.stdout)["counts"] == {"fact": 3}
 
 
 def test_the_pre_push_hook_of_a_shallow_clone_merges_memory_a_depth_fetch_cut_and_pushes_it(alice, origin, tmp_path):

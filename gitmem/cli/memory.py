@@ -660,7 +660,7 @@ def status(store: Store, as_json: bool) -> None:
         from ..merge import shallow_cut
 
         copies = [d["fetched"] for d in data["remotes"] if d["branch"] == branch and d["fetched"]]  # merged with it
-        data["shallow"] = shallow_cut(store.repo, [tip, *copies], None)
+        data["shallow"] = shallow_cut(store.repo, [tip, *copies], None, memory_shaped=True)
     if as_json:
         emit_json(data)
         return
@@ -680,8 +680,9 @@ def status(store: Store, as_json: bool) -> None:
     if data["dropped"]:
         click.echo(f"  {data['dropped']}")
     if data["shallow"]:  # else only a diff or merge says so, refusing
-        click.echo(f"  memory history cut at {_short(data['shallow'])} by a shallow fetch (`git fetch --depth`): "
-                   "`gitmem fetch` brings the rest from a remote that holds it (diff and merge need it)")
+        from ..merge import shallow_notice
+
+        click.echo(f"  {shallow_notice(data['shallow'])}")
     empty = "no memories"
     if not data["own_tip"] and remotes:
         empty += " here yet (`gitmem pull` brings a remote's, if it has any)"  # a new clone's first status
