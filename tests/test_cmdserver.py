@@ -108,6 +108,13 @@ def test_a_worker_takes_the_callers_stdin_environment_and_signals(repo, runtime)
                  input="use Redis for the session cache\n")
     assert (piped.returncode, piped.stdout) == (alone.returncode, alone.stdout)
     assert json.loads(piped.stdout)["proposal"] == "use Redis for the session cache"
+    # Claude Code's hook, with the event's JSON on stdin, as Claude Code runs it on every prompt.
+    event = json.dumps({"session_id": "s1", "cwd": str(repo), "hook_event_name": "SessionStart", "source": "startup"})
+    before = _commands(repo, runtime)
+    hooked = _run(repo, "hook", "claude-code", "SessionStart", env=runtime, input=event)
+    alone = _run(repo, "hook", "claude-code", "SessionStart", env={**runtime, "GITMEM_SERVER": "0"}, input=event)
+    assert (hooked.returncode, hooked.stdout) == (alone.returncode, alone.stdout) and "Redis" in hooked.stdout
+    assert _commands(repo, runtime) == before + 1
     # The caller's environment, not the server's (started without GIT_DIR).
     other = _run(repo, "--branch", "main", "list", "--json", env={**runtime, "GIT_DIR": str(repo / "nope")})
     assert other.returncode != 0 and "nope" in other.stderr
@@ -167,7 +174,7 @@ def test_server_stop_and_status(repo, runtime):
 @pytest.mark.parametrize("argv, expected", [
     (["status"], True), (["-C", "x", "search", "a"], True), (["--branch=f", "context"], True), (["-Cx", "list"], True),
     (["add", "fact", "x"], False), (["--version"], False), (["list", "--help"], False), (["-C", "status"], False),
-    ([], False), (["ui"], False),
+    ([], False), (["ui"], False), (["hook", "claude-code", "SessionStart"], True), (["hook", "post-commit"], False),
 ])
 def test_which_commands_are_served(argv, expected):
     assert served(argv) is expected

@@ -265,10 +265,12 @@ def memory_tool(ctx: click.Context, command_json: Optional[str], source: str) ->
 
 @main.group()
 def server() -> None:
-    """The command server: a resident gitmem that runs read commands without re-importing gitmem.
+    """The command server: a resident gitmem that runs read commands and Claude Code's hooks without
+    re-importing gitmem.
 
-    `context`, `search`, `list`, `status` and the other read commands an agent runs over and over start
-    in a few milliseconds when a server runs: the first such command starts one in the background, and
+    `context`, `search`, `list`, `status`, the other read commands an agent runs over and over, and
+    `hook claude-code EVENT` skip 25-100 ms of imports when a server runs: the first such command
+    starts one in the background, and
     it leaves after 10 minutes without a command, or when gitmem changes on disk. Set GITMEM_SERVER=0
     to run every command in its own process.
 
