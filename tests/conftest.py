@@ -23,6 +23,9 @@ for _key in list(os.environ):
 # Recall is lexical unless a test asks for the encoder (tests/test_recall.py, tests/test_embedding.py): loading
 # the model costs every gitmem process a second or more, and most tests are about something else.
 os.environ["GITMEM_ENCODER"] = "none"
+# Command servers the installed script starts (a real Claude Code's hooks, tests/test_cmdserver.py) listen in this
+# run's own directory, never beside a developer's, and are stopped when the run ends (_stop_command_servers).
+os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="gm-run-")
 _HOME = tempfile.mkdtemp(prefix="gitmem-test-home-")
 os.environ["HOME"] = _HOME
 os.environ["XDG_CONFIG_HOME"] = os.path.join(_HOME, ".config")
@@ -62,6 +65,14 @@ GUIDE = "# Guide\n\n" + "\n".join(
 LOOPBACK_HOSTS = ["127.0.0.1", "127.0.0.1:8765", "localhost:1234", "LocalHost", "[::1]:80", "[::1]"]
 FOREIGN_HOSTS = ["127.0.0.1:x@evil", "[::1]evil", "[::1]:80evil", "127.0.0.1:", "127.0.0.1:80:80", "localhost.",
                  "127.0.0.1 evil", "::1", "[::1", "[127.0.0.1]", ""]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_command_servers():
+    yield
+    found = subprocess.run(["pgrep", "-f", os.environ["XDG_RUNTIME_DIR"]], capture_output=True, text=True).stdout
+    for pid in found.split():
+        os.kill(int(pid), 15)
 
 
 def git(cwd, *args, check=True, env=None, input=None) -> str:
