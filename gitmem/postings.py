@@ -1127,17 +1127,25 @@ def _counts(words: str, tfs: str, wanted: Mapping[str, int]) -> Dict[int, int]:
 
 def _near(wanted: Sequence[str], siblings: bool) -> Tuple[str, List[Any]]:
     """An SQL condition on ``doc_paths dp`` for the paths that are, hold or are held by one of
-    ``wanted`` (and, with ``siblings``, share its directory), with its arguments."""
-    near: List[str] = []
-    args: List[Any] = []
+    ``wanted`` (and, with ``siblings``, share its directory), with its arguments. Each path, range and
+    directory once: SQLite answers each OR term from an index and merges the rows, so the same folder named
+    for each of 24 files in play read its thousands of memories 24 times (200 ms of a prompt hook)."""
+    exact: Dict[str, None] = {}
+    under: Dict[str, None] = {}
+    dirs: Dict[str, None] = {}
     for q in map(filter_path, wanted):
         if not q:
             continue
-        ancestors = [q.rsplit("/", i)[0] for i in range(1, q.count("/") + 1)]
-        near.append(f"dp.path IN ({','.join('?' * (1 + len(ancestors)))}) OR (dp.path > ? AND dp.path < ?)"
-                    + (" OR dp.dir = ?" if siblings else ""))
-        args += [q, *ancestors, q + "/", q + "0"] + ([q.rsplit("/", 1)[0]] if siblings else [])
-    return " OR ".join(f"({n})" for n in near), args
+        exact.update(dict.fromkeys([q, *(q.rsplit("/", i)[0] for i in range(1, q.count("/") + 1))]))
+        under[q] = None
+        if siblings:
+            dirs[q.rsplit("/", 1)[0]] = None
+    if not exact:
+        return "", []
+    near = [f"dp.path IN ({','.join('?' * len(exact))})", *["(dp.path > ? AND dp.path < ?)"] * len(under)]
+    if dirs:
+        near.append(f"dp.dir IN ({','.join('?' * len(dirs))})")
+    return " OR ".join(near), [*exact, *(bound for q in under for bound in (q + "/", q + "0")), *dirs]
 
 
 def _path_overlaps(db: sqlite3.Connection, view: int, wanted: Sequence[str], kept: str,
