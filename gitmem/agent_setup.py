@@ -172,9 +172,7 @@ FILES = "files"
 
 
 def _record_path(store: Store) -> str:
-    from .repo import common_dir
-
-    return os.path.join(common_dir(store.repo), "gitmem", "agent-setup.json")
+    return os.path.join(store.common_dir, "gitmem", "agent-setup.json")
 
 
 def _record(record: Optional[str]) -> Dict[str, Any]:

@@ -201,9 +201,7 @@ def why_cheapest(w: Workload, break_seconds: float, model: str, table: PriceTabl
 
 
 def runs_dir(store: Store) -> str:
-    from .repo import common_dir
-
-    return os.path.join(common_dir(store.repo), "gitmem", "runs")
+    return os.path.join(store.common_dir, "gitmem", "runs")
 
 
 def record_run(store: Store, run: Mapping[str, Any]) -> str:
@@ -269,9 +267,7 @@ def latest_request(store: Store) -> Optional[dict]:
 
 
 def requests_path(store: Store) -> str:
-    from .repo import common_dir
-
-    return os.path.join(common_dir(store.repo), "gitmem", "requests.jsonl")
+    return os.path.join(store.common_dir, "gitmem", "requests.jsonl")
 
 
 def read_requests(store: Store, command: Optional[str] = None) -> List[dict]:

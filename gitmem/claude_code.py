@@ -153,9 +153,7 @@ class SessionState:
     lock because detached capture processes can overlap."""
 
     def __init__(self, store: Store, session_id: str):
-        from .repo import common_dir
-
-        folder = os.path.join(common_dir(store.repo), "gitmem", "claude-code")
+        folder = os.path.join(store.common_dir, "gitmem", "claude-code")
         os.makedirs(folder, exist_ok=True)
         self.path = os.path.join(folder, f"{session_id}.json")
         self.data: Dict[str, Any] = {}

@@ -436,9 +436,7 @@ def tracked(store: Store, fmt: str) -> bool:
 
 def _exclude(store: Store, rel: str) -> None:
     """List ``rel`` in ``.git/info/exclude`` (once), so a refreshed export never shows as untracked."""
-    from .repo import common_dir
-
-    path = os.path.join(common_dir(store.repo), "info", "exclude")
+    path = os.path.join(store.common_dir, "info", "exclude")
     line = "/" + rel
     try:
         with open(path, encoding="utf-8") as f:

@@ -527,9 +527,7 @@ class Router:
     def _gaps(self, store: Store, line_key: str) -> List[float]:
         """The recorded gaps between this line's requests (wall-clock runs, and this run), in the log every
         worktree of the repository shares."""
-        from .repo import common_dir
-
-        folder = common_dir(store.repo)
+        folder = store.common_dir
         if folder not in self._history:
             self._history[folder] = _read_gaps(os.path.join(folder, "gitmem", "requests.jsonl"), self.run_id)
         return self._history[folder].setdefault(line_key, [])

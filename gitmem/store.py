@@ -348,6 +348,16 @@ class Store:
             return self.git.workdir
         return self.repo.workdir or os.path.dirname(self.repo.path.rstrip("/"))
 
+    @property
+    def common_dir(self) -> str:
+        """The git directory linked worktrees share, where gitmem keeps its own files (a session's hook state,
+        the bill's runs): found without libgit2 where gitdir found the repository."""
+        if self.git is not None:
+            return os.path.normpath(self.git.common)
+        from .repo import common_dir
+
+        return common_dir(self.repo)
+
     def config(self, key: str) -> Optional[str]:
         """``git config key`` of the repository, read without libgit2 where gitdir can."""
         if self._repo is None and self.git is not None:
