@@ -91,6 +91,9 @@ def _run_on_server(argv: List[str]) -> Optional[int]:
     if not _private(os.path.dirname(path)):
         return None  # another user could listen there and read this environment: not a server of ours
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    if sock.fileno() < 3:  # stdin, stdout or stderr is closed (`<&-`): the socket took its number, and the worker
+        sock.close()        # would read the command's input from it, or write its output into it
+        return None
     try:
         sock.connect(path)
     except OSError:

@@ -131,6 +131,17 @@ def test_a_worker_takes_the_callers_stdin_environment_and_signals(repo, runtime)
     waiting.stdin.close()
 
 
+def test_a_closed_stdin_stays_closed(repo, runtime):
+    """`gitmem check - <&-`: the socket to the server took descriptor 0 and went to the worker as its stdin, where
+    the command waited for input that never came. It answers as in its own process."""
+    _started(repo, runtime)
+    closed = ("sh", "-c", 'exec "$0" "$@" <&-', str(SCRIPT))
+    alone = _run(repo, "check", "-", env={**runtime, "GITMEM_SERVER": "0"}, command=closed)
+    served = subprocess.run([*closed, "check", "-"], cwd=repo, env=runtime, capture_output=True, text=True, timeout=20)
+    assert (served.returncode, served.stdout, served.stderr) == (alone.returncode, alone.stdout, alone.stderr)
+    assert "stdin was empty" in served.stderr
+
+
 def test_a_server_leaves_when_its_code_changes(repo, runtime, tmp_path):
     """An upgrade or an edit of gitmem while a server runs: the next command runs the new code in its own
     process, and the server is gone."""
