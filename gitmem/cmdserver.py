@@ -227,9 +227,12 @@ def serve(path: str) -> None:
         while True:
             read, write = os.pipe()
             if os.fork() == 0:
-                for fd in (read, living, lock):  # a worker that outlives the server must not keep the next
-                    os.close(fd)                 # one from starting
-                _spare(listener, alive, write, loaded, status)
+                try:
+                    for fd in (read, living, lock):  # a worker that outlives the server must not keep the next
+                        os.close(fd)                 # one from starting
+                    _spare(listener, alive, write, loaded, status)
+                finally:  # whatever a spare or its command raises, it never goes on in this loop, nor removes
+                    os._exit(1)  # the socket the server still listens on (the finally below)
             os.close(write)
             said = os.read(read, 1)
             os.close(read)
@@ -277,7 +280,10 @@ def _spare(listener, alive: int, parent: int, loaded: Dict[str, int], status: di
         for fd in fds:
             os.close(fd)
         if request[0] == "status":
-            conn.sendall(marshal.dumps(status))
+            try:
+                conn.sendall(marshal.dumps(status))
+            except OSError:  # the asker is gone already (Ctrl-C)
+                pass
             conn.close()
             continue
         conn.close()  # stopped, or stale: the command runs in its own process

@@ -4,10 +4,13 @@ another user could."""
 
 from __future__ import annotations
 
+import array
 import json
+import marshal
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -140,6 +143,23 @@ def test_a_closed_stdin_stays_closed(repo, runtime):
     served = subprocess.run([*closed, "check", "-"], cwd=repo, env=runtime, capture_output=True, text=True, timeout=20)
     assert (served.returncode, served.stdout, served.stderr) == (alone.returncode, alone.stdout, alone.stderr)
     assert "stdin was empty" in served.stderr
+
+
+@pytest.mark.parametrize("request_", [("status",), ("run", ["list"])])
+def test_a_caller_that_left_or_a_bad_request_does_not_take_the_server_away(repo, runtime, request_):
+    """`gitmem server status` stopped (Ctrl-C) before its answer, or a request the worker cannot run: the spare's
+    error took it on in the server's loop, where it removed the socket the server still listened on. No command
+    reached the server, and no new one could start, until it left idle ten minutes later."""
+    info = _started(repo, runtime)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as asker, open(os.devnull, "r+b") as null:
+        asker.connect(info["socket"])
+        request = marshal.dumps(request_)
+        asker.sendmsg([len(request).to_bytes(4, "big") + request],
+                      [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [null.fileno()] * 3).tobytes())])
+    before = _commands(repo, runtime)
+    assert _run(repo, "list", env=runtime).returncode == 0
+    assert _commands(repo, runtime) == before + 1
+    assert json.loads(_run(repo, "server", "status", "--json", env=runtime).stdout)["pid"] == info["pid"]
 
 
 def test_a_server_leaves_when_its_code_changes(repo, runtime, tmp_path):
