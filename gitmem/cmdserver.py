@@ -399,6 +399,9 @@ def _work(conn, request: tuple, fds: List[int]) -> None:
     os.environ.clear()
     os.environ.update(env)
     os.umask(umask)
+    from .repo import follow_home
+
+    follow_home()
     code = 1
     try:
         os.chdir(cwd)

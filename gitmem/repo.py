@@ -205,6 +205,18 @@ def follow_shared_repository(value: Optional[str]) -> None:
     os.umask(exact if exact is not None else mask & ~clear)
 
 
+def follow_home() -> None:
+    """Have libgit2 find the global config (``$HOME/.gitconfig``, ``$XDG_CONFIG_HOME/git/config``) and ``~`` from
+    this process's environment as it is now. libgit2 looks once, when pygit2 loads: a process that took on
+    another's environment since (the command server's worker) would read the global config of the one that
+    loaded it, not its caller's."""
+    for level in (pygit2.enums.ConfigLevel.GLOBAL, pygit2.enums.ConfigLevel.XDG):
+        pygit2.settings.search_path[level] = ""  # a look that finds nothing (HOME unset) keeps the path set before
+        pygit2.settings.search_path[level] = None  # type: ignore[assignment]  # pygit2 stub: None looks again
+    pygit2.settings.homedir = ""
+    pygit2.settings.homedir = None  # type: ignore[assignment]
+
+
 def guard_loose_objects(repo: pygit2.Repository) -> None:
     """Refuse a truncated loose object of ``repo`` before libgit2 loops on it (:mod:`gitmem.loose`): every
     repository gitmem opens, in this process or its parse helper, goes through here."""

@@ -162,6 +162,24 @@ def test_a_caller_that_left_or_a_bad_request_does_not_take_the_server_away(repo,
     assert json.loads(_run(repo, "server", "status", "--json", env=runtime).stdout)["pid"] == info["pid"]
 
 
+def test_a_worker_reads_the_callers_global_git_config(repo, runtime, tmp_path):
+    """libgit2 finds ~/.gitconfig once, when pygit2 loads: a worker read the global config of the server's HOME,
+    not its caller's (here the guide it names, read through libgit2 under --branch)."""
+    gitmem(repo, "add", "fact", "Ledger writes are idempotent")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[gitmem]\n\tguide = NOTES.md\n")
+    (repo / "NOTES.md").write_text("# Notes\nAlways go through the ledger.\n")
+    _started(repo, runtime)
+    caller = {k: v for k, v in runtime.items() if k != "GIT_CONFIG_GLOBAL"}
+    caller["HOME"] = str(home)
+    args = ("--branch", "main", "context", "--query", "ledger")
+    alone = _run(repo, *args, env={**caller, "GITMEM_SERVER": "0"})
+    served = _run(repo, *args, env=caller)
+    assert "guide NOTES.md" in alone.stdout
+    assert (served.returncode, served.stdout, served.stderr) == (alone.returncode, alone.stdout, alone.stderr)
+
+
 def test_a_server_leaves_when_its_code_changes(repo, runtime, tmp_path):
     """An upgrade or an edit of gitmem while a server runs: the next command runs the new code in its own
     process, and the server is gone."""
