@@ -132,8 +132,10 @@ def _wait_for(sock, pid: int) -> int:
     sock.close()
     if len(status) == 4:
         return int.from_bytes(status, "big", signed=True)
-    if forwarded:  # the worker died of the signal it was sent
-        return 128 + forwarded[-1]
+    if forwarded:  # the worker died of the signal it was sent: so does this process, as it would have alone
+        signal.signal(forwarded[-1], signal.SIG_DFL)
+        os.kill(os.getpid(), forwarded[-1])
+        return 128 + forwarded[-1]  # the shell's number for it, should the signal be blocked here
     sys.stderr.write("gitmem: the command server's worker ended without an exit status\n")
     return 1
 
