@@ -390,6 +390,7 @@ def _work(conn, request: tuple, fds: List[int]) -> None:
     import atexit
     import io
     import signal
+    import threading
 
     _, argv, cwd, env, umask = request
     for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
@@ -411,6 +412,7 @@ def _work(conn, request: tuple, fds: List[int]) -> None:
             sys.stdout.reconfigure(line_buffering=os.isatty(1))
         sys.argv = ["gitmem", *argv]
         conn.sendall(os.getpid().to_bytes(8, "big"))
+        threading.Thread(target=_end_with_caller, args=(conn,), daemon=True).start()
         from .cli import main as cli_main
 
         try:
@@ -436,6 +438,17 @@ def _work(conn, request: tuple, fds: List[int]) -> None:
         except OSError:
             pass
         os._exit(code)
+
+
+def _end_with_caller(conn) -> None:
+    """In the worker: the caller sends nothing more and waits for the status; should it end first (killed, where
+    its signal could not be passed on), the command ends with it, as it would have alone, and does not read on
+    from a terminal the shell has taken back."""
+    try:
+        conn.recv(1)
+    except OSError:
+        pass
+    os._exit(1)
 
 
 def control(what: str) -> Optional[dict]:

@@ -8,6 +8,7 @@ import array
 import json
 import marshal
 import os
+import select
 import shutil
 import signal
 import socket
@@ -133,6 +134,24 @@ def test_a_worker_takes_the_callers_stdin_environment_and_signals(repo, runtime)
     waiting.send_signal(signal.SIGTERM)
     assert waiting.wait(timeout=30) == -signal.SIGTERM
     waiting.stdin.close()
+
+
+def test_a_worker_ends_with_its_killed_caller(repo, runtime):
+    """`kill -9` of a gitmem waiting on its stdin (a terminal, say): alone, the command ends there. The worker went on
+    waiting, reading what was typed next into the shell that had the terminal back, and answering it."""
+    _started(repo, runtime)
+    before = _commands(repo, runtime)
+    waiting = subprocess.Popen([str(SCRIPT), "check", "-"], cwd=repo, env=runtime, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    for _ in range(200):
+        if _commands(repo, runtime) > before:
+            break
+        time.sleep(0.05)
+    waiting.kill()
+    waiting.wait(timeout=30)
+    ended, _, _ = select.select([waiting.stdout], [], [], 20)  # end of file: no process holds the output any more
+    waiting.stdin.close()  # (a worker still there answers now)
+    assert ended and waiting.stdout.read() == b"", "the worker outlived its caller"
 
 
 def test_a_closed_stdin_stays_closed(repo, runtime):
