@@ -208,6 +208,7 @@ def serve(path: str) -> None:
     import socket
     import time
 
+    os.chdir("/")  # not the directory of the command that started it, which a long-lived process would keep busy
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     if not _private(directory):
@@ -367,7 +368,7 @@ def _receive(conn) -> Tuple[tuple, List[int]]:
     import array
     import socket
 
-    conn.settimeout(5.0)  # a client that sends half a request does not hold the server
+    conn.settimeout(1.0)  # a client that connects and sends no request holds the next command back this long at most
     fds = array.array("i")
     data, ancillary, _, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(3 * fds.itemsize))
     for level, kind, payload in ancillary:
