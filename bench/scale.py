@@ -141,19 +141,23 @@ def measure(n: int, runs: int, kind: str = "bulk") -> Dict[str, object]:
     return out
 
 
-def common_words(root: str, runs: int) -> Dict[str, float]:
-    """Seconds of `search` for COMMON_WORDS, of the search of COMMANDS (a rare word) and of `gitmem --version`,
-    a round of the three at a time (medians), with the ratios: the cost of a query whose words are all common
-    should follow what it returns, not how many memories hold them."""
-    argvs = {"common": _gitmem("search", COMMON_WORDS), "rare": _gitmem(*COMMANDS["search"]),
-             "version": _gitmem("--version")}
+def _interleaved(argvs: Dict[str, List[str]], root: str, runs: int) -> Dict[str, float]:
+    """Median seconds of each command, warmed once, then timed a round of all at a time, so noise hits all alike."""
     for argv in argvs.values():
-        _timed(argv, root)  # warm
+        _timed(argv, root)
     samples: Dict[str, List[float]] = {k: [] for k in argvs}
     for _ in range(runs):
         for k, argv in argvs.items():
             samples[k].append(_timed(argv, root)[0])
-    t = {k: statistics.median(v) for k, v in samples.items()}
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def common_words(root: str, runs: int) -> Dict[str, float]:
+    """Seconds of `search` for COMMON_WORDS, of the search of COMMANDS (a rare word) and of `gitmem --version`,
+    a round of the three at a time (medians), with the ratios: the cost of a query whose words are all common
+    should follow what it returns, not how many memories hold them."""
+    t = _interleaved({"common": _gitmem("search", COMMON_WORDS), "rare": _gitmem(*COMMANDS["search"]),
+                      "version": _gitmem("--version")}, root, runs)
     return {"search_common_s": t["common"], "search_rare_s": t["rare"], "search_version_s": t["version"],
             "search_common_ratio_version": t["common"] / t["version"], "search_common_ratio_rare": t["common"] / t["rare"]}
 
@@ -178,14 +182,8 @@ def served(root: str, runs: int) -> Dict[str, float]:
         time.sleep(0.1)
     else:
         raise SystemExit("the command server did not start")
-    for argv in argvs.values():
-        _timed(argv, root)  # warm
-    samples: Dict[str, List[float]] = {k: [] for k in argvs}
-    for _ in range(runs):
-        for k, argv in argvs.items():
-            samples[k].append(_timed(argv, root)[0])
+    t = _interleaved(argvs, root, runs)
     subprocess.run([SCRIPT, "server", "stop"], cwd=root, env=ENV, capture_output=True, check=True)
-    t = {k: statistics.median(v) for k, v in samples.items()}
     out = {"served_version_s": t["version"]}
     for name in SERVED:
         out[f"served_{name}_s"], out[f"served_{name}_ratio_version"] = t[name], t[name] / t["version"]

@@ -77,6 +77,19 @@ def _started(cwd, env, command=(str(SCRIPT),)) -> dict:
     raise AssertionError("the command server did not start")
 
 
+def _waiting_on_stdin(repo, env) -> subprocess.Popen:
+    """A served `check -` whose worker has started and waits on its stdin (the command count is taken before the
+    start: counted after, the command was often in already, and the wait ran out)."""
+    before = _commands(repo, env)
+    waiting = subprocess.Popen([str(SCRIPT), "check", "-"], cwd=repo, env=env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for _ in range(200):
+        if _commands(repo, env) > before:
+            break
+        time.sleep(0.05)
+    return waiting
+
+
 def _commands(cwd, env) -> int:
     return json.loads(_run(cwd, "server", "status", "--json", env=env).stdout)["commands"]
 
@@ -124,13 +137,7 @@ def test_a_worker_takes_the_callers_stdin_environment_and_signals(repo, runtime)
     assert other.returncode != 0 and "nope" in other.stderr
     # A worker waiting on the caller's stdin ends with the signal the caller gets, and the caller dies of it, as
     # alone (not exit 143: a parent that tells a kill from an exit, as a shell's loop or Python's subprocess does).
-    before = _commands(repo, runtime)  # (counted after the start, the command was often in already: a 20 s wait)
-    waiting = subprocess.Popen([str(SCRIPT), "check", "-"], cwd=repo, env=runtime, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    for _ in range(200):
-        if _commands(repo, runtime) > before:
-            break
-        time.sleep(0.05)
+    waiting = _waiting_on_stdin(repo, runtime)
     waiting.send_signal(signal.SIGTERM)
     assert waiting.wait(timeout=30) == -signal.SIGTERM
     waiting.stdin.close()
@@ -140,13 +147,7 @@ def test_a_worker_ends_with_its_killed_caller(repo, runtime):
     """`kill -9` of a gitmem waiting on its stdin (a terminal, say): alone, the command ends there. The worker went on
     waiting, reading what was typed next into the shell that had the terminal back, and answering it."""
     _started(repo, runtime)
-    before = _commands(repo, runtime)
-    waiting = subprocess.Popen([str(SCRIPT), "check", "-"], cwd=repo, env=runtime, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        if _commands(repo, runtime) > before:
-            break
-        time.sleep(0.05)
+    waiting = _waiting_on_stdin(repo, runtime)
     waiting.kill()
     waiting.wait(timeout=30)
     ended, _, _ = select.select([waiting.stdout], [], [], 20)  # end of file: no process holds the output any more
