@@ -227,8 +227,8 @@ def serve(path: str) -> None:
     loaded = _preload()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the system
     gc.freeze()  # the workers share the imported modules' pages instead of copying them at their first collection
-    status: Dict[str, Any] = {"running": True, "pid": os.getpid(), "socket": path, "started": time.time(), "commands": 0,
-              "idle_seconds": IDLE}
+    status: Dict[str, Any] = {"running": True, "pid": os.getpid(), "socket": path, "started": time.time(),
+                              "commands": 0, "idle_seconds": IDLE}
     alive, living = os.pipe()  # never written: a spare sees this process end when the pipe reads empty
     try:
         while True:
@@ -291,10 +291,9 @@ def _spare(listener, alive: int, parent: int, loaded: Dict[str, int], status: di
                 conn.sendall(marshal.dumps(status))
             except OSError:  # the asker is gone already (Ctrl-C)
                 pass
-            conn.close()
-            continue
-        conn.close()  # stopped, or stale: the command runs in its own process
-        break
+        conn.close()
+        if request[0] in ("stop", "run"):  # stopped, or stale: the command runs in its own process
+            break
     os.write(parent, _LEAVE)
     os._exit(0)
 

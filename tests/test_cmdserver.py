@@ -254,6 +254,10 @@ def test_server_stop_and_status(repo, runtime):
     assert json.loads(_run(repo, "server", "status", "--json", env=runtime).stdout)["running"] is False
     info = _started(repo, runtime)
     assert "command server" in _run(repo, "server", "status", env=runtime).stdout
+    # A request of a kind it does not know (another gitmem's, say) is answered with nothing, and the server stays.
+    python = SCRIPT.read_text().splitlines()[0][2:].strip()
+    _run(repo, "-c", "from gitmem.cmdserver import control; print(control('reload'))", env=runtime, command=(python,))
+    assert json.loads(_run(repo, "server", "status", "--json", env=runtime).stdout)["pid"] == info["pid"]
     assert _run(repo, "server", "stop", env=runtime).stdout.strip() == "stopped the command server"
     assert _gone(info["pid"])
     assert "no command server" in _run(repo, "server", "stop", env=runtime).stdout
