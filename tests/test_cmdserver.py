@@ -22,7 +22,7 @@ import pytest
 
 from gitmem.cmdserver import SERVED, served
 
-from conftest import ROOT, gitmem
+from conftest import ROOT, gitmem, processes_naming
 
 SCRIPT = Path(sys.executable).with_name("gitmem")
 pytestmark = [pytest.mark.skipif(not hasattr(os, "fork"), reason="the command server forks"),
@@ -38,7 +38,10 @@ def runtime():
     env.pop("GITMEM_SERVER", None)
     yield env
     for pid in _server_pids(env):
-        os.kill(pid, signal.SIGTERM)
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:  # a spare that left with its server
+            pass
     shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -49,8 +52,7 @@ def _run(cwd, *args, env, input=None, command=(str(SCRIPT),)) -> subprocess.Comp
 
 def _server_pids(env) -> list:
     """The servers listening in this test's runtime directory (its path is in their command line)."""
-    found = subprocess.run(["pgrep", "-f", env["XDG_RUNTIME_DIR"]], capture_output=True, text=True).stdout
-    return [int(pid) for pid in found.split()]
+    return processes_naming(env["XDG_RUNTIME_DIR"])
 
 
 def _gone(pid: int) -> bool:
