@@ -125,13 +125,20 @@ def _wait_for(sock, pid: int) -> int:
 
     def forward(signum: int, frame: object) -> None:
         forwarded.append(signum)
-        try:
-            os.kill(pid, signum)
-        except OSError:
-            pass
+        _signal_worker(pid, signum)
+
+    def suspend(signum: int, frame: object) -> None:
+        """Ctrl-Z: the worker stops with this process and goes on with it. SIGSTOP, not the SIGTSTP this process
+        got: the kernel drops a SIGTSTP sent to the server's process group, which no shell watches over."""
+        _signal_worker(pid, signal.SIGSTOP)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # stopped here until the shell's `fg` or `bg`
+        signal.signal(signal.SIGTSTP, suspend)
+        _signal_worker(pid, signal.SIGCONT)
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(signum, forward)
+    signal.signal(signal.SIGTSTP, suspend)
     status = _read_exactly(sock, 4)
     sock.close()
     if len(status) == 4:
@@ -142,6 +149,13 @@ def _wait_for(sock, pid: int) -> int:
         return 128 + forwarded[-1]  # the shell's number for it, should the signal be blocked here
     sys.stderr.write("gitmem: the command server's worker ended without an exit status\n")
     return 1
+
+
+def _signal_worker(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except OSError:  # it has ended
+        pass
 
 
 def _private(directory: str) -> bool:

@@ -55,17 +55,27 @@ def _server_pids(env) -> list:
     return processes_naming(env["XDG_RUNTIME_DIR"])
 
 
-def _gone(pid: int) -> bool:
-    """Whether process ``pid`` ended (within a few seconds); a zombie nobody reaped yet counts as ended."""
+def _until(condition) -> bool:
+    """Whether ``condition()`` came true within ten seconds."""
     for _ in range(200):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except FileNotFoundError:
+        if condition():
             return True
         time.sleep(0.05)
     return False
+
+
+def _state(pid: int) -> str:
+    """Process ``pid``'s state letter (R, S, T stopped, Z ended but not reaped); X when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "X"
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` ended (within a few seconds); a zombie nobody reaped yet counts as ended."""
+    return _until(lambda: _state(pid) in "ZX")
 
 
 def _started(cwd, env, command=(str(SCRIPT),)) -> dict:
@@ -85,10 +95,7 @@ def _waiting_on_stdin(repo, env) -> subprocess.Popen:
     before = _commands(repo, env)
     waiting = subprocess.Popen([str(SCRIPT), "check", "-"], cwd=repo, env=env, stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    for _ in range(200):
-        if _commands(repo, env) > before:
-            break
-        time.sleep(0.05)
+    _until(lambda: _commands(repo, env) > before)
     return waiting
 
 
@@ -143,6 +150,25 @@ def test_a_worker_takes_the_callers_stdin_environment_and_signals(repo, runtime)
     waiting.send_signal(signal.SIGTERM)
     assert waiting.wait(timeout=30) == -signal.SIGTERM
     waiting.stdin.close()
+
+
+def test_ctrl_z_stops_the_worker_with_its_caller_and_fg_goes_on(repo, runtime):
+    """Ctrl-Z stopped only the caller: the worker ran on, reading the terminal the shell had taken back (a SIGTSTP
+    sent to the server's process group, which no shell watches over, is dropped by the kernel)."""
+    gitmem(repo, "add", "rejection", "Use Redis for the cache", "--because", "one more service to run")
+    _started(repo, runtime)
+    before = _commands(repo, runtime)
+    caller = subprocess.Popen([str(SCRIPT), "check", "-", "--json"], cwd=repo, env=runtime, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)  # a shell's job
+    assert _until(lambda: _commands(repo, runtime) > before)
+    stdin = os.readlink(f"/proc/{caller.pid}/fd/0")
+    worker = next(pid for pid in _server_pids(runtime) if os.readlink(f"/proc/{pid}/fd/0") == stdin)
+    caller.send_signal(signal.SIGTSTP)
+    assert _until(lambda: _state(caller.pid) == "T" and _state(worker) == "T")
+    caller.send_signal(signal.SIGCONT)  # fg
+    assert _until(lambda: _state(caller.pid) != "T" and _state(worker) != "T")
+    out, _ = caller.communicate(b"use Redis for the session cache\n", timeout=30)
+    assert json.loads(out)["proposal"] == "use Redis for the session cache"
 
 
 def test_a_worker_ends_with_its_killed_caller(repo, runtime):
