@@ -389,11 +389,9 @@ def _receive(conn) -> Tuple[tuple, List[int]]:
             fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
     size = int.from_bytes(data[:_HEADER], "big")
     data = data[_HEADER:]
-    while len(data) < size:
-        chunk = conn.recv(size - len(data))
-        if not chunk:
-            raise EOFError("request cut short")
-        data += chunk
+    data += _read_exactly(conn, size - len(data))
+    if len(data) < size:
+        raise EOFError("request cut short")
     request = marshal.loads(data)
     if not isinstance(request, tuple) or not request:
         raise ValueError("not a request")
