@@ -352,11 +352,7 @@ class Store:
     def common_dir(self) -> str:
         """The git directory linked worktrees share, where gitmem keeps its own files (a session's hook state,
         the bill's runs): found without libgit2 where gitdir found the repository."""
-        if self.git is not None:
-            return os.path.normpath(self.git.common)
-        from .repo import common_dir
-
-        return common_dir(self.repo)
+        return os.path.normpath(self.git.common) if self.git is not None else common_dir(self.repo)
 
     def config(self, key: str) -> Optional[str]:
         """``git config key`` of the repository, read without libgit2 where gitdir can."""
@@ -394,7 +390,7 @@ class Store:
     def _files(self) -> GitDir:
         """Where this repository's files are, for :mod:`gitmem.gitdir`'s reads: as found, or as libgit2 opened it
         (a repository :func:`gitmem.gitdir.discover` left to libgit2)."""
-        return self.git or GitDir(self.repo.path, common_dir(self.repo), self.repo.workdir or self.repo.path)
+        return self.git or GitDir(self.repo.path, self.common_dir, self.repo.workdir or self.repo.path)
 
     def tree_of(self, commit: str) -> str:
         """The root tree of memory commit ``commit``. Without libgit2 open, from the loose object or
