@@ -33,13 +33,11 @@ from typing import Dict, List
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import AUTHOR, seeded_store  # noqa: E402
+from common import AUTHOR, SCRIPT, seeded_store  # noqa: E402
 
 from gitmem.checkpoint import checkpoint  # noqa: E402
 
 GITMEM = [sys.executable, "-m", "gitmem"]
-#: The script ``pip install`` puts beside the interpreter, which hands Claude Code's hooks to the command server.
-SCRIPT = [os.path.join(os.path.dirname(sys.executable), "gitmem")]
 SESSION = "0b6f3c52-9a3e-4d1b-8f7e-2c4a5e6d7f80"
 TARGETS_MS = {"SessionStart": 300.0, "PostToolUse Read": 100.0, "PostToolUse Edit": 100.0}
 ENV = {**os.environ, "AI_AGENT": "claude-code_2-1-332_harness"}
@@ -105,11 +103,11 @@ def run(rounds: int = 15, memories: int = 10_000, served: bool = False) -> dict:
     names = ("SessionStart", "UserPromptSubmit", "PostToolUse Read", "PostToolUse Read (foreground)",
              "PostToolUse Edit", "PostToolUse Edit (foreground)", "PostToolUse Bash (not a commit)", "PreCompact",
              "SessionEnd")
-    modes = [("", GITMEM), (" [server]", SCRIPT)] if served else [("", GITMEM)]
+    modes = [("", GITMEM), (" [server]", [SCRIPT])] if served else [("", GITMEM)]
     samples: Dict[str, List[float]] = {"gitmem --version": []}
     samples.update({name + mark: [] for mark, _ in modes for name in names})
     if served:
-        hook(path, "SessionStart", command=SCRIPT, source="startup")  # starts the server
+        hook(path, "SessionStart", command=[SCRIPT], source="startup")  # starts the server
         time.sleep(2)
     for i in range(rounds * len(modes)):
         mark, command = modes[i % len(modes)]
@@ -135,7 +133,7 @@ def run(rounds: int = 15, memories: int = 10_000, served: bool = False) -> dict:
         round_hook(path, "UserPromptSubmit", prompt=f"Now wire service {i} into the CLI")
         samples["SessionEnd" + mark].append(round_hook(path, "SessionEnd", reason="other"))
     if served:
-        subprocess.run([*SCRIPT, "server", "stop"], cwd=path, capture_output=True)
+        subprocess.run([SCRIPT, "server", "stop"], cwd=path, capture_output=True)
     base = statistics.median(samples["gitmem --version"])
     out: Dict[str, dict] = {}
     for name, values in samples.items():

@@ -17,6 +17,10 @@ from gitmem.model import Memory, dump_yaml, memory_path, new_id, utc_now
 
 AUTHOR = Author("bench", "bench@example.com", "agent")
 
+#: The script ``pip install`` puts beside the interpreter: what a user runs, and what hands read commands and
+#: Claude Code's hooks to the command server (gitmem/cmdserver.py); ``python -m gitmem`` never does.
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "gitmem")
+
 # Processes a benchmark starts run as a user's would: from compiled bytecode. Where the environment
 # says not to write it (PYTHONDONTWRITEBYTECODE), each start recompiled every changed module
 # (30-40 ms per command on the sandbox this was measured on).

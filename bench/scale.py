@@ -46,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from common import cat_file_batch, seeded_store, written_store  # noqa: E402
+from common import SCRIPT, cat_file_batch, seeded_store, written_store  # noqa: E402
 
 SIZES = (1_000, 10_000, 100_000)
 ENV = {**os.environ, "GITMEM_ENCODER": "none", "PYTHONPATH": os.path.join(HERE, "..")}
@@ -162,8 +162,6 @@ def common_words(root: str, runs: int) -> Dict[str, float]:
             "search_common_ratio_version": t["common"] / t["version"], "search_common_ratio_rare": t["common"] / t["rare"]}
 
 
-#: The script ``pip install`` puts beside the interpreter: what a user runs, and the one that uses the command server.
-SCRIPT = os.path.join(os.path.dirname(sys.executable), "gitmem")
 SERVED = ("list", "search", "context", "status")
 
 
