@@ -16,13 +16,12 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import AUTHOR, sample_repo, seeded_store  # noqa: E402
+from common import AUTHOR, sample_repo, scratch_dir, seeded_store  # noqa: E402
 
 from gitmem import Store  # noqa: E402
 from gitmem.remote import pull, push  # noqa: E402
@@ -35,7 +34,7 @@ def _git(*args: str) -> None:
 
 
 def bare() -> str:
-    path = tempfile.mkdtemp(prefix="gitmem-bench-bare-")
+    path = scratch_dir("bare")
     _git("init", "-q", "--bare", path)
     return path
 

@@ -17,13 +17,12 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import AUTHOR, sample_repo, seeded_store  # noqa: E402
+from common import AUTHOR, sample_repo, scratch_dir, seeded_store  # noqa: E402
 
 from gitmem import Store  # noqa: E402
 from gitmem.remote import fetch  # noqa: E402
@@ -47,7 +46,7 @@ def run(size: int = 10_000, repeat: int = 3) -> dict:
     source = seeded_store(size, "trust")
     for i in range(20):  # some history on top of the seed, as a team's would have
         source.add("fact", f"later memory {i}", author=AUTHOR, source="bench")
-    remote = tempfile.mkdtemp(prefix="gitmem-bench-bare-")
+    remote = scratch_dir("bare")
     _git("init", "-q", "--bare", remote)
     _git("-C", source.repo.workdir, "push", "-q", remote, f"{REF}:{REF}")
     keys = ("git_fetch", "fsck_fetch", "gate", "gitmem_fetch", "git_fetch_one", "fsck_fetch_one", "gate_one",
